@@ -1,0 +1,96 @@
+//! Commands: one variant per state change. A command is what the journal (and later the Raft
+//! log) stores, so it is a versioned format: add fields only with `#[serde(default)]` and new
+//! variants only at the end.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::TopicId;
+
+/// A change to the metadata state, as proposed by an agent or an admin request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// First entry of every cluster: fixes the cluster id (drawn by the proposer).
+    InitCluster { cluster_id: String },
+    CreateTopic {
+        name: String,
+        /// Drawn by the proposer: a topic created again under the same name gets a new id.
+        topic_id: TopicId,
+        partition_count: i32,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic { name: String },
+    /// Grows a topic to `partition_count` partitions.
+    CreatePartitions { name: String, partition_count: i32 },
+    /// Replaces the topic's whole set of explicitly set configs (validated by the proposer).
+    SetTopicConfigs { name: String, configs: BTreeMap<String, String> },
+    /// Sequences the chunks of one uploaded segment object.
+    CommitSegment(SegmentCommit),
+    /// Advances a partition's log start offset (Kafka DeleteRecords); `-1` means the high watermark.
+    DeleteRecords { topic_id: TopicId, partition: i32, offset: i64 },
+}
+
+/// One uploaded segment object and the partition chunks it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentCommit {
+    pub key: String,
+    pub object_bytes: u64,
+    pub chunks: Vec<ChunkCommit>,
+}
+
+/// One partition's chunk within a segment commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkCommit {
+    pub topic_id: TopicId,
+    pub partition: i32,
+    pub byte_start: u64,
+    pub byte_len: u32,
+    pub crc32c: u32,
+    /// The chunk's batches in order; offsets are assigned batch by batch.
+    pub batches: Vec<BatchSummary>,
+}
+
+/// What sequencing needs to know of one record batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSummary {
+    /// Offsets the batch occupies: its `lastOffsetDelta + 1`.
+    pub offset_count: u32,
+    pub timestamp_max: i64,
+}
+
+/// What applying a command produced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    Done,
+    TopicCreated { topic_id: TopicId },
+    /// Per chunk, in commit order: the base offset assigned to its first batch, or why the chunk
+    /// was not sequenced (its topic was deleted between upload and commit, say).
+    SegmentCommitted { chunks: Vec<CommittedChunk> },
+    LogStartOffset { offset: i64 },
+}
+
+pub type CommittedChunk = Result<i64, CommandError>;
+
+/// Why a command (or one chunk of a commit) was rejected. Rejection changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum CommandError {
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName { name: String, reason: String },
+    #[error("invalid partition count {count}: {reason}")]
+    InvalidPartitions { count: i32, reason: String },
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("offset {offset} is outside {log_start_offset}..={high_watermark}")]
+    OffsetOutOfRange { offset: i64, log_start_offset: i64, high_watermark: i64 },
+    #[error("invalid commit: {0}")]
+    InvalidCommit(String),
+    #[error("cluster is already initialized")]
+    AlreadyInitialized,
+    #[error("limit reached: {0}")]
+    LimitReached(String),
+}

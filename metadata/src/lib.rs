@@ -1,0 +1,21 @@
+//! Floe's metadata service: the deterministic state machine that orders everything (topics,
+//! offsets, the offset index), the durable journal and snapshots it is recovered from, and the
+//! in-process node that serves proposals and reads.
+//!
+//! The state machine ([`State::apply`]) is pure: it reads no clock, draws no random numbers and
+//! does no I/O. Anything time- or randomness-dependent is stamped into the [`Command`] by the
+//! proposer, so every replica that applies the same log reaches the same state.
+
+pub mod command;
+pub mod config;
+pub mod journal;
+pub mod limits;
+pub mod node;
+pub mod snapshot;
+pub mod state;
+
+pub use command::{
+    BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit,
+};
+pub use node::{MetadataNode, NodeError};
+pub use state::{validate_topic_name, IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId};

@@ -1,0 +1,20 @@
+//! Limits the metadata state machine enforces on every command, each with its reason.
+
+/// Kafka's own limit on topic name length (file-name bound in Kafka; kept for compatibility).
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Partitions per topic. Bounds one CreateTopics/CreatePartitions command's effect on memory.
+pub const TOPIC_PARTITION_COUNT_MAX: i32 = 10_000;
+/// Topics per cluster, so a client looping on auto-create cannot exhaust metadata memory.
+pub const TOPIC_COUNT_MAX: usize = 100_000;
+/// Configs per topic; Kafka has about 40 topic configs.
+pub const TOPIC_CONFIG_COUNT_MAX: usize = 256;
+/// Bytes of one config value.
+pub const CONFIG_VALUE_BYTES_MAX: usize = 16 * 1024;
+/// Chunks in one segment commit: one per partition in the flush.
+pub const COMMIT_CHUNK_COUNT_MAX: usize = 100_000;
+/// Batches summarized per chunk in a commit.
+pub const CHUNK_BATCH_COUNT_MAX: usize = 1_000_000;
+/// Largest encoded command the journal accepts; a larger one is a bug or an attack.
+pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+const _: () = assert!(TOPIC_PARTITION_COUNT_MAX > 0);

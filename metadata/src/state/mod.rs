@@ -1,0 +1,142 @@
+//! The metadata state machine: plain deterministic Rust over in-memory state.
+//!
+//! [`State::apply`] validates a command, changes nothing if it is invalid, and otherwise applies
+//! it and asserts the invariants it must keep. A replica that trips an assertion stops rather
+//! than drift from its peers.
+
+mod offsets;
+mod topics;
+
+pub use topics::validate_topic_name;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::{Command, CommandError, Outcome};
+
+pub type TopicId = uuid::Uuid;
+
+/// Segment objects are named once in [`State::objects`] and referred to by this id from the
+/// index, so a key shared by hundreds of partitions is stored once.
+pub type ObjectId = u64;
+
+/// Everything the metadata service knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// Index of the last applied journal entry.
+    pub applied_index: u64,
+    /// Empty until the `InitCluster` command.
+    pub cluster_id: String,
+    pub topics: BTreeMap<TopicId, Topic>,
+    pub topic_ids: BTreeMap<String, TopicId>,
+    pub objects: BTreeMap<ObjectId, ObjectRecord>,
+    pub next_object_id: ObjectId,
+}
+
+/// A topic: its partitions and its explicitly set configs (defaults are not stored).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topic {
+    pub name: String,
+    pub topic_id: TopicId,
+    pub configs: BTreeMap<String, String>,
+    pub partitions: Vec<Partition>,
+}
+
+/// One partition's log, as metadata sees it: offsets and where their bytes are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    /// Offset the next committed batch gets: Kafka's log end offset and high watermark.
+    pub next_offset: i64,
+    pub log_start_offset: i64,
+    pub leader_epoch: i32,
+    /// Chunks in offset order, contiguous: each entry starts where the previous one ended.
+    pub index: VecDeque<IndexEntry>,
+}
+
+/// One chunk of a segment object holding offsets `base_offset..=last_offset` of a partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub object_id: ObjectId,
+    pub byte_start: u64,
+    pub byte_len: u32,
+    pub crc32c: u32,
+    pub timestamp_max: i64,
+}
+
+/// A segment object known to metadata and how many index entries refer to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRecord {
+    pub key: String,
+    pub object_bytes: u64,
+    pub reference_count: u64,
+}
+
+impl State {
+    /// Applies one journal entry. Never panics on a command's content: invalid commands are
+    /// rejected with an error and leave the state unchanged.
+    pub fn apply(&mut self, index: u64, command: Command) -> Result<Outcome, CommandError> {
+        assert!(index > self.applied_index, "journal entries are applied once, in order");
+        self.applied_index = index;
+        match command {
+            Command::InitCluster { cluster_id } => {
+                if !self.cluster_id.is_empty() {
+                    return Err(CommandError::AlreadyInitialized);
+                }
+                self.cluster_id = cluster_id;
+                Ok(Outcome::Done)
+            }
+            Command::CreateTopic { name, topic_id, partition_count, configs } => {
+                self.create_topic(name, topic_id, partition_count, configs)
+            }
+            Command::DeleteTopic { name } => self.delete_topic(&name),
+            Command::CreatePartitions { name, partition_count } => self.create_partitions(&name, partition_count),
+            Command::SetTopicConfigs { name, configs } => self.set_topic_configs(&name, configs),
+            Command::CommitSegment(commit) => self.commit_segment(commit),
+            Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
+        }
+    }
+
+    pub fn topic_by_name(&self, name: &str) -> Option<&Topic> {
+        self.topic_ids.get(name).and_then(|id| self.topics.get(id))
+    }
+
+    pub fn partition(&self, topic_id: TopicId, partition: i32) -> Option<&Partition> {
+        let index = usize::try_from(partition).ok()?;
+        self.topics.get(&topic_id)?.partitions.get(index)
+    }
+
+    pub fn object_key(&self, object_id: ObjectId) -> Option<&str> {
+        self.objects.get(&object_id).map(|o| o.key.as_str())
+    }
+}
+
+impl Partition {
+    /// Index entries holding offsets at or after `offset`, starting with the one containing it.
+    pub fn entries_from(&self, offset: i64) -> impl Iterator<Item = &IndexEntry> {
+        let start = self.index.partition_point(|e| e.last_offset < offset);
+        self.index.range(start..)
+    }
+
+    /// The first entry whose largest timestamp is at least `timestamp`: the earliest record with
+    /// such a timestamp is in it (timestamps need not grow with offsets, so this scans).
+    pub fn entry_for_timestamp(&self, timestamp: i64) -> Option<&IndexEntry> {
+        self.index.iter().find(|e| e.timestamp_max >= timestamp && e.last_offset >= self.log_start_offset)
+    }
+
+    /// The entry holding the largest timestamp (the first such entry when several tie).
+    pub fn entry_with_max_timestamp(&self) -> Option<&IndexEntry> {
+        self.index
+            .iter()
+            .filter(|e| e.last_offset >= self.log_start_offset)
+            .fold(None, |best: Option<&IndexEntry>, e| match best {
+                Some(b) if b.timestamp_max >= e.timestamp_max => Some(b),
+                _ => Some(e),
+            })
+    }
+}

@@ -1,0 +1,107 @@
+//! Offsets: sequencing committed segments, the log start offset, object references.
+
+use super::{IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
+use crate::command::{CommandError, Outcome, SegmentCommit};
+use crate::limits::{CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX};
+
+/// Checks a commit as a whole before anything changes.
+fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
+    let invalid = |reason: String| Err(CommandError::InvalidCommit(reason));
+    if commit.key.is_empty() {
+        return invalid("empty object key".to_owned());
+    }
+    if commit.chunks.is_empty() || commit.chunks.len() > COMMIT_CHUNK_COUNT_MAX {
+        return invalid(format!("{} chunks; 1..={COMMIT_CHUNK_COUNT_MAX} allowed", commit.chunks.len()));
+    }
+    for chunk in &commit.chunks {
+        if chunk.batches.is_empty() || chunk.batches.len() > CHUNK_BATCH_COUNT_MAX {
+            return invalid(format!("chunk with {} batches; 1..={CHUNK_BATCH_COUNT_MAX} allowed", chunk.batches.len()));
+        }
+        if chunk.batches.iter().any(|b| b.offset_count == 0) {
+            return invalid("a batch occupies no offsets".to_owned());
+        }
+        let end = chunk.byte_start.checked_add(u64::from(chunk.byte_len));
+        if end.is_none_or(|end| end > commit.object_bytes) || chunk.byte_len == 0 {
+            return invalid(format!("chunk bytes {}+{} outside the object", chunk.byte_start, chunk.byte_len));
+        }
+    }
+    Ok(())
+}
+
+impl State {
+    fn partition_mut(&mut self, topic_id: TopicId, partition: i32) -> Option<&mut Partition> {
+        let index = usize::try_from(partition).ok()?;
+        self.topics.get_mut(&topic_id)?.partitions.get_mut(index)
+    }
+
+    pub(super) fn commit_segment(&mut self, commit: SegmentCommit) -> Result<Outcome, CommandError> {
+        validate_commit(&commit)?;
+        let object_id = self.next_object_id;
+        let mut reference_count = 0u64;
+        let mut results = Vec::with_capacity(commit.chunks.len());
+        for chunk in commit.chunks {
+            let Some(partition) = self.partition_mut(chunk.topic_id, chunk.partition) else {
+                results.push(Err(CommandError::UnknownTopicOrPartition));
+                continue;
+            };
+            let offset_count: i64 = chunk.batches.iter().map(|b| i64::from(b.offset_count)).sum();
+            let timestamp_max = chunk.batches.iter().map(|b| b.timestamp_max).max().unwrap_or(i64::MIN);
+            assert!(offset_count > 0, "validate_commit rejects empty chunks");
+            let base_offset = partition.next_offset;
+            let last_offset = base_offset + offset_count - 1;
+            assert!(partition.log_start_offset <= base_offset);
+            assert!(partition.index.back().is_none_or(|e| e.last_offset + 1 == base_offset), "index stays contiguous");
+            partition.index.push_back(IndexEntry {
+                base_offset,
+                last_offset,
+                object_id,
+                byte_start: chunk.byte_start,
+                byte_len: chunk.byte_len,
+                crc32c: chunk.crc32c,
+                timestamp_max,
+            });
+            partition.next_offset = last_offset + 1;
+            reference_count += 1;
+            results.push(Ok(base_offset));
+        }
+        if reference_count > 0 {
+            self.objects.insert(
+                object_id,
+                ObjectRecord { key: commit.key, object_bytes: commit.object_bytes, reference_count },
+            );
+            self.next_object_id += 1;
+        }
+        Ok(Outcome::SegmentCommitted { chunks: results })
+    }
+
+    pub(super) fn delete_records(&mut self, topic_id: TopicId, partition: i32, offset: i64) -> Result<Outcome, CommandError> {
+        let log = self.partition_mut(topic_id, partition).ok_or(CommandError::UnknownTopicOrPartition)?;
+        let offset = if offset == -1 { log.next_offset } else { offset };
+        if offset < 0 || offset > log.next_offset {
+            return Err(CommandError::OffsetOutOfRange {
+                offset,
+                log_start_offset: log.log_start_offset,
+                high_watermark: log.next_offset,
+            });
+        }
+        log.log_start_offset = log.log_start_offset.max(offset);
+        let log_start_offset = log.log_start_offset;
+        let mut released = Vec::new();
+        while log.index.front().is_some_and(|e| e.last_offset < log_start_offset) {
+            released.extend(log.index.pop_front().map(|e| e.object_id));
+        }
+        assert!(log.log_start_offset <= log.next_offset);
+        for object_id in released {
+            self.release_object(object_id);
+        }
+        Ok(Outcome::LogStartOffset { offset: log_start_offset })
+    }
+
+    /// Drops one index reference to an object. Objects with no references stay listed (with a
+    /// count of zero) so garbage collection can find and delete them.
+    pub(super) fn release_object(&mut self, object_id: ObjectId) {
+        let object = self.objects.get_mut(&object_id).expect("every indexed object is listed");
+        assert!(object.reference_count > 0, "references are released once");
+        object.reference_count -= 1;
+    }
+}

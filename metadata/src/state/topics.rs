@@ -1,0 +1,116 @@
+//! Topic lifecycle: create, delete, grow, configure.
+
+use std::collections::BTreeMap;
+
+use super::{Partition, State, Topic, TopicId};
+use crate::command::{CommandError, Outcome};
+use crate::limits::{
+    CONFIG_VALUE_BYTES_MAX, TOPIC_CONFIG_COUNT_MAX, TOPIC_COUNT_MAX, TOPIC_NAME_BYTES_MAX,
+    TOPIC_PARTITION_COUNT_MAX,
+};
+
+/// Kafka's topic name rules: 1..=249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), CommandError> {
+    let invalid = |reason: &str| CommandError::InvalidTopicName { name: name.to_owned(), reason: reason.to_owned() };
+    if name.is_empty() {
+        return Err(invalid("topic names cannot be empty"));
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return Err(invalid(&format!("longer than {TOPIC_NAME_BYTES_MAX} characters")));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid("'.' and '..' are not allowed"));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return Err(invalid("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+    }
+    Ok(())
+}
+
+fn validate_partition_count(count: i32) -> Result<(), CommandError> {
+    if !(1..=TOPIC_PARTITION_COUNT_MAX).contains(&count) {
+        return Err(CommandError::InvalidPartitions {
+            count,
+            reason: format!("must be between 1 and {TOPIC_PARTITION_COUNT_MAX}"),
+        });
+    }
+    Ok(())
+}
+
+fn validate_configs(configs: &BTreeMap<String, String>) -> Result<(), CommandError> {
+    if configs.len() > TOPIC_CONFIG_COUNT_MAX {
+        return Err(CommandError::InvalidConfig(format!("more than {TOPIC_CONFIG_COUNT_MAX} configs")));
+    }
+    for (name, value) in configs {
+        if value.len() > CONFIG_VALUE_BYTES_MAX {
+            return Err(CommandError::InvalidConfig(format!("{name}: value longer than {CONFIG_VALUE_BYTES_MAX} bytes")));
+        }
+        crate::config::validate_topic_config(name, value).map_err(|e| CommandError::InvalidConfig(e.to_string()))?;
+    }
+    Ok(())
+}
+
+impl State {
+    pub(super) fn create_topic(
+        &mut self,
+        name: String,
+        topic_id: TopicId,
+        partition_count: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Outcome, CommandError> {
+        validate_topic_name(&name)?;
+        validate_partition_count(partition_count)?;
+        validate_configs(&configs)?;
+        if self.topic_ids.contains_key(&name) {
+            return Err(CommandError::TopicExists(name));
+        }
+        if self.topics.len() >= TOPIC_COUNT_MAX {
+            return Err(CommandError::LimitReached(format!("at most {TOPIC_COUNT_MAX} topics")));
+        }
+        if self.topics.contains_key(&topic_id) || topic_id.is_nil() {
+            return Err(CommandError::InvalidCommit(format!("topic id {topic_id} is already used or nil")));
+        }
+        let partitions = (0..partition_count).map(|_| Partition::default()).collect();
+        self.topic_ids.insert(name.clone(), topic_id);
+        self.topics.insert(topic_id, Topic { name, topic_id, configs, partitions });
+        Ok(Outcome::TopicCreated { topic_id })
+    }
+
+    pub(super) fn delete_topic(&mut self, name: &str) -> Result<Outcome, CommandError> {
+        let topic_id = self.topic_ids.remove(name).ok_or(CommandError::UnknownTopicOrPartition)?;
+        let topic = self.topics.remove(&topic_id).expect("topic_ids and topics agree");
+        for partition in topic.partitions {
+            for entry in partition.index {
+                self.release_object(entry.object_id);
+            }
+        }
+        Ok(Outcome::Done)
+    }
+
+    pub(super) fn create_partitions(&mut self, name: &str, partition_count: i32) -> Result<Outcome, CommandError> {
+        validate_partition_count(partition_count)?;
+        let topic_id = *self.topic_ids.get(name).ok_or(CommandError::UnknownTopicOrPartition)?;
+        let topic = self.topics.get_mut(&topic_id).expect("topic_ids and topics agree");
+        let current = topic.partitions.len();
+        let wanted = usize::try_from(partition_count).expect("validated positive");
+        if wanted <= current {
+            return Err(CommandError::InvalidPartitions {
+                count: partition_count,
+                reason: format!("topic already has {current} partitions; the count can only grow"),
+            });
+        }
+        topic.partitions.resize_with(wanted, Partition::default);
+        Ok(Outcome::Done)
+    }
+
+    pub(super) fn set_topic_configs(
+        &mut self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Outcome, CommandError> {
+        validate_configs(&configs)?;
+        let topic_id = *self.topic_ids.get(name).ok_or(CommandError::UnknownTopicOrPartition)?;
+        self.topics.get_mut(&topic_id).expect("topic_ids and topics agree").configs = configs;
+        Ok(Outcome::Done)
+    }
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The Floe test command: installs test dependencies, builds, runs Rust tests,
+# then the end-to-end suite with real Kafka clients.
+#
+#   bash scripts/test.sh              # everything
+#   bash scripts/test.sh --deps-only  # only install kcat + the Python venv
+#   bash scripts/test.sh --e2e-only   # skip cargo; run pytest against $FLOE_BIN
+#   extra args after `--` are passed to pytest, e.g. -- -k crash
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$(pwd)"
+
+MODE=all
+PYTEST_EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --deps-only) MODE=deps ;;
+    --e2e-only) MODE=e2e ;;
+    --) shift; PYTEST_EXTRA=("$@"); break ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+step() { printf '\n==> %s\n' "$*"; }
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/floe-target}"
+export FLOE_BIN="${FLOE_BIN:-$CARGO_TARGET_DIR/debug/floe}"
+
+# ---------------------------------------------------------------- deps
+install_kcat() {
+  if command -v kcat >/dev/null 2>&1; then
+    echo "kcat present: $(command -v kcat)"
+    return
+  fi
+  echo "installing kcat (apt-get)"
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat >/dev/null
+  command -v kcat >/dev/null
+}
+
+install_venv() {
+  local venv="$ROOT/.venv" req="$ROOT/tests/requirements.txt"
+  local stamp="$venv/.requirements.sha256" want have=""
+  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [[ ! -x "$venv/bin/python" ]]; then
+    echo "creating venv at .venv"
+    python3 -m venv "$venv"
+  fi
+  [[ -f "$stamp" ]] && have="$(cat "$stamp")"
+  if [[ "$have" == "$want" ]]; then
+    echo "python test deps up to date (.venv)"
+    return
+  fi
+  echo "installing python test deps into .venv (tests/requirements.txt)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+  echo "$want" >"$stamp"
+}
+
+step "test deps (kcat, python venv)"
+install_kcat
+install_venv
+if [[ "$MODE" == deps ]]; then
+  echo "deps ready"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- cargo
+if [[ "$MODE" == all ]]; then
+  step "cargo build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+  cargo build --bin floe
+
+  if cargo nextest --version >/dev/null 2>&1; then
+    step "cargo nextest run --workspace"
+    cargo nextest run --workspace
+  else
+    step "cargo test --workspace"
+    cargo test --workspace
+  fi
+fi
+
+# ---------------------------------------------------------------- e2e
+step "end-to-end tests (pytest tests/e2e, FLOE_BIN=$FLOE_BIN)"
+if [[ ! -x "$FLOE_BIN" ]]; then
+  echo "FLOE_BIN=$FLOE_BIN is not an executable; build it first" >&2
+  exit 1
+fi
+export PATH="$ROOT/.venv/bin:$PATH"
+set +e
+"$ROOT/.venv/bin/python" -m pytest tests/e2e -x -q -ra --durations=15 \
+  -p no:cacheprovider "${PYTEST_EXTRA[@]}"
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+if [[ $rc -ne 0 ]]; then
+  echo "end-to-end tests failed (pytest exit $rc)" >&2
+  exit "$rc"
+fi
+step "all tests passed"

@@ -1,0 +1,48 @@
+//! Errors of the storage layer, shaped by what the caller can do about them.
+
+use crate::SegmentKey;
+
+/// A failure talking to the object store. Callers treat it as retriable.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("object store: {0}")]
+    ObjectStore(#[from] object_store::Error),
+    #[error("local file system: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("invalid object store URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+}
+
+/// Writing a segment object failed; nothing was committed.
+#[derive(Debug, thiserror::Error)]
+pub enum PutSegmentError {
+    #[error("segment {key} already exists: keys are never reused")]
+    KeyExists { key: SegmentKey },
+    #[error("segment of {bytes} bytes exceeds the limit of {max} bytes")]
+    TooLarge { bytes: u64, max: u64 },
+    #[error(transparent)]
+    Io(#[from] StorageError),
+}
+
+/// Reading one chunk back failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadChunkError {
+    /// The bytes do not match the checksum recorded at write time: drop any cached copy and
+    /// re-read; if it persists the object is damaged.
+    #[error("chunk {byte_start}+{byte_len} of {key}: checksum mismatch")]
+    ChecksumMismatch { key: String, byte_start: u64, byte_len: u32 },
+    /// The object is shorter than the index says.
+    #[error("chunk {byte_start}+{byte_len} of {key}: object is truncated ({got} bytes read)")]
+    Truncated { key: String, byte_start: u64, byte_len: u32, got: usize },
+    #[error(transparent)]
+    Io(#[from] StorageError),
+}
+
+/// Reading a segment's footer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadFooterError {
+    #[error("segment {key}: {reason}")]
+    Corrupt { key: String, reason: String },
+    #[error(transparent)]
+    Io(#[from] StorageError),
+}

@@ -1,0 +1,18 @@
+//! Floe's storage layer: object-store access by URL, the segment object format and the
+//! chunk cache in front of it.
+//!
+//! Nothing here knows Kafka offsets: the storage layer speaks keys, byte ranges and checksums.
+//! Offsets live only in the metadata service and are stamped onto batches by the fetch path.
+
+pub mod cache;
+pub mod error;
+pub mod keys;
+pub mod limits;
+pub mod segment;
+pub mod store;
+
+pub use cache::ChunkCache;
+pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
+pub use keys::SegmentKey;
+pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
+pub use store::{ObjectStoreConfig, SegmentStore};

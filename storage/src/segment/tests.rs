@@ -1,0 +1,136 @@
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::footer::SegmentFooter;
+use super::trailer::{SegmentTrailer, TRAILER_BYTES};
+use super::*;
+use crate::{ObjectStoreConfig, ReadChunkError, ReadFooterError, SegmentStore};
+
+fn tp(n: u8, partition: i32) -> TopicPartition {
+    TopicPartition { topic_id: uuid::Uuid::from_bytes([n; 16]), partition }
+}
+
+fn stats(batch_count: u32) -> ChunkStats {
+    ChunkStats { batch_count, record_count: batch_count * 2, timestamp_min: 10, timestamp_max: 20 }
+}
+
+/// A segment of `chunks` (each a list of batches) and its bytes as stored.
+fn build(chunks: &[Vec<Vec<u8>>]) -> (SegmentObject, Vec<u8>) {
+    let mut writer = SegmentWriter::new();
+    for (i, batches) in chunks.iter().enumerate() {
+        let batch_count = batches.len() as u32;
+        writer.push_chunk(tp(1, i as i32), batches.iter().map(|b| Bytes::from(b.clone())), stats(batch_count));
+    }
+    let object = writer.finish();
+    let bytes: Vec<u8> = object.payload.iter().flat_map(|b| b.iter().copied()).collect();
+    (object, bytes)
+}
+
+/// Decodes footer and trailer from raw object bytes, as a reader does.
+fn decode(bytes: &[u8]) -> Result<SegmentFooter, String> {
+    let trailer_start = bytes.len().checked_sub(TRAILER_BYTES).ok_or("short")?;
+    let trailer = SegmentTrailer::decode(&bytes[trailer_start..])?;
+    let footer_start = trailer_start.checked_sub(trailer.footer_bytes as usize).ok_or("footer too long")?;
+    SegmentFooter::decode(&bytes[footer_start..trailer_start], &trailer, footer_start as u64)
+}
+
+#[test]
+fn footer_round_trips_and_chunks_are_back_to_back() {
+    let (object, bytes) = build(&[vec![b"abc".to_vec(), b"de".to_vec()], vec![], vec![b"xyz".to_vec()]]);
+    assert_eq!(object.object_bytes as usize, bytes.len());
+    let footer = decode(&bytes).expect("decodes");
+    assert_eq!(footer.chunks, object.chunks);
+    assert_eq!(footer.chunks[0].byte_len, 5);
+    assert_eq!(footer.chunks[1].byte_start, 5);
+    assert_eq!(footer.chunks[2].byte_start, 5);
+    let c = footer.chunks[2];
+    assert_eq!(&bytes[c.byte_start as usize..][..c.byte_len as usize], b"xyz");
+    assert_eq!(c.crc32c, crc32c::crc32c(b"xyz"));
+}
+
+#[test]
+fn every_single_byte_flip_in_footer_or_trailer_is_detected() {
+    let (object, bytes) = build(&[vec![b"hello".to_vec()], vec![b"world".to_vec()]]);
+    let data = object.chunks.iter().map(|c| c.byte_len as usize).sum::<usize>();
+    for at in data..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x40;
+        assert!(decode(&damaged).is_err(), "flip at byte {at} went unnoticed");
+    }
+}
+
+#[test]
+fn every_truncation_is_detected() {
+    let (_, bytes) = build(&[vec![b"hello".to_vec()], vec![b"world".to_vec()]]);
+    for len in 0..bytes.len() {
+        assert!(decode(&bytes[..len]).is_err(), "truncation to {len} bytes went unnoticed");
+    }
+}
+
+proptest! {
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = decode(&bytes);
+    }
+
+    #[test]
+    fn any_segment_round_trips(chunks in proptest::collection::vec(
+        proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..4), 0..8)) {
+        let (object, bytes) = build(&chunks);
+        let footer = decode(&bytes).expect("decodes");
+        prop_assert_eq!(&footer.chunks, &object.chunks);
+        for (entry, batches) in footer.chunks.iter().zip(&chunks) {
+            let expected: Vec<u8> = batches.concat();
+            let got = &bytes[entry.byte_start as usize..][..entry.byte_len as usize];
+            prop_assert_eq!(got, &expected[..]);
+        }
+    }
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("floe-storage-{name}-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[tokio::test]
+async fn store_round_trip_and_damage_detection_on_file_store() {
+    let root = temp_dir("file");
+    let store = SegmentStore::open(&ObjectStoreConfig { url: format!("file://{}", root.display()), s3_endpoint: None })
+        .expect("opens");
+    let (object, _) = build(&[vec![b"first".to_vec()], vec![b"second".to_vec()]]);
+    let chunks = object.chunks.clone();
+    let key = crate::SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+
+    let footer = store.read_footer(&key).await.expect("footer");
+    assert_eq!(footer.chunks, chunks);
+    let chunk_ref = |c: &ChunkEntry| ChunkRef { key: key.clone(), byte_start: c.byte_start, byte_len: c.byte_len, crc32c: c.crc32c };
+    assert_eq!(&store.read_chunk(&chunk_ref(&chunks[1])).await.expect("chunk")[..], b"second");
+
+    // Keys are never reused: a second PUT to the same key fails instead of overwriting.
+    let (again, _) = build(&[vec![b"other".to_vec()]]);
+    assert!(matches!(store.put_segment(&key, again).await, Err(crate::PutSegmentError::KeyExists { .. })));
+
+    // Flip one byte of the second chunk on disk: the chunk read notices, the first chunk still reads.
+    let file = root.join(key.as_str());
+    let mut bytes = std::fs::read(&file).expect("read back");
+    bytes[chunks[1].byte_start as usize] ^= 1;
+    std::fs::write(&file, &bytes).expect("rewrite");
+    assert!(matches!(store.read_chunk(&chunk_ref(&chunks[1])).await, Err(ReadChunkError::ChecksumMismatch { .. })));
+    assert_eq!(&store.read_chunk(&chunk_ref(&chunks[0])).await.expect("chunk")[..], b"first");
+
+    // Truncate the object: the footer read reports corruption rather than misreading.
+    std::fs::write(&file, &bytes[..bytes.len() - 3]).expect("truncate");
+    assert!(matches!(store.read_footer(&key).await, Err(ReadFooterError::Corrupt { .. })));
+    assert!(matches!(store.read_chunk(&chunk_ref(&chunks[1])).await, Err(ReadChunkError::ChecksumMismatch { .. })));
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[tokio::test]
+async fn unsupported_urls_are_rejected() {
+    for url in ["ftp://x/y", "not a url", "s3:///prefix"] {
+        let result = SegmentStore::open(&ObjectStoreConfig { url: url.to_owned(), s3_endpoint: None });
+        assert!(result.is_err(), "{url} should be rejected");
+    }
+}

@@ -1,0 +1,151 @@
+//! The one place an object store is built from a URL, and the typed operations Floe performs on
+//! it: create-only segment PUTs, verified chunk reads, footer reads.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
+
+use crate::error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
+use crate::limits::{FOOTER_BYTES_MAX, SEGMENT_BYTES_MAX};
+use crate::segment::trailer::{SegmentTrailer, TRAILER_BYTES};
+use crate::segment::{ChunkRef, SegmentFooter, SegmentObject};
+use crate::SegmentKey;
+
+/// Where objects live: `file:///dir`, `s3://bucket/prefix` or `memory://` (tests only).
+#[derive(Clone, Debug, Default)]
+pub struct ObjectStoreConfig {
+    pub url: String,
+    /// Endpoint of an S3-compatible server; credentials come from the standard AWS variables.
+    pub s3_endpoint: Option<String>,
+}
+
+/// Segment objects in one bucket and prefix.
+#[derive(Clone, Debug)]
+pub struct SegmentStore {
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    /// Set for `file://` stores: segments are fsynced there before they count as written, since
+    /// the local file system, unlike S3, acknowledges a write before it is durable.
+    local_root: Option<PathBuf>,
+    url: String,
+}
+
+impl SegmentStore {
+    pub fn open(config: &ObjectStoreConfig) -> Result<Self, StorageError> {
+        let invalid = |reason: &str| StorageError::InvalidUrl { url: config.url.clone(), reason: reason.to_owned() };
+        let url = url::Url::parse(&config.url).map_err(|e| invalid(&e.to_string()))?;
+        let (store, prefix, local_root): (Arc<dyn ObjectStore>, Path, Option<PathBuf>) = match url.scheme() {
+            "file" => {
+                let root = url.to_file_path().map_err(|()| invalid("file URLs need an absolute path"))?;
+                std::fs::create_dir_all(&root)?;
+                let store = LocalFileSystem::new_with_prefix(&root)?;
+                (Arc::new(store), Path::default(), Some(root))
+            }
+            "memory" => (Arc::new(InMemory::new()), Path::default(), None),
+            "s3" => {
+                let bucket = url.host_str().filter(|b| !b.is_empty()).ok_or_else(|| invalid("no bucket name"))?;
+                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+                if let Some(endpoint) = &config.s3_endpoint {
+                    builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
+                }
+                let prefix = Path::from(url.path().trim_matches('/'));
+                (Arc::new(builder.build()?), prefix, None)
+            }
+            other => return Err(invalid(&format!("unsupported scheme {other:?}; use file://, s3:// or memory://"))),
+        };
+        Ok(Self { store, prefix, local_root, url: config.url.clone() })
+    }
+
+    /// The URL the store was opened with, for logs and `floe admin`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn path(&self, key: &SegmentKey) -> Path {
+        if self.prefix.as_ref().is_empty() {
+            Path::from(key.as_str())
+        } else {
+            Path::from(format!("{}/{}", self.prefix, key.as_str()))
+        }
+    }
+
+    /// Writes a segment with create-only semantics and returns once it is durable.
+    pub async fn put_segment(&self, key: &SegmentKey, object: SegmentObject) -> Result<(), PutSegmentError> {
+        if object.object_bytes > SEGMENT_BYTES_MAX {
+            return Err(PutSegmentError::TooLarge { bytes: object.object_bytes, max: SEGMENT_BYTES_MAX });
+        }
+        let path = self.path(key);
+        let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        match self.store.put_opts(&path, object.payload, options).await {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(PutSegmentError::KeyExists { key: key.clone() });
+            }
+            Err(e) => return Err(PutSegmentError::Io(e.into())),
+        }
+        if let Some(root) = &self.local_root {
+            let file = root.join(path.as_ref());
+            tokio::task::spawn_blocking(move || sync_file_and_parent(&file))
+                .await
+                .map_err(|e| StorageError::Io(std::io::Error::other(e)))??;
+        }
+        Ok(())
+    }
+
+    /// Reads one chunk and verifies its checksum.
+    pub async fn read_chunk(&self, chunk: &ChunkRef) -> Result<Bytes, ReadChunkError> {
+        let range = chunk.byte_start..chunk.byte_start + u64::from(chunk.byte_len);
+        let bytes = self.store.get_range(&self.path(&chunk.key), range).await.map_err(StorageError::from)?;
+        if bytes.len() != chunk.byte_len as usize {
+            return Err(ReadChunkError::Truncated {
+                key: chunk.key.to_string(),
+                byte_start: chunk.byte_start,
+                byte_len: chunk.byte_len,
+                got: bytes.len(),
+            });
+        }
+        if crc32c::crc32c(&bytes) != chunk.crc32c {
+            return Err(ReadChunkError::ChecksumMismatch {
+                key: chunk.key.to_string(),
+                byte_start: chunk.byte_start,
+                byte_len: chunk.byte_len,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Reads and checks a segment's trailer and footer (two ranged reads).
+    pub async fn read_footer(&self, key: &SegmentKey) -> Result<SegmentFooter, ReadFooterError> {
+        let corrupt = |reason: String| ReadFooterError::Corrupt { key: key.to_string(), reason };
+        let path = self.path(key);
+        let object_bytes = self.store.head(&path).await.map_err(StorageError::from)?.size;
+        let trailer_start = object_bytes
+            .checked_sub(TRAILER_BYTES as u64)
+            .ok_or_else(|| corrupt(format!("{object_bytes} bytes is too short for a trailer")))?;
+        let trailer_bytes = self.store.get_range(&path, trailer_start..object_bytes).await.map_err(StorageError::from)?;
+        let trailer = SegmentTrailer::decode(&trailer_bytes).map_err(corrupt)?;
+        let footer_bytes = u64::from(trailer.footer_bytes);
+        if footer_bytes > FOOTER_BYTES_MAX {
+            return Err(corrupt(format!("footer of {footer_bytes} bytes exceeds the limit")));
+        }
+        let footer_start = trailer_start
+            .checked_sub(footer_bytes)
+            .ok_or_else(|| corrupt(format!("footer of {footer_bytes} bytes does not fit in the object")))?;
+        let footer = self.store.get_range(&path, footer_start..trailer_start).await.map_err(StorageError::from)?;
+        SegmentFooter::decode(&footer, &trailer, footer_start).map_err(corrupt)
+    }
+}
+
+fn sync_file_and_parent(file: &std::path::Path) -> Result<(), StorageError> {
+    std::fs::File::open(file)?.sync_all()?;
+    if let Some(dir) = file.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
