@@ -1,1 +1,21 @@
-fn main() {}
+//! The `floe` binary: command-line parsing and wiring only.
+
+mod cli;
+mod cmd;
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match cli.command {
+        cli::Command::Dev(args) => runtime.block_on(cmd::dev::run(args)),
+    }
+}

@@ -1,1 +1,12 @@
-//! placeholder
+//! The Floe agent: a stateless Kafka endpoint. It validates and buffers produced batches, writes
+//! one segment object per flush, commits it to the metadata service, and serves fetches from
+//! the offset index through a chunk cache in front of the object store.
+
+pub mod agent;
+pub mod fetch;
+pub mod kafka;
+pub mod limits;
+pub mod produce;
+pub mod record_batch;
+
+pub use agent::{Agent, AgentConfig, FlushConfig};

@@ -12,7 +12,9 @@ use crate::state::TopicId;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
     /// First entry of every cluster: fixes the cluster id (drawn by the proposer).
-    InitCluster { cluster_id: String },
+    InitCluster {
+        cluster_id: String,
+    },
     CreateTopic {
         name: String,
         /// Drawn by the proposer: a topic created again under the same name gets a new id.
@@ -20,15 +22,27 @@ pub enum Command {
         partition_count: i32,
         configs: BTreeMap<String, String>,
     },
-    DeleteTopic { name: String },
+    DeleteTopic {
+        name: String,
+    },
     /// Grows a topic to `partition_count` partitions.
-    CreatePartitions { name: String, partition_count: i32 },
+    CreatePartitions {
+        name: String,
+        partition_count: i32,
+    },
     /// Replaces the topic's whole set of explicitly set configs (validated by the proposer).
-    SetTopicConfigs { name: String, configs: BTreeMap<String, String> },
+    SetTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
     /// Sequences the chunks of one uploaded segment object.
     CommitSegment(SegmentCommit),
     /// Advances a partition's log start offset (Kafka DeleteRecords); `-1` means the high watermark.
-    DeleteRecords { topic_id: TopicId, partition: i32, offset: i64 },
+    DeleteRecords {
+        topic_id: TopicId,
+        partition: i32,
+        offset: i64,
+    },
 }
 
 /// One uploaded segment object and the partition chunks it holds.
@@ -63,11 +77,17 @@ pub struct BatchSummary {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     Done,
-    TopicCreated { topic_id: TopicId },
+    TopicCreated {
+        topic_id: TopicId,
+    },
     /// Per chunk, in commit order: the base offset assigned to its first batch, or why the chunk
     /// was not sequenced (its topic was deleted between upload and commit, say).
-    SegmentCommitted { chunks: Vec<CommittedChunk> },
-    LogStartOffset { offset: i64 },
+    SegmentCommitted {
+        chunks: Vec<CommittedChunk>,
+    },
+    LogStartOffset {
+        offset: i64,
+    },
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;

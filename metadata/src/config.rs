@@ -214,7 +214,10 @@ fn normalize_integer(value: &str, min: i64, max: i64, kind: &str, validator: Val
             return Err("must be -1 or between 1 and 9".to_owned());
         }
         Validator::AtLeast(_) | Validator::Between(..) | Validator::GzipLevel => {}
-        Validator::DoubleBetween(..) | Validator::OneOf(_) | Validator::ListOf { .. } | Validator::ThrottledReplicas => {
+        Validator::DoubleBetween(..)
+        | Validator::OneOf(_)
+        | Validator::ListOf { .. }
+        | Validator::ThrottledReplicas => {
             unreachable!("validator_fits_type is checked at compile time")
         }
     }
@@ -420,103 +423,218 @@ use ConfigType as T;
 
 /// Every standard Kafka topic config, sorted by name.
 pub static TOPIC_CONFIGS: &[ConfigDef] = &[
-    def("cleanup.policy", T::List, "delete", "How old records go: delete removes them by age or size, compact keeps the newest per key.")
-        .list_of(CLEANUP_POLICIES)
-        .synonym("log.cleanup.policy"),
-    def("compression.gzip.level", T::Int, "-1", "Gzip level used when the topic recompresses with gzip; -1 picks the codec default.")
-        .gzip_level()
-        .synonym("compression.gzip.level"),
+    def(
+        "cleanup.policy",
+        T::List,
+        "delete",
+        "How old records go: delete removes them by age or size, compact keeps the newest per key.",
+    )
+    .list_of(CLEANUP_POLICIES)
+    .synonym("log.cleanup.policy"),
+    def(
+        "compression.gzip.level",
+        T::Int,
+        "-1",
+        "Gzip level used when the topic recompresses with gzip; -1 picks the codec default.",
+    )
+    .gzip_level()
+    .synonym("compression.gzip.level"),
     def("compression.lz4.level", T::Int, "9", "LZ4 level used when the topic recompresses with lz4.")
         .between(1, 17)
         .synonym("compression.lz4.level"),
-    def("compression.type", T::String, "producer", "Codec stored batches must use; producer keeps whatever the client sent.")
-        .one_of(COMPRESSION_TYPES)
-        .synonym("compression.type"),
+    def(
+        "compression.type",
+        T::String,
+        "producer",
+        "Codec stored batches must use; producer keeps whatever the client sent.",
+    )
+    .one_of(COMPRESSION_TYPES)
+    .synonym("compression.type"),
     def("compression.zstd.level", T::Int, "3", "Zstandard level used when the topic recompresses with zstd.")
         .between(-131_072, 22)
         .synonym("compression.zstd.level"),
-    def("delete.retention.ms", T::Long, "86400000", "How long a tombstone outlives compaction, so consumers still see the delete.")
-        .at_least(0)
-        .synonym("log.cleaner.delete.retention.ms"),
+    def(
+        "delete.retention.ms",
+        T::Long,
+        "86400000",
+        "How long a tombstone outlives compaction, so consumers still see the delete.",
+    )
+    .at_least(0)
+    .synonym("log.cleaner.delete.retention.ms"),
     def("file.delete.delay.ms", T::Long, "60000", "Kafka's pause before removing a deleted log file from disk.")
         .at_least(0)
         .synonym("log.segment.delete.delay.ms")
         .not_applicable(NO_LOG_FILES),
-    def("flush.messages", T::Long, "9223372036854775807", "Kafka's count of appended records that forces an fsync of the partition log.")
-        .at_least(1)
-        .synonym("log.flush.interval.messages")
-        .not_applicable(NO_FSYNC),
-    def("flush.ms", T::Long, "9223372036854775807", "Kafka's age of unflushed records that forces an fsync of the partition log.")
-        .at_least(0)
-        .synonym("log.flush.interval.ms")
-        .not_applicable(NO_FSYNC),
-    def("follower.replication.throttled.replicas", T::List, "", "Replicas whose follower-side replication is throttled: * or partition:broker pairs.")
-        .throttled_replicas()
-        .not_applicable(NO_REPLICAS),
+    def(
+        "flush.messages",
+        T::Long,
+        "9223372036854775807",
+        "Kafka's count of appended records that forces an fsync of the partition log.",
+    )
+    .at_least(1)
+    .synonym("log.flush.interval.messages")
+    .not_applicable(NO_FSYNC),
+    def(
+        "flush.ms",
+        T::Long,
+        "9223372036854775807",
+        "Kafka's age of unflushed records that forces an fsync of the partition log.",
+    )
+    .at_least(0)
+    .synonym("log.flush.interval.ms")
+    .not_applicable(NO_FSYNC),
+    def(
+        "follower.replication.throttled.replicas",
+        T::List,
+        "",
+        "Replicas whose follower-side replication is throttled: * or partition:broker pairs.",
+    )
+    .throttled_replicas()
+    .not_applicable(NO_REPLICAS),
     def("index.interval.bytes", T::Int, "4096", "Kafka's byte spacing between entries of a log file's offset index.")
         .at_least(0)
         .synonym("log.index.interval.bytes")
         .not_applicable(NO_LOG_FILES),
-    def("leader.replication.throttled.replicas", T::List, "", "Replicas whose leader-side replication is throttled: * or partition:broker pairs.")
-        .throttled_replicas()
-        .not_applicable(NO_REPLICAS),
-    def("local.retention.bytes", T::Long, "-2", "Size kept on local disk for a tiered topic; -2 follows retention.bytes.")
-        .at_least(-2)
-        .synonym("log.local.retention.bytes")
-        .not_applicable(NO_TIERS),
+    def(
+        "leader.replication.throttled.replicas",
+        T::List,
+        "",
+        "Replicas whose leader-side replication is throttled: * or partition:broker pairs.",
+    )
+    .throttled_replicas()
+    .not_applicable(NO_REPLICAS),
+    def(
+        "local.retention.bytes",
+        T::Long,
+        "-2",
+        "Size kept on local disk for a tiered topic; -2 follows retention.bytes.",
+    )
+    .at_least(-2)
+    .synonym("log.local.retention.bytes")
+    .not_applicable(NO_TIERS),
     def("local.retention.ms", T::Long, "-2", "Time kept on local disk for a tiered topic; -2 follows retention.ms.")
         .at_least(-2)
         .synonym("log.local.retention.ms")
         .not_applicable(NO_TIERS),
-    def("max.compaction.lag.ms", T::Long, "9223372036854775807", "Longest a record may wait before compaction must consider it.")
-        .at_least(1)
-        .synonym("log.cleaner.max.compaction.lag.ms"),
+    def(
+        "max.compaction.lag.ms",
+        T::Long,
+        "9223372036854775807",
+        "Longest a record may wait before compaction must consider it.",
+    )
+    .at_least(1)
+    .synonym("log.cleaner.max.compaction.lag.ms"),
     def("max.message.bytes", T::Int, "1048588", "Largest record batch, after compression, the topic accepts.")
         .at_least(0)
         .synonym("message.max.bytes"),
-    def("message.downconversion.enable", T::Boolean, "true", "Whether Kafka rewrites batches into older formats for old consumers.")
-        .synonym("log.message.downconversion.enable")
-        .not_applicable(ONLY_FORMAT_V2),
-    def("message.format.version", T::String, "3.0-IV1", "Deprecated pin of the record format version written to the log.")
-        .synonym("log.message.format.version")
-        .not_applicable(ONLY_FORMAT_V2),
-    def("message.timestamp.after.max.ms", T::Long, "9223372036854775807", "How far ahead of the append time a CreateTime timestamp may be.")
-        .at_least(0)
-        .synonym("log.message.timestamp.after.max.ms"),
-    def("message.timestamp.before.max.ms", T::Long, "9223372036854775807", "How far behind the append time a CreateTime timestamp may be.")
-        .at_least(0)
-        .synonym("log.message.timestamp.before.max.ms"),
-    def("message.timestamp.difference.max.ms", T::Long, "9223372036854775807", "Deprecated: how far from the append time, either way, a CreateTime timestamp may be.")
-        .at_least(0)
-        .synonym("log.message.timestamp.difference.max.ms"),
-    def("message.timestamp.type", T::String, "CreateTime", "Whether records keep the producer's timestamp (CreateTime) or take the append time (LogAppendTime).")
-        .one_of(TIMESTAMP_TYPES)
-        .synonym("log.message.timestamp.type"),
-    def("min.cleanable.dirty.ratio", T::Double, "0.5", "Share of not-yet-compacted bytes that makes a partition due for compaction.")
-        .fraction()
-        .synonym("log.cleaner.min.cleanable.ratio"),
-    def("min.compaction.lag.ms", T::Long, "0", "Shortest time a record stays untouched by compaction after it is written.")
-        .at_least(0)
-        .synonym("log.cleaner.min.compaction.lag.ms"),
-    def("min.insync.replicas", T::Int, "1", "Replicas that must hold a write before Kafka acknowledges it with acks=all.")
-        .at_least(1)
-        .synonym("min.insync.replicas")
-        .not_applicable(NO_REPLICAS),
+    def(
+        "message.downconversion.enable",
+        T::Boolean,
+        "true",
+        "Whether Kafka rewrites batches into older formats for old consumers.",
+    )
+    .synonym("log.message.downconversion.enable")
+    .not_applicable(ONLY_FORMAT_V2),
+    def(
+        "message.format.version",
+        T::String,
+        "3.0-IV1",
+        "Deprecated pin of the record format version written to the log.",
+    )
+    .synonym("log.message.format.version")
+    .not_applicable(ONLY_FORMAT_V2),
+    def(
+        "message.timestamp.after.max.ms",
+        T::Long,
+        "9223372036854775807",
+        "How far ahead of the append time a CreateTime timestamp may be.",
+    )
+    .at_least(0)
+    .synonym("log.message.timestamp.after.max.ms"),
+    def(
+        "message.timestamp.before.max.ms",
+        T::Long,
+        "9223372036854775807",
+        "How far behind the append time a CreateTime timestamp may be.",
+    )
+    .at_least(0)
+    .synonym("log.message.timestamp.before.max.ms"),
+    def(
+        "message.timestamp.difference.max.ms",
+        T::Long,
+        "9223372036854775807",
+        "Deprecated: how far from the append time, either way, a CreateTime timestamp may be.",
+    )
+    .at_least(0)
+    .synonym("log.message.timestamp.difference.max.ms"),
+    def(
+        "message.timestamp.type",
+        T::String,
+        "CreateTime",
+        "Whether records keep the producer's timestamp (CreateTime) or take the append time (LogAppendTime).",
+    )
+    .one_of(TIMESTAMP_TYPES)
+    .synonym("log.message.timestamp.type"),
+    def(
+        "min.cleanable.dirty.ratio",
+        T::Double,
+        "0.5",
+        "Share of not-yet-compacted bytes that makes a partition due for compaction.",
+    )
+    .fraction()
+    .synonym("log.cleaner.min.cleanable.ratio"),
+    def(
+        "min.compaction.lag.ms",
+        T::Long,
+        "0",
+        "Shortest time a record stays untouched by compaction after it is written.",
+    )
+    .at_least(0)
+    .synonym("log.cleaner.min.compaction.lag.ms"),
+    def(
+        "min.insync.replicas",
+        T::Int,
+        "1",
+        "Replicas that must hold a write before Kafka acknowledges it with acks=all.",
+    )
+    .at_least(1)
+    .synonym("min.insync.replicas")
+    .not_applicable(NO_REPLICAS),
     def("preallocate", T::Boolean, "false", "Whether Kafka reserves a log file's full size on disk when creating it.")
         .synonym("log.preallocate")
         .not_applicable(NO_LOG_FILES),
-    def("remote.log.copy.disable", T::Boolean, "false", "Stops copying a tiered topic's data to remote storage, keeping what is there.")
-        .not_applicable(NO_TIERS),
-    def("remote.log.delete.on.disable", T::Boolean, "false", "Whether switching tiered storage off deletes the remote copy.")
-        .not_applicable(NO_TIERS),
+    def(
+        "remote.log.copy.disable",
+        T::Boolean,
+        "false",
+        "Stops copying a tiered topic's data to remote storage, keeping what is there.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.delete.on.disable",
+        T::Boolean,
+        "false",
+        "Whether switching tiered storage off deletes the remote copy.",
+    )
+    .not_applicable(NO_TIERS),
     def("remote.storage.enable", T::Boolean, "false", "Turns on Kafka's tiered storage for the topic.")
         .not_applicable(NO_TIERS),
-    def("retention.bytes", T::Long, "-1", "Size a partition may reach before its oldest records are removed; -1 means no limit.")
-        .at_least(-1)
-        .synonym("log.retention.bytes"),
-    def("retention.ms", T::Long, "604800000", "How long records are kept before they are removed; -1 keeps them forever.")
-        .at_least(-1)
-        .synonym("log.retention.ms"),
+    def(
+        "retention.bytes",
+        T::Long,
+        "-1",
+        "Size a partition may reach before its oldest records are removed; -1 means no limit.",
+    )
+    .at_least(-1)
+    .synonym("log.retention.bytes"),
+    def(
+        "retention.ms",
+        T::Long,
+        "604800000",
+        "How long records are kept before they are removed; -1 keeps them forever.",
+    )
+    .at_least(-1)
+    .synonym("log.retention.ms"),
     def("segment.bytes", T::Int, "1073741824", "Size at which Kafka starts a new log file for a partition.")
         .at_least(14)
         .synonym("log.segment.bytes")
@@ -525,17 +643,27 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         .at_least(4)
         .synonym("log.index.size.max.bytes")
         .not_applicable(NO_LOG_FILES),
-    def("segment.jitter.ms", T::Long, "0", "Random time Kafka takes off segment.ms so partitions do not roll together.")
-        .at_least(0)
-        .synonym("log.roll.jitter.ms")
-        .not_applicable(NO_LOG_FILES),
+    def(
+        "segment.jitter.ms",
+        T::Long,
+        "0",
+        "Random time Kafka takes off segment.ms so partitions do not roll together.",
+    )
+    .at_least(0)
+    .synonym("log.roll.jitter.ms")
+    .not_applicable(NO_LOG_FILES),
     def("segment.ms", T::Long, "604800000", "Age at which Kafka starts a new log file for a partition.")
         .at_least(1)
         .synonym("log.roll.ms")
         .not_applicable(NO_LOG_FILES),
-    def("unclean.leader.election.enable", T::Boolean, "false", "Whether an out-of-sync replica may become leader, losing records.")
-        .synonym("unclean.leader.election.enable")
-        .not_applicable(NO_LEADERS),
+    def(
+        "unclean.leader.election.enable",
+        T::Boolean,
+        "false",
+        "Whether an out-of-sync replica may become leader, losing records.",
+    )
+    .synonym("unclean.leader.election.enable")
+    .not_applicable(NO_LEADERS),
 ];
 
 /// Standard Kafka broker configs that admin tools, Connect, Streams or Debezium may read or set,
@@ -549,25 +677,31 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("authorizer.class.name", T::String, "", "Plug-in that decides ACL checks; empty turns authorization off.")
         .read_only()
         .not_applicable("Floe's ACLs are built in, not a plug-in"),
-    def("auto.create.topics.enable", T::Boolean, "true", "Whether a Metadata or Produce request for a missing topic creates it.")
-        .read_only(),
-    def("auto.leader.rebalance.enable", T::Boolean, "true", "Whether leadership drifts back to preferred replicas in the background.")
-        .read_only()
-        .not_applicable(NO_LEADERS),
+    def(
+        "auto.create.topics.enable",
+        T::Boolean,
+        "true",
+        "Whether a Metadata or Produce request for a missing topic creates it.",
+    )
+    .read_only(),
+    def(
+        "auto.leader.rebalance.enable",
+        T::Boolean,
+        "true",
+        "Whether leadership drifts back to preferred replicas in the background.",
+    )
+    .read_only()
+    .not_applicable(NO_LEADERS),
     def("background.threads", T::Int, "10", "Threads for Kafka's background housekeeping tasks.")
         .at_least(1)
         .not_applicable(NO_THREAD_POOLS),
-    def("broker.id", T::Int, "-1", "Numeric id of this broker; Floe reports the agent's id.")
-        .read_only(),
-    def_null("broker.rack", T::String, "Rack or zone of this broker; Floe reports the agent's zone.")
-        .read_only(),
+    def("broker.id", T::Int, "-1", "Numeric id of this broker; Floe reports the agent's id.").read_only(),
+    def_null("broker.rack", T::String, "Rack or zone of this broker; Floe reports the agent's zone.").read_only(),
     def_null("client.quota.callback.class", T::Class, "Plug-in that computes client quotas.")
         .read_only()
         .not_applicable(NO_PLUGINS),
-    def("compression.gzip.level", T::Int, "-1", "Cluster default for the topic config of the same name.")
-        .gzip_level(),
-    def("compression.lz4.level", T::Int, "9", "Cluster default for the topic config of the same name.")
-        .between(1, 17),
+    def("compression.gzip.level", T::Int, "-1", "Cluster default for the topic config of the same name.").gzip_level(),
+    def("compression.lz4.level", T::Int, "9", "Cluster default for the topic config of the same name.").between(1, 17),
     def("compression.type", T::String, "producer", "Cluster default for the topic config of the same name.")
         .one_of(COMPRESSION_TYPES),
     def("compression.zstd.level", T::Int, "3", "Cluster default for the topic config of the same name.")
@@ -592,10 +726,15 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("default.replication.factor", T::Int, "1", "Replication factor for topics created without one.")
         .read_only()
         .not_applicable(NO_REPLICAS),
-    def("delegation.token.expiry.time.ms", T::Long, "86400000", "How long a delegation token lives before it must be renewed.")
-        .at_least(1)
-        .read_only()
-        .not_applicable(NO_DELEGATION_TOKENS),
+    def(
+        "delegation.token.expiry.time.ms",
+        T::Long,
+        "86400000",
+        "How long a delegation token lives before it must be renewed.",
+    )
+    .at_least(1)
+    .read_only()
+    .not_applicable(NO_DELEGATION_TOKENS),
     def("delegation.token.max.lifetime.ms", T::Long, "604800000", "Longest a delegation token may be renewed for.")
         .at_least(1)
         .read_only()
@@ -603,42 +742,62 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def_null("delegation.token.secret.key", T::Password, "Secret that signs delegation tokens.")
         .read_only()
         .not_applicable(NO_DELEGATION_TOKENS),
-    def("delete.records.purgatory.purge.interval.requests", T::Int, "1", "How often Kafka sweeps completed DeleteRecords waits.")
-        .read_only()
-        .not_applicable(NO_PURGATORY),
-    def("delete.topic.enable", T::Boolean, "true", "Whether DeleteTopics is allowed.")
-        .read_only(),
-    def("fetch.max.bytes", T::Int, "57671680", "Most bytes one Fetch response may carry.")
-        .at_least(1024)
-        .read_only(),
+    def(
+        "delete.records.purgatory.purge.interval.requests",
+        T::Int,
+        "1",
+        "How often Kafka sweeps completed DeleteRecords waits.",
+    )
+    .read_only()
+    .not_applicable(NO_PURGATORY),
+    def("delete.topic.enable", T::Boolean, "true", "Whether DeleteTopics is allowed.").read_only(),
+    def("fetch.max.bytes", T::Int, "57671680", "Most bytes one Fetch response may carry.").at_least(1024).read_only(),
     def("fetch.purgatory.purge.interval.requests", T::Int, "1000", "How often Kafka sweeps completed Fetch waits.")
         .read_only()
         .not_applicable(NO_PURGATORY),
-    def("follower.replication.throttled.rate", T::Long, "9223372036854775807", "Byte rate cap for throttled follower replication.")
-        .at_least(0)
-        .not_applicable(NO_REPLICAS),
-    def("group.initial.rebalance.delay.ms", T::Int, "3000", "Wait for more members before a new group's first rebalance.")
-        .read_only(),
+    def(
+        "follower.replication.throttled.rate",
+        T::Long,
+        "9223372036854775807",
+        "Byte rate cap for throttled follower replication.",
+    )
+    .at_least(0)
+    .not_applicable(NO_REPLICAS),
+    def(
+        "group.initial.rebalance.delay.ms",
+        T::Int,
+        "3000",
+        "Wait for more members before a new group's first rebalance.",
+    )
+    .read_only(),
     def("group.max.session.timeout.ms", T::Int, "1800000", "Longest session timeout a group member may ask for.")
         .read_only(),
-    def("group.max.size", T::Int, "2147483647", "Most members one consumer group may have.")
-        .at_least(1)
-        .read_only(),
+    def("group.max.size", T::Int, "2147483647", "Most members one consumer group may have.").at_least(1).read_only(),
     def("group.min.session.timeout.ms", T::Int, "6000", "Shortest session timeout a group member may ask for.")
         .read_only(),
     def_null("inter.broker.listener.name", T::String, "Listener brokers use to talk to each other.")
         .read_only()
         .not_applicable(NO_REPLICAS),
-    def("leader.imbalance.check.interval.seconds", T::Long, "300", "How often Kafka checks whether leaders should move back.")
-        .at_least(1)
-        .read_only()
-        .not_applicable(NO_LEADERS),
+    def(
+        "leader.imbalance.check.interval.seconds",
+        T::Long,
+        "300",
+        "How often Kafka checks whether leaders should move back.",
+    )
+    .at_least(1)
+    .read_only()
+    .not_applicable(NO_LEADERS),
     def("leader.imbalance.per.broker.percentage", T::Int, "10", "Leader skew on a broker that triggers a rebalance.")
         .read_only()
         .not_applicable(NO_LEADERS),
-    def("leader.replication.throttled.rate", T::Long, "9223372036854775807", "Byte rate cap for throttled leader replication.")
-        .at_least(0)
-        .not_applicable(NO_REPLICAS),
+    def(
+        "leader.replication.throttled.rate",
+        T::Long,
+        "9223372036854775807",
+        "Byte rate cap for throttled leader replication.",
+    )
+    .at_least(0)
+    .not_applicable(NO_REPLICAS),
     def(
         "listener.security.protocol.map",
         T::String,
@@ -646,35 +805,45 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Security protocol of each named listener.",
     )
     .not_applicable(AGENT_FLAGS),
-    def("listeners", T::String, "PLAINTEXT://:9092", "Addresses the broker listens on.")
-        .not_applicable(AGENT_FLAGS),
+    def("listeners", T::String, "PLAINTEXT://:9092", "Addresses the broker listens on.").not_applicable(AGENT_FLAGS),
     def("log.cleaner.backoff.ms", T::Long, "15000", "Sleep of Kafka's log cleaner when it finds nothing to compact.")
         .at_least(0)
         .not_applicable(COMPACTION_JOB),
-    def("log.cleaner.dedupe.buffer.size", T::Long, "134217728", "Memory Kafka's log cleaner uses to find duplicate keys.")
-        .not_applicable(COMPACTION_JOB),
-    def("log.cleaner.delete.retention.ms", T::Long, "86400000", "Cluster default for delete.retention.ms.")
-        .at_least(0),
-    def("log.cleaner.enable", T::Boolean, "true", "Whether compaction runs at all.")
-        .read_only(),
+    def(
+        "log.cleaner.dedupe.buffer.size",
+        T::Long,
+        "134217728",
+        "Memory Kafka's log cleaner uses to find duplicate keys.",
+    )
+    .not_applicable(COMPACTION_JOB),
+    def("log.cleaner.delete.retention.ms", T::Long, "86400000", "Cluster default for delete.retention.ms.").at_least(0),
+    def("log.cleaner.enable", T::Boolean, "true", "Whether compaction runs at all.").read_only(),
     def("log.cleaner.io.buffer.load.factor", T::Double, "0.9", "Fill factor of the log cleaner's dedupe hash table.")
         .not_applicable(COMPACTION_JOB),
     def("log.cleaner.io.buffer.size", T::Int, "524288", "I/O buffer memory of Kafka's log cleaner.")
         .at_least(0)
         .not_applicable(COMPACTION_JOB),
-    def("log.cleaner.io.max.bytes.per.second", T::Double, "1.7976931348623157E308", "Disk bandwidth cap of Kafka's log cleaner.")
-        .not_applicable(COMPACTION_JOB),
-    def("log.cleaner.max.compaction.lag.ms", T::Long, "9223372036854775807", "Cluster default for max.compaction.lag.ms.")
-        .at_least(1),
+    def(
+        "log.cleaner.io.max.bytes.per.second",
+        T::Double,
+        "1.7976931348623157E308",
+        "Disk bandwidth cap of Kafka's log cleaner.",
+    )
+    .not_applicable(COMPACTION_JOB),
+    def(
+        "log.cleaner.max.compaction.lag.ms",
+        T::Long,
+        "9223372036854775807",
+        "Cluster default for max.compaction.lag.ms.",
+    )
+    .at_least(1),
     def("log.cleaner.min.cleanable.ratio", T::Double, "0.5", "Cluster default for min.cleanable.dirty.ratio.")
         .fraction(),
-    def("log.cleaner.min.compaction.lag.ms", T::Long, "0", "Cluster default for min.compaction.lag.ms.")
-        .at_least(0),
+    def("log.cleaner.min.compaction.lag.ms", T::Long, "0", "Cluster default for min.compaction.lag.ms.").at_least(0),
     def("log.cleaner.threads", T::Int, "1", "Threads Kafka's log cleaner runs.")
         .at_least(0)
         .not_applicable(COMPACTION_JOB),
-    def("log.cleanup.policy", T::List, "delete", "Cluster default for cleanup.policy.")
-        .list_of(CLEANUP_POLICIES),
+    def("log.cleanup.policy", T::List, "delete", "Cluster default for cleanup.policy.").list_of(CLEANUP_POLICIES),
     def("log.dir", T::String, "/tmp/kafka-logs", "Directory for log data when log.dirs is unset.")
         .read_only()
         .not_applicable(NO_LOG_FILES),
@@ -684,20 +853,39 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.flush.interval.messages", T::Long, "9223372036854775807", "Cluster default for flush.messages.")
         .at_least(1)
         .not_applicable(NO_FSYNC),
-    def_null("log.flush.interval.ms", T::Long, "Cluster default for flush.ms; unset falls back to log.flush.scheduler.interval.ms.")
-        .at_least(0)
-        .not_applicable(NO_FSYNC),
-    def("log.flush.offset.checkpoint.interval.ms", T::Int, "60000", "How often Kafka records the last flushed offset on disk.")
-        .at_least(0)
-        .read_only()
-        .not_applicable(NO_FSYNC),
-    def("log.flush.scheduler.interval.ms", T::Long, "9223372036854775807", "How often Kafka checks for logs due a flush.")
-        .read_only()
-        .not_applicable(NO_FSYNC),
-    def("log.flush.start.offset.checkpoint.interval.ms", T::Int, "60000", "How often Kafka records log start offsets on disk.")
-        .at_least(0)
-        .read_only()
-        .not_applicable(NO_LOG_FILES),
+    def_null(
+        "log.flush.interval.ms",
+        T::Long,
+        "Cluster default for flush.ms; unset falls back to log.flush.scheduler.interval.ms.",
+    )
+    .at_least(0)
+    .not_applicable(NO_FSYNC),
+    def(
+        "log.flush.offset.checkpoint.interval.ms",
+        T::Int,
+        "60000",
+        "How often Kafka records the last flushed offset on disk.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_FSYNC),
+    def(
+        "log.flush.scheduler.interval.ms",
+        T::Long,
+        "9223372036854775807",
+        "How often Kafka checks for logs due a flush.",
+    )
+    .read_only()
+    .not_applicable(NO_FSYNC),
+    def(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        T::Int,
+        "60000",
+        "How often Kafka records log start offsets on disk.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_LOG_FILES),
     def("log.index.interval.bytes", T::Int, "4096", "Cluster default for index.interval.bytes.")
         .at_least(0)
         .not_applicable(NO_LOG_FILES),
@@ -715,43 +903,72 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.message.format.version", T::String, "3.0-IV1", "Cluster default for message.format.version.")
         .read_only()
         .not_applicable(ONLY_FORMAT_V2),
-    def("log.message.timestamp.after.max.ms", T::Long, "9223372036854775807", "Cluster default for message.timestamp.after.max.ms.")
-        .at_least(0),
-    def("log.message.timestamp.before.max.ms", T::Long, "9223372036854775807", "Cluster default for message.timestamp.before.max.ms.")
-        .at_least(0),
-    def("log.message.timestamp.difference.max.ms", T::Long, "9223372036854775807", "Cluster default for message.timestamp.difference.max.ms.")
-        .at_least(0),
+    def(
+        "log.message.timestamp.after.max.ms",
+        T::Long,
+        "9223372036854775807",
+        "Cluster default for message.timestamp.after.max.ms.",
+    )
+    .at_least(0),
+    def(
+        "log.message.timestamp.before.max.ms",
+        T::Long,
+        "9223372036854775807",
+        "Cluster default for message.timestamp.before.max.ms.",
+    )
+    .at_least(0),
+    def(
+        "log.message.timestamp.difference.max.ms",
+        T::Long,
+        "9223372036854775807",
+        "Cluster default for message.timestamp.difference.max.ms.",
+    )
+    .at_least(0),
     def("log.message.timestamp.type", T::String, "CreateTime", "Cluster default for message.timestamp.type.")
         .one_of(TIMESTAMP_TYPES),
-    def("log.preallocate", T::Boolean, "false", "Cluster default for preallocate.")
-        .not_applicable(NO_LOG_FILES),
-    def("log.retention.bytes", T::Long, "-1", "Cluster default for retention.bytes.")
-        .at_least(-1),
+    def("log.preallocate", T::Boolean, "false", "Cluster default for preallocate.").not_applicable(NO_LOG_FILES),
+    def("log.retention.bytes", T::Long, "-1", "Cluster default for retention.bytes.").at_least(-1),
     def("log.retention.check.interval.ms", T::Long, "300000", "How often retention looks for records to remove.")
         .at_least(1)
         .read_only(),
-    def("log.retention.hours", T::Int, "168", "Cluster default for retention.ms, in hours; used when the minutes and ms forms are unset.")
-        .at_least(-1)
-        .read_only(),
-    def_null("log.retention.minutes", T::Int, "Cluster default for retention.ms, in minutes; used when log.retention.ms is unset.")
-        .at_least(-1)
-        .read_only(),
-    def_null("log.retention.ms", T::Long, "Cluster default for retention.ms; unset falls back to the minutes and hours forms.")
-        .at_least(-1),
+    def(
+        "log.retention.hours",
+        T::Int,
+        "168",
+        "Cluster default for retention.ms, in hours; used when the minutes and ms forms are unset.",
+    )
+    .at_least(-1)
+    .read_only(),
+    def_null(
+        "log.retention.minutes",
+        T::Int,
+        "Cluster default for retention.ms, in minutes; used when log.retention.ms is unset.",
+    )
+    .at_least(-1)
+    .read_only(),
+    def_null(
+        "log.retention.ms",
+        T::Long,
+        "Cluster default for retention.ms; unset falls back to the minutes and hours forms.",
+    )
+    .at_least(-1),
     def("log.roll.hours", T::Int, "168", "Cluster default for segment.ms, in hours; used when log.roll.ms is unset.")
         .at_least(1)
         .read_only()
         .not_applicable(NO_LOG_FILES),
-    def("log.roll.jitter.hours", T::Int, "0", "Cluster default for segment.jitter.ms, in hours; used when log.roll.jitter.ms is unset.")
-        .at_least(0)
-        .read_only()
-        .not_applicable(NO_LOG_FILES),
+    def(
+        "log.roll.jitter.hours",
+        T::Int,
+        "0",
+        "Cluster default for segment.jitter.ms, in hours; used when log.roll.jitter.ms is unset.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_LOG_FILES),
     def_null("log.roll.jitter.ms", T::Long, "Cluster default for segment.jitter.ms.")
         .at_least(0)
         .not_applicable(NO_LOG_FILES),
-    def_null("log.roll.ms", T::Long, "Cluster default for segment.ms.")
-        .at_least(1)
-        .not_applicable(NO_LOG_FILES),
+    def_null("log.roll.ms", T::Long, "Cluster default for segment.ms.").at_least(1).not_applicable(NO_LOG_FILES),
     def("log.segment.bytes", T::Int, "1073741824", "Cluster default for segment.bytes.")
         .at_least(14)
         .not_applicable(NO_LOG_FILES),
@@ -761,20 +978,22 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("max.connection.creation.rate", T::Int, "2147483647", "New connections per second the broker accepts.")
         .at_least(0)
         .not_applicable(CONNECTION_CAP_ONLY),
-    def("max.connections", T::Int, "2147483647", "Most client connections the broker holds open at once.")
-        .at_least(0),
+    def("max.connections", T::Int, "2147483647", "Most client connections the broker holds open at once.").at_least(0),
     def("max.connections.per.ip", T::Int, "2147483647", "Most connections one client address may hold open.")
         .at_least(0)
         .not_applicable(CONNECTION_CAP_ONLY),
-    def("max.connections.per.ip.overrides", T::String, "", "Per-address exceptions to max.connections.per.ip, as host:count pairs.")
-        .not_applicable(CONNECTION_CAP_ONLY),
-    def("message.max.bytes", T::Int, "1048588", "Cluster default for max.message.bytes.")
-        .at_least(0),
+    def(
+        "max.connections.per.ip.overrides",
+        T::String,
+        "",
+        "Per-address exceptions to max.connections.per.ip, as host:count pairs.",
+    )
+    .not_applicable(CONNECTION_CAP_ONLY),
+    def("message.max.bytes", T::Int, "1048588", "Cluster default for max.message.bytes.").at_least(0),
     def_null("metadata.log.dir", T::String, "Directory for the KRaft metadata log.")
         .read_only()
         .not_applicable(NO_KRAFT),
-    def("metric.reporters", T::List, "", "Plug-ins that receive Kafka's metrics.")
-        .not_applicable(METRICS_ENDPOINT),
+    def("metric.reporters", T::List, "", "Plug-ins that receive Kafka's metrics.").not_applicable(METRICS_ENDPOINT),
     def("metrics.num.samples", T::Int, "2", "Samples kept per metric window.")
         .at_least(1)
         .read_only()
@@ -790,20 +1009,20 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("min.insync.replicas", T::Int, "1", "Cluster default for min.insync.replicas.")
         .at_least(1)
         .not_applicable(NO_REPLICAS),
-    def("node.id", T::Int, "-1", "Numeric id of this node; Floe reports the agent's id.")
-        .read_only(),
-    def("num.io.threads", T::Int, "8", "Threads that execute requests.")
-        .at_least(1)
-        .not_applicable(NO_THREAD_POOLS),
+    def("node.id", T::Int, "-1", "Numeric id of this node; Floe reports the agent's id.").read_only(),
+    def("num.io.threads", T::Int, "8", "Threads that execute requests.").at_least(1).not_applicable(NO_THREAD_POOLS),
     def("num.network.threads", T::Int, "3", "Threads that read and write sockets.")
         .at_least(1)
         .not_applicable(NO_THREAD_POOLS),
-    def("num.partitions", T::Int, "1", "Partition count for topics created without one.")
-        .at_least(1)
-        .read_only(),
-    def("num.recovery.threads.per.data.dir", T::Int, "1", "Threads per log directory for startup recovery and shutdown flush.")
-        .at_least(1)
-        .not_applicable(NO_LOG_FILES),
+    def("num.partitions", T::Int, "1", "Partition count for topics created without one.").at_least(1).read_only(),
+    def(
+        "num.recovery.threads.per.data.dir",
+        T::Int,
+        "1",
+        "Threads per log directory for startup recovery and shutdown flush.",
+    )
+    .at_least(1)
+    .not_applicable(NO_LOG_FILES),
     def_null("num.replica.alter.log.dirs.threads", T::Int, "Threads that move replicas between log directories.")
         .read_only()
         .not_applicable(NO_LOG_FILES),
@@ -854,14 +1073,29 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("producer.id.expiration.check.interval.ms", T::Int, "600000", "How often idle producer ids are removed.")
         .at_least(1)
         .read_only(),
-    def("producer.id.expiration.ms", T::Int, "86400000", "Idle time after which a producer id's sequence state is dropped.")
-        .at_least(1),
-    def("producer.purgatory.purge.interval.requests", T::Int, "1000", "How often Kafka sweeps completed Produce waits.")
-        .read_only()
-        .not_applicable(NO_PURGATORY),
-    def("queued.max.request.bytes", T::Long, "-1", "Bytes of queued requests before the broker stops reading; -1 means no cap.")
-        .read_only()
-        .not_applicable(NO_THREAD_POOLS),
+    def(
+        "producer.id.expiration.ms",
+        T::Int,
+        "86400000",
+        "Idle time after which a producer id's sequence state is dropped.",
+    )
+    .at_least(1),
+    def(
+        "producer.purgatory.purge.interval.requests",
+        T::Int,
+        "1000",
+        "How often Kafka sweeps completed Produce waits.",
+    )
+    .read_only()
+    .not_applicable(NO_PURGATORY),
+    def(
+        "queued.max.request.bytes",
+        T::Long,
+        "-1",
+        "Bytes of queued requests before the broker stops reading; -1 means no cap.",
+    )
+    .read_only()
+    .not_applicable(NO_THREAD_POOLS),
     def("queued.max.requests", T::Int, "500", "Requests queued for I/O threads before the broker stops reading.")
         .at_least(1)
         .read_only()
@@ -877,9 +1111,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.log.storage.system.enable", T::Boolean, "false", "Whether the broker supports tiered storage at all.")
         .read_only()
         .not_applicable(NO_TIERS),
-    def("replica.alter.log.dirs.io.max.bytes.per.second", T::Long, "9223372036854775807", "Byte rate cap for moving replicas between log directories.")
-        .at_least(0)
-        .not_applicable(NO_LOG_FILES),
+    def(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        T::Long,
+        "9223372036854775807",
+        "Byte rate cap for moving replicas between log directories.",
+    )
+    .at_least(0)
+    .not_applicable(NO_LOG_FILES),
     def("replica.fetch.backoff.ms", T::Int, "1000", "Pause after a failed replica fetch.")
         .at_least(0)
         .read_only()
@@ -898,9 +1137,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("replica.fetch.wait.max.ms", T::Int, "500", "Longest a follower fetch waits for data.")
         .read_only()
         .not_applicable(NO_REPLICAS),
-    def("replica.high.watermark.checkpoint.interval.ms", T::Long, "5000", "How often replicas record their high watermark on disk.")
-        .read_only()
-        .not_applicable(NO_REPLICAS),
+    def(
+        "replica.high.watermark.checkpoint.interval.ms",
+        T::Long,
+        "5000",
+        "How often replicas record their high watermark on disk.",
+    )
+    .read_only()
+    .not_applicable(NO_REPLICAS),
     def("replica.lag.time.max.ms", T::Long, "30000", "How long a follower may lag before it leaves the in-sync set.")
         .read_only()
         .not_applicable(NO_REPLICAS),
@@ -918,8 +1162,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .not_applicable(NO_REPLICAS),
     def("sasl.enabled.mechanisms", T::List, "GSSAPI", "SASL mechanisms the broker offers clients.")
         .not_applicable(AGENT_FLAGS),
-    def_null("sasl.jaas.config", T::Password, "JAAS login settings for SASL.")
-        .not_applicable(AGENT_FLAGS),
+    def_null("sasl.jaas.config", T::Password, "JAAS login settings for SASL.").not_applicable(AGENT_FLAGS),
     def_null("sasl.kerberos.service.name", T::String, "Kerberos principal name the broker runs as.")
         .not_applicable(AGENT_FLAGS),
     def("sasl.mechanism.inter.broker.protocol", T::String, "GSSAPI", "SASL mechanism brokers use with each other.")
@@ -954,14 +1197,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .not_applicable(AGENT_FLAGS),
     def_null("ssl.keystore.certificate.chain", T::Password, "PEM certificate chain of the broker.")
         .not_applicable(AGENT_FLAGS),
-    def_null("ssl.keystore.key", T::Password, "PEM private key of the broker.")
-        .not_applicable(AGENT_FLAGS),
-    def_null("ssl.keystore.location", T::String, "Path of the broker's key store.")
-        .not_applicable(AGENT_FLAGS),
-    def_null("ssl.keystore.password", T::Password, "Password of the key store.")
-        .not_applicable(AGENT_FLAGS),
-    def("ssl.keystore.type", T::String, "JKS", "File format of the key store.")
-        .not_applicable(AGENT_FLAGS),
+    def_null("ssl.keystore.key", T::Password, "PEM private key of the broker.").not_applicable(AGENT_FLAGS),
+    def_null("ssl.keystore.location", T::String, "Path of the broker's key store.").not_applicable(AGENT_FLAGS),
+    def_null("ssl.keystore.password", T::Password, "Password of the key store.").not_applicable(AGENT_FLAGS),
+    def("ssl.keystore.type", T::String, "JKS", "File format of the key store.").not_applicable(AGENT_FLAGS),
     def("ssl.principal.mapping.rules", T::String, "DEFAULT", "Rules that turn a certificate name into a principal.")
         .read_only()
         .not_applicable(AGENT_FLAGS),
@@ -969,25 +1208,37 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .not_applicable(AGENT_FLAGS),
     def_null("ssl.truststore.certificates", T::Password, "PEM certificates the broker trusts.")
         .not_applicable(AGENT_FLAGS),
-    def_null("ssl.truststore.location", T::String, "Path of the trust store.")
-        .not_applicable(AGENT_FLAGS),
-    def_null("ssl.truststore.password", T::Password, "Password of the trust store.")
-        .not_applicable(AGENT_FLAGS),
-    def("ssl.truststore.type", T::String, "JKS", "File format of the trust store.")
-        .not_applicable(AGENT_FLAGS),
-    def("transaction.abort.timed.out.transaction.cleanup.interval.ms", T::Int, "10000", "How often transactions past their timeout are aborted.")
-        .at_least(1)
-        .read_only(),
+    def_null("ssl.truststore.location", T::String, "Path of the trust store.").not_applicable(AGENT_FLAGS),
+    def_null("ssl.truststore.password", T::Password, "Password of the trust store.").not_applicable(AGENT_FLAGS),
+    def("ssl.truststore.type", T::String, "JKS", "File format of the trust store.").not_applicable(AGENT_FLAGS),
+    def(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        T::Int,
+        "10000",
+        "How often transactions past their timeout are aborted.",
+    )
+    .at_least(1)
+    .read_only(),
     def("transaction.max.timeout.ms", T::Int, "900000", "Longest transaction timeout a producer may ask for.")
         .at_least(1)
         .read_only(),
-    def("transaction.remove.expired.transaction.cleanup.interval.ms", T::Int, "3600000", "How often expired transactional ids are removed.")
-        .at_least(1)
-        .read_only(),
-    def("transaction.state.log.load.buffer.size", T::Int, "5242880", "Read buffer for loading the transaction state topic.")
-        .at_least(1)
-        .read_only()
-        .not_applicable(NO_INTERNAL_TOPICS),
+    def(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        T::Int,
+        "3600000",
+        "How often expired transactional ids are removed.",
+    )
+    .at_least(1)
+    .read_only(),
+    def(
+        "transaction.state.log.load.buffer.size",
+        T::Int,
+        "5242880",
+        "Read buffer for loading the transaction state topic.",
+    )
+    .at_least(1)
+    .read_only()
+    .not_applicable(NO_INTERNAL_TOPICS),
     def("transaction.state.log.min.isr", T::Int, "2", "min.insync.replicas of the transaction state topic.")
         .at_least(1)
         .read_only()
@@ -996,17 +1247,27 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .at_least(1)
         .read_only()
         .not_applicable(NO_INTERNAL_TOPICS),
-    def("transaction.state.log.replication.factor", T::Short, "3", "Replication factor of the transaction state topic.")
-        .at_least(1)
-        .read_only()
-        .not_applicable(NO_INTERNAL_TOPICS),
+    def(
+        "transaction.state.log.replication.factor",
+        T::Short,
+        "3",
+        "Replication factor of the transaction state topic.",
+    )
+    .at_least(1)
+    .read_only()
+    .not_applicable(NO_INTERNAL_TOPICS),
     def("transaction.state.log.segment.bytes", T::Int, "104857600", "Log file size of the transaction state topic.")
         .at_least(1)
         .read_only()
         .not_applicable(NO_INTERNAL_TOPICS),
-    def("transactional.id.expiration.ms", T::Int, "604800000", "Idle time after which a transactional id is forgotten.")
-        .at_least(1)
-        .read_only(),
+    def(
+        "transactional.id.expiration.ms",
+        T::Int,
+        "604800000",
+        "Idle time after which a transactional id is forgotten.",
+    )
+    .at_least(1)
+    .read_only(),
     def("unclean.leader.election.enable", T::Boolean, "false", "Cluster default for unclean.leader.election.enable.")
         .not_applicable(NO_LEADERS),
 ];

@@ -14,8 +14,6 @@ pub mod node;
 pub mod snapshot;
 pub mod state;
 
-pub use command::{
-    BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit,
-};
+pub use command::{BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit};
 pub use node::{MetadataNode, NodeError};
-pub use state::{validate_topic_name, IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId};
+pub use state::{IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId, validate_topic_name};

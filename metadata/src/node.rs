@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::command::{Command, CommandError, Outcome};
-use crate::journal::{encode_command, Journal};
+use crate::journal::{Journal, encode_command};
 use crate::snapshot;
 use crate::state::State;
 
@@ -69,7 +69,13 @@ impl MetadataNode {
         let (applied_tx, applied) = watch::channel(state.applied_index);
         let state = Arc::new(RwLock::new(state));
         let (proposals, queue) = mpsc::channel(PROPOSAL_QUEUE_MAX);
-        let writer = Writer { dir: dir.to_owned(), state: state.clone(), journal, applied: applied_tx, entries_since_snapshot: replayed as u64 };
+        let writer = Writer {
+            dir: dir.to_owned(),
+            state: state.clone(),
+            journal,
+            applied: applied_tx,
+            entries_since_snapshot: replayed as u64,
+        };
         std::thread::Builder::new().name("metadata-writer".into()).spawn(move || writer.run(queue))?;
         Ok(Self { state, proposals, applied })
     }

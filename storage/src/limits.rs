@@ -8,8 +8,7 @@ pub const SEGMENT_BYTES_MAX: u64 = 1024 * 1024 * 1024;
 pub const SEGMENT_CHUNK_COUNT_MAX: u32 = 1_000_000;
 
 /// Largest footer a reader accepts; derived from the chunk limit so the two cannot disagree.
-pub const FOOTER_BYTES_MAX: u64 =
-    crate::segment::footer::FOOTER_HEADER_BYTES as u64
-        + SEGMENT_CHUNK_COUNT_MAX as u64 * crate::segment::footer::CHUNK_ENTRY_BYTES as u64;
+pub const FOOTER_BYTES_MAX: u64 = crate::segment::footer::FOOTER_HEADER_BYTES as u64
+    + SEGMENT_CHUNK_COUNT_MAX as u64 * crate::segment::footer::CHUNK_ENTRY_BYTES as u64;
 
 const _: () = assert!(FOOTER_BYTES_MAX < SEGMENT_BYTES_MAX);

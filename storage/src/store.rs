@@ -11,11 +11,11 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 
+use crate::SegmentKey;
 use crate::error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 use crate::limits::{FOOTER_BYTES_MAX, SEGMENT_BYTES_MAX};
 use crate::segment::trailer::{SegmentTrailer, TRAILER_BYTES};
 use crate::segment::{ChunkRef, SegmentFooter, SegmentObject};
-use crate::SegmentKey;
 
 /// Where objects live: `file:///dir`, `s3://bucket/prefix` or `memory://` (tests only).
 #[derive(Clone, Debug, Default)]
@@ -128,7 +128,8 @@ impl SegmentStore {
         let trailer_start = object_bytes
             .checked_sub(TRAILER_BYTES as u64)
             .ok_or_else(|| corrupt(format!("{object_bytes} bytes is too short for a trailer")))?;
-        let trailer_bytes = self.store.get_range(&path, trailer_start..object_bytes).await.map_err(StorageError::from)?;
+        let trailer_bytes =
+            self.store.get_range(&path, trailer_start..object_bytes).await.map_err(StorageError::from)?;
         let trailer = SegmentTrailer::decode(&trailer_bytes).map_err(corrupt)?;
         let footer_bytes = u64::from(trailer.footer_bytes);
         if footer_bytes > FOOTER_BYTES_MAX {

@@ -3,6 +3,7 @@
 DescribeCluster, and auto topic creation."""
 
 import time
+import warnings
 
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
@@ -174,7 +175,9 @@ def test_describe_and_alter_configs(floe):
 
     # legacy AlterConfigs replaces the whole set of topic overrides
     res = ConfigResource(ResourceType.TOPIC, name, set_config={"retention.ms": "7200000"})
-    a.alter_configs([res], request_timeout=T)[res].result(timeout=T)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # deprecated in the client, still used by tools
+        a.alter_configs([res], request_timeout=T)[res].result(timeout=T)
     desc = _describe(a, name)
     assert desc["retention.ms"].value == "7200000", f"after AlterConfigs: {desc['retention.ms'].value}"
     assert desc["cleanup.policy"].value == "delete" and _src(desc["cleanup.policy"]) != ConfigSource.DYNAMIC_TOPIC_CONFIG.value, \

@@ -9,7 +9,12 @@ fn temp_dir() -> PathBuf {
 }
 
 fn create(name: &str) -> Command {
-    Command::CreateTopic { name: name.into(), topic_id: uuid::Uuid::new_v4(), partition_count: 2, configs: BTreeMap::new() }
+    Command::CreateTopic {
+        name: name.into(),
+        topic_id: uuid::Uuid::new_v4(),
+        partition_count: 2,
+        configs: BTreeMap::new(),
+    }
 }
 
 #[tokio::test]
@@ -26,8 +31,12 @@ async fn state_survives_reopen_and_torn_tails() {
     drop(node);
 
     // Append garbage, as a crash mid-write would leave it: it is cut off on open.
-    let journal = std::fs::read_dir(&dir).expect("dir").filter_map(|e| e.ok()).map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "log")).expect("journal exists");
+    let journal = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .expect("journal exists");
     let mut bytes = std::fs::read(&journal).expect("read");
     bytes.extend_from_slice(&[9, 0, 0, 0, 1, 2, 3]);
     std::fs::write(&journal, bytes).expect("write");

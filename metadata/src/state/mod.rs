@@ -131,12 +131,12 @@ impl Partition {
 
     /// The entry holding the largest timestamp (the first such entry when several tie).
     pub fn entry_with_max_timestamp(&self) -> Option<&IndexEntry> {
-        self.index
-            .iter()
-            .filter(|e| e.last_offset >= self.log_start_offset)
-            .fold(None, |best: Option<&IndexEntry>, e| match best {
+        self.index.iter().filter(|e| e.last_offset >= self.log_start_offset).fold(
+            None,
+            |best: Option<&IndexEntry>, e| match best {
                 Some(b) if b.timestamp_max >= e.timestamp_max => Some(b),
                 _ => Some(e),
-            })
+            },
+        )
     }
 }

@@ -74,7 +74,12 @@ impl State {
         Ok(Outcome::SegmentCommitted { chunks: results })
     }
 
-    pub(super) fn delete_records(&mut self, topic_id: TopicId, partition: i32, offset: i64) -> Result<Outcome, CommandError> {
+    pub(super) fn delete_records(
+        &mut self,
+        topic_id: TopicId,
+        partition: i32,
+        offset: i64,
+    ) -> Result<Outcome, CommandError> {
         let log = self.partition_mut(topic_id, partition).ok_or(CommandError::UnknownTopicOrPartition)?;
         let offset = if offset == -1 { log.next_offset } else { offset };
         if offset < 0 || offset > log.next_offset {

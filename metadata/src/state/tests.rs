@@ -26,7 +26,11 @@ fn commit(key: &str, chunks: &[(u8, i32, &[u32])]) -> Command {
                 byte_start,
                 byte_len: 100,
                 crc32c: 7,
-                batches: batches.iter().enumerate().map(|(i, n)| BatchSummary { offset_count: *n, timestamp_max: 1000 + i as i64 }).collect(),
+                batches: batches
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| BatchSummary { offset_count: *n, timestamp_max: 1000 + i as i64 })
+                    .collect(),
             };
             byte_start += 100;
             chunk
@@ -73,7 +77,11 @@ fn check_invariants(state: &State) {
         }
     }
     for (id, count) in &references {
-        assert_eq!(state.objects.get(id).map(|o| o.reference_count), Some(*count), "every indexed object is referenced");
+        assert_eq!(
+            state.objects.get(id).map(|o| o.reference_count),
+            Some(*count),
+            "every indexed object is referenced"
+        );
     }
     for (id, o) in &state.objects {
         assert_eq!(o.reference_count, references.get(id).copied().unwrap_or(0));
@@ -179,13 +187,21 @@ fn arb_command() -> impl Strategy<Value = Command> {
     prop_oneof![
         (topic.clone(), 1i32..4).prop_map(|(t, n)| create(&format!("t{t}"), t, n)),
         topic.clone().prop_map(|t| Command::DeleteTopic { name: format!("t{t}") }),
-        (topic.clone(), 1i32..6).prop_map(|(t, n)| Command::CreatePartitions { name: format!("t{t}"), partition_count: n }),
-        (proptest::collection::vec((topic.clone(), 0i32..5, proptest::collection::vec(0u32..4, 0..4)), 0..4), any::<u16>())
+        (topic.clone(), 1i32..6)
+            .prop_map(|(t, n)| Command::CreatePartitions { name: format!("t{t}"), partition_count: n }),
+        (
+            proptest::collection::vec((topic.clone(), 0i32..5, proptest::collection::vec(0u32..4, 0..4)), 0..4),
+            any::<u16>()
+        )
             .prop_map(|(chunks, k)| {
                 let chunks: Vec<(u8, i32, &[u32])> = chunks.iter().map(|(t, p, b)| (*t, *p, &b[..])).collect();
                 commit(&format!("o{k}"), &chunks)
             }),
-        (topic, 0i32..3, -1i64..12).prop_map(|(t, p, o)| Command::DeleteRecords { topic_id: topic_id(t), partition: p, offset: o }),
+        (topic, 0i32..3, -1i64..12).prop_map(|(t, p, o)| Command::DeleteRecords {
+            topic_id: topic_id(t),
+            partition: p,
+            offset: o
+        }),
     ]
 }
 

@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use super::{Partition, State, Topic, TopicId};
 use crate::command::{CommandError, Outcome};
 use crate::limits::{
-    CONFIG_VALUE_BYTES_MAX, TOPIC_CONFIG_COUNT_MAX, TOPIC_COUNT_MAX, TOPIC_NAME_BYTES_MAX,
-    TOPIC_PARTITION_COUNT_MAX,
+    CONFIG_VALUE_BYTES_MAX, TOPIC_CONFIG_COUNT_MAX, TOPIC_COUNT_MAX, TOPIC_NAME_BYTES_MAX, TOPIC_PARTITION_COUNT_MAX,
 };
 
 /// Kafka's topic name rules: 1..=249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -43,7 +42,9 @@ fn validate_configs(configs: &BTreeMap<String, String>) -> Result<(), CommandErr
     }
     for (name, value) in configs {
         if value.len() > CONFIG_VALUE_BYTES_MAX {
-            return Err(CommandError::InvalidConfig(format!("{name}: value longer than {CONFIG_VALUE_BYTES_MAX} bytes")));
+            return Err(CommandError::InvalidConfig(format!(
+                "{name}: value longer than {CONFIG_VALUE_BYTES_MAX} bytes"
+            )));
         }
         crate::config::validate_topic_config(name, value).map_err(|e| CommandError::InvalidConfig(e.to_string()))?;
     }

@@ -53,9 +53,8 @@ impl SegmentFooter {
         if crc32c::crc32c(footer) != trailer.footer_crc32c {
             return Err("footer checksum mismatch".to_owned());
         }
-        let (count, mut rest) = footer
-            .split_first_chunk::<4>()
-            .ok_or_else(|| "footer shorter than its header".to_owned())?;
+        let (count, mut rest) =
+            footer.split_first_chunk::<4>().ok_or_else(|| "footer shorter than its header".to_owned())?;
         let chunk_count = u32::from_le_bytes(*count);
         if chunk_count != trailer.chunk_count {
             return Err(format!("footer lists {chunk_count} chunks, trailer says {}", trailer.chunk_count));

@@ -105,7 +105,12 @@ async fn store_round_trip_and_damage_detection_on_file_store() {
 
     let footer = store.read_footer(&key).await.expect("footer");
     assert_eq!(footer.chunks, chunks);
-    let chunk_ref = |c: &ChunkEntry| ChunkRef { key: key.clone(), byte_start: c.byte_start, byte_len: c.byte_len, crc32c: c.crc32c };
+    let chunk_ref = |c: &ChunkEntry| ChunkRef {
+        key: key.clone(),
+        byte_start: c.byte_start,
+        byte_len: c.byte_len,
+        crc32c: c.crc32c,
+    };
     assert_eq!(&store.read_chunk(&chunk_ref(&chunks[1])).await.expect("chunk")[..], b"second");
 
     // Keys are never reused: a second PUT to the same key fails instead of overwriting.

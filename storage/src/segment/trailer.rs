@@ -40,9 +40,8 @@ impl SegmentTrailer {
 
     /// Decodes and checks magic and version; the footer checksum is checked by the footer reader.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let bytes: &[u8; TRAILER_BYTES] = bytes
-            .try_into()
-            .map_err(|_| format!("trailer must be {TRAILER_BYTES} bytes, got {}", bytes.len()))?;
+        let bytes: &[u8; TRAILER_BYTES] =
+            bytes.try_into().map_err(|_| format!("trailer must be {TRAILER_BYTES} bytes, got {}", bytes.len()))?;
         if bytes[16..24] != MAGIC {
             return Err("bad magic: not a Floe segment, or truncated".to_owned());
         }

@@ -1,0 +1,63 @@
+//! The agent: configuration and the shared handles every request path uses.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_metadata::MetadataNode;
+use floe_storage::{ChunkCache, SegmentStore};
+
+use crate::produce::FlushBuffer;
+
+/// When the flush buffer is written out, and how much memory it may hold.
+#[derive(Clone, Debug)]
+pub struct FlushConfig {
+    /// Flush once this many bytes are buffered.
+    pub flush_bytes: usize,
+    /// Flush once the oldest buffered batch is this old.
+    pub flush_interval: Duration,
+    /// Buffered plus uploading bytes; past this, produce requests wait (backpressure).
+    pub buffer_bytes_max: usize,
+    /// Segment uploads running at once.
+    pub uploads_in_flight_max: usize,
+}
+
+/// Everything an agent is started with.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The broker id this agent has in Kafka Metadata responses.
+    pub node_id: i32,
+    /// Host and port clients are told to connect to; never `0.0.0.0`.
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub flush: FlushConfig,
+    /// Bytes of recently written or read chunks kept in memory.
+    pub cache_bytes: u64,
+    /// Kafka's `auto.create.topics.enable`.
+    pub auto_create_topics: bool,
+    /// Kafka's `num.partitions`: partitions of auto-created topics and of CreateTopics with -1.
+    pub default_partition_count: i32,
+}
+
+/// Shared state of a running agent. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Agent {
+    pub config: AgentConfig,
+    pub metadata: MetadataNode,
+    pub store: SegmentStore,
+    pub cache: Arc<ChunkCache>,
+    pub buffer: FlushBuffer,
+}
+
+impl Agent {
+    /// Builds the agent and starts its flush pipeline. Must run inside a Tokio runtime.
+    pub fn start(config: AgentConfig, metadata: MetadataNode, store: SegmentStore) -> Arc<Self> {
+        let cache = Arc::new(ChunkCache::new(config.cache_bytes));
+        let buffer = FlushBuffer::start(config.flush.clone(), metadata.clone(), store.clone(), cache.clone());
+        Arc::new(Self { config, metadata, store, cache, buffer })
+    }
+
+    /// Stops taking new batches and waits until every buffered batch is flushed and answered.
+    pub async fn shutdown(&self) {
+        self.buffer.close_and_drain().await;
+    }
+}

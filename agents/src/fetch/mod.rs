@@ -1,0 +1,6 @@
+//! The fetch path: find a partition's chunks in the offset index, read them through the chunk
+//! cache, and return whole batches stamped with their offsets.
+
+mod read;
+
+pub use read::{FetchError, PartitionRead, ReadLimits, TimestampHit, read_partition, records_at_timestamp};

@@ -1,0 +1,230 @@
+//! Reads one partition from an offset, and finds records by timestamp.
+
+use bytes::{Bytes, BytesMut};
+use floe_metadata::{IndexEntry, TopicId};
+use floe_storage::{ChunkRef, ReadChunkError, SegmentKey};
+use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
+
+use crate::Agent;
+use crate::limits::FETCH_PARTITION_ENTRIES_MAX;
+use crate::record_batch::{self, BatchHeader};
+
+/// Why a partition read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("offset {offset} is outside {log_start_offset}..={high_watermark}")]
+    OffsetOutOfRange { offset: i64, log_start_offset: i64, high_watermark: i64 },
+    #[error("leader epoch {requested} is newer than the partition's {current}")]
+    UnknownLeaderEpoch { requested: i32, current: i32 },
+    #[error("leader epoch {requested} is older than the partition's {current}")]
+    FencedLeaderEpoch { requested: i32, current: i32 },
+    #[error("reading chunk: {0}")]
+    Storage(#[from] ReadChunkError),
+    #[error("stored batch is malformed: {0}")]
+    CorruptStoredBatch(String),
+}
+
+/// How much one partition read may return.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadLimits {
+    /// Bytes the records may take.
+    pub max_bytes: usize,
+    /// Return the first batch even if it is larger than `max_bytes`, so a consumer can always
+    /// make progress (set for the first partition with data in a response).
+    pub must_return_first: bool,
+}
+
+/// What a partition read found.
+#[derive(Debug, Default)]
+pub struct PartitionRead {
+    pub records: Bytes,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub leader_epoch: i32,
+}
+
+/// The index entries to read, copied out so no lock is held across I/O.
+struct Plan {
+    entries: Vec<(IndexEntry, SegmentKey)>,
+    high_watermark: i64,
+    log_start_offset: i64,
+    leader_epoch: i32,
+}
+
+fn plan(
+    agent: &Agent,
+    topic_id: TopicId,
+    partition: i32,
+    offset: i64,
+    current_leader_epoch: i32,
+    limits: ReadLimits,
+) -> Result<Plan, FetchError> {
+    let state = agent.metadata.read();
+    let log = state.partition(topic_id, partition).ok_or(FetchError::UnknownTopicOrPartition)?;
+    if current_leader_epoch >= 0 && current_leader_epoch != log.leader_epoch {
+        return Err(if current_leader_epoch > log.leader_epoch {
+            FetchError::UnknownLeaderEpoch { requested: current_leader_epoch, current: log.leader_epoch }
+        } else {
+            FetchError::FencedLeaderEpoch { requested: current_leader_epoch, current: log.leader_epoch }
+        });
+    }
+    if offset < log.log_start_offset || offset > log.next_offset {
+        return Err(FetchError::OffsetOutOfRange {
+            offset,
+            log_start_offset: log.log_start_offset,
+            high_watermark: log.next_offset,
+        });
+    }
+    let mut entries = Vec::new();
+    let mut bytes = 0usize;
+    for entry in log.entries_from(offset).take(FETCH_PARTITION_ENTRIES_MAX) {
+        if !entries.is_empty() && bytes >= limits.max_bytes {
+            break;
+        }
+        let key = state
+            .object_key(entry.object_id)
+            .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
+        bytes += entry.byte_len as usize;
+        entries.push((entry.clone(), SegmentKey::from_stored(key.to_owned())));
+    }
+    Ok(Plan {
+        entries,
+        high_watermark: log.next_offset,
+        log_start_offset: log.log_start_offset,
+        leader_epoch: log.leader_epoch,
+    })
+}
+
+async fn chunk_bytes(agent: &Agent, entry: &IndexEntry, key: SegmentKey) -> Result<Bytes, ReadChunkError> {
+    let chunk = ChunkRef { key, byte_start: entry.byte_start, byte_len: entry.byte_len, crc32c: entry.crc32c };
+    if let Some(bytes) = agent.cache.get(&chunk) {
+        return Ok(bytes);
+    }
+    let bytes = agent.store.read_chunk(&chunk).await?;
+    agent.cache.insert(&chunk, bytes.clone());
+    Ok(bytes)
+}
+
+/// Walks the batches of one chunk with the offsets the index assigns them.
+fn batches_with_offsets(
+    chunk: &Bytes,
+    base_offset: i64,
+) -> impl Iterator<Item = Result<(i64, BatchHeader, Bytes), FetchError>> + '_ {
+    let mut next_base = base_offset;
+    record_batch::split(chunk).map(move |part| {
+        let (header, batch) = part.map_err(|e| FetchError::CorruptStoredBatch(e.to_string()))?;
+        let base = next_base;
+        next_base += header.offset_count();
+        Ok((base, header, batch))
+    })
+}
+
+/// Reads whole batches of one partition starting with the batch that holds `offset`.
+pub async fn read_partition(
+    agent: &Agent,
+    topic_id: TopicId,
+    partition: i32,
+    offset: i64,
+    current_leader_epoch: i32,
+    limits: ReadLimits,
+) -> Result<PartitionRead, FetchError> {
+    let plan = plan(agent, topic_id, partition, offset, current_leader_epoch, limits)?;
+    let mut out = BytesMut::new();
+    'entries: for (entry, key) in plan.entries {
+        let chunk = chunk_bytes(agent, &entry, key).await?;
+        for part in batches_with_offsets(&chunk, entry.base_offset) {
+            let (base, header, batch) = part?;
+            if base + header.offset_count() <= offset {
+                continue;
+            }
+            let first = out.is_empty() && limits.must_return_first;
+            if !first && out.len() + batch.len() > limits.max_bytes {
+                break 'entries;
+            }
+            let start = out.len();
+            out.extend_from_slice(&batch);
+            record_batch::stamp(&mut out[start..], base, plan.leader_epoch);
+        }
+    }
+    Ok(PartitionRead {
+        records: out.freeze(),
+        high_watermark: plan.high_watermark,
+        log_start_offset: plan.log_start_offset,
+        leader_epoch: plan.leader_epoch,
+    })
+}
+
+/// A record found by timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampHit {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub leader_epoch: i32,
+}
+
+/// Finds, for `target >= 0`, the earliest record whose timestamp is at least `target`; for
+/// `target == -3` (KIP-734), the record with the largest timestamp. Looks inside batches.
+pub async fn records_at_timestamp(
+    agent: &Agent,
+    topic_id: TopicId,
+    partition: i32,
+    target: i64,
+) -> Result<Option<TimestampHit>, FetchError> {
+    let (candidates, log_start_offset, leader_epoch) = {
+        let state = agent.metadata.read();
+        let log = state.partition(topic_id, partition).ok_or(FetchError::UnknownTopicOrPartition)?;
+        let entries: Vec<&IndexEntry> = if target == -3 {
+            log.entry_with_max_timestamp().into_iter().collect()
+        } else {
+            // Timestamps need not grow with offsets: every entry reaching the target may hold an
+            // earlier match than the first one, so they are all candidates, in offset order.
+            log.index.iter().filter(|e| e.timestamp_max >= target && e.last_offset >= log.log_start_offset).collect()
+        };
+        let mut candidates = Vec::with_capacity(entries.len());
+        for e in entries {
+            let key = state
+                .object_key(e.object_id)
+                .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
+            candidates.push((e.clone(), SegmentKey::from_stored(key.to_owned())));
+        }
+        (candidates, log.log_start_offset, log.leader_epoch)
+    };
+    let want_max = target == -3;
+    let mut best: Option<TimestampHit> = None;
+    for (entry, key) in candidates {
+        let chunk = chunk_bytes(agent, &entry, key).await?;
+        for part in batches_with_offsets(&chunk, entry.base_offset) {
+            let (base, header, batch) = part?;
+            if header.max_timestamp < target && !want_max {
+                continue;
+            }
+            let mut stamped = BytesMut::from(&batch[..]);
+            record_batch::stamp(&mut stamped, base, leader_epoch);
+            let records = RecordBatchDecoder::decode(&mut stamped.freeze())
+                .map_err(|e| FetchError::CorruptStoredBatch(e.to_string()))?
+                .records;
+            for r in records {
+                if r.offset < log_start_offset {
+                    continue;
+                }
+                let timestamp =
+                    if r.timestamp_type == TimestampType::LogAppend { header.max_timestamp } else { r.timestamp };
+                let better = match best {
+                    None => want_max || timestamp >= target,
+                    Some(b) if want_max => timestamp > b.timestamp,
+                    Some(b) => timestamp >= target && r.offset < b.offset,
+                };
+                if better {
+                    best = Some(TimestampHit { offset: r.offset, timestamp, leader_epoch });
+                }
+            }
+        }
+        // Candidates come in offset order, so the first one with a match holds the earliest.
+        if best.is_some() && !want_max {
+            break;
+        }
+    }
+    Ok(best)
+}

@@ -1,0 +1,28 @@
+//! DescribeCluster: this agent as the only broker.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+
+use super::super::error_code::code;
+use super::str_bytes;
+use crate::Agent;
+
+const ENDPOINT_BROKERS: i8 = 1;
+
+pub(in crate::kafka) fn describe_cluster(agent: &Agent, request: DescribeClusterRequest) -> DescribeClusterResponse {
+    let response = DescribeClusterResponse::default().with_endpoint_type(request.endpoint_type);
+    if request.endpoint_type != ENDPOINT_BROKERS {
+        return response
+            .with_error_code(code::UNSUPPORTED_ENDPOINT_TYPE)
+            .with_error_message(Some(str_bytes("only broker endpoints are served")));
+    }
+    let broker = DescribeClusterBroker::default()
+        .with_broker_id(BrokerId(agent.config.node_id))
+        .with_host(str_bytes(agent.config.advertised_host.clone()))
+        .with_port(i32::from(agent.config.advertised_port));
+    response
+        .with_cluster_id(str_bytes(agent.metadata.read().cluster_id.clone()))
+        .with_controller_id(BrokerId(agent.config.node_id))
+        .with_brokers(vec![broker])
+        .with_cluster_authorized_operations(i32::MIN)
+}

@@ -1,0 +1,360 @@
+//! DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
+//!
+//! Every standard Kafka topic config is accepted, type-checked and reported (the catalog in
+//! `floe_metadata::config`), including those with no meaning for Floe's storage; their
+//! documentation says so. Only explicitly set topic configs are stored; everything else is
+//! reported with its default and source DEFAULT_CONFIG, as Kafka does.
+
+use std::collections::BTreeMap;
+
+use floe_metadata::Command;
+use floe_metadata::config::{self, Applicability, ConfigDef, ConfigType};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::super::error_code::{self, code};
+use super::str_bytes;
+use crate::Agent;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+const SOURCE_TOPIC_CONFIG: i8 = 1;
+const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
+const SOURCE_DEFAULT_CONFIG: i8 = 5;
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+fn type_code(t: ConfigType) -> i8 {
+    match t {
+        ConfigType::Boolean => 1,
+        ConfigType::String => 2,
+        ConfigType::Int => 3,
+        ConfigType::Short => 4,
+        ConfigType::Long => 5,
+        ConfigType::Double => 6,
+        ConfigType::List => 7,
+        ConfigType::Class => 8,
+        ConfigType::Password => 9,
+    }
+}
+
+fn documentation(def: &ConfigDef) -> String {
+    match def.applicability {
+        Applicability::Applied => def.doc.to_owned(),
+        Applicability::NotApplicable(why) => format!("{} Not applicable in Floe: {why}", def.doc),
+    }
+}
+
+fn entry(
+    def: &ConfigDef,
+    value: Option<&str>,
+    source: i8,
+    synonyms: bool,
+    docs: bool,
+) -> DescribeConfigsResourceResult {
+    let shown = if def.sensitive { None } else { value.map(|v| StrBytes::from_string(v.to_owned())) };
+    let mut synonym_list = Vec::new();
+    if synonyms {
+        synonym_list.push(
+            DescribeConfigsSynonym::default()
+                .with_name(str_bytes(def.name))
+                .with_value(shown.clone())
+                .with_source(source),
+        );
+        if let Some(broker) = def.broker_synonym.and_then(config::broker_config) {
+            synonym_list.push(
+                DescribeConfigsSynonym::default()
+                    .with_name(str_bytes(broker.name))
+                    .with_value(def.default.map(str_bytes))
+                    .with_source(SOURCE_DEFAULT_CONFIG),
+            );
+        }
+    }
+    DescribeConfigsResourceResult::default()
+        .with_name(str_bytes(def.name))
+        .with_value(shown)
+        .with_read_only(def.read_only)
+        .with_config_source(source)
+        .with_is_sensitive(def.sensitive)
+        .with_synonyms(synonym_list)
+        .with_config_type(type_code(def.config_type))
+        .with_documentation(docs.then(|| str_bytes(documentation(def))))
+}
+
+fn wanted(keys: Option<&[StrBytes]>, name: &str) -> bool {
+    keys.is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+}
+
+/// Every topic config with its effective value and source.
+pub(super) fn topic_listing(
+    configs: &BTreeMap<String, String>,
+    keys: Option<&[StrBytes]>,
+    synonyms: bool,
+    docs: bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    config::TOPIC_CONFIGS
+        .iter()
+        .filter(|def| wanted(keys, def.name))
+        .map(|def| match configs.get(def.name) {
+            Some(value) => entry(def, Some(value), SOURCE_TOPIC_CONFIG, synonyms, docs),
+            None => entry(def, def.default, SOURCE_DEFAULT_CONFIG, synonyms, docs),
+        })
+        .collect()
+}
+
+/// Broker configs: the agent's own settings as static configs, the rest at their defaults.
+fn broker_listing(
+    agent: &Agent,
+    keys: Option<&[StrBytes]>,
+    synonyms: bool,
+    docs: bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    let node_id = agent.config.node_id.to_string();
+    let auto_create = agent.config.auto_create_topics.to_string();
+    let partitions = agent.config.default_partition_count.to_string();
+    config::BROKER_CONFIGS
+        .iter()
+        .filter(|def| wanted(keys, def.name))
+        .map(|def| {
+            let static_value = match def.name {
+                "broker.id" | "node.id" => Some(node_id.as_str()),
+                "auto.create.topics.enable" => Some(auto_create.as_str()),
+                "num.partitions" => Some(partitions.as_str()),
+                _ => None,
+            };
+            match static_value {
+                Some(value) => entry(def, Some(value), SOURCE_STATIC_BROKER_CONFIG, synonyms, docs),
+                None => entry(def, def.default, SOURCE_DEFAULT_CONFIG, synonyms, docs),
+            }
+        })
+        .collect()
+}
+
+fn is_this_broker(agent: &Agent, name: &str) -> bool {
+    name.is_empty() || name == agent.config.node_id.to_string()
+}
+
+pub(in crate::kafka) fn describe(agent: &Agent, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let results = request
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let keys = resource.configuration_keys.as_deref();
+            let name = resource.resource_name.as_str();
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            let listing = match resource.resource_type {
+                RESOURCE_TOPIC => {
+                    let state = agent.metadata.read();
+                    match state.topic_by_name(name) {
+                        Some(topic) => Ok(topic_listing(
+                            &topic.configs,
+                            keys,
+                            request.include_synonyms,
+                            request.include_documentation,
+                        )),
+                        None => Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}"))),
+                    }
+                }
+                RESOURCE_BROKER if is_this_broker(agent, name) => {
+                    Ok(broker_listing(agent, keys, request.include_synonyms, request.include_documentation))
+                }
+                RESOURCE_BROKER => {
+                    Err((code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id)))
+                }
+                other => Err((code::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+            };
+            match listing {
+                Ok(configs) => result.with_configs(configs),
+                Err((error, message)) => {
+                    result.with_error_code(error).with_error_message(Some(StrBytes::from_string(message)))
+                }
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+type Failure = (i16, String);
+
+fn invalid_config(message: impl Into<String>) -> Failure {
+    (code::INVALID_CONFIG, message.into())
+}
+
+/// Writes a topic's new explicit configs (or only checks them, for `validate_only`).
+async fn set_topic_configs(
+    agent: &Agent,
+    topic: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), Failure> {
+    if agent.metadata.read().topic_by_name(topic).is_none() {
+        return Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {topic}")));
+    }
+    if validate_only {
+        return Ok(());
+    }
+    agent
+        .metadata
+        .propose(Command::SetTopicConfigs { name: topic.to_owned(), configs })
+        .await
+        .map(|_| ())
+        .map_err(|e| (error_code::for_node(&e).code(), e.to_string()))
+}
+
+fn broker_alter_unsupported(agent: &Agent, name: &str) -> Failure {
+    if is_this_broker(agent, name) {
+        (code::INVALID_REQUEST, "dynamic broker configs are not supported yet; set them on the command line".into())
+    } else {
+        (code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id))
+    }
+}
+
+pub(in crate::kafka) async fn alter(agent: &Agent, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        let name = resource.resource_name.as_str().to_owned();
+        let outcome = match resource.resource_type {
+            RESOURCE_TOPIC => {
+                // AlterConfigs replaces the whole set of explicit configs.
+                let mut configs = BTreeMap::new();
+                let mut failure = None;
+                for c in &resource.configs {
+                    let Some(value) = c.value.as_ref() else {
+                        failure = Some((code::INVALID_REQUEST, format!("config {} has a null value", c.name.as_str())));
+                        break;
+                    };
+                    match config::validate_topic_config(c.name.as_str(), value.as_str()) {
+                        Ok(v) => {
+                            configs.insert(c.name.as_str().to_owned(), v);
+                        }
+                        Err(e) => {
+                            failure = Some(invalid_config(e.to_string()));
+                            break;
+                        }
+                    }
+                }
+                match failure {
+                    Some(f) => Err(f),
+                    None => set_topic_configs(agent, &name, configs, request.validate_only).await,
+                }
+            }
+            RESOURCE_BROKER => Err(broker_alter_unsupported(agent, &name)),
+            other => Err((code::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+        };
+        let response = kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name);
+        responses.push(match outcome {
+            Ok(()) => response,
+            Err((error, message)) => {
+                response.with_error_code(error).with_error_message(Some(StrBytes::from_string(message)))
+            }
+        });
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// Applies one incremental operation to a topic's explicit configs.
+fn apply_op(configs: &mut BTreeMap<String, String>, name: &str, op: i8, value: Option<&str>) -> Result<(), Failure> {
+    let def = config::topic_config(name).ok_or_else(|| invalid_config(format!("unknown topic config {name}")))?;
+    match op {
+        OP_SET => {
+            let value = value.ok_or_else(|| (code::INVALID_REQUEST, format!("SET of {name} needs a value")))?;
+            let value = def.validate(value).map_err(|e| invalid_config(e.to_string()))?;
+            configs.insert(name.to_owned(), value);
+        }
+        OP_DELETE => {
+            configs.remove(name);
+        }
+        OP_APPEND | OP_SUBTRACT => {
+            if def.config_type != ConfigType::List {
+                return Err(invalid_config(format!("{name} is not a list; APPEND and SUBTRACT apply to lists only")));
+            }
+            let value =
+                value.ok_or_else(|| (code::INVALID_REQUEST, format!("APPEND/SUBTRACT of {name} needs a value")))?;
+            let current = configs.get(name).map(String::as_str).or(def.default).unwrap_or("");
+            let mut items: Vec<String> =
+                current.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+            for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if op == OP_APPEND {
+                    if !items.iter().any(|i| i == item) {
+                        items.push(item.to_owned());
+                    }
+                } else {
+                    items.retain(|i| i != item);
+                }
+            }
+            let value = def.validate(&items.join(",")).map_err(|e| invalid_config(e.to_string()))?;
+            configs.insert(name.to_owned(), value);
+        }
+        other => return Err((code::INVALID_REQUEST, format!("unknown config operation {other}"))),
+    }
+    Ok(())
+}
+
+pub(in crate::kafka) async fn incremental_alter(
+    agent: &Agent,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        let name = resource.resource_name.as_str().to_owned();
+        let outcome = match resource.resource_type {
+            RESOURCE_TOPIC => {
+                let current = agent.metadata.read().topic_by_name(&name).map(|t| t.configs.clone());
+                match current {
+                    None => Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}"))),
+                    Some(mut configs) => {
+                        let mut names = std::collections::HashSet::new();
+                        let mut result = Ok(());
+                        for c in &resource.configs {
+                            if !names.insert(c.name.as_str()) {
+                                result =
+                                    Err((code::INVALID_REQUEST, format!("config {} appears twice", c.name.as_str())));
+                                break;
+                            }
+                            if let Err(e) = apply_op(
+                                &mut configs,
+                                c.name.as_str(),
+                                c.config_operation,
+                                c.value.as_ref().map(|v| v.as_str()),
+                            ) {
+                                result = Err(e);
+                                break;
+                            }
+                        }
+                        match result {
+                            Ok(()) => set_topic_configs(agent, &name, configs, request.validate_only).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                }
+            }
+            RESOURCE_BROKER => Err(broker_alter_unsupported(agent, &name)),
+            other => Err((code::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+        };
+        let response =
+            kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name);
+        responses.push(match outcome {
+            Ok(()) => response,
+            Err((error, message)) => {
+                response.with_error_code(error).with_error_message(Some(StrBytes::from_string(message)))
+            }
+        });
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}

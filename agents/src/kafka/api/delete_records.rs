@@ -1,0 +1,32 @@
+//! DeleteRecords: advances a partition's log start offset.
+
+use floe_metadata::{Command, Outcome};
+use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+
+use super::super::error_code::{self, code};
+use crate::Agent;
+
+pub(in crate::kafka) async fn handle(agent: &Agent, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let topic_id = agent.metadata.read().topic_by_name(topic.name.as_str()).map(|t| t.topic_id);
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            let result =
+                DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
+            let Some(topic_id) = topic_id else {
+                partitions.push(result.with_error_code(code::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            };
+            let command = Command::DeleteRecords { topic_id, partition: p.partition_index, offset: p.offset };
+            partitions.push(match agent.metadata.propose(command).await {
+                Ok(Outcome::LogStartOffset { offset }) => result.with_low_watermark(offset),
+                Ok(_) => result.with_error_code(kafka_protocol::ResponseError::UnknownServerError.code()),
+                Err(e) => result.with_error_code(error_code::for_node(&e).code()),
+            });
+        }
+        topics.push(DeleteRecordsTopicResult::default().with_name(topic.name).with_partitions(partitions));
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,106 @@
+//! Fetch: whole batches from each requested partition, stamped with their offsets, long-polling
+//! until `min_bytes` are available or `max_wait_ms` passes. A commit wakes waiting fetches at
+//! once through the metadata node's applied-index watch; an idle fetch costs no work.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+
+use super::super::error_code::{self, code};
+use crate::Agent;
+use crate::fetch::{FetchError, ReadLimits, read_partition};
+use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
+
+const READ_COMMITTED: i8 = 1;
+
+pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: FetchRequest) -> FetchResponse {
+    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
+    let deadline = Instant::now() + wait;
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let mut commits = agent.metadata.subscribe();
+    loop {
+        commits.borrow_and_update();
+        let (response, bytes, errors) = read_once(agent, version, &request).await;
+        if bytes >= min_bytes.max(1) || errors || Instant::now() >= deadline {
+            return response;
+        }
+        tokio::select! {
+            changed = commits.changed() => if changed.is_err() { return response },
+            () = tokio::time::sleep_until(deadline.into()) => {}
+        }
+    }
+}
+
+/// One pass over every requested partition: the response, its record bytes, and whether any
+/// partition failed (which answers at once rather than waiting).
+async fn read_once(agent: &Agent, version: i16, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
+    let mut total = 0usize;
+    let mut errors = false;
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let resolved = {
+            let state = agent.metadata.read();
+            let t = if version >= 13 {
+                state.topics.get(&topic.topic_id)
+            } else {
+                state.topic_by_name(topic.topic.as_str())
+            };
+            t.map(|t| (t.topic_id, t.name.clone()))
+        };
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let data = PartitionData::default().with_partition_index(p.partition);
+            let Some((topic_id, _)) = &resolved else {
+                errors = true;
+                let error = if version >= 13 { code::UNKNOWN_TOPIC_ID } else { code::UNKNOWN_TOPIC_OR_PARTITION };
+                partitions.push(failed(data, error));
+                continue;
+            };
+            let limits = ReadLimits {
+                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0).min(budget),
+                must_return_first: total == 0,
+            };
+            match read_partition(agent, *topic_id, p.partition, p.fetch_offset, p.current_leader_epoch, limits).await {
+                Ok(read) => {
+                    budget = budget.saturating_sub(read.records.len());
+                    total += read.records.len();
+                    let aborted = (request.isolation_level == READ_COMMITTED).then(Vec::new);
+                    partitions.push(
+                        data.with_high_watermark(read.high_watermark)
+                            .with_last_stable_offset(read.high_watermark)
+                            .with_log_start_offset(read.log_start_offset)
+                            .with_aborted_transactions(aborted)
+                            .with_records(Some(read.records)),
+                    );
+                }
+                Err(e) => {
+                    if !matches!(e, FetchError::OffsetOutOfRange { .. }) {
+                        tracing::debug!(error = %e, "fetch partition failed");
+                    }
+                    errors = true;
+                    partitions.push(failed(data, error_code::for_fetch(&e).code()));
+                }
+            }
+        }
+        let name = resolved.map(|(_, name)| TopicName(super::str_bytes(name))).unwrap_or_else(|| topic.topic.clone());
+        topics.push(
+            FetchableTopicResponse::default()
+                .with_topic(name)
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    // Sessions (KIP-227) are not kept: session id 0 tells clients to send full fetches.
+    (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors)
+}
+
+fn failed(data: PartitionData, error: i16) -> PartitionData {
+    data.with_error_code(error)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_records(Some(Bytes::new()))
+}

@@ -1,0 +1,74 @@
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4), latest
+//! tiered (-5), and by timestamp, looking inside batches for the exact record.
+
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use super::super::error_code::{self, code};
+use crate::Agent;
+use crate::fetch::records_at_timestamp;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+            let answer =
+                lookup(agent, topic.name.as_str(), p.partition_index, p.current_leader_epoch, p.timestamp).await;
+            partitions.push(match answer {
+                Ok((offset, timestamp, leader_epoch)) => {
+                    // Leader epochs exist on the wire from v4.
+                    let response = response.with_offset(offset).with_timestamp(timestamp);
+                    if version >= 4 { response.with_leader_epoch(leader_epoch) } else { response }
+                }
+                Err(error) => response.with_error_code(error).with_offset(-1).with_timestamp(-1),
+            });
+        }
+        topics.push(ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions));
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// Returns (offset, timestamp, leader epoch) or an error code.
+async fn lookup(
+    agent: &Agent,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+    target: i64,
+) -> Result<(i64, i64, i32), i16> {
+    let (topic_id, high_watermark, log_start_offset, leader_epoch) = {
+        let state = agent.metadata.read();
+        let t = state.topic_by_name(topic).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let p = state.partition(t.topic_id, partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        (t.topic_id, p.next_offset, p.log_start_offset, p.leader_epoch)
+    };
+    if current_leader_epoch >= 0 && current_leader_epoch != leader_epoch {
+        return Err(if current_leader_epoch > leader_epoch {
+            code::UNKNOWN_LEADER_EPOCH
+        } else {
+            code::FENCED_LEADER_EPOCH
+        });
+    }
+    // Without transactions the last stable offset is the high watermark, so both isolation
+    // levels answer "latest" the same way.
+    match target {
+        LATEST => Ok((high_watermark, -1, leader_epoch)),
+        EARLIEST | EARLIEST_LOCAL => Ok((log_start_offset, -1, leader_epoch)),
+        // Everything committed is in object storage: the last committed record is "tiered".
+        LATEST_TIERED => Ok((high_watermark - 1, -1, leader_epoch)),
+        t if t >= 0 || t == MAX_TIMESTAMP => match records_at_timestamp(agent, topic_id, partition, t).await {
+            Ok(Some(hit)) => Ok((hit.offset, hit.timestamp, hit.leader_epoch)),
+            Ok(None) => Ok((-1, -1, leader_epoch)),
+            Err(e) => Err(error_code::for_fetch(&e).code()),
+        },
+        _ => Err(code::INVALID_REQUEST),
+    }
+}

@@ -1,0 +1,114 @@
+//! Metadata: the agent as the single broker, topics with ids, partitions led by this agent,
+//! and auto-creation of requested topics (`auto.create.topics.enable`).
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+
+use super::super::error_code::{self, code};
+use super::str_bytes;
+use crate::Agent;
+
+/// Authorized-operations value meaning "not requested / not computed".
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: MetadataRequest) -> MetadataResponse {
+    let node_id = agent.config.node_id;
+    // v0 has no null: an empty list means every topic. From v1 an empty list means none.
+    let requested = match request.topics {
+        None => None,
+        Some(topics) if topics.is_empty() && version == 0 => None,
+        Some(topics) => Some(topics),
+    };
+    let allow_auto_create = (version < 4 || request.allow_auto_topic_creation) && agent.config.auto_create_topics;
+    let mut topics = Vec::new();
+    match requested {
+        None => {
+            let state = agent.metadata.read();
+            topics.extend(state.topics.values().map(|t| describe(node_id, t)));
+        }
+        Some(requested) => {
+            for wanted in requested {
+                let name = wanted.name.as_ref().map(|n| n.as_str().to_owned());
+                let found = {
+                    let state = agent.metadata.read();
+                    match &name {
+                        Some(name) => state.topic_by_name(name).map(|t| describe(node_id, t)),
+                        None => state.topics.get(&wanted.topic_id).map(|t| describe(node_id, t)),
+                    }
+                };
+                let topic = match (found, name) {
+                    (Some(topic), _) => topic,
+                    (None, Some(name)) if allow_auto_create => {
+                        let partitions = agent.config.default_partition_count;
+                        match super::topics::create(agent, &name, partitions, Default::default()).await {
+                            Ok(_)
+                            | Err(floe_metadata::NodeError::Rejected(floe_metadata::CommandError::TopicExists(_))) => {
+                                let state = agent.metadata.read();
+                                state
+                                    .topic_by_name(&name)
+                                    .map(|t| describe(node_id, t))
+                                    .unwrap_or_else(|| missing(Some(name), code::UNKNOWN_TOPIC_OR_PARTITION))
+                            }
+                            Err(e) => {
+                                let error = match &e {
+                                    floe_metadata::NodeError::Rejected(
+                                        floe_metadata::CommandError::InvalidTopicName { .. },
+                                    ) => code::INVALID_TOPIC_EXCEPTION,
+                                    other => error_code::for_node(other).code(),
+                                };
+                                missing(Some(name), error)
+                            }
+                        }
+                    }
+                    (None, Some(name)) => missing(Some(name), code::UNKNOWN_TOPIC_OR_PARTITION),
+                    (None, None) => missing(None, code::UNKNOWN_TOPIC_ID).with_topic_id(wanted.topic_id),
+                };
+                topics.push(topic);
+            }
+        }
+    }
+    let cluster_id = agent.metadata.read().cluster_id.clone();
+    MetadataResponse::default()
+        .with_brokers(vec![broker(agent)])
+        .with_cluster_id(Some(str_bytes(cluster_id)))
+        .with_controller_id(BrokerId(node_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+pub(super) fn broker(agent: &Agent) -> MetadataResponseBroker {
+    MetadataResponseBroker::default()
+        .with_node_id(BrokerId(agent.config.node_id))
+        .with_host(str_bytes(agent.config.advertised_host.clone()))
+        .with_port(i32::from(agent.config.advertised_port))
+}
+
+fn describe(node_id: i32, topic: &floe_metadata::Topic) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(index, p)| {
+            MetadataResponsePartition::default()
+                .with_partition_index(index as i32)
+                .with_leader_id(BrokerId(node_id))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(vec![BrokerId(node_id)])
+                .with_isr_nodes(vec![BrokerId(node_id)])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(str_bytes(topic.name.clone()))))
+        .with_topic_id(topic.topic_id)
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+fn missing(name: Option<String>, error: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(name.map(|n| TopicName(str_bytes(n))))
+        .with_error_code(error)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}

@@ -1,0 +1,46 @@
+//! OffsetForLeaderEpoch: the end offset of a leader epoch, which clients use to detect log
+//! truncation after a leader change. A Floe partition's log is never truncated; its epoch only
+//! grows, so every epoch up to the current one ends at the log end offset.
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use super::super::error_code::code;
+use crate::Agent;
+
+pub(in crate::kafka) fn handle(agent: &Agent, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let state = agent.metadata.read();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let t = state.topic_by_name(topic.topic.as_str());
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let result =
+                        EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                    let Some(log) = t.and_then(|t| state.partition(t.topic_id, p.partition)) else {
+                        return result.with_error_code(code::UNKNOWN_TOPIC_OR_PARTITION);
+                    };
+                    if p.current_leader_epoch >= 0 && p.current_leader_epoch != log.leader_epoch {
+                        let error = if p.current_leader_epoch > log.leader_epoch {
+                            code::UNKNOWN_LEADER_EPOCH
+                        } else {
+                            code::FENCED_LEADER_EPOCH
+                        };
+                        return result.with_error_code(error);
+                    }
+                    if p.leader_epoch < 0 || p.leader_epoch > log.leader_epoch {
+                        // An epoch this partition never had: Kafka answers "undefined".
+                        return result;
+                    }
+                    result.with_leader_epoch(p.leader_epoch).with_end_offset(log.next_offset)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}

@@ -1,0 +1,142 @@
+//! Produce: validate each partition's batches, append them to the flush buffer together, answer
+//! once the flush is committed (acks 1 and all alike), or not at all for acks=0.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+
+use super::super::dispatch::Reply;
+use super::super::error_code::{self, code};
+use crate::Agent;
+use crate::produce::{PartitionAppend, ProduceError, TopicPolicy, validate};
+use floe_storage::TopicPartition;
+
+/// Where each partition's answer comes from.
+enum Slot {
+    Failed(i16, String),
+    /// Index into the appended partitions, and the LogAppendTime stamp if the topic uses it.
+    Appended(usize, Option<i64>),
+}
+
+pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: ProduceRequest) -> Reply {
+    let acks = request.acks;
+    let now_ms = super::now_ms();
+    let mut appends = Vec::new();
+    let mut layout: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid, Vec<(i32, Slot)>)> = Vec::new();
+    {
+        let state = agent.metadata.read();
+        for topic in request.topic_data {
+            let resolved = if version >= 13 {
+                state.topics.get(&topic.topic_id)
+            } else {
+                state.topic_by_name(topic.name.as_str())
+            };
+            let mut slots = Vec::with_capacity(topic.partition_data.len());
+            for partition in topic.partition_data {
+                let slot = match resolved {
+                    _ if !matches!(acks, -1..=1) => failed(&ProduceError::InvalidRequiredAcks(acks)),
+                    None if version >= 13 => Slot::Failed(code::UNKNOWN_TOPIC_ID, "unknown topic id".into()),
+                    None => failed(&ProduceError::UnknownTopicOrPartition),
+                    Some(t) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
+                        failed(&ProduceError::UnknownTopicOrPartition)
+                    }
+                    Some(t) => {
+                        let policy = TopicPolicy::from_configs(&t.configs);
+                        match validate::partition_records(partition.records.as_ref(), &policy, now_ms) {
+                            Ok(batches) => {
+                                let topic_partition =
+                                    TopicPartition { topic_id: t.topic_id, partition: partition.index };
+                                appends.push(PartitionAppend { topic_partition, batches });
+                                Slot::Appended(appends.len() - 1, policy.log_append_time.then_some(now_ms))
+                            }
+                            Err(e) => failed(&e),
+                        }
+                    }
+                };
+                slots.push((partition.index, slot));
+            }
+            let topic_id = resolved.map(|t| t.topic_id).unwrap_or(topic.topic_id);
+            layout.push((topic.name, topic_id, slots));
+        }
+    }
+
+    let results = if appends.is_empty() {
+        Vec::new()
+    } else {
+        match agent.buffer.append(appends).await {
+            Ok(ticket) if acks == 0 => {
+                drop(ticket);
+                return Reply::None;
+            }
+            Ok(ticket) => {
+                let agent = agent.clone();
+                return Reply::Later(tokio::spawn(async move {
+                    let results = ticket.committed().await;
+                    ResponseKind::Produce(respond(&agent, layout, &results))
+                }));
+            }
+            Err(e) => {
+                let error = error_code::for_append(&e).code();
+                layout.iter_mut().flat_map(|(_, _, slots)| slots.iter_mut()).for_each(|(_, slot)| {
+                    if matches!(slot, Slot::Appended(..)) {
+                        *slot = Slot::Failed(error, e.to_string());
+                    }
+                });
+                Vec::new()
+            }
+        }
+    };
+    if acks == 0 {
+        return Reply::None;
+    }
+    Reply::Now(ResponseKind::Produce(respond(agent, layout, &results)))
+}
+
+fn failed(error: &ProduceError) -> Slot {
+    Slot::Failed(error_code::for_produce(error).code(), error.to_string())
+}
+
+fn respond(
+    agent: &Agent,
+    layout: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid, Vec<(i32, Slot)>)>,
+    results: &[crate::produce::AppendResult],
+) -> ProduceResponse {
+    let state = agent.metadata.read();
+    let responses = layout
+        .into_iter()
+        .map(|(name, topic_id, slots)| {
+            let partition_responses = slots
+                .into_iter()
+                .map(|(index, slot)| {
+                    let response = PartitionProduceResponse::default().with_index(index).with_log_append_time_ms(-1);
+                    let (error, message) = match slot {
+                        Slot::Failed(error, message) => (error, Some(message)),
+                        Slot::Appended(i, log_append_time) => match results.get(i) {
+                            Some(Ok(base_offset)) => {
+                                let log_start_offset =
+                                    state.partition(topic_id, index).map_or(-1, |p| p.log_start_offset);
+                                return response
+                                    .with_base_offset(*base_offset)
+                                    .with_log_append_time_ms(log_append_time.unwrap_or(-1))
+                                    .with_log_start_offset(log_start_offset);
+                            }
+                            Some(Err(e)) => (error_code::for_append(e).code(), Some(e.to_string())),
+                            None => (error_code::for_append(&crate::produce::AppendError::ShuttingDown).code(), None),
+                        },
+                    };
+                    response
+                        .with_error_code(error)
+                        .with_base_offset(-1)
+                        .with_error_message(message.map(StrBytes::from_string))
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_topic_id(topic_id)
+                .with_partition_responses(partition_responses)
+        })
+        .collect();
+    ProduceResponse::default().with_responses(responses)
+}

@@ -1,0 +1,152 @@
+//! One Kafka connection: frames in, responses out, in request order.
+//!
+//! Requests are read and started in order (a Produce's batches enter the flush buffer before the
+//! next request is read), then run concurrently; a writer task answers them strictly in the order
+//! they arrived, so a slow long-poll Fetch is never overtaken on its connection. At most
+//! [`CONNECTION_REQUESTS_IN_FLIGHT_MAX`] requests are in flight; past that the reader waits.
+//! Any framing or decoding error closes this connection only.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use super::dispatch::{self, Reply};
+use crate::Agent;
+use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
+
+/// Why a connection was closed by the agent.
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error("frame of {0} bytes is outside 8..={FRAME_BYTES_MAX}")]
+    FrameSize(i64),
+    #[error("unknown API key {0}")]
+    UnknownApiKey(i16),
+    #[error("{0:?} v{1} is not supported")]
+    UnsupportedVersion(ApiKey, i16),
+    #[error("cannot decode request: {0}")]
+    Decode(String),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct InFlight {
+    correlation_id: i32,
+    api_key: ApiKey,
+    version: i16,
+    reply: Reply,
+}
+
+pub(super) async fn serve(agent: Arc<Agent>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let (reader, writer) = stream.into_split();
+    let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
+    let writer = tokio::spawn(write_responses(writer, queue));
+    match read_requests(&agent, reader, in_flight).await {
+        Ok(()) => tracing::debug!(%peer, "connection closed by client"),
+        Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
+    }
+    let _ = writer.await;
+}
+
+async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> Result<Option<Bytes>, ConnectionError> {
+    let length = match reader.read_i32().await {
+        Ok(length) => i64::from(length),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if !(8..=FRAME_BYTES_MAX as i64).contains(&length) {
+        return Err(ConnectionError::FrameSize(length));
+    }
+    // Grow the buffer as bytes arrive, so a client announcing a large frame and sending nothing
+    // does not pin that much memory.
+    let mut frame = Vec::with_capacity((length as usize).min(64 * 1024));
+    let read = reader.take(length as u64).read_to_end(&mut frame).await?;
+    if read as i64 != length {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
+    Ok(Some(Bytes::from(frame)))
+}
+
+async fn read_requests(
+    agent: &Arc<Agent>,
+    mut reader: impl AsyncRead + Unpin,
+    in_flight: mpsc::Sender<InFlight>,
+) -> Result<(), ConnectionError> {
+    while let Some(mut frame) = read_frame(&mut reader).await? {
+        let key = i16::from_be_bytes([frame[0], frame[1]]);
+        let version = i16::from_be_bytes([frame[2], frame[3]]);
+        let api_key = ApiKey::try_from(key).map_err(|()| ConnectionError::UnknownApiKey(key))?;
+        let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
+            .map_err(|e| ConnectionError::Decode(e.to_string()))?;
+        let correlation_id = header.correlation_id;
+        if !dispatch::is_supported(api_key, version) {
+            if api_key == ApiKey::ApiVersions {
+                // Newer clients than us: answer in v0 with the ranges we have, so they retry.
+                let reply = Reply::Now(ResponseKind::ApiVersions(dispatch::api_versions_unsupported()));
+                let _ = in_flight.send(InFlight { correlation_id, api_key, version: 0, reply }).await;
+                continue;
+            }
+            return Err(ConnectionError::UnsupportedVersion(api_key, version));
+        }
+        let request =
+            RequestKind::decode(api_key, &mut frame, version).map_err(|e| ConnectionError::Decode(e.to_string()))?;
+        let reply = dispatch::start(agent, &header, request).await;
+        if in_flight.send(InFlight { correlation_id, api_key, version, reply }).await.is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Frames one response. The codec reports errors as `anyhow::Error`; they become text here.
+fn encode(correlation_id: i32, api_key: ApiKey, version: i16, response: &ResponseKind) -> Result<Bytes, String> {
+    // ApiVersions responses always use header v0, even for flexible versions.
+    let header_version = if api_key == ApiKey::ApiVersions { 0 } else { api_key.response_header_version(version) };
+    let mut out = BytesMut::with_capacity(256);
+    out.put_i32(0);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut out, header_version)
+        .map_err(|e| e.to_string())?;
+    response.encode(&mut out, version).map_err(|e| e.to_string())?;
+    let length = i32::try_from(out.len() - 4).map_err(|_| "response over 2 GiB".to_owned())?;
+    out[0..4].copy_from_slice(&length.to_be_bytes());
+    Ok(out.freeze())
+}
+
+async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut queue: mpsc::Receiver<InFlight>) {
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    while let Some(request) = queue.recv().await {
+        let response = match request.reply {
+            Reply::None => continue,
+            Reply::Now(response) => response,
+            Reply::Later(handle) => match handle.await {
+                Ok(response) => response,
+                Err(e) => {
+                    tracing::error!(api = ?request.api_key, error = %e, "request handler failed; closing connection");
+                    return;
+                }
+            },
+        };
+        let bytes = match encode(request.correlation_id, request.api_key, request.version, &response) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::error!(api = ?request.api_key, error = %e, "cannot encode response; closing connection");
+                return;
+            }
+        };
+        if writer.write_all(&bytes).await.is_err() {
+            return;
+        }
+        if queue.is_empty() && writer.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.flush().await;
+}

@@ -1,0 +1,119 @@
+//! The supported Kafka surface on one screen: the table ApiVersions advertises, and the one
+//! `match` that routes each request to its handler.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseKind};
+use tokio::task::JoinHandle;
+
+use super::api;
+use super::error_code::code;
+use crate::Agent;
+
+/// Every API Floe implements, with the versions it implements fully. ApiVersions is built from
+/// this table, so nothing is advertised that is not served.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 18),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+];
+
+pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
+    SUPPORTED.iter().any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
+}
+
+fn api_versions_table() -> Vec<ApiVersion> {
+    SUPPORTED
+        .iter()
+        .map(|(key, min, max)| {
+            ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
+        })
+        .collect()
+}
+
+/// The answer to an ApiVersions request of a version we do not support (sent as v0).
+pub(super) fn api_versions_unsupported() -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_error_code(code::UNSUPPORTED_VERSION).with_api_keys(api_versions_table())
+}
+
+/// How a request will be answered.
+#[derive(Debug)]
+pub(super) enum Reply {
+    /// No response at all (Produce with acks=0).
+    None,
+    Now(ResponseKind),
+    Later(JoinHandle<ResponseKind>),
+}
+
+fn later<F>(future: F) -> Reply
+where
+    F: std::future::Future<Output = ResponseKind> + Send + 'static,
+{
+    Reply::Later(tokio::spawn(future))
+}
+
+/// Starts handling one request. Only Produce does work before returning (it appends to the
+/// flush buffer, in request order); everything else runs in its own task.
+pub(super) async fn start(agent: &Arc<Agent>, header: &RequestHeader, request: RequestKind) -> Reply {
+    let version = header.request_api_version;
+    let agent = agent.clone();
+    match request {
+        RequestKind::ApiVersions(_) => {
+            Reply::Now(ResponseKind::ApiVersions(ApiVersionsResponse::default().with_api_keys(api_versions_table())))
+        }
+        RequestKind::Produce(req) => api::produce::start(&agent, version, req).await,
+        RequestKind::Fetch(req) => {
+            later(async move { ResponseKind::Fetch(api::fetch::handle(&agent, version, req).await) })
+        }
+        RequestKind::ListOffsets(req) => {
+            later(async move { ResponseKind::ListOffsets(api::list_offsets::handle(&agent, version, req).await) })
+        }
+        RequestKind::Metadata(req) => {
+            later(async move { ResponseKind::Metadata(api::metadata::handle(&agent, version, req).await) })
+        }
+        RequestKind::CreateTopics(req) => {
+            later(async move { ResponseKind::CreateTopics(api::topics::create_topics(&agent, version, req).await) })
+        }
+        RequestKind::DeleteTopics(req) => {
+            later(async move { ResponseKind::DeleteTopics(api::topics::delete_topics(&agent, version, req).await) })
+        }
+        RequestKind::CreatePartitions(req) => {
+            later(async move { ResponseKind::CreatePartitions(api::topics::create_partitions(&agent, req).await) })
+        }
+        RequestKind::DeleteRecords(req) => {
+            later(async move { ResponseKind::DeleteRecords(api::delete_records::handle(&agent, req).await) })
+        }
+        RequestKind::OffsetForLeaderEpoch(req) => {
+            later(async move { ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(&agent, req)) })
+        }
+        RequestKind::DescribeConfigs(req) => {
+            later(async move { ResponseKind::DescribeConfigs(api::configs::describe(&agent, req)) })
+        }
+        RequestKind::AlterConfigs(req) => {
+            later(async move { ResponseKind::AlterConfigs(api::configs::alter(&agent, req).await) })
+        }
+        RequestKind::IncrementalAlterConfigs(req) => {
+            later(
+                async move { ResponseKind::IncrementalAlterConfigs(api::configs::incremental_alter(&agent, req).await) },
+            )
+        }
+        RequestKind::DescribeCluster(req) => {
+            later(async move { ResponseKind::DescribeCluster(api::cluster::describe_cluster(&agent, req)) })
+        }
+        // The connection only decodes requests whose (key, version) is in SUPPORTED, and every
+        // entry there has an arm above.
+        other => unreachable!("request {other:?} passed the SUPPORTED check without a handler"),
+    }
+}

@@ -1,0 +1,82 @@
+//! Kafka error codes are chosen here and nowhere else: typed errors in, `ResponseError` codes out,
+//! with exhaustive matches so a new error variant forces a decision.
+
+use floe_metadata::{CommandError, NodeError};
+use kafka_protocol::ResponseError;
+
+use crate::fetch::FetchError;
+use crate::produce::{AppendError, ProduceError};
+
+/// Codes used directly by handlers for conditions that have no error type of their own.
+pub(super) mod code {
+    use kafka_protocol::ResponseError;
+    pub(crate) const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
+    pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = ResponseError::UnknownTopicOrPartition.code();
+    pub(crate) const UNKNOWN_TOPIC_ID: i16 = ResponseError::UnknownTopicId.code();
+    pub(crate) const INVALID_REQUEST: i16 = ResponseError::InvalidRequest.code();
+    pub(crate) const INVALID_REPLICATION_FACTOR: i16 = ResponseError::InvalidReplicationFactor.code();
+    pub(crate) const INVALID_CONFIG: i16 = ResponseError::InvalidConfig.code();
+    pub(crate) const INVALID_TOPIC_EXCEPTION: i16 = ResponseError::InvalidTopicException.code();
+    pub(crate) const UNSUPPORTED_ENDPOINT_TYPE: i16 = ResponseError::UnsupportedEndpointType.code();
+    pub(crate) const FENCED_LEADER_EPOCH: i16 = ResponseError::FencedLeaderEpoch.code();
+    pub(crate) const UNKNOWN_LEADER_EPOCH: i16 = ResponseError::UnknownLeaderEpoch.code();
+    pub(crate) const TOPIC_ALREADY_EXISTS: i16 = ResponseError::TopicAlreadyExists.code();
+}
+
+pub(super) fn for_produce(error: &ProduceError) -> ResponseError {
+    match error {
+        ProduceError::CorruptBatch(_) => ResponseError::CorruptMessage,
+        ProduceError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
+        ProduceError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        ProduceError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
+        ProduceError::UnknownProducerId(_) => ResponseError::InvalidProducerIdMapping,
+        ProduceError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        ProduceError::InvalidRequiredAcks(_) => ResponseError::InvalidRequiredAcks,
+    }
+}
+
+pub(super) fn for_append(error: &AppendError) -> ResponseError {
+    match error {
+        // Both are retriable: the producer sends the batch again and nothing was committed.
+        AppendError::Storage(_) | AppendError::MetadataUnavailable(_) => ResponseError::KafkaStorageError,
+        AppendError::ShuttingDown => ResponseError::NotLeaderOrFollower,
+        AppendError::Rejected(e) => for_command(e),
+    }
+}
+
+pub(super) fn for_command(error: &CommandError) -> ResponseError {
+    match error {
+        CommandError::TopicExists(_) => ResponseError::TopicAlreadyExists,
+        CommandError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        CommandError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        CommandError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+        CommandError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        CommandError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        CommandError::LimitReached(_) => ResponseError::PolicyViolation,
+        CommandError::InvalidCommit(_) | CommandError::AlreadyInitialized => {
+            tracing::error!(error = %error, "metadata rejected an agent command");
+            ResponseError::UnknownServerError
+        }
+    }
+}
+
+pub(super) fn for_node(error: &NodeError) -> ResponseError {
+    match error {
+        NodeError::Rejected(e) => for_command(e),
+        NodeError::Unavailable(_) => ResponseError::RequestTimedOut,
+    }
+}
+
+pub(super) fn for_fetch(error: &FetchError) -> ResponseError {
+    match error {
+        FetchError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        FetchError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        FetchError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+        FetchError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        FetchError::Storage(_) => ResponseError::KafkaStorageError,
+        FetchError::CorruptStoredBatch(_) => {
+            tracing::error!(error = %error, "stored data failed to parse");
+            ResponseError::KafkaStorageError
+        }
+    }
+}

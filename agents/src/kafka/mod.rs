@@ -1,0 +1,8 @@
+//! The Kafka protocol front end: listener, connections, the dispatch table, error codes, and
+//! one file per API family under `api/` translating wire types to the pipeline and back.
+
+mod api;
+mod connection;
+pub mod dispatch;
+mod error_code;
+pub mod server;

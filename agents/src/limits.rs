@@ -1,0 +1,29 @@
+//! Limits of the agent, each with the reason for its value.
+
+use std::time::Duration;
+
+/// Largest request frame read off a socket (Kafka's `socket.request.max.bytes` default); a
+/// larger length prefix closes the connection.
+pub const FRAME_BYTES_MAX: usize = 100 * 1024 * 1024;
+/// Upper bound for any topic's `max.message.bytes`: one batch must fit a frame with room for
+/// the request around it.
+pub const BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+const _: () = assert!(BATCH_BYTES_MAX < FRAME_BYTES_MAX);
+
+/// Requests one connection may have in flight (read but not yet answered). Clients pipeline up
+/// to `max.in.flight.requests.per.connection` (5 by default); past this the agent stops reading.
+pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 64;
+/// Open Kafka connections per agent; further connections wait in the accept queue.
+pub const CONNECTION_COUNT_MAX: usize = 10_000;
+
+/// Longest long-poll a Fetch may ask for; longer `max_wait_ms` values are clamped.
+pub const FETCH_WAIT_MAX: Duration = Duration::from_secs(60);
+/// Largest Fetch response body, whatever `max_bytes` asks for (Kafka's `fetch.max.bytes`).
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 55 * 1024 * 1024;
+/// Index entries one partition read may walk before answering with what it has.
+pub const FETCH_PARTITION_ENTRIES_MAX: usize = 1024;
+
+/// Partitions in one request (Produce, Fetch, ListOffsets, ...), across topics.
+pub const REQUEST_PARTITION_COUNT_MAX: usize = 100_000;
+/// Topics one CreateTopics request may create.
+pub const CREATE_TOPICS_COUNT_MAX: usize = 10_000;

@@ -1,0 +1,301 @@
+//! The flush buffer: one in-memory buffer shared by every connection and partition.
+//!
+//! Memory is bounded by `buffer_bytes_max`, which counts batches from the moment they are
+//! appended until their producers are answered (buffered, uploading and committing alike):
+//! [`FlushBuffer::append`] waits for room rather than grow, which stops the connection from
+//! reading further requests. A flush happens when `flush_bytes` are buffered or the oldest batch
+//! is `flush_interval` old. Each flush becomes one segment object; uploads run in parallel
+//! (up to `uploads_in_flight_max`), but commits are proposed strictly in flush order, so requests
+//! pipelined on one connection get offsets in the order they were sent.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::BytesMut;
+use floe_metadata::{
+    BatchSummary, ChunkCommit, Command, CommandError, MetadataNode, NodeError, Outcome, SegmentCommit,
+};
+use floe_storage::segment::ChunkStats;
+use floe_storage::{ChunkCache, ChunkRef, PutSegmentError, SegmentKey, SegmentStore, SegmentWriter, TopicPartition};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::PartitionAppend;
+use crate::agent::FlushConfig;
+
+/// Memory is accounted in units of this many bytes, so a semaphore's `u32` permits can cover
+/// any buffer size.
+const PERMIT_BYTES: usize = 1024;
+
+/// The outcome for one [`PartitionAppend`]: the offset its first batch was given.
+pub type AppendResult = Result<i64, AppendError>;
+
+/// Why appended batches were not committed. Nothing of them is visible to consumers.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum AppendError {
+    /// The segment upload failed; retriable.
+    #[error("object store: {0}")]
+    Storage(String),
+    /// The metadata service could not make the commit durable; retriable.
+    #[error("metadata unavailable: {0}")]
+    MetadataUnavailable(String),
+    /// The metadata service refused the chunk (its topic was deleted meanwhile, say).
+    #[error(transparent)]
+    Rejected(#[from] CommandError),
+    #[error("agent is shutting down")]
+    ShuttingDown,
+}
+
+/// Handle to the buffer; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct FlushBuffer {
+    shared: Arc<Shared>,
+}
+
+/// Resolves once the appended batches are committed (or failed).
+#[derive(Debug)]
+pub struct Ticket(oneshot::Receiver<Vec<AppendResult>>);
+
+impl Ticket {
+    pub async fn committed(self) -> Vec<AppendResult> {
+        // A dropped sender means the pipeline stopped before answering: nothing was acknowledged.
+        self.0.await.unwrap_or_default()
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: FlushConfig,
+    pending: Mutex<Pending>,
+    wake: Notify,
+    memory: Arc<Semaphore>,
+    memory_permits: u32,
+    drained: watch::Sender<bool>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    appends: Vec<Append>,
+    bytes: usize,
+    oldest: Option<Instant>,
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct Append {
+    partitions: Vec<PartitionAppend>,
+    reply: oneshot::Sender<Vec<AppendResult>>,
+    /// Released when the reply is sent: the batches' memory is then free.
+    _memory: OwnedSemaphorePermit,
+}
+
+/// One flush on its way from upload to commit.
+struct FlushJob {
+    commit: SegmentCommit,
+    upload: JoinHandle<Result<(), PutSegmentError>>,
+    /// Chunk bytes to put in the cache once the upload succeeded.
+    cached_chunks: Vec<(ChunkRef, bytes::Bytes)>,
+    /// Per chunk: (append, partition within it, offsets before its first batch in the chunk).
+    routes: Vec<Vec<(usize, usize, i64)>>,
+    appends: Vec<Append>,
+}
+
+impl FlushBuffer {
+    /// Starts the flusher and committer tasks.
+    pub fn start(config: FlushConfig, metadata: MetadataNode, store: SegmentStore, cache: Arc<ChunkCache>) -> Self {
+        let memory_permits = u32::try_from(config.buffer_bytes_max.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX).max(1);
+        let (drained, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            memory: Arc::new(Semaphore::new(memory_permits as usize)),
+            memory_permits,
+            pending: Mutex::new(Pending::default()),
+            wake: Notify::new(),
+            drained,
+            config,
+        });
+        let (jobs, job_queue) = mpsc::channel(shared.config.uploads_in_flight_max.max(1));
+        tokio::spawn(run_flusher(shared.clone(), jobs, store));
+        tokio::spawn(run_committer(shared.clone(), job_queue, metadata, cache));
+        Self { shared }
+    }
+
+    /// Adds one request's accepted batches; waits while the buffer is full.
+    pub async fn append(&self, partitions: Vec<PartitionAppend>) -> Result<Ticket, AppendError> {
+        let bytes: usize = partitions.iter().flat_map(|p| &p.batches).map(|b| b.bytes.len()).sum();
+        let permits =
+            u32::try_from(bytes.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX).clamp(1, self.shared.memory_permits);
+        let memory =
+            self.shared.memory.clone().acquire_many_owned(permits).await.map_err(|_| AppendError::ShuttingDown)?;
+        let (reply, answer) = oneshot::channel();
+        let mut pending = self.shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.closed {
+            return Err(AppendError::ShuttingDown);
+        }
+        let was_empty = pending.appends.is_empty();
+        pending.appends.push(Append { partitions, reply, _memory: memory });
+        pending.bytes += bytes;
+        pending.oldest.get_or_insert_with(Instant::now);
+        let full = pending.bytes >= self.shared.config.flush_bytes;
+        drop(pending);
+        if was_empty || full {
+            self.shared.wake.notify_one();
+        }
+        Ok(Ticket(answer))
+    }
+
+    /// Refuses new appends, flushes what is buffered and waits until it is all answered.
+    pub async fn close_and_drain(&self) {
+        self.shared.pending.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.shared.wake.notify_one();
+        let mut drained = self.shared.drained.subscribe();
+        let _ = drained.wait_for(|d| *d).await;
+    }
+}
+
+enum Next {
+    Wait(Option<Instant>),
+    Flush(Vec<Append>),
+    Stop,
+}
+
+/// Takes the buffer when it is due and starts its upload. Runs until the buffer is closed and
+/// empty.
+async fn run_flusher(shared: Arc<Shared>, jobs: mpsc::Sender<FlushJob>, store: SegmentStore) {
+    loop {
+        let next = {
+            let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+            match pending.oldest {
+                None if pending.closed => Next::Stop,
+                None => Next::Wait(None),
+                Some(oldest) => {
+                    let due = oldest + shared.config.flush_interval;
+                    if pending.closed || pending.bytes >= shared.config.flush_bytes || Instant::now() >= due {
+                        pending.bytes = 0;
+                        pending.oldest = None;
+                        Next::Flush(std::mem::take(&mut pending.appends))
+                    } else {
+                        Next::Wait(Some(due))
+                    }
+                }
+            }
+        };
+        match next {
+            Next::Stop => return,
+            Next::Wait(None) => shared.wake.notified().await,
+            Next::Wait(Some(due)) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(due.into()) => {}
+                    () = shared.wake.notified() => {}
+                }
+            }
+            Next::Flush(appends) => {
+                let job = start_upload(appends, &store);
+                if jobs.send(job).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Groups the flush by partition into one segment object and starts its upload.
+fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
+    let mut by_partition: BTreeMap<TopicPartition, Vec<(usize, usize)>> = BTreeMap::new();
+    for (a, append) in appends.iter().enumerate() {
+        for (p, part) in append.partitions.iter().enumerate() {
+            by_partition.entry(part.topic_partition).or_default().push((a, p));
+        }
+    }
+    let key = SegmentKey::generate();
+    let mut writer = SegmentWriter::new();
+    let mut chunks = Vec::with_capacity(by_partition.len());
+    let mut routes = Vec::with_capacity(by_partition.len());
+    let mut cached_chunks = Vec::with_capacity(by_partition.len());
+    for (topic_partition, parts) in by_partition {
+        let mut bytes = BytesMut::new();
+        let mut batches = Vec::new();
+        let mut route = Vec::with_capacity(parts.len());
+        let mut offsets_before = 0i64;
+        let mut stats =
+            ChunkStats { batch_count: 0, record_count: 0, timestamp_min: i64::MAX, timestamp_max: i64::MIN };
+        for (a, p) in parts {
+            route.push((a, p, offsets_before));
+            for batch in &appends[a].partitions[p].batches {
+                bytes.extend_from_slice(&batch.bytes);
+                batches.push(BatchSummary { offset_count: batch.offset_count, timestamp_max: batch.timestamp_max });
+                offsets_before += i64::from(batch.offset_count);
+                stats.batch_count += 1;
+                stats.record_count += batch.record_count;
+                stats.timestamp_min = stats.timestamp_min.min(batch.timestamp_min);
+                stats.timestamp_max = stats.timestamp_max.max(batch.timestamp_max);
+            }
+        }
+        let bytes = bytes.freeze();
+        let entry = *writer.push_chunk(topic_partition, [bytes.clone()], stats);
+        cached_chunks.push((
+            ChunkRef { key: key.clone(), byte_start: entry.byte_start, byte_len: entry.byte_len, crc32c: entry.crc32c },
+            bytes,
+        ));
+        chunks.push(ChunkCommit {
+            topic_id: topic_partition.topic_id,
+            partition: topic_partition.partition,
+            byte_start: entry.byte_start,
+            byte_len: entry.byte_len,
+            crc32c: entry.crc32c,
+            batches,
+        });
+        routes.push(route);
+    }
+    let object = writer.finish();
+    let commit = SegmentCommit { key: key.as_str().to_owned(), object_bytes: object.object_bytes, chunks };
+    let store = store.clone();
+    let upload = tokio::spawn(async move { store.put_segment(&key, object).await });
+    FlushJob { commit, upload, cached_chunks, routes, appends }
+}
+
+/// Commits uploaded flushes one at a time, in flush order, and answers their producers.
+async fn run_committer(
+    shared: Arc<Shared>,
+    mut jobs: mpsc::Receiver<FlushJob>,
+    metadata: MetadataNode,
+    cache: Arc<ChunkCache>,
+) {
+    while let Some(job) = jobs.recv().await {
+        let chunk_count = job.routes.len();
+        let outcomes: Vec<AppendResult> = match job.upload.await {
+            Ok(Ok(())) => {
+                for (chunk, bytes) in job.cached_chunks {
+                    cache.insert(&chunk, bytes);
+                }
+                match metadata.propose(Command::CommitSegment(job.commit)).await {
+                    Ok(Outcome::SegmentCommitted { chunks }) => {
+                        chunks.into_iter().map(|c| c.map_err(AppendError::from)).collect()
+                    }
+                    Ok(other) => {
+                        tracing::error!(?other, "commit answered with an unexpected outcome");
+                        vec![Err(AppendError::MetadataUnavailable("unexpected commit outcome".into())); chunk_count]
+                    }
+                    Err(NodeError::Rejected(e)) => vec![Err(AppendError::Rejected(e)); chunk_count],
+                    Err(NodeError::Unavailable(e)) => vec![Err(AppendError::MetadataUnavailable(e)); chunk_count],
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "segment upload failed");
+                vec![Err(AppendError::Storage(e.to_string())); chunk_count]
+            }
+            Err(e) => vec![Err(AppendError::Storage(format!("upload task failed: {e}"))); chunk_count],
+        };
+        let mut replies: Vec<Vec<AppendResult>> =
+            job.appends.iter().map(|a| vec![Err(AppendError::ShuttingDown); a.partitions.len()]).collect();
+        for (route, outcome) in job.routes.iter().zip(&outcomes) {
+            for &(a, p, offsets_before) in route {
+                replies[a][p] = outcome.clone().map(|base_offset| base_offset + offsets_before);
+            }
+        }
+        for (append, reply) in job.appends.into_iter().zip(replies) {
+            let _ = append.reply.send(reply);
+        }
+    }
+    shared.drained.send_replace(true);
+}

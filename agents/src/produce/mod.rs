@@ -1,0 +1,19 @@
+//! The produce pipeline: validate batches ([`validate`]), buffer them across all connections
+//! and partitions ([`FlushBuffer`]), write one segment object per flush and commit it to the
+//! metadata service in flush order, then answer each producer with its offsets.
+
+mod buffer;
+pub mod validate;
+
+pub use buffer::{AppendError, AppendResult, FlushBuffer, Ticket};
+pub use validate::{ProduceError, TopicPolicy, ValidatedBatch};
+
+use floe_storage::TopicPartition;
+
+/// One partition's accepted batches from one produce request, appended together so they land
+/// in one flush, contiguously and in order.
+#[derive(Debug)]
+pub struct PartitionAppend {
+    pub topic_partition: TopicPartition,
+    pub batches: Vec<ValidatedBatch>,
+}

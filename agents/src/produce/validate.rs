@@ -1,0 +1,117 @@
+//! Checks produced record batches without decompressing them, and applies the topic's
+//! timestamp policy. Pure: no I/O, no shared state.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::limits::BATCH_BYTES_MAX;
+use crate::record_batch::{self, BatchError, BatchHeader};
+
+/// What a topic's configs say about accepting batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopicPolicy {
+    /// `max.message.bytes`, clamped to [`BATCH_BYTES_MAX`].
+    pub max_message_bytes: usize,
+    /// `message.timestamp.type=LogAppendTime`.
+    pub log_append_time: bool,
+}
+
+impl TopicPolicy {
+    /// Reads the policy from a topic's explicitly set configs, falling back to Kafka's defaults.
+    pub fn from_configs(configs: &BTreeMap<String, String>) -> Self {
+        let default_max = floe_metadata::config::topic_config("max.message.bytes")
+            .and_then(|d| d.default)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_048_588usize);
+        let max_message_bytes = configs
+            .get("max.message.bytes")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(default_max)
+            .min(BATCH_BYTES_MAX);
+        let log_append_time = configs.get("message.timestamp.type").is_some_and(|v| v == "LogAppendTime");
+        Self { max_message_bytes, log_append_time }
+    }
+}
+
+/// A batch that passed validation, ready for the flush buffer.
+#[derive(Clone, Debug)]
+pub struct ValidatedBatch {
+    pub bytes: Bytes,
+    /// Offsets the batch occupies (`lastOffsetDelta + 1`).
+    pub offset_count: u32,
+    pub record_count: u32,
+    pub timestamp_min: i64,
+    pub timestamp_max: i64,
+}
+
+/// Why a partition's batches were refused. Nothing of a refused partition is written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProduceError {
+    #[error("corrupt record batch: {0}")]
+    CorruptBatch(#[from] BatchError),
+    #[error("record batch of {bytes} bytes exceeds max.message.bytes {max}")]
+    BatchTooLarge { bytes: usize, max: usize },
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+    #[error("compression codec {0} is not supported")]
+    UnsupportedCompression(i16),
+    #[error("producer id {0} was not assigned by this cluster")]
+    UnknownProducerId(i64),
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("invalid required acks {0}: use 0, 1 or -1")]
+    InvalidRequiredAcks(i16),
+}
+
+/// Validates one partition's record set. `now_ms` stamps LogAppendTime topics.
+pub fn partition_records(
+    records: Option<&Bytes>,
+    policy: &TopicPolicy,
+    now_ms: i64,
+) -> Result<Vec<ValidatedBatch>, ProduceError> {
+    let records =
+        records.filter(|r| !r.is_empty()).ok_or_else(|| ProduceError::InvalidRecord("no record batches".into()))?;
+    let mut batches = Vec::new();
+    for part in record_batch::split(records) {
+        let (header, bytes) = part?;
+        batches.push(batch(header, bytes, policy, now_ms)?);
+    }
+    Ok(batches)
+}
+
+fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -> Result<ValidatedBatch, ProduceError> {
+    if header.batch_bytes > policy.max_message_bytes {
+        return Err(ProduceError::BatchTooLarge { bytes: header.batch_bytes, max: policy.max_message_bytes });
+    }
+    if !record_batch::crc_matches(&bytes, &header) {
+        return Err(BatchError::CrcMismatch.into());
+    }
+    if header.compression() > 4 {
+        return Err(ProduceError::UnsupportedCompression(header.compression()));
+    }
+    if header.is_control() {
+        return Err(ProduceError::InvalidRecord("clients may not produce control batches".into()));
+    }
+    if header.record_count < 1 || header.last_offset_delta != header.record_count - 1 {
+        return Err(ProduceError::InvalidRecord(format!(
+            "{} records with lastOffsetDelta {}",
+            header.record_count, header.last_offset_delta
+        )));
+    }
+    // Idempotent and transactional producers get their ids from InitProducerId, which this agent
+    // does not offer yet; a batch carrying an id cannot have been assigned one here.
+    if header.producer_id >= 0 {
+        return Err(ProduceError::UnknownProducerId(header.producer_id));
+    }
+    let (bytes, timestamp_min, timestamp_max) = if policy.log_append_time {
+        (record_batch::set_log_append_time(&bytes, &header, now_ms), now_ms, now_ms)
+    } else {
+        (bytes, header.base_timestamp, header.max_timestamp)
+    };
+    let count = u32::try_from(header.record_count).map_err(|_| ProduceError::InvalidRecord("record count".into()))?;
+    Ok(ValidatedBatch { bytes, offset_count: count, record_count: count, timestamp_min, timestamp_max })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,335 @@
+use super::*;
+
+/// Validates `value` for `name` in whichever table holds it and compares with `expected`:
+/// `Ok(normalized)` or `Err(())`. A name in both tables must get the same answer from both; a
+/// name in neither must be rejected. Every error must render as one line naming the config.
+fn check(name: &str, value: &str, expected: Result<&str, ()>) {
+    let from_topic = topic_config(name).map(|_| validate_topic_config(name, value));
+    let from_broker = broker_config(name).map(|_| validate_broker_config(name, value));
+    let actual = match (from_topic, from_broker) {
+        (Some(topic), Some(broker)) => {
+            assert_eq!(topic, broker, "topic and broker tables disagree on {name}={value:?}");
+            topic
+        }
+        (Some(result), None) | (None, Some(result)) => result,
+        (None, None) => {
+            let result = validate_topic_config(name, value);
+            assert_eq!(result, validate_broker_config(name, value));
+            assert!(matches!(result, Err(ConfigError::UnknownName { .. })), "{name} should be unknown");
+            result
+        }
+    };
+    match (&actual, expected) {
+        (Ok(normalized), Ok(want)) => assert_eq!(normalized, want, "{name}={value:?}"),
+        (Err(error), Err(())) => {
+            let message = error.to_string();
+            assert!(!message.contains('\n'), "multi-line message: {message}");
+            assert!(message.contains(&excerpt(name)), "message does not name the config: {message}");
+        }
+        _ => panic!("{name}={value:?}: got {actual:?}, want {expected:?}"),
+    }
+}
+
+#[test]
+fn booleans_accept_any_case_and_normalize_to_lowercase() {
+    check("preallocate", "true", Ok("true"));
+    check("preallocate", " TRUE ", Ok("true"));
+    check("auto.create.topics.enable", "False", Ok("false"));
+    check("preallocate", "yes", Err(()));
+    check("preallocate", "1", Err(()));
+    check("preallocate", "", Err(()));
+}
+
+#[test]
+fn integers_are_trimmed_and_canonical() {
+    check("retention.ms", " 86400000 ", Ok("86400000"));
+    check("retention.ms", "+007", Ok("7"));
+    check("retention.ms", "-1", Ok("-1"));
+    check("retention.ms", "9223372036854775807", Ok("9223372036854775807"));
+    check("retention.ms", "9223372036854775808", Err(()));
+    check("retention.ms", "1.5", Err(()));
+    check("retention.ms", "1e3", Err(()));
+    check("retention.ms", "1_000", Err(()));
+    check("retention.ms", "", Err(()));
+    check("retention.ms", "ten", Err(()));
+}
+
+#[test]
+fn int_and_short_have_their_own_width() {
+    check("max.message.bytes", "2147483647", Ok("2147483647"));
+    check("max.message.bytes", "2147483648", Err(()));
+    check("offsets.topic.replication.factor", "32767", Ok("32767"));
+    check("offsets.topic.replication.factor", "32768", Err(()));
+    check("offsets.commit.required.acks", "-32768", Ok("-32768"));
+}
+
+#[test]
+fn doubles_must_be_finite_numbers() {
+    check("min.cleanable.dirty.ratio", " 0.25 ", Ok("0.25"));
+    check("min.cleanable.dirty.ratio", "1", Ok("1"));
+    check("min.cleanable.dirty.ratio", "0", Ok("0"));
+    check("log.cleaner.io.max.bytes.per.second", "1e6", Ok("1e6"));
+    check("log.cleaner.io.max.bytes.per.second", "NaN", Err(()));
+    check("log.cleaner.io.max.bytes.per.second", "inf", Err(()));
+    check("log.cleaner.io.max.bytes.per.second", "1e400", Err(()));
+    check("min.cleanable.dirty.ratio", "half", Err(()));
+}
+
+#[test]
+fn ranges_kafka_applies_are_enforced() {
+    check("retention.ms", "-2", Err(()));
+    check("retention.bytes", "-1", Ok("-1"));
+    check("retention.bytes", "-2", Err(()));
+    check("max.message.bytes", "0", Ok("0"));
+    check("max.message.bytes", "-1", Err(()));
+    check("min.cleanable.dirty.ratio", "1.01", Err(()));
+    check("min.cleanable.dirty.ratio", "-0.1", Err(()));
+    check("min.insync.replicas", "1", Ok("1"));
+    check("min.insync.replicas", "0", Err(()));
+    check("segment.bytes", "14", Ok("14"));
+    check("segment.bytes", "13", Err(()));
+    check("segment.ms", "0", Err(()));
+    check("max.compaction.lag.ms", "0", Err(()));
+    check("delete.retention.ms", "-1", Err(()));
+    check("local.retention.ms", "-2", Ok("-2"));
+    check("local.retention.ms", "-3", Err(()));
+    check("fetch.max.bytes", "1023", Err(()));
+    for name in [
+        "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.difference.max.ms",
+        "log.message.timestamp.after.max.ms",
+    ] {
+        check(name, "0", Ok("0"));
+        check(name, "-1", Err(()));
+    }
+}
+
+#[test]
+fn compression_levels_follow_each_codec() {
+    check("compression.gzip.level", "-1", Ok("-1"));
+    check("compression.gzip.level", "1", Ok("1"));
+    check("compression.gzip.level", "9", Ok("9"));
+    check("compression.gzip.level", "0", Err(()));
+    check("compression.gzip.level", "10", Err(()));
+    check("compression.gzip.level", "-2", Err(()));
+    check("compression.lz4.level", "1", Ok("1"));
+    check("compression.lz4.level", "17", Ok("17"));
+    check("compression.lz4.level", "0", Err(()));
+    check("compression.lz4.level", "18", Err(()));
+    check("compression.zstd.level", "-131072", Ok("-131072"));
+    check("compression.zstd.level", "22", Ok("22"));
+    check("compression.zstd.level", "-131073", Err(()));
+    check("compression.zstd.level", "23", Err(()));
+}
+
+#[test]
+fn one_of_choices_are_exact() {
+    for codec in ["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"] {
+        check("compression.type", codec, Ok(codec));
+    }
+    check("compression.type", " zstd ", Ok("zstd"));
+    check("compression.type", "GZIP", Err(()));
+    check("compression.type", "brotli", Err(()));
+    check("compression.type", "", Err(()));
+    check("message.timestamp.type", "LogAppendTime", Ok("LogAppendTime"));
+    check("message.timestamp.type", "logappendtime", Err(()));
+    check("security.inter.broker.protocol", "SASL_SSL", Ok("SASL_SSL"));
+    check("ssl.client.auth", "optional", Err(()));
+}
+
+#[test]
+fn cleanup_policy_is_a_nonempty_set_of_known_policies() {
+    check("cleanup.policy", "compact", Ok("compact"));
+    check("cleanup.policy", " delete , compact ", Ok("delete,compact"));
+    check("cleanup.policy", "compact,delete", Ok("compact,delete"));
+    check("log.cleanup.policy", "compact", Ok("compact"));
+    check("cleanup.policy", "", Err(()));
+    check("cleanup.policy", "   ", Err(()));
+    check("cleanup.policy", "Delete", Err(()));
+    check("cleanup.policy", "delete,delete", Err(()));
+    check("cleanup.policy", "delete,,compact", Err(()));
+    check("cleanup.policy", "delete,", Err(()));
+    check("cleanup.policy", "archive", Err(()));
+}
+
+#[test]
+fn free_lists_drop_whitespace_around_commas() {
+    check("ssl.enabled.protocols", " TLSv1.2 ,TLSv1.3 ", Ok("TLSv1.2,TLSv1.3"));
+    check("metric.reporters", "", Ok(""));
+    check("metric.reporters", "a.B, c.D", Ok("a.B,c.D"));
+    check("metric.reporters", "a.B,,c.D", Err(()));
+    check("process.roles", "broker, controller", Ok("broker,controller"));
+    check("process.roles", "", Ok(""));
+    check("process.roles", "agent", Err(()));
+}
+
+#[test]
+fn throttled_replicas_are_a_star_or_partition_broker_pairs() {
+    check("leader.replication.throttled.replicas", "", Ok(""));
+    check("leader.replication.throttled.replicas", " * ", Ok("*"));
+    check("follower.replication.throttled.replicas", "0:1, 1:2", Ok("0:1,1:2"));
+    check("follower.replication.throttled.replicas", "0:a", Err(()));
+    check("follower.replication.throttled.replicas", "0", Err(()));
+    check("follower.replication.throttled.replicas", "*,0:1", Err(()));
+    check("follower.replication.throttled.replicas", ":1", Err(()));
+}
+
+#[test]
+fn text_values_are_trimmed_and_otherwise_kept() {
+    check("message.format.version", " 2.8 ", Ok("2.8"));
+    check("listeners", "PLAINTEXT://0.0.0.0:9092", Ok("PLAINTEXT://0.0.0.0:9092"));
+    check("advertised.listeners", "", Ok(""));
+    check("replica.selector.class", "org.example.Nearest", Ok("org.example.Nearest"));
+    check("sasl.jaas.config", " secret ", Ok("secret"));
+}
+
+#[test]
+fn unknown_names_are_rejected_per_resource() {
+    check("no.such.config", "1", Err(()));
+    check("", "1", Err(()));
+    check("Retention.ms", "1", Err(()));
+    assert!(matches!(validate_topic_config("log.retention.ms", "1"), Err(ConfigError::UnknownName { .. })));
+    assert!(matches!(validate_broker_config("retention.ms", "1"), Err(ConfigError::UnknownName { .. })));
+    assert!(matches!(validate_broker_config("zookeeper.connect", "zk:2181"), Err(ConfigError::UnknownName { .. })));
+}
+
+#[test]
+fn oversized_values_are_rejected_and_errors_stay_short() {
+    let huge = "x".repeat(CONFIG_VALUE_BYTES_MAX + 1);
+    check("listeners", &huge, Err(()));
+    check("listeners", &"x".repeat(CONFIG_VALUE_BYTES_MAX), Ok(&"x".repeat(CONFIG_VALUE_BYTES_MAX)));
+    let Err(ConfigError::InvalidValue { value, .. }) = validate_broker_config("listeners", &huge) else {
+        panic!("oversized value accepted");
+    };
+    assert!(value.len() < 100, "error copies the whole value");
+    check("retention.ms", "12\n34", Err(()));
+}
+
+#[test]
+fn secrets_never_appear_in_errors() {
+    let secret = format!("hunter2{}", "x".repeat(CONFIG_VALUE_BYTES_MAX));
+    let error = validate_broker_config("ssl.keystore.password", &secret).expect_err("oversized secret accepted");
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+}
+
+#[test]
+fn every_default_passes_its_own_validator_unchanged() {
+    for def in TOPIC_CONFIGS.iter().chain(BROKER_CONFIGS) {
+        if let Some(default) = def.default {
+            assert_eq!(def.validate(default).as_deref(), Ok(default), "default of {}", def.name);
+            check(def.name, default, Ok(default));
+        }
+    }
+}
+
+#[test]
+fn tables_are_sorted_and_unique() {
+    for table in [TOPIC_CONFIGS, BROKER_CONFIGS] {
+        for pair in table.windows(2) {
+            assert!(pair[0].name < pair[1].name, "{} must sort before {}", pair[0].name, pair[1].name);
+        }
+        for def in table {
+            assert!(std::ptr::eq(lookup(table, def.name).expect("lookup finds every row"), def));
+        }
+    }
+}
+
+#[test]
+fn topic_synonyms_name_matching_broker_configs() {
+    let without_broker_default = [
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+        "remote.storage.enable",
+    ];
+    for def in TOPIC_CONFIGS {
+        let Some(synonym) = def.broker_synonym else {
+            assert!(without_broker_default.contains(&def.name), "{} lacks a broker synonym", def.name);
+            continue;
+        };
+        let broker = broker_config(synonym).unwrap_or_else(|| panic!("{} names missing {synonym}", def.name));
+        assert_eq!(broker.config_type, def.config_type, "{} and {synonym}", def.name);
+        assert_eq!(
+            broker.applicability == Applicability::Applied,
+            def.applicability == Applicability::Applied,
+            "{} and {synonym} disagree on applicability",
+            def.name
+        );
+        // A null broker default means Kafka falls back to another synonym (hours, scheduler).
+        assert!(broker.default.is_none() || broker.default == def.default, "{} and {synonym} defaults", def.name);
+    }
+}
+
+#[test]
+fn applicability_matches_what_floe_does() {
+    for name in [
+        "cleanup.policy",
+        "compression.type",
+        "delete.retention.ms",
+        "max.compaction.lag.ms",
+        "max.message.bytes",
+        "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.difference.max.ms",
+        "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "retention.bytes",
+        "retention.ms",
+    ] {
+        assert_eq!(topic_config(name).map(|def| def.applicability), Some(Applicability::Applied), "{name}");
+    }
+    for name in [
+        "file.delete.delay.ms",
+        "flush.messages",
+        "flush.ms",
+        "follower.replication.throttled.replicas",
+        "index.interval.bytes",
+        "leader.replication.throttled.replicas",
+        "local.retention.bytes",
+        "local.retention.ms",
+        "message.downconversion.enable",
+        "min.insync.replicas",
+        "preallocate",
+        "remote.storage.enable",
+        "segment.bytes",
+        "segment.index.bytes",
+        "segment.jitter.ms",
+        "segment.ms",
+        "unclean.leader.election.enable",
+    ] {
+        let def = topic_config(name).unwrap_or_else(|| panic!("{name} missing"));
+        assert!(matches!(def.applicability, Applicability::NotApplicable(_)), "{name}");
+    }
+    for def in TOPIC_CONFIGS.iter().chain(BROKER_CONFIGS) {
+        if let Applicability::NotApplicable(reason) = def.applicability {
+            assert!(!reason.is_empty(), "{} gives no reason", def.name);
+        }
+        assert!(!def.doc.is_empty(), "{} has no doc", def.name);
+    }
+}
+
+#[test]
+fn flags_and_key_defaults_match_kafka() {
+    assert!(TOPIC_CONFIGS.iter().all(|def| !def.read_only), "topic configs are always alterable");
+    for def in TOPIC_CONFIGS.iter().chain(BROKER_CONFIGS) {
+        assert_eq!(def.sensitive, def.config_type == ConfigType::Password, "{}", def.name);
+    }
+    for (name, default) in [
+        ("auto.create.topics.enable", "true"),
+        ("num.partitions", "1"),
+        ("message.max.bytes", "1048588"),
+        ("transaction.max.timeout.ms", "900000"),
+        ("offsets.retention.minutes", "10080"),
+    ] {
+        let def = broker_config(name).unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(def.default, Some(default), "{name}");
+        assert_eq!(def.applicability, Applicability::Applied, "{name}");
+    }
+    assert_eq!(broker_config("log.retention.ms").and_then(|def| def.default), None);
+    assert!(broker_config("log.retention.ms").is_some_and(|def| !def.read_only));
+    assert!(broker_config("log.retention.hours").is_some_and(|def| def.read_only));
+    assert!(TOPIC_CONFIGS.len() >= 36 && BROKER_CONFIGS.len() >= 120);
+}
