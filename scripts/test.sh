@@ -71,6 +71,10 @@ fi
 
 # ---------------------------------------------------------------- cargo
 if [[ "$MODE" == all ]]; then
+  step "cargo fmt --check, clippy (warnings are errors)"
+  cargo fmt --all -- --check
+  cargo clippy --workspace --all-targets --quiet -- -D warnings
+
   step "cargo build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
   cargo build --bin floe
 

@@ -36,10 +36,10 @@ fn journal_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if let Some(index) = name.strip_prefix("journal-").and_then(|n| n.strip_suffix(".log")) {
-            if let Ok(index) = index.parse::<u64>() {
-                files.push((index, path));
-            }
+        if let Some(index) = name.strip_prefix("journal-").and_then(|n| n.strip_suffix(".log"))
+            && let Ok(index) = index.parse::<u64>()
+        {
+            files.push((index, path));
         }
     }
     files.sort();
@@ -65,13 +65,13 @@ impl Journal {
         for (_, path) in journal_files(dir)? {
             let valid_bytes = read_records(&path, |index, command| {
                 if index > snapshot_index {
-                    if let Some(expected) = expected {
-                        if index != expected {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                format!("journal jumps from {} to {index}", expected - 1),
-                            ));
-                        }
+                    if let Some(expected) = expected
+                        && index != expected
+                    {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("journal jumps from {} to {index}", expected - 1),
+                        ));
                     }
                     entries.push((index, command));
                 }
@@ -80,13 +80,13 @@ impl Journal {
             })?;
             last = Some((path, valid_bytes));
         }
-        if let Some((first, _)) = entries.first() {
-            if *first != snapshot_index + 1 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("snapshot ends at {snapshot_index} but the journal resumes at {first}"),
-                ));
-            }
+        if let Some((first, _)) = entries.first()
+            && *first != snapshot_index + 1
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("snapshot ends at {snapshot_index} but the journal resumes at {first}"),
+            ));
         }
         let journal = match last {
             Some((path, valid_bytes)) => {

@@ -21,10 +21,10 @@ fn snapshot_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if let Some(index) = name.strip_prefix("snapshot-").and_then(|n| n.strip_suffix(".snap")) {
-            if let Ok(index) = index.parse::<u64>() {
-                files.push((index, path));
-            }
+        if let Some(index) = name.strip_prefix("snapshot-").and_then(|n| n.strip_suffix(".snap"))
+            && let Ok(index) = index.parse::<u64>()
+        {
+            files.push((index, path));
         }
     }
     files.sort();

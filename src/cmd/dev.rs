@@ -32,6 +32,11 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         buffer_bytes_max: args.buffer_bytes.unwrap_or((4 * args.flush_bytes).max(64 * 1024 * 1024)),
         uploads_in_flight_max: 4,
     };
+    let http =
+        TcpListener::bind(args.http_addr).await.with_context(|| format!("binding HTTP listener {}", args.http_addr))?;
+    let metadata_listener = TcpListener::bind(args.metadata_addr)
+        .await
+        .with_context(|| format!("binding metadata listener {}", args.metadata_addr))?;
     let kafka = TcpListener::bind(args.kafka_addr)
         .await
         .with_context(|| format!("binding Kafka listener {}", args.kafka_addr))?;
@@ -56,10 +61,12 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         auto_create_topics: args.auto_create_topics,
         default_partition_count: args.num_partitions,
     };
-    let agent = Agent::start(config, metadata, store);
+    let agent = Agent::start(config, metadata.clone(), store);
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, stopped));
-    tracing::info!(kafka = %bound, object_store = %url, data_dir = %data_dir.display(), ?flush_interval, "floe dev ready");
+    let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, stopped.clone()));
+    tokio::spawn(floe_gateway::serve_http(agent.clone(), http, stopped.clone()));
+    tokio::spawn(floe_gateway::serve_metadata(metadata, metadata_listener, stopped));
+    tracing::info!(kafka = %bound, http = %args.http_addr, metadata = %args.metadata_addr, object_store = %url, data_dir = %data_dir.display(), ?flush_interval, "floe dev ready");
 
     shutdown_signal().await;
     tracing::info!("shutting down: flushing buffered batches");

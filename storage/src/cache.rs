@@ -32,7 +32,9 @@ impl ChunkCache {
 
     pub fn get(&self, chunk: &ChunkRef) -> Option<Bytes> {
         let state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        state.chunks.get(&(chunk.key.as_str().to_owned(), chunk.byte_start)).cloned()
+        let found = state.chunks.get(&(chunk.key.as_str().to_owned(), chunk.byte_start)).cloned();
+        crate::metrics::CACHE_LOOKUPS.with_label_values(&[if found.is_some() { "hit" } else { "miss" }]).inc();
+        found
     }
 
     pub fn insert(&self, chunk: &ChunkRef, bytes: Bytes) {

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod error;
 pub mod keys;
 pub mod limits;
+pub mod metrics;
 pub mod segment;
 pub mod store;
 

@@ -14,6 +14,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use crate::SegmentKey;
 use crate::error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 use crate::limits::{FOOTER_BYTES_MAX, SEGMENT_BYTES_MAX};
+use crate::metrics;
 use crate::segment::trailer::{SegmentTrailer, TRAILER_BYTES};
 use crate::segment::{ChunkRef, SegmentFooter, SegmentObject};
 
@@ -82,8 +83,10 @@ impl SegmentStore {
         }
         let path = self.path(key);
         let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
-        match self.store.put_opts(&path, object.payload, options).await {
-            Ok(_) => {}
+        let result = self.store.put_opts(&path, object.payload, options).await;
+        metrics::OBJECT_PUTS.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
+        match result {
+            Ok(_) => metrics::OBJECT_PUT_BYTES.inc_by(object.object_bytes),
             Err(object_store::Error::AlreadyExists { .. }) => {
                 return Err(PutSegmentError::KeyExists { key: key.clone() });
             }
@@ -101,7 +104,10 @@ impl SegmentStore {
     /// Reads one chunk and verifies its checksum.
     pub async fn read_chunk(&self, chunk: &ChunkRef) -> Result<Bytes, ReadChunkError> {
         let range = chunk.byte_start..chunk.byte_start + u64::from(chunk.byte_len);
-        let bytes = self.store.get_range(&self.path(&chunk.key), range).await.map_err(StorageError::from)?;
+        let result = self.store.get_range(&self.path(&chunk.key), range).await;
+        metrics::OBJECT_GETS.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
+        let bytes = result.map_err(StorageError::from)?;
+        metrics::OBJECT_GET_BYTES.inc_by(bytes.len() as u64);
         if bytes.len() != chunk.byte_len as usize {
             return Err(ReadChunkError::Truncated {
                 key: chunk.key.to_string(),

@@ -36,6 +36,12 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # pytest plumbing: default per-test timeout, floe log tails on failure
 
 
+def pytest_configure(config):
+    # kafka-python 3.0 uses importlib.resources' legacy API on every schema load
+    config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
+    config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None:

@@ -36,6 +36,7 @@ enum ConnectionError {
 }
 
 struct InFlight {
+    started: std::time::Instant,
     correlation_id: i32,
     api_key: ApiKey,
     version: i16,
@@ -88,16 +89,18 @@ async fn read_requests(
         if !dispatch::is_supported(api_key, version) {
             if api_key == ApiKey::ApiVersions {
                 // Newer clients than us: answer in v0 with the ranges we have, so they retry.
-                let reply = Reply::Now(ResponseKind::ApiVersions(dispatch::api_versions_unsupported()));
-                let _ = in_flight.send(InFlight { correlation_id, api_key, version: 0, reply }).await;
+                let reply = Reply::Now(Box::new(ResponseKind::ApiVersions(dispatch::api_versions_unsupported())));
+                let started = std::time::Instant::now();
+                let _ = in_flight.send(InFlight { started, correlation_id, api_key, version: 0, reply }).await;
                 continue;
             }
             return Err(ConnectionError::UnsupportedVersion(api_key, version));
         }
         let request =
             RequestKind::decode(api_key, &mut frame, version).map_err(|e| ConnectionError::Decode(e.to_string()))?;
+        let started = std::time::Instant::now();
         let reply = dispatch::start(agent, &header, request).await;
-        if in_flight.send(InFlight { correlation_id, api_key, version, reply }).await.is_err() {
+        if in_flight.send(InFlight { started, correlation_id, api_key, version, reply }).await.is_err() {
             return Ok(());
         }
     }
@@ -123,9 +126,11 @@ fn encode(correlation_id: i32, api_key: ApiKey, version: i16, response: &Respons
 async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut queue: mpsc::Receiver<InFlight>) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     while let Some(request) = queue.recv().await {
+        let api = format!("{:?}", request.api_key);
+        crate::metrics::REQUESTS.with_label_values(&[&api]).inc();
         let response = match request.reply {
             Reply::None => continue,
-            Reply::Now(response) => response,
+            Reply::Now(response) => *response,
             Reply::Later(handle) => match handle.await {
                 Ok(response) => response,
                 Err(e) => {
@@ -144,6 +149,7 @@ async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut queue: mps
         if writer.write_all(&bytes).await.is_err() {
             return;
         }
+        crate::metrics::REQUEST_SECONDS.with_label_values(&[&api]).observe(request.started.elapsed().as_secs_f64());
         if queue.is_empty() && writer.flush().await.is_err() {
             return;
         }

@@ -53,7 +53,7 @@ pub(super) fn api_versions_unsupported() -> ApiVersionsResponse {
 pub(super) enum Reply {
     /// No response at all (Produce with acks=0).
     None,
-    Now(ResponseKind),
+    Now(Box<ResponseKind>),
     Later(JoinHandle<ResponseKind>),
 }
 
@@ -70,9 +70,9 @@ pub(super) async fn start(agent: &Arc<Agent>, header: &RequestHeader, request: R
     let version = header.request_api_version;
     let agent = agent.clone();
     match request {
-        RequestKind::ApiVersions(_) => {
-            Reply::Now(ResponseKind::ApiVersions(ApiVersionsResponse::default().with_api_keys(api_versions_table())))
-        }
+        RequestKind::ApiVersions(_) => Reply::Now(Box::new(ResponseKind::ApiVersions(
+            ApiVersionsResponse::default().with_api_keys(api_versions_table()),
+        ))),
         RequestKind::Produce(req) => api::produce::start(&agent, version, req).await,
         RequestKind::Fetch(req) => {
             later(async move { ResponseKind::Fetch(api::fetch::handle(&agent, version, req).await) })

@@ -92,6 +92,7 @@ struct Append {
 
 /// One flush on its way from upload to commit.
 struct FlushJob {
+    started: Instant,
     commit: SegmentCommit,
     upload: JoinHandle<Result<(), PutSegmentError>>,
     /// Chunk bytes to put in the cache once the upload succeeded.
@@ -248,10 +249,11 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
         routes.push(route);
     }
     let object = writer.finish();
+    crate::metrics::FLUSH_SEGMENT_BYTES.observe(object.object_bytes as f64);
     let commit = SegmentCommit { key: key.as_str().to_owned(), object_bytes: object.object_bytes, chunks };
     let store = store.clone();
     let upload = tokio::spawn(async move { store.put_segment(&key, object).await });
-    FlushJob { commit, upload, cached_chunks, routes, appends }
+    FlushJob { started: Instant::now(), commit, upload, cached_chunks, routes, appends }
 }
 
 /// Commits uploaded flushes one at a time, in flush order, and answers their producers.
@@ -293,6 +295,7 @@ async fn run_committer(
                 replies[a][p] = outcome.clone().map(|base_offset| base_offset + offsets_before);
             }
         }
+        crate::metrics::FLUSH_SECONDS.observe(job.started.elapsed().as_secs_f64());
         for (append, reply) in job.appends.into_iter().zip(replies) {
             let _ = append.reply.send(reply);
         }

@@ -24,10 +24,14 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Fetch
         commits.borrow_and_update();
         let (response, bytes, errors) = read_once(agent, version, &request).await;
         if bytes >= min_bytes.max(1) || errors || Instant::now() >= deadline {
+            count_bytes_out(&response);
             return response;
         }
         tokio::select! {
-            changed = commits.changed() => if changed.is_err() { return response },
+            changed = commits.changed() => if changed.is_err() {
+                count_bytes_out(&response);
+                return response;
+            },
             () = tokio::time::sleep_until(deadline.into()) => {}
         }
     }
@@ -103,4 +107,13 @@ fn failed(data: PartitionData, error: i16) -> PartitionData {
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)
         .with_records(Some(Bytes::new()))
+}
+
+fn count_bytes_out(response: &FetchResponse) {
+    for topic in &response.responses {
+        let bytes: usize = topic.partitions.iter().filter_map(|p| p.records.as_ref()).map(|r| r.len()).sum();
+        if bytes > 0 {
+            crate::metrics::BYTES_OUT.with_label_values(&[topic.topic.as_str()]).inc_by(bytes as u64);
+        }
+    }
 }

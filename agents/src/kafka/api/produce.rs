@@ -13,6 +13,9 @@ use crate::Agent;
 use crate::produce::{PartitionAppend, ProduceError, TopicPolicy, validate};
 use floe_storage::TopicPartition;
 
+/// Per topic in request order: its name as sent, its id, and each partition's slot.
+type Layout = Vec<(kafka_protocol::messages::TopicName, uuid::Uuid, Vec<(i32, Slot)>)>;
+
 /// Where each partition's answer comes from.
 enum Slot {
     Failed(i16, String),
@@ -24,7 +27,9 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
     let acks = request.acks;
     let now_ms = super::now_ms();
     let mut appends = Vec::new();
-    let mut layout: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid, Vec<(i32, Slot)>)> = Vec::new();
+    // Bytes and records of each append, for the BrokerTopicMetrics counters.
+    let mut sizes: Vec<(u64, u64)> = Vec::new();
+    let mut layout: Layout = Vec::new();
     {
         let state = agent.metadata.read();
         for topic in request.topic_data {
@@ -46,6 +51,10 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
                         let policy = TopicPolicy::from_configs(&t.configs);
                         match validate::partition_records(partition.records.as_ref(), &policy, now_ms) {
                             Ok(batches) => {
+                                sizes.push((
+                                    batches.iter().map(|b| b.bytes.len() as u64).sum::<u64>(),
+                                    batches.iter().map(|b| u64::from(b.record_count)).sum::<u64>(),
+                                ));
                                 let topic_partition =
                                     TopicPartition { topic_id: t.topic_id, partition: partition.index };
                                 appends.push(PartitionAppend { topic_partition, batches });
@@ -74,7 +83,7 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
                 let agent = agent.clone();
                 return Reply::Later(tokio::spawn(async move {
                     let results = ticket.committed().await;
-                    ResponseKind::Produce(respond(&agent, layout, &results))
+                    ResponseKind::Produce(respond(&agent, layout, &results, &sizes))
                 }));
             }
             Err(e) => {
@@ -91,7 +100,7 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
     if acks == 0 {
         return Reply::None;
     }
-    Reply::Now(ResponseKind::Produce(respond(agent, layout, &results)))
+    Reply::Now(Box::new(ResponseKind::Produce(respond(agent, layout, &results, &sizes))))
 }
 
 fn failed(error: &ProduceError) -> Slot {
@@ -100,8 +109,9 @@ fn failed(error: &ProduceError) -> Slot {
 
 fn respond(
     agent: &Agent,
-    layout: Vec<(kafka_protocol::messages::TopicName, uuid::Uuid, Vec<(i32, Slot)>)>,
+    layout: Layout,
     results: &[crate::produce::AppendResult],
+    sizes: &[(u64, u64)],
 ) -> ProduceResponse {
     let state = agent.metadata.read();
     let responses = layout
@@ -115,6 +125,10 @@ fn respond(
                         Slot::Failed(error, message) => (error, Some(message)),
                         Slot::Appended(i, log_append_time) => match results.get(i) {
                             Some(Ok(base_offset)) => {
+                                let (bytes, records) = sizes.get(i).copied().unwrap_or_default();
+                                let topic = state.topics.get(&topic_id).map_or("", |t| t.name.as_str());
+                                crate::metrics::BYTES_IN.with_label_values(&[topic]).inc_by(bytes);
+                                crate::metrics::MESSAGES_IN.with_label_values(&[topic]).inc_by(records);
                                 let log_start_offset =
                                     state.partition(topic_id, index).map_or(-1, |p| p.log_start_offset);
                                 return response

@@ -1,0 +1,3 @@
+pub(crate) mod health;
+pub(crate) mod metrics;
+pub(crate) mod status;

@@ -1,0 +1,24 @@
+//! The metadata node's status: what `floe admin cluster` will show.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use floe_metadata::MetadataNode;
+
+pub(crate) fn router(metadata: MetadataNode) -> Router {
+    Router::new().route("/v1/status", get(status)).with_state(metadata)
+}
+
+async fn status(State(metadata): State<MetadataNode>) -> Json<serde_json::Value> {
+    let state = metadata.read();
+    let partition_count: usize = state.topics.values().map(|t| t.partitions.len()).sum();
+    let referenced = state.objects.values().filter(|o| o.reference_count > 0).count();
+    Json(serde_json::json!({
+        "cluster_id": state.cluster_id,
+        "applied_index": state.applied_index,
+        "topic_count": state.topics.len(),
+        "partition_count": partition_count,
+        "object_count": state.objects.len(),
+        "referenced_object_count": referenced,
+    }))
+}

@@ -1,0 +1,29 @@
+//! Object-store traffic counters, registered in the process-wide Prometheus registry.
+
+use std::sync::LazyLock;
+
+use prometheus::{IntCounter, IntCounterVec, register_int_counter, register_int_counter_vec};
+
+/// PUT requests by outcome (`ok`, `error`).
+pub static OBJECT_PUTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_object_store_put_requests_total", "Segment PUT requests by outcome", &["outcome"])
+        .expect("metric names are unique")
+});
+/// Bytes written by successful PUTs.
+pub static OBJECT_PUT_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_object_store_put_bytes_total", "Bytes written to the object store").expect("unique")
+});
+/// Ranged GET requests by outcome.
+pub static OBJECT_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_object_store_get_requests_total", "Ranged GET requests by outcome", &["outcome"])
+        .expect("metric names are unique")
+});
+/// Bytes read by successful GETs.
+pub static OBJECT_GET_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_object_store_get_bytes_total", "Bytes read from the object store").expect("unique")
+});
+/// Chunk cache lookups by result (`hit`, `miss`).
+pub static CACHE_LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_chunk_cache_lookups_total", "Chunk cache lookups by result", &["result"])
+        .expect("metric names are unique")
+});
