@@ -43,6 +43,10 @@ pub enum Command {
         partition: i32,
         offset: i64,
     },
+    /// Replaces the cluster-wide dynamic broker configs (Kafka's `<default>` broker resource).
+    SetBrokerConfigs {
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// One uploaded segment object and the partition chunks it holds.

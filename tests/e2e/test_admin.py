@@ -283,3 +283,51 @@ def test_auto_create_on_metadata(floe):
     finally:
         c.close()
     assert other not in _all_topics(a), "Metadata with allow_auto_topic_creation=false created a topic"
+
+
+def test_dynamic_broker_configs(floe):
+    """Cluster-wide dynamic broker configs: type-checked, reported as DYNAMIC_DEFAULT_BROKER_CONFIG,
+    supplying topic defaults through their broker synonyms; static ones are refused."""
+    a = admin(floe.bootstrap)
+    name = unique_name("adm-broker")
+    create_topic(floe.bootstrap, name, 1)
+
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    desc = a.describe_configs([broker], request_timeout=T)[broker].result(timeout=T)
+    assert desc["num.partitions"].value == "1" and _src(desc["num.partitions"]) == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert "log.retention.ms" in desc and "message.max.bytes" in desc
+
+    default = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([default], request_timeout=T)[default].result(timeout=T)
+    desc = a.describe_configs([broker], request_timeout=T)[broker].result(timeout=T)
+    assert desc["log.retention.ms"].value == "3600000"
+    assert _src(desc["log.retention.ms"]) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    topic = _describe(a, name)
+    assert topic["retention.ms"].value == "3600000", f"topic default follows the broker default: {topic['retention.ms'].value}"
+    assert _src(topic["retention.ms"]) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+
+    for bad in [("log.retention.ms", "soon"), ("num.partitions", "3"), ("no.such.config", "1")]:
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry(bad[0], bad[1], incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException) as ei:
+            a.incremental_alter_configs([res], request_timeout=T)[res].result(timeout=T)
+        assert _err_code(ei.value) == INVALID_CONFIG, f"{bad}: {ei.value}"
+
+    # a dynamic message.max.bytes applies to topics without their own max.message.bytes
+    small = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("message.max.bytes", "2000", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([small], request_timeout=T)[small].result(timeout=T)
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": floe.bootstrap, "message.max.bytes": 1000000, "linger.ms": 0})
+    errors = []
+    p.produce(name, value=b"x" * 5000, partition=0, on_delivery=lambda err, _m: errors.append(err))
+    p.flush(20)
+    assert errors and errors[0] is not None and errors[0].code() == 10, f"expected MSG_SIZE_TOO_LARGE, got {errors}"
+
+    # DELETE restores the defaults
+    reset = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("message.max.bytes", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("log.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    a.incremental_alter_configs([reset], request_timeout=T)[reset].result(timeout=T)
+    assert _describe(a, name)["retention.ms"].value == "604800000"

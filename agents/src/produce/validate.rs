@@ -1,9 +1,8 @@
 //! Checks produced record batches without decompressing them, and applies the topic's
 //! timestamp policy. Pure: no I/O, no shared state.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
+use floe_metadata::{State, Topic};
 
 use crate::limits::BATCH_BYTES_MAX;
 use crate::record_batch::{self, BatchError, BatchHeader};
@@ -18,18 +17,17 @@ pub struct TopicPolicy {
 }
 
 impl TopicPolicy {
-    /// Reads the policy from a topic's explicitly set configs, falling back to Kafka's defaults.
-    pub fn from_configs(configs: &BTreeMap<String, String>) -> Self {
-        let default_max = floe_metadata::config::topic_config("max.message.bytes")
-            .and_then(|d| d.default)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1_048_588usize);
-        let max_message_bytes = configs
-            .get("max.message.bytes")
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(default_max)
-            .min(BATCH_BYTES_MAX);
-        let log_append_time = configs.get("message.timestamp.type").is_some_and(|v| v == "LogAppendTime");
+    /// Reads the policy from the topic's configs, then the cluster's dynamic broker defaults,
+    /// then Kafka's defaults.
+    pub fn for_topic(state: &State, topic: &Topic) -> Self {
+        let value = |name: &str| {
+            state
+                .effective_topic_config(topic, name)
+                .or_else(|| floe_metadata::config::topic_config(name).and_then(|d| d.default))
+        };
+        let max_message_bytes =
+            value("max.message.bytes").and_then(|v| v.parse::<usize>().ok()).unwrap_or(1_048_588).min(BATCH_BYTES_MAX);
+        let log_append_time = value("message.timestamp.type") == Some("LogAppendTime");
         Self { max_message_bytes, log_append_time }
     }
 }

@@ -19,7 +19,9 @@ pub(crate) fn encode_batch(count: usize, compression: Compression) -> Bytes {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // The encoder keeps records in one batch while offset - sequence is constant; this
+            // gives base sequence -1, as a non-idempotent producer sends.
+            sequence: i as i32 - 1,
             timestamp: 1_000 + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: (i % 3 != 0).then(|| Bytes::from(format!("value-{i}"))),
@@ -69,7 +71,9 @@ fn log_append_time_rewrites_the_timestamp_type_and_crc() {
     let new_header = BatchHeader::parse(&rewritten).expect("parses");
     assert!(crc_matches(&rewritten, &new_header));
     let decoded = RecordBatchDecoder::decode(&mut rewritten.clone()).expect("decodes");
-    assert!(decoded.records.iter().all(|r| r.timestamp_type == TimestampType::LogAppend && r.timestamp == 99_999));
+    // Consumers take every record's timestamp from maxTimestamp when the type bit is set.
+    assert!(decoded.records.iter().all(|r| r.timestamp_type == TimestampType::LogAppend));
+    assert_eq!(new_header.max_timestamp, 99_999);
 }
 
 #[test]

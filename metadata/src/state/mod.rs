@@ -35,6 +35,9 @@ pub struct State {
     pub topic_ids: BTreeMap<String, TopicId>,
     pub objects: BTreeMap<ObjectId, ObjectRecord>,
     pub next_object_id: ObjectId,
+    /// Dynamic broker configs set for the whole cluster; they override agents' static settings
+    /// and supply topic defaults through each topic config's broker synonym.
+    pub broker_configs: BTreeMap<String, String>,
 }
 
 /// A topic: its partitions and its explicitly set configs (defaults are not stored).
@@ -99,6 +102,7 @@ impl State {
             Command::SetTopicConfigs { name, configs } => self.set_topic_configs(&name, configs),
             Command::CommitSegment(commit) => self.commit_segment(commit),
             Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
+            Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
         }
     }
 
@@ -109,6 +113,19 @@ impl State {
     pub fn partition(&self, topic_id: TopicId, partition: i32) -> Option<&Partition> {
         let index = usize::try_from(partition).ok()?;
         self.topics.get(&topic_id)?.partitions.get(index)
+    }
+
+    /// The value a topic config has for `topic`: set on the topic, else set dynamically for the
+    /// cluster through its broker synonym, else `None` (the catalog default applies).
+    pub fn effective_topic_config<'a>(&'a self, topic: &'a Topic, name: &str) -> Option<&'a str> {
+        topic.configs.get(name).or_else(|| self.broker_default(name)).map(String::as_str)
+    }
+
+    /// The cluster's dynamic value for a topic config's broker synonym, if one is set.
+    pub fn broker_default(&self, topic_config: &str) -> Option<&String> {
+        crate::config::topic_config(topic_config)
+            .and_then(|def| def.broker_synonym)
+            .and_then(|synonym| self.broker_configs.get(synonym))
     }
 
     pub fn object_key(&self, object_id: ObjectId) -> Option<&str> {

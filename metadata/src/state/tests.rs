@@ -224,3 +224,22 @@ proptest! {
         prop_assert_eq!(state, restored);
     }
 }
+
+#[test]
+fn broker_configs_are_checked_and_feed_topic_defaults() {
+    let set = |pairs: &[(&str, &str)]| Command::SetBrokerConfigs {
+        configs: pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+    };
+    let (state, outcomes) = run(vec![
+        create("a", 0, 1),
+        set(&[("log.retention.ms", "1000")]),
+        set(&[("num.partitions", "3")]),
+        set(&[("log.retention.ms", "later")]),
+        set(&[("not.a.config", "1")]),
+    ]);
+    assert_eq!(outcomes[1], Ok(Outcome::Done));
+    assert!(outcomes[2..].iter().all(|o| matches!(o, Err(CommandError::InvalidConfig(_)))), "{outcomes:?}");
+    let topic = state.topic_by_name("a").expect("exists");
+    assert_eq!(state.effective_topic_config(topic, "retention.ms"), Some("1000"));
+    assert_eq!(state.effective_topic_config(topic, "cleanup.policy"), None);
+}

@@ -115,3 +115,31 @@ impl State {
         Ok(Outcome::Done)
     }
 }
+
+impl State {
+    pub(super) fn set_broker_configs(&mut self, configs: BTreeMap<String, String>) -> Result<Outcome, CommandError> {
+        if configs.len() > TOPIC_CONFIG_COUNT_MAX {
+            return Err(CommandError::InvalidConfig(format!("more than {TOPIC_CONFIG_COUNT_MAX} configs")));
+        }
+        for (name, value) in &configs {
+            if value.len() > CONFIG_VALUE_BYTES_MAX {
+                return Err(CommandError::InvalidConfig(format!(
+                    "{name}: value longer than {CONFIG_VALUE_BYTES_MAX} bytes"
+                )));
+            }
+            let normalized = crate::config::validate_broker_config(name, value)
+                .map_err(|e| CommandError::InvalidConfig(e.to_string()))?;
+            if crate::config::broker_config(name).is_some_and(|d| d.read_only) {
+                return Err(CommandError::InvalidConfig(format!("{name} cannot be changed dynamically")));
+            }
+            // A broker value that backs a topic default must also be a valid topic value.
+            if let Some(topic_def) =
+                crate::config::TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(name.as_str()))
+            {
+                topic_def.validate(&normalized).map_err(|e| CommandError::InvalidConfig(e.to_string()))?;
+            }
+        }
+        self.broker_configs = configs;
+        Ok(Outcome::Done)
+    }
+}

@@ -26,6 +26,7 @@ const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
 const SOURCE_TOPIC_CONFIG: i8 = 1;
+const SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
 const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
 
@@ -59,6 +60,7 @@ fn entry(
     def: &ConfigDef,
     value: Option<&str>,
     source: i8,
+    broker_value: Option<&str>,
     synonyms: bool,
     docs: bool,
 ) -> DescribeConfigsResourceResult {
@@ -72,6 +74,14 @@ fn entry(
                 .with_source(source),
         );
         if let Some(broker) = def.broker_synonym.and_then(config::broker_config) {
+            if let Some(dynamic) = broker_value {
+                synonym_list.push(
+                    DescribeConfigsSynonym::default()
+                        .with_name(str_bytes(broker.name))
+                        .with_value(Some(str_bytes(dynamic)))
+                        .with_source(SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG),
+                );
+            }
             synonym_list.push(
                 DescribeConfigsSynonym::default()
                     .with_name(str_bytes(broker.name))
@@ -95,9 +105,11 @@ fn wanted(keys: Option<&[StrBytes]>, name: &str) -> bool {
     keys.is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
 }
 
-/// Every topic config with its effective value and source.
+/// Every topic config with its effective value and source: set on the topic, set dynamically
+/// for the cluster (through the broker synonym), or Kafka's default.
 pub(super) fn topic_listing(
     configs: &BTreeMap<String, String>,
+    broker_configs: &BTreeMap<String, String>,
     keys: Option<&[StrBytes]>,
     synonyms: bool,
     docs: bool,
@@ -105,16 +117,24 @@ pub(super) fn topic_listing(
     config::TOPIC_CONFIGS
         .iter()
         .filter(|def| wanted(keys, def.name))
-        .map(|def| match configs.get(def.name) {
-            Some(value) => entry(def, Some(value), SOURCE_TOPIC_CONFIG, synonyms, docs),
-            None => entry(def, def.default, SOURCE_DEFAULT_CONFIG, synonyms, docs),
+        .map(|def| {
+            let broker_value = def.broker_synonym.and_then(|b| broker_configs.get(b)).map(String::as_str);
+            match (configs.get(def.name), broker_value) {
+                (Some(value), _) => entry(def, Some(value), SOURCE_TOPIC_CONFIG, broker_value, synonyms, docs),
+                (None, Some(dynamic)) => {
+                    entry(def, Some(dynamic), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, broker_value, synonyms, docs)
+                }
+                (None, None) => entry(def, def.default, SOURCE_DEFAULT_CONFIG, None, synonyms, docs),
+            }
         })
         .collect()
 }
 
-/// Broker configs: the agent's own settings as static configs, the rest at their defaults.
+/// Broker configs: dynamic cluster-wide values first, then the agent's own settings as static
+/// configs, the rest at their defaults.
 fn broker_listing(
     agent: &Agent,
+    dynamic: &BTreeMap<String, String>,
     keys: Option<&[StrBytes]>,
     synonyms: bool,
     docs: bool,
@@ -132,9 +152,10 @@ fn broker_listing(
                 "num.partitions" => Some(partitions.as_str()),
                 _ => None,
             };
-            match static_value {
-                Some(value) => entry(def, Some(value), SOURCE_STATIC_BROKER_CONFIG, synonyms, docs),
-                None => entry(def, def.default, SOURCE_DEFAULT_CONFIG, synonyms, docs),
+            match (dynamic.get(def.name), static_value) {
+                (Some(value), _) => entry(def, Some(value), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, None, synonyms, docs),
+                (None, Some(value)) => entry(def, Some(value), SOURCE_STATIC_BROKER_CONFIG, None, synonyms, docs),
+                (None, None) => entry(def, def.default, SOURCE_DEFAULT_CONFIG, None, synonyms, docs),
             }
         })
         .collect()
@@ -160,6 +181,7 @@ pub(in crate::kafka) fn describe(agent: &Agent, request: DescribeConfigsRequest)
                     match state.topic_by_name(name) {
                         Some(topic) => Ok(topic_listing(
                             &topic.configs,
+                            &state.broker_configs,
                             keys,
                             request.include_synonyms,
                             request.include_documentation,
@@ -168,7 +190,8 @@ pub(in crate::kafka) fn describe(agent: &Agent, request: DescribeConfigsRequest)
                     }
                 }
                 RESOURCE_BROKER if is_this_broker(agent, name) => {
-                    Ok(broker_listing(agent, keys, request.include_synonyms, request.include_documentation))
+                    let dynamic = agent.metadata.read().broker_configs.clone();
+                    Ok(broker_listing(agent, &dynamic, keys, request.include_synonyms, request.include_documentation))
                 }
                 RESOURCE_BROKER => {
                     Err((code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id)))
@@ -192,70 +215,93 @@ fn invalid_config(message: impl Into<String>) -> Failure {
     (code::INVALID_CONFIG, message.into())
 }
 
-/// Writes a topic's new explicit configs (or only checks them, for `validate_only`).
-async fn set_topic_configs(
-    agent: &Agent,
-    topic: &str,
-    configs: BTreeMap<String, String>,
-    validate_only: bool,
-) -> Result<(), Failure> {
-    if agent.metadata.read().topic_by_name(topic).is_none() {
-        return Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {topic}")));
-    }
-    if validate_only {
-        return Ok(());
-    }
-    agent
-        .metadata
-        .propose(Command::SetTopicConfigs { name: topic.to_owned(), configs })
-        .await
-        .map(|_| ())
-        .map_err(|e| (error_code::for_node(&e).code(), e.to_string()))
+/// A resource whose configs can be altered.
+enum Target {
+    Topic(String),
+    /// The cluster-wide dynamic broker configs (resource name "" or this agent's id).
+    Brokers,
 }
 
-fn broker_alter_unsupported(agent: &Agent, name: &str) -> Failure {
-    if is_this_broker(agent, name) {
-        (code::INVALID_REQUEST, "dynamic broker configs are not supported yet; set them on the command line".into())
-    } else {
-        (code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id))
+impl Target {
+    fn resolve(agent: &Agent, resource_type: i8, name: &str) -> Result<Self, Failure> {
+        match resource_type {
+            RESOURCE_TOPIC => Ok(Self::Topic(name.to_owned())),
+            RESOURCE_BROKER if is_this_broker(agent, name) => Ok(Self::Brokers),
+            RESOURCE_BROKER => {
+                Err((code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id)))
+            }
+            other => Err((code::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+        }
     }
+
+    fn definition(&self, name: &str) -> Result<&'static ConfigDef, Failure> {
+        let def = match self {
+            Self::Topic(_) => config::topic_config(name),
+            Self::Brokers => config::broker_config(name),
+        };
+        let def = def.ok_or_else(|| invalid_config(format!("unknown config {name}")))?;
+        if matches!(self, Self::Brokers) && def.read_only {
+            return Err(invalid_config(format!("{name} cannot be changed dynamically; set it on the command line")));
+        }
+        Ok(def)
+    }
+
+    /// The currently set (non-default) configs.
+    fn current(&self, agent: &Agent) -> Result<BTreeMap<String, String>, Failure> {
+        let state = agent.metadata.read();
+        match self {
+            Self::Topic(name) => state
+                .topic_by_name(name)
+                .map(|t| t.configs.clone())
+                .ok_or_else(|| (code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}"))),
+            Self::Brokers => Ok(state.broker_configs.clone()),
+        }
+    }
+
+    /// Stores the new set of configs (or only checks the resource exists, for `validate_only`).
+    async fn store(
+        &self,
+        agent: &Agent,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), Failure> {
+        self.current(agent)?;
+        if validate_only {
+            return Ok(());
+        }
+        let command = match self {
+            Self::Topic(name) => Command::SetTopicConfigs { name: name.clone(), configs },
+            Self::Brokers => Command::SetBrokerConfigs { configs },
+        };
+        agent.metadata.propose(command).await.map(|_| ()).map_err(|e| (error_code::for_node(&e).code(), e.to_string()))
+    }
+}
+
+/// AlterConfigs replaces the whole set of configs of each resource.
+async fn alter_one(
+    agent: &Agent,
+    resource: &kafka_protocol::messages::alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), Failure> {
+    let target = Target::resolve(agent, resource.resource_type, resource.resource_name.as_str())?;
+    let mut configs = BTreeMap::new();
+    for c in &resource.configs {
+        let name = c.name.as_str();
+        let value =
+            c.value.as_ref().ok_or_else(|| (code::INVALID_REQUEST, format!("config {name} has a null value")))?;
+        let value = target.definition(name)?.validate(value.as_str()).map_err(|e| invalid_config(e.to_string()))?;
+        configs.insert(name.to_owned(), value);
+    }
+    target.store(agent, configs, validate_only).await
 }
 
 pub(in crate::kafka) async fn alter(agent: &Agent, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
-    for resource in request.resources {
-        let name = resource.resource_name.as_str().to_owned();
-        let outcome = match resource.resource_type {
-            RESOURCE_TOPIC => {
-                // AlterConfigs replaces the whole set of explicit configs.
-                let mut configs = BTreeMap::new();
-                let mut failure = None;
-                for c in &resource.configs {
-                    let Some(value) = c.value.as_ref() else {
-                        failure = Some((code::INVALID_REQUEST, format!("config {} has a null value", c.name.as_str())));
-                        break;
-                    };
-                    match config::validate_topic_config(c.name.as_str(), value.as_str()) {
-                        Ok(v) => {
-                            configs.insert(c.name.as_str().to_owned(), v);
-                        }
-                        Err(e) => {
-                            failure = Some(invalid_config(e.to_string()));
-                            break;
-                        }
-                    }
-                }
-                match failure {
-                    Some(f) => Err(f),
-                    None => set_topic_configs(agent, &name, configs, request.validate_only).await,
-                }
-            }
-            RESOURCE_BROKER => Err(broker_alter_unsupported(agent, &name)),
-            other => Err((code::INVALID_REQUEST, format!("resource type {other} is not supported"))),
-        };
+    for resource in &request.resources {
+        let outcome = alter_one(agent, resource, request.validate_only).await;
         let response = kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
-            .with_resource_name(resource.resource_name);
+            .with_resource_name(resource.resource_name.clone());
         responses.push(match outcome {
             Ok(()) => response,
             Err((error, message)) => {
@@ -266,9 +312,14 @@ pub(in crate::kafka) async fn alter(agent: &Agent, request: AlterConfigsRequest)
     AlterConfigsResponse::default().with_responses(responses)
 }
 
-/// Applies one incremental operation to a topic's explicit configs.
-fn apply_op(configs: &mut BTreeMap<String, String>, name: &str, op: i8, value: Option<&str>) -> Result<(), Failure> {
-    let def = config::topic_config(name).ok_or_else(|| invalid_config(format!("unknown topic config {name}")))?;
+/// Applies one incremental operation to a set of configs.
+fn apply_op(
+    configs: &mut BTreeMap<String, String>,
+    def: &ConfigDef,
+    op: i8,
+    value: Option<&str>,
+) -> Result<(), Failure> {
+    let name = def.name;
     match op {
         OP_SET => {
             let value = value.ok_or_else(|| (code::INVALID_REQUEST, format!("SET of {name} needs a value")))?;
@@ -304,51 +355,35 @@ fn apply_op(configs: &mut BTreeMap<String, String>, name: &str, op: i8, value: O
     Ok(())
 }
 
+async fn incremental_alter_one(
+    agent: &Agent,
+    resource: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), Failure> {
+    let target = Target::resolve(agent, resource.resource_type, resource.resource_name.as_str())?;
+    let mut configs = target.current(agent)?;
+    let mut names = std::collections::HashSet::new();
+    for c in &resource.configs {
+        if !names.insert(c.name.as_str()) {
+            return Err((code::INVALID_REQUEST, format!("config {} appears twice", c.name.as_str())));
+        }
+        let def = target.definition(c.name.as_str())?;
+        apply_op(&mut configs, def, c.config_operation, c.value.as_ref().map(|v| v.as_str()))?;
+    }
+    target.store(agent, configs, validate_only).await
+}
+
 pub(in crate::kafka) async fn incremental_alter(
     agent: &Agent,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
-    for resource in request.resources {
-        let name = resource.resource_name.as_str().to_owned();
-        let outcome = match resource.resource_type {
-            RESOURCE_TOPIC => {
-                let current = agent.metadata.read().topic_by_name(&name).map(|t| t.configs.clone());
-                match current {
-                    None => Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}"))),
-                    Some(mut configs) => {
-                        let mut names = std::collections::HashSet::new();
-                        let mut result = Ok(());
-                        for c in &resource.configs {
-                            if !names.insert(c.name.as_str()) {
-                                result =
-                                    Err((code::INVALID_REQUEST, format!("config {} appears twice", c.name.as_str())));
-                                break;
-                            }
-                            if let Err(e) = apply_op(
-                                &mut configs,
-                                c.name.as_str(),
-                                c.config_operation,
-                                c.value.as_ref().map(|v| v.as_str()),
-                            ) {
-                                result = Err(e);
-                                break;
-                            }
-                        }
-                        match result {
-                            Ok(()) => set_topic_configs(agent, &name, configs, request.validate_only).await,
-                            Err(e) => Err(e),
-                        }
-                    }
-                }
-            }
-            RESOURCE_BROKER => Err(broker_alter_unsupported(agent, &name)),
-            other => Err((code::INVALID_REQUEST, format!("resource type {other} is not supported"))),
-        };
+    for resource in &request.resources {
+        let outcome = incremental_alter_one(agent, resource, request.validate_only).await;
         let response =
             kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name);
+                .with_resource_name(resource.resource_name.clone());
         responses.push(match outcome {
             Ok(()) => response,
             Err((error, message)) => {

@@ -48,7 +48,7 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
                         failed(&ProduceError::UnknownTopicOrPartition)
                     }
                     Some(t) => {
-                        let policy = TopicPolicy::from_configs(&t.configs);
+                        let policy = TopicPolicy::for_topic(&state, t);
                         match validate::partition_records(partition.records.as_ref(), &policy, now_ms) {
                             Ok(batches) => {
                                 sizes.push((

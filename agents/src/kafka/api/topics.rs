@@ -81,7 +81,7 @@ pub(in crate::kafka) async fn create_topics(
         results.push(match outcome {
             Ok((topic_id, partition_count, configs)) => {
                 let listing = (version >= 5).then(|| {
-                    configs::topic_listing(&configs, None, false, false)
+                    configs::topic_listing(&configs, &agent.metadata.read().broker_configs.clone(), None, false, false)
                         .into_iter()
                         .map(|c| {
                             CreatableTopicConfigs::default()

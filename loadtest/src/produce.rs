@@ -1,0 +1,201 @@
+//! Produce workload: one librdkafka producer sending fixed-size records round-robin over a
+//! topic's partitions; latency is measured from `send` to the delivery report.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use hdrhistogram::Histogram;
+use rdkafka::ClientContext;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+
+/// Largest record the generator will build.
+const RECORD_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Longest run.
+const DURATION_MAX: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ProduceArgs {
+    /// Kafka bootstrap address.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// Topic (created with --partitions if absent).
+    #[arg(long, default_value = "loadtest")]
+    topic: String,
+    #[arg(long, default_value_t = 8)]
+    partitions: i32,
+    /// Bytes of each record value.
+    #[arg(long, default_value_t = 1024)]
+    record_bytes: usize,
+    /// Seconds to run after the warm-up.
+    #[arg(long, default_value_t = 20)]
+    duration_secs: u64,
+    /// Seconds of warm-up excluded from the results.
+    #[arg(long, default_value_t = 3)]
+    warmup_secs: u64,
+    /// acks: 0, 1 or all.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    #[arg(long, default_value = "none")]
+    compression: String,
+    #[arg(long, default_value_t = 5)]
+    linger_ms: u64,
+    /// Records per second (0: as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+}
+
+/// Counts delivery reports; the histogram holds produce latency in microseconds.
+struct Deliveries {
+    measuring_since: Mutex<Option<Instant>>,
+    latency_us: Mutex<Histogram<u64>>,
+    acked: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Box<Instant>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Instant>) {
+        let measuring = self.measuring_since.lock().ok().and_then(|m| *m).is_some_and(|since| *sent >= since);
+        if !measuring {
+            return;
+        }
+        match result {
+            Ok(_) => {
+                self.acked.fetch_add(1, Ordering::Relaxed);
+                let us = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                if let Ok(mut h) = self.latency_us.lock() {
+                    let _ = h.record(us.max(1));
+                }
+            }
+            Err(_) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn ensure_topic(args: &ProduceArgs) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", &args.bootstrap).create().context("admin client")?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let topic = NewTopic::new(&args.topic, args.partitions, TopicReplication::Fixed(-1));
+    let results = runtime.block_on(admin.create_topics([&topic], &AdminOptions::new()))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => bail!("creating topic {name}: {code}"),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
+    if args.record_bytes == 0 || args.record_bytes > RECORD_BYTES_MAX {
+        bail!("--record-bytes must be in 1..={RECORD_BYTES_MAX}");
+    }
+    if args.partitions < 1 {
+        bail!("--partitions must be at least 1");
+    }
+    let duration = Duration::from_secs(args.duration_secs);
+    if duration.is_zero() || duration > DURATION_MAX {
+        bail!("--duration-secs must be in 1..={}", DURATION_MAX.as_secs());
+    }
+    ensure_topic(&args)?;
+    let context = Deliveries {
+        measuring_since: Mutex::new(None),
+        latency_us: Mutex::new(Histogram::new_with_bounds(1, 600_000_000, 3)?),
+        acked: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+    };
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", &args.bootstrap)
+        .set("acks", &args.acks)
+        .set("compression.type", &args.compression)
+        .set("linger.ms", args.linger_ms.to_string())
+        .set("batch.size", "1000000")
+        .set("queue.buffering.max.kbytes", "1048576")
+        .set("queue.buffering.max.messages", "1000000")
+        .create_with_context(context)
+        .context("producer")?;
+
+    let payload: Vec<u8> = (0..args.record_bytes).map(|i| (i * 31 % 251) as u8).collect();
+    let start = Instant::now();
+    let warmup_end = start + Duration::from_secs(args.warmup_secs);
+    let end = warmup_end + duration;
+    let mut sent = 0u64;
+    let mut next_report = start + Duration::from_secs(1);
+    let mut last_acked = 0u64;
+    let mut measuring = false;
+    while Instant::now() < end {
+        if !measuring && Instant::now() >= warmup_end {
+            *producer.context().measuring_since.lock().map_err(|_| anyhow::anyhow!("poisoned"))? = Some(Instant::now());
+            measuring = true;
+        }
+        if args.rate > 0 {
+            let due = start + Duration::from_secs_f64(sent as f64 / args.rate as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                producer.poll(wait.min(Duration::from_millis(1)));
+                continue;
+            }
+        }
+        let partition = (sent % args.partitions as u64) as i32;
+        let record =
+            BaseRecord::with_opaque_to(&args.topic, Box::new(Instant::now())).payload(&payload).partition(partition);
+        match producer.send::<(), _>(record) {
+            Ok(()) => sent += 1,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                producer.poll(Duration::from_millis(1));
+            }
+            Err((e, _)) => bail!("send failed: {e}"),
+        }
+        if sent.is_multiple_of(64) {
+            producer.poll(Duration::ZERO);
+        }
+        if Instant::now() >= next_report {
+            let acked = producer.context().acked.load(Ordering::Relaxed);
+            let rate = acked - last_acked;
+            eprintln!(
+                "[{:>4.0}s] {} acked/s  {:.1} MB/s{}",
+                start.elapsed().as_secs_f64(),
+                rate,
+                (rate * args.record_bytes as u64) as f64 / 1e6,
+                if measuring { "" } else { "  (warm-up)" }
+            );
+            last_acked = acked;
+            next_report += Duration::from_secs(1);
+        }
+    }
+    let measured = duration.as_secs_f64();
+    producer.flush(Duration::from_secs(60)).context("flushing")?;
+    let ctx = producer.context();
+    let acked = ctx.acked.load(Ordering::Relaxed);
+    let errors = ctx.errors.load(Ordering::Relaxed);
+    let h = ctx.latency_us.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let report = serde_json::json!({
+        "workload": "produce",
+        "bootstrap": args.bootstrap,
+        "topic": args.topic,
+        "partitions": args.partitions,
+        "record_bytes": args.record_bytes,
+        "acks": args.acks,
+        "compression": args.compression,
+        "measured_seconds": measured,
+        "records_acked": acked,
+        "errors": errors,
+        "records_per_second": acked as f64 / measured,
+        "mb_per_second": (acked * args.record_bytes as u64) as f64 / measured / 1e6,
+        "latency_ms": { "p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999), "max": h.max() as f64 / 1000.0 },
+    });
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
