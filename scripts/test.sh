@@ -87,6 +87,12 @@ if [[ "$MODE" == all ]]; then
   fi
 fi
 
+# ---------------------------------------------------------------- terraform
+if [[ "$MODE" == all ]]; then
+  step "terraform offline checks (fmt, structure, checkov)"
+  bash scripts/test-terraform.sh
+fi
+
 # ---------------------------------------------------------------- e2e
 step "end-to-end tests (pytest tests/e2e, FLOE_BIN=$FLOE_BIN)"
 if [[ ! -x "$FLOE_BIN" ]]; then

@@ -1,7 +1,15 @@
 //! The `floe` binary: command-line parsing and wiring only.
 
+#[expect(
+    unsafe_code,
+    reason = "a lazily mapping allocator keeps hostile length prefixes from aborting the process; see alloc.rs"
+)]
+mod alloc;
 mod cli;
 mod cmd;
+
+#[global_allocator]
+static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
 
 use clap::Parser;
 

@@ -27,3 +27,11 @@ pub const FETCH_PARTITION_ENTRIES_MAX: usize = 1024;
 pub const REQUEST_PARTITION_COUNT_MAX: usize = 100_000;
 /// Topics one CreateTopics request may create.
 pub const CREATE_TOPICS_COUNT_MAX: usize = 10_000;
+
+/// Records one batch may claim. Batches are not decompressed, so a compressed batch's count is
+/// taken on trust up to this bound; it caps how many offsets one batch can consume and what a
+/// timestamp lookup that decodes the batch may allocate.
+pub const BATCH_RECORD_COUNT_MAX: i32 = 1_000_000;
+/// Smallest encoding of one record in an uncompressed batch: seven one-byte varints (length,
+/// attributes, timestamp delta, offset delta, key length, value length, header count).
+pub const RECORD_BYTES_MIN: usize = 7;

@@ -500,3 +500,23 @@ def test_unknown_topic_and_partition(floe):
     finally:
         a_md.close()
     assert_server_healthy(floe, "unknown topic/partition")
+
+
+def test_hostile_array_lengths_do_not_take_the_server_down(floe):
+    """A few bytes claiming 2^31 array elements (or a batch claiming a billion records) must cost
+    only the sender's connection: the codec pre-allocates from such length prefixes."""
+    hostile = [
+        ("Metadata v1, topics array of 2^31-1", 3, 1, i32(0x7FFFFFFF), False),
+        ("Produce v3, topic array of 2^31-1", 0, 3, string(None) + i16(-1) + i32(1000) + i32(0x7FFFFFFF), False),
+        ("Fetch v4, topics array of 2^31-1", 1, 4, i32(-1) + i32(100) + i32(1) + i32(1 << 20) + i8(0) + i32(0x7FFFFFFF), False),
+        # flexible: CreateTopics v5 with a compact array length of 2^32-1
+        ("CreateTopics v5, compact array of 2^32-2", 19, 5, uvarint(0xFFFFFFFF), True),
+    ]
+    for what, api, version, body, flexible in hostile:
+        c = Conn(floe.kafka_port)
+        try:
+            c.request(api, version, body, flexible_header=flexible)
+            assert c.is_closed_by_peer(), f"{what}: connection not closed"
+        finally:
+            c.close()
+        assert_server_healthy(floe, what)

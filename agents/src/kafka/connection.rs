@@ -123,21 +123,42 @@ fn encode(correlation_id: i32, api_key: ApiKey, version: i16, response: &Respons
     Ok(out.freeze())
 }
 
+/// Writes responses in request order. Responses are buffered while the next one is already
+/// available, and flushed before any wait (for the next request or a pending handler), so a
+/// finished response never sits in the buffer behind a slow one.
 async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut queue: mpsc::Receiver<InFlight>) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-    while let Some(request) = queue.recv().await {
+    loop {
+        let request = match queue.try_recv() {
+            Ok(request) => request,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                if writer.flush().await.is_err() {
+                    return;
+                }
+                match queue.recv().await {
+                    Some(request) => request,
+                    None => break,
+                }
+            }
+        };
         let api = format!("{:?}", request.api_key);
         crate::metrics::REQUESTS.with_label_values(&[&api]).inc();
         let response = match request.reply {
             Reply::None => continue,
             Reply::Now(response) => *response,
-            Reply::Later(handle) => match handle.await {
-                Ok(response) => response,
-                Err(e) => {
-                    tracing::error!(api = ?request.api_key, error = %e, "request handler failed; closing connection");
+            Reply::Later(handle) => {
+                if !handle.is_finished() && writer.flush().await.is_err() {
                     return;
                 }
-            },
+                match handle.await {
+                    Ok(response) => response,
+                    Err(e) => {
+                        tracing::error!(api = ?request.api_key, error = %e, "request handler failed; closing connection");
+                        return;
+                    }
+                }
+            }
         };
         let bytes = match encode(request.correlation_id, request.api_key, request.version, &response) {
             Ok(bytes) => bytes,
@@ -150,9 +171,6 @@ async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut queue: mps
             return;
         }
         crate::metrics::REQUEST_SECONDS.with_label_values(&[&api]).observe(request.started.elapsed().as_secs_f64());
-        if queue.is_empty() && writer.flush().await.is_err() {
-            return;
-        }
     }
     let _ = writer.flush().await;
 }

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use floe_metadata::{State, Topic};
 
-use crate::limits::BATCH_BYTES_MAX;
+use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORD_COUNT_MAX, RECORD_BYTES_MIN};
 use crate::record_batch::{self, BatchError, BatchHeader};
 
 /// What a topic's configs say about accepting batches.
@@ -95,6 +95,16 @@ fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -
         return Err(ProduceError::InvalidRecord(format!(
             "{} records with lastOffsetDelta {}",
             header.record_count, header.last_offset_delta
+        )));
+    }
+    let record_bytes = header.batch_bytes - record_batch::HEADER_BYTES;
+    let uncompressed_room = i64::try_from(record_bytes / RECORD_BYTES_MIN).unwrap_or(i64::MAX);
+    if header.record_count > BATCH_RECORD_COUNT_MAX
+        || (header.compression() == 0 && i64::from(header.record_count) > uncompressed_room)
+    {
+        return Err(ProduceError::InvalidRecord(format!(
+            "{} records cannot fit in {record_bytes} bytes of records (at most {BATCH_RECORD_COUNT_MAX} per batch)",
+            header.record_count
         )));
     }
     // Idempotent and transactional producers get their ids from InitProducerId, which this agent

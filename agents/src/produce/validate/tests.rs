@@ -52,3 +52,15 @@ fn log_append_time_topics_stamp_the_batch() {
     assert_ne!(header.attributes & crate::record_batch::ATTRIBUTE_LOG_APPEND_TIME, 0);
     assert!(crate::record_batch::crc_matches(&batches[0].bytes, &header));
 }
+
+#[test]
+fn record_counts_must_fit_the_batch() {
+    // Claim far more records than an uncompressed batch can hold; fix the CRC so only the count
+    // is wrong.
+    let mut forged = encode_batch(3, Compression::None).to_vec();
+    forged[57..61].copy_from_slice(&1_000i32.to_be_bytes());
+    forged[23..27].copy_from_slice(&999i32.to_be_bytes());
+    let crc = crc32c::crc32c(&forged[21..]);
+    forged[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert!(matches!(partition_records(Some(&Bytes::from(forged)), &POLICY, 0), Err(ProduceError::InvalidRecord(_))));
+}

@@ -1,0 +1,33 @@
+# Example root module: one Floe cluster in an existing VPC. Copy this
+# directory, fill in terraform.tfvars (see terraform.tfvars.example) and apply.
+
+# No provider default_tags: the module merges var.tags into every taggable
+# resource itself, including what default_tags cannot reach (instances and
+# volumes launched by the autoscaling group, tagged through the launch
+# template and the group's propagated tags).
+provider "aws" {
+  region = var.region
+}
+
+module "floe" {
+  source = "../../modules/floe"
+
+  name                = var.name
+  vpc_id              = var.vpc_id
+  agent_subnet_ids    = var.private_subnet_ids
+  metadata_subnet_ids = slice(var.private_subnet_ids, 0, 3)
+  route_table_ids     = var.private_route_table_ids
+  client_cidr_blocks  = var.client_cidr_blocks
+
+  floe_binary_source = var.floe_binary_source
+  floe_binary_sha256 = var.floe_binary_sha256
+  architecture       = var.architecture
+
+  agent_min_size = var.agent_min_size
+  agent_max_size = var.agent_max_size
+  alarm_actions  = var.alarm_actions
+
+  nlb_deletion_protection = var.nlb_deletion_protection
+
+  tags = var.tags
+}

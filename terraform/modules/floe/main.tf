@@ -1,0 +1,70 @@
+# Shared lookups and names. The rest of the module is split by concern:
+# s3.tf (bucket), iam.tf (instance role), network.tf (security groups and the
+# S3 endpoint), dns.tf, metadata.tf, agents.tf, nlb.tf, alarms.tf.
+
+data "aws_region" "current" {}
+
+data "aws_caller_identity" "current" {}
+
+data "aws_partition" "current" {}
+
+data "aws_subnet" "metadata" {
+  count = 3
+  id    = var.metadata_subnet_ids[count.index]
+}
+
+data "aws_ssm_parameter" "al2023_ami" {
+  count = var.ami_id == null ? 1 : 0
+  name  = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-${var.architecture}"
+}
+
+locals {
+  # Ports fixed by the Floe CLI flags the module launches.
+  kafka_port    = 9092
+  http_port     = 8080
+  metadata_port = 9093
+
+  tags = merge(var.tags, { "floe:cluster" = var.name })
+
+  region     = data.aws_region.current.name
+  account_id = data.aws_caller_identity.current.account_id
+  partition  = data.aws_partition.current.partition
+
+  ami_id = var.ami_id != null ? var.ami_id : nonsensitive(data.aws_ssm_parameter.al2023_ami[0].value)
+
+  bucket_name = var.bucket_name != null ? var.bucket_name : "${var.name}-${local.account_id}-${local.region}"
+
+  # ARNs the instance role and bucket policy are scoped to: the bucket itself
+  # (ListBucket and bucket-level reads) and the objects under the prefix.
+  bucket_arn        = aws_s3_bucket.this.arn
+  prefix_object_arn = "${aws_s3_bucket.this.arn}/${var.bucket_prefix}/*"
+
+  object_store_url = "s3://${aws_s3_bucket.this.id}/${var.bucket_prefix}"
+
+  # ARN of the floe binary's object (s3://bucket/key -> arn:...:s3:::bucket/key)
+  # when instances fetch it from S3; the role may read that one object.
+  binary_s3_object_arn = startswith(var.floe_binary_source, "s3://") ? "arn:${local.partition}:s3:::${trimprefix(var.floe_binary_source, "s3://")}" : null
+
+  dns_zone_id = var.existing_dns_zone_id != null ? var.existing_dns_zone_id : aws_route53_zone.this[0].zone_id
+
+  metadata_nodes = {
+    for i, subnet_id in var.metadata_subnet_ids : tostring(i + 1) => {
+      node_id   = i + 1
+      subnet_id = subnet_id
+      az        = data.aws_subnet.metadata[i].availability_zone
+      fqdn      = "${var.name}-metadata-${i + 1}.${var.dns_zone_name}"
+    }
+  }
+
+  # "1=host:9093,2=host:9093,3=host:9093" for --peers and "host:9093,..." for --metadata.
+  metadata_peers = join(",", [for id, n in local.metadata_nodes : "${id}=${n.fqdn}:${local.metadata_port}"])
+  metadata_addrs = join(",", [for id, n in local.metadata_nodes : "${n.fqdn}:${local.metadata_port}"])
+
+  # Rendered by every instance's cloud-init: install the binary, then run one
+  # floe role under systemd.
+  install_script = templatefile("${path.module}/templates/install-floe.sh.tftpl", {
+    binary_source = var.floe_binary_source
+    binary_sha256 = var.floe_binary_sha256 == null ? "" : var.floe_binary_sha256
+    region        = local.region
+  })
+}

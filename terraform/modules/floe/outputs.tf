@@ -1,0 +1,89 @@
+output "bootstrap_servers" {
+  description = "Kafka bootstrap address (the internal NLB). Clients then connect to agents' advertised addresses directly."
+  value       = "${aws_lb.this.dns_name}:${local.kafka_port}"
+}
+
+output "http_endpoint" {
+  description = "Base URL of Floe's HTTP API (produce/consume, admin, /healthz, /readyz, /metrics) through the NLB."
+  value       = "http://${aws_lb.this.dns_name}:${local.http_port}"
+}
+
+output "nlb_dns_name" {
+  description = "DNS name of the internal Network Load Balancer."
+  value       = aws_lb.this.dns_name
+}
+
+output "bucket_name" {
+  description = "Name of the S3 bucket holding Floe's data."
+  value       = aws_s3_bucket.this.id
+}
+
+output "bucket_arn" {
+  description = "ARN of the S3 bucket holding Floe's data."
+  value       = aws_s3_bucket.this.arn
+}
+
+output "object_store_url" {
+  description = "The --object-store URL every Floe process uses (s3://bucket/prefix)."
+  value       = local.object_store_url
+}
+
+output "role_arn" {
+  description = "ARN of the IAM role agents and metadata nodes run as."
+  value       = aws_iam_role.floe.arn
+}
+
+output "instance_profile_name" {
+  description = "Name of the instance profile wrapping role_arn."
+  value       = aws_iam_instance_profile.floe.name
+}
+
+output "metadata_endpoints" {
+  description = "Stable metadata addresses (host:9093), in node-id order: the value of `floe agent --metadata`."
+  value       = [for id, n in local.metadata_nodes : "${n.fqdn}:${local.metadata_port}"]
+}
+
+output "metadata_instance_ids" {
+  description = "EC2 instance IDs of the metadata nodes, keyed by node id."
+  value       = { for id, i in aws_instance.metadata : id => i.id }
+}
+
+output "autoscaling_group_name" {
+  description = "Name of the agent autoscaling group (for instance refreshes)."
+  value       = aws_autoscaling_group.agent.name
+}
+
+output "agent_security_group_id" {
+  description = "Security group of the agents."
+  value       = aws_security_group.agent.id
+}
+
+output "metadata_security_group_id" {
+  description = "Security group of the metadata nodes."
+  value       = aws_security_group.metadata.id
+}
+
+output "prometheus_scrape_config" {
+  description = "A Prometheus scrape_configs entry (YAML) that discovers the agents through EC2 tags and scrapes /metrics on port 8080. The Prometheus server needs ec2:DescribeInstances and must sit in client_cidr_blocks or monitoring_cidr_blocks."
+  value = yamlencode({
+    scrape_configs = [{
+      job_name        = "${var.name}-agents"
+      metrics_path    = "/metrics"
+      scrape_interval = "15s"
+      ec2_sd_configs = [{
+        region = local.region
+        port   = local.http_port
+        filters = [
+          { name = "tag:floe:cluster", values = [var.name] },
+          { name = "tag:floe:role", values = ["agent"] },
+          { name = "instance-state-name", values = ["running"] },
+        ]
+      }]
+      relabel_configs = [
+        { source_labels = ["__meta_ec2_private_ip"], regex = "(.+)", replacement = "$${1}:${local.http_port}", target_label = "__address__" },
+        { source_labels = ["__meta_ec2_availability_zone"], target_label = "zone" },
+        { source_labels = ["__meta_ec2_instance_id"], target_label = "instance_id" },
+      ]
+    }]
+  })
+}
