@@ -11,6 +11,7 @@ pub mod config;
 pub mod journal;
 pub mod limits;
 pub mod node;
+pub mod raft;
 pub mod snapshot;
 pub mod state;
 

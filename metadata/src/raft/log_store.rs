@@ -1,0 +1,251 @@
+//! The durable Raft log and vote: one append-only file of records, replayed on open.
+//!
+//! Record framing (little-endian): `payload_bytes: u32 | crc32c: u32 | payload`, the payload a
+//! postcard-encoded [`LogRecord`]. Every write is `fdatasync`ed before openraft hears it is done,
+//! so an acknowledged append or vote survives a crash. A torn tail is cut at the last whole record
+//! on open. When the file grows past [`REWRITE_BYTES_MIN`] it is rewritten with only the live
+//! records (written to a temporary file, fsynced, renamed over the old one).
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use super::{NodeId, TypeConfig};
+use crate::limits::COMMAND_BYTES_MAX;
+
+/// Rewrite the file once it is this large and holds mostly purged records.
+const REWRITE_BYTES_MIN: u64 = 64 * 1024 * 1024;
+
+/// One durable change to the log or vote.
+#[derive(Debug, Serialize, Deserialize)]
+enum LogRecord {
+    Append(Vec<Entry<TypeConfig>>),
+    /// Removes entries at this index and after.
+    Truncate(u64),
+    /// Removes entries up to and including this log id.
+    Purge(LogId<NodeId>),
+    Vote(Vote<NodeId>),
+    Committed(Option<LogId<NodeId>>),
+}
+
+#[derive(Debug, Default)]
+struct LogContents {
+    entries: BTreeMap<u64, Entry<TypeConfig>>,
+    last_purged: Option<LogId<NodeId>>,
+    vote: Option<Vote<NodeId>>,
+    committed: Option<LogId<NodeId>>,
+}
+
+impl LogContents {
+    fn apply(&mut self, record: LogRecord) {
+        match record {
+            LogRecord::Append(entries) => {
+                for e in entries {
+                    self.entries.insert(e.log_id.index, e);
+                }
+            }
+            LogRecord::Truncate(index) => {
+                self.entries.split_off(&index);
+            }
+            LogRecord::Purge(log_id) => {
+                self.entries = self.entries.split_off(&(log_id.index + 1));
+                self.last_purged = Some(log_id);
+            }
+            LogRecord::Vote(vote) => self.vote = Some(vote),
+            LogRecord::Committed(committed) => self.committed = committed,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LogFile {
+    path: PathBuf,
+    file: File,
+    bytes: u64,
+    contents: LogContents,
+}
+
+/// The Raft log store. Clones share one file; openraft's replication tasks read through clones.
+#[derive(Clone, Debug)]
+pub(super) struct FileLogStore {
+    inner: Arc<Mutex<LogFile>>,
+}
+
+fn encode(record: &LogRecord) -> io::Result<Vec<u8>> {
+    let payload = postcard::to_stdvec(record).map_err(io::Error::other)?;
+    let mut out = Vec::with_capacity(payload.len() + 8);
+    out.extend_from_slice(&u32::try_from(payload.len()).map_err(io::Error::other)?.to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Reads whole, valid records; returns them and the byte length of the valid prefix.
+fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64)> {
+    let mut reader = match File::open(path) {
+        Ok(file) => BufReader::new(file),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let (mut records, mut valid) = (Vec::new(), 0u64);
+    loop {
+        let mut header = [0u8; 8];
+        if reader.read_exact(&mut header).is_err() {
+            break;
+        }
+        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        if len > COMMAND_BYTES_MAX * 4 {
+            break;
+        }
+        let mut payload = vec![0u8; len];
+        if reader.read_exact(&mut payload).is_err() || crc32c::crc32c(&payload) != crc {
+            break;
+        }
+        let Ok(record) = postcard::from_bytes(&payload) else { break };
+        records.push(record);
+        valid += 8 + len as u64;
+    }
+    Ok((records, valid))
+}
+
+impl FileLogStore {
+    pub(super) fn open(path: &Path) -> io::Result<Self> {
+        let (records, valid) = read_records(path)?;
+        let mut contents = LogContents::default();
+        for record in records {
+            contents.apply(record);
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        if file.metadata()?.len() != valid {
+            tracing::warn!(path = %path.display(), valid, "cutting a torn raft log tail");
+            file.set_len(valid)?;
+            file.sync_all()?;
+        }
+        Ok(Self { inner: Arc::new(Mutex::new(LogFile { path: path.to_owned(), file, bytes: valid, contents })) })
+    }
+}
+
+impl LogFile {
+    /// Makes `record` durable, then applies it to the in-memory contents.
+    fn write(&mut self, record: LogRecord) -> io::Result<()> {
+        let bytes = encode(&record)?;
+        self.file.write_all(&bytes)?;
+        self.file.sync_data()?;
+        self.bytes += bytes.len() as u64;
+        self.contents.apply(record);
+        Ok(())
+    }
+
+    /// Rewrites the file with only what is live, when it has grown large.
+    fn maybe_rewrite(&mut self) -> io::Result<()> {
+        if self.bytes < REWRITE_BYTES_MIN {
+            return Ok(());
+        }
+        let tmp = self.path.with_extension("rewrite");
+        let mut out = File::create(&tmp)?;
+        let mut bytes = 0u64;
+        let c = &self.contents;
+        let mut live = Vec::new();
+        live.extend(c.last_purged.map(LogRecord::Purge));
+        live.extend(c.vote.map(LogRecord::Vote));
+        live.push(LogRecord::Committed(c.committed));
+        live.push(LogRecord::Append(c.entries.values().cloned().collect()));
+        for record in &live {
+            let encoded = encode(record)?;
+            out.write_all(&encoded)?;
+            bytes += encoded.len() as u64;
+        }
+        out.sync_all()?;
+        fs::rename(&tmp, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        self.file = OpenOptions::new().append(true).open(&self.path)?;
+        self.bytes = bytes;
+        Ok(())
+    }
+}
+
+fn write_error(e: io::Error) -> StorageError<NodeId> {
+    StorageIOError::write_logs(&e).into()
+}
+
+impl RaftLogReader<TypeConfig> for FileLogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        let inner = self.inner.lock().await;
+        Ok(inner.contents.entries.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for FileLogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        let inner = self.inner.lock().await;
+        let c = &inner.contents;
+        let last = c.entries.values().next_back().map(|e| e.log_id).or(c.last_purged);
+        Ok(LogState { last_purged_log_id: c.last_purged, last_log_id: last })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.inner.lock().await.write(LogRecord::Vote(*vote)).map_err(|e| StorageIOError::write_vote(&e).into())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        Ok(self.inner.lock().await.contents.vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), StorageError<NodeId>> {
+        self.inner.lock().await.write(LogRecord::Committed(committed)).map_err(write_error)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
+        Ok(self.inner.lock().await.contents.committed)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let entries: Vec<_> = entries.into_iter().collect();
+        let result = self.inner.lock().await.write(LogRecord::Append(entries));
+        match result {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+                Err(write_error(e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.inner.lock().await.write(LogRecord::Truncate(log_id.index)).map_err(write_error)
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut inner = self.inner.lock().await;
+        inner.write(LogRecord::Purge(log_id)).map_err(write_error)?;
+        inner.maybe_rewrite().map_err(write_error)
+    }
+}

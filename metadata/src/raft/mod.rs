@@ -1,0 +1,250 @@
+//! The replicated metadata node: openraft replicating the deterministic [`State`] across 1, 3 or
+//! 5 nodes, each its own process, over a small TCP protocol ([`network`]).
+//!
+//! The Raft log and vote are durable on local disk ([`log_store`], fsync before acknowledging);
+//! the state machine ([`state_machine`]) applies committed commands to [`State`] and snapshots it
+//! so the log can be purged. A proposal made on a follower is forwarded to the leader.
+
+mod log_store;
+pub mod network;
+mod state_machine;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::command::{Command, CommandError, Outcome};
+use crate::node::NodeError;
+use crate::state::State;
+
+/// Raft node ids: operators assign them (`--node-id`), starting at 1.
+pub type NodeId = u64;
+
+/// What applying one command produced, as replicated back to the proposer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandResponse(pub Result<Outcome, CommandError>);
+
+impl Default for CommandResponse {
+    /// The response to entries that carry no command (leader blanks, membership changes).
+    fn default() -> Self {
+        Self(Ok(Outcome::Done))
+    }
+}
+
+openraft::declare_raft_types!(
+    /// Floe's Raft types: commands in, command responses out.
+    pub TypeConfig:
+        D = Command,
+        R = CommandResponse,
+        NodeId = NodeId,
+        Node = BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// How long a proposal keeps retrying (leader elections, forwarding) before it is answered as
+/// unavailable.
+const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
+/// Pause between attempts while no leader is known.
+const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Where a node keeps its data and how it reaches its peers.
+#[derive(Clone, Debug)]
+pub struct RaftNodeConfig {
+    pub node_id: NodeId,
+    /// Address the metadata protocol listens on (and that peers use to reach this node).
+    pub listen_addr: String,
+    pub data_dir: PathBuf,
+    /// Every voter of the cluster, this node included: id → address. Used on first start only.
+    pub peers: BTreeMap<NodeId, String>,
+}
+
+/// The protocol server's stop signal and task.
+type ServerHandle = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
+
+/// A running replicated metadata node; cheap to clone.
+#[derive(Clone)]
+pub struct RaftNode {
+    raft: openraft::Raft<TypeConfig>,
+    state: Arc<RwLock<State>>,
+    applied: watch::Receiver<u64>,
+    node_id: NodeId,
+    /// Stops the protocol server; [`RaftNode::shutdown`] waits for it to release its port.
+    server: Arc<std::sync::Mutex<Option<ServerHandle>>>,
+}
+
+impl std::fmt::Debug for RaftNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftNode").field("node_id", &self.node_id).finish_non_exhaustive()
+    }
+}
+
+/// A snapshot of the node's Raft view, for status endpoints and `floe admin cluster`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub node_id: NodeId,
+    pub leader: Option<NodeId>,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    pub voters: Vec<NodeId>,
+    pub members: BTreeMap<NodeId, String>,
+}
+
+fn raft_config() -> std::io::Result<openraft::Config> {
+    openraft::Config {
+        cluster_name: "floe-metadata".into(),
+        // Generous for loaded 2-core machines: the heartbeat is also the append RPC timeout.
+        heartbeat_interval: 150,
+        election_timeout_min: 800,
+        election_timeout_max: 1600,
+        install_snapshot_timeout: 10_000,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(10_000),
+        max_in_snapshot_log_to_keep: 1_000,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(std::io::Error::other)
+}
+
+impl RaftNode {
+    /// Opens the node's log and snapshot, starts Raft and the protocol server, and forms the
+    /// cluster on first start (every node is given the same voter set, which is safe).
+    pub async fn start(config: RaftNodeConfig) -> std::io::Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let log_store = log_store::FileLogStore::open(&config.data_dir.join("raft-log"))?;
+        let (state_machine, state, applied) = state_machine::StateMachine::open(&config.data_dir)?;
+        let raft_config = Arc::new(raft_config()?);
+        let raft = openraft::Raft::new(config.node_id, raft_config, network::Network, log_store, state_machine)
+            .await
+            .map_err(std::io::Error::other)?;
+        let listener = tokio::net::TcpListener::bind(&config.listen_addr).await?;
+        let node = Self { raft, state, applied, node_id: config.node_id, server: Default::default() };
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
+        *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
+        let members: BTreeMap<NodeId, BasicNode> =
+            config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
+        if !node.raft.is_initialized().await.map_err(std::io::Error::other)? {
+            match node.raft.initialize(members).await {
+                Ok(()) => tracing::info!(node_id = config.node_id, "metadata cluster formed"),
+                // Another node's initialization reached us first: fine, same voter set.
+                Err(e) => tracing::info!(error = %e, "metadata cluster already initialized"),
+            }
+        }
+        Ok(node)
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// Replicates `command` through the leader (forwarding if this node is not it), and returns
+    /// its outcome once applied. Retries while no leader is known, up to [`PROPOSE_DEADLINE`].
+    pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
+        let deadline = Instant::now() + PROPOSE_DEADLINE;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            // Without a quorum a leader's write never commits; give up at the deadline. The entry
+            // may still commit later, so callers treat Unavailable as "outcome unknown".
+            let written = tokio::time::timeout(remaining, self.raft.client_write(command.clone()))
+                .await
+                .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))?;
+            let leader = match written {
+                Ok(response) => return response.data.0.map_err(NodeError::Rejected),
+                Err(e) => match e.forward_to_leader() {
+                    Some(forward) => forward.leader_node.clone(),
+                    None => return Err(NodeError::Unavailable(e.to_string())),
+                },
+            };
+            if let Some(leader) = leader {
+                match network::forward_proposal(&leader.addr, &command).await {
+                    Ok(network::ProposeReply::Applied(response)) => return response.0.map_err(NodeError::Rejected),
+                    Ok(network::ProposeReply::NotLeader) | Err(_) => {}
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(NodeError::Unavailable("no metadata leader within the deadline".into()));
+            }
+            tokio::time::sleep(PROPOSE_RETRY_PAUSE).await;
+        }
+    }
+
+    /// Applies `command` only if this node is the leader (the server side of forwarding).
+    pub(crate) async fn propose_as_leader(&self, command: Command) -> network::ProposeReply {
+        match self.raft.client_write(command).await {
+            Ok(response) => network::ProposeReply::Applied(response.data),
+            Err(_) => network::ProposeReply::NotLeader,
+        }
+    }
+
+    /// This node's applied state. Hold the guard briefly.
+    pub fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Watches the index of the last applied entry.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.applied.clone()
+    }
+
+    pub fn status(&self) -> ClusterStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        ClusterStatus {
+            node_id: self.node_id,
+            leader: m.current_leader,
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            applied_index: m.last_applied.map(|l| l.index),
+            voters: membership.voter_ids().collect(),
+            members: membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect(),
+        }
+    }
+
+    /// Waits until this node sees a leader, up to `timeout`.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Result<NodeId, NodeError> {
+        let metrics = self
+            .raft
+            .wait(Some(timeout))
+            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .await
+            .map_err(|e| NodeError::Unavailable(e.to_string()))?;
+        metrics.current_leader.ok_or_else(|| NodeError::Unavailable("no leader".into()))
+    }
+
+    /// Proposes `InitCluster` if the replicated state has never been initialized.
+    pub async fn ensure_initialized(&self) -> Result<(), NodeError> {
+        if !self.read().cluster_id.is_empty() {
+            return Ok(());
+        }
+        let cluster_id = uuid::Uuid::new_v4().simple().to_string();
+        match self.propose(Command::InitCluster { cluster_id }).await {
+            Ok(_) | Err(NodeError::Rejected(CommandError::AlreadyInitialized)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stops the protocol server and Raft. Connections already open are closed as they next
+    /// read a request.
+    pub async fn shutdown(&self) {
+        let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((stop, handle)) = server {
+            let _ = stop.send(true);
+            let _ = handle.await;
+        }
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+    }
+}

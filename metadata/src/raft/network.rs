@@ -1,0 +1,267 @@
+//! The metadata protocol between metadata nodes (and, later, agents): length-prefixed postcard
+//! frames over TCP, one request and one response at a time per connection.
+//!
+//! Frame: `payload_bytes: u32 BE | payload`, at most [`FRAME_BYTES_MAX`]. The payload is a
+//! postcard-encoded [`Request`] or [`Response`]; both are versioned by adding variants at the end.
+
+use std::time::Duration;
+
+use openraft::BasicNode;
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{ClusterStatus, CommandResponse, NodeId, RaftNode, TypeConfig};
+use crate::command::Command;
+
+/// Largest frame either side accepts: a snapshot chunk (3 MiB by default) or a large commit.
+pub const FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
+/// Time to establish a connection to a peer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Time a forwarded proposal may take on the leader.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request to a metadata node.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A proposal forwarded by a follower; applied only if this node leads.
+    Propose(Command),
+    Status,
+}
+
+/// The answer to a [`Request`], variant for variant.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Response {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Propose(ProposeReply),
+    Status(ClusterStatus),
+}
+
+/// How a leader answered a forwarded proposal.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ProposeReply {
+    Applied(CommandResponse),
+    /// The node is not (or no longer) the leader; the proposer looks again.
+    NotLeader,
+}
+
+/// Why a call to a peer failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    #[error("cannot connect to {addr}: {source}")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("talking to {addr}: {source}")]
+    Io { addr: String, source: std::io::Error },
+    #[error("{addr} answered with the wrong response kind")]
+    Mismatch { addr: String },
+}
+
+async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io::Result<()> {
+    let payload = postcard::to_stdvec(value).map_err(std::io::Error::other)?;
+    if payload.len() > FRAME_BYTES_MAX {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over the limit"));
+    }
+    let mut frame = Vec::with_capacity(payload.len() + 4);
+    frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&payload);
+    stream.write_all(&frame).await
+}
+
+async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+    let length = match stream.read_u32().await {
+        Ok(length) => length as usize,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if length > FRAME_BYTES_MAX {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame of {length} bytes")));
+    }
+    let mut payload = Vec::with_capacity(length.min(1 << 20));
+    (&mut *stream).take(length as u64).read_to_end(&mut payload).await?;
+    if payload.len() != length {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    postcard::from_bytes(&payload).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Serves the metadata protocol until `stop` turns true.
+pub(super) async fn serve(listener: TcpListener, node: RaftNode, mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let (mut stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "metadata accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let node = node.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let read = tokio::select! {
+                    read = read_frame::<Request>(&mut stream) => read,
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                let request = match read {
+                    Ok(Some(request)) => request,
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "closing metadata connection");
+                        return;
+                    }
+                };
+                let response = match request {
+                    Request::AppendEntries(r) => Response::AppendEntries(node.raft.append_entries(r).await),
+                    Request::Vote(r) => Response::Vote(node.raft.vote(r).await),
+                    Request::InstallSnapshot(r) => Response::InstallSnapshot(node.raft.install_snapshot(r).await),
+                    Request::Propose(command) => Response::Propose(node.propose_as_leader(command).await),
+                    Request::Status => Response::Status(node.status()),
+                };
+                if write_frame(&mut stream, &response).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// One connection to a peer, opened lazily and dropped on any error.
+#[derive(Debug)]
+pub(crate) struct PeerClient {
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+impl PeerClient {
+    pub(crate) fn new(addr: String) -> Self {
+        Self { addr, stream: None }
+    }
+
+    pub(crate) async fn call(&mut self, request: &Request, timeout: Duration) -> Result<Response, CallError> {
+        let addr = self.addr.clone();
+        let io = |source| CallError::Io { addr: addr.clone(), source };
+        if self.stream.is_none() {
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+                .await
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))
+                .and_then(|r| r)
+                .map_err(|source| CallError::Connect { addr: self.addr.clone(), source })?;
+            let _ = stream.set_nodelay(true);
+            self.stream = Some(stream);
+        }
+        let Some(stream) = self.stream.as_mut() else { unreachable!("connected above") };
+        let exchange = async {
+            write_frame(stream, request).await?;
+            read_frame::<Response>(stream).await?.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => {
+                self.stream = None;
+                Err(io(e))
+            }
+            Err(_) => {
+                self.stream = None;
+                Err(io(std::io::ErrorKind::TimedOut.into()))
+            }
+        }
+    }
+}
+
+/// Sends a proposal to the node at `addr` (the leader, as far as we know).
+pub(crate) async fn forward_proposal(addr: &str, command: &Command) -> Result<ProposeReply, CallError> {
+    let mut client = PeerClient::new(addr.to_owned());
+    match client.call(&Request::Propose(command.clone()), FORWARD_TIMEOUT).await? {
+        Response::Propose(reply) => Ok(reply),
+        _ => Err(CallError::Mismatch { addr: addr.to_owned() }),
+    }
+}
+
+/// Asks the node at `addr` for its cluster status.
+pub async fn fetch_status(addr: &str) -> Result<ClusterStatus, String> {
+    let mut client = PeerClient::new(addr.to_owned());
+    match client.call(&Request::Status, Duration::from_secs(5)).await.map_err(|e| e.to_string())? {
+        Response::Status(status) => Ok(status),
+        _ => Err(format!("{addr} answered with the wrong response kind")),
+    }
+}
+
+/// Creates peer connections for openraft.
+#[derive(Debug)]
+pub(super) struct Network;
+
+/// openraft's handle on one peer.
+#[derive(Debug)]
+pub(super) struct PeerConnection {
+    target: NodeId,
+    client: PeerClient,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = PeerConnection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
+        PeerConnection { target, client: PeerClient::new(node.addr.clone()) }
+    }
+}
+
+fn transport_error<E: std::error::Error>(error: CallError) -> RPCError<NodeId, BasicNode, E> {
+    match &error {
+        CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&error)),
+        _ => RPCError::Network(NetworkError::new(&error)),
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerConnection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.client.call(&Request::AppendEntries(rpc), option.hard_ttl()).await.map_err(transport_error)? {
+            Response::AppendEntries(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
+            _ => Err(transport_error(CallError::Mismatch { addr: self.client.addr.clone() })),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
+    {
+        match self.client.call(&Request::InstallSnapshot(rpc), option.hard_ttl()).await.map_err(transport_error)? {
+            Response::InstallSnapshot(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
+            _ => Err(transport_error(CallError::Mismatch { addr: self.client.addr.clone() })),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.client.call(&Request::Vote(rpc), option.hard_ttl()).await.map_err(transport_error)? {
+            Response::Vote(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
+            _ => Err(transport_error(CallError::Mismatch { addr: self.client.addr.clone() })),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The Raft state machine: committed commands applied to [`State`], and snapshots of it.
+//!
+//! A snapshot is the postcard-encoded [`SnapshotBody`] (state, last applied log id, membership).
+//! The current one is kept in `raft-snapshot` as `crc32c: u32 LE | postcard((meta, body))`,
+//! written to a temporary name, fsynced and renamed. On open the state is restored from it, and
+//! openraft re-applies the committed entries after it from the log.
+
+use std::fs::{self, File};
+use std::io::{self, Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageError,
+    StorageIOError, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Mutex, watch};
+
+use super::{CommandResponse, NodeId, TypeConfig};
+use crate::state::State;
+
+const SNAPSHOT_FILE: &str = "raft-snapshot";
+
+/// A snapshot's metadata and its encoded [`SnapshotBody`].
+type StoredSnapshot = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotBody {
+    state: State,
+    last_applied: Option<LogId<NodeId>>,
+    last_membership: StoredMembership<NodeId, BasicNode>,
+}
+
+#[derive(Debug, Default)]
+struct Applied {
+    last_applied: Option<LogId<NodeId>>,
+    last_membership: StoredMembership<NodeId, BasicNode>,
+    current_snapshot: Option<StoredSnapshot>,
+}
+
+/// The state machine; clones share everything (the snapshot builder is a clone).
+#[derive(Clone, Debug)]
+pub(super) struct StateMachine {
+    dir: PathBuf,
+    state: Arc<RwLock<State>>,
+    applied: Arc<Mutex<Applied>>,
+    applied_index: Arc<watch::Sender<u64>>,
+}
+
+fn write_snapshot_file(dir: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, body: &[u8]) -> io::Result<()> {
+    let payload = postcard::to_stdvec(&(meta, body)).map_err(io::Error::other)?;
+    let path = dir.join(SNAPSHOT_FILE);
+    let tmp = path.with_extension("tmp");
+    let mut file = File::create(&tmp)?;
+    file.write_all(&crc32c::crc32c(&payload).to_le_bytes())?;
+    file.write_all(&payload)?;
+    file.sync_all()?;
+    fs::rename(&tmp, &path)?;
+    File::open(dir)?.sync_all()
+}
+
+fn read_snapshot_file(dir: &Path) -> io::Result<Option<StoredSnapshot>> {
+    let bytes = match fs::read(dir.join(SNAPSHOT_FILE)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let corrupt = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("raft snapshot: {why}"));
+    let (crc, payload) = bytes.split_first_chunk::<4>().ok_or_else(|| corrupt("truncated"))?;
+    if crc32c::crc32c(payload) != u32::from_le_bytes(*crc) {
+        return Err(corrupt("checksum mismatch"));
+    }
+    postcard::from_bytes(payload).map(Some).map_err(|e| corrupt(&e.to_string()))
+}
+
+impl StateMachine {
+    /// Restores the state from the snapshot in `dir`, if any.
+    pub(super) fn open(dir: &Path) -> io::Result<(Self, Arc<RwLock<State>>, watch::Receiver<u64>)> {
+        let mut applied = Applied::default();
+        let mut state = State::default();
+        if let Some((meta, body)) = read_snapshot_file(dir)? {
+            let decoded: SnapshotBody = postcard::from_bytes(&body)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("raft snapshot body: {e}")))?;
+            state = decoded.state;
+            applied.last_applied = decoded.last_applied;
+            applied.last_membership = decoded.last_membership;
+            applied.current_snapshot = Some((meta, body));
+        }
+        let index = applied.last_applied.map_or(0, |l| l.index);
+        let (applied_index, applied_rx) = watch::channel(index);
+        let state = Arc::new(RwLock::new(state));
+        let machine = Self {
+            dir: dir.to_owned(),
+            state: state.clone(),
+            applied: Arc::new(Mutex::new(applied)),
+            applied_index: Arc::new(applied_index),
+        };
+        Ok((machine, state, applied_rx))
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        // Hold the applied lock so no entry is applied between copying the state and its log id.
+        let mut applied = self.applied.lock().await;
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let body = SnapshotBody {
+            state,
+            last_applied: applied.last_applied,
+            last_membership: applied.last_membership.clone(),
+        };
+        let bytes = postcard::to_stdvec(&body).map_err(|e| StorageIOError::read_state_machine(&e))?;
+        let meta = SnapshotMeta {
+            last_log_id: applied.last_applied,
+            last_membership: applied.last_membership.clone(),
+            snapshot_id: format!(
+                "{}-{}",
+                applied.last_applied.map_or(0, |l| l.leader_id.term),
+                applied.last_applied.map_or(0, |l| l.index)
+            ),
+        };
+        write_snapshot_file(&self.dir, &meta, &bytes)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        applied.current_snapshot = Some((meta.clone(), bytes.clone()));
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>> {
+        let applied = self.applied.lock().await;
+        Ok((applied.last_applied, applied.last_membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<CommandResponse>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut applied = self.applied.lock().await;
+        let mut responses = Vec::new();
+        {
+            let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+            for entry in entries {
+                applied.last_applied = Some(entry.log_id);
+                responses.push(match entry.payload {
+                    EntryPayload::Blank => CommandResponse::default(),
+                    EntryPayload::Normal(command) => CommandResponse(state.apply(entry.log_id.index, command)),
+                    EntryPayload::Membership(membership) => {
+                        applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
+                        CommandResponse::default()
+                    }
+                });
+            }
+        }
+        if let Some(last) = applied.last_applied {
+            self.applied_index.send_replace(last.index);
+        }
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let bytes = snapshot.into_inner();
+        let body: SnapshotBody =
+            postcard::from_bytes(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        write_snapshot_file(&self.dir, meta, &bytes)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        let mut applied = self.applied.lock().await;
+        *self.state.write().unwrap_or_else(|p| p.into_inner()) = body.state;
+        applied.last_applied = meta.last_log_id;
+        applied.last_membership = meta.last_membership.clone();
+        applied.current_snapshot = Some((meta.clone(), bytes));
+        self.applied_index.send_replace(meta.last_log_id.map_or(0, |l| l.index));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        let applied = self.applied.lock().await;
+        Ok(applied
+            .current_snapshot
+            .clone()
+            .map(|(meta, bytes)| Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) }))
+    }
+}
