@@ -29,10 +29,10 @@ pub(crate) struct DevArgs {
     /// Address given to Kafka clients in Metadata responses (default: the Kafka listener's).
     #[arg(long)]
     pub(crate) advertised_addr: Option<String>,
-    /// HTTP listener: /healthz, /readyz, /metrics.
+    /// HTTP listener: /healthz, /readyz, /metrics, /v1/cluster.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) http_addr: SocketAddr,
-    /// Metadata service listener: cluster status as JSON at /v1/status.
+    /// Metadata protocol listener (Raft between metadata nodes, proposals, status).
     #[arg(long, default_value = "127.0.0.1:9093")]
     pub(crate) metadata_addr: SocketAddr,
     /// Object store URL: file:///dir, s3://bucket/prefix or memory:// (default: file://DATA_DIR/objects).

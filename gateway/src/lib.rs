@@ -1,5 +1,5 @@
-//! Floe's HTTP endpoints (axum): liveness, readiness and Prometheus metrics on `--http-addr`,
-//! and the metadata node's status on `--metadata-addr`.
+//! Floe's HTTP endpoints (axum) on `--http-addr`: liveness, readiness, Prometheus metrics and
+//! the metadata cluster's status.
 
 mod error;
 mod routes;
@@ -8,24 +8,16 @@ use std::sync::Arc;
 
 use axum::Router;
 use floe_agent::Agent;
-use floe_metadata::MetadataNode;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// Serves `/healthz`, `/readyz` and `/metrics` until `stop` turns true.
 pub async fn serve_http(agent: Arc<Agent>, listener: TcpListener, stop: watch::Receiver<bool>) -> std::io::Result<()> {
-    let app =
-        Router::new().merge(routes::health::router(agent)).merge(routes::metrics::router()).fallback(error::not_found);
-    serve(listener, app, stop).await
-}
-
-/// Serves the metadata node's status at `/v1/status` until `stop` turns true.
-pub async fn serve_metadata(
-    metadata: MetadataNode,
-    listener: TcpListener,
-    stop: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    let app = routes::status::router(metadata).fallback(error::not_found);
+    let app = Router::new()
+        .merge(routes::status::router(agent.metadata.clone()))
+        .merge(routes::health::router(agent))
+        .merge(routes::metrics::router())
+        .fallback(error::not_found);
     serve(listener, app, stop).await
 }
 

@@ -1,6 +1,6 @@
 //! Floe's metadata service: the deterministic state machine that orders everything (topics,
-//! offsets, the offset index), the durable journal and snapshots it is recovered from, and the
-//! in-process node that serves proposals and reads.
+//! offsets, the offset index), replicated with Raft (openraft) by metadata nodes that keep the log
+//! and snapshots on local disk, and serve proposals and reads.
 //!
 //! The state machine ([`State::apply`]) is pure: it reads no clock, draws no random numbers and
 //! does no I/O. Anything time- or randomness-dependent is stamped into the [`Command`] by the
@@ -8,13 +8,11 @@
 
 pub mod command;
 pub mod config;
-pub mod journal;
 pub mod limits;
 pub mod node;
 pub mod raft;
-pub mod snapshot;
 pub mod state;
 
 pub use command::{BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit};
-pub use node::{MetadataNode, NodeError};
+pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use state::{IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId, validate_topic_name};

@@ -1,29 +1,22 @@
-//! A metadata node in one process: owns the [`State`], its journal and snapshots, and serves
-//! proposals and reads to the agent.
+//! A metadata node: one voter of the Raft-replicated metadata service, serving proposals and
+//! reads to the agent in its process and the metadata protocol to its peers.
 //!
-//! Proposals from all callers queue on one channel; a single writer thread drains what is queued,
-//! appends it to the journal with one fsync (group commit), then applies each command in order
-//! and answers. A proposal is answered only after its entry is durable, so an acknowledged change
-//! survives `kill -9`. Readers take a shared lock for short, allocation-light lookups.
+//! The Raft log and vote are durable on local disk (fsync before acknowledging); the state
+//! machine applies committed commands to [`State`] and snapshots it so the log can be purged. A
+//! proposal made on a follower is forwarded to the leader. `floe dev` runs a one-node cluster.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, watch};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::command::{Command, CommandError, Outcome};
-use crate::journal::{Journal, encode_command};
-use crate::snapshot;
+use crate::raft::{NodeId, TypeConfig, log_store, network, state_machine};
 use crate::state::State;
-
-/// Proposals waiting for the writer. Bounded so that a stalled disk pushes back on agents.
-const PROPOSAL_QUEUE_MAX: usize = 4096;
-/// Entries written with one fsync at most.
-const GROUP_COMMIT_MAX: usize = 1024;
-/// Entries after which the writer snapshots and starts a new journal file.
-const SNAPSHOT_EVERY_ENTRIES: u64 = 100_000;
-/// Journal bytes after which the writer snapshots, whatever the entry count.
-const SNAPSHOT_EVERY_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Why a proposal did not produce an outcome.
 #[derive(Debug, thiserror::Error)]
@@ -31,76 +24,191 @@ pub enum NodeError {
     /// The state machine rejected the command; nothing changed.
     #[error(transparent)]
     Rejected(#[from] CommandError),
-    /// The node cannot make the entry durable now; the caller may retry.
+    /// No quorum committed the command in time. It may still commit later: the caller may retry
+    /// (commands whose effect must happen once carry their own idempotency key).
     #[error("metadata unavailable: {0}")]
     Unavailable(String),
 }
 
-struct Proposal {
-    command: Command,
-    reply: oneshot::Sender<Result<Outcome, NodeError>>,
-}
+/// How long a proposal keeps retrying (leader elections, forwarding) before it is answered as
+/// unavailable.
+const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
+/// Pause between attempts while no leader is known.
+const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
-/// Handle to the metadata node; cheap to clone.
+/// Where a node keeps its data and how it reaches its peers.
 #[derive(Clone, Debug)]
-pub struct MetadataNode {
-    state: Arc<RwLock<State>>,
-    proposals: mpsc::Sender<Proposal>,
-    applied: watch::Receiver<u64>,
+pub struct MetadataNodeConfig {
+    pub node_id: NodeId,
+    /// Address the metadata protocol listens on (and that peers use to reach this node).
+    pub listen_addr: String,
+    pub data_dir: PathBuf,
+    /// Every voter of the cluster, this node included: id → address. Used on first start only.
+    pub peers: BTreeMap<NodeId, String>,
 }
 
-impl std::fmt::Debug for Proposal {
+/// The protocol server's stop signal and task.
+type ServerHandle = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
+
+/// A running replicated metadata node; cheap to clone.
+#[derive(Clone)]
+pub struct MetadataNode {
+    pub(crate) raft: openraft::Raft<TypeConfig>,
+    state: Arc<RwLock<State>>,
+    applied: watch::Receiver<u64>,
+    node_id: NodeId,
+    /// Stops the protocol server; [`MetadataNode::shutdown`] waits for it to release its port.
+    server: Arc<std::sync::Mutex<Option<ServerHandle>>>,
+}
+
+impl std::fmt::Debug for MetadataNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Proposal").field("command", &self.command).finish_non_exhaustive()
+        f.debug_struct("MetadataNode").field("node_id", &self.node_id).finish_non_exhaustive()
     }
 }
+
+/// A snapshot of the node's Raft view, for status endpoints and `floe admin cluster`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub node_id: NodeId,
+    pub leader: Option<NodeId>,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    pub voters: Vec<NodeId>,
+    pub members: BTreeMap<NodeId, String>,
+}
+
+fn raft_config(voter_count: usize) -> std::io::Result<openraft::Config> {
+    // Generous for loaded 2-core machines: the heartbeat is also the append RPC timeout. A single
+    // voter has nobody to wait for, so it elects itself quickly (`floe dev` starts in well under a
+    // second).
+    let (heartbeat_interval, election_timeout_min, election_timeout_max) =
+        if voter_count <= 1 { (50, 150, 300) } else { (150, 800, 1600) };
+    openraft::Config {
+        cluster_name: "floe-metadata".into(),
+        heartbeat_interval,
+        election_timeout_min,
+        election_timeout_max,
+        install_snapshot_timeout: 10_000,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(10_000),
+        max_in_snapshot_log_to_keep: 1_000,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests;
 
 impl MetadataNode {
-    /// Recovers state from `dir` (snapshot, then journal replay) and starts the writer thread.
-    pub fn open(dir: &Path) -> std::io::Result<Self> {
-        let mut state = snapshot::load(dir)?;
-        let (journal, entries) = Journal::open(dir, state.applied_index)?;
-        let replayed = entries.len();
-        for (index, command) in entries {
-            // Outcomes were returned when the entries were first applied; replay only rebuilds state.
-            let _ = state.apply(index, command);
-        }
-        tracing::info!(dir = %dir.display(), applied_index = state.applied_index, replayed, "metadata state recovered");
-        let (applied_tx, applied) = watch::channel(state.applied_index);
-        let state = Arc::new(RwLock::new(state));
-        let (proposals, queue) = mpsc::channel(PROPOSAL_QUEUE_MAX);
-        let writer = Writer {
-            dir: dir.to_owned(),
-            state: state.clone(),
-            journal,
-            applied: applied_tx,
-            entries_since_snapshot: replayed as u64,
-        };
-        std::thread::Builder::new().name("metadata-writer".into()).spawn(move || writer.run(queue))?;
-        Ok(Self { state, proposals, applied })
-    }
-
-    /// Makes `command` durable, applies it and returns its outcome.
-    pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
-        let (reply, answer) = oneshot::channel();
-        self.proposals
-            .send(Proposal { command, reply })
+    /// Opens the node's log and snapshot, starts Raft and the protocol server, and forms the
+    /// cluster on first start (every node is given the same voter set, which is safe).
+    pub async fn start(config: MetadataNodeConfig) -> std::io::Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let log_store = log_store::FileLogStore::open(&config.data_dir.join("raft-log"))?;
+        let (state_machine, state, applied) = state_machine::StateMachine::open(&config.data_dir)?;
+        let raft_config = Arc::new(raft_config(config.peers.len())?);
+        let raft = openraft::Raft::new(config.node_id, raft_config, network::Network, log_store, state_machine)
             .await
-            .map_err(|_| NodeError::Unavailable("metadata writer stopped".into()))?;
-        answer.await.map_err(|_| NodeError::Unavailable("metadata writer stopped".into()))?
+            .map_err(std::io::Error::other)?;
+        let listener = tokio::net::TcpListener::bind(&config.listen_addr).await?;
+        let node = Self { raft, state, applied, node_id: config.node_id, server: Default::default() };
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
+        *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
+        let members: BTreeMap<NodeId, BasicNode> =
+            config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
+        if !node.raft.is_initialized().await.map_err(std::io::Error::other)? {
+            match node.raft.initialize(members).await {
+                Ok(()) => tracing::info!(node_id = config.node_id, "metadata cluster formed"),
+                // Another node's initialization reached us first: fine, same voter set.
+                Err(e) => tracing::info!(error = %e, "metadata cluster already initialized"),
+            }
+        }
+        Ok(node)
     }
 
-    /// A read-only view of the state. Hold it briefly: the writer waits while it is held.
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// Replicates `command` through the leader (forwarding if this node is not it), and returns
+    /// its outcome once applied. Retries while no leader is known, up to [`PROPOSE_DEADLINE`].
+    pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
+        let deadline = Instant::now() + PROPOSE_DEADLINE;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            // Without a quorum a leader's write never commits; give up at the deadline. The entry
+            // may still commit later, so callers treat Unavailable as "outcome unknown".
+            let written = tokio::time::timeout(remaining, self.raft.client_write(command.clone()))
+                .await
+                .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))?;
+            let leader = match written {
+                Ok(response) => return response.data.0.map_err(NodeError::Rejected),
+                Err(e) => match e.forward_to_leader() {
+                    Some(forward) => forward.leader_node.clone(),
+                    None => return Err(NodeError::Unavailable(e.to_string())),
+                },
+            };
+            if let Some(leader) = leader {
+                match network::forward_proposal(&leader.addr, &command).await {
+                    Ok(network::ProposeReply::Applied(response)) => return response.0.map_err(NodeError::Rejected),
+                    Ok(network::ProposeReply::NotLeader) | Err(_) => {}
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(NodeError::Unavailable("no metadata leader within the deadline".into()));
+            }
+            tokio::time::sleep(PROPOSE_RETRY_PAUSE).await;
+        }
+    }
+
+    /// Applies `command` only if this node is the leader (the server side of forwarding).
+    pub(crate) async fn propose_as_leader(&self, command: Command) -> network::ProposeReply {
+        match self.raft.client_write(command).await {
+            Ok(response) => network::ProposeReply::Applied(response.data),
+            Err(_) => network::ProposeReply::NotLeader,
+        }
+    }
+
+    /// This node's applied state. Hold the guard briefly.
     pub fn read(&self) -> RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Watches the applied index: changes after every applied group of entries.
+    /// Watches the index of the last applied entry.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.applied.clone()
     }
 
-    /// Proposes `InitCluster` if this state has never been initialized.
+    pub fn status(&self) -> ClusterStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        ClusterStatus {
+            node_id: self.node_id,
+            leader: m.current_leader,
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            applied_index: m.last_applied.map(|l| l.index),
+            voters: membership.voter_ids().collect(),
+            members: membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect(),
+        }
+    }
+
+    /// Waits until this node sees a leader, up to `timeout`.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Result<NodeId, NodeError> {
+        let metrics = self
+            .raft
+            .wait(Some(timeout))
+            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .await
+            .map_err(|e| NodeError::Unavailable(e.to_string()))?;
+        metrics.current_leader.ok_or_else(|| NodeError::Unavailable("no leader".into()))
+    }
+
+    /// Proposes `InitCluster` if the replicated state has never been initialized.
     pub async fn ensure_initialized(&self) -> Result<(), NodeError> {
         if !self.read().cluster_id.is_empty() {
             return Ok(());
@@ -111,70 +219,17 @@ impl MetadataNode {
             Err(e) => Err(e),
         }
     }
-}
 
-struct Writer {
-    dir: PathBuf,
-    state: Arc<RwLock<State>>,
-    journal: Journal,
-    applied: watch::Sender<u64>,
-    entries_since_snapshot: u64,
-}
-
-impl Writer {
-    /// Runs until every [`MetadataNode`] handle is dropped, or the disk fails.
-    fn run(mut self, mut queue: mpsc::Receiver<Proposal>) {
-        let mut batch = Vec::with_capacity(GROUP_COMMIT_MAX);
-        while queue.blocking_recv_many(&mut batch, GROUP_COMMIT_MAX) > 0 {
-            if let Err(e) = self.commit(&mut batch) {
-                tracing::error!(error = %e, "metadata journal write failed; refusing further proposals");
-                for proposal in batch.drain(..) {
-                    let _ = proposal.reply.send(Err(NodeError::Unavailable(e.to_string())));
-                }
-                // An fsync failure leaves the file in an unknown state: stop rather than guess.
-                return;
-            }
+    /// Stops the protocol server and Raft. Connections already open are closed as they next
+    /// read a request.
+    pub async fn shutdown(&self) {
+        let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((stop, handle)) = server {
+            let _ = stop.send(true);
+            let _ = handle.await;
+        }
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
         }
     }
-
-    fn commit(&mut self, batch: &mut Vec<Proposal>) -> std::io::Result<()> {
-        let first_index = self.state.read().unwrap_or_else(|p| p.into_inner()).applied_index + 1;
-        let mut encoded = Vec::with_capacity(batch.len());
-        let mut accepted = Vec::with_capacity(batch.len());
-        for proposal in batch.drain(..) {
-            match encode_command(&proposal.command) {
-                Ok(payload) => {
-                    encoded.push((first_index + encoded.len() as u64, payload));
-                    accepted.push(proposal);
-                }
-                Err(e) => {
-                    let _ = proposal.reply.send(Err(NodeError::Rejected(CommandError::InvalidCommit(e.to_string()))));
-                }
-            }
-        }
-        if encoded.is_empty() {
-            return Ok(());
-        }
-        self.journal.append(&encoded)?;
-        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        for ((index, _), proposal) in encoded.iter().zip(accepted) {
-            let outcome = state.apply(*index, proposal.command).map_err(NodeError::Rejected);
-            let _ = proposal.reply.send(outcome);
-        }
-        let applied_index = state.applied_index;
-        drop(state);
-        self.applied.send_replace(applied_index);
-        self.entries_since_snapshot += encoded.len() as u64;
-        if self.entries_since_snapshot >= SNAPSHOT_EVERY_ENTRIES || self.journal.bytes() >= SNAPSHOT_EVERY_BYTES {
-            let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-            snapshot::write(&self.dir, &state)?;
-            self.journal.rotate(state.applied_index + 1)?;
-            self.entries_since_snapshot = 0;
-            tracing::info!(applied_index = state.applied_index, "metadata snapshot written");
-        }
-        Ok(())
-    }
 }
-
-#[cfg(test)]
-mod tests;

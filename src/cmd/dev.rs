@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use floe_agent::{Agent, AgentConfig, FlushConfig};
-use floe_metadata::MetadataNode;
+use floe_metadata::{MetadataNode, MetadataNodeConfig};
 use floe_storage::{ObjectStoreConfig, SegmentStore};
 use tokio::net::TcpListener;
 
@@ -18,7 +18,17 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         None => format!("file://{}", data_dir.join("objects").display()),
     };
     let store = SegmentStore::open(&ObjectStoreConfig { url: url.clone(), s3_endpoint: args.s3_endpoint.clone() })?;
-    let metadata = MetadataNode::open(&data_dir.join("metadata")).context("opening metadata")?;
+    // A one-voter metadata cluster; its protocol listens on --metadata-addr.
+    let metadata_addr = args.metadata_addr.to_string();
+    let metadata = MetadataNode::start(MetadataNodeConfig {
+        node_id: 1,
+        listen_addr: metadata_addr.clone(),
+        data_dir: data_dir.join("metadata"),
+        peers: [(1, metadata_addr)].into_iter().collect(),
+    })
+    .await
+    .with_context(|| format!("starting the metadata node on {}", args.metadata_addr))?;
+    metadata.wait_for_leader(Duration::from_secs(10)).await?;
     metadata.ensure_initialized().await?;
 
     if args.num_partitions < 1 {
@@ -34,9 +44,6 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     };
     let http =
         TcpListener::bind(args.http_addr).await.with_context(|| format!("binding HTTP listener {}", args.http_addr))?;
-    let metadata_listener = TcpListener::bind(args.metadata_addr)
-        .await
-        .with_context(|| format!("binding metadata listener {}", args.metadata_addr))?;
     let kafka = TcpListener::bind(args.kafka_addr)
         .await
         .with_context(|| format!("binding Kafka listener {}", args.kafka_addr))?;
@@ -64,8 +71,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let agent = Agent::start(config, metadata.clone(), store);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, stopped.clone()));
-    tokio::spawn(floe_gateway::serve_http(agent.clone(), http, stopped.clone()));
-    tokio::spawn(floe_gateway::serve_metadata(metadata, metadata_listener, stopped));
+    tokio::spawn(floe_gateway::serve_http(agent.clone(), http, stopped));
     tracing::info!(kafka = %bound, http = %args.http_addr, metadata = %args.metadata_addr, object_store = %url, data_dir = %data_dir.display(), ?flush_interval, "floe dev ready");
 
     shutdown_signal().await;
@@ -73,6 +79,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let _ = stop.send(true);
     agent.shutdown().await;
     server.abort();
+    metadata.shutdown().await;
     Ok(())
 }
 

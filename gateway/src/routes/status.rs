@@ -1,4 +1,4 @@
-//! The metadata node's status: what `floe admin cluster` will show.
+//! The metadata cluster's status as this process sees it: what `floe admin cluster` shows.
 
 use axum::extract::State;
 use axum::routing::get;
@@ -6,10 +6,11 @@ use axum::{Json, Router};
 use floe_metadata::MetadataNode;
 
 pub(crate) fn router(metadata: MetadataNode) -> Router {
-    Router::new().route("/v1/status", get(status)).with_state(metadata)
+    Router::new().route("/v1/cluster", get(status)).with_state(metadata)
 }
 
 async fn status(State(metadata): State<MetadataNode>) -> Json<serde_json::Value> {
+    let raft = metadata.status();
     let state = metadata.read();
     let partition_count: usize = state.topics.values().map(|t| t.partitions.len()).sum();
     let referenced = state.objects.values().filter(|o| o.reference_count > 0).count();
@@ -20,5 +21,6 @@ async fn status(State(metadata): State<MetadataNode>) -> Json<serde_json::Value>
         "partition_count": partition_count,
         "object_count": state.objects.len(),
         "referenced_object_count": referenced,
+        "raft": raft,
     }))
 }

@@ -1,75 +1,129 @@
+//! Three metadata nodes on loopback: election, forwarding, failover, restart, convergence.
+
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::*;
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("floe-metadata-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+struct Cluster {
+    root: PathBuf,
+    peers: BTreeMap<NodeId, String>,
+    nodes: BTreeMap<NodeId, MetadataNode>,
+}
+
+impl Cluster {
+    async fn start(size: u64) -> Self {
+        let root = std::env::temp_dir().join(format!("floe-raft-{}", uuid::Uuid::new_v4().simple()));
+        let peers: BTreeMap<NodeId, String> = (1..=size).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
+        let mut cluster = Self { root, peers, nodes: BTreeMap::new() };
+        for id in 1..=size {
+            cluster.start_node(id).await;
+        }
+        cluster
+    }
+
+    async fn start_node(&mut self, id: NodeId) {
+        let config = MetadataNodeConfig {
+            node_id: id,
+            listen_addr: self.peers[&id].clone(),
+            data_dir: self.root.join(format!("node-{id}")),
+            peers: self.peers.clone(),
+        };
+        self.nodes.insert(id, MetadataNode::start(config).await.expect("node starts"));
+    }
+
+    /// Waits until a running node sees a leader other than `not`.
+    async fn leader_other_than(&self, not: Option<NodeId>) -> NodeId {
+        let any = self.nodes.values().next().expect("a node");
+        let metrics = any
+            .raft
+            .wait(Some(Duration::from_secs(20)))
+            .metrics(|m| m.current_leader.is_some() && m.current_leader != not, "a new leader")
+            .await
+            .expect("a leader is elected");
+        metrics.current_leader.expect("checked above")
+    }
+
+    async fn leader(&self) -> NodeId {
+        self.leader_other_than(None).await
+    }
+
+    /// Waits until every running node has applied at least `index`.
+    async fn converge(&self, index: u64) {
+        for node in self.nodes.values() {
+            let mut applied = node.subscribe();
+            tokio::time::timeout(Duration::from_secs(20), applied.wait_for(|i| *i >= index))
+                .await
+                .expect("node catches up in time")
+                .expect("watch open");
+        }
+    }
 }
 
 fn create(name: &str) -> Command {
     Command::CreateTopic {
         name: name.into(),
         topic_id: uuid::Uuid::new_v4(),
-        partition_count: 2,
+        partition_count: 1,
         configs: BTreeMap::new(),
     }
 }
 
-#[tokio::test]
-async fn state_survives_reopen_and_torn_tails() {
-    let dir = temp_dir();
-    let node = MetadataNode::open(&dir).expect("open");
-    node.ensure_initialized().await.expect("init");
-    let cluster_id = node.read().cluster_id.clone();
-    for i in 0..10 {
-        node.propose(create(&format!("t{i}"))).await.expect("create");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_replicate_forward_and_fail_over() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    let follower = *cluster.nodes.keys().find(|id| **id != leader).expect("a follower");
+
+    // A proposal on a follower is forwarded to the leader and answered with the real outcome.
+    cluster.nodes[&follower].ensure_initialized().await.expect("init");
+    cluster.nodes[&follower].propose(create("a")).await.expect("forwarded create");
+    let duplicate = cluster.nodes[&follower].propose(create("a")).await;
+    assert!(matches!(duplicate, Err(NodeError::Rejected(CommandError::TopicExists(_)))), "{duplicate:?}");
+
+    // Kill the leader: the others elect a new one and keep accepting proposals.
+    cluster.nodes.remove(&leader).expect("leader running").shutdown().await;
+    let new_leader = cluster.leader_other_than(Some(leader)).await;
+    for i in 0..20 {
+        cluster.nodes[&new_leader].propose(create(&format!("t{i}"))).await.expect("create after failover");
     }
-    assert!(matches!(node.propose(create("t3")).await, Err(NodeError::Rejected(CommandError::TopicExists(_)))));
-    let before = node.read().clone();
-    drop(node);
 
-    // Append garbage, as a crash mid-write would leave it: it is cut off on open.
-    let journal = std::fs::read_dir(&dir)
-        .expect("dir")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "log"))
-        .expect("journal exists");
-    let mut bytes = std::fs::read(&journal).expect("read");
-    bytes.extend_from_slice(&[9, 0, 0, 0, 1, 2, 3]);
-    std::fs::write(&journal, bytes).expect("write");
-
-    let node = MetadataNode::open(&dir).expect("reopen");
-    assert_eq!(*node.read(), before);
-    assert_eq!(node.read().cluster_id, cluster_id);
-    node.propose(create("after")).await.expect("appends after the cut");
-    let after = node.read().clone();
-    drop(node);
-    let node = MetadataNode::open(&dir).expect("reopen again");
-    assert_eq!(*node.read(), after);
-    let _ = std::fs::remove_dir_all(dir);
+    // The old leader comes back from its disk and catches up; all states are equal.
+    cluster.start_node(leader).await;
+    let index = *cluster.nodes[&new_leader].subscribe().borrow();
+    cluster.converge(index).await;
+    let states: Vec<State> = cluster.nodes.values().map(|n| n.read().clone()).collect();
+    assert!(states.windows(2).all(|w| w[0] == w[1]), "replicas diverged");
+    assert_eq!(states[0].topics.len(), 21);
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
 }
 
-#[test]
-fn snapshot_then_journal_replay_restores_state() {
-    let dir = temp_dir();
-    let mut state = State::default();
-    state.apply(1, Command::InitCluster { cluster_id: "c".into() }).expect("init");
-    state.apply(2, create("a")).expect("create");
-    snapshot::write(&dir, &state).expect("snapshot");
-    let (mut journal, entries) = Journal::open(&dir, state.applied_index).expect("journal");
-    assert!(entries.is_empty());
-    let command = create("b");
-    journal.append(&[(3, encode_command(&command).expect("encode"))]).expect("append");
-    state.apply(3, command).expect("create b");
-
-    let mut restored = snapshot::load(&dir).expect("load");
-    let (_, entries) = Journal::open(&dir, restored.applied_index).expect("journal");
-    for (index, command) in entries {
-        restored.apply(index, command).expect("replay");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_quorum_proposals_fail_and_nothing_is_applied() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    cluster.nodes[&leader].ensure_initialized().await.expect("init");
+    let survivor = leader;
+    let others: Vec<NodeId> = cluster.nodes.keys().copied().filter(|id| *id != survivor).collect();
+    for id in others {
+        cluster.nodes.remove(&id).expect("running").shutdown().await;
     }
-    assert_eq!(restored, state);
-    let _ = std::fs::remove_dir_all(dir);
+    let before = cluster.nodes[&survivor].read().clone();
+    let result = tokio::time::timeout(PROPOSE_DEADLINE * 2, cluster.nodes[&survivor].propose(create("lost"))).await;
+    assert!(
+        matches!(result, Ok(Err(NodeError::Unavailable(_)))),
+        "without quorum: retriable error in time, got {result:?}"
+    );
+    assert_eq!(before.topics, cluster.nodes[&survivor].read().topics, "nothing applied without quorum");
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
 }

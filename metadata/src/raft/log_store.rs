@@ -76,7 +76,7 @@ struct LogFile {
 
 /// The Raft log store. Clones share one file; openraft's replication tasks read through clones.
 #[derive(Clone, Debug)]
-pub(super) struct FileLogStore {
+pub(crate) struct FileLogStore {
     inner: Arc<Mutex<LogFile>>,
 }
 
@@ -119,7 +119,7 @@ fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64)> {
 }
 
 impl FileLogStore {
-    pub(super) fn open(path: &Path) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let (records, valid) = read_records(path)?;
         let mut contents = LogContents::default();
         for record in records {

@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{ClusterStatus, CommandResponse, NodeId, RaftNode, TypeConfig};
+use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
+use crate::node::{ClusterStatus, MetadataNode};
 
 /// Largest frame either side accepts: a snapshot chunk (3 MiB by default) or a large commit.
 pub const FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
@@ -97,7 +98,7 @@ async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Res
 }
 
 /// Serves the metadata protocol until `stop` turns true.
-pub(super) async fn serve(listener: TcpListener, node: RaftNode, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -206,11 +207,11 @@ pub async fn fetch_status(addr: &str) -> Result<ClusterStatus, String> {
 
 /// Creates peer connections for openraft.
 #[derive(Debug)]
-pub(super) struct Network;
+pub(crate) struct Network;
 
 /// openraft's handle on one peer.
 #[derive(Debug)]
-pub(super) struct PeerConnection {
+pub(crate) struct PeerConnection {
     target: NodeId,
     client: PeerClient,
 }

@@ -42,7 +42,7 @@ struct Applied {
 
 /// The state machine; clones share everything (the snapshot builder is a clone).
 #[derive(Clone, Debug)]
-pub(super) struct StateMachine {
+pub(crate) struct StateMachine {
     dir: PathBuf,
     state: Arc<RwLock<State>>,
     applied: Arc<Mutex<Applied>>,
@@ -77,7 +77,7 @@ fn read_snapshot_file(dir: &Path) -> io::Result<Option<StoredSnapshot>> {
 
 impl StateMachine {
     /// Restores the state from the snapshot in `dir`, if any.
-    pub(super) fn open(dir: &Path) -> io::Result<(Self, Arc<RwLock<State>>, watch::Receiver<u64>)> {
+    pub(crate) fn open(dir: &Path) -> io::Result<(Self, Arc<RwLock<State>>, watch::Receiver<u64>)> {
         let mut applied = Applied::default();
         let mut state = State::default();
         if let Some((meta, body)) = read_snapshot_file(dir)? {
