@@ -16,13 +16,90 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run one metadata node and one agent in one process, on a local directory.
     Dev(DevArgs),
+    /// Run one node of a replicated metadata cluster (1, 3 or 5 nodes).
+    Metadata(MetadataArgs),
+    /// Run a stateless agent against a metadata cluster.
+    Agent(AgentArgs),
+    /// Inspect a running cluster.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct MetadataArgs {
+    /// This node's id, as listed in --peers.
+    #[arg(long)]
+    pub(crate) node_id: u64,
+    /// Metadata protocol listener; peers and agents connect here.
+    #[arg(long, default_value = "127.0.0.1:9093")]
+    pub(crate) metadata_addr: String,
+    /// Directory for the Raft log and snapshots.
+    #[arg(long, default_value = "./floe-metadata")]
+    pub(crate) data_dir: PathBuf,
+    /// Every voter of the cluster, this node included: ID=HOST:PORT,... (used to form the
+    /// cluster on first start; a restarted node rejoins with what its log says).
+    #[arg(long, value_parser = parse_peer, value_delimiter = ',', required = true)]
+    pub(crate) peers: Vec<(u64, String)>,
+}
+
+fn parse_peer(text: &str) -> Result<(u64, String), String> {
+    let (id, addr) = text.split_once('=').ok_or_else(|| format!("{text:?}: expected ID=HOST:PORT"))?;
+    let id = id.parse::<u64>().map_err(|e| format!("{text:?}: node id: {e}"))?;
+    if id == 0 {
+        return Err(format!("{text:?}: node ids start at 1"));
+    }
+    if !addr.contains(':') {
+        return Err(format!("{text:?}: expected ID=HOST:PORT"));
+    }
+    Ok((id, addr.to_owned()))
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AdminCommand {
+    /// Show the metadata cluster: leader, term, members, applied index (JSON).
+    Cluster {
+        /// Any metadata node's address.
+        #[arg(long, default_value = "127.0.0.1:9093")]
+        metadata: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct DevArgs {
-    /// Directory for metadata (journal, snapshots) and, by default, objects.
+    /// Directory for metadata (Raft log, snapshots) and, by default, objects.
     #[arg(long, default_value = "./floe-data")]
     pub(crate) data_dir: PathBuf,
+    /// Metadata protocol listener (Raft between metadata nodes, proposals, change streams).
+    #[arg(long, default_value = "127.0.0.1:9093")]
+    pub(crate) metadata_addr: SocketAddr,
+    /// Object store URL: file:///dir, s3://bucket/prefix or memory:// (default: file://DATA_DIR/objects).
+    #[arg(long)]
+    pub(crate) object_store: Option<String>,
+    #[command(flatten)]
+    pub(crate) agent: AgentOptions,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AgentArgs {
+    /// Metadata nodes to mirror from and propose to: HOST:PORT[,HOST:PORT...].
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub(crate) metadata: Vec<String>,
+    /// Object store URL: file:///dir, s3://bucket/prefix or memory://.
+    #[arg(long)]
+    pub(crate) object_store: String,
+    /// Directory for the local hot tier (reserved: the chunk cache is in memory for now).
+    #[arg(long)]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// Availability zone of this agent (reported as its rack).
+    #[arg(long)]
+    pub(crate) zone: Option<String>,
+    #[command(flatten)]
+    pub(crate) agent: AgentOptions,
+}
+
+/// Options of the agent, shared by `floe dev` and `floe agent`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AgentOptions {
     /// Kafka listener.
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub(crate) kafka_addr: SocketAddr,
@@ -32,12 +109,6 @@ pub(crate) struct DevArgs {
     /// HTTP listener: /healthz, /readyz, /metrics, /v1/cluster.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) http_addr: SocketAddr,
-    /// Metadata protocol listener (Raft between metadata nodes, proposals, status).
-    #[arg(long, default_value = "127.0.0.1:9093")]
-    pub(crate) metadata_addr: SocketAddr,
-    /// Object store URL: file:///dir, s3://bucket/prefix or memory:// (default: file://DATA_DIR/objects).
-    #[arg(long)]
-    pub(crate) object_store: Option<String>,
     /// Endpoint of an S3-compatible server for s3:// URLs (credentials from AWS_* variables).
     #[arg(long)]
     pub(crate) s3_endpoint: Option<String>,

@@ -25,5 +25,8 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         cli::Command::Dev(args) => runtime.block_on(cmd::dev::run(args)),
+        cli::Command::Metadata(args) => runtime.block_on(cmd::metadata::run(args)),
+        cli::Command::Agent(args) => runtime.block_on(cmd::agent::run(args)),
+        cli::Command::Admin(command) => runtime.block_on(cmd::admin::run(command)),
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_metadata::MetadataNode;
+use floe_metadata::Metadata;
 use floe_storage::{ChunkCache, SegmentStore};
 
 use crate::produce::FlushBuffer;
@@ -42,7 +42,7 @@ pub struct AgentConfig {
 #[derive(Debug)]
 pub struct Agent {
     pub config: AgentConfig,
-    pub metadata: MetadataNode,
+    pub metadata: Metadata,
     pub store: SegmentStore,
     pub cache: Arc<ChunkCache>,
     pub buffer: FlushBuffer,
@@ -50,7 +50,7 @@ pub struct Agent {
 
 impl Agent {
     /// Builds the agent and starts its flush pipeline. Must run inside a Tokio runtime.
-    pub fn start(config: AgentConfig, metadata: MetadataNode, store: SegmentStore) -> Arc<Self> {
+    pub fn start(config: AgentConfig, metadata: Metadata, store: SegmentStore) -> Arc<Self> {
         let cache = Arc::new(ChunkCache::new(config.cache_bytes));
         let buffer = FlushBuffer::start(config.flush.clone(), metadata.clone(), store.clone(), cache.clone());
         Arc::new(Self { config, metadata, store, cache, buffer })

@@ -6,13 +6,17 @@
 //! does no I/O. Anything time- or randomness-dependent is stamped into the [`Command`] by the
 //! proposer, so every replica that applies the same log reaches the same state.
 
+pub mod client;
 pub mod command;
 pub mod config;
+pub mod handle;
 pub mod limits;
 pub mod node;
 pub mod raft;
 pub mod state;
 
+pub use client::RemoteMetadata;
 pub use command::{BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit};
+pub use handle::Metadata;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use state::{IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId, validate_topic_name};

@@ -55,6 +55,7 @@ type ServerHandle = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
 pub struct MetadataNode {
     pub(crate) raft: openraft::Raft<TypeConfig>,
     state: Arc<RwLock<State>>,
+    changes: tokio::sync::broadcast::Sender<crate::raft::state_machine::Change>,
     applied: watch::Receiver<u64>,
     node_id: NodeId,
     /// Stops the protocol server; [`MetadataNode::shutdown`] waits for it to release its port.
@@ -109,12 +110,13 @@ impl MetadataNode {
         std::fs::create_dir_all(&config.data_dir)?;
         let log_store = log_store::FileLogStore::open(&config.data_dir.join("raft-log"))?;
         let (state_machine, state, applied) = state_machine::StateMachine::open(&config.data_dir)?;
+        let changes = state_machine.changes();
         let raft_config = Arc::new(raft_config(config.peers.len())?);
         let raft = openraft::Raft::new(config.node_id, raft_config, network::Network, log_store, state_machine)
             .await
             .map_err(std::io::Error::other)?;
         let listener = tokio::net::TcpListener::bind(&config.listen_addr).await?;
-        let node = Self { raft, state, applied, node_id: config.node_id, server: Default::default() };
+        let node = Self { raft, state, changes, applied, node_id: config.node_id, server: Default::default() };
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
@@ -137,6 +139,11 @@ impl MetadataNode {
     /// Replicates `command` through the leader (forwarding if this node is not it), and returns
     /// its outcome once applied. Retries while no leader is known, up to [`PROPOSE_DEADLINE`].
     pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
+        self.propose_indexed(command).await.map(|(outcome, _)| outcome)
+    }
+
+    /// Like [`MetadataNode::propose`], also returning the log index the command was applied at.
+    pub async fn propose_indexed(&self, command: Command) -> Result<(Outcome, u64), NodeError> {
         let deadline = Instant::now() + PROPOSE_DEADLINE;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -146,7 +153,9 @@ impl MetadataNode {
                 .await
                 .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))?;
             let leader = match written {
-                Ok(response) => return response.data.0.map_err(NodeError::Rejected),
+                Ok(response) => {
+                    return response.data.0.map(|o| (o, response.log_id.index)).map_err(NodeError::Rejected);
+                }
                 Err(e) => match e.forward_to_leader() {
                     Some(forward) => forward.leader_node.clone(),
                     None => return Err(NodeError::Unavailable(e.to_string())),
@@ -154,7 +163,9 @@ impl MetadataNode {
             };
             if let Some(leader) = leader {
                 match network::forward_proposal(&leader.addr, &command).await {
-                    Ok(network::ProposeReply::Applied(response)) => return response.0.map_err(NodeError::Rejected),
+                    Ok(network::ProposeReply::Applied(response, index)) => {
+                        return response.0.map(|o| (o, index)).map_err(NodeError::Rejected);
+                    }
                     Ok(network::ProposeReply::NotLeader) | Err(_) => {}
                 }
             }
@@ -168,7 +179,7 @@ impl MetadataNode {
     /// Applies `command` only if this node is the leader (the server side of forwarding).
     pub(crate) async fn propose_as_leader(&self, command: Command) -> network::ProposeReply {
         match self.raft.client_write(command).await {
-            Ok(response) => network::ProposeReply::Applied(response.data),
+            Ok(response) => network::ProposeReply::Applied(response.data, response.log_id.index),
             Err(_) => network::ProposeReply::NotLeader,
         }
     }
@@ -176,6 +187,11 @@ impl MetadataNode {
     /// This node's applied state. Hold the guard briefly.
     pub fn read(&self) -> RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every command applied from now on, in order (for agents' state mirrors).
+    pub(crate) fn changes(&self) -> tokio::sync::broadcast::Receiver<crate::raft::state_machine::Change> {
+        self.changes.subscribe()
     }
 
     /// Watches the index of the last applied entry.

@@ -13,9 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::BytesMut;
-use floe_metadata::{
-    BatchSummary, ChunkCommit, Command, CommandError, MetadataNode, NodeError, Outcome, SegmentCommit,
-};
+use floe_metadata::{BatchSummary, ChunkCommit, Command, CommandError, Metadata, NodeError, Outcome, SegmentCommit};
 use floe_storage::segment::ChunkStats;
 use floe_storage::{ChunkCache, ChunkRef, PutSegmentError, SegmentKey, SegmentStore, SegmentWriter, TopicPartition};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
@@ -104,7 +102,7 @@ struct FlushJob {
 
 impl FlushBuffer {
     /// Starts the flusher and committer tasks.
-    pub fn start(config: FlushConfig, metadata: MetadataNode, store: SegmentStore, cache: Arc<ChunkCache>) -> Self {
+    pub fn start(config: FlushConfig, metadata: Metadata, store: SegmentStore, cache: Arc<ChunkCache>) -> Self {
         let memory_permits = u32::try_from(config.buffer_bytes_max.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX).max(1);
         let (drained, _) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -260,7 +258,7 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
 async fn run_committer(
     shared: Arc<Shared>,
     mut jobs: mpsc::Receiver<FlushJob>,
-    metadata: MetadataNode,
+    metadata: Metadata,
     cache: Arc<ChunkCache>,
 ) {
     while let Some(job) = jobs.recv().await {

@@ -3,13 +3,13 @@
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use floe_metadata::MetadataNode;
+use floe_metadata::Metadata;
 
-pub(crate) fn router(metadata: MetadataNode) -> Router {
+pub(crate) fn router(metadata: Metadata) -> Router {
     Router::new().route("/v1/cluster", get(status)).with_state(metadata)
 }
 
-async fn status(State(metadata): State<MetadataNode>) -> Json<serde_json::Value> {
+async fn status(State(metadata): State<Metadata>) -> Json<serde_json::Value> {
     let raft = metadata.status();
     let state = metadata.read();
     let partition_count: usize = state.topics.values().map(|t| t.partitions.len()).sum();

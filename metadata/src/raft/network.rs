@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
 use crate::node::{ClusterStatus, MetadataNode};
+use crate::state::State;
 
 /// Largest frame either side accepts: a snapshot chunk (3 MiB by default) or a large commit.
 pub const FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
@@ -38,6 +39,11 @@ pub(crate) enum Request {
     /// A proposal forwarded by a follower; applied only if this node leads.
     Propose(Command),
     Status,
+    /// A proposal from an agent: forwarded to the leader by whichever node receives it.
+    ProposeAnywhere(Command),
+    /// Turns the connection into a change stream: a [`Response::StateCopy`], then a
+    /// [`Response::Change`] per applied command, and a new copy whenever the stream must resync.
+    Subscribe,
 }
 
 /// The answer to a [`Request`], variant for variant.
@@ -48,12 +54,16 @@ pub(crate) enum Response {
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     Propose(ProposeReply),
     Status(ClusterStatus),
+    /// The outcome and log index of a [`Request::ProposeAnywhere`], or why it is unknown.
+    ProposeAnywhere(Result<(CommandResponse, u64), String>),
+    StateCopy(Box<State>),
+    Change(u64, Command),
 }
 
 /// How a leader answered a forwarded proposal.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ProposeReply {
-    Applied(CommandResponse),
+    Applied(CommandResponse, u64),
     /// The node is not (or no longer) the leader; the proposer looks again.
     NotLeader,
 }
@@ -69,7 +79,7 @@ pub(crate) enum CallError {
     Mismatch { addr: String },
 }
 
-async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io::Result<()> {
+pub(crate) async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io::Result<()> {
     let payload = postcard::to_stdvec(value).map_err(std::io::Error::other)?;
     if payload.len() > FRAME_BYTES_MAX {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over the limit"));
@@ -80,7 +90,7 @@ async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io:
     stream.write_all(&frame).await
 }
 
-async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+pub(crate) async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
     let length = match stream.read_u32().await {
         Ok(length) => length as usize,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -135,12 +145,57 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                     Request::InstallSnapshot(r) => Response::InstallSnapshot(node.raft.install_snapshot(r).await),
                     Request::Propose(command) => Response::Propose(node.propose_as_leader(command).await),
                     Request::Status => Response::Status(node.status()),
+                    Request::ProposeAnywhere(command) => {
+                        Response::ProposeAnywhere(match node.propose_indexed(command).await {
+                            Ok((outcome, index)) => Ok((CommandResponse(Ok(outcome)), index)),
+                            Err(crate::NodeError::Rejected(e)) => Ok((CommandResponse(Err(e)), 0)),
+                            Err(crate::NodeError::Unavailable(e)) => Err(e),
+                        })
+                    }
+                    Request::Subscribe => {
+                        if let Err(e) = stream_changes(&mut stream, &node, &mut stop).await {
+                            tracing::debug!(%peer, error = %e, "change stream ended");
+                        }
+                        return;
+                    }
                 };
                 if write_frame(&mut stream, &response).await.is_err() {
                     return;
                 }
             }
         });
+    }
+}
+
+/// Sends a copy of the state, then every applied command after it, until the peer goes away.
+async fn stream_changes(
+    stream: &mut TcpStream,
+    node: &MetadataNode,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    use crate::raft::state_machine::Change;
+    use tokio::sync::broadcast::error::RecvError;
+    'resync: loop {
+        // Subscribe before copying, so nothing applied in between is missed; commands already in
+        // the copy are skipped by index.
+        let mut changes = node.changes();
+        let copy = node.read().clone();
+        let copied_index = copy.applied_index;
+        write_frame(stream, &Response::StateCopy(Box::new(copy))).await?;
+        loop {
+            let change = tokio::select! {
+                change = changes.recv() => change,
+                _ = stop.wait_for(|s| *s) => return Ok(()),
+            };
+            match change {
+                Ok(Change::Applied(index, command)) if index > copied_index => {
+                    write_frame(stream, &Response::Change(index, (*command).clone())).await?;
+                }
+                Ok(Change::Applied(..)) => {}
+                Ok(Change::Reset) | Err(RecvError::Lagged(_)) => continue 'resync,
+                Err(RecvError::Closed) => return Ok(()),
+            }
+        }
     }
 }
 

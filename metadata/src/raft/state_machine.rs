@@ -19,9 +19,22 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
 
 use super::{CommandResponse, NodeId, TypeConfig};
+use crate::command::Command;
 use crate::state::State;
 
 const SNAPSHOT_FILE: &str = "raft-snapshot";
+/// Applied commands buffered for slow change-stream subscribers; one that falls further behind
+/// is sent a fresh copy of the state instead.
+const CHANGES_BUFFERED_MAX: usize = 8192;
+
+/// One step of the change stream that agents mirror the state from.
+#[derive(Clone, Debug)]
+pub(crate) enum Change {
+    /// `command` was applied at log index `index`.
+    Applied(u64, Arc<Command>),
+    /// The state was replaced wholesale (a snapshot was installed): resynchronize.
+    Reset,
+}
 
 /// A snapshot's metadata and its encoded [`SnapshotBody`].
 type StoredSnapshot = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
@@ -47,6 +60,7 @@ pub(crate) struct StateMachine {
     state: Arc<RwLock<State>>,
     applied: Arc<Mutex<Applied>>,
     applied_index: Arc<watch::Sender<u64>>,
+    changes: tokio::sync::broadcast::Sender<Change>,
 }
 
 fn write_snapshot_file(dir: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, body: &[u8]) -> io::Result<()> {
@@ -76,6 +90,10 @@ fn read_snapshot_file(dir: &Path) -> io::Result<Option<StoredSnapshot>> {
 }
 
 impl StateMachine {
+    pub(crate) fn changes(&self) -> tokio::sync::broadcast::Sender<Change> {
+        self.changes.clone()
+    }
+
     /// Restores the state from the snapshot in `dir`, if any.
     pub(crate) fn open(dir: &Path) -> io::Result<(Self, Arc<RwLock<State>>, watch::Receiver<u64>)> {
         let mut applied = Applied::default();
@@ -96,6 +114,7 @@ impl StateMachine {
             state: state.clone(),
             applied: Arc::new(Mutex::new(applied)),
             applied_index: Arc::new(applied_index),
+            changes: tokio::sync::broadcast::channel(CHANGES_BUFFERED_MAX).0,
         };
         Ok((machine, state, applied_rx))
     }
@@ -151,7 +170,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 applied.last_applied = Some(entry.log_id);
                 responses.push(match entry.payload {
                     EntryPayload::Blank => CommandResponse::default(),
-                    EntryPayload::Normal(command) => CommandResponse(state.apply(entry.log_id.index, command)),
+                    EntryPayload::Normal(command) => {
+                        if self.changes.receiver_count() > 0 {
+                            let _ = self.changes.send(Change::Applied(entry.log_id.index, Arc::new(command.clone())));
+                        }
+                        CommandResponse(state.apply(entry.log_id.index, command))
+                    }
                     EntryPayload::Membership(membership) => {
                         applied.last_membership = StoredMembership::new(Some(entry.log_id), membership);
                         CommandResponse::default()
@@ -189,6 +213,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         applied.last_membership = meta.last_membership.clone();
         applied.current_snapshot = Some((meta.clone(), bytes));
         self.applied_index.send_replace(meta.last_log_id.map_or(0, |l| l.index));
+        let _ = self.changes.send(Change::Reset);
         Ok(())
     }
 

@@ -1,0 +1,153 @@
+//! How an agent in its own process reaches the metadata service: a local mirror of the state,
+//! fed by a change stream from any metadata node, and proposals sent to any node (which forwards
+//! them to the leader).
+//!
+//! The mirror applies the same commands, in the same order, with the same deterministic
+//! [`State::apply`], so it is an exact copy as of its applied index. Fetches read it without
+//! asking the metadata service; a proposal returns only once the mirror has applied it, so an
+//! agent always reads its own writes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::command::{Command, Outcome};
+use crate::node::NodeError;
+use crate::raft::network::{PeerClient, Request, Response, read_frame, write_frame};
+use crate::state::State;
+
+/// How long a proposal keeps trying nodes before it is answered as unavailable.
+const PROPOSE_DEADLINE: Duration = Duration::from_secs(15);
+/// Time one node has to answer a proposal (it may be forwarding through an election).
+const PROPOSE_CALL_TIMEOUT: Duration = Duration::from_secs(12);
+/// Pause before the mirror reconnects after losing its stream.
+const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(200);
+/// How long `connect` waits for the first copy of the state.
+const FIRST_COPY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A remote metadata service and this process's mirror of its state; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct RemoteMetadata {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    addrs: Vec<String>,
+    /// The node proposals go to first: the last one that answered.
+    preferred: AtomicUsize,
+    state: Arc<RwLock<State>>,
+    applied: watch::Sender<u64>,
+}
+
+impl RemoteMetadata {
+    /// Starts mirroring from the nodes at `addrs` and waits for the first copy of the state.
+    pub async fn connect(addrs: Vec<String>) -> Result<Self, NodeError> {
+        if addrs.is_empty() {
+            return Err(NodeError::Unavailable("no metadata addresses given".into()));
+        }
+        let (applied, mut first) = watch::channel(0);
+        let inner = Arc::new(Inner { addrs, preferred: AtomicUsize::new(0), state: Default::default(), applied });
+        let (copied, mut got_copy) = watch::channel(false);
+        tokio::spawn(mirror(inner.clone(), copied));
+        tokio::time::timeout(FIRST_COPY_TIMEOUT, got_copy.wait_for(|c| *c))
+            .await
+            .map_err(|_| NodeError::Unavailable("no metadata node sent its state in time".into()))?
+            .map_err(|_| NodeError::Unavailable("mirror stopped".into()))?;
+        first.borrow_and_update();
+        Ok(Self { inner })
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.applied.subscribe()
+    }
+
+    /// Sends `command` to a metadata node and returns its outcome once the mirror has applied it.
+    pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
+        let deadline = Instant::now() + PROPOSE_DEADLINE;
+        let count = self.inner.addrs.len();
+        let mut attempt = self.inner.preferred.load(Ordering::Relaxed);
+        let mut last_error = String::from("no metadata node answered");
+        while Instant::now() < deadline {
+            let index = attempt % count;
+            let mut client = PeerClient::new(self.inner.addrs[index].clone());
+            match client.call(&Request::ProposeAnywhere(command.clone()), PROPOSE_CALL_TIMEOUT).await {
+                Ok(Response::ProposeAnywhere(Ok((response, log_index)))) => {
+                    self.inner.preferred.store(index, Ordering::Relaxed);
+                    if response.0.is_ok() {
+                        self.wait_applied(log_index, deadline).await?;
+                    }
+                    return response.0.map_err(NodeError::Rejected);
+                }
+                Ok(Response::ProposeAnywhere(Err(e))) => last_error = e,
+                Ok(_) => last_error = "metadata node answered with the wrong response kind".into(),
+                Err(e) => last_error = e.to_string(),
+            }
+            attempt += 1;
+            if attempt % count == 0 {
+                tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
+            }
+        }
+        Err(NodeError::Unavailable(last_error))
+    }
+
+    async fn wait_applied(&self, index: u64, deadline: Instant) -> Result<(), NodeError> {
+        let mut applied = self.subscribe();
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(wait, applied.wait_for(|a| *a >= index)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(NodeError::Unavailable(format!("the local mirror did not reach index {index} in time"))),
+        }
+    }
+}
+
+/// Keeps the mirror current: subscribes to one node after another, forever (until the process
+/// exits), resynchronizing from a fresh copy whenever a stream breaks.
+async fn mirror(inner: Arc<Inner>, copied: watch::Sender<bool>) {
+    let mut next = 0usize;
+    loop {
+        let addr = inner.addrs[next % inner.addrs.len()].clone();
+        next += 1;
+        match follow(&inner, &addr, &copied).await {
+            Ok(()) => tracing::info!(%addr, "metadata change stream closed"),
+            Err(e) => tracing::info!(%addr, error = %e, "metadata change stream failed"),
+        }
+        tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
+    }
+}
+
+async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let _ = stream.set_nodelay(true);
+    write_frame(&mut stream, &Request::Subscribe).await?;
+    while let Some(response) = read_frame::<Response>(&mut stream).await? {
+        let applied_index = {
+            let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());
+            match response {
+                Response::StateCopy(copy) => *state = *copy,
+                Response::Change(index, command) if index > state.applied_index => {
+                    // Outcomes were returned to the proposer by the metadata node.
+                    let _ = state.apply(index, command);
+                }
+                Response::Change(..) => {}
+                _ => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "unexpected frame on a change stream",
+                    ));
+                }
+            }
+            state.applied_index
+        };
+        inner.applied.send_replace(applied_index);
+        copied.send_replace(true);
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! What an agent holds to reach metadata: the node in its own process (`floe dev`) or a remote
+//! cluster mirrored locally (`floe agent`). Both offer the same three things: propose, read the
+//! applied state, and watch the applied index.
+
+use std::sync::RwLockReadGuard;
+
+use tokio::sync::watch;
+
+use crate::client::RemoteMetadata;
+use crate::command::{Command, Outcome};
+use crate::node::{ClusterStatus, MetadataNode, NodeError};
+use crate::state::State;
+
+/// An agent's way to metadata; cheap to clone.
+#[derive(Clone, Debug)]
+pub enum Metadata {
+    /// A metadata node in this process.
+    Local(MetadataNode),
+    /// A metadata cluster elsewhere, with a local mirror of its state.
+    Remote(RemoteMetadata),
+}
+
+impl Metadata {
+    /// Replicates `command` and returns its outcome once this process can read its effect.
+    pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
+        match self {
+            Self::Local(node) => node.propose(command).await,
+            Self::Remote(remote) => remote.propose(command).await,
+        }
+    }
+
+    /// The applied state as this process sees it. Hold the guard briefly.
+    pub fn read(&self) -> RwLockReadGuard<'_, State> {
+        match self {
+            Self::Local(node) => node.read(),
+            Self::Remote(remote) => remote.read(),
+        }
+    }
+
+    /// Changes whenever newly applied entries are visible through [`Metadata::read`].
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        match self {
+            Self::Local(node) => node.subscribe(),
+            Self::Remote(remote) => remote.subscribe(),
+        }
+    }
+
+    /// The Raft view, when the node runs in this process.
+    pub fn status(&self) -> Option<ClusterStatus> {
+        match self {
+            Self::Local(node) => Some(node.status()),
+            Self::Remote(_) => None,
+        }
+    }
+}

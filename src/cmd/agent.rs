@@ -1,0 +1,17 @@
+//! `floe agent`: a stateless agent in its own process, mirroring a metadata cluster.
+
+use anyhow::anyhow;
+use floe_metadata::{Metadata, RemoteMetadata};
+
+use crate::cli::AgentArgs;
+
+pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.cache_dir {
+        std::fs::create_dir_all(dir)?;
+    }
+    let remote = RemoteMetadata::connect(args.metadata.clone())
+        .await
+        .map_err(|e| anyhow!("connecting to metadata {:?}: {e}", args.metadata))?;
+    tracing::info!(metadata = ?args.metadata, zone = ?args.zone, "mirroring metadata");
+    super::serve_agent::run(&args.agent, &args.object_store, Metadata::Remote(remote)).await
+}

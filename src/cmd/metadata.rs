@@ -1,0 +1,45 @@
+//! `floe metadata`: one voter of a replicated metadata cluster, in its own process.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, bail};
+use floe_metadata::{MetadataNode, MetadataNodeConfig};
+
+use crate::cli::MetadataArgs;
+
+pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
+    let peers: BTreeMap<u64, String> = args.peers.iter().cloned().collect();
+    if peers.len() != args.peers.len() {
+        bail!("--peers lists a node id twice");
+    }
+    match peers.get(&args.node_id) {
+        Some(addr) if *addr == args.metadata_addr => {}
+        Some(addr) => bail!(
+            "--peers gives node {} the address {addr}, but --metadata-addr is {}",
+            args.node_id,
+            args.metadata_addr
+        ),
+        None => bail!("--peers must include this node ({})", args.node_id),
+    }
+    let node = MetadataNode::start(MetadataNodeConfig {
+        node_id: args.node_id,
+        listen_addr: args.metadata_addr.clone(),
+        data_dir: args.data_dir.clone(),
+        peers,
+    })
+    .await
+    .with_context(|| format!("starting metadata node {} on {}", args.node_id, args.metadata_addr))?;
+    tracing::info!(node_id = args.node_id, addr = %args.metadata_addr, data_dir = %args.data_dir.display(), "metadata node running");
+    let watcher = node.clone();
+    tokio::spawn(async move {
+        // The first leader of a new cluster initializes the replicated state.
+        if watcher.wait_for_leader(std::time::Duration::from_secs(3600)).await.is_ok() {
+            if let Err(e) = watcher.ensure_initialized().await {
+                tracing::warn!(error = %e, "initializing cluster state");
+            }
+        }
+    });
+    super::serve_agent::shutdown_signal().await;
+    node.shutdown().await;
+    Ok(())
+}

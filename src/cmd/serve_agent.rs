@@ -1,0 +1,83 @@
+//! Runs an agent (Kafka and HTTP listeners, flush pipeline) until SIGTERM or Ctrl-C, then drains
+//! it: shared by `floe dev` and `floe agent`.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use floe_agent::{Agent, AgentConfig, FlushConfig};
+use floe_metadata::Metadata;
+use floe_storage::{ObjectStoreConfig, SegmentStore};
+use tokio::net::TcpListener;
+
+use crate::cli::AgentOptions;
+
+pub(crate) async fn run(options: &AgentOptions, object_store_url: &str, metadata: Metadata) -> anyhow::Result<()> {
+    let store = SegmentStore::open(&ObjectStoreConfig {
+        url: object_store_url.to_owned(),
+        s3_endpoint: options.s3_endpoint.clone(),
+    })?;
+    if options.num_partitions < 1 {
+        anyhow::bail!("--num-partitions must be at least 1");
+    }
+    let default_interval = if object_store_url.starts_with("s3://") { 250 } else { 10 };
+    let flush_interval = Duration::from_millis(options.flush_interval_ms.unwrap_or(default_interval));
+    let flush = FlushConfig {
+        flush_bytes: options.flush_bytes.max(1),
+        flush_interval,
+        buffer_bytes_max: options.buffer_bytes.unwrap_or((4 * options.flush_bytes).max(64 * 1024 * 1024)),
+        uploads_in_flight_max: 4,
+    };
+    let http = TcpListener::bind(options.http_addr)
+        .await
+        .with_context(|| format!("binding HTTP listener {}", options.http_addr))?;
+    let kafka = TcpListener::bind(options.kafka_addr)
+        .await
+        .with_context(|| format!("binding Kafka listener {}", options.kafka_addr))?;
+    let bound = kafka.local_addr()?;
+    let (advertised_host, advertised_port) = match &options.advertised_addr {
+        Some(addr) => {
+            let (host, port) = addr.rsplit_once(':').context("--advertised-addr must be HOST:PORT")?;
+            (host.to_owned(), port.parse().context("--advertised-addr port")?)
+        }
+        None if bound.ip().is_unspecified() => {
+            tracing::warn!("Kafka listener is on a wildcard address; advertising 127.0.0.1 (set --advertised-addr)");
+            ("127.0.0.1".to_owned(), bound.port())
+        }
+        None => (bound.ip().to_string(), bound.port()),
+    };
+    let config = AgentConfig {
+        node_id: options.node_id,
+        advertised_host,
+        advertised_port,
+        flush,
+        cache_bytes: options.cache_bytes,
+        auto_create_topics: options.auto_create_topics,
+        default_partition_count: options.num_partitions,
+    };
+    let agent = Agent::start(config, metadata, store);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, stopped.clone()));
+    tokio::spawn(floe_gateway::serve_http(agent.clone(), http, stopped));
+    tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: flushing buffered batches");
+    let _ = stop.send(true);
+    agent.shutdown().await;
+    server.abort();
+    Ok(())
+}
+
+pub(crate) async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
