@@ -91,7 +91,7 @@ impl RemoteMetadata {
                 Err(e) => last_error = e.to_string(),
             }
             attempt += 1;
-            if attempt % count == 0 {
+            if attempt.is_multiple_of(count) {
                 tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
             }
         }

@@ -14,6 +14,9 @@ pub const CONFIG_VALUE_BYTES_MAX: usize = 16 * 1024;
 pub const COMMIT_CHUNK_COUNT_MAX: usize = 100_000;
 /// Batches summarized per chunk in a commit.
 pub const CHUNK_BATCH_COUNT_MAX: usize = 1_000_000;
+/// Segment commits remembered by key so a retried commit is answered, not applied, again. Retries
+/// come within seconds; at a few hundred flushes per second this covers several minutes.
+pub const RECENT_COMMITS_MAX: usize = 65_536;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.
 pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
 

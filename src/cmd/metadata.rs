@@ -33,10 +33,10 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
     let watcher = node.clone();
     tokio::spawn(async move {
         // The first leader of a new cluster initializes the replicated state.
-        if watcher.wait_for_leader(std::time::Duration::from_secs(3600)).await.is_ok() {
-            if let Err(e) = watcher.ensure_initialized().await {
-                tracing::warn!(error = %e, "initializing cluster state");
-            }
+        if watcher.wait_for_leader(std::time::Duration::from_secs(3600)).await.is_ok()
+            && let Err(e) = watcher.ensure_initialized().await
+        {
+            tracing::warn!(error = %e, "initializing cluster state");
         }
     });
     super::serve_agent::shutdown_signal().await;

@@ -38,6 +38,11 @@ pub struct State {
     /// Dynamic broker configs set for the whole cluster; they override agents' static settings
     /// and supply topic defaults through each topic config's broker synonym.
     pub broker_configs: BTreeMap<String, String>,
+    /// Outcomes of the most recent segment commits by object key, oldest first in
+    /// `recent_commit_keys`: a commit retried after a lost answer (leader change, timeout) gets
+    /// the original offsets instead of being sequenced twice.
+    pub recent_commits: BTreeMap<String, Vec<crate::command::CommittedChunk>>,
+    pub recent_commit_keys: VecDeque<String>,
 }
 
 /// A topic: its partitions and its explicitly set configs (defaults are not stored).

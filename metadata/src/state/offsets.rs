@@ -2,7 +2,7 @@
 
 use super::{IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
 use crate::command::{CommandError, Outcome, SegmentCommit};
-use crate::limits::{CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX};
+use crate::limits::{CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, RECENT_COMMITS_MAX};
 
 /// Checks a commit as a whole before anything changes.
 fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
@@ -36,6 +36,10 @@ impl State {
 
     pub(super) fn commit_segment(&mut self, commit: SegmentCommit) -> Result<Outcome, CommandError> {
         validate_commit(&commit)?;
+        if let Some(chunks) = self.recent_commits.get(&commit.key) {
+            return Ok(Outcome::SegmentCommitted { chunks: chunks.clone() });
+        }
+        let key = commit.key.clone();
         let object_id = self.next_object_id;
         let mut reference_count = 0u64;
         let mut results = Vec::with_capacity(commit.chunks.len());
@@ -71,7 +75,19 @@ impl State {
             );
             self.next_object_id += 1;
         }
+        self.remember_commit(key, results.clone());
         Ok(Outcome::SegmentCommitted { chunks: results })
+    }
+
+    fn remember_commit(&mut self, key: String, chunks: Vec<crate::command::CommittedChunk>) {
+        self.recent_commits.insert(key.clone(), chunks);
+        self.recent_commit_keys.push_back(key);
+        while self.recent_commit_keys.len() > RECENT_COMMITS_MAX {
+            if let Some(old) = self.recent_commit_keys.pop_front() {
+                self.recent_commits.remove(&old);
+            }
+        }
+        assert_eq!(self.recent_commits.len(), self.recent_commit_keys.len(), "keys are never reused");
     }
 
     pub(super) fn delete_records(

@@ -243,3 +243,15 @@ fn broker_configs_are_checked_and_feed_topic_defaults() {
     assert_eq!(state.effective_topic_config(topic, "retention.ms"), Some("1000"));
     assert_eq!(state.effective_topic_config(topic, "cleanup.policy"), None);
 }
+
+#[test]
+fn a_retried_commit_gets_its_original_offsets() {
+    let (state, outcomes) = run(vec![
+        create("a", 0, 1),
+        commit("o1", &[(0, 0, &[2])]),
+        commit("o2", &[(0, 0, &[3])]),
+        commit("o1", &[(0, 0, &[2])]),
+    ]);
+    assert_eq!(outcomes[3], outcomes[1], "the retry is answered with the first outcome");
+    assert_eq!(state.partition(topic_id(0), 0).map(|p| p.next_offset), Some(5), "and sequenced nothing");
+}

@@ -1,0 +1,238 @@
+"""A real cluster: 3 `floe metadata` processes and 2 `floe agent` processes on loopback.
+
+Producers write unique values through both agents with acks=all while the metadata leader is
+SIGKILLed (and restarted) repeatedly and an agent is SIGKILLed and restarted; afterwards every
+acknowledged record is present exactly once at its acknowledged offset and offsets are
+contiguous. With two of three metadata nodes down nothing is acknowledged, and service resumes
+by itself when they return."""
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from conftest import consume_confluent, create_topic, free_port, port_open, unique_name, wait_until
+
+FLOE_BIN = os.environ.get("FLOE_BIN", "/var/tmp/floe-target/debug/floe")
+PARTITIONS = 4
+
+
+class Proc:
+    """One floe process with its log file; can be SIGKILLed and started again."""
+
+    def __init__(self, name, args, log_dir):
+        self.name, self.args, self.log = name, args, os.path.join(log_dir, f"{name}.log")
+        self.p = None
+
+    def start(self):
+        with open(self.log, "a") as log:
+            log.write(f"===== start at {time.strftime('%H:%M:%S')}: {' '.join(self.args)}\n")
+        self.p = subprocess.Popen([FLOE_BIN, *self.args], stdout=subprocess.DEVNULL, stderr=open(self.log, "a"))
+
+    def kill(self):
+        if self.p and self.p.poll() is None:
+            self.p.send_signal(signal.SIGKILL)
+            self.p.wait(10)
+
+    def alive(self):
+        return self.p is not None and self.p.poll() is None
+
+    def tail(self, n=30):
+        try:
+            return "".join(open(self.log).readlines()[-n:])
+        except OSError:
+            return ""
+
+
+class Cluster:
+    def __init__(self, tmp):
+        self.tmp = str(tmp)
+        self.meta_ports = {i: free_port() for i in (1, 2, 3)}
+        peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
+        self.meta = {
+            i: Proc(f"metadata{i}", ["metadata", "--node-id", str(i), "--metadata-addr", f"127.0.0.1:{p}",
+                                    "--data-dir", os.path.join(self.tmp, f"m{i}"), "--peers", peers], self.tmp)
+            for i, p in self.meta_ports.items()
+        }
+        addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
+        self.kafka_ports = {a: free_port() for a in (1, 2)}
+        self.agents = {
+            a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
+                                  "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{free_port()}",
+                                  "--node-id", str(a), "--cache-dir", os.path.join(self.tmp, f"cache{a}")], self.tmp)
+            for a, kp in self.kafka_ports.items()
+        }
+
+    def bootstrap(self, a):
+        return f"127.0.0.1:{self.kafka_ports[a]}"
+
+    def start(self):
+        for m in self.meta.values():
+            m.start()
+        for a, agent in self.agents.items():
+            agent.start()
+        for a in self.agents:
+            wait_until(lambda a=a: port_open(self.kafka_ports[a]), 30, f"agent {a} listening")
+
+    def status(self, node):
+        out = subprocess.run([FLOE_BIN, "admin", "cluster", "--metadata", f"127.0.0.1:{self.meta_ports[node]}"],
+                             capture_output=True, text=True, timeout=10)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def leader(self, exclude=()):
+        found = []
+
+        def ask():
+            for i, m in self.meta.items():
+                if i in exclude or not m.alive():
+                    continue
+                s = self.status(i)
+                if s and s["leader"] and s["leader"] not in exclude and self.meta[s["leader"]].alive():
+                    found.append(s["leader"])
+                    return True
+            return False
+
+        wait_until(ask, 30, "a metadata leader")
+        return found[-1]
+
+    def stop(self):
+        for p in [*self.agents.values(), *self.meta.values()]:
+            p.kill()
+
+    def logs(self):
+        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in [*self.meta.values(), *self.agents.values()])
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    c.start()
+    yield c
+    c.stop()
+
+
+def _producer(bootstrap):
+    from confluent_kafka import Producer
+    return Producer({
+        "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
+        "message.send.max.retries": 0,  # an acknowledged value was written exactly once
+        "linger.ms": 5, "message.timeout.ms": 20000, "request.timeout.ms": 15000,
+        "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
+    })
+
+
+@pytest.mark.timeout(420)
+def test_acknowledged_records_survive_leader_and_agent_kills(cluster):
+    topic = unique_name("cluster")
+    create_topic(cluster.bootstrap(1), topic, PARTITIONS)
+    acked, failed, sent = {}, [], set()
+    stop = threading.Event()
+    errors = []
+
+    def produce_through(a):
+        try:
+            p = _producer(cluster.bootstrap(a))
+
+            def cb(err, msg):
+                if err is None:
+                    acked[msg.value()] = (msg.partition(), msg.offset())
+                else:
+                    failed.append(msg.value())
+
+            seq = 0
+            while not stop.is_set():
+                if len(p) > 2000:
+                    p.poll(0.05)
+                    continue
+                for _ in range(10):
+                    v = f"a{a}-{seq:08d}".encode()
+                    try:
+                        p.produce(topic, value=v, partition=seq % PARTITIONS, on_delivery=cb)
+                    except BufferError:
+                        break
+                    sent.add(v)
+                    seq += 1
+                p.poll(0.01)
+            if p.flush(60):
+                errors.append(AssertionError(f"agent {a} producer: messages without a delivery report"))
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=produce_through, args=(a,), daemon=True) for a in (1, 2)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(2)
+        for round_ in range(3):
+            leader = cluster.leader()
+            cluster.meta[leader].kill()
+            print(f"round {round_}: killed metadata leader {leader} with {len(acked)} acked")
+            cluster.leader(exclude=(leader,))
+            time.sleep(1.5)
+            cluster.meta[leader].start()
+            time.sleep(1.5)
+        cluster.agents[2].kill()
+        print(f"killed agent 2 with {len(acked)} acked")
+        time.sleep(1)
+        cluster.agents[2].start()
+        wait_until(lambda: port_open(cluster.kafka_ports[2]), 30, "agent 2 back")
+        time.sleep(3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(90)
+    assert not errors, f"producer failed: {errors[0]!r}\n{cluster.logs()}"
+
+    got = consume_confluent(cluster.bootstrap(1), topic, PARTITIONS, timeout=180)
+    where = defaultdict(list)
+    for p, msgs in got.items():
+        offs = [m[0] for m in msgs]
+        assert offs == list(range(len(offs))), f"partition {p}: offsets are not contiguous from 0"
+        for off, _k, v, _h, _ts in msgs:
+            where[v].append((p, off))
+    print(f"sent {len(sent)}, acked {len(acked)}, failed {len(failed)}, read {sum(len(m) for m in got.values())}")
+    assert len(acked) >= 500, f"only {len(acked)} acknowledged; the test proves little\n{cluster.logs()}"
+    assert not [v for v in where if v not in sent], "records that were never produced"
+    dups = {v: w for v, w in where.items() if len(w) > 1}
+    assert not dups, f"{len(dups)} values stored twice, e.g. {list(dups.items())[:3]}"
+    lost = [v for v in acked if v not in where]
+    assert not lost, f"{len(lost)} ACKNOWLEDGED records lost, e.g. {lost[:5]}"
+    moved = [(v, at, where[v][0]) for v, at in acked.items() if where[v][0] != at]
+    assert not moved, f"{len(moved)} acknowledged records at another offset, e.g. {moved[:3]}"
+
+
+@pytest.mark.timeout(240)
+def test_no_quorum_acknowledges_nothing_and_service_resumes(cluster):
+    from confluent_kafka import Producer
+    topic = unique_name("quorum")
+    create_topic(cluster.bootstrap(1), topic, 1)
+    leader = cluster.leader()
+    down = [i for i in cluster.meta if i != leader][:2]
+    for i in down:
+        cluster.meta[i].kill()
+    results = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap(1), "acks": "all", "message.send.max.retries": 0,
+                  "message.timeout.ms": 20000})
+    for i in range(5):
+        p.produce(topic, value=f"no-quorum-{i}".encode(), partition=0, on_delivery=lambda e, m: results.append(e))
+    p.flush(40)
+    assert len(results) == 5 and all(e is not None for e in results), f"acknowledged without quorum: {results}"
+
+    for i in down:
+        cluster.meta[i].start()
+    ok = []
+    deadline = time.monotonic() + 60
+    while not ok and time.monotonic() < deadline:
+        res = []
+        p.produce(topic, value=b"after-quorum", partition=0, on_delivery=lambda e, m: res.append(e))
+        p.flush(30)
+        ok = [e for e in res if e is None]
+    assert ok, f"service did not resume after the metadata nodes returned\n{cluster.logs()}"
+    got = consume_confluent(cluster.bootstrap(2), topic, 1, timeout=60)
+    values = [m[2] for m in got[0]]
+    assert b"after-quorum" in values
