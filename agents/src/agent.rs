@@ -36,6 +36,8 @@ pub struct AgentConfig {
     pub auto_create_topics: bool,
     /// Kafka's `num.partitions`: partitions of auto-created topics and of CreateTopics with -1.
     pub default_partition_count: i32,
+    /// Availability zone, reported as the broker's rack.
+    pub zone: Option<String>,
 }
 
 /// Shared state of a running agent. Cheap to share behind an `Arc`.
@@ -53,7 +55,19 @@ impl Agent {
     pub fn start(config: AgentConfig, metadata: Metadata, store: SegmentStore) -> Arc<Self> {
         let cache = Arc::new(ChunkCache::new(config.cache_bytes));
         let buffer = FlushBuffer::start(config.flush.clone(), metadata.clone(), store.clone(), cache.clone());
-        Arc::new(Self { config, metadata, store, cache, buffer })
+        let agent = Arc::new(Self { config, metadata, store, cache, buffer });
+        tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
+        agent
+    }
+
+    /// How clients reach this agent.
+    pub fn info(&self) -> floe_metadata::AgentInfo {
+        floe_metadata::AgentInfo {
+            agent_id: self.config.node_id,
+            host: self.config.advertised_host.clone(),
+            port: self.config.advertised_port,
+            zone: self.config.zone.clone(),
+        }
     }
 
     /// Stops taking new batches and waits until every buffered batch is flushed and answered.

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod fetch;
 pub mod kafka;
 pub mod limits;
+pub mod membership;
 pub mod metrics;
 pub mod produce;
 pub mod record_batch;

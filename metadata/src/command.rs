@@ -47,6 +47,21 @@ pub enum Command {
     SetBrokerConfigs {
         configs: BTreeMap<String, String>,
     },
+    /// An agent announces itself (on start and then periodically); `now_ms` is stamped by the
+    /// agent, since the state machine reads no clock.
+    AgentHeartbeat {
+        agent: AgentInfo,
+        now_ms: i64,
+    },
+}
+
+/// How clients reach an agent, as listed in Kafka Metadata responses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub agent_id: i32,
+    pub host: String,
+    pub port: u16,
+    pub zone: Option<String>,
 }
 
 /// One uploaded segment object and the partition chunks it holds.

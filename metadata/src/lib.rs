@@ -16,7 +16,11 @@ pub mod raft;
 pub mod state;
 
 pub use client::RemoteMetadata;
-pub use command::{BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit};
+pub use command::{
+    AgentInfo, BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit,
+};
 pub use handle::Metadata;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
-pub use state::{IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId, validate_topic_name};
+pub use state::{
+    AgentRecord, IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId, validate_topic_name,
+};

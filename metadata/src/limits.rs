@@ -17,6 +17,10 @@ pub const CHUNK_BATCH_COUNT_MAX: usize = 1_000_000;
 /// Segment commits remembered by key so a retried commit is answered, not applied, again. Retries
 /// come within seconds; at a few hundred flushes per second this covers several minutes.
 pub const RECENT_COMMITS_MAX: usize = 65_536;
+/// Agents the cluster tracks.
+pub const AGENT_COUNT_MAX: usize = 10_000;
+/// An agent silent this long is forgotten (it is no longer listed as live long before that).
+pub const AGENT_FORGET_MS: i64 = 60 * 60 * 1000;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.
 pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
 

@@ -27,7 +27,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     metadata.wait_for_leader(Duration::from_secs(10)).await?;
     metadata.ensure_initialized().await?;
     tracing::info!(data_dir = %data_dir.display(), metadata = %args.metadata_addr, "floe dev ready");
-    let result = super::serve_agent::run(&args.agent, &url, Metadata::Local(metadata.clone())).await;
+    let result = super::serve_agent::run(&args.agent, &url, None, Metadata::Local(metadata.clone())).await;
     metadata.shutdown().await;
     result
 }

@@ -11,7 +11,12 @@ use tokio::net::TcpListener;
 
 use crate::cli::AgentOptions;
 
-pub(crate) async fn run(options: &AgentOptions, object_store_url: &str, metadata: Metadata) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    options: &AgentOptions,
+    object_store_url: &str,
+    zone: Option<String>,
+    metadata: Metadata,
+) -> anyhow::Result<()> {
     let store = SegmentStore::open(&ObjectStoreConfig {
         url: object_store_url.to_owned(),
         s3_endpoint: options.s3_endpoint.clone(),
@@ -53,6 +58,7 @@ pub(crate) async fn run(options: &AgentOptions, object_store_url: &str, metadata
         cache_bytes: options.cache_bytes,
         auto_create_topics: options.auto_create_topics,
         default_partition_count: options.num_partitions,
+        zone,
     };
     let agent = Agent::start(config, metadata, store);
     let (stop, stopped) = tokio::sync::watch::channel(false);

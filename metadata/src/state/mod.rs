@@ -43,6 +43,15 @@ pub struct State {
     /// the original offsets instead of being sequenced twice.
     pub recent_commits: BTreeMap<String, Vec<crate::command::CommittedChunk>>,
     pub recent_commit_keys: VecDeque<String>,
+    /// Agents that have announced themselves, with their last heartbeat time (agent clock, ms).
+    pub agents: BTreeMap<i32, AgentRecord>,
+}
+
+/// An agent as the cluster knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub info: crate::command::AgentInfo,
+    pub last_heartbeat_ms: i64,
 }
 
 /// A topic: its partitions and its explicitly set configs (defaults are not stored).
@@ -108,6 +117,7 @@ impl State {
             Command::CommitSegment(commit) => self.commit_segment(commit),
             Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
             Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
+            Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, now_ms),
         }
     }
 
@@ -131,6 +141,27 @@ impl State {
         crate::config::topic_config(topic_config)
             .and_then(|def| def.broker_synonym)
             .and_then(|synonym| self.broker_configs.get(synonym))
+    }
+
+    /// Agents whose last heartbeat is at most `session` old at `now_ms`, by id.
+    pub fn live_agents(&self, now_ms: i64, session_ms: i64) -> impl Iterator<Item = &AgentRecord> {
+        self.agents.values().filter(move |a| now_ms.saturating_sub(a.last_heartbeat_ms) <= session_ms)
+    }
+
+    fn agent_heartbeat(&mut self, agent: crate::command::AgentInfo, now_ms: i64) -> Result<Outcome, CommandError> {
+        if agent.agent_id < 0 || agent.host.is_empty() || agent.host.len() > 255 || agent.port == 0 {
+            return Err(CommandError::InvalidCommit(format!("invalid agent {agent:?}")));
+        }
+        if agent.zone.as_ref().is_some_and(|z| z.len() > 255) {
+            return Err(CommandError::InvalidCommit("zone name longer than 255 bytes".into()));
+        }
+        if !self.agents.contains_key(&agent.agent_id) && self.agents.len() >= crate::limits::AGENT_COUNT_MAX {
+            return Err(CommandError::LimitReached(format!("at most {} agents", crate::limits::AGENT_COUNT_MAX)));
+        }
+        // Forget agents silent for a long time, judged by this heartbeat's clock.
+        self.agents.retain(|_, a| now_ms.saturating_sub(a.last_heartbeat_ms) <= crate::limits::AGENT_FORGET_MS);
+        self.agents.insert(agent.agent_id, AgentRecord { info: agent, last_heartbeat_ms: now_ms });
+        Ok(Outcome::Done)
     }
 
     pub fn object_key(&self, object_id: ObjectId) -> Option<&str> {

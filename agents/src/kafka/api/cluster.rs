@@ -1,4 +1,4 @@
-//! DescribeCluster: this agent as the only broker.
+//! DescribeCluster: the live agents as brokers.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -16,13 +16,23 @@ pub(in crate::kafka) fn describe_cluster(agent: &Agent, request: DescribeCluster
             .with_error_code(code::UNSUPPORTED_ENDPOINT_TYPE)
             .with_error_message(Some(str_bytes("only broker endpoints are served")));
     }
-    let broker = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(agent.config.node_id))
-        .with_host(str_bytes(agent.config.advertised_host.clone()))
-        .with_port(i32::from(agent.config.advertised_port));
+    let (agents, cluster_id) = {
+        let state = agent.metadata.read();
+        (crate::membership::live_agents(&state, &agent.info()), state.cluster_id.clone())
+    };
+    let brokers = agents
+        .iter()
+        .map(|a| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(a.agent_id))
+                .with_host(str_bytes(a.host.clone()))
+                .with_port(i32::from(a.port))
+                .with_rack(a.zone.clone().map(str_bytes))
+        })
+        .collect();
     response
-        .with_cluster_id(str_bytes(agent.metadata.read().cluster_id.clone()))
+        .with_cluster_id(str_bytes(cluster_id))
         .with_controller_id(BrokerId(agent.config.node_id))
-        .with_brokers(vec![broker])
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(i32::MIN)
 }

@@ -8,13 +8,18 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 
 use super::super::error_code::{self, code};
 use super::str_bytes;
+use floe_metadata::AgentInfo;
+
 use crate::Agent;
 
 /// Authorized-operations value meaning "not requested / not computed".
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: MetadataRequest) -> MetadataResponse {
-    let node_id = agent.config.node_id;
+    let (agents, this) = {
+        let this = agent.info();
+        (crate::membership::live_agents(&agent.metadata.read(), &this), this)
+    };
     // v0 has no null: an empty list means every topic. From v1 an empty list means none.
     let requested = match request.topics {
         None => None,
@@ -26,7 +31,7 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Metad
     match requested {
         None => {
             let state = agent.metadata.read();
-            topics.extend(state.topics.values().map(|t| describe(node_id, t)));
+            topics.extend(state.topics.values().map(|t| describe(&agents, t)));
         }
         Some(requested) => {
             for wanted in requested {
@@ -34,8 +39,8 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Metad
                 let found = {
                     let state = agent.metadata.read();
                     match &name {
-                        Some(name) => state.topic_by_name(name).map(|t| describe(node_id, t)),
-                        None => state.topics.get(&wanted.topic_id).map(|t| describe(node_id, t)),
+                        Some(name) => state.topic_by_name(name).map(|t| describe(&agents, t)),
+                        None => state.topics.get(&wanted.topic_id).map(|t| describe(&agents, t)),
                     }
                 };
                 let topic = match (found, name) {
@@ -48,7 +53,7 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Metad
                                 let state = agent.metadata.read();
                                 state
                                     .topic_by_name(&name)
-                                    .map(|t| describe(node_id, t))
+                                    .map(|t| describe(&agents, t))
                                     .unwrap_or_else(|| missing(Some(name), code::UNKNOWN_TOPIC_OR_PARTITION))
                             }
                             Err(e) => {
@@ -71,32 +76,37 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Metad
     }
     let cluster_id = agent.metadata.read().cluster_id.clone();
     MetadataResponse::default()
-        .with_brokers(vec![broker(agent)])
+        .with_brokers(agents.iter().map(broker).collect())
         .with_cluster_id(Some(str_bytes(cluster_id)))
-        .with_controller_id(BrokerId(node_id))
+        .with_controller_id(BrokerId(this.agent_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-pub(super) fn broker(agent: &Agent) -> MetadataResponseBroker {
+fn broker(agent: &AgentInfo) -> MetadataResponseBroker {
     MetadataResponseBroker::default()
-        .with_node_id(BrokerId(agent.config.node_id))
-        .with_host(str_bytes(agent.config.advertised_host.clone()))
-        .with_port(i32::from(agent.config.advertised_port))
+        .with_node_id(BrokerId(agent.agent_id))
+        .with_host(str_bytes(agent.host.clone()))
+        .with_port(i32::from(agent.port))
+        .with_rack(agent.zone.clone().map(str_bytes))
 }
 
-fn describe(node_id: i32, topic: &floe_metadata::Topic) -> MetadataResponseTopic {
+/// A topic with each partition led (nominally) by its rendezvous-chosen agent; every agent is a
+/// replica and in sync, since every agent can serve every partition.
+fn describe(agents: &[AgentInfo], topic: &floe_metadata::Topic) -> MetadataResponseTopic {
+    let all: Vec<BrokerId> = agents.iter().map(|a| BrokerId(a.agent_id)).collect();
     let partitions = topic
         .partitions
         .iter()
         .enumerate()
         .map(|(index, p)| {
+            let leader = crate::membership::partition_leader(agents, topic.topic_id, index as i32);
             MetadataResponsePartition::default()
                 .with_partition_index(index as i32)
-                .with_leader_id(BrokerId(node_id))
+                .with_leader_id(BrokerId(leader))
                 .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(vec![BrokerId(node_id)])
-                .with_isr_nodes(vec![BrokerId(node_id)])
+                .with_replica_nodes(all.clone())
+                .with_isr_nodes(all.clone())
         })
         .collect();
     MetadataResponseTopic::default()

@@ -1,0 +1,97 @@
+//! Which agents are live, and which one Kafka clients are told leads each partition.
+//!
+//! Every agent heartbeats through the metadata service; Metadata responses list the agents heard
+//! from within [`AGENT_SESSION`]. Each partition's nominal leader is chosen among them by
+//! rendezvous hashing, so load spreads and moves little when agents come and go. Any agent still
+//! accepts writes and reads for any partition: the leader only steers clients.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use floe_metadata::{AgentInfo, AgentRecord, Command, State, TopicId};
+
+use crate::Agent;
+
+/// How often an agent announces itself.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+/// An agent not heard from for this long is not listed.
+pub const AGENT_SESSION: Duration = Duration::from_secs(10);
+
+/// Runs until the agent is dropped.
+pub(crate) async fn heartbeat(agent: Weak<Agent>) {
+    loop {
+        let Some(strong) = agent.upgrade() else { return };
+        let command = Command::AgentHeartbeat { agent: strong.info(), now_ms: now_ms() };
+        if let Err(e) = strong.metadata.propose(command).await {
+            tracing::warn!(error = %e, "agent heartbeat failed");
+        }
+        drop(strong);
+        tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The live agents, always including `this` one (it is serving the request), ordered by id.
+pub fn live_agents(state: &State, this: &AgentInfo) -> Vec<AgentInfo> {
+    let session_ms = i64::try_from(AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
+    let mut agents: Vec<AgentInfo> = state
+        .live_agents(now_ms(), session_ms)
+        .map(|r: &AgentRecord| r.info.clone())
+        .filter(|a| a.agent_id != this.agent_id)
+        .collect();
+    agents.push(this.clone());
+    agents.sort_by_key(|a| a.agent_id);
+    agents
+}
+
+/// The agent with the highest rendezvous score for this partition.
+pub fn partition_leader(agents: &[AgentInfo], topic_id: TopicId, partition: i32) -> i32 {
+    let mut key = [0u8; 20];
+    key[..16].copy_from_slice(topic_id.as_bytes());
+    key[16..20].copy_from_slice(&partition.to_be_bytes());
+    let partition_hash = u64::from(crc32c::crc32c(&key));
+    // CRC is linear, so scores are mixed with a 64-bit finalizer (MurmurHash3's fmix64) to make
+    // each agent's score independent of the others'.
+    let score = |agent_id: i32| {
+        let mut h = partition_hash ^ (u64::from(agent_id as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    };
+    agents.iter().map(|a| a.agent_id).max_by_key(|id| (score(*id), *id)).unwrap_or(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agents(ids: &[i32]) -> Vec<AgentInfo> {
+        ids.iter().map(|id| AgentInfo { agent_id: *id, host: "h".into(), port: 1, zone: None }).collect()
+    }
+
+    #[test]
+    fn leaders_spread_and_move_little_when_an_agent_leaves() {
+        let topic = uuid::Uuid::from_bytes([7; 16]);
+        let three = agents(&[1, 2, 3]);
+        let leaders: Vec<i32> = (0..300).map(|p| partition_leader(&three, topic, p)).collect();
+        for id in [1, 2, 3] {
+            let n = leaders.iter().filter(|l| **l == id).count();
+            assert!((60..=140).contains(&n), "agent {id} leads {n} of 300 partitions");
+        }
+        let two = agents(&[1, 3]);
+        for (p, before) in leaders.iter().enumerate() {
+            let after = partition_leader(&two, topic, p as i32);
+            if *before != 2 {
+                assert_eq!(after, *before, "partition {p} moved although its leader stayed");
+            }
+        }
+    }
+}
