@@ -40,6 +40,10 @@ pub(crate) struct MetadataArgs {
     /// cluster on first start; a restarted node rejoins with what its log says).
     #[arg(long, value_parser = parse_peer, value_delimiter = ',', required = true)]
     pub(crate) peers: Vec<(u64, String)>,
+    /// Join a running cluster (then add this node with `floe admin add-metadata-node`) rather than
+    /// form a new one.
+    #[arg(long)]
+    pub(crate) join: bool,
 }
 
 fn parse_peer(text: &str) -> Result<(u64, String), String> {
@@ -61,6 +65,25 @@ pub(crate) enum AdminCommand {
         /// Any metadata node's address.
         #[arg(long, default_value = "127.0.0.1:9093")]
         metadata: String,
+    },
+    /// Add a metadata node as a voter; start it first with --peers naming the current voters and itself.
+    AddMetadataNode {
+        /// Any current metadata node's address.
+        #[arg(long, default_value = "127.0.0.1:9093")]
+        metadata: String,
+        #[arg(long)]
+        node_id: u64,
+        /// The new node's --metadata-addr.
+        #[arg(long)]
+        addr: String,
+    },
+    /// Remove a metadata node from the voters.
+    RemoveMetadataNode {
+        /// Any current metadata node's address.
+        #[arg(long, default_value = "127.0.0.1:9093")]
+        metadata: String,
+        #[arg(long)]
+        node_id: u64,
     },
 }
 

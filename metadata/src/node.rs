@@ -45,6 +45,9 @@ pub struct MetadataNodeConfig {
     pub data_dir: PathBuf,
     /// Every voter of the cluster, this node included: id → address. Used on first start only.
     pub peers: BTreeMap<NodeId, String>,
+    /// Joins an existing cluster (added later with `floe admin add-metadata-node`) instead of
+    /// forming one on first start.
+    pub join: bool,
 }
 
 /// The protocol server's stop signal and task.
@@ -122,7 +125,7 @@ impl MetadataNode {
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
         let members: BTreeMap<NodeId, BasicNode> =
             config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
-        if !node.raft.is_initialized().await.map_err(std::io::Error::other)? {
+        if !config.join && !node.raft.is_initialized().await.map_err(std::io::Error::other)? {
             match node.raft.initialize(members).await {
                 Ok(()) => tracing::info!(node_id = config.node_id, "metadata cluster formed"),
                 // Another node's initialization reached us first: fine, same voter set.
@@ -238,6 +241,20 @@ impl MetadataNode {
 
     /// Stops the protocol server and Raft. Connections already open are closed as they next
     /// read a request.
+    /// Adds a voter (first as a learner, so it catches up before it counts toward quorum).
+    /// Only the leader can; others answer with an error naming the leader.
+    pub async fn add_voter(&self, node_id: NodeId, addr: String) -> Result<(), String> {
+        self.raft.add_learner(node_id, BasicNode::new(addr), true).await.map_err(|e| e.to_string())?;
+        let change = openraft::ChangeMembers::AddVoterIds([node_id].into_iter().collect());
+        self.raft.change_membership(change, false).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// Removes a voter from the cluster. Only the leader can.
+    pub async fn remove_voter(&self, node_id: NodeId) -> Result<(), String> {
+        let change = openraft::ChangeMembers::RemoveVoters([node_id].into_iter().collect());
+        self.raft.change_membership(change, false).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
     pub async fn shutdown(&self) {
         let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((stop, handle)) = server {

@@ -21,6 +21,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         listen_addr: metadata_addr.clone(),
         data_dir: data_dir.join("metadata"),
         peers: [(1, metadata_addr)].into_iter().collect(),
+        join: false,
     })
     .await
     .with_context(|| format!("starting the metadata node on {}", args.metadata_addr))?;

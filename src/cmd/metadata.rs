@@ -26,6 +26,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
         listen_addr: args.metadata_addr.clone(),
         data_dir: args.data_dir.clone(),
         peers,
+        join: args.join,
     })
     .await
     .with_context(|| format!("starting metadata node {} on {}", args.node_id, args.metadata_addr))?;

@@ -32,6 +32,7 @@ impl Cluster {
             listen_addr: self.peers[&id].clone(),
             data_dir: self.root.join(format!("node-{id}")),
             peers: self.peers.clone(),
+            join: false,
         };
         self.nodes.insert(id, MetadataNode::start(config).await.expect("node starts"));
     }
@@ -122,6 +123,43 @@ async fn without_a_quorum_proposals_fail_and_nothing_is_applied() {
         "without quorum: retriable error in time, got {result:?}"
     );
     assert_eq!(before.topics, cluster.nodes[&survivor].read().topics, "nothing applied without quorum");
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voters_are_added_and_removed_at_runtime() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    cluster.nodes[&leader].ensure_initialized().await.expect("init");
+    cluster.nodes[&leader].propose(create("before")).await.expect("create");
+
+    // Node 4 starts in join mode, is added through any node, and receives the state.
+    let addr4 = format!("127.0.0.1:{}", free_port());
+    cluster.peers.insert(4, addr4.clone());
+    let config = MetadataNodeConfig {
+        node_id: 4,
+        listen_addr: addr4.clone(),
+        data_dir: cluster.root.join("node-4"),
+        peers: cluster.peers.clone(),
+        join: true,
+    };
+    cluster.nodes.insert(4, MetadataNode::start(config).await.expect("node 4 starts"));
+    let any_addr = cluster.peers[&1].clone();
+    network::change_membership(&any_addr, Some((4, addr4)), None).await.expect("added");
+    let victim = *cluster.nodes.keys().find(|id| **id != leader && **id != 4).expect("a follower");
+    network::change_membership(&any_addr, None, Some(victim)).await.expect("removed");
+    cluster.nodes.remove(&victim).expect("running").shutdown().await;
+
+    cluster.nodes[&4].propose(create("after")).await.expect("create through the new voter");
+    let status = cluster.nodes[&4].status();
+    assert_eq!(status.voters.len(), 3);
+    assert!(status.voters.contains(&4) && !status.voters.contains(&victim), "{status:?}");
+    let index = *cluster.nodes[&leader].subscribe().borrow();
+    cluster.converge(index).await;
+    assert!(cluster.nodes[&4].read().topic_by_name("before").is_some(), "the new voter has the old state");
     for node in cluster.nodes.values() {
         node.shutdown().await;
     }

@@ -44,6 +44,10 @@ pub(crate) enum Request {
     /// Turns the connection into a change stream: a [`Response::StateCopy`], then a
     /// [`Response::Change`] per applied command, and a new copy whenever the stream must resync.
     Subscribe,
+    /// Adds a voter at the given address (leader only).
+    AddVoter(NodeId, String),
+    /// Removes a voter (leader only).
+    RemoveVoter(NodeId),
 }
 
 /// The answer to a [`Request`], variant for variant.
@@ -58,6 +62,8 @@ pub(crate) enum Response {
     ProposeAnywhere(Result<(CommandResponse, u64), String>),
     StateCopy(Box<State>),
     Change(u64, Command),
+    /// The result of a membership change.
+    Membership(Result<(), String>),
 }
 
 /// How a leader answered a forwarded proposal.
@@ -152,6 +158,8 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                             Err(crate::NodeError::Unavailable(e)) => Err(e),
                         })
                     }
+                    Request::AddVoter(id, addr) => Response::Membership(node.add_voter(id, addr).await),
+                    Request::RemoveVoter(id) => Response::Membership(node.remove_voter(id).await),
                     Request::Subscribe => {
                         if let Err(e) = stream_changes(&mut stream, &node, &mut stop).await {
                             tracing::debug!(%peer, error = %e, "change stream ended");
@@ -257,6 +265,27 @@ pub async fn fetch_status(addr: &str) -> Result<ClusterStatus, String> {
     match client.call(&Request::Status, Duration::from_secs(5)).await.map_err(|e| e.to_string())? {
         Response::Status(status) => Ok(status),
         _ => Err(format!("{addr} answered with the wrong response kind")),
+    }
+}
+
+/// Changes the voter set through the leader found from the node at `addr`.
+pub async fn change_membership(
+    addr: &str,
+    add: Option<(NodeId, String)>,
+    remove: Option<NodeId>,
+) -> Result<(), String> {
+    let status = fetch_status(addr).await?;
+    let leader = status.leader.ok_or("the cluster has no leader right now")?;
+    let leader_addr = status.members.get(&leader).ok_or("the leader is not in the member list")?.clone();
+    let request = match (add, remove) {
+        (Some((id, node_addr)), None) => Request::AddVoter(id, node_addr),
+        (None, Some(id)) => Request::RemoveVoter(id),
+        _ => return Err("give exactly one of add or remove".into()),
+    };
+    let mut client = PeerClient::new(leader_addr.clone());
+    match client.call(&request, Duration::from_secs(60)).await.map_err(|e| e.to_string())? {
+        Response::Membership(result) => result,
+        _ => Err(format!("{leader_addr} answered with the wrong response kind")),
     }
 }
 
