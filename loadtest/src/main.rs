@@ -1,6 +1,7 @@
 //! `floe-loadtest`: drives a Kafka endpoint with librdkafka (what users' clients are) and
 //! reports throughput and produce latency percentiles.
 
+mod commits;
 mod produce;
 
 use clap::Parser;
@@ -14,10 +15,13 @@ use clap::Parser;
 enum Cli {
     /// Produce fixed-size records as fast as the endpoint takes them (or at a fixed rate).
     Produce(produce::ProduceArgs),
+    /// Drive a metadata cluster with segment commits: commits/s and commit latency.
+    Commits(commits::CommitsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Produce(args) => produce::run(args),
+        Cli::Commits(args) => commits::run(args),
     }
 }

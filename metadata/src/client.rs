@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::command::{Command, Outcome};
 use crate::node::NodeError;
-use crate::raft::network::{PeerClient, Request, Response, read_frame, write_frame};
+use crate::raft::network::{ConnectionPool, Request, Response, read_frame, write_frame};
 use crate::state::State;
 
 /// How long a proposal keeps trying nodes before it is answered as unavailable.
@@ -41,6 +41,7 @@ struct Inner {
     preferred: AtomicUsize,
     state: Arc<RwLock<State>>,
     applied: watch::Sender<u64>,
+    pool: ConnectionPool,
 }
 
 impl RemoteMetadata {
@@ -50,7 +51,13 @@ impl RemoteMetadata {
             return Err(NodeError::Unavailable("no metadata addresses given".into()));
         }
         let (applied, mut first) = watch::channel(0);
-        let inner = Arc::new(Inner { addrs, preferred: AtomicUsize::new(0), state: Default::default(), applied });
+        let inner = Arc::new(Inner {
+            addrs,
+            preferred: AtomicUsize::new(0),
+            state: Default::default(),
+            applied,
+            pool: ConnectionPool::default(),
+        });
         let (copied, mut got_copy) = watch::channel(false);
         tokio::spawn(mirror(inner.clone(), copied));
         tokio::time::timeout(FIRST_COPY_TIMEOUT, got_copy.wait_for(|c| *c))
@@ -77,8 +84,8 @@ impl RemoteMetadata {
         let mut last_error = String::from("no metadata node answered");
         while Instant::now() < deadline {
             let index = attempt % count;
-            let mut client = PeerClient::new(self.inner.addrs[index].clone());
-            match client.call(&Request::ProposeAnywhere(command.clone()), PROPOSE_CALL_TIMEOUT).await {
+            let addr = &self.inner.addrs[index];
+            match self.inner.pool.call(addr, &Request::ProposeAnywhere(command.clone()), PROPOSE_CALL_TIMEOUT).await {
                 Ok(Response::ProposeAnywhere(Ok((response, log_index)))) => {
                     self.inner.preferred.store(index, Ordering::Relaxed);
                     if response.0.is_ok() {

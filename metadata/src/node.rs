@@ -59,6 +59,8 @@ pub struct MetadataNode {
     pub(crate) raft: openraft::Raft<TypeConfig>,
     state: Arc<RwLock<State>>,
     changes: tokio::sync::broadcast::Sender<crate::raft::state_machine::Change>,
+    /// Connections for forwarding proposals to the leader.
+    pool: Arc<network::ConnectionPool>,
     applied: watch::Receiver<u64>,
     node_id: NodeId,
     /// Stops the protocol server; [`MetadataNode::shutdown`] waits for it to release its port.
@@ -88,7 +90,7 @@ fn raft_config(voter_count: usize) -> std::io::Result<openraft::Config> {
     // voter has nobody to wait for, so it elects itself quickly (`floe dev` starts in well under a
     // second).
     let (heartbeat_interval, election_timeout_min, election_timeout_max) =
-        if voter_count <= 1 { (50, 150, 300) } else { (150, 800, 1600) };
+        if voter_count <= 1 { (50, 150, 300) } else { (100, 500, 1000) };
     openraft::Config {
         cluster_name: "floe-metadata".into(),
         heartbeat_interval,
@@ -119,7 +121,15 @@ impl MetadataNode {
             .await
             .map_err(std::io::Error::other)?;
         let listener = tokio::net::TcpListener::bind(&config.listen_addr).await?;
-        let node = Self { raft, state, changes, applied, node_id: config.node_id, server: Default::default() };
+        let node = Self {
+            raft,
+            state,
+            changes,
+            pool: Default::default(),
+            applied,
+            node_id: config.node_id,
+            server: Default::default(),
+        };
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
@@ -165,7 +175,7 @@ impl MetadataNode {
                 },
             };
             if let Some(leader) = leader {
-                match network::forward_proposal(&leader.addr, &command).await {
+                match network::forward_proposal(&self.pool, &leader.addr, &command).await {
                     Ok(network::ProposeReply::Applied(response, index)) => {
                         return response.0.map(|o| (o, index)).map_err(NodeError::Rejected);
                     }

@@ -250,10 +250,38 @@ impl PeerClient {
     }
 }
 
+/// Idle connections to other nodes, reused across calls so a proposal costs no TCP handshake.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionPool {
+    idle: std::sync::Mutex<std::collections::HashMap<String, Vec<PeerClient>>>,
+}
+
+/// Idle connections kept per address; more are closed when returned.
+const POOL_IDLE_PER_ADDR_MAX: usize = 64;
+
+impl ConnectionPool {
+    /// Calls `addr` on a pooled connection (or a new one); the connection is kept only if the
+    /// call succeeded.
+    pub(crate) async fn call(&self, addr: &str, request: &Request, timeout: Duration) -> Result<Response, CallError> {
+        let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).get_mut(addr).and_then(Vec::pop);
+        let mut client = pooled.unwrap_or_else(|| PeerClient::new(addr.to_owned()));
+        let response = client.call(request, timeout).await?;
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = idle.entry(addr.to_owned()).or_default();
+        if slot.len() < POOL_IDLE_PER_ADDR_MAX {
+            slot.push(client);
+        }
+        Ok(response)
+    }
+}
+
 /// Sends a proposal to the node at `addr` (the leader, as far as we know).
-pub(crate) async fn forward_proposal(addr: &str, command: &Command) -> Result<ProposeReply, CallError> {
-    let mut client = PeerClient::new(addr.to_owned());
-    match client.call(&Request::Propose(command.clone()), FORWARD_TIMEOUT).await? {
+pub(crate) async fn forward_proposal(
+    pool: &ConnectionPool,
+    addr: &str,
+    command: &Command,
+) -> Result<ProposeReply, CallError> {
+    match pool.call(addr, &Request::Propose(command.clone()), FORWARD_TIMEOUT).await? {
         Response::Propose(reply) => Ok(reply),
         _ => Err(CallError::Mismatch { addr: addr.to_owned() }),
     }
