@@ -153,7 +153,8 @@ pub(crate) struct AgentOptions {
     /// Kafka's num.partitions: partitions of auto-created topics.
     #[arg(long, default_value_t = 1)]
     pub(crate) num_partitions: i32,
-    /// Broker id of this agent in Kafka Metadata responses.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) node_id: i32,
+    /// Broker id of this agent in Kafka Metadata responses; unique per agent (default: 1 for
+    /// `floe dev`, derived from the advertised address for `floe agent`).
+    #[arg(long)]
+    pub(crate) node_id: Option<i32>,
 }

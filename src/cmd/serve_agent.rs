@@ -17,6 +17,7 @@ pub(crate) async fn run(
     zone: Option<String>,
     metadata: Metadata,
 ) -> anyhow::Result<()> {
+    let metadata_is_local = matches!(metadata, Metadata::Local(_));
     let store = SegmentStore::open(&ObjectStoreConfig {
         url: object_store_url.to_owned(),
         s3_endpoint: options.s3_endpoint.clone(),
@@ -50,8 +51,12 @@ pub(crate) async fn run(
         }
         None => (bound.ip().to_string(), bound.port()),
     };
+    // Agents of a fleet started from one template get distinct ids from their addresses.
+    let derived_id =
+        || (crc32c::crc32c(format!("{advertised_host}:{advertised_port}").as_bytes()) & 0x7fff_ffff) as i32;
+    let node_id = options.node_id.unwrap_or_else(|| if metadata_is_local { 1 } else { derived_id() });
     let config = AgentConfig {
-        node_id: options.node_id,
+        node_id,
         advertised_host,
         advertised_port,
         flush,
