@@ -47,6 +47,9 @@ pub enum Command {
     SetBrokerConfigs {
         configs: BTreeMap<String, String>,
     },
+    /// Several agents' segment commits grouped into one entry (group commit); each is applied as
+    /// [`Command::CommitSegment`] would be, in order, independently of the others.
+    CommitSegments(Vec<SegmentCommit>),
     /// An agent announces itself (on start and then periodically); `now_ms` is stamped by the
     /// agent, since the state machine reads no clock.
     AgentHeartbeat {
@@ -107,6 +110,8 @@ pub enum Outcome {
     LogStartOffset {
         offset: i64,
     },
+    /// Per commit of a [`Command::CommitSegments`], in order, what committing it alone would give.
+    SegmentsCommitted(Vec<Result<Outcome, CommandError>>),
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;

@@ -17,6 +17,8 @@ pub const CHUNK_BATCH_COUNT_MAX: usize = 1_000_000;
 /// Segment commits remembered by key so a retried commit is answered, not applied, again. Retries
 /// come within seconds; at a few hundred flushes per second this covers several minutes.
 pub const RECENT_COMMITS_MAX: usize = 65_536;
+/// Segment commits grouped into one Raft entry at most.
+pub const COMMIT_GROUP_MAX: usize = 1024;
 /// Agents the cluster tracks.
 pub const AGENT_COUNT_MAX: usize = 10_000;
 /// An agent silent this long is forgotten (it is no longer listed as live long before that).

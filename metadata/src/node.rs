@@ -19,7 +19,7 @@ use crate::raft::{NodeId, TypeConfig, log_store, network, state_machine};
 use crate::state::State;
 
 /// Why a proposal did not produce an outcome.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum NodeError {
     /// The state machine rejected the command; nothing changed.
     #[error(transparent)]
@@ -35,6 +35,49 @@ pub enum NodeError {
 const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
 /// Pause between attempts while no leader is known.
 const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Segment commits queued for grouping; past this, proposers wait.
+const COMMIT_QUEUE_MAX: usize = 4096;
+
+/// A segment commit waiting for the group committer, with where to send its result.
+type PendingCommit = (crate::command::SegmentCommit, tokio::sync::oneshot::Sender<Result<(Outcome, u64), NodeError>>);
+
+/// Group commit: while one entry is being replicated, segment commits queue up; the next entry
+/// carries all of them (up to [`COMMIT_GROUP_MAX`](crate::limits::COMMIT_GROUP_MAX)). An idle
+/// cluster writes a single commit at once, so grouping adds no latency. Runs until the node's
+/// last handle is dropped.
+async fn group_commits(node: MetadataNode, mut queue: tokio::sync::mpsc::Receiver<PendingCommit>) {
+    let mut group = Vec::new();
+    while queue.recv_many(&mut group, crate::limits::COMMIT_GROUP_MAX).await > 0 {
+        let (commits, replies): (Vec<_>, Vec<_>) = group.drain(..).unzip();
+        if commits.len() == 1 {
+            let commit = commits.into_iter().next().expect("one commit");
+            let result = node.write(Command::CommitSegment(commit)).await;
+            replies.into_iter().for_each(|reply| {
+                let _ = reply.send(result.clone());
+            });
+            continue;
+        }
+        match node.write(Command::CommitSegments(commits)).await {
+            Ok((Outcome::SegmentsCommitted(outcomes), index)) if outcomes.len() == replies.len() => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(outcome.map(|o| (o, index)).map_err(NodeError::Rejected));
+                }
+            }
+            Ok(other) => {
+                let error = NodeError::Unavailable(format!("unexpected outcome of a commit group: {other:?}"));
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+            Err(error) => {
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
 
 /// Where a node keeps its data and how it reaches its peers.
 #[derive(Clone, Debug)]
@@ -61,6 +104,8 @@ pub struct MetadataNode {
     changes: tokio::sync::broadcast::Sender<crate::raft::state_machine::Change>,
     /// Connections for forwarding proposals to the leader.
     pool: Arc<network::ConnectionPool>,
+    /// Segment commits waiting to be grouped into one entry.
+    commit_group: tokio::sync::mpsc::Sender<PendingCommit>,
     applied: watch::Receiver<u64>,
     node_id: NodeId,
     /// Stops the protocol server; [`MetadataNode::shutdown`] waits for it to release its port.
@@ -116,6 +161,7 @@ impl MetadataNode {
         let log_store = log_store::FileLogStore::open(&config.data_dir.join("raft-log"))?;
         let (state_machine, state, applied) = state_machine::StateMachine::open(&config.data_dir)?;
         let changes = state_machine.changes();
+        let (commit_group, commit_queue) = tokio::sync::mpsc::channel(COMMIT_QUEUE_MAX);
         let raft_config = Arc::new(raft_config(config.peers.len())?);
         let raft = openraft::Raft::new(config.node_id, raft_config, network::Network, log_store, state_machine)
             .await
@@ -126,10 +172,12 @@ impl MetadataNode {
             state,
             changes,
             pool: Default::default(),
+            commit_group,
             applied,
             node_id: config.node_id,
             server: Default::default(),
         };
+        tokio::spawn(group_commits(node.clone(), commit_queue));
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
@@ -156,7 +204,23 @@ impl MetadataNode {
     }
 
     /// Like [`MetadataNode::propose`], also returning the log index the command was applied at.
+    /// Segment commits go through the group committer; everything else is written directly.
     pub async fn propose_indexed(&self, command: Command) -> Result<(Outcome, u64), NodeError> {
+        match command {
+            Command::CommitSegment(commit) => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                self.commit_group
+                    .send((commit, reply))
+                    .await
+                    .map_err(|_| NodeError::Unavailable("group committer stopped".into()))?;
+                answer.await.map_err(|_| NodeError::Unavailable("group committer stopped".into()))?
+            }
+            other => self.write(other).await,
+        }
+    }
+
+    /// Replicates one command as one entry (forwarding to the leader when needed).
+    async fn write(&self, command: Command) -> Result<(Outcome, u64), NodeError> {
         let deadline = Instant::now() + PROPOSE_DEADLINE;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());

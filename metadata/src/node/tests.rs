@@ -165,3 +165,49 @@ async fn voters_are_added_and_removed_at_runtime() {
     }
     let _ = std::fs::remove_dir_all(&cluster.root);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_segment_commits_are_grouped_and_each_gets_its_offsets() {
+    use crate::command::{BatchSummary, ChunkCommit, SegmentCommit};
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    let node = cluster.nodes[&leader].clone();
+    let topic_id = match node.propose(create("g")).await.expect("create") {
+        Outcome::TopicCreated { topic_id } => topic_id,
+        other => panic!("unexpected {other:?}"),
+    };
+    let mut tasks = Vec::new();
+    for i in 0..200u32 {
+        let node = cluster.nodes[&(u64::from(i % 3) + 1)].clone();
+        tasks.push(tokio::spawn(async move {
+            let commit = SegmentCommit {
+                key: format!("segments/{i}.seg"),
+                object_bytes: 100,
+                chunks: vec![ChunkCommit {
+                    topic_id,
+                    partition: 0,
+                    byte_start: 0,
+                    byte_len: 10,
+                    crc32c: 0,
+                    batches: vec![BatchSummary { offset_count: 3, timestamp_max: 0 }],
+                }],
+            };
+            node.propose(Command::CommitSegment(commit)).await
+        }));
+    }
+    let mut bases = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(Outcome::SegmentCommitted { chunks }) => bases.push(chunks[0].clone().expect("sequenced")),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    bases.sort_unstable();
+    assert_eq!(bases, (0..200).map(|i| i * 3).collect::<Vec<i64>>(), "every commit got its own offsets");
+    let entries = node.status().last_log_index.unwrap_or(0);
+    assert!(entries < 150, "200 concurrent commits took {entries} log entries: they were not grouped");
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
+}

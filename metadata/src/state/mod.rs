@@ -118,6 +118,15 @@ impl State {
             Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
             Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
             Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, now_ms),
+            Command::CommitSegments(commits) => {
+                if commits.len() > crate::limits::COMMIT_GROUP_MAX {
+                    return Err(CommandError::InvalidCommit(format!(
+                        "more than {} grouped commits",
+                        crate::limits::COMMIT_GROUP_MAX
+                    )));
+                }
+                Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
+            }
         }
     }
 

@@ -255,3 +255,18 @@ fn a_retried_commit_gets_its_original_offsets() {
     assert_eq!(outcomes[3], outcomes[1], "the retry is answered with the first outcome");
     assert_eq!(state.partition(topic_id(0), 0).map(|p| p.next_offset), Some(5), "and sequenced nothing");
 }
+
+#[test]
+fn a_commit_group_applies_like_its_commits_one_by_one() {
+    let commits =
+        [commit("g1", &[(0, 0, &[2])]), commit("g2", &[(0, 0, &[1]), (9, 0, &[1])]), commit("g1", &[(0, 0, &[2])])];
+    let unpack = |c: &Command| match c {
+        Command::CommitSegment(c) => c.clone(),
+        _ => unreachable!("built by commit()"),
+    };
+    let (one_by_one, outcomes) = run([vec![create("a", 0, 1)], commits.to_vec()].concat());
+    let (grouped, group_outcome) =
+        run(vec![create("a", 0, 1), Command::CommitSegments(commits.iter().map(unpack).collect())]);
+    assert_eq!(group_outcome[1], Ok(Outcome::SegmentsCommitted(outcomes[1..].to_vec())));
+    assert_eq!(one_by_one.topics, grouped.topics);
+}
