@@ -50,6 +50,19 @@ pub fn live_agents(state: &State, this: &AgentInfo) -> Vec<AgentInfo> {
     agents
 }
 
+/// The agents a client should use: those of its zone when its `client.id` carries
+/// `floe_az=ZONE` and that zone has live agents (so no byte crosses zones), otherwise all.
+pub fn for_client_zone(agents: Vec<AgentInfo>, client_id: Option<&str>) -> Vec<AgentInfo> {
+    let zone = client_id.and_then(|id| {
+        id.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
+            .find_map(|part| part.strip_prefix("floe_az="))
+            .filter(|z| !z.is_empty())
+    });
+    let Some(zone) = zone else { return agents };
+    let local: Vec<AgentInfo> = agents.iter().filter(|a| a.zone.as_deref() == Some(zone)).cloned().collect();
+    if local.is_empty() { agents } else { local }
+}
+
 /// The agent with the highest rendezvous score for this partition.
 pub fn partition_leader(agents: &[AgentInfo], topic_id: TopicId, partition: i32) -> i32 {
     let mut key = [0u8; 20];
@@ -75,6 +88,19 @@ mod tests {
 
     fn agents(ids: &[i32]) -> Vec<AgentInfo> {
         ids.iter().map(|id| AgentInfo { agent_id: *id, host: "h".into(), port: 1, zone: None }).collect()
+    }
+
+    #[test]
+    fn clients_naming_a_zone_get_that_zones_agents() {
+        let mut all = agents(&[1, 2, 3]);
+        all[0].zone = Some("a".into());
+        all[1].zone = Some("b".into());
+        all[2].zone = Some("a".into());
+        let ids = |list: Vec<AgentInfo>| list.into_iter().map(|a| a.agent_id).collect::<Vec<_>>();
+        assert_eq!(ids(for_client_zone(all.clone(), Some("app-7,floe_az=a"))), vec![1, 3]);
+        assert_eq!(ids(for_client_zone(all.clone(), Some("floe_az=b"))), vec![2]);
+        assert_eq!(ids(for_client_zone(all.clone(), Some("floe_az=c"))), vec![1, 2, 3], "unknown zone: everyone");
+        assert_eq!(ids(for_client_zone(all, None)), vec![1, 2, 3]);
     }
 
     #[test]

@@ -128,6 +128,8 @@ pub struct ClusterStatus {
     pub applied_index: Option<u64>,
     pub voters: Vec<NodeId>,
     pub members: BTreeMap<NodeId, String>,
+    /// Agents that have heartbeated, with their last heartbeat (agent clock, ms since the epoch).
+    pub agents: Vec<crate::state::AgentRecord>,
 }
 
 fn raft_config(voter_count: usize) -> std::io::Result<openraft::Config> {
@@ -287,6 +289,7 @@ impl MetadataNode {
             applied_index: m.last_applied.map(|l| l.index),
             voters: membership.voter_ids().collect(),
             members: membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect(),
+            agents: self.read().agents.values().cloned().collect(),
         }
     }
 

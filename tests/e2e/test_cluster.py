@@ -64,7 +64,8 @@ class Cluster:
         self.agents = {
             a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
                                   "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{free_port()}",
-                                  "--node-id", str(a), "--cache-dir", os.path.join(self.tmp, f"cache{a}")], self.tmp)
+                                  "--node-id", str(a), "--zone", "ab"[a - 1],
+                                  "--cache-dir", os.path.join(self.tmp, f"cache{a}")], self.tmp)
             for a, kp in self.kafka_ports.items()
         }
 
@@ -236,3 +237,22 @@ def test_no_quorum_acknowledges_nothing_and_service_resumes(cluster):
     got = consume_confluent(cluster.bootstrap(2), topic, 1, timeout=60)
     values = [m[2] for m in got[0]]
     assert b"after-quorum" in values
+
+
+@pytest.mark.timeout(120)
+def test_agents_are_listed_and_zone_clients_get_their_zone(cluster):
+    from confluent_kafka.admin import AdminClient
+
+    def brokers(client_id):
+        a = AdminClient({"bootstrap.servers": cluster.bootstrap(2), "client.id": client_id})
+        md = a.list_topics(timeout=10)
+        return {b.id: b.port for b in md.brokers.values()}
+
+    wait_until(lambda: len(brokers("plain")) == 2, 20, "both agents listed as brokers")
+    assert brokers("plain") == {1: cluster.kafka_ports[1], 2: cluster.kafka_ports[2]}
+    # A client in zone a (agent 1) is given only zone-a agents, even when it bootstraps elsewhere.
+    assert brokers("app-1,floe_az=a") == {1: cluster.kafka_ports[1]}
+    assert brokers("floe_az=b") == {2: cluster.kafka_ports[2]}
+    assert len(brokers("floe_az=nowhere")) == 2, "an unknown zone falls back to every agent"
+    status = cluster.status(1)
+    assert sorted((a["info"]["agent_id"], a["info"]["zone"]) for a in status["agents"]) == [(1, "a"), (2, "b")]

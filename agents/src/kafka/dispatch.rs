@@ -81,7 +81,8 @@ pub(super) async fn start(agent: &Arc<Agent>, header: &RequestHeader, request: R
             later(async move { ResponseKind::ListOffsets(api::list_offsets::handle(&agent, version, req).await) })
         }
         RequestKind::Metadata(req) => {
-            later(async move { ResponseKind::Metadata(api::metadata::handle(&agent, version, req).await) })
+            let client_id = header.client_id.as_ref().map(|c| c.to_string());
+            later(async move { ResponseKind::Metadata(api::metadata::handle(&agent, version, req, client_id).await) })
         }
         RequestKind::CreateTopics(req) => {
             later(async move { ResponseKind::CreateTopics(api::topics::create_topics(&agent, version, req).await) })

@@ -15,10 +15,16 @@ use crate::Agent;
 /// Authorized-operations value meaning "not requested / not computed".
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
-pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: MetadataRequest) -> MetadataResponse {
+pub(in crate::kafka) async fn handle(
+    agent: &Agent,
+    version: i16,
+    request: MetadataRequest,
+    client_id: Option<String>,
+) -> MetadataResponse {
     let (agents, this) = {
         let this = agent.info();
-        (crate::membership::live_agents(&agent.metadata.read(), &this), this)
+        let live = crate::membership::live_agents(&agent.metadata.read(), &this);
+        (crate::membership::for_client_zone(live, client_id.as_deref()), this)
     };
     // v0 has no null: an empty list means every topic. From v1 an empty list means none.
     let requested = match request.topics {
