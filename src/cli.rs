@@ -26,10 +26,11 @@ pub(crate) enum Command {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(crate) struct MetadataArgs {
     /// This node's id, as listed in --peers.
-    #[arg(long)]
-    pub(crate) node_id: u64,
+    #[arg(long, required = true)]
+    pub(crate) node_id: Option<u64>,
     /// Metadata protocol listener; peers and agents connect here.
     #[arg(long, default_value = "127.0.0.1:9093")]
     pub(crate) metadata_addr: String,
@@ -44,6 +45,30 @@ pub(crate) struct MetadataArgs {
     /// form a new one.
     #[arg(long)]
     pub(crate) join: bool,
+    /// Object store the leader archives the state to every second (for `restore`).
+    #[arg(long)]
+    pub(crate) object_store: Option<String>,
+    /// Endpoint of an S3-compatible server for s3:// URLs.
+    #[arg(long)]
+    pub(crate) s3_endpoint: Option<String>,
+    #[command(subcommand)]
+    pub(crate) action: Option<MetadataAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MetadataAction {
+    /// Rebuild a data directory from the newest state archived in the object store: run it on
+    /// every node's (empty) data directory, then start the nodes as usual.
+    Restore {
+        /// Object store URL the state was archived to.
+        #[arg(long)]
+        object_store: String,
+        #[arg(long)]
+        s3_endpoint: Option<String>,
+        /// The (empty) data directory to seed.
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
 }
 
 fn parse_peer(text: &str) -> Result<(u64, String), String> {

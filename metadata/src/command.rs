@@ -50,6 +50,9 @@ pub enum Command {
     /// Several agents' segment commits grouped into one entry (group commit); each is applied as
     /// [`Command::CommitSegment`] would be, in order, independently of the others.
     CommitSegments(Vec<SegmentCommit>),
+    /// Seeds a brand-new cluster with a state restored from the object store. Accepted only as
+    /// the first change of a cluster (before `InitCluster`).
+    RestoreState(Box<crate::state::State>),
     /// An agent announces itself (on start and then periodically); `now_ms` is stamped by the
     /// agent, since the state machine reads no clock.
     AgentHeartbeat {

@@ -108,6 +108,7 @@ pub struct MetadataNode {
     commit_group: tokio::sync::mpsc::Sender<PendingCommit>,
     applied: watch::Receiver<u64>,
     node_id: NodeId,
+    data_dir: PathBuf,
     /// Stops the protocol server; [`MetadataNode::shutdown`] waits for it to release its port.
     server: Arc<std::sync::Mutex<Option<ServerHandle>>>,
 }
@@ -177,6 +178,7 @@ impl MetadataNode {
             commit_group,
             applied,
             node_id: config.node_id,
+            data_dir: config.data_dir.clone(),
             server: Default::default(),
         };
         tokio::spawn(group_commits(node.clone(), commit_queue));
@@ -304,10 +306,23 @@ impl MetadataNode {
         metrics.current_leader.ok_or_else(|| NodeError::Unavailable("no leader".into()))
     }
 
-    /// Proposes `InitCluster` if the replicated state has never been initialized.
+    /// Proposes `InitCluster` if the replicated state has never been initialized, or, when a
+    /// restored state waits in the data directory (`floe metadata restore`), `RestoreState`.
     pub async fn ensure_initialized(&self) -> Result<(), NodeError> {
         if !self.read().cluster_id.is_empty() {
             return Ok(());
+        }
+        let seed_path = self.data_dir.join(crate::archive::RESTORE_SEED_FILE);
+        if let Ok(bytes) = std::fs::read(&seed_path) {
+            let seed = crate::archive::decode(&bytes).map_err(NodeError::Unavailable)?;
+            tracing::info!(topics = seed.topics.len(), "seeding the new cluster with the restored state");
+            match self.propose(Command::RestoreState(Box::new(seed))).await {
+                Ok(_) | Err(NodeError::Rejected(CommandError::AlreadyInitialized)) => {
+                    let _ = std::fs::remove_file(&seed_path);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
         }
         let cluster_id = uuid::Uuid::new_v4().simple().to_string();
         match self.propose(Command::InitCluster { cluster_id }).await {

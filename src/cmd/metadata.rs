@@ -5,32 +5,38 @@ use std::collections::BTreeMap;
 use anyhow::{Context, bail};
 use floe_metadata::{MetadataNode, MetadataNodeConfig};
 
-use crate::cli::MetadataArgs;
+use floe_storage::{ObjectStoreConfig, SegmentStore};
+
+use crate::cli::{MetadataAction, MetadataArgs};
 
 pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
+    if let Some(MetadataAction::Restore { object_store, s3_endpoint, data_dir }) = &args.action {
+        let store =
+            SegmentStore::open(&ObjectStoreConfig { url: object_store.clone(), s3_endpoint: s3_endpoint.clone() })?;
+        return super::archive::restore(&store, data_dir).await;
+    }
+    let node_id = args.node_id.context("--node-id is required")?;
     let peers: BTreeMap<u64, String> = args.peers.iter().cloned().collect();
     if peers.len() != args.peers.len() {
         bail!("--peers lists a node id twice");
     }
-    match peers.get(&args.node_id) {
+    match peers.get(&node_id) {
         Some(addr) if *addr == args.metadata_addr => {}
-        Some(addr) => bail!(
-            "--peers gives node {} the address {addr}, but --metadata-addr is {}",
-            args.node_id,
-            args.metadata_addr
-        ),
-        None => bail!("--peers must include this node ({})", args.node_id),
+        Some(addr) => {
+            bail!("--peers gives node {} the address {addr}, but --metadata-addr is {}", node_id, args.metadata_addr)
+        }
+        None => bail!("--peers must include this node ({})", node_id),
     }
     let node = MetadataNode::start(MetadataNodeConfig {
-        node_id: args.node_id,
+        node_id,
         listen_addr: args.metadata_addr.clone(),
         data_dir: args.data_dir.clone(),
         peers,
         join: args.join,
     })
     .await
-    .with_context(|| format!("starting metadata node {} on {}", args.node_id, args.metadata_addr))?;
-    tracing::info!(node_id = args.node_id, addr = %args.metadata_addr, data_dir = %args.data_dir.display(), "metadata node running");
+    .with_context(|| format!("starting metadata node {} on {}", node_id, args.metadata_addr))?;
+    tracing::info!(node_id = node_id, addr = %args.metadata_addr, data_dir = %args.data_dir.display(), "metadata node running");
     let watcher = node.clone();
     tokio::spawn(async move {
         // The first leader of a new cluster initializes the replicated state.

@@ -12,6 +12,9 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 
 use crate::SegmentKey;
+
+/// Directory under the store prefix holding metadata archives (state snapshots).
+pub const ARCHIVE_DIR: &str = "metadata";
 use crate::error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 use crate::limits::{FOOTER_BYTES_MAX, SEGMENT_BYTES_MAX};
 use crate::metrics;
@@ -146,6 +149,49 @@ impl SegmentStore {
             .ok_or_else(|| corrupt(format!("footer of {footer_bytes} bytes does not fit in the object")))?;
         let footer = self.store.get_range(&path, footer_start..trailer_start).await.map_err(StorageError::from)?;
         SegmentFooter::decode(&footer, &trailer, footer_start).map_err(corrupt)
+    }
+}
+
+impl SegmentStore {
+    fn archive_path(&self, name: &str) -> Path {
+        let key = format!("{ARCHIVE_DIR}/{name}");
+        if self.prefix.as_ref().is_empty() { Path::from(key) } else { Path::from(format!("{}/{key}", self.prefix)) }
+    }
+
+    /// Stores a metadata archive object (a state snapshot) under `metadata/NAME`, durably.
+    pub async fn put_archive(&self, name: &str, bytes: Bytes) -> Result<(), StorageError> {
+        let path = self.archive_path(name);
+        let size = bytes.len() as u64;
+        let result = self.store.put(&path, bytes.into()).await;
+        metrics::OBJECT_PUTS.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
+        result?;
+        metrics::OBJECT_PUT_BYTES.inc_by(size);
+        if let Some(root) = &self.local_root {
+            let file = root.join(path.as_ref());
+            tokio::task::spawn_blocking(move || sync_file_and_parent(&file))
+                .await
+                .map_err(|e| StorageError::Io(std::io::Error::other(e)))??;
+        }
+        Ok(())
+    }
+
+    /// Names of the metadata archive objects, sorted.
+    pub async fn list_archives(&self) -> Result<Vec<String>, StorageError> {
+        use futures::TryStreamExt;
+        let dir = self.archive_path("");
+        let listed: Vec<_> = self.store.list(Some(&dir)).try_collect().await?;
+        let mut names: Vec<String> =
+            listed.into_iter().filter_map(|m| m.location.filename().map(str::to_owned)).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    pub async fn get_archive(&self, name: &str) -> Result<Bytes, StorageError> {
+        Ok(self.store.get(&self.archive_path(name)).await?.bytes().await?)
+    }
+
+    pub async fn delete_archive(&self, name: &str) -> Result<(), StorageError> {
+        Ok(self.store.delete(&self.archive_path(name)).await?)
     }
 }
 

@@ -634,10 +634,8 @@ def test_units_run_floe_under_systemd_with_the_cli_shapes():
                  "--object-store ${object_store_url}", "--cache-dir /var/cache/floe", "--zone $${FLOE_ZONE}"):
         assert flag in agent, flag
     for flag in ("metadata --node-id ${node_id}", "--metadata-addr ${fqdn}:${metadata_port}",
-                 "--data-dir /var/lib/floe/metadata", "--peers ${peers}"):
+                 "--data-dir /var/lib/floe/metadata", "--peers ${peers}", "--object-store ${object_store_url}"):
         assert flag in metadata, flag
-    # `floe metadata` takes no --object-store yet (archiving to the bucket is still to come).
-    assert "--object-store" not in metadata
     assert "RequiresMountsFor=/var/lib/floe/metadata" in metadata
 
 

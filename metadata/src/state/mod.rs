@@ -118,6 +118,15 @@ impl State {
             Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
             Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
             Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, now_ms),
+            Command::RestoreState(seed) => {
+                if !self.cluster_id.is_empty() || !self.topics.is_empty() {
+                    return Err(CommandError::AlreadyInitialized);
+                }
+                *self = *seed;
+                // Raft indexes of the new cluster start again; only this bookkeeping changes.
+                self.applied_index = index;
+                Ok(Outcome::Done)
+            }
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

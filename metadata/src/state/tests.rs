@@ -270,3 +270,22 @@ fn a_commit_group_applies_like_its_commits_one_by_one() {
     assert_eq!(group_outcome[1], Ok(Outcome::SegmentsCommitted(outcomes[1..].to_vec())));
     assert_eq!(one_by_one.topics, grouped.topics);
 }
+
+#[test]
+fn a_restored_state_seeds_only_a_new_cluster() {
+    let (original, _) =
+        run(vec![Command::InitCluster { cluster_id: "c1".into() }, create("a", 0, 1), commit("o1", &[(0, 0, &[4])])]);
+    let encoded = crate::archive::encode(&original).expect("encodes");
+    let seed = crate::archive::decode(&encoded).expect("decodes");
+    assert!(crate::archive::decode(&encoded[..encoded.len() - 1]).is_err(), "truncation is detected");
+
+    let (restored, outcomes) = run(vec![
+        Command::RestoreState(Box::new(seed.clone())),
+        Command::RestoreState(Box::new(seed)),
+        commit("o2", &[(0, 0, &[1])]),
+    ]);
+    assert_eq!(outcomes[0], Ok(Outcome::Done));
+    assert_eq!(outcomes[1], Err(CommandError::AlreadyInitialized), "a second restore is refused");
+    assert_eq!(outcomes[2], Ok(Outcome::SegmentCommitted { chunks: vec![Ok(4)] }), "offsets continue");
+    assert_eq!(restored.cluster_id, "c1");
+}
