@@ -138,7 +138,15 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
         let applied_index = {
             let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());
             match response {
-                Response::StateCopy(copy) => *state = *copy,
+                // Every node's state is a prefix of one committed history: a copy older than the
+                // mirror (from a lagging node) is skipped, and so are the changes the mirror has.
+                Response::StateCopy(copy) if copy.version() >= state.version() => *state = *copy,
+                Response::StateCopy(_) => {}
+                // A rebuilt cluster restarts its log indexes: the restore replaces the mirror.
+                Response::Change(index, command @ Command::RestoreState(_)) => {
+                    *state = State::default();
+                    let _ = state.apply(index, command);
+                }
                 Response::Change(index, command) if index > state.applied_index => {
                     // Outcomes were returned to the proposer by the metadata node.
                     let _ = state.apply(index, command);

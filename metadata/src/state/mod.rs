@@ -29,6 +29,9 @@ pub type ObjectId = u64;
 pub struct State {
     /// Index of the last applied journal entry.
     pub applied_index: u64,
+    /// How many times this cluster was rebuilt from an archive (`RestoreState`): log indexes
+    /// start again with each generation, so (generation, applied_index) orders states.
+    pub generation: u64,
     /// Empty until the `InitCluster` command.
     pub cluster_id: String,
     pub topics: BTreeMap<TopicId, Topic>,
@@ -122,9 +125,11 @@ impl State {
                 if !self.cluster_id.is_empty() || !self.topics.is_empty() {
                     return Err(CommandError::AlreadyInitialized);
                 }
+                let generation = seed.generation + 1;
                 *self = *seed;
                 // Raft indexes of the new cluster start again; only this bookkeeping changes.
                 self.applied_index = index;
+                self.generation = generation;
                 Ok(Outcome::Done)
             }
             Command::CommitSegments(commits) => {
@@ -137,6 +142,11 @@ impl State {
                 Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
             }
         }
+    }
+
+    /// Orders states of one history: a later generation, then a later applied index.
+    pub fn version(&self) -> (u64, u64) {
+        (self.generation, self.applied_index)
     }
 
     pub fn topic_by_name(&self, name: &str) -> Option<&Topic> {

@@ -288,4 +288,6 @@ fn a_restored_state_seeds_only_a_new_cluster() {
     assert_eq!(outcomes[1], Err(CommandError::AlreadyInitialized), "a second restore is refused");
     assert_eq!(outcomes[2], Ok(Outcome::SegmentCommitted { chunks: vec![Ok(4)] }), "offsets continue");
     assert_eq!(restored.cluster_id, "c1");
+    assert_eq!(restored.generation, original.generation + 1, "a restore starts a new generation");
+    assert!(restored.version() > original.version(), "mirrors order the rebuilt state after the old one");
 }
