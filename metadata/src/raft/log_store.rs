@@ -135,6 +135,14 @@ impl FileLogStore {
     }
 }
 
+impl FileLogStore {
+    /// The entries currently in the log, in index order (for replay checks in tests).
+    #[cfg(test)]
+    pub(crate) async fn entries(&self) -> Vec<Entry<TypeConfig>> {
+        self.inner.lock().await.contents.entries.values().cloned().collect()
+    }
+}
+
 impl LogFile {
     /// Makes `record` durable, then applies it to the in-memory contents.
     fn write(&mut self, record: LogRecord) -> io::Result<()> {
