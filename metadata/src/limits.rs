@@ -17,6 +17,9 @@ pub const CHUNK_BATCH_COUNT_MAX: usize = 1_000_000;
 /// Segment commits remembered by key so a retried commit is answered, not applied, again. Retries
 /// come within seconds; at a few hundred flushes per second this covers several minutes.
 pub const RECENT_COMMITS_MAX: usize = 65_536;
+/// Highest log end offset a partition may reach; commits past it are refused rather than
+/// overflow (at a million records a second this lasts over a hundred thousand years).
+pub const PARTITION_OFFSET_MAX: i64 = i64::MAX / 2;
 /// Segment commits grouped into one Raft entry at most.
 pub const COMMIT_GROUP_MAX: usize = 1024;
 /// Agents the cluster tracks.

@@ -2,7 +2,7 @@
 
 use super::{IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
 use crate::command::{CommandError, Outcome, SegmentCommit};
-use crate::limits::{CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, RECENT_COMMITS_MAX};
+use crate::limits::{CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, PARTITION_OFFSET_MAX, RECENT_COMMITS_MAX};
 
 /// Checks a commit as a whole before anything changes.
 fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
@@ -52,6 +52,11 @@ impl State {
             let timestamp_max = chunk.batches.iter().map(|b| b.timestamp_max).max().unwrap_or(i64::MIN);
             assert!(offset_count > 0, "validate_commit rejects empty chunks");
             let base_offset = partition.next_offset;
+            // Commits come over the network: a flood of huge offset counts must not overflow.
+            if base_offset.checked_add(offset_count).is_none_or(|end| end > PARTITION_OFFSET_MAX) {
+                results.push(Err(CommandError::LimitReached(format!("partition offsets past {PARTITION_OFFSET_MAX}"))));
+                continue;
+            }
             let last_offset = base_offset + offset_count - 1;
             assert!(partition.log_start_offset <= base_offset);
             assert!(partition.index.back().is_none_or(|e| e.last_offset + 1 == base_offset), "index stays contiguous");

@@ -291,3 +291,22 @@ fn a_restored_state_seeds_only_a_new_cluster() {
     assert_eq!(restored.generation, original.generation + 1, "a restore starts a new generation");
     assert!(restored.version() > original.version(), "mirrors order the rebuilt state after the old one");
 }
+
+#[test]
+fn offsets_never_overflow_whatever_commits_claim() {
+    let mut state = State::default();
+    state.apply(1, create("a", 0, 1)).expect("created");
+    // Bring the partition near the end of the offset space, as a long flood of commits would.
+    let max = crate::limits::PARTITION_OFFSET_MAX;
+    let topic = state.topics.get_mut(&topic_id(0)).expect("exists");
+    topic.partitions[0].next_offset = max - 10;
+    topic.partitions[0].log_start_offset = max - 10;
+    let refused = state.apply(2, commit("big", &[(0, 0, &[u32::MAX])]));
+    assert!(
+        matches!(&refused, Ok(Outcome::SegmentCommitted { chunks }) if matches!(chunks[0], Err(CommandError::LimitReached(_)))),
+        "{refused:?}"
+    );
+    let fits = state.apply(3, commit("small", &[(0, 0, &[10])]));
+    assert_eq!(fits, Ok(Outcome::SegmentCommitted { chunks: vec![Ok(max - 10)] }));
+    check_invariants(&state);
+}
