@@ -45,7 +45,7 @@ pub(crate) struct MetadataArgs {
     /// form a new one.
     #[arg(long)]
     pub(crate) join: bool,
-    /// Object store the leader archives the state to every second (for `restore`).
+    /// Object store the leader archives snapshots and the command stream to (for `restore`).
     #[arg(long)]
     pub(crate) object_store: Option<String>,
     /// Endpoint of an S3-compatible server for s3:// URLs.

@@ -22,6 +22,7 @@ pub use command::{
 };
 pub use handle::Metadata;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
+pub use raft::state_machine::Change;
 pub use state::{
     AgentRecord, IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId, validate_topic_name,
 };

@@ -270,8 +270,8 @@ impl MetadataNode {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Every command applied from now on, in order (for agents' state mirrors).
-    pub(crate) fn changes(&self) -> tokio::sync::broadcast::Receiver<crate::raft::state_machine::Change> {
+    /// Every command applied from now on, in order (for agents' state mirrors and the archive).
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<crate::raft::state_machine::Change> {
         self.changes.subscribe()
     }
 
@@ -314,7 +314,7 @@ impl MetadataNode {
         }
         let seed_path = self.data_dir.join(crate::archive::RESTORE_SEED_FILE);
         if let Ok(bytes) = std::fs::read(&seed_path) {
-            let seed = crate::archive::decode(&bytes).map_err(NodeError::Unavailable)?;
+            let seed = crate::archive::decode_state(&bytes).map_err(|e| NodeError::Unavailable(e.to_string()))?;
             tracing::info!(topics = seed.topics.len(), "seeding the new cluster with the restored state");
             match self.propose(Command::RestoreState(Box::new(seed))).await {
                 Ok(_) | Err(NodeError::Rejected(CommandError::AlreadyInitialized)) => {

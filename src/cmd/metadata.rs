@@ -37,6 +37,11 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
     .await
     .with_context(|| format!("starting metadata node {} on {}", node_id, args.metadata_addr))?;
     tracing::info!(node_id = node_id, addr = %args.metadata_addr, data_dir = %args.data_dir.display(), "metadata node running");
+    if let Some(url) = &args.object_store {
+        let store = SegmentStore::open(&ObjectStoreConfig { url: url.clone(), s3_endpoint: args.s3_endpoint.clone() })
+            .with_context(|| format!("opening the archive store {url}"))?;
+        tokio::spawn(super::archive::run(node.clone(), store));
+    }
     let watcher = node.clone();
     tokio::spawn(async move {
         // The first leader of a new cluster initializes the replicated state.

@@ -1,6 +1,6 @@
-"""Rebuilding the metadata from the bucket alone: the leader archives the state every second;
-after the metadata disk is lost, `floe metadata restore` seeds a new cluster and every record
-produced before the recovery point is back at its offset."""
+"""Rebuilding the metadata from the bucket alone: the leader archives snapshots and, every
+second, the commands applied since; after the metadata disk is lost, `floe metadata restore`
+seeds a new cluster and every record produced before the recovery point is back at its offset."""
 
 import shutil
 import subprocess
@@ -14,7 +14,10 @@ def test_restore_from_the_bucket_after_losing_the_metadata_disk(floe):
     create_topic(floe.bootstrap, topic, 3)
     recs = [Rec(partition=i % 3, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=None, timestamp=None)
             for i in range(300)]
-    produce(floe.bootstrap, topic, recs)
+    produce(floe.bootstrap, topic, recs[:150])
+    time.sleep(1.5)
+    # These land in the command log after the snapshot, not in a snapshot.
+    produce(floe.bootstrap, topic, recs[150:])
     time.sleep(2.5)  # the documented recovery point is one archive interval (1 s)
     before = consume_confluent(floe.bootstrap, topic, 3)
     floe.kill()
@@ -25,6 +28,8 @@ def test_restore_from_the_bucket_after_losing_the_metadata_disk(floe):
                           "--data-dir", str(metadata_dir)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, f"restore failed: {out.stderr}"
     assert "1 topics" in out.stdout, out.stdout
+    logs = int(out.stdout.split(" and ")[1].split()[0])
+    assert logs >= 1, f"the restore replayed no command log: {out.stdout}"
 
     floe.start()
     after = consume_confluent(floe.bootstrap, topic, 3)

@@ -3,7 +3,7 @@
 
 pub(crate) mod log_store;
 pub mod network;
-pub(crate) mod state_machine;
+pub mod state_machine;
 
 use std::io::Cursor;
 

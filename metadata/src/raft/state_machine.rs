@@ -29,7 +29,7 @@ const CHANGES_BUFFERED_MAX: usize = 8192;
 
 /// One step of the change stream that agents mirror the state from.
 #[derive(Clone, Debug)]
-pub(crate) enum Change {
+pub enum Change {
     /// `command` was applied at log index `index`.
     Applied(u64, Arc<Command>),
     /// The state was replaced wholesale (a snapshot was installed): resynchronize.

@@ -275,9 +275,9 @@ fn a_commit_group_applies_like_its_commits_one_by_one() {
 fn a_restored_state_seeds_only_a_new_cluster() {
     let (original, _) =
         run(vec![Command::InitCluster { cluster_id: "c1".into() }, create("a", 0, 1), commit("o1", &[(0, 0, &[4])])]);
-    let encoded = crate::archive::encode(&original).expect("encodes");
-    let seed = crate::archive::decode(&encoded).expect("decodes");
-    assert!(crate::archive::decode(&encoded[..encoded.len() - 1]).is_err(), "truncation is detected");
+    let encoded = crate::archive::encode_state(&original).expect("encodes");
+    let seed = crate::archive::decode_state(&encoded).expect("decodes");
+    assert!(crate::archive::decode_state(&encoded[..encoded.len() - 1]).is_err(), "truncation is detected");
 
     let (restored, outcomes) = run(vec![
         Command::RestoreState(Box::new(seed.clone())),
