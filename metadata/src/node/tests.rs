@@ -224,3 +224,52 @@ async fn concurrent_segment_commits_are_grouped_and_each_gets_its_offsets() {
     }
     let _ = std::fs::remove_dir_all(&cluster.root);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_behind_the_purged_log_catches_up_by_snapshot() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    cluster.nodes[&leader].ensure_initialized().await.expect("init");
+    let lagging = *cluster.nodes.keys().find(|id| **id != leader).expect("a follower");
+    cluster.nodes.remove(&lagging).expect("running").shutdown().await;
+    for i in 0..30 {
+        cluster.nodes[&leader].propose(create(&format!("t{i}"))).await.expect("create");
+    }
+    // Snapshot and purge the leader's log so the entries the lagging node misses are gone.
+    let node = cluster.nodes[&leader].clone();
+    let last = *node.subscribe().borrow();
+    node.raft.trigger().snapshot().await.expect("snapshot triggered");
+    node.raft
+        .wait(Some(Duration::from_secs(20)))
+        .metrics(|m| m.snapshot.is_some_and(|s| s.index >= last), "a snapshot")
+        .await
+        .expect("snapshot built");
+    node.raft.trigger().purge_log(last).await.expect("purge triggered");
+    node.raft
+        .wait(Some(Duration::from_secs(20)))
+        .metrics(|m| m.purged.is_some_and(|p| p.index >= last), "purged log")
+        .await
+        .expect("log purged");
+
+    // The lagging node comes back with an empty disk: only a snapshot can bring it up to date.
+    std::fs::remove_dir_all(cluster.root.join(format!("node-{lagging}"))).expect("wipe");
+    cluster.start_node(lagging).await;
+    cluster.converge(last).await;
+    let caught_up = &cluster.nodes[&lagging];
+    // Raft metrics are published after the state machine reports the install: wait for them.
+    let installed = caught_up
+        .raft
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(|m| m.snapshot.is_some_and(|s| s.index >= last), "an installed snapshot")
+        .await;
+    assert!(installed.is_ok(), "no snapshot was installed: {:?}", caught_up.raft.metrics().borrow().snapshot);
+    assert_eq!(*caught_up.read(), *cluster.nodes[&leader].read(), "the snapshot carries the whole state");
+    // And it follows the log from there.
+    node.propose(create("after")).await.expect("create after install");
+    cluster.converge(*node.subscribe().borrow()).await;
+    assert!(caught_up.read().topic_by_name("after").is_some());
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
+}
