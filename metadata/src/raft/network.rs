@@ -26,6 +26,9 @@ use crate::state::State;
 /// Largest frame either side accepts: a snapshot chunk (3 MiB by default) or a large commit.
 pub const FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
 /// Time to establish a connection to a peer.
+/// Open metadata-protocol connections a node serves at once: peers, and each agent's pooled
+/// proposal connections and change stream. Past it new connections are closed at once.
+pub const SERVED_CONNECTIONS_MAX: usize = 4096;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Time a forwarded proposal may take on the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -115,6 +118,7 @@ pub(crate) async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> s
 
 /// Serves the metadata protocol until `stop` turns true.
 pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(SERVED_CONNECTIONS_MAX));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -128,10 +132,15 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                 continue;
             }
         };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, limit = SERVED_CONNECTIONS_MAX, "metadata connection refused: too many open");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let node = node.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             loop {
                 let read = tokio::select! {
                     read = read_frame::<Request>(&mut stream) => read,
