@@ -61,6 +61,9 @@ pub(crate) struct StateMachine {
     applied: Arc<Mutex<Applied>>,
     applied_index: Arc<watch::Sender<u64>>,
     changes: tokio::sync::broadcast::Sender<Change>,
+    /// Log id of the snapshot in the `raft-snapshot` file: a snapshot built in the background
+    /// never replaces a newer one installed meanwhile.
+    snapshot_file: Arc<std::sync::Mutex<Option<LogId<NodeId>>>>,
 }
 
 fn write_snapshot_file(dir: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, body: &[u8]) -> io::Result<()> {
@@ -106,6 +109,8 @@ impl StateMachine {
             applied.last_membership = decoded.last_membership;
             applied.current_snapshot = Some((meta, body));
         }
+        let snapshot_file =
+            Arc::new(std::sync::Mutex::new(applied.current_snapshot.as_ref().and_then(|(m, _)| m.last_log_id)));
         let index = applied.last_applied.map_or(0, |l| l.index);
         let (applied_index, applied_rx) = watch::channel(index);
         let state = Arc::new(RwLock::new(state));
@@ -115,6 +120,7 @@ impl StateMachine {
             applied: Arc::new(Mutex::new(applied)),
             applied_index: Arc::new(applied_index),
             changes: tokio::sync::broadcast::channel(CHANGES_BUFFERED_MAX).0,
+            snapshot_file,
         };
         Ok((machine, state, applied_rx))
     }
@@ -122,27 +128,45 @@ impl StateMachine {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        // Hold the applied lock so no entry is applied between copying the state and its log id.
-        let mut applied = self.applied.lock().await;
-        let state = self.state.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let body = SnapshotBody {
-            state,
-            last_applied: applied.last_applied,
-            last_membership: applied.last_membership.clone(),
+        // Copy the state and its log id together (no entry is applied in between), then encode
+        // and write without holding anything: applying entries must not wait for the disk.
+        let body = {
+            let applied = self.applied.lock().await;
+            SnapshotBody {
+                state: self.state.read().unwrap_or_else(|p| p.into_inner()).clone(),
+                last_applied: applied.last_applied,
+                last_membership: applied.last_membership.clone(),
+            }
         };
-        let bytes = postcard::to_stdvec(&body).map_err(|e| StorageIOError::read_state_machine(&e))?;
         let meta = SnapshotMeta {
-            last_log_id: applied.last_applied,
-            last_membership: applied.last_membership.clone(),
+            last_log_id: body.last_applied,
+            last_membership: body.last_membership.clone(),
             snapshot_id: format!(
                 "{}-{}",
-                applied.last_applied.map_or(0, |l| l.leader_id.term),
-                applied.last_applied.map_or(0, |l| l.index)
+                body.last_applied.map_or(0, |l| l.leader_id.term),
+                body.last_applied.map_or(0, |l| l.index)
             ),
         };
-        write_snapshot_file(&self.dir, &meta, &bytes)
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-        applied.current_snapshot = Some((meta.clone(), bytes.clone()));
+        let dir = self.dir.clone();
+        let written = self.snapshot_file.clone();
+        let file_meta = meta.clone();
+        let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+            let bytes = postcard::to_stdvec(&body).map_err(io::Error::other)?;
+            // A snapshot installed meanwhile is newer: leave its file in place.
+            let mut newest = written.lock().unwrap_or_else(|p| p.into_inner());
+            if *newest < file_meta.last_log_id {
+                write_snapshot_file(&dir, &file_meta, &bytes)?;
+                *newest = file_meta.last_log_id;
+            }
+            Ok(bytes)
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &io::Error::other(e)))?
+        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        let mut applied = self.applied.lock().await;
+        if applied.current_snapshot.as_ref().is_none_or(|(current, _)| current.last_log_id < meta.last_log_id) {
+            applied.current_snapshot = Some((meta.clone(), bytes.clone()));
+        }
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
     }
 }
@@ -205,8 +229,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let bytes = snapshot.into_inner();
         let body: SnapshotBody =
             postcard::from_bytes(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
-        write_snapshot_file(&self.dir, meta, &bytes)
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        {
+            let mut newest = self.snapshot_file.lock().unwrap_or_else(|p| p.into_inner());
+            write_snapshot_file(&self.dir, meta, &bytes)
+                .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+            *newest = meta.last_log_id;
+        }
         let mut applied = self.applied.lock().await;
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = body.state;
         applied.last_applied = meta.last_log_id;
