@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::command::{Command, Outcome};
+use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::NodeError;
 use crate::raft::network::{ConnectionPool, Request, Response, read_frame, write_frame};
 use crate::state::State;
@@ -103,6 +104,33 @@ impl RemoteMetadata {
             }
         }
         Err(NodeError::Unavailable(last_error))
+    }
+
+    /// Sends a consumer group request to a metadata node (which forwards it to the leader) and
+    /// returns its answer once the mirror has applied what it wrote.
+    pub async fn group_request(&self, request: GroupRequest) -> Result<GroupResponse, GroupError> {
+        let timeout = crate::raft::network::group_call_timeout(&request);
+        let count = self.inner.addrs.len();
+        let first = self.inner.preferred.load(Ordering::Relaxed);
+        let mut last_error = String::from("no metadata node answered");
+        for attempt in first..first + count {
+            let index = attempt % count;
+            let addr = &self.inner.addrs[index];
+            match self.inner.pool.call(addr, &Request::Group(request.clone()), timeout).await {
+                Ok(Response::Group(Ok((response, log_index)))) => {
+                    self.inner.preferred.store(index, Ordering::Relaxed);
+                    let deadline = Instant::now() + PROPOSE_DEADLINE;
+                    self.wait_applied(log_index, deadline)
+                        .await
+                        .map_err(|e| GroupError::CoordinatorNotAvailable(e.to_string()))?;
+                    return Ok(response);
+                }
+                Ok(Response::Group(Err(e))) => return Err(e),
+                Ok(_) => last_error = format!("{addr} answered with the wrong response kind"),
+                Err(e) => last_error = e.to_string(),
+            }
+        }
+        Err(GroupError::CoordinatorNotAvailable(last_error))
     }
 
     async fn wait_applied(&self, index: u64, deadline: Instant) -> Result<(), NodeError> {

@@ -59,6 +59,32 @@ pub enum Command {
         agent: AgentInfo,
         now_ms: i64,
     },
+    /// Stores a group's membership when a rebalance completes or the group empties (proposed by
+    /// the group coordinator, which checked who may do this).
+    StoreGroup {
+        group_id: String,
+        membership: crate::state::GroupMembership,
+        now_ms: i64,
+    },
+    /// Stores committed offsets; answered per partition with [`Outcome::OffsetsCommitted`].
+    CommitOffsets {
+        group_id: String,
+        offsets: Vec<crate::state::OffsetCommit>,
+        now_ms: i64,
+    },
+    /// Deletes a group with no members and its offsets.
+    DeleteGroup {
+        group_id: String,
+    },
+    /// Deletes some of a group's committed offsets (Kafka OffsetDelete).
+    DeleteOffsets {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
+    /// Drops offsets past `offsets.retention.minutes` as of `now_ms` (proposed periodically).
+    ExpireOffsets {
+        now_ms: i64,
+    },
 }
 
 /// How clients reach an agent, as listed in Kafka Metadata responses.
@@ -115,6 +141,8 @@ pub enum Outcome {
     },
     /// Per commit of a [`Command::CommitSegments`], in order, what committing it alone would give.
     SegmentsCommitted(Vec<Result<Outcome, CommandError>>),
+    /// Per partition of a [`Command::CommitOffsets`], in order.
+    OffsetsCommitted(Vec<Result<(), CommandError>>),
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;
@@ -140,4 +168,12 @@ pub enum CommandError {
     AlreadyInitialized,
     #[error("limit reached: {0}")]
     LimitReached(String),
+    #[error("invalid group: {0}")]
+    InvalidGroup(String),
+    #[error("group not found")]
+    GroupNotFound,
+    #[error("group has members")]
+    GroupNotEmpty,
+    #[error("offset metadata longer than the limit")]
+    OffsetMetadataTooLarge,
 }

@@ -763,18 +763,21 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     )
     .at_least(0)
     .not_applicable(NO_REPLICAS),
+    // The group settings are read by the coordinator on every request, so unlike Kafka they can
+    // be changed at runtime (cluster-wide).
     def(
         "group.initial.rebalance.delay.ms",
         T::Int,
         "3000",
         "Wait for more members before a new group's first rebalance.",
     )
-    .read_only(),
+    .at_least(0),
     def("group.max.session.timeout.ms", T::Int, "1800000", "Longest session timeout a group member may ask for.")
-        .read_only(),
-    def("group.max.size", T::Int, "2147483647", "Most members one consumer group may have.").at_least(1).read_only(),
+        .at_least(1),
+    def("group.max.size", T::Int, "2147483647", "Most members one consumer group may have (Floe caps it at 10000).")
+        .at_least(1),
     def("group.min.session.timeout.ms", T::Int, "6000", "Shortest session timeout a group member may ask for.")
-        .read_only(),
+        .at_least(1),
     def_null("inter.broker.listener.name", T::String, "Listener brokers use to talk to each other.")
         .read_only()
         .not_applicable(NO_REPLICAS),
@@ -1041,8 +1044,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .at_least(1)
         .read_only(),
     def("offsets.retention.minutes", T::Int, "10080", "How long an empty group's committed offsets are kept.")
-        .at_least(1)
-        .read_only(),
+        .at_least(1),
     def("offsets.topic.compression.codec", T::Int, "0", "Codec for the offsets topic.")
         .read_only()
         .not_applicable(NO_INTERNAL_TOPICS),

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use crate::client::RemoteMetadata;
 use crate::command::{Command, Outcome};
+use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::{ClusterStatus, MetadataNode, NodeError};
 use crate::state::State;
 
@@ -42,6 +43,15 @@ impl Metadata {
         match self {
             Self::Local(node) => node.subscribe(),
             Self::Remote(remote) => remote.subscribe(),
+        }
+    }
+
+    /// Handles a consumer group request on the metadata leader; once answered, its writes are
+    /// visible through [`Metadata::read`].
+    pub async fn group_request(&self, request: GroupRequest) -> Result<GroupResponse, GroupError> {
+        match self {
+            Self::Local(node) => node.group_request(request).await.map(|(response, _)| response),
+            Self::Remote(remote) => remote.group_request(request).await,
         }
     }
 

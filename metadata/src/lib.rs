@@ -10,6 +10,7 @@ pub mod archive;
 pub mod client;
 pub mod command;
 pub mod config;
+pub mod groups;
 pub mod handle;
 pub mod limits;
 pub mod node;
@@ -24,5 +25,6 @@ pub use handle::Metadata;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
-    AgentRecord, IndexEntry, ObjectId, ObjectRecord, Partition, State, Topic, TopicId, validate_topic_name,
+    AgentRecord, CommittedOffset, GroupMembership, GroupRecord, IndexEntry, MemberRecord, ObjectId, ObjectRecord,
+    OffsetCommit, Partition, State, Topic, TopicId, validate_topic_name,
 };

@@ -26,6 +26,14 @@ pub const COMMIT_GROUP_MAX: usize = 1024;
 pub const AGENT_COUNT_MAX: usize = 10_000;
 /// An agent silent this long is forgotten (it is no longer listed as live long before that).
 pub const AGENT_FORGET_MS: i64 = 60 * 60 * 1000;
+/// Consumer groups per cluster (each also bounded by its offsets: one per partition at most).
+pub const GROUP_COUNT_MAX: usize = 100_000;
+/// Bytes of a group id.
+pub const GROUP_ID_BYTES_MAX: usize = 1024;
+/// Members of one group (Kafka's `group.max.size` is unbounded by default).
+pub const GROUP_MEMBERS_MAX: usize = 10_000;
+/// Bytes of one member's ids, subscription and assignment together.
+pub const GROUP_MEMBER_BYTES_MAX: usize = 1024 * 1024;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.
 pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
 

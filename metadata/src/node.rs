@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::command::{Command, CommandError, Outcome};
+use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::raft::{NodeId, TypeConfig, log_store, network, state_machine};
 use crate::state::State;
 
@@ -111,6 +112,8 @@ pub struct MetadataNode {
     data_dir: PathBuf,
     /// Stops the protocol server; [`MetadataNode::shutdown`] waits for it to release its port.
     server: Arc<std::sync::Mutex<Option<ServerHandle>>>,
+    /// Consumer group coordination, active while this node leads.
+    groups: Arc<crate::groups::GroupCoordinator>,
 }
 
 impl std::fmt::Debug for MetadataNode {
@@ -180,8 +183,10 @@ impl MetadataNode {
             node_id: config.node_id,
             data_dir: config.data_dir.clone(),
             server: Default::default(),
+            groups: Default::default(),
         };
         tokio::spawn(group_commits(node.clone(), commit_queue));
+        tokio::spawn(crate::groups::GroupCoordinator::run_timers(node.clone()));
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
@@ -254,6 +259,37 @@ impl MetadataNode {
                 return Err(NodeError::Unavailable("no metadata leader within the deadline".into()));
             }
             tokio::time::sleep(PROPOSE_RETRY_PAUSE).await;
+        }
+    }
+
+    /// The current Raft term if this node is its leader.
+    pub(crate) fn leader_term(&self) -> Option<u64> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        (m.current_leader == Some(self.node_id)).then_some(m.current_term)
+    }
+
+    pub(crate) fn groups(&self) -> Arc<crate::groups::GroupCoordinator> {
+        self.groups.clone()
+    }
+
+    /// Handles a consumer group request on the leader, forwarding it there from a follower.
+    /// The `u64` is the log index of the request's last write (0 if none).
+    pub async fn group_request(&self, request: GroupRequest) -> Result<(GroupResponse, u64), GroupError> {
+        if self.leader_term().is_some() {
+            return self.groups.handle(self, request).await;
+        }
+        let leader = self.raft.metrics().borrow().current_leader;
+        let addr = leader
+            .and_then(|id| {
+                self.raft.metrics().borrow().membership_config.membership().get_node(&id).map(|n| n.addr.clone())
+            })
+            .ok_or_else(|| GroupError::CoordinatorNotAvailable("no metadata leader".into()))?;
+        let timeout = network::group_call_timeout(&request);
+        match self.pool.call(&addr, &network::Request::GroupAsLeader(request), timeout).await {
+            Ok(network::Response::Group(result)) => result,
+            Ok(_) => Err(GroupError::CoordinatorNotAvailable(format!("{addr} answered with the wrong response kind"))),
+            Err(e) => Err(GroupError::CoordinatorNotAvailable(e.to_string())),
         }
     }
 

@@ -48,7 +48,7 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: TcpStream, peer: SocketAddr
     let (reader, writer) = stream.into_split();
     let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_responses(writer, queue));
-    match read_requests(&agent, reader, in_flight).await {
+    match read_requests(&agent, reader, in_flight, peer).await {
         Ok(()) => tracing::debug!(%peer, "connection closed by client"),
         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
     }
@@ -78,6 +78,7 @@ async fn read_requests(
     agent: &Arc<Agent>,
     mut reader: impl AsyncRead + Unpin,
     in_flight: mpsc::Sender<InFlight>,
+    peer: SocketAddr,
 ) -> Result<(), ConnectionError> {
     while let Some(mut frame) = read_frame(&mut reader).await? {
         let key = i16::from_be_bytes([frame[0], frame[1]]);
@@ -99,7 +100,7 @@ async fn read_requests(
         let request =
             RequestKind::decode(api_key, &mut frame, version).map_err(|e| ConnectionError::Decode(e.to_string()))?;
         let started = std::time::Instant::now();
-        let reply = dispatch::start(agent, &header, request).await;
+        let reply = dispatch::start(agent, &header, request, peer).await;
         if in_flight.send(InFlight { started, correlation_id, api_key, version, reply }).await.is_err() {
             return Ok(());
         }

@@ -28,6 +28,17 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::FindCoordinator, 0, 5),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
@@ -66,8 +77,17 @@ where
 
 /// Starts handling one request. Only Produce does work before returning (it appends to the
 /// flush buffer, in request order); everything else runs in its own task.
-pub(super) async fn start(agent: &Arc<Agent>, header: &RequestHeader, request: RequestKind) -> Reply {
+pub(super) async fn start(
+    agent: &Arc<Agent>,
+    header: &RequestHeader,
+    request: RequestKind,
+    peer: std::net::SocketAddr,
+) -> Reply {
     let version = header.request_api_version;
+    let client = || api::groups::Client {
+        client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
+        host: format!("/{}", peer.ip()),
+    };
     let agent = agent.clone();
     match request {
         RequestKind::ApiVersions(_) => Reply::Now(Box::new(ResponseKind::ApiVersions(
@@ -112,6 +132,40 @@ pub(super) async fn start(agent: &Arc<Agent>, header: &RequestHeader, request: R
         }
         RequestKind::DescribeCluster(req) => {
             later(async move { ResponseKind::DescribeCluster(api::cluster::describe_cluster(&agent, req)) })
+        }
+        RequestKind::FindCoordinator(req) => {
+            Reply::Now(Box::new(ResponseKind::FindCoordinator(api::groups::find_coordinator(&agent, version, req))))
+        }
+        RequestKind::JoinGroup(req) => {
+            let client = client();
+            later(async move { ResponseKind::JoinGroup(api::groups::join(&agent, version, req, client).await) })
+        }
+        RequestKind::SyncGroup(req) => {
+            later(async move { ResponseKind::SyncGroup(api::groups::sync(&agent, version, req).await) })
+        }
+        RequestKind::Heartbeat(req) => {
+            later(async move { ResponseKind::Heartbeat(api::groups::heartbeat(&agent, req).await) })
+        }
+        RequestKind::LeaveGroup(req) => {
+            later(async move { ResponseKind::LeaveGroup(api::groups::leave(&agent, version, req).await) })
+        }
+        RequestKind::OffsetCommit(req) => {
+            later(async move { ResponseKind::OffsetCommit(api::groups::offset_commit(&agent, req).await) })
+        }
+        RequestKind::OffsetFetch(req) => {
+            Reply::Now(Box::new(ResponseKind::OffsetFetch(api::groups::offset_fetch(&agent, version, req))))
+        }
+        RequestKind::ListGroups(req) => {
+            later(async move { ResponseKind::ListGroups(api::groups::list(&agent, version, req).await) })
+        }
+        RequestKind::DescribeGroups(req) => {
+            later(async move { ResponseKind::DescribeGroups(api::groups::describe(&agent, req).await) })
+        }
+        RequestKind::DeleteGroups(req) => {
+            later(async move { ResponseKind::DeleteGroups(api::groups::delete(&agent, req).await) })
+        }
+        RequestKind::OffsetDelete(req) => {
+            later(async move { ResponseKind::OffsetDelete(api::groups::offset_delete(&agent, req).await) })
         }
         // The connection only decodes requests whose (key, version) is in SUPPORTED, and every
         // entry there has an arm above.

@@ -1,6 +1,7 @@
 //! Kafka error codes are chosen here and nowhere else: typed errors in, `ResponseError` codes out,
 //! with exhaustive matches so a new error variant forces a decision.
 
+use floe_metadata::groups::GroupError;
 use floe_metadata::{CommandError, NodeError};
 use kafka_protocol::ResponseError;
 
@@ -53,10 +54,38 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::InvalidConfig(_) => ResponseError::InvalidConfig,
         CommandError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         CommandError::LimitReached(_) => ResponseError::PolicyViolation,
+        CommandError::InvalidGroup(_) => ResponseError::InvalidGroupId,
+        CommandError::GroupNotFound => ResponseError::GroupIdNotFound,
+        CommandError::GroupNotEmpty => ResponseError::NonEmptyGroup,
+        CommandError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         CommandError::InvalidCommit(_) | CommandError::AlreadyInitialized => {
             tracing::error!(error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
         }
+    }
+}
+
+pub(super) fn for_group(error: &GroupError) -> ResponseError {
+    match error {
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::CoordinatorNotAvailable(why) => {
+            tracing::warn!(why = %why, "group coordinator not available");
+            ResponseError::CoordinatorNotAvailable
+        }
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
     }
 }
 

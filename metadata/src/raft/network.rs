@@ -20,6 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
+use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::{ClusterStatus, MetadataNode};
 use crate::state::State;
 
@@ -51,6 +52,11 @@ pub(crate) enum Request {
     AddVoter(NodeId, String),
     /// Removes a voter (leader only).
     RemoveVoter(NodeId),
+    /// A consumer group request from an agent: handled by the leader, forwarded there by
+    /// whichever node receives it.
+    Group(GroupRequest),
+    /// A group request forwarded by a follower; answered NOT_COORDINATOR unless this node leads.
+    GroupAsLeader(GroupRequest),
 }
 
 /// The answer to a [`Request`], variant for variant.
@@ -67,6 +73,8 @@ pub(crate) enum Response {
     Change(u64, Command),
     /// The result of a membership change.
     Membership(Result<(), String>),
+    /// The answer to a group request and the log index of its last write.
+    Group(Result<(GroupResponse, u64), GroupError>),
 }
 
 /// How a leader answered a forwarded proposal.
@@ -169,6 +177,11 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                     }
                     Request::AddVoter(id, addr) => Response::Membership(node.add_voter(id, addr).await),
                     Request::RemoveVoter(id) => Response::Membership(node.remove_voter(id).await),
+                    Request::Group(request) => Response::Group(node.group_request(request).await),
+                    Request::GroupAsLeader(request) => Response::Group(match node.leader_term() {
+                        Some(_) => node.groups().handle(&node, request).await,
+                        None => Err(GroupError::NotCoordinator),
+                    }),
                     Request::Subscribe => {
                         if let Err(e) = stream_changes(&mut stream, &node, &mut stop).await {
                             tracing::debug!(%peer, error = %e, "change stream ended");
@@ -281,6 +294,20 @@ impl ConnectionPool {
             slot.push(client);
         }
         Ok(response)
+    }
+}
+
+/// How long a group request may take on the leader: a JoinGroup waits for the rebalance (up to
+/// the member's rebalance timeout), a SyncGroup for the leader's assignment.
+pub(crate) fn group_call_timeout(request: &GroupRequest) -> Duration {
+    const MARGIN: Duration = Duration::from_secs(30);
+    match request {
+        GroupRequest::Join(join) => {
+            Duration::from_millis(u64::try_from(join.rebalance_timeout_ms).unwrap_or(0)).min(Duration::from_secs(1800))
+                + MARGIN
+        }
+        GroupRequest::Sync(_) => Duration::from_secs(1800) + MARGIN,
+        _ => MARGIN,
     }
 }
 

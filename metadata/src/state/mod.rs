@@ -4,8 +4,14 @@
 //! it and asserts the invariants it must keep. A replica that trips an assertion stops rather
 //! than drift from its peers.
 
+mod groups;
 mod offsets;
 mod topics;
+
+pub use groups::{
+    CommittedOffset, GroupMembership, GroupRecord, MemberRecord, OFFSET_METADATA_BYTES_MAX,
+    OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit,
+};
 
 pub use topics::validate_topic_name;
 
@@ -48,6 +54,8 @@ pub struct State {
     pub recent_commit_keys: VecDeque<String>,
     /// Agents that have announced themselves, with their last heartbeat time (agent clock, ms).
     pub agents: BTreeMap<i32, AgentRecord>,
+    /// Consumer groups by id: last completed membership and committed offsets.
+    pub groups: BTreeMap<String, GroupRecord>,
 }
 
 /// An agent as the cluster knows it.
@@ -132,6 +140,11 @@ impl State {
                 self.generation = generation;
                 Ok(Outcome::Done)
             }
+            Command::StoreGroup { group_id, membership, now_ms } => self.store_group(&group_id, membership, now_ms),
+            Command::CommitOffsets { group_id, offsets, now_ms } => self.commit_offsets(&group_id, offsets, now_ms),
+            Command::DeleteGroup { group_id } => self.delete_group(&group_id),
+            Command::DeleteOffsets { group_id, partitions } => self.delete_offsets(&group_id, partitions),
+            Command::ExpireOffsets { now_ms } => self.expire_offsets(now_ms),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

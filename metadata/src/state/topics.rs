@@ -85,6 +85,7 @@ impl State {
                 self.release_object(entry.object_id);
             }
         }
+        self.forget_topic_offsets(name);
         Ok(Outcome::Done)
     }
 

@@ -4,6 +4,7 @@ pub(super) mod cluster;
 pub(super) mod configs;
 pub(super) mod delete_records;
 pub(super) mod fetch;
+pub(super) mod groups;
 pub(super) mod list_offsets;
 pub(super) mod metadata;
 pub(super) mod offset_for_leader_epoch;

@@ -1,0 +1,458 @@
+//! Consumer group APIs: FindCoordinator names this agent; the coordination requests are
+//! forwarded to the group coordinator on the metadata leader; OffsetFetch reads this agent's
+//! mirror of the committed offsets.
+
+use floe_metadata::groups::{
+    GroupError, GroupRequest, GroupResponse, JoinRequest, LeavingMember, MemberRef, SyncRequest,
+};
+use floe_metadata::{OffsetCommit, State};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::super::error_code::for_group;
+use super::str_bytes;
+use crate::Agent;
+
+/// FindCoordinator key type for consumer groups (1 is transactions, 2 share groups).
+const KEY_TYPE_GROUP: i8 = 0;
+
+/// Who sent a JoinGroup, as DescribeGroups reports members.
+pub(in crate::kafka) struct Client {
+    pub(in crate::kafka) client_id: String,
+    pub(in crate::kafka) host: String,
+}
+
+fn error_code(result: &Result<(), GroupError>) -> i16 {
+    result.as_ref().err().map_or(0, |e| for_group(e).code())
+}
+
+fn unexpected(response: &GroupResponse) -> GroupError {
+    GroupError::CoordinatorNotAvailable(format!("unexpected coordinator answer {response:?}"))
+}
+
+/// Every agent coordinates every group (by forwarding), so the coordinator is this agent.
+pub(in crate::kafka) fn find_coordinator(
+    agent: &Agent,
+    version: i16,
+    request: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let config = &agent.config;
+    let error = (request.key_type != KEY_TYPE_GROUP).then_some(ResponseError::InvalidRequest);
+    let message = error.map(|_| str_bytes("only consumer group coordinators (key type 0) are served"));
+    if version < 4 {
+        let response = FindCoordinatorResponse::default()
+            .with_error_code(error.map_or(0, |e| e.code()))
+            .with_node_id(BrokerId(if error.is_some() { -1 } else { config.node_id }))
+            .with_host(str_bytes(if error.is_some() { "" } else { config.advertised_host.as_str() }))
+            .with_port(if error.is_some() { -1 } else { i32::from(config.advertised_port) });
+        return if version >= 1 { response.with_error_message(message) } else { response };
+    }
+    let coordinators = request
+        .coordinator_keys
+        .into_iter()
+        .map(|key| match error {
+            Some(e) => Coordinator::default()
+                .with_key(key)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(e.code())
+                .with_error_message(message.clone()),
+            None => Coordinator::default()
+                .with_key(key)
+                .with_node_id(BrokerId(config.node_id))
+                .with_host(str_bytes(config.advertised_host.clone()))
+                .with_port(i32::from(config.advertised_port)),
+        })
+        .collect();
+    FindCoordinatorResponse::default().with_coordinators(coordinators)
+}
+
+fn opt(s: Option<StrBytes>) -> Option<String> {
+    s.map(|s| s.to_string())
+}
+
+pub(in crate::kafka) async fn join(
+    agent: &Agent,
+    version: i16,
+    request: JoinGroupRequest,
+    client: Client,
+) -> JoinGroupResponse {
+    let join = JoinRequest {
+        group_id: request.group_id.to_string(),
+        session_timeout_ms: request.session_timeout_ms,
+        // v0 has no rebalance timeout: Kafka uses the session timeout.
+        rebalance_timeout_ms: if version == 0 { request.session_timeout_ms } else { request.rebalance_timeout_ms },
+        member_id: request.member_id.to_string(),
+        instance_id: opt(request.group_instance_id),
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request.protocols.into_iter().map(|p| (p.name.to_string(), p.metadata.to_vec())).collect(),
+        client_id: client.client_id,
+        client_host: client.host,
+        require_known_member: version >= 4,
+    };
+    let (error, answer) = match agent.metadata.group_request(GroupRequest::Join(join)).await {
+        Ok(GroupResponse::Join(Ok(answer))) => (None, answer),
+        Ok(GroupResponse::Join(Err((e, answer)))) => (Some(e), answer),
+        Ok(other) => (Some(unexpected(&other)), Default::default()),
+        Err(e) => (Some(e), Default::default()),
+    };
+    let members = answer
+        .members
+        .into_iter()
+        .map(|m| {
+            let member = JoinGroupResponseMember::default()
+                .with_member_id(str_bytes(m.member_id))
+                .with_metadata(m.metadata.into());
+            if version >= 5 { member.with_group_instance_id(m.instance_id.map(str_bytes)) } else { member }
+        })
+        .collect();
+    let response = JoinGroupResponse::default()
+        .with_error_code(error.as_ref().map_or(0, |e| for_group(e).code()))
+        .with_generation_id(if error.is_some() && answer.generation == 0 { -1 } else { answer.generation })
+        .with_protocol_name(answer.protocol.map(str_bytes))
+        .with_leader(str_bytes(answer.leader))
+        .with_member_id(str_bytes(answer.member_id))
+        .with_members(members);
+    if version >= 7 { response.with_protocol_type(answer.protocol_type.map(str_bytes)) } else { response }
+}
+
+pub(in crate::kafka) async fn sync(agent: &Agent, version: i16, request: SyncGroupRequest) -> SyncGroupResponse {
+    let sync = SyncRequest {
+        group_id: request.group_id.to_string(),
+        generation: request.generation_id,
+        member_id: request.member_id.to_string(),
+        instance_id: opt(request.group_instance_id),
+        protocol_type: opt(request.protocol_type),
+        protocol: opt(request.protocol_name),
+        assignments: request
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
+            .collect(),
+    };
+    let result = match agent.metadata.group_request(GroupRequest::Sync(sync)).await {
+        Ok(GroupResponse::Sync(result)) => result,
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(answer) => {
+            let response = SyncGroupResponse::default().with_assignment(answer.assignment.into());
+            if version >= 5 {
+                response
+                    .with_protocol_type(answer.protocol_type.map(str_bytes))
+                    .with_protocol_name(answer.protocol.map(str_bytes))
+            } else {
+                response
+            }
+        }
+        Err(e) => SyncGroupResponse::default().with_error_code(for_group(&e).code()),
+    }
+}
+
+pub(in crate::kafka) async fn heartbeat(agent: &Agent, request: HeartbeatRequest) -> HeartbeatResponse {
+    let member = MemberRef {
+        group_id: request.group_id.to_string(),
+        generation: request.generation_id,
+        member_id: request.member_id.to_string(),
+        instance_id: opt(request.group_instance_id),
+    };
+    let result = match agent.metadata.group_request(GroupRequest::Heartbeat(member)).await {
+        Ok(GroupResponse::Heartbeat(result)) => result,
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    HeartbeatResponse::default().with_error_code(error_code(&result))
+}
+
+pub(in crate::kafka) async fn leave(agent: &Agent, version: i16, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    let members: Vec<LeavingMember> = if version >= 3 {
+        request
+            .members
+            .into_iter()
+            .map(|m| LeavingMember { member_id: m.member_id.to_string(), instance_id: opt(m.group_instance_id) })
+            .collect()
+    } else {
+        vec![LeavingMember { member_id: request.member_id.to_string(), instance_id: None }]
+    };
+    let group_id = request.group_id.to_string();
+    let result = match agent.metadata.group_request(GroupRequest::Leave { group_id, members }).await {
+        Ok(GroupResponse::Leave(result)) => result,
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) => LeaveGroupResponse::default().with_error_code(for_group(&e).code()),
+        Ok(results) if version < 3 => {
+            LeaveGroupResponse::default().with_error_code(results.first().map_or(0, |(_, r)| error_code(r)))
+        }
+        Ok(results) => LeaveGroupResponse::default().with_members(
+            results
+                .into_iter()
+                .map(|(m, r)| {
+                    MemberResponse::default()
+                        .with_member_id(str_bytes(m.member_id))
+                        .with_group_instance_id(m.instance_id.map(str_bytes))
+                        .with_error_code(error_code(&r))
+                })
+                .collect(),
+        ),
+    }
+}
+
+pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    let mut offsets = Vec::new();
+    let mut order = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            order.push((topic.name.clone(), p.partition_index));
+            offsets.push(OffsetCommit {
+                topic: topic.name.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(ToString::to_string).unwrap_or_default(),
+            });
+        }
+    }
+    let member = MemberRef {
+        group_id: request.group_id.to_string(),
+        generation: request.generation_id_or_member_epoch,
+        member_id: request.member_id.to_string(),
+        instance_id: opt(request.group_instance_id),
+    };
+    let result = match agent.metadata.group_request(GroupRequest::CommitOffsets { member, offsets }).await {
+        Ok(GroupResponse::CommitOffsets(result)) => result,
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    let codes: Vec<i16> = match &result {
+        Ok(results) => results.iter().map(error_code).collect(),
+        Err(e) => vec![for_group(e).code(); order.len()],
+    };
+    let mut topics: Vec<OffsetCommitResponseTopic> = Vec::new();
+    for ((name, partition), code) in order.into_iter().zip(codes) {
+        let entry = OffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(code);
+        match topics.last_mut() {
+            Some(t) if t.name == name => t.partitions.push(entry),
+            _ => topics.push(OffsetCommitResponseTopic::default().with_name(name).with_partitions(vec![entry])),
+        }
+    }
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// One partition's committed offset: (offset, leader epoch, metadata), or -1 when none.
+fn committed(state: &State, group: &str, topic: &str, partition: i32) -> (i64, i32, Option<String>) {
+    match state.groups.get(group).and_then(|g| g.offsets.get(&(topic.to_owned(), partition))) {
+        Some(o) => (o.offset, o.leader_epoch, Some(o.metadata.clone())),
+        None => (-1, -1, Some(String::new())),
+    }
+}
+
+/// The partitions asked for, or every partition with a committed offset when `topics` is null.
+fn requested(state: &State, group: &str, topics: Option<Vec<(TopicName, Vec<i32>)>>) -> Vec<(TopicName, Vec<i32>)> {
+    match topics {
+        Some(topics) => topics,
+        None => {
+            let mut all: Vec<(TopicName, Vec<i32>)> = Vec::new();
+            for (topic, partition) in state.groups.get(group).map(|g| g.offsets.keys()).into_iter().flatten() {
+                match all.last_mut() {
+                    Some((name, partitions)) if name.as_str() == topic => partitions.push(*partition),
+                    _ => all.push((TopicName(str_bytes(topic.clone())), vec![*partition])),
+                }
+            }
+            all
+        }
+    }
+}
+
+pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
+    let state = agent.metadata.read();
+    if version < 8 {
+        let group = request.group_id.to_string();
+        let asked = request.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
+        let topics = requested(&state, &group, asked)
+            .into_iter()
+            .map(|(name, partitions)| {
+                let partitions = partitions
+                    .into_iter()
+                    .map(|p| {
+                        let (offset, epoch, metadata) = committed(&state, &group, &name, p);
+                        let entry = OffsetFetchResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(offset)
+                            .with_metadata(metadata.map(str_bytes));
+                        if version >= 5 { entry.with_committed_leader_epoch(epoch) } else { entry }
+                    })
+                    .collect();
+                OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_topics(topics);
+    }
+    let groups = request
+        .groups
+        .into_iter()
+        .map(|g| {
+            let group = g.group_id.to_string();
+            let asked = g.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
+            let topics = requested(&state, &group, asked)
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let partitions = partitions
+                        .into_iter()
+                        .map(|p| {
+                            let (offset, epoch, metadata) = committed(&state, &group, &name, p);
+                            OffsetFetchResponsePartitions::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(offset)
+                                .with_committed_leader_epoch(epoch)
+                                .with_metadata(metadata.map(str_bytes))
+                        })
+                        .collect();
+                    OffsetFetchResponseTopics::default().with_name(name).with_partitions(partitions)
+                })
+                .collect();
+            OffsetFetchResponseGroup::default().with_group_id(g.group_id).with_topics(topics)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+pub(in crate::kafka) async fn list(agent: &Agent, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
+    let states = request.states_filter.iter().map(ToString::to_string).collect();
+    // Every group here is a classic group; a types filter without "classic" matches none.
+    let classic_only = request.types_filter.iter().all(|t| t.eq_ignore_ascii_case("classic"));
+    let result = match agent.metadata.group_request(GroupRequest::List { states, types: Vec::new() }).await {
+        Ok(GroupResponse::List(groups)) => Ok(groups),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) => ListGroupsResponse::default().with_error_code(for_group(&e).code()),
+        Ok(groups) => ListGroupsResponse::default().with_groups(
+            groups
+                .into_iter()
+                .filter(|_| classic_only)
+                .map(|g| {
+                    let listed = ListedGroup::default()
+                        .with_group_id(GroupId(str_bytes(g.group_id)))
+                        .with_protocol_type(str_bytes(g.protocol_type));
+                    let listed = if version >= 4 { listed.with_group_state(str_bytes(g.state)) } else { listed };
+                    if version >= 5 { listed.with_group_type(str_bytes("classic")) } else { listed }
+                })
+                .collect(),
+        ),
+    }
+}
+
+pub(in crate::kafka) async fn describe(agent: &Agent, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let ids: Vec<String> = request.groups.iter().map(|g| g.to_string()).collect();
+    let result = match agent.metadata.group_request(GroupRequest::Describe(ids.clone())).await {
+        Ok(GroupResponse::Describe(groups)) => Ok(groups),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    let groups = match result {
+        Err(e) => ids
+            .into_iter()
+            .map(|id| {
+                DescribedGroup::default().with_group_id(GroupId(str_bytes(id))).with_error_code(for_group(&e).code())
+            })
+            .collect(),
+        Ok(groups) => groups
+            .into_iter()
+            .map(|g| match g {
+                Err((id, e)) => DescribedGroup::default()
+                    .with_group_id(GroupId(str_bytes(id)))
+                    .with_error_code(for_group(&e).code()),
+                Ok(g) => DescribedGroup::default()
+                    .with_group_id(GroupId(str_bytes(g.group_id)))
+                    .with_group_state(str_bytes(g.state))
+                    .with_protocol_type(str_bytes(g.protocol_type))
+                    .with_protocol_data(str_bytes(g.protocol))
+                    .with_members(
+                        g.members
+                            .into_iter()
+                            .map(|m| {
+                                DescribedGroupMember::default()
+                                    .with_member_id(str_bytes(m.member_id))
+                                    .with_group_instance_id(m.instance_id.map(str_bytes))
+                                    .with_client_id(str_bytes(m.client_id))
+                                    .with_client_host(str_bytes(m.client_host))
+                                    .with_member_metadata(m.metadata.into())
+                                    .with_member_assignment(m.assignment.into())
+                            })
+                            .collect(),
+                    ),
+            })
+            .collect(),
+    };
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub(in crate::kafka) async fn delete(agent: &Agent, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let ids: Vec<String> = request.groups_names.iter().map(|g| g.to_string()).collect();
+    let result = match agent.metadata.group_request(GroupRequest::Delete(ids.clone())).await {
+        Ok(GroupResponse::Delete(results)) => Ok(results),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    let results: Vec<(String, Result<(), GroupError>)> = match result {
+        Ok(results) => results,
+        Err(e) => ids.into_iter().map(|id| (id, Err(e.clone()))).collect(),
+    };
+    DeleteGroupsResponse::default().with_results(
+        results
+            .into_iter()
+            .map(|(id, r)| {
+                DeletableGroupResult::default().with_group_id(GroupId(str_bytes(id))).with_error_code(error_code(&r))
+            })
+            .collect(),
+    )
+}
+
+pub(in crate::kafka) async fn offset_delete(agent: &Agent, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let order: Vec<(TopicName, i32)> =
+        request.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.name.clone(), p.partition_index))).collect();
+    let partitions = order.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+    let group_id = request.group_id.to_string();
+    let result = match agent.metadata.group_request(GroupRequest::DeleteOffsets { group_id, partitions }).await {
+        Ok(GroupResponse::DeleteOffsets(result)) => result,
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    let results = match result {
+        Err(e) => return OffsetDeleteResponse::default().with_error_code(for_group(&e).code()),
+        Ok(results) => results,
+    };
+    let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    for ((name, partition), r) in order.into_iter().zip(results) {
+        let entry =
+            OffsetDeleteResponsePartition::default().with_partition_index(partition).with_error_code(error_code(&r));
+        match topics.last_mut() {
+            Some(t) if t.name == name => t.partitions.push(entry),
+            _ => topics.push(OffsetDeleteResponseTopic::default().with_name(name).with_partitions(vec![entry])),
+        }
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
+}

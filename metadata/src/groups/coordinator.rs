@@ -1,0 +1,1041 @@
+//! The group coordinator: live membership, rebalances and timers in memory on the metadata
+//! leader; completed generations and offsets through Raft.
+//!
+//! All bookkeeping happens under one mutex without awaiting; proposals and waiting for other
+//! members (JoinGroup waits for the rebalance, a follower's SyncGroup for the leader's
+//! assignment) happen after it is released.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::{
+    Described, DescribedMember, GroupDescription, GroupError, GroupRequest, GroupResponse, JoinRequest, JoinResponse,
+    JoinedMember, LeaveResult, LeavingMember, ListedGroup, MemberRef, Protocol, SyncRequest, SyncResponse,
+    subscribed_topics,
+};
+use crate::command::{Command, CommandError, Outcome};
+use crate::node::{MetadataNode, NodeError};
+use crate::state::{GroupMembership, MemberRecord, OffsetCommit, State};
+
+/// How often timers (sessions, rebalance deadlines) are checked.
+const TICK: Duration = Duration::from_millis(100);
+/// How often offsets past retention are dropped.
+const EXPIRE_OFFSETS_EVERY: Duration = Duration::from_secs(60);
+/// Extra time a waiting JoinGroup or SyncGroup gets beyond the rebalance timeout before it is
+/// answered REBALANCE_IN_PROGRESS (the member then rejoins).
+const WAIT_MARGIN: Duration = Duration::from_secs(5);
+
+/// Kafka broker defaults for the group settings, overridable as dynamic broker configs.
+const MIN_SESSION_TIMEOUT_MS: (&str, i64) = ("group.min.session.timeout.ms", 6_000);
+const MAX_SESSION_TIMEOUT_MS: (&str, i64) = ("group.max.session.timeout.ms", 1_800_000);
+const INITIAL_REBALANCE_DELAY_MS: (&str, i64) = ("group.initial.rebalance.delay.ms", 3_000);
+const MAX_GROUP_SIZE: (&str, i64) = ("group.max.size", crate::limits::GROUP_MEMBERS_MAX as i64);
+
+fn setting(state: &State, (name, default): (&str, i64)) -> i64 {
+    state.broker_configs.get(name).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn millis(ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+type JoinReply = Result<JoinResponse, (GroupError, JoinResponse)>;
+type SyncReply = Result<SyncResponse, GroupError>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Empty => "Empty",
+            Self::PreparingRebalance => "PreparingRebalance",
+            Self::CompletingRebalance => "CompletingRebalance",
+            Self::Stable => "Stable",
+        }
+    }
+}
+
+struct Member {
+    record: MemberRecord,
+    protocols: Vec<Protocol>,
+    last_seen: Instant,
+    join_waiter: Option<oneshot::Sender<JoinReply>>,
+    sync_waiter: Option<oneshot::Sender<SyncReply>>,
+    /// Join order: the longest-standing member leads when the leader left.
+    seq: u64,
+}
+
+impl Member {
+    fn alive(&self, now: Instant) -> bool {
+        self.join_waiter.is_some()
+            || self.sync_waiter.is_some()
+            || now.duration_since(self.last_seen) <= millis(self.record.session_timeout_ms)
+    }
+
+    fn metadata_for(&self, protocol: &str) -> Option<&[u8]> {
+        self.protocols.iter().find(|(name, _)| name == protocol).map(|(_, m)| m.as_slice())
+    }
+}
+
+struct Group {
+    phase: Phase,
+    protocol_type: String,
+    generation: i32,
+    protocol: Option<String>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, until they join or their session passes.
+    pending: HashMap<String, Instant>,
+    join_deadline: Option<Instant>,
+    /// While the first rebalance of an empty group waits for more members, its start time.
+    initial_join_started: Option<Instant>,
+    next_seq: u64,
+}
+
+/// What must happen once the lock is released.
+#[derive(Default)]
+struct Effects {
+    store: Option<GroupMembership>,
+    joins: Vec<(oneshot::Sender<JoinReply>, JoinReply)>,
+    syncs: Vec<(oneshot::Sender<SyncReply>, SyncReply)>,
+}
+
+impl Effects {
+    fn deliver(self) {
+        for (tx, reply) in self.joins {
+            let _ = tx.send(reply);
+        }
+        for (tx, reply) in self.syncs {
+            let _ = tx.send(reply);
+        }
+    }
+}
+
+impl Group {
+    fn from_state(state: &State, group_id: &str, now: Instant) -> Option<Self> {
+        let record = state.groups.get(group_id)?;
+        let m = &record.membership;
+        let members: BTreeMap<String, Member> = m
+            .members
+            .iter()
+            .enumerate()
+            .map(|(seq, r)| {
+                let protocols = m.protocol.iter().map(|p| (p.clone(), r.subscription.clone())).collect();
+                let member = Member {
+                    record: r.clone(),
+                    protocols,
+                    last_seen: now,
+                    join_waiter: None,
+                    sync_waiter: None,
+                    seq: seq as u64,
+                };
+                (r.member_id.clone(), member)
+            })
+            .collect();
+        Some(Self {
+            phase: if members.is_empty() { Phase::Empty } else { Phase::Stable },
+            protocol_type: m.protocol_type.clone(),
+            generation: m.generation,
+            protocol: m.protocol.clone(),
+            leader: m.leader.clone(),
+            next_seq: members.len() as u64,
+            members,
+            pending: HashMap::new(),
+            join_deadline: None,
+            initial_join_started: None,
+        })
+    }
+
+    fn empty(protocol_type: &str) -> Self {
+        Self {
+            phase: Phase::Empty,
+            protocol_type: protocol_type.to_owned(),
+            generation: 0,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: HashMap::new(),
+            join_deadline: None,
+            initial_join_started: None,
+            next_seq: 0,
+        }
+    }
+
+    fn membership(&self) -> GroupMembership {
+        GroupMembership {
+            protocol_type: self.protocol_type.clone(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            members: self.members.values().map(|m| m.record.clone()).collect(),
+        }
+    }
+
+    fn static_member(&self, instance_id: &str) -> Option<&str> {
+        self.members
+            .values()
+            .find(|m| m.record.instance_id.as_deref() == Some(instance_id))
+            .map(|m| m.record.member_id.as_str())
+    }
+
+    /// Checks a request naming `member_id` (and maybe an instance id) against the membership.
+    fn check_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), GroupError> {
+        if let Some(instance) = instance_id
+            && let Some(current) = self.static_member(instance)
+            && current != member_id
+        {
+            return Err(GroupError::FencedInstanceId);
+        }
+        if self.members.contains_key(member_id) { Ok(()) } else { Err(GroupError::UnknownMemberId) }
+    }
+
+    /// Protocols every member (and `offered`, when given) supports, in the first member's order.
+    fn common_protocols(&self, offered: Option<&[Protocol]>) -> Vec<String> {
+        let mut lists = self.members.values().map(|m| m.protocols.as_slice()).chain(offered);
+        let Some(first) = lists.next() else { return Vec::new() };
+        let rest: Vec<&[Protocol]> = lists.collect();
+        first
+            .iter()
+            .map(|(name, _)| name.clone())
+            .filter(|name| rest.iter().all(|l| l.iter().any(|(n, _)| n == name)))
+            .collect()
+    }
+
+    fn max_rebalance_timeout(&self) -> Duration {
+        self.members.values().map(|m| millis(m.record.rebalance_timeout_ms)).max().unwrap_or_default()
+    }
+
+    fn add_member(&mut self, member_id: String, request: &JoinRequest, now: Instant) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let record = MemberRecord {
+            member_id: member_id.clone(),
+            instance_id: request.instance_id.clone(),
+            client_id: request.client_id.clone(),
+            client_host: request.client_host.clone(),
+            session_timeout_ms: request.session_timeout_ms,
+            rebalance_timeout_ms: request.rebalance_timeout_ms,
+            subscription: Vec::new(),
+            assignment: Vec::new(),
+        };
+        let member = Member {
+            record,
+            protocols: request.protocols.clone(),
+            last_seen: now,
+            join_waiter: None,
+            sync_waiter: None,
+            seq,
+        };
+        self.members.insert(member_id, member);
+    }
+
+    /// Starts (or extends) a rebalance: every member must rejoin.
+    fn prepare_rebalance(&mut self, now: Instant, initial_delay: Duration, effects: &mut Effects) {
+        if self.phase == Phase::CompletingRebalance {
+            for member in self.members.values_mut() {
+                if let Some(tx) = member.sync_waiter.take() {
+                    effects.syncs.push((tx, Err(GroupError::RebalanceInProgress)));
+                }
+            }
+        }
+        let rebalance_timeout = self.max_rebalance_timeout();
+        match self.phase {
+            Phase::Empty => {
+                self.initial_join_started = Some(now);
+                self.join_deadline = Some(now + initial_delay.min(rebalance_timeout));
+            }
+            Phase::PreparingRebalance => {
+                // A member joining during the initial delay extends it, up to the rebalance timeout.
+                if let Some(started) = self.initial_join_started {
+                    self.join_deadline = Some((now + initial_delay).min(started + rebalance_timeout));
+                }
+            }
+            Phase::CompletingRebalance | Phase::Stable => self.join_deadline = Some(now + rebalance_timeout),
+        }
+        self.phase = Phase::PreparingRebalance;
+    }
+
+    /// Completes the join phase when every member has rejoined (or the deadline passed): bumps
+    /// the generation, picks the protocol and the leader, and answers the waiting joins.
+    fn maybe_complete_join(&mut self, now: Instant, effects: &mut Effects) {
+        if self.phase != Phase::PreparingRebalance {
+            return;
+        }
+        let deadline_passed = self.join_deadline.is_none_or(|d| now >= d);
+        let all_joined = self.members.values().all(|m| m.join_waiter.is_some()) && self.pending.is_empty();
+        let ready = if self.initial_join_started.is_some() { deadline_passed } else { all_joined || deadline_passed };
+        if !ready {
+            return;
+        }
+        self.members.retain(|_, m| m.join_waiter.is_some());
+        self.generation = self.generation.saturating_add(1);
+        self.join_deadline = None;
+        self.initial_join_started = None;
+        if self.members.is_empty() {
+            self.phase = Phase::Empty;
+            self.protocol = None;
+            self.leader = None;
+            effects.store = Some(self.membership());
+            return;
+        }
+        let candidates = self.common_protocols(None);
+        let votes = |name: &String| {
+            self.members
+                .values()
+                .filter(|m| m.protocols.iter().find(|(n, _)| candidates.contains(n)).is_some_and(|(n, _)| n == name))
+                .count()
+        };
+        // Most first choices wins; ties go to the earliest in the first member's list.
+        let chosen = candidates.iter().rev().max_by_key(|name| votes(name)).cloned();
+        self.protocol = chosen.clone();
+        let protocol = chosen.unwrap_or_default();
+        if self.leader.as_ref().is_none_or(|l| !self.members.contains_key(l)) {
+            self.leader = self.members.values().min_by_key(|m| m.seq).map(|m| m.record.member_id.clone());
+        }
+        let leader = self.leader.clone().unwrap_or_default();
+        for member in self.members.values_mut() {
+            member.record.subscription = member.metadata_for(&protocol).map(<[u8]>::to_vec).unwrap_or_default();
+        }
+        let everyone: Vec<JoinedMember> = self
+            .members
+            .values()
+            .map(|m| JoinedMember {
+                member_id: m.record.member_id.clone(),
+                instance_id: m.record.instance_id.clone(),
+                metadata: m.record.subscription.clone(),
+            })
+            .collect();
+        self.phase = Phase::CompletingRebalance;
+        for member in self.members.values_mut() {
+            member.last_seen = now;
+            if let Some(tx) = member.join_waiter.take() {
+                let is_leader = member.record.member_id == leader;
+                effects.joins.push((
+                    tx,
+                    Ok(JoinResponse {
+                        generation: self.generation,
+                        protocol_type: Some(self.protocol_type.clone()),
+                        protocol: self.protocol.clone(),
+                        leader: leader.clone(),
+                        member_id: member.record.member_id.clone(),
+                        members: if is_leader { everyone.clone() } else { Vec::new() },
+                    }),
+                ));
+            }
+        }
+    }
+
+    /// The join answer for a member of the current generation (no rebalance needed).
+    fn current_join(&self, member_id: &str) -> JoinResponse {
+        let is_leader = self.leader.as_deref() == Some(member_id);
+        JoinResponse {
+            generation: self.generation,
+            protocol_type: Some(self.protocol_type.clone()),
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone().unwrap_or_default(),
+            member_id: member_id.to_owned(),
+            members: if is_leader && self.phase == Phase::CompletingRebalance {
+                self.members
+                    .values()
+                    .map(|m| JoinedMember {
+                        member_id: m.record.member_id.clone(),
+                        instance_id: m.record.instance_id.clone(),
+                        metadata: m.record.subscription.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Removes a member; the group rebalances (or empties).
+    fn remove_member(&mut self, member_id: &str, now: Instant, initial_delay: Duration, effects: &mut Effects) {
+        let Some(mut member) = self.members.remove(member_id) else { return };
+        if let Some(tx) = member.join_waiter.take() {
+            effects.joins.push((tx, Err((GroupError::UnknownMemberId, JoinResponse::default()))));
+        }
+        if let Some(tx) = member.sync_waiter.take() {
+            effects.syncs.push((tx, Err(GroupError::UnknownMemberId)));
+        }
+        if self.members.is_empty() && self.phase != Phase::PreparingRebalance {
+            self.phase = Phase::Empty;
+            self.generation = self.generation.saturating_add(1);
+            self.protocol = None;
+            self.leader = None;
+            effects.store = Some(self.membership());
+            return;
+        }
+        if self.phase != Phase::PreparingRebalance {
+            self.prepare_rebalance(now, initial_delay, effects);
+        }
+        self.maybe_complete_join(now, effects);
+    }
+}
+
+struct Inner {
+    /// The Raft term in which this node leads and holds `groups`; `None` when not leading.
+    term: Option<u64>,
+    groups: HashMap<String, Group>,
+}
+
+/// Group coordination for the node it runs on (active only while that node leads).
+pub struct GroupCoordinator {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for GroupCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCoordinator").finish_non_exhaustive()
+    }
+}
+
+impl Default for GroupCoordinator {
+    fn default() -> Self {
+        Self { inner: Mutex::new(Inner { term: None, groups: HashMap::new() }) }
+    }
+}
+
+fn store_error(e: NodeError) -> GroupError {
+    GroupError::CoordinatorNotAvailable(e.to_string())
+}
+
+fn command_error(e: &CommandError) -> GroupError {
+    match e {
+        CommandError::UnknownTopicOrPartition => GroupError::UnknownTopicOrPartition,
+        CommandError::OffsetMetadataTooLarge => GroupError::OffsetMetadataTooLarge,
+        CommandError::GroupNotFound => GroupError::GroupIdNotFound,
+        CommandError::GroupNotEmpty => GroupError::NonEmptyGroup,
+        CommandError::InvalidGroup(_) => GroupError::InvalidGroupId,
+        other => GroupError::CoordinatorNotAvailable(other.to_string()),
+    }
+}
+
+impl GroupCoordinator {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checks this node leads (forgetting in-memory groups from an earlier term) and runs `f`
+    /// on the group table.
+    fn with_groups<T>(
+        &self,
+        node: &MetadataNode,
+        f: impl FnOnce(&mut HashMap<String, Group>, &State) -> T,
+    ) -> Result<T, GroupError> {
+        let term = node.leader_term().ok_or(GroupError::NotCoordinator)?;
+        let mut inner = self.lock();
+        if inner.term != Some(term) {
+            inner.groups.clear();
+            inner.term = Some(term);
+        }
+        let state = node.read();
+        Ok(f(&mut inner.groups, &state))
+    }
+
+    /// Handles one request; the `u64` is the log index of the last write it made (0 if none),
+    /// so the caller can wait until its own view includes it.
+    pub async fn handle(&self, node: &MetadataNode, request: GroupRequest) -> Result<(GroupResponse, u64), GroupError> {
+        Ok(match request {
+            GroupRequest::Join(r) => (GroupResponse::Join(self.join(node, r).await?), 0),
+            GroupRequest::Sync(r) => (GroupResponse::Sync(self.sync(node, r).await?), 0),
+            GroupRequest::Heartbeat(r) => (GroupResponse::Heartbeat(self.heartbeat(node, &r)?), 0),
+            GroupRequest::Leave { group_id, members } => {
+                (GroupResponse::Leave(self.leave(node, &group_id, members).await?), 0)
+            }
+            GroupRequest::CommitOffsets { member, offsets } => {
+                let (result, index) = self.commit_offsets(node, &member, offsets).await?;
+                (GroupResponse::CommitOffsets(result), index)
+            }
+            GroupRequest::Describe(ids) => (GroupResponse::Describe(self.describe(node, &ids)?), 0),
+            GroupRequest::List { states, types } => (GroupResponse::List(self.list(node, &states, &types)?), 0),
+            GroupRequest::Delete(ids) => {
+                let (result, index) = self.delete(node, ids).await?;
+                (GroupResponse::Delete(result), index)
+            }
+            GroupRequest::DeleteOffsets { group_id, partitions } => {
+                let (result, index) = self.delete_offsets(node, &group_id, partitions).await?;
+                (GroupResponse::DeleteOffsets(result), index)
+            }
+        })
+    }
+
+    async fn join(&self, node: &MetadataNode, request: JoinRequest) -> Result<JoinReply, GroupError> {
+        let fail = |e: GroupError| Ok(Err((e, JoinResponse::default())));
+        if request.group_id.is_empty() || request.group_id.len() > crate::limits::GROUP_ID_BYTES_MAX {
+            return fail(GroupError::InvalidGroupId);
+        }
+        if request.protocol_type.is_empty() || request.protocols.is_empty() {
+            return fail(GroupError::InconsistentGroupProtocol);
+        }
+        let now = Instant::now();
+        let mut effects = Effects::default();
+        // The closure's error is the immediate answer (no waiting); it is moved once, not hot.
+        #[allow(clippy::result_large_err)]
+        let outcome = self.with_groups(node, |groups, state| -> Result<_, JoinReply> {
+            let session = i64::from(request.session_timeout_ms);
+            if session < setting(state, MIN_SESSION_TIMEOUT_MS) || session > setting(state, MAX_SESSION_TIMEOUT_MS) {
+                return Err(Err((GroupError::InvalidSessionTimeout, JoinResponse::default())));
+            }
+            let initial_delay =
+                Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0));
+            let max_size = usize::try_from(setting(state, MAX_GROUP_SIZE)).unwrap_or(0);
+            let group = match groups.entry(request.group_id.clone()) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                    Group::from_state(state, &request.group_id, now)
+                        .unwrap_or_else(|| Group::empty(&request.protocol_type)),
+                ),
+            };
+            let inconsistent = Err(Err((GroupError::InconsistentGroupProtocol, JoinResponse::default())));
+            if group.members.is_empty() {
+                group.protocol_type.clone_from(&request.protocol_type);
+            } else if group.protocol_type != request.protocol_type
+                || group.common_protocols(Some(&request.protocols)).is_empty()
+            {
+                return inconsistent;
+            }
+            let full = group.members.len() >= max_size;
+            let new_id = || {
+                let client: String = request.client_id.chars().take(255).collect();
+                format!("{client}-{}", uuid::Uuid::new_v4())
+            };
+            let member_id = if request.member_id.is_empty() {
+                if let Some(instance) = request.instance_id.as_deref()
+                    && let Some(old_id) = group.static_member(instance).map(str::to_owned)
+                {
+                    // A static member restarted: it takes over its old membership and the old
+                    // instance is fenced.
+                    let id = new_id();
+                    let Some(mut member) = group.members.remove(&old_id) else { unreachable!("found above") };
+                    if let Some(tx) = member.join_waiter.take() {
+                        effects.joins.push((tx, Err((GroupError::FencedInstanceId, JoinResponse::default()))));
+                    }
+                    if let Some(tx) = member.sync_waiter.take() {
+                        effects.syncs.push((tx, Err(GroupError::FencedInstanceId)));
+                    }
+                    let unchanged = group.protocol.as_deref().is_some_and(|p| {
+                        request.protocols.iter().any(|(n, m)| n == p && *m == member.record.subscription)
+                    });
+                    member.record.member_id.clone_from(&id);
+                    member.record.client_id.clone_from(&request.client_id);
+                    member.record.client_host.clone_from(&request.client_host);
+                    member.record.session_timeout_ms = request.session_timeout_ms;
+                    member.record.rebalance_timeout_ms = request.rebalance_timeout_ms;
+                    member.protocols.clone_from(&request.protocols);
+                    member.last_seen = now;
+                    group.members.insert(id.clone(), member);
+                    if group.leader.as_deref() == Some(old_id.as_str()) {
+                        group.leader = Some(id.clone());
+                    }
+                    if group.phase == Phase::Stable && unchanged {
+                        effects.store = Some(group.membership());
+                        return Err(Ok(group.current_join(&id)));
+                    }
+                    id
+                } else if request.instance_id.is_none() && request.require_known_member {
+                    let id = new_id();
+                    group.pending.insert(id.clone(), now + millis(request.session_timeout_ms));
+                    return Err(Err((
+                        GroupError::MemberIdRequired,
+                        JoinResponse { member_id: id, ..Default::default() },
+                    )));
+                } else {
+                    if full {
+                        return Err(Err((GroupError::GroupMaxSizeReached, JoinResponse::default())));
+                    }
+                    let id = new_id();
+                    group.add_member(id.clone(), &request, now);
+                    id
+                }
+            } else if group.pending.remove(&request.member_id).is_some() {
+                if full {
+                    return Err(Err((GroupError::GroupMaxSizeReached, JoinResponse::default())));
+                }
+                group.add_member(request.member_id.clone(), &request, now);
+                request.member_id.clone()
+            } else {
+                if let Err(e) = group.check_member(&request.member_id, request.instance_id.as_deref()) {
+                    return Err(Err((e, JoinResponse::default())));
+                }
+                let leader = group.leader.clone();
+                let Some(member) = group.members.get_mut(&request.member_id) else { unreachable!("checked") };
+                let unchanged = member.protocols == request.protocols;
+                member.protocols.clone_from(&request.protocols);
+                member.record.session_timeout_ms = request.session_timeout_ms;
+                member.record.rebalance_timeout_ms = request.rebalance_timeout_ms;
+                member.last_seen = now;
+                let is_leader = leader.as_deref() == Some(request.member_id.as_str());
+                match group.phase {
+                    Phase::CompletingRebalance if unchanged => return Err(Ok(group.current_join(&request.member_id))),
+                    Phase::Stable if unchanged && !is_leader => return Err(Ok(group.current_join(&request.member_id))),
+                    _ => {}
+                }
+                request.member_id.clone()
+            };
+            if group.phase != Phase::PreparingRebalance || group.initial_join_started.is_some() {
+                group.prepare_rebalance(now, initial_delay, &mut effects);
+            }
+            let (tx, rx) = oneshot::channel();
+            if let Some(member) = group.members.get_mut(&member_id) {
+                member.join_waiter = Some(tx);
+            }
+            let wait = group.max_rebalance_timeout().max(initial_delay) + WAIT_MARGIN;
+            group.maybe_complete_join(now, &mut effects);
+            Ok((rx, wait))
+        })?;
+        let store = effects.store.take();
+        effects.deliver();
+        if let Some(membership) = store {
+            self.store(node, &request.group_id, membership).await?;
+        }
+        let (rx, wait) = match outcome {
+            Ok(waiting) => waiting,
+            Err(answer) => return Ok(answer),
+        };
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(GroupError::NotCoordinator),
+            Err(_) => Ok(Err((GroupError::RebalanceInProgress, JoinResponse::default()))),
+        }
+    }
+
+    async fn store(&self, node: &MetadataNode, group_id: &str, membership: GroupMembership) -> Result<u64, GroupError> {
+        let command = Command::StoreGroup { group_id: group_id.to_owned(), membership, now_ms: now_ms() };
+        node.propose_indexed(command).await.map(|(_, index)| index).map_err(store_error)
+    }
+
+    async fn sync(&self, node: &MetadataNode, request: SyncRequest) -> Result<SyncReply, GroupError> {
+        let now = Instant::now();
+        let mut effects = Effects::default();
+        let outcome =
+            self.with_groups(node, |groups, state| -> Result<(oneshot::Receiver<SyncReply>, Duration), SyncReply> {
+                let group = groups.get_mut(&request.group_id).ok_or(Err(GroupError::UnknownMemberId))?;
+                group.check_member(&request.member_id, request.instance_id.as_deref()).map_err(Err)?;
+                if request.generation != group.generation {
+                    return Err(Err(GroupError::IllegalGeneration));
+                }
+                if request.protocol_type.as_ref().is_some_and(|t| *t != group.protocol_type)
+                    || request.protocol.as_ref().is_some_and(|p| Some(p) != group.protocol.as_ref())
+                {
+                    return Err(Err(GroupError::InconsistentGroupProtocol));
+                }
+                let answer = |group: &Group, assignment: Vec<u8>| SyncResponse {
+                    protocol_type: Some(group.protocol_type.clone()),
+                    protocol: group.protocol.clone(),
+                    assignment,
+                };
+                match group.phase {
+                    Phase::Empty => return Err(Err(GroupError::UnknownMemberId)),
+                    Phase::PreparingRebalance => return Err(Err(GroupError::RebalanceInProgress)),
+                    Phase::Stable => {
+                        let assignment = group.members.get(&request.member_id).map(|m| m.record.assignment.clone());
+                        return Err(Ok(answer(group, assignment.unwrap_or_default())));
+                    }
+                    Phase::CompletingRebalance => {}
+                }
+                let (tx, rx) = oneshot::channel();
+                let wait = group.max_rebalance_timeout() + WAIT_MARGIN;
+                if let Some(member) = group.members.get_mut(&request.member_id) {
+                    member.sync_waiter = Some(tx);
+                    member.last_seen = now;
+                }
+                if group.leader.as_deref() == Some(request.member_id.as_str()) {
+                    let mut assignments: HashMap<&str, &Vec<u8>> =
+                        request.assignments.iter().map(|(id, a)| (id.as_str(), a)).collect();
+                    for member in group.members.values_mut() {
+                        member.record.assignment =
+                            assignments.remove(member.record.member_id.as_str()).cloned().unwrap_or_default();
+                    }
+                    group.phase = Phase::Stable;
+                    effects.store = Some(group.membership());
+                    let replies: Vec<_> = group
+                        .members
+                        .values_mut()
+                        .filter_map(|m| m.sync_waiter.take().map(|tx| (tx, m.record.assignment.clone())))
+                        .collect();
+                    for (tx, assignment) in replies {
+                        effects.syncs.push((tx, Ok(answer(group, assignment))));
+                    }
+                }
+                let _ = state;
+                Ok((rx, wait))
+            })?;
+        let (rx, wait) = match outcome {
+            Ok(waiting) => waiting,
+            Err(answer) => return Ok(answer),
+        };
+        if let Some(membership) = effects.store.take() {
+            let generation = membership.generation;
+            if let Err(e) = self.store(node, &request.group_id, membership).await {
+                // The generation is not durable: fail this round and rebalance.
+                for (_, reply) in &mut effects.syncs {
+                    *reply = Err(e.clone());
+                }
+                let _ = self.with_groups(node, |groups, state| {
+                    if let Some(group) = groups.get_mut(&request.group_id)
+                        && group.generation == generation
+                    {
+                        let delay = Duration::from_millis(
+                            u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0),
+                        );
+                        let mut more = Effects::default();
+                        group.prepare_rebalance(Instant::now(), delay, &mut more);
+                        more.deliver();
+                    }
+                });
+            }
+        }
+        effects.deliver();
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(GroupError::NotCoordinator),
+            Err(_) => Ok(Err(GroupError::RebalanceInProgress)),
+        }
+    }
+
+    fn heartbeat(&self, node: &MetadataNode, request: &MemberRef) -> Result<Result<(), GroupError>, GroupError> {
+        let now = Instant::now();
+        self.with_groups(node, |groups, state| {
+            if !groups.contains_key(&request.group_id)
+                && let Some(group) = Group::from_state(state, &request.group_id, now)
+            {
+                groups.insert(request.group_id.clone(), group);
+            }
+            let group = groups.get_mut(&request.group_id).ok_or(GroupError::UnknownMemberId)?;
+            group.check_member(&request.member_id, request.instance_id.as_deref())?;
+            if request.generation != group.generation {
+                return Err(GroupError::IllegalGeneration);
+            }
+            if let Some(member) = group.members.get_mut(&request.member_id) {
+                member.last_seen = now;
+            }
+            match group.phase {
+                Phase::PreparingRebalance => Err(GroupError::RebalanceInProgress),
+                Phase::Empty => Err(GroupError::UnknownMemberId),
+                Phase::CompletingRebalance | Phase::Stable => Ok(()),
+            }
+        })
+    }
+
+    async fn leave(
+        &self,
+        node: &MetadataNode,
+        group_id: &str,
+        leaving: Vec<LeavingMember>,
+    ) -> Result<Result<Vec<LeaveResult>, GroupError>, GroupError> {
+        let now = Instant::now();
+        let mut effects = Effects::default();
+        let result = self.with_groups(node, |groups, state| {
+            if !groups.contains_key(group_id)
+                && let Some(group) = Group::from_state(state, group_id, now)
+            {
+                groups.insert(group_id.to_owned(), group);
+            }
+            let Some(group) = groups.get_mut(group_id) else { return Err(GroupError::UnknownMemberId) };
+            let delay = Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0));
+            let mut results = Vec::new();
+            for member in leaving {
+                let target = match (&member.instance_id, member.member_id.is_empty()) {
+                    (Some(instance), _) => match group.static_member(instance) {
+                        Some(id) if member.member_id.is_empty() || member.member_id == id => Ok(id.to_owned()),
+                        Some(_) => Err(GroupError::FencedInstanceId),
+                        None => Err(GroupError::UnknownMemberId),
+                    },
+                    (None, false) if group.pending.remove(&member.member_id).is_some() => {
+                        results.push((member, Ok(())));
+                        continue;
+                    }
+                    (None, false) if group.members.contains_key(&member.member_id) => Ok(member.member_id.clone()),
+                    _ => Err(GroupError::UnknownMemberId),
+                };
+                if let Ok(id) = &target {
+                    group.remove_member(id, now, delay, &mut effects);
+                }
+                results.push((member, target.map(|_| ())));
+            }
+            Ok(results)
+        })?;
+        let store = effects.store.take();
+        effects.deliver();
+        if let Some(membership) = store {
+            self.store(node, group_id, membership).await?;
+        }
+        Ok(result)
+    }
+
+    async fn commit_offsets(
+        &self,
+        node: &MetadataNode,
+        member: &MemberRef,
+        offsets: Vec<OffsetCommit>,
+    ) -> Result<(Result<Vec<Result<(), GroupError>>, GroupError>, u64), GroupError> {
+        if member.group_id.is_empty() || member.group_id.len() > crate::limits::GROUP_ID_BYTES_MAX {
+            return Ok((Err(GroupError::InvalidGroupId), 0));
+        }
+        let now = Instant::now();
+        let allowed = self.with_groups(node, |groups, state| {
+            if !groups.contains_key(&member.group_id)
+                && let Some(group) = Group::from_state(state, &member.group_id, now)
+            {
+                groups.insert(member.group_id.clone(), group);
+            }
+            let Some(group) = groups.get_mut(&member.group_id) else {
+                // No such group: only an assign-mode consumer (generation -1) may create one.
+                return if member.generation < 0 { Ok(()) } else { Err(GroupError::IllegalGeneration) };
+            };
+            if member.generation < 0 && group.phase == Phase::Empty {
+                return Ok(());
+            }
+            group.check_member(&member.member_id, member.instance_id.as_deref())?;
+            if member.generation != group.generation {
+                return Err(GroupError::IllegalGeneration);
+            }
+            if group.phase == Phase::CompletingRebalance {
+                return Err(GroupError::RebalanceInProgress);
+            }
+            if let Some(m) = group.members.get_mut(&member.member_id) {
+                m.last_seen = now;
+            }
+            Ok(())
+        })?;
+        if let Err(e) = allowed {
+            return Ok((Err(e), 0));
+        }
+        let command = Command::CommitOffsets { group_id: member.group_id.clone(), offsets, now_ms: now_ms() };
+        match node.propose_indexed(command).await {
+            Ok((Outcome::OffsetsCommitted(results), index)) => {
+                Ok((Ok(results.iter().map(|r| r.as_ref().map_err(command_error).copied()).collect()), index))
+            }
+            Ok((other, _)) => Err(GroupError::CoordinatorNotAvailable(format!("unexpected outcome {other:?}"))),
+            Err(NodeError::Rejected(e)) => Ok((Err(command_error(&e)), 0)),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    fn describe(&self, node: &MetadataNode, ids: &[String]) -> Result<Vec<Described>, GroupError> {
+        let now = Instant::now();
+        self.with_groups(node, |groups, state| {
+            ids.iter()
+                .map(|id| {
+                    let loaded;
+                    let group = match groups.get(id) {
+                        Some(g) => Some(g),
+                        None => {
+                            loaded = Group::from_state(state, id, now);
+                            loaded.as_ref()
+                        }
+                    };
+                    let Some(group) = group else {
+                        return Ok(GroupDescription {
+                            group_id: id.clone(),
+                            state: "Dead".into(),
+                            protocol_type: String::new(),
+                            protocol: String::new(),
+                            members: Vec::new(),
+                        });
+                    };
+                    Ok(GroupDescription {
+                        group_id: id.clone(),
+                        state: group.phase.name().into(),
+                        protocol_type: group.protocol_type.clone(),
+                        protocol: group.protocol.clone().unwrap_or_default(),
+                        members: group
+                            .members
+                            .values()
+                            .map(|m| DescribedMember {
+                                member_id: m.record.member_id.clone(),
+                                instance_id: m.record.instance_id.clone(),
+                                client_id: m.record.client_id.clone(),
+                                client_host: m.record.client_host.clone(),
+                                metadata: m.record.subscription.clone(),
+                                assignment: m.record.assignment.clone(),
+                            })
+                            .collect(),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn list(&self, node: &MetadataNode, states: &[String], types: &[String]) -> Result<Vec<ListedGroup>, GroupError> {
+        self.with_groups(node, |groups, state| {
+            let mut listed: BTreeMap<String, ListedGroup> = state
+                .groups
+                .iter()
+                .map(|(id, record)| {
+                    let phase = if record.membership.members.is_empty() { Phase::Empty } else { Phase::Stable };
+                    let group = ListedGroup {
+                        group_id: id.clone(),
+                        protocol_type: record.membership.protocol_type.clone(),
+                        state: phase.name().into(),
+                    };
+                    (id.clone(), group)
+                })
+                .collect();
+            for (id, group) in groups.iter() {
+                let entry = ListedGroup {
+                    group_id: id.clone(),
+                    protocol_type: group.protocol_type.clone(),
+                    state: group.phase.name().into(),
+                };
+                listed.insert(id.clone(), entry);
+            }
+            listed
+                .into_values()
+                .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(&g.state)))
+                .filter(|g| types.is_empty() || types.contains(&g.protocol_type))
+                .collect()
+        })
+    }
+
+    async fn delete(
+        &self,
+        node: &MetadataNode,
+        ids: Vec<String>,
+    ) -> Result<(Vec<(String, Result<(), GroupError>)>, u64), GroupError> {
+        let mut results = Vec::new();
+        let mut last_index = 0;
+        for id in ids {
+            let live = self.with_groups(node, |groups, _| groups.get(&id).is_some_and(|g| !g.members.is_empty()))?;
+            if live {
+                results.push((id, Err(GroupError::NonEmptyGroup)));
+                continue;
+            }
+            let result = match node.propose_indexed(Command::DeleteGroup { group_id: id.clone() }).await {
+                Ok((_, index)) => {
+                    last_index = index;
+                    self.with_groups(node, |groups, _| groups.remove(&id))?;
+                    Ok(())
+                }
+                Err(NodeError::Rejected(e)) => Err(command_error(&e)),
+                Err(e) => Err(store_error(e)),
+            };
+            results.push((id, result));
+        }
+        Ok((results, last_index))
+    }
+
+    async fn delete_offsets(
+        &self,
+        node: &MetadataNode,
+        group_id: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(Result<Vec<Result<(), GroupError>>, GroupError>, u64), GroupError> {
+        let now = Instant::now();
+        let checked = self.with_groups(node, |groups, state| {
+            if !state.groups.contains_key(group_id) && !groups.contains_key(group_id) {
+                return Err(GroupError::GroupIdNotFound);
+            }
+            let subscribed: Vec<String> = match groups.get(group_id) {
+                Some(g) if g.phase != Phase::Empty && g.protocol_type == "consumer" => {
+                    g.members.values().flat_map(|m| subscribed_topics(&m.record.subscription)).collect()
+                }
+                Some(_) => Vec::new(),
+                None => Group::from_state(state, group_id, now)
+                    .filter(|g| g.phase != Phase::Empty && g.protocol_type == "consumer")
+                    .map(|g| g.members.values().flat_map(|m| subscribed_topics(&m.record.subscription)).collect())
+                    .unwrap_or_default(),
+            };
+            Ok(partitions
+                .iter()
+                .map(|(topic, partition)| {
+                    let known = state
+                        .topic_by_name(topic)
+                        .is_some_and(|t| usize::try_from(*partition).is_ok_and(|p| p < t.partitions.len()));
+                    if !known {
+                        Err(GroupError::UnknownTopicOrPartition)
+                    } else if subscribed.contains(topic) {
+                        Err(GroupError::GroupSubscribedToTopic)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .collect::<Vec<_>>())
+        })?;
+        let results = match checked {
+            Ok(results) => results,
+            Err(e) => return Ok((Err(e), 0)),
+        };
+        let deletable: Vec<(String, i32)> =
+            partitions.into_iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|(p, _)| p).collect();
+        if deletable.is_empty() {
+            return Ok((Ok(results), 0));
+        }
+        match node
+            .propose_indexed(Command::DeleteOffsets { group_id: group_id.to_owned(), partitions: deletable })
+            .await
+        {
+            Ok((_, index)) => Ok((Ok(results), index)),
+            Err(NodeError::Rejected(e)) => Ok((Err(command_error(&e)), 0)),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    /// Runs the timers while the node lives: expires sessions and pending member ids, completes
+    /// rebalances at their deadline, and periodically drops offsets past retention.
+    pub(crate) async fn run_timers(node: MetadataNode) {
+        let mut last_expiry = Instant::now();
+        loop {
+            tokio::time::sleep(TICK).await;
+            let coordinator = node.groups();
+            let now = Instant::now();
+            let mut stores = Vec::new();
+            let mut effects = Effects::default();
+            let leading = coordinator.with_groups(&node, |groups, state| {
+                let delay =
+                    Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0));
+                for (id, group) in groups.iter_mut() {
+                    let mut group_effects = Effects::default();
+                    group.pending.retain(|_, deadline| *deadline > now);
+                    let expired: Vec<String> =
+                        group.members.values().filter(|m| !m.alive(now)).map(|m| m.record.member_id.clone()).collect();
+                    for member_id in expired {
+                        tracing::info!(group = %id, member = %member_id, "group member session expired");
+                        group.remove_member(&member_id, now, delay, &mut group_effects);
+                    }
+                    group.maybe_complete_join(now, &mut group_effects);
+                    if let Some(membership) = group_effects.store.take() {
+                        stores.push((id.clone(), membership));
+                    }
+                    effects.joins.append(&mut group_effects.joins);
+                    effects.syncs.append(&mut group_effects.syncs);
+                }
+                // Empty groups live on in the replicated state alone.
+                groups.retain(|_, g| g.phase != Phase::Empty || !g.pending.is_empty());
+                !state.groups.is_empty()
+            });
+            effects.deliver();
+            let Ok(has_groups) = leading else {
+                coordinator.lock().term = None;
+                continue;
+            };
+            for (group_id, membership) in stores {
+                if let Err(e) = coordinator.store(&node, &group_id, membership).await {
+                    tracing::warn!(group = %group_id, error = %e, "storing group membership");
+                }
+            }
+            if has_groups && last_expiry.elapsed() >= EXPIRE_OFFSETS_EVERY {
+                last_expiry = Instant::now();
+                if let Err(e) = node.propose(Command::ExpireOffsets { now_ms: now_ms() }).await {
+                    tracing::warn!(error = %e, "expiring committed offsets");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Consumer group coordination (Kafka's classic group protocol) on the metadata leader.
+//!
+//! Agents forward JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and the group admin
+//! requests here as [`GroupRequest`]s, translated from the wire; the [`GroupCoordinator`] keeps
+//! live membership in memory (who joined, heartbeats, waiting requests, timers) and writes what
+//! must survive a leader change through Raft: each completed generation (`StoreGroup`) and
+//! committed offsets (`CommitOffsets`). A new leader resumes groups from that state; members it
+//! does not know rejoin.
+
+mod coordinator;
+#[cfg(test)]
+mod tests;
+
+use serde::{Deserialize, Serialize};
+
+pub use coordinator::GroupCoordinator;
+
+use crate::state::OffsetCommit;
+
+/// Why a group request failed; each maps to the Kafka error code of the same name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum GroupError {
+    #[error("this node does not coordinate groups now")]
+    NotCoordinator,
+    #[error("the group coordinator is not available: {0}")]
+    CoordinatorNotAvailable(String),
+    #[error("invalid group id")]
+    InvalidGroupId,
+    #[error("unknown member id")]
+    UnknownMemberId,
+    #[error("illegal generation")]
+    IllegalGeneration,
+    #[error("rebalance in progress")]
+    RebalanceInProgress,
+    #[error("member id required")]
+    MemberIdRequired,
+    #[error("fenced instance id")]
+    FencedInstanceId,
+    #[error("inconsistent group protocol")]
+    InconsistentGroupProtocol,
+    #[error("invalid session timeout")]
+    InvalidSessionTimeout,
+    #[error("group max size reached")]
+    GroupMaxSizeReached,
+    #[error("group id not found")]
+    GroupIdNotFound,
+    #[error("non-empty group")]
+    NonEmptyGroup,
+    #[error("group subscribed to topic")]
+    GroupSubscribedToTopic,
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("offset metadata too large")]
+    OffsetMetadataTooLarge,
+}
+
+/// A member's protocol (name and metadata) as offered in JoinGroup.
+pub type Protocol = (String, Vec<u8>);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinRequest {
+    pub group_id: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: String,
+    pub protocols: Vec<Protocol>,
+    pub client_id: String,
+    pub client_host: String,
+    /// JoinGroup v4+: an unknown member first gets MEMBER_ID_REQUIRED and its new id.
+    pub require_known_member: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinResponse {
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    /// For the leader only: every member with its metadata for the chosen protocol.
+    pub members: Vec<JoinedMember>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub metadata: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncRequest {
+    pub group_id: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    /// From the leader: each member's assignment.
+    pub assignments: Vec<(String, Vec<u8>)>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncResponse {
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub assignment: Vec<u8>,
+}
+
+/// Who sends a heartbeat or an offset commit; generation -1 with an empty member id is an
+/// assign-mode consumer committing for a group without members.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRef {
+    pub group_id: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+}
+
+/// One member leaving (LeaveGroup v3+ names several; an admin may name only the instance id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeavingMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+}
+
+/// A group as DescribeGroups shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupDescription {
+    pub group_id: String,
+    pub state: String,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<DescribedMember>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DescribedMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Vec<u8>,
+    pub assignment: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: String,
+}
+
+/// A request to the group coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupRequest {
+    Join(JoinRequest),
+    Sync(SyncRequest),
+    Heartbeat(MemberRef),
+    Leave {
+        group_id: String,
+        members: Vec<LeavingMember>,
+    },
+    CommitOffsets {
+        member: MemberRef,
+        offsets: Vec<OffsetCommit>,
+    },
+    Describe(Vec<String>),
+    /// Groups whose state is in `states` and protocol type in `types` (empty: any).
+    List {
+        states: Vec<String>,
+        types: Vec<String>,
+    },
+    Delete(Vec<String>),
+    DeleteOffsets {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
+}
+
+/// How one leaving member fared.
+pub type LeaveResult = (LeavingMember, Result<(), GroupError>);
+/// One group's description, or its id and why it cannot be described.
+pub type Described = Result<GroupDescription, (String, GroupError)>;
+
+/// The answer to a [`GroupRequest`], variant for variant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupResponse {
+    /// On MEMBER_ID_REQUIRED the response still carries the member id the client must use.
+    Join(Result<JoinResponse, (GroupError, JoinResponse)>),
+    Sync(Result<SyncResponse, GroupError>),
+    Heartbeat(Result<(), GroupError>),
+    Leave(Result<Vec<LeaveResult>, GroupError>),
+    /// Per partition, in request order.
+    CommitOffsets(Result<Vec<Result<(), GroupError>>, GroupError>),
+    Describe(Vec<Described>),
+    List(Vec<ListedGroup>),
+    Delete(Vec<(String, Result<(), GroupError>)>),
+    /// Per partition, in request order.
+    DeleteOffsets(Result<Vec<Result<(), GroupError>>, GroupError>),
+}
+
+/// The topics a `consumer` protocol member subscribes to, read from its subscription metadata
+/// (ConsumerProtocolSubscription: version i16, then an array of i16-length strings). Malformed
+/// metadata subscribes to nothing.
+pub fn subscribed_topics(metadata: &[u8]) -> Vec<String> {
+    fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = bytes.split_at_checked(n)?;
+        *bytes = rest;
+        Some(head)
+    }
+    let mut bytes = metadata;
+    let parse = |bytes: &mut &[u8]| -> Option<Vec<String>> {
+        take(bytes, 2)?;
+        let count = i32::from_be_bytes(take(bytes, 4)?.try_into().ok()?);
+        let mut topics = Vec::new();
+        for _ in 0..count.max(0) {
+            let len = i16::from_be_bytes(take(bytes, 2)?.try_into().ok()?);
+            let name = take(bytes, usize::try_from(len).ok()?)?;
+            topics.push(String::from_utf8_lossy(name).into_owned());
+        }
+        Some(topics)
+    };
+    parse(&mut bytes).unwrap_or_default()
+}

@@ -1,0 +1,195 @@
+//! The coordinator on a one-node metadata cluster: joins, rebalances, sessions, commits.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::*;
+use crate::node::{MetadataNode, MetadataNodeConfig};
+
+async fn node() -> (MetadataNode, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("floe-groups-{}", uuid::Uuid::new_v4().simple()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let addr = format!("127.0.0.1:{port}");
+    let node = MetadataNode::start(MetadataNodeConfig {
+        node_id: 1,
+        listen_addr: addr.clone(),
+        data_dir: dir.clone(),
+        peers: [(1, addr)].into_iter().collect(),
+        join: false,
+    })
+    .await
+    .expect("node starts");
+    node.wait_for_leader(Duration::from_secs(10)).await.expect("leader");
+    node.ensure_initialized().await.expect("init");
+    // Short sessions and no initial delay keep the test quick.
+    let configs: BTreeMap<String, String> =
+        [("group.min.session.timeout.ms", "100"), ("group.initial.rebalance.delay.ms", "0")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+    node.propose(crate::Command::SetBrokerConfigs { configs }).await.expect("configs");
+    let topic = crate::Command::CreateTopic {
+        name: "t".into(),
+        topic_id: uuid::Uuid::new_v4(),
+        partition_count: 2,
+        configs: BTreeMap::new(),
+    };
+    node.propose(topic).await.expect("topic");
+    (node, dir)
+}
+
+fn join(member_id: &str, session_ms: i32) -> GroupRequest {
+    GroupRequest::Join(JoinRequest {
+        group_id: "g".into(),
+        session_timeout_ms: session_ms,
+        rebalance_timeout_ms: 2_000,
+        member_id: member_id.into(),
+        instance_id: None,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), b"sub".to_vec())],
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        require_known_member: true,
+    })
+}
+
+async fn call(node: &MetadataNode, request: GroupRequest) -> GroupResponse {
+    node.group_request(request).await.expect("coordinator answers").0
+}
+
+/// Joins with the MEMBER_ID_REQUIRED round trip and returns the join answer.
+async fn join_new(node: &MetadataNode, session_ms: i32) -> JoinResponse {
+    let GroupResponse::Join(Err((GroupError::MemberIdRequired, first))) = call(node, join("", session_ms)).await else {
+        panic!("a new member first gets MEMBER_ID_REQUIRED")
+    };
+    match call(node, join(&first.member_id, session_ms)).await {
+        GroupResponse::Join(Ok(joined)) => joined,
+        other => panic!("join failed: {other:?}"),
+    }
+}
+
+fn heartbeat(generation: i32, member_id: &str) -> GroupRequest {
+    GroupRequest::Heartbeat(MemberRef {
+        group_id: "g".into(),
+        generation,
+        member_id: member_id.into(),
+        instance_id: None,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_join_sync_heartbeat_and_rebalance_when_one_expires() {
+    let (node, dir) = node().await;
+    let first = join_new(&node, 60_000).await;
+    assert_eq!(first.generation, 1);
+    assert_eq!(first.leader, first.member_id, "the only member leads");
+    assert_eq!(first.members.len(), 1);
+    let sync = GroupRequest::Sync(SyncRequest {
+        group_id: "g".into(),
+        generation: 1,
+        member_id: first.member_id.clone(),
+        instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol: Some("range".into()),
+        assignments: vec![(first.member_id.clone(), b"all".to_vec())],
+    });
+    assert!(
+        matches!(call(&node, sync).await, GroupResponse::Sync(Ok(SyncResponse { ref assignment, .. })) if assignment == b"all")
+    );
+    assert_eq!(call(&node, heartbeat(1, &first.member_id)).await, GroupResponse::Heartbeat(Ok(())));
+    assert_eq!(
+        call(&node, heartbeat(0, &first.member_id)).await,
+        GroupResponse::Heartbeat(Err(GroupError::IllegalGeneration))
+    );
+    assert_eq!(call(&node, heartbeat(1, "nobody")).await, GroupResponse::Heartbeat(Err(GroupError::UnknownMemberId)));
+
+    // A second member with a short session joins: the first is told to rejoin, both get gen 2.
+    let second = tokio::spawn({
+        let node = node.clone();
+        async move { join_new(&node, 300).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        call(&node, heartbeat(1, &first.member_id)).await,
+        GroupResponse::Heartbeat(Err(GroupError::RebalanceInProgress))
+    );
+    let GroupResponse::Join(Ok(rejoined)) = call(&node, join(&first.member_id, 60_000)).await else { panic!("rejoin") };
+    let second = second.await.expect("task");
+    assert_eq!((rejoined.generation, second.generation), (2, 2));
+    assert_eq!(rejoined.leader, first.member_id, "the leader stays the leader");
+    assert_eq!(rejoined.members.len(), 2);
+    assert!(second.members.is_empty(), "only the leader gets the member list");
+
+    // The second member never heartbeats: its session expires and the group rebalances.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        call(&node, heartbeat(2, &first.member_id)).await,
+        GroupResponse::Heartbeat(Err(GroupError::RebalanceInProgress))
+    );
+    let GroupResponse::Join(Ok(alone)) = call(&node, join(&first.member_id, 60_000)).await else { panic!("rejoin") };
+    assert_eq!((alone.generation, alone.members.len()), (3, 1));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offset_commits_check_membership_and_persist() {
+    let (node, dir) = node().await;
+    let commit = |generation: i32, member: &str, partition: i32| GroupRequest::CommitOffsets {
+        member: MemberRef { group_id: "g".into(), generation, member_id: member.into(), instance_id: None },
+        offsets: vec![OffsetCommit { topic: "t".into(), partition, offset: 42, leader_epoch: 0, metadata: "m".into() }],
+    };
+    // Assign-mode commits (generation -1) are accepted for a group without members.
+    assert_eq!(call(&node, commit(-1, "", 0)).await, GroupResponse::CommitOffsets(Ok(vec![Ok(())])));
+    assert_eq!(
+        call(&node, commit(-1, "", 9)).await,
+        GroupResponse::CommitOffsets(Ok(vec![Err(GroupError::UnknownTopicOrPartition)]))
+    );
+    let stored = node.read().groups["g"].offsets[&("t".to_owned(), 0)].clone();
+    assert_eq!((stored.offset, stored.metadata.as_str()), (42, "m"));
+
+    let member = join_new(&node, 60_000).await;
+    assert_eq!(
+        call(&node, commit(-1, "", 1)).await,
+        GroupResponse::CommitOffsets(Err(GroupError::UnknownMemberId)),
+        "a group with members refuses assign-mode commits"
+    );
+    assert_eq!(
+        call(&node, commit(member.generation, &member.member_id, 1)).await,
+        GroupResponse::CommitOffsets(Err(GroupError::RebalanceInProgress)),
+        "no commits between join and sync"
+    );
+    assert_eq!(
+        call(&node, commit(member.generation + 1, &member.member_id, 1)).await,
+        GroupResponse::CommitOffsets(Err(GroupError::IllegalGeneration))
+    );
+    // Deleting a group with members is refused; after leaving it works.
+    assert_eq!(
+        call(&node, GroupRequest::Delete(vec!["g".into()])).await,
+        GroupResponse::Delete(vec![("g".into(), Err(GroupError::NonEmptyGroup))])
+    );
+    let leave = GroupRequest::Leave {
+        group_id: "g".into(),
+        members: vec![LeavingMember { member_id: member.member_id.clone(), instance_id: None }],
+    };
+    assert!(matches!(call(&node, leave).await, GroupResponse::Leave(Ok(ref r)) if r[0].1.is_ok()));
+    assert_eq!(
+        call(&node, GroupRequest::Delete(vec!["g".into()])).await,
+        GroupResponse::Delete(vec![("g".into(), Ok(()))])
+    );
+    assert!(node.read().groups.is_empty());
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn consumer_subscriptions_are_read_from_member_metadata() {
+    let mut metadata = vec![0, 1, 0, 0, 0, 2];
+    for topic in ["orders", "payments"] {
+        metadata.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+        metadata.extend_from_slice(topic.as_bytes());
+    }
+    metadata.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(subscribed_topics(&metadata), ["orders", "payments"]);
+    assert!(subscribed_topics(&metadata[..9]).is_empty(), "truncated metadata subscribes to nothing");
+}

@@ -1,0 +1,208 @@
+//! Consumer groups as the replicated state keeps them: each group's last completed membership
+//! (so a new coordinator after a leader change resumes it) and its committed offsets.
+//!
+//! Who may commit, and rebalancing, are the coordinator's business (`crate::groups`); the state
+//! machine checks only what keeps the state sound: sizes, known partitions, emptiness on delete.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::State;
+use crate::command::{CommandError, Outcome};
+use crate::limits::{GROUP_COUNT_MAX, GROUP_ID_BYTES_MAX, GROUP_MEMBER_BYTES_MAX, GROUP_MEMBERS_MAX};
+
+/// Kafka's `offsets.retention.minutes` default: offsets of a group empty for 7 days expire.
+pub const OFFSETS_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `offset.metadata.max.bytes` default.
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+
+/// A group: its membership as of the last completed rebalance and its committed offsets.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    pub membership: GroupMembership,
+    /// Committed offsets by (topic name, partition).
+    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// When the group last became empty (no members), for offset retention; `None` while it has
+    /// members.
+    pub empty_since_ms: Option<i64>,
+}
+
+/// A generation of a group, stored when its rebalance completes (and when it becomes empty).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupMembership {
+    /// Empty for groups that only ever stored offsets (assign-mode consumers).
+    pub protocol_type: String,
+    pub generation: i32,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub members: Vec<MemberRecord>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    /// The member's metadata for the group's protocol.
+    pub subscription: Vec<u8>,
+    pub assignment: Vec<u8>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_time_ms: i64,
+}
+
+/// One partition's offset in an offset commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetCommit {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+}
+
+pub(super) fn validate_group_id(group_id: &str) -> Result<(), CommandError> {
+    if group_id.is_empty() || group_id.len() > GROUP_ID_BYTES_MAX {
+        return Err(CommandError::InvalidGroup(format!("group ids are 1 to {GROUP_ID_BYTES_MAX} bytes")));
+    }
+    Ok(())
+}
+
+impl State {
+    fn group_entry(&mut self, group_id: &str) -> Result<&mut GroupRecord, CommandError> {
+        validate_group_id(group_id)?;
+        if !self.groups.contains_key(group_id) && self.groups.len() >= GROUP_COUNT_MAX {
+            return Err(CommandError::LimitReached(format!("at most {GROUP_COUNT_MAX} groups")));
+        }
+        Ok(self.groups.entry(group_id.to_owned()).or_default())
+    }
+
+    pub(super) fn store_group(
+        &mut self,
+        group_id: &str,
+        membership: GroupMembership,
+        now_ms: i64,
+    ) -> Result<Outcome, CommandError> {
+        if membership.members.len() > GROUP_MEMBERS_MAX {
+            return Err(CommandError::InvalidGroup(format!("more than {GROUP_MEMBERS_MAX} members")));
+        }
+        let too_big = |m: &MemberRecord| {
+            m.subscription.len() + m.assignment.len() + m.member_id.len() + m.client_id.len() > GROUP_MEMBER_BYTES_MAX
+        };
+        if membership.members.iter().any(too_big) {
+            return Err(CommandError::InvalidGroup(format!("a member over {GROUP_MEMBER_BYTES_MAX} bytes")));
+        }
+        let group = self.group_entry(group_id)?;
+        if membership.generation < group.membership.generation {
+            return Err(CommandError::InvalidGroup(format!(
+                "generation {} is older than the stored {}",
+                membership.generation, group.membership.generation
+            )));
+        }
+        group.empty_since_ms = match (membership.members.is_empty(), group.empty_since_ms) {
+            (false, _) => None,
+            (true, Some(since)) => Some(since),
+            (true, None) => Some(now_ms),
+        };
+        group.membership = membership;
+        Ok(Outcome::Done)
+    }
+
+    pub(super) fn commit_offsets(
+        &mut self,
+        group_id: &str,
+        offsets: Vec<OffsetCommit>,
+        now_ms: i64,
+    ) -> Result<Outcome, CommandError> {
+        let results: Vec<Result<(), CommandError>> = offsets
+            .iter()
+            .map(|o| {
+                if o.metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                    return Err(CommandError::OffsetMetadataTooLarge);
+                }
+                let known = self
+                    .topic_by_name(&o.topic)
+                    .is_some_and(|t| usize::try_from(o.partition).is_ok_and(|p| p < t.partitions.len()));
+                if known { Ok(()) } else { Err(CommandError::UnknownTopicOrPartition) }
+            })
+            .collect();
+        let group = self.group_entry(group_id)?;
+        if group.membership.members.is_empty() && group.empty_since_ms.is_none() {
+            group.empty_since_ms = Some(now_ms);
+        }
+        for (commit, result) in offsets.into_iter().zip(&results) {
+            if result.is_ok() {
+                let committed = CommittedOffset {
+                    offset: commit.offset,
+                    leader_epoch: commit.leader_epoch,
+                    metadata: commit.metadata,
+                    commit_time_ms: now_ms,
+                };
+                group.offsets.insert((commit.topic, commit.partition), committed);
+            }
+        }
+        Ok(Outcome::OffsetsCommitted(results))
+    }
+
+    pub(super) fn delete_group(&mut self, group_id: &str) -> Result<Outcome, CommandError> {
+        let group = self.groups.get(group_id).ok_or(CommandError::GroupNotFound)?;
+        if !group.membership.members.is_empty() {
+            return Err(CommandError::GroupNotEmpty);
+        }
+        self.groups.remove(group_id);
+        Ok(Outcome::Done)
+    }
+
+    pub(super) fn delete_offsets(
+        &mut self,
+        group_id: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<Outcome, CommandError> {
+        let group = self.groups.get_mut(group_id).ok_or(CommandError::GroupNotFound)?;
+        for key in partitions {
+            group.offsets.remove(&key);
+        }
+        Ok(Outcome::Done)
+    }
+
+    /// Drops offsets past retention (KIP-211): a group with members keeps all of them; an empty
+    /// group with a protocol loses them all once it has been empty for the retention time; a
+    /// group that only stores offsets loses each one retention after its commit. Groups left with
+    /// no members and no offsets are removed.
+    pub(super) fn expire_offsets(&mut self, now_ms: i64) -> Result<Outcome, CommandError> {
+        let retention = self
+            .broker_configs
+            .get("offsets.retention.minutes")
+            .and_then(|v| v.parse::<i64>().ok())
+            .map_or(OFFSETS_RETENTION_MS_DEFAULT, |minutes| minutes.saturating_mul(60_000));
+        for group in self.groups.values_mut() {
+            if !group.membership.members.is_empty() {
+                continue;
+            }
+            let expired = |base: i64| now_ms.saturating_sub(base) >= retention;
+            if group.membership.protocol_type.is_empty() {
+                group.offsets.retain(|_, o| !expired(o.commit_time_ms));
+            } else if group.empty_since_ms.is_some_and(expired) {
+                group.offsets.clear();
+            }
+        }
+        self.groups.retain(|_, g| !g.membership.members.is_empty() || !g.offsets.is_empty());
+        Ok(Outcome::Done)
+    }
+
+    /// A deleted topic's committed offsets go with it.
+    pub(super) fn forget_topic_offsets(&mut self, topic: &str) {
+        for group in self.groups.values_mut() {
+            group.offsets.retain(|(t, _), _| t != topic);
+        }
+    }
+}

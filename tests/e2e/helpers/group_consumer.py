@@ -1,0 +1,52 @@
+"""A confluent-kafka group consumer in its own process, so a test can SIGKILL it.
+
+Prints one JSON line per event on stdout: {"assigned": [...]} after each rebalance and
+{"record": [partition, offset, value]} per record; commits synchronously after each record
+when --commit is given."""
+
+import argparse
+import json
+import sys
+
+from confluent_kafka import Consumer
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--instance-id")
+    ap.add_argument("--strategy", default="range")
+    ap.add_argument("--session-ms", type=int, default=6000)
+    ap.add_argument("--commit", action="store_true")
+    args = ap.parse_args()
+    conf = {
+        "bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 500,
+        "partition.assignment.strategy": args.strategy,
+    }
+    if args.instance_id:
+        conf["group.instance.id"] = args.instance_id
+    c = Consumer(conf)
+
+    def on_assign(consumer, partitions):
+        print(json.dumps({"assigned": sorted(p.partition for p in partitions)}), flush=True)
+
+    c.subscribe([args.topic], on_assign=on_assign)
+    try:
+        while True:
+            m = c.poll(0.2)
+            if m is None or m.error():
+                continue
+            print(json.dumps({"record": [m.partition(), m.offset(), m.value().decode()]}), flush=True)
+            if args.commit:
+                c.commit(message=m, asynchronous=False)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        c.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Consumer groups with real clients: assignment, failover of a SIGKILLed member, committed
+offsets, static membership, kafka-python groups and the admin APIs."""
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import admin, create_topic, produce, Rec, unique_name, wait_until
+
+HELPER = os.path.join(os.path.dirname(__file__), "helpers", "group_consumer.py")
+
+
+def no_initial_delay(bootstrap):
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigEntry, AlterConfigOpType, ResourceType
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("group.initial.rebalance.delay.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+    for f in a.incremental_alter_configs([res]).values():
+        f.result(10)
+
+
+class Member:
+    """A group_consumer.py process and the events it printed."""
+
+    def __init__(self, bootstrap, group, topic, *extra):
+        self.p = subprocess.Popen([sys.executable, HELPER, "--bootstrap", bootstrap, "--group", group,
+                                   "--topic", topic, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True)
+        self.assigned, self.records = [], []
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            ev = json.loads(line)
+            if "assigned" in ev:
+                self.assigned.append(ev["assigned"])
+            else:
+                self.records.append(tuple(ev["record"]))
+
+    def current(self):
+        return self.assigned[-1] if self.assigned else None
+
+    def kill(self, sig=signal.SIGKILL):
+        self.p.send_signal(sig)
+        self.p.wait(30)
+
+
+def records(n, partitions, tag):
+    return [Rec(partition=i % partitions, key=None, value=f"{tag}-{i}".encode(), headers=None, timestamp=None)
+            for i in range(n)]
+
+
+@pytest.mark.timeout(180)
+def test_three_members_share_partitions_and_a_killed_ones_move(floe):
+    no_initial_delay(floe.bootstrap)
+    topic, group = unique_name("grp"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 12)
+    members = [Member(floe.bootstrap, group, topic, "--commit") for _ in range(3)]
+    try:
+        def settled():
+            cur = [m.current() for m in members]
+            return all(c is not None for c in cur) and sorted(sum(cur, [])) == list(range(12))
+        wait_until(settled, 60, "an assignment of all 12 partitions over 3 members")
+        sizes = sorted(len(m.current()) for m in members)
+        assert sizes == [4, 4, 4], f"uneven assignment {[m.current() for m in members]}"
+
+        sent = records(600, 12, "a")
+        produce(floe.bootstrap, topic, sent)
+        wait_until(lambda: len({r[2] for m in members for r in m.records}) == 600, 60, "600 records consumed")
+
+        members[2].kill()
+        survivors = members[:2]
+        wait_until(lambda: sorted(sum((m.current() or [] for m in survivors), [])) == list(range(12)), 60,
+                   "the killed member's partitions moved to the survivors")
+        more = records(300, 12, "b")
+        produce(floe.bootstrap, topic, more)
+        wait_until(lambda: len({r[2] for m in survivors for r in m.records if r[2].startswith("b-")}) == 300, 60,
+                   "records after the kill consumed")
+    finally:
+        for m in members:
+            if m.p.poll() is None:
+                m.kill(signal.SIGTERM)
+
+    # Every record was consumed at least once, and a restarted member resumes after the commits.
+    seen = {r[2] for m in members for r in m.records}
+    assert seen >= {r.value.decode() for r in sent + more}
+    again = Member(floe.bootstrap, group, topic)
+    try:
+        wait_until(lambda: again.current() == list(range(12)), 60, "the restarted member owns everything")
+        time.sleep(3)
+        assert again.records == [], f"committed records consumed again: {again.records[:5]}"
+    finally:
+        again.kill(signal.SIGTERM)
+
+
+@pytest.mark.timeout(120)
+def test_a_static_member_restarts_without_a_rebalance(floe):
+    no_initial_delay(floe.bootstrap)
+    topic, group = unique_name("static"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 4)
+    a = Member(floe.bootstrap, group, topic, "--instance-id", "a", "--session-ms", "20000")
+    b = Member(floe.bootstrap, group, topic, "--instance-id", "b", "--session-ms", "20000")
+    try:
+        wait_until(lambda: a.current() and b.current() and sorted(a.current() + b.current()) == [0, 1, 2, 3], 60,
+                   "two static members share the partitions")
+        before = (list(a.assigned), b.current())
+        b.kill()
+        b2 = Member(floe.bootstrap, group, topic, "--instance-id", "b", "--session-ms", "20000")
+        wait_until(lambda: b2.current() is not None, 30, "the restarted static member is assigned")
+        assert b2.current() == before[1], "the static member got a different assignment"
+        time.sleep(2)
+        assert a.assigned == before[0], "the other member saw a rebalance"
+        b2.kill(signal.SIGTERM)
+    finally:
+        for m in (a, b):
+            if m.p.poll() is None:
+                m.kill(signal.SIGTERM)
+
+
+@pytest.mark.timeout(120)
+def test_kafka_python_group_consumes_everything_once_with_commits(floe):
+    from kafka import KafkaConsumer
+    no_initial_delay(floe.bootstrap)
+    topic, group = unique_name("kp"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 4)
+    produce(floe.bootstrap, topic, records(400, 4, "kp"))
+    got, stop = queue.Queue(), threading.Event()
+
+    def run():
+        c = KafkaConsumer(topic, bootstrap_servers=floe.bootstrap, group_id=group, auto_offset_reset="earliest",
+                          enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500)
+        while not stop.is_set():
+            for tp, msgs in c.poll(timeout_ms=200).items():
+                for m in msgs:
+                    got.put(m.value)
+                c.commit()
+        c.close()
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    values = []
+    deadline = time.time() + 60
+    while len(values) < 400 and time.time() < deadline:
+        try:
+            values.append(got.get(timeout=1))
+        except queue.Empty:
+            pass
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert len(values) == 400 and len(set(values)) == 400, f"{len(values)} values, {len(set(values))} distinct"
+
+    from confluent_kafka import TopicPartition
+    a = admin(floe.bootstrap)
+    offsets = a.list_consumer_group_offsets([__import__("confluent_kafka").ConsumerGroupTopicPartitions(group)])
+    committed = {tp.partition: tp.offset for tp in offsets[group].result(10).topic_partitions}
+    assert committed == {0: 100, 1: 100, 2: 100, 3: 100}, committed
+    assert TopicPartition
+
+
+@pytest.mark.timeout(60)
+def test_group_admin_apis(floe):
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition, Consumer
+    topic, group = unique_name("adm"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 2)
+    # An assign-mode consumer commits with generation -1.
+    c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 5, "meta-0"), TopicPartition(topic, 1, 7)], asynchronous=False)
+    got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+    assert [(tp.partition, tp.offset, tp.metadata) for tp in got] == [(0, 5, "meta-0"), (1, 7, None) ] or \
+        [(tp.partition, tp.offset) for tp in got] == [(0, 5), (1, 7)]
+    c.close()
+    a = admin(floe.bootstrap)
+    listed = a.list_consumer_groups().result(10)
+    assert group in [g.group_id for g in listed.valid]
+    desc = a.describe_consumer_groups([group])[group].result(10)
+    assert str(desc.state).endswith("EMPTY"), desc.state
+    a.delete_consumer_groups([group])[group].result(10)
+    c2 = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": group})
+    after = c2.committed([TopicPartition(topic, 0)], timeout=10)
+    assert after[0].offset < 0, "offsets survived the group's deletion"
+    c2.close()
+    assert ConsumerGroupTopicPartitions
