@@ -33,7 +33,7 @@ class Member:
         self.p = subprocess.Popen([sys.executable, HELPER, "--bootstrap", bootstrap, "--group", group,
                                    "--topic", topic, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   text=True)
-        self.assigned, self.records = [], []
+        self.assigned, self.revoked, self.records = [], [], []
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
 
@@ -42,6 +42,8 @@ class Member:
             ev = json.loads(line)
             if "assigned" in ev:
                 self.assigned.append(ev["assigned"])
+            elif "revoked" in ev:
+                self.revoked.append(ev["revoked"])
             else:
                 self.records.append(tuple(ev["record"]))
 
@@ -190,3 +192,34 @@ def test_group_admin_apis(floe):
     assert after[0].offset < 0, "offsets survived the group's deletion"
     c2.close()
     assert ConsumerGroupTopicPartitions
+
+
+@pytest.mark.timeout(120)
+def test_cooperative_sticky_rebalance_keeps_unaffected_partitions(floe):
+    no_initial_delay(floe.bootstrap)
+    topic, group = unique_name("coop"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 6)
+    coop = ("--strategy", "cooperative-sticky")
+    a, b = Member(floe.bootstrap, group, topic, *coop), Member(floe.bootstrap, group, topic, *coop)
+    members = [a, b]
+    try:
+        wait_until(lambda: a.current() and b.current() and sorted(a.current() + b.current()) == list(range(6)), 60,
+                   "two members share 6 partitions")
+        first = {id(m): set(m.current()) for m in members}
+        revokes_before = {id(m): len(m.revoked) for m in members}
+        c = Member(floe.bootstrap, group, topic, *coop)
+        members.append(c)
+
+        def spread():
+            cur = [m.current() or [] for m in members]
+            return sorted(sum(cur, [])) == list(range(6)) and sorted(len(x) for x in cur) == [2, 2, 2]
+        wait_until(spread, 60, "three members with 2 partitions each")
+        for m in (a, b):
+            kept = set(m.current())
+            assert kept <= first[id(m)], "a member was given partitions that moved needlessly"
+            revoked = set(sum(m.revoked[revokes_before[id(m)]:], []))
+            assert revoked == first[id(m)] - kept, f"revoked {revoked}, but only {first[id(m)] - kept} moved"
+    finally:
+        for m in members:
+            if m.p.poll() is None:
+                m.kill(signal.SIGTERM)

@@ -1,6 +1,7 @@
 """A confluent-kafka group consumer in its own process, so a test can SIGKILL it.
 
-Prints one JSON line per event on stdout: {"assigned": [...]} after each rebalance and
+Prints one JSON line per event on stdout: {"assigned": [...]} (the whole current assignment)
+after each assignment, {"revoked": [...]} per revocation, and
 {"record": [partition, offset, value]} per record; commits synchronously after each record
 when --commit is given."""
 
@@ -30,10 +31,20 @@ def main():
         conf["group.instance.id"] = args.instance_id
     c = Consumer(conf)
 
-    def on_assign(consumer, partitions):
-        print(json.dumps({"assigned": sorted(p.partition for p in partitions)}), flush=True)
+    owned = set()
 
-    c.subscribe([args.topic], on_assign=on_assign)
+    # Eager assignors revoke everything and assign the whole set; cooperative ones hand out and
+    # take back increments. Either way `owned` is the current assignment.
+    def on_assign(consumer, partitions):
+        owned.update(p.partition for p in partitions)
+        print(json.dumps({"assigned": sorted(owned)}), flush=True)
+
+    def on_revoke(consumer, partitions):
+        gone = sorted(p.partition for p in partitions)
+        owned.difference_update(gone)
+        print(json.dumps({"revoked": gone}), flush=True)
+
+    c.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
     try:
         while True:
             m = c.poll(0.2)
