@@ -32,6 +32,10 @@ pub const GROUP_COUNT_MAX: usize = 100_000;
 pub const GROUP_ID_BYTES_MAX: usize = 1024;
 /// Members of one group (Kafka's `group.max.size` is unbounded by default).
 pub const GROUP_MEMBERS_MAX: usize = 10_000;
+/// Protocols one member may offer in JoinGroup (consumers offer one per assignor).
+pub const GROUP_PROTOCOLS_MAX: usize = 64;
+/// Bytes of a protocol name, client id, client host or group instance id in a group.
+pub const GROUP_NAME_BYTES_MAX: usize = 1024;
 /// Bytes of one member's ids, subscription and assignment together.
 pub const GROUP_MEMBER_BYTES_MAX: usize = 1024 * 1024;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.

@@ -86,6 +86,7 @@ pub(super) fn for_group(error: &GroupError) -> ResponseError {
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
     }
 }
 

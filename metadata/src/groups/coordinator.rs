@@ -38,6 +38,10 @@ fn setting(state: &State, (name, default): (&str, i64)) -> i64 {
     state.broker_configs.get(name).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+fn initial_delay(state: &State) -> Duration {
+    Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0))
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -46,6 +50,26 @@ fn now_ms() -> i64 {
 
 fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// Bounds what one member may make the coordinator (and the stored group) hold.
+fn check_join_sizes(request: &JoinRequest) -> Result<(), String> {
+    use crate::limits::{GROUP_MEMBER_BYTES_MAX, GROUP_NAME_BYTES_MAX, GROUP_PROTOCOLS_MAX};
+    if request.protocols.len() > GROUP_PROTOCOLS_MAX {
+        return Err(format!("more than {GROUP_PROTOCOLS_MAX} protocols"));
+    }
+    let names = [request.protocol_type.as_str(), request.client_id.as_str(), request.client_host.as_str()]
+        .into_iter()
+        .chain(request.instance_id.as_deref())
+        .chain(request.protocols.iter().map(|(name, _)| name.as_str()));
+    if names.into_iter().any(|n| n.len() > GROUP_NAME_BYTES_MAX) {
+        return Err(format!("a protocol name, client id or instance id over {GROUP_NAME_BYTES_MAX} bytes"));
+    }
+    // Half the stored member budget: the other half is the assignment.
+    if request.protocols.iter().map(|(_, m)| m.len()).sum::<usize>() > GROUP_MEMBER_BYTES_MAX / 2 {
+        return Err(format!("protocol metadata over {} bytes", GROUP_MEMBER_BYTES_MAX / 2));
+    }
+    Ok(())
 }
 
 type JoinReply = Result<JoinResponse, (GroupError, JoinResponse)>;
@@ -483,6 +507,9 @@ impl GroupCoordinator {
         if request.protocol_type.is_empty() || request.protocols.is_empty() {
             return fail(GroupError::InconsistentGroupProtocol);
         }
+        if let Err(why) = check_join_sizes(&request) {
+            return fail(GroupError::InvalidRequest(why));
+        }
         let now = Instant::now();
         let mut effects = Effects::default();
         // The closure's error is the immediate answer (no waiting); it is moved once, not hot.
@@ -492,8 +519,7 @@ impl GroupCoordinator {
             if session < setting(state, MIN_SESSION_TIMEOUT_MS) || session > setting(state, MAX_SESSION_TIMEOUT_MS) {
                 return Err(Err((GroupError::InvalidSessionTimeout, JoinResponse::default())));
             }
-            let initial_delay =
-                Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0));
+            let initial_delay = initial_delay(state);
             let max_size = usize::try_from(setting(state, MAX_GROUP_SIZE)).unwrap_or(0);
             let group = match groups.entry(request.group_id.clone()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -522,7 +548,9 @@ impl GroupCoordinator {
                     // A static member restarted: it takes over its old membership and the old
                     // instance is fenced.
                     let id = new_id();
-                    let Some(mut member) = group.members.remove(&old_id) else { unreachable!("found above") };
+                    let Some(mut member) = group.members.remove(&old_id) else {
+                        return Err(Err((GroupError::UnknownMemberId, JoinResponse::default())));
+                    };
                     if let Some(tx) = member.join_waiter.take() {
                         effects.joins.push((tx, Err((GroupError::FencedInstanceId, JoinResponse::default()))));
                     }
@@ -574,7 +602,9 @@ impl GroupCoordinator {
                     return Err(Err((e, JoinResponse::default())));
                 }
                 let leader = group.leader.clone();
-                let Some(member) = group.members.get_mut(&request.member_id) else { unreachable!("checked") };
+                let Some(member) = group.members.get_mut(&request.member_id) else {
+                    return Err(Err((GroupError::UnknownMemberId, JoinResponse::default())));
+                };
                 let unchanged = member.protocols == request.protocols;
                 member.protocols.clone_from(&request.protocols);
                 member.record.session_timeout_ms = request.session_timeout_ms;
@@ -624,7 +654,7 @@ impl GroupCoordinator {
         let now = Instant::now();
         let mut effects = Effects::default();
         let outcome =
-            self.with_groups(node, |groups, state| -> Result<(oneshot::Receiver<SyncReply>, Duration), SyncReply> {
+            self.with_groups(node, |groups, _state| -> Result<(oneshot::Receiver<SyncReply>, Duration), SyncReply> {
                 let group = groups.get_mut(&request.group_id).ok_or(Err(GroupError::UnknownMemberId))?;
                 group.check_member(&request.member_id, request.instance_id.as_deref()).map_err(Err)?;
                 if request.generation != group.generation {
@@ -656,6 +686,10 @@ impl GroupCoordinator {
                     member.last_seen = now;
                 }
                 if group.leader.as_deref() == Some(request.member_id.as_str()) {
+                    let budget = crate::limits::GROUP_MEMBER_BYTES_MAX / 2;
+                    if request.assignments.iter().any(|(_, a)| a.len() > budget) {
+                        return Err(Err(GroupError::InvalidRequest(format!("an assignment over {budget} bytes"))));
+                    }
                     let mut assignments: HashMap<&str, &Vec<u8>> =
                         request.assignments.iter().map(|(id, a)| (id.as_str(), a)).collect();
                     for member in group.members.values_mut() {
@@ -673,7 +707,6 @@ impl GroupCoordinator {
                         effects.syncs.push((tx, Ok(answer(group, assignment))));
                     }
                 }
-                let _ = state;
                 Ok((rx, wait))
             })?;
         let (rx, wait) = match outcome {
@@ -691,9 +724,7 @@ impl GroupCoordinator {
                     if let Some(group) = groups.get_mut(&request.group_id)
                         && group.generation == generation
                     {
-                        let delay = Duration::from_millis(
-                            u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0),
-                        );
+                        let delay = initial_delay(state);
                         let mut more = Effects::default();
                         group.prepare_rebalance(Instant::now(), delay, &mut more);
                         more.deliver();
@@ -748,7 +779,7 @@ impl GroupCoordinator {
                 groups.insert(group_id.to_owned(), group);
             }
             let Some(group) = groups.get_mut(group_id) else { return Err(GroupError::UnknownMemberId) };
-            let delay = Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0));
+            let delay = initial_delay(state);
             let mut results = Vec::new();
             for member in leaving {
                 let target = match (&member.instance_id, member.member_id.is_empty()) {
@@ -998,8 +1029,7 @@ impl GroupCoordinator {
             let mut stores = Vec::new();
             let mut effects = Effects::default();
             let leading = coordinator.with_groups(&node, |groups, state| {
-                let delay =
-                    Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0));
+                let delay = initial_delay(state);
                 for (id, group) in groups.iter_mut() {
                     let mut group_effects = Effects::default();
                     group.pending.retain(|_, deadline| *deadline > now);

@@ -52,6 +52,9 @@ pub enum GroupError {
     UnknownTopicOrPartition,
     #[error("offset metadata too large")]
     OffsetMetadataTooLarge,
+    /// The request is over a size limit (Floe's; Kafka has none for it).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
 }
 
 /// A member's protocol (name and metadata) as offered in JoinGroup.

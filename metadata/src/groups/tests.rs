@@ -77,6 +77,40 @@ fn heartbeat(generation: i32, member_id: &str) -> GroupRequest {
     })
 }
 
+/// Heartbeats (as a live member does) until the coordinator answers `wanted`, for up to 10 s.
+async fn heartbeat_until(node: &MetadataNode, generation: i32, member_id: &str, wanted: GroupError) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match call(node, heartbeat(generation, member_id)).await {
+            GroupResponse::Heartbeat(Err(e)) if e == wanted => return,
+            GroupResponse::Heartbeat(Ok(())) if std::time::Instant::now() < deadline => {}
+            other => panic!("waiting for {wanted:?}, got {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_joins_are_refused_before_anything_is_held() {
+    let (node, dir) = node().await;
+    let mut many = match join("", 60_000) {
+        GroupRequest::Join(j) => j,
+        _ => unreachable!("join builds a Join"),
+    };
+    many.protocols = (0..65).map(|i| (format!("p{i}"), Vec::new())).collect();
+    assert!(matches!(
+        call(&node, GroupRequest::Join(many.clone())).await,
+        GroupResponse::Join(Err((GroupError::InvalidRequest(_), _)))
+    ));
+    many.protocols = vec![("range".into(), vec![0; crate::limits::GROUP_MEMBER_BYTES_MAX])];
+    assert!(matches!(
+        call(&node, GroupRequest::Join(many)).await,
+        GroupResponse::Join(Err((GroupError::InvalidRequest(_), _)))
+    ));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_join_sync_heartbeat_and_rebalance_when_one_expires() {
     let (node, dir) = node().await;
@@ -108,11 +142,7 @@ async fn members_join_sync_heartbeat_and_rebalance_when_one_expires() {
         let node = node.clone();
         async move { join_new(&node, 300).await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        call(&node, heartbeat(1, &first.member_id)).await,
-        GroupResponse::Heartbeat(Err(GroupError::RebalanceInProgress))
-    );
+    heartbeat_until(&node, 1, &first.member_id, GroupError::RebalanceInProgress).await;
     let GroupResponse::Join(Ok(rejoined)) = call(&node, join(&first.member_id, 60_000)).await else { panic!("rejoin") };
     let second = second.await.expect("task");
     assert_eq!((rejoined.generation, second.generation), (2, 2));
@@ -121,11 +151,7 @@ async fn members_join_sync_heartbeat_and_rebalance_when_one_expires() {
     assert!(second.members.is_empty(), "only the leader gets the member list");
 
     // The second member never heartbeats: its session expires and the group rebalances.
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(
-        call(&node, heartbeat(2, &first.member_id)).await,
-        GroupResponse::Heartbeat(Err(GroupError::RebalanceInProgress))
-    );
+    heartbeat_until(&node, 2, &first.member_id, GroupError::RebalanceInProgress).await;
     let GroupResponse::Join(Ok(alone)) = call(&node, join(&first.member_id, 60_000)).await else { panic!("rejoin") };
     assert_eq!((alone.generation, alone.members.len()), (3, 1));
     node.shutdown().await;
