@@ -45,8 +45,15 @@ fn error_code(result: &Result<(), GroupError>) -> i16 {
     result.as_ref().err().map_or(0, |e| for_group(e).code())
 }
 
-fn unexpected(response: &GroupResponse) -> GroupError {
-    GroupError::CoordinatorNotAvailable(format!("unexpected coordinator answer {response:?}"))
+/// Sends `request` to the coordinator and takes the answer `pick` expects (every request has
+/// exactly one answer variant; anything else is the coordinator misbehaving).
+async fn ask<T>(
+    agent: &Agent,
+    request: GroupRequest,
+    pick: impl FnOnce(GroupResponse) -> Option<T>,
+) -> Result<T, GroupError> {
+    let response = agent.metadata.group_request(request).await?;
+    pick(response).ok_or_else(|| GroupError::CoordinatorNotAvailable("answered another request's kind".into()))
 }
 
 /// Every agent coordinates every group (by forwarding), so the coordinator is this agent.
@@ -109,10 +116,14 @@ pub(in crate::kafka) async fn join(
         client_host: client.host,
         require_known_member: version >= 4,
     };
-    let (error, answer) = match agent.metadata.group_request(GroupRequest::Join(join)).await {
-        Ok(GroupResponse::Join(Ok(answer))) => (None, answer),
-        Ok(GroupResponse::Join(Err((e, answer)))) => (Some(e), answer),
-        Ok(other) => (Some(unexpected(&other)), Default::default()),
+    let joined = ask(agent, GroupRequest::Join(join), |r| match r {
+        GroupResponse::Join(joined) => Some(joined),
+        _ => None,
+    })
+    .await;
+    let (error, answer) = match joined {
+        Ok(Ok(answer)) => (None, answer),
+        Ok(Err((e, answer))) => (Some(e), answer),
         Err(e) => (Some(e), Default::default()),
     };
     let members = answer
@@ -149,11 +160,12 @@ pub(in crate::kafka) async fn sync(agent: &Agent, version: i16, request: SyncGro
             .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
             .collect(),
     };
-    let result = match agent.metadata.group_request(GroupRequest::Sync(sync)).await {
-        Ok(GroupResponse::Sync(result)) => result,
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::Sync(sync), |r| match r {
+        GroupResponse::Sync(result) => Some(result),
+        _ => None,
+    })
+    .await
+    .and_then(|r| r);
     match result {
         Ok(answer) => {
             let response = SyncGroupResponse::default().with_assignment(answer.assignment.into());
@@ -176,11 +188,12 @@ pub(in crate::kafka) async fn heartbeat(agent: &Agent, request: HeartbeatRequest
         member_id: request.member_id.to_string(),
         instance_id: opt(request.group_instance_id),
     };
-    let result = match agent.metadata.group_request(GroupRequest::Heartbeat(member)).await {
-        Ok(GroupResponse::Heartbeat(result)) => result,
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::Heartbeat(member), |r| match r {
+        GroupResponse::Heartbeat(result) => Some(result),
+        _ => None,
+    })
+    .await
+    .and_then(|r| r);
     HeartbeatResponse::default().with_error_code(error_code(&result))
 }
 
@@ -195,11 +208,12 @@ pub(in crate::kafka) async fn leave(agent: &Agent, version: i16, request: LeaveG
         vec![LeavingMember { member_id: request.member_id.to_string(), instance_id: None }]
     };
     let group_id = request.group_id.to_string();
-    let result = match agent.metadata.group_request(GroupRequest::Leave { group_id, members }).await {
-        Ok(GroupResponse::Leave(result)) => result,
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::Leave { group_id, members }, |r| match r {
+        GroupResponse::Leave(result) => Some(result),
+        _ => None,
+    })
+    .await
+    .and_then(|r| r);
     match result {
         Err(e) => LeaveGroupResponse::default().with_error_code(for_group(&e).code()),
         Ok(results) if version < 3 => {
@@ -240,11 +254,12 @@ pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommit
         member_id: request.member_id.to_string(),
         instance_id: opt(request.group_instance_id),
     };
-    let result = match agent.metadata.group_request(GroupRequest::CommitOffsets { member, offsets }).await {
-        Ok(GroupResponse::CommitOffsets(result)) => result,
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::CommitOffsets { member, offsets }, |r| match r {
+        GroupResponse::CommitOffsets(result) => Some(result),
+        _ => None,
+    })
+    .await
+    .and_then(|r| r);
     let codes: Vec<i16> = match &result {
         Ok(results) => results.iter().map(error_code).collect(),
         Err(e) => vec![for_group(e).code(); order.len()],
@@ -260,48 +275,67 @@ pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommit
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// One partition's committed offset: (offset, leader epoch, metadata), or -1 when none.
-fn committed(state: &State, group: &str, topic: &str, partition: i32) -> (i64, i32, Option<String>) {
-    match state.groups.get(group).and_then(|g| g.offsets.get(&(topic.to_owned(), partition))) {
-        Some(o) => (o.offset, o.leader_epoch, Some(o.metadata.clone())),
-        None => (-1, -1, Some(String::new())),
-    }
+/// One partition's committed offset as OffsetFetch reports it.
+struct Fetched {
+    partition: i32,
+    offset: i64,
+    leader_epoch: i32,
+    metadata: Option<String>,
 }
 
-/// The partitions asked for, or every partition with a committed offset when `topics` is null.
-fn requested(state: &State, group: &str, topics: Option<Vec<(TopicName, Vec<i32>)>>) -> Vec<(TopicName, Vec<i32>)> {
-    match topics {
-        Some(topics) => topics,
-        None => {
-            let mut all: Vec<(TopicName, Vec<i32>)> = Vec::new();
-            for (topic, partition) in state.groups.get(group).map(|g| g.offsets.keys()).into_iter().flatten() {
-                match all.last_mut() {
-                    Some((name, partitions)) if name.as_str() == topic => partitions.push(*partition),
-                    _ => all.push((TopicName(str_bytes(topic.clone())), vec![*partition])),
-                }
+/// The committed offsets of the partitions asked for (every partition with a committed offset
+/// when `asked` is null), by topic; -1 for partitions without one.
+fn fetch_group(
+    state: &State,
+    group: &str,
+    asked: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> Vec<(TopicName, Vec<Fetched>)> {
+    let record = state.groups.get(group);
+    let topics = asked.unwrap_or_else(|| {
+        let mut all: Vec<(TopicName, Vec<i32>)> = Vec::new();
+        for (topic, partition) in record.map(|g| g.offsets.keys()).into_iter().flatten() {
+            match all.last_mut() {
+                Some((name, partitions)) if name.as_str() == topic => partitions.push(*partition),
+                _ => all.push((TopicName(str_bytes(topic.clone())), vec![*partition])),
             }
-            all
         }
-    }
+        all
+    });
+    topics
+        .into_iter()
+        .map(|(name, partitions)| {
+            let fetched = partitions
+                .into_iter()
+                .map(|partition| match record.and_then(|g| g.offsets.get(&(name.to_string(), partition))) {
+                    Some(o) => Fetched {
+                        partition,
+                        offset: o.offset,
+                        leader_epoch: o.leader_epoch,
+                        metadata: Some(o.metadata.clone()),
+                    },
+                    None => Fetched { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()) },
+                })
+                .collect();
+            (name, fetched)
+        })
+        .collect()
 }
 
 pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let state = agent.metadata.read();
     if version < 8 {
-        let group = request.group_id.to_string();
         let asked = request.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-        let topics = requested(&state, &group, asked)
+        let topics = fetch_group(&state, &request.group_id, asked)
             .into_iter()
-            .map(|(name, partitions)| {
-                let partitions = partitions
+            .map(|(name, fetched)| {
+                let partitions = fetched
                     .into_iter()
-                    .map(|p| {
-                        let (offset, epoch, metadata) = committed(&state, &group, &name, p);
+                    .map(|f| {
                         let entry = OffsetFetchResponsePartition::default()
-                            .with_partition_index(p)
-                            .with_committed_offset(offset)
-                            .with_metadata(metadata.map(str_bytes));
-                        if version >= 5 { entry.with_committed_leader_epoch(epoch) } else { entry }
+                            .with_partition_index(f.partition)
+                            .with_committed_offset(f.offset)
+                            .with_metadata(f.metadata.map(str_bytes));
+                        if version >= 5 { entry.with_committed_leader_epoch(f.leader_epoch) } else { entry }
                     })
                     .collect();
                 OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
@@ -313,20 +347,18 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
         .groups
         .into_iter()
         .map(|g| {
-            let group = g.group_id.to_string();
             let asked = g.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-            let topics = requested(&state, &group, asked)
+            let topics = fetch_group(&state, &g.group_id, asked)
                 .into_iter()
-                .map(|(name, partitions)| {
-                    let partitions = partitions
+                .map(|(name, fetched)| {
+                    let partitions = fetched
                         .into_iter()
-                        .map(|p| {
-                            let (offset, epoch, metadata) = committed(&state, &group, &name, p);
+                        .map(|f| {
                             OffsetFetchResponsePartitions::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(offset)
-                                .with_committed_leader_epoch(epoch)
-                                .with_metadata(metadata.map(str_bytes))
+                                .with_partition_index(f.partition)
+                                .with_committed_offset(f.offset)
+                                .with_committed_leader_epoch(f.leader_epoch)
+                                .with_metadata(f.metadata.map(str_bytes))
                         })
                         .collect();
                     OffsetFetchResponseTopics::default().with_name(name).with_partitions(partitions)
@@ -342,11 +374,11 @@ pub(in crate::kafka) async fn list(agent: &Agent, version: i16, request: ListGro
     let states = request.states_filter.iter().map(ToString::to_string).collect();
     // Every group here is a classic group; a types filter without "classic" matches none.
     let classic_only = request.types_filter.iter().all(|t| t.eq_ignore_ascii_case("classic"));
-    let result = match agent.metadata.group_request(GroupRequest::List { states, types: Vec::new() }).await {
-        Ok(GroupResponse::List(groups)) => Ok(groups),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::List { states, types: Vec::new() }, |r| match r {
+        GroupResponse::List(groups) => Some(groups),
+        _ => None,
+    })
+    .await;
     match result {
         Err(e) => ListGroupsResponse::default().with_error_code(for_group(&e).code()),
         Ok(groups) => ListGroupsResponse::default().with_groups(
@@ -367,11 +399,11 @@ pub(in crate::kafka) async fn list(agent: &Agent, version: i16, request: ListGro
 
 pub(in crate::kafka) async fn describe(agent: &Agent, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let ids: Vec<String> = request.groups.iter().map(|g| g.to_string()).collect();
-    let result = match agent.metadata.group_request(GroupRequest::Describe(ids.clone())).await {
-        Ok(GroupResponse::Describe(groups)) => Ok(groups),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::Describe(ids.clone()), |r| match r {
+        GroupResponse::Describe(groups) => Some(groups),
+        _ => None,
+    })
+    .await;
     let groups = match result {
         Err(e) => ids
             .into_iter()
@@ -412,11 +444,11 @@ pub(in crate::kafka) async fn describe(agent: &Agent, request: DescribeGroupsReq
 
 pub(in crate::kafka) async fn delete(agent: &Agent, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let ids: Vec<String> = request.groups_names.iter().map(|g| g.to_string()).collect();
-    let result = match agent.metadata.group_request(GroupRequest::Delete(ids.clone())).await {
-        Ok(GroupResponse::Delete(results)) => Ok(results),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::Delete(ids.clone()), |r| match r {
+        GroupResponse::Delete(results) => Some(results),
+        _ => None,
+    })
+    .await;
     let results: Vec<(String, Result<(), GroupError>)> = match result {
         Ok(results) => results,
         Err(e) => ids.into_iter().map(|id| (id, Err(e.clone()))).collect(),
@@ -436,11 +468,12 @@ pub(in crate::kafka) async fn offset_delete(agent: &Agent, request: OffsetDelete
         request.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.name.clone(), p.partition_index))).collect();
     let partitions = order.iter().map(|(t, p)| (t.to_string(), *p)).collect();
     let group_id = request.group_id.to_string();
-    let result = match agent.metadata.group_request(GroupRequest::DeleteOffsets { group_id, partitions }).await {
-        Ok(GroupResponse::DeleteOffsets(result)) => result,
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
+    let result = ask(agent, GroupRequest::DeleteOffsets { group_id, partitions }, |r| match r {
+        GroupResponse::DeleteOffsets(result) => Some(result),
+        _ => None,
+    })
+    .await
+    .and_then(|r| r);
     let results = match result {
         Err(e) => return OffsetDeleteResponse::default().with_error_code(for_group(&e).code()),
         Ok(results) => results,
