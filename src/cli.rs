@@ -110,6 +110,25 @@ pub(crate) enum AdminCommand {
         #[arg(long)]
         node_id: u64,
     },
+    /// Consumer groups: list them, or show one's members, offsets and lag.
+    Groups {
+        /// Metadata nodes: HOST:PORT[,HOST:PORT...].
+        #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:9093")]
+        metadata: Vec<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        action: GroupsAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum GroupsAction {
+    /// Every group with its state and protocol type.
+    List,
+    /// One group: state, members and, per partition, committed offset, log end offset and lag.
+    Describe { group: String },
 }
 
 #[derive(Debug, clap::Args)]

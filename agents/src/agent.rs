@@ -55,6 +55,7 @@ impl Agent {
     pub fn start(config: AgentConfig, metadata: Metadata, store: SegmentStore) -> Arc<Self> {
         let cache = Arc::new(ChunkCache::new(config.cache_bytes));
         let buffer = FlushBuffer::start(config.flush.clone(), metadata.clone(), store.clone(), cache.clone());
+        crate::metrics::GroupLagCollector::register(metadata.clone());
         let agent = Arc::new(Self { config, metadata, store, cache, buffer });
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         agent

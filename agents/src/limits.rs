@@ -35,3 +35,6 @@ pub const BATCH_RECORD_COUNT_MAX: i32 = 1_000_000;
 /// Smallest encoding of one record in an uncompressed batch: seven one-byte varints (length,
 /// attributes, timestamp delta, offset delta, key length, value length, header count).
 pub const RECORD_BYTES_MIN: usize = 7;
+/// Consumer group lag series exported per scrape (group × partition); past it the rest are
+/// left out so a cluster with very many groups cannot blow up a scrape.
+pub const GROUP_LAG_SERIES_MAX: usize = 100_000;

@@ -55,3 +55,63 @@ pub static FLUSH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+
+/// Consumer group lag, computed from this agent's metadata mirror at each scrape: per group and
+/// partition, the committed offset and how far the log end is past it (Kafka's consumer lag).
+#[derive(Debug)]
+pub struct GroupLagCollector {
+    metadata: floe_metadata::Metadata,
+    lag: prometheus::IntGaugeVec,
+    committed: prometheus::IntGaugeVec,
+    /// Scrapes rebuild the gauges from scratch; one at a time.
+    scrape: std::sync::Mutex<()>,
+}
+
+impl GroupLagCollector {
+    fn new(metadata: floe_metadata::Metadata) -> Self {
+        let labels = &["group", "topic", "partition"];
+        let gauge = |name: &str, help: &str| {
+            prometheus::IntGaugeVec::new(prometheus::Opts::new(name, help), labels).expect("valid metric definition")
+        };
+        Self {
+            metadata,
+            lag: gauge("floe_consumer_group_lag", "Log end offset minus the group's committed offset"),
+            committed: gauge("floe_consumer_group_committed_offset", "The group's committed offset"),
+            scrape: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// Registers a collector for `metadata` in the process-wide registry (once per process).
+    pub fn register(metadata: floe_metadata::Metadata) {
+        if let Err(e) = prometheus::register(Box::new(Self::new(metadata))) {
+            tracing::debug!(error = %e, "consumer group lag collector already registered");
+        }
+    }
+}
+
+impl prometheus::core::Collector for GroupLagCollector {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.lag.desc().into_iter().chain(self.committed.desc()).collect()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        self.lag.reset();
+        self.committed.reset();
+        let state = self.metadata.read();
+        let mut series = 0;
+        'groups: for group in state.groups.keys() {
+            for p in state.group_lag(group) {
+                if series >= crate::limits::GROUP_LAG_SERIES_MAX {
+                    break 'groups;
+                }
+                series += 1;
+                let partition = p.partition.to_string();
+                let labels = [group.as_str(), p.topic.as_str(), partition.as_str()];
+                self.lag.with_label_values(&labels).set(p.lag);
+                self.committed.with_label_values(&labels).set(p.committed);
+            }
+        }
+        self.lag.collect().into_iter().chain(self.committed.collect()).collect()
+    }
+}

@@ -26,5 +26,5 @@ pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
     AgentRecord, CommittedOffset, GroupMembership, GroupRecord, IndexEntry, MemberRecord, ObjectId, ObjectRecord,
-    OffsetCommit, Partition, State, Topic, TopicId, validate_topic_name,
+    OffsetCommit, Partition, PartitionLag, State, Topic, TopicId, validate_topic_name,
 };

@@ -1,8 +1,13 @@
 //! `floe admin`: operator views of a running cluster.
 
-use anyhow::anyhow;
+use std::collections::BTreeMap;
 
-use crate::cli::AdminCommand;
+use anyhow::{anyhow, bail};
+use floe_metadata::RemoteMetadata;
+use floe_metadata::groups::{GroupDescription, GroupRequest, GroupResponse, assigned_partitions};
+use serde::Serialize;
+
+use crate::cli::{AdminCommand, GroupsAction};
 
 pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
     match command {
@@ -22,6 +27,137 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 .map_err(|e| anyhow!(e))?;
             println!("node {node_id} removed from the voters");
         }
+        AdminCommand::Groups { metadata, json, action } => groups(metadata, json, action).await?,
     }
     Ok(())
+}
+
+/// One partition row of `groups describe`, as `kafka-consumer-groups --describe` shows it.
+#[derive(Debug, Default, Serialize)]
+struct PartitionRow {
+    topic: String,
+    partition: i32,
+    committed_offset: Option<i64>,
+    log_end_offset: Option<i64>,
+    lag: Option<i64>,
+    member_id: Option<String>,
+    client_id: Option<String>,
+    host: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct GroupView {
+    group: String,
+    state: String,
+    protocol_type: String,
+    protocol: String,
+    members: usize,
+    partitions: Vec<PartitionRow>,
+}
+
+async fn groups(addrs: Vec<String>, json: bool, action: GroupsAction) -> anyhow::Result<()> {
+    let metadata = RemoteMetadata::connect(addrs).await?;
+    match action {
+        GroupsAction::List => {
+            let request = GroupRequest::List { states: Vec::new(), types: Vec::new() };
+            let GroupResponse::List(groups) = metadata.group_request(request).await? else {
+                bail!("the coordinator answered another request's kind");
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&groups)?);
+            } else {
+                println!("{:<40} {:<20} PROTOCOL-TYPE", "GROUP", "STATE");
+                for g in groups {
+                    println!("{:<40} {:<20} {}", g.group_id, g.state, g.protocol_type);
+                }
+            }
+        }
+        GroupsAction::Describe { group } => {
+            let GroupResponse::Describe(mut described) =
+                metadata.group_request(GroupRequest::Describe(vec![group.clone()])).await?
+            else {
+                bail!("the coordinator answered another request's kind");
+            };
+            let description = described.pop().ok_or_else(|| anyhow!("no description of {group}"))?;
+            let description = description.map_err(|(_, e)| anyhow!("describing {group}: {e}"))?;
+            let view = describe(&metadata, description);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&view)?);
+            } else {
+                print_view(&view);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Joins the coordinator's view (members and their assignments) with the committed offsets
+/// and log end offsets of the metadata state.
+fn describe(metadata: &RemoteMetadata, group: GroupDescription) -> GroupView {
+    let state = metadata.read();
+    let mut rows: BTreeMap<(String, i32), PartitionRow> = BTreeMap::new();
+    for lag in state.group_lag(&group.group_id) {
+        rows.insert(
+            (lag.topic.clone(), lag.partition),
+            PartitionRow {
+                topic: lag.topic,
+                partition: lag.partition,
+                committed_offset: Some(lag.committed),
+                log_end_offset: Some(lag.log_end),
+                lag: Some(lag.lag),
+                ..Default::default()
+            },
+        );
+    }
+    if group.protocol_type == "consumer" {
+        for member in &group.members {
+            for (topic, partitions) in assigned_partitions(&member.assignment) {
+                for partition in partitions {
+                    let row = rows.entry((topic.clone(), partition)).or_insert_with(|| {
+                        let log_end = state
+                            .topic_by_name(&topic)
+                            .and_then(|t| state.partition(t.topic_id, partition))
+                            .map(|p| p.next_offset);
+                        PartitionRow { topic: topic.clone(), partition, log_end_offset: log_end, ..Default::default() }
+                    });
+                    row.member_id = Some(member.member_id.clone());
+                    row.client_id = Some(member.client_id.clone());
+                    row.host = Some(member.client_host.clone());
+                }
+            }
+        }
+    }
+    GroupView {
+        group: group.group_id,
+        state: group.state,
+        protocol_type: group.protocol_type,
+        protocol: group.protocol,
+        members: group.members.len(),
+        partitions: rows.into_values().collect(),
+    }
+}
+
+fn print_view(view: &GroupView) {
+    println!(
+        "group {} is {} ({} members, protocol {} {})\n",
+        view.group, view.state, view.members, view.protocol_type, view.protocol
+    );
+    let dash = |v: Option<i64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    println!(
+        "{:<30} {:>9} {:>14} {:>14} {:>10}  {:<50} {:<16} CLIENT-ID",
+        "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST"
+    );
+    for r in &view.partitions {
+        println!(
+            "{:<30} {:>9} {:>14} {:>14} {:>10}  {:<50} {:<16} {}",
+            r.topic,
+            r.partition,
+            dash(r.committed_offset),
+            dash(r.log_end_offset),
+            dash(r.lag),
+            r.member_id.as_deref().unwrap_or("-"),
+            r.host.as_deref().unwrap_or("-"),
+            r.client_id.as_deref().unwrap_or("-")
+        );
+    }
 }

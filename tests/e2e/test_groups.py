@@ -227,3 +227,34 @@ def test_cooperative_sticky_rebalance_keeps_unaffected_partitions(floe):
         for m in members:
             if m.p.poll() is None:
                 m.kill(signal.SIGTERM)
+
+
+@pytest.mark.timeout(60)
+def test_lag_is_exported_and_described(floe):
+    import re
+    import urllib.request
+    from confluent_kafka import Consumer, TopicPartition
+    from conftest import FLOE_BIN
+    topic, group = unique_name("lag"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 2)
+    produce(floe.bootstrap, topic, records(20, 2, "lag"))  # 10 records per partition
+    c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 10)], asynchronous=False)
+    c.close()
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{floe.http_port}/metrics", timeout=10).read().decode()
+    lag = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
+        rf'floe_consumer_group_lag{{group="{group}",partition="(\d+)",topic="{topic}"}} (\d+)', body)}
+    assert lag == {0: 7, 1: 0}, f"lag series: {lag}"
+
+    out = subprocess.run([FLOE_BIN, "admin", "groups", "--metadata", f"127.0.0.1:{floe.metadata_port}", "--json",
+                          "describe", group], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    view = json.loads(out.stdout)
+    assert view["state"] == "Empty"
+    rows = {(r["topic"], r["partition"]): (r["committed_offset"], r["log_end_offset"], r["lag"])
+            for r in view["partitions"]}
+    assert rows == {(topic, 0): (3, 10, 7), (topic, 1): (10, 10, 0)}, rows
+    listed = subprocess.run([FLOE_BIN, "admin", "groups", "--metadata", f"127.0.0.1:{floe.metadata_port}", "list"],
+                            capture_output=True, text=True, timeout=30)
+    assert listed.returncode == 0 and group in listed.stdout, listed.stdout + listed.stderr

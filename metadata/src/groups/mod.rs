@@ -205,15 +205,41 @@ pub enum GroupResponse {
     DeleteOffsets(Result<Vec<Result<(), GroupError>>, GroupError>),
 }
 
+/// The partitions a `consumer` protocol assignment gives a member, read from its assignment
+/// (ConsumerProtocolAssignment: version i16, then an array of (i16-length topic, array of i32
+/// partitions)). Malformed assignments give nothing.
+pub fn assigned_partitions(assignment: &[u8]) -> Vec<(String, Vec<i32>)> {
+    let mut bytes = assignment;
+    let parse = |bytes: &mut &[u8]| -> Option<Vec<(String, Vec<i32>)>> {
+        take(bytes, 2)?;
+        let topics = i32::from_be_bytes(take(bytes, 4)?.try_into().ok()?);
+        let mut out = Vec::new();
+        for _ in 0..topics.max(0) {
+            let len = i16::from_be_bytes(take(bytes, 2)?.try_into().ok()?);
+            let name = String::from_utf8_lossy(take(bytes, usize::try_from(len).ok()?)?).into_owned();
+            let count = i32::from_be_bytes(take(bytes, 4)?.try_into().ok()?);
+            let mut partitions = Vec::new();
+            for _ in 0..count.max(0) {
+                partitions.push(i32::from_be_bytes(take(bytes, 4)?.try_into().ok()?));
+            }
+            out.push((name, partitions));
+        }
+        Some(out)
+    };
+    parse(&mut bytes).unwrap_or_default()
+}
+
+/// Splits `n` bytes off the front of `bytes`.
+fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, rest) = bytes.split_at_checked(n)?;
+    *bytes = rest;
+    Some(head)
+}
+
 /// The topics a `consumer` protocol member subscribes to, read from its subscription metadata
 /// (ConsumerProtocolSubscription: version i16, then an array of i16-length strings). Malformed
 /// metadata subscribes to nothing.
 pub fn subscribed_topics(metadata: &[u8]) -> Vec<String> {
-    fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = bytes.split_at_checked(n)?;
-        *bytes = rest;
-        Some(head)
-    }
     let mut bytes = metadata;
     let parse = |bytes: &mut &[u8]| -> Option<Vec<String>> {
         take(bytes, 2)?;

@@ -218,4 +218,10 @@ fn consumer_subscriptions_are_read_from_member_metadata() {
     metadata.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]);
     assert_eq!(subscribed_topics(&metadata), ["orders", "payments"]);
     assert!(subscribed_topics(&metadata[..9]).is_empty(), "truncated metadata subscribes to nothing");
+
+    let mut assignment = vec![0, 1, 0, 0, 0, 1, 0, 6];
+    assignment.extend_from_slice(b"orders");
+    assignment.extend_from_slice(&[0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(assigned_partitions(&assignment), [("orders".to_owned(), vec![3, 5])]);
+    assert!(assigned_partitions(&assignment[..12]).is_empty());
 }

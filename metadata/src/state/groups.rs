@@ -60,6 +60,16 @@ pub struct CommittedOffset {
     pub commit_time_ms: i64,
 }
 
+/// How far a group's committed offset trails a partition's log end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: i64,
+    pub log_end: i64,
+    pub lag: i64,
+}
+
 /// One partition's offset in an offset commit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OffsetCommit {
@@ -197,6 +207,27 @@ impl State {
         }
         self.groups.retain(|_, g| !g.membership.members.is_empty() || !g.offsets.is_empty());
         Ok(Outcome::Done)
+    }
+
+    /// Each committed offset of `group` with its partition's log end offset and the lag between
+    /// them (never negative; a deleted partition's offsets are already gone).
+    pub fn group_lag(&self, group: &str) -> Vec<PartitionLag> {
+        let Some(record) = self.groups.get(group) else { return Vec::new() };
+        record
+            .offsets
+            .iter()
+            .filter_map(|((topic, partition), committed)| {
+                let topic_id = self.topic_by_name(topic)?.topic_id;
+                let log_end = self.partition(topic_id, *partition)?.next_offset;
+                Some(PartitionLag {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    committed: committed.offset,
+                    log_end,
+                    lag: log_end.saturating_sub(committed.offset).max(0),
+                })
+            })
+            .collect()
     }
 
     /// A deleted topic's committed offsets go with it.

@@ -10,7 +10,7 @@ mod topics;
 
 pub use groups::{
     CommittedOffset, GroupMembership, GroupRecord, MemberRecord, OFFSET_METADATA_BYTES_MAX,
-    OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit,
+    OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
 };
 
 pub use topics::validate_topic_name;
