@@ -301,3 +301,55 @@ def test_restore_after_losing_every_metadata_disk(cluster):
     p.produce(topic, value=b"after-restore", partition=0, on_delivery=lambda e, m: offsets.append((e, m.offset())))
     p.flush(30)
     assert offsets == [(None, len(before[0]))], offsets
+
+
+@pytest.mark.timeout(240)
+def test_group_members_carry_on_across_a_metadata_leader_failover(cluster):
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from conftest import produce
+    from test_groups import Member, no_initial_delay, records
+    no_initial_delay(cluster.bootstrap(1))
+    topic, group = unique_name("gfail"), unique_name("g")
+    create_topic(cluster.bootstrap(1), topic, PARTITIONS)
+    members = [Member(cluster.bootstrap(a), group, topic, "--commit") for a in (1, 2)]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+
+    def committed():
+        req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])]
+        result = admin.list_consumer_group_offsets(req, request_timeout=10)[group].result(15)
+        return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+    history, stop, errors = [], threading.Event(), []
+
+    def watch():
+        while not stop.is_set():
+            try:
+                history.append(committed())
+            except Exception as e:  # noqa: BLE001 - retried; reported if nothing ever worked
+                errors.append(e)
+            time.sleep(0.2)
+
+    try:
+        wait_until(lambda: all(m.current() for m in members), 60, "both members assigned")
+        produce(cluster.bootstrap(1), topic, records(200, PARTITIONS, "before"))
+        wait_until(lambda: len({r[2] for m in members for r in m.records}) == 200, 60, "records before the kill")
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        leader = cluster.leader()
+        cluster.meta[leader].kill()
+        cluster.leader(exclude=(leader,))
+        produce(cluster.bootstrap(2), topic, records(200, PARTITIONS, "after"))
+        wait_until(lambda: len({r[2] for m in members for r in m.records}) == 400, 90,
+                   f"records after the failover\n{cluster.logs()}")
+        wait_until(lambda: committed() == {p: 100 for p in range(PARTITIONS)}, 60, "every record committed")
+        assert all(m.p.poll() is None for m in members), "a member died across the failover"
+    finally:
+        stop.set()
+        for m in members:
+            if m.p.poll() is None:
+                m.kill(signal.SIGTERM)
+    assert len(history) > 5, f"offsets were not observed during the failover: {errors[:3]}"
+    for before, after in zip(history, history[1:]):
+        for p, offset in before.items():
+            assert after.get(p, offset) >= offset, f"partition {p}: committed offset went back {before} -> {after}"
