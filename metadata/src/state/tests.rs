@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::command::{BatchSummary, ChunkCommit, SegmentCommit};
+use crate::state::{GroupMembership, MemberRecord, OffsetCommit};
 
 fn topic_id(n: u8) -> TopicId {
     uuid::Uuid::from_bytes([n + 1; 16])
@@ -85,6 +86,21 @@ fn check_invariants(state: &State) {
     }
     for (id, o) in &state.objects {
         assert_eq!(o.reference_count, references.get(id).copied().unwrap_or(0));
+    }
+    for (id, group) in &state.groups {
+        for (topic, partition) in group.offsets.keys() {
+            let topic = state.topic_by_name(topic);
+            assert!(topic.is_some(), "group {id} keeps offsets of a deleted topic");
+            assert!(
+                topic.is_some_and(|t| (*partition as usize) < t.partitions.len()),
+                "offsets of a partition that never existed"
+            );
+        }
+        assert_eq!(
+            group.membership.members.is_empty(),
+            group.empty_since_ms.is_some(),
+            "group {id}: empty_since tracks emptiness"
+        );
     }
 }
 
@@ -197,11 +213,49 @@ fn arb_command() -> impl Strategy<Value = Command> {
                 let chunks: Vec<(u8, i32, &[u32])> = chunks.iter().map(|(t, p, b)| (*t, *p, &b[..])).collect();
                 commit(&format!("o{k}"), &chunks)
             }),
-        (topic, 0i32..3, -1i64..12).prop_map(|(t, p, o)| Command::DeleteRecords {
+        (topic.clone(), 0i32..3, -1i64..12).prop_map(|(t, p, o)| Command::DeleteRecords {
             topic_id: topic_id(t),
             partition: p,
             offset: o
         }),
+        arb_group_command(),
+    ]
+}
+
+/// Group commands over two groups and the same three topics, with times that go back and forth.
+fn arb_group_command() -> impl Strategy<Value = Command> {
+    let group = (0u8..2).prop_map(|g| format!("g{g}"));
+    let now = 0i64..20;
+    prop_oneof![
+        (group.clone(), proptest::collection::vec((0u8..3, 0i32..4, 0i64..50), 0..4), now.clone()).prop_map(
+            |(group_id, offsets, now_ms)| Command::CommitOffsets {
+                group_id,
+                offsets: offsets
+                    .into_iter()
+                    .map(|(t, partition, offset)| OffsetCommit {
+                        topic: format!("t{t}"),
+                        partition,
+                        offset,
+                        leader_epoch: 0,
+                        metadata: String::new(),
+                    })
+                    .collect(),
+                now_ms,
+            }
+        ),
+        (group.clone(), 0i32..4, 0usize..3, now.clone()).prop_map(|(group_id, generation, members, now_ms)| {
+            let members =
+                (0..members).map(|i| MemberRecord { member_id: format!("m{i}"), ..Default::default() }).collect();
+            let membership =
+                GroupMembership { protocol_type: "consumer".into(), generation, members, ..Default::default() };
+            Command::StoreGroup { group_id, membership, now_ms }
+        }),
+        group.clone().prop_map(|group_id| Command::DeleteGroup { group_id }),
+        (group, 0u8..3).prop_map(|(group_id, t)| Command::DeleteOffsets {
+            group_id,
+            partitions: vec![(format!("t{t}"), 0), (format!("t{t}"), 1)]
+        }),
+        now.prop_map(|now_ms| Command::ExpireOffsets { now_ms: now_ms * 100_000_000 }),
     ]
 }
 
