@@ -766,6 +766,22 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // The group settings are read by the coordinator on every request, so unlike Kafka they can
     // be changed at runtime (cluster-wide).
     def(
+        "group.consumer.heartbeat.interval.ms",
+        T::Int,
+        "5000",
+        "How often consumer-protocol (KIP-848) members heartbeat.",
+    )
+    .at_least(1),
+    def("group.consumer.max.size", T::Int, "2147483647", "Most members one consumer-protocol group may have.")
+        .at_least(1),
+    def(
+        "group.consumer.session.timeout.ms",
+        T::Int,
+        "45000",
+        "How long a consumer-protocol member may go without a heartbeat before it is removed.",
+    )
+    .at_least(1),
+    def(
         "group.initial.rebalance.delay.ms",
         T::Int,
         "3000",

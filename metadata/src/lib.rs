@@ -25,6 +25,6 @@ pub use handle::Metadata;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
-    AgentRecord, CommittedOffset, GroupMembership, GroupRecord, IndexEntry, MemberRecord, ObjectId, ObjectRecord,
-    OffsetCommit, Partition, PartitionLag, State, Topic, TopicId, validate_topic_name,
+    AgentRecord, CommittedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, MemberRecord, ObjectId,
+    ObjectRecord, OffsetCommit, Partition, PartitionLag, State, Topic, TopicId, validate_topic_name,
 };

@@ -258,3 +258,53 @@ def test_lag_is_exported_and_described(floe):
     listed = subprocess.run([FLOE_BIN, "admin", "groups", "--metadata", f"127.0.0.1:{floe.metadata_port}", "list"],
                             capture_output=True, text=True, timeout=30)
     assert listed.returncode == 0 and group in listed.stdout, listed.stdout + listed.stderr
+
+
+def broker_configs(bootstrap, **configs):
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigEntry, AlterConfigOpType, ResourceType
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry(k.replace("_", "."), str(v), incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    for f in a.incremental_alter_configs([res]).values():
+        f.result(10)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_kip848_consumer_protocol_join_assign_leave(floe, assignor):
+    """group.protocol=consumer: the coordinator assigns (uniform or range); members join, split the
+    partitions without overlap, consume and commit; when one leaves the other takes everything."""
+    broker_configs(floe.bootstrap, **{"group.consumer.heartbeat.interval.ms": 300})
+    topic, group = unique_name("k848"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 6)
+    args = ("--protocol", "consumer", "--remote-assignor", assignor, "--commit")
+    a = Member(floe.bootstrap, group, topic, *args)
+    b = Member(floe.bootstrap, group, topic, *args)
+    try:
+        def split():
+            ca, cb = a.current() or [], b.current() or []
+            return len(ca) == 3 and len(cb) == 3 and sorted(ca + cb) == list(range(6))
+        wait_until(split, 60, f"two members with 3 partitions each ({assignor})")
+        if assignor == "range":
+            assert sorted([a.current(), b.current()]) == [[0, 1, 2], [3, 4, 5]], "range gives contiguous ranges"
+        produce(floe.bootstrap, topic, records(300, 6, "k848"))
+        wait_until(lambda: len({r[2] for m in (a, b) for r in m.records}) == 300, 60, "300 records consumed")
+        seen = [r[:2] for m in (a, b) for r in m.records]
+        assert len(seen) == len(set(seen)), "a record was consumed by both members"
+
+        a_client = admin(floe.bootstrap)
+        desc = a_client.describe_consumer_groups([group])[group].result(10)
+        assert len(desc.members) == 2 and str(desc.type).endswith("CONSUMER"), (desc.members, desc.type)
+        owned = sorted(p.partition for m in desc.members for p in m.assignment.topic_partitions)
+        assert owned == list(range(6)), f"described assignment {owned}"
+
+        b.kill(signal.SIGTERM)  # a clean close leaves the group (member epoch -1)
+        wait_until(lambda: a.current() == list(range(6)), 60, "the remaining member owns all partitions")
+        produce(floe.bootstrap, topic, records(60, 6, "after"))
+        wait_until(lambda: len({r[2] for r in a.records if r[2].startswith("after-")}) == 60, 60,
+                   "records after the leave consumed")
+    finally:
+        for m in (a, b):
+            if m.p.poll() is None:
+                m.kill(signal.SIGTERM)

@@ -39,6 +39,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
@@ -167,6 +169,15 @@ pub(super) async fn start(
         RequestKind::OffsetDelete(req) => {
             later(async move { ResponseKind::OffsetDelete(api::groups::offset_delete(&agent, req).await) })
         }
+        RequestKind::ConsumerGroupHeartbeat(req) => {
+            let client = client();
+            later(async move {
+                ResponseKind::ConsumerGroupHeartbeat(api::groups::consumer_heartbeat(&agent, req, client).await)
+            })
+        }
+        RequestKind::ConsumerGroupDescribe(req) => later(async move {
+            ResponseKind::ConsumerGroupDescribe(api::groups::consumer_describe(&agent, version, req).await)
+        }),
         // The connection only decodes requests whose (key, version) is in SUPPORTED, and every
         // entry there has an arm above.
         other => unreachable!("request {other:?} passed the SUPPORTED check without a handler"),

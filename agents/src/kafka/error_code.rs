@@ -87,6 +87,9 @@ pub(super) fn for_group(error: &GroupError) -> ResponseError {
         GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+        GroupError::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
     }
 }
 

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::command::{Command, CommandError, Outcome};
 use crate::node::{MetadataNode, NodeError};
-use crate::state::{GroupMembership, MemberRecord, OffsetCommit, State};
+use crate::state::{GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
 
 /// How often timers (sessions, rebalance deadlines) are checked.
 const TICK: Duration = Duration::from_millis(100);
@@ -116,7 +116,7 @@ impl Member {
     }
 }
 
-struct Group {
+pub(super) struct Group {
     phase: Phase,
     protocol_type: String,
     generation: i32,
@@ -151,9 +151,18 @@ impl Effects {
 }
 
 impl Group {
+    pub(super) fn has_members(&self) -> bool {
+        !self.members.is_empty()
+    }
+
     fn from_state(state: &State, group_id: &str, now: Instant) -> Option<Self> {
         let record = state.groups.get(group_id)?;
         let m = &record.membership;
+        // A consumer-protocol group with members is not a classic group; an empty one may become
+        // one (its generation carries on).
+        if m.kind == GroupKind::Consumer && !m.members.is_empty() {
+            return None;
+        }
         let members: BTreeMap<String, Member> = m
             .members
             .iter()
@@ -202,6 +211,7 @@ impl Group {
 
     fn membership(&self) -> GroupMembership {
         GroupMembership {
+            kind: GroupKind::Classic,
             protocol_type: self.protocol_type.clone(),
             generation: self.generation,
             protocol: self.protocol.clone(),
@@ -256,6 +266,8 @@ impl Group {
             rebalance_timeout_ms: request.rebalance_timeout_ms,
             subscription: Vec::new(),
             assignment: Vec::new(),
+            member_epoch: 0,
+            rack_id: None,
         };
         let member = Member {
             record,
@@ -413,9 +425,16 @@ impl Group {
 }
 
 struct Inner {
-    /// The Raft term in which this node leads and holds `groups`; `None` when not leading.
+    /// The Raft term in which this node leads and holds the tables; `None` when not leading.
     term: Option<u64>,
-    groups: HashMap<String, Group>,
+    tables: Tables,
+}
+
+/// Live groups by protocol; a group id is in at most one of them.
+#[derive(Default)]
+pub(super) struct Tables {
+    pub(super) classic: HashMap<String, Group>,
+    pub(super) consumer: HashMap<String, super::consumer_group::ConsumerGroup>,
 }
 
 /// Group coordination for the node it runs on (active only while that node leads).
@@ -431,7 +450,7 @@ impl std::fmt::Debug for GroupCoordinator {
 
 impl Default for GroupCoordinator {
     fn default() -> Self {
-        Self { inner: Mutex::new(Inner { term: None, groups: HashMap::new() }) }
+        Self { inner: Mutex::new(Inner { term: None, tables: Tables::default() }) }
     }
 }
 
@@ -462,14 +481,24 @@ impl GroupCoordinator {
         node: &MetadataNode,
         f: impl FnOnce(&mut HashMap<String, Group>, &State) -> T,
     ) -> Result<T, GroupError> {
+        self.with_tables(node, |tables, state| f(&mut tables.classic, state))
+    }
+
+    /// Checks this node leads (forgetting in-memory groups from an earlier term) and runs `f`
+    /// on both group tables.
+    pub(super) fn with_tables<T>(
+        &self,
+        node: &MetadataNode,
+        f: impl FnOnce(&mut Tables, &State) -> T,
+    ) -> Result<T, GroupError> {
         let term = node.leader_term().ok_or(GroupError::NotCoordinator)?;
         let mut inner = self.lock();
         if inner.term != Some(term) {
-            inner.groups.clear();
+            inner.tables = Tables::default();
             inner.term = Some(term);
         }
         let state = node.read();
-        Ok(f(&mut inner.groups, &state))
+        Ok(f(&mut inner.tables, &state))
     }
 
     /// Handles one request; the `u64` is the log index of the last write it made (0 if none),
@@ -491,6 +520,37 @@ impl GroupCoordinator {
             GroupRequest::Delete(ids) => {
                 let (result, index) = self.delete(node, ids).await?;
                 (GroupResponse::Delete(result), index)
+            }
+            GroupRequest::ConsumerHeartbeat(request) => {
+                let group_id = request.group_id.clone();
+                let now = Instant::now();
+                let result = self
+                    .with_tables(node, |tables, state| super::consumer_group::heartbeat(tables, state, request, now))?;
+                match result {
+                    Err(e) => (GroupResponse::ConsumerHeartbeat(Err(e)), 0),
+                    Ok((answer, None)) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), 0),
+                    Ok((answer, Some(membership))) => match self.store(node, &group_id, membership).await {
+                        Ok(index) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), index),
+                        Err(e) => {
+                            // Not durable: forget the live group so the next heartbeat starts
+                            // again from the stored state.
+                            let _ = self.with_tables(node, |tables, _| tables.consumer.remove(&group_id));
+                            (GroupResponse::ConsumerHeartbeat(Err(e)), 0)
+                        }
+                    },
+                }
+            }
+            GroupRequest::ConsumerDescribe(ids) => {
+                let now = Instant::now();
+                let described = self.with_tables(node, |tables, state| {
+                    ids.into_iter()
+                        .map(|id| match super::consumer_group::load(tables, state, &id, now) {
+                            Some(group) => Ok(group.describe(&id, state)),
+                            None => Err((id, GroupError::GroupIdNotFound)),
+                        })
+                        .collect()
+                })?;
+                (GroupResponse::ConsumerDescribe(described), 0)
             }
             GroupRequest::DeleteOffsets { group_id, partitions } => {
                 let (result, index) = self.delete_offsets(node, &group_id, partitions).await?;
@@ -514,7 +574,11 @@ impl GroupCoordinator {
         let mut effects = Effects::default();
         // The closure's error is the immediate answer (no waiting); it is moved once, not hot.
         #[allow(clippy::result_large_err)]
-        let outcome = self.with_groups(node, |groups, state| -> Result<_, JoinReply> {
+        let outcome = self.with_tables(node, |tables, state| -> Result<_, JoinReply> {
+            if super::consumer_group::has_members(tables, state, &request.group_id) {
+                return Err(Err((GroupError::InconsistentGroupProtocol, JoinResponse::default())));
+            }
+            let groups = &mut tables.classic;
             let session = i64::from(request.session_timeout_ms);
             if session < setting(state, MIN_SESSION_TIMEOUT_MS) || session > setting(state, MAX_SESSION_TIMEOUT_MS) {
                 return Err(Err((GroupError::InvalidSessionTimeout, JoinResponse::default())));
@@ -820,7 +884,18 @@ impl GroupCoordinator {
             return Ok((Err(GroupError::InvalidGroupId), 0));
         }
         let now = Instant::now();
-        let allowed = self.with_groups(node, |groups, state| {
+        let allowed = self.with_tables(node, |tables, state| {
+            if let Some(group) = super::consumer_group::load(tables, state, &member.group_id, now) {
+                if member.generation < 0 && member.member_id.is_empty() && group.is_empty() {
+                    return Ok(());
+                }
+                return match group.member_epoch(&member.member_id) {
+                    None => Err(GroupError::UnknownMemberId),
+                    Some(epoch) if epoch != member.generation => Err(GroupError::StaleMemberEpoch),
+                    Some(_) => Ok(()),
+                };
+            }
+            let groups = &mut tables.classic;
             if !groups.contains_key(&member.group_id)
                 && let Some(group) = Group::from_state(state, &member.group_id, now)
             {
@@ -861,9 +936,13 @@ impl GroupCoordinator {
 
     fn describe(&self, node: &MetadataNode, ids: &[String]) -> Result<Vec<Described>, GroupError> {
         let now = Instant::now();
-        self.with_groups(node, |groups, state| {
+        self.with_tables(node, |tables, state| {
             ids.iter()
                 .map(|id| {
+                    if let Some(group) = super::consumer_group::load(tables, state, id, now) {
+                        return Ok(group.describe_classic(id, state));
+                    }
+                    let groups = &tables.classic;
                     let loaded;
                     let group = match groups.get(id) {
                         Some(g) => Some(g),
@@ -905,7 +984,8 @@ impl GroupCoordinator {
     }
 
     fn list(&self, node: &MetadataNode, states: &[String], types: &[String]) -> Result<Vec<ListedGroup>, GroupError> {
-        self.with_groups(node, |groups, state| {
+        self.with_tables(node, |tables, state| {
+            let kind_name = |kind: GroupKind| if kind == GroupKind::Consumer { "consumer" } else { "classic" };
             let mut listed: BTreeMap<String, ListedGroup> = state
                 .groups
                 .iter()
@@ -915,22 +995,33 @@ impl GroupCoordinator {
                         group_id: id.clone(),
                         protocol_type: record.membership.protocol_type.clone(),
                         state: phase.name().into(),
+                        group_type: kind_name(record.membership.kind).into(),
                     };
                     (id.clone(), group)
                 })
                 .collect();
-            for (id, group) in groups.iter() {
+            for (id, group) in &tables.classic {
                 let entry = ListedGroup {
                     group_id: id.clone(),
                     protocol_type: group.protocol_type.clone(),
                     state: group.phase.name().into(),
+                    group_type: "classic".into(),
+                };
+                listed.insert(id.clone(), entry);
+            }
+            for (id, group) in &tables.consumer {
+                let entry = ListedGroup {
+                    group_id: id.clone(),
+                    protocol_type: "consumer".into(),
+                    state: group.state_label().into(),
+                    group_type: "consumer".into(),
                 };
                 listed.insert(id.clone(), entry);
             }
             listed
                 .into_values()
                 .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(&g.state)))
-                .filter(|g| types.is_empty() || types.contains(&g.protocol_type))
+                .filter(|g| types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case(&g.group_type)))
                 .collect()
         })
     }
@@ -943,7 +1034,10 @@ impl GroupCoordinator {
         let mut results = Vec::new();
         let mut last_index = 0;
         for id in ids {
-            let live = self.with_groups(node, |groups, _| groups.get(&id).is_some_and(|g| !g.members.is_empty()))?;
+            let live = self.with_tables(node, |tables, state| {
+                tables.classic.get(&id).is_some_and(|g| !g.members.is_empty())
+                    || super::consumer_group::has_members(tables, state, &id)
+            })?;
             if live {
                 results.push((id, Err(GroupError::NonEmptyGroup)));
                 continue;
@@ -951,7 +1045,10 @@ impl GroupCoordinator {
             let result = match node.propose_indexed(Command::DeleteGroup { group_id: id.clone() }).await {
                 Ok((_, index)) => {
                     last_index = index;
-                    self.with_groups(node, |groups, _| groups.remove(&id))?;
+                    self.with_tables(node, |tables, _| {
+                        tables.classic.remove(&id);
+                        tables.consumer.remove(&id);
+                    })?;
                     Ok(())
                 }
                 Err(NodeError::Rejected(e)) => Err(command_error(&e)),
@@ -1028,8 +1125,15 @@ impl GroupCoordinator {
             let now = Instant::now();
             let mut stores = Vec::new();
             let mut effects = Effects::default();
-            let leading = coordinator.with_groups(&node, |groups, state| {
+            let leading = coordinator.with_tables(&node, |tables, state| {
                 let delay = initial_delay(state);
+                for (id, group) in &mut tables.consumer {
+                    if let Some(membership) = group.expire(id, state, now) {
+                        stores.push((id.clone(), membership));
+                    }
+                }
+                tables.consumer.retain(|_, g| !g.is_empty());
+                let groups = &mut tables.classic;
                 for (id, group) in groups.iter_mut() {
                     let mut group_effects = Effects::default();
                     group.pending.retain(|_, deadline| *deadline > now);

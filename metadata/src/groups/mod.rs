@@ -7,15 +7,18 @@
 //! committed offsets (`CommitOffsets`). A new leader resumes groups from that state; members it
 //! does not know rejoin.
 
+mod consumer;
+mod consumer_group;
 mod coordinator;
 #[cfg(test)]
 mod tests;
 
 use serde::{Deserialize, Serialize};
 
+pub use consumer::ASSIGNORS;
 pub use coordinator::GroupCoordinator;
 
-use crate::state::OffsetCommit;
+use crate::state::{OffsetCommit, TopicId};
 
 /// Why a group request failed; each maps to the Kafka error code of the same name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -52,9 +55,15 @@ pub enum GroupError {
     UnknownTopicOrPartition,
     #[error("offset metadata too large")]
     OffsetMetadataTooLarge,
-    /// The request is over a size limit (Floe's; Kafka has none for it).
+    /// The request is over a size limit (Floe's; Kafka has none for it) or lacks a field.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    #[error("fenced member epoch")]
+    FencedMemberEpoch,
+    #[error("stale member epoch")]
+    StaleMemberEpoch,
+    #[error("unsupported assignor")]
+    UnsupportedAssignor,
 }
 
 /// A member's protocol (name and metadata) as offered in JoinGroup.
@@ -154,6 +163,61 @@ pub struct ListedGroup {
     pub group_id: String,
     pub protocol_type: String,
     pub state: String,
+    /// `classic` or `consumer` (KIP-848), as ListGroups v5 reports it.
+    pub group_type: String,
+}
+
+/// One ConsumerGroupHeartbeat (KIP-848). `None` fields are "unchanged since the last one".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerHeartbeat {
+    pub group_id: String,
+    pub member_id: String,
+    /// 0 joins, -1 leaves, -2 leaves for a static member's restart; otherwise the member's epoch.
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topics: Option<Vec<String>>,
+    pub subscribed_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// The partitions the member holds now.
+    pub owned: Option<Vec<(TopicId, Vec<i32>)>>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerHeartbeatResponse {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// The partitions the member may hold from now on, when that changed.
+    pub assignment: Option<Vec<(TopicId, Vec<i32>)>>,
+}
+
+/// A KIP-848 group as ConsumerGroupDescribe shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerGroupDescription {
+    pub group_id: String,
+    pub state: String,
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<ConsumerMemberDescription>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerMemberDescription {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topics: Vec<String>,
+    /// (topic id, topic name, partitions).
+    pub assignment: Vec<(TopicId, String, Vec<i32>)>,
+    pub target_assignment: Vec<(TopicId, String, Vec<i32>)>,
 }
 
 /// A request to the group coordinator.
@@ -181,6 +245,8 @@ pub enum GroupRequest {
         group_id: String,
         partitions: Vec<(String, i32)>,
     },
+    ConsumerHeartbeat(ConsumerHeartbeat),
+    ConsumerDescribe(Vec<String>),
 }
 
 /// How one leaving member fared.
@@ -203,6 +269,8 @@ pub enum GroupResponse {
     Delete(Vec<(String, Result<(), GroupError>)>),
     /// Per partition, in request order.
     DeleteOffsets(Result<Vec<Result<(), GroupError>>, GroupError>),
+    ConsumerHeartbeat(Result<ConsumerHeartbeatResponse, GroupError>),
+    ConsumerDescribe(Vec<Result<ConsumerGroupDescription, (String, GroupError)>>),
 }
 
 /// The partitions a `consumer` protocol assignment gives a member, read from its assignment
@@ -227,6 +295,38 @@ pub fn assigned_partitions(assignment: &[u8]) -> Vec<(String, Vec<i32>)> {
         Some(out)
     };
     parse(&mut bytes).unwrap_or_default()
+}
+
+/// Encodes topic names as a ConsumerProtocolSubscription (version 0, no user data).
+pub fn encode_subscription(topics: &[String]) -> Vec<u8> {
+    let mut out = vec![0, 0];
+    out.extend_from_slice(&i32::try_from(topics.len()).unwrap_or(i32::MAX).to_be_bytes());
+    for topic in topics {
+        put_string(&mut out, topic);
+    }
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    out
+}
+
+/// Encodes partitions by topic name as a ConsumerProtocolAssignment (version 0, no user data).
+pub fn encode_assignment(assignment: &[(String, Vec<i32>)]) -> Vec<u8> {
+    let mut out = vec![0, 0];
+    out.extend_from_slice(&i32::try_from(assignment.len()).unwrap_or(i32::MAX).to_be_bytes());
+    for (topic, partitions) in assignment {
+        put_string(&mut out, topic);
+        out.extend_from_slice(&i32::try_from(partitions.len()).unwrap_or(i32::MAX).to_be_bytes());
+        for p in partitions {
+            out.extend_from_slice(&p.to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    out
+}
+
+/// Topic names are at most 249 bytes, so the i16 length never truncates.
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&i16::try_from(s.len()).unwrap_or(i16::MAX).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
 }
 
 /// Splits `n` bytes off the front of `bytes`.

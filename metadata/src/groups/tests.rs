@@ -225,3 +225,79 @@ fn consumer_subscriptions_are_read_from_member_metadata() {
     assert_eq!(assigned_partitions(&assignment), [("orders".to_owned(), vec![3, 5])]);
     assert!(assigned_partitions(&assignment[..12]).is_empty());
 }
+
+fn consumer_heartbeat(
+    member_id: &str,
+    member_epoch: i32,
+    owned: Option<Vec<(crate::TopicId, Vec<i32>)>>,
+) -> GroupRequest {
+    GroupRequest::ConsumerHeartbeat(ConsumerHeartbeat {
+        group_id: "k".into(),
+        member_id: member_id.into(),
+        member_epoch,
+        instance_id: None,
+        rack_id: None,
+        rebalance_timeout_ms: 5_000,
+        subscribed_topics: (member_epoch == 0).then(|| vec!["t".to_owned()]),
+        subscribed_regex: Some(String::new()),
+        server_assignor: None,
+        owned,
+        client_id: "c".into(),
+        client_host: "h".into(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_protocol_members_reconcile_without_overlap_and_stale_epochs_are_fenced() {
+    let (node, dir) = node().await;
+    let beat = |request| {
+        let node = node.clone();
+        async move {
+            match call(&node, request).await {
+                GroupResponse::ConsumerHeartbeat(r) => r,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    };
+    let a = beat(consumer_heartbeat("a", 0, Some(vec![]))).await.expect("a joins");
+    let (topic, all) = a.assignment.clone().expect("assignment")[0].clone();
+    assert_eq!(all, [0, 1], "the only member gets both partitions");
+    let b = beat(consumer_heartbeat("b", 0, Some(vec![]))).await.expect("b joins");
+    assert_eq!(b.assignment, Some(vec![]), "b waits until a releases a partition");
+    // a is told to give one up, keeping its epoch until it confirms.
+    let a2 = beat(consumer_heartbeat("a", a.member_epoch, Some(vec![(topic, all.clone())]))).await.expect("a");
+    let kept = a2.assignment.clone().expect("a's new assignment")[0].1.clone();
+    assert_eq!((kept.len(), a2.member_epoch), (1, a.member_epoch));
+    let a3 = beat(consumer_heartbeat("a", a2.member_epoch, Some(vec![(topic, kept.clone())]))).await.expect("a");
+    assert!(a3.member_epoch > a.member_epoch, "confirming the revocation moves a to the new epoch");
+    let b2 = beat(consumer_heartbeat("b", b.member_epoch, Some(vec![]))).await.expect("b");
+    let got = b2.assignment.expect("b's partition")[0].1.clone();
+    assert_eq!(got.len(), 1);
+    assert!(!kept.contains(&got[0]), "never two owners");
+
+    assert_eq!(beat(consumer_heartbeat("a", a.member_epoch - 1, None)).await, Err(GroupError::FencedMemberEpoch));
+    let commit = |epoch| GroupRequest::CommitOffsets {
+        member: MemberRef { group_id: "k".into(), generation: epoch, member_id: "b".into(), instance_id: None },
+        offsets: vec![OffsetCommit {
+            topic: "t".into(),
+            partition: got[0],
+            offset: 1,
+            leader_epoch: 0,
+            metadata: String::new(),
+        }],
+    };
+    assert_eq!(
+        call(&node, commit(b2.member_epoch + 5)).await,
+        GroupResponse::CommitOffsets(Err(GroupError::StaleMemberEpoch))
+    );
+    assert_eq!(call(&node, commit(b2.member_epoch)).await, GroupResponse::CommitOffsets(Ok(vec![Ok(())])));
+    // A classic join to a consumer group with members is refused.
+    let GroupRequest::Join(mut classic) = join("", 60_000) else { unreachable!("join builds a Join") };
+    classic.group_id = "k".into();
+    assert!(matches!(
+        call(&node, GroupRequest::Join(classic)).await,
+        GroupResponse::Join(Err((GroupError::InconsistentGroupProtocol, _)))
+    ));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

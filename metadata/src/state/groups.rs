@@ -31,12 +31,25 @@ pub struct GroupRecord {
 /// A generation of a group, stored when its rebalance completes (and when it becomes empty).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupMembership {
+    pub kind: GroupKind,
     /// Empty for groups that only ever stored offsets (assign-mode consumers).
     pub protocol_type: String,
     pub generation: i32,
     pub protocol: Option<String>,
     pub leader: Option<String>,
     pub members: Vec<MemberRecord>,
+}
+
+/// Which group protocol a group's members speak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupKind {
+    /// JoinGroup/SyncGroup; `generation` is the generation, member metadata is opaque.
+    #[default]
+    Classic,
+    /// KIP-848 ConsumerGroupHeartbeat; `generation` is the group epoch, `protocol` the
+    /// assignor, and each member's subscription and assignment use the consumer protocol's
+    /// encodings (the assignment includes partitions still being revoked).
+    Consumer,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +63,9 @@ pub struct MemberRecord {
     /// The member's metadata for the group's protocol.
     pub subscription: Vec<u8>,
     pub assignment: Vec<u8>,
+    /// Consumer groups: the member's epoch. Classic groups: 0.
+    pub member_epoch: i32,
+    pub rack_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ mod offsets;
 mod topics;
 
 pub use groups::{
-    CommittedOffset, GroupMembership, GroupRecord, MemberRecord, OFFSET_METADATA_BYTES_MAX,
+    CommittedOffset, GroupKind, GroupMembership, GroupRecord, MemberRecord, OFFSET_METADATA_BYTES_MAX,
     OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
 };
 

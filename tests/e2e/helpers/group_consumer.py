@@ -7,6 +7,7 @@ when --commit is given."""
 
 import argparse
 import json
+import signal
 import sys
 
 from confluent_kafka import Consumer
@@ -21,15 +22,30 @@ def main():
     ap.add_argument("--strategy", default="range")
     ap.add_argument("--session-ms", type=int, default=6000)
     ap.add_argument("--commit", action="store_true")
+    ap.add_argument("--protocol", default="classic", help="classic, or consumer for KIP-848")
+    ap.add_argument("--remote-assignor", help="KIP-848 server-side assignor (uniform or range)")
     args = ap.parse_args()
     conf = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 500,
-        "partition.assignment.strategy": args.strategy,
+        "enable.auto.commit": False,
     }
+    if args.protocol == "consumer":
+        # Sessions, heartbeats and assignment are the coordinator's business in KIP-848.
+        conf["group.protocol"] = "consumer"
+        if args.remote_assignor:
+            conf["group.remote.assignor"] = args.remote_assignor
+    else:
+        conf.update({"session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 500,
+                     "partition.assignment.strategy": args.strategy})
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     c = Consumer(conf)
+
+    def stop(*_):
+        raise KeyboardInterrupt
+
+    # SIGTERM closes the consumer cleanly (it leaves the group); SIGKILL is the crash case.
+    signal.signal(signal.SIGTERM, stop)
 
     owned = set()
 

@@ -3,10 +3,17 @@
 //! mirror of the committed offsets.
 
 use floe_metadata::groups::{
-    GroupError, GroupRequest, GroupResponse, JoinRequest, LeavingMember, MemberRef, SyncRequest,
+    ConsumerHeartbeat, GroupError, GroupRequest, GroupResponse, JoinRequest, LeavingMember, MemberRef, SyncRequest,
 };
 use floe_metadata::{OffsetCommit, State};
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment as DescribeAssignment, DescribedGroup as ConsumerDescribedGroup, Member as ConsumerDescribedMember,
+    TopicPartitions as DescribeTopicPartitions,
+};
+use kafka_protocol::messages::consumer_group_heartbeat_response::{
+    Assignment as HeartbeatAssignment, TopicPartitions as HeartbeatTopicPartitions,
+};
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -20,11 +27,12 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
-    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+    BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest,
+    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -372,9 +380,8 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
 
 pub(in crate::kafka) async fn list(agent: &Agent, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
     let states = request.states_filter.iter().map(ToString::to_string).collect();
-    // Every group here is a classic group; a types filter without "classic" matches none.
-    let classic_only = request.types_filter.iter().all(|t| t.eq_ignore_ascii_case("classic"));
-    let result = ask(agent, GroupRequest::List { states, types: Vec::new() }, |r| match r {
+    let types = request.types_filter.iter().map(ToString::to_string).collect();
+    let result = ask(agent, GroupRequest::List { states, types }, |r| match r {
         GroupResponse::List(groups) => Some(groups),
         _ => None,
     })
@@ -384,13 +391,12 @@ pub(in crate::kafka) async fn list(agent: &Agent, version: i16, request: ListGro
         Ok(groups) => ListGroupsResponse::default().with_groups(
             groups
                 .into_iter()
-                .filter(|_| classic_only)
                 .map(|g| {
                     let listed = ListedGroup::default()
                         .with_group_id(GroupId(str_bytes(g.group_id)))
                         .with_protocol_type(str_bytes(g.protocol_type));
                     let listed = if version >= 4 { listed.with_group_state(str_bytes(g.state)) } else { listed };
-                    if version >= 5 { listed.with_group_type(str_bytes("classic")) } else { listed }
+                    if version >= 5 { listed.with_group_type(str_bytes(g.group_type)) } else { listed }
                 })
                 .collect(),
         ),
@@ -488,4 +494,119 @@ pub(in crate::kafka) async fn offset_delete(agent: &Agent, request: OffsetDelete
         }
     }
     OffsetDeleteResponse::default().with_topics(topics)
+}
+
+pub(in crate::kafka) async fn consumer_heartbeat(
+    agent: &Agent,
+    request: ConsumerGroupHeartbeatRequest,
+    client: Client,
+) -> ConsumerGroupHeartbeatResponse {
+    let heartbeat = ConsumerHeartbeat {
+        group_id: request.group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        member_epoch: request.member_epoch,
+        instance_id: opt(request.instance_id),
+        rack_id: opt(request.rack_id),
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        subscribed_topics: request.subscribed_topic_names.map(|ts| ts.iter().map(|t| t.to_string()).collect()),
+        subscribed_regex: opt(request.subscribed_topic_regex),
+        server_assignor: opt(request.server_assignor),
+        owned: request.topic_partitions.map(|ts| ts.into_iter().map(|t| (t.topic_id, t.partitions)).collect()),
+        client_id: client.client_id,
+        client_host: client.host,
+    };
+    tracing::debug!(?heartbeat, "consumer group heartbeat");
+    let result = ask(agent, GroupRequest::ConsumerHeartbeat(heartbeat), |r| match r {
+        GroupResponse::ConsumerHeartbeat(result) => Some(result),
+        _ => None,
+    })
+    .await
+    .and_then(|r| r);
+    tracing::debug!(?result, "consumer group heartbeat answered");
+    match result {
+        Err(e) => ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(for_group(&e).code())
+            .with_error_message(Some(str_bytes(e.to_string()))),
+        Ok(answer) => ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(str_bytes(answer.member_id)))
+            .with_member_epoch(answer.member_epoch)
+            .with_heartbeat_interval_ms(answer.heartbeat_interval_ms)
+            .with_assignment(answer.assignment.map(|partitions| {
+                HeartbeatAssignment::default().with_topic_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(topic_id, partitions)| {
+                            HeartbeatTopicPartitions::default().with_topic_id(topic_id).with_partitions(partitions)
+                        })
+                        .collect(),
+                )
+            })),
+    }
+}
+
+pub(in crate::kafka) async fn consumer_describe(
+    agent: &Agent,
+    version: i16,
+    request: ConsumerGroupDescribeRequest,
+) -> ConsumerGroupDescribeResponse {
+    let ids: Vec<String> = request.group_ids.iter().map(|g| g.to_string()).collect();
+    let result = ask(agent, GroupRequest::ConsumerDescribe(ids.clone()), |r| match r {
+        GroupResponse::ConsumerDescribe(groups) => Some(groups),
+        _ => None,
+    })
+    .await;
+    let described: Vec<Result<_, (String, GroupError)>> = match result {
+        Ok(groups) => groups,
+        Err(e) => ids.into_iter().map(|id| Err((id, e.clone()))).collect(),
+    };
+    let assignment = |partitions: Vec<(uuid::Uuid, String, Vec<i32>)>| {
+        DescribeAssignment::default().with_topic_partitions(
+            partitions
+                .into_iter()
+                .map(|(id, name, ps)| {
+                    DescribeTopicPartitions::default()
+                        .with_topic_id(id)
+                        .with_topic_name(TopicName(str_bytes(name)))
+                        .with_partitions(ps)
+                })
+                .collect(),
+        )
+    };
+    let groups = described
+        .into_iter()
+        .map(|g| match g {
+            Err((id, e)) => ConsumerDescribedGroup::default()
+                .with_group_id(GroupId(str_bytes(id)))
+                .with_error_code(for_group(&e).code())
+                .with_error_message(Some(str_bytes(e.to_string()))),
+            Ok(g) => ConsumerDescribedGroup::default()
+                .with_group_id(GroupId(str_bytes(g.group_id)))
+                .with_group_state(str_bytes(g.state))
+                .with_group_epoch(g.epoch)
+                .with_assignment_epoch(g.assignment_epoch)
+                .with_assignor_name(str_bytes(g.assignor))
+                .with_members(
+                    g.members
+                        .into_iter()
+                        .map(|m| {
+                            let member = ConsumerDescribedMember::default()
+                                .with_member_id(str_bytes(m.member_id))
+                                .with_instance_id(m.instance_id.map(str_bytes))
+                                .with_rack_id(m.rack_id.map(str_bytes))
+                                .with_member_epoch(m.member_epoch)
+                                .with_client_id(str_bytes(m.client_id))
+                                .with_client_host(str_bytes(m.client_host))
+                                .with_subscribed_topic_names(
+                                    m.subscribed_topics.into_iter().map(|t| TopicName(str_bytes(t))).collect(),
+                                )
+                                .with_assignment(assignment(m.assignment))
+                                .with_target_assignment(assignment(m.target_assignment));
+                            // KIP-1099 member type: 1 = consumer protocol.
+                            if version >= 1 { member.with_member_type(1) } else { member }
+                        })
+                        .collect(),
+                ),
+        })
+        .collect();
+    ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
