@@ -180,10 +180,11 @@ def test_group_admin_apis(floe):
     create_topic(floe.bootstrap, topic, 2)
     # An assign-mode consumer commits with generation -1.
     c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": group, "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(topic, 0, 5, "meta-0"), TopicPartition(topic, 1, 7)], asynchronous=False)
+    c.commit(offsets=[TopicPartition(topic, 0, 5, "meta-0", leader_epoch=3), TopicPartition(topic, 1, 7)],
+             asynchronous=False)
     got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
-    assert [(tp.partition, tp.offset, tp.metadata) for tp in got] == [(0, 5, "meta-0"), (1, 7, None) ] or \
-        [(tp.partition, tp.offset) for tp in got] == [(0, 5), (1, 7)]
+    assert [(tp.partition, tp.offset, tp.metadata, tp.leader_epoch) for tp in got] == \
+        [(0, 5, "meta-0", 3), (1, 7, None, None)], "offset, metadata and leader epoch round-trip"
     c.close()
     a = admin(floe.bootstrap)
     listed = a.list_consumer_groups().result(10)
@@ -304,6 +305,33 @@ def test_kip848_consumer_protocol_join_assign_leave(floe, assignor):
         produce(floe.bootstrap, topic, records(60, 6, "after"))
         wait_until(lambda: len({r[2] for r in a.records if r[2].startswith("after-")}) == 60, 60,
                    "records after the leave consumed")
+    finally:
+        for m in (a, b):
+            if m.p.poll() is None:
+                m.kill(signal.SIGTERM)
+
+
+@pytest.mark.timeout(120)
+def test_kip848_static_member_restart_keeps_its_partitions(floe):
+    broker_configs(floe.bootstrap, **{"group.consumer.heartbeat.interval.ms": 300})
+    topic, group = unique_name("k848s"), unique_name("g")
+    create_topic(floe.bootstrap, topic, 4)
+    args = ("--protocol", "consumer")
+    a = Member(floe.bootstrap, group, topic, *args, "--instance-id", "a")
+    b = Member(floe.bootstrap, group, topic, *args, "--instance-id", "b")
+    try:
+        wait_until(lambda: len(a.current() or []) == 2 and len(b.current() or []) == 2, 60, "2 + 2 partitions")
+        a_before, b_before = a.current(), b.current()
+        a_events = len(a.assigned) + len(a.revoked)
+        b.kill(signal.SIGTERM)  # a static member's clean close keeps its place (epoch -2)
+        # Five heartbeat intervals: had b left for good, a would have been handed its partitions.
+        time.sleep(1.5)
+        b2 = Member(floe.bootstrap, group, topic, *args, "--instance-id", "b")
+        wait_until(lambda: b2.current() is not None, 30, "the restarted static member is assigned")
+        assert b2.current() == b_before, f"the static member got {b2.current()}, had {b_before}"
+        assert a.current() == a_before and len(a.assigned) + len(a.revoked) == a_events, \
+            "the other member's assignment moved"
+        b2.kill(signal.SIGTERM)
     finally:
         for m in (a, b):
             if m.p.poll() is None:

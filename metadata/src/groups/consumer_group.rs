@@ -423,8 +423,15 @@ pub(super) fn heartbeat(
     tables.classic.remove(&request.group_id);
     let interval = i32::try_from(setting(state, HEARTBEAT_INTERVAL_MS)).unwrap_or(5_000);
     if request.member_epoch < 0 {
-        if !group.remove(&request.member_id) {
-            return Err(GroupError::UnknownMemberId);
+        let is_static = group.members.get(&request.member_id).map(|m| m.instance_id.is_some());
+        match (request.member_epoch, is_static) {
+            (_, None) => return Err(GroupError::UnknownMemberId),
+            // A static member leaving for a restart keeps its partitions for its successor (the
+            // same instance id) until its session passes.
+            (-2, Some(true)) => {}
+            _ => {
+                group.remove(&request.member_id);
+            }
         }
         let answer = ConsumerHeartbeatResponse {
             member_id: request.member_id,
