@@ -364,3 +364,55 @@ fn offsets_never_overflow_whatever_commits_claim() {
     assert_eq!(fits, Ok(Outcome::SegmentCommitted { chunks: vec![Ok(max - 10)] }));
     check_invariants(&state);
 }
+
+#[test]
+fn committed_offsets_expire_as_kip_211_says() {
+    let offsets = |group: &str, now_ms| Command::CommitOffsets {
+        group_id: group.into(),
+        offsets: vec![OffsetCommit {
+            topic: "t0".into(),
+            partition: 0,
+            offset: 1,
+            leader_epoch: 0,
+            metadata: String::new(),
+        }],
+        now_ms,
+    };
+    let member = MemberRecord { member_id: "m".into(), ..Default::default() };
+    let with_members = |members: Vec<MemberRecord>, generation| Command::StoreGroup {
+        group_id: "live".into(),
+        membership: GroupMembership { protocol_type: "consumer".into(), generation, members, ..Default::default() },
+        now_ms: 0,
+    };
+    let minutes = |n: i64| n * 60_000;
+    let retention =
+        Command::SetBrokerConfigs { configs: [("offsets.retention.minutes".to_owned(), "10".to_owned())].into() };
+    let (state, _) = run(vec![
+        retention,
+        create("t0", 0, 1),
+        offsets("standalone", 0),
+        with_members(vec![member], 1),
+        offsets("live", 0),
+        Command::ExpireOffsets { now_ms: minutes(60) },
+    ]);
+    assert!(!state.groups.contains_key("standalone"), "a standalone group's offsets expire retention after commit");
+    assert_eq!(state.groups["live"].offsets.len(), 1, "a group with members keeps its offsets");
+
+    // Once empty, the group's offsets expire retention after it became empty, not after the commit.
+    let mut state = state;
+    let next = state.applied_index + 1;
+    state
+        .apply(
+            next,
+            Command::StoreGroup {
+                group_id: "live".into(),
+                membership: GroupMembership { protocol_type: "consumer".into(), generation: 2, ..Default::default() },
+                now_ms: minutes(60),
+            },
+        )
+        .expect("stored");
+    state.apply(next + 1, Command::ExpireOffsets { now_ms: minutes(65) }).expect("expired");
+    assert_eq!(state.groups["live"].offsets.len(), 1, "empty for 5 of 10 minutes: kept");
+    state.apply(next + 2, Command::ExpireOffsets { now_ms: minutes(71) }).expect("expired");
+    assert!(!state.groups.contains_key("live"), "empty for 11 minutes: offsets and group gone");
+}
