@@ -121,6 +121,26 @@ pub(crate) enum AdminCommand {
         #[command(subcommand)]
         action: GroupsAction,
     },
+    /// Transactions: list them with their state and partitions, or abort a hanging one.
+    Transactions {
+        /// Metadata nodes: HOST:PORT[,HOST:PORT...].
+        #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:9093")]
+        metadata: Vec<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        action: TransactionsAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TransactionsAction {
+    /// Every transactional id with its producer, state, timeout and partitions.
+    List,
+    /// Aborts a transaction's open transaction and fences its producer (which must then
+    /// re-initialize): its records become invisible to read_committed consumers.
+    Abort { transactional_id: String },
 }
 
 #[derive(Debug, Subcommand)]

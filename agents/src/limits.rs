@@ -38,3 +38,6 @@ pub const RECORD_BYTES_MIN: usize = 7;
 /// Consumer group lag series exported per scrape (group × partition); past it the rest are
 /// left out so a cluster with very many groups cannot blow up a scrape.
 pub const GROUP_LAG_SERIES_MAX: usize = 100_000;
+/// Entries one ListTransactions or DescribeProducers partition answer lists; the response
+/// must stay far below the frame limit even with 100k transactional ids.
+pub const ADMIN_LIST_MAX: usize = 10_000;

@@ -8,6 +8,7 @@
 use std::sync::Weak;
 use std::time::Duration;
 
+use floe_metadata::now_ms;
 use floe_metadata::{AgentInfo, AgentRecord, Command, State, TopicId};
 
 use crate::Agent;
@@ -28,13 +29,6 @@ pub(crate) async fn heartbeat(agent: Weak<Agent>) {
         drop(strong);
         tokio::time::sleep(HEARTBEAT_INTERVAL).await;
     }
-}
-
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// The live agents, always including `this` one (it is serving the request), ordered by id.

@@ -166,5 +166,38 @@ pub fn set_log_append_time(batch: &Bytes, header: &BatchHeader, timestamp: i64) 
     out.freeze()
 }
 
+/// Bytes of a transaction marker's control batch: the header and one 17-byte record.
+pub const CONTROL_BATCH_BYTES: usize = HEADER_BYTES + CONTROL_RECORD.len();
+
+/// The record of a control batch, for a commit: length 16, attributes, timestamp delta, offset
+/// delta, key (4 bytes: version 0, type), value (6 bytes: version 0, coordinator epoch 0), no
+/// headers. Varints are zigzag-encoded. Byte 8 is the type: 0 abort, 1 commit.
+const CONTROL_RECORD: [u8; 17] = [0x20, 0, 0, 0, 0x08, 0, 0, 0, 1, 0x0c, 0, 0, 0, 0, 0, 0, 0];
+const CONTROL_RECORD_TYPE_AT: usize = 8;
+
+/// The control batch of a transaction marker (offset and leader epoch are stamped when served).
+pub fn control_batch(marker: &floe_metadata::TxnMarker, timestamp: i64) -> Bytes {
+    let mut out = BytesMut::with_capacity(CONTROL_BATCH_BYTES);
+    out.extend_from_slice(&0i64.to_be_bytes());
+    out.extend_from_slice(&((CONTROL_BATCH_BYTES - LOG_OVERHEAD_BYTES) as i32).to_be_bytes());
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    out.extend_from_slice(&[2]);
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&(ATTRIBUTE_CONTROL | ATTRIBUTE_TRANSACTIONAL).to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes());
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(&marker.producer_id.to_be_bytes());
+    out.extend_from_slice(&marker.producer_epoch.to_be_bytes());
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    out.extend_from_slice(&1i32.to_be_bytes());
+    let mut record = CONTROL_RECORD;
+    record[CONTROL_RECORD_TYPE_AT] = u8::from(marker.commit);
+    out.extend_from_slice(&record);
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out.freeze()
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

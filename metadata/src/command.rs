@@ -85,6 +85,63 @@ pub enum Command {
     ExpireOffsets {
         now_ms: i64,
     },
+    /// Kafka InitProducerId: a new producer id, or for a transactional id the same id with its
+    /// epoch bumped (fencing older instances and aborting their open transaction). `expected`
+    /// is the id and epoch the client last had (KIP-360), if it sent one.
+    InitProducerId {
+        transactional_id: Option<String>,
+        transaction_timeout_ms: i32,
+        expected: Option<ProducerIdEpoch>,
+        now_ms: i64,
+    },
+    /// Adds partitions to a producer's transaction; answered per partition with
+    /// [`Outcome::PartitionsAdded`].
+    AddPartitionsToTxn {
+        transactional_id: String,
+        producer: ProducerIdEpoch,
+        partitions: Vec<(TopicId, i32)>,
+        now_ms: i64,
+    },
+    /// Adds a consumer group to a producer's transaction, so offsets can be committed in it.
+    AddOffsetsToTxn {
+        transactional_id: String,
+        producer: ProducerIdEpoch,
+        group_id: String,
+        now_ms: i64,
+    },
+    /// Offsets committed inside a transaction: visible to the group only when it commits
+    /// (proposed by the group coordinator after its generation checks).
+    TxnCommitOffsets {
+        transactional_id: String,
+        producer: ProducerIdEpoch,
+        group_id: String,
+        offsets: Vec<crate::state::OffsetCommit>,
+        now_ms: i64,
+    },
+    /// Kafka EndTxn: writes a commit or abort marker into every partition of the transaction.
+    EndTxn {
+        transactional_id: String,
+        producer: ProducerIdEpoch,
+        commit: bool,
+        now_ms: i64,
+    },
+    /// An operator aborts a transaction; its producer's epoch is bumped so it cannot go on.
+    AbortTxn {
+        transactional_id: String,
+        now_ms: i64,
+    },
+    /// Proposed periodically by the leader: aborts transactions past their timeout (bumping the
+    /// epoch) and forgets idle producer ids and transactional ids past their expiration.
+    ExpireTransactions {
+        now_ms: i64,
+    },
+}
+
+/// A producer id and epoch as clients send them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdEpoch {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
 }
 
 /// How clients reach an agent, as listed in Kafka Metadata responses.
@@ -114,6 +171,17 @@ pub struct ChunkCommit {
     pub crc32c: u32,
     /// The chunk's batches in order; offsets are assigned batch by batch.
     pub batches: Vec<BatchSummary>,
+    /// Set when the chunk holds one idempotent or transactional producer's batches of one
+    /// request: the chunk is then sequenced, deduplicated or refused as a whole.
+    pub producer: Option<ChunkProducer>,
+}
+
+/// The producer whose batches make up a chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub transactional: bool,
 }
 
 /// What sequencing needs to know of one record batch.
@@ -122,6 +190,9 @@ pub struct BatchSummary {
     /// Offsets the batch occupies: its `lastOffsetDelta + 1`.
     pub offset_count: u32,
     pub timestamp_max: i64,
+    /// The batch's `baseSequence` (-1 without a producer); its records take the sequences
+    /// after it, one per offset.
+    pub base_sequence: i32,
 }
 
 /// What applying a command produced.
@@ -143,6 +214,9 @@ pub enum Outcome {
     SegmentsCommitted(Vec<Result<Outcome, CommandError>>),
     /// Per partition of a [`Command::CommitOffsets`], in order.
     OffsetsCommitted(Vec<Result<(), CommandError>>),
+    ProducerId(ProducerIdEpoch),
+    /// Per partition of a [`Command::AddPartitionsToTxn`], in order.
+    PartitionsAdded(Vec<Result<(), CommandError>>),
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;
@@ -176,4 +250,22 @@ pub enum CommandError {
     GroupNotEmpty,
     #[error("offset metadata longer than the limit")]
     OffsetMetadataTooLarge,
+    #[error("sequence {found} does not follow {expected}")]
+    OutOfOrderSequence { expected: i32, found: i32 },
+    #[error("producer epoch {found} is older than the current {current}")]
+    InvalidProducerEpoch { found: i16, current: i16 },
+    #[error("producer fenced by a newer instance with the same transactional id")]
+    ProducerFenced,
+    #[error("producer id {0} is not known")]
+    UnknownProducerId(i64),
+    #[error("producer id does not match the transactional id")]
+    InvalidProducerIdMapping,
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    #[error("transaction timeout {requested} ms is outside 1..={max} (transaction.max.timeout.ms)")]
+    InvalidTransactionTimeout { requested: i32, max: i64 },
+    #[error("transactional id not found")]
+    TransactionalIdNotFound,
+    #[error("not attempted: another partition of the request failed")]
+    OperationNotAttempted,
 }

@@ -1238,8 +1238,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     .at_least(1)
     .read_only(),
     def("transaction.max.timeout.ms", T::Int, "900000", "Longest transaction timeout a producer may ask for.")
-        .at_least(1)
-        .read_only(),
+        .at_least(1),
     def(
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         T::Int,
@@ -1284,8 +1283,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "604800000",
         "Idle time after which a transactional id is forgotten.",
     )
-    .at_least(1)
-    .read_only(),
+    .at_least(1),
     def("unclean.leader.election.enable", T::Boolean, "false", "Cluster default for unclean.leader.election.enable.")
         .not_applicable(NO_LEADERS),
 ];

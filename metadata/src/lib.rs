@@ -18,13 +18,23 @@ pub mod raft;
 pub mod state;
 
 pub use client::RemoteMetadata;
+
+/// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
+/// machine itself never reads a clock).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 pub use command::{
-    AgentInfo, BatchSummary, ChunkCommit, Command, CommandError, CommittedChunk, Outcome, SegmentCommit,
+    AgentInfo, BatchSummary, ChunkCommit, ChunkProducer, Command, CommandError, CommittedChunk, Outcome,
+    ProducerIdEpoch, SegmentCommit,
 };
 pub use handle::Metadata;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
-    AgentRecord, CommittedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, MemberRecord, ObjectId,
-    ObjectRecord, OffsetCommit, Partition, PartitionLag, State, Topic, TopicId, validate_topic_name,
+    AbortedTransaction, AgentRecord, CommittedOffset, EntryData, GroupKind, GroupMembership, GroupRecord, IndexEntry,
+    MemberRecord, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord, State, Topic, TopicId,
+    TransactionRecord, TxnMarker, TxnState, validate_topic_name,
 };

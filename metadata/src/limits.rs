@@ -38,6 +38,20 @@ pub const GROUP_PROTOCOLS_MAX: usize = 64;
 pub const GROUP_NAME_BYTES_MAX: usize = 1024;
 /// Bytes of one member's ids, subscription and assignment together.
 pub const GROUP_MEMBER_BYTES_MAX: usize = 1024 * 1024;
+/// Idempotent and transactional producers tracked at once (each costs its sequences per
+/// partition written); ids idle past `producer.id.expiration.ms` are forgotten.
+pub const PRODUCER_COUNT_MAX: usize = 1_000_000;
+/// Chunks remembered per producer and partition for duplicate detection: Kafka's 5 in-flight
+/// requests per connection (`max.in.flight.requests.per.connection` with idempotence).
+pub const PRODUCER_SEQUENCES_KEPT: usize = 5;
+/// Transactional ids per cluster.
+pub const TRANSACTION_COUNT_MAX: usize = 100_000;
+/// Bytes of a transactional id.
+pub const TRANSACTIONAL_ID_BYTES_MAX: usize = 1024;
+/// Partitions one transaction may write.
+pub const TRANSACTION_PARTITIONS_MAX: usize = 10_000;
+/// Groups one transaction may commit offsets for.
+pub const TRANSACTION_GROUPS_MAX: usize = 100;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.
 pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
 

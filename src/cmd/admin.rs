@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, bail};
-use floe_metadata::RemoteMetadata;
+use floe_metadata::{Command, RemoteMetadata, TxnState};
 use floe_metadata::groups::{GroupDescription, GroupRequest, GroupResponse, assigned_partitions};
 use serde::Serialize;
 
-use crate::cli::{AdminCommand, GroupsAction};
+use crate::cli::{AdminCommand, GroupsAction, TransactionsAction};
 
 pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
     match command {
@@ -28,6 +28,81 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
             println!("node {node_id} removed from the voters");
         }
         AdminCommand::Groups { metadata, json, action } => groups(metadata, json, action).await?,
+        AdminCommand::Transactions { metadata, json, action } => transactions(metadata, json, action).await?,
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct TransactionView {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    state: &'static str,
+    timeout_ms: i32,
+    /// When the open transaction started; absent when none is open.
+    start_ms: Option<i64>,
+    partitions: Vec<TopicPartitionView>,
+    groups: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct TopicPartitionView {
+    topic: String,
+    partition: i32,
+}
+
+async fn transactions(addrs: Vec<String>, json: bool, action: TransactionsAction) -> anyhow::Result<()> {
+    let metadata = RemoteMetadata::connect(addrs).await?;
+    match action {
+        TransactionsAction::List => {
+            let views: Vec<TransactionView> = {
+                let state = metadata.read();
+                state
+                    .transactions
+                    .iter()
+                    .map(|(id, t)| TransactionView {
+                        transactional_id: id.clone(),
+                        producer_id: t.producer_id,
+                        producer_epoch: t.producer_epoch,
+                        state: t.state.name(),
+                        timeout_ms: t.timeout_ms,
+                        start_ms: (t.state == TxnState::Ongoing).then_some(t.started_ms),
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|(topic_id, partition)| TopicPartitionView {
+                                topic: state.topics.get(topic_id).map_or_else(|| topic_id.to_string(), |t| t.name.clone()),
+                                partition: *partition,
+                            })
+                            .collect(),
+                        groups: t.groups.iter().cloned().collect(),
+                    })
+                    .collect()
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&views)?);
+            } else {
+                println!("{:<40} {:>12} {:>6} {:<15} {:>10}  PARTITIONS", "TRANSACTIONAL-ID", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS");
+                for v in views {
+                    let partitions: Vec<String> = v.partitions.iter().map(|p| format!("{}-{}", p.topic, p.partition)).collect();
+                    println!(
+                        "{:<40} {:>12} {:>6} {:<15} {:>10}  {}",
+                        v.transactional_id,
+                        v.producer_id,
+                        v.producer_epoch,
+                        v.state,
+                        v.timeout_ms,
+                        partitions.join(",")
+                    );
+                }
+            }
+        }
+        TransactionsAction::Abort { transactional_id } => {
+            let command = Command::AbortTxn { transactional_id: transactional_id.clone(), now_ms: floe_metadata::now_ms() };
+            metadata.propose(command).await.map_err(|e| anyhow!("aborting {transactional_id}: {e}"))?;
+            println!("aborted the open transaction of {transactional_id}; its producer is fenced");
+        }
     }
     Ok(())
 }

@@ -7,7 +7,6 @@ contiguous. With two of three metadata nodes down nothing is acknowledged, and s
 by itself when they return. After every metadata disk is lost, the cluster is rebuilt from the
 snapshots and command logs archived in the bucket."""
 
-import json
 import os
 import shutil
 import signal
@@ -18,106 +17,11 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import consume_confluent, create_topic, free_port, port_open, unique_name, wait_until
+# The `cluster` fixture (3 metadata nodes, 2 agents) lives in conftest.py.
+from conftest import consume_confluent, create_topic, port_open, unique_name, wait_until
 
 FLOE_BIN = os.environ.get("FLOE_BIN", "/var/tmp/floe-target/debug/floe")
 PARTITIONS = 4
-
-
-class Proc:
-    """One floe process with its log file; can be SIGKILLed and started again."""
-
-    def __init__(self, name, args, log_dir):
-        self.name, self.args, self.log = name, args, os.path.join(log_dir, f"{name}.log")
-        self.p = None
-
-    def start(self):
-        with open(self.log, "a") as log:
-            log.write(f"===== start at {time.strftime('%H:%M:%S')}: {' '.join(self.args)}\n")
-        self.p = subprocess.Popen([FLOE_BIN, *self.args], stdout=subprocess.DEVNULL, stderr=open(self.log, "a"))
-
-    def kill(self):
-        if self.p and self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL)
-            self.p.wait(10)
-
-    def alive(self):
-        return self.p is not None and self.p.poll() is None
-
-    def tail(self, n=30):
-        try:
-            return "".join(open(self.log).readlines()[-n:])
-        except OSError:
-            return ""
-
-
-class Cluster:
-    def __init__(self, tmp):
-        self.tmp = str(tmp)
-        self.meta_ports = {i: free_port() for i in (1, 2, 3)}
-        peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
-        self.meta = {
-            i: Proc(f"metadata{i}", ["metadata", "--node-id", str(i), "--metadata-addr", f"127.0.0.1:{p}",
-                                    "--data-dir", os.path.join(self.tmp, f"m{i}"), "--peers", peers,
-                                    "--object-store", f"file://{self.tmp}/objects"], self.tmp)
-            for i, p in self.meta_ports.items()
-        }
-        addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
-        self.kafka_ports = {a: free_port() for a in (1, 2)}
-        self.agents = {
-            a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
-                                  "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{free_port()}",
-                                  "--node-id", str(a), "--zone", "ab"[a - 1],
-                                  "--cache-dir", os.path.join(self.tmp, f"cache{a}")], self.tmp)
-            for a, kp in self.kafka_ports.items()
-        }
-
-    def bootstrap(self, a):
-        return f"127.0.0.1:{self.kafka_ports[a]}"
-
-    def start(self):
-        for m in self.meta.values():
-            m.start()
-        for a, agent in self.agents.items():
-            agent.start()
-        for a in self.agents:
-            wait_until(lambda a=a: port_open(self.kafka_ports[a]), 30, f"agent {a} listening")
-
-    def status(self, node):
-        out = subprocess.run([FLOE_BIN, "admin", "cluster", "--metadata", f"127.0.0.1:{self.meta_ports[node]}"],
-                             capture_output=True, text=True, timeout=10)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-
-    def leader(self, exclude=()):
-        found = []
-
-        def ask():
-            for i, m in self.meta.items():
-                if i in exclude or not m.alive():
-                    continue
-                s = self.status(i)
-                if s and s["leader"] and s["leader"] not in exclude and self.meta[s["leader"]].alive():
-                    found.append(s["leader"])
-                    return True
-            return False
-
-        wait_until(ask, 30, "a metadata leader")
-        return found[-1]
-
-    def stop(self):
-        for p in [*self.agents.values(), *self.meta.values()]:
-            p.kill()
-
-    def logs(self):
-        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in [*self.meta.values(), *self.agents.values()])
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    c.start()
-    yield c
-    c.stop()
 
 
 def _producer(bootstrap):

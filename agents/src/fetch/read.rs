@@ -1,7 +1,7 @@
 //! Reads one partition from an offset, and finds records by timestamp.
 
 use bytes::{Bytes, BytesMut};
-use floe_metadata::{IndexEntry, TopicId};
+use floe_metadata::{AbortedTransaction, EntryData, IndexEntry, TopicId};
 use floe_storage::{ChunkRef, ReadChunkError, SegmentKey};
 use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 
@@ -34,6 +34,8 @@ pub struct ReadLimits {
     /// Return the first batch even if it is larger than `max_bytes`, so a consumer can always
     /// make progress (set for the first partition with data in a response).
     pub must_return_first: bool,
+    /// Read only below the last stable offset, and list the aborted transactions read.
+    pub read_committed: bool,
 }
 
 /// What a partition read found.
@@ -41,16 +43,24 @@ pub struct ReadLimits {
 pub struct PartitionRead {
     pub records: Bytes,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub leader_epoch: i32,
+    /// For read_committed: aborted transactions overlapping what was read.
+    pub aborted_transactions: Vec<AbortedTransaction>,
 }
 
-/// The index entries to read, copied out so no lock is held across I/O.
+/// The index entries to read (with their object's key; none for markers), copied out so no
+/// lock is held across I/O.
 struct Plan {
-    entries: Vec<(IndexEntry, SegmentKey)>,
+    entries: Vec<(IndexEntry, Option<SegmentKey>)>,
     high_watermark: i64,
+    last_stable_offset: i64,
+    /// Reads stop before this offset: the high watermark, or the LSO for read_committed.
+    read_end: i64,
     log_start_offset: i64,
     leader_epoch: i32,
+    aborted_transactions: Vec<AbortedTransaction>,
 }
 
 fn plan(
@@ -77,28 +87,61 @@ fn plan(
             high_watermark: log.next_offset,
         });
     }
+    let last_stable_offset = log.last_stable_offset();
+    let read_end = if limits.read_committed { last_stable_offset } else { log.next_offset };
     let mut entries = Vec::new();
     let mut bytes = 0usize;
     for entry in log.entries_from(offset).take(FETCH_PARTITION_ENTRIES_MAX) {
-        if !entries.is_empty() && bytes >= limits.max_bytes {
+        if entry.base_offset >= read_end || (!entries.is_empty() && bytes >= limits.max_bytes) {
             break;
         }
-        let key = state
-            .object_key(entry.object_id)
-            .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
-        bytes += entry.byte_len as usize;
-        entries.push((entry.clone(), SegmentKey::from_stored(key.to_owned())));
+        let key = match entry.data {
+            EntryData::Chunk { object_id, byte_len, .. } => {
+                bytes += byte_len as usize;
+                let key = state
+                    .object_key(object_id)
+                    .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
+                Some(SegmentKey::from_stored(key.to_owned()))
+            }
+            EntryData::Marker(_) => {
+                bytes += record_batch::CONTROL_BATCH_BYTES;
+                None
+            }
+        };
+        entries.push((entry.clone(), key));
     }
+    let aborted_transactions = if limits.read_committed {
+        // Transactions that aborted at or after `offset` and began before the end of the read.
+        let read_to = entries.last().map_or(offset, |(e, _)| e.last_offset);
+        let from = log.aborted_transactions.partition_point(|a| a.last_offset < offset);
+        log.aborted_transactions.range(from..).filter(|a| a.first_offset <= read_to).copied().collect()
+    } else {
+        Vec::new()
+    };
     Ok(Plan {
         entries,
         high_watermark: log.next_offset,
+        last_stable_offset,
+        read_end,
         log_start_offset: log.log_start_offset,
         leader_epoch: log.leader_epoch,
+        aborted_transactions,
     })
 }
 
-async fn chunk_bytes(agent: &Agent, entry: &IndexEntry, key: SegmentKey) -> Result<Bytes, ReadChunkError> {
-    let chunk = ChunkRef { key, byte_start: entry.byte_start, byte_len: entry.byte_len, crc32c: entry.crc32c };
+/// The batches of an index entry: its chunk's bytes, or the control batch of a marker.
+async fn entry_bytes(agent: &Agent, entry: &IndexEntry, key: Option<SegmentKey>) -> Result<Bytes, FetchError> {
+    match (&entry.data, key) {
+        (EntryData::Chunk { byte_start, byte_len, crc32c, .. }, Some(key)) => {
+            let chunk = ChunkRef { key, byte_start: *byte_start, byte_len: *byte_len, crc32c: *crc32c };
+            Ok(chunk_bytes(agent, chunk).await?)
+        }
+        (EntryData::Marker(marker), _) => Ok(record_batch::control_batch(marker, entry.timestamp_max)),
+        (EntryData::Chunk { .. }, None) => Err(FetchError::CorruptStoredBatch("chunk without an object".into())),
+    }
+}
+
+async fn chunk_bytes(agent: &Agent, chunk: ChunkRef) -> Result<Bytes, ReadChunkError> {
     if let Some(bytes) = agent.cache.get(&chunk) {
         return Ok(bytes);
     }
@@ -133,11 +176,14 @@ pub async fn read_partition(
     let plan = plan(agent, topic_id, partition, offset, current_leader_epoch, limits)?;
     let mut out = BytesMut::new();
     'entries: for (entry, key) in plan.entries {
-        let chunk = chunk_bytes(agent, &entry, key).await?;
+        let chunk = entry_bytes(agent, &entry, key).await?;
         for part in batches_with_offsets(&chunk, entry.base_offset) {
             let (base, header, batch) = part?;
             if base + header.offset_count() <= offset {
                 continue;
+            }
+            if base >= plan.read_end {
+                break 'entries;
             }
             let first = out.is_empty() && limits.must_return_first;
             if !first && out.len() + batch.len() > limits.max_bytes {
@@ -151,8 +197,10 @@ pub async fn read_partition(
     Ok(PartitionRead {
         records: out.freeze(),
         high_watermark: plan.high_watermark,
+        last_stable_offset: plan.last_stable_offset,
         log_start_offset: plan.log_start_offset,
         leader_epoch: plan.leader_epoch,
+        aborted_transactions: plan.aborted_transactions,
     })
 }
 
@@ -180,21 +228,22 @@ pub async fn records_at_timestamp(
         } else {
             // Timestamps need not grow with offsets: every entry reaching the target may hold an
             // earlier match than the first one, so they are all candidates, in offset order.
-            log.index.iter().filter(|e| e.timestamp_max >= target && e.last_offset >= log.log_start_offset).collect()
+            log.data_entries().filter(|e| e.timestamp_max >= target).collect()
         };
         let mut candidates = Vec::with_capacity(entries.len());
         for e in entries {
-            let key = state
-                .object_key(e.object_id)
+            let key = e
+                .object_id()
+                .and_then(|id| state.object_key(id))
                 .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
-            candidates.push((e.clone(), SegmentKey::from_stored(key.to_owned())));
+            candidates.push((e.clone(), Some(SegmentKey::from_stored(key.to_owned()))));
         }
         (candidates, log.log_start_offset, log.leader_epoch)
     };
     let want_max = target == -3;
     let mut best: Option<TimestampHit> = None;
     for (entry, key) in candidates {
-        let chunk = chunk_bytes(agent, &entry, key).await?;
+        let chunk = entry_bytes(agent, &entry, key).await?;
         for part in batches_with_offsets(&chunk, entry.base_offset) {
             let (base, header, batch) = part?;
             if header.max_timestamp < target && !want_max {

@@ -41,6 +41,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::DescribeTransactions, 0, 0),
 ];
 
 pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
@@ -177,6 +185,30 @@ pub(super) async fn start(
         }
         RequestKind::ConsumerGroupDescribe(req) => later(async move {
             ResponseKind::ConsumerGroupDescribe(api::groups::consumer_describe(&agent, version, req).await)
+        }),
+        RequestKind::InitProducerId(req) => later(async move {
+            ResponseKind::InitProducerId(api::transactions::init_producer_id(&agent, version, req).await)
+        }),
+        RequestKind::AddPartitionsToTxn(req) => later(async move {
+            ResponseKind::AddPartitionsToTxn(api::transactions::add_partitions_to_txn(&agent, version, req).await)
+        }),
+        RequestKind::AddOffsetsToTxn(req) => later(async move {
+            ResponseKind::AddOffsetsToTxn(api::transactions::add_offsets_to_txn(&agent, version, req).await)
+        }),
+        RequestKind::TxnOffsetCommit(req) => later(async move {
+            ResponseKind::TxnOffsetCommit(api::transactions::txn_offset_commit(&agent, version, req).await)
+        }),
+        RequestKind::EndTxn(req) => {
+            later(async move { ResponseKind::EndTxn(api::transactions::end_txn(&agent, version, req).await) })
+        }
+        RequestKind::DescribeProducers(req) => {
+            later(async move { ResponseKind::DescribeProducers(api::transactions::describe_producers(&agent, req)) })
+        }
+        RequestKind::ListTransactions(req) => {
+            later(async move { ResponseKind::ListTransactions(api::transactions::list_transactions(&agent, req)) })
+        }
+        RequestKind::DescribeTransactions(req) => later(async move {
+            ResponseKind::DescribeTransactions(api::transactions::describe_transactions(&agent, req))
         }),
         // The connection only decodes requests whose (key, version) is in SUPPORTED, and every
         // entry there has an arm above.

@@ -30,7 +30,7 @@ pub(super) fn for_produce(error: &ProduceError) -> ResponseError {
         ProduceError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::InvalidRecord(_) => ResponseError::InvalidRecord,
         ProduceError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
-        ProduceError::UnknownProducerId(_) => ResponseError::InvalidProducerIdMapping,
+        ProduceError::TransactionalIdRequired => ResponseError::InvalidRecord,
         ProduceError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         ProduceError::InvalidRequiredAcks(_) => ResponseError::InvalidRequiredAcks,
     }
@@ -58,6 +58,15 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::GroupNotFound => ResponseError::GroupIdNotFound,
         CommandError::GroupNotEmpty => ResponseError::NonEmptyGroup,
         CommandError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        CommandError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        CommandError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        CommandError::ProducerFenced => ResponseError::ProducerFenced,
+        CommandError::UnknownProducerId(_) => ResponseError::UnknownProducerId,
+        CommandError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+        CommandError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+        CommandError::InvalidTransactionTimeout { .. } => ResponseError::InvalidTransactionTimeout,
+        CommandError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+        CommandError::OperationNotAttempted => ResponseError::OperationNotAttempted,
         CommandError::InvalidCommit(_) | CommandError::AlreadyInitialized => {
             tracing::error!(error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
@@ -90,6 +99,7 @@ pub(super) fn for_group(error: &GroupError) -> ResponseError {
         GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
         GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
         GroupError::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
+        GroupError::Transaction(e) => for_command(e),
     }
 }
 

@@ -200,10 +200,13 @@ async fn run_flusher(shared: Arc<Shared>, jobs: mpsc::Sender<FlushJob>, store: S
 
 /// Groups the flush by partition into one segment object and starts its upload.
 fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
-    let mut by_partition: BTreeMap<TopicPartition, Vec<(usize, usize)>> = BTreeMap::new();
+    // Plain batches share one chunk per partition; each producer's append gets its own chunk
+    // (keyed by its position), so metadata can deduplicate or refuse it alone.
+    let mut by_partition: BTreeMap<(TopicPartition, Option<(usize, usize)>), Vec<(usize, usize)>> = BTreeMap::new();
     for (a, append) in appends.iter().enumerate() {
         for (p, part) in append.partitions.iter().enumerate() {
-            by_partition.entry(part.topic_partition).or_default().push((a, p));
+            let own_chunk = part.producer.is_some().then_some((a, p));
+            by_partition.entry((part.topic_partition, own_chunk)).or_default().push((a, p));
         }
     }
     let key = SegmentKey::generate();
@@ -211,7 +214,8 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     let mut chunks = Vec::with_capacity(by_partition.len());
     let mut routes = Vec::with_capacity(by_partition.len());
     let mut cached_chunks = Vec::with_capacity(by_partition.len());
-    for (topic_partition, parts) in by_partition {
+    for ((topic_partition, own_chunk), parts) in by_partition {
+        let producer = own_chunk.and_then(|(a, p)| appends[a].partitions[p].producer);
         let mut bytes = BytesMut::new();
         let mut batches = Vec::new();
         let mut route = Vec::with_capacity(parts.len());
@@ -222,7 +226,11 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
             route.push((a, p, offsets_before));
             for batch in &appends[a].partitions[p].batches {
                 bytes.extend_from_slice(&batch.bytes);
-                batches.push(BatchSummary { offset_count: batch.offset_count, timestamp_max: batch.timestamp_max });
+                batches.push(BatchSummary {
+                    offset_count: batch.offset_count,
+                    timestamp_max: batch.timestamp_max,
+                    base_sequence: batch.base_sequence,
+                });
                 offsets_before += i64::from(batch.offset_count);
                 stats.batch_count += 1;
                 stats.record_count += batch.record_count;
@@ -243,6 +251,7 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
             byte_len: entry.byte_len,
             crc32c: entry.crc32c,
             batches,
+            producer,
         });
         routes.push(route);
     }

@@ -6,8 +6,9 @@ mod buffer;
 pub mod validate;
 
 pub use buffer::{AppendError, AppendResult, FlushBuffer, Ticket};
-pub use validate::{ProduceError, TopicPolicy, ValidatedBatch};
+pub use validate::{PartitionBatches, ProduceError, TopicPolicy, ValidatedBatch};
 
+use floe_metadata::ChunkProducer;
 use floe_storage::TopicPartition;
 
 /// One partition's accepted batches from one produce request, appended together so they land
@@ -16,4 +17,7 @@ use floe_storage::TopicPartition;
 pub struct PartitionAppend {
     pub topic_partition: TopicPartition,
     pub batches: Vec<ValidatedBatch>,
+    /// Set for idempotent and transactional producers: their batches get a chunk of their own,
+    /// which metadata sequences (or answers as a duplicate, or refuses) as a whole.
+    pub producer: Option<ChunkProducer>,
 }

@@ -2,7 +2,7 @@
 //! timestamp policy. Pure: no I/O, no shared state.
 
 use bytes::Bytes;
-use floe_metadata::{State, Topic};
+use floe_metadata::{ChunkProducer, State, Topic};
 
 use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORD_COUNT_MAX, RECORD_BYTES_MIN};
 use crate::record_batch::{self, BatchError, BatchHeader};
@@ -41,6 +41,8 @@ pub struct ValidatedBatch {
     pub record_count: u32,
     pub timestamp_min: i64,
     pub timestamp_max: i64,
+    /// `baseSequence`; -1 for batches without a producer id.
+    pub base_sequence: i32,
 }
 
 /// Why a partition's batches were refused. Nothing of a refused partition is written.
@@ -54,28 +56,70 @@ pub enum ProduceError {
     InvalidRecord(String),
     #[error("compression codec {0} is not supported")]
     UnsupportedCompression(i16),
-    #[error("producer id {0} was not assigned by this cluster")]
-    UnknownProducerId(i64),
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
     #[error("invalid required acks {0}: use 0, 1 or -1")]
     InvalidRequiredAcks(i16),
+    #[error("transactional batches need the request's transactional id")]
+    TransactionalIdRequired,
 }
 
-/// Validates one partition's record set. `now_ms` stamps LogAppendTime topics.
+/// One partition's validated batches and the producer that wrote them, if it has an id.
+#[derive(Clone, Debug)]
+pub struct PartitionBatches {
+    pub batches: Vec<ValidatedBatch>,
+    pub producer: Option<ChunkProducer>,
+}
+
+/// Validates one partition's record set. `now_ms` stamps LogAppendTime topics;
+/// `transactional_id` is the request's, which transactional batches require.
 pub fn partition_records(
     records: Option<&Bytes>,
     policy: &TopicPolicy,
     now_ms: i64,
-) -> Result<Vec<ValidatedBatch>, ProduceError> {
+    transactional_id: Option<&str>,
+) -> Result<PartitionBatches, ProduceError> {
     let records =
         records.filter(|r| !r.is_empty()).ok_or_else(|| ProduceError::InvalidRecord("no record batches".into()))?;
     let mut batches = Vec::new();
+    let mut producer: Option<Option<ChunkProducer>> = None;
     for part in record_batch::split(records) {
         let (header, bytes) = part?;
+        let this = batch_producer(&header, transactional_id)?;
+        // Sequencing and deduplication work per producer: one request's batches for a
+        // partition all come from one producer (as every Kafka client sends them).
+        if producer.is_some_and(|p| p != this) {
+            return Err(ProduceError::InvalidRecord("batches of one partition from different producers".into()));
+        }
+        producer = Some(this);
         batches.push(batch(header, bytes, policy, now_ms)?);
     }
-    Ok(batches)
+    Ok(PartitionBatches { batches, producer: producer.flatten() })
+}
+
+/// The producer a batch names, checked for consistency with its attributes.
+fn batch_producer(header: &BatchHeader, transactional_id: Option<&str>) -> Result<Option<ChunkProducer>, ProduceError> {
+    let transactional = header.attributes & record_batch::ATTRIBUTE_TRANSACTIONAL != 0;
+    if header.producer_id < 0 {
+        if transactional {
+            return Err(ProduceError::InvalidRecord("transactional batch without a producer id".into()));
+        }
+        return Ok(None);
+    }
+    if header.producer_epoch < 0 || header.base_sequence < 0 {
+        return Err(ProduceError::InvalidRecord(format!(
+            "producer {} with epoch {} and base sequence {}",
+            header.producer_id, header.producer_epoch, header.base_sequence
+        )));
+    }
+    if transactional && transactional_id.is_none_or(str::is_empty) {
+        return Err(ProduceError::TransactionalIdRequired);
+    }
+    Ok(Some(ChunkProducer {
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+        transactional,
+    }))
 }
 
 fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -> Result<ValidatedBatch, ProduceError> {
@@ -107,18 +151,20 @@ fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -
             header.record_count
         )));
     }
-    // Idempotent and transactional producers get their ids from InitProducerId, which this agent
-    // does not offer yet; a batch carrying an id cannot have been assigned one here.
-    if header.producer_id >= 0 {
-        return Err(ProduceError::UnknownProducerId(header.producer_id));
-    }
     let (bytes, timestamp_min, timestamp_max) = if policy.log_append_time {
         (record_batch::set_log_append_time(&bytes, &header, now_ms), now_ms, now_ms)
     } else {
         (bytes, header.base_timestamp, header.max_timestamp)
     };
     let count = u32::try_from(header.record_count).map_err(|_| ProduceError::InvalidRecord("record count".into()))?;
-    Ok(ValidatedBatch { bytes, offset_count: count, record_count: count, timestamp_min, timestamp_max })
+    Ok(ValidatedBatch {
+        bytes,
+        offset_count: count,
+        record_count: count,
+        timestamp_min,
+        timestamp_max,
+        base_sequence: header.base_sequence,
+    })
 }
 
 #[cfg(test)]

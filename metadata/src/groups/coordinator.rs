@@ -18,12 +18,15 @@ use super::{
 };
 use crate::command::{Command, CommandError, Outcome};
 use crate::node::{MetadataNode, NodeError};
+use crate::now_ms;
 use crate::state::{GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
 
 /// How often timers (sessions, rebalance deadlines) are checked.
 const TICK: Duration = Duration::from_millis(100);
 /// How often offsets past retention are dropped.
 const EXPIRE_OFFSETS_EVERY: Duration = Duration::from_secs(60);
+/// How often the leader looks for transactions past their timeout and idle producer ids.
+const EXPIRE_TRANSACTIONS_EVERY: Duration = Duration::from_secs(1);
 /// Extra time a waiting JoinGroup or SyncGroup gets beyond the rebalance timeout before it is
 /// answered REBALANCE_IN_PROGRESS (the member then rejoins).
 const WAIT_MARGIN: Duration = Duration::from_secs(5);
@@ -40,12 +43,6 @@ fn setting(state: &State, (name, default): (&str, i64)) -> i64 {
 
 fn initial_delay(state: &State) -> Duration {
     Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0))
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn millis(ms: i32) -> Duration {
@@ -465,6 +462,10 @@ fn command_error(e: &CommandError) -> GroupError {
         CommandError::GroupNotFound => GroupError::GroupIdNotFound,
         CommandError::GroupNotEmpty => GroupError::NonEmptyGroup,
         CommandError::InvalidGroup(_) => GroupError::InvalidGroupId,
+        CommandError::ProducerFenced
+        | CommandError::InvalidProducerEpoch { .. }
+        | CommandError::InvalidProducerIdMapping
+        | CommandError::InvalidTxnState(_) => GroupError::Transaction(e.clone()),
         other => GroupError::CoordinatorNotAvailable(other.to_string()),
     }
 }
@@ -512,7 +513,11 @@ impl GroupCoordinator {
                 (GroupResponse::Leave(self.leave(node, &group_id, members).await?), 0)
             }
             GroupRequest::CommitOffsets { member, offsets } => {
-                let (result, index) = self.commit_offsets(node, &member, offsets).await?;
+                let (result, index) = self.commit_offsets(node, &member, None, offsets).await?;
+                (GroupResponse::CommitOffsets(result), index)
+            }
+            GroupRequest::TxnCommitOffsets { member, transaction, offsets } => {
+                let (result, index) = self.commit_offsets(node, &member, Some(transaction), offsets).await?;
                 (GroupResponse::CommitOffsets(result), index)
             }
             GroupRequest::Describe(ids) => (GroupResponse::Describe(self.describe(node, &ids)?), 0),
@@ -874,17 +879,23 @@ impl GroupCoordinator {
         Ok(result)
     }
 
+    /// OffsetCommit, or TxnOffsetCommit when `transaction` is set.
     async fn commit_offsets(
         &self,
         node: &MetadataNode,
         member: &MemberRef,
+        transaction: Option<super::TxnRef>,
         offsets: Vec<OffsetCommit>,
     ) -> Result<(Result<Vec<Result<(), GroupError>>, GroupError>, u64), GroupError> {
         if member.group_id.is_empty() || member.group_id.len() > crate::limits::GROUP_ID_BYTES_MAX {
             return Ok((Err(GroupError::InvalidGroupId), 0));
         }
         let now = Instant::now();
+        let unchecked = transaction.is_some() && member.generation < 0;
         let allowed = self.with_tables(node, |tables, state| {
+            if unchecked {
+                return Ok(());
+            }
             if let Some(group) = super::consumer_group::load(tables, state, &member.group_id, now) {
                 if member.generation < 0 && member.member_id.is_empty() && group.is_empty() {
                     return Ok(());
@@ -923,7 +934,17 @@ impl GroupCoordinator {
         if let Err(e) = allowed {
             return Ok((Err(e), 0));
         }
-        let command = Command::CommitOffsets { group_id: member.group_id.clone(), offsets, now_ms: now_ms() };
+        let group_id = member.group_id.clone();
+        let command = match transaction {
+            None => Command::CommitOffsets { group_id, offsets, now_ms: now_ms() },
+            Some(t) => Command::TxnCommitOffsets {
+                transactional_id: t.transactional_id,
+                producer: t.producer,
+                group_id,
+                offsets,
+                now_ms: now_ms(),
+            },
+        };
         match node.propose_indexed(command).await {
             Ok((Outcome::OffsetsCommitted(results), index)) => {
                 Ok((Ok(results.iter().map(|r| r.as_ref().map_err(command_error).copied()).collect()), index))
@@ -1116,9 +1137,11 @@ impl GroupCoordinator {
     }
 
     /// Runs the timers while the node lives: expires sessions and pending member ids, completes
-    /// rebalances at their deadline, and periodically drops offsets past retention.
+    /// rebalances at their deadline, periodically drops offsets past retention, and aborts
+    /// transactions past their timeout.
     pub(crate) async fn run_timers(node: MetadataNode) {
         let mut last_expiry = Instant::now();
+        let mut last_transaction_check = Instant::now();
         loop {
             tokio::time::sleep(TICK).await;
             let coordinator = node.groups();
@@ -1162,6 +1185,15 @@ impl GroupCoordinator {
             for (group_id, membership) in stores {
                 if let Err(e) = coordinator.store(&node, &group_id, membership).await {
                     tracing::warn!(group = %group_id, error = %e, "storing group membership");
+                }
+            }
+            // Transaction timeouts are checked once a second (the scan covers every producer).
+            if last_transaction_check.elapsed() >= EXPIRE_TRANSACTIONS_EVERY {
+                last_transaction_check = Instant::now();
+                let now_ms = now_ms();
+                let due = node.read().transactions_due(now_ms);
+                if due && let Err(e) = node.propose(Command::ExpireTransactions { now_ms }).await {
+                    tracing::warn!(error = %e, "expiring transactions");
                 }
             }
             if has_groups && last_expiry.elapsed() >= EXPIRE_OFFSETS_EVERY {

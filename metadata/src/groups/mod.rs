@@ -64,6 +64,9 @@ pub enum GroupError {
     StaleMemberEpoch,
     #[error("unsupported assignor")]
     UnsupportedAssignor,
+    /// A transactional offset commit refused by the transaction's state.
+    #[error(transparent)]
+    Transaction(crate::command::CommandError),
 }
 
 /// A member's protocol (name and metadata) as offered in JoinGroup.
@@ -247,6 +250,20 @@ pub enum GroupRequest {
     },
     ConsumerHeartbeat(ConsumerHeartbeat),
     ConsumerDescribe(Vec<String>),
+    /// TxnOffsetCommit: offsets stored in `transaction`, visible when it commits. A generation
+    /// of -1 (clients before KIP-447) skips the member checks. Answered as `CommitOffsets`.
+    TxnCommitOffsets {
+        member: MemberRef,
+        transaction: TxnRef,
+        offsets: Vec<OffsetCommit>,
+    },
+}
+
+/// The transaction a TxnOffsetCommit belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnRef {
+    pub transactional_id: String,
+    pub producer: crate::command::ProducerIdEpoch,
 }
 
 /// How one leaving member fared.

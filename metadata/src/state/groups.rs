@@ -149,18 +149,7 @@ impl State {
         offsets: Vec<OffsetCommit>,
         now_ms: i64,
     ) -> Result<Outcome, CommandError> {
-        let results: Vec<Result<(), CommandError>> = offsets
-            .iter()
-            .map(|o| {
-                if o.metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                    return Err(CommandError::OffsetMetadataTooLarge);
-                }
-                let known = self
-                    .topic_by_name(&o.topic)
-                    .is_some_and(|t| usize::try_from(o.partition).is_ok_and(|p| p < t.partitions.len()));
-                if known { Ok(()) } else { Err(CommandError::UnknownTopicOrPartition) }
-            })
-            .collect();
+        let results = self.check_offset_commits(&offsets);
         let group = self.group_entry(group_id)?;
         if group.membership.members.is_empty() && group.empty_since_ms.is_none() {
             group.empty_since_ms = Some(now_ms);
@@ -177,6 +166,22 @@ impl State {
             }
         }
         Ok(Outcome::OffsetsCommitted(results))
+    }
+
+    /// Per offset, whether it may be stored: its partition exists and its metadata fits.
+    pub(super) fn check_offset_commits(&self, offsets: &[OffsetCommit]) -> Vec<Result<(), CommandError>> {
+        offsets
+            .iter()
+            .map(|o| {
+                if o.metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                    return Err(CommandError::OffsetMetadataTooLarge);
+                }
+                let known = self
+                    .topic_by_name(&o.topic)
+                    .is_some_and(|t| usize::try_from(o.partition).is_ok_and(|p| p < t.partitions.len()));
+                if known { Ok(()) } else { Err(CommandError::UnknownTopicOrPartition) }
+            })
+            .collect()
     }
 
     pub(super) fn delete_group(&mut self, group_id: &str) -> Result<Outcome, CommandError> {

@@ -7,6 +7,7 @@
 mod groups;
 mod offsets;
 mod topics;
+mod transactions;
 
 pub use groups::{
     CommittedOffset, GroupKind, GroupMembership, GroupRecord, MemberRecord, OFFSET_METADATA_BYTES_MAX,
@@ -14,6 +15,9 @@ pub use groups::{
 };
 
 pub use topics::validate_topic_name;
+pub use transactions::{
+    AbortedTransaction, ProducerRecord, ProducerSequences, SequencedChunk, TransactionRecord, TxnState,
+};
 
 #[cfg(test)]
 mod tests;
@@ -56,6 +60,12 @@ pub struct State {
     pub agents: BTreeMap<i32, AgentRecord>,
     /// Consumer groups by id: last completed membership and committed offsets.
     pub groups: BTreeMap<String, GroupRecord>,
+    /// Idempotent and transactional producers by producer id: epoch and recent sequences.
+    pub producers: BTreeMap<i64, ProducerRecord>,
+    /// The id the next InitProducerId hands out.
+    pub next_producer_id: i64,
+    /// Transactions by transactional id.
+    pub transactions: BTreeMap<String, TransactionRecord>,
 }
 
 /// An agent as the cluster knows it.
@@ -83,18 +93,48 @@ pub struct Partition {
     pub leader_epoch: i32,
     /// Chunks in offset order, contiguous: each entry starts where the previous one ended.
     pub index: VecDeque<IndexEntry>,
+    /// Producers with an open transaction here, by producer id: the transaction's first offset
+    /// in this partition. The smallest is the last stable offset.
+    pub open_transactions: BTreeMap<i64, i64>,
+    /// Aborted transactions' offset ranges, by marker offset: read_committed consumers skip
+    /// their batches.
+    pub aborted_transactions: VecDeque<AbortedTransaction>,
 }
 
-/// One chunk of a segment object holding offsets `base_offset..=last_offset` of a partition.
+/// Offsets `base_offset..=last_offset` of a partition and where their batches are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {
     pub base_offset: i64,
     pub last_offset: i64,
-    pub object_id: ObjectId,
-    pub byte_start: u64,
-    pub byte_len: u32,
-    pub crc32c: u32,
     pub timestamp_max: i64,
+    pub data: EntryData,
+}
+
+/// Where an index entry's batches come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryData {
+    /// A byte range of a segment object.
+    Chunk { object_id: ObjectId, byte_start: u64, byte_len: u32, crc32c: u32 },
+    /// A transaction marker: one control record, built when fetched rather than stored.
+    Marker(TxnMarker),
+}
+
+/// A commit or abort marker of one producer's transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+}
+
+impl IndexEntry {
+    /// The segment object holding the entry's bytes, unless it is a marker.
+    pub fn object_id(&self) -> Option<ObjectId> {
+        match self.data {
+            EntryData::Chunk { object_id, .. } => Some(object_id),
+            EntryData::Marker(_) => None,
+        }
+    }
 }
 
 /// A segment object known to metadata and how many index entries refer to it.
@@ -145,6 +185,23 @@ impl State {
             Command::DeleteGroup { group_id } => self.delete_group(&group_id),
             Command::DeleteOffsets { group_id, partitions } => self.delete_offsets(&group_id, partitions),
             Command::ExpireOffsets { now_ms } => self.expire_offsets(now_ms),
+            Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms } => {
+                self.init_producer_id(transactional_id, transaction_timeout_ms, expected, now_ms)
+            }
+            Command::AddPartitionsToTxn { transactional_id, producer, partitions, now_ms } => {
+                self.add_partitions_to_txn(&transactional_id, producer, partitions, now_ms)
+            }
+            Command::AddOffsetsToTxn { transactional_id, producer, group_id, now_ms } => {
+                self.add_offsets_to_txn(&transactional_id, producer, group_id, now_ms)
+            }
+            Command::TxnCommitOffsets { transactional_id, producer, group_id, offsets, now_ms } => {
+                self.txn_commit_offsets(&transactional_id, producer, group_id, offsets, now_ms)
+            }
+            Command::EndTxn { transactional_id, producer, commit, now_ms } => {
+                self.end_txn(&transactional_id, producer, commit, now_ms)
+            }
+            Command::AbortTxn { transactional_id, now_ms } => self.abort_txn_by_operator(&transactional_id, now_ms),
+            Command::ExpireTransactions { now_ms } => self.expire_transactions(now_ms),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(
@@ -184,6 +241,15 @@ impl State {
             .and_then(|synonym| self.broker_configs.get(synonym))
     }
 
+    /// A numeric cluster-wide broker config: its dynamic value, else the catalog default.
+    pub fn broker_config_i64(&self, name: &str) -> Option<i64> {
+        self.broker_configs
+            .get(name)
+            .map(String::as_str)
+            .or_else(|| crate::config::broker_config(name).and_then(|d| d.default))
+            .and_then(|v| v.parse().ok())
+    }
+
     /// Agents whose last heartbeat is at most `session` old at `now_ms`, by id.
     pub fn live_agents(&self, now_ms: i64, session_ms: i64) -> impl Iterator<Item = &AgentRecord> {
         self.agents.values().filter(move |a| now_ms.saturating_sub(a.last_heartbeat_ms) <= session_ms)
@@ -220,12 +286,23 @@ impl Partition {
     /// The first entry whose largest timestamp is at least `timestamp`: the earliest record with
     /// such a timestamp is in it (timestamps need not grow with offsets, so this scans).
     pub fn entry_for_timestamp(&self, timestamp: i64) -> Option<&IndexEntry> {
-        self.index.iter().find(|e| e.timestamp_max >= timestamp && e.last_offset >= self.log_start_offset)
+        self.data_entries().find(|e| e.timestamp_max >= timestamp)
+    }
+
+    /// Entries at or after the log start that hold records (not markers), in offset order.
+    pub fn data_entries(&self) -> impl Iterator<Item = &IndexEntry> {
+        self.entries_from(self.log_start_offset).filter(|e| e.object_id().is_some())
+    }
+
+    /// The first offset of the earliest open transaction, else the log end: read_committed
+    /// consumers read below it.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.open_transactions.values().copied().min().unwrap_or(self.next_offset)
     }
 
     /// The entry holding the largest timestamp (the first such entry when several tie).
     pub fn entry_with_max_timestamp(&self) -> Option<&IndexEntry> {
-        self.index.iter().filter(|e| e.last_offset >= self.log_start_offset).fold(
+        self.data_entries().fold(
             None,
             |best: Option<&IndexEntry>, e| match best {
                 Some(b) if b.timestamp_max >= e.timestamp_max => Some(b),

@@ -1,6 +1,7 @@
 //! Offsets: sequencing committed segments, the log start offset, object references.
 
-use super::{IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
+use super::transactions::Admission;
+use super::{EntryData, IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
 use crate::command::{CommandError, Outcome, SegmentCommit};
 use crate::limits::{CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, PARTITION_OFFSET_MAX, RECENT_COMMITS_MAX};
 
@@ -20,6 +21,11 @@ fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
         if chunk.batches.iter().any(|b| b.offset_count == 0) {
             return invalid("a batch occupies no offsets".to_owned());
         }
+        if let Some(producer) = chunk.producer {
+            if producer.producer_id < 0 || producer.producer_epoch < 0 {
+                return invalid(format!("producer id {} epoch {}", producer.producer_id, producer.producer_epoch));
+            }
+        }
         let end = chunk.byte_start.checked_add(u64::from(chunk.byte_len));
         if end.is_none_or(|end| end > commit.object_bytes) || chunk.byte_len == 0 {
             return invalid(format!("chunk bytes {}+{} outside the object", chunk.byte_start, chunk.byte_len));
@@ -29,7 +35,7 @@ fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
 }
 
 impl State {
-    fn partition_mut(&mut self, topic_id: TopicId, partition: i32) -> Option<&mut Partition> {
+    pub(super) fn partition_mut(&mut self, topic_id: TopicId, partition: i32) -> Option<&mut Partition> {
         let index = usize::try_from(partition).ok()?;
         self.topics.get_mut(&topic_id)?.partitions.get_mut(index)
     }
@@ -44,9 +50,25 @@ impl State {
         let mut reference_count = 0u64;
         let mut results = Vec::with_capacity(commit.chunks.len());
         for chunk in commit.chunks {
-            let Some(partition) = self.partition_mut(chunk.topic_id, chunk.partition) else {
+            if self.partition(chunk.topic_id, chunk.partition).is_none() {
                 results.push(Err(CommandError::UnknownTopicOrPartition));
                 continue;
+            }
+            if let Some(producer) = chunk.producer {
+                match self.admit_producer_chunk(&chunk, producer) {
+                    Ok(Admission::Append) => {}
+                    Ok(Admission::Duplicate(base_offset)) => {
+                        results.push(Ok(base_offset));
+                        continue;
+                    }
+                    Err(e) => {
+                        results.push(Err(e));
+                        continue;
+                    }
+                }
+            }
+            let Some(partition) = self.partition_mut(chunk.topic_id, chunk.partition) else {
+                unreachable!("the partition was found above");
             };
             let offset_count: i64 = chunk.batches.iter().map(|b| i64::from(b.offset_count)).sum();
             let timestamp_max = chunk.batches.iter().map(|b| b.timestamp_max).max().unwrap_or(i64::MIN);
@@ -63,14 +85,19 @@ impl State {
             partition.index.push_back(IndexEntry {
                 base_offset,
                 last_offset,
-                object_id,
-                byte_start: chunk.byte_start,
-                byte_len: chunk.byte_len,
-                crc32c: chunk.crc32c,
                 timestamp_max,
+                data: EntryData::Chunk {
+                    object_id,
+                    byte_start: chunk.byte_start,
+                    byte_len: chunk.byte_len,
+                    crc32c: chunk.crc32c,
+                },
             });
             partition.next_offset = last_offset + 1;
             reference_count += 1;
+            if let Some(producer) = chunk.producer {
+                self.record_producer_chunk(&chunk, producer, base_offset, last_offset, timestamp_max);
+            }
             results.push(Ok(base_offset));
         }
         if reference_count > 0 {
@@ -114,7 +141,10 @@ impl State {
         let log_start_offset = log.log_start_offset;
         let mut released = Vec::new();
         while log.index.front().is_some_and(|e| e.last_offset < log_start_offset) {
-            released.extend(log.index.pop_front().map(|e| e.object_id));
+            released.extend(log.index.pop_front().and_then(|e| e.object_id()));
+        }
+        while log.aborted_transactions.front().is_some_and(|a| a.last_offset < log_start_offset) {
+            log.aborted_transactions.pop_front();
         }
         assert!(log.log_start_offset <= log.next_offset);
         for object_id in released {

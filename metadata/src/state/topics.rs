@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Partition, State, Topic, TopicId};
+use super::{IndexEntry, Partition, State, Topic, TopicId};
 use crate::command::{CommandError, Outcome};
 use crate::limits::{
     CONFIG_VALUE_BYTES_MAX, TOPIC_CONFIG_COUNT_MAX, TOPIC_COUNT_MAX, TOPIC_NAME_BYTES_MAX, TOPIC_PARTITION_COUNT_MAX,
@@ -81,11 +81,12 @@ impl State {
         let topic_id = self.topic_ids.remove(name).ok_or(CommandError::UnknownTopicOrPartition)?;
         let topic = self.topics.remove(&topic_id).expect("topic_ids and topics agree");
         for partition in topic.partitions {
-            for entry in partition.index {
-                self.release_object(entry.object_id);
+            for object_id in partition.index.iter().filter_map(IndexEntry::object_id) {
+                self.release_object(object_id);
             }
         }
         self.forget_topic_offsets(name);
+        self.forget_topic_producers(topic_id);
         Ok(Outcome::Done)
     }
 

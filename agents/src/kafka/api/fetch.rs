@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 
 use super::super::error_code::{self, code};
 use crate::Agent;
@@ -66,15 +66,25 @@ async fn read_once(agent: &Agent, version: i16, request: &FetchRequest) -> (Fetc
             let limits = ReadLimits {
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0).min(budget),
                 must_return_first: total == 0,
+                read_committed: request.isolation_level == READ_COMMITTED,
             };
             match read_partition(agent, *topic_id, p.partition, p.fetch_offset, p.current_leader_epoch, limits).await {
                 Ok(read) => {
                     budget = budget.saturating_sub(read.records.len());
                     total += read.records.len();
-                    let aborted = (request.isolation_level == READ_COMMITTED).then(Vec::new);
+                    let aborted = (request.isolation_level == READ_COMMITTED).then(|| {
+                        read.aborted_transactions
+                            .iter()
+                            .map(|a| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(a.producer_id))
+                                    .with_first_offset(a.first_offset)
+                            })
+                            .collect()
+                    });
                     partitions.push(
                         data.with_high_watermark(read.high_watermark)
-                            .with_last_stable_offset(read.high_watermark)
+                            .with_last_stable_offset(read.last_stable_offset)
                             .with_log_start_offset(read.log_start_offset)
                             .with_aborted_transactions(aborted)
                             .with_records(Some(read.records)),

@@ -40,8 +40,9 @@ use super::super::error_code::for_group;
 use super::str_bytes;
 use crate::Agent;
 
-/// FindCoordinator key type for consumer groups (1 is transactions, 2 share groups).
+/// FindCoordinator key types: consumer groups and transactions (2, share groups, is not served).
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// Who sent a JoinGroup, as DescribeGroups reports members.
 pub(in crate::kafka) struct Client {
@@ -71,8 +72,9 @@ pub(in crate::kafka) fn find_coordinator(
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let config = &agent.config;
-    let error = (request.key_type != KEY_TYPE_GROUP).then_some(ResponseError::InvalidRequest);
-    let message = error.map(|_| str_bytes("only consumer group coordinators (key type 0) are served"));
+    let served = matches!(request.key_type, KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION);
+    let error = (!served).then_some(ResponseError::InvalidRequest);
+    let message = error.map(|_| str_bytes("only group (0) and transaction (1) coordinators are served"));
     if version < 4 {
         let response = FindCoordinatorResponse::default()
             .with_error_code(error.map_or(0, |e| e.code()))
@@ -289,6 +291,9 @@ struct Fetched {
     offset: i64,
     leader_epoch: i32,
     metadata: Option<String>,
+    /// UNSTABLE_OFFSET_COMMIT when stable offsets were asked for and an open transaction has
+    /// committed one for this partition.
+    error_code: i16,
 }
 
 /// The committed offsets of the partitions asked for (every partition with a committed offset
@@ -297,6 +302,7 @@ fn fetch_group(
     state: &State,
     group: &str,
     asked: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Vec<(TopicName, Vec<Fetched>)> {
     let record = state.groups.get(group);
     let topics = asked.unwrap_or_else(|| {
@@ -314,14 +320,27 @@ fn fetch_group(
         .map(|(name, partitions)| {
             let fetched = partitions
                 .into_iter()
-                .map(|partition| match record.and_then(|g| g.offsets.get(&(name.to_string(), partition))) {
-                    Some(o) => Fetched {
-                        partition,
-                        offset: o.offset,
-                        leader_epoch: o.leader_epoch,
-                        metadata: Some(o.metadata.clone()),
-                    },
-                    None => Fetched { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()) },
+                .map(|partition| {
+                    if require_stable && state.has_pending_txn_offset(group, name.as_str(), partition) {
+                        let error_code = ResponseError::UnstableOffsetCommit.code();
+                        return Fetched { partition, offset: -1, leader_epoch: -1, metadata: None, error_code };
+                    }
+                    match record.and_then(|g| g.offsets.get(&(name.to_string(), partition))) {
+                        Some(o) => Fetched {
+                            partition,
+                            offset: o.offset,
+                            leader_epoch: o.leader_epoch,
+                            metadata: Some(o.metadata.clone()),
+                            error_code: 0,
+                        },
+                        None => Fetched {
+                            partition,
+                            offset: -1,
+                            leader_epoch: -1,
+                            metadata: Some(String::new()),
+                            error_code: 0,
+                        },
+                    }
                 })
                 .collect();
             (name, fetched)
@@ -333,7 +352,7 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
     let state = agent.metadata.read();
     if version < 8 {
         let asked = request.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-        let topics = fetch_group(&state, &request.group_id, asked)
+        let topics = fetch_group(&state, &request.group_id, asked, request.require_stable)
             .into_iter()
             .map(|(name, fetched)| {
                 let partitions = fetched
@@ -341,6 +360,7 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
                     .map(|f| {
                         let entry = OffsetFetchResponsePartition::default()
                             .with_partition_index(f.partition)
+                            .with_error_code(f.error_code)
                             .with_committed_offset(f.offset)
                             .with_metadata(f.metadata.map(str_bytes));
                         if version >= 5 { entry.with_committed_leader_epoch(f.leader_epoch) } else { entry }
@@ -356,7 +376,7 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
         .into_iter()
         .map(|g| {
             let asked = g.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-            let topics = fetch_group(&state, &g.group_id, asked)
+            let topics = fetch_group(&state, &g.group_id, asked, request.require_stable)
                 .into_iter()
                 .map(|(name, fetched)| {
                     let partitions = fetched
@@ -364,6 +384,7 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
                         .map(|f| {
                             OffsetFetchResponsePartitions::default()
                                 .with_partition_index(f.partition)
+                                .with_error_code(f.error_code)
                                 .with_committed_offset(f.offset)
                                 .with_committed_leader_epoch(f.leader_epoch)
                                 .with_metadata(f.metadata.map(str_bytes))

@@ -13,15 +13,24 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+const READ_COMMITTED: i8 = 1;
 
 pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let read_committed = request.isolation_level == READ_COMMITTED;
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in topic.partitions {
             let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            let answer =
-                lookup(agent, topic.name.as_str(), p.partition_index, p.current_leader_epoch, p.timestamp).await;
+            let answer = lookup(
+                agent,
+                topic.name.as_str(),
+                p.partition_index,
+                p.current_leader_epoch,
+                p.timestamp,
+                read_committed,
+            )
+            .await;
             partitions.push(match answer {
                 Ok((offset, timestamp, leader_epoch)) => {
                     // Leader epochs exist on the wire from v4.
@@ -43,12 +52,13 @@ async fn lookup(
     partition: i32,
     current_leader_epoch: i32,
     target: i64,
+    read_committed: bool,
 ) -> Result<(i64, i64, i32), i16> {
-    let (topic_id, high_watermark, log_start_offset, leader_epoch) = {
+    let (topic_id, high_watermark, last_stable_offset, log_start_offset, leader_epoch) = {
         let state = agent.metadata.read();
         let t = state.topic_by_name(topic).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
         let p = state.partition(t.topic_id, partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
-        (t.topic_id, p.next_offset, p.log_start_offset, p.leader_epoch)
+        (t.topic_id, p.next_offset, p.last_stable_offset(), p.log_start_offset, p.leader_epoch)
     };
     if current_leader_epoch >= 0 && current_leader_epoch != leader_epoch {
         return Err(if current_leader_epoch > leader_epoch {
@@ -57,9 +67,8 @@ async fn lookup(
             code::FENCED_LEADER_EPOCH
         });
     }
-    // Without transactions the last stable offset is the high watermark, so both isolation
-    // levels answer "latest" the same way.
     match target {
+        LATEST if read_committed => Ok((last_stable_offset, -1, leader_epoch)),
         LATEST => Ok((high_watermark, -1, leader_epoch)),
         EARLIEST | EARLIEST_LOCAL => Ok((log_start_offset, -1, leader_epoch)),
         // Everything committed is in object storage: the last committed record is "tiered".

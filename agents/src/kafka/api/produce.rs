@@ -10,7 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::super::dispatch::Reply;
 use super::super::error_code::{self, code};
 use crate::Agent;
-use crate::produce::{PartitionAppend, ProduceError, TopicPolicy, validate};
+use crate::produce::{PartitionAppend, PartitionBatches, ProduceError, TopicPolicy, validate};
 use floe_storage::TopicPartition;
 
 /// Per topic in request order: its name as sent, its id, and each partition's slot.
@@ -25,7 +25,7 @@ enum Slot {
 
 pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: ProduceRequest) -> Reply {
     let acks = request.acks;
-    let now_ms = super::now_ms();
+    let now_ms = floe_metadata::now_ms();
     let mut appends = Vec::new();
     // Bytes and records of each append, for the BrokerTopicMetrics counters.
     let mut sizes: Vec<(u64, u64)> = Vec::new();
@@ -49,15 +49,17 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
                     }
                     Some(t) => {
                         let policy = TopicPolicy::for_topic(&state, t);
-                        match validate::partition_records(partition.records.as_ref(), &policy, now_ms) {
-                            Ok(batches) => {
+                        let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
+                        match validate::partition_records(partition.records.as_ref(), &policy, now_ms, transactional_id)
+                        {
+                            Ok(PartitionBatches { batches, producer }) => {
                                 sizes.push((
                                     batches.iter().map(|b| b.bytes.len() as u64).sum::<u64>(),
                                     batches.iter().map(|b| u64::from(b.record_count)).sum::<u64>(),
                                 ));
                                 let topic_partition =
                                     TopicPartition { topic_id: t.topic_id, partition: partition.index };
-                                appends.push(PartitionAppend { topic_partition, batches });
+                                appends.push(PartitionAppend { topic_partition, batches, producer });
                                 Slot::Appended(appends.len() - 1, policy.log_append_time.then_some(now_ms))
                             }
                             Err(e) => failed(&e),

@@ -1,0 +1,389 @@
+//! Idempotent and transactional producers: InitProducerId, AddPartitionsToTxn,
+//! AddOffsetsToTxn, TxnOffsetCommit, EndTxn, and the admin views DescribeProducers,
+//! ListTransactions and DescribeTransactions.
+//!
+//! Every agent is every transactional id's coordinator (FindCoordinator key type 1 names the
+//! agent asked): the state lives in the metadata state machine, so each request is one command
+//! (TxnOffsetCommit goes through the group coordinator, which checks the member first).
+
+use floe_metadata::groups::{GroupRequest, GroupResponse, MemberRef, TxnRef};
+use floe_metadata::{Command, CommandError, NodeError, OffsetCommit, Outcome, ProducerIdEpoch, State, TxnState};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState as DescribedTransaction};
+use kafka_protocol::messages::list_transactions_response::TransactionState as ListedTransaction;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+    EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
+    ListTransactionsResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+};
+
+use super::super::error_code::{for_command, for_group};
+use super::str_bytes;
+use floe_metadata::now_ms;
+use crate::Agent;
+use crate::limits::ADMIN_LIST_MAX;
+
+/// The error code for a refused transaction command. PRODUCER_FENCED exists on the wire from
+/// `fenced_since`; older clients get INVALID_PRODUCER_EPOCH for it, as Kafka answers them. A
+/// metadata service without quorum is a coordinator that is not available (retriable).
+fn txn_error(error: &NodeError, version: i16, fenced_since: i16) -> i16 {
+    match error {
+        NodeError::Rejected(CommandError::ProducerFenced) if version < fenced_since => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        NodeError::Rejected(e) => for_command(e).code(),
+        NodeError::Unavailable(why) => {
+            tracing::warn!(why = %why, "transaction coordinator not available");
+            ResponseError::CoordinatorNotAvailable.code()
+        }
+    }
+}
+
+fn unexpected(outcome: &Outcome) -> i16 {
+    tracing::error!(?outcome, "transaction command answered with an unexpected outcome");
+    ResponseError::UnknownServerError.code()
+}
+
+pub(in crate::kafka) async fn init_producer_id(
+    agent: &Agent,
+    version: i16,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let transactional_id = request.transactional_id.map(|t| t.to_string()).filter(|t| !t.is_empty());
+    let expected = (version >= 3 && request.producer_id.0 >= 0)
+        .then_some(ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch });
+    let command = Command::InitProducerId {
+        transactional_id,
+        transaction_timeout_ms: request.transaction_timeout_ms,
+        expected,
+        now_ms: now_ms(),
+    };
+    let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    match agent.metadata.propose(command).await {
+        Ok(Outcome::ProducerId(p)) => {
+            response.with_producer_id(ProducerId(p.producer_id)).with_producer_epoch(p.producer_epoch)
+        }
+        Ok(other) => response.with_error_code(unexpected(&other)),
+        Err(e) => response.with_error_code(txn_error(&e, version, 4)),
+    }
+}
+
+/// Resolves topic names to (id, partition) pairs; None for an unknown topic.
+fn resolve(state: &State, topics: &[AddPartitionsToTxnTopic]) -> Vec<(TopicName, i32, Option<uuid::Uuid>)> {
+    topics
+        .iter()
+        .flat_map(|t| {
+            let id = state.topic_by_name(t.name.as_str()).map(|t| t.topic_id);
+            t.partitions.iter().map(move |p| (t.name.clone(), *p, id))
+        })
+        .collect()
+}
+
+fn topic_results(codes: Vec<(TopicName, i32, i16)>) -> Vec<AddPartitionsToTxnTopicResult> {
+    let mut out: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+    for (name, partition, code) in codes {
+        let entry =
+            AddPartitionsToTxnPartitionResult::default().with_partition_index(partition).with_partition_error_code(code);
+        match out.last_mut() {
+            Some(t) if t.name == name => t.results_by_partition.push(entry),
+            _ => out.push(AddPartitionsToTxnTopicResult::default().with_name(name).with_results_by_partition(vec![entry])),
+        }
+    }
+    out
+}
+
+/// Adds one transaction's partitions (or, `verify_only`, checks they were added).
+async fn add_partitions(
+    agent: &Agent,
+    version: i16,
+    transactional_id: &str,
+    producer: ProducerIdEpoch,
+    topics: &[AddPartitionsToTxnTopic],
+    verify_only: bool,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let resolved = resolve(&agent.metadata.read(), topics);
+    if verify_only {
+        let state = agent.metadata.read();
+        let txn = state.transactions.get(transactional_id).filter(|t| {
+            t.producer_id == producer.producer_id
+                && t.producer_epoch == producer.producer_epoch
+                && t.state == TxnState::Ongoing
+        });
+        return topic_results(
+            resolved
+                .into_iter()
+                .map(|(name, partition, id)| {
+                    let added = id.is_some_and(|id| txn.is_some_and(|t| t.partitions.contains(&(id, partition))));
+                    let code = if added { 0 } else { ResponseError::InvalidTxnState.code() };
+                    (name, partition, code)
+                })
+                .collect(),
+        );
+    }
+    if resolved.iter().any(|(_, _, id)| id.is_none()) {
+        let codes = resolved.into_iter().map(|(name, partition, id)| {
+            let error =
+                if id.is_some() { ResponseError::OperationNotAttempted } else { ResponseError::UnknownTopicOrPartition };
+            (name, partition, error.code())
+        });
+        return topic_results(codes.collect());
+    }
+    let partitions = resolved.iter().filter_map(|(_, p, id)| id.map(|id| (id, *p))).collect();
+    let command = Command::AddPartitionsToTxn {
+        transactional_id: transactional_id.to_owned(),
+        producer,
+        partitions,
+        now_ms: now_ms(),
+    };
+    let codes: Vec<i16> = match agent.metadata.propose(command).await {
+        Ok(Outcome::PartitionsAdded(results)) => {
+            results.iter().map(|r| r.as_ref().err().map_or(0, |e| for_command(e).code())).collect()
+        }
+        Ok(other) => vec![unexpected(&other); resolved.len()],
+        Err(e) => vec![txn_error(&e, version, 2); resolved.len()],
+    };
+    topic_results(resolved.into_iter().zip(codes).map(|((name, partition, _), code)| (name, partition, code)).collect())
+}
+
+pub(in crate::kafka) async fn add_partitions_to_txn(
+    agent: &Agent,
+    version: i16,
+    request: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    if version <= 3 {
+        let producer = ProducerIdEpoch {
+            producer_id: request.v3_and_below_producer_id.0,
+            producer_epoch: request.v3_and_below_producer_epoch,
+        };
+        let id = request.v3_and_below_transactional_id.to_string();
+        let results = add_partitions(agent, version, &id, producer, &request.v3_and_below_topics, false).await;
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    // Version 4 batches transactions (a broker's verification requests, usually verify-only).
+    let mut results = Vec::with_capacity(request.transactions.len());
+    for txn in request.transactions {
+        let producer = ProducerIdEpoch { producer_id: txn.producer_id.0, producer_epoch: txn.producer_epoch };
+        let id = txn.transactional_id.to_string();
+        let topic_results = add_partitions(agent, version, &id, producer, &txn.topics, txn.verify_only).await;
+        results.push(
+            AddPartitionsToTxnResult::default().with_transactional_id(txn.transactional_id).with_topic_results(topic_results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+}
+
+pub(in crate::kafka) async fn add_offsets_to_txn(
+    agent: &Agent,
+    version: i16,
+    request: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
+    let command = Command::AddOffsetsToTxn {
+        transactional_id: request.transactional_id.to_string(),
+        producer: ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch },
+        group_id: request.group_id.to_string(),
+        now_ms: now_ms(),
+    };
+    let code = match agent.metadata.propose(command).await {
+        Ok(Outcome::Done) => 0,
+        Ok(other) => unexpected(&other),
+        Err(e) => txn_error(&e, version, 2),
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(code)
+}
+
+pub(in crate::kafka) async fn txn_offset_commit(
+    agent: &Agent,
+    version: i16,
+    request: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let mut offsets = Vec::new();
+    let mut order = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            order.push((topic.name.clone(), p.partition_index));
+            offsets.push(OffsetCommit {
+                topic: topic.name.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(ToString::to_string).unwrap_or_default(),
+            });
+        }
+    }
+    // Before KIP-447 (v3) requests carry no member: generation -1 skips the member checks.
+    let member = MemberRef {
+        group_id: request.group_id.to_string(),
+        generation: if version >= 3 { request.generation_id } else { -1 },
+        member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.map(|i| i.to_string()),
+    };
+    let transaction = TxnRef {
+        transactional_id: request.transactional_id.to_string(),
+        producer: ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch },
+    };
+    let answer = agent.metadata.group_request(GroupRequest::TxnCommitOffsets { member, transaction, offsets }).await;
+    let fenced_to_epoch = |code: i16| {
+        if version < 2 && code == ResponseError::ProducerFenced.code() {
+            ResponseError::InvalidProducerEpoch.code()
+        } else {
+            code
+        }
+    };
+    let codes: Vec<i16> = match answer {
+        Ok(GroupResponse::CommitOffsets(Ok(results))) => {
+            results.iter().map(|r| r.as_ref().err().map_or(0, |e| fenced_to_epoch(for_group(e).code()))).collect()
+        }
+        Ok(GroupResponse::CommitOffsets(Err(e))) | Err(e) => vec![fenced_to_epoch(for_group(&e).code()); order.len()],
+        Ok(_) => vec![ResponseError::CoordinatorNotAvailable.code(); order.len()],
+    };
+    let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
+    for ((name, partition), code) in order.into_iter().zip(codes) {
+        let entry = TxnOffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(code);
+        match topics.last_mut() {
+            Some(t) if t.name == name => t.partitions.push(entry),
+            _ => topics.push(TxnOffsetCommitResponseTopic::default().with_name(name).with_partitions(vec![entry])),
+        }
+    }
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+pub(in crate::kafka) async fn end_txn(agent: &Agent, version: i16, request: EndTxnRequest) -> EndTxnResponse {
+    let command = Command::EndTxn {
+        transactional_id: request.transactional_id.to_string(),
+        producer: ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch },
+        commit: request.committed,
+        now_ms: now_ms(),
+    };
+    let code = match agent.metadata.propose(command).await {
+        Ok(Outcome::Done) => 0,
+        Ok(other) => unexpected(&other),
+        Err(e) => txn_error(&e, version, 2),
+    };
+    EndTxnResponse::default().with_error_code(code)
+}
+
+pub(in crate::kafka) fn describe_producers(agent: &Agent, request: DescribeProducersRequest) -> DescribeProducersResponse {
+    let state = agent.metadata.read();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let topic_id = state.topic_by_name(t.name.as_str()).map(|t| t.topic_id);
+            let partitions = t
+                .partition_indexes
+                .into_iter()
+                .map(|index| {
+                    let response = PartitionResponse::default().with_partition_index(index);
+                    let Some(log) = topic_id.and_then(|id| state.partition(id, index)) else {
+                        return response.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let Some(topic_id) = topic_id else { return response };
+                    let producers = state
+                        .producers
+                        .iter()
+                        .filter_map(|(producer_id, record)| {
+                            let last = record.partitions.get(&(topic_id, index))?.recent.back()?;
+                            let txn_start = log.open_transactions.get(producer_id).copied().unwrap_or(-1);
+                            Some(
+                                ProducerState::default()
+                                    .with_producer_id(ProducerId(*producer_id))
+                                    .with_producer_epoch(i32::from(record.epoch))
+                                    .with_last_sequence(last.last_sequence)
+                                    .with_last_timestamp(last.timestamp_max)
+                                    .with_coordinator_epoch(0)
+                                    .with_current_txn_start_offset(txn_start),
+                            )
+                        })
+                        .take(ADMIN_LIST_MAX)
+                        .collect();
+                    response.with_active_producers(producers)
+                })
+                .collect();
+            TopicResponse::default().with_name(t.name).with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
+
+pub(in crate::kafka) fn list_transactions(agent: &Agent, request: ListTransactionsRequest) -> ListTransactionsResponse {
+    const KNOWN: [&str; 4] = ["Empty", "Ongoing", "CompleteCommit", "CompleteAbort"];
+    // Kafka also knows these states; Floe never enters them (ending a transaction is atomic).
+    const NEVER: [&str; 4] = ["PrepareCommit", "PrepareAbort", "PrepareEpochFence", "Dead"];
+    let unknown: Vec<_> = request
+        .state_filters
+        .iter()
+        .filter(|s| !KNOWN.contains(&s.as_str()) && !NEVER.contains(&s.as_str()))
+        .cloned()
+        .collect();
+    let now = now_ms();
+    let state = agent.metadata.read();
+    let listed = state
+        .transactions
+        .iter()
+        .filter(|(_, t)| {
+            request.state_filters.is_empty() || request.state_filters.iter().any(|s| s.as_str() == t.state.name())
+        })
+        .filter(|(_, t)| request.producer_id_filters.is_empty() || request.producer_id_filters.contains(&ProducerId(t.producer_id)))
+        // v1 (KIP-994): only transactions running longer than the filter.
+        .filter(|(_, t)| {
+            request.duration_filter < 0 || (t.state == TxnState::Ongoing && now - t.started_ms >= request.duration_filter)
+        })
+        .take(ADMIN_LIST_MAX)
+        .map(|(id, t)| {
+            ListedTransaction::default()
+                .with_transactional_id(TransactionalId(str_bytes(id.clone())))
+                .with_producer_id(ProducerId(t.producer_id))
+                .with_transaction_state(str_bytes(t.state.name()))
+        })
+        .collect();
+    ListTransactionsResponse::default().with_unknown_state_filters(unknown).with_transaction_states(listed)
+}
+
+pub(in crate::kafka) fn describe_transactions(
+    agent: &Agent,
+    request: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let state = agent.metadata.read();
+    let described = request
+        .transactional_ids
+        .into_iter()
+        .map(|id| {
+            let Some(t) = state.transactions.get(id.as_str()) else {
+                return DescribedTransaction::default()
+                    .with_transactional_id(id)
+                    .with_error_code(ResponseError::TransactionalIdNotFound.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1);
+            };
+            let mut topics: Vec<TopicData> = Vec::new();
+            for (topic_id, partition) in &t.partitions {
+                let Some(name) = state.topics.get(topic_id).map(|t| t.name.clone()) else { continue };
+                match topics.last_mut() {
+                    Some(d) if d.topic.as_str() == name => d.partitions.push(*partition),
+                    _ => topics.push(
+                        TopicData::default().with_topic(TopicName(str_bytes(name))).with_partitions(vec![*partition]),
+                    ),
+                }
+            }
+            let started = if t.state == TxnState::Ongoing { t.started_ms } else { -1 };
+            DescribedTransaction::default()
+                .with_transactional_id(id)
+                .with_transaction_state(str_bytes(t.state.name()))
+                .with_transaction_timeout_ms(t.timeout_ms)
+                .with_transaction_start_time_ms(started)
+                .with_producer_id(ProducerId(t.producer_id))
+                .with_producer_epoch(t.producer_epoch)
+                .with_topics(topics)
+        })
+        .collect();
+    DescribeTransactionsResponse::default().with_transaction_states(described)
+}
