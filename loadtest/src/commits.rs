@@ -71,7 +71,8 @@ pub(crate) fn run(args: CommitsArgs) -> anyhow::Result<()> {
                             byte_start: 0,
                             byte_len: 1000,
                             crc32c: 0,
-                            batches: vec![BatchSummary { offset_count: 10, timestamp_max: 0 }],
+                            batches: vec![BatchSummary { offset_count: 10, timestamp_max: 0, base_sequence: -1 }],
+                            producer: None,
                         }],
                     };
                     n += 1;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, bail};
-use floe_metadata::{Command, RemoteMetadata, TxnState};
 use floe_metadata::groups::{GroupDescription, GroupRequest, GroupResponse, assigned_partitions};
+use floe_metadata::{Command, RemoteMetadata, TxnState};
 use serde::Serialize;
 
 use crate::cli::{AdminCommand, GroupsAction, TransactionsAction};
@@ -72,7 +72,10 @@ async fn transactions(addrs: Vec<String>, json: bool, action: TransactionsAction
                             .partitions
                             .iter()
                             .map(|(topic_id, partition)| TopicPartitionView {
-                                topic: state.topics.get(topic_id).map_or_else(|| topic_id.to_string(), |t| t.name.clone()),
+                                topic: state
+                                    .topics
+                                    .get(topic_id)
+                                    .map_or_else(|| topic_id.to_string(), |t| t.name.clone()),
                                 partition: *partition,
                             })
                             .collect(),
@@ -83,9 +86,13 @@ async fn transactions(addrs: Vec<String>, json: bool, action: TransactionsAction
             if json {
                 println!("{}", serde_json::to_string_pretty(&views)?);
             } else {
-                println!("{:<40} {:>12} {:>6} {:<15} {:>10}  PARTITIONS", "TRANSACTIONAL-ID", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS");
+                println!(
+                    "{:<40} {:>12} {:>6} {:<15} {:>10}  PARTITIONS",
+                    "TRANSACTIONAL-ID", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS"
+                );
                 for v in views {
-                    let partitions: Vec<String> = v.partitions.iter().map(|p| format!("{}-{}", p.topic, p.partition)).collect();
+                    let partitions: Vec<String> =
+                        v.partitions.iter().map(|p| format!("{}-{}", p.topic, p.partition)).collect();
                     println!(
                         "{:<40} {:>12} {:>6} {:<15} {:>10}  {}",
                         v.transactional_id,
@@ -99,7 +106,8 @@ async fn transactions(addrs: Vec<String>, json: bool, action: TransactionsAction
             }
         }
         TransactionsAction::Abort { transactional_id } => {
-            let command = Command::AbortTxn { transactional_id: transactional_id.clone(), now_ms: floe_metadata::now_ms() };
+            let command =
+                Command::AbortTxn { transactional_id: transactional_id.clone(), now_ms: floe_metadata::now_ms() };
             metadata.propose(command).await.map_err(|e| anyhow!("aborting {transactional_id}: {e}"))?;
             println!("aborted the open transaction of {transactional_id}; its producer is fenced");
         }

@@ -207,9 +207,11 @@ pub(super) async fn start(
         RequestKind::ListTransactions(req) => {
             later(async move { ResponseKind::ListTransactions(api::transactions::list_transactions(&agent, req)) })
         }
-        RequestKind::DescribeTransactions(req) => later(async move {
-            ResponseKind::DescribeTransactions(api::transactions::describe_transactions(&agent, req))
-        }),
+        RequestKind::DescribeTransactions(req) => {
+            later(
+                async move { ResponseKind::DescribeTransactions(api::transactions::describe_transactions(&agent, req)) },
+            )
+        }
         // The connection only decodes requests whose (key, version) is in SUPPORTED, and every
         // entry there has an arm above.
         other => unreachable!("request {other:?} passed the SUPPORTED check without a handler"),

@@ -198,11 +198,14 @@ async fn run_flusher(shared: Arc<Shared>, jobs: mpsc::Sender<FlushJob>, store: S
     }
 }
 
+/// An appended partition's place in a flush: (append, partition within it).
+type AppendAt = (usize, usize);
+
 /// Groups the flush by partition into one segment object and starts its upload.
 fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     // Plain batches share one chunk per partition; each producer's append gets its own chunk
     // (keyed by its position), so metadata can deduplicate or refuse it alone.
-    let mut by_partition: BTreeMap<(TopicPartition, Option<(usize, usize)>), Vec<(usize, usize)>> = BTreeMap::new();
+    let mut by_partition: BTreeMap<(TopicPartition, Option<AppendAt>), Vec<AppendAt>> = BTreeMap::new();
     for (a, append) in appends.iter().enumerate() {
         for (p, part) in append.partitions.iter().enumerate() {
             let own_chunk = part.producer.is_some().then_some((a, p));

@@ -115,11 +115,7 @@ fn batch_producer(header: &BatchHeader, transactional_id: Option<&str>) -> Resul
     if transactional && transactional_id.is_none_or(str::is_empty) {
         return Err(ProduceError::TransactionalIdRequired);
     }
-    Ok(Some(ChunkProducer {
-        producer_id: header.producer_id,
-        producer_epoch: header.producer_epoch,
-        transactional,
-    }))
+    Ok(Some(ChunkProducer { producer_id: header.producer_id, producer_epoch: header.producer_epoch, transactional }))
 }
 
 fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -> Result<ValidatedBatch, ProduceError> {

@@ -98,3 +98,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn control_batches_decode_as_kafka_transaction_markers() {
+    for commit in [false, true] {
+        let marker = floe_metadata::TxnMarker { producer_id: 7, producer_epoch: 3, commit };
+        let batch = control_batch(&marker, 1_234);
+        assert_eq!(batch.len(), CONTROL_BATCH_BYTES);
+        let header = BatchHeader::parse(&batch).expect("parses");
+        assert!(crc_matches(&batch, &header), "CRC covers the marker");
+        assert!(header.is_control());
+        let mut stamped = BytesMut::from(&batch[..]);
+        stamp(&mut stamped, 42, 0);
+        let records = RecordBatchDecoder::decode(&mut stamped.freeze()).expect("decodes").records;
+        assert_eq!(records.len(), 1);
+        let r = &records[0];
+        assert!(r.control && r.transactional);
+        assert_eq!((r.offset, r.producer_id, r.producer_epoch, r.timestamp), (42, 7, 3, 1_234));
+        // Key: version 0, type (0 abort, 1 commit); value: version 0, coordinator epoch 0.
+        assert_eq!(r.key.as_deref(), Some(&[0, 0, 0, u8::from(commit)][..]));
+        assert_eq!(r.value.as_deref(), Some(&[0u8; 6][..]));
+    }
+}

@@ -202,7 +202,8 @@ async fn concurrent_segment_commits_are_grouped_and_each_gets_its_offsets() {
                     byte_start: 0,
                     byte_len: 10,
                     crc32c: 0,
-                    batches: vec![BatchSummary { offset_count: 3, timestamp_max: 0 }],
+                    batches: vec![BatchSummary { offset_count: 3, timestamp_max: 0, base_sequence: -1 }],
+                    producer: None,
                 }],
             };
             node.propose(Command::CommitSegment(commit)).await

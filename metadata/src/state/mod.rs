@@ -302,12 +302,9 @@ impl Partition {
 
     /// The entry holding the largest timestamp (the first such entry when several tie).
     pub fn entry_with_max_timestamp(&self) -> Option<&IndexEntry> {
-        self.data_entries().fold(
-            None,
-            |best: Option<&IndexEntry>, e| match best {
-                Some(b) if b.timestamp_max >= e.timestamp_max => Some(b),
-                _ => Some(e),
-            },
-        )
+        self.data_entries().fold(None, |best: Option<&IndexEntry>, e| match best {
+            Some(b) if b.timestamp_max >= e.timestamp_max => Some(b),
+            _ => Some(e),
+        })
     }
 }

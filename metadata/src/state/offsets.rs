@@ -21,10 +21,10 @@ fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
         if chunk.batches.iter().any(|b| b.offset_count == 0) {
             return invalid("a batch occupies no offsets".to_owned());
         }
-        if let Some(producer) = chunk.producer {
-            if producer.producer_id < 0 || producer.producer_epoch < 0 {
-                return invalid(format!("producer id {} epoch {}", producer.producer_id, producer.producer_epoch));
-            }
+        if let Some(producer) = chunk.producer
+            && (producer.producer_id < 0 || producer.producer_epoch < 0)
+        {
+            return invalid(format!("producer id {} epoch {}", producer.producer_id, producer.producer_epoch));
         }
         let end = chunk.byte_start.checked_add(u64::from(chunk.byte_len));
         if end.is_none_or(|end| end > commit.object_bytes) || chunk.byte_len == 0 {

@@ -8,11 +8,11 @@ use super::*;
 use crate::command::{BatchSummary, ChunkCommit, SegmentCommit};
 use crate::state::{GroupMembership, MemberRecord, OffsetCommit};
 
-fn topic_id(n: u8) -> TopicId {
+pub(super) fn topic_id(n: u8) -> TopicId {
     uuid::Uuid::from_bytes([n + 1; 16])
 }
 
-fn create(name: &str, id: u8, partition_count: i32) -> Command {
+pub(super) fn create(name: &str, id: u8, partition_count: i32) -> Command {
     Command::CreateTopic { name: name.to_owned(), topic_id: topic_id(id), partition_count, configs: BTreeMap::new() }
 }
 
@@ -30,8 +30,9 @@ fn commit(key: &str, chunks: &[(u8, i32, &[u32])]) -> Command {
                 batches: batches
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| BatchSummary { offset_count: *n, timestamp_max: 1000 + i as i64 })
+                    .map(|(i, n)| BatchSummary { offset_count: *n, timestamp_max: 1000 + i as i64, base_sequence: -1 })
                     .collect(),
+                producer: None,
             };
             byte_start += 100;
             chunk
@@ -41,7 +42,7 @@ fn commit(key: &str, chunks: &[(u8, i32, &[u32])]) -> Command {
 }
 
 /// Applies commands from a fresh state, checking invariants after each; returns the outcomes.
-fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, CommandError>>) {
+pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, CommandError>>) {
     let mut state = State::default();
     let outcomes = commands
         .into_iter()
@@ -70,10 +71,30 @@ fn check_invariants(state: &State) {
                 }
                 expected_base = Some(e.last_offset + 1);
                 assert!(e.last_offset >= p.log_start_offset, "entries wholly below the log start are dropped");
-                *references.entry(e.object_id).or_default() += 1;
+                if let Some(object_id) = e.object_id() {
+                    *references.entry(object_id).or_default() += 1;
+                } else {
+                    assert_eq!(e.base_offset, e.last_offset, "a marker takes one offset");
+                }
             }
             if let Some(end) = expected_base {
                 assert_eq!(end, p.next_offset, "the last entry ends at the log end offset");
+            }
+            for (producer_id, first) in &p.open_transactions {
+                assert!(*first < p.next_offset, "an open transaction starts at a written offset");
+                let ongoing = state.transactions.values().any(|t| {
+                    t.producer_id == *producer_id
+                        && t.state == TxnState::Ongoing
+                        && t.partitions.iter().any(|(t, _)| t == id)
+                });
+                assert!(ongoing, "partition holds an open transaction of producer {producer_id} that is not ongoing");
+            }
+            assert!(p.last_stable_offset() <= p.next_offset);
+            let mut last_marker = i64::MIN;
+            for a in &p.aborted_transactions {
+                assert!(a.first_offset < a.last_offset, "an aborted transaction holds data before its marker");
+                assert!(a.last_offset > last_marker, "aborted transactions are kept in marker order");
+                last_marker = a.last_offset;
             }
         }
     }
@@ -219,6 +240,7 @@ fn arb_command() -> impl Strategy<Value = Command> {
             offset: o
         }),
         arb_group_command(),
+        super::transactions::tests::arb_transaction_command(),
     ]
 }
 

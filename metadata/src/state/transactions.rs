@@ -166,14 +166,13 @@ impl State {
             return Err(CommandError::InvalidProducerEpoch { found: producer.producer_epoch, current: record.epoch });
         }
         if producer.transactional {
-            let in_transaction = record.transactional_id.as_ref().and_then(|id| self.transactions.get(id)).is_some_and(
-                |t| {
+            let in_transaction =
+                record.transactional_id.as_ref().and_then(|id| self.transactions.get(id)).is_some_and(|t| {
                     t.producer_id == producer.producer_id
                         && t.producer_epoch == producer.producer_epoch
                         && t.state == TxnState::Ongoing
                         && t.partitions.contains(&(chunk.topic_id, chunk.partition))
-                },
-            );
+                });
             if !in_transaction {
                 return Err(CommandError::InvalidTxnState("partition was not added to an ongoing transaction".into()));
             }
@@ -402,14 +401,22 @@ impl State {
             return Ok(Outcome::PartitionsAdded(
                 known
                     .iter()
-                    .map(|k| Err(if *k { CommandError::OperationNotAttempted } else { CommandError::UnknownTopicOrPartition }))
+                    .map(|k| {
+                        Err(if *k {
+                            CommandError::OperationNotAttempted
+                        } else {
+                            CommandError::UnknownTopicOrPartition
+                        })
+                    })
                     .collect(),
             ));
         }
         let added: BTreeSet<(TopicId, i32)> = partitions.iter().copied().collect();
         let already = if txn.state == TxnState::Ongoing { txn.partitions.len() } else { 0 };
         if already + added.len() > TRANSACTION_PARTITIONS_MAX {
-            return Err(CommandError::LimitReached(format!("at most {TRANSACTION_PARTITIONS_MAX} partitions per transaction")));
+            return Err(CommandError::LimitReached(format!(
+                "at most {TRANSACTION_PARTITIONS_MAX} partitions per transaction"
+            )));
         }
         Self::begin_if_idle(txn, now_ms);
         txn.partitions.extend(added);
@@ -425,7 +432,9 @@ impl State {
     ) -> Result<Outcome, CommandError> {
         super::groups::validate_group_id(&group_id)?;
         let txn = self.current_txn(id, producer)?;
-        if txn.state == TxnState::Ongoing && txn.groups.len() >= TRANSACTION_GROUPS_MAX && !txn.groups.contains(&group_id)
+        if txn.state == TxnState::Ongoing
+            && txn.groups.len() >= TRANSACTION_GROUPS_MAX
+            && !txn.groups.contains(&group_id)
         {
             return Err(CommandError::LimitReached(format!("at most {TRANSACTION_GROUPS_MAX} groups per transaction")));
         }
@@ -549,7 +558,9 @@ impl State {
         let timed_out: Vec<String> = self
             .transactions
             .iter()
-            .filter(|(_, t)| t.state == TxnState::Ongoing && now_ms.saturating_sub(t.started_ms) > i64::from(t.timeout_ms))
+            .filter(|(_, t)| {
+                t.state == TxnState::Ongoing && now_ms.saturating_sub(t.started_ms) > i64::from(t.timeout_ms)
+            })
             .map(|(id, _)| id.clone())
             .collect();
         for id in timed_out {
@@ -557,9 +568,8 @@ impl State {
         }
         let producer_expiry = self.broker_config_i64("producer.id.expiration.ms").unwrap_or(86_400_000);
         let txn_expiry = self.broker_config_i64("transactional.id.expiration.ms").unwrap_or(604_800_000);
-        self.transactions.retain(|_, t| {
-            t.state == TxnState::Ongoing || now_ms.saturating_sub(t.last_update_ms) < txn_expiry
-        });
+        self.transactions
+            .retain(|_, t| t.state == TxnState::Ongoing || now_ms.saturating_sub(t.last_update_ms) < txn_expiry);
         let transactions = &self.transactions;
         self.producers.retain(|producer_id, record| {
             let current_txn = record
@@ -583,18 +593,19 @@ impl State {
             } else {
                 now_ms.saturating_sub(t.last_update_ms) >= txn_expiry
             }
-        }) || self.producers.values().any(|p| {
-            p.transactional_id.is_none() && now_ms.saturating_sub(p.last_active_ms) >= producer_expiry
-        })
+        }) || self
+            .producers
+            .values()
+            .any(|p| p.transactional_id.is_none() && now_ms.saturating_sub(p.last_active_ms) >= producer_expiry)
     }
 
     /// Offsets of `group` committed in an open transaction, by (topic, partition): a consumer
     /// asking for stable offsets must wait for them.
     pub fn has_pending_txn_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
         let key = (topic.to_owned(), partition);
-        self.transactions.values().any(|t| {
-            t.state == TxnState::Ongoing && t.pending_offsets.get(group).is_some_and(|o| o.contains_key(&key))
-        })
+        self.transactions
+            .values()
+            .any(|t| t.state == TxnState::Ongoing && t.pending_offsets.get(group).is_some_and(|o| o.contains_key(&key)))
     }
 
     /// A deleted topic leaves no producer sequences or transaction partitions behind.
@@ -607,3 +618,6 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests;

@@ -17,4 +17,3 @@ use kafka_protocol::protocol::StrBytes;
 pub(super) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
-

@@ -9,10 +9,10 @@
 use floe_metadata::groups::{GroupRequest, GroupResponse, MemberRef, TxnRef};
 use floe_metadata::{Command, CommandError, NodeError, OffsetCommit, Outcome, ProducerIdEpoch, State, TxnState};
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState as DescribedTransaction};
 use kafka_protocol::messages::list_transactions_response::TransactionState as ListedTransaction;
@@ -28,9 +28,9 @@ use kafka_protocol::messages::{
 
 use super::super::error_code::{for_command, for_group};
 use super::str_bytes;
-use floe_metadata::now_ms;
 use crate::Agent;
 use crate::limits::ADMIN_LIST_MAX;
+use floe_metadata::now_ms;
 
 /// The error code for a refused transaction command. PRODUCER_FENCED exists on the wire from
 /// `fenced_since`; older clients get INVALID_PRODUCER_EPOCH for it, as Kafka answers them. A
@@ -91,11 +91,13 @@ fn resolve(state: &State, topics: &[AddPartitionsToTxnTopic]) -> Vec<(TopicName,
 fn topic_results(codes: Vec<(TopicName, i32, i16)>) -> Vec<AddPartitionsToTxnTopicResult> {
     let mut out: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
     for (name, partition, code) in codes {
-        let entry =
-            AddPartitionsToTxnPartitionResult::default().with_partition_index(partition).with_partition_error_code(code);
+        let entry = AddPartitionsToTxnPartitionResult::default()
+            .with_partition_index(partition)
+            .with_partition_error_code(code);
         match out.last_mut() {
             Some(t) if t.name == name => t.results_by_partition.push(entry),
-            _ => out.push(AddPartitionsToTxnTopicResult::default().with_name(name).with_results_by_partition(vec![entry])),
+            _ => out
+                .push(AddPartitionsToTxnTopicResult::default().with_name(name).with_results_by_partition(vec![entry])),
         }
     }
     out
@@ -131,8 +133,11 @@ async fn add_partitions(
     }
     if resolved.iter().any(|(_, _, id)| id.is_none()) {
         let codes = resolved.into_iter().map(|(name, partition, id)| {
-            let error =
-                if id.is_some() { ResponseError::OperationNotAttempted } else { ResponseError::UnknownTopicOrPartition };
+            let error = if id.is_some() {
+                ResponseError::OperationNotAttempted
+            } else {
+                ResponseError::UnknownTopicOrPartition
+            };
             (name, partition, error.code())
         });
         return topic_results(codes.collect());
@@ -175,7 +180,9 @@ pub(in crate::kafka) async fn add_partitions_to_txn(
         let id = txn.transactional_id.to_string();
         let topic_results = add_partitions(agent, version, &id, producer, &txn.topics, txn.verify_only).await;
         results.push(
-            AddPartitionsToTxnResult::default().with_transactional_id(txn.transactional_id).with_topic_results(topic_results),
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(txn.transactional_id)
+                .with_topic_results(topic_results),
         );
     }
     AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
@@ -271,7 +278,10 @@ pub(in crate::kafka) async fn end_txn(agent: &Agent, version: i16, request: EndT
     EndTxnResponse::default().with_error_code(code)
 }
 
-pub(in crate::kafka) fn describe_producers(agent: &Agent, request: DescribeProducersRequest) -> DescribeProducersResponse {
+pub(in crate::kafka) fn describe_producers(
+    agent: &Agent,
+    request: DescribeProducersRequest,
+) -> DescribeProducersResponse {
     let state = agent.metadata.read();
     let topics = request
         .topics
@@ -332,10 +342,13 @@ pub(in crate::kafka) fn list_transactions(agent: &Agent, request: ListTransactio
         .filter(|(_, t)| {
             request.state_filters.is_empty() || request.state_filters.iter().any(|s| s.as_str() == t.state.name())
         })
-        .filter(|(_, t)| request.producer_id_filters.is_empty() || request.producer_id_filters.contains(&ProducerId(t.producer_id)))
+        .filter(|(_, t)| {
+            request.producer_id_filters.is_empty() || request.producer_id_filters.contains(&ProducerId(t.producer_id))
+        })
         // v1 (KIP-994): only transactions running longer than the filter.
         .filter(|(_, t)| {
-            request.duration_filter < 0 || (t.state == TxnState::Ongoing && now - t.started_ms >= request.duration_filter)
+            request.duration_filter < 0
+                || (t.state == TxnState::Ongoing && now - t.started_ms >= request.duration_filter)
         })
         .take(ADMIN_LIST_MAX)
         .map(|(id, t)| {

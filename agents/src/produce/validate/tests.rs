@@ -7,7 +7,7 @@ use crate::record_batch::tests::encode_batch;
 const POLICY: TopicPolicy = TopicPolicy { max_message_bytes: 1_048_588, log_append_time: false };
 
 fn check(records: Bytes, policy: &TopicPolicy, expected: Result<usize, ProduceError>) {
-    let got = partition_records(Some(&records), policy, 5).map(|b| b.len());
+    let got = partition_records(Some(&records), policy, 5, None).map(|b| b.batches.len());
     assert_eq!(got, expected);
 }
 
@@ -40,13 +40,14 @@ fn rejects_bad_batches_with_the_reason() {
         &POLICY,
         Err(ProduceError::CorruptBatch(BatchError::Truncated { needed: good.len(), available: good.len() - 1 })),
     );
-    assert!(matches!(partition_records(None, &POLICY, 0), Err(ProduceError::InvalidRecord(_))));
+    assert!(matches!(partition_records(None, &POLICY, 0, None), Err(ProduceError::InvalidRecord(_))));
 }
 
 #[test]
 fn log_append_time_topics_stamp_the_batch() {
     let policy = TopicPolicy { log_append_time: true, ..POLICY };
-    let batches = partition_records(Some(&encode_batch(2, Compression::Snappy)), &policy, 777).expect("valid");
+    let batches =
+        partition_records(Some(&encode_batch(2, Compression::Snappy)), &policy, 777, None).expect("valid").batches;
     let header = BatchHeader::parse(&batches[0].bytes).expect("parses");
     assert_eq!(header.max_timestamp, 777);
     assert_ne!(header.attributes & crate::record_batch::ATTRIBUTE_LOG_APPEND_TIME, 0);
@@ -62,5 +63,51 @@ fn record_counts_must_fit_the_batch() {
     forged[23..27].copy_from_slice(&999i32.to_be_bytes());
     let crc = crc32c::crc32c(&forged[21..]);
     forged[17..21].copy_from_slice(&crc.to_be_bytes());
-    assert!(matches!(partition_records(Some(&Bytes::from(forged)), &POLICY, 0), Err(ProduceError::InvalidRecord(_))));
+    assert!(matches!(
+        partition_records(Some(&Bytes::from(forged)), &POLICY, 0, None),
+        Err(ProduceError::InvalidRecord(_))
+    ));
+}
+
+/// `batch` as producer `producer_id` (epoch 1) would send it from `base_sequence`.
+fn with_producer(batch: &Bytes, producer_id: i64, base_sequence: i32, transactional: bool) -> Bytes {
+    let mut b = batch.to_vec();
+    b[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    b[51..53].copy_from_slice(&1i16.to_be_bytes());
+    b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    if transactional {
+        let attributes = i16::from_be_bytes([b[21], b[22]]) | crate::record_batch::ATTRIBUTE_TRANSACTIONAL;
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+#[test]
+fn a_partitions_batches_come_from_one_producer() {
+    let batch = encode_batch(2, Compression::None);
+    let mut two = BytesMut::from(&with_producer(&batch, 5, 0, false)[..]);
+    two.extend_from_slice(&with_producer(&batch, 5, 2, false));
+    let accepted = partition_records(Some(&two.freeze()), &POLICY, 0, None).expect("one producer");
+    assert_eq!(accepted.producer, Some(ChunkProducer { producer_id: 5, producer_epoch: 1, transactional: false }));
+    assert_eq!(accepted.batches.iter().map(|b| b.base_sequence).collect::<Vec<_>>(), vec![0, 2]);
+
+    let mut mixed = BytesMut::from(&with_producer(&batch, 5, 0, false)[..]);
+    mixed.extend_from_slice(&batch);
+    assert!(matches!(partition_records(Some(&mixed.freeze()), &POLICY, 0, None), Err(ProduceError::InvalidRecord(_))));
+
+    let txn = with_producer(&batch, 5, 0, true);
+    assert_eq!(
+        partition_records(Some(&txn), &POLICY, 0, None).map(|b| b.producer),
+        Err(ProduceError::TransactionalIdRequired)
+    );
+    assert!(
+        partition_records(Some(&txn), &POLICY, 0, Some("t")).is_ok_and(|b| b.producer.is_some_and(|p| p.transactional))
+    );
+    let negative_sequence = with_producer(&batch, 5, -1, false);
+    assert!(matches!(
+        partition_records(Some(&negative_sequence), &POLICY, 0, None),
+        Err(ProduceError::InvalidRecord(_))
+    ));
 }

@@ -1,0 +1,290 @@
+//! Idempotence and transactions in the state machine, and their commands for the property test.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::super::tests::{create, run, topic_id};
+use super::*;
+use crate::command::{BatchSummary, Command, SegmentCommit};
+
+/// A segment commit holding one producer chunk: `batches` are (base sequence, records).
+fn produce(key: &str, partition: i32, producer: ChunkProducer, batches: &[(i32, u32)]) -> Command {
+    let batches = batches
+        .iter()
+        .map(|(base_sequence, n)| BatchSummary { offset_count: *n, timestamp_max: 1000, base_sequence: *base_sequence })
+        .collect();
+    let chunk = ChunkCommit {
+        topic_id: topic_id(0),
+        partition,
+        byte_start: 0,
+        byte_len: 100,
+        crc32c: 0,
+        batches,
+        producer: Some(producer),
+    };
+    Command::CommitSegment(SegmentCommit { key: key.to_owned(), object_bytes: 124, chunks: vec![chunk] })
+}
+
+fn idempotent(producer_id: i64, producer_epoch: i16) -> ChunkProducer {
+    ChunkProducer { producer_id, producer_epoch, transactional: false }
+}
+
+fn transactional(producer_id: i64, producer_epoch: i16) -> ChunkProducer {
+    ChunkProducer { producer_id, producer_epoch, transactional: true }
+}
+
+fn init(transactional_id: Option<&str>, expected: Option<(i64, i16)>, now_ms: i64) -> Command {
+    Command::InitProducerId {
+        transactional_id: transactional_id.map(str::to_owned),
+        transaction_timeout_ms: 10_000,
+        expected: expected.map(|(producer_id, producer_epoch)| ProducerIdEpoch { producer_id, producer_epoch }),
+        now_ms,
+    }
+}
+
+fn pe(producer_id: i64, producer_epoch: i16) -> ProducerIdEpoch {
+    ProducerIdEpoch { producer_id, producer_epoch }
+}
+
+fn add(id: &str, producer: ProducerIdEpoch, partitions: &[i32], now_ms: i64) -> Command {
+    Command::AddPartitionsToTxn {
+        transactional_id: id.to_owned(),
+        producer,
+        partitions: partitions.iter().map(|p| (topic_id(0), *p)).collect(),
+        now_ms,
+    }
+}
+
+fn end(id: &str, producer: ProducerIdEpoch, commit: bool, now_ms: i64) -> Command {
+    Command::EndTxn { transactional_id: id.to_owned(), producer, commit, now_ms }
+}
+
+fn committed(outcome: &Result<Outcome, CommandError>) -> Result<i64, CommandError> {
+    match outcome {
+        Ok(Outcome::SegmentCommitted { chunks }) => chunks[0].clone(),
+        other => panic!("not a segment commit: {other:?}"),
+    }
+}
+
+#[test]
+fn a_retried_chunk_gets_its_original_offsets_and_is_stored_once() {
+    let p = idempotent(0, 0);
+    let (state, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(None, None, 0),
+        produce("o1", 0, p, &[(0, 3), (3, 2)]),
+        produce("o2", 0, p, &[(5, 1)]),
+        // The first request again, under a new object key (another agent's flush).
+        produce("o3", 0, p, &[(0, 3), (3, 2)]),
+        produce("o4", 0, p, &[(8, 1)]),
+        produce("o5", 0, idempotent(0, 1), &[(6, 1)]),
+        produce("o6", 0, idempotent(9, 0), &[(0, 1)]),
+    ]);
+    assert_eq!(outcomes[1], Ok(Outcome::ProducerId(pe(0, 0))));
+    assert_eq!(committed(&outcomes[2]), Ok(0));
+    assert_eq!(committed(&outcomes[3]), Ok(5));
+    assert_eq!(committed(&outcomes[4]), Ok(0), "a duplicate is answered with its first offsets");
+    assert_eq!(committed(&outcomes[5]), Err(CommandError::OutOfOrderSequence { expected: 6, found: 8 }));
+    assert_eq!(committed(&outcomes[6]), Err(CommandError::OutOfOrderSequence { expected: 0, found: 6 }));
+    assert_eq!(committed(&outcomes[7]), Err(CommandError::UnknownProducerId(9)));
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!(log.next_offset, 6, "the duplicate took no offsets");
+    assert_eq!(log.index.len(), 2);
+    assert_eq!(state.objects.values().filter(|o| o.reference_count > 0).count(), 2);
+}
+
+#[test]
+fn an_epoch_bump_restarts_sequences_and_fences_the_old_epoch() {
+    let (_, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(None, None, 0),
+        produce("o1", 0, idempotent(0, 0), &[(0, 2)]),
+        init(None, Some((0, 0)), 0),
+        produce("o2", 0, idempotent(0, 1), &[(0, 1)]),
+        produce("o3", 0, idempotent(0, 0), &[(2, 1)]),
+        init(None, Some((0, 0)), 0),
+    ]);
+    assert_eq!(outcomes[3], Ok(Outcome::ProducerId(pe(0, 1))));
+    assert_eq!(committed(&outcomes[4]), Ok(2));
+    assert_eq!(committed(&outcomes[5]), Err(CommandError::InvalidProducerEpoch { found: 0, current: 1 }));
+    assert_eq!(outcomes[6], Err(CommandError::InvalidProducerEpoch { found: 0, current: 1 }));
+}
+
+#[test]
+fn sequences_wrap_after_i32_max() {
+    let p = idempotent(0, 0);
+    let (_, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(None, None, 0),
+        produce("o1", 0, p, &[(i32::MAX - 1, 2)]),
+        produce("o2", 0, p, &[(0, 1)]),
+    ]);
+    assert_eq!(committed(&outcomes[2]), Ok(0));
+    assert_eq!(committed(&outcomes[3]), Ok(2));
+}
+
+#[test]
+fn a_committed_transaction_writes_markers_and_publishes_its_offsets() {
+    let t = "t";
+    let offsets = vec![crate::state::OffsetCommit {
+        topic: "a".into(),
+        partition: 0,
+        offset: 42,
+        leader_epoch: 0,
+        metadata: String::new(),
+    }];
+    let (state, outcomes) = run(vec![
+        create("a", 0, 2),
+        init(Some(t), None, 0),
+        add(t, pe(0, 0), &[0, 1], 1),
+        produce("o1", 0, transactional(0, 0), &[(0, 3)]),
+        Command::AddOffsetsToTxn { transactional_id: t.into(), producer: pe(0, 0), group_id: "g".into(), now_ms: 2 },
+        Command::TxnCommitOffsets {
+            transactional_id: t.into(),
+            producer: pe(0, 0),
+            group_id: "g".into(),
+            offsets: offsets.clone(),
+            now_ms: 3,
+        },
+    ]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!(log.last_stable_offset(), 0, "the open transaction holds the LSO");
+    assert!(state.has_pending_txn_offset("g", "a", 0));
+    assert!(!state.groups.contains_key("g"), "offsets are invisible before the commit");
+
+    let mut state = state;
+    assert_eq!(state.apply(100, end(t, pe(0, 0), true, 4)), Ok(Outcome::Done));
+    assert_eq!(state.apply(101, end(t, pe(0, 0), true, 5)), Ok(Outcome::Done), "a retried EndTxn is answered");
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!((log.next_offset, log.last_stable_offset()), (4, 4));
+    assert_eq!(
+        log.index.back().map(|e| &e.data),
+        Some(&EntryData::Marker(TxnMarker { producer_id: 0, producer_epoch: 0, commit: true }))
+    );
+    let other = state.partition(topic_id(0), 1).expect("exists");
+    assert_eq!(other.next_offset, 1, "every added partition gets a marker");
+    assert_eq!(state.groups.get("g").and_then(|g| g.offsets.get(&("a".into(), 0))).map(|o| o.offset), Some(42));
+    assert!(!state.has_pending_txn_offset("g", "a", 0));
+    assert!(log.aborted_transactions.is_empty());
+}
+
+#[test]
+fn an_aborted_transaction_is_listed_and_a_new_instance_fences_the_old() {
+    let t = "t";
+    let (state, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(Some(t), None, 0),
+        add(t, pe(0, 0), &[0], 1),
+        produce("o1", 0, transactional(0, 0), &[(0, 2)]),
+        produce("o2", 0, transactional(0, 0), &[(2, 2)]),
+        // A second instance: the open transaction is aborted, the epoch bumped.
+        init(Some(t), None, 2),
+        produce("o3", 0, transactional(0, 0), &[(4, 1)]),
+        end(t, pe(0, 0), true, 3),
+        produce("o4", 0, transactional(0, 1), &[(0, 1)]),
+    ]);
+    assert_eq!(outcomes[5], Ok(Outcome::ProducerId(pe(0, 1))));
+    assert_eq!(committed(&outcomes[6]), Err(CommandError::InvalidProducerEpoch { found: 0, current: 1 }));
+    assert_eq!(outcomes[7], Err(CommandError::ProducerFenced));
+    assert!(
+        matches!(committed(&outcomes[8]), Err(CommandError::InvalidTxnState(_))),
+        "a partition must be added first: {:?}",
+        outcomes[8]
+    );
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!(
+        log.aborted_transactions.iter().copied().collect::<Vec<_>>(),
+        vec![AbortedTransaction { producer_id: 0, first_offset: 0, last_offset: 4 }]
+    );
+    assert_eq!((log.next_offset, log.last_stable_offset()), (5, 5));
+}
+
+#[test]
+fn a_transaction_past_its_timeout_is_aborted_and_its_producer_may_resume() {
+    let t = "t";
+    let (mut state, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(Some(t), None, 0),
+        add(t, pe(0, 0), &[0], 1_000),
+        produce("o1", 0, transactional(0, 0), &[(0, 1)]),
+    ]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert!(!state.transactions_due(11_000));
+    assert!(state.transactions_due(11_001));
+    assert_eq!(state.apply(10, Command::ExpireTransactions { now_ms: 11_001 }), Ok(Outcome::Done));
+    let txn = state.transactions.get(t).expect("kept");
+    assert_eq!((txn.state, txn.producer_epoch), (TxnState::CompleteAbort, 1));
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!((log.next_offset, log.last_stable_offset()), (2, 2));
+    assert_eq!(state.apply(11, end(t, pe(0, 0), true, 11_002)), Err(CommandError::ProducerFenced));
+    // KIP-360: the timed-out producer re-initializes with the epoch it had.
+    assert_eq!(state.apply(12, init(Some(t), Some((0, 0)), 11_003)), Ok(Outcome::ProducerId(pe(0, 2))));
+    // A zombie still holding epoch 0 now is fenced.
+    assert_eq!(state.apply(13, init(Some(t), Some((0, 0)), 11_004)), Err(CommandError::ProducerFenced));
+}
+
+#[test]
+fn transaction_timeouts_are_bounded_by_a_dynamic_maximum() {
+    let long = |ms| Command::InitProducerId {
+        transactional_id: Some("t".into()),
+        transaction_timeout_ms: ms,
+        expected: None,
+        now_ms: 0,
+    };
+    let (_, outcomes) = run(vec![
+        long(900_001),
+        Command::SetBrokerConfigs {
+            configs: BTreeMap::from([("transaction.max.timeout.ms".to_owned(), "3600000".to_owned())]),
+        },
+        long(3_600_000),
+        long(0),
+    ]);
+    assert_eq!(outcomes[0], Err(CommandError::InvalidTransactionTimeout { requested: 900_001, max: 900_000 }));
+    assert_eq!(outcomes[2], Ok(Outcome::ProducerId(pe(0, 0))));
+    assert_eq!(outcomes[3], Err(CommandError::InvalidTransactionTimeout { requested: 0, max: 3_600_000 }));
+}
+
+#[test]
+fn idle_producers_expire_but_may_write_again_with_any_sequence() {
+    let (mut state, _) =
+        run(vec![create("a", 0, 1), init(None, None, 0), produce("o1", 0, idempotent(0, 0), &[(0, 1)])]);
+    let day = 86_400_000;
+    assert!(!state.transactions_due(1000 + day - 1));
+    assert_eq!(state.apply(10, Command::ExpireTransactions { now_ms: 1000 + day }), Ok(Outcome::Done));
+    assert!(state.producers.is_empty());
+    let outcome = state.apply(11, produce("o2", 0, idempotent(0, 0), &[(7, 1)]));
+    assert_eq!(committed(&outcome), Ok(1), "Kafka accepts any sequence from a producer it no longer knows");
+}
+
+/// Producer and transaction commands over two transactional ids, a few producer ids and epochs,
+/// and topic `t0` (the property test's topics), with clocks that jump.
+pub(in crate::state) fn arb_transaction_command() -> impl Strategy<Value = Command> {
+    let id = (0u8..2).prop_map(|t| format!("x{t}"));
+    let producer = (0i64..3, 0i16..3).prop_map(|(producer_id, producer_epoch)| pe(producer_id, producer_epoch));
+    let now = (0i64..40).prop_map(|n| n * 1_000);
+    prop_oneof![
+        (proptest::option::of(id.clone()), proptest::option::of((0i64..3, 0i16..3)), now.clone())
+            .prop_map(|(id, expected, now_ms)| init(id.as_deref(), expected, now_ms)),
+        (id.clone(), producer.clone(), proptest::collection::vec(0i32..3, 1..3), now.clone())
+            .prop_map(|(id, producer, partitions, now_ms)| add(&id, producer, &partitions, now_ms)),
+        (0i32..3, producer.clone(), any::<bool>(), 0i32..6, 1u32..3, any::<u16>()).prop_map(
+            |(partition, p, txn, sequence, n, key)| {
+                let chunk_producer =
+                    ChunkProducer { producer_id: p.producer_id, producer_epoch: p.producer_epoch, transactional: txn };
+                produce(&format!("p{key}"), partition, chunk_producer, &[(sequence, n)])
+            }
+        ),
+        (id.clone(), producer.clone(), any::<bool>(), now.clone())
+            .prop_map(|(id, producer, commit, now_ms)| end(&id, producer, commit, now_ms)),
+        (id.clone(), producer, now.clone()).prop_map(|(id, producer, now_ms)| Command::AddOffsetsToTxn {
+            transactional_id: id,
+            producer,
+            group_id: "g0".into(),
+            now_ms
+        }),
+        (id, now.clone()).prop_map(|(transactional_id, now_ms)| Command::AbortTxn { transactional_id, now_ms }),
+        now.prop_map(|now_ms| Command::ExpireTransactions { now_ms: now_ms * 3_000 }),
+    ]
+}
