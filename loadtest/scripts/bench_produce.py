@@ -5,6 +5,8 @@ GiB, with the median of the runs. Needs release builds of floe and floe-loadtest
 
     cargo build --release -p floe -p floe-loadtest
     python3 loadtest/scripts/bench_produce.py --runs 3 --duration 20 [--object-store memory://]
+    python3 loadtest/scripts/bench_produce.py --runs 3 --duration 20 --idempotence
+    python3 loadtest/scripts/bench_produce.py --runs 3 --duration 15 --workload transactions --records-per-txn 10
 """
 
 import argparse
@@ -73,11 +75,18 @@ def one_run(args, run):
                     raise SystemExit("floe did not start")
                 time.sleep(0.05)
         before_cpu, before = cpu_seconds(floe.pid), metrics(f"127.0.0.1:{http}")
-        load = subprocess.run(
-            [f"{TARGET}/release/floe-loadtest", "produce", "--bootstrap", f"127.0.0.1:{kafka}",
-             "--partitions", "8", "--record-bytes", "1024", "--acks", "all",
-             "--duration-secs", str(args.duration), "--warmup-secs", "3", "--rate", str(args.rate)],
-            capture_output=True, text=True, check=True)
+        if args.workload == "transactions":
+            load_cmd = [f"{TARGET}/release/floe-loadtest", "transactions", "--bootstrap", f"127.0.0.1:{kafka}",
+                        "--topic", "loadtest", "--partitions", "4", "--record-bytes", "1024",
+                        "--records-per-txn", str(args.records_per_txn),
+                        "--duration-secs", str(args.duration), "--warmup-secs", "3"]
+        else:
+            load_cmd = [f"{TARGET}/release/floe-loadtest", "produce", "--bootstrap", f"127.0.0.1:{kafka}",
+                        "--partitions", "8", "--record-bytes", "1024", "--acks", "all",
+                        "--duration-secs", str(args.duration), "--warmup-secs", "3", "--rate", str(args.rate)]
+            if args.idempotence:
+                load_cmd.append("--idempotence")
+        load = subprocess.run(load_cmd, capture_output=True, text=True, check=True)
         after_cpu, after = cpu_seconds(floe.pid), metrics(f"127.0.0.1:{http}")
         report = json.loads(load.stdout)
         rss = peak_rss_mib(floe.pid)
@@ -89,6 +98,16 @@ def one_run(args, run):
     puts = after.get('floe_object_store_put_requests_total{outcome="ok"}', 0) - \
         before.get('floe_object_store_put_requests_total{outcome="ok"}', 0)
     gib = bytes_in / 2**30
+    if args.workload == "transactions":
+        row = {
+            "transactions_per_second": report["transactions_per_second"],
+            "commit_p50_ms": report["commit_latency_ms"]["p50"],
+            "commit_p99_ms": report["commit_latency_ms"]["p99"],
+            "transaction_p99_ms": report["transaction_latency_ms"]["p99"],
+            "agent_cpu_seconds_per_1k_txn": (after_cpu - before_cpu) / max(report["transactions"], 1) * 1000,
+        }
+        print(f"run {run}: " + ", ".join(f"{k}={v:.2f}" for k, v in row.items()), file=sys.stderr)
+        return row
     row = {
         "mb_per_second": report["mb_per_second"],
         "p50_ms": report["latency_ms"]["p50"],
@@ -110,6 +129,9 @@ def main():
     p.add_argument("--object-store")
     p.add_argument("--flush-interval-ms", type=int)
     p.add_argument("--rate", type=int, default=0, help="records/s (0: as fast as possible)")
+    p.add_argument("--idempotence", action="store_true", help="idempotent producer")
+    p.add_argument("--workload", choices=("produce", "transactions"), default="produce")
+    p.add_argument("--records-per-txn", type=int, default=10)
     args = p.parse_args()
     if not 1 <= args.runs <= 20 or not 1 <= args.duration <= 600:
         raise SystemExit("--runs must be 1..20 and --duration 1..600")
@@ -117,6 +139,7 @@ def main():
     rows = [one_run(args, i + 1) for i in range(args.runs)]
     median = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(json.dumps({"cores": os.cpu_count(), "object_store": args.object_store or "file://", "rate": args.rate,
+                      "workload": args.workload, "idempotence": args.idempotence,
                       "runs": rows, "median": median}, indent=2))
 
 

@@ -3,6 +3,7 @@
 
 mod commits;
 mod produce;
+mod transactions;
 
 use clap::Parser;
 
@@ -17,11 +18,15 @@ enum Cli {
     Produce(produce::ProduceArgs),
     /// Drive a metadata cluster with segment commits: commits/s and commit latency.
     Commits(commits::CommitsArgs),
+    /// Small transactions back to back from one transactional producer: transactions/s and
+    /// commit latency.
+    Transactions(transactions::TransactionsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Produce(args) => produce::run(args),
         Cli::Commits(args) => commits::run(args),
+        Cli::Transactions(args) => transactions::run(args),
     }
 }

@@ -48,6 +48,9 @@ pub(crate) struct ProduceArgs {
     /// Records per second (0: as fast as possible).
     #[arg(long, default_value_t = 0)]
     rate: u64,
+    /// Idempotent producer (`enable.idempotence=true`): sequence-checked, deduplicated retries.
+    #[arg(long)]
+    idempotence: bool,
 }
 
 /// Counts delivery reports; the histogram holds produce latency in microseconds.
@@ -83,11 +86,12 @@ impl ProducerContext for Deliveries {
     }
 }
 
-fn ensure_topic(args: &ProduceArgs) -> anyhow::Result<()> {
+/// Creates `topic` with `partitions` unless it exists.
+pub(crate) fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", &args.bootstrap).create().context("admin client")?;
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("admin client")?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let topic = NewTopic::new(&args.topic, args.partitions, TopicReplication::Fixed(-1));
+    let topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
     let results = runtime.block_on(admin.create_topics([&topic], &AdminOptions::new()))?;
     for result in results {
         match result {
@@ -109,7 +113,7 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
     if duration.is_zero() || duration > DURATION_MAX {
         bail!("--duration-secs must be in 1..={}", DURATION_MAX.as_secs());
     }
-    ensure_topic(&args)?;
+    ensure_topic(&args.bootstrap, &args.topic, args.partitions)?;
     let context = Deliveries {
         measuring_since: Mutex::new(None),
         latency_us: Mutex::new(Histogram::new_with_bounds(1, 600_000_000, 3)?),
@@ -124,6 +128,7 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
         .set("batch.size", "1000000")
         .set("queue.buffering.max.kbytes", "1048576")
         .set("queue.buffering.max.messages", "1000000")
+        .set("enable.idempotence", args.idempotence.to_string())
         .create_with_context(context)
         .context("producer")?;
 
@@ -189,6 +194,7 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
         "record_bytes": args.record_bytes,
         "acks": args.acks,
         "compression": args.compression,
+        "idempotence": args.idempotence,
         "measured_seconds": measured,
         "records_acked": acked,
         "errors": errors,

@@ -310,10 +310,11 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
 
 
 @pytest.mark.timeout(240)
-def test_idempotent_producer_survives_an_agent_sigkill(cluster):
+def test_idempotent_producer_survives_agent_and_metadata_leader_sigkills(cluster):
     """enable.idempotence through both agents; the agent leading most partitions is SIGKILLed
     mid-run and stays down. Metadata then lists only the survivor, the producer moves there and
-    resends what it had in flight with the same sequences: Floe must store each record once."""
+    resends what it had in flight with the same sequences: Floe must store each record once.
+    Then the metadata leader is SIGKILLed too: sequence state survives the failover."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
@@ -394,6 +395,15 @@ def test_idempotent_producer_survives_an_agent_sigkill(cluster):
                    f"records enqueued after the kill acknowledged in every partition (acked {acked_max}, "
                    f"enqueued at kill {at_kill})")
         print(f"every partition written through agent {survivor} {time.monotonic() - killed_at:.1f}s after the kill")
+        # Then the metadata leader: producer ids and sequences are replicated state, so the
+        # producer's retries through the failover are still deduplicated and in order.
+        leader = cluster.leader()
+        at_failover = dict(sent)
+        cluster.meta[leader].kill()
+        print(f"killed metadata leader {leader} with {len(acked)} acknowledged")
+        wait_until(lambda: errors or all(acked_max[p] >= at_failover[p] for p in range(partitions)), 60,
+                   f"records enqueued after the metadata leader kill acknowledged (acked {acked_max}, "
+                   f"enqueued at kill {at_failover})")
         time.sleep(1)
     finally:
         stop.set()
