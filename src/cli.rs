@@ -221,4 +221,15 @@ pub(crate) struct AgentOptions {
     /// `floe dev`, derived from the advertised address for `floe agent`).
     #[arg(long)]
     pub(crate) node_id: Option<i32>,
+    /// Seconds between garbage collection rounds (run by the live agent with the lowest id).
+    #[arg(long, default_value_t = 30)]
+    pub(crate) gc_interval_secs: u64,
+    /// Age after which an object the metadata does not know (uploaded, never committed) is
+    /// deleted; flushes not committed within half of it are failed back to their producers.
+    #[arg(long, default_value_t = 600)]
+    pub(crate) orphan_grace_secs: u64,
+    /// Test-only fault injection: `exit-before-commit` makes the agent exit right after a
+    /// segment PUT succeeds, before committing it (leaves an orphan object).
+    #[arg(long, hide = true)]
+    pub(crate) fault: Option<floe_agent::Fault>,
 }

@@ -38,6 +38,28 @@ pub struct AgentConfig {
     pub default_partition_count: i32,
     /// Availability zone, reported as the broker's rack.
     pub zone: Option<String>,
+    pub gc: crate::GcConfig,
+    /// A fault to inject, for crash tests; `None` in production.
+    pub fault: Option<Fault>,
+}
+
+/// Faults an agent can be told to inject (test-only; off unless given on the command line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Exit the process right after a segment PUT succeeds, before its commit: the object
+    /// becomes an orphan.
+    ExitBeforeCommit,
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "exit-before-commit" => Ok(Self::ExitBeforeCommit),
+            other => Err(format!("unknown fault {other:?}; known: exit-before-commit")),
+        }
+    }
 }
 
 /// Shared state of a running agent. Cheap to share behind an `Arc`.
@@ -54,10 +76,16 @@ impl Agent {
     /// Builds the agent and starts its flush pipeline. Must run inside a Tokio runtime.
     pub fn start(config: AgentConfig, metadata: Metadata, store: SegmentStore) -> Arc<Self> {
         let cache = Arc::new(ChunkCache::new(config.cache_bytes));
-        let buffer = FlushBuffer::start(config.flush.clone(), metadata.clone(), store.clone(), cache.clone());
+        let pipeline = crate::produce::Pipeline {
+            flush: config.flush.clone(),
+            commit_deadline: config.gc.commit_deadline(),
+            fault: config.fault,
+        };
+        let buffer = FlushBuffer::start(pipeline, metadata.clone(), store.clone(), cache.clone());
         crate::metrics::GroupLagCollector::register(metadata.clone());
         let agent = Arc::new(Self { config, metadata, store, cache, buffer });
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
+        tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
         agent
     }
 

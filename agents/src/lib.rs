@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod fetch;
+pub mod gc;
 pub mod kafka;
 pub mod limits;
 pub mod membership;
@@ -11,4 +12,5 @@ pub mod metrics;
 pub mod produce;
 pub mod record_batch;
 
-pub use agent::{Agent, AgentConfig, FlushConfig};
+pub use agent::{Agent, AgentConfig, Fault, FlushConfig};
+pub use gc::GcConfig;

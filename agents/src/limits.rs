@@ -38,6 +38,10 @@ pub const RECORD_BYTES_MIN: usize = 7;
 /// Consumer group lag series exported per scrape (group × partition); past it the rest are
 /// left out so a cluster with very many groups cannot blow up a scrape.
 pub const GROUP_LAG_SERIES_MAX: usize = 100_000;
+/// Objects garbage collection deletes per round (each is one DELETE request).
+pub const GC_DELETES_PER_ROUND_MAX: usize = 10_000;
+/// Objects one orphan search lists (oldest first on S3), bounding its memory.
+pub const GC_LISTED_OBJECTS_MAX: usize = 1_000_000;
 /// Entries one ListTransactions or DescribeProducers partition answer lists; the response
 /// must stay far below the frame limit even with 100k transactional ids.
 pub const ADMIN_LIST_MAX: usize = 10_000;

@@ -86,6 +86,10 @@ def one_run(args, run):
                         "--duration-secs", str(args.duration), "--warmup-secs", "3", "--rate", str(args.rate)]
             if args.idempotence:
                 load_cmd.append("--idempotence")
+            if args.producers != 1:
+                load_cmd += ["--producers", str(args.producers)]
+            if args.request_bytes:
+                load_cmd += ["--request-bytes", str(args.request_bytes)]
         load = subprocess.run(load_cmd, capture_output=True, text=True, check=True)
         after_cpu, after = cpu_seconds(floe.pid), metrics(f"127.0.0.1:{http}")
         report = json.loads(load.stdout)
@@ -130,6 +134,8 @@ def main():
     p.add_argument("--flush-interval-ms", type=int)
     p.add_argument("--rate", type=int, default=0, help="records/s (0: as fast as possible)")
     p.add_argument("--idempotence", action="store_true", help="idempotent producer")
+    p.add_argument("--request-bytes", type=int, help="largest produce request (message.max.bytes)")
+    p.add_argument("--producers", type=int, default=1, help="producers (librdkafka instances)")
     p.add_argument("--workload", choices=("produce", "transactions"), default="produce")
     p.add_argument("--records-per-txn", type=int, default=10)
     args = p.parse_args()
@@ -140,6 +146,7 @@ def main():
     median = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(json.dumps({"cores": os.cpu_count(), "object_store": args.object_store or "file://", "rate": args.rate,
                       "workload": args.workload, "idempotence": args.idempotence,
+                      "request_bytes": args.request_bytes, "producers": args.producers,
                       "runs": rows, "median": median}, indent=2))
 
 

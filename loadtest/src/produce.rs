@@ -1,8 +1,8 @@
-//! Produce workload: one librdkafka producer sending fixed-size records round-robin over a
-//! topic's partitions; latency is measured from `send` to the delivery report.
+//! Produce workload: librdkafka producers sending fixed-size records round-robin over a topic's
+//! partitions; latency is measured from `send` to the delivery report.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -18,6 +18,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 const RECORD_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Longest run.
 const DURATION_MAX: Duration = Duration::from_secs(3600);
+/// Most producers one run starts.
+const PRODUCERS_MAX: usize = 256;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ProduceArgs {
@@ -51,15 +53,29 @@ pub(crate) struct ProduceArgs {
     /// Idempotent producer (`enable.idempotence=true`): sequence-checked, deduplicated retries.
     #[arg(long)]
     idempotence: bool,
+    /// Producers, each with its own connections (librdkafka instances), sharing `--rate`.
+    #[arg(long, default_value_t = 1)]
+    producers: usize,
+    /// Largest produce request (librdkafka `message.max.bytes`). An idempotent producer keeps at
+    /// most 5 requests in flight, so on a high-latency endpoint this bounds its throughput.
+    #[arg(long, default_value_t = 1_000_000)]
+    request_bytes: usize,
 }
 
-/// Counts delivery reports; the histogram holds produce latency in microseconds.
-struct Deliveries {
-    measuring_since: Mutex<Option<Instant>>,
+/// Delivery counts shared by every producer; the histogram holds produce latency in
+/// microseconds.
+struct Stats {
+    /// Records sent before this (the warm-up) are not measured.
+    measuring_since: Instant,
     latency_us: Mutex<Histogram<u64>>,
     acked: AtomicU64,
     errors: AtomicU64,
+    /// Every acknowledged record, warm-up included: for the progress line.
+    delivered: AtomicU64,
 }
+
+/// One producer's librdkafka context: counts its delivery reports into the shared [`Stats`].
+struct Deliveries(Arc<Stats>);
 
 impl ClientContext for Deliveries {}
 
@@ -67,20 +83,23 @@ impl ProducerContext for Deliveries {
     type DeliveryOpaque = Box<Instant>;
 
     fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Instant>) {
-        let measuring = self.measuring_since.lock().ok().and_then(|m| *m).is_some_and(|since| *sent >= since);
-        if !measuring {
+        let stats = &self.0;
+        if result.is_ok() {
+            stats.delivered.fetch_add(1, Ordering::Relaxed);
+        }
+        if *sent < stats.measuring_since {
             return;
         }
         match result {
             Ok(_) => {
-                self.acked.fetch_add(1, Ordering::Relaxed);
+                stats.acked.fetch_add(1, Ordering::Relaxed);
                 let us = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
-                if let Ok(mut h) = self.latency_us.lock() {
+                if let Ok(mut h) = stats.latency_us.lock() {
                     let _ = h.record(us.max(1));
                 }
             }
             Err(_) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
+                stats.errors.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -109,17 +128,90 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
     if args.partitions < 1 {
         bail!("--partitions must be at least 1");
     }
+    if args.producers == 0 || args.producers > PRODUCERS_MAX {
+        bail!("--producers must be in 1..={PRODUCERS_MAX}");
+    }
     let duration = Duration::from_secs(args.duration_secs);
     if duration.is_zero() || duration > DURATION_MAX {
         bail!("--duration-secs must be in 1..={}", DURATION_MAX.as_secs());
     }
     ensure_topic(&args.bootstrap, &args.topic, args.partitions)?;
-    let context = Deliveries {
-        measuring_since: Mutex::new(None),
+    let start = Instant::now();
+    let warmup_end = start + Duration::from_secs(args.warmup_secs);
+    let stats = Arc::new(Stats {
+        measuring_since: warmup_end,
         latency_us: Mutex::new(Histogram::new_with_bounds(1, 600_000_000, 3)?),
         acked: AtomicU64::new(0),
         errors: AtomicU64::new(0),
-    };
+        delivered: AtomicU64::new(0),
+    });
+    let end = warmup_end + duration;
+    let args = Arc::new(args);
+    let producers: Vec<_> = (0..args.producers)
+        .map(|i| {
+            let (args, stats) = (args.clone(), stats.clone());
+            std::thread::Builder::new()
+                .name(format!("producer-{i}"))
+                .spawn(move || produce_until(&args, i, stats, start, end))
+        })
+        .collect::<Result<_, _>>()?;
+    // Progress, once a second, until the run ends.
+    let mut last_acked = 0u64;
+    let mut next_report = start + Duration::from_secs(1);
+    while next_report < end {
+        std::thread::sleep(next_report.saturating_duration_since(Instant::now()));
+        let acked = stats.delivered.load(Ordering::Relaxed);
+        let rate = acked - last_acked;
+        let p99 = stats.latency_us.lock().map_or(0, |h| h.value_at_quantile(0.99));
+        eprintln!(
+            "[{:>4.0}s] {} acked/s  {:.1} MB/s  p99 so far {:.1} ms{}",
+            start.elapsed().as_secs_f64(),
+            rate,
+            (rate * args.record_bytes as u64) as f64 / 1e6,
+            p99 as f64 / 1000.0,
+            if Instant::now() >= warmup_end { "" } else { "  (warm-up)" }
+        );
+        last_acked = acked;
+        next_report += Duration::from_secs(1);
+    }
+    for producer in producers {
+        producer.join().map_err(|_| anyhow::anyhow!("a producer thread panicked"))??;
+    }
+    let measured = duration.as_secs_f64();
+    let acked = stats.acked.load(Ordering::Relaxed);
+    let errors = stats.errors.load(Ordering::Relaxed);
+    let h = stats.latency_us.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let report = serde_json::json!({
+        "workload": "produce",
+        "bootstrap": args.bootstrap,
+        "topic": args.topic,
+        "partitions": args.partitions,
+        "producers": args.producers,
+        "record_bytes": args.record_bytes,
+        "acks": args.acks,
+        "compression": args.compression,
+        "idempotence": args.idempotence,
+        "request_bytes": args.request_bytes,
+        "measured_seconds": measured,
+        "records_acked": acked,
+        "errors": errors,
+        "records_per_second": acked as f64 / measured,
+        "mb_per_second": (acked * args.record_bytes as u64) as f64 / measured / 1e6,
+        "latency_ms": { "p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999), "max": h.max() as f64 / 1000.0 },
+    });
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+/// One producer's loop: sends until `end` (at its share of `--rate`), then flushes.
+fn produce_until(
+    args: &ProduceArgs,
+    index: usize,
+    stats: Arc<Stats>,
+    start: Instant,
+    end: Instant,
+) -> anyhow::Result<()> {
     let producer: BaseProducer<Deliveries> = ClientConfig::new()
         .set("bootstrap.servers", &args.bootstrap)
         .set("acks", &args.acks)
@@ -129,24 +221,17 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
         .set("queue.buffering.max.kbytes", "1048576")
         .set("queue.buffering.max.messages", "1000000")
         .set("enable.idempotence", args.idempotence.to_string())
-        .create_with_context(context)
+        .set("message.max.bytes", args.request_bytes.to_string())
+        .create_with_context(Deliveries(stats))
         .context("producer")?;
-
     let payload: Vec<u8> = (0..args.record_bytes).map(|i| (i * 31 % 251) as u8).collect();
-    let start = Instant::now();
-    let warmup_end = start + Duration::from_secs(args.warmup_secs);
-    let end = warmup_end + duration;
-    let mut sent = 0u64;
-    let mut next_report = start + Duration::from_secs(1);
-    let mut last_acked = 0u64;
-    let mut measuring = false;
+    let rate = args.rate as f64 / args.producers as f64;
+    // Producers start on different partitions so they do not move in lockstep.
+    let mut sent = index as u64;
+    let first = sent;
     while Instant::now() < end {
-        if !measuring && Instant::now() >= warmup_end {
-            *producer.context().measuring_since.lock().map_err(|_| anyhow::anyhow!("poisoned"))? = Some(Instant::now());
-            measuring = true;
-        }
-        if args.rate > 0 {
-            let due = start + Duration::from_secs_f64(sent as f64 / args.rate as f64);
+        if rate > 0.0 {
+            let due = start + Duration::from_secs_f64((sent - first) as f64 / rate);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 producer.poll(wait.min(Duration::from_millis(1)));
                 continue;
@@ -165,43 +250,7 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
         if sent.is_multiple_of(64) {
             producer.poll(Duration::ZERO);
         }
-        if Instant::now() >= next_report {
-            let acked = producer.context().acked.load(Ordering::Relaxed);
-            let rate = acked - last_acked;
-            eprintln!(
-                "[{:>4.0}s] {} acked/s  {:.1} MB/s{}",
-                start.elapsed().as_secs_f64(),
-                rate,
-                (rate * args.record_bytes as u64) as f64 / 1e6,
-                if measuring { "" } else { "  (warm-up)" }
-            );
-            last_acked = acked;
-            next_report += Duration::from_secs(1);
-        }
     }
-    let measured = duration.as_secs_f64();
     producer.flush(Duration::from_secs(60)).context("flushing")?;
-    let ctx = producer.context();
-    let acked = ctx.acked.load(Ordering::Relaxed);
-    let errors = ctx.errors.load(Ordering::Relaxed);
-    let h = ctx.latency_us.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    let report = serde_json::json!({
-        "workload": "produce",
-        "bootstrap": args.bootstrap,
-        "topic": args.topic,
-        "partitions": args.partitions,
-        "record_bytes": args.record_bytes,
-        "acks": args.acks,
-        "compression": args.compression,
-        "idempotence": args.idempotence,
-        "measured_seconds": measured,
-        "records_acked": acked,
-        "errors": errors,
-        "records_per_second": acked as f64 / measured,
-        "mb_per_second": (acked * args.record_bytes as u64) as f64 / measured / 1e6,
-        "latency_ms": { "p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999), "max": h.max() as f64 / 1000.0 },
-    });
-    println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }

@@ -135,6 +135,16 @@ pub enum Command {
     ExpireTransactions {
         now_ms: i64,
     },
+    /// Proposed periodically by the leader: advances log start offsets past records older than
+    /// `retention.ms` or beyond `retention.bytes`, for topics whose `cleanup.policy` has delete.
+    ApplyRetention {
+        now_ms: i64,
+    },
+    /// Forgets objects garbage collection deleted from the store; ids still referenced by the
+    /// index are kept (a bug or a race), never forgotten.
+    ForgetObjects {
+        object_ids: Vec<crate::state::ObjectId>,
+    },
 }
 
 /// A producer id and epoch as clients send them.

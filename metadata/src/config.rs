@@ -396,6 +396,8 @@ impl ConfigDef {
 
 // Why a config has no effect. Kafka's "segment" is a per-partition log file; Floe's segment is a
 // multi-partition object, so these reasons say "log files" for Kafka's.
+const OBJECTS_SHARED: &str =
+    "objects hold many topics' records; the cluster-wide log.segment.delete.delay.ms applies";
 const NO_LOG_FILES: &str = "Floe keeps no per-partition log files; records live in multi-partition objects";
 const NO_FSYNC: &str = "a write is acknowledged only once it is in object storage and committed, so nothing is flushed";
 const NO_REPLICAS: &str = "Floe has no replicas; durability comes from object storage";
@@ -464,7 +466,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     def("file.delete.delay.ms", T::Long, "60000", "Kafka's pause before removing a deleted log file from disk.")
         .at_least(0)
         .synonym("log.segment.delete.delay.ms")
-        .not_applicable(NO_LOG_FILES),
+        .not_applicable(OBJECTS_SHARED),
     def(
         "flush.messages",
         T::Long,
@@ -948,8 +950,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.preallocate", T::Boolean, "false", "Cluster default for preallocate.").not_applicable(NO_LOG_FILES),
     def("log.retention.bytes", T::Long, "-1", "Cluster default for retention.bytes.").at_least(-1),
     def("log.retention.check.interval.ms", T::Long, "300000", "How often retention looks for records to remove.")
-        .at_least(1)
-        .read_only(),
+        .at_least(1),
     def(
         "log.retention.hours",
         T::Int,
@@ -991,9 +992,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.segment.bytes", T::Int, "1073741824", "Cluster default for segment.bytes.")
         .at_least(14)
         .not_applicable(NO_LOG_FILES),
-    def("log.segment.delete.delay.ms", T::Long, "60000", "Cluster default for file.delete.delay.ms.")
-        .at_least(0)
-        .not_applicable(NO_LOG_FILES),
+    def(
+        "log.segment.delete.delay.ms",
+        T::Long,
+        "60000",
+        "How long an object no index entry refers to is kept before garbage collection deletes it.",
+    )
+    .at_least(0),
     def("max.connection.creation.rate", T::Int, "2147483647", "New connections per second the broker accepts.")
         .at_least(0)
         .not_applicable(CONNECTION_CAP_ONLY),

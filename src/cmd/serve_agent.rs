@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use floe_agent::{Agent, AgentConfig, FlushConfig};
+use floe_agent::{Agent, AgentConfig, FlushConfig, GcConfig};
 use floe_metadata::Metadata;
 use floe_storage::{ObjectStoreConfig, SegmentStore};
 use tokio::net::TcpListener;
@@ -64,6 +64,11 @@ pub(crate) async fn run(
         auto_create_topics: options.auto_create_topics,
         default_partition_count: options.num_partitions,
         zone,
+        gc: GcConfig {
+            interval: Duration::from_secs(options.gc_interval_secs.max(1)),
+            orphan_grace: Duration::from_secs(options.orphan_grace_secs.max(1)),
+        },
+        fault: options.fault,
     };
     let agent = Agent::start(config, metadata, store);
     let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -16,4 +16,4 @@ pub use cache::ChunkCache;
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 pub use keys::SegmentKey;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
-pub use store::{ObjectStoreConfig, SegmentStore};
+pub use store::{ListedSegment, ObjectStoreConfig, SegmentStore};

@@ -18,6 +18,15 @@ pub static OBJECT_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_object_store_get_requests_total", "Ranged GET requests by outcome", &["outcome"])
         .expect("metric names are unique")
 });
+/// DELETE requests by outcome (garbage collection).
+pub static OBJECT_DELETES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_object_store_delete_requests_total", "Segment DELETE requests by outcome", &["outcome"])
+        .expect("metric names are unique")
+});
+/// LIST requests (garbage collection looking for orphans).
+pub static OBJECT_LISTS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_object_store_list_requests_total", "Segment listings").expect("unique")
+});
 /// Bytes read by successful GETs.
 pub static OBJECT_GET_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_object_store_get_bytes_total", "Bytes read from the object store").expect("unique")

@@ -195,6 +195,43 @@ impl SegmentStore {
     }
 }
 
+/// A segment object found by listing the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedSegment {
+    pub key: SegmentKey,
+    /// When the store last wrote it, in milliseconds since the Unix epoch.
+    pub last_modified_ms: i64,
+}
+
+impl SegmentStore {
+    /// Up to `max` segment objects in the store (oldest first on S3, whose listings are sorted
+    /// and whose keys are time-ordered), as garbage collection looks for orphans.
+    pub async fn list_segments(&self, max: usize) -> Result<Vec<ListedSegment>, StorageError> {
+        use futures::{StreamExt, TryStreamExt};
+        let dir = self.path(&SegmentKey::from_stored(crate::keys::SEGMENTS_DIR.to_owned()));
+        let listed: Vec<_> = self.store.list(Some(&dir)).take(max).try_collect().await?;
+        metrics::OBJECT_LISTS.inc();
+        let skip = if self.prefix.as_ref().is_empty() { 0 } else { self.prefix.as_ref().len() + 1 };
+        Ok(listed
+            .into_iter()
+            .filter_map(|m| {
+                let key = m.location.as_ref().get(skip..)?.to_owned();
+                Some(ListedSegment { key: SegmentKey::from_stored(key), last_modified_ms: m.last_modified.timestamp_millis() })
+            })
+            .collect())
+    }
+
+    /// Deletes a segment object; deleting one that is already gone succeeds.
+    pub async fn delete_segment(&self, key: &SegmentKey) -> Result<(), StorageError> {
+        let result = match self.store.delete(&self.path(key)).await {
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            other => other,
+        };
+        metrics::OBJECT_DELETES.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
+        Ok(result?)
+    }
+}
+
 fn sync_file_and_parent(file: &std::path::Path) -> Result<(), StorageError> {
     std::fs::File::open(file)?.sync_all()?;
     if let Some(dir) = file.parent() {

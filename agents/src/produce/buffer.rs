@@ -20,7 +20,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch}
 use tokio::task::JoinHandle;
 
 use super::PartitionAppend;
-use crate::agent::FlushConfig;
+use crate::agent::{Fault, FlushConfig};
 
 /// Memory is accounted in units of this many bytes, so a semaphore's `u32` permits can cover
 /// any buffer size.
@@ -102,7 +102,8 @@ struct FlushJob {
 
 impl FlushBuffer {
     /// Starts the flusher and committer tasks.
-    pub fn start(config: FlushConfig, metadata: Metadata, store: SegmentStore, cache: Arc<ChunkCache>) -> Self {
+    pub fn start(pipeline: Pipeline, metadata: Metadata, store: SegmentStore, cache: Arc<ChunkCache>) -> Self {
+        let Pipeline { flush: config, commit_deadline, fault } = pipeline;
         let memory_permits = u32::try_from(config.buffer_bytes_max.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX).max(1);
         let (drained, _) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -115,7 +116,8 @@ impl FlushBuffer {
         });
         let (jobs, job_queue) = mpsc::channel(shared.config.uploads_in_flight_max.max(1));
         tokio::spawn(run_flusher(shared.clone(), jobs, store));
-        tokio::spawn(run_committer(shared.clone(), job_queue, metadata, cache));
+        let committer = Committer { metadata, cache, commit_deadline, fault };
+        tokio::spawn(run_committer(shared.clone(), job_queue, committer));
         Self { shared }
     }
 
@@ -266,17 +268,39 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     FlushJob { started: Instant::now(), commit, upload, cached_chunks, routes, appends }
 }
 
-/// Commits uploaded flushes one at a time, in flush order, and answers their producers.
-async fn run_committer(
-    shared: Arc<Shared>,
-    mut jobs: mpsc::Receiver<FlushJob>,
+/// How the flush buffer writes and commits.
+#[derive(Clone, Debug)]
+pub struct Pipeline {
+    pub flush: FlushConfig,
+    /// A flush not committed this long after it started is failed instead: garbage collection
+    /// may delete an uncommitted object once it is twice as old.
+    pub commit_deadline: std::time::Duration,
+    pub fault: Option<Fault>,
+}
+
+/// What the committer task holds.
+struct Committer {
     metadata: Metadata,
     cache: Arc<ChunkCache>,
-) {
+    commit_deadline: std::time::Duration,
+    fault: Option<Fault>,
+}
+
+/// Commits uploaded flushes one at a time, in flush order, and answers their producers.
+async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, committer: Committer) {
+    let Committer { metadata, cache, commit_deadline, fault } = committer;
     while let Some(job) = jobs.recv().await {
         let chunk_count = job.routes.len();
         let outcomes: Vec<AppendResult> = match job.upload.await {
+            Ok(Ok(())) if job.started.elapsed() > commit_deadline => {
+                tracing::warn!(key = %job.commit.key, "flush not committed within its deadline; failing it");
+                vec![Err(AppendError::MetadataUnavailable("commit deadline passed".into())); chunk_count]
+            }
             Ok(Ok(())) => {
+                if fault == Some(Fault::ExitBeforeCommit) {
+                    tracing::error!(key = %job.commit.key, "fault injection: exiting between PUT and commit");
+                    std::process::exit(86);
+                }
                 for (chunk, bytes) in job.cached_chunks {
                     cache.insert(&chunk, bytes);
                 }

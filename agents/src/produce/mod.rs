@@ -5,7 +5,7 @@
 mod buffer;
 pub mod validate;
 
-pub use buffer::{AppendError, AppendResult, FlushBuffer, Ticket};
+pub use buffer::{AppendError, AppendResult, FlushBuffer, Pipeline, Ticket};
 pub use validate::{PartitionBatches, ProduceError, TopicPolicy, ValidatedBatch};
 
 use floe_metadata::ChunkProducer;

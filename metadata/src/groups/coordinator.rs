@@ -1137,11 +1137,12 @@ impl GroupCoordinator {
     }
 
     /// Runs the timers while the node lives: expires sessions and pending member ids, completes
-    /// rebalances at their deadline, periodically drops offsets past retention, and aborts
-    /// transactions past their timeout.
+    /// rebalances at their deadline, periodically drops offsets past retention, aborts
+    /// transactions past their timeout, and applies topics' record retention.
     pub(crate) async fn run_timers(node: MetadataNode) {
         let mut last_expiry = Instant::now();
         let mut last_transaction_check = Instant::now();
+        let mut last_retention_check = Instant::now();
         loop {
             tokio::time::sleep(TICK).await;
             let coordinator = node.groups();
@@ -1185,6 +1186,19 @@ impl GroupCoordinator {
             for (group_id, membership) in stores {
                 if let Err(e) = coordinator.store(&node, &group_id, membership).await {
                     tracing::warn!(group = %group_id, error = %e, "storing group membership");
+                }
+            }
+            let retention_every = node
+                .read()
+                .broker_config_i64("log.retention.check.interval.ms")
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map_or(Duration::from_secs(300), Duration::from_millis);
+            if last_retention_check.elapsed() >= retention_every {
+                last_retention_check = Instant::now();
+                let now_ms = now_ms();
+                let due = node.read().retention_due(now_ms);
+                if due && let Err(e) = node.propose(Command::ApplyRetention { now_ms }).await {
+                    tracing::warn!(error = %e, "applying retention");
                 }
             }
             // Transaction timeouts are checked once a second (the scan covers every producer).

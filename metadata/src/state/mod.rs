@@ -6,6 +6,7 @@
 
 mod groups;
 mod offsets;
+mod retention;
 mod topics;
 mod transactions;
 
@@ -93,6 +94,8 @@ pub struct Partition {
     pub leader_epoch: i32,
     /// Chunks in offset order, contiguous: each entry starts where the previous one ended.
     pub index: VecDeque<IndexEntry>,
+    /// Bytes of the index's chunks: the partition's size, for `retention.bytes`.
+    pub index_bytes: u64,
     /// Producers with an open transaction here, by producer id: the transaction's first offset
     /// in this partition. The smallest is the last stable offset.
     pub open_transactions: BTreeMap<i64, i64>,
@@ -133,6 +136,14 @@ impl IndexEntry {
         match self.data {
             EntryData::Chunk { object_id, .. } => Some(object_id),
             EntryData::Marker(_) => None,
+        }
+    }
+
+    /// Bytes the entry takes in object storage (markers take none).
+    pub fn stored_bytes(&self) -> u64 {
+        match self.data {
+            EntryData::Chunk { byte_len, .. } => u64::from(byte_len),
+            EntryData::Marker(_) => 0,
         }
     }
 }
@@ -202,6 +213,8 @@ impl State {
             }
             Command::AbortTxn { transactional_id, now_ms } => self.abort_txn_by_operator(&transactional_id, now_ms),
             Command::ExpireTransactions { now_ms } => self.expire_transactions(now_ms),
+            Command::ApplyRetention { now_ms } => self.apply_retention(now_ms),
+            Command::ForgetObjects { object_ids } => self.forget_objects(&object_ids),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

@@ -94,6 +94,7 @@ impl State {
                 },
             });
             partition.next_offset = last_offset + 1;
+            partition.index_bytes += u64::from(chunk.byte_len);
             reference_count += 1;
             if let Some(producer) = chunk.producer {
                 self.record_producer_chunk(&chunk, producer, base_offset, last_offset, timestamp_max);
@@ -141,7 +142,10 @@ impl State {
         let log_start_offset = log.log_start_offset;
         let mut released = Vec::new();
         while log.index.front().is_some_and(|e| e.last_offset < log_start_offset) {
-            released.extend(log.index.pop_front().and_then(|e| e.object_id()));
+            if let Some(entry) = log.index.pop_front() {
+                log.index_bytes -= entry.stored_bytes();
+                released.extend(entry.object_id());
+            }
         }
         while log.aborted_transactions.front().is_some_and(|a| a.last_offset < log_start_offset) {
             log.aborted_transactions.pop_front();

@@ -64,6 +64,7 @@ fn check_invariants(state: &State) {
         for p in &topic.partitions {
             assert!(0 <= p.log_start_offset && p.log_start_offset <= p.next_offset);
             let mut expected_base = None;
+            let mut index_bytes = 0;
             for e in &p.index {
                 assert!(e.base_offset <= e.last_offset, "entries hold at least one offset");
                 if let Some(b) = expected_base {
@@ -73,6 +74,7 @@ fn check_invariants(state: &State) {
                 assert!(e.last_offset >= p.log_start_offset, "entries wholly below the log start are dropped");
                 if let Some(object_id) = e.object_id() {
                     *references.entry(object_id).or_default() += 1;
+                    index_bytes += e.stored_bytes();
                 } else {
                     assert_eq!(e.base_offset, e.last_offset, "a marker takes one offset");
                 }
@@ -80,6 +82,7 @@ fn check_invariants(state: &State) {
             if let Some(end) = expected_base {
                 assert_eq!(end, p.next_offset, "the last entry ends at the log end offset");
             }
+            assert_eq!(index_bytes, p.index_bytes, "the partition's size is its chunks' bytes");
             for (producer_id, first) in &p.open_transactions {
                 assert!(*first < p.next_offset, "an open transaction starts at a written offset");
                 let ongoing = state.transactions.values().any(|t| {
@@ -277,7 +280,9 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
             group_id,
             partitions: vec![(format!("t{t}"), 0), (format!("t{t}"), 1)]
         }),
-        now.prop_map(|now_ms| Command::ExpireOffsets { now_ms: now_ms * 100_000_000 }),
+        now.clone().prop_map(|now_ms| Command::ExpireOffsets { now_ms: now_ms * 100_000_000 }),
+        now.prop_map(|now_ms| Command::ApplyRetention { now_ms: now_ms * 100_000_000 }),
+        proptest::collection::vec(0u64..8, 0..4).prop_map(|object_ids| Command::ForgetObjects { object_ids }),
     ]
 }
 

@@ -238,8 +238,9 @@ pub(in crate::kafka) async fn txn_offset_commit(
         producer: ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch },
     };
     let answer = agent.metadata.group_request(GroupRequest::TxnCommitOffsets { member, transaction, offsets }).await;
+    // PRODUCER_FENCED exists for TxnOffsetCommit from v3 (KIP-588).
     let fenced_to_epoch = |code: i16| {
-        if version < 2 && code == ResponseError::ProducerFenced.code() {
+        if version < 3 && code == ResponseError::ProducerFenced.code() {
             ResponseError::InvalidProducerEpoch.code()
         } else {
             code
