@@ -34,8 +34,12 @@ pub static MESSAGES_IN: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 /// Segment objects garbage collection deleted, by why (`unreferenced`, `orphan`).
 pub static GC_DELETED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!("floe_gc_objects_deleted_total", "Segment objects deleted by garbage collection", &["reason"])
-        .expect("unique")
+    register_int_counter_vec!(
+        "floe_gc_objects_deleted_total",
+        "Segment objects deleted by garbage collection",
+        &["reason"]
+    )
+    .expect("unique")
 });
 /// Record bytes returned by Fetch, by topic (Kafka's BytesOutPerSec).
 pub static BYTES_OUT: LazyLock<IntCounterVec> = LazyLock::new(|| {

@@ -396,8 +396,7 @@ impl ConfigDef {
 
 // Why a config has no effect. Kafka's "segment" is a per-partition log file; Floe's segment is a
 // multi-partition object, so these reasons say "log files" for Kafka's.
-const OBJECTS_SHARED: &str =
-    "objects hold many topics' records; the cluster-wide log.segment.delete.delay.ms applies";
+const OBJECTS_SHARED: &str = "objects hold many topics' records; the cluster-wide log.segment.delete.delay.ms applies";
 const NO_LOG_FILES: &str = "Floe keeps no per-partition log files; records live in multi-partition objects";
 const NO_FSYNC: &str = "a write is acknowledged only once it is in object storage and committed, so nothing is flushed";
 const NO_REPLICAS: &str = "Floe has no replicas; durability comes from object storage";

@@ -20,8 +20,12 @@ pub static OBJECT_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 /// DELETE requests by outcome (garbage collection).
 pub static OBJECT_DELETES: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!("floe_object_store_delete_requests_total", "Segment DELETE requests by outcome", &["outcome"])
-        .expect("metric names are unique")
+    register_int_counter_vec!(
+        "floe_object_store_delete_requests_total",
+        "Segment DELETE requests by outcome",
+        &["outcome"]
+    )
+    .expect("metric names are unique")
 });
 /// LIST requests (garbage collection looking for orphans).
 pub static OBJECT_LISTS: LazyLock<IntCounter> = LazyLock::new(|| {

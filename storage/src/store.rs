@@ -216,7 +216,10 @@ impl SegmentStore {
             .into_iter()
             .filter_map(|m| {
                 let key = m.location.as_ref().get(skip..)?.to_owned();
-                Some(ListedSegment { key: SegmentKey::from_stored(key), last_modified_ms: m.last_modified.timestamp_millis() })
+                Some(ListedSegment {
+                    key: SegmentKey::from_stored(key),
+                    last_modified_ms: m.last_modified.timestamp_millis(),
+                })
             })
             .collect())
     }

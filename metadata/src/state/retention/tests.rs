@@ -67,18 +67,17 @@ fn retention_bytes_keeps_at_least_that_much() {
 
 #[test]
 fn compact_only_topics_and_defaults_keep_everything() {
-    let (mut state, _) = run(vec![
-        create(&[("cleanup.policy", "compact"), ("retention.ms", "1")]),
-        write("o1", 1, 100, 0),
-    ]);
+    let (mut state, _) =
+        run(vec![create(&[("cleanup.policy", "compact"), ("retention.ms", "1")]), write("o1", 1, 100, 0)]);
     assert!(!state.retention_due(1_000_000));
     let (mut fresh, _) = run(vec![create(&[]), write("o1", 1, 100, 0)]);
     assert!(!fresh.retention_due(7 * 24 * 3_600_000), "the default keeps a week");
     assert!(fresh.retention_due(7 * 24 * 3_600_000 + 1));
     let _ = state.apply(10, Command::ApplyRetention { now_ms: 1_000_000 });
-    let _ = fresh.apply(10, Command::SetBrokerConfigs {
-        configs: BTreeMap::from([("log.retention.ms".to_owned(), "-1".to_owned())]),
-    });
+    let _ = fresh.apply(
+        10,
+        Command::SetBrokerConfigs { configs: BTreeMap::from([("log.retention.ms".to_owned(), "-1".to_owned())]) },
+    );
     assert!(!fresh.retention_due(i64::MAX), "a cluster-wide -1 keeps everything");
 }
 
