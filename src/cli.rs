@@ -208,9 +208,16 @@ pub(crate) struct AgentOptions {
     /// Memory for buffered and uploading batches; producers wait beyond it (default 4 x flush-bytes, at least 64 MiB).
     #[arg(long)]
     pub(crate) buffer_bytes: Option<usize>,
-    /// Memory for recently written and read chunks.
+    /// Memory for the hot tier: recently written and read object blocks.
     #[arg(long, default_value_t = 256 * 1024 * 1024)]
     pub(crate) cache_bytes: u64,
+    /// Local directory for the hot tier's disk part (an NVMe drive); none: memory only. What
+    /// it holds survives a restart.
+    #[arg(long)]
+    pub(crate) cache_dir: Option<std::path::PathBuf>,
+    /// Bytes the disk part may use.
+    #[arg(long, default_value_t = 10 * 1024 * 1024 * 1024)]
+    pub(crate) cache_disk_bytes: u64,
     /// Kafka's auto.create.topics.enable.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub(crate) auto_create_topics: bool,

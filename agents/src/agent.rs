@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_metadata::Metadata;
-use floe_storage::{ChunkCache, SegmentStore};
+use floe_storage::{BlockCache, SegmentStore};
 
 use crate::produce::FlushBuffer;
 
@@ -30,8 +30,6 @@ pub struct AgentConfig {
     pub advertised_host: String,
     pub advertised_port: u16,
     pub flush: FlushConfig,
-    /// Bytes of recently written or read chunks kept in memory.
-    pub cache_bytes: u64,
     /// Kafka's `auto.create.topics.enable`.
     pub auto_create_topics: bool,
     /// Kafka's `num.partitions`: partitions of auto-created topics and of CreateTopics with -1.
@@ -68,14 +66,14 @@ pub struct Agent {
     pub config: AgentConfig,
     pub metadata: Metadata,
     pub store: SegmentStore,
-    pub cache: Arc<ChunkCache>,
+    /// The hot tier in front of the object store.
+    pub cache: BlockCache,
     pub buffer: FlushBuffer,
 }
 
 impl Agent {
     /// Builds the agent and starts its flush pipeline. Must run inside a Tokio runtime.
-    pub fn start(config: AgentConfig, metadata: Metadata, store: SegmentStore) -> Arc<Self> {
-        let cache = Arc::new(ChunkCache::new(config.cache_bytes));
+    pub fn start(config: AgentConfig, metadata: Metadata, store: SegmentStore, cache: BlockCache) -> Arc<Self> {
         let pipeline = crate::produce::Pipeline {
             flush: config.flush.clone(),
             commit_deadline: config.gc.commit_deadline(),
@@ -102,5 +100,6 @@ impl Agent {
     /// Stops taking new batches and waits until every buffered batch is flushed and answered.
     pub async fn shutdown(&self) {
         self.buffer.close_and_drain().await;
+        self.cache.close().await;
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use floe_agent::{Agent, AgentConfig, FlushConfig, GcConfig};
 use floe_metadata::Metadata;
-use floe_storage::{ObjectStoreConfig, SegmentStore};
+use floe_storage::{BlockCache, BlockCacheConfig, ObjectStoreConfig, SegmentStore};
 use tokio::net::TcpListener;
 
 use crate::cli::AgentOptions;
@@ -60,7 +60,6 @@ pub(crate) async fn run(
         advertised_host,
         advertised_port,
         flush,
-        cache_bytes: options.cache_bytes,
         auto_create_topics: options.auto_create_topics,
         default_partition_count: options.num_partitions,
         zone,
@@ -70,7 +69,13 @@ pub(crate) async fn run(
         },
         fault: options.fault,
     };
-    let agent = Agent::start(config, metadata, store);
+    let cache = BlockCache::open(&BlockCacheConfig {
+        memory_bytes: options.cache_bytes,
+        disk: options.cache_dir.clone().map(|dir| (dir, options.cache_disk_bytes)),
+    })
+    .await
+    .context("opening the block cache")?;
+    let agent = Agent::start(config, metadata, store, cache);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, stopped.clone()));
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http, stopped));

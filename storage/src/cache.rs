@@ -1,59 +1,205 @@
-//! A bounded in-memory cache of recently written and read chunks, so that tail consumers of the
-//! agent that wrote the data cause no GET. Memory is bounded by `capacity_bytes`; the oldest
-//! insertions are evicted first.
+//! The hot tier: object bytes in aligned blocks, in memory and (optionally) on a local disk,
+//! in front of the object store (foyer's hybrid cache).
+//!
+//! - The agent that wrote an object caches its blocks, so tail consumers cause no GET.
+//! - A miss reads the whole block with one ranged GET; concurrent misses on one block share it.
+//! - Reading a block prefetches the next one, so a sequential reader finds it cached.
+//! - A chunk is assembled from its blocks and checked against the CRC-32C recorded at write
+//!   time, so a damaged cache entry is never served.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::path::PathBuf;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use foyer::{BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder, RecoverMode};
 
+use crate::error::{ReadChunkError, StorageError};
 use crate::segment::ChunkRef;
+use crate::{SegmentKey, SegmentStore, metrics};
 
-type ChunkId = (String, u64);
+/// Bytes per cached block: a miss costs one GET of this size (at most 256 GETs per GiB read).
+pub const BLOCK_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Chunk bytes keyed by object key and position. Entries were verified before insertion.
-#[derive(Debug)]
-pub struct ChunkCache {
-    capacity_bytes: u64,
-    inner: Mutex<CacheState>,
+/// Where and how much to cache.
+#[derive(Clone, Debug, Default)]
+pub struct BlockCacheConfig {
+    pub memory_bytes: u64,
+    /// A local directory for the disk tier and its size; `None`: memory only.
+    pub disk: Option<(PathBuf, u64)>,
 }
 
-#[derive(Debug, Default)]
-struct CacheState {
-    chunks: HashMap<ChunkId, Bytes>,
-    order: VecDeque<ChunkId>,
-    bytes: u64,
+/// Cached blocks keyed by `"{object key}#{block index}"`; cheap to clone.
+#[derive(Clone)]
+pub struct BlockCache {
+    cache: HybridCache<String, Bytes>,
 }
 
-impl ChunkCache {
-    pub fn new(capacity_bytes: u64) -> Self {
-        Self { capacity_bytes, inner: Mutex::new(CacheState::default()) }
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache").field("hybrid", &self.cache.is_hybrid()).finish()
+    }
+}
+
+/// Why a block was read from the object store.
+#[derive(Clone, Copy, Debug)]
+enum Cause {
+    /// A fetch needed it.
+    Miss,
+    /// A read of the block before it.
+    Prefetch,
+}
+
+impl Cause {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Miss => "miss",
+            Self::Prefetch => "prefetch",
+        }
+    }
+}
+
+fn block_key(key: &SegmentKey, block: u64) -> String {
+    format!("{}#{block}", key.as_str())
+}
+
+/// Blocks `first..=last` that hold bytes `start..start + len`.
+fn blocks_of(start: u64, len: u64) -> std::ops::RangeInclusive<u64> {
+    start / BLOCK_BYTES..=(start + len.max(1) - 1) / BLOCK_BYTES
+}
+
+impl BlockCache {
+    /// Opens the cache; with a disk tier, blocks cached before a restart are found again.
+    pub async fn open(config: &BlockCacheConfig) -> Result<Self, StorageError> {
+        let memory = usize::try_from(config.memory_bytes).unwrap_or(usize::MAX).max(1);
+        let builder = HybridCacheBuilder::new()
+            .with_name("floe-blocks")
+            // Entries in memory at shutdown go to disk, so a restarted agent keeps them.
+            .with_flush_on_close(true)
+            .memory(memory)
+            .with_weighter(|key: &String, value: &Bytes| key.len() + value.len())
+            .storage();
+        let builder = match &config.disk {
+            Some((dir, bytes)) => {
+                std::fs::create_dir_all(dir)?;
+                let device = FsDeviceBuilder::new(dir)
+                    .with_capacity(usize::try_from(*bytes).unwrap_or(usize::MAX))
+                    .build()
+                    .map_err(|e| StorageError::Io(std::io::Error::other(e)))?;
+                // foyer blocks must hold a whole entry; ours are BLOCK_BYTES plus the key.
+                let engine = BlockEngineConfig::new(device).with_block_size(4 * BLOCK_BYTES as usize);
+                builder.with_engine_config(engine).with_recover_mode(RecoverMode::Quiet)
+            }
+            None => builder,
+        };
+        let cache = builder.build().await.map_err(|e| StorageError::Io(std::io::Error::other(e)))?;
+        Ok(Self { cache })
     }
 
-    pub fn get(&self, chunk: &ChunkRef) -> Option<Bytes> {
-        let state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let found = state.chunks.get(&(chunk.key.as_str().to_owned(), chunk.byte_start)).cloned();
-        crate::metrics::CACHE_LOOKUPS.with_label_values(&[if found.is_some() { "hit" } else { "miss" }]).inc();
-        found
+    /// Writes memory-resident blocks to the disk tier (on shutdown).
+    pub async fn close(&self) {
+        if let Err(e) = self.cache.close().await {
+            tracing::warn!(error = %e, "closing the block cache");
+        }
     }
 
-    pub fn insert(&self, chunk: &ChunkRef, bytes: Bytes) {
-        let len = bytes.len() as u64;
-        if len > self.capacity_bytes {
-            return;
-        }
-        let id = (chunk.key.as_str().to_owned(), chunk.byte_start);
-        let mut state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if state.chunks.insert(id.clone(), bytes).is_some() {
-            return;
-        }
-        state.order.push_back(id);
-        state.bytes += len;
-        while state.bytes > self.capacity_bytes {
-            let Some(old) = state.order.pop_front() else { break };
-            if let Some(evicted) = state.chunks.remove(&old) {
-                state.bytes -= evicted.len() as u64;
+    /// Caches the data of an object this agent just wrote: `parts` are its bytes from offset 0.
+    pub fn insert_object(&self, key: &SegmentKey, parts: &[Bytes]) {
+        let mut block = BytesMut::with_capacity(BLOCK_BYTES as usize);
+        let mut index = 0u64;
+        for part in parts {
+            let mut rest = &part[..];
+            while !rest.is_empty() {
+                let take = rest.len().min(BLOCK_BYTES as usize - block.len());
+                block.extend_from_slice(&rest[..take]);
+                rest = &rest[take..];
+                if block.len() == BLOCK_BYTES as usize {
+                    self.cache.insert(block_key(key, index), block.split().freeze());
+                    index += 1;
+                }
             }
         }
+        // The last, partial block: a reader's GET of it would end at the object's end too.
+        if !block.is_empty() {
+            self.cache.insert(block_key(key, index), block.freeze());
+        }
+    }
+
+    /// One block of an object `object_bytes` long, cached or read with one GET.
+    async fn block(
+        &self,
+        store: &SegmentStore,
+        key: &SegmentKey,
+        object_bytes: u64,
+        index: u64,
+        cause: Cause,
+    ) -> Result<Bytes, StorageError> {
+        let start = index * BLOCK_BYTES;
+        let end = (start + BLOCK_BYTES).min(object_bytes);
+        let store = store.clone();
+        let path_key = key.clone();
+        let entry = self
+            .cache
+            .get_or_fetch(&block_key(key, index), move || async move {
+                metrics::BLOCK_GETS.with_label_values(&[cause.label()]).inc();
+                store.get_range(&path_key, start..end).await
+            })
+            .await
+            .map_err(|e| StorageError::Io(std::io::Error::other(e.to_string())))?;
+        Ok(entry.value().clone())
+    }
+
+    /// Reads one chunk through the cache and verifies its checksum; prefetches the block after
+    /// the chunk's last.
+    pub async fn read_chunk(
+        &self,
+        store: &SegmentStore,
+        chunk: &ChunkRef,
+        object_bytes: u64,
+    ) -> Result<Bytes, ReadChunkError> {
+        let start = chunk.byte_start;
+        let len = u64::from(chunk.byte_len);
+        let blocks = blocks_of(start, len);
+        metrics::BLOCK_READS.inc_by(blocks.clone().count() as u64);
+        let last = *blocks.end();
+        let mut out = BytesMut::with_capacity(chunk.byte_len as usize);
+        for index in blocks {
+            let block = self.block(store, &chunk.key, object_bytes, index, Cause::Miss).await?;
+            let block_start = index * BLOCK_BYTES;
+            let from = start.max(block_start) - block_start;
+            let to = (start + len).min(block_start + block.len() as u64) - block_start;
+            if from > to || to > block.len() as u64 {
+                break;
+            }
+            out.extend_from_slice(&block[from as usize..to as usize]);
+        }
+        if (last + 1) * BLOCK_BYTES < object_bytes && !self.cache.contains(&block_key(&chunk.key, last + 1)) {
+            let (cache, store, key) = (self.clone(), store.clone(), chunk.key.clone());
+            tokio::spawn(async move {
+                let _ = cache.block(&store, &key, object_bytes, last + 1, Cause::Prefetch).await;
+            });
+        }
+        let bytes = out.freeze();
+        if bytes.len() != chunk.byte_len as usize {
+            return Err(ReadChunkError::Truncated {
+                key: chunk.key.to_string(),
+                byte_start: chunk.byte_start,
+                byte_len: chunk.byte_len,
+                got: bytes.len(),
+            });
+        }
+        if crc32c::crc32c(&bytes) != chunk.crc32c {
+            // Drop the cached blocks so a retry reads the object again.
+            for index in blocks_of(start, len) {
+                self.cache.remove(&block_key(&chunk.key, index));
+            }
+            return Err(ReadChunkError::ChecksumMismatch {
+                key: chunk.key.to_string(),
+                byte_start: chunk.byte_start,
+                byte_len: chunk.byte_len,
+            });
+        }
+        Ok(bytes)
     }
 }
+
+#[cfg(test)]
+mod tests;

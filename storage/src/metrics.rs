@@ -35,8 +35,16 @@ pub static OBJECT_LISTS: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static OBJECT_GET_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_object_store_get_bytes_total", "Bytes read from the object store").expect("unique")
 });
-/// Chunk cache lookups by result (`hit`, `miss`).
-pub static CACHE_LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!("floe_chunk_cache_lookups_total", "Chunk cache lookups by result", &["result"])
-        .expect("metric names are unique")
+/// Blocks chunk reads asked the block cache for (hits are these minus the `miss` GETs).
+pub static BLOCK_READS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_block_cache_reads_total", "Blocks read through the block cache").expect("unique")
+});
+/// Blocks read from the object store, by cause (`miss`: a read needed it; `prefetch`).
+pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_block_cache_object_gets_total",
+        "Blocks read from the object store by the block cache, by cause",
+        &["cause"]
+    )
+    .expect("metric names are unique")
 });

@@ -15,11 +15,11 @@ use crate::SegmentKey;
 
 /// Directory under the store prefix holding metadata archives (state snapshots).
 pub const ARCHIVE_DIR: &str = "metadata";
-use crate::error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
+use crate::error::{PutSegmentError, ReadFooterError, StorageError};
 use crate::limits::{FOOTER_BYTES_MAX, SEGMENT_BYTES_MAX};
 use crate::metrics;
 use crate::segment::trailer::{SegmentTrailer, TRAILER_BYTES};
-use crate::segment::{ChunkRef, SegmentFooter, SegmentObject};
+use crate::segment::{SegmentFooter, SegmentObject};
 
 /// Where objects live: `file:///dir`, `s3://bucket/prefix` or `memory://` (tests only).
 #[derive(Clone, Debug, Default)]
@@ -104,28 +104,12 @@ impl SegmentStore {
         Ok(())
     }
 
-    /// Reads one chunk and verifies its checksum.
-    pub async fn read_chunk(&self, chunk: &ChunkRef) -> Result<Bytes, ReadChunkError> {
-        let range = chunk.byte_start..chunk.byte_start + u64::from(chunk.byte_len);
-        let result = self.store.get_range(&self.path(&chunk.key), range).await;
+    /// Reads bytes `range` of a segment object (one ranged GET); callers check what they read.
+    pub async fn get_range(&self, key: &SegmentKey, range: std::ops::Range<u64>) -> Result<Bytes, StorageError> {
+        let result = self.store.get_range(&self.path(key), range).await;
         metrics::OBJECT_GETS.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
-        let bytes = result.map_err(StorageError::from)?;
+        let bytes = result?;
         metrics::OBJECT_GET_BYTES.inc_by(bytes.len() as u64);
-        if bytes.len() != chunk.byte_len as usize {
-            return Err(ReadChunkError::Truncated {
-                key: chunk.key.to_string(),
-                byte_start: chunk.byte_start,
-                byte_len: chunk.byte_len,
-                got: bytes.len(),
-            });
-        }
-        if crc32c::crc32c(&bytes) != chunk.crc32c {
-            return Err(ReadChunkError::ChecksumMismatch {
-                key: chunk.key.to_string(),
-                byte_start: chunk.byte_start,
-                byte_len: chunk.byte_len,
-            });
-        }
         Ok(bytes)
     }
 

@@ -50,10 +50,13 @@ pub struct PartitionRead {
     pub aborted_transactions: Vec<AbortedTransaction>,
 }
 
-/// The index entries to read (with their object's key; none for markers), copied out so no
-/// lock is held across I/O.
+/// Where an entry's object is: its key and size (markers have none).
+type ObjectAt = Option<(SegmentKey, u64)>;
+
+/// The index entries to read (with their object; none for markers), copied out so no lock is
+/// held across I/O.
 struct Plan {
-    entries: Vec<(IndexEntry, Option<SegmentKey>)>,
+    entries: Vec<(IndexEntry, ObjectAt)>,
     high_watermark: i64,
     last_stable_offset: i64,
     /// Reads stop before this offset: the high watermark, or the LSO for read_committed.
@@ -98,10 +101,11 @@ fn plan(
         let key = match entry.data {
             EntryData::Chunk { object_id, byte_len, .. } => {
                 bytes += byte_len as usize;
-                let key = state
-                    .object_key(object_id)
+                let object = state
+                    .objects
+                    .get(&object_id)
                     .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
-                Some(SegmentKey::from_stored(key.to_owned()))
+                Some((SegmentKey::from_stored(object.key.clone()), object.object_bytes))
             }
             EntryData::Marker(_) => {
                 bytes += record_batch::CONTROL_BATCH_BYTES;
@@ -130,24 +134,15 @@ fn plan(
 }
 
 /// The batches of an index entry: its chunk's bytes, or the control batch of a marker.
-async fn entry_bytes(agent: &Agent, entry: &IndexEntry, key: Option<SegmentKey>) -> Result<Bytes, FetchError> {
-    match (&entry.data, key) {
-        (EntryData::Chunk { byte_start, byte_len, crc32c, .. }, Some(key)) => {
+async fn entry_bytes(agent: &Agent, entry: &IndexEntry, object: ObjectAt) -> Result<Bytes, FetchError> {
+    match (&entry.data, object) {
+        (EntryData::Chunk { byte_start, byte_len, crc32c, .. }, Some((key, object_bytes))) => {
             let chunk = ChunkRef { key, byte_start: *byte_start, byte_len: *byte_len, crc32c: *crc32c };
-            Ok(chunk_bytes(agent, chunk).await?)
+            Ok(agent.cache.read_chunk(&agent.store, &chunk, object_bytes).await?)
         }
         (EntryData::Marker(marker), _) => Ok(record_batch::control_batch(marker, entry.timestamp_max)),
         (EntryData::Chunk { .. }, None) => Err(FetchError::CorruptStoredBatch("chunk without an object".into())),
     }
-}
-
-async fn chunk_bytes(agent: &Agent, chunk: ChunkRef) -> Result<Bytes, ReadChunkError> {
-    if let Some(bytes) = agent.cache.get(&chunk) {
-        return Ok(bytes);
-    }
-    let bytes = agent.store.read_chunk(&chunk).await?;
-    agent.cache.insert(&chunk, bytes.clone());
-    Ok(bytes)
 }
 
 /// Walks the batches of one chunk with the offsets the index assigns them.
@@ -232,11 +227,11 @@ pub async fn records_at_timestamp(
         };
         let mut candidates = Vec::with_capacity(entries.len());
         for e in entries {
-            let key = e
+            let object = e
                 .object_id()
-                .and_then(|id| state.object_key(id))
+                .and_then(|id| state.objects.get(&id))
                 .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
-            candidates.push((e.clone(), Some(SegmentKey::from_stored(key.to_owned()))));
+            candidates.push((e.clone(), Some((SegmentKey::from_stored(object.key.clone()), object.object_bytes))));
         }
         (candidates, log.log_start_offset, log.leader_epoch)
     };

@@ -15,7 +15,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use floe_metadata::{BatchSummary, ChunkCommit, Command, CommandError, Metadata, NodeError, Outcome, SegmentCommit};
 use floe_storage::segment::ChunkStats;
-use floe_storage::{ChunkCache, ChunkRef, PutSegmentError, SegmentKey, SegmentStore, SegmentWriter, TopicPartition};
+use floe_storage::{BlockCache, PutSegmentError, SegmentKey, SegmentStore, SegmentWriter, TopicPartition};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -93,8 +93,9 @@ struct FlushJob {
     started: Instant,
     commit: SegmentCommit,
     upload: JoinHandle<Result<(), PutSegmentError>>,
-    /// Chunk bytes to put in the cache once the upload succeeded.
-    cached_chunks: Vec<(ChunkRef, bytes::Bytes)>,
+    key: SegmentKey,
+    /// The object's bytes, for the cache once the upload succeeded.
+    parts: Vec<bytes::Bytes>,
     /// Per chunk: (append, partition within it, offsets before its first batch in the chunk).
     routes: Vec<Vec<(usize, usize, i64)>>,
     appends: Vec<Append>,
@@ -102,7 +103,7 @@ struct FlushJob {
 
 impl FlushBuffer {
     /// Starts the flusher and committer tasks.
-    pub fn start(pipeline: Pipeline, metadata: Metadata, store: SegmentStore, cache: Arc<ChunkCache>) -> Self {
+    pub fn start(pipeline: Pipeline, metadata: Metadata, store: SegmentStore, cache: BlockCache) -> Self {
         let Pipeline { flush: config, commit_deadline, fault } = pipeline;
         let memory_permits = u32::try_from(config.buffer_bytes_max.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX).max(1);
         let (drained, _) = watch::channel(false);
@@ -218,7 +219,6 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     let mut writer = SegmentWriter::new();
     let mut chunks = Vec::with_capacity(by_partition.len());
     let mut routes = Vec::with_capacity(by_partition.len());
-    let mut cached_chunks = Vec::with_capacity(by_partition.len());
     for ((topic_partition, own_chunk), parts) in by_partition {
         let producer = own_chunk.and_then(|(a, p)| appends[a].partitions[p].producer);
         let mut bytes = BytesMut::new();
@@ -244,11 +244,7 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
             }
         }
         let bytes = bytes.freeze();
-        let entry = *writer.push_chunk(topic_partition, [bytes.clone()], stats);
-        cached_chunks.push((
-            ChunkRef { key: key.clone(), byte_start: entry.byte_start, byte_len: entry.byte_len, crc32c: entry.crc32c },
-            bytes,
-        ));
+        let entry = *writer.push_chunk(topic_partition, [bytes], stats);
         chunks.push(ChunkCommit {
             topic_id: topic_partition.topic_id,
             partition: topic_partition.partition,
@@ -263,9 +259,10 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     let object = writer.finish();
     crate::metrics::FLUSH_SEGMENT_BYTES.observe(object.object_bytes as f64);
     let commit = SegmentCommit { key: key.as_str().to_owned(), object_bytes: object.object_bytes, chunks };
-    let store = store.clone();
-    let upload = tokio::spawn(async move { store.put_segment(&key, object).await });
-    FlushJob { started: Instant::now(), commit, upload, cached_chunks, routes, appends }
+    let parts: Vec<bytes::Bytes> = object.payload.iter().cloned().collect();
+    let (store, upload_key) = (store.clone(), key.clone());
+    let upload = tokio::spawn(async move { store.put_segment(&upload_key, object).await });
+    FlushJob { started: Instant::now(), commit, upload, key, parts, routes, appends }
 }
 
 /// How the flush buffer writes and commits.
@@ -281,7 +278,7 @@ pub struct Pipeline {
 /// What the committer task holds.
 struct Committer {
     metadata: Metadata,
-    cache: Arc<ChunkCache>,
+    cache: BlockCache,
     commit_deadline: std::time::Duration,
     fault: Option<Fault>,
 }
@@ -301,9 +298,7 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
                     tracing::error!(key = %job.commit.key, "fault injection: exiting between PUT and commit");
                     std::process::exit(86);
                 }
-                for (chunk, bytes) in job.cached_chunks {
-                    cache.insert(&chunk, bytes);
-                }
+                cache.insert_object(&job.key, &job.parts);
                 match metadata.propose(Command::CommitSegment(job.commit)).await {
                     Ok(Outcome::SegmentCommitted { chunks }) => {
                         chunks.into_iter().map(|c| c.map_err(AppendError::from)).collect()

@@ -100,6 +100,7 @@ async fn store_round_trip_and_damage_detection_on_file_store() {
         .expect("opens");
     let (object, _) = build(&[vec![b"first".to_vec()], vec![b"second".to_vec()]]);
     let chunks = object.chunks.clone();
+    let object_bytes = object.object_bytes;
     let key = crate::SegmentKey::generate();
     store.put_segment(&key, object).await.expect("put");
 
@@ -111,7 +112,17 @@ async fn store_round_trip_and_damage_detection_on_file_store() {
         byte_len: c.byte_len,
         crc32c: c.crc32c,
     };
-    assert_eq!(&store.read_chunk(&chunk_ref(&chunks[1])).await.expect("chunk")[..], b"second");
+    // Each read through a fresh cache, so it goes to the store.
+    let read = |c: ChunkRef| {
+        let store = store.clone();
+        async move {
+            let cache = crate::BlockCache::open(&crate::BlockCacheConfig { memory_bytes: 1 << 20, disk: None })
+                .await
+                .expect("cache");
+            cache.read_chunk(&store, &c, object_bytes).await
+        }
+    };
+    assert_eq!(&read(chunk_ref(&chunks[1])).await.expect("chunk")[..], b"second");
 
     // Keys are never reused: a second PUT to the same key fails instead of overwriting.
     let (again, _) = build(&[vec![b"other".to_vec()]]);
@@ -122,13 +133,13 @@ async fn store_round_trip_and_damage_detection_on_file_store() {
     let mut bytes = std::fs::read(&file).expect("read back");
     bytes[chunks[1].byte_start as usize] ^= 1;
     std::fs::write(&file, &bytes).expect("rewrite");
-    assert!(matches!(store.read_chunk(&chunk_ref(&chunks[1])).await, Err(ReadChunkError::ChecksumMismatch { .. })));
-    assert_eq!(&store.read_chunk(&chunk_ref(&chunks[0])).await.expect("chunk")[..], b"first");
+    assert!(matches!(read(chunk_ref(&chunks[1])).await, Err(ReadChunkError::ChecksumMismatch { .. })));
+    assert_eq!(&read(chunk_ref(&chunks[0])).await.expect("chunk")[..], b"first");
 
     // Truncate the object: the footer read reports corruption rather than misreading.
     std::fs::write(&file, &bytes[..bytes.len() - 3]).expect("truncate");
     assert!(matches!(store.read_footer(&key).await, Err(ReadFooterError::Corrupt { .. })));
-    assert!(matches!(store.read_chunk(&chunk_ref(&chunks[1])).await, Err(ReadChunkError::ChecksumMismatch { .. })));
+    assert!(matches!(read(chunk_ref(&chunks[1])).await, Err(ReadChunkError::ChecksumMismatch { .. })));
     let _ = std::fs::remove_dir_all(root);
 }
 
