@@ -174,9 +174,6 @@ pub(crate) struct AgentArgs {
     /// Object store URL: file:///dir, s3://bucket/prefix or memory://.
     #[arg(long)]
     pub(crate) object_store: String,
-    /// Directory for the local hot tier (reserved: the chunk cache is in memory for now).
-    #[arg(long)]
-    pub(crate) cache_dir: Option<PathBuf>,
     /// Availability zone of this agent (reported as its rack).
     #[arg(long)]
     pub(crate) zone: Option<String>,

@@ -6,9 +6,6 @@ use floe_metadata::{Metadata, RemoteMetadata};
 use crate::cli::AgentArgs;
 
 pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
-    if let Some(dir) = &args.cache_dir {
-        std::fs::create_dir_all(dir)?;
-    }
     let remote = RemoteMetadata::connect(args.metadata.clone())
         .await
         .map_err(|e| anyhow!("connecting to metadata {:?}: {e}", args.metadata))?;
