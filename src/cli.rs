@@ -232,6 +232,12 @@ pub(crate) struct AgentOptions {
     /// deleted; flushes not committed within half of it are failed back to their producers.
     #[arg(long, default_value_t = 600)]
     pub(crate) orphan_grace_secs: u64,
+    /// Seconds between compaction rounds (run by the same agent as garbage collection).
+    #[arg(long, default_value_t = 60)]
+    pub(crate) compaction_interval_secs: u64,
+    /// Fewest consecutive small chunks of a partition that compaction merges into one object.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) compaction_min_run: usize,
     /// Test-only fault injection: `exit-before-commit` makes the agent exit right after a
     /// segment PUT succeeds, before committing it (leaves an orphan object).
     #[arg(long, hide = true)]

@@ -37,6 +37,7 @@ pub struct AgentConfig {
     /// Availability zone, reported as the broker's rack.
     pub zone: Option<String>,
     pub gc: crate::GcConfig,
+    pub compaction: crate::CompactionConfig,
     /// A fault to inject, for crash tests; `None` in production.
     pub fault: Option<Fault>,
 }
@@ -84,6 +85,7 @@ impl Agent {
         let agent = Arc::new(Self { config, metadata, store, cache, buffer });
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
+        tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));
         agent
     }
 

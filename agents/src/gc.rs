@@ -48,7 +48,7 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
     loop {
         tokio::time::sleep(config.interval).await;
         let Some(agent) = agent.upgrade() else { return };
-        if !is_collector(&agent) {
+        if !is_job_runner(&agent) {
             unreferenced_since.clear();
             continue;
         }
@@ -61,7 +61,9 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
     }
 }
 
-fn is_collector(agent: &Agent) -> bool {
+/// Whether this agent runs the storage jobs (garbage collection, compaction) now: the live
+/// agent with the lowest id does.
+pub(crate) fn is_job_runner(agent: &Agent) -> bool {
     let state = agent.metadata.read();
     crate::membership::live_agents(&state, &agent.info()).first().is_some_and(|a| a.agent_id == agent.config.node_id)
 }

@@ -3,6 +3,7 @@
 //! the offset index through a chunk cache in front of the object store.
 
 pub mod agent;
+pub mod compaction;
 pub mod fetch;
 pub mod gc;
 pub mod kafka;
@@ -13,4 +14,5 @@ pub mod produce;
 pub mod record_batch;
 
 pub use agent::{Agent, AgentConfig, Fault, FlushConfig};
+pub use compaction::CompactionConfig;
 pub use gc::GcConfig;

@@ -41,6 +41,17 @@ pub static GC_DELETED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// Compaction runs, by outcome (`ok`, `failed`: lost a race or an I/O error).
+pub static COMPACTIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_compaction_runs_total", "Compaction runs, by outcome", &["outcome"])
+        .expect("unique")
+});
+/// Bytes compaction read (chunks) and wrote (objects): written over produced is its write
+/// amplification.
+pub static COMPACTION_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_compaction_bytes_total", "Bytes compaction read and wrote", &["direction"])
+        .expect("unique")
+});
 /// Record bytes returned by Fetch, by topic (Kafka's BytesOutPerSec).
 pub static BYTES_OUT: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_broker_topic_bytes_out_total", "Fetched bytes, by topic", &["topic"])

@@ -145,6 +145,24 @@ pub enum Command {
     ForgetObjects {
         object_ids: Vec<crate::state::ObjectId>,
     },
+    /// A compactor wrote a run of a partition's chunks, byte for byte, into one new object:
+    /// swap them for it if the index still holds exactly that run (compare-and-set).
+    CompactChunks(CompactedRun),
+}
+
+/// A run of one partition's index entries rewritten into one new object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedRun {
+    pub topic_id: TopicId,
+    pub partition: i32,
+    /// The entries replaced, as the compactor read them: (base offset, last offset, object).
+    pub replaced: Vec<(i64, i64, crate::state::ObjectId)>,
+    /// The new object and the one chunk in it holding the run's bytes, in order.
+    pub key: String,
+    pub object_bytes: u64,
+    pub byte_start: u64,
+    pub byte_len: u32,
+    pub crc32c: u32,
 }
 
 /// A producer id and epoch as clients send them.
@@ -278,4 +296,6 @@ pub enum CommandError {
     TransactionalIdNotFound,
     #[error("not attempted: another partition of the request failed")]
     OperationNotAttempted,
+    #[error("the index changed since the compactor read it")]
+    CompactionConflict,
 }

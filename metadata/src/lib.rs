@@ -27,7 +27,7 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 pub use command::{
-    AgentInfo, BatchSummary, ChunkCommit, ChunkProducer, Command, CommandError, CommittedChunk, Outcome,
+    AgentInfo, BatchSummary, ChunkCommit, ChunkProducer, Command, CommandError, CommittedChunk, CompactedRun, Outcome,
     ProducerIdEpoch, SegmentCommit,
 };
 pub use handle::Metadata;

@@ -52,6 +52,8 @@ pub const TRANSACTIONAL_ID_BYTES_MAX: usize = 1024;
 pub const TRANSACTION_PARTITIONS_MAX: usize = 10_000;
 /// Groups one transaction may commit offsets for.
 pub const TRANSACTION_GROUPS_MAX: usize = 100;
+/// Index entries one compaction may merge.
+pub const COMPACTION_RUN_ENTRIES_MAX: usize = 10_000;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.
 pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use floe_agent::{Agent, AgentConfig, FlushConfig, GcConfig};
+use floe_agent::{Agent, AgentConfig, CompactionConfig, FlushConfig, GcConfig};
 use floe_metadata::Metadata;
 use floe_storage::{BlockCache, BlockCacheConfig, ObjectStoreConfig, SegmentStore};
 use tokio::net::TcpListener;
@@ -68,6 +68,12 @@ pub(crate) async fn run(
             orphan_grace: Duration::from_secs(options.orphan_grace_secs.max(1)),
         },
         fault: options.fault,
+        compaction: CompactionConfig {
+            interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
+            small_chunk_bytes: 1024 * 1024,
+            min_run: options.compaction_min_run.max(2),
+            target_object_bytes: 64 * 1024 * 1024,
+        },
     };
     let cache = BlockCache::open(&BlockCacheConfig {
         memory_bytes: options.cache_bytes,

@@ -187,3 +187,56 @@ def test_orphan_objects_are_deleted_after_the_grace_and_nothing_else(floe_factor
     got = read_partition(floe.bootstrap, topic, 0, 0, 20)
     assert sorted(m.value() for m in got) == sorted(acked), "acknowledged records lost"
     assert b"never-acknowledged" not in {m.value() for m in got}
+
+
+def test_compaction_merges_small_objects_while_producers_and_consumers_run(floe_factory, tmp_path):
+    import threading
+
+    objects = tmp_path / "objects"
+    floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=[
+        "--compaction-interval-secs", "1", "--compaction-min-run", "4", "--gc-interval-secs", "1"])
+    set_broker_configs(floe.bootstrap, log_segment_delete_delay_ms="0")
+    topic = unique_name("compact-objects")
+    create_topic(floe.bootstrap, topic, 2)
+
+    # Sixty flushes of a few records each: sixty small two-partition objects.
+    acked: dict[bytes, tuple[int, int]] = {}
+    for flush in range(60):
+        acked.update(produce_values(floe.bootstrap, topic, [(p, f"f{flush:02d}-p{p}-{i}".encode())
+                                                            for p in (0, 1) for i in range(3)]))
+    small_objects = segment_files(objects)
+    assert len(small_objects) >= 60, f"expected one object per flush, found {len(small_objects)}"
+
+    # Producers and a consumer keep running while compaction and garbage collection work.
+    stop = threading.Event()
+    live_acked: dict[bytes, tuple[int, int]] = {}
+    failures: list[BaseException] = []
+
+    def keep_producing():
+        n = 0
+        try:
+            while not stop.is_set():
+                live_acked.update(produce_values(floe.bootstrap, topic, [(n % 2, f"live-{n}".encode())]))
+                n += 1
+                time.sleep(0.05)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    t = threading.Thread(target=keep_producing, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: metric(floe, 'floe_compaction_runs_total{outcome="ok"}') >= 2, 60,
+                   "compaction of both partitions")
+        wait_until(lambda: len(segment_files(objects) & small_objects) <= 4, 60,
+                   "garbage collection to delete the small objects compaction replaced")
+    finally:
+        stop.set()
+        t.join(30)
+    assert not failures, f"producing during compaction failed: {failures[0]!r}"
+    remaining = segment_files(objects)
+    print(f"{len(small_objects)} objects before compaction, {len(remaining)} after (live writes included)")
+    acked.update(live_acked)
+    for partition in (0, 1):
+        expected = sorted((off, v) for v, (p, off) in acked.items() if p == partition)
+        got = read_partition(floe.bootstrap, topic, partition, 0, expected[-1][0] + 1)
+        assert [(m.offset(), m.value()) for m in got] == expected, f"partition {partition} changed by compaction"

@@ -4,6 +4,7 @@
 //! it and asserts the invariants it must keep. A replica that trips an assertion stops rather
 //! than drift from its peers.
 
+mod compaction;
 mod groups;
 mod offsets;
 mod retention;
@@ -215,6 +216,7 @@ impl State {
             Command::ExpireTransactions { now_ms } => self.expire_transactions(now_ms),
             Command::ApplyRetention { now_ms } => self.apply_retention(now_ms),
             Command::ForgetObjects { object_ids } => self.forget_objects(&object_ids),
+            Command::CompactChunks(run) => self.compact_chunks(run),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

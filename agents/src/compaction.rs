@@ -1,0 +1,157 @@
+//! Compaction: runs of small chunks of one partition (each flush writes one chunk per partition
+//! into a shared multi-partition object) are copied, byte for byte, into one larger
+//! per-partition object, and metadata swaps the index entries with a compare-and-set
+//! ([`Command::CompactChunks`]). Fewer, larger objects make catch-up reads cheaper (fewer GETs)
+//! and let garbage collection delete the small objects once every partition in them is
+//! compacted or expired.
+//!
+//! Run by the same single agent as garbage collection, one run at a time, so no object is in
+//! two jobs at once; a run that loses a race (retention, another compactor) leaves an orphan
+//! object that garbage collection deletes.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use floe_metadata::{Command, CompactedRun, EntryData, NodeError, ObjectId, State, TopicId};
+use floe_storage::segment::ChunkStats;
+use floe_storage::{ChunkRef, SegmentKey, SegmentWriter, TopicPartition};
+
+use crate::Agent;
+
+/// What counts as small, and how big a compacted object gets.
+#[derive(Clone, Copy, Debug)]
+pub struct CompactionConfig {
+    /// Pause between rounds.
+    pub interval: Duration,
+    /// Entries smaller than this are merged.
+    pub small_chunk_bytes: u64,
+    /// Fewest small entries in a row worth a new object.
+    pub min_run: usize,
+    /// Largest object a compaction writes.
+    pub target_object_bytes: u64,
+}
+
+/// One run to compact: a partition and its consecutive small entries.
+#[derive(Debug)]
+struct Run {
+    topic_id: TopicId,
+    partition: i32,
+    entries: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)>,
+}
+
+/// Runs until the agent is dropped.
+pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig) {
+    loop {
+        tokio::time::sleep(config.interval).await;
+        let Some(agent) = agent.upgrade() else { return };
+        if !crate::gc::is_job_runner(&agent) {
+            continue;
+        }
+        let runs = find_runs(&agent.metadata.read(), &config);
+        for run in runs {
+            match compact(&agent, run).await {
+                Ok(()) => crate::metrics::COMPACTIONS.with_label_values(&["ok"]).inc(),
+                Err(e) => {
+                    crate::metrics::COMPACTIONS.with_label_values(&["failed"]).inc();
+                    tracing::debug!(error = %e, "compaction run not committed");
+                }
+            }
+        }
+    }
+}
+
+/// Up to one run per partition: the first stretch of at least `min_run` consecutive small
+/// chunk entries (markers end a stretch), capped at the target object size.
+fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
+    let mut runs = Vec::new();
+    for (topic_id, topic) in &state.topics {
+        for (index, log) in topic.partitions.iter().enumerate() {
+            let mut current: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)> = Vec::new();
+            let mut bytes = 0u64;
+            for entry in log.entries_from(log.log_start_offset) {
+                let small = match entry.data {
+                    EntryData::Chunk { object_id, byte_start, byte_len, crc32c }
+                        if u64::from(byte_len) < config.small_chunk_bytes
+                            && bytes + u64::from(byte_len) <= config.target_object_bytes =>
+                    {
+                        state.objects.get(&object_id).map(|o| {
+                            let key = SegmentKey::from_stored(o.key.clone());
+                            let chunk = ChunkRef { key, byte_start, byte_len, crc32c };
+                            (entry.base_offset, entry.last_offset, object_id, o.key.clone(), o.object_bytes, chunk)
+                        })
+                    }
+                    _ => None,
+                };
+                match small {
+                    Some(item) => {
+                        bytes += u64::from(item.5.byte_len);
+                        current.push(item);
+                    }
+                    None if current.len() >= config.min_run => break,
+                    None => {
+                        current.clear();
+                        bytes = 0;
+                    }
+                }
+            }
+            if current.len() >= config.min_run {
+                let partition = i32::try_from(index).unwrap_or(i32::MAX);
+                runs.push(Run { topic_id: *topic_id, partition, entries: current });
+            }
+        }
+    }
+    runs
+}
+
+async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
+    let mut bytes = BytesMut::new();
+    for (_, _, _, _, object_bytes, chunk) in &run.entries {
+        let data = agent.cache.read_chunk(&agent.store, chunk, *object_bytes).await.map_err(|e| e.to_string())?;
+        bytes.extend_from_slice(&data);
+    }
+    let bytes = bytes.freeze();
+    let read = bytes.len() as u64;
+    let mut stats = ChunkStats { batch_count: 0, record_count: 0, timestamp_min: i64::MAX, timestamp_max: i64::MIN };
+    for batch in crate::record_batch::split(&bytes) {
+        let (header, _) = batch.map_err(|e| e.to_string())?;
+        stats.batch_count += 1;
+        stats.record_count += u32::try_from(header.record_count).unwrap_or(0);
+        stats.timestamp_min = stats.timestamp_min.min(header.base_timestamp);
+        stats.timestamp_max = stats.timestamp_max.max(header.max_timestamp);
+    }
+    let mut writer = SegmentWriter::new();
+    let tp = TopicPartition { topic_id: run.topic_id, partition: run.partition };
+    let entry = *writer.push_chunk(tp, [bytes], stats);
+    let object = writer.finish();
+    let object_bytes = object.object_bytes;
+    let parts: Vec<bytes::Bytes> = object.payload.iter().cloned().collect();
+    let key = SegmentKey::generate();
+    agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
+    crate::metrics::COMPACTION_BYTES.with_label_values(&["read"]).inc_by(read);
+    crate::metrics::COMPACTION_BYTES.with_label_values(&["written"]).inc_by(object_bytes);
+    agent.cache.insert_object(&key, &parts);
+    let command = Command::CompactChunks(CompactedRun {
+        topic_id: run.topic_id,
+        partition: run.partition,
+        replaced: run.entries.iter().map(|(base, last, id, ..)| (*base, *last, *id)).collect(),
+        key: key.as_str().to_owned(),
+        object_bytes,
+        byte_start: entry.byte_start,
+        byte_len: entry.byte_len,
+        crc32c: entry.crc32c,
+    });
+    match agent.metadata.propose(command).await {
+        Ok(_) => {
+            tracing::debug!(
+                partition = run.partition,
+                entries = run.entries.len(),
+                bytes = read,
+                "compacted a run of small chunks"
+            );
+            Ok(())
+        }
+        Err(NodeError::Rejected(e)) => Err(e.to_string()),
+        Err(NodeError::Unavailable(e)) => Err(e),
+    }
+}
