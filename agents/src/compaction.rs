@@ -61,14 +61,20 @@ pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig) {
     }
 }
 
-/// Up to one run per partition: the first stretch of at least `min_run` consecutive small
-/// chunk entries (markers end a stretch), capped at the target object size.
+/// Up to one run per partition: the first stretch of consecutive small chunk entries (markers
+/// end a stretch, the target object size caps it) that holds at least `min_run` chunks written
+/// by flushes, or reaches the small-chunk size. Earlier compactions' outputs join a run but do
+/// not count toward `min_run`, so a byte is rewritten again only to reach the size.
 fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
     let mut runs = Vec::new();
     for (topic_id, topic) in &state.topics {
         for (index, log) in topic.partitions.iter().enumerate() {
             let mut current: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)> = Vec::new();
             let mut bytes = 0u64;
+            let mut fresh = 0usize;
+            let qualifies = |fresh: usize, bytes: u64, len: usize| {
+                len >= 2 && (fresh >= config.min_run || bytes >= config.small_chunk_bytes)
+            };
             for entry in log.entries_from(log.log_start_offset) {
                 let small = match entry.data {
                     EntryData::Chunk { object_id, byte_start, byte_len, crc32c }
@@ -86,16 +92,20 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
                 match small {
                     Some(item) => {
                         bytes += u64::from(item.5.byte_len);
+                        if !item.5.key.is_compacted() {
+                            fresh += 1;
+                        }
                         current.push(item);
                     }
-                    None if current.len() >= config.min_run => break,
+                    None if qualifies(fresh, bytes, current.len()) => break,
                     None => {
                         current.clear();
                         bytes = 0;
+                        fresh = 0;
                     }
                 }
             }
-            if current.len() >= config.min_run {
+            if qualifies(fresh, bytes, current.len()) {
                 let partition = i32::try_from(index).unwrap_or(i32::MAX);
                 runs.push(Run { topic_id: *topic_id, partition, entries: current });
             }
@@ -126,7 +136,7 @@ async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
     let object = writer.finish();
     let object_bytes = object.object_bytes;
     let parts: Vec<bytes::Bytes> = object.payload.iter().cloned().collect();
-    let key = SegmentKey::generate();
+    let key = SegmentKey::generate_compacted();
     agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
     crate::metrics::COMPACTION_BYTES.with_label_values(&["read"]).inc_by(read);
     crate::metrics::COMPACTION_BYTES.with_label_values(&["written"]).inc_by(object_bytes);

@@ -2,6 +2,7 @@
 //! reports throughput and produce latency percentiles.
 
 mod commits;
+mod consume;
 mod produce;
 mod transactions;
 
@@ -16,6 +17,8 @@ use clap::Parser;
 enum Cli {
     /// Produce fixed-size records as fast as the endpoint takes them (or at a fixed rate).
     Produce(produce::ProduceArgs),
+    /// Read a topic from its log start to its end as one consumer: catch-up MB/s.
+    Consume(consume::ConsumeArgs),
     /// Drive a metadata cluster with segment commits: commits/s and commit latency.
     Commits(commits::CommitsArgs),
     /// Small transactions back to back from one transactional producer: transactions/s and
@@ -27,6 +30,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Produce(args) => produce::run(args),
         Cli::Commits(args) => commits::run(args),
+        Cli::Consume(args) => consume::run(args),
         Cli::Transactions(args) => transactions::run(args),
     }
 }

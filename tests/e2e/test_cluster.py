@@ -198,6 +198,12 @@ def test_restore_after_losing_every_metadata_disk(cluster):
         assert out.returncode == 0, out.stderr
         assert "1 topics" in out.stdout, out.stdout
     cluster.start()
+    # An agent serves from its mirror, which may start from a node that has not yet applied the
+    # restored state: wait until the topic is visible through it, as a retrying client would.
+    from confluent_kafka.admin import AdminClient
+    listing = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    wait_until(lambda: len(listing.list_topics(topic, timeout=5).topics[topic].partitions) == PARTITIONS, 30,
+               "the restored topic visible through agent 2")
     after = consume_confluent(cluster.bootstrap(2), topic, PARTITIONS, timeout=60)
     assert after == before, "records differ after the restore"
     p = Producer({"bootstrap.servers": cluster.bootstrap(1), "acks": "all"})
