@@ -225,7 +225,8 @@ pub(crate) struct AgentOptions {
     /// `floe dev`, derived from the advertised address for `floe agent`).
     #[arg(long)]
     pub(crate) node_id: Option<i32>,
-    /// Seconds between garbage collection rounds (run by the live agent with the lowest id).
+    /// Seconds between garbage collection rounds (run by the live agent with the lowest id);
+    /// every tenth round also lists the store for orphans.
     #[arg(long, default_value_t = 30)]
     pub(crate) gc_interval_secs: u64,
     /// Age after which an object the metadata does not know (uploaded, never committed) is

@@ -20,6 +20,10 @@ use floe_storage::SegmentKey;
 use crate::Agent;
 use crate::limits::{GC_DELETES_PER_ROUND_MAX, GC_LISTED_OBJECTS_MAX};
 
+/// Orphans are looked for every this many rounds: they are rare, and listing a large bucket
+/// costs one LIST request per 1000 objects.
+const ORPHAN_SEARCH_EVERY_ROUNDS: u64 = 10;
+
 /// `log.segment.delete.delay.ms` when unset (Kafka's default).
 const DELETE_DELAY_DEFAULT: Duration = Duration::from_secs(60);
 
@@ -45,6 +49,7 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
     // When each unreferenced object was first seen so, by this collector (a new collector starts
     // the clock again: the safe direction).
     let mut unreferenced_since: HashMap<ObjectId, Instant> = HashMap::new();
+    let mut round = 0u64;
     loop {
         tokio::time::sleep(config.interval).await;
         let Some(agent) = agent.upgrade() else { return };
@@ -55,9 +60,12 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
         if let Err(e) = collect_unreferenced(&agent, &mut unreferenced_since).await {
             tracing::warn!(error = %e, "collecting unreferenced objects");
         }
-        if let Err(e) = collect_orphans(&agent, config.orphan_grace).await {
+        if round.is_multiple_of(ORPHAN_SEARCH_EVERY_ROUNDS)
+            && let Err(e) = collect_orphans(&agent, config.orphan_grace).await
+        {
             tracing::warn!(error = %e, "collecting orphan objects");
         }
+        round += 1;
     }
 }
 
