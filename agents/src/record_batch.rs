@@ -25,7 +25,7 @@ use bytes::{Bytes, BytesMut};
 pub const HEADER_BYTES: usize = 61;
 /// Bytes of the `baseOffset` and `batchLength` fields, which `batchLength` does not count.
 pub const LOG_OVERHEAD_BYTES: usize = 12;
-const CRC_START: usize = 21;
+pub(crate) const CRC_START: usize = 21;
 
 pub const ATTRIBUTE_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTRIBUTE_LOG_APPEND_TIME: i16 = 0x08;
@@ -35,6 +35,8 @@ pub const ATTRIBUTE_CONTROL: i16 = 0x20;
 /// The header fields of one batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
+    /// As stored: 0 from producers; the real offset in batches written by key compaction.
+    pub base_offset: i64,
     /// Whole batch, including the 12 bytes of log overhead.
     pub batch_bytes: usize,
     pub magic: i8,
@@ -94,6 +96,7 @@ impl BatchHeader {
             return Err(BatchError::Truncated { needed: batch_bytes, available: bytes.len() });
         }
         Ok(Self {
+            base_offset: be_i64(bytes, 0),
             batch_bytes,
             magic,
             crc: u32::from_be_bytes([bytes[17], bytes[18], bytes[19], bytes[20]]),
@@ -198,6 +201,8 @@ pub fn control_batch(marker: &floe_metadata::TxnMarker, timestamp: i64) -> Bytes
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out.freeze()
 }
+
+pub mod records;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -148,6 +148,43 @@ pub enum Command {
     /// A compactor wrote a run of a partition's chunks, byte for byte, into one new object:
     /// swap them for it if the index still holds exactly that run (compare-and-set).
     CompactChunks(CompactedRun),
+    /// A key compactor rewrote a range of a compacted topic's partition, keeping the latest
+    /// record per key: swap the range's entries for `entries` if the index still holds exactly
+    /// `replaced` (compare-and-set).
+    CleanKeys(CleanedRange),
+}
+
+/// A range of one partition after key compaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CleanedRange {
+    pub topic_id: TopicId,
+    pub partition: i32,
+    /// The entries replaced, as the compactor read them: (base offset, last offset, object).
+    pub replaced: Vec<(i64, i64, Option<crate::state::ObjectId>)>,
+    /// The new object (key, size) holding the kept batches; none when nothing was kept.
+    pub object: Option<(String, u64)>,
+    /// What replaces them, tiling the same offsets.
+    pub entries: Vec<CleanedEntry>,
+}
+
+/// One index entry of a cleaned range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CleanedEntry {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub timestamp_max: i64,
+    pub data: CleanedData,
+}
+
+/// What a cleaned entry holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CleanedData {
+    /// Kept batches, with their offsets written in, at this byte range of the new object.
+    Chunk { byte_start: u64, byte_len: u32, crc32c: u32 },
+    /// A transaction marker kept as it was.
+    Marker(crate::state::TxnMarker),
+    /// Nothing left.
+    Removed,
 }
 
 /// A run of one partition's index entries rewritten into one new object.

@@ -27,14 +27,14 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 pub use command::{
-    AgentInfo, BatchSummary, ChunkCommit, ChunkProducer, Command, CommandError, CommittedChunk, CompactedRun, Outcome,
-    ProducerIdEpoch, SegmentCommit,
+    AgentInfo, BatchSummary, ChunkCommit, ChunkProducer, CleanedData, CleanedEntry, CleanedRange, Command,
+    CommandError, CommittedChunk, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
 };
 pub use handle::Metadata;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
     AbortedTransaction, AgentRecord, CommittedOffset, EntryData, GroupKind, GroupMembership, GroupRecord, IndexEntry,
-    MemberRecord, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord, State, Topic, TopicId,
-    TransactionRecord, TxnMarker, TxnState, validate_topic_name,
+    MemberRecord, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord, State, StoredChunk,
+    Topic, TopicId, TransactionRecord, TxnMarker, TxnState, validate_topic_name,
 };

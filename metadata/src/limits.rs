@@ -54,6 +54,8 @@ pub const TRANSACTION_PARTITIONS_MAX: usize = 10_000;
 pub const TRANSACTION_GROUPS_MAX: usize = 100;
 /// Index entries one compaction may merge.
 pub const COMPACTION_RUN_ENTRIES_MAX: usize = 10_000;
+/// Index entries one key compaction may replace, and may produce.
+pub const CLEANED_RANGE_ENTRIES_MAX: usize = 10_000;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.
 pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
 

@@ -6,7 +6,7 @@ use floe_storage::{ChunkRef, ReadChunkError, SegmentKey};
 use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 
 use crate::Agent;
-use crate::limits::FETCH_PARTITION_ENTRIES_MAX;
+use crate::limits::{FETCH_EMPTY_ROUNDS_MAX, FETCH_PARTITION_ENTRIES_MAX};
 use crate::record_batch::{self, BatchHeader};
 
 /// Why a partition read failed.
@@ -98,19 +98,20 @@ fn plan(
         if entry.base_offset >= read_end || (!entries.is_empty() && bytes >= limits.max_bytes) {
             break;
         }
-        let key = match entry.data {
-            EntryData::Chunk { object_id, byte_len, .. } => {
-                bytes += byte_len as usize;
+        let key = match (&entry.data, entry.chunk()) {
+            (_, Some(chunk)) => {
+                bytes += chunk.byte_len as usize;
                 let object = state
                     .objects
-                    .get(&object_id)
+                    .get(&chunk.object_id)
                     .ok_or_else(|| FetchError::CorruptStoredBatch("index names an unknown object".into()))?;
                 Some((SegmentKey::from_stored(object.key.clone()), object.object_bytes))
             }
-            EntryData::Marker(_) => {
+            (EntryData::Marker(_), None) => {
                 bytes += record_batch::CONTROL_BATCH_BYTES;
                 None
             }
+            (_, None) => None,
         };
         entries.push((entry.clone(), key));
     }
@@ -135,25 +136,28 @@ fn plan(
 
 /// The batches of an index entry: its chunk's bytes, or the control batch of a marker.
 async fn entry_bytes(agent: &Agent, entry: &IndexEntry, object: ObjectAt) -> Result<Bytes, FetchError> {
-    match (&entry.data, object) {
-        (EntryData::Chunk { byte_start, byte_len, crc32c, .. }, Some((key, object_bytes))) => {
-            let chunk = ChunkRef { key, byte_start: *byte_start, byte_len: *byte_len, crc32c: *crc32c };
+    match (&entry.data, entry.chunk(), object) {
+        (_, Some(chunk), Some((key, object_bytes))) => {
+            let chunk = ChunkRef { key, byte_start: chunk.byte_start, byte_len: chunk.byte_len, crc32c: chunk.crc32c };
             Ok(agent.cache.read_chunk(&agent.store, &chunk, object_bytes).await?)
         }
-        (EntryData::Marker(marker), _) => Ok(record_batch::control_batch(marker, entry.timestamp_max)),
-        (EntryData::Chunk { .. }, None) => Err(FetchError::CorruptStoredBatch("chunk without an object".into())),
+        (EntryData::Marker(marker), ..) => Ok(record_batch::control_batch(marker, entry.timestamp_max)),
+        (EntryData::Removed, ..) => Ok(Bytes::new()),
+        (_, Some(_), None) | (_, None, _) => Err(FetchError::CorruptStoredBatch("chunk without an object".into())),
     }
 }
 
-/// Walks the batches of one chunk with the offsets the index assigns them.
-fn batches_with_offsets(
-    chunk: &Bytes,
-    base_offset: i64,
-) -> impl Iterator<Item = Result<(i64, BatchHeader, Bytes), FetchError>> + '_ {
-    let mut next_base = base_offset;
+/// Walks the batches of an entry's bytes with their offsets: written into key-compacted
+/// batches, otherwise counted from the entry's base offset.
+fn batches_with_offsets<'a>(
+    chunk: &'a Bytes,
+    entry: &IndexEntry,
+) -> impl Iterator<Item = Result<(i64, BatchHeader, Bytes), FetchError>> + 'a {
+    let offsets_in_batches = entry.chunk().is_some_and(|c| c.offsets_in_batches);
+    let mut next_base = entry.base_offset;
     record_batch::split(chunk).map(move |part| {
         let (header, batch) = part.map_err(|e| FetchError::CorruptStoredBatch(e.to_string()))?;
-        let base = next_base;
+        let base = if offsets_in_batches { header.base_offset } else { next_base };
         next_base += header.offset_count();
         Ok((base, header, batch))
     })
@@ -168,35 +172,49 @@ pub async fn read_partition(
     current_leader_epoch: i32,
     limits: ReadLimits,
 ) -> Result<PartitionRead, FetchError> {
-    let plan = plan(agent, topic_id, partition, offset, current_leader_epoch, limits)?;
     let mut out = BytesMut::new();
-    'entries: for (entry, key) in plan.entries {
-        let chunk = entry_bytes(agent, &entry, key).await?;
-        for part in batches_with_offsets(&chunk, entry.base_offset) {
-            let (base, header, batch) = part?;
-            if base + header.offset_count() <= offset {
-                continue;
+    let mut from = offset;
+    let mut rounds = 0;
+    loop {
+        let plan = plan(agent, topic_id, partition, from, current_leader_epoch, limits)?;
+        let covered_to = plan.entries.last().map(|(e, _)| e.last_offset);
+        'entries: for (entry, key) in &plan.entries {
+            let chunk = entry_bytes(agent, entry, key.clone()).await?;
+            for part in batches_with_offsets(&chunk, entry) {
+                let (base, header, batch) = part?;
+                if base + header.offset_count() <= offset {
+                    continue;
+                }
+                if base >= plan.read_end {
+                    break 'entries;
+                }
+                let first = out.is_empty() && limits.must_return_first;
+                if !first && out.len() + batch.len() > limits.max_bytes {
+                    break 'entries;
+                }
+                let start = out.len();
+                out.extend_from_slice(&batch);
+                record_batch::stamp(&mut out[start..], base, plan.leader_epoch);
             }
-            if base >= plan.read_end {
-                break 'entries;
+        }
+        rounds += 1;
+        // Key compaction leaves stretches without batches; a read that found only those goes
+        // on, so a consumer inside one gets the next batch rather than nothing forever.
+        let more = covered_to.filter(|to| out.is_empty() && to + 1 < plan.read_end && rounds < FETCH_EMPTY_ROUNDS_MAX);
+        match more {
+            Some(to) => from = to + 1,
+            None => {
+                return Ok(PartitionRead {
+                    records: out.freeze(),
+                    high_watermark: plan.high_watermark,
+                    last_stable_offset: plan.last_stable_offset,
+                    log_start_offset: plan.log_start_offset,
+                    leader_epoch: plan.leader_epoch,
+                    aborted_transactions: plan.aborted_transactions,
+                });
             }
-            let first = out.is_empty() && limits.must_return_first;
-            if !first && out.len() + batch.len() > limits.max_bytes {
-                break 'entries;
-            }
-            let start = out.len();
-            out.extend_from_slice(&batch);
-            record_batch::stamp(&mut out[start..], base, plan.leader_epoch);
         }
     }
-    Ok(PartitionRead {
-        records: out.freeze(),
-        high_watermark: plan.high_watermark,
-        last_stable_offset: plan.last_stable_offset,
-        log_start_offset: plan.log_start_offset,
-        leader_epoch: plan.leader_epoch,
-        aborted_transactions: plan.aborted_transactions,
-    })
 }
 
 /// A record found by timestamp.
@@ -239,7 +257,7 @@ pub async fn records_at_timestamp(
     let mut best: Option<TimestampHit> = None;
     for (entry, key) in candidates {
         let chunk = entry_bytes(agent, &entry, key).await?;
-        for part in batches_with_offsets(&chunk, entry.base_offset) {
+        for part in batches_with_offsets(&chunk, &entry) {
             let (base, header, batch) = part?;
             if header.max_timestamp < target && !want_max {
                 continue;

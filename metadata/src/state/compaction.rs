@@ -18,7 +18,7 @@ impl State {
         if end.is_none_or(|end| end > run.object_bytes) {
             return Err(CommandError::InvalidCommit("compacted chunk outside its object".into()));
         }
-        if self.objects.values().any(|o| o.key == run.key) {
+        if self.object_key_taken(&run.key) {
             return Err(CommandError::InvalidCommit("compacted object key already indexed".into()));
         }
         let object_id = self.next_object_id;
@@ -73,7 +73,12 @@ impl State {
         self.next_object_id += 1;
         Ok(Outcome::Done)
     }
+
+    /// Whether an object with this key is listed (a compactor's retried or duplicate commit).
+    pub(super) fn object_key_taken(&self, key: &str) -> bool {
+        self.objects.values().any(|o| o.key == key)
+    }
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -4,6 +4,7 @@
 //! it and asserts the invariants it must keep. A replica that trips an assertion stops rather
 //! than drift from its peers.
 
+mod cleaning;
 mod compaction;
 mod groups;
 mod offsets;
@@ -121,6 +122,23 @@ pub enum EntryData {
     Chunk { object_id: ObjectId, byte_start: u64, byte_len: u32, crc32c: u32 },
     /// A transaction marker: one control record, built when fetched rather than stored.
     Marker(TxnMarker),
+    /// A byte range written by key compaction. Records were removed, so offsets have gaps and
+    /// each batch carries its own base offset in the object.
+    CleanedChunk { object_id: ObjectId, byte_start: u64, byte_len: u32, crc32c: u32 },
+    /// Offsets whose records key compaction removed entirely: nothing to read.
+    Removed,
+}
+
+/// Where an entry's bytes are in the object store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredChunk {
+    pub object_id: ObjectId,
+    pub byte_start: u64,
+    pub byte_len: u32,
+    pub crc32c: u32,
+    /// Batches carry their offsets (key-compacted); otherwise offsets follow from the entry's
+    /// base offset and each batch's `lastOffsetDelta`.
+    pub offsets_in_batches: bool,
 }
 
 /// A commit or abort marker of one producer's transaction.
@@ -134,17 +152,24 @@ pub struct TxnMarker {
 impl IndexEntry {
     /// The segment object holding the entry's bytes, unless it is a marker.
     pub fn object_id(&self) -> Option<ObjectId> {
-        match self.data {
-            EntryData::Chunk { object_id, .. } => Some(object_id),
-            EntryData::Marker(_) => None,
-        }
+        self.chunk().map(|c| c.object_id)
     }
 
     /// Bytes the entry takes in object storage (markers take none).
     pub fn stored_bytes(&self) -> u64 {
+        self.chunk().map_or(0, |c| u64::from(c.byte_len))
+    }
+
+    /// The stored bytes of the entry, unless it is a marker or removed.
+    pub fn chunk(&self) -> Option<StoredChunk> {
         match self.data {
-            EntryData::Chunk { byte_len, .. } => u64::from(byte_len),
-            EntryData::Marker(_) => 0,
+            EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
+                Some(StoredChunk { object_id, byte_start, byte_len, crc32c, offsets_in_batches: false })
+            }
+            EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
+                Some(StoredChunk { object_id, byte_start, byte_len, crc32c, offsets_in_batches: true })
+            }
+            EntryData::Marker(_) | EntryData::Removed => None,
         }
     }
 }
@@ -217,6 +242,7 @@ impl State {
             Command::ApplyRetention { now_ms } => self.apply_retention(now_ms),
             Command::ForgetObjects { object_ids } => self.forget_objects(&object_ids),
             Command::CompactChunks(run) => self.compact_chunks(run),
+            Command::CleanKeys(range) => self.clean_keys(range),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

@@ -75,7 +75,7 @@ fn check_invariants(state: &State) {
                 if let Some(object_id) = e.object_id() {
                     *references.entry(object_id).or_default() += 1;
                     index_bytes += e.stored_bytes();
-                } else {
+                } else if let EntryData::Marker(_) = e.data {
                     assert_eq!(e.base_offset, e.last_offset, "a marker takes one offset");
                 }
             }

@@ -4,7 +4,8 @@ use super::super::tests::{create, run, topic_id};
 use crate::command::{BatchSummary, ChunkCommit, Command, CommandError, CompactedRun, Outcome, SegmentCommit};
 use crate::state::{EntryData, State};
 
-fn write(key: &str, records: u32) -> Command {
+/// A flush of `records` offsets into one 100-byte chunk of partition 0 of topic 0.
+pub(in crate::state) fn write(key: &str, records: u32) -> Command {
     Command::CommitSegment(SegmentCommit {
         key: key.into(),
         object_bytes: 124,
@@ -37,7 +38,7 @@ fn run_of(state: &State, n: usize, key: &str) -> CompactedRun {
     }
 }
 
-fn index(state: &State) -> Vec<crate::state::IndexEntry> {
+pub(in crate::state) fn index(state: &State) -> Vec<crate::state::IndexEntry> {
     state.partition(topic_id(0), 0).map(|p| p.index.iter().cloned().collect()).unwrap_or_default()
 }
 

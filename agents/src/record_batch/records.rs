@@ -1,0 +1,216 @@
+//! The records inside a v2 batch: decompression with a bound on the output (a small compressed
+//! batch can expand to gigabytes), walking records without copying them, and rebuilding a batch
+//! from some of its records, possibly in another codec (key compaction, `compression.type`).
+//!
+//! Record layout (varints are zigzag): length varint, attributes i8, timestampDelta varlong,
+//! offsetDelta varint, keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
+//! header count varint, headers.
+
+use std::io::Read;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
+
+use super::{ATTRIBUTE_COMPRESSION_MASK, BatchHeader, CRC_START, HEADER_BYTES, LOG_OVERHEAD_BYTES};
+
+/// Why the records of a batch could not be read or written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordsError {
+    #[error("compression codec {0} is not supported")]
+    UnsupportedCompression(i16),
+    #[error("records do not decompress: {0}")]
+    Decompress(String),
+    #[error("records decompress to more than {max} bytes")]
+    TooLarge { max: usize },
+    #[error("malformed record: {0}")]
+    Malformed(&'static str),
+    #[error("records do not compress: {0}")]
+    Compress(String),
+}
+
+/// One record, borrowed from the decompressed records of its batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordView {
+    /// The whole record, length prefix included, as stored.
+    pub bytes: Bytes,
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+    pub key: Option<Bytes>,
+    /// A null value: a tombstone in a compacted topic.
+    pub value_is_null: bool,
+}
+
+/// The records of a batch, decompressed; fails rather than producing more than `max_bytes`.
+pub fn decompress(header: &BatchHeader, batch: &Bytes, max_bytes: usize) -> Result<Bytes, RecordsError> {
+    let payload = batch.slice(HEADER_BYTES..header.batch_bytes);
+    let bounded = |reader: &mut dyn Read| -> Result<Bytes, RecordsError> {
+        let mut out = Vec::new();
+        reader.take(max_bytes as u64 + 1).read_to_end(&mut out).map_err(|e| RecordsError::Decompress(e.to_string()))?;
+        if out.len() > max_bytes {
+            return Err(RecordsError::TooLarge { max: max_bytes });
+        }
+        Ok(out.into())
+    };
+    match header.compression() {
+        0 if payload.len() > max_bytes => Err(RecordsError::TooLarge { max: max_bytes }),
+        0 => Ok(payload),
+        1 => bounded(&mut flate2::read::GzDecoder::new(&payload[..])),
+        2 => snappy(&payload, max_bytes),
+        3 => bounded(&mut lz4::Decoder::new(&payload[..]).map_err(|e| RecordsError::Decompress(e.to_string()))?),
+        4 => bounded(
+            &mut zstd::stream::read::Decoder::new(&payload[..]).map_err(|e| RecordsError::Decompress(e.to_string()))?,
+        ),
+        other => Err(RecordsError::UnsupportedCompression(other)),
+    }
+}
+
+/// The framing Java clients write around snappy blocks; clients may also send raw snappy.
+const SNAPPY_FRAMING_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const SNAPPY_FRAMING_HEADER_BYTES: usize = 16;
+
+/// Snappy states each block's decompressed length up front, so the bound is checked before
+/// anything is allocated.
+fn snappy(payload: &[u8], max_bytes: usize) -> Result<Bytes, RecordsError> {
+    let err = |e: snap::Error| RecordsError::Decompress(e.to_string());
+    let mut out = Vec::new();
+    let block = |compressed: &[u8], out: &mut Vec<u8>| -> Result<(), RecordsError> {
+        let len = snap::raw::decompress_len(compressed).map_err(err)?;
+        if out.len() + len > max_bytes {
+            return Err(RecordsError::TooLarge { max: max_bytes });
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        snap::raw::Decoder::new().decompress(compressed, &mut out[start..]).map_err(err)?;
+        Ok(())
+    };
+    if !payload.starts_with(SNAPPY_FRAMING_MAGIC) {
+        block(payload, &mut out)?;
+        return Ok(out.into());
+    }
+    let mut rest = payload.get(SNAPPY_FRAMING_HEADER_BYTES..).ok_or(RecordsError::Malformed("snappy framing"))?;
+    while !rest.is_empty() {
+        let (len, tail) = rest.split_at_checked(4).ok_or(RecordsError::Malformed("snappy block length"))?;
+        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let (compressed, tail) = tail.split_at_checked(len).ok_or(RecordsError::Malformed("snappy block"))?;
+        block(compressed, &mut out)?;
+        rest = tail;
+    }
+    Ok(out.into())
+}
+
+/// Compresses records with a batch codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+pub fn compress(codec: i16, records: &[u8]) -> Result<Bytes, RecordsError> {
+    let mut out = BytesMut::new();
+    let fill = |tmp: &mut BytesMut| {
+        tmp.extend_from_slice(records);
+        Ok(())
+    };
+    let done = match codec {
+        0 => return Ok(Bytes::copy_from_slice(records)),
+        1 => Gzip::compress(&mut out, fill),
+        2 => Snappy::compress(&mut out, fill),
+        3 => Lz4::compress(&mut out, fill),
+        4 => Zstd::compress(&mut out, fill),
+        other => return Err(RecordsError::UnsupportedCompression(other)),
+    };
+    done.map_err(|e| RecordsError::Compress(e.to_string()))?;
+    Ok(out.freeze())
+}
+
+fn varint(bytes: &[u8], at: &mut usize) -> Result<i64, RecordsError> {
+    let mut raw: u64 = 0;
+    for shift in (0..70).step_by(7) {
+        let byte = *bytes.get(*at).ok_or(RecordsError::Malformed("truncated varint"))?;
+        *at += 1;
+        raw |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    Err(RecordsError::Malformed("varint longer than 10 bytes"))
+}
+
+/// A length field: -1 (null) or a length that fits in what remains.
+fn length(bytes: &[u8], at: &mut usize, end: usize) -> Result<Option<usize>, RecordsError> {
+    match varint(bytes, at)? {
+        -1 => Ok(None),
+        n if n >= 0 && (n as u64) <= (end.saturating_sub(*at)) as u64 => Ok(Some(n as usize)),
+        _ => Err(RecordsError::Malformed("field length")),
+    }
+}
+
+/// Walks the decompressed records of a batch; stops at the first malformed one.
+pub fn records(records: &Bytes) -> impl Iterator<Item = Result<RecordView, RecordsError>> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        if at >= records.len() {
+            return None;
+        }
+        let next = record(records, at);
+        match &next {
+            Ok((_, end)) => at = *end,
+            Err(_) => at = records.len(),
+        }
+        Some(next.map(|(view, _)| view))
+    })
+}
+
+fn record(bytes: &Bytes, start: usize) -> Result<(RecordView, usize), RecordsError> {
+    let mut at = start;
+    let len = varint(bytes, &mut at)?;
+    let end = usize::try_from(len)
+        .ok()
+        .and_then(|len| at.checked_add(len))
+        .filter(|end| *end <= bytes.len())
+        .ok_or(RecordsError::Malformed("record length"))?;
+    at += 1; // attributes
+    let timestamp_delta = varint(bytes, &mut at)?;
+    let offset_delta = i32::try_from(varint(bytes, &mut at)?).map_err(|_| RecordsError::Malformed("offset delta"))?;
+    let key = match length(bytes, &mut at, end)? {
+        Some(n) => {
+            let key = bytes.slice(at..at + n);
+            at += n;
+            Some(key)
+        }
+        None => None,
+    };
+    let value_is_null = length(bytes, &mut at, end)?.is_none();
+    if at > end {
+        return Err(RecordsError::Malformed("record fields overrun its length"));
+    }
+    Ok((RecordView { bytes: bytes.slice(start..end), offset_delta, timestamp_delta, key, value_is_null }, end))
+}
+
+/// A batch holding `kept` (records of `batch`, in order) in `codec`, served at `base_offset`.
+/// The header keeps its base timestamp, producer fields and `lastOffsetDelta`, so every kept
+/// record keeps its offset and timestamp; the length, count, codec and CRC are recomputed.
+pub fn rebuild(
+    header: &BatchHeader,
+    batch: &Bytes,
+    base_offset: i64,
+    kept: &[RecordView],
+    codec: i16,
+) -> Result<Bytes, RecordsError> {
+    let mut raw = BytesMut::with_capacity(kept.iter().map(|r| r.bytes.len()).sum());
+    for record in kept {
+        raw.extend_from_slice(&record.bytes);
+    }
+    let payload = compress(codec, &raw)?;
+    let mut out = BytesMut::with_capacity(HEADER_BYTES + payload.len());
+    out.extend_from_slice(&batch[..HEADER_BYTES]);
+    out.extend_from_slice(&payload);
+    let batch_length =
+        i32::try_from(out.len() - LOG_OVERHEAD_BYTES).map_err(|_| RecordsError::Compress("batch too large".into()))?;
+    let count = i32::try_from(kept.len()).map_err(|_| RecordsError::Compress("too many records".into()))?;
+    let attributes = (header.attributes & !ATTRIBUTE_COMPRESSION_MASK) | codec;
+    out[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out[57..61].copy_from_slice(&count.to_be_bytes());
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,104 @@
+//! Key compaction commits (`cleanup.policy=compact`): a range of a partition rewritten with the
+//! latest record per key becomes new entries tiling the same offsets: chunks whose batches
+//! carry their own offsets, kept markers, and removed stretches. Like [`super::compaction`], the
+//! swap is a compare-and-set on the replaced entries. The state machine checks the shape (tiling,
+//! bounds, markers unchanged, range below the last stable offset, the log's last entry left
+//! alone so a consumer always finds a batch at or after any offset); which records a range
+//! keeps is the compactor's business.
+
+use super::{EntryData, IndexEntry, ObjectRecord, State};
+use crate::command::{CleanedData, CleanedRange, CommandError, Outcome};
+use crate::limits::CLEANED_RANGE_ENTRIES_MAX;
+
+impl State {
+    pub(super) fn clean_keys(&mut self, range: CleanedRange) -> Result<Outcome, CommandError> {
+        let invalid = |why: &str| Err(CommandError::InvalidCommit(format!("key compaction: {why}")));
+        let (Some(first), Some(last)) = (range.replaced.first(), range.replaced.last()) else {
+            return invalid("no entries replaced");
+        };
+        let (first, last) = (first.0, last.1);
+        if range.replaced.len() > CLEANED_RANGE_ENTRIES_MAX || range.entries.len() > CLEANED_RANGE_ENTRIES_MAX {
+            return invalid("too many entries");
+        }
+        let mut next = first;
+        let mut chunks = 0u64;
+        let mut bytes = 0u64;
+        for entry in &range.entries {
+            if entry.base_offset != next || entry.last_offset < entry.base_offset {
+                return invalid("entries do not tile the replaced offsets");
+            }
+            next = entry.last_offset + 1;
+            if let CleanedData::Chunk { byte_start, byte_len, .. } = entry.data {
+                let end = byte_start.checked_add(u64::from(byte_len));
+                if range.object.as_ref().is_none_or(|(_, size)| end.is_none_or(|end| end > *size)) {
+                    return invalid("chunk outside its object");
+                }
+                chunks += 1;
+                bytes += u64::from(byte_len);
+            }
+        }
+        if next != last + 1 {
+            return invalid("entries do not tile the replaced offsets");
+        }
+        match &range.object {
+            Some(_) if chunks == 0 => return invalid("an object no entry refers to"),
+            Some((key, _)) if key.is_empty() || self.object_key_taken(key) => {
+                return invalid("object key empty or already indexed");
+            }
+            _ => {}
+        }
+        let object_id = self.next_object_id;
+        let log = self.partition_mut(range.topic_id, range.partition).ok_or(CommandError::UnknownTopicOrPartition)?;
+        if last >= log.last_stable_offset() {
+            return invalid("range reaches the last stable offset");
+        }
+        let at = log.index.partition_point(|e| e.base_offset < first);
+        if at + range.replaced.len() >= log.index.len() {
+            // Also covers a shorter index: the log's last entry is never replaced.
+            return Err(CommandError::CompactionConflict);
+        }
+        let current = log.index.range(at..at + range.replaced.len());
+        for (entry, (base, last, object)) in current.zip(&range.replaced) {
+            if (entry.base_offset, entry.last_offset, entry.object_id()) != (*base, *last, *object) {
+                return Err(CommandError::CompactionConflict);
+            }
+        }
+        for kept in &range.entries {
+            if let CleanedData::Marker(marker) = kept.data {
+                let before = log.index.range(at..at + range.replaced.len()).find(|e| e.base_offset == kept.base_offset);
+                if kept.last_offset != kept.base_offset || before.is_none_or(|e| e.data != EntryData::Marker(marker)) {
+                    return invalid("a marker that was not in the range");
+                }
+            }
+        }
+        let entries = range.entries.into_iter().map(|e| IndexEntry {
+            base_offset: e.base_offset,
+            last_offset: e.last_offset,
+            timestamp_max: e.timestamp_max,
+            data: match e.data {
+                CleanedData::Chunk { byte_start, byte_len, crc32c } => {
+                    EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c }
+                }
+                CleanedData::Marker(marker) => EntryData::Marker(marker),
+                CleanedData::Removed => EntryData::Removed,
+            },
+        });
+        let mut tail = log.index.split_off(at + range.replaced.len());
+        let replaced: Vec<IndexEntry> = log.index.drain(at..).collect();
+        log.index.extend(entries);
+        log.index.append(&mut tail);
+        let replaced_bytes: u64 = replaced.iter().map(IndexEntry::stored_bytes).sum();
+        log.index_bytes = log.index_bytes - replaced_bytes + bytes;
+        for id in replaced.iter().filter_map(IndexEntry::object_id) {
+            self.release_object(id);
+        }
+        if let Some((key, object_bytes)) = range.object {
+            self.objects.insert(object_id, ObjectRecord { key, object_bytes, reference_count: chunks });
+            self.next_object_id += 1;
+        }
+        Ok(Outcome::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests;

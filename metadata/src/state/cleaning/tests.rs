@@ -1,0 +1,114 @@
+//! Key compaction swaps: tiling, compare-and-set, references, and the entries never replaced.
+
+use super::super::compaction::tests::{index, write};
+use super::super::tests::{create, run, topic_id};
+use crate::command::{CleanedData, CleanedEntry, CleanedRange, Command, CommandError, Outcome};
+use crate::state::{EntryData, State};
+
+/// The partition's first `n` entries as a compactor read them, replaced by `entries`.
+fn range_of(state: &State, n: usize, object: Option<(&str, u64)>, entries: Vec<CleanedEntry>) -> CleanedRange {
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    CleanedRange {
+        topic_id: topic_id(0),
+        partition: 0,
+        replaced: log.index.iter().take(n).map(|e| (e.base_offset, e.last_offset, e.object_id())).collect(),
+        object: object.map(|(k, size)| (k.to_owned(), size)),
+        entries,
+    }
+}
+
+fn chunk(base_offset: i64, last_offset: i64, byte_start: u64, byte_len: u32) -> CleanedEntry {
+    CleanedEntry {
+        base_offset,
+        last_offset,
+        timestamp_max: 7,
+        data: CleanedData::Chunk { byte_start, byte_len, crc32c: 1 },
+    }
+}
+
+fn removed(base_offset: i64, last_offset: i64) -> CleanedEntry {
+    CleanedEntry { base_offset, last_offset, timestamp_max: 7, data: CleanedData::Removed }
+}
+
+#[test]
+fn a_cleaned_range_replaces_its_entries_and_moves_references() {
+    // Offsets 0..=1 (o1), 2..=4 (o2), 5..=5 (o3).
+    let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3), write("o3", 1)]);
+    let range = range_of(&state, 2, Some(("k1", 80)), vec![removed(0, 1), chunk(2, 3, 0, 30), chunk(4, 4, 30, 20)]);
+    assert_eq!(state.apply(10, Command::CleanKeys(range.clone())), Ok(Outcome::Done));
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    let kinds: Vec<(i64, i64, bool)> = log
+        .index
+        .iter()
+        .map(|e| (e.base_offset, e.last_offset, e.chunk().is_some_and(|c| c.offsets_in_batches)))
+        .collect();
+    assert_eq!(kinds, vec![(0, 1, false), (2, 3, true), (4, 4, true), (5, 5, false)]);
+    assert_eq!(log.index[0].data, EntryData::Removed);
+    assert_eq!(log.index_bytes, 150, "two new chunks of 50 bytes and the untouched 100");
+    let unreferenced: Vec<&str> = state.unreferenced_objects().map(|(_, k)| k).collect();
+    assert_eq!(unreferenced, vec!["o1", "o2"]);
+    let new = state.objects.values().find(|o| o.key == "k1").expect("listed");
+    assert_eq!(new.reference_count, 2);
+    // A retried proposal finds the index changed and changes nothing.
+    let before = index(&state);
+    assert!(state.apply(11, Command::CleanKeys(range)).is_err());
+    assert_eq!(index(&state), before);
+}
+
+#[test]
+fn a_range_can_keep_nothing() {
+    let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3), write("o3", 1)]);
+    let range = range_of(&state, 2, None, vec![removed(0, 4)]);
+    assert_eq!(state.apply(10, Command::CleanKeys(range)), Ok(Outcome::Done));
+    assert_eq!(state.partition(topic_id(0), 0).map(|p| p.index_bytes), Some(100));
+}
+
+#[test]
+fn a_range_changed_since_it_was_read_is_not_swapped() {
+    let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3), write("o3", 1)]);
+    let range = range_of(&state, 2, None, vec![removed(0, 4)]);
+    let _ = state.apply(10, Command::DeleteRecords { topic_id: topic_id(0), partition: 0, offset: 2 });
+    assert_eq!(state.apply(11, Command::CleanKeys(range)), Err(CommandError::CompactionConflict));
+}
+
+#[test]
+fn bad_ranges_are_refused() {
+    let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3), write("o3", 1)]);
+    let before = index(&state);
+    let bad = [
+        // The log's last entry stays, so consumers always find a batch at the end.
+        range_of(&state, 3, None, vec![removed(0, 5)]),
+        // Gaps and overlaps in the tiling.
+        range_of(&state, 2, None, vec![removed(0, 3)]),
+        range_of(&state, 2, None, vec![removed(0, 2), removed(2, 4)]),
+        // A chunk past the end of its object, or without one.
+        range_of(&state, 2, Some(("k1", 40)), vec![chunk(0, 4, 0, 50)]),
+        range_of(&state, 2, None, vec![chunk(0, 4, 0, 50)]),
+        // An object nothing refers to, or one already listed.
+        range_of(&state, 2, Some(("k1", 40)), vec![removed(0, 4)]),
+        range_of(&state, 2, Some(("o3", 80)), vec![chunk(0, 4, 0, 50)]),
+        // A marker that was not there.
+        range_of(
+            &state,
+            2,
+            None,
+            vec![
+                removed(0, 3),
+                CleanedEntry {
+                    base_offset: 4,
+                    last_offset: 4,
+                    timestamp_max: 7,
+                    data: CleanedData::Marker(crate::state::TxnMarker {
+                        producer_id: 1,
+                        producer_epoch: 0,
+                        commit: true,
+                    }),
+                },
+            ],
+        ),
+    ];
+    for (i, range) in bad.into_iter().enumerate() {
+        assert!(state.apply(10 + i as u64, Command::CleanKeys(range)).is_err(), "bad range {i} was applied");
+        assert_eq!(index(&state), before);
+    }
+}
