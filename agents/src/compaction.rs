@@ -58,6 +58,7 @@ pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig) {
                 }
             }
         }
+        crate::cleaner::clean_due_partitions(&agent).await;
     }
 }
 
@@ -68,6 +69,11 @@ pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig) {
 fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
     let mut runs = Vec::new();
     for (topic_id, topic) in &state.topics {
+        // Key compaction rewrites compacted topics whole; merging their chunks first would
+        // only copy the bytes twice.
+        if state.topic_config_value(topic, "cleanup.policy").is_some_and(|p| p.contains("compact")) {
+            continue;
+        }
         for (index, log) in topic.partitions.iter().enumerate() {
             let mut current: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)> = Vec::new();
             let mut bytes = 0u64;

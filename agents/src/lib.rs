@@ -3,6 +3,7 @@
 //! the offset index through a chunk cache in front of the object store.
 
 pub mod agent;
+pub mod cleaner;
 pub mod compaction;
 pub mod fetch;
 pub mod gc;

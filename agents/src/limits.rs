@@ -38,6 +38,17 @@ pub const BATCH_RECORD_COUNT_MAX: i32 = 1_000_000;
 /// Smallest encoding of one record in an uncompressed batch: seven one-byte varints (length,
 /// attributes, timestamp delta, offset delta, key length, value length, header count).
 pub const RECORD_BYTES_MIN: usize = 7;
+/// Bytes one batch may decompress to when its records must be read (key checks on compacted
+/// topics, key compaction): a small compressed batch can expand without bound otherwise.
+pub const BATCH_DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Largest chunk key compaction writes: a fetch reads whole chunks, so this bounds what one
+/// partition read pulls in.
+pub const CLEANED_CHUNK_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Memory key compaction's latest-offset map may use (key bytes plus about 48 bytes of map
+/// overhead per key); a partition with more keys is compacted a part per pass.
+pub const CLEANER_KEY_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Stored bytes one key compaction pass covers: its new object is built in memory.
+pub const CLEANER_RANGE_BYTES_MAX: u64 = 512 * 1024 * 1024;
 /// Consumer group lag series exported per scrape (group × partition); past it the rest are
 /// left out so a cluster with very many groups cannot blow up a scrape.
 pub const GROUP_LAG_SERIES_MAX: usize = 100_000;

@@ -46,6 +46,11 @@ pub static COMPACTIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_compaction_runs_total", "Compaction runs, by outcome", &["outcome"])
         .expect("unique")
 });
+/// Key compaction passes over a compacted topic's partition, by outcome.
+pub static KEY_COMPACTIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_key_compaction_runs_total", "Key compaction passes, by outcome", &["outcome"])
+        .expect("unique")
+});
 /// Bytes compaction read (chunks) and wrote (objects): written over produced is its write
 /// amplification.
 pub static COMPACTION_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {

@@ -4,3 +4,4 @@
 mod read;
 
 pub use read::{FetchError, PartitionRead, ReadLimits, TimestampHit, read_partition, records_at_timestamp};
+pub(crate) use read::{ObjectAt, batches_with_offsets, entry_bytes};

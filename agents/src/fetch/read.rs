@@ -51,7 +51,7 @@ pub struct PartitionRead {
 }
 
 /// Where an entry's object is: its key and size (markers have none).
-type ObjectAt = Option<(SegmentKey, u64)>;
+pub(crate) type ObjectAt = Option<(SegmentKey, u64)>;
 
 /// The index entries to read (with their object; none for markers), copied out so no lock is
 /// held across I/O.
@@ -135,7 +135,7 @@ fn plan(
 }
 
 /// The batches of an index entry: its chunk's bytes, or the control batch of a marker.
-async fn entry_bytes(agent: &Agent, entry: &IndexEntry, object: ObjectAt) -> Result<Bytes, FetchError> {
+pub(crate) async fn entry_bytes(agent: &Agent, entry: &IndexEntry, object: ObjectAt) -> Result<Bytes, FetchError> {
     match (&entry.data, entry.chunk(), object) {
         (_, Some(chunk), Some((key, object_bytes))) => {
             let chunk = ChunkRef { key, byte_start: chunk.byte_start, byte_len: chunk.byte_len, crc32c: chunk.crc32c };
@@ -149,7 +149,7 @@ async fn entry_bytes(agent: &Agent, entry: &IndexEntry, object: ObjectAt) -> Res
 
 /// Walks the batches of an entry's bytes with their offsets: written into key-compacted
 /// batches, otherwise counted from the entry's base offset.
-fn batches_with_offsets<'a>(
+pub(crate) fn batches_with_offsets<'a>(
     chunk: &'a Bytes,
     entry: &IndexEntry,
 ) -> impl Iterator<Item = Result<(i64, BatchHeader, Bytes), FetchError>> + 'a {

@@ -1,10 +1,11 @@
-//! Checks produced record batches without decompressing them, and applies the topic's
-//! timestamp policy. Pure: no I/O, no shared state.
+//! Checks produced record batches without decompressing them (except to find keyless records
+//! for compacted topics), and applies the topic's timestamp policy. Pure: no I/O, no shared state.
 
 use bytes::Bytes;
 use floe_metadata::{ChunkProducer, State, Topic};
 
-use crate::limits::{BATCH_BYTES_MAX, BATCH_RECORD_COUNT_MAX, RECORD_BYTES_MIN};
+use crate::limits::{BATCH_BYTES_MAX, BATCH_DECOMPRESSED_BYTES_MAX, BATCH_RECORD_COUNT_MAX, RECORD_BYTES_MIN};
+use crate::record_batch::records::{self, RecordsError};
 use crate::record_batch::{self, BatchError, BatchHeader};
 
 /// What a topic's configs say about accepting batches.
@@ -14,21 +15,20 @@ pub struct TopicPolicy {
     pub max_message_bytes: usize,
     /// `message.timestamp.type=LogAppendTime`.
     pub log_append_time: bool,
+    /// `cleanup.policy` includes `compact`: every record needs a key.
+    pub compacted: bool,
 }
 
 impl TopicPolicy {
     /// Reads the policy from the topic's configs, then the cluster's dynamic broker defaults,
     /// then Kafka's defaults.
     pub fn for_topic(state: &State, topic: &Topic) -> Self {
-        let value = |name: &str| {
-            state
-                .effective_topic_config(topic, name)
-                .or_else(|| floe_metadata::config::topic_config(name).and_then(|d| d.default))
-        };
+        let value = |name: &str| state.topic_config_value(topic, name);
         let max_message_bytes =
             value("max.message.bytes").and_then(|v| v.parse::<usize>().ok()).unwrap_or(1_048_588).min(BATCH_BYTES_MAX);
         let log_append_time = value("message.timestamp.type") == Some("LogAppendTime");
-        Self { max_message_bytes, log_append_time }
+        let compacted = value("cleanup.policy").is_some_and(|p| p.split(',').any(|p| p.trim() == "compact"));
+        Self { max_message_bytes, log_append_time, compacted }
     }
 }
 
@@ -147,6 +147,9 @@ fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -
             header.record_count
         )));
     }
+    if policy.compacted {
+        every_record_has_a_key(&header, &bytes)?;
+    }
     let (bytes, timestamp_min, timestamp_max) = if policy.log_append_time {
         (record_batch::set_log_append_time(&bytes, &header, now_ms), now_ms, now_ms)
     } else {
@@ -161,6 +164,27 @@ fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -
         timestamp_max,
         base_sequence: header.base_sequence,
     })
+}
+
+/// Key compaction keeps the latest record per key, so a compacted topic refuses keyless
+/// records (as Kafka does). This is the one check that decompresses, with a bound.
+fn every_record_has_a_key(header: &BatchHeader, bytes: &Bytes) -> Result<(), ProduceError> {
+    let invalid = |e: RecordsError| ProduceError::InvalidRecord(e.to_string());
+    let payload = records::decompress(header, bytes, BATCH_DECOMPRESSED_BYTES_MAX).map_err(invalid)?;
+    let mut count = 0i32;
+    for record in records::records(&payload) {
+        if record.map_err(invalid)?.key.is_none() {
+            return Err(ProduceError::InvalidRecord("a compacted topic cannot accept a record without a key".into()));
+        }
+        count += 1;
+    }
+    if count != header.record_count {
+        return Err(ProduceError::InvalidRecord(format!(
+            "batch claims {} records and holds {count}",
+            header.record_count
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -275,6 +275,11 @@ impl State {
         topic.configs.get(name).or_else(|| self.broker_default(name)).map(String::as_str)
     }
 
+    /// A topic config's value in force: the topic's, else the cluster's, else Kafka's default.
+    pub fn topic_config_value<'a>(&'a self, topic: &'a Topic, name: &str) -> Option<&'a str> {
+        self.effective_topic_config(topic, name).or_else(|| crate::config::topic_config(name).and_then(|d| d.default))
+    }
+
     /// The cluster's dynamic value for a topic config's broker synonym, if one is set.
     pub fn broker_default(&self, topic_config: &str) -> Option<&String> {
         crate::config::topic_config(topic_config)

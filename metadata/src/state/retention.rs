@@ -15,20 +15,14 @@ struct RetentionPolicy {
 }
 
 impl State {
-    fn topic_config_value(&self, topic_id: TopicId, name: &str) -> Option<String> {
-        let topic = self.topics.get(&topic_id)?;
-        self.effective_topic_config(topic, name)
-            .or_else(|| crate::config::topic_config(name).and_then(|d| d.default))
-            .map(str::to_owned)
-    }
-
     /// The topic's policy, or `None` if its `cleanup.policy` does not include delete.
     fn retention_policy(&self, topic_id: TopicId) -> Option<RetentionPolicy> {
-        let policy = self.topic_config_value(topic_id, "cleanup.policy")?;
+        let topic = self.topics.get(&topic_id)?;
+        let policy = self.topic_config_value(topic, "cleanup.policy")?;
         if !policy.split(',').any(|p| p.trim() == "delete") {
             return None;
         }
-        let number = |name: &str| self.topic_config_value(topic_id, name).and_then(|v| v.parse::<i64>().ok());
+        let number = |name: &str| self.topic_config_value(topic, name).and_then(|v| v.parse::<i64>().ok());
         Some(RetentionPolicy {
             retention_ms: number("retention.ms").unwrap_or(-1),
             retention_bytes: number("retention.bytes").unwrap_or(-1),

@@ -4,7 +4,7 @@ use kafka_protocol::records::Compression;
 use super::*;
 use crate::record_batch::tests::encode_batch;
 
-const POLICY: TopicPolicy = TopicPolicy { max_message_bytes: 1_048_588, log_append_time: false };
+const POLICY: TopicPolicy = TopicPolicy { max_message_bytes: 1_048_588, log_append_time: false, compacted: false };
 
 fn check(records: Bytes, policy: &TopicPolicy, expected: Result<usize, ProduceError>) {
     let got = partition_records(Some(&records), policy, 5, None).map(|b| b.batches.len());
@@ -110,4 +110,25 @@ fn a_partitions_batches_come_from_one_producer() {
         partition_records(Some(&negative_sequence), &POLICY, 0, None),
         Err(ProduceError::InvalidRecord(_))
     ));
+}
+
+#[test]
+fn a_compacted_topic_refuses_keyless_records_in_any_codec() {
+    let compacted = TopicPolicy { compacted: true, ..POLICY };
+    for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        check(encode_batch(3, c), &compacted, Ok(1));
+        let mut keyless =
+            kafka_protocol::records::RecordBatchDecoder::decode(&mut encode_batch(3, c)).expect("decodes").records;
+        keyless[1].key = None;
+        let mut batch = BytesMut::new();
+        kafka_protocol::records::RecordBatchEncoder::encode(
+            &mut batch,
+            &keyless,
+            &kafka_protocol::records::RecordEncodeOptions { version: 2, compression: c },
+        )
+        .expect("encodes");
+        check(batch.clone().freeze(), &POLICY, Ok(1));
+        let refused = partition_records(Some(&batch.freeze()), &compacted, 5, None);
+        assert!(matches!(refused, Err(ProduceError::InvalidRecord(ref m)) if m.contains("without a key")), "{c:?}");
+    }
 }

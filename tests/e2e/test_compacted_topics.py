@@ -1,0 +1,206 @@
+"""Compacted topics (`cleanup.policy=compact`) against a real `floe dev`: a topic fed like a
+Debezium table (inserts, updates, deletes as tombstones, a committed and an aborted
+transaction), compacted while it is read, must afterwards give a consumer from offset 0 exactly
+the latest value per key at its original offset; tombstones stay for `delete.retention.ms` and
+then go; keyless records are refused; `compression.type` rewrites the stored batches."""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+from confluent_kafka import KafkaError, Producer
+
+from conftest import create_topic, unique_name, wait_until, watermarks
+from test_storage_lifecycle import metric, read_partition, set_broker_configs, set_topic_configs
+
+PARTITIONS = 2
+KEYS = 120
+
+
+def produce_round(bootstrap: str, topic: str, changes: list[tuple[bytes, bytes | None]], compression: str,
+                  acked: dict) -> None:
+    """Produces (key, value-or-tombstone) pairs in one flush; records each ack in `acked` as
+    key -> (partition, offset, value)."""
+    errors = []
+
+    def cb(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[msg.key()] = (msg.partition(), msg.offset(), msg.value())
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "compression.type": compression,
+                  "enable.idempotence": True})
+    for key, value in changes:
+        p.produce(topic, key=key, value=value, on_delivery=cb)
+    assert p.flush(60) == 0, "records left unacknowledged"
+    assert not errors, f"produce failed: {errors[:3]}"
+
+
+def transaction(bootstrap: str, topic: str, changes: list[tuple[bytes, bytes]], commit: bool, acked: dict) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("table-txn"), "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    offsets = {}
+
+    def cb(err, msg):
+        assert err is None, err
+        offsets[msg.key()] = (msg.partition(), msg.offset(), msg.value())
+
+    for key, value in changes:
+        p.produce(topic, key=key, value=value, on_delivery=cb)
+    p.flush(30)
+    if commit:
+        p.commit_transaction(30)
+        acked.update(offsets)
+    else:
+        p.abort_transaction(30)
+
+
+def heartbeat(bootstrap: str, topic: str, value: bytes, partitions: int, acked: dict) -> None:
+    """One record per partition, flushed last: the log's last entry is never compacted, so a
+    heartbeat row ends each partition (as Debezium's heartbeats do)."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for partition in range(partitions):
+        key = f"heartbeat-{partition}".encode()
+        p.produce(topic, key=key, value=value, partition=partition,
+                  on_delivery=lambda err, msg: acked.__setitem__(msg.key(), (msg.partition(), msg.offset(), msg.value())))
+    assert p.flush(30) == 0
+
+
+def without_heartbeats(table: dict) -> dict:
+    """Rows other than heartbeats. The latest heartbeat sits in the uncompacted last entry, so
+    the one before it may still be there too (as in Kafka's active segment)."""
+    return {p: [r for r in rows if not r[1].startswith(b"heartbeat-")] for p, rows in table.items()}
+
+
+def table_state(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, list]:
+    """Every partition read from offset 0 to its high watermark (read_committed):
+    partition -> [(offset, key, value)]."""
+    out = {}
+    for partition, (_, high) in watermarks(bootstrap, topic, partitions).items():
+        got = read_partition(bootstrap, topic, partition, 0, high) if high > 0 else []
+        out[partition] = [(m.offset(), m.key(), m.value()) for m in got]
+    return out
+
+
+def kafka_python_state(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes, bytes | None]]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed",
+                      consumer_timeout_ms=3000)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        c.assign(tps)
+        c.seek_to_beginning()
+        ends = c.end_offsets(tps)
+        out = {p: [] for p in range(PARTITIONS)}
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            batch = c.poll(timeout_ms=1000)
+            if not batch:
+                continue
+            for tp, msgs in batch.items():
+                out[tp.partition] += [(m.offset, m.key, m.value) for m in msgs]
+        return out
+    finally:
+        c.close()
+
+
+def expected_table(acked: dict, keep_tombstones: bool) -> dict[int, list[tuple[int, bytes, bytes | None]]]:
+    out = {p: [] for p in range(PARTITIONS)}
+    for key, (partition, offset, value) in acked.items():
+        if value is not None or keep_tombstones:
+            out[partition].append((offset, key, value))
+    return {p: sorted(rows) for p, rows in out.items()}
+
+
+def test_a_table_topic_keeps_the_latest_value_per_key(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=[
+        "--compaction-interval-secs", "1", "--gc-interval-secs", "1"])
+    set_broker_configs(floe.bootstrap, log_segment_delete_delay_ms="0")
+    topic = unique_name("table")
+    create_topic(floe.bootstrap, topic, PARTITIONS, config={
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "3600000"})
+    rng = random.Random(7)
+    keys = [f"row-{i:04d}".encode() for i in range(KEYS)]
+    acked: dict[bytes, tuple[int, int, bytes | None]] = {}
+
+    # Snapshot, then rounds of updates and deletes in mixed codecs, one flush each.
+    produce_round(floe.bootstrap, topic, [(k, b"v0-" + k) for k in keys], "none", acked)
+    for r in range(1, 9):
+        changes = [(k, f"v{r}-".encode() + k) for k in rng.sample(keys, 40)]
+        changes += [(k, None) for k in rng.sample(keys, 6)]
+        produce_round(floe.bootstrap, topic, changes, ["none", "lz4", "zstd", "gzip", "snappy"][r % 5], acked)
+    # A committed transaction's updates count; an aborted one's never appear nor win.
+    transaction(floe.bootstrap, topic, [(k, b"committed-" + k) for k in keys[:10]], True, acked)
+    transaction(floe.bootstrap, topic, [(k, b"aborted-" + k) for k in keys[10:20]], False, acked)
+    heartbeat(floe.bootstrap, topic, b"hb", PARTITIONS, acked)
+    produced = KEYS + 8 * 46 + 20 + PARTITIONS
+
+    # Keyless records are refused with INVALID_RECORD and nothing is written.
+    errors = []
+    p = Producer({"bootstrap.servers": floe.bootstrap, "acks": "all", "retries": 0})
+    p.produce(topic, value=b"no key", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.INVALID_RECORD], errors
+
+    # Passes run every second while data arrives; wait until one has covered everything.
+    want = without_heartbeats(expected_table(acked, keep_tombstones=True))
+    wait_until(lambda: without_heartbeats(table_state(floe.bootstrap, topic)) == want, 90,
+               "a consumer from offset 0 to see exactly the latest record per key, at its offset")
+    assert without_heartbeats(kafka_python_state(floe.bootstrap, topic)) == want, "kafka-python disagrees"
+    got = table_state(floe.bootstrap, topic)
+    after = sum(len(rows) for rows in got.values())
+    print(f"records produced {produced}, readable after compaction {after}")
+    assert after < produced / 3
+    assert metric(floe, 'floe_key_compaction_runs_total{outcome="ok"}') >= PARTITIONS
+    assert not any(v is not None and v.startswith(b"aborted-") for rows in got.values() for _, _, v in rows)
+
+    # With delete.retention.ms at 0 the next pass (due once new writes make it dirty) drops the
+    # tombstones too: only live keys remain.
+    set_topic_configs(floe.bootstrap, topic, delete_retention_ms="0")
+    produce_round(floe.bootstrap, topic, [(k, b"final-" + k) for k in keys[:4]], "none", acked)
+    heartbeat(floe.bootstrap, topic, b"hb2", PARTITIONS, acked)
+    want = without_heartbeats(expected_table(acked, keep_tombstones=False))
+    wait_until(lambda: without_heartbeats(table_state(floe.bootstrap, topic)) == want, 90,
+               "tombstones past delete.retention.ms to be gone")
+    assert without_heartbeats(kafka_python_state(floe.bootstrap, topic)) == want, "kafka-python disagrees"
+    for partition, rows in table_state(floe.bootstrap, topic).items():
+        assert (f"heartbeat-{partition}".encode(), b"hb2") in [(k, v) for _, k, v in rows]
+
+
+def batch_codecs(segment: Path) -> list[int]:
+    """The codec of every record batch in a segment object (chunks start at byte 0 and the
+    batches of all chunks lie back to back before the footer)."""
+    data = segment.read_bytes()
+    at, codecs = 0, []
+    while at + 61 <= len(data) and data[at + 16] == 2:
+        (length,) = struct.unpack(">i", data[at + 8:at + 12])
+        (attributes,) = struct.unpack(">h", data[at + 21:at + 23])
+        if length < 49 or at + 12 + length > len(data):
+            break
+        codecs.append(attributes & 0x07)
+        at += 12 + length
+    return codecs
+
+
+def test_compression_type_rewrites_stored_batches(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=["--compaction-interval-secs", "1"])
+    topic = unique_name("zstd-table")
+    create_topic(floe.bootstrap, topic, 1, config={
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "compression.type": "zstd"})
+    acked: dict = {}
+    for r in range(4):
+        produce_round(floe.bootstrap, topic, [(f"k{i}".encode(), f"value {r} {i} ".encode() * 20)
+                                              for i in range(50)], "none", acked)
+    heartbeat(floe.bootstrap, topic, b"hb", 1, acked)
+    want = expected_table(acked, keep_tombstones=True)
+    wait_until(lambda: table_state(floe.bootstrap, topic, 1) == {0: want[0]}, 90, "key compaction")
+    compacted = list((objects / "segments").glob("*.compacted.seg"))
+    assert compacted, "key compaction wrote no object"
+    codecs = [c for seg in compacted for c in batch_codecs(seg)]
+    assert codecs and set(codecs) == {4}, f"stored batches should all be zstd, found codecs {codecs}"
