@@ -58,14 +58,7 @@ fn policy(state: &State, topic: &floe_metadata::Topic) -> Option<CleanPolicy> {
         return None;
     }
     let long = |name: &str, default: i64| value(name).and_then(|v| v.parse().ok()).unwrap_or(default);
-    let codec = match value("compression.type") {
-        Some("uncompressed") => Some(0),
-        Some("gzip") => Some(1),
-        Some("snappy") => Some(2),
-        Some("lz4") => Some(3),
-        Some("zstd") => Some(4),
-        _ => None,
-    };
+    let codec = value("compression.type").and_then(records::codec_for);
     Some(CleanPolicy {
         min_lag_ms: long("min.compaction.lag.ms", 0),
         max_lag_ms: long("max.compaction.lag.ms", i64::MAX),

@@ -1,6 +1,6 @@
 //! Compaction: runs of small chunks of one partition (each flush writes one chunk per partition
-//! into a shared multi-partition object) are copied, byte for byte, into one larger
-//! per-partition object, and metadata swaps the index entries with a compare-and-set
+//! into a shared multi-partition object) are copied, byte for byte (or rewritten in the topic's
+//! `compression.type` when it names a codec), into one larger per-partition object, and metadata swaps the index entries with a compare-and-set
 //! ([`Command::CompactChunks`]). Fewer, larger objects make catch-up reads cheaper (fewer GETs)
 //! and let garbage collection delete the small objects once every partition in them is
 //! compacted or expired.
@@ -18,6 +18,7 @@ use floe_storage::segment::ChunkStats;
 use floe_storage::{ChunkRef, SegmentKey, SegmentWriter, TopicPartition};
 
 use crate::Agent;
+use crate::record_batch::records;
 
 /// What counts as small, and how big a compacted object gets.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +39,8 @@ struct Run {
     topic_id: TopicId,
     partition: i32,
     entries: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)>,
+    /// The topic's `compression.type` codec, which batches are rewritten in.
+    codec: Option<i16>,
 }
 
 /// Runs until the agent is dropped.
@@ -74,6 +77,7 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
         if state.topic_config_value(topic, "cleanup.policy").is_some_and(|p| p.contains("compact")) {
             continue;
         }
+        let codec = state.topic_config_value(topic, "compression.type").and_then(records::codec_for);
         for (index, log) in topic.partitions.iter().enumerate() {
             let mut current: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)> = Vec::new();
             let mut bytes = 0u64;
@@ -113,7 +117,7 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
             }
             if qualifies(fresh, bytes, current.len()) {
                 let partition = i32::try_from(index).unwrap_or(i32::MAX);
-                runs.push(Run { topic_id: *topic_id, partition, entries: current });
+                runs.push(Run { topic_id: *topic_id, partition, entries: current, codec });
             }
         }
     }
@@ -129,8 +133,14 @@ async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
     let bytes = bytes.freeze();
     let read = bytes.len() as u64;
     let mut stats = ChunkStats { batch_count: 0, record_count: 0, timestamp_min: i64::MAX, timestamp_max: i64::MIN };
+    let mut batches = Vec::new();
     for batch in crate::record_batch::split(&bytes) {
-        let (header, _) = batch.map_err(|e| e.to_string())?;
+        let (header, batch) = batch.map_err(|e| e.to_string())?;
+        // Rewritten batches keep lastOffsetDelta, so offsets still follow from the entry's base.
+        batches.push(match run.codec {
+            Some(codec) => records::recompress(&header, &batch, codec).map_err(|e| e.to_string())?,
+            None => batch,
+        });
         stats.batch_count += 1;
         stats.record_count += u32::try_from(header.record_count).unwrap_or(0);
         stats.timestamp_min = stats.timestamp_min.min(header.base_timestamp);
@@ -138,7 +148,7 @@ async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
     }
     let mut writer = SegmentWriter::new();
     let tp = TopicPartition { topic_id: run.topic_id, partition: run.partition };
-    let entry = *writer.push_chunk(tp, [bytes], stats);
+    let entry = *writer.push_chunk(tp, batches, stats);
     let object = writer.finish();
     let object_bytes = object.object_bytes;
     let parts: Vec<bytes::Bytes> = object.payload.iter().cloned().collect();

@@ -188,19 +188,27 @@ def batch_codecs(segment: Path) -> list[int]:
 
 
 def test_compression_type_rewrites_stored_batches(floe_factory, tmp_path):
+    """Both kinds of compaction store batches in the topic's compression.type: key compaction
+    of a compacted topic and the merging of small chunks of a delete topic."""
     objects = tmp_path / "objects"
-    floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=["--compaction-interval-secs", "1"])
-    topic = unique_name("zstd-table")
-    create_topic(floe.bootstrap, topic, 1, config={
+    floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=[
+        "--compaction-interval-secs", "1", "--compaction-min-run", "4"])
+    table, log = unique_name("zstd-table"), unique_name("zstd-log")
+    create_topic(floe.bootstrap, table, 1, config={
         "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "compression.type": "zstd"})
+    create_topic(floe.bootstrap, log, 1, config={"compression.type": "zstd"})
     acked: dict = {}
-    for r in range(4):
-        produce_round(floe.bootstrap, topic, [(f"k{i}".encode(), f"value {r} {i} ".encode() * 20)
+    logged: dict = {}
+    for r in range(6):
+        produce_round(floe.bootstrap, table, [(f"k{i}".encode(), f"value {r} {i} ".encode() * 20)
                                               for i in range(50)], "none", acked)
-    heartbeat(floe.bootstrap, topic, b"hb", 1, acked)
+        produce_round(floe.bootstrap, log, [(f"r{r}-{i}".encode(), f"line {r} {i} ".encode() * 20)
+                                            for i in range(50)], "gzip", logged)
+    heartbeat(floe.bootstrap, table, b"hb", 1, acked)
     want = expected_table(acked, keep_tombstones=True)
-    wait_until(lambda: table_state(floe.bootstrap, topic, 1) == {0: want[0]}, 90, "key compaction")
+    wait_until(lambda: table_state(floe.bootstrap, table, 1) == {0: want[0]}, 90, "key compaction")
+    wait_until(lambda: metric(floe, 'floe_compaction_runs_total{outcome="ok"}') >= 1, 60, "merge compaction")
     compacted = list((objects / "segments").glob("*.compacted.seg"))
-    assert compacted, "key compaction wrote no object"
     codecs = [c for seg in compacted for c in batch_codecs(seg)]
-    assert codecs and set(codecs) == {4}, f"stored batches should all be zstd, found codecs {codecs}"
+    assert len(compacted) >= 2 and set(codecs) == {4}, f"stored batches should all be zstd, found codecs {codecs}"
+    assert table_state(floe.bootstrap, log, 1) == {0: sorted((o, k, v) for k, (_, o, v) in logged.items())}

@@ -98,6 +98,30 @@ fn snappy(payload: &[u8], max_bytes: usize) -> Result<Bytes, RecordsError> {
     Ok(out.into())
 }
 
+/// The batch codec a topic's `compression.type` asks for; `None` for `producer` (keep the
+/// client's codec).
+pub fn codec_for(compression_type: &str) -> Option<i16> {
+    match compression_type {
+        "uncompressed" => Some(0),
+        "gzip" => Some(1),
+        "snappy" => Some(2),
+        "lz4" => Some(3),
+        "zstd" => Some(4),
+        _ => None,
+    }
+}
+
+/// `batch` in `codec` (all its records, offsets and CRC-covered fields unchanged), or `batch`
+/// itself when it already is.
+pub fn recompress(header: &BatchHeader, batch: &Bytes, codec: i16) -> Result<Bytes, RecordsError> {
+    if header.compression() == codec {
+        return Ok(batch.clone());
+    }
+    let payload = decompress(header, batch, crate::limits::BATCH_DECOMPRESSED_BYTES_MAX)?;
+    let views = records(&payload).collect::<Result<Vec<_>, _>>()?;
+    rebuild(header, batch, header.base_offset, &views, codec)
+}
+
 /// Compresses records with a batch codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
 pub fn compress(codec: i16, records: &[u8]) -> Result<Bytes, RecordsError> {
     let mut out = BytesMut::new();

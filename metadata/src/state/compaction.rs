@@ -1,7 +1,8 @@
 //! Compaction commits: a run of small index entries becomes one entry in a new per-partition
 //! object. The swap is a compare-and-set on the run, so a concurrent produce commit (which only
 //! appends) is never lost, retention racing the compactor makes the swap fail harmlessly, and
-//! readers see either the old entries or the new one, never a gap. Offsets do not change.
+//! readers see either the old entries or the new one, never a gap. Offsets do not change; the
+//! bytes may (batches rewritten in the topic's `compression.type`).
 
 use super::{EntryData, IndexEntry, ObjectRecord, State};
 use crate::command::{CommandError, CompactedRun, Outcome};
@@ -43,13 +44,9 @@ impl State {
         if matched != run.replaced.len() || at >= log.index.len() {
             return Err(CommandError::CompactionConflict);
         }
-        if bytes != u64::from(run.byte_len) {
-            return Err(CommandError::InvalidCommit(format!(
-                "compacted chunk of {} bytes for runs of {bytes}",
-                run.byte_len
-            )));
-        }
         let last_offset = run.replaced[run.replaced.len() - 1].1;
+        // The size changes when compaction recompressed the batches (`compression.type`).
+        log.index_bytes = log.index_bytes - bytes + u64::from(run.byte_len);
         let replaced: Vec<IndexEntry> = log.index.drain(at..at + run.replaced.len()).collect();
         log.index.insert(
             at,

@@ -56,7 +56,7 @@ pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, Command
     (state, outcomes)
 }
 
-fn check_invariants(state: &State) {
+pub(super) fn check_invariants(state: &State) {
     assert_eq!(state.topics.len(), state.topic_ids.len());
     let mut references: BTreeMap<ObjectId, u64> = BTreeMap::new();
     for (id, topic) in &state.topics {

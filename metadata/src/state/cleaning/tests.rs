@@ -112,3 +112,47 @@ fn bad_ranges_are_refused() {
         assert_eq!(index(&state), before);
     }
 }
+
+/// A valid cleaning of the partition's first `n` entries: each replaced entry becomes a chunk
+/// (`keep`) or nothing; stretches of nothing are absorbed by the chunk before them or removed.
+fn cleaning_of(state: &State, n: usize, keep: &[bool], key: &str) -> CleanedRange {
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    let mut entries: Vec<CleanedEntry> = Vec::new();
+    let mut bytes = 0u64;
+    for (e, keep) in log.index.iter().take(n).zip(keep.iter().cycle()) {
+        match entries.last_mut() {
+            _ if *keep => {
+                entries.push(chunk(e.base_offset, e.last_offset, bytes, 10));
+                bytes += 10;
+            }
+            Some(last) => last.last_offset = e.last_offset,
+            None => entries.push(removed(e.base_offset, e.last_offset)),
+        }
+    }
+    range_of(state, n, (bytes > 0).then_some((key, bytes + 24)), entries)
+}
+
+proptest::proptest! {
+    #[test]
+    fn cleaning_keeps_the_index_contiguous_and_references_exact(
+        flushes in proptest::collection::vec(1u32..4, 2..12),
+        cuts in proptest::collection::vec((1usize..12, proptest::collection::vec(proptest::bool::ANY, 1..5)), 1..4),
+        delete_to in 0i64..10,
+    ) {
+        let mut commands = vec![create("a", 0, 1)];
+        commands.extend(flushes.iter().enumerate().map(|(i, n)| write(&format!("o{i}"), *n)));
+        let (mut state, _) = run(commands);
+        let mut index = 100;
+        for (round, (n, keep)) in cuts.into_iter().enumerate() {
+            let len = state.partition(topic_id(0), 0).map_or(0, |p| p.index.len());
+            let range = cleaning_of(&state, n.min(len.saturating_sub(1)).max(1), &keep, &format!("c{round}"));
+            let applied = state.apply(index, Command::CleanKeys(range));
+            // Only a range that would take the log's last entry is refused.
+            proptest::prop_assert!(applied.is_ok() || n >= len || len < 2, "{applied:?}");
+            super::super::tests::check_invariants(&state);
+            let _ = state.apply(index + 1, Command::DeleteRecords { topic_id: topic_id(0), partition: 0, offset: delete_to });
+            super::super::tests::check_invariants(&state);
+            index += 2;
+        }
+    }
+}

@@ -73,11 +73,20 @@ fn a_run_changed_by_retention_is_not_swapped() {
 #[test]
 fn bad_compactions_are_refused() {
     let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3)]);
-    let mut short = run_of(&state, 2, "c1");
-    short.byte_len = 150;
+    let mut short = run_of(&state, 2, "c1"); // a chunk past the end of its object
+    short.byte_len = 500;
     assert!(matches!(state.apply(10, Command::CompactChunks(short)), Err(CommandError::InvalidCommit(_))));
     let reused = run_of(&state, 2, "o1");
     assert!(matches!(state.apply(11, Command::CompactChunks(reused)), Err(CommandError::InvalidCommit(_))));
     let single = run_of(&state, 1, "c2");
     assert!(matches!(state.apply(12, Command::CompactChunks(single)), Err(CommandError::InvalidCommit(_))));
+}
+
+#[test]
+fn a_recompressed_run_changes_the_partition_size() {
+    let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3), write("o3", 1)]);
+    let mut smaller = run_of(&state, 2, "c1");
+    smaller.byte_len = 120;
+    assert_eq!(state.apply(10, Command::CompactChunks(smaller)), Ok(Outcome::Done));
+    assert_eq!(state.partition(topic_id(0), 0).map(|p| p.index_bytes), Some(220));
 }
