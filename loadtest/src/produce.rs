@@ -60,6 +60,10 @@ pub(crate) struct ProduceArgs {
     /// most 5 requests in flight, so on a high-latency endpoint this bounds its throughput.
     #[arg(long, default_value_t = 1_000_000)]
     request_bytes: usize,
+    /// Distinct record keys, cycled (each key always to the same partition), as a table's
+    /// updates would be; 0 sends records without keys, round-robin over partitions.
+    #[arg(long, default_value_t = 0)]
+    keys: u64,
 }
 
 /// Delivery counts shared by every producer; the histogram holds produce latency in
@@ -237,10 +241,19 @@ fn produce_until(
                 continue;
             }
         }
-        let partition = (sent % args.partitions as u64) as i32;
+        let (partition, key) = if args.keys > 0 {
+            let key = sent % args.keys;
+            ((key % args.partitions as u64) as i32, Some(format!("key-{key:012}")))
+        } else {
+            ((sent % args.partitions as u64) as i32, None)
+        };
         let record =
             BaseRecord::with_opaque_to(&args.topic, Box::new(Instant::now())).payload(&payload).partition(partition);
-        match producer.send::<(), _>(record) {
+        let record = match &key {
+            Some(key) => record.key(key.as_str()),
+            None => record,
+        };
+        match producer.send::<str, _>(record) {
             Ok(()) => sent += 1,
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                 producer.poll(Duration::from_millis(1));

@@ -410,6 +410,7 @@ const NO_KRAFT: &str = "Floe's metadata service replicates with its own Raft gro
 const AGENT_FLAGS: &str = "set by the agent's command-line flags, not by broker configs";
 const NO_PURGATORY: &str = "agents wake waiting requests on commit events, not by polling a purgatory";
 const COMPACTION_JOB: &str = "compaction is a background job scheduled by the metadata service";
+const CODEC_DEFAULT_LEVELS: &str = "compaction recompresses with each codec's default level";
 const METRICS_ENDPOINT: &str = "Floe exports Prometheus metrics at /metrics";
 const NO_DELEGATION_TOKENS: &str = "Floe does not issue delegation tokens";
 const CONNECTION_CAP_ONLY: &str = "agents cap connections only through max.connections";
@@ -439,10 +440,12 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         "Gzip level used when the topic recompresses with gzip; -1 picks the codec default.",
     )
     .gzip_level()
-    .synonym("compression.gzip.level"),
+    .synonym("compression.gzip.level")
+    .not_applicable(CODEC_DEFAULT_LEVELS),
     def("compression.lz4.level", T::Int, "9", "LZ4 level used when the topic recompresses with lz4.")
         .between(1, 17)
-        .synonym("compression.lz4.level"),
+        .synonym("compression.lz4.level")
+        .not_applicable(CODEC_DEFAULT_LEVELS),
     def(
         "compression.type",
         T::String,
@@ -453,7 +456,8 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     .synonym("compression.type"),
     def("compression.zstd.level", T::Int, "3", "Zstandard level used when the topic recompresses with zstd.")
         .between(-131_072, 22)
-        .synonym("compression.zstd.level"),
+        .synonym("compression.zstd.level")
+        .not_applicable(CODEC_DEFAULT_LEVELS),
     def(
         "delete.retention.ms",
         T::Long,
@@ -701,12 +705,17 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def_null("client.quota.callback.class", T::Class, "Plug-in that computes client quotas.")
         .read_only()
         .not_applicable(NO_PLUGINS),
-    def("compression.gzip.level", T::Int, "-1", "Cluster default for the topic config of the same name.").gzip_level(),
-    def("compression.lz4.level", T::Int, "9", "Cluster default for the topic config of the same name.").between(1, 17),
+    def("compression.gzip.level", T::Int, "-1", "Cluster default for the topic config of the same name.")
+        .gzip_level()
+        .not_applicable(CODEC_DEFAULT_LEVELS),
+    def("compression.lz4.level", T::Int, "9", "Cluster default for the topic config of the same name.")
+        .between(1, 17)
+        .not_applicable(CODEC_DEFAULT_LEVELS),
     def("compression.type", T::String, "producer", "Cluster default for the topic config of the same name.")
         .one_of(COMPRESSION_TYPES),
     def("compression.zstd.level", T::Int, "3", "Cluster default for the topic config of the same name.")
-        .between(-131_072, 22),
+        .between(-131_072, 22)
+        .not_applicable(CODEC_DEFAULT_LEVELS),
     def("connections.max.idle.ms", T::Long, "600000", "Idle time after which the broker closes a client connection.")
         .read_only(),
     def("controlled.shutdown.enable", T::Boolean, "true", "Whether a stopping broker hands its leaderships off first.")
