@@ -48,7 +48,7 @@ pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig) {
     loop {
         tokio::time::sleep(config.interval).await;
         let Some(agent) = agent.upgrade() else { return };
-        if !crate::gc::is_job_runner(&agent) {
+        if !crate::gc::is_job_runner(&agent).await {
             continue;
         }
         let runs = find_runs(&agent.metadata.read(), &config);

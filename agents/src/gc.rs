@@ -18,7 +18,7 @@ use floe_metadata::{Command, ObjectId, now_ms};
 use floe_storage::SegmentKey;
 
 use crate::Agent;
-use crate::limits::{GC_DELETES_PER_ROUND_MAX, GC_LISTED_OBJECTS_MAX};
+use crate::limits::{GC_DELETES_PER_ROUND_MAX, GC_LISTED_OBJECTS_MAX, JOB_LEASE};
 
 /// Orphans are looked for every this many rounds: they are rare, and listing a large bucket
 /// costs one LIST request per 1000 objects.
@@ -53,7 +53,7 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
     loop {
         tokio::time::sleep(config.interval).await;
         let Some(agent) = agent.upgrade() else { return };
-        if !is_job_runner(&agent) {
+        if !is_job_runner(&agent).await {
             unreferenced_since.clear();
             continue;
         }
@@ -70,10 +70,21 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
 }
 
 /// Whether this agent runs the storage jobs (garbage collection, compaction) now: the live
-/// agent with the lowest id does.
-pub(crate) fn is_job_runner(agent: &Agent) -> bool {
-    let state = agent.metadata.read();
-    crate::membership::live_agents(&state, &agent.info()).first().is_some_and(|a| a.agent_id == agent.config.node_id)
+/// agent with the lowest id does, once it has taken or renewed the job lease in metadata, so
+/// two agents that briefly disagree about who is live never both run jobs.
+pub(crate) async fn is_job_runner(agent: &Agent) -> bool {
+    let candidate = {
+        let state = agent.metadata.read();
+        crate::membership::live_agents(&state, &agent.info())
+            .first()
+            .is_some_and(|a| a.agent_id == agent.config.node_id)
+    };
+    let lease = Command::AcquireJobLease {
+        agent_id: agent.config.node_id,
+        now_ms: now_ms(),
+        duration_ms: i64::try_from(JOB_LEASE.as_millis()).unwrap_or(i64::MAX),
+    };
+    candidate && agent.metadata.propose(lease).await.is_ok()
 }
 
 async fn collect_unreferenced(agent: &Agent, since: &mut HashMap<ObjectId, Instant>) -> Result<(), String> {

@@ -152,6 +152,13 @@ pub enum Command {
     /// record per key: swap the range's entries for `entries` if the index still holds exactly
     /// `replaced` (compare-and-set).
     CleanKeys(CleanedRange),
+    /// An agent takes or renews the storage-job lease: granted when no other agent holds an
+    /// unexpired one, so at most one agent runs compaction and garbage collection at a time.
+    AcquireJobLease {
+        agent_id: i32,
+        now_ms: i64,
+        duration_ms: i64,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -335,4 +342,6 @@ pub enum CommandError {
     OperationNotAttempted,
     #[error("the index changed since the compactor read it")]
     CompactionConflict,
+    #[error("agent {agent_id} holds the storage-job lease")]
+    JobLeaseHeld { agent_id: i32 },
 }

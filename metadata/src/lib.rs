@@ -35,6 +35,6 @@ pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
     AbortedTransaction, AgentRecord, CommittedOffset, EntryData, GroupKind, GroupMembership, GroupRecord, IndexEntry,
-    MemberRecord, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord, State, StoredChunk,
-    Topic, TopicId, TransactionRecord, TxnMarker, TxnState, validate_topic_name,
+    JobLease, MemberRecord, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord, State,
+    StoredChunk, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, validate_topic_name,
 };

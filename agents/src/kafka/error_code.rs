@@ -67,7 +67,10 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::InvalidTransactionTimeout { .. } => ResponseError::InvalidTransactionTimeout,
         CommandError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         CommandError::OperationNotAttempted => ResponseError::OperationNotAttempted,
-        CommandError::InvalidCommit(_) | CommandError::AlreadyInitialized | CommandError::CompactionConflict => {
+        CommandError::InvalidCommit(_)
+        | CommandError::AlreadyInitialized
+        | CommandError::CompactionConflict
+        | CommandError::JobLeaseHeld { .. } => {
             tracing::error!(error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
         }

@@ -7,6 +7,7 @@
 mod cleaning;
 mod compaction;
 mod groups;
+mod jobs;
 mod offsets;
 mod retention;
 mod topics;
@@ -17,6 +18,7 @@ pub use groups::{
     OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
 };
 
+pub use jobs::JobLease;
 pub use topics::validate_topic_name;
 pub use transactions::{
     AbortedTransaction, ProducerRecord, ProducerSequences, SequencedChunk, TransactionRecord, TxnState,
@@ -69,6 +71,8 @@ pub struct State {
     pub next_producer_id: i64,
     /// Transactions by transactional id.
     pub transactions: BTreeMap<String, TransactionRecord>,
+    /// Which agent runs the storage jobs (compaction, garbage collection), until when.
+    pub job_lease: Option<JobLease>,
 }
 
 /// An agent as the cluster knows it.
@@ -243,6 +247,9 @@ impl State {
             Command::ForgetObjects { object_ids } => self.forget_objects(&object_ids),
             Command::CompactChunks(run) => self.compact_chunks(run),
             Command::CleanKeys(range) => self.clean_keys(range),
+            Command::AcquireJobLease { agent_id, now_ms, duration_ms } => {
+                self.acquire_job_lease(agent_id, now_ms, duration_ms)
+            }
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(
