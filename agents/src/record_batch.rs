@@ -77,8 +77,19 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 }
 
 impl BatchHeader {
-    /// Parses the header at the start of `bytes`; checks only lengths and magic.
+    /// Parses the header at the start of `bytes`, which must hold the whole batch; checks only
+    /// lengths and magic.
     pub fn parse(bytes: &[u8]) -> Result<Self, BatchError> {
+        let header = Self::parse_header(bytes)?;
+        if bytes.len() < header.batch_bytes {
+            return Err(BatchError::Truncated { needed: header.batch_bytes, available: bytes.len() });
+        }
+        Ok(header)
+    }
+
+    /// Parses a header from its first [`HEADER_BYTES`] bytes alone (the batch may continue
+    /// beyond `bytes`); checks the length field and magic.
+    pub fn parse_header(bytes: &[u8]) -> Result<Self, BatchError> {
         if bytes.len() < HEADER_BYTES {
             return Err(BatchError::Truncated { needed: HEADER_BYTES, available: bytes.len() });
         }
@@ -91,9 +102,6 @@ impl BatchHeader {
         let magic = bytes[16] as i8;
         if magic != 2 {
             return Err(BatchError::UnsupportedMagic(magic));
-        }
-        if bytes.len() < batch_bytes {
-            return Err(BatchError::Truncated { needed: batch_bytes, available: bytes.len() });
         }
         Ok(Self {
             base_offset: be_i64(bytes, 0),

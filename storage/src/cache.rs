@@ -147,57 +147,119 @@ impl BlockCache {
         Ok(entry.value().clone())
     }
 
-    /// Reads one chunk through the cache and verifies its checksum; prefetches the block after
-    /// the chunk's last.
+    /// A view of one chunk that loads its blocks as they are needed.
+    pub fn view(&self, store: &SegmentStore, chunk: ChunkRef, object_bytes: u64) -> ChunkView {
+        ChunkView { cache: self.clone(), store: store.clone(), chunk, object_bytes, blocks: Vec::new() }
+    }
+
+    /// A whole chunk, checked against the CRC-32C recorded at write time; blocks that fail the
+    /// check are dropped so the next read fetches them again.
     pub async fn read_chunk(
         &self,
         store: &SegmentStore,
         chunk: &ChunkRef,
         object_bytes: u64,
     ) -> Result<Bytes, ReadChunkError> {
-        let start = chunk.byte_start;
-        let len = u64::from(chunk.byte_len);
-        let blocks = blocks_of(start, len);
-        metrics::BLOCK_READS.inc_by(blocks.clone().count() as u64);
-        let last = *blocks.end();
-        let mut out = BytesMut::with_capacity(chunk.byte_len as usize);
-        for index in blocks {
-            let block = self.block(store, &chunk.key, object_bytes, index, Cause::Miss).await?;
-            let block_start = index * BLOCK_BYTES;
-            let from = start.max(block_start) - block_start;
-            let to = (start + len).min(block_start + block.len() as u64) - block_start;
-            if from > to || to > block.len() as u64 {
-                break;
-            }
-            out.extend_from_slice(&block[from as usize..to as usize]);
-        }
-        if (last + 1) * BLOCK_BYTES < object_bytes && !self.cache.contains(&block_key(&chunk.key, last + 1)) {
-            let (cache, store, key) = (self.clone(), store.clone(), chunk.key.clone());
-            tokio::spawn(async move {
-                let _ = cache.block(&store, &key, object_bytes, last + 1, Cause::Prefetch).await;
-            });
-        }
-        let bytes = out.freeze();
-        if bytes.len() != chunk.byte_len as usize {
-            return Err(ReadChunkError::Truncated {
-                key: chunk.key.to_string(),
-                byte_start: chunk.byte_start,
-                byte_len: chunk.byte_len,
-                got: bytes.len(),
-            });
-        }
+        let mut view = self.view(store, chunk.clone(), object_bytes);
+        let bytes = view.slice(0..u64::from(chunk.byte_len)).await?;
         if crc32c::crc32c(&bytes) != chunk.crc32c {
-            // Drop the cached blocks so a retry reads the object again.
-            for index in blocks_of(start, len) {
-                self.cache.remove(&block_key(&chunk.key, index));
-            }
-            return Err(ReadChunkError::ChecksumMismatch {
-                key: chunk.key.to_string(),
-                byte_start: chunk.byte_start,
-                byte_len: chunk.byte_len,
-            });
+            return Err(view.damaged());
         }
         Ok(bytes)
+    }
+}
+
+/// Random access to one chunk through the cache: each block is loaded on first use (so a read
+/// touches only the blocks up to what it returns), a slice within one block is not copied, and
+/// loading a block starts a prefetch of the next one for sequential readers.
+#[derive(Debug)]
+pub struct ChunkView {
+    cache: BlockCache,
+    store: SegmentStore,
+    chunk: ChunkRef,
+    object_bytes: u64,
+    /// Blocks loaded so far, by index; a chunk spans few blocks.
+    blocks: Vec<(u64, Bytes)>,
+}
+
+impl ChunkView {
+    pub fn len(&self) -> u64 {
+        u64::from(self.chunk.byte_len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunk.byte_len == 0
+    }
+
+    fn truncated(&self, got: usize) -> ReadChunkError {
+        ReadChunkError::Truncated {
+            key: self.chunk.key.to_string(),
+            byte_start: self.chunk.byte_start,
+            byte_len: self.chunk.byte_len,
+            got,
+        }
+    }
+
+    /// Bytes `range` of the chunk (offsets from the chunk's start).
+    pub async fn slice(&mut self, range: std::ops::Range<u64>) -> Result<Bytes, ReadChunkError> {
+        if range.start > range.end || range.end > self.len() {
+            return Err(self.truncated(0));
+        }
+        let start = self.chunk.byte_start + range.start;
+        let end = self.chunk.byte_start + range.end;
+        let blocks = blocks_of(start, end - start);
+        let mut parts = Vec::new();
+        for index in blocks {
+            let block = self.block(index).await?;
+            let block_start = index * BLOCK_BYTES;
+            let from = start.max(block_start) - block_start;
+            let to = end.min(block_start + BLOCK_BYTES) - block_start;
+            if to > block.len() as u64 {
+                return Err(self.truncated(parts.iter().map(Bytes::len).sum()));
+            }
+            parts.push(block.slice(from as usize..to as usize));
+        }
+        match parts.len() {
+            1 => Ok(parts.swap_remove(0)),
+            _ => {
+                let mut out = BytesMut::with_capacity((end - start) as usize);
+                for part in parts {
+                    out.extend_from_slice(&part);
+                }
+                Ok(out.freeze())
+            }
+        }
+    }
+
+    async fn block(&mut self, index: u64) -> Result<Bytes, ReadChunkError> {
+        if let Some((_, block)) = self.blocks.iter().find(|(i, _)| *i == index) {
+            return Ok(block.clone());
+        }
+        metrics::BLOCK_READS.inc();
+        let block = self.cache.block(&self.store, &self.chunk.key, self.object_bytes, index, Cause::Miss).await?;
+        let next = index + 1;
+        if next * BLOCK_BYTES < self.object_bytes && !self.cache.cache.contains(&block_key(&self.chunk.key, next)) {
+            let (cache, store, key, object_bytes) =
+                (self.cache.clone(), self.store.clone(), self.chunk.key.clone(), self.object_bytes);
+            tokio::spawn(async move {
+                let _ = cache.block(&store, &key, object_bytes, next, Cause::Prefetch).await;
+            });
+        }
+        self.blocks.push((index, block.clone()));
+        Ok(block)
+    }
+
+    /// Bytes read through this view failed their checksum: drops the blocks it loaded, so the
+    /// next read fetches them again, and returns the error to report.
+    pub fn damaged(&self) -> ReadChunkError {
+        for (index, _) in &self.blocks {
+            self.cache.cache.remove(&block_key(&self.chunk.key, *index));
+        }
+        ReadChunkError::ChecksumMismatch {
+            key: self.chunk.key.to_string(),
+            byte_start: self.chunk.byte_start,
+            byte_len: self.chunk.byte_len,
+        }
     }
 }
 

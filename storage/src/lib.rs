@@ -12,7 +12,7 @@ pub mod metrics;
 pub mod segment;
 pub mod store;
 
-pub use cache::{BlockCache, BlockCacheConfig};
+pub use cache::{BlockCache, BlockCacheConfig, ChunkView};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 pub use keys::SegmentKey;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};

@@ -64,6 +64,8 @@ struct Plan {
     log_start_offset: i64,
     leader_epoch: i32,
     aborted_transactions: Vec<AbortedTransaction>,
+    /// Bytes of the planned entries: at least what the read returns from them.
+    bytes: usize,
 }
 
 fn plan(
@@ -131,6 +133,7 @@ fn plan(
         log_start_offset: log.log_start_offset,
         leader_epoch: log.leader_epoch,
         aborted_transactions,
+        bytes,
     })
 }
 
@@ -163,6 +166,85 @@ pub(crate) fn batches_with_offsets<'a>(
     })
 }
 
+/// Where a partition read puts the batches it takes, and which it wants.
+struct Sink {
+    out: BytesMut,
+    offset: i64,
+    read_end: i64,
+    limits: ReadLimits,
+    leader_epoch: i32,
+}
+
+enum Want {
+    /// Entirely below the fetch offset.
+    Skip,
+    Take,
+    /// Past the read's end, or over its size: the read is done.
+    Stop,
+}
+
+impl Sink {
+    fn want(&self, base: i64, header: &BatchHeader) -> Want {
+        let first = self.out.is_empty() && self.limits.must_return_first;
+        if base + header.offset_count() <= self.offset {
+            Want::Skip
+        } else if base >= self.read_end || (!first && self.out.len() + header.batch_bytes > self.limits.max_bytes) {
+            Want::Stop
+        } else {
+            Want::Take
+        }
+    }
+
+    fn push(&mut self, batch: &[u8], base: i64) {
+        let start = self.out.len();
+        self.out.extend_from_slice(batch);
+        record_batch::stamp(&mut self.out[start..], base, self.leader_epoch);
+    }
+}
+
+/// Appends the batches of one entry the read wants; false once the read is done. A chunk is
+/// walked header by header through the block cache, so only the blocks up to the last batch
+/// taken are loaded, and each batch taken is checked against its own CRC.
+async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: &mut Sink) -> Result<bool, FetchError> {
+    let (Some(chunk), Some((key, object_bytes))) = (entry.chunk(), object) else {
+        // A marker's built control batch, or nothing for a removed stretch.
+        let bytes = entry_bytes(agent, entry, object.clone()).await?;
+        for part in batches_with_offsets(&bytes, entry) {
+            let (base, header, batch) = part?;
+            match sink.want(base, &header) {
+                Want::Skip => {}
+                Want::Take => sink.push(&batch, base),
+                Want::Stop => return Ok(false),
+            }
+        }
+        return Ok(true);
+    };
+    let chunk_ref =
+        ChunkRef { key: key.clone(), byte_start: chunk.byte_start, byte_len: chunk.byte_len, crc32c: chunk.crc32c };
+    let mut view = agent.cache.view(&agent.store, chunk_ref, *object_bytes);
+    let (mut at, mut next_base) = (0u64, entry.base_offset);
+    while at < view.len() {
+        let head = view.slice(at..(at + record_batch::HEADER_BYTES as u64).min(view.len())).await?;
+        let header = BatchHeader::parse_header(&head).map_err(|e| FetchError::CorruptStoredBatch(e.to_string()))?;
+        let end = at + header.batch_bytes as u64;
+        let base = if chunk.offsets_in_batches { header.base_offset } else { next_base };
+        next_base += header.offset_count();
+        match sink.want(base, &header) {
+            Want::Skip => {}
+            Want::Take => {
+                let batch = view.slice(at..end).await?;
+                if !record_batch::crc_matches(&batch, &header) {
+                    return Err(view.damaged().into());
+                }
+                sink.push(&batch, base);
+            }
+            Want::Stop => return Ok(false),
+        }
+        at = end;
+    }
+    Ok(true)
+}
+
 /// Reads whole batches of one partition starting with the batch that holds `offset`.
 pub async fn read_partition(
     agent: &Agent,
@@ -178,25 +260,16 @@ pub async fn read_partition(
     loop {
         let plan = plan(agent, topic_id, partition, from, current_leader_epoch, limits)?;
         let covered_to = plan.entries.last().map(|(e, _)| e.last_offset);
-        'entries: for (entry, key) in &plan.entries {
-            let chunk = entry_bytes(agent, entry, key.clone()).await?;
-            for part in batches_with_offsets(&chunk, entry) {
-                let (base, header, batch) = part?;
-                if base + header.offset_count() <= offset {
-                    continue;
-                }
-                if base >= plan.read_end {
-                    break 'entries;
-                }
-                let first = out.is_empty() && limits.must_return_first;
-                if !first && out.len() + batch.len() > limits.max_bytes {
-                    break 'entries;
-                }
-                let start = out.len();
-                out.extend_from_slice(&batch);
-                record_batch::stamp(&mut out[start..], base, plan.leader_epoch);
+        // Room for the whole read up front: growing a megabyte buffer by doubling copies it
+        // over and over.
+        out.reserve(plan.bytes.min(limits.max_bytes));
+        let mut sink = Sink { out, offset, read_end: plan.read_end, limits, leader_epoch: plan.leader_epoch };
+        for (entry, object) in &plan.entries {
+            if !read_entry(agent, entry, object, &mut sink).await? {
+                break;
             }
         }
+        out = sink.out;
         rounds += 1;
         // Key compaction leaves stretches without batches; a read that found only those goes
         // on, so a consumer inside one gets the next batch rather than nothing forever.

@@ -112,7 +112,13 @@ async fn read_requests(
 fn encode(correlation_id: i32, api_key: ApiKey, version: i16, response: &ResponseKind) -> Result<Bytes, String> {
     // ApiVersions responses always use header v0, even for flexible versions.
     let header_version = if api_key == ApiKey::ApiVersions { 0 } else { api_key.response_header_version(version) };
-    let mut out = BytesMut::with_capacity(256);
+    // Fetch responses carry megabytes of records: sized up front, the buffer is not regrown
+    // (and copied) a dozen times on the way.
+    let capacity = match response {
+        ResponseKind::Fetch(fetch) => fetch.compute_size(version).unwrap_or(0) + 64,
+        _ => 256,
+    };
+    let mut out = BytesMut::with_capacity(capacity);
     out.put_i32(0);
     ResponseHeader::default()
         .with_correlation_id(correlation_id)

@@ -73,3 +73,23 @@ async fn a_damaged_block_is_refused_and_dropped() {
     // The bad block was dropped: the next read goes to the store and succeeds.
     assert_eq!(&cache.read_chunk(&store, &third, object_bytes).await.expect("re-read"), &datas[2]);
 }
+
+#[tokio::test]
+async fn a_view_slices_any_range_of_a_chunk_and_refuses_ranges_past_it() {
+    let store = SegmentStore::open(&ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None }).expect("store");
+    let (object, datas) = object();
+    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let key = SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+    let cache = memory_cache(64 << 20).await;
+    // The first chunk ends 10 bytes before a block boundary; the second crosses it.
+    for (entry, data) in chunks.iter().zip(&datas).take(2) {
+        let mut view = cache.view(&store, chunk_ref(&key, entry), object_bytes);
+        let len = data.len() as u64;
+        for range in [0..len, 0..1, len - 1..len, len / 2..len, 3..len / 2 + 7, 5..5] {
+            let got = view.slice(range.clone()).await.expect("slice");
+            assert_eq!(&got[..], &data[range.start as usize..range.end as usize], "{range:?}");
+        }
+        assert!(matches!(view.slice(0..len + 1).await, Err(ReadChunkError::Truncated { .. })));
+    }
+}
