@@ -239,8 +239,17 @@ pub(crate) struct AgentOptions {
     /// Fewest consecutive small chunks of a partition that compaction merges into one object.
     #[arg(long, default_value_t = 16)]
     pub(crate) compaction_min_run: usize,
+    /// Benchmarks only: delay every object-store request as the named profile says (a
+    /// simulation of a remote store's latency on top of the real one): s3-standard or s3-express.
+    #[arg(long, value_parser = parse_latency_profile)]
+    pub(crate) object_store_latency: Option<floe_storage::LatencyProfile>,
     /// Test-only fault injection: `exit-before-commit` makes the agent exit right after a
     /// segment PUT succeeds, before committing it (leaves an orphan object).
     #[arg(long, hide = true)]
     pub(crate) fault: Option<floe_agent::Fault>,
+}
+
+fn parse_latency_profile(name: &str) -> Result<floe_storage::LatencyProfile, String> {
+    floe_storage::LatencyProfile::named(name)
+        .ok_or_else(|| format!("unknown latency profile {name:?}; known: {}", floe_storage::LatencyProfile::names()))
 }

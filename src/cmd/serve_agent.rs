@@ -21,7 +21,11 @@ pub(crate) async fn run(
     let store = SegmentStore::open(&ObjectStoreConfig {
         url: object_store_url.to_owned(),
         s3_endpoint: options.s3_endpoint.clone(),
+        latency: options.object_store_latency,
     })?;
+    if let Some(profile) = options.object_store_latency {
+        tracing::warn!(profile = profile.name, "object store requests are delayed by a simulated latency profile (benchmarks only)");
+    }
     if options.num_partitions < 1 {
         anyhow::bail!("--num-partitions must be at least 1");
     }

@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod error;
 pub mod keys;
+pub mod latency;
 pub mod limits;
 pub mod metrics;
 pub mod segment;
@@ -15,5 +16,6 @@ pub mod store;
 pub use cache::{BlockCache, BlockCacheConfig, ChunkView};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 pub use keys::SegmentKey;
+pub use latency::LatencyProfile;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
 pub use store::{ListedSegment, ObjectStoreConfig, SegmentStore};

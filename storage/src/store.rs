@@ -12,6 +12,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 
 use crate::SegmentKey;
+use crate::latency::{LatencyProfile, SimulatedLatency};
 
 /// Directory under the store prefix holding metadata archives (state snapshots).
 pub const ARCHIVE_DIR: &str = "metadata";
@@ -27,6 +28,8 @@ pub struct ObjectStoreConfig {
     pub url: String,
     /// Endpoint of an S3-compatible server; credentials come from the standard AWS variables.
     pub s3_endpoint: Option<String>,
+    /// Benchmarks only: delay every request as this profile says.
+    pub latency: Option<LatencyProfile>,
 }
 
 /// Segment objects in one bucket and prefix.
@@ -62,6 +65,10 @@ impl SegmentStore {
                 (Arc::new(builder.build()?), prefix, None)
             }
             other => return Err(invalid(&format!("unsupported scheme {other:?}; use file://, s3:// or memory://"))),
+        };
+        let store = match config.latency {
+            Some(profile) => Arc::new(SimulatedLatency::new(store, profile)),
+            None => store,
         };
         Ok(Self { store, prefix, local_root, url: config.url.clone() })
     }

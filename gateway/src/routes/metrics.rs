@@ -9,6 +9,15 @@ use prometheus::{Encoder, TextEncoder};
 use crate::error::HttpError;
 
 pub(crate) fn router() -> Router {
+    // CPU seconds, resident memory and open files of this process (`process_*`), which the load
+    // generator's cost view divides by the bytes it moved. Registered once per process.
+    static PROCESS: std::sync::Once = std::sync::Once::new();
+    PROCESS.call_once(|| {
+        let registered = super::process::ProcessMetrics::new().and_then(|m| prometheus::register(Box::new(m)));
+        if let Err(e) = registered {
+            tracing::warn!(error = %e, "process metrics unavailable");
+        }
+    });
     Router::new().route("/metrics", get(metrics))
 }
 

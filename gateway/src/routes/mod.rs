@@ -1,3 +1,4 @@
 pub(crate) mod health;
 pub(crate) mod metrics;
+mod process;
 pub(crate) mod status;

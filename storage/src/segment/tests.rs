@@ -96,7 +96,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn store_round_trip_and_damage_detection_on_file_store() {
     let root = temp_dir("file");
-    let store = SegmentStore::open(&ObjectStoreConfig { url: format!("file://{}", root.display()), s3_endpoint: None })
+    let store = SegmentStore::open(&ObjectStoreConfig { url: format!("file://{}", root.display()), s3_endpoint: None, latency: None })
         .expect("opens");
     let (object, _) = build(&[vec![b"first".to_vec()], vec![b"second".to_vec()]]);
     let chunks = object.chunks.clone();
@@ -146,7 +146,7 @@ async fn store_round_trip_and_damage_detection_on_file_store() {
 #[tokio::test]
 async fn unsupported_urls_are_rejected() {
     for url in ["ftp://x/y", "not a url", "s3:///prefix"] {
-        let result = SegmentStore::open(&ObjectStoreConfig { url: url.to_owned(), s3_endpoint: None });
+        let result = SegmentStore::open(&ObjectStoreConfig { url: url.to_owned(), s3_endpoint: None, latency: None });
         assert!(result.is_err(), "{url} should be rejected");
     }
 }

@@ -1,0 +1,267 @@
+//! One producer: a librdkafka instance on its own thread, sending records at its share of the
+//! rate until the run ends; latency is from `send` to the delivery report.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rdkafka::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+
+use super::stats::{Stats, wall_micros};
+use super::{KeyDistribution, RunArgs};
+
+/// Longest wait for outstanding deliveries at the end.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Timeout of transactional calls (init, commit).
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// Records claimed from a shared `--records` budget at a time.
+static CLAIMED: AtomicU64 = AtomicU64::new(0);
+
+/// Each topic with its partition count, as the cluster reports them.
+pub(super) fn partition_counts(bootstrap: &str, topics: &[String]) -> anyhow::Result<Vec<(String, i32)>> {
+    let client: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("metadata client")?;
+    let mut counts = Vec::with_capacity(topics.len());
+    for topic in topics {
+        let metadata = client
+            .fetch_metadata(Some(topic), Duration::from_secs(30))
+            .with_context(|| format!("metadata of {topic}"))?;
+        let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len());
+        if partitions == 0 {
+            bail!("topic {topic} has no partitions");
+        }
+        counts.push((topic.clone(), i32::try_from(partitions)?));
+    }
+    Ok(counts)
+}
+
+/// Counts delivery reports into the shared [`Stats`].
+struct Deliveries(Arc<Stats>);
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    /// When the record was sent, and its key and value bytes.
+    type DeliveryOpaque = Box<(Instant, u64)>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Box<(Instant, u64)>) {
+        let (sent, bytes) = *opaque;
+        match result {
+            Ok(_) => self.0.delivered(bytes, sent),
+            Err((e, _)) => self.0.error(format!("produce: {e}")),
+        }
+    }
+}
+
+/// Chooses record keys.
+enum Keys {
+    None,
+    Sequential { count: u64 },
+    Uniform { count: u64 },
+    /// Cumulative probabilities of keys 0..N.
+    Zipf { cdf: Vec<f64> },
+}
+
+impl Keys {
+    fn new(args: &RunArgs) -> Self {
+        match (args.keys, args.key_distribution) {
+            (0, _) => Keys::None,
+            (count, KeyDistribution::Sequential) => Keys::Sequential { count },
+            (count, KeyDistribution::Uniform) => Keys::Uniform { count },
+            (count, KeyDistribution::Zipf) => Keys::zipf(count),
+        }
+    }
+
+    /// Key k drawn with probability proportional to 1/(k+1).
+    fn zipf(count: u64) -> Self {
+        let mut cdf: Vec<f64> = (1..=count).map(|k| 1.0 / k as f64).collect();
+        let mut sum = 0.0;
+        for p in &mut cdf {
+            sum += *p;
+            *p = sum;
+        }
+        cdf.iter_mut().for_each(|p| *p /= sum);
+        Keys::Zipf { cdf }
+    }
+
+    fn next(&self, seq: u64, rng: &mut XorShift) -> Option<u64> {
+        match self {
+            Keys::None => None,
+            Keys::Sequential { count } => Some(seq % count),
+            Keys::Uniform { count } => Some(rng.next() % count),
+            Keys::Zipf { cdf } => {
+                let u = rng.unit();
+                Some(cdf.partition_point(|p| *p < u).min(cdf.len().saturating_sub(1)) as u64)
+            }
+        }
+    }
+}
+
+/// A small fast generator for payload bytes and key choices; not for anything secret.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+pub(super) fn run(
+    args: &RunArgs,
+    index: usize,
+    stats: &Arc<Stats>,
+    topics: &[(String, i32)],
+    end: Instant,
+) -> anyhow::Result<()> {
+    let result = produce_until(args, index, stats, topics, end);
+    if let Err(e) = &result {
+        // One failed producer ends the whole run rather than skewing it quietly.
+        stats.error(format!("producer: {e:#}"));
+        stats.stop.store(true, Ordering::Relaxed);
+    }
+    result
+}
+
+fn produce_until(
+    args: &RunArgs,
+    index: usize,
+    stats: &Arc<Stats>,
+    topics: &[(String, i32)],
+    end: Instant,
+) -> anyhow::Result<()> {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &args.bootstrap)
+        .set("acks", &args.acks)
+        .set("compression.type", &args.compression)
+        .set("linger.ms", args.linger_ms.to_string())
+        .set("batch.size", args.batch_bytes.to_string())
+        .set("queue.buffering.max.kbytes", "1048576")
+        .set("queue.buffering.max.messages", "1000000")
+        .set("enable.idempotence", args.idempotence.to_string())
+        .set("message.max.bytes", args.request_bytes.to_string());
+    let transactional = args.transaction_records > 0;
+    if transactional {
+        config.set("transactional.id", format!("floe-loadtest-{}-{index}", uuid::Uuid::new_v4()));
+    }
+    for (key, value) in &args.producer_config {
+        config.set(key, value);
+    }
+    let producer: BaseProducer<Deliveries> =
+        config.create_with_context(Deliveries(stats.clone())).context("creating a producer")?;
+    if transactional {
+        producer.init_transactions(TRANSACTION_TIMEOUT).context("init_transactions")?;
+        producer.begin_transaction().context("begin_transaction")?;
+    }
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
+    let mut payload: Vec<u8> = (0..args.record_bytes).map(|_| rng.next() as u8).collect();
+    let keys = Keys::new(args);
+    let slots: u64 = topics.iter().map(|(_, p)| *p as u64).sum();
+    let rate = args.rate as f64 / args.producers as f64;
+    let start = stats.start();
+    // Producers start on different partitions so they do not move in lockstep.
+    let (mut seq, mut sent) = (index as u64, 0u64);
+    let mut in_transaction = 0u64;
+    while Instant::now() < end && !stats.stop.load(Ordering::Relaxed) {
+        if rate > 0.0 {
+            let due = start + Duration::from_secs_f64(sent as f64 / rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                producer.poll(wait.min(Duration::from_millis(1)));
+                continue;
+            }
+        }
+        if let Some(limit) = args.records
+            && CLAIMED.fetch_add(1, Ordering::Relaxed) >= limit
+        {
+            break;
+        }
+        let key = keys.next(seq, &mut rng);
+        let slot = key.unwrap_or(seq) % slots;
+        let (topic, partition) = locate(topics, slot);
+        if payload.len() >= 8 {
+            payload[..8].copy_from_slice(&wall_micros().to_be_bytes());
+        }
+        let key_text = key.map(|k| format!("key-{k:012}"));
+        let bytes = (payload.len() + key_text.as_ref().map_or(0, String::len)) as u64;
+        let mut record = BaseRecord::with_opaque_to(topic, Box::new((Instant::now(), bytes)))
+            .payload(payload.as_slice())
+            .partition(partition);
+        if let Some(k) = &key_text {
+            record = record.key(k.as_str());
+        }
+        loop {
+            match producer.send::<str, [u8]>(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    producer.poll(Duration::from_millis(1));
+                    record = back;
+                }
+                Err((e, _)) => bail!("send failed: {e}"),
+            }
+        }
+        seq += 1;
+        sent += 1;
+        if sent.is_multiple_of(64) {
+            producer.poll(Duration::ZERO);
+        }
+        if transactional {
+            in_transaction += 1;
+            if in_transaction == args.transaction_records {
+                producer.commit_transaction(TRANSACTION_TIMEOUT).context("commit_transaction")?;
+                producer.begin_transaction().context("begin_transaction")?;
+                in_transaction = 0;
+            }
+        }
+    }
+    if transactional {
+        producer.commit_transaction(TRANSACTION_TIMEOUT).context("commit_transaction")?;
+    }
+    producer.flush(FLUSH_TIMEOUT).context("flushing")?;
+    Ok(())
+}
+
+/// The topic and partition of slot `slot` in 0..(sum of partitions): topics in turn, so
+/// consecutive slots spread over topics first.
+fn locate(topics: &[(String, i32)], slot: u64) -> (&str, i32) {
+    let n = topics.len() as u64;
+    let (topic, partitions) = &topics[(slot % n) as usize];
+    (topic.as_str(), ((slot / n) % *partitions as u64) as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_cover_every_partition_of_every_topic() {
+        let topics = vec![("a".to_owned(), 3), ("b".to_owned(), 3)];
+        let mut seen: Vec<_> = (0..6).map(|s| locate(&topics, s)).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 6);
+    }
+
+    #[test]
+    fn zipf_keys_favour_the_first() {
+        let keys = Keys::zipf(100);
+        let mut rng = XorShift(42);
+        let mut counts = [0u32; 100];
+        for _ in 0..100_000 {
+            counts[keys.next(0, &mut rng).unwrap_or(0) as usize] += 1;
+        }
+        // Key 0 carries 1/H(100) ≈ 19 % of the draws, key 99 about 0.2 %.
+        assert!((17_000..21_500).contains(&counts[0]), "{}", counts[0]);
+        assert!(counts[99] < 500, "{}", counts[99]);
+    }
+}
