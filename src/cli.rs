@@ -23,6 +23,13 @@ pub(crate) enum Command {
     /// Inspect a running cluster.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Run the load generator, `floe-loadtest` (found next to this binary or on PATH), with
+    /// these arguments; `floe loadtest --help` shows its own help.
+    #[command(disable_help_flag = true)]
+    Loadtest {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, clap::Args)]

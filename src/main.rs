@@ -15,6 +15,9 @@ use clap::Parser;
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
+    if let cli::Command::Loadtest { args } = cli.command {
+        return cmd::loadtest::exec(args);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -28,5 +31,6 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Metadata(args) => runtime.block_on(cmd::metadata::run(args)),
         cli::Command::Agent(args) => runtime.block_on(cmd::agent::run(args)),
         cli::Command::Admin(command) => runtime.block_on(cmd::admin::run(command)),
+        cli::Command::Loadtest { .. } => Ok(()),
     }
 }

@@ -28,10 +28,18 @@ struct Figure {
 
 const FIGURES: &[Figure] = &[
     Figure { name: "produce MB/s", higher_is_better: true, value: |r| r.produce.as_ref().map(|p| p.mb_per_second) },
-    Figure { name: "produce records/s", higher_is_better: true, value: |r| r.produce.as_ref().map(|p| p.records_per_second) },
+    Figure {
+        name: "produce records/s",
+        higher_is_better: true,
+        value: |r| r.produce.as_ref().map(|p| p.records_per_second),
+    },
     Figure { name: "produce p50 ms", higher_is_better: false, value: |r| r.produce.as_ref().map(|p| p.latency_ms.p50) },
     Figure { name: "produce p99 ms", higher_is_better: false, value: |r| r.produce.as_ref().map(|p| p.latency_ms.p99) },
-    Figure { name: "produce p99.9 ms", higher_is_better: false, value: |r| r.produce.as_ref().map(|p| p.latency_ms.p999) },
+    Figure {
+        name: "produce p99.9 ms",
+        higher_is_better: false,
+        value: |r| r.produce.as_ref().map(|p| p.latency_ms.p999),
+    },
     Figure { name: "consume MB/s", higher_is_better: true, value: |r| r.consume.as_ref().map(|c| c.mb_per_second) },
     Figure {
         name: "end-to-end p50 ms",
@@ -44,8 +52,16 @@ const FIGURES: &[Figure] = &[
         value: |r| r.consume.as_ref().and_then(|c| c.end_to_end_latency_ms).map(|l| l.p99),
     },
     Figure { name: "errors", higher_is_better: false, value: |r| Some(r.errors.values().sum::<u64>() as f64) },
-    Figure { name: "PUTs per GiB produced", higher_is_better: false, value: |r| r.cost.as_ref().and_then(|c| c.puts_per_gib_produced) },
-    Figure { name: "GETs per GiB consumed", higher_is_better: false, value: |r| r.cost.as_ref().and_then(|c| c.gets_per_gib_consumed) },
+    Figure {
+        name: "PUTs per GiB produced",
+        higher_is_better: false,
+        value: |r| r.cost.as_ref().and_then(|c| c.puts_per_gib_produced),
+    },
+    Figure {
+        name: "GETs per GiB consumed",
+        higher_is_better: false,
+        value: |r| r.cost.as_ref().and_then(|c| c.gets_per_gib_consumed),
+    },
     Figure {
         name: "agent CPU s per GiB",
         higher_is_better: false,
@@ -87,7 +103,13 @@ pub(crate) fn run(args: CompareArgs) -> anyhow::Result<()> {
                 Some(_) => "  worse",
                 None => "",
             };
-            println!("{:<26} {:>14} {:>14} {:>8}{verdict}", f.name, cell(*va), cell(*vb), ratio.map_or("-".to_owned(), |r| format!("{r:.2}x")));
+            println!(
+                "{:<26} {:>14} {:>14} {:>8}{verdict}",
+                f.name,
+                cell(*va),
+                cell(*vb),
+                ratio.map_or("-".to_owned(), |r| format!("{r:.2}x"))
+            );
         }
         println!("baseline:  {}\ncandidate: {}", args.baseline.display(), args.candidate.display());
     }

@@ -77,7 +77,9 @@ impl MetricsSnapshot {
     fn total(&self, name: &str) -> f64 {
         self.0
             .iter()
-            .filter(|(series, _)| series.as_str() == name || series.strip_prefix(name).is_some_and(|r| r.starts_with('{')))
+            .filter(|(series, _)| {
+                series.as_str() == name || series.strip_prefix(name).is_some_and(|r| r.starts_with('{'))
+            })
             .map(|(_, v)| v)
             .sum()
     }

@@ -48,13 +48,20 @@ enum Command {
     Transactions(transactions::TransactionsArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         None => run::run(cli.run),
         Some(Command::Compare(args)) => compare::run(args),
         Some(Command::NullSink(args)) => null_sink::run(args),
         Some(Command::Commits(args)) => commits::run(args),
         Some(Command::Transactions(args)) => transactions::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("floe-loadtest: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -134,7 +134,9 @@ async fn serve(args: NullSinkArgs) -> anyhow::Result<()> {
                 let sink = sink.clone();
                 tokio::spawn(async move {
                     if let Err(e) = serve_connection(&sink, stream).await {
-                        eprintln!("null-sink: closing connection from {peer}: {e:#}");
+                        // Some codec errors end in a newline; keep one line per connection.
+                        let reason = format!("{e:#}");
+                        eprintln!("null-sink: closing connection from {peer}: {}", reason.trim_end());
                     }
                 });
             }

@@ -77,7 +77,10 @@ fn panel(
         .build_cartesian_2d(0.0..t_max, 0.0..y_max)?;
     chart.configure_mesh().x_desc("seconds since start").y_desc(unit).light_line_style(WHITE.mix(0.0)).draw()?;
     if warmup > 0.0 {
-        chart.draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (warmup.min(t_max), y_max)], BLACK.mix(0.06).filled())))?;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, 0.0), (warmup.min(t_max), y_max)],
+            BLACK.mix(0.06).filled(),
+        )))?;
     }
     for (i, (name, points)) in series.iter().enumerate() {
         let color = COLOURS[i % COLOURS.len()];

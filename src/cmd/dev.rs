@@ -28,8 +28,11 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     .with_context(|| format!("starting the metadata node on {}", args.metadata_addr))?;
     metadata.wait_for_leader(Duration::from_secs(10)).await?;
     metadata.ensure_initialized().await?;
-    let archive_store =
-        SegmentStore::open(&ObjectStoreConfig { url: url.clone(), s3_endpoint: args.agent.s3_endpoint.clone(), latency: None })?;
+    let archive_store = SegmentStore::open(&ObjectStoreConfig {
+        url: url.clone(),
+        s3_endpoint: args.agent.s3_endpoint.clone(),
+        latency: None,
+    })?;
     tokio::spawn(super::archive::run(metadata.clone(), archive_store));
     tracing::info!(data_dir = %data_dir.display(), metadata = %args.metadata_addr, "floe dev ready");
     let result = super::serve_agent::run(&args.agent, &url, None, Metadata::Local(metadata.clone())).await;

@@ -11,8 +11,11 @@ use crate::cli::{MetadataAction, MetadataArgs};
 
 pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
     if let Some(MetadataAction::Restore { object_store, s3_endpoint, data_dir }) = &args.action {
-        let store =
-            SegmentStore::open(&ObjectStoreConfig { url: object_store.clone(), s3_endpoint: s3_endpoint.clone(), latency: None })?;
+        let store = SegmentStore::open(&ObjectStoreConfig {
+            url: object_store.clone(),
+            s3_endpoint: s3_endpoint.clone(),
+            latency: None,
+        })?;
         return super::archive::restore(&store, data_dir).await;
     }
     let node_id = args.node_id.context("--node-id is required")?;
@@ -38,8 +41,12 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
     .with_context(|| format!("starting metadata node {} on {}", node_id, args.metadata_addr))?;
     tracing::info!(node_id = node_id, addr = %args.metadata_addr, data_dir = %args.data_dir.display(), "metadata node running");
     if let Some(url) = &args.object_store {
-        let store = SegmentStore::open(&ObjectStoreConfig { url: url.clone(), s3_endpoint: args.s3_endpoint.clone(), latency: None })
-            .with_context(|| format!("opening the archive store {url}"))?;
+        let store = SegmentStore::open(&ObjectStoreConfig {
+            url: url.clone(),
+            s3_endpoint: args.s3_endpoint.clone(),
+            latency: None,
+        })
+        .with_context(|| format!("opening the archive store {url}"))?;
         tokio::spawn(super::archive::run(node.clone(), store));
     }
     let watcher = node.clone();

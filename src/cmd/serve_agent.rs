@@ -24,7 +24,10 @@ pub(crate) async fn run(
         latency: options.object_store_latency,
     })?;
     if let Some(profile) = options.object_store_latency {
-        tracing::warn!(profile = profile.name, "object store requests are delayed by a simulated latency profile (benchmarks only)");
+        tracing::warn!(
+            profile = profile.name,
+            "object store requests are delayed by a simulated latency profile (benchmarks only)"
+        );
     }
     if options.num_partitions < 1 {
         anyhow::bail!("--num-partitions must be at least 1");

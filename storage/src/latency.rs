@@ -113,7 +113,12 @@ async fn wait(latency: &RequestLatency, bytes: u64) {
 
 #[async_trait]
 impl ObjectStore for SimulatedLatency {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
         wait(&self.profile.put, payload.content_length() as u64).await;
         self.inner.put_opts(location, payload, opts).await
     }

@@ -20,8 +20,10 @@ pub(crate) struct ProcessMetrics {
 
 impl ProcessMetrics {
     pub(crate) fn new() -> prometheus::Result<Self> {
-        let cpu_seconds =
-            Counter::with_opts(Opts::new("process_cpu_seconds_total", "Total user and system CPU time spent in seconds"))?;
+        let cpu_seconds = Counter::with_opts(Opts::new(
+            "process_cpu_seconds_total",
+            "Total user and system CPU time spent in seconds",
+        ))?;
         let resident_bytes =
             Gauge::with_opts(Opts::new("process_resident_memory_bytes", "Resident memory size in bytes"))?;
         let threads = Gauge::with_opts(Opts::new("process_threads", "Number of OS threads in the process"))?;

@@ -106,10 +106,13 @@ fn consume_until_stopped(args: &RunArgs, stats: &Stats, plan: &Plan) -> anyhow::
         .set("group.id", &plan.group)
         .set("enable.auto.commit", "true")
         .set("auto.offset.reset", if args.from_start { "earliest" } else { "latest" })
-        .set("isolation.level", match args.isolation {
-            Isolation::ReadCommitted => "read_committed",
-            Isolation::ReadUncommitted => "read_uncommitted",
-        })
+        .set(
+            "isolation.level",
+            match args.isolation {
+                Isolation::ReadCommitted => "read_committed",
+                Isolation::ReadUncommitted => "read_uncommitted",
+            },
+        )
         .set("enable.partition.eof", "true")
         .set("fetch.max.bytes", "52428800")
         .set("max.partition.fetch.bytes", "10485760")

@@ -193,7 +193,10 @@ impl RunArgs {
             bail!("--partitions must be in 1..={PARTITIONS_MAX}");
         }
         if self.duration.is_zero() || self.duration + self.warmup > DURATION_MAX {
-            bail!("--duration must be positive and --duration plus --warmup at most {}h", DURATION_MAX.as_secs() / 3600);
+            bail!(
+                "--duration must be positive and --duration plus --warmup at most {}h",
+                DURATION_MAX.as_secs() / 3600
+            );
         }
         if self.records == Some(0) {
             bail!("--records must be positive");
@@ -266,7 +269,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let consumers: Vec<_> = (0..args.consumers)
         .map(|i| {
             let (args, stats, plan) = (args.clone(), stats.clone(), consumer_plan.clone());
-            std::thread::Builder::new().name(format!("consumer-{i}")).spawn(move || consumer::run(&args, i, &stats, &plan))
+            std::thread::Builder::new()
+                .name(format!("consumer-{i}"))
+                .spawn(move || consumer::run(&args, i, &stats, &plan))
         })
         .collect::<Result<_, _>>()?;
     if args.consumers > 0 && args.producers > 0 && !args.from_start {

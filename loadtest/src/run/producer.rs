@@ -2,7 +2,7 @@
 //! rate until the run ends; latency is from `send` to the delivery report.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -19,12 +19,13 @@ use super::{KeyDistribution, RunArgs};
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Timeout of transactional calls (init, commit).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
-/// Records claimed from a shared `--records` budget at a time.
-static CLAIMED: AtomicU64 = AtomicU64::new(0);
+/// Random bytes each producer draws its record values from.
+const PAYLOAD_POOL_BYTES: usize = 16 * 1024 * 1024;
 
 /// Each topic with its partition count, as the cluster reports them.
 pub(super) fn partition_counts(bootstrap: &str, topics: &[String]) -> anyhow::Result<Vec<(String, i32)>> {
-    let client: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("metadata client")?;
+    let client: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("metadata client")?;
     let mut counts = Vec::with_capacity(topics.len());
     for topic in topics {
         let metadata = client
@@ -60,10 +61,16 @@ impl ProducerContext for Deliveries {
 /// Chooses record keys.
 enum Keys {
     None,
-    Sequential { count: u64 },
-    Uniform { count: u64 },
+    Sequential {
+        count: u64,
+    },
+    Uniform {
+        count: u64,
+    },
     /// Cumulative probabilities of keys 0..N.
-    Zipf { cdf: Vec<f64> },
+    Zipf {
+        cdf: Vec<f64>,
+    },
 }
 
 impl Keys {
@@ -165,7 +172,10 @@ fn produce_until(
         producer.begin_transaction().context("begin_transaction")?;
     }
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
-    let mut payload: Vec<u8> = (0..args.record_bytes).map(|_| rng.next() as u8).collect();
+    // Each value is a different stretch of a random pool, so batches do not compress by
+    // repeating one value; the pool is larger than any codec's window over one batch.
+    let pool: Vec<u8> = (0..PAYLOAD_POOL_BYTES + args.record_bytes).map(|_| (rng.next() >> 24) as u8).collect();
+    let mut payload = vec![0u8; args.record_bytes];
     let keys = Keys::new(args);
     let slots: u64 = topics.iter().map(|(_, p)| *p as u64).sum();
     let rate = args.rate as f64 / args.producers as f64;
@@ -182,13 +192,15 @@ fn produce_until(
             }
         }
         if let Some(limit) = args.records
-            && CLAIMED.fetch_add(1, Ordering::Relaxed) >= limit
+            && stats.claimed.fetch_add(1, Ordering::Relaxed) >= limit
         {
             break;
         }
         let key = keys.next(seq, &mut rng);
         let slot = key.unwrap_or(seq) % slots;
         let (topic, partition) = locate(topics, slot);
+        let from = (rng.next() % PAYLOAD_POOL_BYTES as u64) as usize;
+        payload.copy_from_slice(&pool[from..from + args.record_bytes]);
         if payload.len() >= 8 {
             payload[..8].copy_from_slice(&wall_micros().to_be_bytes());
         }

@@ -82,6 +82,8 @@ pub(super) struct Stats {
     /// the records produced after it.
     consumed_sent_after_warmup: AtomicU64,
     errors: Mutex<BTreeMap<String, u64>>,
+    /// Records producers have taken from the `--records` budget.
+    pub(super) claimed: AtomicU64,
     /// Set when producers and consumers should stop.
     pub(super) stop: AtomicBool,
     timeline: Mutex<Timeline>,
@@ -98,6 +100,7 @@ impl Stats {
             consumed: Side::new(),
             consumed_sent_after_warmup: AtomicU64::new(0),
             errors: Mutex::new(BTreeMap::new()),
+            claimed: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             timeline: Mutex::new(Timeline {
                 samples: Vec::new(),
@@ -118,8 +121,14 @@ impl Stats {
         self.start_ns.store(now.duration_since(self.base).as_nanos() as u64, Ordering::Relaxed);
         if let Ok(mut t) = self.timeline.lock() {
             t.next_at = now + Duration::from_secs(1);
-            t.last_produced = (self.produced.records_total.load(Ordering::Relaxed), self.produced.bytes_total.load(Ordering::Relaxed));
-            t.last_consumed = (self.consumed.records_total.load(Ordering::Relaxed), self.consumed.bytes_total.load(Ordering::Relaxed));
+            t.last_produced = (
+                self.produced.records_total.load(Ordering::Relaxed),
+                self.produced.bytes_total.load(Ordering::Relaxed),
+            );
+            t.last_consumed = (
+                self.consumed.records_total.load(Ordering::Relaxed),
+                self.consumed.bytes_total.load(Ordering::Relaxed),
+            );
         }
     }
 
@@ -193,7 +202,8 @@ impl Stats {
 
     pub(super) fn error(&self, kind: String) {
         if let Ok(mut errors) = self.errors.lock() {
-            let kind = if errors.len() < ERROR_KINDS_MAX || errors.contains_key(&kind) { kind } else { "other".to_owned() };
+            let kind =
+                if errors.len() < ERROR_KINDS_MAX || errors.contains_key(&kind) { kind } else { "other".to_owned() };
             *errors.entry(kind).or_default() += 1;
         }
     }
@@ -232,8 +242,10 @@ impl Stats {
         };
         let (produce_p50_ms, produce_p99_ms) = take(&self.produced);
         let (end_to_end_p50_ms, end_to_end_p99_ms) = take(&self.consumed);
-        let produced = (self.produced.records_total.load(Ordering::Relaxed), self.produced.bytes_total.load(Ordering::Relaxed));
-        let consumed = (self.consumed.records_total.load(Ordering::Relaxed), self.consumed.bytes_total.load(Ordering::Relaxed));
+        let produced =
+            (self.produced.records_total.load(Ordering::Relaxed), self.produced.bytes_total.load(Ordering::Relaxed));
+        let consumed =
+            (self.consumed.records_total.load(Ordering::Relaxed), self.consumed.bytes_total.load(Ordering::Relaxed));
         let Ok(mut t) = self.timeline.lock() else {
             return Sample::default();
         };

@@ -96,8 +96,12 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn store_round_trip_and_damage_detection_on_file_store() {
     let root = temp_dir("file");
-    let store = SegmentStore::open(&ObjectStoreConfig { url: format!("file://{}", root.display()), s3_endpoint: None, latency: None })
-        .expect("opens");
+    let store = SegmentStore::open(&ObjectStoreConfig {
+        url: format!("file://{}", root.display()),
+        s3_endpoint: None,
+        latency: None,
+    })
+    .expect("opens");
     let (object, _) = build(&[vec![b"first".to_vec()], vec![b"second".to_vec()]]);
     let chunks = object.chunks.clone();
     let object_bytes = object.object_bytes;
