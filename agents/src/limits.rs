@@ -10,9 +10,13 @@ pub const FRAME_BYTES_MAX: usize = 100 * 1024 * 1024;
 pub const BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
 const _: () = assert!(BATCH_BYTES_MAX < FRAME_BYTES_MAX);
 
-/// Requests one connection may have in flight (read but not yet answered). Clients pipeline up
-/// to `max.in.flight.requests.per.connection` (5 by default); past this the agent stops reading.
-pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 64;
+/// Requests one connection may have in flight (read but not yet answered); past this the agent
+/// stops reading. A produce waits for a flush (up to `--flush-interval-ms`, 250 ms on S3), and
+/// librdkafka pipelines without limit (`max.in.flight` 1000000), sending a request per
+/// partition batch as `linger.ms` expires: at 64, one connection topped out at 256 requests a
+/// second on S3 timing and its queue grew without end (BENCHMARKS.md, loadtest). The batches of
+/// waiting produce requests are held in the flush buffer, bounded by `--buffer-bytes`.
+pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 1024;
 /// Open Kafka connections per agent; further connections wait in the accept queue.
 pub const CONNECTION_COUNT_MAX: usize = 10_000;
 

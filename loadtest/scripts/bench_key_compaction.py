@@ -15,7 +15,7 @@ import shutil
 import sys
 import time
 
-from bench_read import WORK, Floe, loadtest
+from bench_read import WORK, Floe, catch_up, loadtest
 
 PARTITIONS = 8
 
@@ -45,10 +45,10 @@ def main():
         create_compacted_topic(floe.bootstrap, "table")
         records = args.keys * args.updates
         rate = 100_000
-        loadtest("produce", "--bootstrap", floe.bootstrap, "--topic", "table", "--partitions", str(PARTITIONS),
+        loadtest("--consumers", "0", "--bootstrap", floe.bootstrap, "--topic", "table", "--partitions", str(PARTITIONS),
                  "--record-bytes", str(args.record_bytes), "--keys", str(args.keys), "--rate", str(rate),
-                 "--duration-secs", str(max(1, records // rate)), "--warmup-secs", "0")
-        before = loadtest("consume", "--bootstrap", floe.bootstrap, "--topic", "table")
+                 "--duration", f"{max(1, records // rate)}s", "--warmup", "0s")
+        before = catch_up(floe.bootstrap, "table")
         print(f"written: {before}", file=sys.stderr)
         floe.stop()
         floe.extra = ["--compaction-interval-secs", "1"]
@@ -62,7 +62,7 @@ def main():
             time.sleep(0.2)
         seconds = time.time() - started
         m = floe.metrics()
-        after = loadtest("consume", "--bootstrap", floe.bootstrap, "--topic", "table")
+        after = catch_up(floe.bootstrap, "table")
     finally:
         floe.stop()
     read = m.get('floe_compaction_bytes_total{direction="read"}', 0)
@@ -72,7 +72,8 @@ def main():
         "passes": m.get('floe_key_compaction_runs_total{outcome="ok"}', 0), "seconds_to_compact": round(seconds, 1),
         "bytes_read": read, "bytes_written": written, "mb_per_second_read": round(read / seconds / 1e6, 1),
         "written_over_read": round(written / read, 3) if read else None,
-        "consumed_bytes_before": before["bytes"], "consumed_bytes_after": after["bytes"],
+        "consumed_bytes_before": before["consume"]["bytes_total"],
+        "consumed_bytes_after": after["consume"]["bytes_total"],
     }, indent=2))
 
 

@@ -81,9 +81,9 @@ def one_run(args, run):
                         "--records-per-txn", str(args.records_per_txn),
                         "--duration-secs", str(args.duration), "--warmup-secs", "3"]
         else:
-            load_cmd = [f"{TARGET}/release/floe-loadtest", "produce", "--bootstrap", f"127.0.0.1:{kafka}",
-                        "--partitions", "8", "--record-bytes", "1024", "--acks", "all",
-                        "--duration-secs", str(args.duration), "--warmup-secs", "3", "--rate", str(args.rate)]
+            load_cmd = [f"{TARGET}/release/floe-loadtest", "--consumers", "0", "--bootstrap", f"127.0.0.1:{kafka}",
+                        "--partitions", "8", "--record-bytes", "1024", "--acks", "all", "--quiet",
+                        "--duration", f"{args.duration}s", "--warmup", "3s", "--rate", str(args.rate)]
             if args.idempotence:
                 load_cmd.append("--idempotence")
             if args.producers != 1:
@@ -113,13 +113,13 @@ def one_run(args, run):
         print(f"run {run}: " + ", ".join(f"{k}={v:.2f}" for k, v in row.items()), file=sys.stderr)
         return row
     row = {
-        "mb_per_second": report["mb_per_second"],
-        "p50_ms": report["latency_ms"]["p50"],
-        "p99_ms": report["latency_ms"]["p99"],
+        "mb_per_second": report["produce"]["mb_per_second"],
+        "p50_ms": report["produce"]["latency_ms"]["p50"],
+        "p99_ms": report["produce"]["latency_ms"]["p99"],
         "agent_cpu_seconds_per_gib": (after_cpu - before_cpu) / gib if gib else float("nan"),
         "peak_rss_mib": rss,
         "objects_per_gib": puts / gib if gib else float("nan"),
-        "errors": report["errors"],
+        "errors": sum(report["errors"].values()),
     }
     print(f"run {run}: " + ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
           file=sys.stderr)

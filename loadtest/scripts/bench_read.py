@@ -73,8 +73,15 @@ class Floe:
 
 
 def loadtest(*args):
-    out = subprocess.run([f"{TARGET}/release/floe-loadtest", *args], capture_output=True, text=True, check=True)
+    out = subprocess.run([f"{TARGET}/release/floe-loadtest", "--quiet", *args], capture_output=True, text=True,
+                         check=True)
     return json.loads(out.stdout)
+
+
+def catch_up(bootstrap, topic):
+    """One consumer reads the topic from its log start to its end offsets."""
+    return loadtest("--producers", "0", "--from-start", "--warmup", "0s", "--duration", "600s",
+                    "--bootstrap", bootstrap, "--topic", topic)
 
 
 def gets(m):
@@ -83,11 +90,11 @@ def gets(m):
 
 def read_once(floe, topic):
     before = gets(floe.metrics())
-    report = loadtest("consume", "--bootstrap", floe.bootstrap, "--topic", topic)
+    report = catch_up(floe.bootstrap, topic)["consume"]
     after = gets(floe.metrics())
-    gib = report["bytes"] / 2**30
+    gib = report["bytes_total"] / 2**30
     return {"mb_per_second": report["mb_per_second"], "gets_per_gib": (after[0] - before[0]) / gib,
-            "get_bytes_per_byte_read": (after[1] - before[1]) / max(report["bytes"], 1)}
+            "get_bytes_per_byte_read": (after[1] - before[1]) / max(report["bytes_total"], 1)}
 
 
 def main():
@@ -104,8 +111,8 @@ def main():
     try:
         # 64 KiB records at 2048/s (128 MiB/s): the topic holds about --gib GiB.
         seconds = max(1, round(args.gib * 8))
-        loadtest("produce", "--bootstrap", floe.bootstrap, "--topic", "read", "--partitions", "8",
-                 "--record-bytes", "65536", "--rate", "2048", "--duration-secs", str(seconds), "--warmup-secs", "0")
+        loadtest("--consumers", "0", "--bootstrap", floe.bootstrap, "--topic", "read", "--partitions", "8",
+                 "--record-bytes", "65536", "--rate", "2048", "--duration", f"{seconds}s", "--warmup", "0s")
         hot = [read_once(floe, "read") for _ in range(args.runs)]
         print(f"hot: {hot}", file=sys.stderr)
         cold = []
@@ -137,8 +144,8 @@ def main():
         shutil.rmtree(f"{WORK}/data", ignore_errors=True)
         small = Floe(["--flush-interval-ms", "1", "--compaction-interval-secs", "1", "--compaction-min-run", "16"])
         small.start()
-        loadtest("produce", "--bootstrap", small.bootstrap, "--topic", "small", "--partitions", "32",
-                 "--record-bytes", "1024", "--rate", "20000", "--duration-secs", "20", "--warmup-secs", "0")
+        loadtest("--consumers", "0", "--bootstrap", small.bootstrap, "--topic", "small", "--partitions", "32",
+                 "--record-bytes", "1024", "--rate", "20000", "--duration", "20s", "--warmup", "0s")
         time.sleep(10)
         m = small.metrics()
         small.stop()

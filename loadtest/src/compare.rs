@@ -27,11 +27,15 @@ struct Figure {
 }
 
 const FIGURES: &[Figure] = &[
-    Figure { name: "produce MB/s", higher_is_better: true, value: |r| r.produce.as_ref().map(|p| p.mb_per_second) },
+    Figure {
+        name: "produce MB/s",
+        higher_is_better: true,
+        value: |r| r.produce.as_ref().map(|p| p.throughput.mb_per_second),
+    },
     Figure {
         name: "produce records/s",
         higher_is_better: true,
-        value: |r| r.produce.as_ref().map(|p| p.records_per_second),
+        value: |r| r.produce.as_ref().map(|p| p.throughput.records_per_second),
     },
     Figure { name: "produce p50 ms", higher_is_better: false, value: |r| r.produce.as_ref().map(|p| p.latency_ms.p50) },
     Figure { name: "produce p99 ms", higher_is_better: false, value: |r| r.produce.as_ref().map(|p| p.latency_ms.p99) },
@@ -40,7 +44,11 @@ const FIGURES: &[Figure] = &[
         higher_is_better: false,
         value: |r| r.produce.as_ref().map(|p| p.latency_ms.p999),
     },
-    Figure { name: "consume MB/s", higher_is_better: true, value: |r| r.consume.as_ref().map(|c| c.mb_per_second) },
+    Figure {
+        name: "consume MB/s",
+        higher_is_better: true,
+        value: |r| r.consume.as_ref().map(|c| c.throughput.mb_per_second),
+    },
     Figure {
         name: "end-to-end p50 ms",
         higher_is_better: false,

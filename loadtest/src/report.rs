@@ -40,30 +40,32 @@ pub(crate) struct Machine {
     pub hostname: String,
 }
 
+/// What one side moved. In the JSON these fields sit directly in `produce` and `consume`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ProduceSummary {
-    /// Acknowledged records sent after the warm-up.
+pub(crate) struct Throughput {
+    /// Records after the warm-up (acknowledged, or received).
     pub records: u64,
     /// Key and value bytes of those records.
     pub bytes: u64,
     pub records_per_second: f64,
     pub mb_per_second: f64,
-    /// Every acknowledged record, warm-up included: what the topic gained.
+    /// Every record, warm-up included: for producers, what the topic gained.
     pub records_total: u64,
     pub bytes_total: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ProduceSummary {
+    #[serde(flatten)]
+    pub throughput: Throughput,
     /// From send to delivery report.
     pub latency_ms: Percentiles,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ConsumeSummary {
-    /// Records received after the warm-up.
-    pub records: u64,
-    pub bytes: u64,
-    pub records_per_second: f64,
-    pub mb_per_second: f64,
-    pub records_total: u64,
-    pub bytes_total: u64,
+    #[serde(flatten)]
+    pub throughput: Throughput,
     /// Consume-only runs from the log start: whether every partition was read to the end
     /// offset it had when the run began.
     pub caught_up: Option<bool>,

@@ -370,31 +370,14 @@ fn build_report(
 ) -> anyhow::Result<Report> {
     let produce_seconds = stats.produce_measured_seconds();
     let consume_seconds = stats.consume_measured_seconds();
-    let per_second = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
-    let produce = (args.producers > 0).then(|| {
-        let side = &stats.produced;
-        let (records, bytes) = (side.records.load(Ordering::Relaxed), side.bytes.load(Ordering::Relaxed));
-        ProduceSummary {
-            records,
-            bytes,
-            records_per_second: per_second(records, produce_seconds),
-            mb_per_second: per_second(bytes, produce_seconds) / 1e6,
-            records_total: side.records_total.load(Ordering::Relaxed),
-            bytes_total: side.bytes_total.load(Ordering::Relaxed),
-            latency_ms: Percentiles::from_micros(&side.latency_total()),
-        }
+    let produce = (args.producers > 0).then(|| ProduceSummary {
+        throughput: stats.produced.throughput(produce_seconds),
+        latency_ms: Percentiles::from_micros(&stats.produced.latency_total()),
     });
     let consume = (args.consumers > 0).then(|| {
-        let side = &stats.consumed;
-        let (records, bytes) = (side.records.load(Ordering::Relaxed), side.bytes.load(Ordering::Relaxed));
-        let e2e = side.latency_total();
+        let e2e = stats.consumed.latency_total();
         ConsumeSummary {
-            records,
-            bytes,
-            records_per_second: per_second(records, consume_seconds),
-            mb_per_second: per_second(bytes, consume_seconds) / 1e6,
-            records_total: side.records_total.load(Ordering::Relaxed),
-            bytes_total: side.bytes_total.load(Ordering::Relaxed),
+            throughput: stats.consumed.throughput(consume_seconds),
             caught_up: (args.producers == 0 && args.from_start).then(|| plan.caught_up()),
             end_to_end_latency_ms: (args.producers > 0 && !e2e.is_empty()).then(|| Percentiles::from_micros(&e2e)),
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 
-use crate::report::Sample;
+use crate::report::{Sample, Throughput};
 
 /// Largest latency recorded (one hour, in microseconds); longer ones count as this.
 const LATENCY_US_MAX: u64 = 3_600_000_000;
@@ -55,6 +55,20 @@ impl Side {
             bytes_total: AtomicU64::new(0),
             last_event_ns: AtomicU64::new(0),
             latency: Mutex::new(Latency { interval: histogram(), total: histogram() }),
+        }
+    }
+
+    /// The counters, as rates over `seconds` measured.
+    pub(super) fn throughput(&self, seconds: f64) -> Throughput {
+        let (records, bytes) = (self.records.load(Ordering::Relaxed), self.bytes.load(Ordering::Relaxed));
+        let per_second = |n: u64| if seconds > 0.0 { n as f64 / seconds } else { 0.0 };
+        Throughput {
+            records,
+            bytes,
+            records_per_second: per_second(records),
+            mb_per_second: per_second(bytes) / 1e6,
+            records_total: self.records_total.load(Ordering::Relaxed),
+            bytes_total: self.bytes_total.load(Ordering::Relaxed),
         }
     }
 
