@@ -76,7 +76,7 @@ if [[ "$MODE" == all ]]; then
   cargo clippy --workspace --all-targets --quiet -- -D warnings
 
   step "cargo build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-  cargo build --bin floe --bin floe-loadtest
+  cargo build -p floe -p floe-loadtest
 
   if cargo nextest --version >/dev/null 2>&1; then
     step "cargo nextest run --workspace"
