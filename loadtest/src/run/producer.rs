@@ -10,7 +10,7 @@ use rdkafka::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 
 use super::stats::{Stats, wall_micros};
 use super::{KeyDistribution, RunArgs};
@@ -19,6 +19,8 @@ use super::{KeyDistribution, RunArgs};
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Timeout of transactional calls (init, commit).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// Delivery-report events served while waiting less than a millisecond for the next send.
+const DELIVERY_EVENTS_PER_WAIT: usize = 8;
 /// Random bytes each producer draws its record values from.
 const PAYLOAD_POOL_BYTES: usize = 16 * 1024 * 1024;
 
@@ -165,9 +167,7 @@ fn produce_until(
     for (key, value) in &args.producer_config {
         config.set(key, value);
     }
-    // A threaded producer: its own thread waits on librdkafka's event queue and runs delivery
-    // reports as they arrive, so latency is not inflated by when this loop gets to poll.
-    let producer: ThreadedProducer<Deliveries> =
+    let producer: BaseProducer<Deliveries> =
         config.create_with_context(Deliveries(stats.clone())).context("creating a producer")?;
     if transactional {
         producer.init_transactions(TRANSACTION_TIMEOUT).context("init_transactions")?;
@@ -189,7 +189,16 @@ fn produce_until(
         if rate > 0.0 {
             let due = start + Duration::from_secs_f64(sent as f64 / rate);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait.min(Duration::from_millis(1)));
+                if wait >= Duration::from_millis(1) {
+                    producer.poll(Duration::from_millis(1));
+                } else {
+                    // librdkafka's poll timeout is whole milliseconds, so a shorter one would
+                    // spin; serve the delivery reports waiting (one per call), then sleep.
+                    for _ in 0..DELIVERY_EVENTS_PER_WAIT {
+                        producer.poll(Duration::ZERO);
+                    }
+                    std::thread::sleep(wait);
+                }
                 continue;
             }
         }
@@ -218,7 +227,7 @@ fn produce_until(
             match producer.send::<str, [u8]>(record) {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    std::thread::sleep(Duration::from_millis(1));
+                    producer.poll(Duration::from_millis(1));
                     record = back;
                 }
                 Err((e, _)) => bail!("send failed: {e}"),
@@ -226,6 +235,9 @@ fn produce_until(
         }
         seq += 1;
         sent += 1;
+        if sent.is_multiple_of(64) {
+            producer.poll(Duration::ZERO);
+        }
         if transactional {
             in_transaction += 1;
             if in_transaction == args.transaction_records {
