@@ -250,6 +250,10 @@ pub(crate) struct AgentOptions {
     /// simulation of a remote store's latency on top of the real one): s3-standard or s3-express.
     #[arg(long, value_parser = parse_latency_profile)]
     pub(crate) object_store_latency: Option<floe_storage::LatencyProfile>,
+    /// Reliability tests only: object-store requests fail at these rates, e.g.
+    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000`.
+    #[arg(long, hide = true)]
+    pub(crate) test_object_store_faults: Option<floe_storage::FaultPlan>,
     /// Test-only fault injection: `exit-before-commit` makes the agent exit right after a
     /// segment PUT succeeds, before committing it (leaves an orphan object).
     #[arg(long, hide = true)]

@@ -15,6 +15,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
             url: object_store.clone(),
             s3_endpoint: s3_endpoint.clone(),
             latency: None,
+            faults: None,
         })?;
         return super::archive::restore(&store, data_dir).await;
     }
@@ -45,6 +46,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
             url: url.clone(),
             s3_endpoint: args.s3_endpoint.clone(),
             latency: None,
+            faults: None,
         })
         .with_context(|| format!("opening the archive store {url}"))?;
         tokio::spawn(super::archive::run(node.clone(), store));

@@ -6,6 +6,7 @@
 
 pub mod cache;
 pub mod error;
+pub mod faults;
 pub mod keys;
 pub mod latency;
 pub mod limits;
@@ -15,6 +16,7 @@ pub mod store;
 
 pub use cache::{BlockCache, BlockCacheConfig, ChunkView};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
+pub use faults::FaultPlan;
 pub use keys::SegmentKey;
 pub use latency::LatencyProfile;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};

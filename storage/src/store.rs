@@ -12,6 +12,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 
 use crate::SegmentKey;
+use crate::faults::{FaultPlan, InjectedFaults};
 use crate::latency::{LatencyProfile, SimulatedLatency};
 
 /// Directory under the store prefix holding metadata archives (state snapshots).
@@ -30,6 +31,8 @@ pub struct ObjectStoreConfig {
     pub s3_endpoint: Option<String>,
     /// Benchmarks only: delay every request as this profile says.
     pub latency: Option<LatencyProfile>,
+    /// Reliability tests only: make requests fail as this plan says.
+    pub faults: Option<FaultPlan>,
 }
 
 /// Segment objects in one bucket and prefix.
@@ -65,6 +68,10 @@ impl SegmentStore {
                 (Arc::new(builder.build()?), prefix, None)
             }
             other => return Err(invalid(&format!("unsupported scheme {other:?}; use file://, s3:// or memory://"))),
+        };
+        let store: Arc<dyn ObjectStore> = match config.faults {
+            Some(plan) => Arc::new(InjectedFaults::new(store, plan)),
+            None => store,
         };
         let store = match config.latency {
             Some(profile) => Arc::new(SimulatedLatency::new(store, profile)),

@@ -110,3 +110,31 @@ def test_null_sink_takes_a_real_producer(tmp_path):
     finally:
         sink.kill()
         sink.wait(10)
+
+
+def test_transactional_and_counted_runs(floe, tmp_path):
+    topic = unique_name("lt-txn")
+    # Transactional producers, a read_committed consumer: every committed record arrives once.
+    txn_path = tmp_path / "txn.json"
+    loadtest("--bootstrap", floe.bootstrap, "--topic", topic, "--partitions", 2, "--duration", "3s",
+             "--warmup", "1s", "--rate", 1000, "--transaction-records", 100, "--isolation", "read-committed",
+             "--output", txn_path, "--quiet")
+    txn = json.loads(txn_path.read_text())
+    assert txn["errors"] == {}, txn["errors"]
+    assert txn["consume"]["end_to_end_latency_ms"]["count"] >= txn["produce"]["records"] > 1000
+    # A read_committed catch-up read sees each committed record once and reaches the end offsets,
+    # though the last offset of each partition is a transaction marker.
+    catch_up_path = tmp_path / "txn-catch-up.json"
+    loadtest("--bootstrap", floe.bootstrap, "--topic", topic, "--producers", 0, "--from-start",
+             "--duration", "60s", "--warmup", "0s", "--output", catch_up_path, "--quiet")
+    catch_up = json.loads(catch_up_path.read_text())["consume"]
+    assert catch_up["caught_up"] is True and catch_up["records_total"] == txn["produce"]["records_total"]
+    assert json.loads(catch_up_path.read_text())["measured_seconds"] < 30
+    # A record count instead of a duration: exactly that many, then the run ends.
+    counted_path = tmp_path / "counted.json"
+    loadtest("--bootstrap", floe.bootstrap, "--topic", topic + "-n", "--partitions", 3, "--records", 2500,
+             "--producers", 2, "--consumers", 0, "--warmup", "0s", "--duration", "60s",
+             "--output", counted_path, "--quiet")
+    counted = json.loads(counted_path.read_text())
+    assert counted["produce"]["records_total"] == 2500
+    assert counted["measured_seconds"] < 30

@@ -125,7 +125,8 @@ pub(crate) struct RunArgs {
     /// Idempotent producers (enable.idempotence=true).
     #[arg(long)]
     pub(crate) idempotence: bool,
-    /// Transactional producers committing every N records (0: not transactional).
+    /// Transactional producers committing every N records (0: not transactional); implies
+    /// --idempotence.
     #[arg(long, default_value_t = 0)]
     pub(crate) transaction_records: u64,
     /// Extra librdkafka producer settings: KEY=VALUE, repeatable.

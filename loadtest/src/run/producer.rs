@@ -158,7 +158,8 @@ fn produce_until(
         .set("batch.size", args.batch_bytes.to_string())
         .set("queue.buffering.max.kbytes", "1048576")
         .set("queue.buffering.max.messages", "1000000")
-        .set("enable.idempotence", args.idempotence.to_string())
+        // Transactions need an idempotent producer.
+        .set("enable.idempotence", (args.idempotence || args.transaction_records > 0).to_string())
         .set("message.max.bytes", args.request_bytes.to_string());
     let transactional = args.transaction_records > 0;
     if transactional {

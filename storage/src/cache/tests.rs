@@ -31,8 +31,13 @@ fn chunk_ref(key: &SegmentKey, e: &crate::ChunkEntry) -> ChunkRef {
 
 #[tokio::test]
 async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_copy() {
-    let store = SegmentStore::open(&ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None })
-        .expect("store");
+    let store = SegmentStore::open(&ObjectStoreConfig {
+        url: "memory://".into(),
+        s3_endpoint: None,
+        latency: None,
+        faults: None,
+    })
+    .expect("store");
     let (object, datas) = object();
     let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
     let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
@@ -47,8 +52,13 @@ async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_co
     // The writer's copy: readable with the object gone from the store.
     let warm = memory_cache(64 << 20).await;
     warm.insert_object(&key, &parts);
-    let other = SegmentStore::open(&ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None })
-        .expect("store");
+    let other = SegmentStore::open(&ObjectStoreConfig {
+        url: "memory://".into(),
+        s3_endpoint: None,
+        latency: None,
+        faults: None,
+    })
+    .expect("store");
     for (entry, data) in chunks.iter().zip(&datas) {
         assert_eq!(&warm.read_chunk(&other, &chunk_ref(&key, entry), object_bytes).await.expect("cached"), data);
     }
@@ -56,8 +66,13 @@ async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_co
 
 #[tokio::test]
 async fn a_damaged_block_is_refused_and_dropped() {
-    let store = SegmentStore::open(&ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None })
-        .expect("store");
+    let store = SegmentStore::open(&ObjectStoreConfig {
+        url: "memory://".into(),
+        s3_endpoint: None,
+        latency: None,
+        faults: None,
+    })
+    .expect("store");
     let (object, datas) = object();
     let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
     let mut parts: Vec<Bytes> = object.payload.iter().cloned().collect();
@@ -79,8 +94,13 @@ async fn a_damaged_block_is_refused_and_dropped() {
 
 #[tokio::test]
 async fn a_view_slices_any_range_of_a_chunk_and_refuses_ranges_past_it() {
-    let store = SegmentStore::open(&ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None })
-        .expect("store");
+    let store = SegmentStore::open(&ObjectStoreConfig {
+        url: "memory://".into(),
+        s3_endpoint: None,
+        latency: None,
+        faults: None,
+    })
+    .expect("store");
     let (object, datas) = object();
     let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
     let key = SegmentKey::generate();
