@@ -46,6 +46,13 @@ pub(crate) enum KeyDistribution {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Payload {
+    Random,
+    Text,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Isolation {
     ReadCommitted,
@@ -94,10 +101,14 @@ pub(crate) struct RunArgs {
     /// Consumers' isolation level.
     #[arg(long, value_enum, default_value_t = Isolation::ReadCommitted)]
     pub(crate) isolation: Isolation,
-    /// Bytes of each record value. Values are random bytes (incompressible); their first 8
-    /// bytes carry the send time for end-to-end latency.
+    /// Bytes of each record value; their first 8 bytes carry the send time for end-to-end
+    /// latency.
     #[arg(long, default_value_t = 1024)]
     pub(crate) record_bytes: usize,
+    /// What values hold: random bytes (incompressible) or text (words, compressing about as
+    /// well as logs do).
+    #[arg(long, value_enum, default_value_t = Payload::Random)]
+    pub(crate) payload: Payload,
     /// Distinct record keys (0: records without keys, spread round-robin over partitions).
     /// Key k always goes to the same partition.
     #[arg(long, default_value_t = 0)]

@@ -13,7 +13,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 
 use super::stats::{Stats, wall_micros};
-use super::{KeyDistribution, RunArgs};
+use super::{KeyDistribution, Payload, RunArgs};
 
 /// Longest wait for outstanding deliveries at the end.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -177,7 +177,7 @@ fn produce_until(
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
     // Each value is a different stretch of a random pool, so batches do not compress by
     // repeating one value; the pool is larger than any codec's window over one batch.
-    let pool: Vec<u8> = (0..PAYLOAD_POOL_BYTES + args.record_bytes).map(|_| (rng.next() >> 24) as u8).collect();
+    let pool = payload_pool(args.payload, PAYLOAD_POOL_BYTES + args.record_bytes, &mut rng);
     let mut payload = vec![0u8; args.record_bytes];
     let keys = Keys::new(args);
     let slots: u64 = topics.iter().map(|(_, p)| *p as u64).sum();
@@ -255,6 +255,63 @@ fn produce_until(
     Ok(())
 }
 
+/// Words text values are made of: a log line's vocabulary, small enough that text compresses.
+const WORDS: [&str; 32] = [
+    "GET",
+    "POST",
+    "/api/v1/orders",
+    "/api/v1/users",
+    "200",
+    "404",
+    "500",
+    "user_id",
+    "order_id",
+    "latency_ms",
+    "INFO",
+    "WARN",
+    "ERROR",
+    "request",
+    "completed",
+    "started",
+    "session",
+    "checkout",
+    "payment",
+    "cart",
+    "timeout",
+    "retry",
+    "region=eu-west-1",
+    "region=us-east-1",
+    "status",
+    "ok",
+    "true",
+    "false",
+    "{",
+    "}",
+    "\"",
+    "=",
+];
+
+/// `bytes` bytes values are cut from: random, or words and numbers separated by spaces.
+fn payload_pool(payload: Payload, bytes: usize, rng: &mut XorShift) -> Vec<u8> {
+    match payload {
+        Payload::Random => (0..bytes).map(|_| (rng.next() >> 24) as u8).collect(),
+        Payload::Text => {
+            let mut pool = Vec::with_capacity(bytes + 32);
+            while pool.len() < bytes {
+                let r = rng.next();
+                if r.is_multiple_of(4) {
+                    pool.extend_from_slice((r >> 8 & 0xffff).to_string().as_bytes());
+                } else {
+                    pool.extend_from_slice(WORDS[(r >> 8) as usize % WORDS.len()].as_bytes());
+                }
+                pool.push(if r >> 40 & 7 == 0 { b'\n' } else { b' ' });
+            }
+            pool.truncate(bytes);
+            pool
+        }
+    }
+}
+
 /// The topic and partition of slot `slot` in 0..(sum of partitions): topics in turn, so
 /// consecutive slots spread over topics first.
 fn locate(topics: &[(String, i32)], slot: u64) -> (&str, i32) {
@@ -274,6 +331,19 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len(), 6);
+    }
+
+    #[test]
+    fn text_compresses_and_random_does_not() {
+        let ratio = |payload| {
+            let pool = payload_pool(payload, 1 << 20, &mut XorShift(1));
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            std::io::Write::write_all(&mut encoder, &pool).expect("in memory");
+            pool.len() as f64 / encoder.finish().expect("in memory").len() as f64
+        };
+        let (text, random) = (ratio(Payload::Text), ratio(Payload::Random));
+        assert!(text > 2.5, "{text}");
+        assert!(random < 1.01, "{random}");
     }
 
     #[test]
