@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Key compaction benchmark of `floe dev`: a compacted topic gets --updates rounds over --keys
-keys (floe-loadtest produce --keys), then one agent restart with compaction on; reports how
+keys (floe-loadtest --consumers 0 --keys), then one agent restart with compaction on; reports how
 long the passes took, bytes read and written, and the records a consumer from offset 0 still
 reads. Needs release builds:
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Catch-up read benchmark of `floe dev`: writes a topic once, then reads it from the start with
-`floe-loadtest consume` from the hot tier (the agent that wrote it) and cold (after a restart,
+a `floe-loadtest --producers 0 --from-start` catch-up read from the hot tier (the agent that wrote it) and cold (after a restart,
 memory-only cache), reporting MB/s and object GETs per GiB read; and compaction's write
 amplification on a topic written in many small flushes. Needs release builds:
 
