@@ -58,6 +58,12 @@ const PARTITIONS_MAX: i32 = 100_000;
 const NODE_ID: i32 = 1;
 const CLUSTER_ID: &str = "floe-null-sink";
 
+/// Topics the sink keeps counters for (created, or produced to); past this, CreateTopics fails
+/// with POLICY_VIOLATION and produce to a new topic with UNKNOWN_TOPIC_OR_PARTITION.
+const TOPICS_MAX: usize = 10_000;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const POLICY_VIOLATION: i16 = 44;
 const UNSUPPORTED_VERSION: i16 = 35;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
@@ -384,12 +390,33 @@ fn describe_topic(name: &str, partitions: i32) -> MetadataResponseTopic {
 /// Acknowledges every partition, at offsets that only count the records seen.
 fn produce(sink: &Sink, request: ProduceRequest) -> ProduceResponse {
     let mut records_total = 0u64;
+    // Lock order: topics, then offsets (the other handlers take only topics).
+    let created = sink.topics.lock().unwrap_or_else(PoisonError::into_inner);
     let mut offsets = sink.offsets.lock().unwrap_or_else(PoisonError::into_inner);
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
-        let next_offsets = offsets.entry(topic.name.as_str().to_owned()).or_default();
+        let name = topic.name.as_str();
+        let partitions = created.get(name).copied().unwrap_or(sink.partitions);
+        // Counters only for topics kept and partitions they have, so a client cannot grow them
+        // without end.
+        if !offsets.contains_key(name) && offsets.len() < TOPICS_MAX {
+            offsets.insert(name.to_owned(), HashMap::new());
+        }
+        let mut next_offsets = offsets.get_mut(name);
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         for partition in topic.partition_data {
+            let next_offsets = match next_offsets.as_mut() {
+                Some(map) if (0..partitions).contains(&partition.index) => map,
+                _ => {
+                    partition_responses.push(
+                        PartitionProduceResponse::default()
+                            .with_index(partition.index)
+                            .with_error_code(UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_base_offset(-1),
+                    );
+                    continue;
+                }
+            };
             let records = partition.records.as_deref().map_or(0, count_records);
             records_total = records_total.saturating_add(records);
             let next = next_offsets.entry(partition.index).or_insert(0);
@@ -407,6 +434,7 @@ fn produce(sink: &Sink, request: ProduceRequest) -> ProduceResponse {
             .push(TopicProduceResponse::default().with_name(topic.name).with_partition_responses(partition_responses));
     }
     drop(offsets);
+    drop(created);
     sink.records_acked.fetch_add(records_total, Ordering::Relaxed);
     ProduceResponse::default().with_responses(responses)
 }
@@ -461,6 +489,9 @@ fn create_topics(sink: &Sink, request: CreateTopicsRequest) -> CreateTopicsRespo
             };
             if created.contains_key(&name) {
                 return failed(TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists."));
+            }
+            if created.len() >= TOPICS_MAX {
+                return failed(POLICY_VIOLATION, format!("the null sink keeps at most {TOPICS_MAX} topics"));
             }
             if partitions > PARTITIONS_MAX {
                 return failed(INVALID_PARTITIONS, format!("at most {PARTITIONS_MAX} partitions, not {partitions}"));
@@ -520,6 +551,41 @@ mod tests {
             bytes[57..61].copy_from_slice(&records.to_be_bytes());
         }
         bytes
+    }
+
+    #[test]
+    fn produce_counts_offsets_only_for_partitions_a_topic_has() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let sink = Sink {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            partitions: 2,
+            topics: Mutex::new(BTreeMap::new()),
+            offsets: Mutex::new(HashMap::new()),
+            next_producer_id: AtomicI64::new(1),
+            bytes_received: AtomicU64::new(0),
+            records_acked: AtomicU64::new(0),
+        };
+        let request = |partition: i32| {
+            ProduceRequest::default().with_topic_data(vec![
+                TopicProduceData::default().with_name(TopicName(StrBytes::from_static_str("t"))).with_partition_data(
+                    vec![
+                        PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(Bytes::from(batch(3, 60)))),
+                    ],
+                ),
+            ])
+        };
+        let answer = |partition| {
+            let response = produce(&sink, request(partition));
+            let p = &response.responses[0].partition_responses[0];
+            (p.error_code, p.base_offset)
+        };
+        assert_eq!(answer(1), (0, 0));
+        assert_eq!(answer(1), (0, 3));
+        assert_eq!(answer(2), (UNKNOWN_TOPIC_OR_PARTITION, -1));
+        assert_eq!(answer(-1), (UNKNOWN_TOPIC_OR_PARTITION, -1));
+        assert_eq!(sink.offsets.lock().map(|o| o["t"].len()).unwrap_or(0), 1);
     }
 
     #[test]
