@@ -210,6 +210,7 @@ pub fn control_batch(marker: &floe_metadata::TxnMarker, timestamp: i64) -> Bytes
     out.freeze()
 }
 
+pub mod build;
 pub mod records;
 
 #[cfg(test)]

@@ -159,6 +159,15 @@ pub enum Command {
         now_ms: i64,
         duration_ms: i64,
     },
+    /// An HTTP produce request carries an `Idempotency-Key`: the key gets a producer id of its
+    /// own the first time, and the same one when the request is retried, so the retry's chunks
+    /// (the same records with the same sequences) are answered with the original offsets.
+    /// `request_digest` identifies the request; a different request under a known key is refused.
+    InitIdempotencyKey {
+        key: String,
+        request_digest: u64,
+        now_ms: i64,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -289,6 +298,11 @@ pub enum Outcome {
     ProducerId(ProducerIdEpoch),
     /// Per partition of a [`Command::AddPartitionsToTxn`], in order.
     PartitionsAdded(Vec<Result<(), CommandError>>),
+    /// The producer an idempotency key writes as; `retry` when the key was already known.
+    IdempotencyKey {
+        producer: ProducerIdEpoch,
+        retry: bool,
+    },
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;
@@ -344,4 +358,8 @@ pub enum CommandError {
     CompactionConflict,
     #[error("agent {agent_id} holds the storage-job lease")]
     JobLeaseHeld { agent_id: i32 },
+    #[error("idempotency key {0:?} was used for a different request")]
+    IdempotencyKeyReused(String),
+    #[error("invalid idempotency key: {0}")]
+    InvalidIdempotencyKey(String),
 }

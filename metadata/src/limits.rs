@@ -62,3 +62,5 @@ pub const COMMAND_BYTES_MAX: usize = 64 * 1024 * 1024;
 const _: () = assert!(TOPIC_PARTITION_COUNT_MAX > 0);
 /// Longest storage-job lease an agent may take: a dead holder's jobs resume within this.
 pub const JOB_LEASE_MS_MAX: i64 = 600_000;
+/// Longest HTTP `Idempotency-Key`, in bytes.
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 255;

@@ -70,7 +70,9 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::InvalidCommit(_)
         | CommandError::AlreadyInitialized
         | CommandError::CompactionConflict
-        | CommandError::JobLeaseHeld { .. } => {
+        | CommandError::JobLeaseHeld { .. }
+        | CommandError::IdempotencyKeyReused(_)
+        | CommandError::InvalidIdempotencyKey(_) => {
             tracing::error!(error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
         }

@@ -7,6 +7,7 @@
 mod cleaning;
 mod compaction;
 mod groups;
+mod idempotency;
 mod jobs;
 mod offsets;
 mod retention;
@@ -18,6 +19,7 @@ pub use groups::{
     OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
 };
 
+pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
 pub use topics::validate_topic_name;
 pub use transactions::{
@@ -73,6 +75,9 @@ pub struct State {
     pub transactions: BTreeMap<String, TransactionRecord>,
     /// Which agent runs the storage jobs (compaction, garbage collection), until when.
     pub job_lease: Option<JobLease>,
+    /// HTTP produce idempotency keys and the producer each writes as; forgotten with their
+    /// producer (`producer.id.expiration.ms` after its last write).
+    pub idempotency_keys: BTreeMap<String, IdempotencyKeyRecord>,
 }
 
 /// An agent as the cluster knows it.
@@ -249,6 +254,9 @@ impl State {
             Command::CleanKeys(range) => self.clean_keys(range),
             Command::AcquireJobLease { agent_id, now_ms, duration_ms } => {
                 self.acquire_job_lease(agent_id, now_ms, duration_ms)
+            }
+            Command::InitIdempotencyKey { key, request_digest, now_ms } => {
+                self.init_idempotency_key(key, request_digest, now_ms)
             }
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {

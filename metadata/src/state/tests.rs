@@ -111,6 +111,9 @@ pub(super) fn check_invariants(state: &State) {
     for (id, o) in &state.objects {
         assert_eq!(o.reference_count, references.get(id).copied().unwrap_or(0));
     }
+    for (key, record) in &state.idempotency_keys {
+        assert!(state.producers.contains_key(&record.producer_id), "idempotency key {key:?} outlived its producer");
+    }
     for (id, group) in &state.groups {
         for (topic, partition) in group.offsets.keys() {
             let topic = state.topic_by_name(topic);

@@ -242,7 +242,11 @@ impl State {
         }
     }
 
-    fn allocate_producer_id(&mut self, transactional_id: Option<String>, now_ms: i64) -> Result<i64, CommandError> {
+    pub(super) fn allocate_producer_id(
+        &mut self,
+        transactional_id: Option<String>,
+        now_ms: i64,
+    ) -> Result<i64, CommandError> {
         if self.producers.len() >= PRODUCER_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {PRODUCER_COUNT_MAX} producers")));
         }
@@ -579,6 +583,7 @@ impl State {
                 .is_some_and(|t| t.producer_id == *producer_id);
             current_txn || now_ms.saturating_sub(record.last_active_ms) < producer_expiry
         });
+        self.forget_idle_idempotency_keys();
         Ok(Outcome::Done)
     }
 

@@ -258,6 +258,47 @@ fn idle_producers_expire_but_may_write_again_with_any_sequence() {
     assert_eq!(committed(&outcome), Ok(1), "Kafka accepts any sequence from a producer it no longer knows");
 }
 
+#[test]
+fn an_idempotency_key_names_one_producer_whose_retried_chunks_are_answered_with_the_original_offsets() {
+    let key = |k: &str, request_digest: u64, now_ms: i64| Command::InitIdempotencyKey {
+        key: k.to_owned(),
+        request_digest,
+        now_ms,
+    };
+    let (mut state, outcomes) = run(vec![
+        create("a", 0, 2),
+        key("req-1", 7, 0),
+        produce("o1", 0, idempotent(0, 0), &[(0, 3)]),
+        produce("o2", 1, idempotent(0, 0), &[(0, 2)]),
+        // The same request retried: the same producer, the same sequences.
+        key("req-1", 7, 10),
+        produce("o3", 1, idempotent(0, 0), &[(0, 2)]),
+        produce("o4", 0, idempotent(0, 0), &[(0, 3)]),
+        key("req-1", 8, 20),
+        key("req-2", 8, 20),
+        key("", 8, 20),
+        key(&"x".repeat(256), 8, 20),
+    ]);
+    assert_eq!(outcomes[1], Ok(Outcome::IdempotencyKey { producer: pe(0, 0), retry: false }));
+    assert_eq!(outcomes[4], Ok(Outcome::IdempotencyKey { producer: pe(0, 0), retry: true }));
+    assert_eq!(committed(&outcomes[5]), Ok(0), "partition 1 answers the retry with its first offsets");
+    assert_eq!(committed(&outcomes[6]), Ok(0));
+    assert_eq!(outcomes[7], Err(CommandError::IdempotencyKeyReused("req-1".into())));
+    assert_eq!(outcomes[8], Ok(Outcome::IdempotencyKey { producer: pe(1, 0), retry: false }));
+    assert!(matches!(outcomes[9], Err(CommandError::InvalidIdempotencyKey(_))));
+    assert!(matches!(outcomes[10], Err(CommandError::InvalidIdempotencyKey(_))));
+    assert_eq!(state.partition(topic_id(0), 0).map(|p| p.next_offset), Some(3));
+    assert_eq!(state.partition(topic_id(0), 1).map(|p| p.next_offset), Some(2));
+    // Once the producer is forgotten, so is the key: a retry then is a new request.
+    let day = 86_400_000;
+    assert_eq!(state.apply(20, Command::ExpireTransactions { now_ms: 1000 + day }), Ok(Outcome::Done));
+    assert!(state.idempotency_keys.is_empty());
+    assert_eq!(
+        state.apply(21, key("req-1", 8, 2 * day)),
+        Ok(Outcome::IdempotencyKey { producer: pe(2, 0), retry: false })
+    );
+}
+
 /// Producer and transaction commands over two transactional ids, a few producer ids and epochs,
 /// and topic `t0` (the property test's topics), with clocks that jump.
 pub(in crate::state) fn arb_transaction_command() -> impl Strategy<Value = Command> {
@@ -285,6 +326,11 @@ pub(in crate::state) fn arb_transaction_command() -> impl Strategy<Value = Comma
             now_ms
         }),
         (id, now.clone()).prop_map(|(transactional_id, now_ms)| Command::AbortTxn { transactional_id, now_ms }),
-        now.prop_map(|now_ms| Command::ExpireTransactions { now_ms: now_ms * 3_000 }),
+        now.clone().prop_map(|now_ms| Command::ExpireTransactions { now_ms: now_ms * 3_000 }),
+        (0u8..3, 0u64..2, now).prop_map(|(k, request_digest, now_ms)| Command::InitIdempotencyKey {
+            key: format!("k{k}"),
+            request_digest,
+            now_ms
+        }),
     ]
 }
