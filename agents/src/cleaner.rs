@@ -293,7 +293,7 @@ async fn clean(agent: &Agent, range: Range) -> Result<u64, String> {
                 .filter(|v| {
                     let offset = base + i64::from(v.offset_delta);
                     let newest = v.key.as_ref().is_some_and(|k| latest.get(k) == Some(&offset));
-                    newest && !(v.value_is_null && expired)
+                    newest && !(v.value.is_none() && expired)
                 })
                 .collect();
             if kept.is_empty() {

@@ -1,7 +1,10 @@
-//! Floe's HTTP endpoints (axum) on `--http-addr`: liveness, readiness, Prometheus metrics and
-//! the metadata cluster's status.
+//! Floe's HTTP endpoints (axum) on `--http-addr`: produce in the REST v3 shape, liveness,
+//! readiness, Prometheus metrics and the metadata cluster's status.
 
+mod body;
 mod error;
+mod limits;
+mod produce;
 mod routes;
 
 use std::sync::Arc;
@@ -15,6 +18,9 @@ use tokio::sync::watch;
 pub async fn serve_http(agent: Arc<Agent>, listener: TcpListener, stop: watch::Receiver<bool>) -> std::io::Result<()> {
     let app = Router::new()
         .merge(routes::status::router(agent.metadata.clone()))
+        .merge(routes::clusters::router(agent.clone()))
+        .merge(routes::records::router(agent.clone()))
+        .merge(routes::consume::router(agent.clone()))
         .merge(routes::health::router(agent))
         .merge(routes::metrics::router())
         .fallback(error::not_found);

@@ -2,6 +2,8 @@
 //! cache, and return whole batches stamped with their offsets.
 
 mod read;
+mod records;
 
 pub use read::{FetchError, PartitionRead, ReadLimits, TimestampHit, read_partition, records_at_timestamp};
 pub(crate) use read::{ObjectAt, batches_with_offsets, entry_bytes};
+pub use records::{FetchedRecord, fetched_records};

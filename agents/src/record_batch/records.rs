@@ -36,8 +36,39 @@ pub struct RecordView {
     pub offset_delta: i32,
     pub timestamp_delta: i64,
     pub key: Option<Bytes>,
-    /// A null value: a tombstone in a compacted topic.
-    pub value_is_null: bool,
+    /// `None` is a null value: a tombstone in a compacted topic.
+    pub value: Option<Bytes>,
+    /// The header section as stored (count, then each name and value); see [`RecordView::headers`].
+    pub headers: Bytes,
+}
+
+impl RecordView {
+    /// The record's headers in order (a name may repeat); fails on a malformed header section.
+    pub fn headers(&self) -> Result<Vec<(Bytes, Option<Bytes>)>, RecordsError> {
+        let bytes = &self.headers;
+        let end = bytes.len();
+        let mut at = 0;
+        let count = varint(bytes, &mut at)?;
+        // Each header takes at least two bytes, which bounds what a forged count can allocate.
+        if count < 0 || count as u64 > (end as u64) / 2 {
+            return Err(RecordsError::Malformed("header count"));
+        }
+        let mut headers = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let name = match length(bytes, &mut at, end)? {
+                Some(n) => bytes.slice(at..at + n),
+                None => return Err(RecordsError::Malformed("null header name")),
+            };
+            at += name.len();
+            let value = length(bytes, &mut at, end)?.map(|n| {
+                let value = bytes.slice(at..at + n);
+                at += n;
+                value
+            });
+            headers.push((name, value));
+        }
+        Ok(headers)
+    }
 }
 
 /// The records of a batch, decompressed; fails rather than producing more than `max_bytes`.
@@ -198,11 +229,16 @@ fn record(bytes: &Bytes, start: usize) -> Result<(RecordView, usize), RecordsErr
         }
         None => None,
     };
-    let value_is_null = length(bytes, &mut at, end)?.is_none();
+    let value = length(bytes, &mut at, end)?.map(|n| {
+        let value = bytes.slice(at..at + n);
+        at += n;
+        value
+    });
     if at > end {
         return Err(RecordsError::Malformed("record fields overrun its length"));
     }
-    Ok((RecordView { bytes: bytes.slice(start..end), offset_delta, timestamp_delta, key, value_is_null }, end))
+    let headers = bytes.slice(at..end);
+    Ok((RecordView { bytes: bytes.slice(start..end), offset_delta, timestamp_delta, key, value, headers }, end))
 }
 
 /// A batch holding `kept` (records of `batch`, in order) in `codec`, served at `base_offset`.

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use floe_agent::Agent;
@@ -22,7 +21,7 @@ async fn healthz() -> Json<serde_json::Value> {
 async fn readyz(State(agent): State<Arc<Agent>>) -> Result<Json<serde_json::Value>, HttpError> {
     let cluster_id = agent.metadata.read().cluster_id.clone();
     if cluster_id.is_empty() {
-        return Err(HttpError { status: StatusCode::SERVICE_UNAVAILABLE, message: "metadata not initialized".into() });
+        return Err(HttpError::unavailable("metadata not initialized"));
     }
     Ok(Json(serde_json::json!({ "status": "ready", "cluster_id": cluster_id })))
 }

@@ -23,9 +23,8 @@ pub(crate) fn router() -> Router {
 
 async fn metrics() -> Result<impl IntoResponse, HttpError> {
     let mut body = Vec::new();
-    TextEncoder::new().encode(&prometheus::gather(), &mut body).map_err(|e| HttpError {
-        status: StatusCode::INTERNAL_SERVER_ERROR,
-        message: format!("encoding metrics: {e}"),
-    })?;
+    TextEncoder::new()
+        .encode(&prometheus::gather(), &mut body)
+        .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding metrics: {e}")))?;
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body))
 }

@@ -1,4 +1,7 @@
+pub(crate) mod clusters;
+pub(crate) mod consume;
 pub(crate) mod health;
 pub(crate) mod metrics;
 mod process;
+pub(crate) mod records;
 pub(crate) mod status;

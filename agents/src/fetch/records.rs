@@ -1,0 +1,89 @@
+//! The records of a partition read, one by one, for readers that are not Kafka clients (the
+//! HTTP API): control batches are left out, and for read_committed so are the records of
+//! aborted transactions, as a Kafka consumer would leave them out.
+
+use bytes::Bytes;
+
+use super::PartitionRead;
+use crate::limits::BATCH_DECOMPRESSED_BYTES_MAX;
+use crate::record_batch::records::{self, RecordsError};
+use crate::record_batch::{self, ATTRIBUTE_LOG_APPEND_TIME, ATTRIBUTE_TRANSACTIONAL, BatchHeader};
+
+/// One record read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchedRecord {
+    pub offset: i64,
+    pub timestamp: i64,
+    /// Whether `timestamp` is the log append time.
+    pub log_append_time: bool,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(Bytes, Option<Bytes>)>,
+}
+
+/// The records of `read` at or after `from_offset`, in offset order, at most `max_records`.
+pub fn fetched_records(
+    read: &PartitionRead,
+    from_offset: i64,
+    read_committed: bool,
+    max_records: usize,
+) -> Result<Vec<FetchedRecord>, RecordsError> {
+    let mut aborted: Vec<_> = if read_committed { read.aborted_transactions.clone() } else { Vec::new() };
+    aborted.sort_by_key(|a| a.first_offset);
+    let mut aborted = aborted.into_iter().peekable();
+    // Producers whose aborted transaction the batches read so far are inside.
+    let mut aborting: Vec<i64> = Vec::new();
+    let mut out = Vec::new();
+    for batch in record_batch::split(&read.records) {
+        let (header, bytes) = batch.map_err(|e| RecordsError::Decompress(e.to_string()))?;
+        while let Some(a) = aborted.next_if(|a| a.first_offset <= header.base_offset) {
+            aborting.push(a.producer_id);
+        }
+        if header.is_control() {
+            // A marker ends its producer's transaction either way.
+            aborting.retain(|p| *p != header.producer_id);
+            continue;
+        }
+        let transactional = header.attributes & ATTRIBUTE_TRANSACTIONAL != 0;
+        if transactional && aborting.contains(&header.producer_id) {
+            continue;
+        }
+        if header.base_offset + i64::from(header.last_offset_delta) < from_offset {
+            continue;
+        }
+        push_records(&header, &bytes, from_offset, max_records, &mut out)?;
+        if out.len() >= max_records {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn push_records(
+    header: &BatchHeader,
+    batch: &Bytes,
+    from_offset: i64,
+    max_records: usize,
+    out: &mut Vec<FetchedRecord>,
+) -> Result<(), RecordsError> {
+    let payload = records::decompress(header, batch, BATCH_DECOMPRESSED_BYTES_MAX)?;
+    let log_append_time = header.attributes & ATTRIBUTE_LOG_APPEND_TIME != 0;
+    for view in records::records(&payload) {
+        let view = view?;
+        let offset = header.base_offset + i64::from(view.offset_delta);
+        if offset < from_offset {
+            continue;
+        }
+        if out.len() >= max_records {
+            break;
+        }
+        let timestamp = if log_append_time {
+            header.max_timestamp
+        } else {
+            header.base_timestamp.wrapping_add(view.timestamp_delta)
+        };
+        let headers = view.headers()?;
+        out.push(FetchedRecord { offset, timestamp, log_append_time, key: view.key, value: view.value, headers });
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Request bodies: media types, `Content-Encoding` (gzip, zstd) and size limits. A compressed
+//! body is read whole and inflated with a bound, so a small body cannot expand without limit.
+
+use std::io::Read;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+
+use crate::error::HttpError;
+
+/// How a request body is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    Identity,
+    Gzip,
+    Zstd,
+}
+
+impl Encoding {
+    pub(crate) fn of(headers: &HeaderMap) -> Result<Self, HttpError> {
+        let Some(value) = headers.get(header::CONTENT_ENCODING) else { return Ok(Self::Identity) };
+        match value.to_str().unwrap_or("").trim().to_ascii_lowercase().as_str() {
+            "" | "identity" => Ok(Self::Identity),
+            "gzip" | "x-gzip" => Ok(Self::Gzip),
+            "zstd" => Ok(Self::Zstd),
+            other => Err(HttpError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("Content-Encoding {other:?} is not supported; use gzip, zstd or none"),
+            )),
+        }
+    }
+}
+
+/// Refuses a body whose media type is not one of `accepted` (parameters such as charset are
+/// ignored).
+pub(crate) fn require_media_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), HttpError> {
+    let media_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    match media_type {
+        Some(t) if accepted.contains(&t.as_str()) => Ok(()),
+        other => Err(HttpError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Content-Type {:?} is not accepted here; send {}",
+                other.unwrap_or_default(),
+                accepted.join(" or ")
+            ),
+        )),
+    }
+}
+
+/// The next piece of a body, or `None` at its end; waits at most `idle` for it.
+pub(crate) async fn next_chunk(
+    stream: &mut axum::body::BodyDataStream,
+    idle: Duration,
+) -> Result<Option<Bytes>, HttpError> {
+    match tokio::time::timeout(idle, stream.next()).await {
+        Err(_) => {
+            Err(HttpError::new(StatusCode::REQUEST_TIMEOUT, format!("no request bytes for {} s", idle.as_secs())))
+        }
+        Ok(None) => Ok(None),
+        Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
+        Ok(Some(Err(e))) => Err(HttpError::bad_request(format!("reading the request body: {e}"))),
+    }
+}
+
+/// The whole body, decoded, of at most `max_bytes` both as sent and decoded.
+pub(crate) async fn read_whole(
+    body: Body,
+    encoding: Encoding,
+    max_bytes: usize,
+    idle: Duration,
+) -> Result<Bytes, HttpError> {
+    let too_large = || HttpError::too_large(format!("request body exceeds {max_bytes} bytes"));
+    let mut stream = body.into_data_stream();
+    let mut raw = BytesMut::new();
+    while let Some(chunk) = next_chunk(&mut stream, idle).await? {
+        if raw.len() + chunk.len() > max_bytes {
+            return Err(too_large());
+        }
+        raw.extend_from_slice(&chunk);
+    }
+    let bounded = |reader: &mut dyn Read| -> Result<Bytes, HttpError> {
+        let mut out = Vec::new();
+        reader
+            .take(max_bytes as u64 + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| HttpError::bad_request(format!("request body does not decompress: {e}")))?;
+        if out.len() > max_bytes {
+            return Err(HttpError::too_large(format!("request body decompresses to more than {max_bytes} bytes")));
+        }
+        Ok(Bytes::from(out))
+    };
+    match encoding {
+        Encoding::Identity => Ok(raw.freeze()),
+        Encoding::Gzip => bounded(&mut flate2::read::MultiGzDecoder::new(&raw[..])),
+        Encoding::Zstd => bounded(
+            &mut zstd::stream::read::Decoder::new(&raw[..])
+                .map_err(|e| HttpError::bad_request(format!("request body does not decompress: {e}")))?,
+        ),
+    }
+}

@@ -1,0 +1,32 @@
+//! Limits of the HTTP API, each with the reason for its value.
+
+use std::time::Duration;
+
+/// A body read whole (bulk, compressed, or under an `Idempotency-Key`), as sent and decoded: the
+/// Kafka listener's largest batch, so one request cannot hold more than one Kafka produce.
+pub(crate) const REQUEST_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Records in a body read whole; each gets a delivery report in the response.
+pub(crate) const REQUEST_RECORDS_MAX: usize = 100_000;
+/// Records in one streamed request; a client streaming more opens another request.
+pub(crate) const STREAM_RECORDS_MAX: usize = 10_000_000;
+/// JSON text of one record in a stream: what may be buffered while waiting for its end.
+/// Room for a 4 MiB value in base64.
+pub(crate) const RECORD_JSON_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Records of a stream appended to the flush buffer as one group (those that arrived together).
+pub(crate) const STREAM_GROUP_RECORDS_MAX: usize = 10_000;
+/// Groups of a stream waiting for their flush: bounds what one stream holds in memory before
+/// it stops reading.
+pub(crate) const STREAM_GROUPS_IN_FLIGHT_MAX: usize = 64;
+/// Longest wait for the next piece of a request body.
+pub(crate) const BODY_IDLE: Duration = Duration::from_secs(30);
+/// Record bytes one HTTP read returns (Kafka's `fetch.max.bytes` default is 50 MiB; JSON with
+/// base64 is larger still, so less here).
+pub(crate) const CONSUME_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Records one HTTP read returns.
+pub(crate) const CONSUME_RECORDS_MAX: usize = 10_000;
+/// Longest long-poll of an HTTP read.
+pub(crate) const CONSUME_WAIT_MAX: Duration = Duration::from_secs(30);
+/// Server-Sent Event streams one agent serves at once; each holds a task and a read buffer.
+pub(crate) const FOLLOW_STREAMS_MAX: usize = 1024;
+/// Offsets one HTTP commit may carry.
+pub(crate) const GROUP_COMMIT_OFFSETS_MAX: usize = 10_000;

@@ -1,0 +1,474 @@
+//! Reading over HTTP: a partition from an offset (long-poll), a partition or a whole topic
+//! followed as Server-Sent Events, and a consumer group's committed offsets.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use axum::{Json, Router};
+use base64::Engine;
+use bytes::Bytes;
+use floe_agent::Agent;
+use floe_agent::fetch::{FetchError, FetchedRecord, ReadLimits, fetched_records, read_partition};
+use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, MemberRef};
+use floe_metadata::{OffsetCommit, TopicId};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::HttpError;
+use crate::limits::{
+    CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_STREAMS_MAX, GROUP_COMMIT_OFFSETS_MAX,
+};
+use crate::produce::json::rfc3339;
+
+pub(crate) fn router(agent: Arc<Agent>) -> Router {
+    let follows = Arc::new(Semaphore::new(FOLLOW_STREAMS_MAX));
+    Router::new()
+        .route("/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records", get(read))
+        .route("/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records:follow", get(follow_partition))
+        .route("/v3/clusters/{cluster}/topics/{topic}/records:follow", get(follow_topic))
+        .route("/v3/clusters/{cluster}/consumer-groups/{group}/offsets", get(group_offsets).post(commit_offsets))
+        .with_state(Reader { agent, follows })
+}
+
+#[derive(Clone)]
+struct Reader {
+    agent: Arc<Agent>,
+    follows: Arc<Semaphore>,
+}
+
+/// How keys and values are shown.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    /// Base64, type BINARY.
+    #[default]
+    Binary,
+    /// UTF-8 text (type STRING) where the bytes are UTF-8, else BINARY.
+    String,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Isolation {
+    #[default]
+    ReadUncommitted,
+    ReadCommitted,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadParams {
+    /// A number, `earliest` or `latest`; the log start when absent.
+    offset: Option<String>,
+    max_bytes: Option<usize>,
+    max_records: Option<usize>,
+    wait_ms: Option<u64>,
+    #[serde(default)]
+    isolation: Isolation,
+    #[serde(default)]
+    format: Format,
+}
+
+/// A partition of a topic, checked to exist.
+#[derive(Clone, Debug)]
+struct PartitionTarget {
+    cluster_id: String,
+    topic: String,
+    topic_id: TopicId,
+    partition: i32,
+}
+
+fn partition_target(agent: &Agent, cluster: &str, topic: &str, partition: i32) -> Result<PartitionTarget, HttpError> {
+    let cluster_id = super::clusters::check_cluster(agent, cluster)?;
+    let state = agent.metadata.read();
+    let t = state.topic_by_name(topic).ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
+    if partition < 0 || partition as usize >= t.partitions.len() {
+        return Err(HttpError::not_found(format!("partition {partition} of topic {topic:?} not found")));
+    }
+    Ok(PartitionTarget { cluster_id, topic: t.name.clone(), topic_id: t.topic_id, partition })
+}
+
+/// The offset a read starts at: a number, `earliest` (log start) or `latest` (log end).
+fn start_offset(agent: &Agent, target: &PartitionTarget, offset: Option<&str>) -> Result<i64, HttpError> {
+    let state = agent.metadata.read();
+    let p = state
+        .partition(target.topic_id, target.partition)
+        .ok_or_else(|| HttpError::not_found(format!("partition {} not found", target.partition)))?;
+    match offset {
+        None | Some("earliest") => Ok(p.log_start_offset),
+        Some("latest") => Ok(p.next_offset),
+        Some(n) => {
+            n.parse().map_err(|_| HttpError::bad_request(format!("offset {n:?} is not a number, earliest or latest")))
+        }
+    }
+}
+
+/// One read's records and where the partition stands.
+struct Batch {
+    records: Vec<FetchedRecord>,
+    next_offset: i64,
+    high_watermark: i64,
+    log_start_offset: i64,
+    last_stable_offset: i64,
+}
+
+async fn read_once(
+    agent: &Agent,
+    target: &PartitionTarget,
+    offset: i64,
+    max_bytes: usize,
+    max_records: usize,
+    isolation: Isolation,
+) -> Result<Batch, HttpError> {
+    let read_committed = isolation == Isolation::ReadCommitted;
+    let limits = ReadLimits { max_bytes, must_return_first: true, read_committed };
+    let read =
+        read_partition(agent, target.topic_id, target.partition, offset, -1, limits).await.map_err(|e| match e {
+            FetchError::UnknownTopicOrPartition => HttpError::not_found(e.to_string()),
+            FetchError::OffsetOutOfRange { .. } => HttpError::new(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string()),
+            other => HttpError::unavailable(format!("reading the partition: {other}")),
+        })?;
+    let records = fetched_records(&read, offset, read_committed, max_records)
+        .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("stored records: {e}")))?;
+    // Past what was read: the next record, or the end of the batches read (markers and
+    // aborted records take offsets too), never beyond what a reader may see.
+    let visible_end = if read_committed { read.last_stable_offset } else { read.high_watermark };
+    let read_end = last_offset_read(&read.records).map_or(offset, |last| last + 1);
+    let next_offset = match records.last() {
+        Some(r) if records.len() == max_records => r.offset + 1,
+        _ => read_end.max(offset).min(visible_end.max(offset)),
+    };
+    Ok(Batch {
+        records,
+        next_offset,
+        high_watermark: read.high_watermark,
+        log_start_offset: read.log_start_offset,
+        last_stable_offset: read.last_stable_offset,
+    })
+}
+
+/// The last offset of the last whole batch in `records`.
+fn last_offset_read(records: &Bytes) -> Option<i64> {
+    floe_agent::record_batch::split(records)
+        .map_while(Result::ok)
+        .last()
+        .map(|(h, _)| h.base_offset + i64::from(h.last_offset_delta))
+}
+
+async fn read(
+    State(reader): State<Reader>,
+    Path((cluster, topic, partition)): Path<(String, String, i32)>,
+    Query(params): Query<ReadParams>,
+) -> Result<Json<Value>, HttpError> {
+    let agent = &reader.agent;
+    let target = partition_target(agent, &cluster, &topic, partition)?;
+    let offset = start_offset(agent, &target, params.offset.as_deref())?;
+    let max_bytes = params.max_bytes.unwrap_or(1024 * 1024).clamp(1, CONSUME_BYTES_MAX);
+    let max_records = params.max_records.unwrap_or(1000).clamp(1, CONSUME_RECORDS_MAX);
+    let wait = Duration::from_millis(params.wait_ms.unwrap_or(0)).min(CONSUME_WAIT_MAX);
+    let deadline = Instant::now() + wait;
+    let mut changes = agent.metadata.subscribe();
+    let batch = loop {
+        let batch = read_once(agent, &target, offset, max_bytes, max_records, params.isolation).await?;
+        if !batch.records.is_empty() || Instant::now() >= deadline {
+            break batch;
+        }
+        // Wait for the next commit (or the deadline), then read again.
+        let _ = tokio::time::timeout_at(deadline.into(), changes.changed()).await;
+    };
+    let records: Vec<Value> = batch.records.iter().map(|r| record_json(&target, r, params.format)).collect();
+    Ok(Json(serde_json::json!({
+        "cluster_id": target.cluster_id,
+        "topic_name": target.topic,
+        "partition_id": target.partition,
+        "records": records,
+        "next_offset": batch.next_offset,
+        "high_watermark": batch.high_watermark,
+        "last_stable_offset": batch.last_stable_offset,
+        "log_start_offset": batch.log_start_offset,
+    })))
+}
+
+fn data_json(bytes: &Option<Bytes>, format: Format) -> Value {
+    let Some(bytes) = bytes else { return Value::Null };
+    if format == Format::String
+        && let Ok(text) = std::str::from_utf8(bytes)
+    {
+        return serde_json::json!({ "type": "STRING", "data": text });
+    }
+    serde_json::json!({ "type": "BINARY", "data": base64::engine::general_purpose::STANDARD.encode(bytes) })
+}
+
+fn record_json(target: &PartitionTarget, record: &FetchedRecord, format: Format) -> Value {
+    let headers: Vec<Value> = record
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            serde_json::json!({
+                "name": String::from_utf8_lossy(name),
+                "value": value.as_ref().map(|v| base64::engine::general_purpose::STANDARD.encode(v)),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "partition_id": target.partition,
+        "offset": record.offset,
+        "timestamp": rfc3339(record.timestamp),
+        "timestamp_type": if record.log_append_time { "LOG_APPEND_TIME" } else { "CREATE_TIME" },
+        "key": data_json(&record.key, format),
+        "value": data_json(&record.value, format),
+        "headers": headers,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FollowParams {
+    /// Where to start: a number (partition streams only), `earliest` or `latest` (the default).
+    offset: Option<String>,
+    #[serde(default)]
+    isolation: Isolation,
+    #[serde(default)]
+    format: Format,
+}
+
+fn follow_permit(reader: &Reader) -> Result<OwnedSemaphorePermit, HttpError> {
+    reader
+        .follows
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| HttpError::unavailable(format!("this agent already serves {FOLLOW_STREAMS_MAX} event streams")))
+}
+
+/// `Last-Event-ID` of a partition stream: the offset of the last record the client saw.
+fn last_event_offset(headers: &HeaderMap) -> Result<Option<i64>, HttpError> {
+    headers
+        .get("last-event-id")
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .ok_or_else(|| HttpError::bad_request("Last-Event-ID must be the offset of the last record seen"))
+        })
+        .transpose()
+}
+
+/// Where a followed partition is.
+struct Cursor {
+    target: PartitionTarget,
+    offset: i64,
+}
+
+async fn follow_partition(
+    State(reader): State<Reader>,
+    Path((cluster, topic, partition)): Path<(String, String, i32)>,
+    Query(params): Query<FollowParams>,
+    headers: HeaderMap,
+) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, HttpError> {
+    let target = partition_target(&reader.agent, &cluster, &topic, partition)?;
+    let offset = match last_event_offset(&headers)? {
+        Some(last) => last + 1,
+        None => start_offset(&reader.agent, &target, Some(params.offset.as_deref().unwrap_or("latest")))?,
+    };
+    let permit = follow_permit(&reader)?;
+    Ok(follow(reader.agent, vec![Cursor { target, offset }], params, permit))
+}
+
+async fn follow_topic(
+    State(reader): State<Reader>,
+    Path((cluster, topic)): Path<(String, String)>,
+    Query(params): Query<FollowParams>,
+) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, HttpError> {
+    let start = params.offset.as_deref().unwrap_or("latest");
+    if !matches!(start, "earliest" | "latest") {
+        return Err(HttpError::bad_request("a topic stream starts at offset=earliest or offset=latest"));
+    }
+    let partitions = {
+        let state = reader.agent.metadata.read();
+        let t =
+            state.topic_by_name(&topic).ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
+        t.partitions.len() as i32
+    };
+    let mut cursors = Vec::with_capacity(partitions as usize);
+    for partition in 0..partitions {
+        let target = partition_target(&reader.agent, &cluster, &topic, partition)?;
+        let offset = start_offset(&reader.agent, &target, Some(start))?;
+        cursors.push(Cursor { target, offset });
+    }
+    let permit = follow_permit(&reader)?;
+    Ok(follow(reader.agent, cursors, params, permit))
+}
+
+/// Events for every record of `cursors` from where each starts, as they are committed. Each
+/// event's id is its offset (`partition:offset` on topic streams); errors end the stream with
+/// an `error` event.
+fn follow(
+    agent: Arc<Agent>,
+    cursors: Vec<Cursor>,
+    params: FollowParams,
+    permit: OwnedSemaphorePermit,
+) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
+    let whole_topic = cursors.len() > 1 || cursors.first().is_some_and(|c| c.target.partition != 0);
+    let changes = agent.metadata.subscribe();
+    let state = (agent, cursors, changes, std::collections::VecDeque::<Event>::new(), false, permit);
+    let stream = futures::stream::unfold(
+        state,
+        move |(agent, mut cursors, mut changes, mut ready, mut done, permit)| async move {
+            loop {
+                if let Some(event) = ready.pop_front() {
+                    return Some((Ok(event), (agent, cursors, changes, ready, done, permit)));
+                }
+                if done {
+                    return None;
+                }
+                let mut any = false;
+                for cursor in &mut cursors {
+                    match read_once(&agent, &cursor.target, cursor.offset, 1024 * 1024, 1000, params.isolation).await {
+                        Ok(batch) => {
+                            for record in &batch.records {
+                                let id = if whole_topic {
+                                    format!("{}:{}", cursor.target.partition, record.offset)
+                                } else {
+                                    record.offset.to_string()
+                                };
+                                let data = record_json(&cursor.target, record, params.format).to_string();
+                                ready.push_back(Event::default().event("record").id(id).data(data));
+                            }
+                            any |= !batch.records.is_empty();
+                            cursor.offset = batch.next_offset;
+                        }
+                        Err(e) => {
+                            let data = crate::error::error_body(e.status, &e.message).to_string();
+                            ready.push_back(Event::default().event("error").data(data));
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                if !any && !done {
+                    // Nothing new: wait for the next commit anywhere (bounded, so a stream notices
+                    // a deleted topic even on an idle cluster).
+                    let _ = tokio::time::timeout(Duration::from_secs(5), changes.changed()).await;
+                }
+            }
+        },
+    );
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+async fn group_offsets(
+    State(reader): State<Reader>,
+    Path((cluster, group)): Path<(String, String)>,
+) -> Result<Json<Value>, HttpError> {
+    let cluster_id = super::clusters::check_cluster(&reader.agent, &cluster)?;
+    let state = reader.agent.metadata.read();
+    let record = state.groups.get(&group).ok_or_else(|| HttpError::not_found(format!("group {group:?} not found")))?;
+    let offsets: Vec<Value> = record
+        .offsets
+        .iter()
+        .map(|((topic, partition), committed)| {
+            let end =
+                state.topic_by_name(topic).and_then(|t| state.partition(t.topic_id, *partition)).map(|p| p.next_offset);
+            serde_json::json!({
+                "topic_name": topic,
+                "partition_id": partition,
+                "offset": committed.offset,
+                "metadata": committed.metadata,
+                "lag": end.map(|end| (end - committed.offset).max(0)),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({ "cluster_id": cluster_id, "consumer_group_id": group, "offsets": offsets })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitRequest {
+    offsets: Vec<CommitEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitEntry {
+    topic_name: String,
+    partition_id: i32,
+    offset: i64,
+    #[serde(default)]
+    metadata: String,
+}
+
+/// Commits offsets as a consumer outside any group generation would (Kafka's simple consumer
+/// commit): accepted while the group has no active members.
+async fn commit_offsets(
+    State(reader): State<Reader>,
+    Path((cluster, group)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, HttpError> {
+    let cluster_id = super::clusters::check_cluster(&reader.agent, &cluster)?;
+    crate::body::require_media_type(&headers, &["application/json"])?;
+    let request: CommitRequest =
+        serde_json::from_slice(&body).map_err(|e| HttpError::bad_request(format!("invalid offsets: {e}")))?;
+    if request.offsets.is_empty() || request.offsets.len() > GROUP_COMMIT_OFFSETS_MAX {
+        return Err(HttpError::unprocessable(format!("commit 1 to {GROUP_COMMIT_OFFSETS_MAX} offsets")));
+    }
+    let offsets: Vec<OffsetCommit> = request
+        .offsets
+        .iter()
+        .map(|o| OffsetCommit {
+            topic: o.topic_name.clone(),
+            partition: o.partition_id,
+            offset: o.offset,
+            leader_epoch: -1,
+            metadata: o.metadata.clone(),
+        })
+        .collect();
+    let member = MemberRef { group_id: group.clone(), generation: -1, member_id: String::new(), instance_id: None };
+    let response = reader
+        .agent
+        .metadata
+        .group_request(GroupRequest::CommitOffsets { member, offsets })
+        .await
+        .map_err(group_error)?;
+    let results = match response {
+        GroupResponse::CommitOffsets(Ok(results)) => results,
+        GroupResponse::CommitOffsets(Err(e)) => return Err(group_error(e)),
+        other => return Err(HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("unexpected answer {other:?}"))),
+    };
+    let entries: Vec<Value> = request
+        .offsets
+        .iter()
+        .zip(results)
+        .map(|(o, result)| {
+            let status = result.as_ref().map_or_else(|e| group_error(e.clone()).status, |()| StatusCode::OK);
+            serde_json::json!({
+                "topic_name": o.topic_name,
+                "partition_id": o.partition_id,
+                "offset": o.offset,
+                "error_code": status.as_u16(),
+                "message": result.err().map(|e| e.to_string()),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({ "cluster_id": cluster_id, "consumer_group_id": group, "offsets": entries })))
+}
+
+fn group_error(error: GroupError) -> HttpError {
+    let status = match &error {
+        GroupError::NotCoordinator | GroupError::CoordinatorNotAvailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        GroupError::InvalidGroupId => StatusCode::BAD_REQUEST,
+        GroupError::UnknownTopicOrPartition | GroupError::GroupIdNotFound => StatusCode::NOT_FOUND,
+        GroupError::UnknownMemberId
+        | GroupError::IllegalGeneration
+        | GroupError::RebalanceInProgress
+        | GroupError::NonEmptyGroup => StatusCode::CONFLICT,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    HttpError::new(status, error.to_string())
+}
