@@ -59,3 +59,7 @@ impl IntoResponse for HttpError {
 pub(crate) async fn not_found() -> HttpError {
     HttpError::not_found("no such endpoint")
 }
+
+pub(crate) async fn method_not_allowed() -> HttpError {
+    HttpError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
+}

@@ -3,6 +3,7 @@
 
 mod body;
 mod error;
+mod extract;
 mod limits;
 mod produce;
 mod routes;
@@ -21,9 +22,12 @@ pub async fn serve_http(agent: Arc<Agent>, listener: TcpListener, stop: watch::R
         .merge(routes::clusters::router(agent.clone()))
         .merge(routes::records::router(agent.clone()))
         .merge(routes::consume::router(agent.clone()))
+        .merge(routes::admin::router(agent.clone()))
+        .merge(routes::openapi::router(agent.clone()))
         .merge(routes::health::router(agent))
         .merge(routes::metrics::router())
-        .fallback(error::not_found);
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed);
     serve(listener, app, stop).await
 }
 

@@ -30,3 +30,5 @@ pub(crate) const CONSUME_WAIT_MAX: Duration = Duration::from_secs(30);
 pub(crate) const FOLLOW_STREAMS_MAX: usize = 1024;
 /// Offsets one HTTP commit may carry.
 pub(crate) const GROUP_COMMIT_OFFSETS_MAX: usize = 10_000;
+/// Configs one admin request may set.
+pub(crate) const ADMIN_CONFIGS_MAX: usize = 256;

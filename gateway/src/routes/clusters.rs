@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use crate::extract::Path;
+use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use floe_agent::Agent;

@@ -5,7 +5,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Path, Query, State};
+use crate::extract::{Path, Query};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
@@ -21,6 +22,7 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::HttpError;
+use crate::extract::SmallBody;
 use crate::limits::{
     CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_STREAMS_MAX, GROUP_COMMIT_OFFSETS_MAX,
 };
@@ -68,7 +70,7 @@ struct ReadParams {
     offset: Option<String>,
     max_bytes: Option<usize>,
     max_records: Option<usize>,
-    wait_ms: Option<u64>,
+    wait_ms: Option<usize>,
     #[serde(default)]
     isolation: Isolation,
     #[serde(default)]
@@ -169,9 +171,10 @@ async fn read(
     let agent = &reader.agent;
     let target = partition_target(agent, &cluster, &topic, partition)?;
     let offset = start_offset(agent, &target, params.offset.as_deref())?;
-    let max_bytes = params.max_bytes.unwrap_or(1024 * 1024).clamp(1, CONSUME_BYTES_MAX);
-    let max_records = params.max_records.unwrap_or(1000).clamp(1, CONSUME_RECORDS_MAX);
-    let wait = Duration::from_millis(params.wait_ms.unwrap_or(0)).min(CONSUME_WAIT_MAX);
+    let max_bytes = bounded("max_bytes", params.max_bytes, 1024 * 1024, CONSUME_BYTES_MAX)?;
+    let max_records = bounded("max_records", params.max_records, 1000, CONSUME_RECORDS_MAX)?;
+    let wait_ms = bounded("wait_ms", params.wait_ms, 0, CONSUME_WAIT_MAX.as_millis() as usize)?;
+    let wait = Duration::from_millis(wait_ms as u64);
     let deadline = Instant::now() + wait;
     let mut changes = agent.metadata.subscribe();
     let batch = loop {
@@ -193,6 +196,16 @@ async fn read(
         "last_stable_offset": batch.last_stable_offset,
         "log_start_offset": batch.log_start_offset,
     })))
+}
+
+/// A query parameter's value, `default` when absent; refused outside its range (a wait of 0
+/// and no upper bound below 1 make sense only for `wait_ms`).
+fn bounded(name: &str, value: Option<usize>, default: usize, max: usize) -> Result<usize, HttpError> {
+    let min = usize::from(name != "wait_ms");
+    match value.unwrap_or(default) {
+        v if (min..=max).contains(&v) => Ok(v),
+        v => Err(HttpError::bad_request(format!("{name} {v} is outside {min}..={max}"))),
+    }
 }
 
 fn data_json(bytes: &Option<Bytes>, format: Format) -> Value {
@@ -409,7 +422,7 @@ async fn commit_offsets(
     State(reader): State<Reader>,
     Path((cluster, group)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    SmallBody(body): SmallBody,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = super::clusters::check_cluster(&reader.agent, &cluster)?;
     crate::body::require_media_type(&headers, &["application/json"])?;

@@ -16,8 +16,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::extract::Path;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -133,8 +134,8 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, HttpError> {
     let Some(value) = headers.get(IDEMPOTENCY_KEY) else { return Ok(None) };
     let key = value.to_str().map_err(|_| HttpError::bad_request("Idempotency-Key must be visible ASCII"))?;
     let max = floe_metadata::limits::IDEMPOTENCY_KEY_BYTES_MAX;
-    if key.is_empty() || key.len() > max {
-        return Err(HttpError::bad_request(format!("Idempotency-Key must have 1 to {max} characters")));
+    if key.is_empty() || key.len() > max || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(HttpError::bad_request(format!("Idempotency-Key must be 1 to {max} visible ASCII characters")));
     }
     Ok(Some(key.to_owned()))
 }
