@@ -681,9 +681,10 @@ class Cluster:
         }
         addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
         self.kafka_ports = {a: free_port() for a in (1, 2)}
+        self.http_ports = {a: free_port() for a in (1, 2)}
         self.agents = {
             a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
-                                  "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{free_port()}",
+                                  "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{self.http_ports[a]}",
                                   "--node-id", str(a), "--zone", "ab"[a - 1],
                                   "--cache-dir", os.path.join(self.tmp, f"cache{a}")], self.tmp)
             for a, kp in self.kafka_ports.items()
@@ -691,6 +692,9 @@ class Cluster:
 
     def bootstrap(self, a):
         return f"127.0.0.1:{self.kafka_ports[a]}"
+
+    def http_url(self, a) -> str:
+        return f"http://127.0.0.1:{self.http_ports[a]}"
 
     @property
     def metadata_addrs(self) -> str:
