@@ -5,6 +5,7 @@ mod body;
 mod error;
 mod extract;
 mod limits;
+mod metrics;
 mod produce;
 mod routes;
 
@@ -27,7 +28,8 @@ pub async fn serve_http(agent: Arc<Agent>, listener: TcpListener, stop: watch::R
         .merge(routes::health::router(agent))
         .merge(routes::metrics::router())
         .fallback(error::not_found)
-        .method_not_allowed_fallback(error::method_not_allowed);
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn(metrics::record));
     serve(listener, app, stop).await
 }
 

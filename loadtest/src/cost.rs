@@ -74,7 +74,7 @@ impl MetricsSnapshot {
     }
 
     /// Sum of every series of metric `name` (all label sets).
-    fn total(&self, name: &str) -> f64 {
+    pub(crate) fn total(&self, name: &str) -> f64 {
         self.0
             .iter()
             .filter(|(series, _)| {

@@ -5,6 +5,7 @@
 mod commits;
 mod compare;
 mod cost;
+mod http;
 mod null_sink;
 mod plot;
 mod report;
@@ -46,6 +47,9 @@ enum Command {
     /// Small transactions back to back from one transactional producer: transactions/s and
     /// commit latency.
     Transactions(transactions::TransactionsArgs),
+    /// Produce over Floe's HTTP API (single records, NDJSON bulk, or several per request):
+    /// records/s, request latency and the agent's CPU per record.
+    Http(http::HttpArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -56,6 +60,7 @@ fn main() -> std::process::ExitCode {
         Some(Command::NullSink(args)) => null_sink::run(args),
         Some(Command::Commits(args)) => commits::run(args),
         Some(Command::Transactions(args)) => transactions::run(args),
+        Some(Command::Http(args)) => http::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -102,6 +102,9 @@ enum Slot {
 pub(crate) struct PendingGroup {
     ticket: Option<Result<Ticket, AppendError>>,
     slots: Vec<Slot>,
+    topic: String,
+    /// Batch bytes and records of each append, for the BrokerTopicMetrics counters.
+    sizes: Vec<(u64, u64)>,
 }
 
 impl PendingGroup {
@@ -111,6 +114,12 @@ impl PendingGroup {
             Some(Ok(ticket)) => Ok(ticket.committed().await),
             Some(Err(e)) => Err(RecordError::from_append(&e)),
         };
+        if let Ok(results) = &results {
+            for ((bytes, records), _) in self.sizes.iter().zip(results).filter(|(_, r)| r.is_ok()) {
+                floe_agent::metrics::BYTES_IN.with_label_values(&[&self.topic]).inc_by(*bytes);
+                floe_agent::metrics::MESSAGES_IN.with_label_values(&[&self.topic]).inc_by(*records);
+            }
+        }
         self.slots
             .into_iter()
             .map(|slot| match slot {
@@ -169,8 +178,15 @@ pub(crate) async fn append(
             }
         }
     }
+    let sizes = appends
+        .iter()
+        .map(|a| {
+            let bytes = a.batches.iter().map(|b| b.bytes.len() as u64).sum();
+            (bytes, a.batches.iter().map(|b| u64::from(b.record_count)).sum())
+        })
+        .collect();
     let ticket = if appends.is_empty() { None } else { Some(agent.buffer.append(appends).await) };
-    PendingGroup { ticket, slots }
+    PendingGroup { ticket, slots, topic: target.name.clone(), sizes }
 }
 
 type Placed = (i32, NewRecord, Option<DataReport>, Option<DataReport>);
