@@ -197,7 +197,8 @@ pub(crate) struct AgentOptions {
     /// Address given to Kafka clients in Metadata responses (default: the Kafka listener's).
     #[arg(long)]
     pub(crate) advertised_addr: Option<String>,
-    /// HTTP listener: /healthz, /readyz, /metrics, /v1/cluster.
+    /// HTTP listener: the HTTP produce, read and admin API (/v3/..., /openapi.json), /healthz,
+    /// /readyz, /metrics, /v1/cluster.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) http_addr: SocketAddr,
     /// Endpoint of an S3-compatible server for s3:// URLs (credentials from AWS_* variables).

@@ -16,13 +16,13 @@ use floe_agent::Agent;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// Serves `/healthz`, `/readyz` and `/metrics` until `stop` turns true.
+/// Serves the HTTP API (produce, read, admin, health, metrics) until `stop` turns true.
 pub async fn serve_http(agent: Arc<Agent>, listener: TcpListener, stop: watch::Receiver<bool>) -> std::io::Result<()> {
     let app = Router::new()
         .merge(routes::status::router(agent.metadata.clone()))
         .merge(routes::clusters::router(agent.clone()))
         .merge(routes::records::router(agent.clone()))
-        .merge(routes::consume::router(agent.clone()))
+        .merge(routes::consume::router(agent.clone(), stop.clone()))
         .merge(routes::admin::router(agent.clone()))
         .merge(routes::openapi::router(agent.clone()))
         .merge(routes::health::router(agent))

@@ -1,6 +1,7 @@
 //! Reading over HTTP: a partition from an offset (long-poll), a partition or a whole topic
 //! followed as Server-Sent Events, and a consumer group's committed offsets.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, MemberRef};
 use floe_metadata::{OffsetCommit, TopicId};
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::error::HttpError;
 use crate::extract::SmallBody;
@@ -28,20 +29,23 @@ use crate::limits::{
 };
 use crate::produce::json::rfc3339;
 
-pub(crate) fn router(agent: Arc<Agent>) -> Router {
+/// `stop` turns true when the agent shuts down: event streams then end, so clients reconnect
+/// to another agent instead of holding the shutdown open.
+pub(crate) fn router(agent: Arc<Agent>, stop: watch::Receiver<bool>) -> Router {
     let follows = Arc::new(Semaphore::new(FOLLOW_STREAMS_MAX));
     Router::new()
         .route("/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records", get(read))
         .route("/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records:follow", get(follow_partition))
         .route("/v3/clusters/{cluster}/topics/{topic}/records:follow", get(follow_topic))
         .route("/v3/clusters/{cluster}/consumer-groups/{group}/offsets", get(group_offsets).post(commit_offsets))
-        .with_state(Reader { agent, follows })
+        .with_state(Reader { agent, follows, stop })
 }
 
 #[derive(Clone)]
 struct Reader {
     agent: Arc<Agent>,
     follows: Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
 }
 
 /// How keys and values are shown.
@@ -290,7 +294,7 @@ async fn follow_partition(
         None => start_offset(&reader.agent, &target, Some(params.offset.as_deref().unwrap_or("latest")))?,
     };
     let permit = follow_permit(&reader)?;
-    Ok(follow(reader.agent, vec![Cursor { target, offset }], params, permit))
+    Ok(follow(reader.agent, vec![Cursor { target, offset }], params, permit, reader.stop))
 }
 
 async fn follow_topic(
@@ -315,64 +319,88 @@ async fn follow_topic(
         cursors.push(Cursor { target, offset });
     }
     let permit = follow_permit(&reader)?;
-    Ok(follow(reader.agent, cursors, params, permit))
+    Ok(follow(reader.agent, cursors, params, permit, reader.stop))
 }
 
 /// Events for every record of `cursors` from where each starts, as they are committed. Each
 /// event's id is its offset (`partition:offset` on topic streams); errors end the stream with
-/// an `error` event.
+/// an `error` event, and so does the agent shutting down.
 fn follow(
     agent: Arc<Agent>,
     cursors: Vec<Cursor>,
     params: FollowParams,
     permit: OwnedSemaphorePermit,
+    stop: watch::Receiver<bool>,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
     let whole_topic = cursors.len() > 1 || cursors.first().is_some_and(|c| c.target.partition != 0);
     let changes = agent.metadata.subscribe();
-    let state = (agent, cursors, changes, std::collections::VecDeque::<Event>::new(), false, permit);
-    let stream = futures::stream::unfold(
-        state,
-        move |(agent, mut cursors, mut changes, mut ready, mut done, permit)| async move {
-            loop {
-                if let Some(event) = ready.pop_front() {
-                    return Some((Ok(event), (agent, cursors, changes, ready, done, permit)));
-                }
-                if done {
-                    return None;
-                }
-                let mut any = false;
-                for cursor in &mut cursors {
-                    match read_once(&agent, &cursor.target, cursor.offset, 1024 * 1024, 1000, params.isolation).await {
-                        Ok(batch) => {
-                            for record in &batch.records {
-                                let id = if whole_topic {
-                                    format!("{}:{}", cursor.target.partition, record.offset)
-                                } else {
-                                    record.offset.to_string()
-                                };
-                                let data = record_json(&cursor.target, record, params.format).to_string();
-                                ready.push_back(Event::default().event("record").id(id).data(data));
-                            }
-                            any |= !batch.records.is_empty();
-                            cursor.offset = batch.next_offset;
+    let state =
+        Follow { agent, cursors, params, whole_topic, changes, stop, ready: VecDeque::new(), done: false, _permit: permit };
+    let stream = futures::stream::unfold(state, |mut state| async move {
+        let event = state.next_event().await?;
+        Some((Ok(event), state))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// An event stream's position and what it has read but not sent yet.
+struct Follow {
+    agent: Arc<Agent>,
+    cursors: Vec<Cursor>,
+    params: FollowParams,
+    whole_topic: bool,
+    changes: watch::Receiver<u64>,
+    stop: watch::Receiver<bool>,
+    ready: VecDeque<Event>,
+    done: bool,
+    /// Held for the stream's life: one of the agent's event-stream slots.
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Follow {
+    async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            if self.done || *self.stop.borrow() {
+                return None;
+            }
+            let mut any = false;
+            for cursor in &mut self.cursors {
+                let read = read_once(&self.agent, &cursor.target, cursor.offset, 1024 * 1024, 1000, self.params.isolation);
+                match read.await {
+                    Ok(batch) => {
+                        for record in &batch.records {
+                            let id = if self.whole_topic {
+                                format!("{}:{}", cursor.target.partition, record.offset)
+                            } else {
+                                record.offset.to_string()
+                            };
+                            let data = record_json(&cursor.target, record, self.params.format).to_string();
+                            self.ready.push_back(Event::default().event("record").id(id).data(data));
                         }
-                        Err(e) => {
-                            let data = crate::error::error_body(e.status, &e.message).to_string();
-                            ready.push_back(Event::default().event("error").data(data));
-                            done = true;
-                            break;
-                        }
+                        any |= !batch.records.is_empty();
+                        cursor.offset = batch.next_offset;
+                    }
+                    Err(e) => {
+                        let data = crate::error::error_body(e.status, &e.message).to_string();
+                        self.ready.push_back(Event::default().event("error").data(data));
+                        self.done = true;
+                        break;
                     }
                 }
-                if !any && !done {
-                    // Nothing new: wait for the next commit anywhere (bounded, so a stream notices
-                    // a deleted topic even on an idle cluster).
-                    let _ = tokio::time::timeout(Duration::from_secs(5), changes.changed()).await;
+            }
+            if !any && !self.done {
+                // Nothing new: wait for the next commit anywhere (bounded, so a stream notices a
+                // deleted topic even on an idle cluster) or the agent stopping.
+                tokio::select! {
+                    _ = tokio::time::timeout(Duration::from_secs(5), self.changes.changed()) => {}
+                    _ = self.stop.changed() => {}
                 }
             }
-        },
-    );
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        }
+    }
 }
 
 async fn group_offsets(
