@@ -201,6 +201,10 @@ pub(crate) struct AgentOptions {
     /// /readyz, /metrics, /v1/cluster.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) http_addr: SocketAddr,
+    /// Origin browsers may call the HTTP API from (CORS), e.g. `https://app.example.com`;
+    /// repeatable; `*` allows any origin. None: cross-origin browser calls are refused.
+    #[arg(long = "http-cors-origin", value_name = "ORIGIN")]
+    pub(crate) http_cors_origins: Vec<String>,
     /// Endpoint of an S3-compatible server for s3:// URLs (credentials from AWS_* variables).
     #[arg(long)]
     pub(crate) s3_endpoint: Option<String>,

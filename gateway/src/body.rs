@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 
 use crate::error::HttpError;
+use crate::limits::BODY_READ_MAX;
 
 /// How a request body is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,12 +80,18 @@ pub(crate) async fn read_whole(
     let too_large = || HttpError::too_large(format!("request body exceeds {max_bytes} bytes"));
     let mut stream = body.into_data_stream();
     let mut raw = BytesMut::new();
-    while let Some(chunk) = next_chunk(&mut stream, idle).await? {
-        if raw.len() + chunk.len() > max_bytes {
-            return Err(too_large());
+    let receive = async {
+        while let Some(chunk) = next_chunk(&mut stream, idle).await? {
+            if raw.len() + chunk.len() > max_bytes {
+                return Err(too_large());
+            }
+            raw.extend_from_slice(&chunk);
         }
-        raw.extend_from_slice(&chunk);
-    }
+        Ok(())
+    };
+    tokio::time::timeout(BODY_READ_MAX, receive).await.map_err(|_| {
+        HttpError::new(StatusCode::REQUEST_TIMEOUT, format!("the body took more than {} s", BODY_READ_MAX.as_secs()))
+    })??;
     let bounded = |reader: &mut dyn Read| -> Result<Bytes, HttpError> {
         let mut out = Vec::new();
         reader

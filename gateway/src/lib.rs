@@ -16,8 +16,20 @@ use floe_agent::Agent;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// How the HTTP API is served.
+#[derive(Clone, Debug, Default)]
+pub struct HttpConfig {
+    /// Origins browsers may call the API from (CORS); `*` allows any. Empty: none.
+    pub cors_origins: Vec<String>,
+}
+
 /// Serves the HTTP API (produce, read, admin, health, metrics) until `stop` turns true.
-pub async fn serve_http(agent: Arc<Agent>, listener: TcpListener, stop: watch::Receiver<bool>) -> std::io::Result<()> {
+pub async fn serve_http(
+    agent: Arc<Agent>,
+    config: HttpConfig,
+    listener: TcpListener,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
     let app = Router::new()
         .merge(routes::status::router(agent.metadata.clone()))
         .merge(routes::clusters::router(agent.clone()))
@@ -29,7 +41,9 @@ pub async fn serve_http(agent: Arc<Agent>, listener: TcpListener, stop: watch::R
         .merge(routes::metrics::router())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .layer(axum::middleware::from_fn(metrics::record));
+        .layer(axum::middleware::from_fn(limits::requests_in_flight))
+        .layer(axum::middleware::from_fn(metrics::record))
+        .layer(cors(&config.cors_origins)?);
     serve(listener, app, stop).await
 }
 
@@ -39,4 +53,25 @@ async fn serve(listener: TcpListener, app: Router, mut stop: watch::Receiver<boo
             let _ = stop.wait_for(|s| *s).await;
         })
         .await
+}
+
+/// The CORS policy: the configured origins may call every endpoint with any method and the
+/// headers clients send (`Content-Type`, `Content-Encoding`, `Idempotency-Key`, `Last-Event-ID`).
+fn cors(origins: &[String]) -> std::io::Result<tower_http::cors::CorsLayer> {
+    use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, Any, CorsLayer};
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        let parsed =
+            origins.iter().map(|o| axum::http::HeaderValue::from_str(o)).collect::<Result<Vec<_>, _>>().map_err(
+                |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("--http-cors-origin: {e}")),
+            )?;
+        AllowOrigin::list(parsed)
+    };
+    // Mirrored rather than `*`, which older browsers do not accept in every position.
+    Ok(CorsLayer::new()
+        .allow_origin(allow_origin)
+        .allow_methods(AllowMethods::mirror_request())
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers(Any))
 }

@@ -96,7 +96,8 @@ pub(crate) async fn run(
     let agent = Agent::start(config, metadata, store, cache);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, stopped.clone()));
-    tokio::spawn(floe_gateway::serve_http(agent.clone(), http, stopped));
+    let http_config = floe_gateway::HttpConfig { cors_origins: options.http_cors_origins.clone() };
+    tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");
 
     shutdown_signal().await;

@@ -53,6 +53,8 @@ class Api:
 
     def __init__(self, base: str):
         self.base = base
+        # 503 until the agent's metadata mirror has the cluster.
+        wait_until(lambda: requests.get(f"{base}/v3/clusters", timeout=10).status_code == 200, 30, "cluster id")
         self.cluster_id = requests.get(f"{base}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
 
     def url(self, path: str) -> str:
@@ -445,3 +447,23 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(floe, tmp_path
     assert run.returncode == 0, tail
     assert "passed" in tail and " failed" not in tail.split("SUMMARY")[-1], tail
     assert floe.alive()
+
+
+def test_browsers_may_call_from_configured_origins_only(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-cors", object_store=f"file://{objects}",
+                            extra_args=["--http-cors-origin", "https://app.example"])
+    api = Api(floe.http_url)
+    api.create_topic("web", 1)
+    preflight = lambda origin: requests.options(api.records("web"), timeout=10, headers={
+        "Origin": origin, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,idempotency-key"})
+    allowed = preflight("https://app.example")
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+    assert "idempotency-key" in allowed.headers["access-control-allow-headers"].lower()
+    assert "access-control-allow-origin" not in preflight("https://evil.example").headers
+    r = requests.post(api.records("web"), json={"value": {"data": 1}}, headers={"Origin": "https://app.example"},
+                      timeout=10)
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example"

@@ -334,8 +334,17 @@ fn follow(
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
     let whole_topic = cursors.len() > 1 || cursors.first().is_some_and(|c| c.target.partition != 0);
     let changes = agent.metadata.subscribe();
-    let state =
-        Follow { agent, cursors, params, whole_topic, changes, stop, ready: VecDeque::new(), done: false, _permit: permit };
+    let state = Follow {
+        agent,
+        cursors,
+        params,
+        whole_topic,
+        changes,
+        stop,
+        ready: VecDeque::new(),
+        done: false,
+        _permit: permit,
+    };
     let stream = futures::stream::unfold(state, |mut state| async move {
         let event = state.next_event().await?;
         Some((Ok(event), state))
@@ -368,7 +377,8 @@ impl Follow {
             }
             let mut any = false;
             for cursor in &mut self.cursors {
-                let read = read_once(&self.agent, &cursor.target, cursor.offset, 1024 * 1024, 1000, self.params.isolation);
+                let read =
+                    read_once(&self.agent, &cursor.target, cursor.offset, 1024 * 1024, 1000, self.params.isolation);
                 match read.await {
                     Ok(batch) => {
                         for record in &batch.records {
