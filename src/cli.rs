@@ -128,6 +128,14 @@ pub(crate) enum AdminCommand {
         #[command(subcommand)]
         action: GroupsAction,
     },
+    /// Tenants, their SASL users (SCRAM credentials, which also serve PLAIN) and HTTP API keys.
+    Tenants {
+        /// Metadata nodes: HOST:PORT[,HOST:PORT...].
+        #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:9093")]
+        metadata: Vec<String>,
+        #[command(subcommand)]
+        action: TenantsAction,
+    },
     /// Transactions: list them with their state and partitions, or abort a hanging one.
     Transactions {
         /// Metadata nodes: HOST:PORT[,HOST:PORT...].
@@ -148,6 +156,51 @@ pub(crate) enum TransactionsAction {
     /// Aborts a transaction's open transaction and fences its producer (which must then
     /// re-initialize): its records become invisible to read_committed consumers.
     Abort { transactional_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TenantsAction {
+    /// Every tenant with its users and API key ids (JSON).
+    List,
+    Create {
+        name: String,
+    },
+    /// Deletes a tenant with its users and API keys.
+    Delete {
+        name: String,
+    },
+    /// Creates a user of a tenant, or sets its password: SCRAM credentials for each mechanism
+    /// (PLAIN is checked against them). The password is read from stdin (first line).
+    AddUser {
+        #[arg(long)]
+        tenant: String,
+        user: String,
+        /// Read the password from the first line of stdin.
+        #[arg(long, required = true)]
+        password_stdin: bool,
+        #[arg(long, value_delimiter = ',', default_value = "SCRAM-SHA-256,SCRAM-SHA-512")]
+        mechanisms: Vec<String>,
+        /// PBKDF2 iterations (4096..=16384).
+        #[arg(long, default_value_t = 8192)]
+        iterations: u32,
+    },
+    /// Deletes a user and its API keys.
+    DeleteUser {
+        user: String,
+    },
+    /// Creates an HTTP API key acting as a user; prints the token once (only its hash is kept).
+    CreateApiKey {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        user: String,
+        /// The key stops working after this many seconds; never by default.
+        #[arg(long)]
+        expires_in_secs: Option<u64>,
+    },
+    DeleteApiKey {
+        key_id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -205,6 +258,15 @@ pub(crate) struct AgentOptions {
     /// repeatable; `*` allows any origin. None: cross-origin browser calls are refused.
     #[arg(long = "http-cors-origin", value_name = "ORIGIN")]
     pub(crate) http_cors_origins: Vec<String>,
+    /// Serve both listeners over TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
+    /// Require an API key (`floe admin tenants create-api-key`) on every /v3 request.
+    #[arg(long)]
+    pub(crate) http_require_api_key: bool,
     /// Endpoint of an S3-compatible server for s3:// URLs (credentials from AWS_* variables).
     #[arg(long)]
     pub(crate) s3_endpoint: Option<String>,
@@ -251,6 +313,15 @@ pub(crate) struct AgentOptions {
     /// Fewest consecutive small chunks of a partition that compaction merges into one object.
     #[arg(long, default_value_t = 16)]
     pub(crate) compaction_min_run: usize,
+    /// Require SASL on the Kafka listener with these mechanisms (comma-separated: PLAIN,
+    /// SCRAM-SHA-256, SCRAM-SHA-512). Users and passwords: `floe admin users`. Use PLAIN only
+    /// over TLS.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) sasl_mechanisms: Vec<floe_agent::kafka::sasl::Mechanism>,
+    /// Kafka's `connections.max.reauth.ms`: clients must authenticate again within this long
+    /// (KIP-368); 0 keeps an authentication for the connection's life.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) sasl_session_lifetime_ms: u64,
     /// Benchmarks only: delay every object-store request as the named profile says (a
     /// simulation of a remote store's latency on top of the real one): s3-standard or s3-express.
     #[arg(long, value_parser = parse_latency_profile)]

@@ -40,6 +40,8 @@ pub struct AgentConfig {
     pub compaction: crate::CompactionConfig,
     /// A fault to inject, for crash tests; `None` in production.
     pub fault: Option<Fault>,
+    /// SASL on the Kafka listener; `None`: clients need not authenticate.
+    pub sasl: Option<crate::kafka::sasl::SaslConfig>,
 }
 
 /// Faults an agent can be told to inject (test-only; off unless given on the command line).

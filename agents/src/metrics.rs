@@ -22,6 +22,11 @@ pub static REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// SASL authentications on the Kafka listener, by result (`ok`, `failed`).
+pub static AUTHENTICATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_kafka_authentications_total", "SASL authentications, by result", &["result"])
+        .expect("unique")
+});
 /// Record batch bytes accepted by Produce, by topic (Kafka's BytesInPerSec).
 pub static BYTES_IN: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_broker_topic_bytes_in_total", "Produced bytes committed, by topic", &["topic"])

@@ -1,6 +1,7 @@
 //! Floe's HTTP endpoints (axum) on `--http-addr`: produce in the REST v3 shape, liveness,
 //! readiness, Prometheus metrics and the metadata cluster's status.
 
+mod auth;
 mod body;
 mod error;
 mod extract;
@@ -8,6 +9,7 @@ mod limits;
 mod metrics;
 mod produce;
 mod routes;
+mod tls;
 
 use std::sync::Arc;
 
@@ -17,10 +19,24 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// How the HTTP API is served.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct HttpConfig {
     /// Origins browsers may call the API from (CORS); `*` allows any. Empty: none.
     pub cors_origins: Vec<String>,
+    /// Every `/v3` request must carry a valid API key.
+    pub require_api_key: bool,
+    /// Serve HTTPS with this certificate and key; plain HTTP when `None`.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("cors_origins", &self.cors_origins)
+            .field("require_api_key", &self.require_api_key)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 /// Serves the HTTP API (produce, read, admin, health, metrics) until `stop` turns true.
@@ -30,29 +46,34 @@ pub async fn serve_http(
     listener: TcpListener,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let app = Router::new()
+    let mut app = Router::new()
         .merge(routes::status::router(agent.metadata.clone()))
         .merge(routes::clusters::router(agent.clone()))
         .merge(routes::records::router(agent.clone()))
         .merge(routes::consume::router(agent.clone(), stop.clone()))
         .merge(routes::admin::router(agent.clone()))
         .merge(routes::openapi::router(agent.clone()))
-        .merge(routes::health::router(agent))
+        .merge(routes::health::router(agent.clone()))
         .merge(routes::metrics::router())
         .fallback(error::not_found)
-        .method_not_allowed_fallback(error::method_not_allowed)
+        .method_not_allowed_fallback(error::method_not_allowed);
+    if config.require_api_key {
+        app = app.layer(axum::middleware::from_fn_with_state(agent, auth::require_api_key));
+    }
+    let app = app
         .layer(axum::middleware::from_fn(limits::requests_in_flight))
         .layer(axum::middleware::from_fn(metrics::record))
         .layer(cors(&config.cors_origins)?);
-    serve(listener, app, stop).await
-}
-
-async fn serve(listener: TcpListener, app: Router, mut stop: watch::Receiver<bool>) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-        .await
+    let mut stop = stop;
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    match config.tls {
+        Some(acceptor) => {
+            axum::serve(tls::TlsListener::new(listener, acceptor)?, app).with_graceful_shutdown(stopped).await
+        }
+        None => axum::serve(listener, app).with_graceful_shutdown(stopped).await,
+    }
 }
 
 /// The CORS policy: the configured origins may call every endpoint with any method and the

@@ -168,6 +168,33 @@ pub enum Command {
         request_digest: u64,
         now_ms: i64,
     },
+    CreateTenant {
+        name: String,
+        now_ms: i64,
+    },
+    /// Deletes a tenant with its users and API keys.
+    DeleteTenant {
+        name: String,
+    },
+    /// Creates a user of `tenant` or sets one mechanism's credential of an existing user (the
+    /// proposer salted and hashed the password).
+    UpsertScramCredential {
+        user: String,
+        tenant: String,
+        mechanism: crate::state::ScramMechanism,
+        credential: crate::state::ScramCredential,
+    },
+    /// Deletes a user and the API keys that act as it.
+    DeleteUser {
+        user: String,
+    },
+    CreateApiKey {
+        key_id: String,
+        record: crate::state::ApiKeyRecord,
+    },
+    DeleteApiKey {
+        key_id: String,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -362,4 +389,8 @@ pub enum CommandError {
     IdempotencyKeyReused(String),
     #[error("invalid idempotency key: {0}")]
     InvalidIdempotencyKey(String),
+    #[error("invalid credential: {0}")]
+    InvalidCredential(String),
+    #[error("{0} not found")]
+    CredentialNotFound(String),
 }

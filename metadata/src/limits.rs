@@ -64,3 +64,14 @@ const _: () = assert!(TOPIC_PARTITION_COUNT_MAX > 0);
 pub const JOB_LEASE_MS_MAX: i64 = 600_000;
 /// Longest HTTP `Idempotency-Key`, in bytes.
 pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 255;
+/// Tenants one cluster holds.
+pub const TENANT_COUNT_MAX: usize = 10_000;
+/// SASL users across all tenants.
+pub const USER_COUNT_MAX: usize = 100_000;
+/// HTTP API keys across all tenants.
+pub const API_KEY_COUNT_MAX: usize = 100_000;
+/// Longest tenant name, user name or API key id, in bytes.
+pub const CREDENTIAL_NAME_BYTES_MAX: usize = 255;
+/// SCRAM iteration counts accepted: Kafka's bounds (4096 is its minimum, as RFC 7677 advises).
+pub const SCRAM_ITERATIONS_MIN: u32 = 4096;
+pub const SCRAM_ITERATIONS_MAX: u32 = 16_384;

@@ -29,6 +29,7 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
         }
         AdminCommand::Groups { metadata, json, action } => groups(metadata, json, action).await?,
         AdminCommand::Transactions { metadata, json, action } => transactions(metadata, json, action).await?,
+        AdminCommand::Tenants { metadata, action } => super::tenants::run(metadata, action).await?,
     }
     Ok(())
 }

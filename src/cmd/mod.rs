@@ -5,3 +5,4 @@ pub(crate) mod dev;
 pub(crate) mod loadtest;
 pub(crate) mod metadata;
 mod serve_agent;
+mod tenants;

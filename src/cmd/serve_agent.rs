@@ -79,6 +79,14 @@ pub(crate) async fn run(
             orphan_grace: Duration::from_secs(options.orphan_grace_secs.max(1)),
         },
         fault: options.fault,
+        sasl: (!options.sasl_mechanisms.is_empty()).then(|| floe_agent::kafka::sasl::SaslConfig {
+            mechanisms: options.sasl_mechanisms.clone(),
+            session_lifetime: (options.sasl_session_lifetime_ms > 0)
+                .then(|| Duration::from_millis(options.sasl_session_lifetime_ms)),
+            // Kafka's connection.failed.authentication.delay.ms is 100; a second slows guessing
+            // far more and costs an honest client with a typo little.
+            failure_delay: Duration::from_secs(1),
+        }),
         compaction: CompactionConfig {
             interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
             small_chunk_bytes: 1024 * 1024,
@@ -95,8 +103,16 @@ pub(crate) async fn run(
     .context("opening the block cache")?;
     let agent = Agent::start(config, metadata, store, cache);
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, stopped.clone()));
-    let http_config = floe_gateway::HttpConfig { cors_origins: options.http_cors_origins.clone() };
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+        _ => None,
+    };
+    let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, tls.clone(), stopped.clone()));
+    let http_config = floe_gateway::HttpConfig {
+        cors_origins: options.http_cors_origins.clone(),
+        require_api_key: options.http_require_api_key,
+        tls,
+    };
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");
 
@@ -120,4 +136,24 @@ pub(crate) async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+}
+
+/// A TLS server configuration from PEM files: rustls with its safe defaults (TLS 1.2 and 1.3).
+fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading certificates from {}", cert.display()))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading a private key from {}", key.display()))?;
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("the TLS certificate and key do not match")?;
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
 use super::dispatch::{self, Reply};
+use super::sasl::{Admission, Session, Verdict};
 use crate::Agent;
 use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
 
@@ -31,6 +31,8 @@ enum ConnectionError {
     UnsupportedVersion(ApiKey, i16),
     #[error("cannot decode request: {0}")]
     Decode(String),
+    #[error("{0}")]
+    Unauthenticated(&'static str),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -43,9 +45,12 @@ struct InFlight {
     reply: Reply,
 }
 
-pub(super) async fn serve(agent: Arc<Agent>, stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.into_split();
+/// Serves one connection: a TCP stream, or a TLS stream over one.
+pub(super) async fn serve<S>(agent: Arc<Agent>, stream: S, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (reader, writer) = tokio::io::split(stream);
     let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_responses(writer, queue));
     match read_requests(&agent, reader, in_flight, peer).await {
@@ -80,6 +85,7 @@ async fn read_requests(
     in_flight: mpsc::Sender<InFlight>,
     peer: SocketAddr,
 ) -> Result<(), ConnectionError> {
+    let mut sasl = agent.config.sasl.clone().map(Session::new);
     while let Some(mut frame) = read_frame(&mut reader).await? {
         let key = i16::from_be_bytes([frame[0], frame[1]]);
         let version = i16::from_be_bytes([frame[2], frame[3]]);
@@ -87,10 +93,11 @@ async fn read_requests(
         let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
             .map_err(|e| ConnectionError::Decode(e.to_string()))?;
         let correlation_id = header.correlation_id;
-        if !dispatch::is_supported(api_key, version) {
+        if !dispatch::is_supported(api_key, version, sasl.is_some()) {
             if api_key == ApiKey::ApiVersions {
                 // Newer clients than us: answer in v0 with the ranges we have, so they retry.
-                let reply = Reply::Now(Box::new(ResponseKind::ApiVersions(dispatch::api_versions_unsupported())));
+                let reply =
+                    Reply::Now(Box::new(ResponseKind::ApiVersions(dispatch::api_versions_unsupported(sasl.is_some()))));
                 let started = std::time::Instant::now();
                 let _ = in_flight.send(InFlight { started, correlation_id, api_key, version: 0, reply }).await;
                 continue;
@@ -100,8 +107,28 @@ async fn read_requests(
         let request =
             RequestKind::decode(api_key, &mut frame, version).map_err(|e| ConnectionError::Decode(e.to_string()))?;
         let started = std::time::Instant::now();
-        let reply = dispatch::start(agent, &header, request, peer).await;
-        if in_flight.send(InFlight { started, correlation_id, api_key, version, reply }).await.is_err() {
+        let mut close = false;
+        let reply = match (&mut sasl, request) {
+            // Authentication changes what the next request may do, so it is answered here, in
+            // order, before the next request is read.
+            (Some(session), RequestKind::SaslHandshake(request)) => {
+                Reply::Now(Box::new(ResponseKind::SaslHandshake(session.handshake(&request))))
+            }
+            (Some(session), RequestKind::SaslAuthenticate(request)) => {
+                let (response, verdict) = session.authenticate(&request, &agent.metadata.read(), peer);
+                if let Verdict::Close = verdict {
+                    tokio::time::sleep(session.failure_delay()).await;
+                    close = true;
+                }
+                Reply::Now(Box::new(ResponseKind::SaslAuthenticate(response)))
+            }
+            (Some(session), request) => match session.admit(api_key) {
+                Admission::Refuse(why) => return Err(ConnectionError::Unauthenticated(why)),
+                Admission::Serve => dispatch::start(agent, &header, request, peer).await,
+            },
+            (None, request) => dispatch::start(agent, &header, request, peer).await,
+        };
+        if in_flight.send(InFlight { started, correlation_id, api_key, version, reply }).await.is_err() || close {
             return Ok(());
         }
     }
@@ -133,7 +160,7 @@ fn encode(correlation_id: i32, api_key: ApiKey, version: i16, response: &Respons
 /// Writes responses in request order. Responses are buffered while the next one is already
 /// available, and flushed before any wait (for the next request or a pending handler), so a
 /// finished response never sits in the buffer behind a slow one.
-async fn write_responses(writer: tokio::net::tcp::OwnedWriteHalf, mut queue: mpsc::Receiver<InFlight>) {
+async fn write_responses(writer: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<InFlight>) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     loop {
         let request = match queue.try_recv() {

@@ -51,13 +51,20 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
 ];
 
-pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
-    SUPPORTED.iter().any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
+/// Served, and advertised, only when the listener has SASL: SaslHandshake v0 (raw tokens
+/// after the handshake) is not implemented; every client since Kafka 1.0 uses v1.
+pub const SASL: &[(ApiKey, i16, i16)] = &[(ApiKey::SaslHandshake, 1, 1), (ApiKey::SaslAuthenticate, 0, 2)];
+
+pub fn is_supported(api_key: ApiKey, version: i16, sasl: bool) -> bool {
+    let sasl = if sasl { SASL } else { &[] };
+    SUPPORTED.iter().chain(sasl).any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
 }
 
-fn api_versions_table() -> Vec<ApiVersion> {
+fn api_versions_table(sasl: bool) -> Vec<ApiVersion> {
+    let sasl = if sasl { SASL } else { &[] };
     SUPPORTED
         .iter()
+        .chain(sasl)
         .map(|(key, min, max)| {
             ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
         })
@@ -65,8 +72,8 @@ fn api_versions_table() -> Vec<ApiVersion> {
 }
 
 /// The answer to an ApiVersions request of a version we do not support (sent as v0).
-pub(super) fn api_versions_unsupported() -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_error_code(code::UNSUPPORTED_VERSION).with_api_keys(api_versions_table())
+pub(super) fn api_versions_unsupported(sasl: bool) -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_error_code(code::UNSUPPORTED_VERSION).with_api_keys(api_versions_table(sasl))
 }
 
 /// How a request will be answered.
@@ -101,7 +108,7 @@ pub(super) async fn start(
     let agent = agent.clone();
     match request {
         RequestKind::ApiVersions(_) => Reply::Now(Box::new(ResponseKind::ApiVersions(
-            ApiVersionsResponse::default().with_api_keys(api_versions_table()),
+            ApiVersionsResponse::default().with_api_keys(api_versions_table(agent.config.sasl.is_some())),
         ))),
         RequestKind::Produce(req) => api::produce::start(&agent, version, req).await,
         RequestKind::Fetch(req) => {
@@ -212,8 +219,8 @@ pub(super) async fn start(
                 async move { ResponseKind::DescribeTransactions(api::transactions::describe_transactions(&agent, req)) },
             )
         }
-        // The connection only decodes requests whose (key, version) is in SUPPORTED, and every
-        // entry there has an arm above.
+        // The connection only decodes requests whose (key, version) is in SUPPORTED (or SASL,
+        // which the connection answers itself), and every entry of SUPPORTED has an arm above.
         other => unreachable!("request {other:?} passed the SUPPORTED check without a handler"),
     }
 }

@@ -72,7 +72,9 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         | CommandError::CompactionConflict
         | CommandError::JobLeaseHeld { .. }
         | CommandError::IdempotencyKeyReused(_)
-        | CommandError::InvalidIdempotencyKey(_) => {
+        | CommandError::InvalidIdempotencyKey(_)
+        | CommandError::InvalidCredential(_)
+        | CommandError::CredentialNotFound(_) => {
             tracing::error!(error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
         }

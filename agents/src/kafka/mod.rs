@@ -5,4 +5,5 @@ mod api;
 mod connection;
 pub mod dispatch;
 mod error_code;
+pub mod sasl;
 pub mod server;

@@ -11,6 +11,7 @@ mod idempotency;
 mod jobs;
 mod offsets;
 mod retention;
+mod security;
 mod topics;
 mod transactions;
 
@@ -21,6 +22,7 @@ pub use groups::{
 
 pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
+pub use security::{ApiKeyRecord, ScramCredential, ScramMechanism, TenantRecord, UserRecord};
 pub use topics::validate_topic_name;
 pub use transactions::{
     AbortedTransaction, ProducerRecord, ProducerSequences, SequencedChunk, TransactionRecord, TxnState,
@@ -78,6 +80,12 @@ pub struct State {
     /// HTTP produce idempotency keys and the producer each writes as; forgotten with their
     /// producer (`producer.id.expiration.ms` after its last write).
     pub idempotency_keys: BTreeMap<String, IdempotencyKeyRecord>,
+    /// Tenants by name.
+    pub tenants: BTreeMap<String, TenantRecord>,
+    /// SASL users by name (unique across tenants).
+    pub users: BTreeMap<String, UserRecord>,
+    /// HTTP API keys by id.
+    pub api_keys: BTreeMap<String, ApiKeyRecord>,
 }
 
 /// An agent as the cluster knows it.
@@ -258,6 +266,14 @@ impl State {
             Command::InitIdempotencyKey { key, request_digest, now_ms } => {
                 self.init_idempotency_key(key, request_digest, now_ms)
             }
+            Command::CreateTenant { name, now_ms } => self.create_tenant(name, now_ms),
+            Command::DeleteTenant { name } => self.delete_tenant(&name),
+            Command::UpsertScramCredential { user, tenant, mechanism, credential } => {
+                self.upsert_scram_credential(user, tenant, mechanism, credential)
+            }
+            Command::DeleteUser { user } => self.delete_user(&user),
+            Command::CreateApiKey { key_id, record } => self.create_api_key(key_id, record),
+            Command::DeleteApiKey { key_id } => self.delete_api_key(&key_id),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

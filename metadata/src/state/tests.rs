@@ -111,6 +111,13 @@ pub(super) fn check_invariants(state: &State) {
     for (id, o) in &state.objects {
         assert_eq!(o.reference_count, references.get(id).copied().unwrap_or(0));
     }
+    for (user, record) in &state.users {
+        assert!(state.tenants.contains_key(&record.tenant), "user {user:?} outlived its tenant");
+    }
+    for (id, key) in &state.api_keys {
+        let user = state.users.get(&key.user);
+        assert!(user.is_some_and(|u| u.tenant == key.tenant), "API key {id:?} acts as a missing or foreign user");
+    }
     for (key, record) in &state.idempotency_keys {
         assert!(state.producers.contains_key(&record.producer_id), "idempotency key {key:?} outlived its producer");
     }
@@ -247,6 +254,35 @@ fn arb_command() -> impl Strategy<Value = Command> {
         }),
         arb_group_command(),
         super::transactions::tests::arb_transaction_command(),
+        arb_security_command(),
+    ]
+}
+
+/// Tenants, users and API keys over two tenants, two users and two key ids.
+fn arb_security_command() -> impl Strategy<Value = Command> {
+    use crate::state::{ApiKeyRecord, ScramCredential, ScramMechanism};
+    let tenant = (0u8..2).prop_map(|t| format!("tenant{t}"));
+    let user = (0u8..2).prop_map(|u| format!("user{u}"));
+    prop_oneof![
+        tenant.clone().prop_map(|name| Command::CreateTenant { name, now_ms: 0 }),
+        tenant.clone().prop_map(|name| Command::DeleteTenant { name }),
+        (user.clone(), tenant.clone(), any::<bool>()).prop_map(|(user, tenant, sha512)| {
+            let mechanism = if sha512 { ScramMechanism::Sha512 } else { ScramMechanism::Sha256 };
+            let bytes = mechanism.hash_bytes();
+            let credential = ScramCredential {
+                salt: vec![1; 16],
+                iterations: 4096,
+                stored_key: vec![2; bytes],
+                server_key: vec![3; bytes],
+            };
+            Command::UpsertScramCredential { user, tenant, mechanism, credential }
+        }),
+        user.clone().prop_map(|user| Command::DeleteUser { user }),
+        ((0u8..2), tenant, user).prop_map(|(k, tenant, user)| Command::CreateApiKey {
+            key_id: format!("k{k}"),
+            record: ApiKeyRecord { tenant, user, secret_sha256: vec![0; 32], created_ms: 0, expires_ms: None },
+        }),
+        (0u8..2).prop_map(|k| Command::DeleteApiKey { key_id: format!("k{k}") }),
     ]
 }
 

@@ -1,0 +1,271 @@
+//! Tenants and their credentials: users with SCRAM credentials (which also check SASL/PLAIN
+//! passwords) and HTTP API keys. Only derived secrets are stored: the proposer salts and hashes,
+//! so neither the log nor a snapshot holds a password or an API key.
+
+use serde::{Deserialize, Serialize};
+
+use super::State;
+use crate::command::{CommandError, Outcome};
+use crate::limits::{
+    API_KEY_COUNT_MAX, CREDENTIAL_NAME_BYTES_MAX, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN, TENANT_COUNT_MAX,
+    USER_COUNT_MAX,
+};
+
+/// A tenant: a namespace of users and API keys (and, later, of topics and groups).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantRecord {
+    pub created_ms: i64,
+}
+
+/// The SCRAM mechanisms Floe accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ScramMechanism {
+    Sha256,
+    Sha512,
+}
+
+impl ScramMechanism {
+    /// The SASL mechanism name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sha256 => "SCRAM-SHA-256",
+            Self::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "SCRAM-SHA-256" => Some(Self::Sha256),
+            "SCRAM-SHA-512" => Some(Self::Sha512),
+            _ => None,
+        }
+    }
+
+    /// Bytes of the mechanism's hash.
+    pub fn hash_bytes(self) -> usize {
+        match self {
+            Self::Sha256 => 32,
+            Self::Sha512 => 64,
+        }
+    }
+}
+
+/// What RFC 5802 lets a server keep of a password.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredential {
+    pub salt: Vec<u8>,
+    pub iterations: u32,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+}
+
+/// A user (a SASL principal) of one tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserRecord {
+    pub tenant: String,
+    pub scram: std::collections::BTreeMap<ScramMechanism, ScramCredential>,
+}
+
+/// An HTTP API key: its holder and the SHA-256 of its secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    pub tenant: String,
+    /// The user the key acts as.
+    pub user: String,
+    pub secret_sha256: Vec<u8>,
+    pub created_ms: i64,
+    /// The key stops working at this time; never when `None`.
+    pub expires_ms: Option<i64>,
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), CommandError> {
+    let valid = !name.is_empty()
+        && name.len() <= CREDENTIAL_NAME_BYTES_MAX
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'));
+    if valid {
+        Ok(())
+    } else {
+        Err(CommandError::InvalidCredential(format!(
+            "{what} {name:?}: 1 to {CREDENTIAL_NAME_BYTES_MAX} of a-z, A-Z, 0-9, '.', '_', '-', '@'"
+        )))
+    }
+}
+
+impl State {
+    pub(super) fn create_tenant(&mut self, name: String, now_ms: i64) -> Result<Outcome, CommandError> {
+        check_name("tenant", &name)?;
+        if self.tenants.contains_key(&name) {
+            return Err(CommandError::InvalidCredential(format!("tenant {name:?} exists")));
+        }
+        if self.tenants.len() >= TENANT_COUNT_MAX {
+            return Err(CommandError::LimitReached(format!("at most {TENANT_COUNT_MAX} tenants")));
+        }
+        self.tenants.insert(name, TenantRecord { created_ms: now_ms });
+        Ok(Outcome::Done)
+    }
+
+    /// Deletes a tenant with its users and API keys.
+    pub(super) fn delete_tenant(&mut self, name: &str) -> Result<Outcome, CommandError> {
+        if self.tenants.remove(name).is_none() {
+            return Err(CommandError::CredentialNotFound(format!("tenant {name:?}")));
+        }
+        self.users.retain(|_, u| u.tenant != name);
+        self.api_keys.retain(|_, k| k.tenant != name);
+        Ok(Outcome::Done)
+    }
+
+    /// Creates a user, or replaces one mechanism's credential of an existing user of the same
+    /// tenant.
+    pub(super) fn upsert_scram_credential(
+        &mut self,
+        user: String,
+        tenant: String,
+        mechanism: ScramMechanism,
+        credential: ScramCredential,
+    ) -> Result<Outcome, CommandError> {
+        check_name("user", &user)?;
+        if !self.tenants.contains_key(&tenant) {
+            return Err(CommandError::CredentialNotFound(format!("tenant {tenant:?}")));
+        }
+        let bytes = mechanism.hash_bytes();
+        if !(SCRAM_ITERATIONS_MIN..=SCRAM_ITERATIONS_MAX).contains(&credential.iterations)
+            || credential.salt.is_empty()
+            || credential.salt.len() > 256
+            || credential.stored_key.len() != bytes
+            || credential.server_key.len() != bytes
+        {
+            return Err(CommandError::InvalidCredential(format!(
+                "a {} credential has a salt of 1 to 256 bytes, {SCRAM_ITERATIONS_MIN} to {SCRAM_ITERATIONS_MAX} iterations and {bytes}-byte keys",
+                mechanism.name()
+            )));
+        }
+        let user_count = self.users.len();
+        match self.users.get_mut(&user) {
+            Some(existing) if existing.tenant != tenant => {
+                Err(CommandError::InvalidCredential(format!("user {user:?} belongs to tenant {:?}", existing.tenant)))
+            }
+            Some(existing) => {
+                existing.scram.insert(mechanism, credential);
+                Ok(Outcome::Done)
+            }
+            None if user_count >= USER_COUNT_MAX => {
+                Err(CommandError::LimitReached(format!("at most {USER_COUNT_MAX} users")))
+            }
+            None => {
+                self.users.insert(user, UserRecord { tenant, scram: [(mechanism, credential)].into() });
+                Ok(Outcome::Done)
+            }
+        }
+    }
+
+    /// Deletes a user and the API keys that act as it.
+    pub(super) fn delete_user(&mut self, user: &str) -> Result<Outcome, CommandError> {
+        if self.users.remove(user).is_none() {
+            return Err(CommandError::CredentialNotFound(format!("user {user:?}")));
+        }
+        self.api_keys.retain(|_, k| k.user != user);
+        Ok(Outcome::Done)
+    }
+
+    pub(super) fn create_api_key(&mut self, key_id: String, record: ApiKeyRecord) -> Result<Outcome, CommandError> {
+        check_name("API key id", &key_id)?;
+        if record.secret_sha256.len() != 32 {
+            return Err(CommandError::InvalidCredential("an API key's secret hash is 32 bytes".into()));
+        }
+        match self.users.get(&record.user) {
+            Some(u) if u.tenant == record.tenant => {}
+            _ => {
+                return Err(CommandError::CredentialNotFound(format!(
+                    "user {:?} of tenant {:?}",
+                    record.user, record.tenant
+                )));
+            }
+        }
+        if self.api_keys.contains_key(&key_id) {
+            return Err(CommandError::InvalidCredential(format!("API key {key_id:?} exists")));
+        }
+        if self.api_keys.len() >= API_KEY_COUNT_MAX {
+            return Err(CommandError::LimitReached(format!("at most {API_KEY_COUNT_MAX} API keys")));
+        }
+        self.api_keys.insert(key_id, record);
+        Ok(Outcome::Done)
+    }
+
+    pub(super) fn delete_api_key(&mut self, key_id: &str) -> Result<Outcome, CommandError> {
+        self.api_keys
+            .remove(key_id)
+            .map(|_| Outcome::Done)
+            .ok_or_else(|| CommandError::CredentialNotFound(format!("API key {key_id:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::Command;
+
+    fn credential(bytes: usize) -> ScramCredential {
+        ScramCredential { salt: vec![1; 16], iterations: 4096, stored_key: vec![2; bytes], server_key: vec![3; bytes] }
+    }
+
+    fn user(name: &str, tenant: &str, mechanism: ScramMechanism) -> Command {
+        Command::UpsertScramCredential {
+            user: name.into(),
+            tenant: tenant.into(),
+            mechanism,
+            credential: credential(mechanism.hash_bytes()),
+        }
+    }
+
+    fn key(id: &str, tenant: &str, user: &str) -> Command {
+        Command::CreateApiKey {
+            key_id: id.into(),
+            record: ApiKeyRecord {
+                tenant: tenant.into(),
+                user: user.into(),
+                secret_sha256: vec![9; 32],
+                created_ms: 0,
+                expires_ms: None,
+            },
+        }
+    }
+
+    #[test]
+    fn users_and_keys_belong_to_one_tenant_and_go_with_it() {
+        let mut state = State::default();
+        let commands = [
+            Command::CreateTenant { name: "acme".into(), now_ms: 1 },
+            Command::CreateTenant { name: "globex".into(), now_ms: 1 },
+            user("alice", "acme", ScramMechanism::Sha256),
+            user("alice", "acme", ScramMechanism::Sha512),
+            user("bob", "globex", ScramMechanism::Sha256),
+            key("k1", "acme", "alice"),
+            key("k2", "globex", "bob"),
+        ];
+        for (i, c) in commands.into_iter().enumerate() {
+            assert_eq!(state.apply(i as u64 + 1, c), Ok(Outcome::Done));
+        }
+        assert_eq!(state.users["alice"].scram.len(), 2);
+        // A user name is one principal cluster-wide; a key acts only as a user of its tenant.
+        assert!(state.apply(10, user("alice", "globex", ScramMechanism::Sha256)).is_err());
+        assert!(state.apply(11, key("k3", "globex", "alice")).is_err());
+        assert!(state.apply(12, key("k1", "acme", "alice")).is_err(), "key ids are unique");
+        assert!(state.apply(13, Command::CreateTenant { name: "acme".into(), now_ms: 2 }).is_err());
+        assert!(state.apply(14, Command::CreateTenant { name: "no spaces".into(), now_ms: 2 }).is_err());
+        let mut short = credential(31);
+        short.iterations = 4096;
+        let bad = Command::UpsertScramCredential {
+            user: "carol".into(),
+            tenant: "acme".into(),
+            mechanism: ScramMechanism::Sha256,
+            credential: short,
+        };
+        assert!(state.apply(15, bad).is_err());
+        assert_eq!(state.apply(16, Command::DeleteTenant { name: "acme".into() }), Ok(Outcome::Done));
+        assert!(!state.users.contains_key("alice") && !state.api_keys.contains_key("k1"));
+        assert!(state.users.contains_key("bob") && state.api_keys.contains_key("k2"));
+        assert_eq!(state.apply(17, Command::DeleteUser { user: "bob".into() }), Ok(Outcome::Done));
+        assert!(state.api_keys.is_empty(), "a deleted user's keys go with it");
+        assert!(state.apply(18, Command::DeleteApiKey { key_id: "k2".into() }).is_err());
+    }
+}

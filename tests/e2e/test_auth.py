@@ -1,0 +1,242 @@
+"""Authentication: SASL on the Kafka listener and API keys on the HTTP API.
+
+- A user created with `floe admin tenants add-user` produces and consumes with PLAIN,
+  SCRAM-SHA-256 and SCRAM-SHA-512, through confluent-kafka and kafka-python, re-authenticating
+  (KIP-368) as its session lifetime runs out.
+- A wrong password and an unknown user are refused alike and write nothing; a client that does
+  not authenticate is disconnected before any other request is served.
+- HTTP requests need a valid API key (Bearer or Basic); missing, wrong, expired and deleted keys
+  get 401, while /healthz, /metrics and /openapi.json stay open.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import FLOE_BIN, unique_name, wait_until
+
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+PASSWORD = "correct horse battery staple"
+
+
+def admin_tenants(floe, *args, stdin=None):
+    out = subprocess.run([FLOE_BIN, "admin", "tenants", "--metadata", f"127.0.0.1:{floe.metadata_port}", *args],
+                         input=stdin, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture
+def secured(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-auth", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", ",".join(MECHANISMS), "--sasl-session-lifetime-ms", "3000", "--http-require-api-key"])
+    admin_tenants(floe, "create", "acme")
+    admin_tenants(floe, "add-user", "--tenant", "acme", "alice", "--password-stdin", stdin=PASSWORD + "\n")
+    return floe
+
+
+def auth_count(floe, result: str) -> float:
+    metrics = requests.get(f"{floe.http_url}/metrics", timeout=10).text
+    line = [m for m in metrics.splitlines() if m.startswith(f'floe_kafka_authentications_total{{result="{result}"}}')]
+    return float(line[0].split()[-1]) if line else 0.0
+
+
+def confluent_conf(floe, mechanism, user="alice", password=PASSWORD):
+    return {"bootstrap.servers": floe.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": password}
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_each_mechanism_works_with_both_clients_and_reauthenticates(secured, mechanism):
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = unique_name("auth")
+    conf = confluent_conf(secured, mechanism)
+    p = Producer({**conf, "linger.ms": 0})
+    sent = []
+    # Longer than two session lifetimes: librdkafka must re-authenticate to go on.
+    deadline = time.monotonic() + 7
+    i = 0
+    while time.monotonic() < deadline:
+        p.produce(topic, value=f"c{i}".encode(), on_delivery=lambda err, msg: sent.append(err))
+        p.flush(10)
+        i += 1
+        time.sleep(0.2)
+    assert sent and all(e is None for e in sent), sent[:3]
+    # Re-authentication happened on the open connections: more successful authentications than
+    # connections (bootstrap and broker), and none was closed for an expired session.
+    assert auth_count(secured, "ok") >= 4
+    assert "SASL session expired" not in secured.tail(10_000)
+
+    kp = KafkaProducer(bootstrap_servers=secured.bootstrap, security_protocol="SASL_PLAINTEXT",
+                       sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=PASSWORD)
+    for j in range(5):
+        kp.send(topic, value=f"k{j}".encode()).get(timeout=30)
+    kp.close()
+
+    c = Consumer({**conf, "group.id": unique_name("g"), "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(sent) + 5 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    assert sorted(got) == sorted([f"c{n}".encode() for n in range(len(sent))] + [f"k{j}".encode() for j in range(5)])
+
+    kc = KafkaConsumer(bootstrap_servers=secured.bootstrap, security_protocol="SASL_PLAINTEXT",
+                       sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=PASSWORD,
+                       auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    kc.assign([TopicPartition(topic, 0)])
+    assert len([m for m in kc]) == len(got)
+    kc.close()
+
+
+def test_wrong_passwords_unknown_users_and_anonymous_clients_are_refused(secured):
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique_name("auth-denied")
+    errors = {}
+    for who, user, password in (("wrong password", "alice", "guess"), ("unknown user", "mallory", PASSWORD)):
+        for mechanism in MECHANISMS:
+            seen = []
+            p = Producer({**confluent_conf(secured, mechanism, user, password), "message.timeout.ms": 3000,
+                          "error_cb": lambda e, seen=seen: seen.append(e)})
+            delivered = []
+            p.produce(topic, value=b"must not be written", on_delivery=lambda err, msg: delivered.append(err))
+            p.flush(8)
+            assert delivered and delivered[0] is not None, f"{who}/{mechanism} was delivered"
+            auth_errors = [str(e) for e in seen if "uthentication" in str(e)]
+            assert auth_errors, f"{who}/{mechanism}: no authentication error in {seen}"
+            errors[(who, mechanism)] = auth_errors[0]
+    # The server's message is the same whatever was wrong.
+    for mechanism in MECHANISMS:
+        assert "invalid username or password" in errors[("wrong password", mechanism)]
+        assert "invalid username or password" in errors[("unknown user", mechanism)]
+
+    anonymous = AdminClient({"bootstrap.servers": secured.bootstrap})
+    with pytest.raises(KafkaException):
+        anonymous.list_topics(timeout=3)
+
+    ok = AdminClient(confluent_conf(secured, "SCRAM-SHA-512"))
+    assert topic not in ok.list_topics(timeout=10).topics, "a refused client wrote or created nothing"
+    assert auth_count(secured, "failed") >= 6
+
+
+def test_http_requests_need_a_valid_api_key(secured):
+    created = json.loads(admin_tenants(secured, "create-api-key", "--tenant", "acme", "--user", "alice"))
+    token, key_id = created["token"], created["key_id"]
+    short = json.loads(admin_tenants(secured, "create-api-key", "--tenant", "acme", "--user", "alice",
+                                     "--expires-in-secs", "1"))
+    bearer = lambda t: {"Authorization": f"Bearer {t}"}
+    secret = token.split(".", 1)[1]
+    basic = {"Authorization": "Basic " + base64.b64encode(f"{key_id}:{secret}".encode()).decode()}
+
+    base = secured.http_url
+    assert requests.get(f"{base}/v3/clusters", timeout=10).status_code == 401
+    r = requests.get(f"{base}/v3/clusters", headers=bearer(token[:-1] + "0"), timeout=10)
+    assert r.status_code == 401 and r.json()["error_code"] == 401 and "WWW-Authenticate" in r.headers
+    assert requests.get(f"{base}/v3/clusters", headers=bearer("fk_nope.nope"), timeout=10).status_code == 401
+    cluster = requests.get(f"{base}/v3/clusters", headers=bearer(token), timeout=10)
+    assert cluster.status_code == 200
+    cluster_id = cluster.json()["data"][0]["cluster_id"]
+    r = requests.post(f"{base}/v3/clusters/{cluster_id}/topics", headers=basic, json={"topic_name": "keyed"}, timeout=10)
+    assert r.status_code == 201, r.text
+    r = requests.post(f"{base}/v3/clusters/{cluster_id}/topics/keyed/records", headers=bearer(token),
+                      json={"value": {"data": "hello"}}, timeout=10)
+    assert r.status_code == 200, r.text
+    for open_path in ("/healthz", "/metrics", "/openapi.json"):
+        assert requests.get(f"{base}{open_path}", timeout=10).status_code == 200, open_path
+
+    time.sleep(1.5)
+    assert requests.get(f"{base}/v3/clusters", headers=bearer(short["token"]), timeout=10).status_code == 401
+    admin_tenants(secured, "delete-api-key", key_id)
+    wait_until(lambda: requests.get(f"{base}/v3/clusters", headers=bearer(token), timeout=10).status_code == 401,
+               10, "deleted key refused")
+
+
+def self_signed(tmp_path):
+    """A certificate for 127.0.0.1 and localhost and its key, as PEM files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "floe-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_both_listeners_over_tls(floe_factory, tmp_path):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaProducer
+
+    cert, key = self_signed(tmp_path)
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-tls", object_store=f"file://{objects}", extra_args=[
+        "--tls-cert", str(cert), "--tls-key", str(key), "--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key"])
+    admin_tenants(floe, "create", "acme")
+    admin_tenants(floe, "add-user", "--tenant", "acme", "alice", "--password-stdin", stdin=PASSWORD + "\n")
+    conf = {**confluent_conf(floe, "SCRAM-SHA-256"), "security.protocol": "SASL_SSL", "ssl.ca.location": str(cert)}
+    topic = unique_name("tls")
+    p = Producer(conf)
+    delivered = []
+    for i in range(20):
+        p.produce(topic, value=f"v{i}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(30)
+    assert len(delivered) == 20 and all(e is None for e in delivered), delivered[:3]
+    kp = KafkaProducer(bootstrap_servers=floe.bootstrap, security_protocol="SASL_SSL", ssl_cafile=str(cert),
+                       sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice", sasl_plain_password=PASSWORD)
+    kp.send(topic, value=b"kafka-python").get(timeout=30)
+    kp.close()
+    c = Consumer({**conf, "group.id": unique_name("g"), "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 21 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    assert len(got) == 21
+
+    # A client speaking plaintext to the TLS listener gets nowhere.
+    from confluent_kafka import KafkaException
+    with pytest.raises(KafkaException):
+        AdminClient({**confluent_conf(floe, "SCRAM-SHA-256")}).list_topics(timeout=3)
+
+    token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", "acme", "--user", "alice"))["token"]
+    https = floe.http_url.replace("http://", "https://")
+    r = requests.get(f"{https}/v3/clusters", headers={"Authorization": f"Bearer {token}"}, verify=str(cert), timeout=10)
+    assert r.status_code == 200, r.text
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.get(f"{floe.http_url}/healthz", timeout=5)
