@@ -18,6 +18,14 @@ use floe_agent::Agent;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// For the fuzz targets: parses `body` as the produce endpoints do (JSON records one after
+/// another), turns each into a record, and builds them into one batch; returns the records read.
+/// Never panics, whatever the bytes.
+#[doc(hidden)]
+pub fn parse_records_for_fuzzing(body: &[u8]) -> usize {
+    produce::parse_for_fuzzing(body)
+}
+
 /// How the HTTP API is served.
 #[derive(Clone, Default)]
 pub struct HttpConfig {

@@ -62,7 +62,7 @@ pub(crate) fn run(args: TransactionsArgs) -> anyhow::Result<()> {
     if duration.is_zero() || duration > DURATION_MAX {
         bail!("--duration-secs must be in 1..={}", DURATION_MAX.as_secs());
     }
-    ensure_topics(&args.bootstrap, std::slice::from_ref(&args.topic), args.partitions)?;
+    ensure_topics(&args.bootstrap, &[], std::slice::from_ref(&args.topic), args.partitions)?;
     let transactional_id =
         args.transactional_id.clone().unwrap_or_else(|| format!("loadtest-{}", uuid::Uuid::new_v4()));
     let producer: BaseProducer = ClientConfig::new()

@@ -22,7 +22,7 @@ use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
 
 /// Why a connection was closed by the agent.
 #[derive(Debug, thiserror::Error)]
-enum ConnectionError {
+pub enum ConnectionError {
     #[error("frame of {0} bytes is outside 8..={FRAME_BYTES_MAX}")]
     FrameSize(i64),
     #[error("unknown API key {0}")]
@@ -79,6 +79,41 @@ async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> Result<Option<Byte
     Ok(Some(Bytes::from(frame)))
 }
 
+/// A request frame after decoding.
+#[derive(Debug)]
+pub enum Decoded {
+    Request {
+        header: RequestHeader,
+        api_key: ApiKey,
+        request: Box<RequestKind>,
+    },
+    /// ApiVersions in a version newer than ours: answered in v0 with our ranges.
+    NewerApiVersions(RequestHeader),
+}
+
+/// Decodes one request frame (without its length prefix) as the connection does before
+/// dispatching it: API key, header, the supported-version check, the body. Pure, so the fuzz
+/// targets can drive it. `sasl`: the listener serves the SASL APIs.
+pub fn decode_request(mut frame: Bytes, sasl: bool) -> Result<Decoded, ConnectionError> {
+    if frame.len() < 4 {
+        return Err(ConnectionError::FrameSize(frame.len() as i64));
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api_key = ApiKey::try_from(key).map_err(|()| ConnectionError::UnknownApiKey(key))?;
+    let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
+        .map_err(|e| ConnectionError::Decode(e.to_string()))?;
+    if !dispatch::is_supported(api_key, version, sasl) {
+        if api_key == ApiKey::ApiVersions {
+            return Ok(Decoded::NewerApiVersions(header));
+        }
+        return Err(ConnectionError::UnsupportedVersion(api_key, version));
+    }
+    let request =
+        RequestKind::decode(api_key, &mut frame, version).map_err(|e| ConnectionError::Decode(e.to_string()))?;
+    Ok(Decoded::Request { header, api_key, request: Box::new(request) })
+}
+
 async fn read_requests(
     agent: &Arc<Agent>,
     mut reader: impl AsyncRead + Unpin,
@@ -86,26 +121,24 @@ async fn read_requests(
     peer: SocketAddr,
 ) -> Result<(), ConnectionError> {
     let mut sasl = agent.config.sasl.clone().map(Session::new);
-    while let Some(mut frame) = read_frame(&mut reader).await? {
-        let key = i16::from_be_bytes([frame[0], frame[1]]);
-        let version = i16::from_be_bytes([frame[2], frame[3]]);
-        let api_key = ApiKey::try_from(key).map_err(|()| ConnectionError::UnknownApiKey(key))?;
-        let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
-            .map_err(|e| ConnectionError::Decode(e.to_string()))?;
-        let correlation_id = header.correlation_id;
-        if !dispatch::is_supported(api_key, version, sasl.is_some()) {
-            if api_key == ApiKey::ApiVersions {
+    while let Some(frame) = read_frame(&mut reader).await? {
+        let (header, api_key, version, request) = match decode_request(frame, sasl.is_some())? {
+            Decoded::Request { header, api_key, request } => {
+                let version = header.request_api_version;
+                (header, api_key, version, *request)
+            }
+            Decoded::NewerApiVersions(header) => {
                 // Newer clients than us: answer in v0 with the ranges we have, so they retry.
                 let reply =
                     Reply::Now(Box::new(ResponseKind::ApiVersions(dispatch::api_versions_unsupported(sasl.is_some()))));
                 let started = std::time::Instant::now();
-                let _ = in_flight.send(InFlight { started, correlation_id, api_key, version: 0, reply }).await;
+                let correlation_id = header.correlation_id;
+                let (api_key, version) = (ApiKey::ApiVersions, 0);
+                let _ = in_flight.send(InFlight { started, correlation_id, api_key, version, reply }).await;
                 continue;
             }
-            return Err(ConnectionError::UnsupportedVersion(api_key, version));
-        }
-        let request =
-            RequestKind::decode(api_key, &mut frame, version).map_err(|e| ConnectionError::Decode(e.to_string()))?;
+        };
+        let correlation_id = header.correlation_id;
         let started = std::time::Instant::now();
         let mut close = false;
         let reply = match (&mut sasl, request) {

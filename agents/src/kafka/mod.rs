@@ -3,6 +3,7 @@
 
 mod api;
 mod connection;
+pub use connection::{ConnectionError, Decoded, decode_request};
 pub mod dispatch;
 mod error_code;
 pub mod sasl;

@@ -270,3 +270,19 @@ fn partition_append(
         }),
     })
 }
+
+/// See [`crate::parse_records_for_fuzzing`].
+pub(crate) fn parse_for_fuzzing(body: &[u8]) -> usize {
+    let mut records = Vec::new();
+    for parsed in serde_json::Deserializer::from_slice(body).into_iter::<json::RecordRequest>() {
+        let Ok(request) = parsed else { break };
+        if let Ok(record) = request.into_record(0) {
+            records.push(record.record);
+        }
+    }
+    if let Ok(batch) = build_batch(&records, None, 0) {
+        let policy = TopicPolicy { max_message_bytes: usize::MAX, log_append_time: false, compacted: true };
+        let _ = validate::partition_records(Some(&batch), &policy, 0, None);
+    }
+    records.len()
+}

@@ -42,7 +42,7 @@ impl Plan {
         let mut ends = HashMap::new();
         if catch_up {
             let client: BaseConsumer =
-                ClientConfig::new().set("bootstrap.servers", &args.bootstrap).create().context("watermark client")?;
+                super::client_config(&args.bootstrap, &args.client_config).create().context("watermark client")?;
             for (topic, count) in partitions {
                 for p in 0..*count {
                     let (low, high) = client
@@ -117,7 +117,7 @@ fn consume_until_stopped(args: &RunArgs, stats: &Stats, plan: &Plan) -> anyhow::
         .set("fetch.max.bytes", "52428800")
         .set("max.partition.fetch.bytes", "10485760")
         .set("queued.max.messages.kbytes", "262144");
-    for (key, value) in &args.consumer_config {
+    for (key, value) in args.client_config.iter().chain(&args.consumer_config) {
         config.set(key, value);
     }
     let consumer: BaseConsumer = config.create().context("creating a consumer")?;

@@ -140,6 +140,11 @@ pub(crate) struct RunArgs {
     /// --idempotence.
     #[arg(long, default_value_t = 0)]
     pub(crate) transaction_records: u64,
+    /// librdkafka settings for every client of the run (admin, producers, consumers), such as
+    /// `security.protocol=SASL_SSL`, `sasl.mechanism`, `sasl.username`, `ssl.ca.location`:
+    /// KEY=VALUE, repeatable.
+    #[arg(long = "client-config", value_parser = parse_setting)]
+    pub(crate) client_config: Vec<(String, String)>,
     /// Extra librdkafka producer settings: KEY=VALUE, repeatable.
     #[arg(long = "producer-config", value_parser = parse_setting)]
     pub(crate) producer_config: Vec<(String, String)>,
@@ -243,9 +248,24 @@ impl RunArgs {
 }
 
 /// Creates each topic with `partitions` unless it exists.
-pub(crate) fn ensure_topics(bootstrap: &str, topics: &[String], partitions: i32) -> anyhow::Result<()> {
+/// A librdkafka configuration for `bootstrap` with `settings` applied.
+pub(crate) fn client_config(bootstrap: &str, settings: &[(String, String)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (key, value) in settings {
+        config.set(key, value);
+    }
+    config
+}
+
+pub(crate) fn ensure_topics(
+    bootstrap: &str,
+    settings: &[(String, String)],
+    topics: &[String],
+    partitions: i32,
+) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("admin client")?;
+        client_config(bootstrap, settings).create().context("admin client")?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let new: Vec<_> = topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(-1))).collect();
     let results = runtime
@@ -263,8 +283,8 @@ pub(crate) fn ensure_topics(bootstrap: &str, topics: &[String], partitions: i32)
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     args.validate()?;
     let topics = args.topic_names();
-    ensure_topics(&args.bootstrap, &topics, args.partitions)?;
-    let partitions = producer::partition_counts(&args.bootstrap, &topics)?;
+    ensure_topics(&args.bootstrap, &args.client_config, &topics, args.partitions)?;
+    let partitions = producer::partition_counts(&args.bootstrap, &args.client_config, &topics)?;
     let metrics_urls = cost::metrics_urls(&args.bootstrap, &args.metrics)?;
     let metrics_before = MetricsSnapshot::scrape(&metrics_urls)?;
     let generator_cpu_before = cost::own_cpu_seconds();

@@ -25,9 +25,12 @@ const DELIVERY_EVENTS_PER_WAIT: usize = 8;
 const PAYLOAD_POOL_BYTES: usize = 16 * 1024 * 1024;
 
 /// Each topic with its partition count, as the cluster reports them.
-pub(super) fn partition_counts(bootstrap: &str, topics: &[String]) -> anyhow::Result<Vec<(String, i32)>> {
-    let client: BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("metadata client")?;
+pub(super) fn partition_counts(
+    bootstrap: &str,
+    settings: &[(String, String)],
+    topics: &[String],
+) -> anyhow::Result<Vec<(String, i32)>> {
+    let client: BaseConsumer = super::client_config(bootstrap, settings).create().context("metadata client")?;
     let mut counts = Vec::with_capacity(topics.len());
     for topic in topics {
         let metadata = client
@@ -165,7 +168,7 @@ fn produce_until(
     if transactional {
         config.set("transactional.id", format!("floe-loadtest-{}-{index}", uuid::Uuid::new_v4()));
     }
-    for (key, value) in &args.producer_config {
+    for (key, value) in args.client_config.iter().chain(&args.producer_config) {
         config.set(key, value);
     }
     let producer: BaseProducer<Deliveries> =

@@ -1,0 +1,108 @@
+//! The fuzz targets' bodies, shared by the `cargo fuzz` binaries (`fuzz_targets/`) and by the
+//! regression test that replays every input kept under `fuzz/regressions/` in `.ci/run`
+//! (`tests/fuzz_regressions.rs`). Each must return normally whatever the bytes.
+
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+use floe_agent::kafka::{Decoded, decode_request};
+use floe_agent::produce::{TopicPolicy, validate};
+use floe_agent::record_batch::{self, records};
+use floe_metadata::{Command, State};
+use floe_storage::segment::SegmentFooter;
+use floe_storage::segment::trailer::{SegmentTrailer, TRAILER_BYTES};
+
+/// A raw Kafka request frame (after the length prefix), decoded as the agent's connection
+/// decodes it (every API key and version); Produce's records validated as its handler does.
+pub fn kafka_request(data: &[u8]) {
+    let sasl = data.first().is_some_and(|b| b & 1 == 1);
+    let Ok(Decoded::Request { request, .. }) = decode_request(Bytes::copy_from_slice(data), sasl) else { return };
+    if let kafka_protocol::messages::RequestKind::Produce(produce) = *request {
+        let policy = TopicPolicy { max_message_bytes: 1 << 20, log_append_time: false, compacted: true };
+        for topic in &produce.topic_data {
+            for partition in &topic.partition_data {
+                let _ = validate::partition_records(partition.records.as_ref(), &policy, 0, Some("txn"));
+            }
+        }
+    }
+}
+
+/// Record batches as a producer sends them: validation, then (as key compaction and HTTP reads
+/// do) bounded decompression, a walk over every record and header, and recompression.
+pub fn record_batch(data: &[u8]) {
+    let bytes = Bytes::copy_from_slice(data);
+    let policy = TopicPolicy { max_message_bytes: 1 << 20, log_append_time: true, compacted: true };
+    let _ = validate::partition_records(Some(&bytes), &policy, 1, Some("txn"));
+    for batch in record_batch::split(&bytes) {
+        let Ok((header, batch)) = batch else { break };
+        let Ok(payload) = records::decompress(&header, &batch, 1 << 20) else { continue };
+        for record in records::records(&payload) {
+            let Ok(record) = record else { break };
+            let _ = record.headers();
+        }
+        let _ = records::recompress(&header, &batch, 3);
+    }
+}
+
+/// The tail of a segment object: its trailer, then the footer the trailer points at.
+pub fn segment_footer(data: &[u8]) {
+    if data.len() < TRAILER_BYTES {
+        let _ = SegmentTrailer::decode(data);
+        return;
+    }
+    let (rest, trailer) = data.split_at(data.len() - TRAILER_BYTES);
+    let Ok(trailer) = SegmentTrailer::decode(trailer) else { return };
+    let footer_len = (trailer.footer_bytes as usize).min(rest.len());
+    let (body, footer) = rest.split_at(rest.len() - footer_len);
+    let _ = SegmentFooter::decode(footer, &trailer, body.len() as u64);
+}
+
+static SEED_STATE: LazyLock<State> = LazyLock::new(|| {
+    let topic_id = |n: u8| floe_metadata::TopicId::from_bytes([n; 16]);
+    let compact = [("cleanup.policy".to_owned(), "compact".to_owned())].into();
+    let commands = [
+        Command::InitCluster { cluster_id: "fuzz".into() },
+        Command::CreateTopic {
+            name: "t".into(),
+            topic_id: topic_id(1),
+            partition_count: 3,
+            configs: Default::default(),
+        },
+        Command::CreateTopic { name: "c".into(), topic_id: topic_id(2), partition_count: 1, configs: compact },
+        Command::InitProducerId {
+            transactional_id: Some("x".into()),
+            transaction_timeout_ms: 60_000,
+            expected: None,
+            now_ms: 1,
+        },
+        Command::CreateTenant { name: "acme".into(), now_ms: 1 },
+    ];
+    let mut state = State::default();
+    for (i, c) in commands.into_iter().enumerate() {
+        let _ = state.apply(i as u64 + 1, c);
+    }
+    state
+});
+
+/// Metadata commands as the Raft log and the metadata protocol carry them (postcard), applied
+/// one after another to a state with topics, a transactional producer and a tenant. An invalid
+/// command must be refused; the state machine asserts its invariants and would stop otherwise.
+pub fn metadata_command(data: &[u8]) {
+    let mut state = SEED_STATE.clone();
+    let mut rest = data;
+    let mut index = state.applied_index;
+    while let Ok((command, tail)) = postcard::take_from_bytes::<Command>(rest) {
+        index += 1;
+        let _ = state.apply(index, command);
+        if tail.len() == rest.len() {
+            break;
+        }
+        rest = tail;
+    }
+}
+
+/// HTTP produce bodies: JSON records one after another, as the REST v3 endpoints parse them,
+/// built into a batch and validated.
+pub fn http_records(data: &[u8]) {
+    let _ = floe_gateway::parse_records_for_fuzzing(data);
+}

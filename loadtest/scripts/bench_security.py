@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Kafka produce throughput with SASL/SCRAM and TLS against plaintext, each the median of --runs
+runs of `floe-loadtest` (1 producer, 1 KiB records, max rate) against a fresh release
+`floe dev` per run, all in one session:
+
+  plaintext      no authentication, no TLS
+  scram          SASL_PLAINTEXT with SCRAM-SHA-512
+  scram+tls      SASL_SSL with SCRAM-SHA-512 (rustls, a self-signed P-256 certificate)
+
+Prints a markdown table with MB/s, the ratio to plaintext, produce p50/p99 and agent CPU per GiB.
+
+    cargo build --release -p floe -p floe-loadtest
+    python3 loadtest/scripts/bench_security.py --runs 3 --duration 10
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_read import TARGET, Floe  # noqa: E402
+import bench_read  # noqa: E402
+
+OUT = "/var/tmp/floe-bench/security"
+PASSWORD = "bench-password"
+
+
+def certificate():
+    """A self-signed certificate for 127.0.0.1, made with the openssl command."""
+    cert, key = f"{OUT}/cert.pem", f"{OUT}/key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=floe-bench",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+def run(mode, duration, i, cert, key):
+    shutil.rmtree(f"{bench_read.WORK}/data", ignore_errors=True)
+    extra = []
+    client = []
+    if mode != "plaintext":
+        extra += ["--sasl-mechanisms", "SCRAM-SHA-512"]
+        client += ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-512", "sasl.username=bench",
+                   f"sasl.password={PASSWORD}"]
+    if mode == "scram+tls":
+        extra += ["--tls-cert", cert, "--tls-key", key]
+        client = [c.replace("SASL_PLAINTEXT", "SASL_SSL") for c in client] + [f"ssl.ca.location={cert}"]
+    floe = Floe(extra)
+    floe.start()
+    try:
+        if mode != "plaintext":
+            admin = [f"{TARGET}/release/floe", "admin", "tenants", "--metadata", f"127.0.0.1:{floe.meta}"]
+            subprocess.run([*admin, "create", "bench"], check=True, capture_output=True)
+            subprocess.run([*admin, "add-user", "--tenant", "bench", "bench", "--password-stdin",
+                            "--mechanisms", "SCRAM-SHA-512"], input=PASSWORD + "\n", text=True, check=True,
+                           capture_output=True)
+        path = f"{OUT}/{mode}-{i}.json"
+        cmd = [f"{TARGET}/release/floe-loadtest", "--bootstrap", floe.bootstrap, "--consumers", "0",
+               "--duration", f"{duration}s", "--warmup", "2s", "--partitions", "8", "--output", path, "--quiet",
+               "--metrics", f"http://127.0.0.1:{floe.http}/metrics"]
+        for c in client:
+            cmd += ["--client-config", c]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(path) as f:
+            return json.load(f)
+    finally:
+        floe.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=10)
+    args = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(bench_read.WORK, exist_ok=True)
+    cert, key = certificate()
+    modes = ["plaintext", "scram", "scram+tls"]
+    reports = {}
+    for mode in modes:
+        reports[mode] = []
+        for i in range(args.runs):
+            print(f"{mode} run {i + 1}/{args.runs}", file=sys.stderr, flush=True)
+            reports[mode].append(run(mode, args.duration, i, cert, key))
+
+    def med(mode, get):
+        values = [v for v in (get(r) for r in reports[mode]) if v is not None]
+        return statistics.median(values) if values else float("nan")
+
+    base = med("plaintext", lambda r: r["produce"]["mb_per_second"])
+    print(f"\n{os.cpu_count()} cores; medians of {args.runs} runs of {args.duration} s; 1 producer, 1 KiB records\n")
+    print("| listener | MB/s | vs plaintext | p50 ms | p99 ms | agent CPU s/GiB |")
+    print("|---|---|---|---|---|---|")
+    for mode in modes:
+        mbs = med(mode, lambda r: r["produce"]["mb_per_second"])
+        print(f"| {mode} | {mbs:.1f} | {mbs / base:.2f} | {med(mode, lambda r: r['produce']['latency_ms']['p50']):.1f} "
+              f"| {med(mode, lambda r: r['produce']['latency_ms']['p99']):.1f} "
+              f"| {med(mode, lambda r: (r.get('cost') or {}).get('agent_cpu_seconds_per_gib')):.2f} |")
+
+
+if __name__ == "__main__":
+    main()

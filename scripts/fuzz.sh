@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Fuzzes Floe's input decoders with cargo fuzz (libFuzzer) on the nightly toolchain.
+#
+#   bash scripts/fuzz.sh                 # every target, 120 s each
+#   FUZZ_SECONDS=600 bash scripts/fuzz.sh kafka_request record_batch
+#
+# Targets (bodies in fuzz/targets.rs): kafka_request, record_batch, segment_footer,
+# metadata_command, http_records. Each run starts from fuzz/regressions/TARGET (kept in git:
+# seeds and every crash found, replayed by `cargo test --test fuzz_regressions` in .ci/run) and
+# a local corpus (fuzz/corpus, not kept). A crash leaves its input in fuzz/artifacts/TARGET/:
+# fix it, then copy the input into fuzz/regressions/TARGET/. The last line per target gives its
+# executions, for docs/RELIABILITY.md.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+SECONDS_EACH="${FUZZ_SECONDS:-120}"
+TARGETS=("$@")
+[[ ${#TARGETS[@]} -eq 0 ]] && TARGETS=(kafka_request record_batch segment_footer metadata_command http_records)
+export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-/var/tmp/floe-fuzz-target}"
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "installing cargo-fuzz"
+  cargo install cargo-fuzz --locked --quiet
+fi
+cd "$ROOT/fuzz"
+for target in "${TARGETS[@]}"; do
+  mkdir -p "corpus/$target" "regressions/$target"
+  echo "==> $target for ${SECONDS_EACH}s"
+  log="$(mktemp)"
+  cargo +nightly fuzz run "$target" "corpus/$target" "regressions/$target" -- \
+    -max_total_time="$SECONDS_EACH" -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 2>&1 | tee "$log" | grep -E "^#[0-9]+.*(pulse|DONE)|ERROR|panicked" || true
+  execs="$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')"
+  if grep -q "SUMMARY: libFuzzer\|panicked at\|ERROR: AddressSanitizer" "$log"; then
+    echo "$target: CRASH after ${execs:-?} executions; input in fuzz/artifacts/$target/"
+    exit 1
+  fi
+  echo "$target: ${execs:-?} executions, no crash"
+done
