@@ -29,16 +29,18 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/floe-target}"
 export FLOE_BIN="${FLOE_BIN:-$CARGO_TARGET_DIR/debug/floe}"
 
 # ---------------------------------------------------------------- deps
+# kcat for the e2e tests; OpenSSL headers and pkg-config for the load generator's librdkafka,
+# which needs OpenSSL for SCRAM and TLS.
 install_kcat() {
-  if command -v kcat >/dev/null 2>&1; then
-    echo "kcat present: $(command -v kcat)"
+  if command -v kcat >/dev/null 2>&1 && [[ -f /usr/include/openssl/ssl.h ]] && command -v pkg-config >/dev/null 2>&1; then
+    echo "kcat present: $(command -v kcat); OpenSSL headers present"
     return
   fi
-  echo "installing kcat (apt-get)"
+  echo "installing kcat, libssl-dev, pkg-config (apt-get)"
   local sudo=""
   if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat libssl-dev pkg-config >/dev/null
   command -v kcat >/dev/null
 }
 

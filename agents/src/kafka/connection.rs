@@ -37,6 +37,9 @@ pub enum ConnectionError {
     Io(#[from] std::io::Error),
 }
 
+/// Read buffer of one connection.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
 struct InFlight {
     started: std::time::Instant,
     correlation_id: i32,
@@ -51,6 +54,9 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (reader, writer) = tokio::io::split(stream);
+    // Frames are read as a 4-byte length and then the body: buffered, that is one read of the
+    // socket (or of the TLS layer) for many small requests rather than two each.
+    let reader = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_responses(writer, queue));
     match read_requests(&agent, reader, in_flight, peer).await {
