@@ -4,6 +4,15 @@
 
 use std::sync::LazyLock;
 
+// `floe`'s own process allocator, so a hostile length prefix behaves as in production: the
+// Kafka codec's huge pre-allocation is lazily mapped and the decode fails, rather than the
+// allocation aborting the process.
+#[allow(unsafe_code, reason = "the allocator floe runs with; see src/alloc.rs")]
+#[path = "../src/alloc.rs"]
+mod alloc;
+#[global_allocator]
+static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
+
 use bytes::Bytes;
 use floe_agent::kafka::{Decoded, decode_request};
 use floe_agent::produce::{TopicPolicy, validate};
