@@ -5,6 +5,8 @@
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh --deps-only  # only install kcat + the Python venv
 #   bash scripts/test.sh --e2e-only   # skip cargo; run pytest against $FLOE_BIN
+#   bash scripts/test.sh --chaos-only # skip cargo and pytest; run the fault harness's short schedule
+#   CHAOS_DURATION=30m bash scripts/test.sh --chaos-only   # a longer schedule (see docs/RELIABILITY.md)
 #   extra args after `--` are passed to pytest, e.g. -- -k crash
 set -euo pipefail
 
@@ -17,6 +19,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --deps-only) MODE=deps ;;
     --e2e-only) MODE=e2e ;;
+    --chaos-only) MODE=chaos ;;
     --) shift; PYTEST_EXTRA=("$@"); break ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -78,7 +81,7 @@ if [[ "$MODE" == all ]]; then
   cargo clippy --workspace --all-targets --quiet -- -D warnings
 
   step "cargo build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-  cargo build -p floe -p floe-loadtest
+  cargo build -p floe -p floe-loadtest -p floe-chaos
 
   if cargo nextest --version >/dev/null 2>&1; then
     step "cargo nextest run --workspace"
@@ -96,6 +99,7 @@ if [[ "$MODE" == all ]]; then
 fi
 
 # ---------------------------------------------------------------- e2e
+if [[ "$MODE" == all || "$MODE" == e2e ]]; then
 step "end-to-end tests (pytest tests/e2e, FLOE_BIN=$FLOE_BIN)"
 if [[ ! -x "$FLOE_BIN" ]]; then
   echo "FLOE_BIN=$FLOE_BIN is not an executable; build it first" >&2
@@ -114,5 +118,23 @@ fi
 if [[ $rc -ne 0 ]]; then
   echo "end-to-end tests failed (pytest exit $rc)" >&2
   exit "$rc"
+fi
+fi
+
+# ---------------------------------------------------------------- chaos
+# The fault harness (chaos/): a 3+2 cluster under scheduled kills, pauses, partitions and
+# object-store faults, then the checker. Partitions need network namespaces (root and iproute2);
+# without them the run goes on over loopback and says so.
+if [[ "$MODE" == all || "$MODE" == chaos ]]; then
+  CHAOS_BIN="$CARGO_TARGET_DIR/debug/floe-chaos"
+  CHAOS_DIR="${TMPDIR:-/tmp}/floe-chaos-ci"
+  step "fault-injection harness, ${CHAOS_DURATION:-90s} of faults ($CHAOS_BIN; logs in $CHAOS_DIR)"
+  network=netns
+  if [[ "$(id -u)" != 0 ]] || ! command -v ip >/dev/null 2>&1 || ! ip netns list >/dev/null 2>&1; then
+    network=loopback
+    echo "no network namespaces here (needs root and iproute2): partitions are left out"
+  fi
+  rm -rf "$CHAOS_DIR"
+  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$network" --work-dir "$CHAOS_DIR"
 fi
 step "all tests passed"

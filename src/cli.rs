@@ -30,6 +30,13 @@ pub(crate) enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Run the fault-injection harness, `floe-chaos` (found next to this binary or on PATH),
+    /// with these arguments; `floe chaos --help` shows its own help.
+    #[command(disable_help_flag = true)]
+    Chaos {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -327,9 +334,10 @@ pub(crate) struct AgentOptions {
     #[arg(long, value_parser = parse_latency_profile)]
     pub(crate) object_store_latency: Option<floe_storage::LatencyProfile>,
     /// Reliability tests only: object-store requests fail at these rates, e.g.
-    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000`.
+    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000,timeout=0.01,timeout-ms=10000`,
+    /// or `@FILE`: a file holding such a spec, read again every half second (floe-chaos).
     #[arg(long, hide = true)]
-    pub(crate) test_object_store_faults: Option<floe_storage::FaultPlan>,
+    pub(crate) test_object_store_faults: Option<floe_storage::FaultSource>,
     /// Test-only fault injection: `exit-before-commit` makes the agent exit right after a
     /// segment PUT succeeds, before committing it (leaves an orphan object).
     #[arg(long, hide = true)]

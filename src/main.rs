@@ -15,8 +15,10 @@ use clap::Parser;
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
-    if let cli::Command::Loadtest { args } = cli.command {
-        return cmd::loadtest::exec(args);
+    match cli.command {
+        cli::Command::Loadtest { args } => return cmd::companion::exec("floe-loadtest", args),
+        cli::Command::Chaos { args } => return cmd::companion::exec("floe-chaos", args),
+        _ => {}
     }
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -31,6 +33,6 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Metadata(args) => runtime.block_on(cmd::metadata::run(args)),
         cli::Command::Agent(args) => runtime.block_on(cmd::agent::run(args)),
         cli::Command::Admin(command) => runtime.block_on(cmd::admin::run(command)),
-        cli::Command::Loadtest { .. } => Ok(()),
+        cli::Command::Loadtest { .. } | cli::Command::Chaos { .. } => Ok(()),
     }
 }

@@ -22,10 +22,10 @@ pub(crate) async fn run(
         url: object_store_url.to_owned(),
         s3_endpoint: options.s3_endpoint.clone(),
         latency: options.object_store_latency,
-        faults: options.test_object_store_faults,
+        faults: options.test_object_store_faults.clone(),
     })?;
-    if let Some(plan) = options.test_object_store_faults {
-        tracing::warn!(?plan, "object store requests fail on purpose (--test-object-store-faults: tests only)");
+    if let Some(faults) = &options.test_object_store_faults {
+        tracing::warn!(?faults, "object store requests fail on purpose (--test-object-store-faults: tests only)");
     }
     if let Some(profile) = options.object_store_latency {
         tracing::warn!(

@@ -1,13 +1,16 @@
 //! Injected object-store faults, for reliability tests only: a wrapper that makes requests of the
 //! store beneath it fail at given rates, the way S3 misbehaves: errors, `503 SlowDown`, slow
-//! PUTs, and a PUT that stored the object but whose answer was lost. The agent uses it only when
-//! started with `--test-object-store-faults`, and says so in its log at start.
+//! PUTs, requests that hang until they time out, and a PUT that stored the object but whose
+//! answer was lost. The agent uses it only when started with `--test-object-store-faults`, and
+//! says so in its log at start. The rates are fixed, or read from a file that is re-read every
+//! half second, so a fault harness can switch faults on and off while the agent runs.
 
 use std::fmt;
 use std::ops::Range;
+use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::LazyLock;
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,8 +23,10 @@ use object_store::{
 };
 use prometheus::{IntCounterVec, register_int_counter_vec};
 
-/// Longest injected PUT delay.
-const SLOW_PUT_MS_MAX: u64 = 120_000;
+/// Longest injected PUT delay or hang.
+const DELAY_MS_MAX: u64 = 120_000;
+/// How often a fault file is read again.
+const FAULT_FILE_POLL: Duration = Duration::from_millis(500);
 /// Longest fault spec accepted.
 const SPEC_BYTES_MAX: usize = 1024;
 
@@ -48,25 +53,32 @@ pub struct FaultPlan {
     /// A PUT waits `slow_put_ms` before it is sent.
     pub slow_put: f64,
     pub slow_put_ms: u64,
+    /// A PUT or GET hangs for `timeout_ms`, then fails as timed out (nothing stored).
+    pub timeout: f64,
+    pub timeout_ms: u64,
 }
 
 impl FromStr for FaultPlan {
     type Err = String;
 
-    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000`
+    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000,timeout=0.01,timeout-ms=10000`
     fn from_str(spec: &str) -> Result<Self, String> {
         if spec.len() > SPEC_BYTES_MAX {
             return Err(format!("fault spec longer than {SPEC_BYTES_MAX} bytes"));
         }
-        let mut plan = FaultPlan { slow_put_ms: 2000, ..FaultPlan::default() };
-        for part in spec.split(',').filter(|p| !p.is_empty()) {
+        let mut plan = FaultPlan { slow_put_ms: 2000, timeout_ms: 10_000, ..FaultPlan::default() };
+        for part in spec.trim().split(',').filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').ok_or_else(|| format!("{part:?} is not KEY=VALUE"))?;
-            if key == "slow-put-ms" {
-                plan.slow_put_ms = value
+            if let Some(delay) = match key {
+                "slow-put-ms" => Some(&mut plan.slow_put_ms),
+                "timeout-ms" => Some(&mut plan.timeout_ms),
+                _ => None,
+            } {
+                *delay = value
                     .parse()
                     .ok()
-                    .filter(|ms| *ms <= SLOW_PUT_MS_MAX)
-                    .ok_or_else(|| format!("slow-put-ms must be 0..={SLOW_PUT_MS_MAX}"))?;
+                    .filter(|ms| *ms <= DELAY_MS_MAX)
+                    .ok_or_else(|| format!("{key} must be 0..={DELAY_MS_MAX}"))?;
                 continue;
             }
             let rate: f64 = value
@@ -80,14 +92,69 @@ impl FromStr for FaultPlan {
                 "slowdown" => plan.slowdown = rate,
                 "get-error" => plan.get_error = rate,
                 "slow-put" => plan.slow_put = rate,
+                "timeout" => plan.timeout = rate,
                 other => {
                     return Err(format!(
-                        "unknown fault {other:?}; known: put-error, put-lost-ack, slowdown, get-error, slow-put, slow-put-ms"
+                        "unknown fault {other:?}; known: put-error, put-lost-ack, slowdown, get-error, slow-put, \
+                         slow-put-ms, timeout, timeout-ms"
                     ));
                 }
             }
         }
         Ok(plan)
+    }
+}
+
+/// Where the rates come from: a spec given at start, or `@PATH`, a file holding a spec that is
+/// read again every half second (missing or empty: no faults; unreadable: the last rates stay).
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultSource {
+    Fixed(FaultPlan),
+    File(PathBuf),
+}
+
+impl FromStr for FaultSource {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, String> {
+        match spec.strip_prefix('@') {
+            Some(path) if !path.is_empty() => Ok(Self::File(PathBuf::from(path))),
+            Some(_) => Err("@ must be followed by a file path".to_owned()),
+            None => spec.parse().map(Self::Fixed),
+        }
+    }
+}
+
+/// The plan in `path` now: none when the file is missing, an error when it cannot be read or parsed.
+fn read_plan(path: &std::path::Path) -> Result<FaultPlan, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text.parse(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FaultPlan::default()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Re-reads `path` into `plan` until the store holding `plan` is dropped. A thread, not a task:
+/// stores are opened outside any runtime too.
+fn watch_fault_file(path: PathBuf, plan: Weak<RwLock<FaultPlan>>) {
+    let spawned = std::thread::Builder::new().name("fault-file".into()).spawn(move || {
+        while let Some(plan) = plan.upgrade() {
+            match read_plan(&path) {
+                Ok(now) => {
+                    let mut current = plan.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    if *current != now {
+                        tracing::warn!(?now, path = %path.display(), "injected object-store faults changed");
+                        *current = now;
+                    }
+                }
+                Err(error) => tracing::warn!(%error, path = %path.display(), "fault file unreadable; rates kept"),
+            }
+            drop(plan);
+            std::thread::sleep(FAULT_FILE_POLL);
+        }
+    });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "cannot watch the fault file; its rates stay as first read");
     }
 }
 
@@ -108,13 +175,31 @@ fn injected(what: &str) -> object_store::Error {
 #[derive(Debug)]
 pub struct InjectedFaults {
     inner: Arc<dyn ObjectStore>,
-    plan: FaultPlan,
+    plan: Arc<RwLock<FaultPlan>>,
 }
 
 impl InjectedFaults {
-    pub fn new(inner: Arc<dyn ObjectStore>, plan: FaultPlan) -> Self {
+    pub fn new(inner: Arc<dyn ObjectStore>, source: FaultSource) -> Self {
+        let plan = match &source {
+            FaultSource::Fixed(plan) => *plan,
+            FaultSource::File(path) => read_plan(path).unwrap_or_default(),
+        };
+        let plan = Arc::new(RwLock::new(plan));
+        if let FaultSource::File(path) = source {
+            watch_fault_file(path, Arc::downgrade(&plan));
+        }
         Self { inner, plan }
     }
+
+    fn plan(&self) -> FaultPlan {
+        *self.plan.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Waits as a request that never got an answer does, then fails.
+async fn hang(plan: &FaultPlan) -> object_store::Error {
+    tokio::time::sleep(Duration::from_millis(plan.timeout_ms)).await;
+    injected("request timed out")
 }
 
 impl fmt::Display for InjectedFaults {
@@ -131,17 +216,21 @@ impl ObjectStore for InjectedFaults {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if roll(self.plan.slowdown, "slowdown") {
+        let plan = self.plan();
+        if roll(plan.slowdown, "slowdown") {
             return Err(injected("503 SlowDown: please reduce your request rate"));
         }
-        if roll(self.plan.put_error, "put_error") {
+        if roll(plan.put_error, "put_error") {
             return Err(injected("PUT failed"));
         }
-        if roll(self.plan.slow_put, "slow_put") {
-            tokio::time::sleep(Duration::from_millis(self.plan.slow_put_ms)).await;
+        if roll(plan.timeout, "timeout") {
+            return Err(hang(&plan).await);
+        }
+        if roll(plan.slow_put, "slow_put") {
+            tokio::time::sleep(Duration::from_millis(plan.slow_put_ms)).await;
         }
         let result = self.inner.put_opts(location, payload, opts).await?;
-        if roll(self.plan.put_lost_ack, "put_lost_ack") {
+        if roll(plan.put_lost_ack, "put_lost_ack") {
             return Err(injected("PUT stored the object but its answer was lost"));
         }
         Ok(result)
@@ -156,18 +245,26 @@ impl ObjectStore for InjectedFaults {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        if roll(self.plan.slowdown, "slowdown") {
+        let plan = self.plan();
+        if roll(plan.slowdown, "slowdown") {
             return Err(injected("503 SlowDown: please reduce your request rate"));
         }
-        if roll(self.plan.get_error, "get_error") {
+        if roll(plan.get_error, "get_error") {
             return Err(injected("GET failed"));
+        }
+        if roll(plan.timeout, "timeout") {
+            return Err(hang(&plan).await);
         }
         self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
-        if roll(self.plan.get_error, "get_error") {
+        let plan = self.plan();
+        if roll(plan.get_error, "get_error") {
             return Err(injected("GET failed"));
+        }
+        if roll(plan.timeout, "timeout") {
+            return Err(hang(&plan).await);
         }
         self.inner.get_ranges(location, ranges).await
     }
@@ -203,19 +300,46 @@ mod tests {
     fn specs_parse_and_bad_ones_are_refused() {
         let plan: FaultPlan = "put-error=0.1,put-lost-ack=0.05,slow-put-ms=10".parse().expect("valid");
         assert_eq!((plan.put_error, plan.put_lost_ack, plan.slow_put_ms), (0.1, 0.05, 10));
-        for bad in ["put-error=2", "put-error", "teleport=0.1", "slow-put-ms=999999999", "get-error=x"] {
+        for bad in ["put-error=2", "put-error", "teleport=0.1", "slow-put-ms=999999999", "get-error=x", "timeout-ms=-1"]
+        {
             assert!(bad.parse::<FaultPlan>().is_err(), "{bad}");
         }
+        assert_eq!("@/tmp/f".parse::<FaultSource>(), Ok(FaultSource::File("/tmp/f".into())));
+        assert!("@".parse::<FaultSource>().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_fault_file_switches_faults_on_and_off() {
+        let dir = std::env::temp_dir().join(format!("floe-fault-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("faults");
+        let _ = std::fs::remove_file(&file);
+        let store = InjectedFaults::new(Arc::new(InMemory::new()), FaultSource::File(file.clone()));
+        let path = Path::from("a");
+        assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_ok(), "no file: no faults");
+        std::fs::write(&file, "put-error=1").expect("write");
+        tokio::time::sleep(FAULT_FILE_POLL * 3).await;
+        assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_err(), "faults switched on");
+        std::fs::write(&file, "").expect("write");
+        tokio::time::sleep(FAULT_FILE_POLL * 3).await;
+        assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_ok(), "faults switched off");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
     async fn a_lost_ack_put_is_stored_and_reported_failed() {
         let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let store = InjectedFaults::new(inner.clone(), FaultPlan { put_lost_ack: 1.0, ..FaultPlan::default() });
+        let store = InjectedFaults::new(
+            inner.clone(),
+            FaultSource::Fixed(FaultPlan { put_lost_ack: 1.0, ..FaultPlan::default() }),
+        );
         let path = Path::from("a");
         assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_err());
         assert!(inner.head(&path).await.is_ok(), "the object was stored");
-        let failing = InjectedFaults::new(inner.clone(), FaultPlan { put_error: 1.0, ..FaultPlan::default() });
+        let failing = InjectedFaults::new(
+            inner.clone(),
+            FaultSource::Fixed(FaultPlan { put_error: 1.0, ..FaultPlan::default() }),
+        );
         let other = Path::from("b");
         assert!(failing.put(&other, PutPayload::from_static(b"x")).await.is_err());
         assert!(inner.head(&other).await.is_err(), "nothing was stored");

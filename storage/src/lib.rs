@@ -16,7 +16,7 @@ pub mod store;
 
 pub use cache::{BlockCache, BlockCacheConfig, ChunkView};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
-pub use faults::FaultPlan;
+pub use faults::{FaultPlan, FaultSource};
 pub use keys::SegmentKey;
 pub use latency::LatencyProfile;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};

@@ -12,7 +12,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 
 use crate::SegmentKey;
-use crate::faults::{FaultPlan, InjectedFaults};
+use crate::faults::{FaultSource, InjectedFaults};
 use crate::latency::{LatencyProfile, SimulatedLatency};
 
 /// Directory under the store prefix holding metadata archives (state snapshots).
@@ -32,7 +32,7 @@ pub struct ObjectStoreConfig {
     /// Benchmarks only: delay every request as this profile says.
     pub latency: Option<LatencyProfile>,
     /// Reliability tests only: make requests fail as this plan says.
-    pub faults: Option<FaultPlan>,
+    pub faults: Option<FaultSource>,
 }
 
 /// Segment objects in one bucket and prefix.
@@ -69,8 +69,8 @@ impl SegmentStore {
             }
             other => return Err(invalid(&format!("unsupported scheme {other:?}; use file://, s3:// or memory://"))),
         };
-        let store: Arc<dyn ObjectStore> = match config.faults {
-            Some(plan) => Arc::new(InjectedFaults::new(store, plan)),
+        let store: Arc<dyn ObjectStore> = match config.faults.clone() {
+            Some(source) => Arc::new(InjectedFaults::new(store, source)),
             None => store,
         };
         let store = match config.latency {

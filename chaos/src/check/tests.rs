@@ -1,0 +1,109 @@
+//! The checker on made-up histories: each kind of violation is found, and a clean run has none.
+
+use super::*;
+
+fn at(t_ms: u64, event: Event) -> Entry {
+    Entry { t_ms, event }
+}
+
+fn acked(topic: &str, partition: i32, offset: i64, value: &str) -> Entry {
+    at(offset as u64, Event::Acked { topic: topic.into(), partition, offset, value: value.into() })
+}
+
+fn log(partitions: &[&[&str]]) -> Log {
+    partitions.iter().map(|p| p.iter().enumerate().map(|(o, v)| (o as i64, v.to_string())).collect()).collect()
+}
+
+fn kinds(out: &Checked) -> Vec<&'static str> {
+    out.violations.iter().map(|v| v.kind).collect()
+}
+
+const T: &str = "topic";
+
+#[test]
+fn a_clean_plain_topic_passes() {
+    let history = vec![acked(T, 0, 0, "idem-0-0"), acked(T, 0, 1, "idem-0-1"), acked(T, 1, 0, "idem-1-0")];
+    let mut out = Checked::default();
+    check_plain_topic(T, &log(&[&["idem-0-0", "idem-0-1"], &["idem-1-0"]]), &history, &mut out);
+    assert_eq!(kinds(&out), Vec::<&str>::new());
+    assert_eq!(out.topics[T].acknowledged, 3);
+}
+
+#[test]
+fn lost_duplicated_misplaced_and_reordered_records_are_found() {
+    let fault = at(0, Event::FaultStart { fault: "kill-agent".into(), target: "a1".into() });
+    let history = vec![fault, acked(T, 0, 0, "idem-0-0"), acked(T, 0, 1, "idem-0-1"), acked(T, 0, 2, "idem-0-2")];
+    let mut out = Checked::default();
+    // idem-0-0 lost, idem-0-2 written twice and out of order, idem-0-1 at the wrong offset.
+    check_plain_topic(T, &log(&[&["idem-0-2", "idem-0-9", "idem-0-1", "idem-0-2"]]), &history, &mut out);
+    let mut found = kinds(&out);
+    found.sort_unstable();
+    found.dedup();
+    assert_eq!(found, ["duplicated", "lost", "misplaced", "out of order"]);
+    let lost = out.violations.iter().find(|v| v.kind == "lost").expect("lost");
+    assert!(lost.history.iter().any(|e| matches!(e.event, Event::FaultStart { .. })), "the fault is quoted");
+    assert!(lost.history.iter().any(|e| matches!(&e.event, Event::Acked { value, .. } if value == "idem-0-0")));
+}
+
+#[test]
+fn a_gap_in_offsets_is_found() {
+    let mut out = Checked::default();
+    let gappy = vec![vec![(0, "idem-0-0".to_string()), (2, "idem-0-1".to_string())]];
+    check_plain_topic(T, &gappy, &[], &mut out);
+    assert_eq!(kinds(&out), ["gap"]);
+}
+
+#[test]
+fn torn_aborted_and_repeated_transactions_are_found() {
+    let input = log(&[&["in-0-0", "in-0-1", "in-0-2", "in-0-3", "in-0-4"]]);
+    let history = vec![
+        at(1, Event::TxnCommitted { txn: 1, records: 2 }),
+        at(2, Event::TxnAborted { txn: 2, records: 1, reason: "fenced".into() }),
+        at(3, Event::TxnUnknown { txn: 3, records: 2, error: "timed out".into() }),
+        at(4, Event::TxnCommitted { txn: 4, records: 2 }),
+    ];
+    // Transaction 1 shows one of two records, 2 (aborted) shows one, 3 (unknown) one of two;
+    // in-0-4 is never transformed and in-0-3 twice.
+    let output = log(&[&["out-in-0-0|t1", "out-in-0-1|t2", "out-in-0-2|t3", "out-in-0-3|t4", "out-in-0-3|t4"]]);
+    let mut out = Checked::default();
+    check_transactions(&input, &output, &history, &mut out);
+    let mut found = kinds(&out);
+    found.sort_unstable();
+    assert_eq!(
+        found,
+        [
+            "aborted data visible",
+            "committed transaction not whole",
+            "input not transformed",
+            "input transformed twice",
+            "out of order",
+            "transaction not atomic"
+        ]
+    );
+}
+
+#[test]
+fn whole_transactions_pass_including_unknown_ones_that_committed() {
+    let input = log(&[&["in-0-0", "in-0-1", "in-0-2"]]);
+    let history = vec![
+        at(1, Event::TxnCommitted { txn: 1, records: 1 }),
+        at(2, Event::TxnAborted { txn: 2, records: 2, reason: "fenced".into() }),
+        at(3, Event::TxnUnknown { txn: 3, records: 2, error: "timed out".into() }),
+    ];
+    let output = log(&[&["out-in-0-0|t1", "out-in-0-1|t3", "out-in-0-2|t3"]]);
+    let mut out = Checked::default();
+    check_transactions(&input, &output, &history, &mut out);
+    assert_eq!(kinds(&out), Vec::<&str>::new());
+    assert_eq!(out.transactions.unknown_visible, 1);
+}
+
+#[test]
+fn a_committed_offset_going_back_is_found() {
+    let seen = |t, offset| at(t, Event::OffsetObserved { group: "g".into(), partition: 0, offset });
+    let mut out = Checked::default();
+    check_offsets(&[seen(1, 5), seen(2, 9), seen(3, 9), seen(4, 7)], &mut out);
+    assert_eq!(kinds(&out), ["committed offset went back"]);
+    let mut fine = Checked::default();
+    check_offsets(&[seen(1, 5), seen(2, 9)], &mut fine);
+    assert!(fine.violations.is_empty());
+}

@@ -1,0 +1,218 @@
+//! The fault schedule: one fault at a time, each held for a while and then healed, with quiet
+//! gaps between, drawn from a seeded generator so a run can be repeated with `--seed`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::cluster::{Cluster, NetworkMode, agent_name, metadata_name};
+use crate::history::{Event, History};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum FaultKind {
+    /// SIGKILL an agent; start it again when the fault ends.
+    KillAgent,
+    /// SIGSTOP an agent; SIGCONT when the fault ends.
+    PauseAgent,
+    KillMetadataLeader,
+    KillMetadataFollower,
+    PauseMetadataLeader,
+    PauseMetadataFollower,
+    /// Cut the metadata leader off from the other metadata nodes (agents still reach it).
+    PartitionMetadataLeader,
+    /// Cut an agent off from every metadata node (clients still reach it).
+    PartitionAgentFromMetadata,
+    /// Object-store PUT and GET errors, 503 SlowDown, PUTs stored with their answer lost.
+    ObjectStoreErrors,
+    /// Slow PUTs (3 s) and requests that hang until they time out (8 s).
+    ObjectStoreSlow,
+}
+
+impl FaultKind {
+    pub(crate) fn all() -> Vec<FaultKind> {
+        use clap::ValueEnum;
+        Self::value_variants().to_vec()
+    }
+
+    fn needs_netns(self) -> bool {
+        matches!(self, Self::PartitionMetadataLeader | Self::PartitionAgentFromMetadata)
+    }
+
+    pub(crate) fn name(self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    }
+}
+
+/// Object-store fault rates written to the agents' fault file.
+const OBJECT_STORE_ERRORS: &str = "put-error=0.15,put-lost-ack=0.1,slowdown=0.1,get-error=0.2";
+const OBJECT_STORE_SLOW: &str = "slow-put=0.3,slow-put-ms=3000,timeout=0.05,timeout-ms=8000";
+
+#[derive(Clone, Debug)]
+pub(crate) struct Schedule {
+    pub(crate) kinds: Vec<FaultKind>,
+    /// How long each fault is held.
+    pub(crate) hold: (Duration, Duration),
+    /// Quiet time between faults.
+    pub(crate) gap: (Duration, Duration),
+}
+
+impl Schedule {
+    /// The kinds this network mode allows; partitions are left out on loopback.
+    pub(crate) fn usable(mut self, mode: NetworkMode) -> Self {
+        if mode != NetworkMode::Netns {
+            self.kinds.retain(|k| !k.needs_netns());
+        }
+        self
+    }
+}
+
+fn between(rng: &mut fastrand::Rng, (low, high): (Duration, Duration)) -> Duration {
+    let span = high.saturating_sub(low).as_millis() as u64;
+    low + Duration::from_millis(if span == 0 { 0 } else { rng.u64(0..=span) })
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    Metadata(usize),
+    Agent(usize),
+}
+
+/// What is done now and must be undone when the fault ends.
+enum Applied {
+    Killed(Target),
+    Paused(Target),
+    Partitioned,
+    ObjectStore,
+    Nothing,
+}
+
+fn process(c: &mut Cluster, target: Target) -> &mut crate::cluster::Proc {
+    match target {
+        Target::Metadata(i) => &mut c.metadata[i],
+        Target::Agent(i) => &mut c.agents[i],
+    }
+}
+
+async fn apply(
+    cluster: &tokio::sync::Mutex<Cluster>,
+    kind: FaultKind,
+    rng: &mut fastrand::Rng,
+) -> anyhow::Result<(Applied, String)> {
+    let mut c = cluster.lock().await;
+    let agents = c.agents.len();
+    let pick_follower = |rng: &mut fastrand::Rng, leader: usize| (leader + 1 + rng.usize(0..2)) % 3;
+    Ok(match kind {
+        FaultKind::KillAgent | FaultKind::PauseAgent => {
+            let a = rng.usize(0..agents);
+            if kind == FaultKind::KillAgent {
+                c.agents[a].sigkill();
+                (Applied::Killed(Target::Agent(a)), agent_name(a))
+            } else {
+                c.agents[a].pause()?;
+                (Applied::Paused(Target::Agent(a)), agent_name(a))
+            }
+        }
+        FaultKind::KillMetadataLeader
+        | FaultKind::KillMetadataFollower
+        | FaultKind::PauseMetadataLeader
+        | FaultKind::PauseMetadataFollower => {
+            let Some(leader) = c.leader().await else { return Ok((Applied::Nothing, "no leader known".into())) };
+            let node = match kind {
+                FaultKind::KillMetadataLeader | FaultKind::PauseMetadataLeader => leader,
+                _ => pick_follower(rng, leader),
+            };
+            let kill = matches!(kind, FaultKind::KillMetadataLeader | FaultKind::KillMetadataFollower);
+            if kill {
+                c.metadata[node].sigkill();
+                (Applied::Killed(Target::Metadata(node)), metadata_name(node))
+            } else {
+                c.metadata[node].pause()?;
+                (Applied::Paused(Target::Metadata(node)), metadata_name(node))
+            }
+        }
+        FaultKind::PartitionMetadataLeader => {
+            let Some(leader) = c.leader().await else { return Ok((Applied::Nothing, "no leader known".into())) };
+            for other in (0..3).filter(|&o| o != leader) {
+                c.net.cut(&metadata_name(leader), &metadata_name(other))?;
+            }
+            (Applied::Partitioned, format!("{} | others", metadata_name(leader)))
+        }
+        FaultKind::PartitionAgentFromMetadata => {
+            let a = rng.usize(0..agents);
+            for m in 0..3 {
+                c.net.cut(&agent_name(a), &metadata_name(m))?;
+            }
+            (Applied::Partitioned, format!("{} | metadata", agent_name(a)))
+        }
+        FaultKind::ObjectStoreErrors | FaultKind::ObjectStoreSlow => {
+            let spec = if kind == FaultKind::ObjectStoreErrors { OBJECT_STORE_ERRORS } else { OBJECT_STORE_SLOW };
+            std::fs::write(&c.fault_file, spec).context("writing the fault file")?;
+            (Applied::ObjectStore, spec.to_owned())
+        }
+    })
+}
+
+async fn heal(cluster: &tokio::sync::Mutex<Cluster>, applied: Applied) -> anyhow::Result<()> {
+    let mut c = cluster.lock().await;
+    match applied {
+        Applied::Killed(target) => process(&mut c, target).start()?,
+        Applied::Paused(target) => process(&mut c, target).resume()?,
+        Applied::Partitioned => c.net.heal()?,
+        Applied::ObjectStore => std::fs::write(&c.fault_file, "")?,
+        Applied::Nothing => {}
+    }
+    Ok(())
+}
+
+/// Runs the schedule until `end`, then leaves every fault healed. Returns how many of each kind
+/// were injected.
+pub(crate) async fn run(
+    cluster: Arc<tokio::sync::Mutex<Cluster>>,
+    schedule: Schedule,
+    seed: u64,
+    end: Instant,
+    history: Arc<History>,
+) -> anyhow::Result<BTreeMap<String, u64>> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut counts = BTreeMap::new();
+    if schedule.kinds.is_empty() {
+        tokio::time::sleep_until(end.into()).await;
+        return Ok(counts);
+    }
+    // Every kind once per round, in a new order each round, so a short run still meets them all.
+    let mut round: Vec<FaultKind> = Vec::new();
+    loop {
+        let gap = between(&mut rng, schedule.gap);
+        let hold = between(&mut rng, schedule.hold);
+        if Instant::now() + gap + hold >= end {
+            break;
+        }
+        tokio::time::sleep(gap).await;
+        if round.is_empty() {
+            round = schedule.kinds.clone();
+            rng.shuffle(&mut round);
+        }
+        let Some(kind) = round.pop() else { break };
+        let (applied, target) = apply(&cluster, kind, &mut rng).await?;
+        if matches!(applied, Applied::Nothing) {
+            history.note(format!("{} skipped: {target}", kind.name()));
+            continue;
+        }
+        eprintln!(
+            "floe-chaos: {:>6.1}s  {} {target} for {:.1}s",
+            history.now_ms() as f64 / 1000.0,
+            kind.name(),
+            hold.as_secs_f64()
+        );
+        history.push(Event::FaultStart { fault: kind.name(), target: target.clone() });
+        *counts.entry(kind.name()).or_insert(0) += 1;
+        tokio::time::sleep(hold).await;
+        heal(&cluster, applied).await?;
+        history.push(Event::FaultEnd { fault: kind.name(), target });
+    }
+    tokio::time::sleep_until(end.into()).await;
+    Ok(counts)
+}

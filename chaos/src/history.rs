@@ -1,0 +1,126 @@
+//! What happened during a run, in order: every fault, every acknowledged or failed write, every
+//! transaction outcome and every group offset seen. The checker reads it; on a failure the
+//! verdict quotes the few events that explain it, and the whole history is written as JSON lines.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub(crate) enum Event {
+    FaultStart {
+        fault: String,
+        target: String,
+    },
+    FaultEnd {
+        fault: String,
+        target: String,
+    },
+    /// A write the service acknowledged at this offset.
+    Acked {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        value: String,
+    },
+    /// A write that failed or whose outcome is unknown; it may or may not be in the log.
+    Failed {
+        topic: String,
+        value: String,
+        error: String,
+    },
+    /// A transaction whose commit returned success, with how many records it wrote.
+    TxnCommitted {
+        txn: u64,
+        records: usize,
+    },
+    /// A transaction aborted by the client; none of its records may be visible.
+    TxnAborted {
+        txn: u64,
+        records: usize,
+        reason: String,
+    },
+    /// A transaction whose outcome the client could not learn: all or none of it may be visible.
+    TxnUnknown {
+        txn: u64,
+        records: usize,
+        error: String,
+    },
+    /// A group offset a member committed successfully.
+    OffsetCommitted {
+        group: String,
+        partition: i32,
+        offset: i64,
+    },
+    /// A group's committed offset as an outside observer read it.
+    OffsetObserved {
+        group: String,
+        partition: i32,
+        offset: i64,
+    },
+    Note {
+        text: String,
+    },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Entry {
+    /// Milliseconds since the run started.
+    pub(crate) t_ms: u64,
+    #[serde(flatten)]
+    pub(crate) event: Event,
+}
+
+#[derive(Debug)]
+pub(crate) struct History {
+    start: Instant,
+    entries: Mutex<Vec<Entry>>,
+}
+
+impl History {
+    pub(crate) fn new() -> Self {
+        Self { start: Instant::now(), entries: Mutex::new(Vec::new()) }
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn push(&self, event: Event) {
+        let entry = Entry { t_ms: self.now_ms(), event };
+        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(entry);
+    }
+
+    pub(crate) fn note(&self, text: impl Into<String>) {
+        self.push(Event::Note { text: text.into() });
+    }
+
+    /// Acknowledged writes, failed writes and committed transactions so far, for progress lines.
+    pub(crate) fn tally(&self) -> (usize, usize, usize) {
+        let entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        entries.iter().fold((0, 0, 0), |(a, f, t), e| match e.event {
+            Event::Acked { .. } => (a + 1, f, t),
+            Event::Failed { .. } => (a, f + 1, t),
+            Event::TxnCommitted { .. } => (a, f, t + 1),
+            _ => (a, f, t),
+        })
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<Entry> {
+        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    pub(crate) fn write_jsonl(&self, path: &Path) -> anyhow::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        for entry in self.snapshot() {
+            serde_json::to_writer(&mut out, &entry)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,451 @@
+//! `floe-chaos`: starts a local Floe cluster (3 metadata nodes, 2–3 agents, a `file://` object
+//! store), runs real workloads against it (idempotent producers, a transactional
+//! consume-transform-produce loop, committing consumer groups, HTTP producers with idempotency
+//! keys), injects faults on a seeded schedule (SIGKILL and SIGSTOP of agents and metadata
+//! leaders and followers, network partitions, object-store errors and slowness), heals them,
+//! checks that everything recovered, and holds what was read back against what was
+//! acknowledged. Prints a verdict; exits 1 when anything was lost, duplicated, reordered, torn or
+//! went back. Also reachable as `floe chaos`.
+
+mod check;
+mod cluster;
+mod faults;
+mod history;
+mod plot;
+mod workloads;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::types::RDKafkaErrorCode;
+
+use cluster::{Cluster, NetworkMode};
+use faults::{FaultKind, Schedule};
+use history::History;
+use workloads::{Stop, groups, http, produce, transactions};
+
+/// Longest run.
+const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
+/// How long the cluster may take to recover once every fault is healed.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(120);
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// How long the transform may take to catch up with its input at the end.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "floe-chaos",
+    version,
+    about = "Fault-injection harness: a local Floe cluster, real workloads, scheduled faults and a checker",
+    long_about = "Starts 3 metadata nodes and 2-3 agents, runs idempotent, transactional, consumer-group \
+        and HTTP workloads while injecting faults on a seeded schedule, heals everything, waits for \
+        recovery and checks every acknowledged record. Exit status 0: no violation.\n\n\
+        Examples:\n  \
+        floe-chaos --duration 90s                 (the short schedule CI runs)\n  \
+        floe-chaos --long                         (30 minutes, longer faults)\n  \
+        floe-chaos --seed 42 --faults kill-agent,partition-metadata-leader"
+)]
+struct Args {
+    /// The floe binary to run (default: the one beside this executable, else `floe` on PATH).
+    #[arg(long)]
+    floe: Option<PathBuf>,
+    /// Directory for logs, data, the object store, the history and the report (default: a new
+    /// directory under the system temp dir).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// How long faults are injected.
+    #[arg(long, default_value = "90s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// 30 minutes, faults held up to 15 s: the long mode.
+    #[arg(long)]
+    long: bool,
+    /// Seed of the fault schedule (default: from the clock; printed, so a run can be repeated).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Faults to draw from (default: all the network mode allows).
+    #[arg(long, value_delimiter = ',')]
+    faults: Vec<FaultKind>,
+    #[arg(long, value_enum, default_value = "netns")]
+    network: NetworkMode,
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3))]
+    agents: u8,
+    /// Records per second of each idempotent producer (two of them).
+    #[arg(long, default_value_t = 200)]
+    rate: u32,
+}
+
+fn floe_binary(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|dir| dir.join("floe")))
+            .filter(|p| p.is_file())
+            .unwrap_or_else(|| PathBuf::from("floe"))
+    })
+}
+
+fn seed_from_clock() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+}
+
+/// Waits for every agent's /readyz.
+async fn agents_ready(http: &reqwest::Client, urls: &[String], timeout: Duration) -> anyhow::Result<()> {
+    let started = Instant::now();
+    for url in urls {
+        loop {
+            let ready = http.get(format!("{url}/readyz")).timeout(Duration::from_secs(2)).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            if started.elapsed() > timeout {
+                bail!("{url}/readyz not ready after {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+async fn create_topics(bootstrap: &str) -> anyhow::Result<()> {
+    use workloads::*;
+    let admin: AdminClient<DefaultClientContext> = client(bootstrap).create().context("admin client")?;
+    let topics = [
+        (IDEMPOTENT_TOPIC, IDEMPOTENT_PARTITIONS),
+        (HTTP_TOPIC, HTTP_PARTITIONS),
+        (TXN_INPUT_TOPIC, TXN_PARTITIONS),
+        (TXN_OUTPUT_TOPIC, TXN_PARTITIONS),
+        (PROBE_TOPIC, 1),
+    ];
+    let new: Vec<_> = topics.iter().map(|(t, p)| NewTopic::new(t, *p, TopicReplication::Fixed(-1))).collect();
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    for result in admin.create_topics(&new, &options).await? {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => bail!("creating topic {name}: {code}"),
+        }
+    }
+    Ok(())
+}
+
+/// After the faults: every process up, one leader all metadata nodes agree on, every agent
+/// ready and able to write and read a record over HTTP. Returns how long that took.
+async fn recover(cluster: &tokio::sync::Mutex<Cluster>, http: &reqwest::Client) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let urls = {
+        let mut c = cluster.lock().await;
+        c.net.heal()?;
+        std::fs::write(&c.fault_file, "")?;
+        let restarted = c.revive_all()?;
+        if !restarted.is_empty() {
+            eprintln!("floe-chaos: restarted {restarted:?}");
+        }
+        c.http_urls()
+    };
+    loop {
+        let c = cluster.lock().await;
+        let mut seen = Vec::new();
+        for i in 0..c.metadata.len() {
+            seen.push(c.leader_seen_by(i).await);
+        }
+        drop(c);
+        if seen[0].is_some() && seen.iter().all(|s| *s == seen[0]) {
+            break;
+        }
+        if started.elapsed() > RECOVERY_TIMEOUT {
+            bail!("the metadata nodes did not agree on a leader within {RECOVERY_TIMEOUT:?}: {seen:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    agents_ready(http, &urls, RECOVERY_TIMEOUT.saturating_sub(started.elapsed())).await?;
+    let cluster_id = {
+        let body = http.get(format!("{}/v3/clusters", urls[0])).send().await?.bytes().await?;
+        let list: serde_json::Value = serde_json::from_slice(&body)?;
+        list["data"][0]["cluster_id"].as_str().context("no cluster id")?.to_owned()
+    };
+    for url in &urls {
+        loop {
+            if probe(http, url, &cluster_id).await.is_ok() {
+                break;
+            }
+            if started.elapsed() > RECOVERY_TIMEOUT {
+                let error = probe(http, url, &cluster_id).await.err().unwrap_or_default();
+                bail!("{url} could not write and read a record within {RECOVERY_TIMEOUT:?}: {error}");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    Ok(started.elapsed())
+}
+
+/// Writes one record through the agent at `url` and reads it back there.
+async fn probe(http: &reqwest::Client, url: &str, cluster: &str) -> Result<(), String> {
+    let topic = workloads::PROBE_TOPIC;
+    let body = serde_json::json!({"partition_id": 0, "value": {"type": "STRING", "data": format!("probe-{url}")}});
+    let written = http
+        .post(format!("{url}/v3/clusters/{cluster}/topics/{topic}/records"))
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !written.status().is_success() {
+        return Err(format!("write: HTTP {}", written.status()));
+    }
+    let answer: serde_json::Value =
+        serde_json::from_slice(&written.bytes().await.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let offset = answer["offset"].as_i64().ok_or("write: no offset")?;
+    let read = http
+        .get(format!("{url}/v3/clusters/{cluster}/topics/{topic}/partitions/0/records?offset={offset}&max_records=1"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !read.status().is_success() {
+        return Err(format!("read: HTTP {}", read.status()));
+    }
+    Ok(())
+}
+
+/// Waits until the transform has committed offsets at the end of its input.
+async fn transform_caught_up(bootstrap: &str) -> anyhow::Result<()> {
+    use workloads::{TXN_GROUP, TXN_INPUT_TOPIC, TXN_PARTITIONS};
+    let started = Instant::now();
+    loop {
+        let ends = {
+            let bootstrap = bootstrap.to_owned();
+            tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<i64>, Vec<Option<i64>>)> {
+                let log = check::read_topic(&bootstrap, TXN_INPUT_TOPIC, TXN_PARTITIONS, false)?;
+                let ends = log.iter().map(|p| p.last().map_or(0, |(o, _)| o + 1)).collect();
+                let committed = groups::committed(&bootstrap, TXN_GROUP, TXN_INPUT_TOPIC, TXN_PARTITIONS)?;
+                Ok((ends, committed))
+            })
+            .await?
+        };
+        match ends {
+            Ok((ends, committed)) if ends.iter().zip(&committed).all(|(e, c)| *e == 0 || *c == Some(*e)) => {
+                return Ok(());
+            }
+            Ok((ends, committed)) if started.elapsed() > CATCH_UP_TIMEOUT => {
+                bail!(
+                    "the transform did not catch up within {CATCH_UP_TIMEOUT:?}: input ends {ends:?}, committed {committed:?}"
+                )
+            }
+            Err(e) if started.elapsed() > CATCH_UP_TIMEOUT => return Err(e),
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<String, u64>, problems: &[String]) {
+    let pass = checked.violations.is_empty() && problems.is_empty();
+    println!("\nfloe-chaos: {}", if pass { "PASS" } else { "FAIL" });
+    let injected: u64 = faults.values().sum();
+    println!("  faults injected: {injected} {faults:?}");
+    for (topic, f) in &checked.topics {
+        println!(
+            "  {topic}: {} acknowledged, {} failed or unknown, {} read; lost {}, duplicated {}, misplaced {}, out of order {}, gaps {}",
+            f.acknowledged, f.failed_or_unknown, f.read, f.lost, f.duplicated, f.misplaced, f.out_of_order, f.gaps
+        );
+    }
+    let t = &checked.transactions;
+    println!(
+        "  transactions: {} committed, {} aborted, {} unknown ({} of them visible); {} inputs, {} outputs; \
+         partial {}, aborted visible {}, inputs missing {}, inputs repeated {}",
+        t.committed,
+        t.aborted,
+        t.unknown,
+        t.unknown_visible,
+        t.inputs,
+        t.outputs,
+        t.partial,
+        t.aborted_visible,
+        t.inputs_missing,
+        t.inputs_repeated
+    );
+    println!("  group offsets: {} observations, {} went back", checked.offset_observations, checked.offsets_backwards);
+    for problem in problems {
+        println!("  PROBLEM: {problem}");
+    }
+    for v in checked.violations.iter().take(check::VIOLATIONS_SHOWN) {
+        println!("  VIOLATION {}: {}", v.kind, v.detail);
+        for entry in &v.history {
+            println!("      {}", serde_json::to_string(entry).unwrap_or_default());
+        }
+    }
+    if checked.violations.len() > check::VIOLATIONS_SHOWN {
+        println!("  ... and {} more violations (see the report)", checked.violations.len() - check::VIOLATIONS_SHOWN);
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let duration = if args.long { Duration::from_secs(1800) } else { args.duration };
+    if duration.is_zero() || duration > DURATION_MAX {
+        bail!("--duration must be between 1 s and {DURATION_MAX:?}");
+    }
+    let seed = args.seed.unwrap_or_else(seed_from_clock);
+    let floe = floe_binary(args.floe);
+    let work_dir =
+        args.work_dir.unwrap_or_else(|| std::env::temp_dir().join(format!("floe-chaos-{}-{seed}", std::process::id())));
+    std::fs::create_dir_all(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
+    let kinds = if args.faults.is_empty() { FaultKind::all() } else { args.faults.clone() };
+    let (hold, gap) = if args.long {
+        ((Duration::from_secs(2), Duration::from_secs(15)), (Duration::from_secs(1), Duration::from_secs(10)))
+    } else {
+        ((Duration::from_secs(2), Duration::from_secs(6)), (Duration::from_secs(1), Duration::from_secs(4)))
+    };
+    let schedule = Schedule { kinds, hold, gap }.usable(args.network);
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    eprintln!(
+        "floe-chaos: seed {seed}, {duration:?} of faults from {:?}, network {:?}, {} agents, {cores} cores; work dir {}",
+        schedule.kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
+        args.network,
+        args.agents,
+        work_dir.display()
+    );
+
+    let mut cluster = Cluster::new(&floe, &work_dir, args.network, args.agents as usize)?;
+    cluster.start()?;
+    let bootstrap = cluster.bootstrap();
+    let urls = cluster.http_urls();
+    let network = cluster.net.mode();
+    let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
+    let http_client = reqwest::Client::builder().build()?;
+    agents_ready(&http_client, &urls, Duration::from_secs(60)).await?;
+    create_topics(&bootstrap).await?;
+
+    let history = Arc::new(History::new());
+    let (writers, transform, readers) = (Stop::default(), Stop::default(), Stop::default());
+    let mut producers = tokio::task::JoinSet::new();
+    for id in 0..2 {
+        let spec = produce::ProduceSpec {
+            topic: workloads::IDEMPOTENT_TOPIC,
+            partitions: workloads::IDEMPOTENT_PARTITIONS,
+            prefix: "idem",
+            id,
+            per_second: args.rate,
+        };
+        producers.spawn(produce::run(bootstrap.clone(), spec, writers.clone(), history.clone()));
+        producers.spawn(http::run(
+            urls.clone(),
+            workloads::HTTP_TOPIC,
+            workloads::HTTP_PARTITIONS,
+            id,
+            writers.clone(),
+            history.clone(),
+        ));
+    }
+    let input = produce::ProduceSpec {
+        topic: workloads::TXN_INPUT_TOPIC,
+        partitions: workloads::TXN_PARTITIONS,
+        prefix: "in",
+        id: 0,
+        per_second: (args.rate / 4).max(1),
+    };
+    producers.spawn(produce::run(bootstrap.clone(), input, writers.clone(), history.clone()));
+    let mut threads = Vec::new();
+    {
+        let (b, s, h) = (bootstrap.clone(), transform.clone(), history.clone());
+        threads.push(("transform", std::thread::spawn(move || transactions::run(b, s, h))));
+    }
+    for _ in 0..2 {
+        let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
+        let member = move || groups::member(b, workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, s, h);
+        threads.push(("group member", std::thread::spawn(member)));
+    }
+    for (group, topic, partitions) in [
+        (workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, workloads::IDEMPOTENT_PARTITIONS),
+        (workloads::TXN_GROUP, workloads::TXN_INPUT_TOPIC, workloads::TXN_PARTITIONS),
+    ] {
+        let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
+        threads
+            .push(("offset observer", std::thread::spawn(move || groups::observe(b, group, topic, partitions, s, h))));
+    }
+
+    let progress = {
+        let (history, writers) = (history.clone(), writers.clone());
+        tokio::spawn(async move {
+            while !writers.is_set() {
+                tokio::time::sleep(PROGRESS_EVERY).await;
+                let (acked, failed, txns) = history.tally();
+                let t = history.now_ms() as f64 / 1000.0;
+                eprintln!(
+                    "floe-chaos: {t:>6.1}s  {acked} acknowledged, {failed} failed, {txns} transactions committed"
+                );
+            }
+        })
+    };
+    let end = Instant::now() + duration;
+    let fault_counts = faults::run(cluster.clone(), schedule, seed, end, history.clone()).await?;
+    let mut problems = Vec::new();
+    eprintln!("floe-chaos: faults over; healing and waiting for recovery");
+    let recovery = match recover(&cluster, &http_client).await {
+        Ok(took) => Some(took),
+        Err(e) => {
+            problems.push(format!("did not recover: {e:#}"));
+            None
+        }
+    };
+    writers.set();
+    while let Some(done) = producers.join_next().await {
+        if let Err(e) = done? {
+            problems.push(format!("a writer failed: {e:#}"));
+        }
+    }
+    progress.abort();
+    eprintln!("floe-chaos: writers done; waiting for the transform to catch up");
+    if let Err(e) = transform_caught_up(&bootstrap).await {
+        problems.push(format!("{e:#}"));
+    }
+    transform.set();
+    readers.set();
+    for (name, thread) in threads {
+        match thread.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => problems.push(format!("the {name} failed: {e:#}")),
+            Err(_) => problems.push(format!("the {name} panicked")),
+        }
+    }
+    eprintln!("floe-chaos: checking");
+    let entries = history.snapshot();
+    let checked = {
+        let (b, e) = (bootstrap.clone(), entries.clone());
+        tokio::task::spawn_blocking(move || check::run(&b, &e)).await??
+    };
+    print_verdict(&checked, &fault_counts, &problems);
+    let pass = checked.violations.is_empty() && problems.is_empty();
+    if let Some(took) = recovery {
+        println!("  recovery after the last fault healed: {:.1} s", took.as_secs_f64());
+    }
+    history.write_jsonl(&work_dir.join("history.jsonl"))?;
+    if let Err(e) = plot::write(&work_dir.join("timeline.svg"), &entries) {
+        eprintln!("floe-chaos: no plot: {e:#}");
+    }
+    let report = serde_json::json!({
+        "format": "floe-chaos-report/1",
+        "verdict": if pass { "pass" } else { "fail" },
+        "seed": seed,
+        "duration_s": duration.as_secs_f64(),
+        "network": format!("{network:?}").to_lowercase(),
+        "agents": args.agents,
+        "cores": cores,
+        "faults": fault_counts,
+        "recovery_s": recovery.map(|d| d.as_secs_f64()),
+        "problems": problems,
+        "checked": checked,
+    });
+    std::fs::write(work_dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
+    println!("  report, history and plot: {}/{{report.json,history.jsonl,timeline.svg}}", work_dir.display());
+    if !pass {
+        println!("  process logs: {}/*.log; repeat with --seed {seed}", work_dir.display());
+        std::process::exit(1);
+    }
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! A consume-transform-produce loop with librdkafka transactions: it reads the input topic with
+//! `read_committed`, writes `out-INPUT|tTXN` to the same partition of the output topic, and adds
+//! its consumer offsets to each transaction. After an abort, or a commit whose outcome is unknown,
+//! it rewinds to the group's committed offsets, so each input must appear in the output once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::{Stop, TXN_GROUP, TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC, client};
+use crate::history::{Event, History};
+
+const RECORDS_PER_TXN_MAX: usize = 20;
+/// How long a transaction collects input before it commits what it has.
+const COLLECT_FOR: Duration = Duration::from_millis(200);
+const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(crate) fn output_value(input: &str, txn: u64) -> String {
+    format!("out-{input}|t{txn}")
+}
+
+/// `(input value, transaction)` of an output value.
+pub(crate) fn parse_output(value: &str) -> Option<(&str, u64)> {
+    let (input, txn) = value.strip_prefix("out-")?.rsplit_once("|t")?;
+    Some((input, txn.parse().ok()?))
+}
+
+fn transactional_producer(bootstrap: &str, history: &History) -> anyhow::Result<BaseProducer> {
+    let producer: BaseProducer = client(bootstrap)
+        .set("transactional.id", format!("chaos-transform-{}", std::process::id()))
+        .set("transaction.timeout.ms", "20000")
+        .set("linger.ms", "5")
+        .create()
+        .context("transactional producer")?;
+    // init_transactions fences the previous incarnation and settles its open transaction.
+    let started = Instant::now();
+    loop {
+        match producer.init_transactions(TXN_CALL_TIMEOUT) {
+            Ok(()) => return Ok(producer),
+            Err(e) if started.elapsed() < Duration::from_secs(300) => {
+                history.note(format!("init_transactions: {e}; retrying"));
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => return Err(e).context("init_transactions for 300 s"),
+        }
+    }
+}
+
+fn txn_error(e: &KafkaError) -> Option<&RDKafkaError> {
+    match e {
+        KafkaError::Transaction(inner) => Some(inner),
+        _ => None,
+    }
+}
+
+/// Seeks every assigned partition back to the group's committed offset.
+fn rewind(consumer: &BaseConsumer) -> anyhow::Result<()> {
+    let committed = consumer.committed(TXN_CALL_TIMEOUT)?;
+    for element in committed.elements() {
+        let offset = match element.offset() {
+            Offset::Offset(o) => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        consumer.seek(element.topic(), element.partition(), offset, TXN_CALL_TIMEOUT)?;
+    }
+    Ok(())
+}
+
+fn send(producer: &BaseProducer, partition: i32, value: &str) -> Result<(), KafkaError> {
+    let mut record = BaseRecord::<(), str>::to(TXN_OUTPUT_TOPIC).payload(value).partition(partition);
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(10));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+/// What one transaction's commit came to.
+enum Outcome {
+    Committed,
+    Aborted(String),
+    Unknown(String),
+}
+
+/// Begins, writes `batch` transformed, adds the offsets, commits; aborts where that is allowed.
+fn transact(
+    producer: &BaseProducer,
+    group: &rdkafka::consumer::ConsumerGroupMetadata,
+    batch: &[(i32, i64, String)],
+    txn: u64,
+) -> Outcome {
+    let attempt = || -> Result<(), KafkaError> {
+        producer.begin_transaction()?;
+        let mut offsets = TopicPartitionList::new();
+        for (partition, offset, input) in batch {
+            send(producer, *partition, &output_value(input, txn))?;
+            offsets.add_partition_offset(TXN_INPUT_TOPIC, *partition, Offset::Offset(offset + 1))?;
+        }
+        producer.send_offsets_to_transaction(&offsets, group, TXN_CALL_TIMEOUT)?;
+        producer.commit_transaction(TXN_CALL_TIMEOUT)
+    };
+    let error = match attempt() {
+        Ok(()) => return Outcome::Committed,
+        Err(e) => e,
+    };
+    let abortable = txn_error(&error).is_some_and(RDKafkaError::txn_requires_abort);
+    if abortable && producer.abort_transaction(TXN_CALL_TIMEOUT).is_ok() {
+        return Outcome::Aborted(error.to_string());
+    }
+    Outcome::Unknown(error.to_string())
+}
+
+/// Runs the loop until `stop`; blocking (librdkafka's transaction calls are), so on a thread.
+pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>) -> anyhow::Result<()> {
+    let consumer: BaseConsumer = client(&bootstrap)
+        .set("group.id", TXN_GROUP)
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "10000")
+        .create()
+        .context("transform consumer")?;
+    consumer.subscribe(&[TXN_INPUT_TOPIC])?;
+    let mut producer = transactional_producer(&bootstrap, &history)?;
+    let mut txn = 0u64;
+    while !stop.is_set() {
+        let mut batch = Vec::new();
+        let collecting = Instant::now();
+        while batch.len() < RECORDS_PER_TXN_MAX && collecting.elapsed() < COLLECT_FOR {
+            match consumer.poll(Duration::from_millis(50)) {
+                Some(Ok(m)) => {
+                    let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+                    batch.push((m.partition(), m.offset(), value));
+                }
+                Some(Err(e)) => history.note(format!("transform consumer: {e}")),
+                None => {}
+            }
+        }
+        let Some(group) = consumer.group_metadata() else { continue };
+        if batch.is_empty() {
+            continue;
+        }
+        txn += 1;
+        let records = batch.len();
+        match transact(&producer, &group, &batch, txn) {
+            Outcome::Committed => history.push(Event::TxnCommitted { txn, records }),
+            Outcome::Aborted(reason) => {
+                history.push(Event::TxnAborted { txn, records, reason });
+                rewind_until_done(&consumer, &stop, &history);
+            }
+            Outcome::Unknown(error) => {
+                history.push(Event::TxnUnknown { txn, records, error });
+                // A new incarnation settles the old one's transaction before going on.
+                drop(producer);
+                producer = transactional_producer(&bootstrap, &history)?;
+                rewind_until_done(&consumer, &stop, &history);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn rewind_until_done(consumer: &BaseConsumer, stop: &Stop, history: &History) {
+    while let Err(e) = rewind(consumer) {
+        history.note(format!("rewinding the transform consumer: {e}; retrying"));
+        if stop.is_set() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
