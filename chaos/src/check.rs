@@ -112,6 +112,10 @@ pub(crate) struct Checked {
     pub(crate) transactions: TxnFigures,
     pub(crate) offset_observations: usize,
     pub(crate) offsets_backwards: usize,
+    /// Longest time without an acknowledged write to the idempotent topic, in seconds, overall
+    /// and by the fault in progress when it began: what each fault costs in availability.
+    pub(crate) longest_stall_s: f64,
+    pub(crate) longest_stall_by_fault_s: BTreeMap<String, f64>,
     pub(crate) violations: Vec<Violation>,
 }
 
@@ -149,10 +153,24 @@ fn source(value: &str) -> &str {
 fn check_plain_topic(topic: &str, log: &Log, history: &[Entry], out: &mut Checked) {
     let mut figures = TopicFigures::default();
     let mut acked: HashMap<&str, (i32, i64)> = HashMap::new();
+    let mut acked_at: HashMap<(i32, i64), &str> = HashMap::new();
     for e in history {
         match &e.event {
             Event::Acked { topic: t, partition, offset, value } if t == topic => {
                 figures.acknowledged += 1;
+                if let Some(other) = acked_at.insert((*partition, *offset), value)
+                    && other != value
+                {
+                    out.violations.push(Violation {
+                        kind: "offset acknowledged twice",
+                        detail: format!("{topic}/{partition}@{offset} was acknowledged for {other} and for {value}"),
+                        history: context(
+                            history,
+                            e.t_ms,
+                            |ev| matches!(ev, Event::Acked { value: v, .. } if v == other || v == value),
+                        ),
+                    });
+                }
                 if let Some(first) = acked.insert(value, (*partition, *offset))
                     && first != (*partition, *offset)
                 {
@@ -383,6 +401,35 @@ fn check_offsets(history: &[Entry], out: &mut Checked) {
     }
 }
 
+/// Gaps between acknowledgements of the idempotent producers, each put down to the last fault
+/// that was in progress at some time during it.
+fn stalls(history: &[Entry], out: &mut Checked) {
+    let mut active: Option<&str> = None;
+    let mut during_gap: Option<&str> = None;
+    let mut last_ack: Option<u64> = None;
+    for e in history {
+        match &e.event {
+            Event::FaultStart { fault, .. } => {
+                active = Some(fault);
+                during_gap = Some(fault);
+            }
+            Event::FaultEnd { .. } => active = None,
+            Event::Acked { topic, .. } if topic == IDEMPOTENT_TOPIC => {
+                if let Some(before) = last_ack {
+                    let gap = e.t_ms.saturating_sub(before) as f64 / 1000.0;
+                    out.longest_stall_s = out.longest_stall_s.max(gap);
+                    let worst =
+                        out.longest_stall_by_fault_s.entry(during_gap.unwrap_or("none").to_owned()).or_default();
+                    *worst = worst.max(gap);
+                }
+                last_ack = Some(e.t_ms);
+                during_gap = active;
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Reads everything back and checks it against `history`.
 pub(crate) fn run(bootstrap: &str, history: &[Entry]) -> anyhow::Result<Checked> {
     let mut out = Checked::default();
@@ -395,6 +442,7 @@ pub(crate) fn run(bootstrap: &str, history: &[Entry]) -> anyhow::Result<Checked>
     let output = read_topic(bootstrap, TXN_OUTPUT_TOPIC, TXN_PARTITIONS, true)?;
     check_transactions(&input, &output, history, &mut out);
     check_offsets(history, &mut out);
+    stalls(history, &mut out);
     Ok(out)
 }
 

@@ -166,8 +166,9 @@ impl Network {
     }
 }
 
-impl Drop for Network {
-    fn drop(&mut self) {
+impl Network {
+    /// Removes the namespaces and the bridge.
+    pub(crate) fn teardown(&mut self) {
         if self.mode == NetworkMode::Netns {
             for host in &self.hosts {
                 if let Some(ns) = &host.netns {
@@ -175,7 +176,14 @@ impl Drop for Network {
                 }
             }
             let _ = ip(&["link", "del", &self.bridge]);
+            self.mode = NetworkMode::Loopback;
         }
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        self.teardown();
     }
 }
 

@@ -91,8 +91,9 @@ impl History {
     }
 
     pub(crate) fn push(&self, event: Event) {
-        let entry = Entry { t_ms: self.now_ms(), event };
-        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(entry);
+        let mut entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Stamped under the lock, so the history is in time order.
+        entries.push(Entry { t_ms: self.now_ms(), event });
     }
 
     pub(crate) fn note(&self, text: impl Into<String>) {

@@ -74,6 +74,11 @@ struct Args {
     network: NetworkMode,
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3))]
     agents: u8,
+    /// Shortest and longest time a fault is held (default 2s and 6s; 2s and 15s with --long).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    hold_min: Option<Duration>,
+    #[arg(long, value_parser = humantime::parse_duration)]
+    hold_max: Option<Duration>,
     /// Records per second of each idempotent producer (two of them).
     #[arg(long, default_value_t = 200)]
     rate: u32,
@@ -269,6 +274,12 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
         t.inputs_repeated
     );
     println!("  group offsets: {} observations, {} went back", checked.offset_observations, checked.offsets_backwards);
+    let by_fault: Vec<String> = checked.longest_stall_by_fault_s.iter().map(|(f, s)| format!("{f} {s:.1}")).collect();
+    println!(
+        "  availability: longest time without an acknowledged write {:.1} s; by fault (s): {}",
+        checked.longest_stall_s,
+        by_fault.join(", ")
+    );
     for problem in problems {
         println!("  PROBLEM: {problem}");
     }
@@ -301,6 +312,10 @@ async fn main() -> anyhow::Result<()> {
     } else {
         ((Duration::from_secs(2), Duration::from_secs(6)), (Duration::from_secs(1), Duration::from_secs(4)))
     };
+    let hold = (args.hold_min.unwrap_or(hold.0), args.hold_max.unwrap_or(hold.1));
+    if hold.0 > hold.1 || hold.1 > duration {
+        bail!("--hold-min must not exceed --hold-max, nor --hold-max the duration");
+    }
     let schedule = Schedule { kinds, hold, gap }.usable(args.network);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     eprintln!(
@@ -317,134 +332,164 @@ async fn main() -> anyhow::Result<()> {
     let urls = cluster.http_urls();
     let network = cluster.net.mode();
     let cluster = Arc::new(tokio::sync::Mutex::new(cluster));
-    let http_client = reqwest::Client::builder().build()?;
-    agents_ready(&http_client, &urls, Duration::from_secs(60)).await?;
-    create_topics(&bootstrap).await?;
-
-    let history = Arc::new(History::new());
-    let (writers, transform, readers) = (Stop::default(), Stop::default(), Stop::default());
-    let mut producers = tokio::task::JoinSet::new();
-    for id in 0..2 {
-        let spec = produce::ProduceSpec {
-            topic: workloads::IDEMPOTENT_TOPIC,
-            partitions: workloads::IDEMPOTENT_PARTITIONS,
-            prefix: "idem",
-            id,
-            per_second: args.rate,
-        };
-        producers.spawn(produce::run(bootstrap.clone(), spec, writers.clone(), history.clone()));
-        producers.spawn(http::run(
-            urls.clone(),
-            workloads::HTTP_TOPIC,
-            workloads::HTTP_PARTITIONS,
-            id,
-            writers.clone(),
-            history.clone(),
-        ));
-    }
-    let input = produce::ProduceSpec {
-        topic: workloads::TXN_INPUT_TOPIC,
-        partitions: workloads::TXN_PARTITIONS,
-        prefix: "in",
-        id: 0,
-        per_second: (args.rate / 4).max(1),
-    };
-    producers.spawn(produce::run(bootstrap.clone(), input, writers.clone(), history.clone()));
-    let mut threads = Vec::new();
     {
-        let (b, s, h) = (bootstrap.clone(), transform.clone(), history.clone());
-        threads.push(("transform", std::thread::spawn(move || transactions::run(b, s, h))));
-    }
-    for _ in 0..2 {
-        let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
-        let member = move || groups::member(b, workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, s, h);
-        threads.push(("group member", std::thread::spawn(member)));
-    }
-    for (group, topic, partitions) in [
-        (workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, workloads::IDEMPOTENT_PARTITIONS),
-        (workloads::TXN_GROUP, workloads::TXN_INPUT_TOPIC, workloads::TXN_PARTITIONS),
-    ] {
-        let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
-        threads
-            .push(("offset observer", std::thread::spawn(move || groups::observe(b, group, topic, partitions, s, h))));
-    }
-
-    let progress = {
-        let (history, writers) = (history.clone(), writers.clone());
+        // Interrupted: stop every process and remove the namespaces before exiting.
+        let cluster = cluster.clone();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::spawn(async move {
-            while !writers.is_set() {
-                tokio::time::sleep(PROGRESS_EVERY).await;
-                let (acked, failed, txns) = history.tally();
-                let t = history.now_ms() as f64 / 1000.0;
-                eprintln!(
-                    "floe-chaos: {t:>6.1}s  {acked} acknowledged, {failed} failed, {txns} transactions committed"
-                );
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
             }
-        })
-    };
-    let end = Instant::now() + duration;
-    let fault_counts = faults::run(cluster.clone(), schedule, seed, end, history.clone()).await?;
-    let mut problems = Vec::new();
-    eprintln!("floe-chaos: faults over; healing and waiting for recovery");
-    let recovery = match recover(&cluster, &http_client).await {
-        Ok(took) => Some(took),
-        Err(e) => {
-            problems.push(format!("did not recover: {e:#}"));
-            None
+            let mut c = cluster.lock().await;
+            c.stop();
+            c.net.teardown();
+            eprintln!("floe-chaos: interrupted; every process stopped");
+            std::process::exit(130);
+        });
+    }
+    // Everything after the start runs in here, so the cluster is stopped however it ends.
+    let outcome: anyhow::Result<bool> = async {
+        let http_client = reqwest::Client::builder().build()?;
+        agents_ready(&http_client, &urls, Duration::from_secs(60)).await?;
+        create_topics(&bootstrap).await?;
+
+        let history = Arc::new(History::new());
+        let (writers, transform, readers) = (Stop::default(), Stop::default(), Stop::default());
+        let mut producers = tokio::task::JoinSet::new();
+        for id in 0..2 {
+            let spec = produce::ProduceSpec {
+                topic: workloads::IDEMPOTENT_TOPIC,
+                partitions: workloads::IDEMPOTENT_PARTITIONS,
+                prefix: "idem",
+                id,
+                per_second: args.rate,
+            };
+            producers.spawn(produce::run(bootstrap.clone(), spec, writers.clone(), history.clone()));
+            producers.spawn(http::run(
+                urls.clone(),
+                workloads::HTTP_TOPIC,
+                workloads::HTTP_PARTITIONS,
+                id,
+                writers.clone(),
+                history.clone(),
+            ));
         }
-    };
-    writers.set();
-    while let Some(done) = producers.join_next().await {
-        if let Err(e) = done? {
-            problems.push(format!("a writer failed: {e:#}"));
+        let input = produce::ProduceSpec {
+            topic: workloads::TXN_INPUT_TOPIC,
+            partitions: workloads::TXN_PARTITIONS,
+            prefix: "in",
+            id: 0,
+            per_second: (args.rate / 4).max(1),
+        };
+        producers.spawn(produce::run(bootstrap.clone(), input, writers.clone(), history.clone()));
+        let mut threads = Vec::new();
+        {
+            let (b, s, h) = (bootstrap.clone(), transform.clone(), history.clone());
+            threads.push(("transform", std::thread::spawn(move || transactions::run(b, s, h))));
         }
-    }
-    progress.abort();
-    eprintln!("floe-chaos: writers done; waiting for the transform to catch up");
-    if let Err(e) = transform_caught_up(&bootstrap).await {
-        problems.push(format!("{e:#}"));
-    }
-    transform.set();
-    readers.set();
-    for (name, thread) in threads {
-        match thread.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => problems.push(format!("the {name} failed: {e:#}")),
-            Err(_) => problems.push(format!("the {name} panicked")),
+        for _ in 0..2 {
+            let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
+            let member = move || groups::member(b, workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, s, h);
+            threads.push(("group member", std::thread::spawn(member)));
         }
+        for (group, topic, partitions) in [
+            (workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, workloads::IDEMPOTENT_PARTITIONS),
+            (workloads::TXN_GROUP, workloads::TXN_INPUT_TOPIC, workloads::TXN_PARTITIONS),
+        ] {
+            let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
+            threads.push((
+                "offset observer",
+                std::thread::spawn(move || groups::observe(b, group, topic, partitions, s, h)),
+            ));
+        }
+
+        let progress = {
+            let (history, writers) = (history.clone(), writers.clone());
+            tokio::spawn(async move {
+                while !writers.is_set() {
+                    tokio::time::sleep(PROGRESS_EVERY).await;
+                    let (acked, failed, txns) = history.tally();
+                    let t = history.now_ms() as f64 / 1000.0;
+                    eprintln!(
+                        "floe-chaos: {t:>6.1}s  {acked} acknowledged, {failed} failed, {txns} transactions committed"
+                    );
+                }
+            })
+        };
+        let end = Instant::now() + duration;
+        let fault_counts = faults::run(cluster.clone(), schedule, seed, end, history.clone()).await?;
+        let mut problems = Vec::new();
+        eprintln!("floe-chaos: faults over; healing and waiting for recovery");
+        let recovery = match recover(&cluster, &http_client).await {
+            Ok(took) => Some(took),
+            Err(e) => {
+                problems.push(format!("did not recover: {e:#}"));
+                None
+            }
+        };
+        writers.set();
+        while let Some(done) = producers.join_next().await {
+            if let Err(e) = done? {
+                problems.push(format!("a writer failed: {e:#}"));
+            }
+        }
+        progress.abort();
+        eprintln!("floe-chaos: writers done; waiting for the transform to catch up");
+        if let Err(e) = transform_caught_up(&bootstrap).await {
+            problems.push(format!("{e:#}"));
+        }
+        transform.set();
+        readers.set();
+        for (name, thread) in threads {
+            match thread.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => problems.push(format!("the {name} failed: {e:#}")),
+                Err(_) => problems.push(format!("the {name} panicked")),
+            }
+        }
+        eprintln!("floe-chaos: checking");
+        let entries = history.snapshot();
+        let checked = {
+            let (b, e) = (bootstrap.clone(), entries.clone());
+            tokio::task::spawn_blocking(move || check::run(&b, &e)).await??
+        };
+        cluster.lock().await.stop();
+        print_verdict(&checked, &fault_counts, &problems);
+        let pass = checked.violations.is_empty() && problems.is_empty();
+        if let Some(took) = recovery {
+            println!("  recovery after the last fault healed: {:.1} s", took.as_secs_f64());
+        }
+        history.write_jsonl(&work_dir.join("history.jsonl"))?;
+        if let Err(e) = plot::write(&work_dir.join("timeline.svg"), &entries) {
+            eprintln!("floe-chaos: no plot: {e:#}");
+        }
+        let report = serde_json::json!({
+            "format": "floe-chaos-report/1",
+            "verdict": if pass { "pass" } else { "fail" },
+            "seed": seed,
+            "duration_s": duration.as_secs_f64(),
+            "network": format!("{network:?}").to_lowercase(),
+            "agents": args.agents,
+            "cores": cores,
+            "faults": fault_counts,
+            "recovery_s": recovery.map(|d| d.as_secs_f64()),
+            "problems": problems,
+            "checked": checked,
+        });
+        std::fs::write(work_dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
+        println!("  report, history and plot: {}/{{report.json,history.jsonl,timeline.svg}}", work_dir.display());
+        if !pass {
+            println!("  process logs: {}/*.log; repeat with --seed {seed}", work_dir.display());
+        }
+        Ok(pass)
     }
-    eprintln!("floe-chaos: checking");
-    let entries = history.snapshot();
-    let checked = {
-        let (b, e) = (bootstrap.clone(), entries.clone());
-        tokio::task::spawn_blocking(move || check::run(&b, &e)).await??
-    };
-    print_verdict(&checked, &fault_counts, &problems);
-    let pass = checked.violations.is_empty() && problems.is_empty();
-    if let Some(took) = recovery {
-        println!("  recovery after the last fault healed: {:.1} s", took.as_secs_f64());
-    }
-    history.write_jsonl(&work_dir.join("history.jsonl"))?;
-    if let Err(e) = plot::write(&work_dir.join("timeline.svg"), &entries) {
-        eprintln!("floe-chaos: no plot: {e:#}");
-    }
-    let report = serde_json::json!({
-        "format": "floe-chaos-report/1",
-        "verdict": if pass { "pass" } else { "fail" },
-        "seed": seed,
-        "duration_s": duration.as_secs_f64(),
-        "network": format!("{network:?}").to_lowercase(),
-        "agents": args.agents,
-        "cores": cores,
-        "faults": fault_counts,
-        "recovery_s": recovery.map(|d| d.as_secs_f64()),
-        "problems": problems,
-        "checked": checked,
-    });
-    std::fs::write(work_dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
-    println!("  report, history and plot: {}/{{report.json,history.jsonl,timeline.svg}}", work_dir.display());
-    if !pass {
-        println!("  process logs: {}/*.log; repeat with --seed {seed}", work_dir.display());
+    .await;
+    let mut c = cluster.lock().await;
+    c.stop();
+    c.net.teardown();
+    drop(c);
+    if !outcome? {
         std::process::exit(1);
     }
     Ok(())

@@ -26,6 +26,9 @@ const PROPOSE_DEADLINE: Duration = Duration::from_secs(15);
 const PROPOSE_CALL_TIMEOUT: Duration = Duration::from_secs(12);
 /// Pause before the mirror reconnects after losing its stream.
 const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(200);
+/// A proposal's index not mirrored after this long means the mirror's node is behind (cut off
+/// from the leader, or paused): the mirror moves to another node.
+const MIRROR_BEHIND_AFTER: Duration = Duration::from_secs(2);
 /// How long `connect` waits for the first copy of the state.
 const FIRST_COPY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -43,6 +46,8 @@ struct Inner {
     state: Arc<RwLock<State>>,
     applied: watch::Sender<u64>,
     pool: ConnectionPool,
+    /// Tells the mirror its node is behind, so it follows another.
+    behind: tokio::sync::Notify,
 }
 
 impl RemoteMetadata {
@@ -58,6 +63,7 @@ impl RemoteMetadata {
             state: Default::default(),
             applied,
             pool: ConnectionPool::default(),
+            behind: tokio::sync::Notify::new(),
         });
         let (copied, mut got_copy) = watch::channel(false);
         tokio::spawn(mirror(inner.clone(), copied));
@@ -135,10 +141,18 @@ impl RemoteMetadata {
 
     async fn wait_applied(&self, index: u64, deadline: Instant) -> Result<(), NodeError> {
         let mut applied = self.subscribe();
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(wait, applied.wait_for(|a| *a >= index)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(NodeError::Unavailable(format!("the local mirror did not reach index {index} in time"))),
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now()).min(MIRROR_BEHIND_AFTER);
+            match tokio::time::timeout(wait, applied.wait_for(|a| *a >= index)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(_)) => return Err(NodeError::Unavailable("the local mirror stopped".into())),
+                Err(_) if Instant::now() < deadline => self.inner.behind.notify_waiters(),
+                Err(_) => {
+                    return Err(NodeError::Unavailable(format!(
+                        "the local mirror did not reach index {index} in time"
+                    )));
+                }
+            }
         }
     }
 }
@@ -162,7 +176,15 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
     let mut stream = TcpStream::connect(addr).await?;
     let _ = stream.set_nodelay(true);
     write_frame(&mut stream, &Request::Subscribe).await?;
-    while let Some(response) = read_frame::<Response>(&mut stream).await? {
+    loop {
+        let frame = tokio::select! {
+            frame = read_frame::<Response>(&mut stream) => frame?,
+            () = inner.behind.notified() => {
+                tracing::info!(%addr, "metadata node behind the proposals; following another");
+                return Ok(());
+            }
+        };
+        let Some(response) = frame else { break };
         let applied_index = {
             let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());
             match response {

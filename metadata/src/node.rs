@@ -36,6 +36,10 @@ pub enum NodeError {
 const PROPOSE_DEADLINE: Duration = Duration::from_secs(10);
 /// Pause between attempts while no leader is known.
 const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// A leader whose write has not committed after this long checks that it still reaches a quorum.
+const LEADERSHIP_CHECK_AFTER: Duration = Duration::from_secs(1);
+/// How long that check may take before the leader counts itself cut off.
+const LEADERSHIP_CHECK_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Segment commits queued for grouping; past this, proposers wait.
 const COMMIT_QUEUE_MAX: usize = 4096;
@@ -233,11 +237,10 @@ impl MetadataNode {
         let deadline = Instant::now() + PROPOSE_DEADLINE;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            // Without a quorum a leader's write never commits; give up at the deadline. The entry
-            // may still commit later, so callers treat Unavailable as "outcome unknown".
-            let written = tokio::time::timeout(remaining, self.raft.client_write(command.clone()))
-                .await
-                .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))?;
+            // Without a quorum a leader's write never commits; give up when the leader finds itself
+            // cut off, or at the deadline. The entry may still commit later, so callers treat
+            // Unavailable as "outcome unknown" (segment commits are idempotent by key).
+            let written = self.client_write_while_leading(command.clone(), remaining).await?;
             let leader = match written {
                 Ok(response) => {
                     return response.data.0.map(|o| (o, response.log_id.index)).map_err(NodeError::Rejected);
@@ -260,6 +263,33 @@ impl MetadataNode {
             }
             tokio::time::sleep(PROPOSE_RETRY_PAUSE).await;
         }
+    }
+
+    /// `client_write`, bounded by `limit`, except that a leader whose write is slow confirms it still
+    /// reaches a quorum and answers Unavailable at once if it cannot: a leader partitioned from the
+    /// other voters keeps its role (openraft has no check-quorum step-down), and without this its
+    /// clients would wait for the partition to heal instead of moving on to the new leader.
+    async fn client_write_while_leading(
+        &self,
+        command: Command,
+        limit: Duration,
+    ) -> Result<crate::raft::ClientWriteResult, NodeError> {
+        let deadline = Instant::now() + limit;
+        let write = self.raft.client_write(command);
+        tokio::pin!(write);
+        if let Ok(written) = tokio::time::timeout(LEADERSHIP_CHECK_AFTER.min(limit), &mut write).await {
+            return Ok(written);
+        }
+        if self.leader_term().is_some() {
+            let confirmed = tokio::time::timeout(LEADERSHIP_CHECK_TIMEOUT, self.raft.ensure_linearizable()).await;
+            if !matches!(confirmed, Ok(Ok(_))) {
+                tracing::warn!("this metadata leader cannot reach a quorum; refusing writes until it can");
+                return Err(NodeError::Unavailable("the metadata leader cannot reach a quorum".into()));
+            }
+        }
+        tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), write)
+            .await
+            .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))
     }
 
     /// The current Raft term if this node is its leader.
@@ -295,9 +325,9 @@ impl MetadataNode {
 
     /// Applies `command` only if this node is the leader (the server side of forwarding).
     pub(crate) async fn propose_as_leader(&self, command: Command) -> network::ProposeReply {
-        match self.raft.client_write(command).await {
-            Ok(response) => network::ProposeReply::Applied(response.data, response.log_id.index),
-            Err(_) => network::ProposeReply::NotLeader,
+        match self.client_write_while_leading(command, PROPOSE_DEADLINE).await {
+            Ok(Ok(response)) => network::ProposeReply::Applied(response.data, response.log_id.index),
+            Ok(Err(_)) | Err(_) => network::ProposeReply::NotLeader,
         }
     }
 

@@ -46,6 +46,14 @@ fn lost_duplicated_misplaced_and_reordered_records_are_found() {
 }
 
 #[test]
+fn one_offset_acknowledged_for_two_records_is_found() {
+    let history = vec![acked(T, 0, 0, "idem-0-0"), acked(T, 0, 0, "idem-1-0")];
+    let mut out = Checked::default();
+    check_plain_topic(T, &log(&[&["idem-1-0"]]), &history, &mut out);
+    assert_eq!(kinds(&out), ["offset acknowledged twice", "lost"]);
+}
+
+#[test]
 fn a_gap_in_offsets_is_found() {
     let mut out = Checked::default();
     let gappy = vec![vec![(0, "idem-0-0".to_string()), (2, "idem-0-1".to_string())]];

@@ -37,3 +37,9 @@ openraft::declare_raft_types!(
         SnapshotData = Cursor<Vec<u8>>,
         AsyncRuntime = openraft::TokioRuntime,
 );
+
+/// What `Raft::client_write` answers.
+pub(crate) type ClientWriteResult = Result<
+    openraft::raft::ClientWriteResponse<TypeConfig>,
+    openraft::error::RaftError<NodeId, openraft::error::ClientWriteError<NodeId, BasicNode>>,
+>;

@@ -241,33 +241,39 @@ impl PeerClient {
         Self { addr, stream: None }
     }
 
+    /// One request and its response. Cancel-safe: the connection is taken out for the exchange and
+    /// put back only when the response was read, so a call dropped half-way (openraft times out
+    /// replication calls itself) leaves no unread response behind. Kept, such a response would be
+    /// read as the answer to the next request: a stale AppendEntries success would make the
+    /// leader count entries as replicated that the follower never received.
     pub(crate) async fn call(&mut self, request: &Request, timeout: Duration) -> Result<Response, CallError> {
         let addr = self.addr.clone();
         let io = |source| CallError::Io { addr: addr.clone(), source };
-        if self.stream.is_none() {
-            let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
-                .await
-                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))
-                .and_then(|r| r)
-                .map_err(|source| CallError::Connect { addr: self.addr.clone(), source })?;
-            let _ = stream.set_nodelay(true);
-            self.stream = Some(stream);
-        }
-        let Some(stream) = self.stream.as_mut() else { unreachable!("connected above") };
+        let mut stream = match self.stream.take() {
+            Some(stream) => stream,
+            None => {
+                let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+                    .await
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))
+                    .and_then(|r| r)
+                    .map_err(|source| CallError::Connect { addr: self.addr.clone(), source })?;
+                let _ = stream.set_nodelay(true);
+                stream
+            }
+        };
         let exchange = async {
-            write_frame(stream, request).await?;
-            read_frame::<Response>(stream).await?.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+            write_frame(&mut stream, request).await?;
+            read_frame::<Response>(&mut stream)
+                .await?
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
         };
         match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => {
-                self.stream = None;
-                Err(io(e))
+            Ok(Ok(response)) => {
+                self.stream = Some(stream);
+                Ok(response)
             }
-            Err(_) => {
-                self.stream = None;
-                Err(io(std::io::ErrorKind::TimedOut.into()))
-            }
+            Ok(Err(e)) => Err(io(e)),
+            Err(_) => Err(io(std::io::ErrorKind::TimedOut.into())),
         }
     }
 }
@@ -414,3 +420,6 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
