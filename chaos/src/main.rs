@@ -33,6 +33,8 @@ use workloads::{Stop, groups, http, produce, transactions};
 const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
 /// How long the cluster may take to recover once every fault is healed.
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the workload threads may take to stop once told to.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// How long the transform may take to catch up with its input at the end.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -441,7 +443,17 @@ async fn main() -> anyhow::Result<()> {
         }
         transform.set();
         readers.set();
+        let stopping = Instant::now();
         for (name, thread) in threads {
+            // A client call stuck inside librdkafka (some wait without a bound) must not hang the
+            // run: a workload that does not stop in time is a problem, and is left behind.
+            while !thread.is_finished() && stopping.elapsed() < STOP_TIMEOUT {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            if !thread.is_finished() {
+                problems.push(format!("the {name} did not stop within {STOP_TIMEOUT:?} (a client call is stuck)"));
+                continue;
+            }
             match thread.join() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => problems.push(format!("the {name} failed: {e:#}")),

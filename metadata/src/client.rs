@@ -17,13 +17,15 @@ use tokio::sync::watch;
 use crate::command::{Command, Outcome};
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::NodeError;
-use crate::raft::network::{ConnectionPool, Request, Response, read_frame, write_frame};
+use crate::raft::network::{CallError, ConnectionPool, Request, Response, read_frame, write_frame};
 use crate::state::State;
 
 /// How long a proposal keeps trying nodes before it is answered as unavailable.
 const PROPOSE_DEADLINE: Duration = Duration::from_secs(15);
 /// Time one node has to answer a proposal (it may be forwarding through an election).
 const PROPOSE_CALL_TIMEOUT: Duration = Duration::from_secs(12);
+/// A segment commit not answered by its node within this long is sent to the next node too.
+const HEDGE_AFTER: Duration = Duration::from_secs(2);
 /// Pause before the mirror reconnects after losing its stream.
 const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(200);
 /// A proposal's index not mirrored after this long means the mirror's node is behind (cut off
@@ -87,12 +89,13 @@ impl RemoteMetadata {
     pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
         let deadline = Instant::now() + PROPOSE_DEADLINE;
         let count = self.inner.addrs.len();
+        let hedge = matches!(command, Command::CommitSegment(_));
+        let request = Request::ProposeAnywhere(command);
         let mut attempt = self.inner.preferred.load(Ordering::Relaxed);
         let mut last_error = String::from("no metadata node answered");
         while Instant::now() < deadline {
-            let index = attempt % count;
-            let addr = &self.inner.addrs[index];
-            match self.inner.pool.call(addr, &Request::ProposeAnywhere(command.clone()), PROPOSE_CALL_TIMEOUT).await {
+            let (index, answer) = self.call_proposal(attempt, &request, hedge).await;
+            match answer {
                 Ok(Response::ProposeAnywhere(Ok((response, log_index)))) => {
                     self.inner.preferred.store(index, Ordering::Relaxed);
                     if response.0.is_ok() {
@@ -137,6 +140,31 @@ impl RemoteMetadata {
             }
         }
         Err(GroupError::CoordinatorNotAvailable(last_error))
+    }
+
+    /// Sends a proposal to node `attempt % count`. With `hedge`, a node that has not answered
+    /// within [`HEDGE_AFTER`] (paused, or cut off from the others) is raced by the next one,
+    /// and the first answer wins: only for commands whose second application answers the
+    /// first one's outcome (segment commits, deduplicated by object key).
+    async fn call_proposal(&self, attempt: usize, request: &Request, hedge: bool) -> (usize, Result<Response, CallError>) {
+        let count = self.inner.addrs.len();
+        let call = |i: usize| self.inner.pool.call(&self.inner.addrs[i], request, PROPOSE_CALL_TIMEOUT);
+        let first = attempt % count;
+        let primary = call(first);
+        if !hedge || count < 2 {
+            return (first, primary.await);
+        }
+        tokio::pin!(primary);
+        tokio::select! {
+            answer = &mut primary => return (first, answer),
+            () = tokio::time::sleep(HEDGE_AFTER) => {}
+        }
+        let second = (first + 1) % count;
+        let backup = call(second);
+        tokio::select! {
+            answer = primary => (first, answer),
+            answer = backup => (second, answer),
+        }
     }
 
     async fn wait_applied(&self, index: u64, deadline: Instant) -> Result<(), NodeError> {

@@ -246,16 +246,25 @@ impl MetadataNode {
                     return response.data.0.map(|o| (o, response.log_id.index)).map_err(NodeError::Rejected);
                 }
                 Err(e) => match e.forward_to_leader() {
-                    Some(forward) => forward.leader_node.clone(),
+                    Some(forward) => forward.leader_id.zip(forward.leader_node.clone()),
                     None => return Err(NodeError::Unavailable(e.to_string())),
                 },
             };
-            if let Some(leader) = leader {
-                match network::forward_proposal(&self.pool, &leader.addr, &command).await {
-                    Ok(network::ProposeReply::Applied(response, index)) => {
-                        return response.0.map(|o| (o, index)).map_err(NodeError::Rejected);
-                    }
-                    Ok(network::ProposeReply::NotLeader) | Err(_) => {}
+            if let Some((leader_id, leader)) = leader {
+                // A leader that is paused or cut off from this node never answers; once this node
+                // sees another leader elected, the proposal goes there instead of waiting out
+                // the forward's timeout.
+                let mut metrics = self.raft.metrics();
+                let forward = network::forward_proposal(&self.pool, &leader.addr, &command);
+                let replaced = metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != leader_id));
+                tokio::select! {
+                    reply = forward => match reply {
+                        Ok(network::ProposeReply::Applied(response, index)) => {
+                            return response.0.map(|o| (o, index)).map_err(NodeError::Rejected);
+                        }
+                        Ok(network::ProposeReply::NotLeader) | Err(_) => {}
+                    },
+                    _ = replaced => continue,
                 }
             }
             if Instant::now() >= deadline {

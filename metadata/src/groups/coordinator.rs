@@ -1180,7 +1180,12 @@ impl GroupCoordinator {
             });
             effects.deliver();
             let Ok(has_groups) = leading else {
-                coordinator.lock().term = None;
+                // No longer leading: drop the groups, so members waiting here for a join or a
+                // sync are answered NOT_COORDINATOR now and look for the new leader, instead of
+                // waiting out their rebalance timeout on a node that will never complete it.
+                let mut inner = coordinator.lock();
+                inner.term = None;
+                inner.tables = Tables::default();
                 continue;
             };
             for (group_id, membership) in stores {
