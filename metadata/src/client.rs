@@ -146,7 +146,12 @@ impl RemoteMetadata {
     /// within [`HEDGE_AFTER`] (paused, or cut off from the others) is raced by the next one,
     /// and the first answer wins: only for commands whose second application answers the
     /// first one's outcome (segment commits, deduplicated by object key).
-    async fn call_proposal(&self, attempt: usize, request: &Request, hedge: bool) -> (usize, Result<Response, CallError>) {
+    async fn call_proposal(
+        &self,
+        attempt: usize,
+        request: &Request,
+        hedge: bool,
+    ) -> (usize, Result<Response, CallError>) {
         let count = self.inner.addrs.len();
         let call = |i: usize| self.inner.pool.call(&self.inner.addrs[i], request, PROPOSE_CALL_TIMEOUT);
         let first = attempt % count;
