@@ -325,6 +325,11 @@ pub(crate) struct AgentOptions {
     /// over TLS.
     #[arg(long, value_delimiter = ',')]
     pub(crate) sasl_mechanisms: Vec<floe_agent::kafka::sasl::Mechanism>,
+    /// Failed authentications (SASL or HTTP API key) one client address may make in a minute;
+    /// past it, that address is refused without its credentials being checked until the minute
+    /// ends. 0: no limit.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) auth_failures_per_minute: u32,
     /// Kafka's `connections.max.reauth.ms`: clients must authenticate again within this long
     /// (KIP-368); 0 keeps an authentication for the connection's life.
     #[arg(long, default_value_t = 0)]

@@ -42,6 +42,9 @@ pub struct AgentConfig {
     pub fault: Option<Fault>,
     /// SASL on the Kafka listener; `None`: clients need not authenticate.
     pub sasl: Option<crate::kafka::sasl::SaslConfig>,
+    /// Failed authentications (SASL or HTTP API key) one address may make per minute before it
+    /// is refused unchecked for the rest of that minute; 0: no limit.
+    pub auth_failures_per_minute: u32,
 }
 
 /// Faults an agent can be told to inject (test-only; off unless given on the command line).
@@ -72,6 +75,8 @@ pub struct Agent {
     /// The hot tier in front of the object store.
     pub cache: BlockCache,
     pub buffer: FlushBuffer,
+    /// Failed authentications by source address, across the Kafka and HTTP listeners.
+    pub auth_failures: floe_auth::failures::FailureLimiter,
 }
 
 impl Agent {
@@ -84,7 +89,9 @@ impl Agent {
         };
         let buffer = FlushBuffer::start(pipeline, metadata.clone(), store.clone(), cache.clone());
         crate::metrics::GroupLagCollector::register(metadata.clone());
-        let agent = Arc::new(Self { config, metadata, store, cache, buffer });
+        let auth_failures =
+            floe_auth::failures::FailureLimiter::new(config.auth_failures_per_minute, Duration::from_secs(60));
+        let agent = Arc::new(Self { config, metadata, store, cache, buffer, auth_failures });
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
         tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));

@@ -1,8 +1,10 @@
 //! Authentication without I/O: the server side of SASL/SCRAM (RFC 5802, RFC 7677) and
 //! SASL/PLAIN (RFC 4616) exchanges, deriving stored SCRAM credentials from passwords, and HTTP
-//! API keys. Credentials come from the metadata state; nothing here stores anything.
+//! API keys, and per-source limiting of failed attempts. Credentials come from the metadata
+//! state; nothing here stores anything.
 
 pub mod api_key;
+pub mod failures;
 pub mod plain;
 pub mod scram;
 
@@ -14,4 +16,6 @@ pub enum AuthError {
     Failed,
     #[error("malformed authentication message: {0}")]
     Malformed(&'static str),
+    #[error("too many failed authentications from this address; retry in {0} s")]
+    TooManyFailures(u64),
 }

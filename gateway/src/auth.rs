@@ -6,10 +6,14 @@
 
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::connect_info::Connected;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::IncomingStream;
 use base64::Engine;
 use floe_agent::Agent;
 use std::sync::Arc;
@@ -21,6 +25,23 @@ use crate::error::HttpError;
 pub(crate) struct Caller {
     pub(crate) tenant: String,
     pub(crate) user: String,
+}
+
+/// The client's address, for limiting failed authentication per source; the same for plain
+/// TCP and TLS listeners.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Peer(pub(crate) SocketAddr);
+
+impl Connected<IncomingStream<'_, tokio::net::TcpListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        Self(*stream.remote_addr())
+    }
+}
+
+impl Connected<IncomingStream<'_, crate::tls::TlsListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, crate::tls::TlsListener>) -> Self {
+        Self(*stream.remote_addr())
+    }
 }
 
 /// How long a refused key waits for its 401: slows guessing, costs a typo little.
@@ -50,11 +71,25 @@ fn caller(agent: &Agent, id: &str, secret: &str) -> Option<Caller> {
         .then(|| Caller { tenant: key.tenant.clone(), user: key.user.clone() })
 }
 
-pub(crate) async fn require_api_key(State(agent): State<Arc<Agent>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn require_api_key(
+    State(agent): State<Arc<Agent>>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let path = request.uri().path();
     // Health, metrics and the API description stay open: probes and scrapers carry no key.
     if !path.starts_with("/v3") || request.method() == axum::http::Method::OPTIONS {
         return next.run(request).await;
+    }
+    let now = std::time::Instant::now();
+    if let Some(wait) = agent.auth_failures.blocked(peer.ip(), now) {
+        // Refused without checking the key: guessing gains nothing here.
+        let secs = wait.as_secs().max(1);
+        tracing::info!(%peer, "HTTP request refused: too many failed authentications from this address");
+        return HttpError::new(StatusCode::TOO_MANY_REQUESTS, floe_auth::AuthError::TooManyFailures(secs).to_string())
+            .with_retry_after(secs)
+            .into_response();
     }
     match credentials(&request).and_then(|(id, secret)| caller(&agent, &id, &secret)) {
         Some(caller) => {
@@ -62,7 +97,8 @@ pub(crate) async fn require_api_key(State(agent): State<Arc<Agent>>, mut request
             next.run(request).await
         }
         None => {
-            tracing::info!(path = %request.uri().path(), "HTTP request with a missing or invalid API key");
+            agent.auth_failures.record_failure(peer.ip(), now);
+            tracing::info!(%peer, path = %request.uri().path(), "HTTP request with a missing or invalid API key");
             tokio::time::sleep(FAILURE_DELAY).await;
             let mut response =
                 HttpError::new(StatusCode::UNAUTHORIZED, "a valid API key is required (Authorization: Bearer <key>)")

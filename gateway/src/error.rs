@@ -39,6 +39,11 @@ impl HttpError {
     pub(crate) fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
     }
+
+    pub(crate) fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(u32::try_from(secs).unwrap_or(u32::MAX));
+        self
+    }
 }
 
 /// The JSON body of an error, also used for one failed record inside a stream of reports.

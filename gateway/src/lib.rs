@@ -78,9 +78,13 @@ pub async fn serve_http(
     };
     match config.tls {
         Some(acceptor) => {
+            let app = app.into_make_service_with_connect_info::<auth::Peer>();
             axum::serve(tls::TlsListener::new(listener, acceptor)?, app).with_graceful_shutdown(stopped).await
         }
-        None => axum::serve(listener, app).with_graceful_shutdown(stopped).await,
+        None => {
+            let app = app.into_make_service_with_connect_info::<auth::Peer>();
+            axum::serve(listener, app).with_graceful_shutdown(stopped).await
+        }
     }
 }
 

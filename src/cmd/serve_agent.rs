@@ -87,6 +87,7 @@ pub(crate) async fn run(
             // far more and costs an honest client with a typo little.
             failure_delay: Duration::from_secs(1),
         }),
+        auth_failures_per_minute: options.auth_failures_per_minute,
         compaction: CompactionConfig {
             interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
             small_chunk_bytes: 1024 * 1024,

@@ -7,6 +7,8 @@
   not authenticate is disconnected before any other request is served.
 - HTTP requests need a valid API key (Bearer or Basic); missing, wrong, expired and deleted keys
   get 401, while /healthz, /metrics and /openapi.json stay open.
+- Failed authentication is limited per source address across both listeners: past the limit,
+  even a correct key or password is refused unchecked (429 with Retry-After over HTTP).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def secured(floe_factory, tmp_path):
     objects = tmp_path / "objects"
     objects.mkdir()
     floe = floe_factory.new("floe-auth", object_store=f"file://{objects}", extra_args=[
-        "--sasl-mechanisms", ",".join(MECHANISMS), "--sasl-session-lifetime-ms", "3000", "--http-require-api-key"])
+        "--sasl-mechanisms", ",".join(MECHANISMS), "--sasl-session-lifetime-ms", "3000", "--http-require-api-key",
+        # These tests fail on purpose many times from one address; the limit has its own test.
+        "--auth-failures-per-minute", "0"])
     admin_tenants(floe, "create", "acme")
     admin_tenants(floe, "add-user", "--tenant", "acme", "alice", "--password-stdin", stdin=PASSWORD + "\n")
     return floe
@@ -164,6 +168,41 @@ def test_http_requests_need_a_valid_api_key(secured):
     admin_tenants(secured, "delete-api-key", key_id)
     wait_until(lambda: requests.get(f"{base}/v3/clusters", headers=bearer(token), timeout=10).status_code == 401,
                10, "deleted key refused")
+
+
+def test_failed_authentication_is_limited_per_source(floe_factory, tmp_path):
+    from confluent_kafka import Producer
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-auth-limit", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key", "--auth-failures-per-minute", "3"])
+    admin_tenants(floe, "create", "acme")
+    admin_tenants(floe, "add-user", "--tenant", "acme", "alice", "--password-stdin", stdin=PASSWORD + "\n")
+    token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", "acme", "--user", "alice"))["token"]
+    url = f"{floe.http_url}/v3/clusters"
+    good = {"Authorization": f"Bearer {token}"}
+    assert requests.get(url, headers=good, timeout=10).status_code == 200
+
+    for _ in range(3):
+        r = requests.get(url, headers={"Authorization": f"Bearer {token[:-1]}0"}, timeout=10)
+        assert r.status_code == 401, r.text
+    # The fourth attempt from this address is refused without its (valid) key being checked.
+    r = requests.get(url, headers=good, timeout=10)
+    assert r.status_code == 429, r.text
+    assert "too many failed authentications" in r.json()["message"]
+    assert 1 <= int(r.headers["Retry-After"]) <= 60
+    assert requests.get(f"{floe.http_url}/healthz", timeout=10).status_code == 200, "open paths stay open"
+
+    # The Kafka listener shares the count: the right password is refused too, with the reason.
+    seen = []
+    p = Producer({**confluent_conf(floe, "SCRAM-SHA-256"), "message.timeout.ms": 3000,
+                  "error_cb": lambda e: seen.append(str(e))})
+    delivered = []
+    p.produce(unique_name("limited"), value=b"x", on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(8)
+    assert delivered and delivered[0] is not None, "delivered while the source was blocked"
+    assert any("too many failed authentications" in e for e in seen), seen
 
 
 def self_signed(tmp_path):

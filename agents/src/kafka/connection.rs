@@ -154,7 +154,18 @@ async fn read_requests(
                 Reply::Now(Box::new(ResponseKind::SaslHandshake(session.handshake(&request))))
             }
             (Some(session), RequestKind::SaslAuthenticate(request)) => {
-                let (response, verdict) = session.authenticate(&request, &agent.metadata.read(), peer);
+                let now = std::time::Instant::now();
+                let (response, verdict) = match agent.auth_failures.blocked(peer.ip(), now) {
+                    // Refused without checking the credentials: guessing gains nothing here.
+                    Some(wait) => session.refuse(&floe_auth::AuthError::TooManyFailures(wait.as_secs().max(1)), peer),
+                    None => {
+                        let answered = session.authenticate(&request, &agent.metadata.read(), peer);
+                        if let Verdict::Close = answered.1 {
+                            agent.auth_failures.record_failure(peer.ip(), now);
+                        }
+                        answered
+                    }
+                };
                 if let Verdict::Close = verdict {
                     tokio::time::sleep(session.failure_delay()).await;
                     close = true;

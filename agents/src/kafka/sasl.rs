@@ -160,9 +160,9 @@ impl Session {
                     SaslAuthenticateResponse::default().with_auth_bytes(answer).with_session_lifetime_ms(lifetime_ms),
                     Verdict::Continue,
                 ),
-                Err(e) => self.failed(&e, peer),
+                Err(e) => self.refuse(&e, peer),
             },
-            Err(e) => self.failed(&e, peer),
+            Err(e) => self.refuse(&e, peer),
         }
     }
 
@@ -179,7 +179,12 @@ impl Session {
         Ok(self.config.session_lifetime.map_or(0, |l| l.as_millis() as i64))
     }
 
-    fn failed(&mut self, error: &AuthError, peer: std::net::SocketAddr) -> (SaslAuthenticateResponse, Verdict) {
+    /// Answers a failed (or refused) authentication; the connection closes after it.
+    pub(super) fn refuse(
+        &mut self,
+        error: &AuthError,
+        peer: std::net::SocketAddr,
+    ) -> (SaslAuthenticateResponse, Verdict) {
         crate::metrics::AUTHENTICATIONS.with_label_values(&["failed"]).inc();
         // Logged without saying whether the user exists or the password was wrong.
         tracing::info!(%peer, error = %error, "SASL authentication failed");
