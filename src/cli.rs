@@ -274,6 +274,11 @@ pub(crate) struct AgentOptions {
     /// Require an API key (`floe admin tenants create-api-key`) on every /v3 request.
     #[arg(long)]
     pub(crate) http_require_api_key: bool,
+    /// Serve the operator API (`/v1/admin`: tenants, users, API keys) to requests carrying the
+    /// token in this file (`Authorization: Bearer <token>`, at least 24 characters). Without it
+    /// the operator API is not served; `floe admin tenants` works either way.
+    #[arg(long)]
+    pub(crate) operator_token_file: Option<std::path::PathBuf>,
     /// Endpoint of an S3-compatible server for s3:// URLs (credentials from AWS_* variables).
     #[arg(long)]
     pub(crate) s3_endpoint: Option<String>,

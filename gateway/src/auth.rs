@@ -45,7 +45,7 @@ impl Connected<IncomingStream<'_, crate::tls::TlsListener>> for Peer {
 }
 
 /// How long a refused key waits for its 401: slows guessing, costs a typo little.
-const FAILURE_DELAY: Duration = Duration::from_secs(1);
+pub(crate) const FAILURE_DELAY: Duration = Duration::from_secs(1);
 
 /// The key id and secret a request presents.
 fn credentials(request: &Request) -> Option<(String, String)> {

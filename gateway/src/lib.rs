@@ -9,7 +9,10 @@ mod limits;
 mod metrics;
 mod produce;
 mod routes;
+pub mod tenants;
 mod tls;
+
+pub use routes::operator::OperatorToken;
 
 use std::sync::Arc;
 
@@ -35,6 +38,8 @@ pub struct HttpConfig {
     pub require_api_key: bool,
     /// Serve HTTPS with this certificate and key; plain HTTP when `None`.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Serve the operator API (`/v1/admin`: tenants, users, API keys) to holders of this token.
+    pub operator_token: Option<OperatorToken>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -43,6 +48,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("cors_origins", &self.cors_origins)
             .field("require_api_key", &self.require_api_key)
             .field("tls", &self.tls.is_some())
+            .field("operator_api", &self.operator_token.is_some())
             .finish()
     }
 }
@@ -65,6 +71,9 @@ pub async fn serve_http(
         .merge(routes::metrics::router())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
+    if let Some(token) = config.operator_token.clone() {
+        app = app.merge(routes::operator::router(agent.clone(), token));
+    }
     if config.require_api_key {
         app = app.layer(axum::middleware::from_fn_with_state(agent, auth::require_api_key));
     }

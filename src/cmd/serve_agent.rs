@@ -113,6 +113,14 @@ pub(crate) async fn run(
         cors_origins: options.http_cors_origins.clone(),
         require_api_key: options.http_require_api_key,
         tls,
+        operator_token: match &options.operator_token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the operator token from {}", path.display()))?;
+                Some(floe_gateway::OperatorToken::new(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?)
+            }
+            None => None,
+        },
     };
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");

@@ -7,6 +7,8 @@
   not authenticate is disconnected before any other request is served.
 - HTTP requests need a valid API key (Bearer or Basic); missing, wrong, expired and deleted keys
   get 401, while /healthz, /metrics and /openapi.json stay open.
+- Tenants, users and API keys are managed over the operator API (`/v1/admin`) with the operator
+  token, and what it creates works on both listeners; without the token nothing is served.
 - Failed authentication is limited per source address across both listeners: past the limit,
   even a correct key or password is refused unchecked (429 with Retry-After over HTTP).
 """
@@ -162,12 +164,71 @@ def test_http_requests_need_a_valid_api_key(secured):
     assert r.status_code == 200, r.text
     for open_path in ("/healthz", "/metrics", "/openapi.json"):
         assert requests.get(f"{base}{open_path}", timeout=10).status_code == 200, open_path
+    # No --operator-token-file: the operator API is not served at all.
+    assert requests.get(f"{base}/v1/admin/tenants", headers=bearer(token), timeout=10).status_code == 404
 
     time.sleep(1.5)
     assert requests.get(f"{base}/v3/clusters", headers=bearer(short["token"]), timeout=10).status_code == 401
     admin_tenants(secured, "delete-api-key", key_id)
     wait_until(lambda: requests.get(f"{base}/v3/clusters", headers=bearer(token), timeout=10).status_code == 401,
                10, "deleted key refused")
+
+
+def test_tenants_users_and_keys_are_managed_over_the_operator_api(floe_factory, tmp_path):
+    from confluent_kafka import Producer
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    operator = "operator-" + "x7" * 16
+    token_file = tmp_path / "operator-token"
+    token_file.write_text(operator + "\n")
+    floe = floe_factory.new("floe-operator", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key", "--operator-token-file", str(token_file),
+        "--auth-failures-per-minute", "0"])
+    admin = f"{floe.http_url}/v1/admin"
+    op = {"Authorization": f"Bearer {operator}"}
+
+    assert requests.get(f"{admin}/tenants", timeout=10).status_code == 401
+    assert requests.get(f"{admin}/tenants", headers={"Authorization": "Bearer " + "y" * 40}, timeout=10).status_code == 401
+    r = requests.post(f"{admin}/tenants", headers=op, json={"name": "acme"}, timeout=10)
+    assert r.status_code == 201, r.text
+    assert requests.post(f"{admin}/tenants", headers=op, json={"name": "acme"}, timeout=10).status_code == 409
+    r = requests.put(f"{admin}/tenants/acme/users/alice", headers=op, json={"password": PASSWORD}, timeout=30)
+    assert r.status_code == 204, r.text
+    assert requests.put(f"{admin}/tenants/nope/users/bob", headers=op, json={"password": PASSWORD},
+                        timeout=30).status_code == 404
+    for bad, status in (({"password": ""}, 422), ({"password": PASSWORD, "mechanisms": ["MD5"]}, 422),
+                        ({"password": PASSWORD, "role": "root"}, 422)):
+        r = requests.put(f"{admin}/tenants/acme/users/carol", headers=op, json=bad, timeout=30)
+        assert r.status_code == status and "error_code" in r.json(), (bad, r.status_code, r.text)
+    r = requests.put(f"{admin}/tenants/acme/users/carol", headers={**op, "Content-Type": "application/json"},
+                     data="{not json", timeout=30)
+    assert r.status_code == 400, r.text
+
+    # The user it created produces over SASL/SCRAM; the key it created opens the HTTP API.
+    delivered = []
+    p = Producer(confluent_conf(floe, "SCRAM-SHA-256"))
+    p.produce(unique_name("operator"), value=b"x", on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(15)
+    assert delivered == [None], delivered
+    r = requests.post(f"{admin}/tenants/acme/api-keys", headers=op, json={"user": "alice"}, timeout=10)
+    assert r.status_code == 201, r.text
+    key = r.json()
+    assert requests.get(f"{floe.http_url}/v3/clusters", headers={"Authorization": f"Bearer {key['token']}"},
+                        timeout=10).status_code == 200
+    listing = requests.get(f"{admin}/tenants", headers=op, timeout=10)
+    assert listing.status_code == 200
+    (acme,) = listing.json()["tenants"]
+    assert acme["tenant"] == "acme" and [u["user"] for u in acme["users"]] == ["alice"]
+    assert [k["key_id"] for k in acme["api_keys"]] == [key["key_id"]]
+    assert key["token"].split(".", 1)[1] not in listing.text, "secrets are never listed"
+
+    assert requests.delete(f"{admin}/api-keys/{key['key_id']}", headers=op, timeout=10).status_code == 204
+    wait_until(lambda: requests.get(f"{floe.http_url}/v3/clusters", headers={"Authorization": f"Bearer {key['token']}"},
+                                    timeout=10).status_code == 401, 10, "deleted key refused")
+    assert requests.delete(f"{admin}/users/alice", headers=op, timeout=10).status_code == 204
+    assert requests.delete(f"{admin}/tenants/acme", headers=op, timeout=10).status_code == 204
+    assert requests.get(f"{admin}/tenants", headers=op, timeout=10).json() == {"tenants": []}
 
 
 def test_failed_authentication_is_limited_per_source(floe_factory, tmp_path):

@@ -121,7 +121,7 @@ struct ConfigEntry {
     operation: Option<String>,
 }
 
-fn json_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<T, HttpError> {
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &Bytes) -> Result<T, HttpError> {
     crate::body::require_media_type(headers, &["application/json"])?;
     serde_json::from_slice(body).map_err(|e| {
         if e.is_data() {

@@ -4,6 +4,7 @@ pub(crate) mod consume;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod openapi;
+pub(crate) mod operator;
 mod process;
 pub(crate) mod records;
 pub(crate) mod status;

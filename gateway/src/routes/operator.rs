@@ -1,0 +1,190 @@
+//! The operator API: tenants, their SASL users and HTTP API keys, under `/v1/admin`. Served
+//! only with `--operator-token-file`, and every request must carry that token
+//! (`Authorization: Bearer <token>`); failures count toward the per-source limit on failed
+//! authentication. The commands are the ones `floe admin tenants` proposes.
+
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use floe_agent::Agent;
+use floe_metadata::{Command, CommandError, NodeError};
+use serde::Deserialize;
+
+use crate::auth::Peer;
+use crate::error::HttpError;
+use crate::extract::{Path, SmallBody};
+use crate::routes::admin::json_body;
+use crate::tenants;
+
+/// The operator token, kept as its SHA-256 so comparing leaks nothing useful through timing.
+#[derive(Clone, Debug)]
+pub struct OperatorToken(Vec<u8>);
+
+impl OperatorToken {
+    /// Shortest token accepted: it guards every tenant's credentials.
+    pub const MIN_BYTES: usize = 24;
+
+    pub fn new(token: &str) -> Result<Self, String> {
+        let token = token.trim();
+        if token.len() < Self::MIN_BYTES {
+            return Err(format!("the operator token must be at least {} characters", Self::MIN_BYTES));
+        }
+        Ok(Self(floe_auth::api_key::secret_hash(token)))
+    }
+
+    fn matches(&self, presented: &str) -> bool {
+        floe_auth::api_key::secret_hash(presented) == self.0
+    }
+}
+
+pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
+    Router::new()
+        .route("/v1/admin/tenants", get(list).post(create_tenant))
+        .route("/v1/admin/tenants/{tenant}", delete(delete_tenant))
+        .route("/v1/admin/tenants/{tenant}/users/{user}", put(upsert_user))
+        .route("/v1/admin/tenants/{tenant}/api-keys", post(create_api_key))
+        .route("/v1/admin/users/{user}", delete(delete_user))
+        .route("/v1/admin/api-keys/{key_id}", delete(delete_api_key))
+        .layer(axum::middleware::from_fn_with_state((agent.clone(), Arc::new(token)), require_operator))
+        .with_state(agent)
+}
+
+async fn require_operator(
+    State((agent, token)): State<(Arc<Agent>, Arc<OperatorToken>)>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let now = std::time::Instant::now();
+    if let Some(wait) = agent.auth_failures.blocked(peer.ip(), now) {
+        let secs = wait.as_secs().max(1);
+        return HttpError::new(StatusCode::TOO_MANY_REQUESTS, floe_auth::AuthError::TooManyFailures(secs).to_string())
+            .with_retry_after(secs)
+            .into_response();
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if presented.is_some_and(|t| token.matches(t)) {
+        return next.run(request).await;
+    }
+    agent.auth_failures.record_failure(peer.ip(), now);
+    tracing::warn!(%peer, path = %request.uri().path(), "operator API request without the operator token");
+    tokio::time::sleep(crate::auth::FAILURE_DELAY).await;
+    HttpError::new(StatusCode::UNAUTHORIZED, "the operator token is required (Authorization: Bearer <token>)")
+        .into_response()
+}
+
+fn command_error(e: NodeError) -> HttpError {
+    match e {
+        NodeError::Rejected(CommandError::CredentialNotFound(what)) => {
+            HttpError::not_found(format!("{what} not found"))
+        }
+        NodeError::Rejected(CommandError::InvalidCredential(why)) => HttpError::new(StatusCode::CONFLICT, why),
+        NodeError::Rejected(CommandError::LimitReached(why)) => HttpError::unprocessable(why),
+        NodeError::Rejected(e) => HttpError::bad_request(e.to_string()),
+        other => HttpError::unavailable(format!("metadata unavailable: {other}")),
+    }
+}
+
+async fn propose(agent: &Agent, command: Command) -> Result<(), HttpError> {
+    agent.metadata.propose(command).await.map(drop).map_err(command_error)
+}
+
+async fn list(State(agent): State<Arc<Agent>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "tenants": tenants::tenants_json(&agent.metadata.read()) }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateTenant {
+    name: String,
+}
+
+async fn create_tenant(
+    State(agent): State<Arc<Agent>>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<Response, HttpError> {
+    let request: CreateTenant = json_body(&headers, &body)?;
+    propose(&agent, Command::CreateTenant { name: request.name.clone(), now_ms: floe_metadata::now_ms() }).await?;
+    Ok((StatusCode::CREATED, Json(serde_json::json!({ "tenant": request.name }))).into_response())
+}
+
+async fn delete_tenant(State(agent): State<Arc<Agent>>, Path(tenant): Path<String>) -> Result<StatusCode, HttpError> {
+    propose(&agent, Command::DeleteTenant { name: tenant }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpsertUser {
+    password: String,
+    #[serde(default = "default_mechanisms")]
+    mechanisms: Vec<String>,
+    #[serde(default = "default_iterations")]
+    iterations: u32,
+}
+
+fn default_mechanisms() -> Vec<String> {
+    vec!["SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()]
+}
+
+fn default_iterations() -> u32 {
+    tenants::DEFAULT_ITERATIONS
+}
+
+async fn upsert_user(
+    State(agent): State<Arc<Agent>>,
+    Path((tenant, user)): Path<(String, String)>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<StatusCode, HttpError> {
+    let request: UpsertUser = json_body(&headers, &body)?;
+    let commands = tenants::user_commands(&tenant, &user, &request.password, &request.mechanisms, request.iterations)
+        .map_err(HttpError::unprocessable)?;
+    for command in commands {
+        propose(&agent, command).await?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn delete_user(State(agent): State<Arc<Agent>>, Path(user): Path<String>) -> Result<StatusCode, HttpError> {
+    propose(&agent, Command::DeleteUser { user }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateApiKey {
+    user: String,
+    #[serde(default)]
+    expires_in_secs: Option<u64>,
+}
+
+async fn create_api_key(
+    State(agent): State<Arc<Agent>>,
+    Path(tenant): Path<String>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<Response, HttpError> {
+    let request: CreateApiKey = json_body(&headers, &body)?;
+    let (key_id, token, command) =
+        tenants::new_api_key(&tenant, &request.user, request.expires_in_secs, floe_metadata::now_ms())
+            .map_err(HttpError::unprocessable)?;
+    propose(&agent, command).await?;
+    Ok((StatusCode::CREATED, Json(serde_json::json!({ "key_id": key_id, "token": token }))).into_response())
+}
+
+async fn delete_api_key(State(agent): State<Arc<Agent>>, Path(key_id): Path<String>) -> Result<StatusCode, HttpError> {
+    propose(&agent, Command::DeleteApiKey { key_id }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

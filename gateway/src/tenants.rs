@@ -1,0 +1,91 @@
+//! Tenant administration shared by the operator HTTP API (`/v1/admin`) and `floe admin tenants`:
+//! the listing, and the metadata commands for users and API keys. Passwords are salted and
+//! hashed here, before anything is proposed: no password reaches the Raft log.
+
+use floe_metadata::{ApiKeyRecord, Command, ScramMechanism, State};
+use serde_json::Value;
+
+/// PBKDF2 iterations when none are asked for.
+pub const DEFAULT_ITERATIONS: u32 = 8192;
+/// Longest password accepted.
+pub const PASSWORD_BYTES_MAX: usize = 1024;
+
+/// Every tenant with its users (and their mechanisms) and API key ids; no secrets.
+pub fn tenants_json(state: &State) -> Value {
+    let tenants: Vec<Value> = state
+        .tenants
+        .keys()
+        .map(|name| {
+            let users: Vec<_> = state
+                .users
+                .iter()
+                .filter(|(_, u)| &u.tenant == name)
+                .map(|(user, u)| {
+                    let mechanisms: Vec<_> = u.scram.keys().map(|m| m.name()).collect();
+                    serde_json::json!({ "user": user, "mechanisms": mechanisms })
+                })
+                .collect();
+            let keys: Vec<_> = state
+                .api_keys
+                .iter()
+                .filter(|(_, k)| &k.tenant == name)
+                .map(|(id, k)| serde_json::json!({ "key_id": id, "user": k.user, "expires_ms": k.expires_ms }))
+                .collect();
+            serde_json::json!({ "tenant": name, "users": users, "api_keys": keys })
+        })
+        .collect();
+    Value::Array(tenants)
+}
+
+/// The commands that give `user` of `tenant` a SCRAM credential per mechanism named.
+pub fn user_commands(
+    tenant: &str,
+    user: &str,
+    password: &str,
+    mechanisms: &[String],
+    iterations: u32,
+) -> Result<Vec<Command>, String> {
+    if password.is_empty() || password.len() > PASSWORD_BYTES_MAX {
+        return Err(format!("the password must be 1 to {PASSWORD_BYTES_MAX} bytes"));
+    }
+    if mechanisms.is_empty() {
+        return Err("name at least one mechanism".into());
+    }
+    mechanisms
+        .iter()
+        .map(|name| {
+            let mechanism = ScramMechanism::from_name(name)
+                .ok_or_else(|| format!("unknown mechanism {name:?}; use SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+            let credential =
+                floe_auth::scram::new_credential(mechanism, password, iterations).map_err(|e| e.to_string())?;
+            Ok(Command::UpsertScramCredential {
+                user: user.to_owned(),
+                tenant: tenant.to_owned(),
+                mechanism,
+                credential,
+            })
+        })
+        .collect()
+}
+
+/// A new API key for `user` of `tenant`: its id, the token (shown once, never stored) and the
+/// command that stores its hash.
+pub fn new_api_key(
+    tenant: &str,
+    user: &str,
+    expires_in_secs: Option<u64>,
+    now_ms: i64,
+) -> Result<(String, String, Command), String> {
+    let (key_id, token) = floe_auth::api_key::generate().map_err(|e| e.to_string())?;
+    let (_, secret) = floe_auth::api_key::split(&token).map_err(|e| e.to_string())?;
+    let record = ApiKeyRecord {
+        tenant: tenant.to_owned(),
+        user: user.to_owned(),
+        secret_sha256: floe_auth::api_key::secret_hash(secret),
+        created_ms: now_ms,
+        expires_ms: expires_in_secs
+            .map(|s| now_ms.saturating_add(i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(1000))),
+    };
+    let command = Command::CreateApiKey { key_id: key_id.clone(), record };
+    Ok((key_id, token, command))
+}
