@@ -335,6 +335,10 @@ pub(crate) struct AgentOptions {
     /// ends. 0: no limit.
     #[arg(long, default_value_t = 10)]
     pub(crate) auth_failures_per_minute: u32,
+    /// Users who may describe and alter SCRAM credentials over the Kafka protocol
+    /// (DescribeUserScramCredentials, AlterUserScramCredentials), within their own tenant.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) super_users: Vec<String>,
     /// Kafka's `connections.max.reauth.ms`: clients must authenticate again within this long
     /// (KIP-368); 0 keeps an authentication for the connection's life.
     #[arg(long, default_value_t = 0)]

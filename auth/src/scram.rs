@@ -48,13 +48,18 @@ fn salted_password(m: ScramMechanism, password: &str, salt: &[u8], iterations: u
 
 /// The credential a server keeps for `password` with a given salt.
 pub fn derive_credential(m: ScramMechanism, password: &str, salt: &[u8], iterations: u32) -> ScramCredential {
-    let salted = salted_password(m, password, salt, iterations);
-    let client_key = hmac(m, &salted, b"Client Key");
+    credential_from_salted(m, &salted_password(m, password, salt, iterations), salt, iterations)
+}
+
+/// The credential a server keeps, from the salted password (`Hi(password, salt, iterations)`),
+/// which is what Kafka's AlterUserScramCredentials carries instead of the password.
+pub fn credential_from_salted(m: ScramMechanism, salted: &[u8], salt: &[u8], iterations: u32) -> ScramCredential {
+    let client_key = hmac(m, salted, b"Client Key");
     ScramCredential {
         salt: salt.to_vec(),
         iterations,
         stored_key: digest::digest(digest_algorithm(m), &client_key).as_ref().to_vec(),
-        server_key: hmac(m, &salted, b"Server Key"),
+        server_key: hmac(m, salted, b"Server Key"),
     }
 }
 

@@ -195,6 +195,13 @@ pub enum Command {
     DeleteApiKey {
         key_id: String,
     },
+    /// Deletes one mechanism's credential of a user of `tenant` (AlterUserScramCredentials);
+    /// deleting its last one deletes the user and the API keys that act as it.
+    DeleteScramCredential {
+        user: String,
+        tenant: String,
+        mechanism: crate::state::ScramMechanism,
+    },
 }
 
 /// A range of one partition after key compaction.

@@ -86,6 +86,7 @@ pub(crate) async fn run(
             // Kafka's connection.failed.authentication.delay.ms is 100; a second slows guessing
             // far more and costs an honest client with a typo little.
             failure_delay: Duration::from_secs(1),
+            super_users: options.super_users.clone(),
         }),
         auth_failures_per_minute: options.auth_failures_per_minute,
         compaction: CompactionConfig {

@@ -9,6 +9,8 @@
   get 401, while /healthz, /metrics and /openapi.json stay open.
 - Tenants, users and API keys are managed over the operator API (`/v1/admin`) with the operator
   token, and what it creates works on both listeners; without the token nothing is served.
+- Super users (`--super-users`) describe and alter SCRAM credentials with Kafka's admin APIs,
+  within their own tenant; other users are refused.
 - Failed authentication is limited per source address across both listeners: past the limit,
   even a correct key or password is refused unchecked (429 with Retry-After over HTTP).
 """
@@ -47,6 +49,11 @@ def secured(floe_factory, tmp_path):
     admin_tenants(floe, "create", "acme")
     admin_tenants(floe, "add-user", "--tenant", "acme", "alice", "--password-stdin", stdin=PASSWORD + "\n")
     return floe
+
+
+def wrong(token: str) -> str:
+    """The token with its last character changed (to a different one, whatever it was)."""
+    return token[:-1] + ("1" if token.endswith("0") else "0")
 
 
 def auth_count(floe, result: str) -> float:
@@ -151,7 +158,7 @@ def test_http_requests_need_a_valid_api_key(secured):
 
     base = secured.http_url
     assert requests.get(f"{base}/v3/clusters", timeout=10).status_code == 401
-    r = requests.get(f"{base}/v3/clusters", headers=bearer(token[:-1] + "0"), timeout=10)
+    r = requests.get(f"{base}/v3/clusters", headers=bearer(wrong(token)), timeout=10)
     assert r.status_code == 401 and r.json()["error_code"] == 401 and "WWW-Authenticate" in r.headers
     assert requests.get(f"{base}/v3/clusters", headers=bearer("fk_nope.nope"), timeout=10).status_code == 401
     cluster = requests.get(f"{base}/v3/clusters", headers=bearer(token), timeout=10)
@@ -231,6 +238,55 @@ def test_tenants_users_and_keys_are_managed_over_the_operator_api(floe_factory, 
     assert requests.get(f"{admin}/tenants", headers=op, timeout=10).json() == {"tenants": []}
 
 
+def test_super_users_manage_scram_credentials_of_their_tenant_over_kafka(floe_factory, tmp_path):
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion, UserScramCredentialUpsertion)
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-scram-admin", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "--super-users", "root", "--auth-failures-per-minute", "0"])
+    for tenant in ("acme", "other"):
+        admin_tenants(floe, "create", tenant)
+    for tenant, user in (("acme", "root"), ("acme", "alice"), ("other", "bob")):
+        admin_tenants(floe, "add-user", "--tenant", tenant, user, "--password-stdin", stdin=PASSWORD + "\n")
+    root = AdminClient(confluent_conf(floe, "SCRAM-SHA-512", user="root"))
+
+    described = root.describe_user_scram_credentials().result(30)
+    assert sorted(described) == ["alice", "root"], f"another tenant's user is visible: {described}"
+    assert sorted(i.mechanism for i in described["alice"].scram_credential_infos) == [
+        ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512]
+
+    sha256 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    futures = root.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("carol", sha256, b"carol's password"),
+        UserScramCredentialUpsertion("bob", sha256, b"taken over"),
+    ])
+    futures["carol"].result(30)
+    with pytest.raises(KafkaException, match="UNACCEPTABLE_CREDENTIAL|cannot be set"):
+        futures["bob"].result(30)
+
+    delivered = []
+    p = Producer(confluent_conf(floe, "SCRAM-SHA-256", user="carol", password="carol's password"))
+    p.produce(unique_name("carol"), value=b"x", on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(15)
+    assert delivered == [None], delivered
+
+    root.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)])["carol"].result(30)
+    with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND|not"):
+        root.describe_user_scram_credentials(["carol"])["carol"].result(30)
+
+    alice = AdminClient(confluent_conf(floe, "SCRAM-SHA-256", user="alice"))
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED|super users"):
+        alice.describe_user_scram_credentials().result(30)
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED|super users"):
+        alice.describe_user_scram_credentials(["root"])["root"].result(30)
+    futures = alice.alter_user_scram_credentials([UserScramCredentialUpsertion("mallory", sha256, b"x" * 12)])
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED|super users"):
+        futures["mallory"].result(30)
+
+
 def test_failed_authentication_is_limited_per_source(floe_factory, tmp_path):
     from confluent_kafka import Producer
 
@@ -246,7 +302,7 @@ def test_failed_authentication_is_limited_per_source(floe_factory, tmp_path):
     assert requests.get(url, headers=good, timeout=10).status_code == 200
 
     for _ in range(3):
-        r = requests.get(url, headers={"Authorization": f"Bearer {token[:-1]}0"}, timeout=10)
+        r = requests.get(url, headers={"Authorization": f"Bearer {wrong(token)}"}, timeout=10)
         assert r.status_code == 401, r.text
     # The fourth attempt from this address is refused without its (valid) key being checked.
     r = requests.get(url, headers=good, timeout=10)

@@ -15,6 +15,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
+use super::api::scram_credentials;
 use super::dispatch::{self, Reply};
 use super::sasl::{Admission, Session, Verdict};
 use crate::Agent;
@@ -172,9 +173,20 @@ async fn read_requests(
                 }
                 Reply::Now(Box::new(ResponseKind::SaslAuthenticate(response)))
             }
-            (Some(session), request) => match session.admit(api_key) {
-                Admission::Refuse(why) => return Err(ConnectionError::Unauthenticated(why)),
-                Admission::Serve => dispatch::start(agent, &header, request, peer).await,
+            (Some(session), request) => match (session.admit(api_key), session.principal(), request) {
+                (Admission::Refuse(why), ..) => return Err(ConnectionError::Unauthenticated(why)),
+                (Admission::Serve, Some(principal), RequestKind::DescribeUserScramCredentials(request)) => {
+                    let response = scram_credentials::describe(agent, principal, &request);
+                    Reply::Now(Box::new(ResponseKind::DescribeUserScramCredentials(response)))
+                }
+                (Admission::Serve, Some(principal), RequestKind::AlterUserScramCredentials(request)) => {
+                    let (agent, principal) = (agent.clone(), principal.clone());
+                    Reply::Later(tokio::spawn(async move {
+                        let response = scram_credentials::alter(&agent, &principal, request).await;
+                        ResponseKind::AlterUserScramCredentials(response)
+                    }))
+                }
+                (Admission::Serve, _, request) => dispatch::start(agent, &header, request, peer).await,
             },
             (None, request) => dispatch::start(agent, &header, request, peer).await,
         };

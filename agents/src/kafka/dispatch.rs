@@ -52,8 +52,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 ];
 
 /// Served, and advertised, only when the listener has SASL: SaslHandshake v0 (raw tokens
-/// after the handshake) is not implemented; every client since Kafka 1.0 uses v1.
-pub const SASL: &[(ApiKey, i16, i16)] = &[(ApiKey::SaslHandshake, 1, 1), (ApiKey::SaslAuthenticate, 0, 2)];
+/// after the handshake) is not implemented; every client since Kafka 1.0 uses v1. The SCRAM
+/// credential APIs need an authenticated principal (a super user), so they live here too.
+pub const SASL: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+];
 
 pub fn is_supported(api_key: ApiKey, version: i16, sasl: bool) -> bool {
     let sasl = if sasl { SASL } else { &[] };

@@ -54,6 +54,9 @@ pub struct SaslConfig {
     /// How long a failed authentication waits before its answer (and the connection's close),
     /// which slows down password guessing.
     pub failure_delay: Duration,
+    /// Users who may describe and alter SCRAM credentials (of their own tenant), as Kafka's
+    /// `super.users`.
+    pub super_users: Vec<String>,
 }
 
 /// Who a connection authenticated as.
@@ -192,6 +195,11 @@ impl Session {
             .with_error_code(ResponseError::SaslAuthenticationFailed.code())
             .with_error_message(Some(StrBytes::from_string(error.to_string())));
         (response, Verdict::Close)
+    }
+
+    /// Who this connection authenticated as, once it has.
+    pub(super) fn principal(&self) -> Option<&Principal> {
+        self.principal.as_ref()
     }
 
     pub(super) fn failure_delay(&self) -> Duration {

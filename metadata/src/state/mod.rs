@@ -272,6 +272,9 @@ impl State {
                 self.upsert_scram_credential(user, tenant, mechanism, credential)
             }
             Command::DeleteUser { user } => self.delete_user(&user),
+            Command::DeleteScramCredential { user, tenant, mechanism } => {
+                self.delete_scram_credential(&user, &tenant, mechanism)
+            }
             Command::CreateApiKey { key_id, record } => self.create_api_key(key_id, record),
             Command::DeleteApiKey { key_id } => self.delete_api_key(&key_id),
             Command::CommitSegments(commits) => {

@@ -167,6 +167,25 @@ impl State {
         Ok(Outcome::Done)
     }
 
+    /// Deletes one mechanism's credential of `user` of `tenant`; with its last one, the user.
+    pub(super) fn delete_scram_credential(
+        &mut self,
+        user: &str,
+        tenant: &str,
+        mechanism: ScramMechanism,
+    ) -> Result<Outcome, CommandError> {
+        let Some(existing) = self.users.get_mut(user).filter(|u| u.tenant == tenant) else {
+            return Err(CommandError::CredentialNotFound(format!("user {user:?}")));
+        };
+        if existing.scram.remove(&mechanism).is_none() {
+            return Err(CommandError::CredentialNotFound(format!("{} credential of user {user:?}", mechanism.name())));
+        }
+        if existing.scram.is_empty() {
+            return self.delete_user(user);
+        }
+        Ok(Outcome::Done)
+    }
+
     pub(super) fn create_api_key(&mut self, key_id: String, record: ApiKeyRecord) -> Result<Outcome, CommandError> {
         check_name("API key id", &key_id)?;
         if record.secret_sha256.len() != 32 {

@@ -113,6 +113,7 @@ pub(super) fn check_invariants(state: &State) {
     }
     for (user, record) in &state.users {
         assert!(state.tenants.contains_key(&record.tenant), "user {user:?} outlived its tenant");
+        assert!(!record.scram.is_empty(), "user {user:?} has no credential left");
     }
     for (id, key) in &state.api_keys {
         let user = state.users.get(&key.user);
@@ -278,6 +279,10 @@ fn arb_security_command() -> impl Strategy<Value = Command> {
             Command::UpsertScramCredential { user, tenant, mechanism, credential }
         }),
         user.clone().prop_map(|user| Command::DeleteUser { user }),
+        (user.clone(), tenant.clone(), any::<bool>()).prop_map(|(user, tenant, sha512)| {
+            let mechanism = if sha512 { ScramMechanism::Sha512 } else { ScramMechanism::Sha256 };
+            Command::DeleteScramCredential { user, tenant, mechanism }
+        }),
         ((0u8..2), tenant, user).prop_map(|(k, tenant, user)| Command::CreateApiKey {
             key_id: format!("k{k}"),
             record: ApiKeyRecord { tenant, user, secret_sha256: vec![0; 32], created_ms: 0, expires_ms: None },

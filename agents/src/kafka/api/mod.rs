@@ -9,6 +9,7 @@ pub(super) mod list_offsets;
 pub(super) mod metadata;
 pub(super) mod offset_for_leader_epoch;
 pub(super) mod produce;
+pub(super) mod scram_credentials;
 pub(super) mod topics;
 pub(super) mod transactions;
 

@@ -1,0 +1,233 @@
+//! DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554), served only on a SASL
+//! listener and only to super users (`--super-users`), within the caller's own tenant: a super
+//! user of one tenant neither sees nor touches another tenant's users. Credentials arrive salted
+//! by the client (never the password) and are stored as SCRAM server keys.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use floe_metadata::{Command, CommandError, NodeError, ScramMechanism};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::describe_user_scram_credentials_response::{
+    CredentialInfo, DescribeUserScramCredentialsResult,
+};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::agent::Agent;
+use crate::kafka::sasl::Principal;
+
+/// Most users one request may name.
+const USERS_PER_REQUEST_MAX: usize = 1000;
+
+/// Kafka's mechanism numbers on the wire.
+fn mechanism(code: i8) -> Option<ScramMechanism> {
+    match code {
+        1 => Some(ScramMechanism::Sha256),
+        2 => Some(ScramMechanism::Sha512),
+        _ => None,
+    }
+}
+
+fn mechanism_code(m: ScramMechanism) -> i8 {
+    match m {
+        ScramMechanism::Sha256 => 1,
+        ScramMechanism::Sha512 => 2,
+    }
+}
+
+fn is_super_user(agent: &Agent, principal: &Principal) -> bool {
+    agent.config.sasl.as_ref().is_some_and(|s| s.super_users.iter().any(|u| *u == principal.user))
+}
+
+fn message(text: impl Into<String>) -> Option<StrBytes> {
+    Some(StrBytes::from_string(text.into()))
+}
+
+/// Errors go into per-user results, never the response's top-level error: librdkafka (2.x)
+/// frees a stack string when that one is set and crashes the client. A refused describe-all
+/// answers one result, for the caller, carrying the error.
+pub(crate) fn describe(
+    agent: &Agent,
+    principal: &Principal,
+    request: &DescribeUserScramCredentialsRequest,
+) -> DescribeUserScramCredentialsResponse {
+    let failed = |user: &str, code: ResponseError, why: &str| {
+        DescribeUserScramCredentialsResult::default()
+            .with_user(StrBytes::from_string(user.to_owned()))
+            .with_error_code(code.code())
+            .with_error_message(message(why))
+    };
+    // As in Kafka, no list and an empty list both mean every user (of this tenant).
+    let names: Option<Vec<&str>> =
+        request.users.as_ref().filter(|names| !names.is_empty()).map(|n| n.iter().map(|u| u.name.as_str()).collect());
+    let refusal = if !is_super_user(agent, principal) {
+        Some((ResponseError::ClusterAuthorizationFailed, "only super users may describe SCRAM credentials".to_owned()))
+    } else if names.as_ref().is_some_and(|n| n.len() > USERS_PER_REQUEST_MAX) {
+        Some((ResponseError::InvalidRequest, format!("at most {USERS_PER_REQUEST_MAX} users per request")))
+    } else {
+        None
+    };
+    if let Some((code, why)) = refusal {
+        let users = names.unwrap_or_else(|| vec![principal.user.as_str()]);
+        let unique: BTreeSet<&str> = users.into_iter().collect();
+        let results = unique.into_iter().map(|u| failed(u, code, &why)).collect();
+        return DescribeUserScramCredentialsResponse::default().with_results(results);
+    }
+    let state = agent.metadata.read();
+    let infos = |record: &floe_metadata::UserRecord| -> Vec<CredentialInfo> {
+        record
+            .scram
+            .iter()
+            .map(|(m, c)| {
+                CredentialInfo::default()
+                    .with_mechanism(mechanism_code(*m))
+                    .with_iterations(i32::try_from(c.iterations).unwrap_or(i32::MAX))
+            })
+            .collect()
+    };
+    let results: Vec<DescribeUserScramCredentialsResult> = match names {
+        None => state
+            .users
+            .iter()
+            .filter(|(_, u)| u.tenant == principal.tenant)
+            .map(|(name, record)| {
+                DescribeUserScramCredentialsResult::default()
+                    .with_user(StrBytes::from_string(name.clone()))
+                    .with_credential_infos(infos(record))
+            })
+            .collect(),
+        Some(names) => {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for name in names {
+                *counts.entry(name).or_default() += 1;
+            }
+            counts
+                .into_iter()
+                .map(|(name, count)| match state.users.get(name).filter(|u| u.tenant == principal.tenant) {
+                    _ if count > 1 => failed(name, ResponseError::DuplicateResource, "user named more than once"),
+                    Some(record) => DescribeUserScramCredentialsResult::default()
+                        .with_user(StrBytes::from_string(name.into()))
+                        .with_credential_infos(infos(record)),
+                    None => failed(name, ResponseError::ResourceNotFound, "no SCRAM credential for this user"),
+                })
+                .collect()
+        }
+    };
+    DescribeUserScramCredentialsResponse::default().with_results(results)
+}
+
+/// One user's changes, checked before anything is proposed.
+#[derive(Default)]
+struct Changes {
+    commands: Vec<Command>,
+    error: Option<(ResponseError, String)>,
+}
+
+fn reject(changes: &mut Changes, code: ResponseError, why: String) {
+    if changes.error.is_none() {
+        changes.error = Some((code, why));
+    }
+}
+
+fn node_error(e: &NodeError) -> (ResponseError, String) {
+    match e {
+        NodeError::Rejected(CommandError::CredentialNotFound(what)) => {
+            (ResponseError::ResourceNotFound, format!("{what} not found"))
+        }
+        // Says nothing of the tenant a name belongs to when it is not the caller's.
+        NodeError::Rejected(CommandError::InvalidCredential(_)) => {
+            (ResponseError::UnacceptableCredential, "this credential cannot be set for this user".into())
+        }
+        NodeError::Rejected(CommandError::LimitReached(why)) => (ResponseError::PolicyViolation, why.clone()),
+        NodeError::Rejected(other) => (ResponseError::InvalidRequest, other.to_string()),
+        NodeError::Unavailable(why) => (ResponseError::CoordinatorNotAvailable, why.clone()),
+    }
+}
+
+pub(crate) async fn alter(
+    agent: &Agent,
+    principal: &Principal,
+    request: AlterUserScramCredentialsRequest,
+) -> AlterUserScramCredentialsResponse {
+    let mut by_user: BTreeMap<String, Changes> = BTreeMap::new();
+    let operations = request.deletions.len() + request.upsertions.len();
+    let allowed = is_super_user(agent, principal);
+    let mut seen: BTreeSet<(String, i8)> = BTreeSet::new();
+    for d in &request.deletions {
+        let name = d.name.to_string();
+        let changes = by_user.entry(name.clone()).or_default();
+        if !seen.insert((name.clone(), d.mechanism)) {
+            reject(
+                changes,
+                ResponseError::DuplicateResource,
+                format!("user {name:?} has two changes to one mechanism"),
+            );
+            continue;
+        }
+        match mechanism(d.mechanism) {
+            Some(m) => changes.commands.push(Command::DeleteScramCredential {
+                user: name,
+                tenant: principal.tenant.clone(),
+                mechanism: m,
+            }),
+            None => reject(changes, ResponseError::UnsupportedSaslMechanism, format!("mechanism {}", d.mechanism)),
+        }
+    }
+    for u in &request.upsertions {
+        let name = u.name.to_string();
+        let changes = by_user.entry(name.clone()).or_default();
+        if !seen.insert((name.clone(), u.mechanism)) {
+            reject(
+                changes,
+                ResponseError::DuplicateResource,
+                format!("user {name:?} has two changes to one mechanism"),
+            );
+            continue;
+        }
+        let Some(m) = mechanism(u.mechanism) else {
+            reject(changes, ResponseError::UnsupportedSaslMechanism, format!("mechanism {}", u.mechanism));
+            continue;
+        };
+        let iterations = u32::try_from(u.iterations).unwrap_or(0);
+        if u.salted_password.len() != m.hash_bytes() || u.salt.is_empty() {
+            reject(changes, ResponseError::UnacceptableCredential, "salt or salted password of the wrong size".into());
+            continue;
+        }
+        let credential = floe_auth::scram::credential_from_salted(m, &u.salted_password, &u.salt, iterations);
+        changes.commands.push(Command::UpsertScramCredential {
+            user: name,
+            tenant: principal.tenant.clone(),
+            mechanism: m,
+            credential,
+        });
+    }
+    let mut results = Vec::with_capacity(by_user.len());
+    for (user, changes) in by_user {
+        let result = AlterUserScramCredentialsResult::default().with_user(StrBytes::from_string(user));
+        let error = if !allowed {
+            Some((ResponseError::ClusterAuthorizationFailed, "only super users may alter SCRAM credentials".into()))
+        } else if operations > USERS_PER_REQUEST_MAX {
+            Some((ResponseError::InvalidRequest, format!("at most {USERS_PER_REQUEST_MAX} changes per request")))
+        } else if changes.error.is_some() {
+            changes.error
+        } else {
+            let mut failed = None;
+            for command in changes.commands {
+                if let Err(e) = agent.metadata.propose(command).await {
+                    failed = Some(node_error(&e));
+                    break;
+                }
+            }
+            failed
+        };
+        results.push(match error {
+            Some((code, why)) => result.with_error_code(code.code()).with_error_message(message(why)),
+            None => result,
+        });
+    }
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
