@@ -20,7 +20,8 @@ use crate::workloads::{
     TXN_PARTITIONS, client,
 };
 
-const READ_TIMEOUT: Duration = Duration::from_secs(180);
+/// Reading a topic back fails when no record arrives for this long (however long the whole read).
+const READ_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Faults this long before an event are quoted with it.
 const CONTEXT_BEFORE_MS: u64 = 15_000;
 /// Most violations printed in full.
@@ -28,6 +29,12 @@ pub(crate) const VIOLATIONS_SHOWN: usize = 10;
 
 /// One topic read back: per partition, `(offset, value)` in offset order.
 type Log = Vec<Vec<(i64, String)>>;
+
+/// The high watermark of each partition of `topic`.
+pub(crate) fn end_offsets(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<Vec<i64>> {
+    let consumer: BaseConsumer = client(bootstrap).create().context("watermark consumer")?;
+    (0..partitions).map(|p| Ok(consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?.1)).collect()
+}
 
 /// Reads every partition of `topic` from the start to its high watermark.
 pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_committed: bool) -> anyhow::Result<Log> {
@@ -37,17 +44,34 @@ pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_com
         .set("isolation.level", if read_committed { "read_committed" } else { "read_uncommitted" })
         .create()
         .context("checker consumer")?;
-    let mut ends = Vec::new();
+    let ends = end_offsets(bootstrap, topic, partitions)?;
     let mut assignment = TopicPartitionList::new();
     for p in 0..partitions {
-        let (_, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?;
-        ends.push(high);
         assignment.add_partition_offset(topic, p, Offset::Beginning)?;
     }
     consumer.assign(&assignment)?;
     let mut log: Log = vec![Vec::new(); partitions as usize];
-    let started = Instant::now();
+    let mut progressed = Instant::now();
+    let mut since_check = 0u32;
     loop {
+        // Positions are asked for only when idle or every so many records: asking per record
+        // made reading a long run's million records take minutes.
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                progressed = Instant::now();
+                let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+                if let Some(partition) = log.get_mut(m.partition() as usize) {
+                    partition.push((m.offset(), value));
+                }
+                since_check += 1;
+                if since_check < 10_000 {
+                    continue;
+                }
+            }
+            Some(Err(e)) => bail!("reading {topic}: {e}"),
+            None => {}
+        }
+        since_check = 0;
         let position = consumer.position()?;
         let done = (0..partitions).all(|p| match position.find_partition(topic, p).map(|e| e.offset()) {
             Some(Offset::Offset(o)) => o >= ends[p as usize],
@@ -56,18 +80,8 @@ pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_com
         if done {
             return Ok(log);
         }
-        if started.elapsed() > READ_TIMEOUT {
-            bail!("reading {topic} to its end offsets {ends:?} took over {READ_TIMEOUT:?}");
-        }
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) => {
-                let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
-                if let Some(partition) = log.get_mut(m.partition() as usize) {
-                    partition.push((m.offset(), value));
-                }
-            }
-            Some(Err(e)) => bail!("reading {topic}: {e}"),
-            None => {}
+        if progressed.elapsed() > READ_STALL_TIMEOUT {
+            bail!("reading {topic} to its end offsets {ends:?}: nothing arrived for {READ_STALL_TIMEOUT:?}");
         }
     }
 }
@@ -116,7 +130,17 @@ pub(crate) struct Checked {
     /// and by the fault in progress when it began: what each fault costs in availability.
     pub(crate) longest_stall_s: f64,
     pub(crate) longest_stall_by_fault_s: BTreeMap<String, f64>,
+    pub(crate) violations_by_kind: BTreeMap<&'static str, usize>,
     pub(crate) violations: Vec<Violation>,
+}
+
+/// Records a violation; only the first few of each kind quote their history, since quoting is
+/// a scan of the whole history and a long run can hold many thousands of violations.
+fn violation(out: &mut Checked, kind: &'static str, detail: String, history: impl FnOnce() -> Vec<Entry>) {
+    let seen = out.violations_by_kind.entry(kind).or_default();
+    *seen += 1;
+    let quoted = *seen <= VIOLATIONS_SHOWN;
+    out.violations.push(Violation { kind, detail, history: if quoted { history() } else { Vec::new() } });
 }
 
 /// Faults in progress or recent around `t_ms`, and every event `related` picks.
@@ -161,24 +185,28 @@ fn check_plain_topic(topic: &str, log: &Log, history: &[Entry], out: &mut Checke
                 if let Some(other) = acked_at.insert((*partition, *offset), value)
                     && other != value
                 {
-                    out.violations.push(Violation {
-                        kind: "offset acknowledged twice",
-                        detail: format!("{topic}/{partition}@{offset} was acknowledged for {other} and for {value}"),
-                        history: context(
-                            history,
-                            e.t_ms,
-                            |ev| matches!(ev, Event::Acked { value: v, .. } if v == other || v == value),
-                        ),
-                    });
+                    violation(
+                        out,
+                        "offset acknowledged twice",
+                        format!("{topic}/{partition}@{offset} was acknowledged for {other} and for {value}"),
+                        || {
+                            context(
+                                history,
+                                e.t_ms,
+                                |ev| matches!(ev, Event::Acked { value: v, .. } if v == other || v == value),
+                            )
+                        },
+                    );
                 }
                 if let Some(first) = acked.insert(value, (*partition, *offset))
                     && first != (*partition, *offset)
                 {
-                    out.violations.push(Violation {
-                        kind: "acknowledged twice",
-                        detail: format!("{topic}: {value} acknowledged at {first:?} and at {:?}", (partition, offset)),
-                        history: value_events(history, value),
-                    });
+                    violation(
+                        out,
+                        "acknowledged twice",
+                        format!("{topic}: {value} acknowledged at {first:?} and at {:?}", (partition, offset)),
+                        || value_events(history, value),
+                    );
                 }
             }
             Event::Failed { topic: t, .. } if t == topic => figures.failed_or_unknown += 1,
@@ -194,52 +222,57 @@ fn check_plain_topic(topic: &str, log: &Log, history: &[Entry], out: &mut Checke
             if *offset != i as i64 {
                 figures.gaps += 1;
                 if figures.gaps == 1 {
-                    out.violations.push(Violation {
-                        kind: "gap",
-                        detail: format!("{topic}/{p}: offset {offset} is record {i} of the partition"),
-                        history: Vec::new(),
-                    });
+                    violation(
+                        out,
+                        "gap",
+                        format!("{topic}/{p}: offset {offset} is record {i} of the partition"),
+                        Vec::new,
+                    );
                 }
             }
             if let Some(before) = last_by_source.insert(source(value), value)
                 && before >= value.as_str()
             {
                 figures.out_of_order += 1;
-                out.violations.push(Violation {
-                    kind: "out of order",
-                    detail: format!("{topic}/{p}: {value} at offset {offset} follows {before}"),
-                    history: value_events(history, value),
-                });
+                violation(
+                    out,
+                    "out of order",
+                    format!("{topic}/{p}: {value} at offset {offset} follows {before}"),
+                    || value_events(history, value),
+                );
             }
         }
     }
     for (value, places) in &found {
         if places.len() > 1 {
             figures.duplicated += 1;
-            out.violations.push(Violation {
-                kind: "duplicated",
-                detail: format!("{topic}: {value} is in the log {} times, at {places:?}", places.len()),
-                history: value_events(history, value),
-            });
+            violation(
+                out,
+                "duplicated",
+                format!("{topic}: {value} is in the log {} times, at {places:?}", places.len()),
+                || value_events(history, value),
+            );
         }
     }
     for (value, at) in &acked {
         match found.get(value) {
             None => {
                 figures.lost += 1;
-                out.violations.push(Violation {
-                    kind: "lost",
-                    detail: format!("{topic}: {value} was acknowledged at {at:?} and is not in the log"),
-                    history: value_events(history, value),
-                });
+                violation(
+                    out,
+                    "lost",
+                    format!("{topic}: {value} was acknowledged at {at:?} and is not in the log"),
+                    || value_events(history, value),
+                );
             }
             Some(places) if !places.contains(at) => {
                 figures.misplaced += 1;
-                out.violations.push(Violation {
-                    kind: "misplaced",
-                    detail: format!("{topic}: {value} was acknowledged at {at:?} and is at {places:?}"),
-                    history: value_events(history, value),
-                });
+                violation(
+                    out,
+                    "misplaced",
+                    format!("{topic}: {value} was acknowledged at {at:?} and is at {places:?}"),
+                    || value_events(history, value),
+                );
             }
             Some(_) => {}
         }
@@ -272,29 +305,32 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
         for (offset, value) in records {
             f.outputs += 1;
             let Some((input, txn)) = parse_output(value) else {
-                out.violations.push(Violation {
-                    kind: "foreign output",
-                    detail: format!("{TXN_OUTPUT_TOPIC}/{p}@{offset}: {value:?} was not written by the transform"),
-                    history: Vec::new(),
-                });
+                violation(
+                    out,
+                    "foreign output",
+                    format!("{TXN_OUTPUT_TOPIC}/{p}@{offset}: {value:?} was not written by the transform"),
+                    Vec::new,
+                );
                 continue;
             };
             *visible.entry(txn).or_default() += 1;
             *seen_inputs.entry(input).or_default() += 1;
             match input_offset.get(input) {
                 Some(&(ip, io)) if ip == p && last_input.is_none_or(|last| io > last) => last_input = Some(io),
-                Some(&(ip, io)) => out.violations.push(Violation {
-                    kind: "out of order",
-                    detail: format!(
+                Some(&(ip, io)) => violation(
+                    out,
+                    "out of order",
+                    format!(
                         "{TXN_OUTPUT_TOPIC}/{p}@{offset}: {value} (input {TXN_INPUT_TOPIC}/{ip}@{io}) after input offset {last_input:?}"
                     ),
-                    history: Vec::new(),
-                }),
-                None => out.violations.push(Violation {
-                    kind: "foreign output",
-                    detail: format!("{TXN_OUTPUT_TOPIC}/{p}@{offset}: {value}'s input is not in {TXN_INPUT_TOPIC}"),
-                    history: Vec::new(),
-                }),
+                    Vec::new,
+                ),
+                None => violation(
+                    out,
+                    "foreign output",
+                    format!("{TXN_OUTPUT_TOPIC}/{p}@{offset}: {value}'s input is not in {TXN_INPUT_TOPIC}"),
+                    Vec::new,
+                ),
             }
         }
     }
@@ -306,22 +342,24 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
                 f.committed += 1;
                 if shown != *records {
                     f.partial += 1;
-                    out.violations.push(Violation {
-                        kind: "committed transaction not whole",
-                        detail: format!("transaction {txn} committed {records} records; read_committed shows {shown}"),
-                        history: txn_context(),
-                    });
+                    violation(
+                        out,
+                        "committed transaction not whole",
+                        format!("transaction {txn} committed {records} records; read_committed shows {shown}"),
+                        || txn_context(),
+                    );
                 }
             }
             Event::TxnAborted { .. } => {
                 f.aborted += 1;
                 if shown > 0 {
                     f.aborted_visible += 1;
-                    out.violations.push(Violation {
-                        kind: "aborted data visible",
-                        detail: format!("transaction {txn} was aborted; read_committed shows {shown} of its records"),
-                        history: txn_context(),
-                    });
+                    violation(
+                        out,
+                        "aborted data visible",
+                        format!("transaction {txn} was aborted; read_committed shows {shown} of its records"),
+                        || txn_context(),
+                    );
                 }
             }
             Event::TxnUnknown { records, .. } => {
@@ -330,24 +368,24 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
                     f.unknown_visible += 1;
                 } else if shown != 0 {
                     f.partial += 1;
-                    out.violations.push(Violation {
-                        kind: "transaction not atomic",
-                        detail: format!(
-                            "transaction {txn} of {records} records (outcome unknown to the client) shows {shown}"
-                        ),
-                        history: txn_context(),
-                    });
+                    violation(
+                        out,
+                        "transaction not atomic",
+                        format!("transaction {txn} of {records} records (outcome unknown to the client) shows {shown}"),
+                        || txn_context(),
+                    );
                 }
             }
             _ => {}
         }
     }
     for txn in visible.keys().filter(|t| !outcomes.contains_key(t)) {
-        out.violations.push(Violation {
-            kind: "unknown transaction",
-            detail: format!("records of transaction {txn}, which the transform never finished, are visible"),
-            history: Vec::new(),
-        });
+        violation(
+            out,
+            "unknown transaction",
+            format!("records of transaction {txn}, which the transform never finished, are visible"),
+            Vec::new,
+        );
     }
     for input in input_offset.keys() {
         match seen_inputs.get(input).copied().unwrap_or(0) {
@@ -355,20 +393,22 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
             0 => {
                 f.inputs_missing += 1;
                 if f.inputs_missing <= VIOLATIONS_SHOWN {
-                    out.violations.push(Violation {
-                        kind: "input not transformed",
-                        detail: format!("{input} is in {TXN_INPUT_TOPIC} but not in {TXN_OUTPUT_TOPIC}"),
-                        history: value_events(history, input),
-                    });
+                    violation(
+                        out,
+                        "input not transformed",
+                        format!("{input} is in {TXN_INPUT_TOPIC} but not in {TXN_OUTPUT_TOPIC}"),
+                        || value_events(history, input),
+                    );
                 }
             }
             n => {
                 f.inputs_repeated += 1;
-                out.violations.push(Violation {
-                    kind: "input transformed twice",
-                    detail: format!("{input} is in {TXN_OUTPUT_TOPIC} {n} times"),
-                    history: value_events(history, input),
-                });
+                violation(
+                    out,
+                    "input transformed twice",
+                    format!("{input} is in {TXN_OUTPUT_TOPIC} {n} times"),
+                    || value_events(history, input),
+                );
             }
         }
     }
@@ -389,14 +429,15 @@ fn check_offsets(history: &[Entry], out: &mut Checked) {
             && offset < before
         {
             out.offsets_backwards += 1;
-            out.violations.push(Violation {
-                kind: "committed offset went back",
-                detail: format!(
+            violation(
+                out,
+                "committed offset went back",
+                format!(
                     "group {group} partition {partition}: {how} {offset} at {} ms after {before} at {t_before} ms",
                     e.t_ms
                 ),
-                history: context(history, e.t_ms, |_| false),
-            });
+                || context(history, e.t_ms, |_| false),
+            );
         }
     }
 }

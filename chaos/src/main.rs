@@ -227,8 +227,7 @@ async fn transform_caught_up(bootstrap: &str) -> anyhow::Result<()> {
         let ends = {
             let bootstrap = bootstrap.to_owned();
             tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<i64>, Vec<Option<i64>>)> {
-                let log = check::read_topic(&bootstrap, TXN_INPUT_TOPIC, TXN_PARTITIONS, false)?;
-                let ends = log.iter().map(|p| p.last().map_or(0, |(o, _)| o + 1)).collect();
+                let ends = check::end_offsets(&bootstrap, TXN_INPUT_TOPIC, TXN_PARTITIONS)?;
                 let committed = groups::committed(&bootstrap, TXN_GROUP, TXN_INPUT_TOPIC, TXN_PARTITIONS)?;
                 Ok((ends, committed))
             })
@@ -282,6 +281,9 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
         checked.longest_stall_s,
         by_fault.join(", ")
     );
+    if !checked.violations_by_kind.is_empty() {
+        println!("  violations by kind: {:?}", checked.violations_by_kind);
+    }
     for problem in problems {
         println!("  PROBLEM: {problem}");
     }
