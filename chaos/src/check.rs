@@ -346,7 +346,7 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
                         out,
                         "committed transaction not whole",
                         format!("transaction {txn} committed {records} records; read_committed shows {shown}"),
-                        || txn_context(),
+                        txn_context,
                     );
                 }
             }
@@ -358,7 +358,7 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
                         out,
                         "aborted data visible",
                         format!("transaction {txn} was aborted; read_committed shows {shown} of its records"),
-                        || txn_context(),
+                        txn_context,
                     );
                 }
             }
@@ -372,7 +372,7 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
                         out,
                         "transaction not atomic",
                         format!("transaction {txn} of {records} records (outcome unknown to the client) shows {shown}"),
-                        || txn_context(),
+                        txn_context,
                     );
                 }
             }
