@@ -9,6 +9,8 @@ use plotters::prelude::*;
 use crate::history::{Entry, Event};
 
 const WIDTH: u32 = 1200;
+/// Most faults whose names are written on the plot.
+const LABELLED_FAULTS_MAX: usize = 24;
 const HEIGHT: u32 = 520;
 const COLOURS: [RGBColor; 4] =
     [RGBColor(0, 114, 178), RGBColor(213, 94, 0), RGBColor(0, 158, 115), RGBColor(204, 121, 167)];
@@ -45,11 +47,15 @@ pub(crate) fn write(path: &Path, history: &[Entry]) -> anyhow::Result<()> {
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..seconds as f64, 0.0..y_max)?;
     chart.configure_mesh().x_desc("seconds since start").y_desc("records/s").light_line_style(WHITE.mix(0.0)).draw()?;
+    // Past a few dozen faults their names would overprint each other: only the shading stays.
+    let labelled = windows.len() <= LABELLED_FAULTS_MAX;
     for (i, (start, end, fault)) in windows.iter().enumerate() {
         chart.draw_series(std::iter::once(Rectangle::new([(*start, 0.0), (*end, y_max)], RED.mix(0.12).filled())))?;
-        // Alternate label heights so neighbouring faults do not overwrite each other.
-        let y = y_max * if i % 2 == 0 { 0.97 } else { 0.91 };
-        chart.draw_series(std::iter::once(Text::new(fault.to_string(), (*start, y), ("sans-serif", 11))))?;
+        if labelled {
+            // Alternate label heights so neighbouring faults do not overwrite each other.
+            let y = y_max * if i % 2 == 0 { 0.97 } else { 0.91 };
+            chart.draw_series(std::iter::once(Text::new(fault.to_string(), (*start, y), ("sans-serif", 11))))?;
+        }
     }
     for (i, (topic, counts)) in per_topic.iter().enumerate() {
         let color = COLOURS[i % COLOURS.len()];

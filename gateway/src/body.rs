@@ -23,8 +23,10 @@ pub(crate) enum Encoding {
 impl Encoding {
     pub(crate) fn of(headers: &HeaderMap) -> Result<Self, HttpError> {
         let Some(value) = headers.get(header::CONTENT_ENCODING) else { return Ok(Self::Identity) };
-        match value.to_str().unwrap_or("").trim().to_ascii_lowercase().as_str() {
-            "" | "identity" => Ok(Self::Identity),
+        // An empty or non-ASCII value is refused like any unknown coding (as the API document's
+        // enum says), not read as no coding.
+        match value.to_str().map(|v| v.trim().to_ascii_lowercase()).unwrap_or_default().as_str() {
+            "identity" => Ok(Self::Identity),
             "gzip" | "x-gzip" => Ok(Self::Gzip),
             "zstd" => Ok(Self::Zstd),
             other => Err(HttpError::new(
