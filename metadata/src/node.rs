@@ -307,12 +307,7 @@ impl MetadataNode {
         if self.leader_term().is_some() {
             return self.read_index_as_leader().await;
         }
-        let leader = self.raft.metrics().borrow().current_leader;
-        let addr = leader
-            .and_then(|id| {
-                self.raft.metrics().borrow().membership_config.membership().get_node(&id).map(|n| n.addr.clone())
-            })
-            .ok_or_else(|| NodeError::Unavailable("no metadata leader".into()))?;
+        let addr = self.leader_addr().ok_or_else(|| NodeError::Unavailable("no metadata leader".into()))?;
         network::leader_read_index(&self.pool, &addr).await.map_err(NodeError::Unavailable)
     }
 
@@ -323,6 +318,13 @@ impl MetadataNode {
             Ok(Err(e)) => Err(NodeError::Unavailable(e.to_string())),
             Err(_) => Err(NodeError::Unavailable("the metadata leader could not confirm its quorum".into())),
         }
+    }
+
+    /// The metadata protocol address of the leader this node knows of.
+    fn leader_addr(&self) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.current_leader.and_then(|id| m.membership_config.membership().get_node(&id).map(|n| n.addr.clone()))
     }
 
     /// The current Raft term if this node is its leader.
@@ -342,12 +344,8 @@ impl MetadataNode {
         if self.leader_term().is_some() {
             return self.groups.handle(self, request).await;
         }
-        let leader = self.raft.metrics().borrow().current_leader;
-        let addr = leader
-            .and_then(|id| {
-                self.raft.metrics().borrow().membership_config.membership().get_node(&id).map(|n| n.addr.clone())
-            })
-            .ok_or_else(|| GroupError::CoordinatorNotAvailable("no metadata leader".into()))?;
+        let addr =
+            self.leader_addr().ok_or_else(|| GroupError::CoordinatorNotAvailable("no metadata leader".into()))?;
         let timeout = network::group_call_timeout(&request);
         match self.pool.call(&addr, &network::Request::GroupAsLeader(request), timeout).await {
             Ok(network::Response::Group(result)) => result,
