@@ -24,8 +24,6 @@ use crate::state::State;
 const PROPOSE_DEADLINE: Duration = Duration::from_secs(15);
 /// Time one node has to answer a proposal (it may be forwarding through an election).
 const PROPOSE_CALL_TIMEOUT: Duration = Duration::from_secs(12);
-/// How long a read barrier may take in all.
-const READ_BARRIER_DEADLINE: Duration = Duration::from_secs(8);
 /// A segment commit not answered by its node within this long is sent to the next node too.
 const HEDGE_AFTER: Duration = Duration::from_secs(2);
 /// Pause before the mirror reconnects after losing its stream.
@@ -172,30 +170,6 @@ impl RemoteMetadata {
             answer = primary => (first, answer),
             answer = backup => (second, answer),
         }
-    }
-
-    /// Waits until the mirror holds everything committed before this call: reads after it are
-    /// as current as the leader's (a read barrier). Without it the mirror only promises this
-    /// process's own writes; a restarted agent, or one following a lagging node, could answer
-    /// from an older state.
-    pub async fn read_barrier(&self) -> Result<(), NodeError> {
-        let deadline = Instant::now() + READ_BARRIER_DEADLINE;
-        let count = self.inner.addrs.len();
-        let first = self.inner.preferred.load(Ordering::Relaxed);
-        let mut last_error = String::from("no metadata node answered");
-        for attempt in first..first + count {
-            let addr = &self.inner.addrs[attempt % count];
-            match self.inner.pool.call(addr, &Request::ReadIndex, crate::raft::network::READ_INDEX_TIMEOUT).await {
-                Ok(Response::ReadIndex(Ok(index))) => return self.wait_applied(index, deadline).await,
-                Ok(Response::ReadIndex(Err(e))) => last_error = e,
-                Ok(_) => last_error = format!("{addr} answered with the wrong response kind"),
-                Err(e) => last_error = e.to_string(),
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-        }
-        Err(NodeError::Unavailable(last_error))
     }
 
     async fn wait_applied(&self, index: u64, deadline: Instant) -> Result<(), NodeError> {

@@ -31,21 +31,6 @@ impl Metadata {
     }
 
     /// The applied state as this process sees it. Hold the guard briefly.
-    /// Waits until [`Metadata::read`] holds everything committed before this call.
-    pub async fn read_barrier(&self) -> Result<(), NodeError> {
-        match self {
-            Self::Local(node) => {
-                let index = node.read_index().await?;
-                let mut applied = node.subscribe();
-                match tokio::time::timeout(std::time::Duration::from_secs(8), applied.wait_for(|a| *a >= index)).await {
-                    Ok(Ok(_)) => Ok(()),
-                    _ => Err(NodeError::Unavailable(format!("index {index} not applied in time"))),
-                }
-            }
-            Self::Remote(remote) => remote.read_barrier().await,
-        }
-    }
-
     pub fn read(&self) -> RwLockReadGuard<'_, State> {
         match self {
             Self::Local(node) => node.read(),

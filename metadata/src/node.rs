@@ -301,32 +301,6 @@ impl MetadataNode {
             .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))
     }
 
-    /// The index a read must see to be current: the leader's commit index once it has confirmed
-    /// it still leads a quorum. A follower asks the leader.
-    pub async fn read_index(&self) -> Result<u64, NodeError> {
-        if self.leader_term().is_some() {
-            return self.read_index_as_leader().await;
-        }
-        let addr = self.leader_addr().ok_or_else(|| NodeError::Unavailable("no metadata leader".into()))?;
-        network::leader_read_index(&self.pool, &addr).await.map_err(NodeError::Unavailable)
-    }
-
-    /// [`Self::read_index`] on the leader; an error anywhere else.
-    pub(crate) async fn read_index_as_leader(&self) -> Result<u64, NodeError> {
-        match tokio::time::timeout(network::READ_INDEX_TIMEOUT, self.raft.ensure_linearizable()).await {
-            Ok(Ok(read_log_id)) => Ok(read_log_id.map_or(0, |id| id.index)),
-            Ok(Err(e)) => Err(NodeError::Unavailable(e.to_string())),
-            Err(_) => Err(NodeError::Unavailable("the metadata leader could not confirm its quorum".into())),
-        }
-    }
-
-    /// The metadata protocol address of the leader this node knows of.
-    fn leader_addr(&self) -> Option<String> {
-        let metrics = self.raft.metrics();
-        let m = metrics.borrow();
-        m.current_leader.and_then(|id| m.membership_config.membership().get_node(&id).map(|n| n.addr.clone()))
-    }
-
     /// The current Raft term if this node is its leader.
     pub(crate) fn leader_term(&self) -> Option<u64> {
         let metrics = self.raft.metrics();
@@ -344,8 +318,12 @@ impl MetadataNode {
         if self.leader_term().is_some() {
             return self.groups.handle(self, request).await;
         }
-        let addr =
-            self.leader_addr().ok_or_else(|| GroupError::CoordinatorNotAvailable("no metadata leader".into()))?;
+        let leader = self.raft.metrics().borrow().current_leader;
+        let addr = leader
+            .and_then(|id| {
+                self.raft.metrics().borrow().membership_config.membership().get_node(&id).map(|n| n.addr.clone())
+            })
+            .ok_or_else(|| GroupError::CoordinatorNotAvailable("no metadata leader".into()))?;
         let timeout = network::group_call_timeout(&request);
         match self.pool.call(&addr, &network::Request::GroupAsLeader(request), timeout).await {
             Ok(network::Response::Group(result)) => result,

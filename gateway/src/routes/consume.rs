@@ -418,13 +418,6 @@ async fn group_offsets(
     Path((cluster, group)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = super::clusters::check_cluster(&reader.agent, &cluster)?;
-    // Current as of the leader, not just this agent's mirror (see OffsetFetch).
-    reader
-        .agent
-        .metadata
-        .read_barrier()
-        .await
-        .map_err(|e| HttpError::unavailable(format!("metadata unavailable: {e}")))?;
     let state = reader.agent.metadata.read();
     let record = state.groups.get(&group).ok_or_else(|| HttpError::not_found(format!("group {group:?} not found")))?;
     let offsets: Vec<Value> = record

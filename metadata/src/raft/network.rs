@@ -31,8 +31,6 @@ pub const FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
 /// proposal connections and change stream. Past it new connections are closed at once.
 pub const SERVED_CONNECTIONS_MAX: usize = 4096;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Time a read-index request may take (the leader confirms its quorum).
-pub(crate) const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(3);
 /// Time a forwarded proposal may take on the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -59,10 +57,6 @@ pub(crate) enum Request {
     Group(GroupRequest),
     /// A group request forwarded by a follower; answered NOT_COORDINATOR unless this node leads.
     GroupAsLeader(GroupRequest),
-    /// The index a read must wait for to be current (forwarded to the leader by a follower).
-    ReadIndex,
-    /// [`Request::ReadIndex`] forwarded by a follower; answered only by the leader.
-    ReadIndexAsLeader,
 }
 
 /// The answer to a [`Request`], variant for variant.
@@ -81,8 +75,6 @@ pub(crate) enum Response {
     Membership(Result<(), String>),
     /// The answer to a group request and the log index of its last write.
     Group(Result<(GroupResponse, u64), GroupError>),
-    /// The leader's commit index, confirmed with a quorum, or why there is none.
-    ReadIndex(Result<u64, String>),
 }
 
 /// How a leader answered a forwarded proposal.
@@ -190,10 +182,6 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                         Some(_) => node.groups().handle(&node, request).await,
                         None => Err(GroupError::NotCoordinator),
                     }),
-                    Request::ReadIndex => Response::ReadIndex(node.read_index().await.map_err(|e| e.to_string())),
-                    Request::ReadIndexAsLeader => {
-                        Response::ReadIndex(node.read_index_as_leader().await.map_err(|e| e.to_string()))
-                    }
                     Request::Subscribe => {
                         if let Err(e) = stream_changes(&mut stream, &node, &mut stop).await {
                             tracing::debug!(%peer, error = %e, "change stream ended");
@@ -338,14 +326,6 @@ pub(crate) async fn forward_proposal(
     match pool.call(addr, &Request::Propose(command.clone()), FORWARD_TIMEOUT).await? {
         Response::Propose(reply) => Ok(reply),
         _ => Err(CallError::Mismatch { addr: addr.to_owned() }),
-    }
-}
-
-/// Asks the leader at `addr` for its read index.
-pub(crate) async fn leader_read_index(pool: &ConnectionPool, addr: &str) -> Result<u64, String> {
-    match pool.call(addr, &Request::ReadIndexAsLeader, READ_INDEX_TIMEOUT).await.map_err(|e| e.to_string())? {
-        Response::ReadIndex(answer) => answer,
-        _ => Err(format!("{addr} answered with the wrong response kind")),
     }
 }
 

@@ -348,18 +348,7 @@ fn fetch_group(
         .collect()
 }
 
-/// Answered from this agent's mirror, after a read barrier: the mirror promises only this
-/// agent's own writes, and a consumer resuming from an older committed offset than the group's
-/// would process records twice (floe-chaos saw a transform restart a partition from offset 0).
-pub(in crate::kafka) async fn offset_fetch(
-    agent: &Agent,
-    version: i16,
-    request: OffsetFetchRequest,
-) -> OffsetFetchResponse {
-    if let Err(e) = agent.metadata.read_barrier().await {
-        tracing::info!(error = %e, "OffsetFetch answered COORDINATOR_NOT_AVAILABLE: no current metadata view");
-        return offset_fetch_unavailable(version, request);
-    }
+pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let state = agent.metadata.read();
     if version < 8 {
         let asked = request.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
@@ -408,42 +397,6 @@ pub(in crate::kafka) async fn offset_fetch(
         })
         .collect();
     OffsetFetchResponse::default().with_groups(groups)
-}
-
-/// COORDINATOR_NOT_AVAILABLE (retriable) where the version has room for it: per group from v8,
-/// top-level from v2, per partition in v1.
-fn offset_fetch_unavailable(version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let code = ResponseError::CoordinatorNotAvailable.code();
-    if version >= 8 {
-        let groups = request
-            .groups
-            .into_iter()
-            .map(|g| OffsetFetchResponseGroup::default().with_group_id(g.group_id).with_error_code(code))
-            .collect();
-        return OffsetFetchResponse::default().with_groups(groups);
-    }
-    if version >= 2 {
-        return OffsetFetchResponse::default().with_error_code(code);
-    }
-    let topics = request
-        .topics
-        .unwrap_or_default()
-        .into_iter()
-        .map(|t| {
-            let partitions = t
-                .partition_indexes
-                .into_iter()
-                .map(|p| {
-                    OffsetFetchResponsePartition::default()
-                        .with_partition_index(p)
-                        .with_error_code(code)
-                        .with_committed_offset(-1)
-                })
-                .collect();
-            OffsetFetchResponseTopic::default().with_name(t.name).with_partitions(partitions)
-        })
-        .collect();
-    OffsetFetchResponse::default().with_topics(topics)
 }
 
 pub(in crate::kafka) async fn list(agent: &Agent, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
