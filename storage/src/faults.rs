@@ -317,11 +317,20 @@ mod tests {
         let store = InjectedFaults::new(Arc::new(InMemory::new()), FaultSource::File(file.clone()));
         let path = Path::from("a");
         assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_ok(), "no file: no faults");
+        // The watcher's next read applies the file; wait for the plan to change, not a timer.
+        let plan_becomes = |wanted: f64| {
+            let plan = store.plan.clone();
+            async move {
+                while plan.read().map(|p| p.put_error).unwrap_or_default() != wanted {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        };
         std::fs::write(&file, "put-error=1").expect("write");
-        tokio::time::sleep(FAULT_FILE_POLL * 3).await;
+        tokio::time::timeout(FAULT_FILE_POLL * 20, plan_becomes(1.0)).await.expect("faults switched on in time");
         assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_err(), "faults switched on");
         std::fs::write(&file, "").expect("write");
-        tokio::time::sleep(FAULT_FILE_POLL * 3).await;
+        tokio::time::timeout(FAULT_FILE_POLL * 20, plan_becomes(0.0)).await.expect("faults switched off in time");
         assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_ok(), "faults switched off");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -26,17 +26,28 @@ fn answered_term(response: Response) -> u64 {
 async fn a_call_dropped_half_way_leaves_no_answer_for_the_next() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
+    // The peer holds its answer to the first request until told, and says when it has sent it.
+    let (received_tx, received) = tokio::sync::oneshot::channel::<()>();
+    let (release, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let (answered_tx, answered) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
+        let mut first = Some((received_tx, release_rx, answered_tx));
         loop {
             let Ok((mut stream, _)) = listener.accept().await else { return };
+            let first = first.take();
             tokio::spawn(async move {
+                let mut first = first;
                 while let Ok(Some(Request::Vote(request))) = read_frame::<Request>(&mut stream).await {
                     let term = request.vote.leader_id().term;
-                    if term == 1 {
-                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    let answer = Response::Vote(Ok(VoteResponse::new(Vote::new(term, 1), None, true)));
+                    if let Some((received, release, answered)) = first.take() {
+                        let _ = received.send(());
+                        let _ = release.await;
+                        let _ = write_frame(&mut stream, &answer).await;
+                        let _ = answered.send(());
+                        continue;
                     }
-                    let answer = VoteResponse::new(Vote::new(term, 1), None, true);
-                    if write_frame(&mut stream, &Response::Vote(Ok(answer))).await.is_err() {
+                    if write_frame(&mut stream, &answer).await.is_err() {
                         return;
                     }
                 }
@@ -45,9 +56,16 @@ async fn a_call_dropped_half_way_leaves_no_answer_for_the_next() {
     });
     let mut client = PeerClient::new(addr);
     let first = vote_request(1);
-    let slow = tokio::time::timeout(Duration::from_millis(50), client.call(&first, Duration::from_secs(5)));
-    assert!(slow.await.is_err(), "the first call is dropped before its answer");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    {
+        // The first call is dropped once the peer has its request, before the answer comes.
+        let call = client.call(&first, Duration::from_secs(5));
+        tokio::select! {
+            _ = call => panic!("the first call was answered before its peer was told to answer"),
+            _ = received => {}
+        }
+    }
+    let _ = release.send(());
+    let _ = answered.await;
     let answer = client.call(&vote_request(2), Duration::from_secs(5)).await.expect("second call");
     assert_eq!(answered_term(answer), 2, "the second call got the first call's answer");
 }
