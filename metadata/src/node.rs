@@ -289,16 +289,23 @@ impl MetadataNode {
         if let Ok(written) = tokio::time::timeout(LEADERSHIP_CHECK_AFTER.min(limit), &mut write).await {
             return Ok(written);
         }
-        if self.leader_term().is_some() {
-            let confirmed = tokio::time::timeout(LEADERSHIP_CHECK_TIMEOUT, self.raft.ensure_linearizable()).await;
-            if !matches!(confirmed, Ok(Ok(_))) {
-                tracing::warn!("this metadata leader cannot reach a quorum; refusing writes until it can");
-                return Err(NodeError::Unavailable("the metadata leader cannot reach a quorum".into()));
-            }
+        if self.leader_term().is_some() && self.confirm_linearizable_read().await.is_err() {
+            tracing::warn!("this metadata leader cannot reach a quorum; refusing writes until it can");
+            return Err(NodeError::Unavailable("the metadata leader cannot reach a quorum".into()));
         }
         tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), write)
             .await
             .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))
+    }
+
+    /// Confirms this node still leads (a quorum answers its heartbeats) and waits until it has
+    /// applied every entry committed before the call, so [`MetadataNode::read`] is linearizable.
+    pub(crate) async fn confirm_linearizable_read(&self) -> Result<(), NodeError> {
+        match tokio::time::timeout(LEADERSHIP_CHECK_TIMEOUT, self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(NodeError::Unavailable(e.to_string())),
+            Err(_) => Err(NodeError::Unavailable("the metadata leader cannot reach a quorum".into())),
+        }
     }
 
     /// The current Raft term if this node is its leader.

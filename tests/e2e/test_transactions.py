@@ -302,7 +302,7 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
     req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])]
     a = admin(bootstrap)  # must outlive the future
     result = a.list_consumer_group_offsets(req, request_timeout=10)[group].result(15)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
+    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.error is None}
 
 
 # --------------------------------------------------------------------------

@@ -176,7 +176,7 @@ pub(super) async fn start(
             later(async move { ResponseKind::OffsetCommit(api::groups::offset_commit(&agent, req).await) })
         }
         RequestKind::OffsetFetch(req) => {
-            Reply::Now(Box::new(ResponseKind::OffsetFetch(api::groups::offset_fetch(&agent, version, req))))
+            later(async move { ResponseKind::OffsetFetch(api::groups::offset_fetch(&agent, version, req).await) })
         }
         RequestKind::ListGroups(req) => {
             later(async move { ResponseKind::ListGroups(api::groups::list(&agent, version, req).await) })

@@ -109,10 +109,16 @@ pub(crate) fn committed(
         wanted.add_partition(topic, p);
     }
     let committed = observer.committed_offsets(wanted, QUERY_TIMEOUT)?;
-    Ok((0..partitions)
-        .map(|p| match committed.find_partition(topic, p).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) => Some(o),
-            _ => None,
+    (0..partitions)
+        .map(|p| match committed.find_partition(topic, p) {
+            Some(e) => {
+                e.error().with_context(|| format!("committed offset of partition {p}"))?;
+                Ok(match e.offset() {
+                    Offset::Offset(o) => Some(o),
+                    _ => None,
+                })
+            }
+            None => Ok(None),
         })
-        .collect())
+        .collect()
 }

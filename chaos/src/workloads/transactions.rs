@@ -62,6 +62,10 @@ fn txn_error(e: &KafkaError) -> Option<&RDKafkaError> {
 fn rewind(consumer: &BaseConsumer) -> anyhow::Result<()> {
     let committed = consumer.committed(TXN_CALL_TIMEOUT)?;
     for element in committed.elements() {
+        // A partition whose offset could not be read (UNSTABLE_OFFSET_COMMIT while the metadata
+        // leader cannot confirm it) is not "no offset": starting it over would transform its
+        // inputs twice.
+        element.error().with_context(|| format!("committed offset of partition {}", element.partition()))?;
         let offset = match element.offset() {
             Offset::Offset(o) => Offset::Offset(o),
             _ => Offset::Beginning,

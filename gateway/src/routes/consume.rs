@@ -418,17 +418,31 @@ async fn group_offsets(
     Path((cluster, group)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = super::clusters::check_cluster(&reader.agent, &cluster)?;
+    // Read on the metadata leader, as OffsetFetch is: a client resumes from these offsets, and
+    // this agent's mirror may hold an older commit.
+    let request = GroupRequest::FetchOffsets { groups: vec![(group.clone(), None)], require_stable: false };
+    let committed = match reader.agent.metadata.group_request(request).await {
+        Ok(GroupResponse::FetchOffsets(mut groups)) if groups.len() == 1 => groups.pop().unwrap_or_default(),
+        Ok(_) => {
+            return Err(HttpError::unavailable("the group coordinator answered another request").with_retry_after(1));
+        }
+        Err(e) => return Err(HttpError::unavailable(e.to_string()).with_retry_after(1)),
+    };
     let state = reader.agent.metadata.read();
-    let record = state.groups.get(&group).ok_or_else(|| HttpError::not_found(format!("group {group:?} not found")))?;
-    let offsets: Vec<Value> = record
-        .offsets
+    if committed.is_empty() && !state.groups.contains_key(&group) {
+        return Err(HttpError::not_found(format!("group {group:?} not found")));
+    }
+    let offsets: Vec<Value> = committed
         .iter()
-        .map(|((topic, partition), committed)| {
-            let end =
-                state.topic_by_name(topic).and_then(|t| state.partition(t.topic_id, *partition)).map(|p| p.next_offset);
+        .flat_map(|(topic, fetched)| fetched.iter().map(move |f| (topic, f)))
+        .map(|(topic, committed)| {
+            let end = state
+                .topic_by_name(topic)
+                .and_then(|t| state.partition(t.topic_id, committed.partition))
+                .map(|p| p.next_offset);
             serde_json::json!({
                 "topic_name": topic,
-                "partition_id": partition,
+                "partition_id": committed.partition,
                 "offset": committed.offset,
                 "metadata": committed.metadata,
                 "lag": end.map(|end| (end - committed.offset).max(0)),

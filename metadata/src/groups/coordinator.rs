@@ -561,6 +561,15 @@ impl GroupCoordinator {
                 let (result, index) = self.delete_offsets(node, &group_id, partitions).await?;
                 (GroupResponse::DeleteOffsets(result), index)
             }
+            GroupRequest::FetchOffsets { groups, require_stable } => {
+                node.confirm_linearizable_read()
+                    .await
+                    .map_err(|e| GroupError::CoordinatorNotAvailable(e.to_string()))?;
+                let state = node.read();
+                let fetched =
+                    groups.into_iter().map(|(id, asked)| state.committed_offsets(&id, asked, require_stable)).collect();
+                (GroupResponse::FetchOffsets(fetched), 0)
+            }
         })
     }
 

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use consumer::ASSIGNORS;
 pub use coordinator::GroupCoordinator;
 
-use crate::state::{OffsetCommit, TopicId};
+use crate::state::{AskedPartitions, FetchedOffset, OffsetCommit, TopicId};
 
 /// Why a group request failed; each maps to the Kafka error code of the same name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -257,6 +257,13 @@ pub enum GroupRequest {
         transaction: TxnRef,
         offsets: Vec<OffsetCommit>,
     },
+    /// OffsetFetch for each group with the partitions asked, read on the leader once it has
+    /// confirmed it still leads and has applied everything committed: a consumer resuming from
+    /// these offsets must not see an older commit than the group's latest.
+    FetchOffsets {
+        groups: Vec<(String, AskedPartitions)>,
+        require_stable: bool,
+    },
 }
 
 /// The transaction a TxnOffsetCommit belongs to.
@@ -288,6 +295,8 @@ pub enum GroupResponse {
     DeleteOffsets(Result<Vec<Result<(), GroupError>>, GroupError>),
     ConsumerHeartbeat(Result<ConsumerHeartbeatResponse, GroupError>),
     ConsumerDescribe(Vec<Result<ConsumerGroupDescription, (String, GroupError)>>),
+    /// Per group in request order: its offsets by topic.
+    FetchOffsets(Vec<Vec<(String, Vec<FetchedOffset>)>>),
 }
 
 /// The partitions a `consumer` protocol assignment gives a member, read from its assignment

@@ -142,6 +142,55 @@ async fn without_a_quorum_proposals_fail_and_nothing_is_applied() {
     let _ = std::fs::remove_dir_all(&cluster.root);
 }
 
+/// OffsetFetch is answered on the leader after a quorum check, never from a node's own copy:
+/// through a follower it sees the latest commit, and a leader cut off from the others refuses
+/// rather than answer from what it last knew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_offsets_are_read_on_a_leader_that_confirms_it_leads() {
+    use crate::groups::{GroupError, GroupRequest, GroupResponse, MemberRef};
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    cluster.nodes[&leader].ensure_initialized().await.expect("init");
+    let (_, index) = cluster.nodes[&leader].propose_indexed(create("orders")).await.expect("topic");
+    // A node that has not yet heard from the leader answers its quorum check with its own vote
+    // from the first election, and the check fails; wait until every node follows.
+    cluster.converge(index).await;
+    let commit = |offset| GroupRequest::CommitOffsets {
+        member: MemberRef { group_id: "g".into(), generation: -1, member_id: String::new(), instance_id: None },
+        offsets: vec![crate::state::OffsetCommit {
+            topic: "orders".into(),
+            partition: 0,
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+        }],
+    };
+    let fetch = GroupRequest::FetchOffsets {
+        groups: vec![("g".into(), Some(vec![("orders".into(), vec![0, 7])]))],
+        require_stable: false,
+    };
+    let follower = *cluster.nodes.keys().find(|id| **id != leader).expect("a follower");
+    for offset in [10, 42] {
+        cluster.nodes[&leader].group_request(commit(offset)).await.expect("commit");
+        let (answer, _) = cluster.nodes[&follower].group_request(fetch.clone()).await.expect("fetch");
+        let GroupResponse::FetchOffsets(groups) = answer else { panic!("wrong answer kind: {answer:?}") };
+        let offsets: Vec<i64> = groups[0][0].1.iter().map(|f| f.offset).collect();
+        assert_eq!(offsets, vec![offset, -1], "the latest commit, and -1 where none was made");
+    }
+    for id in cluster.nodes.keys().copied().filter(|id| *id != leader).collect::<Vec<_>>() {
+        cluster.nodes.remove(&id).expect("running").shutdown().await;
+    }
+    let refused = tokio::time::timeout(Duration::from_secs(10), cluster.nodes[&leader].group_request(fetch)).await;
+    assert!(
+        matches!(refused, Ok(Err(GroupError::CoordinatorNotAvailable(_)))),
+        "a leader without a quorum must not answer from its own copy, got {refused:?}"
+    );
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn voters_are_added_and_removed_at_runtime() {
     let mut cluster = Cluster::start(3).await;

@@ -313,6 +313,9 @@ pub(crate) fn group_call_timeout(request: &GroupRequest) -> Duration {
                 + MARGIN
         }
         GroupRequest::Sync(_) => Duration::from_secs(1800) + MARGIN,
+        // A read the leader answers within its quorum check; a paused leader must not hold a
+        // consumer's resume for long, the client asks again.
+        GroupRequest::FetchOffsets { .. } => Duration::from_secs(5),
         _ => MARGIN,
     }
 }

@@ -86,6 +86,23 @@ pub struct PartitionLag {
     pub lag: i64,
 }
 
+/// One partition's committed offset as OffsetFetch reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchedOffset {
+    pub partition: i32,
+    /// -1 when the group has no committed offset for the partition.
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    /// Stable offsets were asked for and an open transaction has committed one for the
+    /// partition: the client must ask again later (UNSTABLE_OFFSET_COMMIT).
+    pub unstable: bool,
+}
+
+/// The partitions an OffsetFetch asks for, by topic name; `None` asks for every partition the
+/// group has an offset for.
+pub type AskedPartitions = Option<Vec<(String, Vec<i32>)>>;
+
 /// One partition's offset in an offset commit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OffsetCommit {
@@ -228,6 +245,57 @@ impl State {
         }
         self.groups.retain(|_, g| !g.membership.members.is_empty() || !g.offsets.is_empty());
         Ok(Outcome::Done)
+    }
+
+    /// The committed offsets of `group` for the partitions `asked`, by topic in the order asked;
+    /// -1 for partitions without one.
+    pub fn committed_offsets(
+        &self,
+        group: &str,
+        asked: AskedPartitions,
+        require_stable: bool,
+    ) -> Vec<(String, Vec<FetchedOffset>)> {
+        let record = self.groups.get(group);
+        let topics = asked.unwrap_or_else(|| {
+            let mut all: Vec<(String, Vec<i32>)> = Vec::new();
+            for (topic, partition) in record.map(|g| g.offsets.keys()).into_iter().flatten() {
+                match all.last_mut() {
+                    Some((name, partitions)) if name == topic => partitions.push(*partition),
+                    _ => all.push((topic.clone(), vec![*partition])),
+                }
+            }
+            all
+        });
+        let fetch = |topic: &str, partition: i32| {
+            if require_stable && self.has_pending_txn_offset(group, topic, partition) {
+                return FetchedOffset {
+                    partition,
+                    offset: -1,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    unstable: true,
+                };
+            }
+            match record.and_then(|g| g.offsets.get(&(topic.to_owned(), partition))) {
+                Some(o) => FetchedOffset {
+                    partition,
+                    offset: o.offset,
+                    leader_epoch: o.leader_epoch,
+                    metadata: o.metadata.clone(),
+                    unstable: false,
+                },
+                None => {
+                    FetchedOffset { partition, offset: -1, leader_epoch: -1, metadata: String::new(), unstable: false }
+                }
+            }
+        };
+        topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let fetched = partitions.into_iter().map(|p| fetch(&topic, p)).collect();
+                (topic, fetched)
+            })
+            .collect()
     }
 
     /// Each committed offset of `group` with its partition's log end offset and the lag between

@@ -16,8 +16,8 @@ mod topics;
 mod transactions;
 
 pub use groups::{
-    CommittedOffset, GroupKind, GroupMembership, GroupRecord, MemberRecord, OFFSET_METADATA_BYTES_MAX,
-    OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
+    AskedPartitions, CommittedOffset, FetchedOffset, GroupKind, GroupMembership, GroupRecord, MemberRecord,
+    OFFSET_METADATA_BYTES_MAX, OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
 };
 
 pub use idempotency::IdempotencyKeyRecord;

@@ -1,11 +1,11 @@
 //! Consumer group APIs: FindCoordinator names this agent; the coordination requests are
-//! forwarded to the group coordinator on the metadata leader; OffsetFetch reads this agent's
-//! mirror of the committed offsets.
+//! forwarded to the group coordinator on the metadata leader, and so is OffsetFetch, which the
+//! leader answers with a linearizable read.
 
 use floe_metadata::groups::{
     ConsumerHeartbeat, GroupError, GroupRequest, GroupResponse, JoinRequest, LeavingMember, MemberRef, SyncRequest,
 };
-use floe_metadata::{OffsetCommit, State};
+use floe_metadata::{AskedPartitions, FetchedOffset, OffsetCommit};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment as DescribeAssignment, DescribedGroup as ConsumerDescribedGroup, Member as ConsumerDescribedMember,
@@ -285,74 +285,71 @@ pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommit
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// One partition's committed offset as OffsetFetch reports it.
-struct Fetched {
-    partition: i32,
-    offset: i64,
-    leader_epoch: i32,
-    metadata: Option<String>,
-    /// UNSTABLE_OFFSET_COMMIT when stable offsets were asked for and an open transaction has
-    /// committed one for this partition.
-    error_code: i16,
+/// One group's answer to OffsetFetch: its offsets by topic, or the error for the whole group.
+type GroupOffsets = Result<Vec<(String, Vec<FetchedOffset>)>, ResponseError>;
+
+/// Asks the coordinator on the metadata leader, never this agent's mirror: a mirror that
+/// follows a lagging node (or was just copied from one after a restart) can hold an older
+/// commit than the group's latest, and a consumer resuming there would process records again
+/// and move the committed offset back. When the leader cannot confirm a read, each partition
+/// asked for answers UNSTABLE_OFFSET_COMMIT: Kafka clients ask again after a backoff, where a
+/// group-level error leaves librdkafka's assignment waiting for a rebalance.
+async fn fetch_offsets(
+    agent: &Agent,
+    groups: Vec<(String, AskedPartitions)>,
+    require_stable: bool,
+) -> Vec<GroupOffsets> {
+    let request = GroupRequest::FetchOffsets { groups: groups.clone(), require_stable };
+    let fetched = ask(agent, request, |r| match r {
+        GroupResponse::FetchOffsets(fetched) => Some(fetched),
+        _ => None,
+    })
+    .await;
+    match fetched {
+        Ok(fetched) if fetched.len() == groups.len() => fetched.into_iter().map(Ok).collect(),
+        Ok(_) => unavailable(groups, "the coordinator answered for other groups"),
+        Err(e) => unavailable(groups, &e.to_string()),
+    }
 }
 
-/// The committed offsets of the partitions asked for (every partition with a committed offset
-/// when `asked` is null), by topic; -1 for partitions without one.
-fn fetch_group(
-    state: &State,
-    group: &str,
-    asked: Option<Vec<(TopicName, Vec<i32>)>>,
-    require_stable: bool,
-) -> Vec<(TopicName, Vec<Fetched>)> {
-    let record = state.groups.get(group);
-    let topics = asked.unwrap_or_else(|| {
-        let mut all: Vec<(TopicName, Vec<i32>)> = Vec::new();
-        for (topic, partition) in record.map(|g| g.offsets.keys()).into_iter().flatten() {
-            match all.last_mut() {
-                Some((name, partitions)) if name.as_str() == topic => partitions.push(*partition),
-                _ => all.push((TopicName(str_bytes(topic.clone())), vec![*partition])),
-            }
-        }
-        all
-    });
-    topics
+fn unavailable(groups: Vec<(String, AskedPartitions)>, why: &str) -> Vec<GroupOffsets> {
+    tracing::warn!(why, "committed offsets not confirmed by the metadata leader; clients will ask again");
+    let unstable =
+        |partition| FetchedOffset { partition, offset: -1, leader_epoch: -1, metadata: String::new(), unstable: true };
+    groups
         .into_iter()
-        .map(|(name, partitions)| {
-            let fetched = partitions
+        .map(|(_, asked)| match asked {
+            Some(topics) => Ok(topics
                 .into_iter()
-                .map(|partition| {
-                    if require_stable && state.has_pending_txn_offset(group, name.as_str(), partition) {
-                        let error_code = ResponseError::UnstableOffsetCommit.code();
-                        return Fetched { partition, offset: -1, leader_epoch: -1, metadata: None, error_code };
-                    }
-                    match record.and_then(|g| g.offsets.get(&(name.to_string(), partition))) {
-                        Some(o) => Fetched {
-                            partition,
-                            offset: o.offset,
-                            leader_epoch: o.leader_epoch,
-                            metadata: Some(o.metadata.clone()),
-                            error_code: 0,
-                        },
-                        None => Fetched {
-                            partition,
-                            offset: -1,
-                            leader_epoch: -1,
-                            metadata: Some(String::new()),
-                            error_code: 0,
-                        },
-                    }
-                })
-                .collect();
-            (name, fetched)
+                .map(|(topic, partitions)| (topic, partitions.into_iter().map(unstable).collect()))
+                .collect()),
+            None => Err(ResponseError::CoordinatorLoadInProgress),
         })
         .collect()
 }
 
-pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let state = agent.metadata.read();
+fn fetched_error_code(f: &FetchedOffset) -> i16 {
+    if f.unstable { ResponseError::UnstableOffsetCommit.code() } else { 0 }
+}
+
+pub(in crate::kafka) async fn offset_fetch(
+    agent: &Agent,
+    version: i16,
+    request: OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    let asked = |topics: Option<Vec<(TopicName, Vec<i32>)>>| {
+        topics.map(|ts| ts.into_iter().map(|(name, partitions)| (name.to_string(), partitions)).collect())
+    };
     if version < 8 {
-        let asked = request.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-        let topics = fetch_group(&state, &request.group_id, asked, request.require_stable)
+        let topics = request.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
+        let groups = vec![(request.group_id.to_string(), asked(topics))];
+        let answer = fetch_offsets(agent, groups, request.require_stable).await.pop();
+        let (topics, error) = match answer {
+            Some(Ok(topics)) => (topics, None),
+            Some(Err(e)) => (Vec::new(), Some(e)),
+            None => (Vec::new(), Some(ResponseError::CoordinatorLoadInProgress)),
+        };
+        let topics = topics
             .into_iter()
             .map(|(name, fetched)| {
                 let partitions = fetched
@@ -360,23 +357,43 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
                     .map(|f| {
                         let entry = OffsetFetchResponsePartition::default()
                             .with_partition_index(f.partition)
-                            .with_error_code(f.error_code)
+                            .with_error_code(fetched_error_code(&f))
                             .with_committed_offset(f.offset)
-                            .with_metadata(f.metadata.map(str_bytes));
+                            .with_metadata(Some(str_bytes(f.metadata)));
                         if version >= 5 { entry.with_committed_leader_epoch(f.leader_epoch) } else { entry }
                     })
                     .collect();
-                OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
+                OffsetFetchResponseTopic::default().with_name(TopicName(str_bytes(name))).with_partitions(partitions)
             })
             .collect();
-        return OffsetFetchResponse::default().with_topics(topics);
+        let response = OffsetFetchResponse::default().with_topics(topics);
+        // v0–1 have no top-level error: their clients always name the partitions, so they see
+        // the per-partition answer.
+        return match error {
+            Some(e) if version >= 2 => response.with_error_code(e.code()),
+            _ => response,
+        };
     }
+    let ids: Vec<GroupId> = request.groups.iter().map(|g| g.group_id.clone()).collect();
     let groups = request
         .groups
         .into_iter()
         .map(|g| {
-            let asked = g.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-            let topics = fetch_group(&state, &g.group_id, asked, request.require_stable)
+            let topics = g.topics.map(|ts| ts.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
+            (g.group_id.to_string(), asked(topics))
+        })
+        .collect();
+    let answers = fetch_offsets(agent, groups, request.require_stable).await;
+    let groups = ids
+        .into_iter()
+        .zip(answers)
+        .map(|(group_id, answer)| {
+            let group = OffsetFetchResponseGroup::default().with_group_id(group_id);
+            let topics = match answer {
+                Ok(topics) => topics,
+                Err(e) => return group.with_error_code(e.code()),
+            };
+            let topics = topics
                 .into_iter()
                 .map(|(name, fetched)| {
                     let partitions = fetched
@@ -384,16 +401,18 @@ pub(in crate::kafka) fn offset_fetch(agent: &Agent, version: i16, request: Offse
                         .map(|f| {
                             OffsetFetchResponsePartitions::default()
                                 .with_partition_index(f.partition)
-                                .with_error_code(f.error_code)
+                                .with_error_code(fetched_error_code(&f))
                                 .with_committed_offset(f.offset)
                                 .with_committed_leader_epoch(f.leader_epoch)
-                                .with_metadata(f.metadata.map(str_bytes))
+                                .with_metadata(Some(str_bytes(f.metadata)))
                         })
                         .collect();
-                    OffsetFetchResponseTopics::default().with_name(name).with_partitions(partitions)
+                    OffsetFetchResponseTopics::default()
+                        .with_name(TopicName(str_bytes(name)))
+                        .with_partitions(partitions)
                 })
                 .collect();
-            OffsetFetchResponseGroup::default().with_group_id(g.group_id).with_topics(topics)
+            group.with_topics(topics)
         })
         .collect();
     OffsetFetchResponse::default().with_groups(groups)
