@@ -49,3 +49,36 @@ impl<S: Send + Sync> FromRequest<S> for SmallBody {
         Bytes::from_request(request, state).await.map(Self).map_err(|e| HttpError::new(e.status(), e.body_text()))
     }
 }
+
+/// The caller's tenant namespace (`floe_metadata::namespace`): a request made with a tenant's API
+/// key names only that tenant's topics and groups. Without API keys the whole cluster is one
+/// namespace and names pass through as they are.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scope(Option<floe_metadata::Namespace>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Scope {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let caller = parts.extensions.get::<crate::auth::Caller>();
+        Ok(Self(caller.map(|c| floe_metadata::Namespace::of(&c.tenant))))
+    }
+}
+
+impl Scope {
+    /// The stored name of a topic, group or idempotency key the caller names.
+    pub(crate) fn stored(&self, name: &str) -> String {
+        match &self.0 {
+            Some(ns) => ns.scope(name),
+            None => name.to_owned(),
+        }
+    }
+
+    /// The name the caller knows a stored name by; `None` when it is another tenant's.
+    pub(crate) fn shown<'a>(&self, stored: &'a str) -> Option<&'a str> {
+        match &self.0 {
+            Some(ns) => ns.unscope(stored),
+            None => Some(stored),
+        }
+    }
+}

@@ -13,6 +13,7 @@ pub mod config;
 pub mod groups;
 pub mod handle;
 pub mod limits;
+pub mod namespace;
 pub mod node;
 pub mod raft;
 pub mod state;
@@ -31,6 +32,7 @@ pub use command::{
     CommandError, CommittedChunk, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
 };
 pub use handle::Metadata;
+pub use namespace::Namespace;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{

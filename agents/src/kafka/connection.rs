@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use floe_metadata::Namespace;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
@@ -17,6 +18,7 @@ use tokio::sync::mpsc;
 
 use super::api::scram_credentials;
 use super::dispatch::{self, Reply};
+use super::namespace;
 use super::sasl::{Admission, Session, Verdict};
 use crate::Agent;
 use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
@@ -47,6 +49,8 @@ struct InFlight {
     api_key: ApiKey,
     version: i16,
     reply: Reply,
+    /// The tenant's namespace, for a connection authenticated as one of its users.
+    namespace: Option<Namespace>,
 }
 
 /// Serves one connection: a TCP stream, or a TLS stream over one.
@@ -141,13 +145,16 @@ async fn read_requests(
                 let started = std::time::Instant::now();
                 let correlation_id = header.correlation_id;
                 let (api_key, version) = (ApiKey::ApiVersions, 0);
-                let _ = in_flight.send(InFlight { started, correlation_id, api_key, version, reply }).await;
+                let _ = in_flight
+                    .send(InFlight { started, correlation_id, api_key, version, reply, namespace: None })
+                    .await;
                 continue;
             }
         };
         let correlation_id = header.correlation_id;
         let started = std::time::Instant::now();
         let mut close = false;
+        let mut namespace = None;
         let reply = match (&mut sasl, request) {
             // Authentication changes what the next request may do, so it is answered here, in
             // order, before the next request is read.
@@ -186,11 +193,22 @@ async fn read_requests(
                         ResponseKind::AlterUserScramCredentials(response)
                     }))
                 }
-                (Admission::Serve, _, request) => dispatch::start(agent, &header, request, peer).await,
+                (Admission::Serve, principal, mut request) => {
+                    namespace = principal.map(|p| Namespace::of(&p.tenant));
+                    let scoped = match &namespace {
+                        Some(ns) => namespace::scope_request(ns, &agent.metadata.read(), &mut request),
+                        None => Ok(()),
+                    };
+                    match scoped {
+                        Ok(()) => dispatch::start(agent, &header, request, peer).await,
+                        Err(answer) => Reply::Now(answer),
+                    }
+                }
             },
             (None, request) => dispatch::start(agent, &header, request, peer).await,
         };
-        if in_flight.send(InFlight { started, correlation_id, api_key, version, reply }).await.is_err() || close {
+        let in_flight_request = InFlight { started, correlation_id, api_key, version, reply, namespace };
+        if in_flight.send(in_flight_request).await.is_err() || close {
             return Ok(());
         }
     }
@@ -240,7 +258,7 @@ async fn write_responses(writer: impl AsyncWrite + Unpin, mut queue: mpsc::Recei
         };
         let api = format!("{:?}", request.api_key);
         crate::metrics::REQUESTS.with_label_values(&[&api]).inc();
-        let response = match request.reply {
+        let mut response = match request.reply {
             Reply::None => continue,
             Reply::Now(response) => *response,
             Reply::Later(handle) => {
@@ -256,6 +274,9 @@ async fn write_responses(writer: impl AsyncWrite + Unpin, mut queue: mpsc::Recei
                 }
             }
         };
+        if let Some(ns) = &request.namespace {
+            namespace::unscope_response(ns, &mut response);
+        }
         let bytes = match encode(request.correlation_id, request.api_key, request.version, &response) {
             Ok(bytes) => bytes,
             Err(e) => {

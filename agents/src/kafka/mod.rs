@@ -6,5 +6,6 @@ mod connection;
 pub use connection::{ConnectionError, Decoded, decode_request};
 pub mod dispatch;
 mod error_code;
+mod namespace;
 pub mod sasl;
 pub mod server;

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::HttpError;
-use crate::extract::SmallBody;
+use crate::extract::{Scope, SmallBody};
 use crate::limits::ADMIN_CONFIGS_MAX;
 use crate::routes::clusters::check_cluster;
 
@@ -35,11 +35,12 @@ pub(crate) fn router(agent: Arc<Agent>) -> Router {
         .with_state(agent)
 }
 
-fn topic_json(cluster_id: &str, topic: &Topic) -> Value {
+/// A topic as REST v3 shows it, under the name the caller knows it by.
+fn topic_json(cluster_id: &str, name: &str, topic: &Topic) -> Value {
     serde_json::json!({
         "kind": "KafkaTopic",
         "cluster_id": cluster_id,
-        "topic_name": topic.name,
+        "topic_name": name,
         "topic_id": topic.topic_id.to_string(),
         "is_internal": false,
         "replication_factor": 1,
@@ -47,33 +48,41 @@ fn topic_json(cluster_id: &str, topic: &Topic) -> Value {
     })
 }
 
-fn find_topic<'a>(state: &'a MetadataState, name: &str) -> Result<&'a Topic, HttpError> {
-    state.topic_by_name(name).ok_or_else(|| HttpError::not_found(format!("topic {name:?} not found")))
+/// The caller's topic `name` (not found when another tenant's).
+fn find_topic<'a>(state: &'a MetadataState, scope: &Scope, name: &str) -> Result<&'a Topic, HttpError> {
+    state.topic_by_name(&scope.stored(name)).ok_or_else(|| HttpError::not_found(format!("topic {name:?} not found")))
 }
 
-async fn list_topics(State(agent): State<Arc<Agent>>, Path(cluster): Path<String>) -> Result<Json<Value>, HttpError> {
+async fn list_topics(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(cluster): Path<String>,
+) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    let data: Vec<Value> = state.topics.values().map(|t| topic_json(&cluster_id, t)).collect();
+    let data: Vec<Value> =
+        state.topics.values().filter_map(|t| Some(topic_json(&cluster_id, scope.shown(&t.name)?, t))).collect();
     Ok(Json(serde_json::json!({ "kind": "KafkaTopicList", "data": data })))
 }
 
 async fn describe_topic(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    Ok(Json(topic_json(&cluster_id, find_topic(&state, &topic)?)))
+    Ok(Json(topic_json(&cluster_id, &topic, find_topic(&state, &scope, &topic)?)))
 }
 
 async fn list_partitions(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    let t = find_topic(&state, &topic)?;
+    let t = find_topic(&state, &scope, &topic)?;
     let data: Vec<Value> = t
         .partitions
         .iter()
@@ -82,7 +91,7 @@ async fn list_partitions(
             serde_json::json!({
                 "kind": "KafkaPartition",
                 "cluster_id": cluster_id,
-                "topic_name": t.name,
+                "topic_name": topic,
                 "partition_id": i,
                 "log_start_offset": p.log_start_offset,
                 "high_watermark": p.next_offset,
@@ -163,6 +172,7 @@ fn validated_configs(entries: &[ConfigEntry]) -> Result<BTreeMap<String, String>
 
 async fn create_topic(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path(cluster): Path<String>,
     headers: HeaderMap,
     SmallBody(body): SmallBody,
@@ -170,6 +180,7 @@ async fn create_topic(
     let cluster_id = check_cluster(&agent, &cluster)?;
     let request: CreateTopicRequest = json_body(&headers, &body)?;
     floe_metadata::validate_topic_name(&request.topic_name).map_err(|e| HttpError::bad_request(e.to_string()))?;
+    let stored = scope.stored(&request.topic_name);
     let partition_count = request.partitions_count.unwrap_or(agent.config.default_partition_count);
     if !(1..=floe_metadata::limits::TOPIC_PARTITION_COUNT_MAX).contains(&partition_count) {
         return Err(HttpError::bad_request(format!(
@@ -182,17 +193,13 @@ async fn create_topic(
     }
     let configs = validated_configs(&request.configs)?;
     if request.validate_only {
-        if agent.metadata.read().topic_by_name(&request.topic_name).is_some() {
+        if agent.metadata.read().topic_by_name(&stored).is_some() {
             return Err(HttpError::new(StatusCode::CONFLICT, format!("topic {:?} already exists", request.topic_name)));
         }
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let command = Command::CreateTopic {
-        name: request.topic_name.clone(),
-        topic_id: uuid::Uuid::new_v4(),
-        partition_count,
-        configs,
-    };
+    let command =
+        Command::CreateTopic { name: stored.clone(), topic_id: uuid::Uuid::new_v4(), partition_count, configs };
     match agent.metadata.propose(command).await.map_err(command_error)? {
         Outcome::TopicCreated { .. } => {}
         other => {
@@ -200,27 +207,30 @@ async fn create_topic(
         }
     }
     let state = agent.metadata.read();
-    let topic = find_topic(&state, &request.topic_name)?;
-    Ok((StatusCode::CREATED, Json(topic_json(&cluster_id, topic))).into_response())
+    let topic = find_topic(&state, &scope, &request.topic_name)?;
+    Ok((StatusCode::CREATED, Json(topic_json(&cluster_id, &request.topic_name, topic))).into_response())
 }
 
 async fn delete_topic(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
 ) -> Result<StatusCode, HttpError> {
     check_cluster(&agent, &cluster)?;
-    find_topic(&agent.metadata.read(), &topic)?;
+    find_topic(&agent.metadata.read(), &scope, &topic)?;
+    let topic = scope.stored(&topic);
     agent.metadata.propose(Command::DeleteTopic { name: topic }).await.map_err(command_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn topic_configs(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    let t = find_topic(&state, &topic)?;
+    let t = find_topic(&state, &scope, &topic)?;
     let data: Vec<Value> = floe_metadata::config::TOPIC_CONFIGS
         .iter()
         .map(|def| {
@@ -232,7 +242,7 @@ async fn topic_configs(
             serde_json::json!({
                 "kind": "KafkaTopicConfig",
                 "cluster_id": cluster_id,
-                "topic_name": t.name,
+                "topic_name": topic,
                 "name": def.name,
                 "value": if def.sensitive { None } else { value },
                 "is_default": source == "DEFAULT_CONFIG",
@@ -256,13 +266,15 @@ struct AlterConfigsRequest {
 /// Sets or deletes some of a topic's configs (Kafka's IncrementalAlterConfigs).
 async fn alter_topic_configs(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
     headers: HeaderMap,
     SmallBody(body): SmallBody,
 ) -> Result<StatusCode, HttpError> {
     check_cluster(&agent, &cluster)?;
     let request: AlterConfigsRequest = json_body(&headers, &body)?;
-    let mut configs = find_topic(&agent.metadata.read(), &topic)?.configs.clone();
+    let mut configs = find_topic(&agent.metadata.read(), &scope, &topic)?.configs.clone();
+    let topic = scope.stored(&topic);
     let (deletes, sets): (Vec<&ConfigEntry>, Vec<&ConfigEntry>) =
         request.data.iter().partition(|e| e.operation.as_deref() == Some("DELETE"));
     if request.data.len() > ADMIN_CONFIGS_MAX {
@@ -287,7 +299,11 @@ async fn alter_topic_configs(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn list_groups(State(agent): State<Arc<Agent>>, Path(cluster): Path<String>) -> Result<Json<Value>, HttpError> {
+async fn list_groups(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(cluster): Path<String>,
+) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let request = GroupRequest::List { states: Vec::new(), types: Vec::new() };
     let groups = match agent.metadata.group_request(request).await {
@@ -299,11 +315,12 @@ async fn list_groups(State(agent): State<Arc<Agent>>, Path(cluster): Path<String
     };
     let data: Vec<Value> = groups
         .iter()
-        .map(|g| {
+        .filter_map(|g| Some((scope.shown(&g.group_id)?, g)))
+        .map(|(id, g)| {
             serde_json::json!({
                 "kind": "KafkaConsumerGroup",
                 "cluster_id": cluster_id,
-                "consumer_group_id": g.group_id,
+                "consumer_group_id": id,
                 "state": g.state,
                 "protocol_type": g.protocol_type,
                 "type": g.group_type,
@@ -315,9 +332,11 @@ async fn list_groups(State(agent): State<Arc<Agent>>, Path(cluster): Path<String
 
 async fn describe_group(
     State(agent): State<Arc<Agent>>,
-    Path((cluster, group)): Path<(String, String)>,
+    scope: Scope,
+    Path((cluster, shown)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
+    let group = scope.stored(&shown);
     let described = match agent.metadata.group_request(GroupRequest::Describe(vec![group.clone()])).await {
         Ok(GroupResponse::Describe(mut groups)) if groups.len() == 1 => groups.remove(0),
         Ok(other) => {
@@ -328,7 +347,7 @@ async fn describe_group(
     let description = described.map_err(|(_, e)| HttpError::unavailable(e.to_string()))?;
     let state = agent.metadata.read();
     if description.state == "Dead" && !state.groups.contains_key(&group) {
-        return Err(HttpError::not_found(format!("group {group:?} not found")));
+        return Err(HttpError::not_found(format!("group {shown:?} not found")));
     }
     let lag = state.group_lag(&group);
     let members: Vec<Value> = description
@@ -347,7 +366,7 @@ async fn describe_group(
         .iter()
         .map(|l| {
             serde_json::json!({
-                "topic_name": l.topic,
+                "topic_name": scope.shown(&l.topic).unwrap_or(&l.topic),
                 "partition_id": l.partition,
                 "current_offset": l.committed,
                 "log_end_offset": l.log_end,
@@ -358,7 +377,7 @@ async fn describe_group(
     Ok(Json(serde_json::json!({
         "kind": "KafkaConsumerGroup",
         "cluster_id": cluster_id,
-        "consumer_group_id": group,
+        "consumer_group_id": shown,
         "state": description.state,
         "protocol_type": description.protocol_type,
         "partition_assignor": description.protocol,

@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::error::HttpError;
-use crate::extract::SmallBody;
+use crate::extract::{Scope, SmallBody};
 use crate::limits::{
     CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_STREAMS_MAX, GROUP_COMMIT_OFFSETS_MAX,
 };
@@ -85,19 +85,28 @@ struct ReadParams {
 #[derive(Clone, Debug)]
 struct PartitionTarget {
     cluster_id: String,
+    /// As the caller names it.
     topic: String,
     topic_id: TopicId,
     partition: i32,
 }
 
-fn partition_target(agent: &Agent, cluster: &str, topic: &str, partition: i32) -> Result<PartitionTarget, HttpError> {
+fn partition_target(
+    agent: &Agent,
+    cluster: &str,
+    scope: &Scope,
+    topic: &str,
+    partition: i32,
+) -> Result<PartitionTarget, HttpError> {
     let cluster_id = super::clusters::check_cluster(agent, cluster)?;
     let state = agent.metadata.read();
-    let t = state.topic_by_name(topic).ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
+    let t = state
+        .topic_by_name(&scope.stored(topic))
+        .ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
     if partition < 0 || partition as usize >= t.partitions.len() {
         return Err(HttpError::not_found(format!("partition {partition} of topic {topic:?} not found")));
     }
-    Ok(PartitionTarget { cluster_id, topic: t.name.clone(), topic_id: t.topic_id, partition })
+    Ok(PartitionTarget { cluster_id, topic: topic.to_owned(), topic_id: t.topic_id, partition })
 }
 
 /// The offset a read starts at: a number, `earliest` (log start) or `latest` (log end).
@@ -169,11 +178,12 @@ fn last_offset_read(records: &Bytes) -> Option<i64> {
 
 async fn read(
     State(reader): State<Reader>,
+    scope: Scope,
     Path((cluster, topic, partition)): Path<(String, String, i32)>,
     Query(params): Query<ReadParams>,
 ) -> Result<Json<Value>, HttpError> {
     let agent = &reader.agent;
-    let target = partition_target(agent, &cluster, &topic, partition)?;
+    let target = partition_target(agent, &cluster, &scope, &topic, partition)?;
     let offset = start_offset(agent, &target, params.offset.as_deref())?;
     let max_bytes = bounded("max_bytes", params.max_bytes, 1024 * 1024, CONSUME_BYTES_MAX)?;
     let max_records = bounded("max_records", params.max_records, 1000, CONSUME_RECORDS_MAX)?;
@@ -284,11 +294,12 @@ struct Cursor {
 
 async fn follow_partition(
     State(reader): State<Reader>,
+    scope: Scope,
     Path((cluster, topic, partition)): Path<(String, String, i32)>,
     Query(params): Query<FollowParams>,
     headers: HeaderMap,
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, HttpError> {
-    let target = partition_target(&reader.agent, &cluster, &topic, partition)?;
+    let target = partition_target(&reader.agent, &cluster, &scope, &topic, partition)?;
     let offset = match last_event_offset(&headers)? {
         Some(last) => last + 1,
         None => start_offset(&reader.agent, &target, Some(params.offset.as_deref().unwrap_or("latest")))?,
@@ -299,6 +310,7 @@ async fn follow_partition(
 
 async fn follow_topic(
     State(reader): State<Reader>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
     Query(params): Query<FollowParams>,
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, HttpError> {
@@ -308,13 +320,14 @@ async fn follow_topic(
     }
     let partitions = {
         let state = reader.agent.metadata.read();
-        let t =
-            state.topic_by_name(&topic).ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
+        let t = state
+            .topic_by_name(&scope.stored(&topic))
+            .ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
         t.partitions.len() as i32
     };
     let mut cursors = Vec::with_capacity(partitions as usize);
     for partition in 0..partitions {
-        let target = partition_target(&reader.agent, &cluster, &topic, partition)?;
+        let target = partition_target(&reader.agent, &cluster, &scope, &topic, partition)?;
         let offset = start_offset(&reader.agent, &target, Some(start))?;
         cursors.push(Cursor { target, offset });
     }
@@ -415,9 +428,11 @@ impl Follow {
 
 async fn group_offsets(
     State(reader): State<Reader>,
-    Path((cluster, group)): Path<(String, String)>,
+    scope: Scope,
+    Path((cluster, shown)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = super::clusters::check_cluster(&reader.agent, &cluster)?;
+    let group = scope.stored(&shown);
     // Read on the metadata leader, as OffsetFetch is: a client resumes from these offsets, and
     // this agent's mirror may hold an older commit.
     let request = GroupRequest::FetchOffsets { groups: vec![(group.clone(), None)], require_stable: false };
@@ -430,7 +445,7 @@ async fn group_offsets(
     };
     let state = reader.agent.metadata.read();
     if committed.is_empty() && !state.groups.contains_key(&group) {
-        return Err(HttpError::not_found(format!("group {group:?} not found")));
+        return Err(HttpError::not_found(format!("group {shown:?} not found")));
     }
     let offsets: Vec<Value> = committed
         .iter()
@@ -441,7 +456,7 @@ async fn group_offsets(
                 .and_then(|t| state.partition(t.topic_id, committed.partition))
                 .map(|p| p.next_offset);
             serde_json::json!({
-                "topic_name": topic,
+                "topic_name": scope.shown(topic).unwrap_or(topic),
                 "partition_id": committed.partition,
                 "offset": committed.offset,
                 "metadata": committed.metadata,
@@ -449,7 +464,7 @@ async fn group_offsets(
             })
         })
         .collect();
-    Ok(Json(serde_json::json!({ "cluster_id": cluster_id, "consumer_group_id": group, "offsets": offsets })))
+    Ok(Json(serde_json::json!({ "cluster_id": cluster_id, "consumer_group_id": shown, "offsets": offsets })))
 }
 
 #[derive(Debug, Deserialize)]
@@ -472,7 +487,8 @@ struct CommitEntry {
 /// commit): accepted while the group has no active members.
 async fn commit_offsets(
     State(reader): State<Reader>,
-    Path((cluster, group)): Path<(String, String)>,
+    scope: Scope,
+    Path((cluster, shown)): Path<(String, String)>,
     headers: HeaderMap,
     SmallBody(body): SmallBody,
 ) -> Result<Json<Value>, HttpError> {
@@ -487,14 +503,15 @@ async fn commit_offsets(
         .offsets
         .iter()
         .map(|o| OffsetCommit {
-            topic: o.topic_name.clone(),
+            topic: scope.stored(&o.topic_name),
             partition: o.partition_id,
             offset: o.offset,
             leader_epoch: -1,
             metadata: o.metadata.clone(),
         })
         .collect();
-    let member = MemberRef { group_id: group.clone(), generation: -1, member_id: String::new(), instance_id: None };
+    let member =
+        MemberRef { group_id: scope.stored(&shown), generation: -1, member_id: String::new(), instance_id: None };
     let response = reader
         .agent
         .metadata
@@ -521,7 +538,7 @@ async fn commit_offsets(
             })
         })
         .collect();
-    Ok(Json(serde_json::json!({ "cluster_id": cluster_id, "consumer_group_id": group, "offsets": entries })))
+    Ok(Json(serde_json::json!({ "cluster_id": cluster_id, "consumer_group_id": shown, "offsets": entries })))
 }
 
 fn group_error(error: GroupError) -> HttpError {

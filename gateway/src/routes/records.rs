@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::extract::Path;
+use crate::extract::{Path, Scope};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -54,20 +54,26 @@ static KEYLESS_ROTATION: AtomicU32 = AtomicU32::new(0);
 struct Target {
     cluster_id: String,
     topic: TopicTarget,
+    /// The topic's name as the caller knows it (without its tenant).
+    shown: String,
+    scope: Scope,
 }
 
-fn target(agent: &Agent, cluster: &str, topic: &str) -> Result<Target, HttpError> {
+fn target(agent: &Agent, cluster: &str, scope: Scope, topic: &str) -> Result<Target, HttpError> {
     let cluster_id = super::clusters::check_cluster(agent, cluster)?;
-    Ok(Target { cluster_id, topic: TopicTarget::resolve(agent, topic)? })
+    let resolved = TopicTarget::resolve(agent, &scope.stored(topic))
+        .map_err(|_| HttpError::not_found(format!("topic {topic:?} not found")))?;
+    Ok(Target { cluster_id, topic: resolved, shown: topic.to_owned(), scope })
 }
 
 async fn produce_records(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
-    let target = target(&agent, &cluster, &topic)?;
+    let target = target(&agent, &cluster, scope, &topic)?;
     body::require_media_type(&headers, &["application/json"])?;
     let encoding = Encoding::of(&headers)?;
     let key = idempotency_key(&headers)?;
@@ -92,11 +98,12 @@ async fn produce_records(
 
 async fn produce_bulk(
     State(agent): State<Arc<Agent>>,
+    scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, HttpError> {
-    let target = target(&agent, &cluster, &topic)?;
+    let target = target(&agent, &cluster, scope, &topic)?;
     body::require_media_type(&headers, &["application/x-ndjson", "application/jsonl", "application/json"])?;
     let encoding = Encoding::of(&headers)?;
     let key = idempotency_key(&headers)?;
@@ -121,7 +128,7 @@ async fn produce_bulk(
     }
     Ok(Json(serde_json::json!({
         "cluster_id": target.cluster_id,
-        "topic_name": target.topic.name,
+        "topic_name": target.shown,
         "record_count": deliveries.len(),
         "error_count": errors.len(),
         "partition_ids": partitions,
@@ -161,7 +168,7 @@ async fn write_whole(
     }
     let (producer, keyless) = match key {
         Some(key) => {
-            let producer = key_producer(agent, key, &target.topic.name, bytes).await?;
+            let producer = key_producer(agent, &target.scope.stored(key), &target.topic.name, bytes).await?;
             (Some(producer), partitioner::partition_for_key(key.as_bytes(), target.topic.partition_count))
         }
         None => (None, next_keyless(&target.topic)),
@@ -216,7 +223,7 @@ fn report(target: &Target, delivery: &Delivery) -> (StatusCode, Value) {
             serde_json::json!({
                 "error_code": 200,
                 "cluster_id": target.cluster_id,
-                "topic_name": target.topic.name,
+                "topic_name": target.shown,
                 "partition_id": d.partition,
                 "offset": d.offset,
                 "timestamp": rfc3339(d.timestamp),

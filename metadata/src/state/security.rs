@@ -78,7 +78,7 @@ pub struct ApiKeyRecord {
     pub expires_ms: Option<i64>,
 }
 
-fn check_name(what: &str, name: &str) -> Result<(), CommandError> {
+pub(super) fn check_name(what: &str, name: &str) -> Result<(), CommandError> {
     let valid = !name.is_empty()
         && name.len() <= CREDENTIAL_NAME_BYTES_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'));

@@ -8,8 +8,19 @@ use crate::limits::{
     CONFIG_VALUE_BYTES_MAX, TOPIC_CONFIG_COUNT_MAX, TOPIC_COUNT_MAX, TOPIC_NAME_BYTES_MAX, TOPIC_PARTITION_COUNT_MAX,
 };
 
-/// Kafka's topic name rules: 1..=249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_topic_name(name: &str) -> Result<(), CommandError> {
+/// Kafka's topic name rules: 1..=249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`; a tenant's
+/// topic is stored as `TENANT~NAME` (see [`crate::namespace`]), where NAME follows those rules.
+pub fn validate_topic_name(stored: &str) -> Result<(), CommandError> {
+    let name = match stored.split_once(crate::namespace::SEPARATOR) {
+        Some((tenant, name)) => {
+            super::security::check_name("tenant", tenant).map_err(|_| CommandError::InvalidTopicName {
+                name: stored.to_owned(),
+                reason: "not a valid tenant name before '~'".to_owned(),
+            })?;
+            name
+        }
+        None => stored,
+    };
     let invalid = |reason: &str| CommandError::InvalidTopicName { name: name.to_owned(), reason: reason.to_owned() };
     if name.is_empty() {
         return Err(invalid("topic names cannot be empty"));

@@ -1,0 +1,232 @@
+"""Tenants as virtual clusters: a tenant's topics, groups and transactional ids live in its own
+namespace, on the Kafka listener and over HTTP.
+
+- Two tenants use the same topic name, group id and transactional id at once: each sees only
+  its own records (confluent-kafka and kafka-python), its own committed offsets, its own topic
+  and group listings, and neither fences the other's transactional producer.
+- A client of one tenant tries every Kafka admin API and the HTTP API on another tenant's topic
+  and group, by plain name and by the stored `TENANT~NAME`: each is answered as if they did not
+  exist (or refused), and the other tenant's data, partitions, configs and offsets are unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+import requests
+
+from conftest import unique_name, wait_until
+from test_auth import PASSWORD, admin_tenants
+
+TENANTS = {"acme": "alice", "globex": "bob"}
+
+
+@pytest.fixture
+def tenants(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-tenancy", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", "PLAIN,SCRAM-SHA-256", "--http-require-api-key", "--auth-failures-per-minute", "0"])
+    floe.keys = {}
+    for tenant, user in TENANTS.items():
+        admin_tenants(floe, "create", tenant)
+        admin_tenants(floe, "add-user", "--tenant", tenant, user, "--password-stdin", stdin=PASSWORD + "\n")
+        out = admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", user)
+        floe.keys[tenant] = json.loads(out)["token"]
+    return floe
+
+
+def conf(floe, tenant):
+    return {"bootstrap.servers": floe.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": TENANTS[tenant], "sasl.password": PASSWORD}
+
+
+def admin(floe, tenant):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient(conf(floe, tenant))
+
+
+def create(floe, tenant, topic, partitions=2):
+    from confluent_kafka.admin import NewTopic
+    a = admin(floe, tenant)  # must outlive the future
+    a.create_topics([NewTopic(topic, partitions)])[topic].result(30)
+
+
+def consume(floe, tenant, topic, group, expected):
+    from confluent_kafka import Consumer
+    c = Consumer({**conf(floe, tenant), "group.id": group, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < expected and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    # Anything beyond what was expected would show here.
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    c.commit(asynchronous=False)
+    c.close()
+    return got
+
+
+def test_two_tenants_with_the_same_names_see_only_their_own(tenants):
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic, group, txn = "orders", "billing", "orders-writer"
+    for tenant in TENANTS:
+        create(tenants, tenant, topic)
+    # Same transactional id in both tenants: if they shared it, bob's init would fence alice.
+    producers = {t: Producer({**conf(tenants, t), "transactional.id": txn}) for t in TENANTS}
+    for p in producers.values():
+        p.init_transactions(30)
+    for tenant, p in producers.items():
+        p.begin_transaction()
+        for i in range(20):
+            p.produce(topic, value=f"{tenant}-{i}".encode(), partition=i % 2)
+        p.commit_transaction(30)
+
+    for tenant in TENANTS:
+        got = consume(tenants, tenant, topic, group, 20)
+        assert sorted(got) == sorted(f"{tenant}-{i}" for i in range(20)), f"{tenant} read {got}"
+
+        kc = KafkaConsumer(bootstrap_servers=tenants.bootstrap, security_protocol="SASL_PLAINTEXT",
+                           sasl_mechanism="PLAIN", sasl_plain_username=TENANTS[tenant],
+                           sasl_plain_password=PASSWORD, auto_offset_reset="earliest", consumer_timeout_ms=5000,
+                           isolation_level="read_committed")
+        kc.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        values = sorted(m.value.decode() for m in kc)
+        kc.close()
+        assert values == sorted(f"{tenant}-{i}" for i in range(20)), f"kafka-python as {tenant}: {values}"
+
+        a = admin(tenants, tenant)
+        names = set(a.list_topics(timeout=10).topics)
+        assert topic in names and not any("~" in n for n in names), names
+        groups = [g.group_id for g in a.list_consumer_groups().result(10).valid]
+        assert groups.count(group) == 1 and not any("~" in g for g in groups), groups
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka import TopicPartition as KTP
+        req = [ConsumerGroupTopicPartitions(group, [KTP(topic, 0), KTP(topic, 1)])]
+        offsets = a.list_consumer_group_offsets(req)[group].result(10).topic_partitions
+        # 10 records and a commit marker in each partition.
+        assert sorted(tp.offset for tp in offsets) == [11, 11], offsets
+
+    # The same names over HTTP: each key reads its own tenant's records.
+    for tenant in TENANTS:
+        headers = {"Authorization": f"Bearer {tenants.keys[tenant]}"}
+        cluster = requests.get(f"{tenants.http_url}/v3/clusters", headers=headers, timeout=10).json()
+        cluster_id = cluster["data"][0]["cluster_id"]
+        base = f"{tenants.http_url}/v3/clusters/{cluster_id}"
+        listed = requests.get(f"{base}/topics", headers=headers, timeout=10)
+        assert listed.status_code == 200, listed.text
+        assert [t["topic_name"] for t in listed.json()["data"]] == [topic], listed.text
+        read = requests.get(f"{base}/topics/{topic}/partitions/0/records", params={"offset": 0},
+                            headers=headers, timeout=10)
+        assert read.status_code == 200, read.text
+        body = read.json()
+        values = [base64.b64decode(r["value"]["data"]).decode() for r in body["records"] if r.get("value")]
+        assert values and all(v.startswith(tenant) for v in values), body
+        assert body["topic_name"] == topic, body
+        offsets = requests.get(f"{base}/consumer-groups/{group}/offsets", headers=headers, timeout=10)
+        assert offsets.status_code == 200, offsets.text
+        assert {o["topic_name"] for o in offsets.json()["offsets"]} == {topic}, offsets.text
+
+
+def test_cross_tenant_attempts_are_denied(tenants):
+    from confluent_kafka import (ConsumerGroupTopicPartitions, KafkaException, Producer,
+                                 TopicPartition as KTP)
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                       OffsetSpec, ResourceType)
+
+    secret, bob_group = unique_name("secret"), unique_name("bobs")
+    create(tenants, "globex", secret, partitions=1)
+    p = Producer(conf(tenants, "globex"))
+    for i in range(5):
+        p.produce(secret, value=f"bob-{i}".encode())
+    p.flush(30)
+    assert len(consume(tenants, "globex", secret, bob_group, 5)) == 5
+
+    alice = admin(tenants, "acme")
+
+    def fails(future, *codes):
+        with pytest.raises(KafkaException) as e:
+            future.result(15)
+        assert e.value.args[0].name() in codes, e.value.args[0]
+
+    for name in (secret, f"globex~{secret}"):
+        assert name not in alice.list_topics(timeout=10).topics
+        fails(alice.describe_configs([ConfigResource(ResourceType.TOPIC, name)])[ConfigResource(ResourceType.TOPIC, name)],
+              "UNKNOWN_TOPIC_OR_PART", "INVALID_TOPIC_EXCEPTION")
+        res = ConfigResource(ResourceType.TOPIC, name,
+                             incremental_configs=[ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+        fails(alice.incremental_alter_configs([res])[res], "UNKNOWN_TOPIC_OR_PART", "INVALID_TOPIC_EXCEPTION")
+        fails(alice.delete_topics([name])[name], "UNKNOWN_TOPIC_OR_PART", "INVALID_TOPIC_EXCEPTION")
+        fails(alice.create_partitions([NewPartitions(name, 3)])[name], "UNKNOWN_TOPIC_OR_PART", "INVALID_TOPIC_EXCEPTION")
+        # librdkafka looks up the partition's leader first: not finding the topic, it answers itself.
+        unseen = ("UNKNOWN_TOPIC_OR_PART", "INVALID_TOPIC_EXCEPTION", "_NOENT", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION")
+        fails(list(alice.delete_records([KTP(name, 0, 3)]).values())[0], *unseen)
+        fails(list(alice.list_offsets({KTP(name, 0): OffsetSpec.latest()}).values())[0], *unseen)
+
+    broker_id = str(next(iter(alice.list_topics(timeout=10).brokers)))
+    broker = ConfigResource(ResourceType.BROKER, broker_id,
+                            incremental_configs=[ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    fails(alice.incremental_alter_configs([broker])[broker], "CLUSTER_AUTHORIZATION_FAILED")
+
+    for group in (bob_group, f"globex~{bob_group}"):
+        assert group not in [g.group_id for g in alice.list_consumer_groups().result(10).valid]
+        described = alice.describe_consumer_groups([group])[group]
+        try:
+            desc = described.result(10)
+            assert not desc.members and desc.state.name in ("DEAD", "EMPTY"), desc
+        except KafkaException as e:
+            assert e.args[0].name() == "GROUP_ID_NOT_FOUND", e
+        req = [ConsumerGroupTopicPartitions(group, [KTP(secret, 0)])]
+        offsets = alice.list_consumer_group_offsets(req)[group].result(10).topic_partitions
+        assert all(tp.offset < 0 for tp in offsets), offsets
+        fails(alice.delete_consumer_groups([group])[group], "GROUP_ID_NOT_FOUND")
+
+    # Producing to the other tenant's stored name is refused; to its plain name it creates (at
+    # most) alice's own topic, and bob's is untouched.
+    ap = Producer({**conf(tenants, "acme"), "message.timeout.ms": 5000})
+    errors = []
+    ap.produce(f"globex~{secret}", value=b"intruder", on_delivery=lambda err, msg: errors.append(err))
+    ap.flush(10)
+    assert errors and errors[0] is not None, errors
+
+    # HTTP, with alice's key: bob's topic and group are not there.
+    headers = {"Authorization": f"Bearer {tenants.keys['acme']}"}
+    cluster_id = requests.get(f"{tenants.http_url}/v3/clusters", headers=headers, timeout=10).json()["data"][0]["cluster_id"]
+    base = f"{tenants.http_url}/v3/clusters/{cluster_id}"
+    for name in (secret, f"globex~{secret}"):
+        for method, path in (("GET", f"/topics/{name}"), ("GET", f"/topics/{name}/partitions"),
+                             ("GET", f"/topics/{name}/configs"), ("DELETE", f"/topics/{name}"),
+                             ("GET", f"/topics/{name}/partitions/0/records?offset=0")):
+            r = requests.request(method, base + path, headers=headers, timeout=10)
+            assert r.status_code in (400, 404), (method, path, r.status_code, r.text)
+        r = requests.post(f"{base}/topics/{name}/records", headers=headers, timeout=10,
+                          json={"value": {"type": "STRING", "data": "intruder"}})
+        assert r.status_code in (400, 404), r.text
+    assert secret not in [t["topic_name"] for t in requests.get(f"{base}/topics", headers=headers, timeout=10).json()["data"]]
+    r = requests.get(f"{base}/consumer-groups/{bob_group}/offsets", headers=headers, timeout=10)
+    assert r.status_code == 404, r.text
+    assert bob_group not in [g["consumer_group_id"] for g in
+                             requests.get(f"{base}/consumer-groups", headers=headers, timeout=10).json()["data"]]
+
+    # Bob's topic, configs, partitions and group are as he left them.
+    bob = admin(tenants, "globex")
+    assert len(bob.list_topics(timeout=10).topics[secret].partitions) == 1
+    res = ConfigResource(ResourceType.TOPIC, secret)
+    retention = bob.describe_configs([res])[res].result(10)["retention.ms"].value
+    assert retention != "1", retention
+    req = [ConsumerGroupTopicPartitions(bob_group, [KTP(secret, 0)])]
+    assert [tp.offset for tp in bob.list_consumer_group_offsets(req)[bob_group].result(10).topic_partitions] == [5]
+    wait_until(lambda: sorted(consume(tenants, "globex", secret, unique_name("check"), 5)) ==
+               [f"bob-{i}" for i in range(5)], 30, "bob's records intact")
