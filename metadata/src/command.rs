@@ -70,6 +70,9 @@ pub enum Command {
     CommitOffsets {
         group_id: String,
         offsets: Vec<crate::state::OffsetCommit>,
+        /// Absent for commits not sent by a client process (none today but transactions', which
+        /// are applied at EndTxn).
+        stamp: Option<crate::state::CommitStamp>,
         now_ms: i64,
     },
     /// Deletes a group with no members and its offsets.

@@ -36,8 +36,8 @@ pub use namespace::Namespace;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
-    AbortedTransaction, AgentRecord, ApiKeyRecord, AskedPartitions, CommittedOffset, EntryData, FetchedOffset,
-    GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord, ObjectId, ObjectRecord, OffsetCommit,
-    Partition, PartitionLag, ProducerRecord, ScramCredential, ScramMechanism, State, StoredChunk, TenantRecord, Topic,
-    TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
+    AbortedTransaction, AgentRecord, ApiKeyRecord, AskedPartitions, CommitStamp, CommittedOffset, EntryData,
+    FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord, ObjectId, ObjectRecord,
+    OffsetCommit, Partition, PartitionLag, ProducerRecord, ScramCredential, ScramMechanism, State, StoredChunk,
+    TenantRecord, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
 };

@@ -16,7 +16,7 @@ use base64::Engine;
 use bytes::Bytes;
 use floe_agent::Agent;
 use floe_agent::fetch::{FetchError, FetchedRecord, ReadLimits, fetched_records, read_partition};
-use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, MemberRef};
+use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, MemberRef, next_commit_stamp};
 use floe_metadata::{OffsetCommit, TopicId};
 use serde::Deserialize;
 use serde_json::Value;
@@ -515,7 +515,7 @@ async fn commit_offsets(
     let response = reader
         .agent
         .metadata
-        .group_request(GroupRequest::CommitOffsets { member, offsets })
+        .group_request(GroupRequest::CommitOffsets { member, offsets, stamp: next_commit_stamp() })
         .await
         .map_err(group_error)?;
     let results = match response {

@@ -19,7 +19,7 @@ use super::{
 use crate::command::{Command, CommandError, Outcome};
 use crate::node::{MetadataNode, NodeError};
 use crate::now_ms;
-use crate::state::{GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
+use crate::state::{CommitStamp, GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
 
 /// How often timers (sessions, rebalance deadlines) are checked.
 const TICK: Duration = Duration::from_millis(100);
@@ -421,6 +421,12 @@ impl Group {
     }
 }
 
+/// What an offset commit is: a plain one, stamped by the client's agent, or a transaction's.
+enum Commit {
+    Offsets(CommitStamp),
+    Transactional(super::TxnRef),
+}
+
 struct Inner {
     /// The Raft term in which this node leads and holds the tables; `None` when not leading.
     term: Option<u64>,
@@ -512,12 +518,13 @@ impl GroupCoordinator {
             GroupRequest::Leave { group_id, members } => {
                 (GroupResponse::Leave(self.leave(node, &group_id, members).await?), 0)
             }
-            GroupRequest::CommitOffsets { member, offsets } => {
-                let (result, index) = self.commit_offsets(node, &member, None, offsets).await?;
+            GroupRequest::CommitOffsets { member, offsets, stamp } => {
+                let (result, index) = self.commit_offsets(node, &member, Commit::Offsets(stamp), offsets).await?;
                 (GroupResponse::CommitOffsets(result), index)
             }
             GroupRequest::TxnCommitOffsets { member, transaction, offsets } => {
-                let (result, index) = self.commit_offsets(node, &member, Some(transaction), offsets).await?;
+                let (result, index) =
+                    self.commit_offsets(node, &member, Commit::Transactional(transaction), offsets).await?;
                 (GroupResponse::CommitOffsets(result), index)
             }
             GroupRequest::Describe(ids) => (GroupResponse::Describe(self.describe(node, &ids)?), 0),
@@ -893,14 +900,14 @@ impl GroupCoordinator {
         &self,
         node: &MetadataNode,
         member: &MemberRef,
-        transaction: Option<super::TxnRef>,
+        commit: Commit,
         offsets: Vec<OffsetCommit>,
     ) -> Result<(Result<Vec<Result<(), GroupError>>, GroupError>, u64), GroupError> {
         if member.group_id.is_empty() || member.group_id.len() > crate::limits::GROUP_ID_BYTES_MAX {
             return Ok((Err(GroupError::InvalidGroupId), 0));
         }
         let now = Instant::now();
-        let unchecked = transaction.is_some() && member.generation < 0;
+        let unchecked = matches!(commit, Commit::Transactional(_)) && member.generation < 0;
         let allowed = self.with_tables(node, |tables, state| {
             if unchecked {
                 return Ok(());
@@ -944,9 +951,11 @@ impl GroupCoordinator {
             return Ok((Err(e), 0));
         }
         let group_id = member.group_id.clone();
-        let command = match transaction {
-            None => Command::CommitOffsets { group_id, offsets, now_ms: now_ms() },
-            Some(t) => Command::TxnCommitOffsets {
+        let command = match commit {
+            Commit::Offsets(stamp) => {
+                Command::CommitOffsets { group_id, offsets, stamp: Some(stamp), now_ms: now_ms() }
+            }
+            Commit::Transactional(t) => Command::TxnCommitOffsets {
                 transactional_id: t.transactional_id,
                 producer: t.producer,
                 group_id,

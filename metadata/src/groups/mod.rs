@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use consumer::ASSIGNORS;
 pub use coordinator::GroupCoordinator;
 
-use crate::state::{AskedPartitions, FetchedOffset, OffsetCommit, TopicId};
+use crate::state::{AskedPartitions, CommitStamp, FetchedOffset, OffsetCommit, TopicId};
 
 /// Why a group request failed; each maps to the Kafka error code of the same name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -67,6 +67,14 @@ pub enum GroupError {
     /// A transactional offset commit refused by the transaction's state.
     #[error(transparent)]
     Transaction(crate::command::CommandError),
+}
+
+/// A stamp for this process's next offset commit: later than all its earlier ones.
+pub fn next_commit_stamp() -> CommitStamp {
+    static ORIGIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let origin = *ORIGIN.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    CommitStamp { origin, seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 }
 }
 
 /// A member's protocol (name and metadata) as offered in JoinGroup.
@@ -236,6 +244,8 @@ pub enum GroupRequest {
     CommitOffsets {
         member: MemberRef,
         offsets: Vec<OffsetCommit>,
+        /// From [`next_commit_stamp`], taken once per client request before any retry.
+        stamp: CommitStamp,
     },
     Describe(Vec<String>),
     /// Groups whose state is in `states` and protocol type in `types` (empty: any).

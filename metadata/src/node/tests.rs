@@ -164,6 +164,7 @@ async fn committed_offsets_are_read_on_a_leader_that_confirms_it_leads() {
             leader_epoch: -1,
             metadata: String::new(),
         }],
+        stamp: crate::groups::next_commit_stamp(),
     };
     let fetch = GroupRequest::FetchOffsets {
         groups: vec![("g".into(), Some(vec![("orders".into(), vec![0, 7])]))],

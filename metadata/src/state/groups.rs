@@ -74,7 +74,23 @@ pub struct CommittedOffset {
     pub leader_epoch: i32,
     pub metadata: String,
     pub commit_time_ms: i64,
+    /// The last commit stamp applied here from each of the latest few origins (oldest first).
+    pub stamps: Vec<CommitStamp>,
 }
+
+/// Which request an offset commit came from: `seq` grows with every commit a process sends, and
+/// `origin` names the process. A request retried after an answer was lost (or held in a
+/// network queue) can reach the metadata leader after a newer commit from the same process;
+/// its stamp is not newer than the one applied, so it is skipped rather than move the
+/// offset back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitStamp {
+    pub origin: u64,
+    pub seq: u64,
+}
+
+/// Origins remembered per partition: a member moving between agents leaves a trail this long.
+pub(super) const COMMIT_ORIGINS_MAX: usize = 4;
 
 /// How far a group's committed offset trails a partition's log end.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +180,7 @@ impl State {
         &mut self,
         group_id: &str,
         offsets: Vec<OffsetCommit>,
+        stamp: Option<CommitStamp>,
         now_ms: i64,
     ) -> Result<Outcome, CommandError> {
         let results = self.check_offset_commits(&offsets);
@@ -172,15 +189,31 @@ impl State {
             group.empty_since_ms = Some(now_ms);
         }
         for (commit, result) in offsets.into_iter().zip(&results) {
-            if result.is_ok() {
-                let committed = CommittedOffset {
-                    offset: commit.offset,
-                    leader_epoch: commit.leader_epoch,
-                    metadata: commit.metadata,
-                    commit_time_ms: now_ms,
-                };
-                group.offsets.insert((commit.topic, commit.partition), committed);
+            if result.is_err() {
+                continue;
             }
+            let key = (commit.topic, commit.partition);
+            let mut stamps = group.offsets.get(&key).map(|c| c.stamps.clone()).unwrap_or_default();
+            if let Some(stamp) = stamp {
+                // Superseded by a newer commit from the same process: answered as done, since
+                // the newer one is what a commit in request order would have left.
+                if stamps.iter().any(|s| s.origin == stamp.origin && s.seq >= stamp.seq) {
+                    continue;
+                }
+                stamps.retain(|s| s.origin != stamp.origin);
+                stamps.push(stamp);
+                if stamps.len() > COMMIT_ORIGINS_MAX {
+                    stamps.remove(0);
+                }
+            }
+            let committed = CommittedOffset {
+                offset: commit.offset,
+                leader_epoch: commit.leader_epoch,
+                metadata: commit.metadata,
+                commit_time_ms: now_ms,
+                stamps,
+            };
+            group.offsets.insert(key, committed);
         }
         Ok(Outcome::OffsetsCommitted(results))
     }

@@ -16,8 +16,8 @@ mod topics;
 mod transactions;
 
 pub use groups::{
-    AskedPartitions, CommittedOffset, FetchedOffset, GroupKind, GroupMembership, GroupRecord, MemberRecord,
-    OFFSET_METADATA_BYTES_MAX, OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
+    AskedPartitions, CommitStamp, CommittedOffset, FetchedOffset, GroupKind, GroupMembership, GroupRecord,
+    MemberRecord, OFFSET_METADATA_BYTES_MAX, OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
 };
 
 pub use idempotency::IdempotencyKeyRecord;
@@ -235,7 +235,9 @@ impl State {
                 Ok(Outcome::Done)
             }
             Command::StoreGroup { group_id, membership, now_ms } => self.store_group(&group_id, membership, now_ms),
-            Command::CommitOffsets { group_id, offsets, now_ms } => self.commit_offsets(&group_id, offsets, now_ms),
+            Command::CommitOffsets { group_id, offsets, stamp, now_ms } => {
+                self.commit_offsets(&group_id, offsets, stamp, now_ms)
+            }
             Command::DeleteGroup { group_id } => self.delete_group(&group_id),
             Command::DeleteOffsets { group_id, partitions } => self.delete_offsets(&group_id, partitions),
             Command::ExpireOffsets { now_ms } => self.expire_offsets(now_ms),

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::command::{BatchSummary, ChunkCommit, SegmentCommit};
-use crate::state::{GroupMembership, MemberRecord, OffsetCommit};
+use crate::state::{CommitStamp, GroupMembership, MemberRecord, OffsetCommit};
 
 pub(super) fn topic_id(n: u8) -> TopicId {
     uuid::Uuid::from_bytes([n + 1; 16])
@@ -296,8 +296,13 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
     let group = (0u8..2).prop_map(|g| format!("g{g}"));
     let now = 0i64..20;
     prop_oneof![
-        (group.clone(), proptest::collection::vec((0u8..3, 0i32..4, 0i64..50), 0..4), now.clone()).prop_map(
-            |(group_id, offsets, now_ms)| Command::CommitOffsets {
+        (
+            group.clone(),
+            proptest::collection::vec((0u8..3, 0i32..4, 0i64..50), 0..4),
+            proptest::option::of((0u64..2, 0u64..6).prop_map(|(origin, seq)| CommitStamp { origin, seq })),
+            now.clone()
+        )
+            .prop_map(|(group_id, offsets, stamp, now_ms)| Command::CommitOffsets {
                 group_id,
                 offsets: offsets
                     .into_iter()
@@ -309,9 +314,9 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
                         metadata: String::new(),
                     })
                     .collect(),
+                stamp,
                 now_ms,
-            }
-        ),
+            }),
         (group.clone(), 0i32..4, 0usize..3, now.clone()).prop_map(|(group_id, generation, members, now_ms)| {
             let members =
                 (0..members).map(|i| MemberRecord { member_id: format!("m{i}"), ..Default::default() }).collect();
@@ -447,6 +452,7 @@ fn committed_offsets_expire_as_kip_211_says() {
             leader_epoch: 0,
             metadata: String::new(),
         }],
+        stamp: None,
         now_ms,
     };
     let member = MemberRecord { member_id: "m".into(), ..Default::default() };
@@ -486,4 +492,54 @@ fn committed_offsets_expire_as_kip_211_says() {
     assert_eq!(state.groups["live"].offsets.len(), 1, "empty for 5 of 10 minutes: kept");
     state.apply(next + 2, Command::ExpireOffsets { now_ms: minutes(71) }).expect("expired");
     assert!(!state.groups.contains_key("live"), "empty for 11 minutes: offsets and group gone");
+}
+
+/// A commit that reaches the leader after a newer one from the same process (its answer was
+/// lost and it was sent again, or it sat in a network queue) does not move the offset back; a
+/// commit from another process, or an unstamped one, is applied as it comes.
+#[test]
+fn a_late_commit_never_replaces_a_newer_one_from_the_same_process() {
+    let mut state = State::default();
+    state.apply(1, Command::InitCluster { cluster_id: "c".into() }).expect("init");
+    let create = Command::CreateTopic {
+        name: "t".into(),
+        topic_id: uuid::Uuid::new_v4(),
+        partition_count: 1,
+        configs: BTreeMap::new(),
+    };
+    state.apply(2, create).expect("topic");
+    let commit = |offset, origin, seq| Command::CommitOffsets {
+        group_id: "g".into(),
+        offsets: vec![OffsetCommit {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            leader_epoch: 0,
+            metadata: String::new(),
+        }],
+        stamp: Some(CommitStamp { origin, seq }),
+        now_ms: 0,
+    };
+    let committed = |state: &State| state.groups["g"].offsets[&("t".to_owned(), 0)].offset;
+    let mut index = 3;
+    let mut apply = |state: &mut State, command| {
+        index += 1;
+        assert!(matches!(state.apply(index, command), Ok(Outcome::OffsetsCommitted(r)) if r.iter().all(Result::is_ok)));
+    };
+    apply(&mut state, commit(100, 7, 1));
+    apply(&mut state, commit(200, 7, 2));
+    apply(&mut state, commit(100, 7, 1));
+    assert_eq!(committed(&state), 200, "the late copy of the first commit is skipped");
+    apply(&mut state, commit(50, 7, 3));
+    assert_eq!(committed(&state), 50, "a newer commit may move the offset back on purpose");
+    apply(&mut state, commit(10, 8, 1));
+    assert_eq!(committed(&state), 10, "another process's commits are not ordered against these");
+    apply(&mut state, commit(60, 7, 2));
+    assert_eq!(committed(&state), 10, "origin 7 is still remembered after origin 8 committed");
+    for origin in 9..9 + groups::COMMIT_ORIGINS_MAX as u64 {
+        apply(&mut state, commit(1, origin, 1));
+    }
+    apply(&mut state, commit(70, 7, 2));
+    assert_eq!(committed(&state), 70, "only the latest few origins are remembered");
+    check_invariants(&state);
 }

@@ -552,7 +552,7 @@ impl State {
             for (group_id, offsets) in pending {
                 let offsets = offsets.into_values().collect();
                 // Checked when committed into the transaction; a partition deleted since is skipped.
-                let _ = self.commit_offsets(&group_id, offsets, now_ms);
+                let _ = self.commit_offsets(&group_id, offsets, None, now_ms);
             }
         }
     }

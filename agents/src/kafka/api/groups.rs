@@ -4,6 +4,7 @@
 
 use floe_metadata::groups::{
     ConsumerHeartbeat, GroupError, GroupRequest, GroupResponse, JoinRequest, LeavingMember, MemberRef, SyncRequest,
+    next_commit_stamp,
 };
 use floe_metadata::{AskedPartitions, FetchedOffset, OffsetCommit};
 use kafka_protocol::ResponseError;
@@ -264,7 +265,7 @@ pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommit
         member_id: request.member_id.to_string(),
         instance_id: opt(request.group_instance_id),
     };
-    let result = ask(agent, GroupRequest::CommitOffsets { member, offsets }, |r| match r {
+    let result = ask(agent, GroupRequest::CommitOffsets { member, offsets, stamp: next_commit_stamp() }, |r| match r {
         GroupResponse::CommitOffsets(result) => Some(result),
         _ => None,
     })
