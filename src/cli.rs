@@ -195,6 +195,21 @@ pub(crate) enum TenantsAction {
     DeleteUser {
         user: String,
     },
+    /// Sets a tenant's quotas (each cluster-wide; omitted ones become unlimited). Each agent
+    /// enforces an equal share of a byte rate among the live agents.
+    SetQuotas {
+        #[arg(long)]
+        tenant: String,
+        /// Produce request bytes per second (Kafka's producer_byte_rate).
+        #[arg(long)]
+        produce_bytes_per_sec: Option<u64>,
+        /// Fetched bytes per second (Kafka's consumer_byte_rate).
+        #[arg(long)]
+        fetch_bytes_per_sec: Option<u64>,
+        /// Partitions of all the tenant's topics together.
+        #[arg(long)]
+        partitions: Option<u32>,
+    },
     /// Creates an HTTP API key acting as a user; prints the token once (only its hash is kept).
     CreateApiKey {
         #[arg(long)]

@@ -77,6 +77,8 @@ pub struct Agent {
     pub buffer: FlushBuffer,
     /// Failed authentications by source address, across the Kafka and HTTP listeners.
     pub auth_failures: floe_auth::failures::FailureLimiter,
+    /// Tenants' byte-rate quotas on this agent, over both listeners.
+    pub quotas: crate::quotas::TenantThrottle,
 }
 
 impl Agent {
@@ -91,7 +93,8 @@ impl Agent {
         crate::metrics::GroupLagCollector::register(metadata.clone());
         let auth_failures =
             floe_auth::failures::FailureLimiter::new(config.auth_failures_per_minute, Duration::from_secs(60));
-        let agent = Arc::new(Self { config, metadata, store, cache, buffer, auth_failures });
+        let quotas = crate::quotas::TenantThrottle::default();
+        let agent = Arc::new(Self { config, metadata, store, cache, buffer, auth_failures, quotas });
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
         tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));

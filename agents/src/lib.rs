@@ -12,6 +12,7 @@ pub mod limits;
 pub mod membership;
 pub mod metrics;
 pub mod produce;
+pub mod quotas;
 pub mod record_batch;
 
 pub use agent::{Agent, AgentConfig, Fault, FlushConfig};

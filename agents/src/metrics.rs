@@ -4,8 +4,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Histogram, HistogramVec, IntCounterVec, exponential_buckets, register_histogram, register_histogram_vec,
-    register_int_counter_vec,
+    CounterVec, Histogram, HistogramVec, IntCounterVec, exponential_buckets, register_counter_vec, register_histogram,
+    register_histogram_vec, register_int_counter_vec,
 };
 
 /// Kafka requests handled, by API.
@@ -23,6 +23,16 @@ pub static REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     .expect("unique")
 });
 /// SASL authentications on the Kafka listener, by result (`ok`, `failed`).
+/// Kafka's `kafka_server_*_throttle_time` per tenant: seconds clients were held back.
+pub static QUOTA_THROTTLE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
+    register_counter_vec!(
+        "floe_quota_throttle_seconds_total",
+        "Time clients were held back for exceeding their tenant's byte-rate quota, by tenant and quota",
+        &["tenant", "quota"]
+    )
+    .expect("unique")
+});
+
 pub static AUTHENTICATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_kafka_authentications_total", "SASL authentications, by result", &["result"])
         .expect("unique")

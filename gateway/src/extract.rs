@@ -54,14 +54,14 @@ impl<S: Send + Sync> FromRequest<S> for SmallBody {
 /// key names only that tenant's topics and groups. Without API keys the whole cluster is one
 /// namespace and names pass through as they are.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Scope(Option<floe_metadata::Namespace>);
+pub(crate) struct Scope(Option<(String, floe_metadata::Namespace)>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Scope {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let caller = parts.extensions.get::<crate::auth::Caller>();
-        Ok(Self(caller.map(|c| floe_metadata::Namespace::of(&c.tenant))))
+        Ok(Self(caller.map(|c| (c.tenant.clone(), floe_metadata::Namespace::of(&c.tenant)))))
     }
 }
 
@@ -69,7 +69,7 @@ impl Scope {
     /// The stored name of a topic, group or idempotency key the caller names.
     pub(crate) fn stored(&self, name: &str) -> String {
         match &self.0 {
-            Some(ns) => ns.scope(name),
+            Some((_, ns)) => ns.scope(name),
             None => name.to_owned(),
         }
     }
@@ -77,8 +77,12 @@ impl Scope {
     /// The name the caller knows a stored name by; `None` when it is another tenant's.
     pub(crate) fn shown<'a>(&self, stored: &'a str) -> Option<&'a str> {
         match &self.0 {
-            Some(ns) => ns.unscope(stored),
+            Some((_, ns)) => ns.unscope(stored),
             None => Some(stored),
         }
+    }
+
+    pub(crate) fn tenant(&self) -> Option<&str> {
+        self.0.as_ref().map(|(tenant, _)| tenant.as_str())
     }
 }

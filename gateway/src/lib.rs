@@ -8,6 +8,7 @@ mod extract;
 mod limits;
 mod metrics;
 mod produce;
+mod quotas;
 mod routes;
 pub mod tenants;
 mod tls;

@@ -31,7 +31,13 @@ pub fn tenants_json(state: &State) -> Value {
                 .filter(|(_, k)| &k.tenant == name)
                 .map(|(id, k)| serde_json::json!({ "key_id": id, "user": k.user, "expires_ms": k.expires_ms }))
                 .collect();
-            serde_json::json!({ "tenant": name, "users": users, "api_keys": keys })
+            let quotas = state.tenants.get(name).map(|t| t.quotas).unwrap_or_default();
+            let quotas = serde_json::json!({
+                "produce_bytes_per_sec": quotas.produce_bytes_per_sec,
+                "fetch_bytes_per_sec": quotas.fetch_bytes_per_sec,
+                "partitions": quotas.partitions,
+            });
+            serde_json::json!({ "tenant": name, "users": users, "api_keys": keys, "quotas": quotas })
         })
         .collect();
     Value::Array(tenants)

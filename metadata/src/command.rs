@@ -205,6 +205,11 @@ pub enum Command {
         tenant: String,
         mechanism: crate::state::ScramMechanism,
     },
+    /// Replaces a tenant's quotas.
+    SetTenantQuotas {
+        tenant: String,
+        quotas: crate::state::TenantQuotas,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -403,4 +408,7 @@ pub enum CommandError {
     InvalidCredential(String),
     #[error("{0} not found")]
     CredentialNotFound(String),
+    /// Over a tenant's quota (partitions).
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
 }

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, anyhow, bail};
 use floe_gateway::tenants;
-use floe_metadata::{Command, RemoteMetadata};
+use floe_metadata::{Command, RemoteMetadata, TenantQuotas};
 
 use crate::cli::TenantsAction;
 
@@ -50,6 +50,11 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
                 tenants::new_api_key(&tenant, &user, expires_in_secs, now_ms).map_err(|e| anyhow!(e))?;
             propose(command).await?;
             println!("{}", serde_json::json!({ "key_id": key_id, "token": token }));
+        }
+        TenantsAction::SetQuotas { tenant, produce_bytes_per_sec, fetch_bytes_per_sec, partitions } => {
+            let quotas = TenantQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, partitions };
+            propose(Command::SetTenantQuotas { tenant: tenant.clone(), quotas }).await?;
+            println!("tenant {tenant}: {quotas:?}");
         }
         TenantsAction::DeleteApiKey { key_id } => {
             propose(Command::DeleteApiKey { key_id: key_id.clone() }).await?;

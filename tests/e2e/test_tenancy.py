@@ -230,3 +230,106 @@ def test_cross_tenant_attempts_are_denied(tenants):
     assert [tp.offset for tp in bob.list_consumer_group_offsets(req)[bob_group].result(10).topic_partitions] == [5]
     wait_until(lambda: sorted(consume(tenants, "globex", secret, unique_name("check"), 5)) ==
                [f"bob-{i}" for i in range(5)], 30, "bob's records intact")
+
+
+def throttle_seconds(floe, tenant, quota):
+    metrics = requests.get(f"{floe.http_url}/metrics", timeout=10).text
+    prefix = f'floe_quota_throttle_seconds_total{{quota="{quota}",tenant="{tenant}"}}'
+    lines = [m for m in metrics.splitlines() if m.startswith(prefix)]
+    return float(lines[0].split()[-1]) if lines else 0.0
+
+
+def test_quotas_hold_a_tenant_to_its_rates_and_partitions_without_slowing_another(tenants):
+    """acme may produce 200 kB/s and fetch 100 kB/s; globex has no byte quotas but 3
+    partitions. Both produce flat out at once: acme is held to its rate (throttle_time_ms,
+    responses held back), globex's records keep a low latency; acme's consumer reads at its
+    fetch rate; HTTP requests past the quota get 429; globex cannot pass 3 partitions."""
+    import threading
+
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import NewPartitions, NewTopic
+
+    produce_rate, fetch_rate = 200_000, 100_000
+    admin_tenants(tenants, "set-quotas", "--tenant", "acme", "--produce-bytes-per-sec", str(produce_rate),
+                  "--fetch-bytes-per-sec", str(fetch_rate))
+    admin_tenants(tenants, "set-quotas", "--tenant", "globex", "--partitions", "3")
+    listed = {t["tenant"]: t["quotas"] for t in json.loads(admin_tenants(tenants, "list"))}
+    assert listed["acme"]["produce_bytes_per_sec"] == produce_rate and listed["globex"]["partitions"] == 3, listed
+
+    for tenant in TENANTS:
+        create(tenants, tenant, "load", partitions=1)
+    value = b"x" * 1000
+    seconds = 6.0
+    results = {}
+
+    def flat_out(tenant):
+        p = Producer({**conf(tenants, tenant), "linger.ms": 5, "queue.buffering.max.kbytes": 65536})
+        latencies, sent = [], [0]
+        end = time.monotonic() + seconds
+        start = time.monotonic()
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            try:
+                p.produce("load", value=value, on_delivery=lambda err, msg, t0=t0: err is None and latencies.append(time.monotonic() - t0))
+                sent[0] += 1
+            except BufferError:
+                p.poll(0.01)
+            p.poll(0)
+        delivered_in_window = len(latencies)
+        window = time.monotonic() - start
+        p.flush(60)
+        results[tenant] = (delivered_in_window, window, sorted(latencies))
+
+    threads = [threading.Thread(target=flat_out, args=(t,)) for t in TENANTS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    acme_n, acme_window, _ = results["acme"]
+    globex_n, _, globex_latency = results["globex"]
+    acme_rate = acme_n * len(value) / acme_window
+    # One second of burst, then the rate.
+    assert acme_rate <= 1.5 * produce_rate * (seconds + 1) / seconds, f"acme produced {acme_rate:.0f} B/s"
+    assert acme_rate >= 0.3 * produce_rate, f"acme produced only {acme_rate:.0f} B/s"
+    assert throttle_seconds(tenants, "acme", "produce") > 0
+    assert globex_n * len(value) >= 3 * acme_n * len(value), (globex_n, acme_n)
+    median = globex_latency[len(globex_latency) // 2]
+    assert median < 0.5, f"globex's median produce latency {median:.3f} s while acme was throttled"
+    assert throttle_seconds(tenants, "globex", "produce") == 0
+
+    # Fetch: reading acme's records back takes about bytes / rate.
+    c = Consumer({**conf(tenants, "acme"), "group.id": unique_name("reader"), "auto.offset.reset": "earliest"})
+    c.subscribe(["load"])
+    wanted, got, start = 600, 0, time.monotonic()
+    while got < wanted and time.monotonic() - start < 60:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    took = time.monotonic() - start
+    c.close()
+    assert got >= wanted, got
+    assert took >= 0.5 * (wanted * len(value) / fetch_rate - 1), f"read {got} kB in {took:.1f} s"
+    assert throttle_seconds(tenants, "acme", "fetch") > 0
+
+    # HTTP shares the buckets: a 2 MB bulk request puts acme 10 s in debt; the next is refused.
+    headers = {"Authorization": f"Bearer {tenants.keys['acme']}", "Content-Type": "application/x-ndjson"}
+    cluster_id = requests.get(f"{tenants.http_url}/v3/clusters", headers=headers, timeout=10).json()["data"][0]["cluster_id"]
+    url = f"{tenants.http_url}/v3/clusters/{cluster_id}/topics/load/records:bulk"
+    line = json.dumps({"value": {"type": "STRING", "data": "y" * 1000}}) + "\n"
+    first = requests.post(url, data=line * 2000, headers=headers, timeout=60)
+    assert first.status_code in (200, 429), first.text
+    refused = requests.post(url, data=line, headers=headers, timeout=30)
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1, refused.text
+    assert refused.json()["error_code"] == 429
+    other = {**headers, "Authorization": f"Bearer {tenants.keys['globex']}"}
+    assert requests.post(url, data=line, headers=other, timeout=30).status_code == 200
+
+    # Partitions: globex has 1; 2 more fit, a third does not.
+    g = admin(tenants, "globex")
+    g.create_topics([NewTopic("two", 2)])["two"].result(30)
+    with pytest.raises(KafkaException) as e:
+        g.create_topics([NewTopic("more", 1)])["more"].result(30)
+    assert e.value.args[0].name() == "POLICY_VIOLATION", e.value.args[0]
+    with pytest.raises(KafkaException) as e:
+        g.create_partitions([NewPartitions("two", 3)])["two"].result(30)
+    assert e.value.args[0].name() == "POLICY_VIOLATION", e.value.args[0]

@@ -22,6 +22,7 @@ use super::namespace;
 use super::sasl::{Admission, Session, Verdict};
 use crate::Agent;
 use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
+use crate::quotas::{QuotaKind, TenantThrottle};
 
 /// Why a connection was closed by the agent.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +52,10 @@ struct InFlight {
     reply: Reply,
     /// The tenant's namespace, for a connection authenticated as one of its users.
     namespace: Option<Namespace>,
+    /// That tenant, for its quotas.
+    tenant: Option<String>,
+    /// How long to hold the response back for the tenant's produce quota.
+    throttle: std::time::Duration,
 }
 
 /// Serves one connection: a TCP stream, or a TLS stream over one.
@@ -63,7 +68,7 @@ where
     // socket (or of the TLS layer) for many small requests rather than two each.
     let reader = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
-    let writer = tokio::spawn(write_responses(writer, queue));
+    let writer = tokio::spawn(write_responses(agent.clone(), writer, queue));
     match read_requests(&agent, reader, in_flight, peer).await {
         Ok(()) => tracing::debug!(%peer, "connection closed by client"),
         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
@@ -133,6 +138,7 @@ async fn read_requests(
 ) -> Result<(), ConnectionError> {
     let mut sasl = agent.config.sasl.clone().map(Session::new);
     while let Some(frame) = read_frame(&mut reader).await? {
+        let frame_bytes = frame.len() as u64;
         let (header, api_key, version, request) = match decode_request(frame, sasl.is_some())? {
             Decoded::Request { header, api_key, request } => {
                 let version = header.request_api_version;
@@ -146,7 +152,16 @@ async fn read_requests(
                 let correlation_id = header.correlation_id;
                 let (api_key, version) = (ApiKey::ApiVersions, 0);
                 let _ = in_flight
-                    .send(InFlight { started, correlation_id, api_key, version, reply, namespace: None })
+                    .send(InFlight {
+                        started,
+                        correlation_id,
+                        api_key,
+                        version,
+                        reply,
+                        namespace: None,
+                        tenant: None,
+                        throttle: std::time::Duration::ZERO,
+                    })
                     .await;
                 continue;
             }
@@ -155,6 +170,8 @@ async fn read_requests(
         let started = std::time::Instant::now();
         let mut close = false;
         let mut namespace = None;
+        let mut tenant = None;
+        let mut throttle = std::time::Duration::ZERO;
         let reply = match (&mut sasl, request) {
             // Authentication changes what the next request may do, so it is answered here, in
             // order, before the next request is read.
@@ -195,6 +212,14 @@ async fn read_requests(
                 }
                 (Admission::Serve, principal, mut request) => {
                     namespace = principal.map(|p| Namespace::of(&p.tenant));
+                    tenant = principal.map(|p| p.tenant.clone());
+                    if let (Some(tenant), RequestKind::Produce(_)) = (&tenant, &request) {
+                        let share = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Produce);
+                        if let Some(rate) = share {
+                            let now = std::time::Instant::now();
+                            throttle = agent.quotas.charge(tenant, QuotaKind::Produce, rate, frame_bytes, now);
+                        }
+                    }
                     let scoped = match &namespace {
                         Some(ns) => namespace::scope_request(ns, &agent.metadata.read(), &mut request),
                         None => Ok(()),
@@ -207,12 +232,41 @@ async fn read_requests(
             },
             (None, request) => dispatch::start(agent, &header, request, peer).await,
         };
-        let in_flight_request = InFlight { started, correlation_id, api_key, version, reply, namespace };
+        let in_flight_request =
+            InFlight { started, correlation_id, api_key, version, reply, namespace, tenant, throttle };
         if in_flight.send(in_flight_request).await.is_err() || close {
             return Ok(());
         }
     }
     Ok(())
+}
+
+/// The time a tenant's response is held back: the produce throttle charged when its request was
+/// read, or the fetch bytes it returns charged now. Either is reported in `throttle_time_ms`.
+fn quota_throttle(
+    agent: &Agent,
+    tenant: &str,
+    produce: std::time::Duration,
+    version: i16,
+    response: &mut ResponseKind,
+) -> std::time::Duration {
+    let millis = |d: std::time::Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
+    match response {
+        ResponseKind::Produce(r) => {
+            r.throttle_time_ms = r.throttle_time_ms.max(millis(produce));
+            produce
+        }
+        ResponseKind::Fetch(r) => {
+            let Some(rate) = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Fetch) else {
+                return produce;
+            };
+            let bytes = r.compute_size(version).unwrap_or(0) as u64;
+            let throttle = agent.quotas.charge(tenant, QuotaKind::Fetch, rate, bytes, std::time::Instant::now());
+            r.throttle_time_ms = r.throttle_time_ms.max(millis(throttle));
+            throttle
+        }
+        _ => produce,
+    }
 }
 
 /// Frames one response. The codec reports errors as `anyhow::Error`; they become text here.
@@ -240,7 +294,7 @@ fn encode(correlation_id: i32, api_key: ApiKey, version: i16, response: &Respons
 /// Writes responses in request order. Responses are buffered while the next one is already
 /// available, and flushed before any wait (for the next request or a pending handler), so a
 /// finished response never sits in the buffer behind a slow one.
-async fn write_responses(writer: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<InFlight>) {
+async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<InFlight>) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     loop {
         let request = match queue.try_recv() {
@@ -276,6 +330,18 @@ async fn write_responses(writer: impl AsyncWrite + Unpin, mut queue: mpsc::Recei
         };
         if let Some(ns) = &request.namespace {
             namespace::unscope_response(ns, &mut response);
+        }
+        let throttle = match &request.tenant {
+            Some(tenant) => quota_throttle(&agent, tenant, request.throttle, request.version, &mut response),
+            None => std::time::Duration::ZERO,
+        };
+        if !throttle.is_zero() {
+            // Held back as Kafka brokers before KIP-219 did: the client's in-flight window fills
+            // and it sends no faster than its share. Responses after it on this connection wait too.
+            if writer.flush().await.is_err() {
+                return;
+            }
+            tokio::time::sleep(throttle).await;
         }
         let bytes = match encode(request.correlation_id, request.api_key, request.version, &response) {
             Ok(bytes) => bytes,

@@ -53,7 +53,7 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
         CommandError::InvalidConfig(_) => ResponseError::InvalidConfig,
         CommandError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-        CommandError::LimitReached(_) => ResponseError::PolicyViolation,
+        CommandError::LimitReached(_) | CommandError::QuotaExceeded(_) => ResponseError::PolicyViolation,
         CommandError::InvalidGroup(_) => ResponseError::InvalidGroupId,
         CommandError::GroupNotFound => ResponseError::GroupIdNotFound,
         CommandError::GroupNotEmpty => ResponseError::NonEmptyGroup,

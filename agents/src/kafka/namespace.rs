@@ -215,6 +215,27 @@ fn txn(ns: &Namespace, t: &mut TransactionalId) {
     unscoped(ns, &mut t.0);
 }
 
+/// A KIP-848 group described through DescribeGroups carries the subscription and assignment the
+/// coordinator encoded, with stored topic names; a classic member's are its client's own bytes
+/// (names as the client knows them, and possibly user data), left as they are.
+fn consumer_protocol(
+    ns: &Namespace,
+    member: &mut kafka_protocol::messages::describe_groups_response::DescribedGroupMember,
+) {
+    use floe_metadata::groups::{assigned_partitions, encode_assignment, encode_subscription, subscribed_topics};
+    let topics = subscribed_topics(&member.member_metadata);
+    if topics.iter().any(|t| ns.owns(t)) {
+        let shown: Vec<String> = topics.iter().map(|t| ns.unscope(t).unwrap_or(t).to_owned()).collect();
+        member.member_metadata = encode_subscription(&shown).into();
+    }
+    let assigned = assigned_partitions(&member.member_assignment);
+    if assigned.iter().any(|(t, _)| ns.owns(t)) {
+        let shown: Vec<(String, Vec<i32>)> =
+            assigned.into_iter().map(|(t, p)| (ns.unscope(&t).unwrap_or(&t).to_owned(), p)).collect();
+        member.member_assignment = encode_assignment(&shown).into();
+    }
+}
+
 /// Unscopes every name in `response` and leaves out what belongs to other namespaces.
 pub(super) fn unscope_response(ns: &Namespace, response: &mut ResponseKind) {
     match response {
@@ -259,7 +280,14 @@ pub(super) fn unscope_response(ns: &Namespace, response: &mut ResponseKind) {
             r.groups.retain(|g| ns.owns(g.group_id.as_str()));
             r.groups.iter_mut().for_each(|g| group(ns, &mut g.group_id));
         }
-        ResponseKind::DescribeGroups(r) => r.groups.iter_mut().for_each(|g| group(ns, &mut g.group_id)),
+        ResponseKind::DescribeGroups(r) => {
+            for g in &mut r.groups {
+                group(ns, &mut g.group_id);
+                if g.protocol_type.as_str() == "consumer" {
+                    g.members.iter_mut().for_each(|m| consumer_protocol(ns, m));
+                }
+            }
+        }
         ResponseKind::DeleteGroups(r) => r.results.iter_mut().for_each(|g| group(ns, &mut g.group_id)),
         ResponseKind::OffsetDelete(r) => r.topics.iter_mut().for_each(|t| topic(ns, &mut t.name)),
         ResponseKind::ConsumerGroupDescribe(r) => {

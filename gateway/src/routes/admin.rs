@@ -147,7 +147,9 @@ fn command_error(e: NodeError) -> HttpError {
             HttpError::new(StatusCode::CONFLICT, format!("topic {name:?} already exists"))
         }
         NodeError::Rejected(CommandError::UnknownTopicOrPartition) => HttpError::not_found("topic not found"),
-        NodeError::Rejected(CommandError::LimitReached(why)) => HttpError::unprocessable(why),
+        NodeError::Rejected(CommandError::LimitReached(why) | CommandError::QuotaExceeded(why)) => {
+            HttpError::unprocessable(why)
+        }
         NodeError::Rejected(e) => HttpError::bad_request(e.to_string()),
         other => HttpError::unavailable(format!("metadata unavailable: {other}")),
     }

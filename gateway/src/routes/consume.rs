@@ -16,6 +16,7 @@ use base64::Engine;
 use bytes::Bytes;
 use floe_agent::Agent;
 use floe_agent::fetch::{FetchError, FetchedRecord, ReadLimits, fetched_records, read_partition};
+use floe_agent::quotas::QuotaKind;
 use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, MemberRef, next_commit_stamp};
 use floe_metadata::{OffsetCommit, TopicId};
 use serde::Deserialize;
@@ -184,6 +185,7 @@ async fn read(
 ) -> Result<Json<Value>, HttpError> {
     let agent = &reader.agent;
     let target = partition_target(agent, &cluster, &scope, &topic, partition)?;
+    crate::quotas::admit(agent, &scope, QuotaKind::Fetch)?;
     let offset = start_offset(agent, &target, params.offset.as_deref())?;
     let max_bytes = bounded("max_bytes", params.max_bytes, 1024 * 1024, CONSUME_BYTES_MAX)?;
     let max_records = bounded("max_records", params.max_records, 1000, CONSUME_RECORDS_MAX)?;
@@ -199,6 +201,15 @@ async fn read(
         // Wait for the next commit (or the deadline), then read again.
         let _ = tokio::time::timeout_at(deadline.into(), changes.changed()).await;
     };
+    let bytes: usize = batch
+        .records
+        .iter()
+        .map(|r| {
+            let headers: usize = r.headers.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len())).sum();
+            r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len()) + headers
+        })
+        .sum();
+    crate::quotas::charge(agent, &scope, QuotaKind::Fetch, bytes);
     let records: Vec<Value> = batch.records.iter().map(|r| record_json(&target, r, params.format)).collect();
     Ok(Json(serde_json::json!({
         "cluster_id": target.cluster_id,

@@ -47,6 +47,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/tenants", get(list).post(create_tenant))
         .route("/v1/admin/tenants/{tenant}", delete(delete_tenant))
         .route("/v1/admin/tenants/{tenant}/users/{user}", put(upsert_user))
+        .route("/v1/admin/tenants/{tenant}/quotas", put(set_quotas))
         .route("/v1/admin/tenants/{tenant}/api-keys", post(create_api_key))
         .route("/v1/admin/users/{user}", delete(delete_user))
         .route("/v1/admin/api-keys/{key_id}", delete(delete_api_key))
@@ -121,6 +122,34 @@ async fn create_tenant(
 
 async fn delete_tenant(State(agent): State<Arc<Agent>>, Path(tenant): Path<String>) -> Result<StatusCode, HttpError> {
     propose(&agent, Command::DeleteTenant { name: tenant }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Quotas {
+    #[serde(default)]
+    produce_bytes_per_sec: Option<u64>,
+    #[serde(default)]
+    fetch_bytes_per_sec: Option<u64>,
+    #[serde(default)]
+    partitions: Option<u32>,
+}
+
+/// Replaces a tenant's quotas; a quota left out is unlimited.
+async fn set_quotas(
+    State(agent): State<Arc<Agent>>,
+    Path(tenant): Path<String>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<StatusCode, HttpError> {
+    let q: Quotas = json_body(&headers, &body)?;
+    let quotas = floe_metadata::TenantQuotas {
+        produce_bytes_per_sec: q.produce_bytes_per_sec,
+        fetch_bytes_per_sec: q.fetch_bytes_per_sec,
+        partitions: q.partitions,
+    };
+    propose(&agent, Command::SetTenantQuotas { tenant, quotas }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

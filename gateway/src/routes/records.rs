@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::extract::{Path, Scope};
+use crate::quotas;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -25,6 +26,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use bytes::{Bytes, BytesMut};
 use floe_agent::Agent;
+use floe_agent::quotas::QuotaKind;
 use floe_metadata::{Command, CommandError, Outcome, ProducerIdEpoch};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -74,6 +76,7 @@ async fn produce_records(
     body: Body,
 ) -> Result<Response, HttpError> {
     let target = target(&agent, &cluster, scope, &topic)?;
+    quotas::admit(&agent, &target.scope, QuotaKind::Produce)?;
     body::require_media_type(&headers, &["application/json"])?;
     let encoding = Encoding::of(&headers)?;
     let key = idempotency_key(&headers)?;
@@ -84,6 +87,7 @@ async fn produce_records(
         return stream(agent, target, body).await;
     }
     let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE).await?;
+    quotas::charge(&agent, &target.scope, QuotaKind::Produce, bytes.len());
     let deliveries = write_whole(&agent, &target, &bytes, key.as_deref()).await?;
     if let [delivery] = &deliveries[..] {
         let (status, report) = report(&target, delivery);
@@ -104,10 +108,12 @@ async fn produce_bulk(
     body: Body,
 ) -> Result<Json<Value>, HttpError> {
     let target = target(&agent, &cluster, scope, &topic)?;
+    quotas::admit(&agent, &target.scope, QuotaKind::Produce)?;
     body::require_media_type(&headers, &["application/x-ndjson", "application/jsonl", "application/json"])?;
     let encoding = Encoding::of(&headers)?;
     let key = idempotency_key(&headers)?;
     let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE).await?;
+    quotas::charge(&agent, &target.scope, QuotaKind::Produce, bytes.len());
     let deliveries = write_whole(&agent, &target, &bytes, key.as_deref()).await?;
     let mut partitions = Vec::with_capacity(deliveries.len());
     let mut offsets = Vec::with_capacity(deliveries.len());
@@ -258,7 +264,7 @@ enum StreamEvent {
 async fn stream(agent: Arc<Agent>, target: Target, body: Body) -> Result<Response, HttpError> {
     let (events_tx, mut events_rx) = mpsc::channel::<(StreamEvent, bool)>(STREAM_GROUPS_IN_FLIGHT_MAX);
     let topic = target.topic.clone();
-    tokio::spawn(read_stream(agent, topic, body, events_tx));
+    tokio::spawn(read_stream(agent, topic, target.scope.clone(), body, events_tx));
     let (lines_tx, lines_rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_GROUPS_IN_FLIGHT_MAX);
     let Some((first, ended)) = events_rx.recv().await else {
         return Err(HttpError::bad_request("the request holds no records"));
@@ -299,7 +305,13 @@ async fn stream(agent: Arc<Agent>, target: Target, body: Body) -> Result<Respons
 
 /// Reads a streamed body, appending the records that arrived together as one group. Each event
 /// says whether the body had ended when it was sent.
-async fn read_stream(agent: Arc<Agent>, topic: TopicTarget, body: Body, events: mpsc::Sender<(StreamEvent, bool)>) {
+async fn read_stream(
+    agent: Arc<Agent>,
+    topic: TopicTarget,
+    scope: Scope,
+    body: Body,
+    events: mpsc::Sender<(StreamEvent, bool)>,
+) {
     let mut chunks = body.into_data_stream();
     let mut pending = BytesMut::new();
     let mut total = 0usize;
@@ -309,7 +321,12 @@ async fn read_stream(agent: Arc<Agent>, topic: TopicTarget, body: Body, events: 
     loop {
         if !more_buffered && !ended {
             match body::next_chunk(&mut chunks, BODY_IDLE).await {
-                Ok(Some(chunk)) => pending.extend_from_slice(&chunk),
+                Ok(Some(chunk)) => {
+                    pending.extend_from_slice(&chunk);
+                    // Over the tenant's share: read on only once it is paid back.
+                    let wait = quotas::charge(&agent, &scope, QuotaKind::Produce, chunk.len());
+                    tokio::time::sleep(wait).await;
+                }
                 Ok(None) => ended = true,
                 Err(e) => {
                     let _ = events.send((StreamEvent::Failed(e), true)).await;

@@ -22,7 +22,7 @@ pub use groups::{
 
 pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
-pub use security::{ApiKeyRecord, ScramCredential, ScramMechanism, TenantRecord, UserRecord};
+pub use security::{ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, UserRecord};
 pub use topics::validate_topic_name;
 pub use transactions::{
     AbortedTransaction, ProducerRecord, ProducerSequences, SequencedChunk, TransactionRecord, TxnState,
@@ -270,6 +270,7 @@ impl State {
             }
             Command::CreateTenant { name, now_ms } => self.create_tenant(name, now_ms),
             Command::DeleteTenant { name } => self.delete_tenant(&name),
+            Command::SetTenantQuotas { tenant, quotas } => self.set_tenant_quotas(&tenant, quotas),
             Command::UpsertScramCredential { user, tenant, mechanism, credential } => {
                 self.upsert_scram_credential(user, tenant, mechanism, credential)
             }

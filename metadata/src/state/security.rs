@@ -11,10 +11,23 @@ use crate::limits::{
     USER_COUNT_MAX,
 };
 
-/// A tenant: a namespace of users and API keys (and, later, of topics and groups).
+/// A tenant: a namespace of users, API keys, topics, groups and transactional ids
+/// (`crate::namespace`), with its quotas.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantRecord {
     pub created_ms: i64,
+    pub quotas: TenantQuotas,
+}
+
+/// What one tenant may use across the cluster; `None` is unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantQuotas {
+    /// Bytes of produce requests per second (Kafka's `producer_byte_rate`), over both listeners.
+    pub produce_bytes_per_sec: Option<u64>,
+    /// Bytes of fetch responses per second (Kafka's `consumer_byte_rate`).
+    pub fetch_bytes_per_sec: Option<u64>,
+    /// Partitions of all the tenant's topics together.
+    pub partitions: Option<u32>,
 }
 
 /// The SCRAM mechanisms Floe accepts.
@@ -100,8 +113,33 @@ impl State {
         if self.tenants.len() >= TENANT_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {TENANT_COUNT_MAX} tenants")));
         }
-        self.tenants.insert(name, TenantRecord { created_ms: now_ms });
+        self.tenants.insert(name, TenantRecord { created_ms: now_ms, quotas: TenantQuotas::default() });
         Ok(Outcome::Done)
+    }
+
+    pub(super) fn set_tenant_quotas(&mut self, name: &str, quotas: TenantQuotas) -> Result<Outcome, CommandError> {
+        if quotas.produce_bytes_per_sec == Some(0) || quotas.fetch_bytes_per_sec == Some(0) {
+            return Err(CommandError::InvalidCredential("a byte rate quota is at least 1 byte/s".into()));
+        }
+        let tenant =
+            self.tenants.get_mut(name).ok_or_else(|| CommandError::CredentialNotFound(format!("tenant {name:?}")))?;
+        tenant.quotas = quotas;
+        Ok(Outcome::Done)
+    }
+
+    /// Refuses `added` more partitions for the tenant owning topic `stored_name`, if that takes
+    /// the tenant past its partition quota.
+    pub(super) fn check_partition_quota(&self, stored_name: &str, added: usize) -> Result<(), CommandError> {
+        let Some((tenant, _)) = stored_name.split_once(crate::namespace::SEPARATOR) else { return Ok(()) };
+        let Some(max) = self.tenants.get(tenant).and_then(|t| t.quotas.partitions) else { return Ok(()) };
+        let ns = crate::namespace::Namespace::of(tenant);
+        let used: usize = self.topics.values().filter(|t| ns.owns(&t.name)).map(|t| t.partitions.len()).sum();
+        if used + added > max as usize {
+            return Err(CommandError::QuotaExceeded(format!(
+                "tenant {tenant:?} may have {max} partitions; it has {used} and asked for {added} more"
+            )));
+        }
+        Ok(())
     }
 
     /// Deletes a tenant with its users and API keys.

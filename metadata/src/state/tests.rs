@@ -543,3 +543,31 @@ fn a_late_commit_never_replaces_a_newer_one_from_the_same_process() {
     assert_eq!(committed(&state), 70, "only the latest few origins are remembered");
     check_invariants(&state);
 }
+
+#[test]
+fn a_tenants_partitions_stay_within_its_quota() {
+    let mut state = State::default();
+    state.apply(1, Command::InitCluster { cluster_id: "c".into() }).expect("init");
+    state.apply(2, Command::CreateTenant { name: "acme".into(), now_ms: 0 }).expect("tenant");
+    let quotas = crate::state::TenantQuotas { partitions: Some(3), ..Default::default() };
+    state.apply(3, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    let create = |name: &str, partition_count| Command::CreateTopic {
+        name: name.into(),
+        topic_id: uuid::Uuid::new_v4(),
+        partition_count,
+        configs: BTreeMap::new(),
+    };
+    state.apply(4, create("acme~a", 2)).expect("2 of 3");
+    assert!(matches!(state.apply(5, create("acme~b", 2)), Err(CommandError::QuotaExceeded(_))));
+    assert!(matches!(
+        state.apply(6, Command::CreatePartitions { name: "acme~a".into(), partition_count: 4 }),
+        Err(CommandError::QuotaExceeded(_))
+    ));
+    state.apply(7, create("acme~b", 1)).expect("3 of 3");
+    state.apply(8, create("other", 5)).expect("topics outside tenants have no quota");
+    let unknown = Command::SetTenantQuotas { tenant: "nobody".into(), quotas: Default::default() };
+    assert!(matches!(state.apply(9, unknown), Err(CommandError::CredentialNotFound(_))));
+    let zero = crate::state::TenantQuotas { produce_bytes_per_sec: Some(0), ..Default::default() };
+    assert!(state.apply(10, Command::SetTenantQuotas { tenant: "acme".into(), quotas: zero }).is_err());
+    check_invariants(&state);
+}

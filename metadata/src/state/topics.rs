@@ -82,6 +82,7 @@ impl State {
         if self.topics.contains_key(&topic_id) || topic_id.is_nil() {
             return Err(CommandError::InvalidCommit(format!("topic id {topic_id} is already used or nil")));
         }
+        self.check_partition_quota(&name, partition_count as usize)?;
         let partitions = (0..partition_count).map(|_| Partition::default()).collect();
         self.topic_ids.insert(name.clone(), topic_id);
         self.topics.insert(topic_id, Topic { name, topic_id, configs, partitions });
@@ -113,6 +114,8 @@ impl State {
                 reason: format!("topic already has {current} partitions; the count can only grow"),
             });
         }
+        self.check_partition_quota(name, wanted - current)?;
+        let topic = self.topics.get_mut(&topic_id).expect("topic_ids and topics agree");
         topic.partitions.resize_with(wanted, Partition::default);
         Ok(Outcome::Done)
     }

@@ -289,44 +289,44 @@ pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommit
 /// One group's answer to OffsetFetch: its offsets by topic, or the error for the whole group.
 type GroupOffsets = Result<Vec<(String, Vec<FetchedOffset>)>, ResponseError>;
 
+/// How long OffsetFetch waits for a metadata leader that can confirm a read (an election, an
+/// agent cut off for a moment) before answering COORDINATOR_LOAD_IN_PROGRESS: below the request
+/// timeouts of Kafka clients (30 s in Java's).
+const CONFIRMED_READ_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+const CONFIRMED_READ_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Asks the coordinator on the metadata leader, never this agent's mirror: a mirror that
 /// follows a lagging node (or was just copied from one after a restart) can hold an older
 /// commit than the group's latest, and a consumer resuming there would process records again
-/// and move the committed offset back. When the leader cannot confirm a read, each partition
-/// asked for answers UNSTABLE_OFFSET_COMMIT: Kafka clients ask again after a backoff, where a
-/// group-level error leaves librdkafka's assignment waiting for a rebalance.
+/// and move the committed offset back. While no leader can confirm a read the request waits;
+/// after [`CONFIRMED_READ_WAIT`] each group answers COORDINATOR_LOAD_IN_PROGRESS. Never a
+/// partition-level error: librdkafka starts a partition whose OffsetFetch it cannot retry at
+/// the offset in the answer, and -1 there means `auto.offset.reset`.
 async fn fetch_offsets(
     agent: &Agent,
     groups: Vec<(String, AskedPartitions)>,
     require_stable: bool,
 ) -> Vec<GroupOffsets> {
-    let request = GroupRequest::FetchOffsets { groups: groups.clone(), require_stable };
-    let fetched = ask(agent, request, |r| match r {
-        GroupResponse::FetchOffsets(fetched) => Some(fetched),
-        _ => None,
-    })
-    .await;
-    match fetched {
-        Ok(fetched) if fetched.len() == groups.len() => fetched.into_iter().map(Ok).collect(),
-        Ok(_) => unavailable(groups, "the coordinator answered for other groups"),
-        Err(e) => unavailable(groups, &e.to_string()),
-    }
-}
-
-fn unavailable(groups: Vec<(String, AskedPartitions)>, why: &str) -> Vec<GroupOffsets> {
-    tracing::warn!(why, "committed offsets not confirmed by the metadata leader; clients will ask again");
-    let unstable =
-        |partition| FetchedOffset { partition, offset: -1, leader_epoch: -1, metadata: String::new(), unstable: true };
-    groups
-        .into_iter()
-        .map(|(_, asked)| match asked {
-            Some(topics) => Ok(topics
-                .into_iter()
-                .map(|(topic, partitions)| (topic, partitions.into_iter().map(unstable).collect()))
-                .collect()),
-            None => Err(ResponseError::CoordinatorLoadInProgress),
+    let deadline = tokio::time::Instant::now() + CONFIRMED_READ_WAIT;
+    loop {
+        let request = GroupRequest::FetchOffsets { groups: groups.clone(), require_stable };
+        let fetched = ask(agent, request, |r| match r {
+            GroupResponse::FetchOffsets(fetched) => Some(fetched),
+            _ => None,
         })
-        .collect()
+        .await;
+        let why = match fetched {
+            Ok(fetched) if fetched.len() == groups.len() => return fetched.into_iter().map(Ok).collect(),
+            Ok(_) => "the coordinator answered for other groups".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() + CONFIRMED_READ_RETRY_PAUSE >= deadline {
+            tracing::warn!(why, "committed offsets not confirmed by a metadata leader in time");
+            return groups.iter().map(|_| Err(ResponseError::CoordinatorLoadInProgress)).collect();
+        }
+        tracing::debug!(why, "committed offsets not confirmed by a metadata leader yet; asking again");
+        tokio::time::sleep(CONFIRMED_READ_RETRY_PAUSE).await;
+    }
 }
 
 fn fetched_error_code(f: &FetchedOffset) -> i16 {
