@@ -280,6 +280,34 @@ fn check_plain_topic(topic: &str, log: &Log, history: &[Entry], out: &mut Checke
     out.topics.insert(topic.to_owned(), figures);
 }
 
+/// Where the transform's consumer moved past inputs without handing them over: per partition,
+/// each committed transaction's inputs start right after the last one's (a rewind after an
+/// abort or an unknown outcome starts at or before it, which the output check judges).
+fn skipped_inputs(history: &[Entry], out: &mut Checked) {
+    let mut last: HashMap<i32, (i64, u64)> = HashMap::new();
+    for e in history {
+        let Event::TxnCommitted { txn, inputs, .. } = &e.event else { continue };
+        for &(partition, first, end) in inputs {
+            if let Some(&(previous, previous_txn)) = last.get(&partition)
+                && first > previous + 1
+            {
+                let t_ms = e.t_ms;
+                violation(
+                    out,
+                    "inputs skipped",
+                    format!(
+                        "{TXN_INPUT_TOPIC}/{partition}: transaction {txn} starts at {first}, transaction \
+                         {previous_txn} ended at {previous}: {} inputs never handed to the transform",
+                        first - previous - 1
+                    ),
+                    || context(history, t_ms, |x| std::ptr::eq(x, &e.event)),
+                );
+            }
+            last.insert(partition, (end, *txn));
+        }
+    }
+}
+
 /// The transform's output (read_committed) against its input and the transactions' outcomes.
 fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Checked) {
     let mut f = TxnFigures::default();
@@ -292,6 +320,7 @@ fn check_transactions(input: &Log, output: &Log, history: &[Entry], out: &mut Ch
             _ => {}
         }
     }
+    skipped_inputs(history, out);
     let input_offset: HashMap<&str, (usize, i64)> = input
         .iter()
         .enumerate()

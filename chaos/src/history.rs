@@ -33,10 +33,13 @@ pub(crate) enum Event {
         value: String,
         error: String,
     },
-    /// A transaction whose commit returned success, with how many records it wrote.
+    /// A transaction whose commit returned success, with how many records it wrote and the
+    /// input offsets it consumed: (partition, first, last), a new range wherever they jump.
     TxnCommitted {
         txn: u64,
         records: usize,
+        #[serde(default)]
+        inputs: Vec<(i32, i64, i64)>,
     },
     /// A transaction aborted by the client; none of its records may be visible.
     TxnAborted {

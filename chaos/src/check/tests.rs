@@ -65,10 +65,10 @@ fn a_gap_in_offsets_is_found() {
 fn torn_aborted_and_repeated_transactions_are_found() {
     let input = log(&[&["in-0-0", "in-0-1", "in-0-2", "in-0-3", "in-0-4"]]);
     let history = vec![
-        at(1, Event::TxnCommitted { txn: 1, records: 2 }),
+        at(1, Event::TxnCommitted { txn: 1, records: 2, inputs: Vec::new() }),
         at(2, Event::TxnAborted { txn: 2, records: 1, reason: "fenced".into() }),
         at(3, Event::TxnUnknown { txn: 3, records: 2, error: "timed out".into() }),
-        at(4, Event::TxnCommitted { txn: 4, records: 2 }),
+        at(4, Event::TxnCommitted { txn: 4, records: 2, inputs: Vec::new() }),
     ];
     // Transaction 1 shows one of two records, 2 (aborted) shows one, 3 (unknown) one of two;
     // in-0-4 is never transformed and in-0-3 twice.
@@ -94,7 +94,7 @@ fn torn_aborted_and_repeated_transactions_are_found() {
 fn whole_transactions_pass_including_unknown_ones_that_committed() {
     let input = log(&[&["in-0-0", "in-0-1", "in-0-2"]]);
     let history = vec![
-        at(1, Event::TxnCommitted { txn: 1, records: 1 }),
+        at(1, Event::TxnCommitted { txn: 1, records: 1, inputs: Vec::new() }),
         at(2, Event::TxnAborted { txn: 2, records: 2, reason: "fenced".into() }),
         at(3, Event::TxnUnknown { txn: 3, records: 2, error: "timed out".into() }),
     ];
@@ -114,4 +114,20 @@ fn a_committed_offset_going_back_is_found() {
     let mut fine = Checked::default();
     check_offsets(&[seen(1, 5), seen(2, 9)], &mut fine);
     assert!(fine.violations.is_empty());
+}
+
+#[test]
+fn a_transform_moving_past_inputs_is_found_where_it_happened() {
+    let input = log(&[&["in-0-0", "in-0-1", "in-0-2", "in-0-3"], &["in-0-4", "in-0-5"]]);
+    let committed = |txn, inputs: Vec<(i32, i64, i64)>| Event::TxnCommitted { txn, records: inputs.len(), inputs };
+    let history = vec![
+        at(1, committed(1, vec![(0, 0, 0), (1, 0, 0)])),
+        // A rewind may start a partition again earlier; that is not a skip.
+        at(2, committed(2, vec![(0, 0, 1), (1, 1, 1)])),
+        at(3, committed(3, vec![(0, 3, 3)])),
+    ];
+    let output = log(&[&["out-in-0-0|t1", "out-in-0-4|t1", "out-in-0-1|t2", "out-in-0-5|t2", "out-in-0-3|t3"]]);
+    let mut out = Checked::default();
+    check_transactions(&input, &output, &history, &mut out);
+    assert!(kinds(&out).contains(&"inputs skipped"), "{:?}", kinds(&out));
 }

@@ -37,6 +37,21 @@ pub(crate) fn client(bootstrap: &str) -> ClientConfig {
     config
 }
 
+/// A client context that keeps librdkafka's warnings (offset resets, a partition moved to
+/// another broker) in the history as notes, where the checker's context shows them.
+pub(crate) struct Noting(pub(crate) Arc<crate::history::History>);
+
+impl rdkafka::ClientContext for Noting {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel::{Alert, Critical, Emerg, Error, Warning};
+        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
+            self.0.note(format!("librdkafka {fac}: {message}"));
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Noting {}
+
 /// Topics of a run and their partition counts.
 pub(crate) const IDEMPOTENT_TOPIC: &str = "chaos-idempotent";
 pub(crate) const IDEMPOTENT_PARTITIONS: i32 = 6;

@@ -12,7 +12,7 @@ use rdkafka::error::{KafkaError, RDKafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::{Stop, TXN_GROUP, TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC, client};
+use super::{Noting, Stop, TXN_GROUP, TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC, client};
 use crate::history::{Event, History};
 
 const RECORDS_PER_TXN_MAX: usize = 20;
@@ -59,7 +59,7 @@ fn txn_error(e: &KafkaError) -> Option<&RDKafkaError> {
 }
 
 /// Seeks every assigned partition back to the group's committed offset.
-fn rewind(consumer: &BaseConsumer) -> anyhow::Result<()> {
+fn rewind(consumer: &BaseConsumer<Noting>) -> anyhow::Result<()> {
     let committed = consumer.committed(TXN_CALL_TIMEOUT)?;
     for element in committed.elements() {
         // A partition whose offset could not be read (UNSTABLE_OFFSET_COMMIT while the metadata
@@ -124,15 +124,28 @@ fn transact(
     Outcome::Unknown(error.to_string())
 }
 
+/// The input offsets of `batch` per partition as contiguous (partition, first, last) ranges.
+fn input_ranges(batch: &[(i32, i64, String)]) -> Vec<(i32, i64, i64)> {
+    let mut ranges: Vec<(i32, i64, i64)> = Vec::new();
+    for &(partition, offset, _) in batch {
+        match ranges.iter_mut().rev().find(|r| r.0 == partition) {
+            Some(range) if range.2 + 1 == offset => range.2 = offset,
+            _ => ranges.push((partition, offset, offset)),
+        }
+    }
+    ranges
+}
+
 /// Runs the loop until `stop`; blocking (librdkafka's transaction calls are), so on a thread.
 pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>) -> anyhow::Result<()> {
-    let consumer: BaseConsumer = client(&bootstrap)
+    let consumer: BaseConsumer<Noting> = client(&bootstrap)
         .set("group.id", TXN_GROUP)
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", "10000")
-        .create()
+        .set_log_level(rdkafka::config::RDKafkaLogLevel::Warning)
+        .create_with_context(Noting(history.clone()))
         .context("transform consumer")?;
     consumer.subscribe(&[TXN_INPUT_TOPIC])?;
     let mut producer = transactional_producer(&bootstrap, &history)?;
@@ -157,7 +170,7 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>) -> anyho
         txn += 1;
         let records = batch.len();
         match transact(&producer, &group, &batch, txn) {
-            Outcome::Committed => history.push(Event::TxnCommitted { txn, records }),
+            Outcome::Committed => history.push(Event::TxnCommitted { txn, records, inputs: input_ranges(&batch) }),
             Outcome::Aborted(reason) => {
                 history.push(Event::TxnAborted { txn, records, reason });
                 rewind_until_done(&consumer, &stop, &history);
@@ -174,7 +187,7 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>) -> anyho
     Ok(())
 }
 
-fn rewind_until_done(consumer: &BaseConsumer, stop: &Stop, history: &History) {
+fn rewind_until_done(consumer: &BaseConsumer<Noting>, stop: &Stop, history: &History) {
     while let Err(e) = rewind(consumer) {
         history.note(format!("rewinding the transform consumer: {e}; retrying"));
         if stop.is_set() {
