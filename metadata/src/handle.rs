@@ -55,6 +55,15 @@ impl Metadata {
         }
     }
 
+    /// Whether this process holds the metadata leader, whose applied state no other copy is
+    /// ahead of. A mirror, or a follower, may lag.
+    pub fn is_leader(&self) -> bool {
+        match self {
+            Self::Local(node) => node.leader_term().is_some(),
+            Self::Remote(_) => false,
+        }
+    }
+
     /// The Raft view, when the node runs in this process.
     pub fn status(&self) -> Option<ClusterStatus> {
         match self {

@@ -16,6 +16,10 @@ pub enum FetchError {
     UnknownTopicOrPartition,
     #[error("offset {offset} is outside {log_start_offset}..={high_watermark}")]
     OffsetOutOfRange { offset: i64, log_start_offset: i64, high_watermark: i64 },
+    /// Past the end of this agent's copy of the log, which may lag the metadata leader's (just
+    /// restarted, or cut off for a while): the client asks again rather than reset its position.
+    #[error("offset {offset} is past the log end this agent knows ({known_end}); it may not have caught up yet")]
+    OffsetNotAvailable { offset: i64, known_end: i64 },
     #[error("leader epoch {requested} is newer than the partition's {current}")]
     UnknownLeaderEpoch { requested: i32, current: i32 },
     #[error("leader epoch {requested} is older than the partition's {current}")]
@@ -84,6 +88,9 @@ fn plan(
         } else {
             FetchError::FencedLeaderEpoch { requested: current_leader_epoch, current: log.leader_epoch }
         });
+    }
+    if offset > log.next_offset && !agent.metadata.is_leader() {
+        return Err(FetchError::OffsetNotAvailable { offset, known_end: log.next_offset });
     }
     if offset < log.log_start_offset || offset > log.next_offset {
         return Err(FetchError::OffsetOutOfRange {

@@ -121,6 +121,7 @@ pub(super) fn for_fetch(error: &FetchError) -> ResponseError {
     match error {
         FetchError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         FetchError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        FetchError::OffsetNotAvailable { .. } => ResponseError::OffsetNotAvailable,
         FetchError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
         FetchError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
         FetchError::Storage(_) => ResponseError::KafkaStorageError,

@@ -148,6 +148,7 @@ async fn read_once(
         read_partition(agent, target.topic_id, target.partition, offset, -1, limits).await.map_err(|e| match e {
             FetchError::UnknownTopicOrPartition => HttpError::not_found(e.to_string()),
             FetchError::OffsetOutOfRange { .. } => HttpError::new(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string()),
+            FetchError::OffsetNotAvailable { .. } => HttpError::unavailable(e.to_string()).with_retry_after(1),
             other => HttpError::unavailable(format!("reading the partition: {other}")),
         })?;
     let records = fetched_records(&read, offset, read_committed, max_records)

@@ -91,7 +91,7 @@ async fn read_once(agent: &Agent, version: i16, request: &FetchRequest) -> (Fetc
                     );
                 }
                 Err(e) => {
-                    if !matches!(e, FetchError::OffsetOutOfRange { .. }) {
+                    if !matches!(e, FetchError::OffsetOutOfRange { .. } | FetchError::OffsetNotAvailable { .. }) {
                         tracing::debug!(error = %e, "fetch partition failed");
                     }
                     errors = true;
