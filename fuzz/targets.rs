@@ -14,6 +14,7 @@ mod alloc;
 static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
 
 use bytes::Bytes;
+use floe_agent::kafka::dispatch::Extras;
 use floe_agent::kafka::{Decoded, decode_request};
 use floe_agent::produce::{TopicPolicy, validate};
 use floe_agent::record_batch::{self, records};
@@ -24,8 +25,9 @@ use floe_storage::segment::trailer::{SegmentTrailer, TRAILER_BYTES};
 /// A raw Kafka request frame (after the length prefix), decoded as the agent's connection
 /// decodes it (every API key and version); Produce's records validated as its handler does.
 pub fn kafka_request(data: &[u8]) {
-    let sasl = data.first().is_some_and(|b| b & 1 == 1);
-    let Ok(Decoded::Request { request, .. }) = decode_request(Bytes::copy_from_slice(data), sasl) else { return };
+    let flags = data.first().copied().unwrap_or(0);
+    let extras = Extras { sasl: flags & 1 == 1, acls: flags & 2 == 2 };
+    let Ok(Decoded::Request { request, .. }) = decode_request(Bytes::copy_from_slice(data), extras) else { return };
     if let kafka_protocol::messages::RequestKind::Produce(produce) = *request {
         let policy = TopicPolicy { max_message_bytes: 1 << 20, log_append_time: false, compacted: true };
         for topic in &produce.topic_data {

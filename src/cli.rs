@@ -350,10 +350,20 @@ pub(crate) struct AgentOptions {
     /// ends. 0: no limit.
     #[arg(long, default_value_t = 10)]
     pub(crate) auth_failures_per_minute: u32,
-    /// Users who may describe and alter SCRAM credentials over the Kafka protocol
-    /// (DescribeUserScramCredentials, AlterUserScramCredentials), within their own tenant.
+    /// Kafka's `super.users`, by user name: they pass every ACL and may describe and alter
+    /// SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials), each within
+    /// its own tenant.
     #[arg(long, value_delimiter = ',')]
     pub(crate) super_users: Vec<String>,
+    /// Enforce ACLs (CreateAcls, DescribeAcls, DeleteAcls) on every Kafka request and HTTP
+    /// call, as Kafka's StandardAuthorizer does; off, every authenticated client may do
+    /// everything in its tenant.
+    #[arg(long)]
+    pub(crate) authorizer: bool,
+    /// With `--authorizer`: a resource that no ACL names is open to everyone (Kafka's
+    /// `allow.everyone.if.no.acl.found`); by default it is closed to all but super users.
+    #[arg(long, requires = "authorizer")]
+    pub(crate) allow_everyone_if_no_acl_found: bool,
     /// Kafka's `connections.max.reauth.ms`: clients must authenticate again within this long
     /// (KIP-368); 0 keeps an authentication for the connection's life.
     #[arg(long, default_value_t = 0)]

@@ -45,6 +45,11 @@ pub struct AgentConfig {
     /// Failed authentications (SASL or HTTP API key) one address may make per minute before it
     /// is refused unchecked for the rest of that minute; 0: no limit.
     pub auth_failures_per_minute: u32,
+    /// Users who pass every ACL (Kafka's `super.users`, by user name; each acts within its own
+    /// tenant) and may describe and alter SCRAM credentials.
+    pub super_users: Vec<String>,
+    /// ACLs are enforced on both listeners; `None`: every authenticated request is allowed.
+    pub authorizer: Option<crate::access::AuthorizerConfig>,
 }
 
 /// Faults an agent can be told to inject (test-only; off unless given on the command line).

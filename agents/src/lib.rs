@@ -2,6 +2,7 @@
 //! one segment object per flush, commits it to the metadata service, and serves fetches from
 //! the offset index through a chunk cache in front of the object store.
 
+pub mod access;
 pub mod agent;
 pub mod cleaner;
 pub mod compaction;

@@ -108,3 +108,20 @@ pub(crate) async fn require_api_key(
         }
     }
 }
+
+/// With `--authorizer`: the caller's ACL access (`Caller` from its API key, or anonymous), for
+/// the `Scope` of each handler.
+pub(crate) async fn access(
+    State(agent): State<Arc<Agent>>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let caller = request.extensions().get::<Caller>();
+    let (user, tenant) = (caller.map(|c| c.user.clone()), caller.map(|c| c.tenant.clone()));
+    if let Some(access) = floe_agent::access::Access::new(&agent.config, user.as_deref(), tenant.as_deref(), peer.ip())
+    {
+        request.extensions_mut().insert(access);
+    }
+    next.run(request).await
+}

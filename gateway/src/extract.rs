@@ -6,6 +6,10 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
+use floe_agent::access::Access;
+use floe_metadata::State;
+use floe_metadata::acl::{AclOperation, AclResourceType};
+
 use crate::error::HttpError;
 
 /// Path parameters; a malformed one is a 400 (a partition id that is not a number, say).
@@ -50,25 +54,32 @@ impl<S: Send + Sync> FromRequest<S> for SmallBody {
     }
 }
 
-/// The caller's tenant namespace (`floe_metadata::namespace`): a request made with a tenant's API
-/// key names only that tenant's topics and groups. Without API keys the whole cluster is one
-/// namespace and names pass through as they are.
+/// The caller's tenant namespace (`floe_metadata::namespace`) and, with `--authorizer`, its ACL
+/// access (`floe_agent::access`): a request made with a tenant's API key names only that
+/// tenant's topics and groups, and only those its ACLs allow. Without API keys the whole cluster
+/// is one namespace and names pass through as they are.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Scope(Option<(String, floe_metadata::Namespace)>);
+pub(crate) struct Scope {
+    tenant: Option<(String, floe_metadata::Namespace)>,
+    access: Option<Access>,
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for Scope {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let caller = parts.extensions.get::<crate::auth::Caller>();
-        Ok(Self(caller.map(|c| (c.tenant.clone(), floe_metadata::Namespace::of(&c.tenant)))))
+        Ok(Self {
+            tenant: caller.map(|c| (c.tenant.clone(), floe_metadata::Namespace::of(&c.tenant))),
+            access: parts.extensions.get::<Access>().cloned(),
+        })
     }
 }
 
 impl Scope {
     /// The stored name of a topic, group or idempotency key the caller names.
     pub(crate) fn stored(&self, name: &str) -> String {
-        match &self.0 {
+        match &self.tenant {
             Some((_, ns)) => ns.scope(name),
             None => name.to_owned(),
         }
@@ -76,13 +87,46 @@ impl Scope {
 
     /// The name the caller knows a stored name by; `None` when it is another tenant's.
     pub(crate) fn shown<'a>(&self, stored: &'a str) -> Option<&'a str> {
-        match &self.0 {
+        match &self.tenant {
             Some((_, ns)) => ns.unscope(stored),
             None => Some(stored),
         }
     }
 
     pub(crate) fn tenant(&self) -> Option<&str> {
-        self.0.as_ref().map(|(tenant, _)| tenant.as_str())
+        self.tenant.as_ref().map(|(tenant, _)| tenant.as_str())
+    }
+
+    /// Whether the caller's ACLs let it do `operation` on the resource it calls `name`.
+    pub(crate) fn may(
+        &self,
+        state: &State,
+        operation: AclOperation,
+        resource_type: AclResourceType,
+        name: &str,
+    ) -> bool {
+        self.access.as_ref().is_none_or(|a| a.allows(state, operation, resource_type, name))
+    }
+
+    pub(crate) fn may_cluster(&self, state: &State, operation: AclOperation) -> bool {
+        self.access.as_ref().is_none_or(|a| a.allows_cluster(state, operation))
+    }
+
+    /// A 403 unless the caller may do `operation` on the resource it calls `name`.
+    pub(crate) fn authorize(
+        &self,
+        state: &State,
+        operation: AclOperation,
+        resource_type: AclResourceType,
+        name: &str,
+    ) -> Result<(), HttpError> {
+        if self.may(state, operation, resource_type, name) {
+            Ok(())
+        } else {
+            Err(HttpError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                format!("not authorized: {operation:?} on {resource_type:?} {name:?}"),
+            ))
+        }
     }
 }

@@ -75,6 +75,10 @@ pub async fn serve_http(
     if let Some(token) = config.operator_token.clone() {
         app = app.merge(routes::operator::router(agent.clone(), token));
     }
+    if agent.config.authorizer.is_some() {
+        // Inside the API-key layer, which names the caller first.
+        app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), auth::access));
+    }
     if config.require_api_key {
         app = app.layer(axum::middleware::from_fn_with_state(agent, auth::require_api_key));
     }

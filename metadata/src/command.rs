@@ -175,7 +175,7 @@ pub enum Command {
         name: String,
         now_ms: i64,
     },
-    /// Deletes a tenant with its users and API keys.
+    /// Deletes a tenant with its users, API keys and ACLs.
     DeleteTenant {
         name: String,
     },
@@ -209,6 +209,17 @@ pub enum Command {
     SetTenantQuotas {
         tenant: String,
         quotas: crate::state::TenantQuotas,
+    },
+    /// Adds ACL bindings to a tenant's (`""`: the cluster's without tenants); one already
+    /// there is kept once.
+    CreateAcls {
+        tenant: String,
+        bindings: Vec<crate::acl::AclBinding>,
+    },
+    /// Removes a tenant's ACL bindings that match any of the filters.
+    DeleteAcls {
+        tenant: String,
+        filters: Vec<crate::acl::AclFilter>,
     },
 }
 
@@ -345,6 +356,10 @@ pub enum Outcome {
         producer: ProducerIdEpoch,
         retry: bool,
     },
+    /// Per binding of a [`Command::CreateAcls`], in order.
+    AclsCreated(Vec<Result<(), CommandError>>),
+    /// Per filter of a [`Command::DeleteAcls`], in order, the bindings it removed.
+    AclsDeleted(Vec<Vec<crate::acl::AclBinding>>),
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;
@@ -411,4 +426,6 @@ pub enum CommandError {
     /// Over a tenant's quota (partitions).
     #[error("quota exceeded: {0}")]
     QuotaExceeded(String),
+    #[error("invalid ACL: {0}")]
+    InvalidAcl(String),
 }

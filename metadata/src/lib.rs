@@ -6,6 +6,7 @@
 //! does no I/O. Anything time- or randomness-dependent is stamped into the [`Command`] by the
 //! proposer, so every replica that applies the same log reaches the same state.
 
+pub mod acl;
 pub mod archive;
 pub mod client;
 pub mod command;

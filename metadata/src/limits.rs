@@ -75,3 +75,11 @@ pub const CREDENTIAL_NAME_BYTES_MAX: usize = 255;
 /// SCRAM iteration counts accepted: Kafka's bounds (4096 is its minimum, as RFC 7677 advises).
 pub const SCRAM_ITERATIONS_MIN: u32 = 4096;
 pub const SCRAM_ITERATIONS_MAX: u32 = 16_384;
+/// ACL bindings across all tenants: each is checked on every request that names its resource.
+pub const ACL_COUNT_MAX: usize = 100_000;
+/// Bindings one CreateAcls or DeleteAcls command carries.
+pub const ACL_COMMAND_ITEMS_MAX: usize = 1_000;
+/// Longest ACL resource name (a group or transactional id may be long), principal and host.
+pub const ACL_RESOURCE_NAME_BYTES_MAX: usize = 1024;
+pub const ACL_PRINCIPAL_BYTES_MAX: usize = 512;
+pub const ACL_HOST_BYTES_MAX: usize = 255;

@@ -86,9 +86,12 @@ pub(crate) async fn run(
             // Kafka's connection.failed.authentication.delay.ms is 100; a second slows guessing
             // far more and costs an honest client with a typo little.
             failure_delay: Duration::from_secs(1),
-            super_users: options.super_users.clone(),
         }),
         auth_failures_per_minute: options.auth_failures_per_minute,
+        super_users: options.super_users.clone(),
+        authorizer: options.authorizer.then_some(floe_agent::access::AuthorizerConfig {
+            allow_if_no_acl: options.allow_everyone_if_no_acl_found,
+        }),
         compaction: CompactionConfig {
             interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
             small_chunk_bytes: 1024 * 1024,

@@ -16,11 +16,14 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
-use super::api::scram_credentials;
-use super::dispatch::{self, Reply};
+use super::api::{acls, scram_credentials};
+use super::authorize::{self, Refused};
+use super::dispatch::{self, Extras, Reply};
+use super::error_code::code;
 use super::namespace;
-use super::sasl::{Admission, Session, Verdict};
+use super::sasl::{Admission, Principal, Session, Verdict};
 use crate::Agent;
+use crate::access::Access;
 use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
 use crate::quotas::{QuotaKind, TenantThrottle};
 
@@ -50,12 +53,20 @@ struct InFlight {
     api_key: ApiKey,
     version: i16,
     reply: Reply,
+    finish: Finish,
+}
+
+/// What the writer needs to finish a response.
+#[derive(Default)]
+struct Finish {
     /// The tenant's namespace, for a connection authenticated as one of its users.
     namespace: Option<Namespace>,
     /// That tenant, for its quotas.
     tenant: Option<String>,
     /// How long to hold the response back for the tenant's produce quota.
     throttle: std::time::Duration,
+    /// The caller and what the authorizer took out of its request.
+    refused: Option<(Access, Refused)>,
 }
 
 /// Serves one connection: a TCP stream, or a TLS stream over one.
@@ -109,8 +120,8 @@ pub enum Decoded {
 
 /// Decodes one request frame (without its length prefix) as the connection does before
 /// dispatching it: API key, header, the supported-version check, the body. Pure, so the fuzz
-/// targets can drive it. `sasl`: the listener serves the SASL APIs.
-pub fn decode_request(mut frame: Bytes, sasl: bool) -> Result<Decoded, ConnectionError> {
+/// targets can drive it. `extras`: the APIs the listener serves beyond the common ones.
+pub fn decode_request(mut frame: Bytes, extras: Extras) -> Result<Decoded, ConnectionError> {
     if frame.len() < 4 {
         return Err(ConnectionError::FrameSize(frame.len() as i64));
     }
@@ -119,7 +130,7 @@ pub fn decode_request(mut frame: Bytes, sasl: bool) -> Result<Decoded, Connectio
     let api_key = ApiKey::try_from(key).map_err(|()| ConnectionError::UnknownApiKey(key))?;
     let header = RequestHeader::decode(&mut frame, api_key.request_header_version(version))
         .map_err(|e| ConnectionError::Decode(e.to_string()))?;
-    if !dispatch::is_supported(api_key, version, sasl) {
+    if !dispatch::is_supported(api_key, version, extras) {
         if api_key == ApiKey::ApiVersions {
             return Ok(Decoded::NewerApiVersions(header));
         }
@@ -137,46 +148,31 @@ async fn read_requests(
     peer: SocketAddr,
 ) -> Result<(), ConnectionError> {
     let mut sasl = agent.config.sasl.clone().map(Session::new);
+    let extras = dispatch::extras(agent);
     while let Some(frame) = read_frame(&mut reader).await? {
         let frame_bytes = frame.len() as u64;
-        let (header, api_key, version, request) = match decode_request(frame, sasl.is_some())? {
+        let started = std::time::Instant::now();
+        let (header, api_key, version, request) = match decode_request(frame, extras)? {
             Decoded::Request { header, api_key, request } => {
                 let version = header.request_api_version;
                 (header, api_key, version, *request)
             }
             Decoded::NewerApiVersions(header) => {
                 // Newer clients than us: answer in v0 with the ranges we have, so they retry.
-                let reply =
-                    Reply::Now(Box::new(ResponseKind::ApiVersions(dispatch::api_versions_unsupported(sasl.is_some()))));
-                let started = std::time::Instant::now();
+                let reply = Reply::Now(Box::new(ResponseKind::ApiVersions(dispatch::api_versions_unsupported(extras))));
                 let correlation_id = header.correlation_id;
-                let (api_key, version) = (ApiKey::ApiVersions, 0);
-                let _ = in_flight
-                    .send(InFlight {
-                        started,
-                        correlation_id,
-                        api_key,
-                        version,
-                        reply,
-                        namespace: None,
-                        tenant: None,
-                        throttle: std::time::Duration::ZERO,
-                    })
-                    .await;
+                let (api_key, version, finish) = (ApiKey::ApiVersions, 0, Finish::default());
+                let _ = in_flight.send(InFlight { started, correlation_id, api_key, version, reply, finish }).await;
                 continue;
             }
         };
         let correlation_id = header.correlation_id;
-        let started = std::time::Instant::now();
         let mut close = false;
-        let mut namespace = None;
-        let mut tenant = None;
-        let mut throttle = std::time::Duration::ZERO;
-        let reply = match (&mut sasl, request) {
+        let (reply, finish) = match (&mut sasl, request) {
             // Authentication changes what the next request may do, so it is answered here, in
             // order, before the next request is read.
             (Some(session), RequestKind::SaslHandshake(request)) => {
-                Reply::Now(Box::new(ResponseKind::SaslHandshake(session.handshake(&request))))
+                (Reply::Now(Box::new(ResponseKind::SaslHandshake(session.handshake(&request)))), Finish::default())
             }
             (Some(session), RequestKind::SaslAuthenticate(request)) => {
                 let now = std::time::Instant::now();
@@ -195,50 +191,100 @@ async fn read_requests(
                     tokio::time::sleep(session.failure_delay()).await;
                     close = true;
                 }
-                Reply::Now(Box::new(ResponseKind::SaslAuthenticate(response)))
+                (Reply::Now(Box::new(ResponseKind::SaslAuthenticate(response))), Finish::default())
             }
-            (Some(session), request) => match (session.admit(api_key), session.principal(), request) {
-                (Admission::Refuse(why), ..) => return Err(ConnectionError::Unauthenticated(why)),
-                (Admission::Serve, Some(principal), RequestKind::DescribeUserScramCredentials(request)) => {
-                    let response = scram_credentials::describe(agent, principal, &request);
-                    Reply::Now(Box::new(ResponseKind::DescribeUserScramCredentials(response)))
-                }
-                (Admission::Serve, Some(principal), RequestKind::AlterUserScramCredentials(request)) => {
-                    let (agent, principal) = (agent.clone(), principal.clone());
-                    Reply::Later(tokio::spawn(async move {
-                        let response = scram_credentials::alter(&agent, &principal, request).await;
-                        ResponseKind::AlterUserScramCredentials(response)
-                    }))
-                }
-                (Admission::Serve, principal, mut request) => {
-                    namespace = principal.map(|p| Namespace::of(&p.tenant));
-                    tenant = principal.map(|p| p.tenant.clone());
-                    if let (Some(tenant), RequestKind::Produce(_)) = (&tenant, &request) {
-                        let share = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Produce);
-                        if let Some(rate) = share {
-                            let now = std::time::Instant::now();
-                            throttle = agent.quotas.charge(tenant, QuotaKind::Produce, rate, frame_bytes, now);
-                        }
-                    }
-                    let scoped = match &namespace {
-                        Some(ns) => namespace::scope_request(ns, &agent.metadata.read(), &mut request),
-                        None => Ok(()),
-                    };
-                    match scoped {
-                        Ok(()) => dispatch::start(agent, &header, request, peer).await,
-                        Err(answer) => Reply::Now(answer),
-                    }
+            (Some(session), request) => match session.admit(api_key) {
+                Admission::Refuse(why) => return Err(ConnectionError::Unauthenticated(why)),
+                Admission::Serve => {
+                    let principal = session.principal().cloned();
+                    start(agent, &header, request, principal.as_ref(), peer, frame_bytes).await
                 }
             },
-            (None, request) => dispatch::start(agent, &header, request, peer).await,
+            (None, request) => start(agent, &header, request, None, peer, frame_bytes).await,
         };
-        let in_flight_request =
-            InFlight { started, correlation_id, api_key, version, reply, namespace, tenant, throttle };
+        let in_flight_request = InFlight { started, correlation_id, api_key, version, reply, finish };
         if in_flight.send(in_flight_request).await.is_err() || close {
             return Ok(());
         }
     }
     Ok(())
+}
+
+/// Starts one request that is not part of SASL: the credential and ACL APIs, which act for the
+/// caller, here; everything else checked against ACLs, charged to the tenant's produce quota,
+/// scoped to its namespace and dispatched.
+async fn start(
+    agent: &Arc<Agent>,
+    header: &RequestHeader,
+    request: RequestKind,
+    principal: Option<&Principal>,
+    peer: SocketAddr,
+    frame_bytes: u64,
+) -> (Reply, Finish) {
+    let now = |response| (Reply::Now(Box::new(response)), Finish::default());
+    fn later(future: impl std::future::Future<Output = ResponseKind> + Send + 'static) -> (Reply, Finish) {
+        (Reply::Later(tokio::spawn(future)), Finish::default())
+    }
+    let user = principal.map(|p| p.user.as_str());
+    let access = Access::new(&agent.config, user, principal.map(|p| p.tenant.as_str()), peer.ip());
+    match (principal, &access, request) {
+        (Some(principal), _, RequestKind::DescribeUserScramCredentials(request)) => {
+            now(ResponseKind::DescribeUserScramCredentials(scram_credentials::describe(agent, principal, &request)))
+        }
+        (Some(principal), _, RequestKind::AlterUserScramCredentials(request)) => {
+            let (agent, principal) = (agent.clone(), principal.clone());
+            later(async move {
+                ResponseKind::AlterUserScramCredentials(scram_credentials::alter(&agent, &principal, request).await)
+            })
+        }
+        (_, Some(access), RequestKind::DescribeAcls(request)) => {
+            now(ResponseKind::DescribeAcls(acls::describe(agent, access, &request)))
+        }
+        (_, Some(access), RequestKind::CreateAcls(request)) => {
+            let (agent, access) = (agent.clone(), access.clone());
+            later(async move { ResponseKind::CreateAcls(acls::create(&agent, &access, request).await) })
+        }
+        (_, Some(access), RequestKind::DeleteAcls(request)) => {
+            let (agent, access) = (agent.clone(), access.clone());
+            later(async move { ResponseKind::DeleteAcls(acls::delete(&agent, &access, request).await) })
+        }
+        // Only decoded with an authorizer, which gives every request an access.
+        (_, None, RequestKind::DescribeAcls(_) | RequestKind::CreateAcls(_) | RequestKind::DeleteAcls(_)) => {
+            let answer =
+                kafka_protocol::messages::DescribeAclsResponse::default().with_error_code(code::SECURITY_DISABLED);
+            now(ResponseKind::DescribeAcls(answer))
+        }
+        (_, _, request) => {
+            let mut finish = Finish {
+                namespace: principal.map(|p| Namespace::of(&p.tenant)),
+                tenant: principal.map(|p| p.tenant.clone()),
+                ..Finish::default()
+            };
+            let mut request = request;
+            if let Some(access) = access {
+                match authorize::request(&access, &agent.metadata.read(), header.request_api_version, &mut request) {
+                    Ok(refused) => finish.refused = Some((access, refused)),
+                    Err(answer) => return (Reply::Now(answer), finish),
+                }
+            }
+            if let (Some(tenant), RequestKind::Produce(_)) = (&finish.tenant, &request) {
+                let share = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Produce);
+                if let Some(rate) = share {
+                    let now = std::time::Instant::now();
+                    finish.throttle = agent.quotas.charge(tenant, QuotaKind::Produce, rate, frame_bytes, now);
+                }
+            }
+            let scoped = match &finish.namespace {
+                Some(ns) => namespace::scope_request(ns, &agent.metadata.read(), &mut request),
+                None => Ok(()),
+            };
+            let reply = match scoped {
+                Ok(()) => dispatch::start(agent, header, request, peer).await,
+                Err(answer) => Reply::Now(answer),
+            };
+            (reply, finish)
+        }
+    }
 }
 
 /// The time a tenant's response is held back: the produce throttle charged when its request was
@@ -328,11 +374,15 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
                 }
             }
         };
-        if let Some(ns) = &request.namespace {
+        let finish = request.finish;
+        if let Some(ns) = &finish.namespace {
             namespace::unscope_response(ns, &mut response);
         }
-        let throttle = match &request.tenant {
-            Some(tenant) => quota_throttle(&agent, tenant, request.throttle, request.version, &mut response),
+        if let Some((access, refused)) = finish.refused {
+            authorize::complete(&access, &agent.metadata.read(), refused, &mut response);
+        }
+        let throttle = match &finish.tenant {
+            Some(tenant) => quota_throttle(&agent, tenant, finish.throttle, request.version, &mut response),
             None => std::time::Duration::ZERO,
         };
         if !throttle.is_zero() {

@@ -61,16 +61,32 @@ pub const SASL: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
-pub fn is_supported(api_key: ApiKey, version: i16, sasl: bool) -> bool {
-    let sasl = if sasl { SASL } else { &[] };
-    SUPPORTED.iter().chain(sasl).any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
+/// Served, and advertised, only with `--authorizer`: without one there is nothing to manage.
+pub const ACLS: &[(ApiKey, i16, i16)] =
+    &[(ApiKey::DescribeAcls, 0, 3), (ApiKey::CreateAcls, 0, 3), (ApiKey::DeleteAcls, 0, 3)];
+
+/// What a listener serves beyond [`SUPPORTED`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extras {
+    pub sasl: bool,
+    pub acls: bool,
 }
 
-fn api_versions_table(sasl: bool) -> Vec<ApiVersion> {
-    let sasl = if sasl { SASL } else { &[] };
-    SUPPORTED
-        .iter()
-        .chain(sasl)
+impl Extras {
+    fn table(self) -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
+        let sasl = if self.sasl { SASL } else { &[] };
+        let acls = if self.acls { ACLS } else { &[] };
+        SUPPORTED.iter().chain(sasl).chain(acls)
+    }
+}
+
+pub fn is_supported(api_key: ApiKey, version: i16, extras: Extras) -> bool {
+    extras.table().any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
+}
+
+fn api_versions_table(extras: Extras) -> Vec<ApiVersion> {
+    extras
+        .table()
         .map(|(key, min, max)| {
             ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
         })
@@ -78,8 +94,13 @@ fn api_versions_table(sasl: bool) -> Vec<ApiVersion> {
 }
 
 /// The answer to an ApiVersions request of a version we do not support (sent as v0).
-pub(super) fn api_versions_unsupported(sasl: bool) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_error_code(code::UNSUPPORTED_VERSION).with_api_keys(api_versions_table(sasl))
+pub(super) fn api_versions_unsupported(extras: Extras) -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_error_code(code::UNSUPPORTED_VERSION).with_api_keys(api_versions_table(extras))
+}
+
+/// What `agent`'s Kafka listener serves beyond [`SUPPORTED`].
+pub(super) fn extras(agent: &Agent) -> Extras {
+    Extras { sasl: agent.config.sasl.is_some(), acls: agent.config.authorizer.is_some() }
 }
 
 /// How a request will be answered.
@@ -114,7 +135,7 @@ pub(super) async fn start(
     let agent = agent.clone();
     match request {
         RequestKind::ApiVersions(_) => Reply::Now(Box::new(ResponseKind::ApiVersions(
-            ApiVersionsResponse::default().with_api_keys(api_versions_table(agent.config.sasl.is_some())),
+            ApiVersionsResponse::default().with_api_keys(api_versions_table(extras(&agent))),
         ))),
         RequestKind::Produce(req) => api::produce::start(&agent, version, req).await,
         RequestKind::Fetch(req) => {

@@ -22,6 +22,13 @@ pub(super) mod code {
     pub(crate) const FENCED_LEADER_EPOCH: i16 = ResponseError::FencedLeaderEpoch.code();
     pub(crate) const UNKNOWN_LEADER_EPOCH: i16 = ResponseError::UnknownLeaderEpoch.code();
     pub(crate) const TOPIC_ALREADY_EXISTS: i16 = ResponseError::TopicAlreadyExists.code();
+    pub(crate) const TOPIC_AUTHORIZATION_FAILED: i16 = ResponseError::TopicAuthorizationFailed.code();
+    pub(crate) const GROUP_AUTHORIZATION_FAILED: i16 = ResponseError::GroupAuthorizationFailed.code();
+    pub(crate) const CLUSTER_AUTHORIZATION_FAILED: i16 = ResponseError::ClusterAuthorizationFailed.code();
+    pub(crate) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 =
+        ResponseError::TransactionalIdAuthorizationFailed.code();
+    pub(crate) const OPERATION_NOT_ATTEMPTED: i16 = ResponseError::OperationNotAttempted.code();
+    pub(crate) const SECURITY_DISABLED: i16 = ResponseError::SecurityDisabled.code();
 }
 
 pub(super) fn for_produce(error: &ProduceError) -> ResponseError {
@@ -67,6 +74,7 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::InvalidTransactionTimeout { .. } => ResponseError::InvalidTransactionTimeout,
         CommandError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         CommandError::OperationNotAttempted => ResponseError::OperationNotAttempted,
+        CommandError::InvalidAcl(_) => ResponseError::InvalidRequest,
         CommandError::InvalidCommit(_)
         | CommandError::AlreadyInitialized
         | CommandError::CompactionConflict

@@ -2,6 +2,7 @@
 //! one file per API family under `api/` translating wire types to the pipeline and back.
 
 mod api;
+mod authorize;
 mod connection;
 pub use connection::{ConnectionError, Decoded, decode_request};
 pub mod dispatch;

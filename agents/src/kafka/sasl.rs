@@ -54,9 +54,6 @@ pub struct SaslConfig {
     /// How long a failed authentication waits before its answer (and the connection's close),
     /// which slows down password guessing.
     pub failure_delay: Duration,
-    /// Users who may describe and alter SCRAM credentials (of their own tenant), as Kafka's
-    /// `super.users`.
-    pub super_users: Vec<String>,
 }
 
 /// Who a connection authenticated as.

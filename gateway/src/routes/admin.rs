@@ -19,6 +19,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::HttpError;
+use floe_metadata::acl::{AclOperation, AclResourceType};
+
 use crate::extract::{Scope, SmallBody};
 use crate::limits::ADMIN_CONFIGS_MAX;
 use crate::routes::clusters::check_cluster;
@@ -48,8 +50,15 @@ fn topic_json(cluster_id: &str, name: &str, topic: &Topic) -> Value {
     })
 }
 
-/// The caller's topic `name` (not found when another tenant's).
-fn find_topic<'a>(state: &'a MetadataState, scope: &Scope, name: &str) -> Result<&'a Topic, HttpError> {
+/// The caller's topic `name` (not found when another tenant's), if its ACLs allow `operation`
+/// on it.
+fn find_topic<'a>(
+    state: &'a MetadataState,
+    scope: &Scope,
+    name: &str,
+    operation: AclOperation,
+) -> Result<&'a Topic, HttpError> {
+    scope.authorize(state, operation, AclResourceType::Topic, name)?;
     state.topic_by_name(&scope.stored(name)).ok_or_else(|| HttpError::not_found(format!("topic {name:?} not found")))
 }
 
@@ -60,8 +69,12 @@ async fn list_topics(
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    let data: Vec<Value> =
-        state.topics.values().filter_map(|t| Some(topic_json(&cluster_id, scope.shown(&t.name)?, t))).collect();
+    let described = |name: &&str| scope.may(&state, AclOperation::Describe, AclResourceType::Topic, name);
+    let data: Vec<Value> = state
+        .topics
+        .values()
+        .filter_map(|t| Some(topic_json(&cluster_id, scope.shown(&t.name).filter(described)?, t)))
+        .collect();
     Ok(Json(serde_json::json!({ "kind": "KafkaTopicList", "data": data })))
 }
 
@@ -72,7 +85,7 @@ async fn describe_topic(
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    Ok(Json(topic_json(&cluster_id, &topic, find_topic(&state, &scope, &topic)?)))
+    Ok(Json(topic_json(&cluster_id, &topic, find_topic(&state, &scope, &topic, AclOperation::Describe)?)))
 }
 
 async fn list_partitions(
@@ -82,7 +95,7 @@ async fn list_partitions(
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    let t = find_topic(&state, &scope, &topic)?;
+    let t = find_topic(&state, &scope, &topic, AclOperation::Describe)?;
     let data: Vec<Value> = t
         .partitions
         .iter()
@@ -182,6 +195,13 @@ async fn create_topic(
     let cluster_id = check_cluster(&agent, &cluster)?;
     let request: CreateTopicRequest = json_body(&headers, &body)?;
     floe_metadata::validate_topic_name(&request.topic_name).map_err(|e| HttpError::bad_request(e.to_string()))?;
+    {
+        // Create on the cluster, or on the topic, as Kafka's CreateTopics asks.
+        let state = agent.metadata.read();
+        if !scope.may_cluster(&state, AclOperation::Create) {
+            scope.authorize(&state, AclOperation::Create, AclResourceType::Topic, &request.topic_name)?;
+        }
+    }
     let stored = scope.stored(&request.topic_name);
     let partition_count = request.partitions_count.unwrap_or(agent.config.default_partition_count);
     if !(1..=floe_metadata::limits::TOPIC_PARTITION_COUNT_MAX).contains(&partition_count) {
@@ -209,7 +229,9 @@ async fn create_topic(
         }
     }
     let state = agent.metadata.read();
-    let topic = find_topic(&state, &scope, &request.topic_name)?;
+    let topic = state
+        .topic_by_name(&stored)
+        .ok_or_else(|| HttpError::unavailable(format!("topic {:?} created but not yet visible", request.topic_name)))?;
     Ok((StatusCode::CREATED, Json(topic_json(&cluster_id, &request.topic_name, topic))).into_response())
 }
 
@@ -219,7 +241,7 @@ async fn delete_topic(
     Path((cluster, topic)): Path<(String, String)>,
 ) -> Result<StatusCode, HttpError> {
     check_cluster(&agent, &cluster)?;
-    find_topic(&agent.metadata.read(), &scope, &topic)?;
+    find_topic(&agent.metadata.read(), &scope, &topic, AclOperation::Delete)?;
     let topic = scope.stored(&topic);
     agent.metadata.propose(Command::DeleteTopic { name: topic }).await.map_err(command_error)?;
     Ok(StatusCode::NO_CONTENT)
@@ -232,7 +254,7 @@ async fn topic_configs(
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
     let state = agent.metadata.read();
-    let t = find_topic(&state, &scope, &topic)?;
+    let t = find_topic(&state, &scope, &topic, AclOperation::DescribeConfigs)?;
     let data: Vec<Value> = floe_metadata::config::TOPIC_CONFIGS
         .iter()
         .map(|def| {
@@ -275,7 +297,7 @@ async fn alter_topic_configs(
 ) -> Result<StatusCode, HttpError> {
     check_cluster(&agent, &cluster)?;
     let request: AlterConfigsRequest = json_body(&headers, &body)?;
-    let mut configs = find_topic(&agent.metadata.read(), &scope, &topic)?.configs.clone();
+    let mut configs = find_topic(&agent.metadata.read(), &scope, &topic, AclOperation::AlterConfigs)?.configs.clone();
     let topic = scope.stored(&topic);
     let (deletes, sets): (Vec<&ConfigEntry>, Vec<&ConfigEntry>) =
         request.data.iter().partition(|e| e.operation.as_deref() == Some("DELETE"));
@@ -315,9 +337,11 @@ async fn list_groups(
         }
         Err(e) => return Err(HttpError::unavailable(e.to_string())),
     };
+    let state = agent.metadata.read();
+    let described = |id: &&str| scope.may(&state, AclOperation::Describe, AclResourceType::Group, id);
     let data: Vec<Value> = groups
         .iter()
-        .filter_map(|g| Some((scope.shown(&g.group_id)?, g)))
+        .filter_map(|g| Some((scope.shown(&g.group_id).filter(described)?, g)))
         .map(|(id, g)| {
             serde_json::json!({
                 "kind": "KafkaConsumerGroup",
@@ -338,6 +362,7 @@ async fn describe_group(
     Path((cluster, shown)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = check_cluster(&agent, &cluster)?;
+    scope.authorize(&agent.metadata.read(), AclOperation::Describe, AclResourceType::Group, &shown)?;
     let group = scope.stored(&shown);
     let described = match agent.metadata.group_request(GroupRequest::Describe(vec![group.clone()])).await {
         Ok(GroupResponse::Describe(mut groups)) if groups.len() == 1 => groups.remove(0),
@@ -362,6 +387,14 @@ async fn describe_group(
                 "client_id": m.client_id,
                 "client_host": m.client_host,
             })
+        })
+        .collect();
+    // A group's lag on a topic the caller may not describe is left out, as OffsetFetch does.
+    let lag: Vec<_> = lag
+        .into_iter()
+        .filter(|l| {
+            let topic = scope.shown(&l.topic).unwrap_or(&l.topic);
+            scope.may(&state, AclOperation::Describe, AclResourceType::Topic, topic)
         })
         .collect();
     let partitions: Vec<Value> = lag

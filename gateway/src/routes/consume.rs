@@ -24,6 +24,8 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::error::HttpError;
+use floe_metadata::acl::{AclOperation, AclResourceType};
+
 use crate::extract::{Scope, SmallBody};
 use crate::limits::{
     CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_STREAMS_MAX, GROUP_COMMIT_OFFSETS_MAX,
@@ -101,6 +103,7 @@ fn partition_target(
 ) -> Result<PartitionTarget, HttpError> {
     let cluster_id = super::clusters::check_cluster(agent, cluster)?;
     let state = agent.metadata.read();
+    scope.authorize(&state, AclOperation::Read, AclResourceType::Topic, topic)?;
     let t = state
         .topic_by_name(&scope.stored(topic))
         .ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
@@ -332,6 +335,7 @@ async fn follow_topic(
     }
     let partitions = {
         let state = reader.agent.metadata.read();
+        scope.authorize(&state, AclOperation::Read, AclResourceType::Topic, &topic)?;
         let t = state
             .topic_by_name(&scope.stored(&topic))
             .ok_or_else(|| HttpError::not_found(format!("topic {topic:?} not found")))?;
@@ -444,6 +448,7 @@ async fn group_offsets(
     Path((cluster, shown)): Path<(String, String)>,
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = super::clusters::check_cluster(&reader.agent, &cluster)?;
+    scope.authorize(&reader.agent.metadata.read(), AclOperation::Describe, AclResourceType::Group, &shown)?;
     let group = scope.stored(&shown);
     // Read on the metadata leader, as OffsetFetch is: a client resumes from these offsets, and
     // this agent's mirror may hold an older commit.
@@ -459,8 +464,13 @@ async fn group_offsets(
     if committed.is_empty() && !state.groups.contains_key(&group) {
         return Err(HttpError::not_found(format!("group {shown:?} not found")));
     }
+    // Topics the caller may not describe are left out, as OffsetFetch of all topics does.
+    let described = |(topic, _): &&(String, Vec<floe_metadata::FetchedOffset>)| {
+        scope.may(&state, AclOperation::Describe, AclResourceType::Topic, scope.shown(topic).unwrap_or(topic))
+    };
     let offsets: Vec<Value> = committed
         .iter()
+        .filter(described)
         .flat_map(|(topic, fetched)| fetched.iter().map(move |f| (topic, f)))
         .map(|(topic, committed)| {
             let end = state
@@ -510,6 +520,14 @@ async fn commit_offsets(
         serde_json::from_slice(&body).map_err(|e| HttpError::bad_request(format!("invalid offsets: {e}")))?;
     if request.offsets.is_empty() || request.offsets.len() > GROUP_COMMIT_OFFSETS_MAX {
         return Err(HttpError::unprocessable(format!("commit 1 to {GROUP_COMMIT_OFFSETS_MAX} offsets")));
+    }
+    {
+        // OffsetCommit's checks: Read on the group and on every topic committed.
+        let state = reader.agent.metadata.read();
+        scope.authorize(&state, AclOperation::Read, AclResourceType::Group, &shown)?;
+        for o in &request.offsets {
+            scope.authorize(&state, AclOperation::Read, AclResourceType::Topic, &o.topic_name)?;
+        }
     }
     let offsets: Vec<OffsetCommit> = request
         .offsets

@@ -16,6 +16,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use floe_metadata::acl::{AclOperation, AclResourceType};
+
 use crate::extract::{Path, Scope};
 use crate::quotas;
 use axum::body::Body;
@@ -63,6 +65,7 @@ struct Target {
 
 fn target(agent: &Agent, cluster: &str, scope: Scope, topic: &str) -> Result<Target, HttpError> {
     let cluster_id = super::clusters::check_cluster(agent, cluster)?;
+    scope.authorize(&agent.metadata.read(), AclOperation::Write, AclResourceType::Topic, topic)?;
     let resolved = TopicTarget::resolve(agent, &scope.stored(topic))
         .map_err(|_| HttpError::not_found(format!("topic {topic:?} not found")))?;
     Ok(Target { cluster_id, topic: resolved, shown: topic.to_owned(), scope })

@@ -4,6 +4,7 @@
 //! it and asserts the invariants it must keep. A replica that trips an assertion stops rather
 //! than drift from its peers.
 
+mod acls;
 mod cleaning;
 mod compaction;
 mod groups;
@@ -86,6 +87,8 @@ pub struct State {
     pub users: BTreeMap<String, UserRecord>,
     /// HTTP API keys by id.
     pub api_keys: BTreeMap<String, ApiKeyRecord>,
+    /// ACL bindings by tenant (`""`: a cluster without tenants), on the names its clients use.
+    pub acls: BTreeMap<String, std::collections::BTreeSet<crate::acl::AclBinding>>,
 }
 
 /// An agent as the cluster knows it.
@@ -271,6 +274,8 @@ impl State {
             Command::CreateTenant { name, now_ms } => self.create_tenant(name, now_ms),
             Command::DeleteTenant { name } => self.delete_tenant(&name),
             Command::SetTenantQuotas { tenant, quotas } => self.set_tenant_quotas(&tenant, quotas),
+            Command::CreateAcls { tenant, bindings } => self.create_acls(tenant, bindings),
+            Command::DeleteAcls { tenant, filters } => self.delete_acls(&tenant, &filters),
             Command::UpsertScramCredential { user, tenant, mechanism, credential } => {
                 self.upsert_scram_credential(user, tenant, mechanism, credential)
             }

@@ -142,13 +142,14 @@ impl State {
         Ok(())
     }
 
-    /// Deletes a tenant with its users and API keys.
+    /// Deletes a tenant with its users, API keys and ACLs.
     pub(super) fn delete_tenant(&mut self, name: &str) -> Result<Outcome, CommandError> {
         if self.tenants.remove(name).is_none() {
             return Err(CommandError::CredentialNotFound(format!("tenant {name:?}")));
         }
         self.users.retain(|_, u| u.tenant != name);
         self.api_keys.retain(|_, k| k.tenant != name);
+        self.acls.remove(name);
         Ok(Outcome::Done)
     }
 

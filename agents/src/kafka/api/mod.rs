@@ -1,5 +1,6 @@
 //! One file per Kafka API family: wire types in, pipeline calls, wire types out.
 
+pub(super) mod acls;
 pub(super) mod cluster;
 pub(super) mod configs;
 pub(super) mod delete_records;

@@ -40,7 +40,7 @@ fn mechanism_code(m: ScramMechanism) -> i8 {
 }
 
 fn is_super_user(agent: &Agent, principal: &Principal) -> bool {
-    agent.config.sasl.as_ref().is_some_and(|s| s.super_users.contains(&principal.user))
+    agent.config.super_users.contains(&principal.user)
 }
 
 fn message(text: impl Into<String>) -> Option<StrBytes> {

@@ -1,0 +1,342 @@
+//! DescribeAcls, CreateAcls and DeleteAcls over a tenant's bindings (`floe_metadata::acl`), by
+//! the names its clients use. Served only with `--authorizer`. As in Kafka, describing needs
+//! Describe on the cluster, creating and deleting need Alter; a refused DescribeAcls is one
+//! error, refused creations and deletions are answered one by one.
+
+use std::collections::BTreeMap;
+
+use floe_metadata::acl::{
+    AclBinding, AclFilter, AclOperation, AclPatternType, AclPermission, AclResourceType, PatternFilter,
+};
+use floe_metadata::{Command, NodeError, Outcome};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::delete_acls_response::{DeleteAclsFilterResult, DeleteAclsMatchingAcl};
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
+use kafka_protocol::messages::{
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
+    DescribeAclsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::super::error_code;
+use super::str_bytes;
+use crate::Agent;
+use crate::access::Access;
+
+/// The wire code Kafka gives "any" in filters.
+const ANY: i8 = 1;
+
+fn resource_type(code: i8) -> Option<AclResourceType> {
+    match code {
+        2 => Some(AclResourceType::Topic),
+        3 => Some(AclResourceType::Group),
+        4 => Some(AclResourceType::Cluster),
+        5 => Some(AclResourceType::TransactionalId),
+        _ => None,
+    }
+}
+
+fn resource_type_code(t: AclResourceType) -> i8 {
+    match t {
+        AclResourceType::Topic => 2,
+        AclResourceType::Group => 3,
+        AclResourceType::Cluster => 4,
+        AclResourceType::TransactionalId => 5,
+    }
+}
+
+fn pattern_type(code: i8) -> Option<AclPatternType> {
+    match code {
+        3 => Some(AclPatternType::Literal),
+        4 => Some(AclPatternType::Prefixed),
+        _ => None,
+    }
+}
+
+fn pattern_type_code(p: AclPatternType) -> i8 {
+    match p {
+        AclPatternType::Literal => 3,
+        AclPatternType::Prefixed => 4,
+    }
+}
+
+const OPERATIONS: [(i8, AclOperation); 11] = [
+    (2, AclOperation::All),
+    (3, AclOperation::Read),
+    (4, AclOperation::Write),
+    (5, AclOperation::Create),
+    (6, AclOperation::Delete),
+    (7, AclOperation::Alter),
+    (8, AclOperation::Describe),
+    (9, AclOperation::ClusterAction),
+    (10, AclOperation::DescribeConfigs),
+    (11, AclOperation::AlterConfigs),
+    (12, AclOperation::IdempotentWrite),
+];
+
+fn operation(code: i8) -> Option<AclOperation> {
+    OPERATIONS.iter().find(|(c, _)| *c == code).map(|(_, o)| *o)
+}
+
+fn operation_code(o: AclOperation) -> i8 {
+    OPERATIONS.iter().find(|(_, op)| *op == o).map_or(0, |(c, _)| *c)
+}
+
+fn permission(code: i8) -> Option<AclPermission> {
+    match code {
+        2 => Some(AclPermission::Deny),
+        3 => Some(AclPermission::Allow),
+        _ => None,
+    }
+}
+
+fn permission_code(p: AclPermission) -> i8 {
+    match p {
+        AclPermission::Deny => 2,
+        AclPermission::Allow => 3,
+    }
+}
+
+/// A filter field: `ANY` is `None`; a code Floe does not know (UNKNOWN, or a resource type or
+/// operation it has no such ACLs for) is `Err`.
+fn any_or<T>(code: i8, known: impl Fn(i8) -> Option<T>) -> Result<Option<T>, ()> {
+    if code == ANY { Ok(None) } else { known(code).map(Some).ok_or(()) }
+}
+
+/// The filter a DescribeAcls or DeleteAcls request carries; `Ok(None)`: it names a resource type
+/// or operation Floe keeps no ACLs for, so it matches nothing.
+#[allow(clippy::too_many_arguments)]
+fn filter(
+    resource_type_filter: i8,
+    resource_name: Option<&StrBytes>,
+    pattern_type_filter: i8,
+    principal: Option<&StrBytes>,
+    host: Option<&StrBytes>,
+    operation_filter: i8,
+    permission_filter: i8,
+) -> Result<Option<AclFilter>, String> {
+    let pattern = match pattern_type_filter {
+        ANY => PatternFilter::Any,
+        2 => PatternFilter::Match,
+        code => PatternFilter::Exactly(pattern_type(code).ok_or_else(|| format!("unknown pattern type {code}"))?),
+    };
+    if resource_type_filter == 0 || operation_filter == 0 || permission_filter == 0 {
+        return Err("a filter may not name the UNKNOWN resource type, operation or permission".into());
+    }
+    let permission =
+        any_or(permission_filter, permission).map_err(|()| format!("unknown permission {permission_filter}"))?;
+    let (Ok(resource_type), Ok(operation)) =
+        (any_or(resource_type_filter, resource_type), any_or(operation_filter, operation))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(AclFilter {
+        resource_type,
+        resource_name: resource_name.map(|n| n.to_string()),
+        pattern,
+        principal: principal.map(|p| p.to_string()),
+        host: host.map(|h| h.to_string()),
+        operation,
+        permission,
+    }))
+}
+
+pub(in crate::kafka) fn describe(
+    agent: &Agent,
+    access: &Access,
+    request: &DescribeAclsRequest,
+) -> DescribeAclsResponse {
+    let state = agent.metadata.read();
+    let refused = |error: ResponseError, why: String| {
+        DescribeAclsResponse::default().with_error_code(error.code()).with_error_message(Some(str_bytes(why)))
+    };
+    if !access.allows_cluster(&state, AclOperation::Describe) {
+        return refused(
+            ResponseError::ClusterAuthorizationFailed,
+            "describing ACLs needs Describe on the cluster".into(),
+        );
+    }
+    let r = request;
+    let filter = match filter(
+        r.resource_type_filter,
+        r.resource_name_filter.as_ref(),
+        r.pattern_type_filter,
+        r.principal_filter.as_ref(),
+        r.host_filter.as_ref(),
+        r.operation,
+        r.permission_type,
+    ) {
+        Ok(filter) => filter,
+        Err(why) => return refused(ResponseError::InvalidRequest, why),
+    };
+    let mut resources: BTreeMap<(AclResourceType, &str, AclPatternType), Vec<AclDescription>> = BTreeMap::new();
+    for binding in state.tenant_acls(access.tenant()).filter(|b| filter.as_ref().is_some_and(|f| f.matches(b))) {
+        let key = (binding.resource_type, binding.resource_name.as_str(), binding.pattern_type);
+        resources.entry(key).or_default().push(
+            AclDescription::default()
+                .with_principal(str_bytes(binding.principal.as_str()))
+                .with_host(str_bytes(binding.host.as_str()))
+                .with_operation(operation_code(binding.operation))
+                .with_permission_type(permission_code(binding.permission)),
+        );
+    }
+    let resources = resources
+        .into_iter()
+        .map(|((t, name, pattern), acls)| {
+            DescribeAclsResource::default()
+                .with_resource_type(resource_type_code(t))
+                .with_resource_name(str_bytes(name))
+                .with_pattern_type(pattern_type_code(pattern))
+                .with_acls(acls)
+        })
+        .collect();
+    DescribeAclsResponse::default().with_resources(resources)
+}
+
+fn node_error(e: &NodeError) -> (ResponseError, String) {
+    (error_code::for_node(e), e.to_string())
+}
+
+pub(in crate::kafka) async fn create(agent: &Agent, access: &Access, request: CreateAclsRequest) -> CreateAclsResponse {
+    let failed = |error: ResponseError, why: &str| {
+        AclCreationResult::default().with_error_code(error.code()).with_error_message(Some(str_bytes(why)))
+    };
+    if !access.allows_cluster(&agent.metadata.read(), AclOperation::Alter) {
+        let results = request
+            .creations
+            .iter()
+            .map(|_| failed(ResponseError::ClusterAuthorizationFailed, "creating ACLs needs Alter on the cluster"));
+        return CreateAclsResponse::default().with_results(results.collect());
+    }
+    // Each creation is read on its own; the readable ones go to metadata in one command.
+    let read: Vec<Result<AclBinding, String>> = request
+        .creations
+        .iter()
+        .map(|c| {
+            let resource_type = resource_type(c.resource_type)
+                .ok_or_else(|| format!("resource type {} cannot be given ACLs here", c.resource_type))?;
+            let pattern_type =
+                pattern_type(c.resource_pattern_type).ok_or("an ACL's pattern type is LITERAL or PREFIXED")?;
+            let operation =
+                operation(c.operation).ok_or_else(|| format!("operation {} cannot be granted", c.operation))?;
+            let permission = permission(c.permission_type).ok_or("an ACL's permission is ALLOW or DENY")?;
+            Ok(AclBinding {
+                resource_type,
+                resource_name: c.resource_name.to_string(),
+                pattern_type,
+                principal: c.principal.to_string(),
+                host: c.host.to_string(),
+                operation,
+                permission,
+            })
+        })
+        .collect();
+    let bindings: Vec<AclBinding> = read.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+    let mut outcomes =
+        match agent.metadata.propose(Command::CreateAcls { tenant: access.tenant().into(), bindings }).await {
+            Ok(Outcome::AclsCreated(outcomes)) => outcomes.into_iter(),
+            Ok(other) => {
+                tracing::error!(?other, "CreateAcls answered with another outcome");
+                let results = read.iter().map(|_| failed(ResponseError::UnknownServerError, "unexpected answer"));
+                return CreateAclsResponse::default().with_results(results.collect());
+            }
+            Err(e) => {
+                let (error, why) = node_error(&e);
+                return CreateAclsResponse::default().with_results(read.iter().map(|_| failed(error, &why)).collect());
+            }
+        };
+    let results = read
+        .into_iter()
+        .map(|r| match r {
+            Err(why) => failed(ResponseError::InvalidRequest, &why),
+            Ok(_) => match outcomes.next() {
+                Some(Ok(())) => AclCreationResult::default(),
+                Some(Err(e)) => failed(error_code::for_command(&e), &e.to_string()),
+                None => failed(ResponseError::UnknownServerError, "no outcome for this ACL"),
+            },
+        })
+        .collect();
+    CreateAclsResponse::default().with_results(results)
+}
+
+fn read_filter(f: &DeleteAclsFilter) -> Result<Option<AclFilter>, String> {
+    filter(
+        f.resource_type_filter,
+        f.resource_name_filter.as_ref(),
+        f.pattern_type_filter,
+        f.principal_filter.as_ref(),
+        f.host_filter.as_ref(),
+        f.operation,
+        f.permission_type,
+    )
+}
+
+pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: DeleteAclsRequest) -> DeleteAclsResponse {
+    let failed = |error: ResponseError, why: &str| {
+        DeleteAclsFilterResult::default().with_error_code(error.code()).with_error_message(Some(str_bytes(why)))
+    };
+    if !access.allows_cluster(&agent.metadata.read(), AclOperation::Alter) {
+        let results = request
+            .filters
+            .iter()
+            .map(|_| failed(ResponseError::ClusterAuthorizationFailed, "deleting ACLs needs Alter on the cluster"));
+        return DeleteAclsResponse::default().with_filter_results(results.collect());
+    }
+    let read: Vec<Result<Option<AclFilter>, String>> = request.filters.iter().map(read_filter).collect();
+    let filters: Vec<AclFilter> = read.iter().filter_map(|r| r.as_ref().ok().cloned().flatten()).collect();
+    let mut deleted =
+        match agent.metadata.propose(Command::DeleteAcls { tenant: access.tenant().into(), filters }).await {
+            Ok(Outcome::AclsDeleted(deleted)) => deleted.into_iter(),
+            Ok(other) => {
+                tracing::error!(?other, "DeleteAcls answered with another outcome");
+                let results = read.iter().map(|_| failed(ResponseError::UnknownServerError, "unexpected answer"));
+                return DeleteAclsResponse::default().with_filter_results(results.collect());
+            }
+            Err(e) => {
+                let (error, why) = node_error(&e);
+                return DeleteAclsResponse::default()
+                    .with_filter_results(read.iter().map(|_| failed(error, &why)).collect());
+            }
+        };
+    let matching = |b: AclBinding| {
+        DeleteAclsMatchingAcl::default()
+            .with_resource_type(resource_type_code(b.resource_type))
+            .with_resource_name(str_bytes(b.resource_name))
+            .with_pattern_type(pattern_type_code(b.pattern_type))
+            .with_principal(str_bytes(b.principal))
+            .with_host(str_bytes(b.host))
+            .with_operation(operation_code(b.operation))
+            .with_permission_type(permission_code(b.permission))
+    };
+    let results = read
+        .into_iter()
+        .map(|r| match r {
+            Err(why) => failed(ResponseError::InvalidRequest, &why),
+            Ok(None) => DeleteAclsFilterResult::default(),
+            Ok(Some(_)) => {
+                let removed = deleted.next().unwrap_or_default();
+                DeleteAclsFilterResult::default().with_matching_acls(removed.into_iter().map(matching).collect())
+            }
+        })
+        .collect();
+    DeleteAclsResponse::default().with_filter_results(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_code_round_trips_and_any_is_no_filter() {
+        for (code, op) in OPERATIONS {
+            assert_eq!(operation(code), Some(op));
+            assert_eq!(operation_code(op), code);
+        }
+        let all = filter(ANY, None, ANY, None, None, ANY, ANY).expect("valid").expect("matches some");
+        assert_eq!((all.resource_type, all.operation, all.permission), (None, None, None));
+        assert!(filter(0, None, ANY, None, None, ANY, ANY).is_err(), "UNKNOWN is refused");
+        assert_eq!(filter(7, None, ANY, None, None, ANY, ANY), Ok(None), "USER resources have no ACLs here");
+    }
+}

@@ -1,0 +1,119 @@
+//! ACL bindings per tenant (`crate::acl`): CreateAcls adds, DeleteAcls removes by filter.
+
+use super::State;
+use crate::acl::{AclBinding, AclFilter};
+use crate::command::{CommandError, Outcome};
+use crate::limits::{ACL_COMMAND_ITEMS_MAX, ACL_COUNT_MAX};
+
+impl State {
+    /// Adds each valid binding; an invalid one is refused alone, as Kafka answers per creation.
+    pub(super) fn create_acls(&mut self, tenant: String, bindings: Vec<AclBinding>) -> Result<Outcome, CommandError> {
+        if bindings.len() > ACL_COMMAND_ITEMS_MAX {
+            return Err(CommandError::LimitReached(format!("at most {ACL_COMMAND_ITEMS_MAX} ACLs per request")));
+        }
+        if !tenant.is_empty() && !self.tenants.contains_key(&tenant) {
+            return Err(CommandError::CredentialNotFound(format!("tenant {tenant:?}")));
+        }
+        let mut count: usize = self.acls.values().map(|b| b.len()).sum();
+        let mut results = Vec::with_capacity(bindings.len());
+        for binding in bindings {
+            let result = if let Some(why) = binding.invalid() {
+                Err(CommandError::InvalidAcl(why))
+            } else if self.acls.get(&tenant).is_some_and(|b| b.contains(&binding)) {
+                Ok(())
+            } else if count >= ACL_COUNT_MAX {
+                Err(CommandError::LimitReached(format!("at most {ACL_COUNT_MAX} ACLs")))
+            } else {
+                count += 1;
+                self.acls.entry(tenant.clone()).or_default().insert(binding);
+                Ok(())
+            };
+            results.push(result);
+        }
+        Ok(Outcome::AclsCreated(results))
+    }
+
+    pub(super) fn delete_acls(&mut self, tenant: &str, filters: &[AclFilter]) -> Result<Outcome, CommandError> {
+        if filters.len() > ACL_COMMAND_ITEMS_MAX {
+            return Err(CommandError::LimitReached(format!("at most {ACL_COMMAND_ITEMS_MAX} filters per request")));
+        }
+        let Some(bindings) = self.acls.get_mut(tenant) else {
+            return Ok(Outcome::AclsDeleted(vec![Vec::new(); filters.len()]));
+        };
+        // Each filter reports what it matched among the bindings before this command, as Kafka
+        // does: two filters matching one binding both list it.
+        let deleted: Vec<Vec<AclBinding>> =
+            filters.iter().map(|f| bindings.iter().filter(|b| f.matches(b)).cloned().collect()).collect();
+        bindings.retain(|b| !filters.iter().any(|f| f.matches(b)));
+        if bindings.is_empty() {
+            self.acls.remove(tenant);
+        }
+        Ok(Outcome::AclsDeleted(deleted))
+    }
+
+    /// A tenant's bindings (`""`: the cluster's without tenants).
+    pub fn tenant_acls(&self, tenant: &str) -> impl Iterator<Item = &AclBinding> + Clone {
+        self.acls.get(tenant).into_iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acl::{AclOperation, AclPatternType, AclPermission, AclResourceType, PatternFilter};
+    use crate::command::Command;
+
+    fn read(topic: &str, principal: &str) -> AclBinding {
+        AclBinding {
+            resource_type: AclResourceType::Topic,
+            resource_name: topic.into(),
+            pattern_type: AclPatternType::Literal,
+            principal: principal.into(),
+            host: "*".into(),
+            operation: AclOperation::Read,
+            permission: AclPermission::Allow,
+        }
+    }
+
+    fn of(principal: &str) -> AclFilter {
+        AclFilter {
+            resource_type: None,
+            resource_name: None,
+            pattern: PatternFilter::Any,
+            principal: Some(principal.into()),
+            host: None,
+            operation: None,
+            permission: None,
+        }
+    }
+
+    #[test]
+    fn acls_are_per_tenant_and_go_with_it() {
+        let mut state = State::default();
+        for (i, name) in ["acme", "globex"].into_iter().enumerate() {
+            let created = state.apply(i as u64 + 1, Command::CreateTenant { name: name.into(), now_ms: 1 });
+            assert_eq!(created, Ok(Outcome::Done));
+        }
+        let mut bad = read("orders", "User:alice");
+        bad.principal = "alice".into();
+        let create = Command::CreateAcls {
+            tenant: "acme".into(),
+            bindings: vec![read("orders", "User:alice"), bad, read("orders", "User:alice")],
+        };
+        let Ok(Outcome::AclsCreated(results)) = state.apply(3, create) else { panic!("applied") };
+        assert!(results[0].is_ok() && results[1].is_err() && results[2].is_ok(), "{results:?}");
+        assert_eq!(state.tenant_acls("acme").count(), 1, "a binding is kept once");
+        let create = Command::CreateAcls { tenant: "globex".into(), bindings: vec![read("orders", "User:bob")] };
+        assert!(state.apply(4, create).is_ok());
+        let unknown = Command::CreateAcls { tenant: "initech".into(), bindings: vec![read("x", "User:x")] };
+        assert!(state.apply(5, unknown).is_err());
+
+        let delete = Command::DeleteAcls { tenant: "acme".into(), filters: vec![of("User:bob"), of("User:alice")] };
+        let Ok(Outcome::AclsDeleted(deleted)) = state.apply(6, delete) else { panic!("applied") };
+        assert_eq!((deleted[0].len(), deleted[1].len()), (0, 1), "bob's binding is another tenant's");
+        assert_eq!(state.tenant_acls("acme").count(), 0);
+        assert_eq!(state.tenant_acls("globex").count(), 1);
+        assert_eq!(state.apply(7, Command::DeleteTenant { name: "globex".into() }), Ok(Outcome::Done));
+        assert!(state.acls.is_empty());
+    }
+}
