@@ -172,7 +172,8 @@ pub(crate) enum TenantsAction {
     Create {
         name: String,
     },
-    /// Deletes a tenant with its users and API keys.
+    /// Deletes a tenant with everything in its namespace: users, API keys, ACLs, topics, groups,
+    /// transactions.
     Delete {
         name: String,
     },
@@ -196,7 +197,7 @@ pub(crate) enum TenantsAction {
         user: String,
     },
     /// Sets a tenant's quotas (each cluster-wide; omitted ones become unlimited). Each agent
-    /// enforces an equal share of a byte rate among the live agents.
+    /// enforces an equal share of a rate among the live agents.
     SetQuotas {
         #[arg(long)]
         tenant: String,
@@ -209,6 +210,12 @@ pub(crate) enum TenantsAction {
         /// Partitions of all the tenant's topics together.
         #[arg(long)]
         partitions: Option<u32>,
+        /// Requests per second, Kafka and HTTP together.
+        #[arg(long)]
+        requests_per_sec: Option<u64>,
+        /// Bytes stored in all the tenant's partitions; produce is refused at or past it.
+        #[arg(long)]
+        storage_bytes: Option<u64>,
     },
     /// Creates an HTTP API key acting as a user; prints the token once (only its hash is kept).
     CreateApiKey {

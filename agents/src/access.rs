@@ -34,13 +34,23 @@ impl Access {
     /// are `None` for a client that did not authenticate.
     pub fn new(config: &crate::AgentConfig, user: Option<&str>, tenant: Option<&str>, peer: IpAddr) -> Option<Self> {
         let authorizer = config.authorizer.as_ref()?;
-        Some(Self {
+        Some(Self::with(authorizer, &config.super_users, user, tenant, peer))
+    }
+
+    pub fn with(
+        authorizer: &AuthorizerConfig,
+        super_users: &[String],
+        user: Option<&str>,
+        tenant: Option<&str>,
+        peer: IpAddr,
+    ) -> Self {
+        Self {
             principal: user.map_or_else(|| acl::ANONYMOUS.to_owned(), |u| format!("User:{u}")),
             tenant: tenant.unwrap_or_default().to_owned(),
             host: peer.to_string(),
-            super_user: user.is_some_and(|u| config.super_users.iter().any(|s| s == u)),
+            super_user: user.is_some_and(|u| super_users.iter().any(|s| s == u)),
             allow_if_no_acl: authorizer.allow_if_no_acl,
-        })
+        }
     }
 
     pub fn tenant(&self) -> &str {

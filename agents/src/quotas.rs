@@ -1,5 +1,5 @@
-//! Per-tenant byte-rate quotas (Kafka's `producer_byte_rate` and `consumer_byte_rate`, per
-//! tenant). A tenant's quota is cluster-wide; each agent enforces an equal share of it among the
+//! Per-tenant rate quotas (Kafka's `producer_byte_rate` and `consumer_byte_rate`, and a request
+//! rate, per tenant). A tenant's quota is cluster-wide; each agent enforces an equal share of it among the
 //! live agents, since clients spread over agents and no agent sees another's traffic. Bytes are
 //! charged after they are used, as Kafka does: a client past its share is answered late, by the
 //! time it takes the share to pay back the excess, with that time in `throttle_time_ms`.
@@ -15,6 +15,8 @@ use floe_metadata::State;
 pub enum QuotaKind {
     Produce,
     Fetch,
+    /// Requests rather than bytes: each request counts one.
+    Requests,
 }
 
 impl QuotaKind {
@@ -22,6 +24,7 @@ impl QuotaKind {
         match self {
             Self::Produce => "produce",
             Self::Fetch => "fetch",
+            Self::Requests => "requests",
         }
     }
 }
@@ -48,12 +51,14 @@ pub struct TenantThrottle {
 }
 
 impl TenantThrottle {
-    /// This agent's share of `tenant`'s `kind` quota in bytes per second, if it has one.
+    /// This agent's share of `tenant`'s `kind` quota in bytes (or requests) per second, if it
+    /// has one.
     pub fn share(state: &State, tenant: &str, kind: QuotaKind) -> Option<f64> {
         let quotas = state.tenants.get(tenant)?.quotas;
         let rate = match kind {
             QuotaKind::Produce => quotas.produce_bytes_per_sec,
             QuotaKind::Fetch => quotas.fetch_bytes_per_sec,
+            QuotaKind::Requests => quotas.requests_per_sec,
         }?;
         let now_ms = floe_metadata::now_ms();
         let live = state.agents.values().filter(|a| now_ms - a.last_heartbeat_ms < LIVE_AGENT_HEARTBEAT_MS).count();

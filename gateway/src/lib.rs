@@ -75,6 +75,8 @@ pub async fn serve_http(
     if let Some(token) = config.operator_token.clone() {
         app = app.merge(routes::operator::router(agent.clone(), token));
     }
+    // Inside the API-key layer, which names the tenant.
+    app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), quotas::requests));
     if agent.config.authorizer.is_some() {
         // Inside the API-key layer, which names the caller first.
         app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), auth::access));

@@ -36,6 +36,9 @@ pub fn tenants_json(state: &State) -> Value {
                 "produce_bytes_per_sec": quotas.produce_bytes_per_sec,
                 "fetch_bytes_per_sec": quotas.fetch_bytes_per_sec,
                 "partitions": quotas.partitions,
+                "requests_per_sec": quotas.requests_per_sec,
+                "storage_bytes": quotas.storage_bytes,
+                "stored_bytes": state.tenant_stored_bytes(name),
             });
             serde_json::json!({ "tenant": name, "users": users, "api_keys": keys, "quotas": quotas })
         })

@@ -25,7 +25,7 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
         }
         TenantsAction::Delete { name } => {
             propose(Command::DeleteTenant { name: name.clone() }).await?;
-            println!("tenant {name} deleted with its users and API keys");
+            println!("tenant {name} deleted with its users, API keys, ACLs, topics, groups and transactions");
         }
         TenantsAction::AddUser { tenant, user, password_stdin, mechanisms, iterations } => {
             if !password_stdin {
@@ -51,8 +51,21 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
             propose(command).await?;
             println!("{}", serde_json::json!({ "key_id": key_id, "token": token }));
         }
-        TenantsAction::SetQuotas { tenant, produce_bytes_per_sec, fetch_bytes_per_sec, partitions } => {
-            let quotas = TenantQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, partitions };
+        TenantsAction::SetQuotas {
+            tenant,
+            produce_bytes_per_sec,
+            fetch_bytes_per_sec,
+            partitions,
+            requests_per_sec,
+            storage_bytes,
+        } => {
+            let quotas = TenantQuotas {
+                produce_bytes_per_sec,
+                fetch_bytes_per_sec,
+                partitions,
+                requests_per_sec,
+                storage_bytes,
+            };
             propose(Command::SetTenantQuotas { tenant: tenant.clone(), quotas }).await?;
             println!("tenant {tenant}: {quotas:?}");
         }

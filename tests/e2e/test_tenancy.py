@@ -333,3 +333,64 @@ def test_quotas_hold_a_tenant_to_its_rates_and_partitions_without_slowing_anothe
     with pytest.raises(KafkaException) as e:
         g.create_partitions([NewPartitions("two", 3)])["two"].result(30)
     assert e.value.args[0].name() == "POLICY_VIOLATION", e.value.args[0]
+
+
+def test_storage_and_request_rate_quotas(tenants):
+    """acme may store 50 kB and make 20 requests a second. Past the storage quota its produce is
+    refused (POLICY_VIOLATION on Kafka, 429 over HTTP) while globex writes on; deleting the
+    topic frees the space. A burst of HTTP requests past the request rate gets 429s, and a
+    Kafka client past it is held back; globex is untouched."""
+    from confluent_kafka import KafkaError, Producer
+
+    admin_tenants(tenants, "set-quotas", "--tenant", "acme", "--storage-bytes", "50000",
+                  "--requests-per-sec", "20")
+    for tenant in TENANTS:
+        create(tenants, tenant, "store", partitions=1)
+
+    def produce(tenant, count):
+        p = Producer({**conf(tenants, tenant), "linger.ms": 0, "batch.num.messages": 1})
+        errors = []
+        for i in range(count):
+            p.produce("store", value=b"z" * 1000, on_delivery=lambda err, msg: errors.append(err))
+            p.flush(30)
+        return errors
+
+    # 1 kB records one flush at a time: past 50 kB stored, the next are refused.
+    errors = produce("acme", 80)
+    accepted = next(i for i, e in enumerate(errors) if e is not None)
+    assert 40 <= accepted <= 50, errors
+    assert all(e is not None and e.code() == KafkaError.POLICY_VIOLATION for e in errors[accepted:]), errors
+    stored = {t["tenant"]: t["quotas"] for t in json.loads(admin_tenants(tenants, "list"))}["acme"]["stored_bytes"]
+    assert 50_000 <= stored < 60_000, stored
+    assert all(e is None for e in produce("globex", 80)), "globex has no storage quota"
+
+    headers = {"Authorization": f"Bearer {tenants.keys['acme']}"}
+    cluster_id = requests.get(f"{tenants.http_url}/v3/clusters", headers=headers, timeout=10).json()["data"][0]["cluster_id"]
+    base = f"{tenants.http_url}/v3/clusters/{cluster_id}"
+    time.sleep(1.5)  # the request bucket refills
+    r = requests.post(f"{base}/topics/store/records", json={"value": {"type": "STRING", "data": "x"}},
+                      headers=headers, timeout=30)
+    assert r.status_code == 429 and "storage" in r.json()["message"], r.text
+
+    # Deleting the topic frees the space.
+    a = admin(tenants, "acme")  # must outlive the future
+    a.delete_topics(["store"])["store"].result(30)
+    create(tenants, "acme", "store", partitions=1)
+    assert all(e is None for e in produce("acme", 5))
+
+    # Request rate: 60 quick listings, about a second's worth (20) then 429s; globex never.
+    time.sleep(1.5)
+    statuses = [requests.get(f"{base}/topics", headers=headers, timeout=30).status_code for _ in range(60)]
+    assert statuses.count(200) >= 15 and statuses.count(429) >= 20, statuses
+    other = {"Authorization": f"Bearer {tenants.keys['globex']}"}
+    assert all(requests.get(f"{base}/topics", headers=other, timeout=30).status_code == 200 for _ in range(60))
+
+    # Kafka: 100 metadata requests from acme take about 100 / 20 s, held back by the quota.
+    from confluent_kafka.admin import AdminClient
+    a = AdminClient(conf(tenants, "acme"))
+    start = time.monotonic()
+    for _ in range(100):
+        a.list_topics(topic="store", timeout=30)
+    took = time.monotonic() - start
+    assert took >= 2.5, f"100 requests in {took:.1f} s past a 20/s quota"
+    assert throttle_seconds(tenants, "acme", "requests") > 0

@@ -743,3 +743,125 @@ fn config_refusal(resource_type: i8, name: StrBytes) -> RefusedName {
     };
     RefusedName { name, error, resource_type }
 }
+
+#[cfg(test)]
+mod tests {
+    use floe_metadata::Command;
+    use floe_metadata::acl::{AclBinding, AclPatternType, AclPermission};
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::list_groups_response::ListedGroup;
+
+    use super::*;
+    use crate::access::AuthorizerConfig;
+
+    fn name(s: &str) -> StrBytes {
+        StrBytes::from_string(s.into())
+    }
+
+    fn allow(resource_type: Res, resource: &str, operation: Op) -> AclBinding {
+        AclBinding {
+            resource_type,
+            resource_name: resource.into(),
+            pattern_type: AclPatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation,
+            permission: AclPermission::Allow,
+        }
+    }
+
+    /// A state where alice of tenant acme may read `orders` and group `billing`, and nothing else.
+    fn setup() -> (State, Access) {
+        let mut state = State::default();
+        state.apply(1, Command::CreateTenant { name: "acme".into(), now_ms: 0 }).expect("tenant");
+        let bindings = vec![allow(Res::Topic, "orders", Op::Read), allow(Res::Group, "billing", Op::Read)];
+        state.apply(2, Command::CreateAcls { tenant: "acme".into(), bindings }).expect("acls");
+        let access = Access::with(&AuthorizerConfig::default(), &[], Some("alice"), Some("acme"), [10, 0, 0, 1].into());
+        (state, access)
+    }
+
+    fn fetch_topic(topic: &str) -> FetchTopic {
+        FetchTopic::default().with_topic(TopicName(name(topic))).with_partitions(vec![
+            FetchPartition::default().with_partition(0),
+            FetchPartition::default().with_partition(1),
+        ])
+    }
+
+    #[test]
+    fn a_refused_topic_is_taken_out_and_answered_next_to_the_rest() {
+        let (state, access) = setup();
+        let mut fetch = RequestKind::Fetch(
+            FetchRequest::default().with_topics(vec![fetch_topic("orders"), fetch_topic("payments")]),
+        );
+        let refused = request(&access, &state, 12, &mut fetch).expect("served");
+        let RequestKind::Fetch(served) = &fetch else { unreachable!() };
+        assert_eq!(served.topics.len(), 1);
+        assert_eq!(served.topics[0].topic.as_str(), "orders");
+        // The handler answers orders; payments is added with its error, per partition.
+        let answered = fetch_response::FetchableTopicResponse::default().with_topic(TopicName(name("orders")));
+        let mut response = ResponseKind::Fetch(FetchResponse::default().with_responses(vec![answered]));
+        complete(&access, &state, refused, &mut response);
+        let ResponseKind::Fetch(response) = response else { unreachable!() };
+        assert_eq!(response.responses.len(), 2);
+        let payments = &response.responses[1];
+        assert_eq!(payments.topic.as_str(), "payments");
+        let errors: Vec<i16> = payments.partitions.iter().map(|p| p.error_code).collect();
+        assert_eq!(errors, vec![code::TOPIC_AUTHORIZATION_FAILED; 2]);
+    }
+
+    #[test]
+    fn a_fetch_of_only_refused_topics_is_answered_at_once() {
+        let (state, access) = setup();
+        let mut fetch = RequestKind::Fetch(
+            FetchRequest::default().with_max_wait_ms(30_000).with_topics(vec![fetch_topic("payments")]),
+        );
+        let answer = request(&access, &state, 12, &mut fetch).expect_err("nothing left to serve");
+        let ResponseKind::Fetch(response) = *answer else { panic!("a fetch answer") };
+        assert_eq!(response.responses[0].partitions[0].error_code, code::TOPIC_AUTHORIZATION_FAILED);
+    }
+
+    #[test]
+    fn single_resource_requests_are_refused_whole() {
+        let (state, access) = setup();
+        let join =
+            |group: &str| RequestKind::JoinGroup(JoinGroupRequest::default().with_group_id(GroupId(name(group))));
+        assert!(request(&access, &state, 9, &mut join("billing")).is_ok());
+        let answer = request(&access, &state, 9, &mut join("audit")).expect_err("refused");
+        let ResponseKind::JoinGroup(response) = *answer else { panic!("a join answer") };
+        assert_eq!(response.error_code, code::GROUP_AUTHORIZATION_FAILED);
+
+        // An idempotent producer needs Write somewhere; alice may only read.
+        let mut init = RequestKind::InitProducerId(InitProducerIdRequest::default());
+        let answer = request(&access, &state, 4, &mut init).expect_err("refused");
+        let ResponseKind::InitProducerId(response) = *answer else { panic!("an init answer") };
+        assert_eq!(response.error_code, code::CLUSTER_AUTHORIZATION_FAILED);
+    }
+
+    #[test]
+    fn listings_leave_out_what_cannot_be_described() {
+        let (state, access) = setup();
+        let mut list = RequestKind::ListGroups(ListGroupsRequest::default());
+        let refused = request(&access, &state, 4, &mut list).expect("served");
+        let groups = ["billing", "audit"].map(|g| ListedGroup::default().with_group_id(GroupId(name(g))));
+        let mut response = ResponseKind::ListGroups(ListGroupsResponse::default().with_groups(groups.to_vec()));
+        complete(&access, &state, refused, &mut response);
+        let ResponseKind::ListGroups(response) = response else { unreachable!() };
+        let listed: Vec<&str> = response.groups.iter().map(|g| g.group_id.as_str()).collect();
+        assert_eq!(listed, vec!["billing"]);
+    }
+
+    #[test]
+    fn super_users_pass_every_check() {
+        let (state, _) = setup();
+        let root = Access::with(
+            &AuthorizerConfig::default(),
+            &["root".into()],
+            Some("root"),
+            Some("acme"),
+            [10, 0, 0, 1].into(),
+        );
+        let mut fetch = RequestKind::Fetch(FetchRequest::default().with_topics(vec![fetch_topic("payments")]));
+        let refused = request(&root, &state, 12, &mut fetch).expect("served");
+        assert!(refused.is_empty());
+    }
+}

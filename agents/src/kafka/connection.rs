@@ -267,11 +267,24 @@ async fn start(
                     Err(answer) => return (Reply::Now(answer), finish),
                 }
             }
-            if let (Some(tenant), RequestKind::Produce(_)) = (&finish.tenant, &request) {
+            if let Some(tenant) = &finish.tenant {
+                let share = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Requests);
+                if let Some(rate) = share {
+                    let now = std::time::Instant::now();
+                    finish.throttle = agent.quotas.charge(tenant, QuotaKind::Requests, rate, 1, now);
+                }
+            }
+            if let (Some(tenant), RequestKind::Produce(produce)) = (&finish.tenant, &request) {
                 let share = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Produce);
                 if let Some(rate) = share {
                     let now = std::time::Instant::now();
-                    finish.throttle = agent.quotas.charge(tenant, QuotaKind::Produce, rate, frame_bytes, now);
+                    let held = agent.quotas.charge(tenant, QuotaKind::Produce, rate, frame_bytes, now);
+                    finish.throttle = finish.throttle.max(held);
+                }
+                if produce.acks == 0 && !finish.throttle.is_zero() {
+                    // No response to hold back: the connection is muted instead (its next
+                    // request is not read), as Kafka brokers mute a throttled channel.
+                    tokio::time::sleep(finish.throttle).await;
                 }
             }
             let scoped = match &finish.namespace {
@@ -287,31 +300,33 @@ async fn start(
     }
 }
 
-/// The time a tenant's response is held back: the produce throttle charged when its request was
-/// read, or the fetch bytes it returns charged now. Either is reported in `throttle_time_ms`.
+/// The time a tenant's response is held back: `held`, charged when its request was read (its
+/// request rate, and its produce bytes), or the fetch bytes it returns charged now, whichever is
+/// longer. Produce and Fetch report it in `throttle_time_ms`.
 fn quota_throttle(
     agent: &Agent,
     tenant: &str,
-    produce: std::time::Duration,
+    held: std::time::Duration,
     version: i16,
     response: &mut ResponseKind,
 ) -> std::time::Duration {
     let millis = |d: std::time::Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
     match response {
         ResponseKind::Produce(r) => {
-            r.throttle_time_ms = r.throttle_time_ms.max(millis(produce));
-            produce
+            r.throttle_time_ms = r.throttle_time_ms.max(millis(held));
+            held
         }
         ResponseKind::Fetch(r) => {
             let Some(rate) = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Fetch) else {
-                return produce;
+                return held;
             };
             let bytes = r.compute_size(version).unwrap_or(0) as u64;
             let throttle = agent.quotas.charge(tenant, QuotaKind::Fetch, rate, bytes, std::time::Instant::now());
+            let throttle = throttle.max(held);
             r.throttle_time_ms = r.throttle_time_ms.max(millis(throttle));
             throttle
         }
-        _ => produce,
+        _ => held,
     }
 }
 

@@ -40,6 +40,8 @@ pub(super) fn for_produce(error: &ProduceError) -> ResponseError {
         ProduceError::TransactionalIdRequired => ResponseError::InvalidRecord,
         ProduceError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         ProduceError::InvalidRequiredAcks(_) => ResponseError::InvalidRequiredAcks,
+        // Not retriable: waiting does not free space, retention or deletion does.
+        ProduceError::StorageQuotaExceeded(_) => ResponseError::PolicyViolation,
     }
 }
 

@@ -62,6 +62,8 @@ pub enum ProduceError {
     InvalidRequiredAcks(i16),
     #[error("transactional batches need the request's transactional id")]
     TransactionalIdRequired,
+    #[error("{0}")]
+    StorageQuotaExceeded(String),
 }
 
 /// One partition's validated batches and the producer that wrote them, if it has an id.

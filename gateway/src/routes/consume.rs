@@ -319,8 +319,9 @@ async fn follow_partition(
         Some(last) => last + 1,
         None => start_offset(&reader.agent, &target, Some(params.offset.as_deref().unwrap_or("latest")))?,
     };
+    crate::quotas::admit(&reader.agent, &scope, QuotaKind::Fetch)?;
     let permit = follow_permit(&reader)?;
-    Ok(follow(reader.agent, vec![Cursor { target, offset }], params, permit, reader.stop))
+    Ok(follow(reader.agent, scope, vec![Cursor { target, offset }], params, permit, reader.stop))
 }
 
 async fn follow_topic(
@@ -347,8 +348,9 @@ async fn follow_topic(
         let offset = start_offset(&reader.agent, &target, Some(start))?;
         cursors.push(Cursor { target, offset });
     }
+    crate::quotas::admit(&reader.agent, &scope, QuotaKind::Fetch)?;
     let permit = follow_permit(&reader)?;
-    Ok(follow(reader.agent, cursors, params, permit, reader.stop))
+    Ok(follow(reader.agent, scope, cursors, params, permit, reader.stop))
 }
 
 /// Events for every record of `cursors` from where each starts, as they are committed. Each
@@ -356,6 +358,7 @@ async fn follow_topic(
 /// an `error` event, and so does the agent shutting down.
 fn follow(
     agent: Arc<Agent>,
+    scope: Scope,
     cursors: Vec<Cursor>,
     params: FollowParams,
     permit: OwnedSemaphorePermit,
@@ -365,6 +368,7 @@ fn follow(
     let changes = agent.metadata.subscribe();
     let state = Follow {
         agent,
+        scope,
         cursors,
         params,
         whole_topic,
@@ -384,6 +388,8 @@ fn follow(
 /// An event stream's position and what it has read but not sent yet.
 struct Follow {
     agent: Arc<Agent>,
+    /// The caller: its ACLs are checked and its fetch quota charged at every read.
+    scope: Scope,
     cursors: Vec<Cursor>,
     params: FollowParams,
     whole_topic: bool,
@@ -405,7 +411,18 @@ impl Follow {
                 return None;
             }
             let mut any = false;
+            let mut bytes = 0;
             for cursor in &mut self.cursors {
+                let allowed = {
+                    let state = self.agent.metadata.read();
+                    self.scope.authorize(&state, AclOperation::Read, AclResourceType::Topic, &cursor.target.topic)
+                };
+                if let Err(e) = allowed {
+                    let data = crate::error::error_body(e.status, &e.message).to_string();
+                    self.ready.push_back(Event::default().event("error").data(data));
+                    self.done = true;
+                    break;
+                }
                 let read =
                     read_once(&self.agent, &cursor.target, cursor.offset, 1024 * 1024, 1000, self.params.isolation);
                 match read.await {
@@ -417,6 +434,7 @@ impl Follow {
                                 record.offset.to_string()
                             };
                             let data = record_json(&cursor.target, record, self.params.format).to_string();
+                            bytes += data.len();
                             self.ready.push_back(Event::default().event("record").id(id).data(data));
                         }
                         any |= !batch.records.is_empty();
@@ -428,6 +446,14 @@ impl Follow {
                         self.done = true;
                         break;
                     }
+                }
+            }
+            // Past the tenant's fetch quota the stream pauses, as a throttled Kafka fetch does.
+            let wait = crate::quotas::charge(&self.agent, &self.scope, QuotaKind::Fetch, bytes);
+            if !wait.is_zero() {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    _ = self.stop.changed() => {}
                 }
             }
             if !any && !self.done {

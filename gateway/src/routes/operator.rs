@@ -134,6 +134,10 @@ struct Quotas {
     fetch_bytes_per_sec: Option<u64>,
     #[serde(default)]
     partitions: Option<u32>,
+    #[serde(default)]
+    requests_per_sec: Option<u64>,
+    #[serde(default)]
+    storage_bytes: Option<u64>,
 }
 
 /// Replaces a tenant's quotas; a quota left out is unlimited.
@@ -148,6 +152,8 @@ async fn set_quotas(
         produce_bytes_per_sec: q.produce_bytes_per_sec,
         fetch_bytes_per_sec: q.fetch_bytes_per_sec,
         partitions: q.partitions,
+        requests_per_sec: q.requests_per_sec,
+        storage_bytes: q.storage_bytes,
     };
     propose(&agent, Command::SetTenantQuotas { tenant, quotas }).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -68,6 +68,10 @@ fn target(agent: &Agent, cluster: &str, scope: Scope, topic: &str) -> Result<Tar
     scope.authorize(&agent.metadata.read(), AclOperation::Write, AclResourceType::Topic, topic)?;
     let resolved = TopicTarget::resolve(agent, &scope.stored(topic))
         .map_err(|_| HttpError::not_found(format!("topic {topic:?} not found")))?;
+    if let Some(why) = agent.metadata.read().storage_quota_exceeded(&resolved.name) {
+        // A quota, so 429; retrying helps only once retention or deletion frees space.
+        return Err(HttpError::new(StatusCode::TOO_MANY_REQUESTS, why).with_retry_after(60));
+    }
     Ok(Target { cluster_id, topic: resolved, shown: topic.to_owned(), scope })
 }
 

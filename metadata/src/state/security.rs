@@ -28,6 +28,12 @@ pub struct TenantQuotas {
     pub fetch_bytes_per_sec: Option<u64>,
     /// Partitions of all the tenant's topics together.
     pub partitions: Option<u32>,
+    /// Requests per second over both listeners (Kafka's request quota, counted in requests
+    /// rather than thread time).
+    pub requests_per_sec: Option<u64>,
+    /// Bytes stored in all the tenant's partitions together; produce is refused at or past it
+    /// until retention or deletion frees space.
+    pub storage_bytes: Option<u64>,
 }
 
 /// The SCRAM mechanisms Floe accepts.
@@ -118,8 +124,11 @@ impl State {
     }
 
     pub(super) fn set_tenant_quotas(&mut self, name: &str, quotas: TenantQuotas) -> Result<Outcome, CommandError> {
-        if quotas.produce_bytes_per_sec == Some(0) || quotas.fetch_bytes_per_sec == Some(0) {
-            return Err(CommandError::InvalidCredential("a byte rate quota is at least 1 byte/s".into()));
+        if quotas.produce_bytes_per_sec == Some(0)
+            || quotas.fetch_bytes_per_sec == Some(0)
+            || quotas.requests_per_sec == Some(0)
+        {
+            return Err(CommandError::InvalidCredential("a rate quota is at least 1 per second".into()));
         }
         let tenant =
             self.tenants.get_mut(name).ok_or_else(|| CommandError::CredentialNotFound(format!("tenant {name:?}")))?;
@@ -142,7 +151,27 @@ impl State {
         Ok(())
     }
 
-    /// Deletes a tenant with its users, API keys and ACLs.
+    /// Bytes stored in the partitions of `tenant`'s topics.
+    pub fn tenant_stored_bytes(&self, tenant: &str) -> u64 {
+        let prefix = format!("{tenant}{}", crate::namespace::SEPARATOR);
+        let topics = self.topic_ids.range(prefix.clone()..).take_while(|(name, _)| name.starts_with(&prefix));
+        let partitions = topics.filter_map(|(_, id)| self.topics.get(id)).flat_map(|t| &t.partitions);
+        partitions.map(|p| p.index_bytes).sum()
+    }
+
+    /// Why the tenant owning topic `stored_name` may not store more, if it is at its storage
+    /// quota. Checked by agents before they append, so a quota may be passed by what is in
+    /// flight at that moment.
+    pub fn storage_quota_exceeded(&self, stored_name: &str) -> Option<String> {
+        let (tenant, _) = stored_name.split_once(crate::namespace::SEPARATOR)?;
+        let max = self.tenants.get(tenant)?.quotas.storage_bytes?;
+        let used = self.tenant_stored_bytes(tenant);
+        (used >= max).then(|| format!("tenant {tenant:?} stores {used} bytes of its {max}-byte storage quota"))
+    }
+
+    /// Deletes a tenant with everything in its namespace: users, API keys, ACLs, topics (their
+    /// objects lose their references and are collected), groups, transactions and idempotency
+    /// keys. A tenant created again under the same name starts empty.
     pub(super) fn delete_tenant(&mut self, name: &str) -> Result<Outcome, CommandError> {
         if self.tenants.remove(name).is_none() {
             return Err(CommandError::CredentialNotFound(format!("tenant {name:?}")));
@@ -150,6 +179,14 @@ impl State {
         self.users.retain(|_, u| u.tenant != name);
         self.api_keys.retain(|_, k| k.tenant != name);
         self.acls.remove(name);
+        let ns = crate::namespace::Namespace::of(name);
+        let topics: Vec<String> = self.topic_ids.keys().filter(|t| ns.owns(t)).cloned().collect();
+        for topic in topics {
+            self.delete_topic(&topic)?;
+        }
+        self.groups.retain(|g, _| !ns.owns(g));
+        self.transactions.retain(|t, _| !ns.owns(t));
+        self.idempotency_keys.retain(|k, _| !ns.owns(k));
         Ok(Outcome::Done)
     }
 
@@ -319,11 +356,22 @@ mod tests {
             credential: short,
         };
         assert!(state.apply(15, bad).is_err());
-        assert_eq!(state.apply(16, Command::DeleteTenant { name: "acme".into() }), Ok(Outcome::Done));
+        for (i, topic) in ["acme~orders", "globex~orders"].into_iter().enumerate() {
+            let create = Command::CreateTopic {
+                name: topic.into(),
+                topic_id: uuid::Uuid::from_u128(i as u128 + 1),
+                partition_count: 1,
+                configs: Default::default(),
+            };
+            assert!(matches!(state.apply(20 + i as u64, create), Ok(Outcome::TopicCreated { .. })));
+        }
+        assert_eq!(state.apply(22, Command::DeleteTenant { name: "acme".into() }), Ok(Outcome::Done));
         assert!(!state.users.contains_key("alice") && !state.api_keys.contains_key("k1"));
+        let topics: Vec<&String> = state.topic_ids.keys().collect();
+        assert_eq!(topics, vec!["globex~orders"], "the tenant's topics go with it, no one else's");
         assert!(state.users.contains_key("bob") && state.api_keys.contains_key("k2"));
-        assert_eq!(state.apply(17, Command::DeleteUser { user: "bob".into() }), Ok(Outcome::Done));
+        assert_eq!(state.apply(23, Command::DeleteUser { user: "bob".into() }), Ok(Outcome::Done));
         assert!(state.api_keys.is_empty(), "a deleted user's keys go with it");
-        assert!(state.apply(18, Command::DeleteApiKey { key_id: "k2".into() }).is_err());
+        assert!(state.apply(24, Command::DeleteApiKey { key_id: "k2".into() }).is_err());
     }
 }

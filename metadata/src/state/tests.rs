@@ -571,3 +571,39 @@ fn a_tenants_partitions_stay_within_its_quota() {
     assert!(state.apply(10, Command::SetTenantQuotas { tenant: "acme".into(), quotas: zero }).is_err());
     check_invariants(&state);
 }
+
+#[test]
+fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
+    let mut state = State::default();
+    state.apply(1, Command::InitCluster { cluster_id: "c".into() }).expect("init");
+    state.apply(2, Command::CreateTenant { name: "acme".into(), now_ms: 0 }).expect("tenant");
+    let quotas = crate::state::TenantQuotas { storage_bytes: Some(1000), ..Default::default() };
+    state.apply(3, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    let mut index = 3;
+    for (name, partitions) in [("acme~a", 2), ("acme~b", 1), ("acmex", 1), ("other", 1)] {
+        index += 1;
+        let create = Command::CreateTopic {
+            name: name.into(),
+            topic_id: uuid::Uuid::new_v4(),
+            partition_count: partitions,
+            configs: BTreeMap::new(),
+        };
+        state.apply(index, create).expect("topic");
+    }
+    // Sizes as commits would leave them.
+    let mut store = |name: &str, partition: usize, bytes: u64| {
+        let id = state.topic_ids[name];
+        state.topics.get_mut(&id).expect("topic").partitions[partition].index_bytes = bytes;
+    };
+    store("acme~a", 0, 400);
+    store("acme~a", 1, 300);
+    store("acme~b", 0, 200);
+    store("acmex", 0, 5000);
+    store("other", 0, 5000);
+    assert_eq!(state.tenant_stored_bytes("acme"), 900, "only the tenant's own topics count");
+    assert_eq!(state.storage_quota_exceeded("acme~a"), None);
+    let id = state.topic_ids["acme~b"];
+    state.topics.get_mut(&id).expect("topic").partitions[0].index_bytes = 300;
+    assert!(state.storage_quota_exceeded("acme~a").is_some_and(|why| why.contains("1000")));
+    assert_eq!(state.storage_quota_exceeded("other"), None, "topics outside tenants have no quota");
+}

@@ -38,16 +38,18 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
             } else {
                 state.topic_by_name(topic.name.as_str())
             };
+            let over_quota = resolved.and_then(|t| state.storage_quota_exceeded(&t.name));
             let mut slots = Vec::with_capacity(topic.partition_data.len());
             for partition in topic.partition_data {
-                let slot = match resolved {
+                let slot = match (resolved, &over_quota) {
                     _ if !matches!(acks, -1..=1) => failed(&ProduceError::InvalidRequiredAcks(acks)),
-                    None if version >= 13 => Slot::Failed(code::UNKNOWN_TOPIC_ID, "unknown topic id".into()),
-                    None => failed(&ProduceError::UnknownTopicOrPartition),
-                    Some(t) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
+                    (None, _) if version >= 13 => Slot::Failed(code::UNKNOWN_TOPIC_ID, "unknown topic id".into()),
+                    (None, _) => failed(&ProduceError::UnknownTopicOrPartition),
+                    (Some(t), _) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
                         failed(&ProduceError::UnknownTopicOrPartition)
                     }
-                    Some(t) => {
+                    (Some(_), Some(why)) => failed(&ProduceError::StorageQuotaExceeded(why.clone())),
+                    (Some(t), None) => {
                         let policy = TopicPolicy::for_topic(&state, t);
                         let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
                         match validate::partition_records(partition.records.as_ref(), &policy, now_ms, transactional_id)
