@@ -831,7 +831,7 @@ mod tests {
         assert_eq!(response.error_code, code::GROUP_AUTHORIZATION_FAILED);
 
         // An idempotent producer needs Write somewhere; alice may only read.
-        let mut init = RequestKind::InitProducerId(InitProducerIdRequest::default());
+        let mut init = RequestKind::InitProducerId(InitProducerIdRequest::default().with_transactional_id(None));
         let answer = request(&access, &state, 4, &mut init).expect_err("refused");
         let ResponseKind::InitProducerId(response) = *answer else { panic!("an init answer") };
         assert_eq!(response.error_code, code::CLUSTER_AUTHORIZATION_FAILED);

@@ -57,6 +57,11 @@ pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, Command
 }
 
 pub(super) fn check_invariants(state: &State) {
+    for (tenant, bindings) in &state.acls {
+        assert!(tenant.is_empty() || state.tenants.contains_key(tenant), "ACLs of unknown tenant {tenant:?}");
+        assert!(!bindings.is_empty(), "a tenant without ACLs has no entry");
+        assert!(bindings.iter().all(|b| b.invalid().is_none()), "only valid bindings are kept");
+    }
     assert_eq!(state.topics.len(), state.topic_ids.len());
     let mut references: BTreeMap<ObjectId, u64> = BTreeMap::new();
     for (id, topic) in &state.topics {
@@ -233,13 +238,19 @@ fn a_topic_created_again_gets_a_fresh_log() {
     assert_eq!(state.topic_by_name("a").map(|t| t.topic_id), Some(topic_id(1)));
 }
 
+/// The name of generated topic `t`: topic 2 is in tenant0's namespace, so deleting that tenant
+/// deletes it.
+fn arb_topic_name(t: u8) -> String {
+    if t == 2 { "tenant0~t2".into() } else { format!("t{t}") }
+}
+
 fn arb_command() -> impl Strategy<Value = Command> {
     let topic = 0u8..3;
     prop_oneof![
-        (topic.clone(), 1i32..4).prop_map(|(t, n)| create(&format!("t{t}"), t, n)),
-        topic.clone().prop_map(|t| Command::DeleteTopic { name: format!("t{t}") }),
+        (topic.clone(), 1i32..4).prop_map(|(t, n)| create(&arb_topic_name(t), t, n)),
+        topic.clone().prop_map(|t| Command::DeleteTopic { name: arb_topic_name(t) }),
         (topic.clone(), 1i32..6)
-            .prop_map(|(t, n)| Command::CreatePartitions { name: format!("t{t}"), partition_count: n }),
+            .prop_map(|(t, n)| Command::CreatePartitions { name: arb_topic_name(t), partition_count: n }),
         (
             proptest::collection::vec((topic.clone(), 0i32..5, proptest::collection::vec(0u32..4, 0..4)), 0..4),
             any::<u16>()
@@ -283,12 +294,40 @@ fn arb_security_command() -> impl Strategy<Value = Command> {
             let mechanism = if sha512 { ScramMechanism::Sha512 } else { ScramMechanism::Sha256 };
             Command::DeleteScramCredential { user, tenant, mechanism }
         }),
-        ((0u8..2), tenant, user).prop_map(|(k, tenant, user)| Command::CreateApiKey {
+        ((0u8..2), tenant.clone(), user).prop_map(|(k, tenant, user)| Command::CreateApiKey {
             key_id: format!("k{k}"),
             record: ApiKeyRecord { tenant, user, secret_sha256: vec![0; 32], created_ms: 0, expires_ms: None },
         }),
         (0u8..2).prop_map(|k| Command::DeleteApiKey { key_id: format!("k{k}") }),
+        (tenant.clone(), proptest::collection::vec(arb_acl(), 0..3))
+            .prop_map(|(tenant, bindings)| Command::CreateAcls { tenant, bindings }),
+        (tenant, proptest::option::of(0u8..2)).prop_map(|(tenant, user)| {
+            let filter = crate::acl::AclFilter {
+                resource_type: None,
+                resource_name: None,
+                pattern: crate::acl::PatternFilter::Any,
+                principal: user.map(|u| format!("User:user{u}")),
+                host: None,
+                operation: None,
+                permission: None,
+            };
+            Command::DeleteAcls { tenant, filters: vec![filter] }
+        }),
     ]
+}
+
+/// An ACL binding over two users and the generated topics, some invalid (a group written).
+fn arb_acl() -> impl Strategy<Value = crate::acl::AclBinding> {
+    use crate::acl::{AclBinding, AclOperation, AclPatternType, AclPermission, AclResourceType};
+    (0u8..2, 0u8..3, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(user, t, group, write, deny)| AclBinding {
+        resource_type: if group { AclResourceType::Group } else { AclResourceType::Topic },
+        resource_name: format!("t{t}"),
+        pattern_type: if t == 2 { AclPatternType::Prefixed } else { AclPatternType::Literal },
+        principal: format!("User:user{user}"),
+        host: "*".into(),
+        operation: if write { AclOperation::Write } else { AclOperation::Read },
+        permission: if deny { AclPermission::Deny } else { AclPermission::Allow },
+    })
 }
 
 /// Group commands over two groups and the same three topics, with times that go back and forth.
@@ -307,7 +346,7 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
                 offsets: offsets
                     .into_iter()
                     .map(|(t, partition, offset)| OffsetCommit {
-                        topic: format!("t{t}"),
+                        topic: arb_topic_name(t),
                         partition,
                         offset,
                         leader_epoch: 0,
@@ -327,7 +366,7 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
         group.clone().prop_map(|group_id| Command::DeleteGroup { group_id }),
         (group, 0u8..3).prop_map(|(group_id, t)| Command::DeleteOffsets {
             group_id,
-            partitions: vec![(format!("t{t}"), 0), (format!("t{t}"), 1)]
+            partitions: vec![(arb_topic_name(t), 0), (arb_topic_name(t), 1)]
         }),
         now.clone().prop_map(|now_ms| Command::ExpireOffsets { now_ms: now_ms * 100_000_000 }),
         now.prop_map(|now_ms| Command::ApplyRetention { now_ms: now_ms * 100_000_000 }),
