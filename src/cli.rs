@@ -196,6 +196,15 @@ pub(crate) enum TenantsAction {
     DeleteUser {
         user: String,
     },
+    /// Replaces the origins browsers may call the HTTP API from with the tenant's API keys
+    /// (CORS), besides the agents' `--http-cors-origin`s; none clears them.
+    SetCors {
+        #[arg(long)]
+        tenant: String,
+        /// `https://app.example.com` (scheme, host, port), or `*` for any; repeatable.
+        #[arg(long = "origin", value_name = "ORIGIN")]
+        origins: Vec<String>,
+    },
     /// Sets a tenant's quotas (each cluster-wide; omitted ones become unlimited). Each agent
     /// enforces an equal share of a rate among the live agents.
     SetQuotas {

@@ -48,8 +48,8 @@ impl Connected<IncomingStream<'_, crate::tls::TlsListener>> for Peer {
 pub(crate) const FAILURE_DELAY: Duration = Duration::from_secs(1);
 
 /// The key id and secret a request presents.
-fn credentials(request: &Request) -> Option<(String, String)> {
-    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+fn credentials(headers: &axum::http::HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, rest) = value.split_once(' ')?;
     match scheme.to_ascii_lowercase().as_str() {
         "bearer" => floe_auth::api_key::split(rest.trim()).ok().map(|(id, secret)| (id.to_owned(), secret.to_owned())),
@@ -91,7 +91,7 @@ pub(crate) async fn require_api_key(
             .with_retry_after(secs)
             .into_response();
     }
-    match credentials(&request).and_then(|(id, secret)| caller(&agent, &id, &secret)) {
+    match credentials(request.headers()).and_then(|(id, secret)| caller(&agent, &id, &secret)) {
         Some(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
@@ -124,4 +124,18 @@ pub(crate) async fn access(
         request.extensions_mut().insert(access);
     }
     next.run(request).await
+}
+
+/// Whether a tenant lets browsers on `origin` call the API (CORS): the tenant of the API key the
+/// request names, or, for a preflight (browsers send no key with it), any tenant. The key is not
+/// checked here: a request with a bad one is refused anyway, and CORS only decides what a
+/// browser may read.
+pub(crate) fn tenant_allows_origin(agent: &Agent, origin: &HeaderValue, headers: &axum::http::HeaderMap) -> bool {
+    let Ok(origin) = origin.to_str() else { return false };
+    let state = agent.metadata.read();
+    let lists = |t: &floe_metadata::TenantRecord| t.cors_origins.iter().any(|o| o == "*" || o == origin);
+    match credentials(headers) {
+        Some((id, _)) => state.api_keys.get(&id).and_then(|k| state.tenants.get(&k.tenant)).is_some_and(lists),
+        None => state.tenants.values().any(lists),
+    }
 }

@@ -61,6 +61,7 @@ pub async fn serve_http(
     listener: TcpListener,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    let agent_for_cors = agent.clone();
     let mut app = Router::new()
         .merge(routes::status::router(agent.metadata.clone()))
         .merge(routes::clusters::router(agent.clone()))
@@ -87,7 +88,7 @@ pub async fn serve_http(
     let app = app
         .layer(axum::middleware::from_fn(limits::requests_in_flight))
         .layer(axum::middleware::from_fn(metrics::record))
-        .layer(cors(&config.cors_origins)?);
+        .layer(cors(agent_for_cors, &config.cors_origins)?);
     let mut stop = stop;
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -104,19 +105,21 @@ pub async fn serve_http(
     }
 }
 
-/// The CORS policy: the configured origins may call every endpoint with any method and the
-/// headers clients send (`Content-Type`, `Content-Encoding`, `Idempotency-Key`, `Last-Event-ID`).
-fn cors(origins: &[String]) -> std::io::Result<tower_http::cors::CorsLayer> {
+/// The CORS policy: the configured origins, and those a tenant lists for its API keys, may call
+/// every endpoint with any method and the headers clients send (`Content-Type`,
+/// `Content-Encoding`, `Idempotency-Key`, `Last-Event-ID`).
+fn cors(agent: Arc<Agent>, origins: &[String]) -> std::io::Result<tower_http::cors::CorsLayer> {
     use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, Any, CorsLayer};
-    let allow_origin = if origins.iter().any(|o| o == "*") {
-        AllowOrigin::any()
-    } else {
-        let parsed =
-            origins.iter().map(|o| axum::http::HeaderValue::from_str(o)).collect::<Result<Vec<_>, _>>().map_err(
-                |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("--http-cors-origin: {e}")),
-            )?;
-        AllowOrigin::list(parsed)
-    };
+    let any = origins.iter().any(|o| o == "*");
+    let listed = origins
+        .iter()
+        .filter(|o| *o != "*")
+        .map(|o| axum::http::HeaderValue::from_str(o))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("--http-cors-origin: {e}")))?;
+    let allow_origin = AllowOrigin::predicate(move |origin, parts| {
+        any || listed.contains(origin) || auth::tenant_allows_origin(&agent, origin, &parts.headers)
+    });
     // Mirrored rather than `*`, which older browsers do not accept in every position.
     Ok(CorsLayer::new()
         .allow_origin(allow_origin)

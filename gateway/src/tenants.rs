@@ -40,7 +40,8 @@ pub fn tenants_json(state: &State) -> Value {
                 "storage_bytes": quotas.storage_bytes,
                 "stored_bytes": state.tenant_stored_bytes(name),
             });
-            serde_json::json!({ "tenant": name, "users": users, "api_keys": keys, "quotas": quotas })
+            let cors = state.tenants.get(name).map(|t| t.cors_origins.clone()).unwrap_or_default();
+            serde_json::json!({ "tenant": name, "users": users, "api_keys": keys, "quotas": quotas, "cors_origins": cors })
         })
         .collect();
     Value::Array(tenants)

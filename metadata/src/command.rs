@@ -221,6 +221,11 @@ pub enum Command {
         tenant: String,
         filters: Vec<crate::acl::AclFilter>,
     },
+    /// Replaces the origins browsers may call the HTTP API from with a tenant's keys.
+    SetTenantCorsOrigins {
+        tenant: String,
+        origins: Vec<String>,
+    },
 }
 
 /// A range of one partition after key compaction.

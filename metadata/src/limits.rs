@@ -75,6 +75,9 @@ pub const CREDENTIAL_NAME_BYTES_MAX: usize = 255;
 /// SCRAM iteration counts accepted: Kafka's bounds (4096 is its minimum, as RFC 7677 advises).
 pub const SCRAM_ITERATIONS_MIN: u32 = 4096;
 pub const SCRAM_ITERATIONS_MAX: u32 = 16_384;
+/// CORS origins one tenant may list, and the longest origin.
+pub const TENANT_CORS_ORIGINS_MAX: usize = 32;
+pub const ORIGIN_BYTES_MAX: usize = 255;
 /// ACL bindings across all tenants: each is checked on every request that names its resource.
 pub const ACL_COUNT_MAX: usize = 100_000;
 /// Bindings one CreateAcls or DeleteAcls command carries.

@@ -51,6 +51,10 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
             propose(command).await?;
             println!("{}", serde_json::json!({ "key_id": key_id, "token": token }));
         }
+        TenantsAction::SetCors { tenant, origins } => {
+            propose(Command::SetTenantCorsOrigins { tenant: tenant.clone(), origins: origins.clone() }).await?;
+            println!("tenant {tenant}: CORS origins {origins:?}");
+        }
         TenantsAction::SetQuotas {
             tenant,
             produce_bytes_per_sec,

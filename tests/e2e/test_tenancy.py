@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import unique_name, wait_until
+from conftest import FLOE_BIN, unique_name, wait_until
 from test_auth import PASSWORD, admin_tenants
 
 TENANTS = {"acme": "alice", "globex": "bob"}
@@ -394,3 +395,33 @@ def test_storage_and_request_rate_quotas(tenants):
     took = time.monotonic() - start
     assert took >= 2.5, f"100 requests in {took:.1f} s past a 20/s quota"
     assert throttle_seconds(tenants, "acme", "requests") > 0
+
+
+def test_each_tenant_names_the_browser_origins_its_keys_serve(tenants):
+    """acme lets https://app.acme.test call the API from a browser; globex lists nothing. A
+    preflight (which carries no key) from acme's origin is allowed, one from elsewhere is not; an
+    actual request from acme's origin gets CORS headers with acme's key, not with globex's."""
+    admin_tenants(tenants, "set-cors", "--tenant", "acme", "--origin", "https://app.acme.test")
+    listed = {t["tenant"]: t["cors_origins"] for t in json.loads(admin_tenants(tenants, "list"))}
+    assert listed == {"acme": ["https://app.acme.test"], "globex": []}, listed
+    bad = subprocess.run([FLOE_BIN, "admin", "tenants", "--metadata", f"127.0.0.1:{tenants.metadata_port}",
+                          "set-cors", "--tenant", "acme", "--origin", "app.acme.test/path"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "origin" in bad.stderr, bad
+
+    key = {t: {"Authorization": f"Bearer {tenants.keys[t]}"} for t in TENANTS}
+    cluster_id = requests.get(f"{tenants.http_url}/v3/clusters", headers=key["acme"], timeout=10).json()["data"][0]["cluster_id"]
+    url = f"{tenants.http_url}/v3/clusters/{cluster_id}/topics"
+    allowed = "access-control-allow-origin"
+
+    def preflight(origin):
+        return requests.options(url, headers={"Origin": origin, "Access-Control-Request-Method": "GET",
+                                              "Access-Control-Request-Headers": "authorization"}, timeout=10)
+
+    assert preflight("https://app.acme.test").headers.get(allowed) == "https://app.acme.test"
+    assert allowed not in preflight("https://evil.test").headers
+    from_acme = {"Origin": "https://app.acme.test"}
+    r = requests.get(url, headers={**key["acme"], **from_acme}, timeout=10)
+    assert r.status_code == 200 and r.headers.get(allowed) == "https://app.acme.test", r.headers
+    r = requests.get(url, headers={**key["globex"], **from_acme}, timeout=10)
+    assert r.status_code == 200 and allowed not in r.headers, r.headers

@@ -48,6 +48,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/tenants/{tenant}", delete(delete_tenant))
         .route("/v1/admin/tenants/{tenant}/users/{user}", put(upsert_user))
         .route("/v1/admin/tenants/{tenant}/quotas", put(set_quotas))
+        .route("/v1/admin/tenants/{tenant}/cors", put(set_cors))
         .route("/v1/admin/tenants/{tenant}/api-keys", post(create_api_key))
         .route("/v1/admin/users/{user}", delete(delete_user))
         .route("/v1/admin/api-keys/{key_id}", delete(delete_api_key))
@@ -138,6 +139,24 @@ struct Quotas {
     requests_per_sec: Option<u64>,
     #[serde(default)]
     storage_bytes: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cors {
+    origins: Vec<String>,
+}
+
+/// Replaces the origins browsers may call the HTTP API from with the tenant's keys.
+async fn set_cors(
+    State(agent): State<Arc<Agent>>,
+    Path(tenant): Path<String>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<StatusCode, HttpError> {
+    let cors: Cors = json_body(&headers, &body)?;
+    propose(&agent, Command::SetTenantCorsOrigins { tenant, origins: cors.origins }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Replaces a tenant's quotas; a quota left out is unlimited.

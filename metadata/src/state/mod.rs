@@ -276,6 +276,7 @@ impl State {
             Command::SetTenantQuotas { tenant, quotas } => self.set_tenant_quotas(&tenant, quotas),
             Command::CreateAcls { tenant, bindings } => self.create_acls(tenant, bindings),
             Command::DeleteAcls { tenant, filters } => self.delete_acls(&tenant, &filters),
+            Command::SetTenantCorsOrigins { tenant, origins } => self.set_tenant_cors_origins(&tenant, origins),
             Command::UpsertScramCredential { user, tenant, mechanism, credential } => {
                 self.upsert_scram_credential(user, tenant, mechanism, credential)
             }

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::State;
 use crate::command::{CommandError, Outcome};
 use crate::limits::{
-    API_KEY_COUNT_MAX, CREDENTIAL_NAME_BYTES_MAX, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN, TENANT_COUNT_MAX,
-    USER_COUNT_MAX,
+    API_KEY_COUNT_MAX, CREDENTIAL_NAME_BYTES_MAX, ORIGIN_BYTES_MAX, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN,
+    TENANT_CORS_ORIGINS_MAX, TENANT_COUNT_MAX, USER_COUNT_MAX,
 };
 
 /// A tenant: a namespace of users, API keys, topics, groups and transactional ids
@@ -17,6 +17,9 @@ use crate::limits::{
 pub struct TenantRecord {
     pub created_ms: i64,
     pub quotas: TenantQuotas,
+    /// Origins browsers may call the HTTP API from with this tenant's API keys (CORS), besides
+    /// the agents' own `--http-cors-origin`s; `*` is any.
+    pub cors_origins: Vec<String>,
 }
 
 /// What one tenant may use across the cluster; `None` is unlimited.
@@ -97,6 +100,17 @@ pub struct ApiKeyRecord {
     pub expires_ms: Option<i64>,
 }
 
+/// An origin as browsers send it: a scheme, a host and maybe a port, nothing else.
+fn valid_origin(origin: &str) -> bool {
+    let rest = origin.strip_prefix("https://").or_else(|| origin.strip_prefix("http://"));
+    origin == "*"
+        || origin.len() <= ORIGIN_BYTES_MAX
+            && rest.is_some_and(|host| {
+                !host.is_empty()
+                    && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'))
+            })
+}
+
 pub(super) fn check_name(what: &str, name: &str) -> Result<(), CommandError> {
     let valid = !name.is_empty()
         && name.len() <= CREDENTIAL_NAME_BYTES_MAX
@@ -119,7 +133,7 @@ impl State {
         if self.tenants.len() >= TENANT_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {TENANT_COUNT_MAX} tenants")));
         }
-        self.tenants.insert(name, TenantRecord { created_ms: now_ms, quotas: TenantQuotas::default() });
+        self.tenants.insert(name, TenantRecord { created_ms: now_ms, ..TenantRecord::default() });
         Ok(Outcome::Done)
     }
 
@@ -133,6 +147,25 @@ impl State {
         let tenant =
             self.tenants.get_mut(name).ok_or_else(|| CommandError::CredentialNotFound(format!("tenant {name:?}")))?;
         tenant.quotas = quotas;
+        Ok(Outcome::Done)
+    }
+
+    pub(super) fn set_tenant_cors_origins(
+        &mut self,
+        name: &str,
+        origins: Vec<String>,
+    ) -> Result<Outcome, CommandError> {
+        if origins.len() > TENANT_CORS_ORIGINS_MAX {
+            return Err(CommandError::InvalidCredential(format!("at most {TENANT_CORS_ORIGINS_MAX} origins")));
+        }
+        if let Some(bad) = origins.iter().find(|o| !valid_origin(o)) {
+            return Err(CommandError::InvalidCredential(format!(
+                "origin {bad:?}: \"*\" or http(s)://host[:port], up to {ORIGIN_BYTES_MAX} bytes"
+            )));
+        }
+        let tenant =
+            self.tenants.get_mut(name).ok_or_else(|| CommandError::CredentialNotFound(format!("tenant {name:?}")))?;
+        tenant.cors_origins = origins;
         Ok(Outcome::Done)
     }
 
@@ -322,6 +355,16 @@ mod tests {
                 created_ms: 0,
                 expires_ms: None,
             },
+        }
+    }
+
+    #[test]
+    fn cors_origins_are_origins() {
+        for good in ["*", "https://app.acme.test", "http://localhost:3000", "https://[::1]:8443"] {
+            assert!(valid_origin(good), "{good}");
+        }
+        for bad in ["", "app.acme.test", "https://", "https://a.test/path", "https://a.test, https://b.test"] {
+            assert!(!valid_origin(bad), "{bad}");
         }
     }
 
