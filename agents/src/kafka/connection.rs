@@ -228,13 +228,15 @@ async fn start(
     let user = principal.map(|p| p.user.as_str());
     let access = Access::new(&agent.config, user, principal.map(|p| p.tenant.as_str()), peer.ip());
     match (principal, &access, request) {
-        (Some(principal), _, RequestKind::DescribeUserScramCredentials(request)) => {
-            now(ResponseKind::DescribeUserScramCredentials(scram_credentials::describe(agent, principal, &request)))
+        (Some(principal), access, RequestKind::DescribeUserScramCredentials(request)) => {
+            let response = scram_credentials::describe(agent, principal, access.as_ref(), &request);
+            now(ResponseKind::DescribeUserScramCredentials(response))
         }
-        (Some(principal), _, RequestKind::AlterUserScramCredentials(request)) => {
-            let (agent, principal) = (agent.clone(), principal.clone());
+        (Some(principal), access, RequestKind::AlterUserScramCredentials(request)) => {
+            let (agent, principal, access) = (agent.clone(), principal.clone(), access.clone());
             later(async move {
-                ResponseKind::AlterUserScramCredentials(scram_credentials::alter(&agent, &principal, request).await)
+                let response = scram_credentials::alter(&agent, &principal, access.as_ref(), request).await;
+                ResponseKind::AlterUserScramCredentials(response)
             })
         }
         (_, Some(access), RequestKind::DescribeAcls(request)) => {

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use floe_metadata::acl::AclOperation;
 use floe_metadata::{Command, CommandError, NodeError, ScramMechanism};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
@@ -17,6 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::access::Access;
 use crate::agent::Agent;
 use crate::kafka::sasl::Principal;
 
@@ -39,8 +41,11 @@ fn mechanism_code(m: ScramMechanism) -> i8 {
     }
 }
 
-fn is_super_user(agent: &Agent, principal: &Principal) -> bool {
+/// Super users may; with `--authorizer`, so may whoever has `operation` on the cluster (Describe
+/// to describe, Alter to alter), as in Kafka.
+fn allowed(agent: &Agent, principal: &Principal, access: Option<&Access>, operation: AclOperation) -> bool {
     agent.config.super_users.contains(&principal.user)
+        || access.is_some_and(|a| a.allows_cluster(&agent.metadata.read(), operation))
 }
 
 fn message(text: impl Into<String>) -> Option<StrBytes> {
@@ -53,6 +58,7 @@ fn message(text: impl Into<String>) -> Option<StrBytes> {
 pub(crate) fn describe(
     agent: &Agent,
     principal: &Principal,
+    access: Option<&Access>,
     request: &DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
     let failed = |user: &str, code: ResponseError, why: &str| {
@@ -64,8 +70,9 @@ pub(crate) fn describe(
     // As in Kafka, no list and an empty list both mean every user (of this tenant).
     let names: Option<Vec<&str>> =
         request.users.as_ref().filter(|names| !names.is_empty()).map(|n| n.iter().map(|u| u.name.as_str()).collect());
-    let refusal = if !is_super_user(agent, principal) {
-        Some((ResponseError::ClusterAuthorizationFailed, "only super users may describe SCRAM credentials".to_owned()))
+    let refusal = if !allowed(agent, principal, access, AclOperation::Describe) {
+        let why = "describing SCRAM credentials needs a super user or Describe on the cluster".to_owned();
+        Some((ResponseError::ClusterAuthorizationFailed, why))
     } else if names.as_ref().is_some_and(|n| n.len() > USERS_PER_REQUEST_MAX) {
         Some((ResponseError::InvalidRequest, format!("at most {USERS_PER_REQUEST_MAX} users per request")))
     } else {
@@ -151,11 +158,12 @@ fn node_error(e: &NodeError) -> (ResponseError, String) {
 pub(crate) async fn alter(
     agent: &Agent,
     principal: &Principal,
+    access: Option<&Access>,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let mut by_user: BTreeMap<String, Changes> = BTreeMap::new();
     let operations = request.deletions.len() + request.upsertions.len();
-    let allowed = is_super_user(agent, principal);
+    let allowed = allowed(agent, principal, access, AclOperation::Alter);
     let mut seen: BTreeSet<(String, i8)> = BTreeSet::new();
     for d in &request.deletions {
         let name = d.name.to_string();
@@ -209,7 +217,8 @@ pub(crate) async fn alter(
     for (user, changes) in by_user {
         let result = AlterUserScramCredentialsResult::default().with_user(StrBytes::from_string(user));
         let error = if !allowed {
-            Some((ResponseError::ClusterAuthorizationFailed, "only super users may alter SCRAM credentials".into()))
+            let why = "altering SCRAM credentials needs a super user or Alter on the cluster";
+            Some((ResponseError::ClusterAuthorizationFailed, why.into()))
         } else if operations > USERS_PER_REQUEST_MAX {
             Some((ResponseError::InvalidRequest, format!("at most {USERS_PER_REQUEST_MAX} changes per request")))
         } else if changes.error.is_some() {
