@@ -1,6 +1,7 @@
 //! DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554), served only on a SASL
-//! listener and only to super users (`--super-users`), within the caller's own tenant: a super
-//! user of one tenant neither sees nor touches another tenant's users. Credentials arrive salted
+//! listener and only to super users (`--super-users`) or, with `--authorizer`, to principals
+//! with Describe or Alter on the cluster, within the caller's own tenant: a super user of one
+//! tenant neither sees nor touches another tenant's users. Credentials arrive salted
 //! by the client (never the password) and are stored as SCRAM server keys.
 
 use std::collections::{BTreeMap, BTreeSet};
