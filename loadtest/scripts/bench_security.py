@@ -6,6 +6,10 @@ runs of `floe-loadtest` (1 producer, 1 KiB records, max rate) against a fresh re
   plaintext      no authentication, no TLS
   scram          SASL_PLAINTEXT with SCRAM-SHA-512
   scram+tls      SASL_SSL with SCRAM-SHA-512 (rustls, a self-signed P-256 certificate)
+  scram+acls     SASL_PLAINTEXT with `--authorizer`: the producer passes ACL checks (its
+                 own bindings among 200 of other users), not as a super user
+
+The scram+acls mode creates ACLs with confluent-kafka (run with the test venv's python).
 
 Prints a markdown table with MB/s, the ratio to plaintext, produce p50/p99 and the agent's CPU
 per GiB produced (from /proc, whole run).
@@ -39,6 +43,22 @@ def certificate():
     return cert, key
 
 
+def grant_acls(bootstrap):
+    """As the super user: the producer may create and write its topics, among 200 bindings of
+    other users, so each check scans a realistic list."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "root", "sasl.password": PASSWORD})
+    topic, literal, allow = ResourceType.TOPIC, ResourcePatternType.LITERAL, AclPermissionType.ALLOW
+    bindings = [AclBinding(topic, f"other-{i}", literal, f"User:user{i}", "*", AclOperation.READ, allow)
+                for i in range(200)]
+    bindings += [AclBinding(topic, "loadtest", ResourcePatternType.PREFIXED, "User:bench", "*", op, allow)
+                 for op in (AclOperation.CREATE, AclOperation.WRITE, AclOperation.DESCRIBE)]
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+
+
 def cpu_seconds(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -52,6 +72,8 @@ def run(mode, duration, i, cert, key):
         extra += ["--sasl-mechanisms", "SCRAM-SHA-512"]
         client += ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-512", "sasl.username=bench",
                    f"sasl.password={PASSWORD}"]
+    if mode == "scram+acls":
+        extra += ["--authorizer", "--super-users", "root"]
     if mode == "scram+tls":
         extra += ["--tls-cert", cert, "--tls-key", key]
         client = [c.replace("SASL_PLAINTEXT", "SASL_SSL") for c in client] + [f"ssl.ca.location={cert}"]
@@ -61,9 +83,12 @@ def run(mode, duration, i, cert, key):
         if mode != "plaintext":
             admin = [f"{TARGET}/release/floe", "admin", "tenants", "--metadata", f"127.0.0.1:{floe.meta}"]
             subprocess.run([*admin, "create", "bench"], check=True, capture_output=True)
-            subprocess.run([*admin, "add-user", "--tenant", "bench", "bench", "--password-stdin",
-                            "--mechanisms", "SCRAM-SHA-512"], input=PASSWORD + "\n", text=True, check=True,
-                           capture_output=True)
+            for user in ("bench", "root"):
+                subprocess.run([*admin, "add-user", "--tenant", "bench", user, "--password-stdin",
+                                "--mechanisms", "SCRAM-SHA-512"], input=PASSWORD + "\n", text=True, check=True,
+                               capture_output=True)
+        if mode == "scram+acls":
+            grant_acls(floe.bootstrap)
         path = f"{OUT}/{mode}-{i}.json"
         # The agent's CPU comes from /proc (its /metrics is HTTPS under TLS, which the
         # generator does not scrape), over the whole run, warm-up included.
