@@ -7,6 +7,7 @@
 #   bash scripts/test.sh --e2e-only   # skip cargo; run pytest against $FLOE_BIN
 #   bash scripts/test.sh --chaos-only # skip cargo and pytest; run the fault harness's short schedule
 #   CHAOS_DURATION=30m bash scripts/test.sh --chaos-only   # a longer schedule (see docs/RELIABILITY.md)
+#   CHAOS_S3=1 bash scripts/test.sh --chaos-only           # objects in S3 (moto_server from .venv)
 #   extra args after `--` are passed to pytest, e.g. -- -k crash
 set -euo pipefail
 
@@ -134,7 +135,12 @@ if [[ "$MODE" == all || "$MODE" == chaos ]]; then
     network=loopback
     echo "no network namespaces here (needs root and iproute2): partitions are left out"
   fi
+  s3=()
+  if [[ -n "${CHAOS_S3:-}" ]]; then
+    s3=(--s3-server "$ROOT/.venv/bin/moto_server")
+  fi
   rm -rf "$CHAOS_DIR"
-  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$network" --work-dir "$CHAOS_DIR"
+  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$network" --work-dir "$CHAOS_DIR" \
+    "${s3[@]}"
 fi
 step "all tests passed"

@@ -49,6 +49,9 @@ impl Host {
 pub(crate) struct Network {
     mode: NetworkMode,
     bridge: String,
+    /// The root namespace's address on the bridge (or loopback): where servers the harness runs
+    /// itself listen.
+    pub(crate) gateway: String,
     hosts: Vec<Host>,
     cut: BTreeSet<(String, String)>,
 }
@@ -106,7 +109,11 @@ impl Network {
                 },
             })
             .collect();
-        let net = Self { mode, bridge, hosts, cut: BTreeSet::new() };
+        let gateway = match mode {
+            NetworkMode::Netns => format!("{subnet}.1"),
+            NetworkMode::Loopback => "127.0.0.1".into(),
+        };
+        let net = Self { mode, bridge, gateway, hosts, cut: BTreeSet::new() };
         if mode == NetworkMode::Netns {
             remove_stale();
             net.build(&subnet).context("setting up network namespaces (run as root, or use --network loopback)")?;
@@ -193,6 +200,8 @@ pub(crate) struct Proc {
     pub(crate) name: String,
     host: Host,
     args: Vec<String>,
+    /// Environment beyond the harness's own (the S3 server's credentials).
+    env: Vec<(String, String)>,
     floe: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -215,6 +224,7 @@ impl Proc {
         };
         let child = command
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -273,6 +283,8 @@ pub(crate) struct Cluster {
     floe: PathBuf,
     /// The file agents read their object-store fault rates from.
     pub(crate) fault_file: PathBuf,
+    /// The S3 server holding the objects, with `--s3-server`; `file://` otherwise.
+    s3: Option<crate::s3::S3Server>,
 }
 
 pub(crate) fn metadata_name(i: usize) -> String {
@@ -284,10 +296,29 @@ pub(crate) fn agent_name(i: usize) -> String {
 }
 
 impl Cluster {
-    pub(crate) fn new(floe: &Path, dir: &Path, mode: NetworkMode, agents: usize) -> anyhow::Result<Self> {
+    /// Sets up the network and the processes (not started). With `s3_server`, that S3 server is
+    /// started and holds the objects.
+    pub(crate) async fn new(
+        floe: &Path,
+        dir: &Path,
+        mode: NetworkMode,
+        agents: usize,
+        s3_server: Option<&Path>,
+    ) -> anyhow::Result<Self> {
         let names: Vec<String> = (0..3).map(metadata_name).chain((0..agents).map(agent_name)).collect();
         let net = Network::create(mode, &names)?;
-        let objects = format!("file://{}", dir.join("objects").display());
+        let s3 = match s3_server {
+            Some(server) => Some(crate::s3::S3Server::start(server, &net.gateway, &dir.join("s3.log")).await?),
+            None => None,
+        };
+        let (objects, store_args, env) = match &s3 {
+            Some(s3) => (
+                s3.url(),
+                vec!["--s3-endpoint".to_owned(), s3.endpoint.clone()],
+                crate::s3::ENV.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            ),
+            None => (format!("file://{}", dir.join("objects").display()), Vec::new(), Vec::new()),
+        };
         let fault_file = dir.join("object-store-faults");
         std::fs::write(&fault_file, "")?;
         let meta_hosts: Vec<Host> = (0..3).map(|i| net.host(&metadata_name(i)).cloned()).collect::<Result<_, _>>()?;
@@ -295,11 +326,15 @@ impl Cluster {
         let peers = meta_hosts.iter().enumerate().map(|(i, h)| format!("{}={}", i + 1, metadata_addr(h)));
         let peers = peers.collect::<Vec<_>>().join(",");
         let all_metadata = meta_hosts.iter().map(metadata_addr).collect::<Vec<_>>().join(",");
-        let proc = |name: String, host: Host, args: Vec<String>| Proc {
+        let proc = |name: String, host: Host, mut args: Vec<String>| Proc {
             log: dir.join(format!("{name}.log")),
             name,
             host,
-            args,
+            args: {
+                args.extend(store_args.iter().cloned());
+                args
+            },
+            env: env.clone(),
             floe: floe.to_owned(),
             child: None,
             paused: false,
@@ -359,7 +394,7 @@ impl Cluster {
                 Ok(proc(h.name.clone(), h, args))
             })
             .collect::<anyhow::Result<_>>()?;
-        Ok(Self { net, metadata, agents, floe: floe.to_owned(), fault_file })
+        Ok(Self { net, metadata, agents, floe: floe.to_owned(), fault_file, s3 })
     }
 
     pub(crate) fn start(&mut self) -> anyhow::Result<()> {
@@ -367,6 +402,14 @@ impl Cluster {
             p.start()?;
         }
         Ok(())
+    }
+
+    /// Where the objects are, for the run's log.
+    pub(crate) fn object_store(&self) -> String {
+        match &self.s3 {
+            Some(s3) => format!("{} on {}", s3.url(), s3.endpoint),
+            None => "file://".into(),
+        }
     }
 
     /// Kafka bootstrap list of every agent.

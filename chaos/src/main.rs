@@ -12,6 +12,7 @@ mod cluster;
 mod faults;
 mod history;
 mod plot;
+mod s3;
 mod workloads;
 
 use std::path::PathBuf;
@@ -84,6 +85,10 @@ struct Args {
     /// Records per second of each idempotent producer (two of them).
     #[arg(long, default_value_t = 200)]
     rate: u32,
+    /// Keep the objects in S3: start this S3-compatible server (moto_server, from the test
+    /// venv) for the run instead of a `file://` store.
+    #[arg(long)]
+    s3_server: Option<PathBuf>,
 }
 
 fn floe_binary(given: Option<PathBuf>) -> PathBuf {
@@ -330,7 +335,9 @@ async fn main() -> anyhow::Result<()> {
         work_dir.display()
     );
 
-    let mut cluster = Cluster::new(&floe, &work_dir, args.network, args.agents as usize)?;
+    let mut cluster =
+        Cluster::new(&floe, &work_dir, args.network, args.agents as usize, args.s3_server.as_deref()).await?;
+    eprintln!("floe-chaos: objects in {}", cluster.object_store());
     cluster.start()?;
     let bootstrap = cluster.bootstrap();
     let urls = cluster.http_urls();
