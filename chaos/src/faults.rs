@@ -1,5 +1,7 @@
-//! The fault schedule: one fault at a time, each held for a while and then healed, with quiet
-//! gaps between, drawn from a seeded generator so a run can be repeated with `--seed`.
+//! The fault schedule: faults held for a while and then healed, with quiet gaps between, drawn
+//! from a seeded generator so a run can be repeated with `--seed`. One at a time, or with
+//! `--overlap` half of them joined midway by a second fault of another class (a process, the
+//! network, the object store), healed before the first.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +43,16 @@ impl FaultKind {
         matches!(self, Self::PartitionMetadataLeader | Self::PartitionAgentFromMetadata)
     }
 
+    /// Faults of one class share what they change (processes, links, the fault file), so only
+    /// faults of different classes overlap.
+    fn class(self) -> u8 {
+        match self {
+            Self::PartitionMetadataLeader | Self::PartitionAgentFromMetadata => 1,
+            Self::ObjectStoreErrors | Self::ObjectStoreSlow => 2,
+            _ => 0,
+        }
+    }
+
     pub(crate) fn name(self) -> String {
         serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
     }
@@ -57,6 +69,8 @@ pub(crate) struct Schedule {
     pub(crate) hold: (Duration, Duration),
     /// Quiet time between faults.
     pub(crate) gap: (Duration, Duration),
+    /// Half the faults are joined by a second one of another class while they are held.
+    pub(crate) overlap: bool,
 }
 
 impl Schedule {
@@ -201,18 +215,40 @@ pub(crate) async fn run(
             history.note(format!("{} skipped: {target}", kind.name()));
             continue;
         }
-        eprintln!(
-            "floe-chaos: {:>6.1}s  {} {target} for {:.1}s",
-            history.now_ms() as f64 / 1000.0,
-            kind.name(),
-            hold.as_secs_f64()
-        );
-        history.push(Event::FaultStart { fault: kind.name(), target: target.clone() });
-        *counts.entry(kind.name()).or_insert(0) += 1;
-        tokio::time::sleep(hold).await;
+        started(&history, &mut counts, kind, &target, hold);
+        let others: Vec<FaultKind> = schedule.kinds.iter().copied().filter(|k| k.class() != kind.class()).collect();
+        if schedule.overlap && !others.is_empty() && rng.bool() {
+            // The second fault starts 20-60 % into the first and ends with it.
+            let before = hold.mul_f64(0.2 + 0.4 * rng.f64());
+            tokio::time::sleep(before).await;
+            let second = others[rng.usize(0..others.len())];
+            let (applied2, target2) = apply(&cluster, second, &mut rng).await?;
+            if matches!(applied2, Applied::Nothing) {
+                history.note(format!("{} skipped: {target2}", second.name()));
+                tokio::time::sleep(hold - before).await;
+            } else {
+                started(&history, &mut counts, second, &target2, hold - before);
+                tokio::time::sleep(hold - before).await;
+                heal(&cluster, applied2).await?;
+                history.push(Event::FaultEnd { fault: second.name(), target: target2 });
+            }
+        } else {
+            tokio::time::sleep(hold).await;
+        }
         heal(&cluster, applied).await?;
         history.push(Event::FaultEnd { fault: kind.name(), target });
     }
     tokio::time::sleep_until(end.into()).await;
     Ok(counts)
+}
+
+fn started(history: &History, counts: &mut BTreeMap<String, u64>, kind: FaultKind, target: &str, hold: Duration) {
+    eprintln!(
+        "floe-chaos: {:>6.1}s  {} {target} for {:.1}s",
+        history.now_ms() as f64 / 1000.0,
+        kind.name(),
+        hold.as_secs_f64()
+    );
+    history.push(Event::FaultStart { fault: kind.name(), target: target.to_owned() });
+    *counts.entry(kind.name()).or_insert(0) += 1;
 }

@@ -85,6 +85,10 @@ struct Args {
     /// Records per second of each idempotent producer (two of them).
     #[arg(long, default_value_t = 200)]
     rate: u32,
+    /// Half the faults are joined midway by a second fault of another class (a process, the
+    /// network, the object store).
+    #[arg(long)]
+    overlap: bool,
     /// Keep the objects in S3: start this S3-compatible server (moto_server, from the test
     /// venv) for the run instead of a `file://` store.
     #[arg(long)]
@@ -325,7 +329,7 @@ async fn main() -> anyhow::Result<()> {
     if hold.0 > hold.1 || hold.1 > duration {
         bail!("--hold-min must not exceed --hold-max, nor --hold-max the duration");
     }
-    let schedule = Schedule { kinds, hold, gap }.usable(args.network);
+    let schedule = Schedule { kinds, hold, gap, overlap: args.overlap }.usable(args.network);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     eprintln!(
         "floe-chaos: seed {seed}, {duration:?} of faults from {:?}, network {:?}, {} agents, {cores} cores; work dir {}",
