@@ -266,6 +266,10 @@ async fn start(
             if let Some(access) = access {
                 match authorize::request(&access, &agent.metadata.read(), header.request_api_version, &mut request) {
                     Ok(refused) => finish.refused = Some((access, refused)),
+                    // An acks=0 producer reads no answers, even refusals.
+                    Err(_) if matches!(&request, RequestKind::Produce(p) if p.acks == 0) => {
+                        return (Reply::None, finish);
+                    }
                     Err(answer) => return (Reply::Now(answer), finish),
                 }
             }
