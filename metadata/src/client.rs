@@ -31,6 +31,9 @@ const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(200);
 /// A proposal's index not mirrored after this long means the mirror's node is behind (cut off
 /// from the leader, or paused): the mirror moves to another node.
 const MIRROR_BEHIND_AFTER: Duration = Duration::from_secs(2);
+/// How long a newly followed node has to send its copy of the state before it may be judged
+/// behind.
+const FIRST_COPY_PATIENCE: Duration = Duration::from_secs(10);
 /// How long `connect` waits for the first copy of the state.
 const FIRST_COPY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -98,8 +101,12 @@ impl RemoteMetadata {
             match answer {
                 Ok(Response::ProposeAnywhere(Ok((response, log_index)))) => {
                     self.inner.preferred.store(index, Ordering::Relaxed);
-                    if response.0.is_ok() {
-                        self.wait_applied(log_index, deadline).await?;
+                    if response.0.is_ok()
+                        && let Err(e) = self.wait_applied(log_index, deadline).await
+                    {
+                        // The command is committed: answering it as failed would make a producer
+                        // send again what is already in the log. Only read-your-writes is late.
+                        tracing::warn!(log_index, error = %e, "committed, but the mirror has not caught up yet");
                     }
                     return response.0.map_err(NodeError::Rejected);
                 }
@@ -209,14 +216,30 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
     let mut stream = TcpStream::connect(addr).await?;
     let _ = stream.set_nodelay(true);
     write_frame(&mut stream, &Request::Subscribe).await?;
+    let subscribed = Instant::now();
+    let mut first_copy: Option<Instant> = None;
     loop {
+        // A node is judged behind only once it had time to send its copy and then its changes:
+        // every proposal waiting on the mirror reports "behind", and moving on at each report
+        // would restart the copy (megabytes for a large state) again and again and never catch up.
+        let judged_from = match first_copy {
+            Some(at) => at + MIRROR_BEHIND_AFTER,
+            None => subscribed + FIRST_COPY_PATIENCE,
+        };
+        let behind = async {
+            tokio::time::sleep_until(judged_from.into()).await;
+            inner.behind.notified().await;
+        };
         let frame = tokio::select! {
             frame = read_frame::<Response>(&mut stream) => frame?,
-            () = inner.behind.notified() => {
+            () = behind => {
                 tracing::info!(%addr, "metadata node behind the proposals; following another");
                 return Ok(());
             }
         };
+        if first_copy.is_none() && matches!(frame, Some(Response::StateCopy(_))) {
+            first_copy = Some(Instant::now());
+        }
         let Some(response) = frame else { break };
         let applied_index = {
             let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());

@@ -47,8 +47,12 @@ pub(super) fn for_produce(error: &ProduceError) -> ResponseError {
 
 pub(super) fn for_append(error: &AppendError) -> ResponseError {
     match error {
-        // Both are retriable: the producer sends the batch again and nothing was committed.
-        AppendError::Storage(_) | AppendError::MetadataUnavailable(_) => ResponseError::KafkaStorageError,
+        // Retriable, and nothing was committed: clients take it as "not persisted".
+        AppendError::Storage(_) => ResponseError::KafkaStorageError,
+        // Retriable, but the commit may have landed: clients take REQUEST_TIMED_OUT as "possibly
+        // persisted" and retry under the same producer sequence, which Floe deduplicates;
+        // "not persisted" would let an idempotent producer resend it under a new epoch.
+        AppendError::MetadataUnavailable(_) => ResponseError::RequestTimedOut,
         AppendError::ShuttingDown => ResponseError::NotLeaderOrFollower,
         AppendError::Rejected(e) => for_command(e),
     }

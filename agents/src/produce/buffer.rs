@@ -35,7 +35,8 @@ pub enum AppendError {
     /// The segment upload failed; retriable.
     #[error("object store: {0}")]
     Storage(String),
-    /// The metadata service could not make the commit durable; retriable.
+    /// No metadata node answered the commit in time: it may still have been committed (a node
+    /// may have logged it before it was cut off); retriable, and a retry is deduplicated.
     #[error("metadata unavailable: {0}")]
     MetadataUnavailable(String),
     /// The metadata service refused the chunk (its topic was deleted meanwhile, say).
@@ -291,7 +292,8 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
         let outcomes: Vec<AppendResult> = match job.upload.await {
             Ok(Ok(())) if job.started.elapsed() > commit_deadline => {
                 tracing::warn!(key = %job.commit.key, "flush not committed within its deadline; failing it");
-                vec![Err(AppendError::MetadataUnavailable("commit deadline passed".into())); chunk_count]
+                // Never proposed, so certainly not committed.
+                vec![Err(AppendError::Storage("flush not committed within its deadline".into())); chunk_count]
             }
             Ok(Ok(())) => {
                 if fault == Some(Fault::ExitBeforeCommit) {
