@@ -401,7 +401,8 @@ async fn main() -> anyhow::Result<()> {
         let mut threads = Vec::new();
         {
             let (b, s, h) = (bootstrap.clone(), transform.clone(), history.clone());
-            threads.push(("transform", std::thread::spawn(move || transactions::run(b, s, h))));
+            let trace = work_dir.join("transform-client.log");
+            threads.push(("transform", std::thread::spawn(move || transactions::run(b, s, h, &trace))));
         }
         for _ in 0..2 {
             let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());

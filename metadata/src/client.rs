@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use crate::command::{Command, Outcome};
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::NodeError;
-use crate::raft::network::{CallError, ConnectionPool, Request, Response, read_frame, write_frame};
+use crate::raft::network::{CallError, ConnectionPool, NotAfter, Request, Response, read_frame, write_frame};
 use crate::state::State;
 
 /// How long a proposal keeps trying nodes before it is answered as unavailable.
@@ -34,6 +34,8 @@ const MIRROR_BEHIND_AFTER: Duration = Duration::from_secs(2);
 /// How long a newly followed node has to send its copy of the state before it may be judged
 /// behind.
 const FIRST_COPY_PATIENCE: Duration = Duration::from_secs(10);
+/// How long [`RemoteMetadata::catch_up`] may take.
+const CATCH_UP_DEADLINE: Duration = Duration::from_secs(5);
 /// How long `connect` waits for the first copy of the state.
 const FIRST_COPY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -93,11 +95,14 @@ impl RemoteMetadata {
         let deadline = Instant::now() + PROPOSE_DEADLINE;
         let count = self.inner.addrs.len();
         let hedge = matches!(command, Command::CommitSegment(_));
-        let request = Request::ProposeAnywhere(command);
         let mut attempt = self.inner.preferred.load(Ordering::Relaxed);
         let mut last_error = String::from("no metadata node answered");
         while Instant::now() < deadline {
-            let (index, answer) = self.call_proposal(attempt, &request, hedge).await;
+            // Each copy expires when this loop stops waiting for it, so no copy is applied after
+            // the next one is sent or after the caller is answered.
+            let wait = deadline.saturating_duration_since(Instant::now()).min(PROPOSE_CALL_TIMEOUT);
+            let request = Request::ProposeAnywhere(command.clone(), NotAfter::within(wait));
+            let (index, answer) = self.call_proposal(attempt, &request, hedge, wait).await;
             match answer {
                 Ok(Response::ProposeAnywhere(Ok((response, log_index)))) => {
                     self.inner.preferred.store(index, Ordering::Relaxed);
@@ -132,7 +137,8 @@ impl RemoteMetadata {
         for attempt in first..first + count {
             let index = attempt % count;
             let addr = &self.inner.addrs[index];
-            match self.inner.pool.call(addr, &Request::Group(request.clone()), timeout).await {
+            let call = Request::Group(request.clone(), NotAfter::within(timeout));
+            match self.inner.pool.call(addr, &call, timeout).await {
                 Ok(Response::Group(Ok((response, log_index)))) => {
                     self.inner.preferred.store(index, Ordering::Relaxed);
                     let deadline = Instant::now() + PROPOSE_DEADLINE;
@@ -149,6 +155,30 @@ impl RemoteMetadata {
         Err(GroupError::CoordinatorNotAvailable(last_error))
     }
 
+    /// Waits until the mirror holds everything the metadata leader had applied when asked, so
+    /// what it shows afterwards is as fresh as the leader's state (for answers a stale mirror
+    /// would get wrong, such as the end of a partition's log).
+    pub async fn catch_up(&self) -> Result<(), NodeError> {
+        let deadline = Instant::now() + CATCH_UP_DEADLINE;
+        let count = self.inner.addrs.len();
+        let first = self.inner.preferred.load(Ordering::Relaxed);
+        let mut last_error = String::from("no metadata node answered");
+        for attempt in first..first + count {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                break;
+            }
+            let addr = &self.inner.addrs[attempt % count];
+            match self.inner.pool.call(addr, &Request::ReadIndex, wait).await {
+                Ok(Response::ReadIndex(Ok(index))) => return self.wait_applied(index, deadline).await,
+                Ok(Response::ReadIndex(Err(e))) => last_error = e,
+                Ok(_) => last_error = format!("{addr} answered with the wrong response kind"),
+                Err(e) => last_error = e.to_string(),
+            }
+        }
+        Err(NodeError::Unavailable(last_error))
+    }
+
     /// Sends a proposal to node `attempt % count`. With `hedge`, a node that has not answered
     /// within [`HEDGE_AFTER`] (paused, or cut off from the others) is raced by the next one,
     /// and the first answer wins: only for commands whose second application answers the
@@ -158,9 +188,10 @@ impl RemoteMetadata {
         attempt: usize,
         request: &Request,
         hedge: bool,
+        timeout: Duration,
     ) -> (usize, Result<Response, CallError>) {
         let count = self.inner.addrs.len();
-        let call = |i: usize| self.inner.pool.call(&self.inner.addrs[i], request, PROPOSE_CALL_TIMEOUT);
+        let call = |i: usize| self.inner.pool.call(&self.inner.addrs[i], request, timeout);
         let first = attempt % count;
         let primary = call(first);
         if !hedge || count < 2 {

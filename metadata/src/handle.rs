@@ -55,6 +55,15 @@ impl Metadata {
         }
     }
 
+    /// Waits until [`Metadata::read`] shows everything the metadata leader had applied when
+    /// asked: for answers a lagging copy would get wrong.
+    pub async fn catch_up(&self) -> Result<(), NodeError> {
+        match self {
+            Self::Local(node) => node.catch_up().await,
+            Self::Remote(remote) => remote.catch_up().await,
+        }
+    }
+
     /// Whether this process holds the metadata leader, whose applied state no other copy is
     /// ahead of. A mirror, or a follower, may lag.
     pub fn is_leader(&self) -> bool {

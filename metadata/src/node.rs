@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::command::{Command, CommandError, Outcome};
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
+use crate::raft::network::NotAfter;
 use crate::raft::{NodeId, TypeConfig, log_store, network, state_machine};
 use crate::state::State;
 
@@ -40,6 +41,8 @@ const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 const LEADERSHIP_CHECK_AFTER: Duration = Duration::from_secs(1);
 /// How long that check may take before the leader counts itself cut off.
 const LEADERSHIP_CHECK_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long a follower waits for the leader's read index.
+const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Segment commits queued for grouping; past this, proposers wait.
 const COMMIT_QUEUE_MAX: usize = 4096;
@@ -57,13 +60,13 @@ async fn group_commits(node: MetadataNode, mut queue: tokio::sync::mpsc::Receive
         let (commits, replies): (Vec<_>, Vec<_>) = group.drain(..).unzip();
         if commits.len() == 1 {
             let commit = commits.into_iter().next().expect("one commit");
-            let result = node.write(Command::CommitSegment(commit)).await;
+            let result = node.write(Command::CommitSegment(commit), NotAfter::default()).await;
             replies.into_iter().for_each(|reply| {
                 let _ = reply.send(result.clone());
             });
             continue;
         }
-        match node.write(Command::CommitSegments(commits)).await {
+        match node.write(Command::CommitSegments(commits), NotAfter::default()).await {
             Ok((Outcome::SegmentsCommitted(outcomes), index)) if outcomes.len() == replies.len() => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
                     let _ = reply.send(outcome.map(|o| (o, index)).map_err(NodeError::Rejected));
@@ -219,6 +222,16 @@ impl MetadataNode {
     /// Like [`MetadataNode::propose`], also returning the log index the command was applied at.
     /// Segment commits go through the group committer; everything else is written directly.
     pub async fn propose_indexed(&self, command: Command) -> Result<(Outcome, u64), NodeError> {
+        self.propose_before(command, NotAfter::default()).await
+    }
+
+    /// [`MetadataNode::propose_indexed`] for a sender that stops waiting at `not_after`: past it
+    /// the command is not written. Segment commits ignore it: a late one is answered by key.
+    pub(crate) async fn propose_before(
+        &self,
+        command: Command,
+        not_after: NotAfter,
+    ) -> Result<(Outcome, u64), NodeError> {
         match command {
             Command::CommitSegment(commit) => {
                 let (reply, answer) = tokio::sync::oneshot::channel();
@@ -228,19 +241,19 @@ impl MetadataNode {
                     .map_err(|_| NodeError::Unavailable("group committer stopped".into()))?;
                 answer.await.map_err(|_| NodeError::Unavailable("group committer stopped".into()))?
             }
-            other => self.write(other).await,
+            other => self.write(other, not_after).await,
         }
     }
 
     /// Replicates one command as one entry (forwarding to the leader when needed).
-    async fn write(&self, command: Command) -> Result<(Outcome, u64), NodeError> {
+    async fn write(&self, command: Command, not_after: NotAfter) -> Result<(Outcome, u64), NodeError> {
         let deadline = Instant::now() + PROPOSE_DEADLINE;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             // Without a quorum a leader's write never commits; give up when the leader finds itself
             // cut off, or at the deadline. The entry may still commit later, so callers treat
             // Unavailable as "outcome unknown" (segment commits are idempotent by key).
-            let written = self.client_write_while_leading(command.clone(), remaining).await?;
+            let written = self.client_write_while_leading(command.clone(), remaining, not_after).await?;
             let leader = match written {
                 Ok(response) => {
                     return response.data.0.map(|o| (o, response.log_id.index)).map_err(NodeError::Rejected);
@@ -255,7 +268,7 @@ impl MetadataNode {
                 // sees another leader elected, the proposal goes there instead of waiting out
                 // the forward's timeout.
                 let mut metrics = self.raft.metrics();
-                let forward = network::forward_proposal(&self.pool, &leader.addr, &command);
+                let forward = network::forward_proposal(&self.pool, &leader.addr, &command, not_after);
                 let replaced = metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != leader_id));
                 tokio::select! {
                     reply = forward => match reply {
@@ -282,7 +295,11 @@ impl MetadataNode {
         &self,
         command: Command,
         limit: Duration,
+        not_after: NotAfter,
     ) -> Result<crate::raft::ClientWriteResult, NodeError> {
+        if not_after.passed() {
+            return Err(NodeError::Unavailable("the proposal arrived after its sender stopped waiting".into()));
+        }
         let deadline = Instant::now() + limit;
         let write = self.raft.client_write(command);
         tokio::pin!(write);
@@ -322,26 +339,72 @@ impl MetadataNode {
     /// Handles a consumer group request on the leader, forwarding it there from a follower.
     /// The `u64` is the log index of the request's last write (0 if none).
     pub async fn group_request(&self, request: GroupRequest) -> Result<(GroupResponse, u64), GroupError> {
+        self.group_request_before(request, NotAfter::default()).await
+    }
+
+    /// [`MetadataNode::group_request`] for a sender that stops waiting at `not_after`: past it
+    /// the request is not handled.
+    pub(crate) async fn group_request_before(
+        &self,
+        request: GroupRequest,
+        not_after: NotAfter,
+    ) -> Result<(GroupResponse, u64), GroupError> {
         if self.leader_term().is_some() {
+            if not_after.passed() {
+                return Err(GroupError::CoordinatorNotAvailable(
+                    "the request arrived after its sender stopped waiting".into(),
+                ));
+            }
             return self.groups.handle(self, request).await;
         }
-        let leader = self.raft.metrics().borrow().current_leader;
-        let addr = leader
-            .and_then(|id| {
-                self.raft.metrics().borrow().membership_config.membership().get_node(&id).map(|n| n.addr.clone())
-            })
-            .ok_or_else(|| GroupError::CoordinatorNotAvailable("no metadata leader".into()))?;
+        let addr =
+            self.leader_addr().ok_or_else(|| GroupError::CoordinatorNotAvailable("no metadata leader".into()))?;
         let timeout = network::group_call_timeout(&request);
-        match self.pool.call(&addr, &network::Request::GroupAsLeader(request), timeout).await {
+        match self.pool.call(&addr, &network::Request::GroupAsLeader(request, not_after), timeout).await {
             Ok(network::Response::Group(result)) => result,
             Ok(_) => Err(GroupError::CoordinatorNotAvailable(format!("{addr} answered with the wrong response kind"))),
             Err(e) => Err(GroupError::CoordinatorNotAvailable(e.to_string())),
         }
     }
 
+    /// The read index of a linearizable read: on the leader, once it has confirmed it still leads,
+    /// its applied index; a follower asks the leader.
+    pub(crate) async fn read_index(&self) -> Result<u64, NodeError> {
+        if self.leader_term().is_some() {
+            self.confirm_linearizable_read().await?;
+            return Ok(self.read().applied_index);
+        }
+        let addr = self.leader_addr().ok_or_else(|| NodeError::Unavailable("no metadata leader".into()))?;
+        match self.pool.call(&addr, &network::Request::ReadIndexAsLeader, READ_INDEX_TIMEOUT).await {
+            Ok(network::Response::ReadIndex(index)) => index.map_err(NodeError::Unavailable),
+            Ok(_) => Err(NodeError::Unavailable(format!("{addr} answered with the wrong response kind"))),
+            Err(e) => Err(NodeError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Waits until this node has applied everything the leader had when asked: reads after it
+    /// are as fresh as the leader's.
+    pub async fn catch_up(&self) -> Result<(), NodeError> {
+        let index = self.read_index().await?;
+        let mut applied = self.subscribe();
+        tokio::time::timeout(READ_INDEX_TIMEOUT, applied.wait_for(|a| *a >= index))
+            .await
+            .map_err(|_| NodeError::Unavailable(format!("this node did not apply index {index} in time")))?
+            .map_err(|_| NodeError::Unavailable("the state machine stopped".into()))?;
+        Ok(())
+    }
+
+    /// The address of the leader this node knows of.
+    fn leader_addr(&self) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let leader = m.current_leader?;
+        m.membership_config.membership().get_node(&leader).map(|n| n.addr.clone())
+    }
+
     /// Applies `command` only if this node is the leader (the server side of forwarding).
-    pub(crate) async fn propose_as_leader(&self, command: Command) -> network::ProposeReply {
-        match self.client_write_while_leading(command, PROPOSE_DEADLINE).await {
+    pub(crate) async fn propose_as_leader(&self, command: Command, not_after: NotAfter) -> network::ProposeReply {
+        match self.client_write_while_leading(command, PROPOSE_DEADLINE, not_after).await {
             Ok(Ok(response)) => network::ProposeReply::Applied(response.data, response.log_id.index),
             Ok(Err(_)) | Err(_) => network::ProposeReply::NotLeader,
         }

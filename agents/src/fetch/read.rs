@@ -79,6 +79,7 @@ fn plan(
     offset: i64,
     current_leader_epoch: i32,
     limits: ReadLimits,
+    caught_up: bool,
 ) -> Result<Plan, FetchError> {
     let state = agent.metadata.read();
     let log = state.partition(topic_id, partition).ok_or(FetchError::UnknownTopicOrPartition)?;
@@ -89,7 +90,7 @@ fn plan(
             FetchError::FencedLeaderEpoch { requested: current_leader_epoch, current: log.leader_epoch }
         });
     }
-    if offset > log.next_offset && !agent.metadata.is_leader() {
+    if offset > log.next_offset && !caught_up && !agent.metadata.is_leader() {
         return Err(FetchError::OffsetNotAvailable { offset, known_end: log.next_offset });
     }
     if offset < log.log_start_offset || offset > log.next_offset {
@@ -264,8 +265,19 @@ pub async fn read_partition(
     let mut out = BytesMut::new();
     let mut from = offset;
     let mut rounds = 0;
+    let mut caught_up = false;
     loop {
-        let plan = plan(agent, topic_id, partition, from, current_leader_epoch, limits)?;
+        let plan = match plan(agent, topic_id, partition, from, current_leader_epoch, limits, caught_up) {
+            // A position past the end of this agent's copy: the consumer read further through
+            // another agent, or is truly past the log. Once the copy has caught up with the
+            // metadata leader the end is the log's, and past it is out of range; while it cannot
+            // catch up the answer stays retriable, not a reset.
+            Err(FetchError::OffsetNotAvailable { .. }) if !caught_up && agent.metadata.catch_up().await.is_ok() => {
+                caught_up = true;
+                continue;
+            }
+            planned => planned?,
+        };
         let covered_to = plan.entries.last().map(|(e, _)| e.last_offset);
         // Room for the whole read up front: growing a megabyte buffer by doubling copies it
         // over and over.

@@ -161,7 +161,9 @@ pub(super) async fn start(
             later(async move { ResponseKind::DeleteRecords(api::delete_records::handle(&agent, req).await) })
         }
         RequestKind::OffsetForLeaderEpoch(req) => {
-            later(async move { ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(&agent, req)) })
+            later(
+                async move { ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(&agent, req).await) },
+            )
         }
         RequestKind::DescribeConfigs(req) => {
             later(async move { ResponseKind::DescribeConfigs(api::configs::describe(&agent, req)) })

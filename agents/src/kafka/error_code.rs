@@ -29,6 +29,7 @@ pub(super) mod code {
         ResponseError::TransactionalIdAuthorizationFailed.code();
     pub(crate) const OPERATION_NOT_ATTEMPTED: i16 = ResponseError::OperationNotAttempted.code();
     pub(crate) const SECURITY_DISABLED: i16 = ResponseError::SecurityDisabled.code();
+    pub(crate) const OFFSET_NOT_AVAILABLE: i16 = ResponseError::OffsetNotAvailable.code();
 }
 
 pub(super) fn for_produce(error: &ProduceError) -> ResponseError {

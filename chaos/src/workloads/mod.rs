@@ -38,19 +38,49 @@ pub(crate) fn client(bootstrap: &str) -> ClientConfig {
 }
 
 /// A client context that keeps librdkafka's warnings (offset resets, a partition moved to
-/// another broker) in the history as notes, where the checker's context shows them.
-pub(crate) struct Noting(pub(crate) Arc<crate::history::History>);
+/// another broker) in the history as notes, where the checker's context shows them, and writes
+/// every line, debug ones included, to a file: the transform's transaction calls have stalled
+/// for minutes in long runs, and only the client's own account of its coordinator requests
+/// shows where.
+pub(crate) struct Traced {
+    history: Arc<crate::history::History>,
+    file: std::sync::Mutex<std::io::LineWriter<std::fs::File>>,
+}
 
-impl rdkafka::ClientContext for Noting {
-    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        use rdkafka::config::RDKafkaLogLevel::{Alert, Critical, Emerg, Error, Warning};
-        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
-            self.0.note(format!("librdkafka {fac}: {message}"));
-        }
+impl Traced {
+    /// Librdkafka's debug contexts worth keeping for transactions and their group.
+    pub(crate) const DEBUG: &'static str = "eos,cgrp,broker";
+
+    pub(crate) fn create(history: Arc<crate::history::History>, path: &std::path::Path) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok(Self { history, file: std::sync::Mutex::new(std::io::LineWriter::new(file)) })
     }
 }
 
-impl rdkafka::consumer::ConsumerContext for Noting {}
+impl rdkafka::ClientContext for Traced {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        use rdkafka::config::RDKafkaLogLevel::{Alert, Critical, Emerg, Error, Warning};
+        use std::io::Write;
+        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
+            self.history.note(format!("librdkafka {fac}: {message}"));
+        }
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        // A full disk loses trace lines, not the run.
+        let _ = writeln!(file, "{} {fac} {message}", self.history.now_ms());
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Traced {}
+
+impl rdkafka::producer::ProducerContext for Traced {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::producer::DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
+}
 
 /// Topics of a run and their partition counts.
 pub(crate) const IDEMPOTENT_TOPIC: &str = "chaos-idempotent";

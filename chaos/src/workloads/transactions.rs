@@ -3,6 +3,7 @@
 //! its consumer offsets to each transaction. After an abort, or a commit whose outcome is unknown,
 //! it rewinds to the group's committed offsets, so each input must appear in the output once.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use rdkafka::error::{KafkaError, RDKafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::{Noting, Stop, TXN_GROUP, TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC, client};
+use super::{Stop, TXN_GROUP, TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC, Traced, client};
 use crate::history::{Event, History};
 
 const RECORDS_PER_TXN_MAX: usize = 20;
@@ -30,12 +31,16 @@ pub(crate) fn parse_output(value: &str) -> Option<(&str, u64)> {
     Some((input, txn.parse().ok()?))
 }
 
-fn transactional_producer(bootstrap: &str, history: &History) -> anyhow::Result<BaseProducer> {
-    let producer: BaseProducer = client(bootstrap)
+type TxnProducer = BaseProducer<Traced>;
+
+fn transactional_producer(bootstrap: &str, history: &Arc<History>, trace: &Path) -> anyhow::Result<TxnProducer> {
+    let producer: TxnProducer = client(bootstrap)
         .set("transactional.id", format!("chaos-transform-{}", std::process::id()))
         .set("transaction.timeout.ms", "20000")
         .set("linger.ms", "5")
-        .create()
+        .set("debug", Traced::DEBUG)
+        .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug)
+        .create_with_context(Traced::create(history.clone(), trace)?)
         .context("transactional producer")?;
     // init_transactions fences the previous incarnation and settles its open transaction.
     let started = Instant::now();
@@ -59,7 +64,7 @@ fn txn_error(e: &KafkaError) -> Option<&RDKafkaError> {
 }
 
 /// Seeks every assigned partition back to the group's committed offset.
-fn rewind(consumer: &BaseConsumer<Noting>) -> anyhow::Result<()> {
+fn rewind(consumer: &BaseConsumer<Traced>) -> anyhow::Result<()> {
     let committed = consumer.committed(TXN_CALL_TIMEOUT)?;
     for element in committed.elements() {
         // A partition whose offset could not be read (UNSTABLE_OFFSET_COMMIT while the metadata
@@ -75,7 +80,7 @@ fn rewind(consumer: &BaseConsumer<Noting>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn send(producer: &BaseProducer, partition: i32, value: &str) -> Result<(), KafkaError> {
+fn send(producer: &TxnProducer, partition: i32, value: &str) -> Result<(), KafkaError> {
     let mut record = BaseRecord::<(), str>::to(TXN_OUTPUT_TOPIC).payload(value).partition(partition);
     loop {
         match producer.send(record) {
@@ -98,7 +103,7 @@ enum Outcome {
 
 /// Begins, writes `batch` transformed, adds the offsets, commits; aborts where that is allowed.
 fn transact(
-    producer: &BaseProducer,
+    producer: &TxnProducer,
     group: &rdkafka::consumer::ConsumerGroupMetadata,
     batch: &[(i32, i64, String)],
     txn: u64,
@@ -137,18 +142,20 @@ fn input_ranges(batch: &[(i32, i64, String)]) -> Vec<(i32, i64, i64)> {
 }
 
 /// Runs the loop until `stop`; blocking (librdkafka's transaction calls are), so on a thread.
-pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>) -> anyhow::Result<()> {
-    let consumer: BaseConsumer<Noting> = client(&bootstrap)
+/// The clients' debug logs go to `trace`.
+pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>, trace: &Path) -> anyhow::Result<()> {
+    let consumer: BaseConsumer<Traced> = client(&bootstrap)
         .set("group.id", TXN_GROUP)
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", "10000")
-        .set_log_level(rdkafka::config::RDKafkaLogLevel::Warning)
-        .create_with_context(Noting(history.clone()))
+        .set("debug", Traced::DEBUG)
+        .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug)
+        .create_with_context(Traced::create(history.clone(), trace)?)
         .context("transform consumer")?;
     consumer.subscribe(&[TXN_INPUT_TOPIC])?;
-    let mut producer = transactional_producer(&bootstrap, &history)?;
+    let mut producer = transactional_producer(&bootstrap, &history, trace)?;
     let mut txn = 0u64;
     while !stop.is_set() {
         let mut batch = Vec::new();
@@ -179,7 +186,7 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>) -> anyho
                 history.push(Event::TxnUnknown { txn, records, error });
                 // A new incarnation settles the old one's transaction before going on.
                 drop(producer);
-                producer = transactional_producer(&bootstrap, &history)?;
+                producer = transactional_producer(&bootstrap, &history, trace)?;
                 rewind_until_done(&consumer, &stop, &history);
             }
         }
@@ -187,7 +194,7 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>) -> anyho
     Ok(())
 }
 
-fn rewind_until_done(consumer: &BaseConsumer<Noting>, stop: &Stop, history: &History) {
+fn rewind_until_done(consumer: &BaseConsumer<Traced>, stop: &Stop, history: &History) {
     while let Err(e) = rewind(consumer) {
         history.note(format!("rewinding the transform consumer: {e}; retrying"));
         if stop.is_set() {

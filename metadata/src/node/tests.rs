@@ -324,3 +324,50 @@ async fn a_node_behind_the_purged_log_catches_up_by_snapshot() {
     }
     let _ = std::fs::remove_dir_all(&cluster.root);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_arriving_after_its_sender_gave_up_is_refused_and_a_mirror_catches_up() {
+    use crate::groups::{GroupError, GroupRequest};
+    use crate::raft::network::{ConnectionPool, NotAfter, Request, Response};
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    cluster.nodes[&leader].ensure_initialized().await.expect("init");
+    let (_, index) = cluster.nodes[&leader].propose_indexed(create("first")).await.expect("topic");
+    cluster.converge(index).await;
+    let follower = *cluster.nodes.keys().find(|id| **id != leader).expect("a follower");
+    let pool = ConnectionPool::default();
+    let gave_up = NotAfter(Some(crate::now_ms() - 1));
+    // A late copy (held in a TCP queue through a partition, say) is refused whether it reaches a
+    // follower, which would forward it, or the leader; so is a late group request.
+    for id in [follower, leader] {
+        let late = Request::ProposeAnywhere(create("late"), gave_up);
+        let answer = pool.call(&cluster.peers[&id], &late, Duration::from_secs(10)).await.expect("answered");
+        assert!(matches!(answer, Response::ProposeAnywhere(Err(_))), "node {id}: {answer:?}");
+        let late = Request::Group(GroupRequest::Describe(vec!["g".into()]), gave_up);
+        let answer = pool.call(&cluster.peers[&id], &late, Duration::from_secs(10)).await.expect("answered");
+        assert!(
+            matches!(answer, Response::Group(Err(GroupError::CoordinatorNotAvailable(_)))),
+            "node {id}: {answer:?}"
+        );
+    }
+    let in_time = Request::ProposeAnywhere(create("in-time"), NotAfter::within(Duration::from_secs(10)));
+    let answer = pool.call(&cluster.peers[&follower], &in_time, Duration::from_secs(10)).await.expect("answered");
+    assert!(matches!(answer, Response::ProposeAnywhere(Ok(_))), "{answer:?}");
+    assert!(cluster.nodes[&leader].read().topic_by_name("late").is_none(), "a late copy was applied");
+
+    // A follower's read index is the leader's applied index; a mirror that catches up shows
+    // everything applied before it asked.
+    let (_, index) = cluster.nodes[&leader].propose_indexed(create("fresh")).await.expect("topic");
+    assert!(cluster.nodes[&follower].read_index().await.expect("read index") >= index);
+    let mirror = crate::client::RemoteMetadata::connect(cluster.peers.values().cloned().collect())
+        .await
+        .expect("mirror connects");
+    let (_, index) = cluster.nodes[&leader].propose_indexed(create("fresher")).await.expect("topic");
+    mirror.catch_up().await.expect("the mirror catches up");
+    assert!(*mirror.subscribe().borrow() >= index);
+    assert!(mirror.read().topic_by_name("fresher").is_some());
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
+}

@@ -26,10 +26,10 @@ use crate::state::State;
 
 /// Largest frame either side accepts: a snapshot chunk (3 MiB by default) or a large commit.
 pub const FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
-/// Time to establish a connection to a peer.
 /// Open metadata-protocol connections a node serves at once: peers, and each agent's pooled
 /// proposal connections and change stream. Past it new connections are closed at once.
 pub const SERVED_CONNECTIONS_MAX: usize = 4096;
+/// Time to establish a connection to a peer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Time a forwarded proposal may take on the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,10 +41,10 @@ pub(crate) enum Request {
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// A proposal forwarded by a follower; applied only if this node leads.
-    Propose(Command),
+    Propose(Command, NotAfter),
     Status,
     /// A proposal from an agent: forwarded to the leader by whichever node receives it.
-    ProposeAnywhere(Command),
+    ProposeAnywhere(Command, NotAfter),
     /// Turns the connection into a change stream: a [`Response::StateCopy`], then a
     /// [`Response::Change`] per applied command, and a new copy whenever the stream must resync.
     Subscribe,
@@ -54,9 +54,33 @@ pub(crate) enum Request {
     RemoveVoter(NodeId),
     /// A consumer group request from an agent: handled by the leader, forwarded there by
     /// whichever node receives it.
-    Group(GroupRequest),
+    Group(GroupRequest, NotAfter),
     /// A group request forwarded by a follower; answered NOT_COORDINATOR unless this node leads.
-    GroupAsLeader(GroupRequest),
+    GroupAsLeader(GroupRequest, NotAfter),
+    /// The log index a linearizable read must wait for: the leader confirms it still leads and
+    /// answers its applied index; a follower asks the leader.
+    ReadIndex,
+    /// A read index asked by a follower; refused unless this node leads.
+    ReadIndexAsLeader,
+}
+
+/// When a request's sender stops waiting for it (wall clock, ms since the epoch). A copy that
+/// arrives later (held in a TCP queue through a partition, or read by a process resumed from a
+/// pause) is refused before it reaches the state: applied after its sender moved on, it could
+/// land after requests the client sent since, e.g. a stale EndTxn committing the transaction
+/// that began after it. `None`: the sender waits as long as it takes.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct NotAfter(pub(crate) Option<i64>);
+
+impl NotAfter {
+    /// `wait` from now.
+    pub(crate) fn within(wait: Duration) -> Self {
+        Self(Some(crate::now_ms().saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX))))
+    }
+
+    pub(crate) fn passed(self) -> bool {
+        self.0.is_some_and(|at| crate::now_ms() > at)
+    }
 }
 
 /// The answer to a [`Request`], variant for variant.
@@ -75,6 +99,8 @@ pub(crate) enum Response {
     Membership(Result<(), String>),
     /// The answer to a group request and the log index of its last write.
     Group(Result<(GroupResponse, u64), GroupError>),
+    /// The answer to [`Request::ReadIndex`] and [`Request::ReadIndexAsLeader`].
+    ReadIndex(Result<u64, String>),
 }
 
 /// How a leader answered a forwarded proposal.
@@ -166,10 +192,12 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                     Request::AppendEntries(r) => Response::AppendEntries(node.raft.append_entries(r).await),
                     Request::Vote(r) => Response::Vote(node.raft.vote(r).await),
                     Request::InstallSnapshot(r) => Response::InstallSnapshot(node.raft.install_snapshot(r).await),
-                    Request::Propose(command) => Response::Propose(node.propose_as_leader(command).await),
+                    Request::Propose(command, not_after) => {
+                        Response::Propose(node.propose_as_leader(command, not_after).await)
+                    }
                     Request::Status => Response::Status(node.status()),
-                    Request::ProposeAnywhere(command) => {
-                        Response::ProposeAnywhere(match node.propose_indexed(command).await {
+                    Request::ProposeAnywhere(command, not_after) => {
+                        Response::ProposeAnywhere(match node.propose_before(command, not_after).await {
                             Ok((outcome, index)) => Ok((CommandResponse(Ok(outcome)), index)),
                             Err(crate::NodeError::Rejected(e)) => Ok((CommandResponse(Err(e)), 0)),
                             Err(crate::NodeError::Unavailable(e)) => Err(e),
@@ -177,10 +205,17 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                     }
                     Request::AddVoter(id, addr) => Response::Membership(node.add_voter(id, addr).await),
                     Request::RemoveVoter(id) => Response::Membership(node.remove_voter(id).await),
-                    Request::Group(request) => Response::Group(node.group_request(request).await),
-                    Request::GroupAsLeader(request) => Response::Group(match node.leader_term() {
-                        Some(_) => node.groups().handle(&node, request).await,
+                    Request::Group(request, not_after) => {
+                        Response::Group(node.group_request_before(request, not_after).await)
+                    }
+                    Request::GroupAsLeader(request, not_after) => Response::Group(match node.leader_term() {
+                        Some(_) => node.group_request_before(request, not_after).await,
                         None => Err(GroupError::NotCoordinator),
+                    }),
+                    Request::ReadIndex => Response::ReadIndex(node.read_index().await.map_err(|e| e.to_string())),
+                    Request::ReadIndexAsLeader => Response::ReadIndex(match node.leader_term() {
+                        Some(_) => node.read_index().await.map_err(|e| e.to_string()),
+                        None => Err("not the metadata leader".into()),
                     }),
                     Request::Subscribe => {
                         if let Err(e) = stream_changes(&mut stream, &node, &mut stop).await {
@@ -325,8 +360,9 @@ pub(crate) async fn forward_proposal(
     pool: &ConnectionPool,
     addr: &str,
     command: &Command,
+    not_after: NotAfter,
 ) -> Result<ProposeReply, CallError> {
-    match pool.call(addr, &Request::Propose(command.clone()), FORWARD_TIMEOUT).await? {
+    match pool.call(addr, &Request::Propose(command.clone(), not_after), FORWARD_TIMEOUT).await? {
         Response::Propose(reply) => Ok(reply),
         _ => Err(CallError::Mismatch { addr: addr.to_owned() }),
     }

@@ -1,6 +1,11 @@
 //! OffsetForLeaderEpoch: the end offset of a leader epoch, which clients use to detect log
 //! truncation after a leader change. A Floe partition's log is never truncated; its epoch only
 //! grows, so every epoch up to the current one ends at the log end offset.
+//!
+//! That end must be the leader's, not a lagging mirror's: a client whose position is past the
+//! end it is told takes it for truncation and seeks back to it (librdkafka does so silently), so
+//! the mirror catches up with the metadata leader first, and while it cannot, every partition is
+//! answered OFFSET_NOT_AVAILABLE, which clients retry.
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
@@ -8,7 +13,14 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use super::super::error_code::code;
 use crate::Agent;
 
-pub(in crate::kafka) fn handle(agent: &Agent, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub(in crate::kafka) async fn handle(
+    agent: &Agent,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    if let Err(e) = agent.metadata.catch_up().await {
+        tracing::debug!(error = %e, "OffsetForLeaderEpoch: the mirror cannot catch up with the metadata leader");
+        return unavailable(request);
+    }
     let state = agent.metadata.read();
     let topics = request
         .topics
@@ -37,6 +49,29 @@ pub(in crate::kafka) fn handle(agent: &Agent, request: OffsetForLeaderEpochReque
                         return result;
                     }
                     result.with_leader_epoch(p.leader_epoch).with_end_offset(log.next_offset)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+/// Every partition of `request` answered OFFSET_NOT_AVAILABLE.
+fn unavailable(request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1)
+                        .with_error_code(code::OFFSET_NOT_AVAILABLE)
                 })
                 .collect();
             OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions)
