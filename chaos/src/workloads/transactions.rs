@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::{Stop, TXN_GROUP, TXN_INPUT_TOPIC, TXN_OUTPUT_TOPIC, Traced, client};
@@ -20,6 +20,12 @@ const RECORDS_PER_TXN_MAX: usize = 20;
 /// How long a transaction collects input before it commits what it has.
 const COLLECT_FOR: Duration = Duration::from_millis(200);
 const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// A transaction not finished after this long is taken as hung in the client and its producer
+/// abandoned, as after an unknown outcome. librdkafka 2.12 can wait without end in
+/// `send_offsets_to_transaction` when the group coordinator it cached dropped out of Metadata
+/// (librdkafka issue 5511: the coordinator request waits for a state change of a broker whose
+/// thread is gone); every call it makes has its own timeout well under this.
+const TXN_HANG_AFTER: Duration = Duration::from_secs(120);
 
 pub(crate) fn output_value(input: &str, txn: u64) -> String {
     format!("out-{input}|t{txn}")
@@ -31,7 +37,9 @@ pub(crate) fn parse_output(value: &str) -> Option<(&str, u64)> {
     Some((input, txn.parse().ok()?))
 }
 
-type TxnProducer = BaseProducer<Traced>;
+/// Threaded: its own thread serves delivery reports and log lines as they come, so the trace's
+/// times are when librdkafka logged, not when a later call happened to poll.
+type TxnProducer = ThreadedProducer<Traced>;
 
 fn transactional_producer(bootstrap: &str, history: &Arc<History>, trace: &Path) -> anyhow::Result<TxnProducer> {
     let producer: TxnProducer = client(bootstrap)
@@ -87,7 +95,7 @@ fn send(producer: &TxnProducer, partition: i32, value: &str) -> Result<(), Kafka
             Ok(()) => return Ok(()),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                 record = back;
-                producer.poll(Duration::from_millis(10));
+                std::thread::sleep(Duration::from_millis(10));
             }
             Err((e, _)) => return Err(e),
         }
@@ -99,6 +107,25 @@ enum Outcome {
     Committed,
     Aborted(String),
     Unknown(String),
+    /// Not returned within [`TXN_HANG_AFTER`]; the call goes on in a thread of its own.
+    Hung,
+}
+
+/// [`transact`] on a thread of its own, given up on after [`TXN_HANG_AFTER`]: the hung call keeps
+/// its thread and its producer, which the next incarnation fences.
+fn transact_or_abandon(
+    producer: &Arc<TxnProducer>,
+    group: rdkafka::consumer::ConsumerGroupMetadata,
+    batch: Arc<Vec<(i32, i64, String)>>,
+    txn: u64,
+) -> Outcome {
+    let (answer, outcome) = std::sync::mpsc::channel();
+    let producer = producer.clone();
+    std::thread::spawn(move || {
+        // The receiver is gone only once the call was given up on.
+        let _ = answer.send(transact(&producer, &group, &batch, txn));
+    });
+    outcome.recv_timeout(TXN_HANG_AFTER).unwrap_or(Outcome::Hung)
 }
 
 /// Begins, writes `batch` transformed, adds the offsets, commits; aborts where that is allowed.
@@ -155,7 +182,7 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>, trace: &
         .create_with_context(Traced::create(history.clone(), trace)?)
         .context("transform consumer")?;
     consumer.subscribe(&[TXN_INPUT_TOPIC])?;
-    let mut producer = transactional_producer(&bootstrap, &history, trace)?;
+    let mut producer = Arc::new(transactional_producer(&bootstrap, &history, trace)?);
     let mut txn = 0u64;
     while !stop.is_set() {
         let mut batch = Vec::new();
@@ -176,17 +203,25 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>, trace: &
         }
         txn += 1;
         let records = batch.len();
-        match transact(&producer, &group, &batch, txn) {
+        let batch = Arc::new(batch);
+        match transact_or_abandon(&producer, group, batch.clone(), txn) {
             Outcome::Committed => history.push(Event::TxnCommitted { txn, records, inputs: input_ranges(&batch) }),
             Outcome::Aborted(reason) => {
                 history.push(Event::TxnAborted { txn, records, reason });
                 rewind_until_done(&consumer, &stop, &history);
             }
-            Outcome::Unknown(error) => {
+            outcome @ (Outcome::Unknown(_) | Outcome::Hung) => {
+                let error = match outcome {
+                    Outcome::Unknown(error) => error,
+                    _ => {
+                        let hung = format!("no answer in {} s: producer abandoned", TXN_HANG_AFTER.as_secs());
+                        history.note(format!("transaction {txn}: {hung} (see transform-client.log)"));
+                        hung
+                    }
+                };
                 history.push(Event::TxnUnknown { txn, records, error });
                 // A new incarnation settles the old one's transaction before going on.
-                drop(producer);
-                producer = transactional_producer(&bootstrap, &history, trace)?;
+                producer = Arc::new(transactional_producer(&bootstrap, &history, trace)?);
                 rewind_until_done(&consumer, &stop, &history);
             }
         }

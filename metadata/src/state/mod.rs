@@ -339,9 +339,16 @@ impl State {
             .and_then(|v| v.parse().ok())
     }
 
-    /// Agents whose last heartbeat is at most `session` old at `now_ms`, by id.
+    /// Agents whose last heartbeat is at most `session_ms` older than the newest heartbeat any
+    /// agent got in (or than `now_ms`, if that is earlier), by id. Judged against the newest
+    /// heartbeat, not the clock: while the metadata service commits nothing (an election, a paused
+    /// leader, this copy cut off) no agent can heartbeat, and that silence is not death. Were they
+    /// dropped, clients would drop their connections to agents serving them, coordinators
+    /// included (librdkafka decommissions a broker missing from Metadata).
     pub fn live_agents(&self, now_ms: i64, session_ms: i64) -> impl Iterator<Item = &AgentRecord> {
-        self.agents.values().filter(move |a| now_ms.saturating_sub(a.last_heartbeat_ms) <= session_ms)
+        let newest = self.agents.values().map(|a| a.last_heartbeat_ms).max().unwrap_or(now_ms);
+        let judged_at = now_ms.min(newest);
+        self.agents.values().filter(move |a| judged_at.saturating_sub(a.last_heartbeat_ms) <= session_ms)
     }
 
     fn agent_heartbeat(&mut self, agent: crate::command::AgentInfo, now_ms: i64) -> Result<Outcome, CommandError> {

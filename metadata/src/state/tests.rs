@@ -646,3 +646,25 @@ fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
     assert!(state.storage_quota_exceeded("acme~a").is_some_and(|why| why.contains("1000")));
     assert_eq!(state.storage_quota_exceeded("other"), None, "topics outside tenants have no quota");
 }
+
+#[test]
+fn agents_stay_live_while_no_heartbeat_can_commit_and_a_silent_one_drops_out() {
+    let agent = |agent_id: i32| crate::command::AgentInfo {
+        agent_id,
+        host: format!("10.0.0.{agent_id}"),
+        port: 9092,
+        zone: None,
+    };
+    let heartbeat = |agent_id: i32, now_ms: i64| Command::AgentHeartbeat { agent: agent(agent_id), now_ms };
+    let (state, _) = run(vec![heartbeat(1, 1_000), heartbeat(2, 1_000)]);
+    let live =
+        |state: &State, now_ms: i64| state.live_agents(now_ms, 10_000).map(|a| a.info.agent_id).collect::<Vec<_>>();
+    assert_eq!(live(&state, 5_000), vec![1, 2]);
+    // Nothing committed for 20 s (the metadata service was unavailable): nobody is dropped.
+    assert_eq!(live(&state, 21_000), vec![1, 2]);
+    // Agent 1 heartbeats again, agent 2 stays silent: it drops out once 1's heartbeat is 10 s newer.
+    let (state, _) = run(vec![heartbeat(1, 1_000), heartbeat(2, 1_000), heartbeat(1, 10_000)]);
+    assert_eq!(live(&state, 10_500), vec![1, 2]);
+    let (state, _) = run(vec![heartbeat(1, 1_000), heartbeat(2, 1_000), heartbeat(1, 12_000)]);
+    assert_eq!(live(&state, 12_500), vec![1]);
+}
