@@ -94,7 +94,10 @@ impl RemoteMetadata {
     pub async fn propose(&self, command: Command) -> Result<Outcome, NodeError> {
         let deadline = Instant::now() + PROPOSE_DEADLINE;
         let count = self.inner.addrs.len();
-        let hedge = matches!(command, Command::CommitSegment(_));
+        // Both are safe to apply twice: segment commits are deduplicated by key, a heartbeat only
+        // moves a time forward. A heartbeat held 12 s by a paused node would let the agent drop
+        // out of Metadata, and clients drop their connections to it.
+        let hedge = matches!(command, Command::CommitSegment(_) | Command::AgentHeartbeat { .. });
         let mut attempt = self.inner.preferred.load(Ordering::Relaxed);
         let mut last_error = String::from("no metadata node answered");
         while Instant::now() < deadline {
@@ -181,8 +184,8 @@ impl RemoteMetadata {
 
     /// Sends a proposal to node `attempt % count`. With `hedge`, a node that has not answered
     /// within [`HEDGE_AFTER`] (paused, or cut off from the others) is raced by the next one,
-    /// and the first answer wins: only for commands whose second application answers the
-    /// first one's outcome (segment commits, deduplicated by object key).
+    /// and the first answer wins: only for commands whose second application does no harm
+    /// (segment commits, deduplicated by object key; heartbeats).
     async fn call_proposal(
         &self,
         attempt: usize,

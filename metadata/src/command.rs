@@ -433,4 +433,11 @@ pub enum CommandError {
     QuotaExceeded(String),
     #[error("invalid ACL: {0}")]
     InvalidAcl(String),
+    /// A producer's chunk whose first sequence does not follow its last committed chunk in the
+    /// partition. Unlike Kafka, the missing chunk may still be committing through another
+    /// agent (one that died or was cut off after proposing it), so this is not the definite
+    /// OUT_OF_ORDER_SEQUENCE: a client told that takes the missing records as lost and sends
+    /// them again under a new epoch, where no sequence can match them.
+    #[error("sequence {found} does not follow {expected} (an earlier chunk may still be committing)")]
+    SequenceGap { expected: i32, found: i32 },
 }

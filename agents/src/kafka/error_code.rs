@@ -73,6 +73,10 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::GroupNotEmpty => ResponseError::NonEmptyGroup,
         CommandError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         CommandError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        // Retriable and "not persisted", without the epoch bump OUT_OF_ORDER_SEQUENCE causes: the
+        // client sends the earlier chunk again (it is unacknowledged), which fills the gap or is
+        // answered as a duplicate once a late commit of it lands.
+        CommandError::SequenceGap { .. } => ResponseError::NotEnoughReplicas,
         CommandError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         CommandError::ProducerFenced => ResponseError::ProducerFenced,
         CommandError::UnknownProducerId(_) => ResponseError::UnknownProducerId,
@@ -144,5 +148,21 @@ pub(super) fn for_fetch(error: &FetchError) -> ResponseError {
             tracing::error!(error = %error, "stored data failed to parse");
             ResponseError::KafkaStorageError
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sequence_gap_is_retried_and_never_taken_for_lost_records() {
+        // OUT_OF_ORDER_SEQUENCE makes librdkafka bump its epoch and send the missing records
+        // again; for a gap that a late commit may still fill that would duplicate them.
+        let gap = for_command(&CommandError::SequenceGap { expected: 6, found: 8 });
+        assert_eq!(gap, ResponseError::NotEnoughReplicas);
+        assert!(gap.is_retriable());
+        let malformed = for_command(&CommandError::OutOfOrderSequence { expected: 3, found: 5 });
+        assert_eq!(malformed, ResponseError::OutOfOrderSequenceNumber);
     }
 }

@@ -363,7 +363,10 @@ impl State {
         }
         // Forget agents silent for a long time, judged by this heartbeat's clock.
         self.agents.retain(|_, a| now_ms.saturating_sub(a.last_heartbeat_ms) <= crate::limits::AGENT_FORGET_MS);
-        self.agents.insert(agent.agent_id, AgentRecord { info: agent, last_heartbeat_ms: now_ms });
+        // A late copy of an older heartbeat (heartbeats are sent to a second node when the first is
+        // slow) never moves the time back.
+        let last_heartbeat_ms = self.agents.get(&agent.agent_id).map_or(now_ms, |a| a.last_heartbeat_ms.max(now_ms));
+        self.agents.insert(agent.agent_id, AgentRecord { info: agent, last_heartbeat_ms });
         Ok(Outcome::Done)
     }
 

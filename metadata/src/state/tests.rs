@@ -668,3 +668,11 @@ fn agents_stay_live_while_no_heartbeat_can_commit_and_a_silent_one_drops_out() {
     let (state, _) = run(vec![heartbeat(1, 1_000), heartbeat(2, 1_000), heartbeat(1, 12_000)]);
     assert_eq!(live(&state, 12_500), vec![1]);
 }
+
+#[test]
+fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
+    let agent = crate::command::AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let heartbeat = |now_ms: i64| Command::AgentHeartbeat { agent: agent.clone(), now_ms };
+    let (state, _) = run(vec![heartbeat(5_000), heartbeat(3_000)]);
+    assert_eq!(state.agents[&1].last_heartbeat_ms, 5_000);
+}

@@ -185,7 +185,7 @@ impl State {
             return if first == 0 {
                 Ok(Admission::Append)
             } else {
-                Err(CommandError::OutOfOrderSequence { expected: 0, found: first })
+                Err(CommandError::SequenceGap { expected: 0, found: first })
             };
         }
         if let Some(original) = sequences.recent.iter().find(|c| c.first_sequence == first && c.last_sequence == last) {
@@ -193,7 +193,7 @@ impl State {
         }
         match sequences.recent.back() {
             Some(previous) if next_sequence(previous.last_sequence) != first => {
-                Err(CommandError::OutOfOrderSequence { expected: next_sequence(previous.last_sequence), found: first })
+                Err(CommandError::SequenceGap { expected: next_sequence(previous.last_sequence), found: first })
             }
             _ => Ok(Admission::Append),
         }

@@ -85,8 +85,8 @@ fn a_retried_chunk_gets_its_original_offsets_and_is_stored_once() {
     assert_eq!(committed(&outcomes[2]), Ok(0));
     assert_eq!(committed(&outcomes[3]), Ok(5));
     assert_eq!(committed(&outcomes[4]), Ok(0), "a duplicate is answered with its first offsets");
-    assert_eq!(committed(&outcomes[5]), Err(CommandError::OutOfOrderSequence { expected: 6, found: 8 }));
-    assert_eq!(committed(&outcomes[6]), Err(CommandError::OutOfOrderSequence { expected: 0, found: 6 }));
+    assert_eq!(committed(&outcomes[5]), Err(CommandError::SequenceGap { expected: 6, found: 8 }));
+    assert_eq!(committed(&outcomes[6]), Err(CommandError::SequenceGap { expected: 0, found: 6 }));
     assert_eq!(committed(&outcomes[7]), Err(CommandError::UnknownProducerId(9)));
     let log = state.partition(topic_id(0), 0).expect("exists");
     assert_eq!(log.next_offset, 6, "the duplicate took no offsets");
