@@ -1,6 +1,6 @@
 //! Key compaction of `cleanup.policy=compact` topics (Kafka's log cleaner): the latest record per
-//! key is kept at its original offset, older ones go, tombstones go once older than
-//! `delete.retention.ms`, aborted transactions' records go, and batches are rewritten in the
+//! key is kept at its original offset, older ones go, tombstones go `delete.retention.ms` after
+//! the pass that first kept them (KIP-534's delete horizon), aborted transactions' records go, and batches are rewritten in the
 //! topic's `compression.type` when it names a codec.
 //!
 //! A partition is due when the part of it compaction may touch holds dirty bytes (entries
@@ -76,7 +76,7 @@ fn due_ranges(state: &State, now_ms: i64) -> Vec<Range> {
         for (index, log) in topic.partitions.iter().enumerate() {
             let stable = log.last_stable_offset();
             let Some(last_entry) = log.index.back() else { continue };
-            let (mut total, mut dirty, mut overdue) = (0u64, 0u64, false);
+            let (mut total, mut dirty, mut overdue, mut horizon_passed) = (0u64, 0u64, false, false);
             let mut entries = Vec::new();
             for entry in log.entries_from(log.log_start_offset) {
                 let young = now_ms.saturating_sub(entry.timestamp_max) < policy.min_lag_ms;
@@ -93,12 +93,14 @@ fn due_ranges(state: &State, now_ms: i64) -> Vec<Range> {
                     dirty += entry.stored_bytes();
                     overdue |= now_ms.saturating_sub(entry.timestamp_max) > policy.max_lag_ms;
                 }
+                horizon_passed |= entry.delete_horizon_ms().is_some_and(|h| now_ms > h);
                 let object = entry.chunk().and_then(|c| state.objects.get(&c.object_id));
                 let at = object.map(|o| (SegmentKey::from_stored(o.key.clone()), o.object_bytes));
                 entries.push((entry.clone(), at));
             }
             let ratio_reached = total > 0 && dirty as f64 / total as f64 >= policy.dirty_ratio;
-            if dirty > 0 && (ratio_reached || overdue) {
+            // Tombstones past their delete horizon are due even with nothing new written.
+            if (dirty > 0 && (ratio_reached || overdue)) || horizon_passed {
                 due.push(Range {
                     topic_id: *topic_id,
                     partition: i32::try_from(index).unwrap_or(i32::MAX),
@@ -168,6 +170,8 @@ struct Output {
     open_bytes: usize,
     open_stats: Option<ChunkStats>,
     open_last_offset: i64,
+    /// The earliest delete horizon of the open chunk's batches that hold tombstones.
+    open_horizon: Option<i64>,
     /// The first offset no entry covers yet.
     next: i64,
     tp: Option<TopicPartition>,
@@ -175,7 +179,15 @@ struct Output {
 }
 
 impl Output {
-    fn push_batch(&mut self, batch: Bytes, header: &BatchHeader, base: i64, records: u32) {
+    /// `tombstone_horizon`: the batch's delete horizon if it holds tombstones.
+    fn push_batch(
+        &mut self,
+        batch: Bytes,
+        header: &BatchHeader,
+        base: i64,
+        records: u32,
+        tombstone_horizon: Option<i64>,
+    ) {
         if self.open_bytes + batch.len() > CLEANED_CHUNK_BYTES_MAX {
             self.close_chunk();
         }
@@ -187,11 +199,14 @@ impl Output {
         });
         stats.batch_count += 1;
         stats.record_count += records;
-        stats.timestamp_min = stats.timestamp_min.min(header.base_timestamp);
+        stats.timestamp_min = stats.timestamp_min.min(header.first_timestamp());
         stats.timestamp_max = stats.timestamp_max.max(header.max_timestamp);
         self.open_bytes += batch.len();
         self.open.push(batch);
         self.open_last_offset = base + header.offset_count() - 1;
+        if let Some(horizon) = tombstone_horizon {
+            self.open_horizon = Some(self.open_horizon.map_or(horizon, |open| open.min(horizon)));
+        }
         self.kept_records += u64::from(records);
     }
 
@@ -199,11 +214,18 @@ impl Output {
         let (Some(stats), Some(tp)) = (self.open_stats.take(), self.tp) else { return };
         let chunk = *self.writer.push_chunk(tp, std::mem::take(&mut self.open), stats);
         self.open_bytes = 0;
+        let (byte_start, byte_len, crc32c) = (chunk.byte_start, chunk.byte_len, chunk.crc32c);
+        let data = match self.open_horizon.take() {
+            None => CleanedData::Chunk { byte_start, byte_len, crc32c },
+            Some(delete_horizon_ms) => {
+                CleanedData::ChunkWithTombstones { byte_start, byte_len, crc32c, delete_horizon_ms }
+            }
+        };
         self.entries.push(CleanedEntry {
             base_offset: self.next,
             last_offset: self.open_last_offset,
             timestamp_max: stats.timestamp_max,
-            data: CleanedData::Chunk { byte_start: chunk.byte_start, byte_len: chunk.byte_len, crc32c: chunk.crc32c },
+            data,
         });
         self.next = self.open_last_offset + 1;
     }
@@ -215,7 +237,11 @@ impl Output {
             return;
         }
         match self.entries.last_mut() {
-            Some(CleanedEntry { data: CleanedData::Chunk { .. }, last_offset, .. }) => *last_offset = end - 1,
+            Some(CleanedEntry {
+                data: CleanedData::Chunk { .. } | CleanedData::ChunkWithTombstones { .. },
+                last_offset,
+                ..
+            }) => *last_offset = end - 1,
             _ => self.entries.push(CleanedEntry {
                 base_offset: self.next,
                 last_offset: end - 1,
@@ -286,7 +312,11 @@ async fn clean(agent: &Agent, range: Range) -> Result<u64, String> {
         }
         let mut kept_batches = Vec::new();
         for_each_batch(agent, &range, entry, object, |base, header, batch, views| {
-            let expired = now_ms.saturating_sub(header.max_timestamp) > policy.delete_retention_ms;
+            // KIP-534: a tombstone stays for `delete.retention.ms` after the pass that first
+            // kept it (which writes that horizon into its batch), not after its own timestamp,
+            // so a consumer reading the log from the start sees it however old it was.
+            let horizon = header.delete_horizon();
+            let expired = horizon.is_some_and(|h| now_ms > h);
             let total = views.len();
             let kept: Vec<RecordView> = views
                 .into_iter()
@@ -299,21 +329,25 @@ async fn clean(agent: &Agent, range: Range) -> Result<u64, String> {
             if kept.is_empty() {
                 return Ok(());
             }
+            let tombstones = kept.iter().any(|v| v.value.is_none());
+            let new_horizon =
+                (tombstones && horizon.is_none()).then(|| now_ms.saturating_add(policy.delete_retention_ms));
             let codec = policy.codec.unwrap_or(header.compression());
             let count = u32::try_from(kept.len()).unwrap_or(u32::MAX);
-            let rebuilt = if kept.len() == total && codec == header.compression() {
+            let rebuilt = if kept.len() == total && codec == header.compression() && new_horizon.is_none() {
                 let mut same = BytesMut::from(&batch[..]);
                 record_batch::stamp(&mut same, base, -1);
                 same.freeze()
             } else {
-                records::rebuild(header, batch, base, &kept, codec).map_err(|e| e.to_string())?
+                records::rebuild(header, batch, base, &kept, codec, new_horizon).map_err(|e| e.to_string())?
             };
-            kept_batches.push((rebuilt, *header, base, count));
+            let tombstone_horizon = if tombstones { new_horizon.or(horizon) } else { None };
+            kept_batches.push((rebuilt, *header, base, count, tombstone_horizon));
             Ok(())
         })
         .await?;
-        for (batch, header, base, count) in kept_batches {
-            out.push_batch(batch, &header, base, count);
+        for (batch, header, base, count, tombstone_horizon) in kept_batches {
+            out.push_batch(batch, &header, base, count, tombstone_horizon);
         }
     }
     out.close_chunk();

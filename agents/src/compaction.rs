@@ -143,7 +143,7 @@ async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
         });
         stats.batch_count += 1;
         stats.record_count += u32::try_from(header.record_count).unwrap_or(0);
-        stats.timestamp_min = stats.timestamp_min.min(header.base_timestamp);
+        stats.timestamp_min = stats.timestamp_min.min(header.first_timestamp());
         stats.timestamp_max = stats.timestamp_max.max(header.max_timestamp);
     }
     let mut writer = SegmentWriter::new();

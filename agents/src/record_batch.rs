@@ -31,6 +31,9 @@ pub const ATTRIBUTE_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTRIBUTE_LOG_APPEND_TIME: i16 = 0x08;
 pub const ATTRIBUTE_TRANSACTIONAL: i16 = 0x10;
 pub const ATTRIBUTE_CONTROL: i16 = 0x20;
+/// KIP-534: the batch's base timestamp is its delete horizon, the time after which key
+/// compaction may drop its tombstones; record timestamps are still base plus delta.
+pub const ATTRIBUTE_DELETE_HORIZON: i16 = 0x40;
 
 /// The header fields of one batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +128,17 @@ impl BatchHeader {
 
     pub fn is_control(&self) -> bool {
         self.attributes & ATTRIBUTE_CONTROL != 0
+    }
+
+    /// When key compaction may drop the batch's tombstones, once a pass has set it (KIP-534).
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & ATTRIBUTE_DELETE_HORIZON != 0).then_some(self.base_timestamp)
+    }
+
+    /// The timestamp of the first record, which the header holds unless a delete horizon took
+    /// its place; then the batch's max timestamp stands in.
+    pub fn first_timestamp(&self) -> i64 {
+        if self.delete_horizon().is_some() { self.max_timestamp } else { self.base_timestamp }
     }
 
     /// Offsets the batch occupies.

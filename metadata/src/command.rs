@@ -259,6 +259,9 @@ pub enum CleanedData {
     Marker(crate::state::TxnMarker),
     /// Nothing left.
     Removed,
+    /// A [`CleanedData::Chunk`] whose batches still hold tombstones, with the earliest of their
+    /// delete horizons (KIP-534).
+    ChunkWithTombstones { byte_start: u64, byte_len: u32, crc32c: u32, delete_horizon_ms: i64 },
 }
 
 /// A run of one partition's index entries rewritten into one new object.

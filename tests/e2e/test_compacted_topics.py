@@ -1,13 +1,15 @@
 """Compacted topics (`cleanup.policy=compact`) against a real `floe dev`: a topic fed like a
 Debezium table (inserts, updates, deletes as tombstones, a committed and an aborted
 transaction), compacted while it is read, must afterwards give a consumer from offset 0 exactly
-the latest value per key at its original offset; tombstones stay for `delete.retention.ms` and
-then go; keyless records are refused; `compression.type` rewrites the stored batches."""
+the latest value per key at its original offset; tombstones stay for `delete.retention.ms` after
+the pass that first kept them (KIP-534), however old their timestamps, and then go without new
+writes; keyless records are refused; `compression.type` rewrites the stored batches."""
 
 from __future__ import annotations
 
 import random
 import struct
+import time
 from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
@@ -20,9 +22,9 @@ KEYS = 120
 
 
 def produce_round(bootstrap: str, topic: str, changes: list[tuple[bytes, bytes | None]], compression: str,
-                  acked: dict) -> None:
-    """Produces (key, value-or-tombstone) pairs in one flush; records each ack in `acked` as
-    key -> (partition, offset, value)."""
+                  acked: dict, timestamp_ms: int = 0) -> None:
+    """Produces (key, value-or-tombstone) pairs in one flush, at `timestamp_ms` if given; records
+    each ack in `acked` as key -> (partition, offset, value)."""
     errors = []
 
     def cb(err, msg):
@@ -34,7 +36,7 @@ def produce_round(bootstrap: str, topic: str, changes: list[tuple[bytes, bytes |
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "compression.type": compression,
                   "enable.idempotence": True})
     for key, value in changes:
-        p.produce(topic, key=key, value=value, on_delivery=cb)
+        p.produce(topic, key=key, value=value, on_delivery=cb, timestamp=timestamp_ms)
     assert p.flush(60) == 0, "records left unacknowledged"
     assert not errors, f"produce failed: {errors[:3]}"
 
@@ -134,11 +136,15 @@ def test_a_table_topic_keeps_the_latest_value_per_key(floe_factory, tmp_path):
         changes = [(k, f"v{r}-".encode() + k) for k in rng.sample(keys, 40)]
         changes += [(k, None) for k in rng.sample(keys, 6)]
         produce_round(floe.bootstrap, topic, changes, ["none", "lz4", "zstd", "gzip", "snappy"][r % 5], acked)
+    # Deletes stamped two days ago: kept an hour from the pass that first sees them, not dropped
+    # for being older than delete.retention.ms already.
+    two_days_ago = int(time.time() * 1000) - 2 * 86_400_000
+    produce_round(floe.bootstrap, topic, [(k, None) for k in rng.sample(keys, 6)], "lz4", acked, two_days_ago)
     # A committed transaction's updates count; an aborted one's never appear nor win.
     transaction(floe.bootstrap, topic, [(k, b"committed-" + k) for k in keys[:10]], True, acked)
     transaction(floe.bootstrap, topic, [(k, b"aborted-" + k) for k in keys[10:20]], False, acked)
     heartbeat(floe.bootstrap, topic, b"hb", PARTITIONS, acked)
-    produced = KEYS + 8 * 46 + 20 + PARTITIONS
+    produced = KEYS + 8 * 46 + 6 + 20 + PARTITIONS
 
     # Keyless records are refused with INVALID_RECORD and nothing is written.
     errors = []
@@ -159,14 +165,22 @@ def test_a_table_topic_keeps_the_latest_value_per_key(floe_factory, tmp_path):
     assert metric(floe, 'floe_key_compaction_runs_total{outcome="ok"}') >= PARTITIONS
     assert not any(v is not None and v.startswith(b"aborted-") for rows in got.values() for _, _, v in rows)
 
-    # With delete.retention.ms at 0 the next pass (due once new writes make it dirty) drops the
-    # tombstones too: only live keys remain.
-    set_topic_configs(floe.bootstrap, topic, delete_retention_ms="0")
-    produce_round(floe.bootstrap, topic, [(k, b"final-" + k) for k in keys[:4]], "none", acked)
+    # New deletes under a 20 s delete.retention.ms: the first pass keeps them and writes their
+    # horizon; once it passes, a pass runs though nothing new is written, and drops them. The
+    # earlier tombstones keep the hour their first pass gave them.
+    set_topic_configs(floe.bootstrap, topic, delete_retention_ms="20000")
+    live = [k for k in keys if acked[k][2] is not None]
+    late_deletes = rng.sample(live, 6)
+    produce_round(floe.bootstrap, topic, [(k, None) for k in late_deletes], "zstd", acked)
+    produce_round(floe.bootstrap, topic, [(k, b"final-" + k) for k in live[:4] if k not in late_deletes], "none", acked)
     heartbeat(floe.bootstrap, topic, b"hb2", PARTITIONS, acked)
-    want = without_heartbeats(expected_table(acked, keep_tombstones=False))
+    want = without_heartbeats(expected_table(acked, keep_tombstones=True))
+    wait_until(lambda: without_heartbeats(table_state(floe.bootstrap, topic)) == want, 18,
+               "the new tombstones to be kept by the pass that first sees them")
+    gone = set(late_deletes)
+    want = {p: [r for r in rows if r[1] not in gone] for p, rows in want.items()}
     wait_until(lambda: without_heartbeats(table_state(floe.bootstrap, topic)) == want, 90,
-               "tombstones past delete.retention.ms to be gone")
+               "tombstones past their delete horizon to be gone, and only those")
     assert without_heartbeats(kafka_python_state(floe.bootstrap, topic)) == want, "kafka-python disagrees"
     for partition, rows in table_state(floe.bootstrap, topic).items():
         assert (f"heartbeat-{partition}".encode(), b"hb2") in [(k, v) for _, k, v in rows]

@@ -9,9 +9,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use floe_metadata::Namespace;
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
@@ -20,6 +20,7 @@ use super::api::{acls, scram_credentials};
 use super::authorize::{self, Refused};
 use super::dispatch::{self, Extras, Reply};
 use super::error_code::code;
+use super::frame;
 use super::namespace;
 use super::sasl::{Admission, Principal, Session, Verdict};
 use crate::Agent;
@@ -336,28 +337,6 @@ fn quota_throttle(
     }
 }
 
-/// Frames one response. The codec reports errors as `anyhow::Error`; they become text here.
-fn encode(correlation_id: i32, api_key: ApiKey, version: i16, response: &ResponseKind) -> Result<Bytes, String> {
-    // ApiVersions responses always use header v0, even for flexible versions.
-    let header_version = if api_key == ApiKey::ApiVersions { 0 } else { api_key.response_header_version(version) };
-    // Fetch responses carry megabytes of records: sized up front, the buffer is not regrown
-    // (and copied) a dozen times on the way.
-    let capacity = match response {
-        ResponseKind::Fetch(fetch) => fetch.compute_size(version).unwrap_or(0) + 64,
-        _ => 256,
-    };
-    let mut out = BytesMut::with_capacity(capacity);
-    out.put_i32(0);
-    ResponseHeader::default()
-        .with_correlation_id(correlation_id)
-        .encode(&mut out, header_version)
-        .map_err(|e| e.to_string())?;
-    response.encode(&mut out, version).map_err(|e| e.to_string())?;
-    let length = i32::try_from(out.len() - 4).map_err(|_| "response over 2 GiB".to_owned())?;
-    out[0..4].copy_from_slice(&length.to_be_bytes());
-    Ok(out.freeze())
-}
-
 /// Writes responses in request order. Responses are buffered while the next one is already
 /// available, and flushed before any wait (for the next request or a pending handler), so a
 /// finished response never sits in the buffer behind a slow one.
@@ -414,14 +393,14 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
             }
             tokio::time::sleep(throttle).await;
         }
-        let bytes = match encode(request.correlation_id, request.api_key, request.version, &response) {
-            Ok(bytes) => bytes,
+        let mut frame = match frame::encode(request.correlation_id, request.api_key, request.version, response) {
+            Ok(frame) => frame,
             Err(e) => {
                 tracing::error!(api = ?request.api_key, error = %e, "cannot encode response; closing connection");
                 return;
             }
         };
-        if writer.write_all(&bytes).await.is_err() {
+        if writer.write_all_buf(&mut frame).await.is_err() {
             return;
         }
         crate::metrics::REQUEST_SECONDS.with_label_values(&[&api]).observe(request.started.elapsed().as_secs_f64());

@@ -7,6 +7,7 @@ mod connection;
 pub use connection::{ConnectionError, Decoded, decode_request};
 pub mod dispatch;
 mod error_code;
+mod frame;
 mod namespace;
 pub mod sasl;
 pub mod server;

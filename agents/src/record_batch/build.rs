@@ -88,7 +88,7 @@ pub fn build_batch(records: &[NewRecord], producer: Option<BatchProducer>, codec
     Ok(out.freeze())
 }
 
-fn put_varint(out: &mut BytesMut, value: i64) {
+pub(super) fn put_varint(out: &mut BytesMut, value: i64) {
     let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
     while zigzag >= 0x80 {
         out.put_u8((zigzag as u8 & 0x7f) | 0x80);

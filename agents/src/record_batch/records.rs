@@ -8,10 +8,13 @@
 
 use std::io::Read;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 
-use super::{ATTRIBUTE_COMPRESSION_MASK, BatchHeader, CRC_START, HEADER_BYTES, LOG_OVERHEAD_BYTES};
+use super::build::put_varint;
+use super::{
+    ATTRIBUTE_COMPRESSION_MASK, ATTRIBUTE_DELETE_HORIZON, BatchHeader, CRC_START, HEADER_BYTES, LOG_OVERHEAD_BYTES,
+};
 
 /// Why the records of a batch could not be read or written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -150,7 +153,7 @@ pub fn recompress(header: &BatchHeader, batch: &Bytes, codec: i16) -> Result<Byt
     }
     let payload = decompress(header, batch, crate::limits::BATCH_DECOMPRESSED_BYTES_MAX)?;
     let views = records(&payload).collect::<Result<Vec<_>, _>>()?;
-    rebuild(header, batch, header.base_offset, &views, codec)
+    rebuild(header, batch, header.base_offset, &views, codec, None)
 }
 
 /// Compresses records with a batch codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
@@ -242,18 +245,27 @@ fn record(bytes: &Bytes, start: usize) -> Result<(RecordView, usize), RecordsErr
 }
 
 /// A batch holding `kept` (records of `batch`, in order) in `codec`, served at `base_offset`.
-/// The header keeps its base timestamp, producer fields and `lastOffsetDelta`, so every kept
-/// record keeps its offset and timestamp; the length, count, codec and CRC are recomputed.
+/// The header keeps its producer fields and `lastOffsetDelta`, so every kept record keeps its
+/// offset; the length, count, codec and CRC are recomputed. With `delete_horizon` (KIP-534) the
+/// base timestamp becomes that horizon and each record's timestamp delta is rewritten against
+/// it, so every record keeps its timestamp; otherwise the base timestamp and records stay.
 pub fn rebuild(
     header: &BatchHeader,
     batch: &Bytes,
     base_offset: i64,
     kept: &[RecordView],
     codec: i16,
+    delete_horizon: Option<i64>,
 ) -> Result<Bytes, RecordsError> {
-    let mut raw = BytesMut::with_capacity(kept.iter().map(|r| r.bytes.len()).sum());
+    let mut raw = BytesMut::with_capacity(kept.iter().map(|r| r.bytes.len() + 8).sum());
     for record in kept {
-        raw.extend_from_slice(&record.bytes);
+        match delete_horizon {
+            None => raw.extend_from_slice(&record.bytes),
+            Some(horizon) => {
+                let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);
+                put_retimed(&mut raw, record, timestamp.wrapping_sub(horizon))?;
+            }
+        }
     }
     let payload = compress(codec, &raw)?;
     let mut out = BytesMut::with_capacity(HEADER_BYTES + payload.len());
@@ -262,7 +274,11 @@ pub fn rebuild(
     let batch_length =
         i32::try_from(out.len() - LOG_OVERHEAD_BYTES).map_err(|_| RecordsError::Compress("batch too large".into()))?;
     let count = i32::try_from(kept.len()).map_err(|_| RecordsError::Compress("too many records".into()))?;
-    let attributes = (header.attributes & !ATTRIBUTE_COMPRESSION_MASK) | codec;
+    let mut attributes = (header.attributes & !ATTRIBUTE_COMPRESSION_MASK) | codec;
+    if let Some(horizon) = delete_horizon {
+        attributes |= ATTRIBUTE_DELETE_HORIZON;
+        out[27..35].copy_from_slice(&horizon.to_be_bytes());
+    }
     out[0..8].copy_from_slice(&base_offset.to_be_bytes());
     out[8..12].copy_from_slice(&batch_length.to_be_bytes());
     out[21..23].copy_from_slice(&attributes.to_be_bytes());
@@ -270,6 +286,25 @@ pub fn rebuild(
     let crc = crc32c::crc32c(&out[CRC_START..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     Ok(out.freeze())
+}
+
+/// Writes `record` with a new timestamp delta; every other field is copied as stored.
+fn put_retimed(out: &mut BytesMut, record: &RecordView, timestamp_delta: i64) -> Result<(), RecordsError> {
+    let bytes = &record.bytes;
+    let mut at = 0;
+    varint(bytes, &mut at)?;
+    let attributes = *bytes.get(at).ok_or(RecordsError::Malformed("record attributes"))?;
+    at += 1;
+    varint(bytes, &mut at)?;
+    let rest = &bytes[at..];
+    let mut head = BytesMut::with_capacity(11);
+    head.put_u8(attributes);
+    put_varint(&mut head, timestamp_delta);
+    let length = i64::try_from(head.len() + rest.len()).map_err(|_| RecordsError::Malformed("record length"))?;
+    put_varint(out, length);
+    out.extend_from_slice(&head);
+    out.extend_from_slice(rest);
+    Ok(())
 }
 
 #[cfg(test)]

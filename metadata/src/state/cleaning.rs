@@ -28,7 +28,9 @@ impl State {
                 return invalid("entries do not tile the replaced offsets");
             }
             next = entry.last_offset + 1;
-            if let CleanedData::Chunk { byte_start, byte_len, .. } = entry.data {
+            if let CleanedData::Chunk { byte_start, byte_len, .. }
+            | CleanedData::ChunkWithTombstones { byte_start, byte_len, .. } = entry.data
+            {
                 let end = byte_start.checked_add(u64::from(byte_len));
                 if range.object.as_ref().is_none_or(|(_, size)| end.is_none_or(|end| end > *size)) {
                     return invalid("chunk outside its object");
@@ -78,6 +80,9 @@ impl State {
             data: match e.data {
                 CleanedData::Chunk { byte_start, byte_len, crc32c } => {
                     EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c }
+                }
+                CleanedData::ChunkWithTombstones { byte_start, byte_len, crc32c, delete_horizon_ms } => {
+                    EntryData::CleanedChunkWithTombstones { object_id, byte_start, byte_len, crc32c, delete_horizon_ms }
                 }
                 CleanedData::Marker(marker) => EntryData::Marker(marker),
                 CleanedData::Removed => EntryData::Removed,

@@ -147,6 +147,17 @@ pub enum EntryData {
     CleanedChunk { object_id: ObjectId, byte_start: u64, byte_len: u32, crc32c: u32 },
     /// Offsets whose records key compaction removed entirely: nothing to read.
     Removed,
+    /// A [`EntryData::CleanedChunk`] that still holds tombstones, and the earliest delete
+    /// horizon among their batches (KIP-534): a key compaction pass is due once it passes.
+    /// (A variant of its own, after the others, so journals and snapshots written before it
+    /// still read.)
+    CleanedChunkWithTombstones {
+        object_id: ObjectId,
+        byte_start: u64,
+        byte_len: u32,
+        crc32c: u32,
+        delete_horizon_ms: i64,
+    },
 }
 
 /// Where an entry's bytes are in the object store.
@@ -186,10 +197,19 @@ impl IndexEntry {
             EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
                 Some(StoredChunk { object_id, byte_start, byte_len, crc32c, offsets_in_batches: false })
             }
-            EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
+            EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c }
+            | EntryData::CleanedChunkWithTombstones { object_id, byte_start, byte_len, crc32c, .. } => {
                 Some(StoredChunk { object_id, byte_start, byte_len, crc32c, offsets_in_batches: true })
             }
             EntryData::Marker(_) | EntryData::Removed => None,
+        }
+    }
+
+    /// When key compaction may drop the tombstones this entry holds, if it holds any.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        match self.data {
+            EntryData::CleanedChunkWithTombstones { delete_horizon_ms, .. } => Some(delete_horizon_ms),
+            _ => None,
         }
     }
 }

@@ -32,6 +32,46 @@ fn walks_the_records_of_every_codec() {
 }
 
 #[test]
+fn a_delete_horizon_becomes_the_base_timestamp_and_every_record_keeps_its_timestamp() {
+    for (from, _) in CODECS {
+        for (_, to) in CODECS {
+            let batch = encode_batch(6, from);
+            let header = BatchHeader::parse(&batch).expect("parses");
+            assert_eq!(header.delete_horizon(), None);
+            let payload = decompress(&header, &batch, 1 << 20).expect("decompresses");
+            let kept: Vec<RecordView> =
+                records(&payload).filter_map(Result::ok).filter(|r| r.offset_delta > 0).collect();
+            // Far past the records' timestamps, so every delta turns negative and takes more bytes.
+            let horizon = header.base_timestamp + 1_000_000_000_000;
+            let rebuilt = rebuild(&header, &batch, 100, &kept, to, Some(horizon)).expect("rebuilds");
+            let new_header = BatchHeader::parse(&rebuilt).expect("parses");
+            assert!(crc_matches(&rebuilt, &new_header));
+            assert_eq!(new_header.delete_horizon(), Some(horizon));
+            assert_eq!(new_header.first_timestamp(), header.max_timestamp);
+            assert_eq!((new_header.max_timestamp, new_header.record_count), (header.max_timestamp, 5));
+            let decoded = RecordBatchDecoder::decode(&mut rebuilt.clone()).expect("decodes").records;
+            let original = RecordBatchDecoder::decode(&mut batch.clone()).expect("decodes").records;
+            assert_eq!(decoded.len(), 5);
+            for r in &decoded {
+                let o = &original[(r.offset - 100) as usize];
+                assert_eq!((&r.key, &r.value, r.timestamp, &r.headers), (&o.key, &o.value, o.timestamp, &o.headers));
+            }
+            // Rebuilt again without a new horizon (a later pass), the horizon and timestamps stay.
+            let payload = decompress(&new_header, &rebuilt, 1 << 20).expect("decompresses");
+            let fewer: Vec<RecordView> = records(&payload).filter_map(Result::ok).skip(1).collect();
+            let again = rebuild(&new_header, &rebuilt, 100, &fewer, 0, None).expect("rebuilds");
+            let again_header = BatchHeader::parse(&again).expect("parses");
+            assert_eq!(again_header.delete_horizon(), Some(horizon));
+            let decoded = RecordBatchDecoder::decode(&mut again.clone()).expect("decodes").records;
+            assert_eq!(decoded.len(), 4);
+            for r in &decoded {
+                assert_eq!(r.timestamp, original[(r.offset - 100) as usize].timestamp);
+            }
+        }
+    }
+}
+
+#[test]
 fn a_rebuilt_batch_keeps_offsets_timestamps_and_values_in_any_codec() {
     for (from, _) in CODECS {
         for (_, to) in CODECS {
@@ -40,7 +80,7 @@ fn a_rebuilt_batch_keeps_offsets_timestamps_and_values_in_any_codec() {
             let payload = decompress(&header, &batch, 1 << 20).expect("decompresses");
             let kept: Vec<RecordView> =
                 records(&payload).filter_map(Result::ok).filter(|r| r.offset_delta % 2 == 1).collect();
-            let rebuilt = rebuild(&header, &batch, 100, &kept, to).expect("rebuilds");
+            let rebuilt = rebuild(&header, &batch, 100, &kept, to, None).expect("rebuilds");
             let new_header = BatchHeader::parse(&rebuilt).expect("parses");
             assert!(crc_matches(&rebuilt, &new_header));
             assert_eq!(new_header.compression(), to);
