@@ -14,6 +14,7 @@ static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
 use clap::Parser;
 
 fn main() -> anyhow::Result<()> {
+    alloc::keep_freed_buffers();
     let cli = cli::Cli::parse();
     match cli.command {
         cli::Command::Loadtest { args } => return cmd::companion::exec("floe-loadtest", args),

@@ -380,3 +380,51 @@ async fn clean(agent: &Agent, range: Range) -> Result<u64, String> {
         Err(NodeError::Unavailable(e)) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, VecDeque};
+
+    use floe_metadata::{Partition, Topic};
+
+    use super::*;
+
+    const NOW: i64 = 1_000_000;
+
+    /// A compacted topic with one partition: a cleaned entry (with tombstones whose horizon is
+    /// `horizon`, if any), then the log's last entry, which is never cleaned.
+    fn compacted_state(horizon: Option<i64>) -> State {
+        let (object_id, byte_start, byte_len, crc32c) = (1, 0, 100, 7);
+        let cleaned = match horizon {
+            Some(delete_horizon_ms) => {
+                EntryData::CleanedChunkWithTombstones { object_id, byte_start, byte_len, crc32c, delete_horizon_ms }
+            }
+            None => EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c },
+        };
+        let last = EntryData::Chunk { object_id, byte_start: 100, byte_len: 50, crc32c };
+        let entry = |base_offset, last_offset, data| IndexEntry { base_offset, last_offset, timestamp_max: 10, data };
+        let partition = Partition {
+            next_offset: 20,
+            index: VecDeque::from([entry(0, 9, cleaned), entry(10, 19, last)]),
+            index_bytes: 150,
+            ..Partition::default()
+        };
+        let configs = BTreeMap::from([("cleanup.policy".to_owned(), "compact".to_owned())]);
+        let topic_id = TopicId::from_u128(1);
+        let topic = Topic { name: "table".into(), topic_id, configs, partitions: vec![partition] };
+        let mut state = State::default();
+        state.topics.insert(topic_id, topic);
+        let object = floe_metadata::ObjectRecord { key: "o".into(), object_bytes: 150, reference_count: 2 };
+        state.objects.insert(object_id, object);
+        state
+    }
+
+    #[test]
+    fn a_clean_log_is_due_again_only_once_a_tombstone_horizon_passes() {
+        assert!(due_ranges(&compacted_state(None), NOW).is_empty(), "nothing dirty, no tombstones");
+        assert!(due_ranges(&compacted_state(Some(NOW + 1)), NOW).is_empty(), "horizon not reached");
+        let due = due_ranges(&compacted_state(Some(NOW - 1)), NOW);
+        assert_eq!(due.len(), 1, "horizon passed with nothing new written");
+        assert_eq!(due[0].entries.len(), 1, "the last entry stays out of the pass");
+    }
+}

@@ -41,6 +41,9 @@ pub(super) struct Side {
     /// From the start.
     pub(super) records_total: AtomicU64,
     pub(super) bytes_total: AtomicU64,
+    /// Nanoseconds from the base instant to the first measured event (`u64::MAX` before it): a
+    /// catch-up read's window starts there, not at the group join before it.
+    first_event_ns: AtomicU64,
     /// Nanoseconds from the base instant to the last measured event: the measured window's end.
     last_event_ns: AtomicU64,
     latency: Mutex<Latency>,
@@ -53,6 +56,7 @@ impl Side {
             bytes: AtomicU64::new(0),
             records_total: AtomicU64::new(0),
             bytes_total: AtomicU64::new(0),
+            first_event_ns: AtomicU64::new(u64::MAX),
             last_event_ns: AtomicU64::new(0),
             latency: Mutex::new(Latency { interval: histogram(), total: histogram() }),
         }
@@ -169,7 +173,7 @@ impl Stats {
         if measured {
             side.records.fetch_add(1, Ordering::Relaxed);
             side.bytes.fetch_add(bytes, Ordering::Relaxed);
-            side.last_event_ns.fetch_max(self.now_ns(), Ordering::Relaxed);
+            self.measured_event(side);
         }
         if let Ok(mut l) = side.latency.lock() {
             l.interval.saturating_record(us);
@@ -188,7 +192,7 @@ impl Stats {
         if Instant::now() >= self.warmup_end() {
             side.records.fetch_add(1, Ordering::Relaxed);
             side.bytes.fetch_add(bytes, Ordering::Relaxed);
-            side.last_event_ns.fetch_max(self.now_ns(), Ordering::Relaxed);
+            self.measured_event(side);
         }
         let Some(sent) = sent_wall_us else { return };
         let us = wall_micros().saturating_sub(sent).clamp(1, LATENCY_US_MAX);
@@ -226,10 +230,20 @@ impl Stats {
         self.errors.lock().map(|e| e.clone()).unwrap_or_default()
     }
 
+    /// From the end of the warm-up, or the first measured event if later (a catch-up read's
+    /// consumer first joins its group), to the last.
     fn measured_seconds(&self, side: &Side) -> f64 {
         let end = side.last_event_ns.load(Ordering::Relaxed);
-        let from = self.warmup_end().duration_since(self.base).as_nanos() as u64;
+        let warmup_end = self.warmup_end().duration_since(self.base).as_nanos() as u64;
+        let first = side.first_event_ns.load(Ordering::Relaxed);
+        let from = if first == u64::MAX { warmup_end } else { warmup_end.max(first) };
         end.saturating_sub(from) as f64 / 1e9
+    }
+
+    fn measured_event(&self, side: &Side) {
+        let now = self.now_ns();
+        side.first_event_ns.fetch_min(now, Ordering::Relaxed);
+        side.last_event_ns.fetch_max(now, Ordering::Relaxed);
     }
 
     pub(super) fn produce_measured_seconds(&self) -> f64 {
