@@ -5,12 +5,14 @@
 //! - A miss reads the whole block with one ranged GET; concurrent misses on one block share it.
 //! - Reading a block prefetches the next one, so a sequential reader finds it cached.
 //! - A chunk is assembled from its blocks and checked against the CRC-32C recorded at write
-//!   time, so a damaged cache entry is never served.
+//!   time, so a damaged cache entry is never served. Blocks this agent wrote itself never left
+//!   its memory and are marked as such ([`ChunkView::written_here`]): a reader may skip
+//!   checking them again.
 
 use std::path::PathBuf;
 
 use bytes::{Bytes, BytesMut};
-use foyer::{BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder, RecoverMode};
+use foyer::{BlockEngineConfig, Code, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder, RecoverMode};
 
 use crate::error::{ReadChunkError, StorageError};
 use crate::segment::ChunkRef;
@@ -30,7 +32,31 @@ pub struct BlockCacheConfig {
 /// Cached blocks keyed by `"{object key}#{block index}"`; cheap to clone.
 #[derive(Clone)]
 pub struct BlockCache {
-    cache: HybridCache<String, Bytes>,
+    cache: HybridCache<String, CachedBlock>,
+}
+
+/// A block's bytes, and whether this agent wrote them (its produce path checked every batch in
+/// them) rather than read them from the object store or the disk tier.
+#[derive(Clone, Debug)]
+struct CachedBlock {
+    bytes: Bytes,
+    written_here: bool,
+}
+
+/// On disk a block is its bytes only (as foyer stores `Bytes`), so it reads back as not written
+/// here: the disk may have damaged it.
+impl Code for CachedBlock {
+    fn encode(&self, writer: &mut impl std::io::Write) -> foyer::Result<()> {
+        self.bytes.encode(writer)
+    }
+
+    fn decode(reader: &mut impl std::io::Read) -> foyer::Result<Self> {
+        Ok(Self { bytes: Bytes::decode(reader)?, written_here: false })
+    }
+
+    fn estimated_size(&self) -> usize {
+        self.bytes.estimated_size()
+    }
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -75,7 +101,7 @@ impl BlockCache {
             // Entries in memory at shutdown go to disk, so a restarted agent keeps them.
             .with_flush_on_close(true)
             .memory(memory)
-            .with_weighter(|key: &String, value: &Bytes| key.len() + value.len())
+            .with_weighter(|key: &String, value: &CachedBlock| key.len() + value.bytes.len())
             .storage();
         let builder = match &config.disk {
             Some((dir, bytes)) => {
@@ -112,14 +138,15 @@ impl BlockCache {
                 block.extend_from_slice(&rest[..take]);
                 rest = &rest[take..];
                 if block.len() == BLOCK_BYTES as usize {
-                    self.cache.insert(block_key(key, index), block.split().freeze());
+                    let bytes = block.split().freeze();
+                    self.cache.insert(block_key(key, index), CachedBlock { bytes, written_here: true });
                     index += 1;
                 }
             }
         }
         // The last, partial block: a reader's GET of it would end at the object's end too.
         if !block.is_empty() {
-            self.cache.insert(block_key(key, index), block.freeze());
+            self.cache.insert(block_key(key, index), CachedBlock { bytes: block.freeze(), written_here: true });
         }
     }
 
@@ -131,7 +158,7 @@ impl BlockCache {
         object_bytes: u64,
         index: u64,
         cause: Cause,
-    ) -> Result<Bytes, StorageError> {
+    ) -> Result<CachedBlock, StorageError> {
         let start = index * BLOCK_BYTES;
         let end = (start + BLOCK_BYTES).min(object_bytes);
         let store = store.clone();
@@ -140,7 +167,8 @@ impl BlockCache {
             .cache
             .get_or_fetch(&block_key(key, index), move || async move {
                 metrics::BLOCK_GETS.with_label_values(&[cause.label()]).inc();
-                store.get_range(&path_key, start..end).await
+                let bytes = store.get_range(&path_key, start..end).await?;
+                Ok::<_, StorageError>(CachedBlock { bytes, written_here: false })
             })
             .await
             .map_err(|e| StorageError::Io(std::io::Error::other(e.to_string())))?;
@@ -179,7 +207,7 @@ pub struct ChunkView {
     chunk: ChunkRef,
     object_bytes: u64,
     /// Blocks loaded so far, by index; a chunk spans few blocks.
-    blocks: Vec<(u64, Bytes)>,
+    blocks: Vec<(u64, CachedBlock)>,
 }
 
 impl ChunkView {
@@ -210,7 +238,7 @@ impl ChunkView {
         let blocks = blocks_of(start, end - start);
         let mut parts = Vec::new();
         for index in blocks {
-            let block = self.block(index).await?;
+            let block = self.block(index).await?.bytes;
             let block_start = index * BLOCK_BYTES;
             let from = start.max(block_start) - block_start;
             let to = end.min(block_start + BLOCK_BYTES) - block_start;
@@ -231,7 +259,15 @@ impl ChunkView {
         }
     }
 
-    async fn block(&mut self, index: u64) -> Result<Bytes, ReadChunkError> {
+    /// Whether every block holding bytes `range` of the chunk (loaded by [`Self::slice`]) was
+    /// written by this agent.
+    pub fn written_here(&self, range: std::ops::Range<u64>) -> bool {
+        let start = self.chunk.byte_start + range.start;
+        blocks_of(start, range.end.saturating_sub(range.start))
+            .all(|index| self.blocks.iter().any(|(i, block)| *i == index && block.written_here))
+    }
+
+    async fn block(&mut self, index: u64) -> Result<CachedBlock, ReadChunkError> {
         if let Some((_, block)) = self.blocks.iter().find(|(i, _)| *i == index) {
             return Ok(block.clone());
         }

@@ -117,3 +117,52 @@ async fn a_view_slices_any_range_of_a_chunk_and_refuses_ranges_past_it() {
         assert!(matches!(view.slice(0..len + 1).await, Err(ReadChunkError::Truncated { .. })));
     }
 }
+
+#[tokio::test]
+async fn only_blocks_this_agent_wrote_count_as_written_here_and_the_disk_tier_forgets_it() {
+    let store = SegmentStore::open(&ObjectStoreConfig {
+        url: "memory://".into(),
+        s3_endpoint: None,
+        latency: None,
+        faults: None,
+    })
+    .expect("store");
+    let (object, _) = object();
+    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
+    let key = SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+    // The chunk across the block boundary, read whole.
+    let empty = SegmentStore::open(&ObjectStoreConfig {
+        url: "memory://".into(),
+        s3_endpoint: None,
+        latency: None,
+        faults: None,
+    })
+    .expect("store");
+    let written_here = |cache: BlockCache, store: &SegmentStore| {
+        let (store, chunk) = (store.clone(), chunk_ref(&key, &chunks[1]));
+        async move {
+            let mut view = cache.view(&store, chunk, object_bytes);
+            let len = view.len();
+            view.slice(0..len).await.expect("slice");
+            view.written_here(0..len)
+        }
+    };
+    let cold = memory_cache(64 << 20).await;
+    assert!(!written_here(cold, &store).await, "read from the store");
+    let warm = memory_cache(64 << 20).await;
+    warm.insert_object(&key, &parts);
+    assert!(written_here(warm, &empty).await, "the writer's own copy");
+
+    let dir = std::env::temp_dir().join(format!("floe-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = BlockCacheConfig { memory_bytes: 64 << 20, disk: Some((dir.clone(), 256 << 20)) };
+    let hybrid = BlockCache::open(&config).await.expect("cache");
+    hybrid.insert_object(&key, &parts);
+    hybrid.close().await;
+    let reopened = BlockCache::open(&config).await.expect("cache");
+    // The store used here does not hold the object: the bytes come from the disk tier.
+    assert!(!written_here(reopened, &empty).await, "read back from the disk tier");
+    let _ = std::fs::remove_dir_all(&dir);
+}
