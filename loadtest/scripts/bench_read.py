@@ -101,6 +101,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gib", type=float, default=1.0, help="GiB written once and read back")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--hot-only", action="store_true", help="only the hot-tier reads (quick A/B of the read path)")
     args = p.parse_args()
     if not 0 < args.gib <= 16 or not 1 <= args.runs <= 10:
         raise SystemExit("--gib must be in (0, 16] and --runs in 1..10")
@@ -115,6 +116,10 @@ def main():
                  "--record-bytes", "65536", "--rate", "2048", "--duration", f"{seconds}s", "--warmup", "0s")
         hot = [read_once(floe, "read") for _ in range(args.runs)]
         print(f"hot: {hot}", file=sys.stderr)
+        if args.hot_only:
+            print(json.dumps({"cores": os.cpu_count(), "gib": args.gib,
+                              "hot": {k: statistics.median(r[k] for r in hot) for k in hot[0]}}, indent=2))
+            return
         cold = []
         for _ in range(args.runs):
             floe.stop()

@@ -113,10 +113,10 @@ fn consume_until_stopped(args: &RunArgs, stats: &Stats, plan: &Plan) -> anyhow::
                 Isolation::ReadUncommitted => "read_uncommitted",
             },
         )
-        .set("enable.partition.eof", "true")
-        .set("fetch.max.bytes", "52428800")
-        .set("max.partition.fetch.bytes", "10485760")
-        .set("queued.max.messages.kbytes", "262144");
+        // Fetch sizes stay librdkafka's defaults (1 MiB per partition): with 10 MiB the client
+        // spent half its time faulting in each response's fresh buffer and catch-up reads of
+        // the hot tier measured half as fast (docs/BENCHMARKS.md).
+        .set("enable.partition.eof", "true");
     for (key, value) in args.client_config.iter().chain(&args.consumer_config) {
         config.set(key, value);
     }
