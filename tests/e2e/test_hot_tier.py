@@ -1,9 +1,11 @@
 """The hot tier (block cache) in front of the object store, measured with Floe's own metrics:
 tail reads of what the agent just wrote cost no GET; several consumer groups reading the same
-cold data cost about one read of it; a disk tier keeps its blocks across a clean restart."""
+cold data cost about one read of it; a disk tier keeps its blocks across a clean restart, and a
+block damaged on that disk is never served."""
 
 from __future__ import annotations
 
+import mmap
 import time
 import urllib.request
 
@@ -42,7 +44,9 @@ def produce(bootstrap: str, topic: str, partitions: int, count: int):
     assert p.flush(120) == 0 and not errors, f"produce failed: {errors[:3]}"
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, count: int, group: str, timeout: float = 120) -> int:
+def consume_all(bootstrap: str, topic: str, partitions: int, count: int, group: str, timeout: float = 120,
+                value: bytes | None = None) -> int:
+    """Reads `count` records from offset 0; with `value`, every record must carry it."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                   "enable.auto.commit": False, "fetch.max.bytes": 8 * 1024 * 1024})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -52,6 +56,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, group: 
         while seen < count and time.monotonic() < deadline:
             m = c.poll(0.5)
             if m is not None and not m.error():
+                assert value is None or m.value() == value, f"record {m.partition()}/{m.offset()} was altered"
                 seen += 1
     finally:
         c.close()
@@ -101,3 +106,40 @@ def test_the_disk_tier_keeps_its_blocks_across_a_clean_restart(floe_factory, tmp
     consume_all(floe.bootstrap, topic, 2, 1000, unique_name("disk"))
     after = gets(floe)
     assert after == before, f"reads after a restart went to the object store: {before} -> {after}"
+
+
+def damage(cache_dir) -> int:
+    """Flips one byte of a record value about every MiB across the disk tier's files; returns
+    how many were flipped."""
+    pattern, flipped = b"v" * RECORD, 0
+    for path in (p for p in cache_dir.rglob("*") if p.is_file() and p.stat().st_size > 0):
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as data:
+            at = data.find(pattern)
+            while at >= 0:
+                data[at + RECORD // 2] = ord("w")
+                flipped += 1
+                at = data.find(pattern, at + 2**20)
+    return flipped
+
+
+def test_a_damaged_block_on_the_disk_tier_is_never_served(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    cache_dir = tmp_path / "cache"
+    floe = floe_factory.new("floe", object_store=f"file://{objects}",
+                            extra_args=["--cache-dir", str(cache_dir), "--cache-disk-bytes", str(512 * 2**20)])
+    topic = unique_name("hot-damaged")
+    create_topic(floe.bootstrap, topic, 2)
+    produce(floe.bootstrap, topic, 2, 1000)
+    floe.stop()  # SIGTERM: memory blocks are written to the disk tier
+    flipped = damage(cache_dir)
+    assert flipped > 0, "no record bytes found in the disk tier"
+    floe.start()
+    before = gets(floe)
+    # A damaged entry fails foyer's own checksum and reads as a miss; past that, blocks read back
+    # from disk are checked batch by batch (unlike the writer's own copy; see the storage unit
+    # test `only_blocks_this_agent_wrote_count_as_written_here...`). Either way the block is read
+    # again from the object store, never served.
+    consume_all(floe.bootstrap, topic, 2, 1000, unique_name("damaged"), value=b"v" * RECORD)
+    requests = gets(floe)[0] - before[0]
+    print(f"flipped {flipped} bytes in the disk tier; {requests:.0f} GETs to read around them")
+    assert requests > 0, "damaged blocks must be read again from the object store"
