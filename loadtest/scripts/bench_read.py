@@ -102,12 +102,14 @@ def main():
     p.add_argument("--gib", type=float, default=1.0, help="GiB written once and read back")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--hot-only", action="store_true", help="only the hot-tier reads (quick A/B of the read path)")
+    p.add_argument("--flush-interval-ms", type=int, help="the agent's flush interval (default: floe dev's)")
     args = p.parse_args()
     if not 0 < args.gib <= 16 or not 1 <= args.runs <= 10:
         raise SystemExit("--gib must be in (0, 16] and --runs in 1..10")
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
-    floe = Floe(["--cache-bytes", str(int(args.gib * 2**30 * 1.5))])
+    flush = ["--flush-interval-ms", str(args.flush_interval_ms)] if args.flush_interval_ms else []
+    floe = Floe(["--cache-bytes", str(int(args.gib * 2**30 * 1.5)), *flush])
     floe.start()
     try:
         # 64 KiB records at 2048/s (128 MiB/s): the topic holds about --gib GiB.

@@ -3,6 +3,7 @@
 //!
 //! - The agent that wrote an object caches its blocks, so tail consumers cause no GET.
 //! - A miss reads the whole block with one ranged GET; concurrent misses on one block share it.
+//!   A small last block of an object comes with the block before it.
 //! - Reading a block prefetches the next one, so a sequential reader finds it cached.
 //! - A chunk is assembled from its blocks and checked against the CRC-32C recorded at write
 //!   time, so a damaged cache entry is never served. Blocks this agent wrote itself never left
@@ -20,6 +21,10 @@ use crate::{SegmentKey, SegmentStore, metrics};
 
 /// Bytes per cached block: a miss costs one GET of this size (at most 256 GETs per GiB read).
 pub const BLOCK_BYTES: u64 = 4 * 1024 * 1024;
+
+/// An object's last block, when no larger than this, is read with the block before it: one GET
+/// instead of two for the tail (and footer) of every object that is not a whole number of blocks.
+const TAIL_WITH_PREVIOUS_BYTES_MAX: u64 = 1024 * 1024;
 
 /// Where and how much to cache.
 #[derive(Clone, Debug, Default)]
@@ -161,13 +166,18 @@ impl BlockCache {
     ) -> Result<CachedBlock, StorageError> {
         let start = index * BLOCK_BYTES;
         let end = (start + BLOCK_BYTES).min(object_bytes);
-        let store = store.clone();
-        let path_key = key.clone();
+        let tail = object_bytes - end;
+        let with_tail = tail > 0 && tail <= TAIL_WITH_PREVIOUS_BYTES_MAX;
+        let (store, path_key, cache) = (store.clone(), key.clone(), self.cache.clone());
         let entry = self
             .cache
             .get_or_fetch(&block_key(key, index), move || async move {
                 metrics::BLOCK_GETS.with_label_values(&[cause.label()]).inc();
-                let bytes = store.get_range(&path_key, start..end).await?;
+                let mut bytes = store.get_range(&path_key, start..if with_tail { object_bytes } else { end }).await?;
+                if with_tail && bytes.len() as u64 > BLOCK_BYTES {
+                    let tail = CachedBlock { bytes: bytes.split_off(BLOCK_BYTES as usize), written_here: false };
+                    cache.insert(block_key(&path_key, index + 1), tail);
+                }
                 Ok::<_, StorageError>(CachedBlock { bytes, written_here: false })
             })
             .await

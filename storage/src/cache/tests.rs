@@ -166,3 +166,24 @@ async fn only_blocks_this_agent_wrote_count_as_written_here_and_the_disk_tier_fo
     assert!(!written_here(reopened, &empty).await, "read back from the disk tier");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_small_last_block_comes_with_the_block_before_it() {
+    let config = ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None, faults: None };
+    let (store, empty) = (SegmentStore::open(&config).expect("store"), SegmentStore::open(&config).expect("store"));
+    // Chunks 0 and 1 end in block 0 and just past it; chunk 2 and the footer are the object's
+    // small last block.
+    let (object, datas) = object();
+    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    assert!(object_bytes > BLOCK_BYTES && object_bytes - BLOCK_BYTES <= TAIL_WITH_PREVIOUS_BYTES_MAX);
+    let key = SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+    let cache = memory_cache(64 << 20).await;
+    // Block 0 alone (no prefetch): its GET brings the last block too, so chunk 2 reads from the
+    // cache with a store that does not hold the object.
+    cache.block(&store, &key, object_bytes, 0, Cause::Miss).await.expect("block 0");
+    let third = cache.read_chunk(&empty, &chunk_ref(&key, &chunks[2]), object_bytes).await.expect("from the cache");
+    assert_eq!(&third, &datas[2]);
+    let second = cache.read_chunk(&empty, &chunk_ref(&key, &chunks[1]), object_bytes).await.expect("across both");
+    assert_eq!(&second, &datas[1]);
+}
