@@ -7,6 +7,8 @@
 mod alloc;
 mod cli;
 mod cmd;
+#[expect(unsafe_code, reason = "mallopt, once at start; see heap.rs")]
+mod heap;
 
 #[global_allocator]
 static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
@@ -14,7 +16,7 @@ static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
 use clap::Parser;
 
 fn main() -> anyhow::Result<()> {
-    alloc::keep_freed_buffers();
+    heap::keep_freed_buffers();
     let cli = cli::Cli::parse();
     match cli.command {
         cli::Command::Loadtest { args } => return cmd::companion::exec("floe-loadtest", args),

@@ -93,15 +93,23 @@ def test_three_groups_reading_cold_data_cost_about_one_read(floe_factory, tmp_pa
     assert requests <= data_bytes / (4 * 2**20) + 40, f"{requests:.0f} GETs: blocks of 4 MiB expected"
 
 
-def test_the_disk_tier_keeps_its_blocks_across_a_clean_restart(floe_factory, tmp_path):
+def written_with_a_disk_tier(floe_factory, tmp_path, prefix: str):
+    """A `floe dev` with a disk tier that wrote 1000 records to a 2-partition topic and was then
+    stopped with SIGTERM, so its memory blocks went to the disk tier: (floe, topic, cache dir)."""
     objects = tmp_path / "objects"
     cache_dir = tmp_path / "cache"
     floe = floe_factory.new("floe", object_store=f"file://{objects}",
                             extra_args=["--cache-dir", str(cache_dir), "--cache-disk-bytes", str(512 * 2**20)])
-    topic = unique_name("hot-disk")
+    topic = unique_name(prefix)
     create_topic(floe.bootstrap, topic, 2)
     produce(floe.bootstrap, topic, 2, 1000)
-    floe.restart(hard=False)  # SIGTERM: memory blocks are written to the disk tier
+    floe.stop()
+    return floe, topic, cache_dir
+
+
+def test_the_disk_tier_keeps_its_blocks_across_a_clean_restart(floe_factory, tmp_path):
+    floe, topic, _ = written_with_a_disk_tier(floe_factory, tmp_path, "hot-disk")
+    floe.start()
     before = gets(floe)
     consume_all(floe.bootstrap, topic, 2, 1000, unique_name("disk"))
     after = gets(floe)
@@ -123,14 +131,7 @@ def damage(cache_dir) -> int:
 
 
 def test_a_damaged_block_on_the_disk_tier_is_never_served(floe_factory, tmp_path):
-    objects = tmp_path / "objects"
-    cache_dir = tmp_path / "cache"
-    floe = floe_factory.new("floe", object_store=f"file://{objects}",
-                            extra_args=["--cache-dir", str(cache_dir), "--cache-disk-bytes", str(512 * 2**20)])
-    topic = unique_name("hot-damaged")
-    create_topic(floe.bootstrap, topic, 2)
-    produce(floe.bootstrap, topic, 2, 1000)
-    floe.stop()  # SIGTERM: memory blocks are written to the disk tier
+    floe, topic, cache_dir = written_with_a_disk_tier(floe_factory, tmp_path, "hot-damaged")
     flipped = damage(cache_dir)
     assert flipped > 0, "no record bytes found in the disk tier"
     floe.start()

@@ -6,6 +6,12 @@ use super::*;
 use crate::ObjectStoreConfig;
 use crate::segment::{ChunkStats, SegmentWriter, TopicPartition};
 
+/// An empty in-memory object store of its own.
+fn memory_store() -> SegmentStore {
+    let config = ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None, faults: None };
+    SegmentStore::open(&config).expect("store")
+}
+
 async fn memory_cache(bytes: u64) -> BlockCache {
     BlockCache::open(&BlockCacheConfig { memory_bytes: bytes, disk: None }).await.expect("cache")
 }
@@ -31,13 +37,7 @@ fn chunk_ref(key: &SegmentKey, e: &crate::ChunkEntry) -> ChunkRef {
 
 #[tokio::test]
 async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_copy() {
-    let store = SegmentStore::open(&ObjectStoreConfig {
-        url: "memory://".into(),
-        s3_endpoint: None,
-        latency: None,
-        faults: None,
-    })
-    .expect("store");
+    let store = memory_store();
     let (object, datas) = object();
     let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
     let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
@@ -52,13 +52,7 @@ async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_co
     // The writer's copy: readable with the object gone from the store.
     let warm = memory_cache(64 << 20).await;
     warm.insert_object(&key, &parts);
-    let other = SegmentStore::open(&ObjectStoreConfig {
-        url: "memory://".into(),
-        s3_endpoint: None,
-        latency: None,
-        faults: None,
-    })
-    .expect("store");
+    let other = memory_store();
     for (entry, data) in chunks.iter().zip(&datas) {
         assert_eq!(&warm.read_chunk(&other, &chunk_ref(&key, entry), object_bytes).await.expect("cached"), data);
     }
@@ -66,13 +60,7 @@ async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_co
 
 #[tokio::test]
 async fn a_damaged_block_is_refused_and_dropped() {
-    let store = SegmentStore::open(&ObjectStoreConfig {
-        url: "memory://".into(),
-        s3_endpoint: None,
-        latency: None,
-        faults: None,
-    })
-    .expect("store");
+    let store = memory_store();
     let (object, datas) = object();
     let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
     let mut parts: Vec<Bytes> = object.payload.iter().cloned().collect();
@@ -94,13 +82,7 @@ async fn a_damaged_block_is_refused_and_dropped() {
 
 #[tokio::test]
 async fn a_view_slices_any_range_of_a_chunk_and_refuses_ranges_past_it() {
-    let store = SegmentStore::open(&ObjectStoreConfig {
-        url: "memory://".into(),
-        s3_endpoint: None,
-        latency: None,
-        faults: None,
-    })
-    .expect("store");
+    let store = memory_store();
     let (object, datas) = object();
     let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
     let key = SegmentKey::generate();
@@ -120,26 +102,14 @@ async fn a_view_slices_any_range_of_a_chunk_and_refuses_ranges_past_it() {
 
 #[tokio::test]
 async fn only_blocks_this_agent_wrote_count_as_written_here_and_the_disk_tier_forgets_it() {
-    let store = SegmentStore::open(&ObjectStoreConfig {
-        url: "memory://".into(),
-        s3_endpoint: None,
-        latency: None,
-        faults: None,
-    })
-    .expect("store");
+    let store = memory_store();
     let (object, _) = object();
     let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
     let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate();
     store.put_segment(&key, object).await.expect("put");
     // The chunk across the block boundary, read whole.
-    let empty = SegmentStore::open(&ObjectStoreConfig {
-        url: "memory://".into(),
-        s3_endpoint: None,
-        latency: None,
-        faults: None,
-    })
-    .expect("store");
+    let empty = memory_store();
     let written_here = |cache: BlockCache, store: &SegmentStore| {
         let (store, chunk) = (store.clone(), chunk_ref(&key, &chunks[1]));
         async move {
@@ -169,8 +139,7 @@ async fn only_blocks_this_agent_wrote_count_as_written_here_and_the_disk_tier_fo
 
 #[tokio::test]
 async fn a_small_last_block_comes_with_the_block_before_it() {
-    let config = ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None, faults: None };
-    let (store, empty) = (SegmentStore::open(&config).expect("store"), SegmentStore::open(&config).expect("store"));
+    let (store, empty) = (memory_store(), memory_store());
     // Chunks 0 and 1 end in block 0 and just past it; chunk 2 and the footer are the object's
     // small last block.
     let (object, datas) = object();

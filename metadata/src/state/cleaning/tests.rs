@@ -160,13 +160,13 @@ proptest::proptest! {
 #[test]
 fn a_chunk_with_tombstones_keeps_its_delete_horizon_and_old_encodings_stay_readable() {
     let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3), write("o3", 1)]);
-    let with_tombstones = CleanedEntry {
-        base_offset: 2,
+    let with_tombstones = |base_offset, byte_start| CleanedEntry {
+        base_offset,
         last_offset: 4,
         timestamp_max: 7,
-        data: CleanedData::ChunkWithTombstones { byte_start: 30, byte_len: 20, crc32c: 1, delete_horizon_ms: 99 },
+        data: CleanedData::ChunkWithTombstones { byte_start, byte_len: 20, crc32c: 1, delete_horizon_ms: 99 },
     };
-    let range = range_of(&state, 2, Some(("k1", 50)), vec![chunk(0, 1, 0, 30), with_tombstones]);
+    let range = range_of(&state, 2, Some(("k1", 50)), vec![chunk(0, 1, 0, 30), with_tombstones(2, 30)]);
     assert_eq!(state.apply(10, Command::CleanKeys(range)), Ok(Outcome::Done));
     let log = state.partition(topic_id(0), 0).expect("exists");
     let horizons: Vec<Option<i64>> = log.index.iter().map(|e| e.delete_horizon_ms()).collect();
@@ -175,12 +175,7 @@ fn a_chunk_with_tombstones_keeps_its_delete_horizon_and_old_encodings_stay_reada
     assert_eq!(state.objects.values().find(|o| o.key == "k1").map(|o| o.reference_count), Some(2));
     // Out of its object: refused like any chunk.
     let (mut state, _) = run(vec![create("a", 0, 1), write("o1", 2), write("o2", 3), write("o3", 1)]);
-    let outside = CleanedEntry {
-        base_offset: 0,
-        last_offset: 4,
-        timestamp_max: 7,
-        data: CleanedData::ChunkWithTombstones { byte_start: 40, byte_len: 20, crc32c: 1, delete_horizon_ms: 99 },
-    };
+    let outside = with_tombstones(0, 40);
     assert!(state.apply(10, Command::CleanKeys(range_of(&state, 2, Some(("k1", 50)), vec![outside]))).is_err());
     // The new variants come after the old ones, so journals and snapshots written before them
     // decode as they did.
