@@ -310,12 +310,14 @@ async fn clean(agent: &Agent, range: Range) -> Result<u64, String> {
         if entry.chunk().is_none() {
             continue;
         }
+        // Only a horizon a pass wrote counts: a producer may set the attribute bit on its own.
+        let cleaned_before = entry.chunk().is_some_and(|c| c.offsets_in_batches);
         let mut kept_batches = Vec::new();
         for_each_batch(agent, &range, entry, object, |base, header, batch, views| {
             // KIP-534: a tombstone stays for `delete.retention.ms` after the pass that first
             // kept it (which writes that horizon into its batch), not after its own timestamp,
             // so a consumer reading the log from the start sees it however old it was.
-            let horizon = header.delete_horizon();
+            let horizon = header.delete_horizon().filter(|_| cleaned_before);
             let expired = horizon.is_some_and(|h| now_ms > h);
             let total = views.len();
             let kept: Vec<RecordView> = views
