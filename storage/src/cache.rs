@@ -40,8 +40,8 @@ pub struct BlockCache {
     cache: HybridCache<String, CachedBlock>,
 }
 
-/// A block's bytes, and whether this agent wrote them (its produce path checked every batch in
-/// them) rather than read them from the object store or the disk tier.
+/// A block's bytes, and whether this agent wrote them (every batch in them was checked at produce
+/// or built by compaction here) rather than read them from the object store or the disk tier.
 #[derive(Clone, Debug)]
 struct CachedBlock {
     bytes: Bytes,

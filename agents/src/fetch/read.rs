@@ -242,7 +242,8 @@ async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: 
             Want::Skip => {}
             Want::Take => {
                 let batch = view.slice(at..end).await?;
-                // Bytes this agent wrote were checked when produced and never left its memory.
+                // Bytes this agent wrote were checked at produce (or built by its compaction) and
+                // never left its memory.
                 if !view.written_here(at..end) && !record_batch::crc_matches(&batch, &header) {
                     return Err(view.damaged().into());
                 }
