@@ -62,18 +62,29 @@ pub fn partition_leader(agents: &[AgentInfo], topic_id: TopicId, partition: i32)
     let mut key = [0u8; 20];
     key[..16].copy_from_slice(topic_id.as_bytes());
     key[16..20].copy_from_slice(&partition.to_be_bytes());
-    let partition_hash = u64::from(crc32c::crc32c(&key));
+    rendezvous(agents, u64::from(crc32c::crc32c(&key))).map_or(-1, |a| a.agent_id)
+}
+
+/// The agent named coordinator of a group or transactional id (`key`, as stored): the same
+/// agent whichever agent is asked, so a client keeps one coordinator connection and its
+/// pipelined commits travel, and are stamped, in the order it sent them.
+pub fn coordinator<'a>(agents: &'a [AgentInfo], key: &str) -> Option<&'a AgentInfo> {
+    rendezvous(agents, u64::from(crc32c::crc32c(key.as_bytes())))
+}
+
+/// The agent with the highest rendezvous score for `key_hash`.
+fn rendezvous(agents: &[AgentInfo], key_hash: u64) -> Option<&AgentInfo> {
     // CRC is linear, so scores are mixed with a 64-bit finalizer (MurmurHash3's fmix64) to make
     // each agent's score independent of the others'.
     let score = |agent_id: i32| {
-        let mut h = partition_hash ^ (u64::from(agent_id as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut h = key_hash ^ (u64::from(agent_id as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         h ^= h >> 33;
         h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
         h ^= h >> 33;
         h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
         h ^ (h >> 33)
     };
-    agents.iter().map(|a| a.agent_id).max_by_key(|id| (score(*id), *id)).unwrap_or(-1)
+    agents.iter().max_by_key(|a| (score(a.agent_id), a.agent_id))
 }
 
 #[cfg(test)]
@@ -113,5 +124,21 @@ mod tests {
                 assert_eq!(after, *before, "partition {p} moved although its leader stayed");
             }
         }
+    }
+
+    #[test]
+    fn every_agent_names_the_same_coordinator_and_groups_spread() {
+        let three = agents(&[1, 2, 3]);
+        let mut reversed = three.clone();
+        reversed.reverse();
+        let mut counts = [0usize; 4];
+        for g in 0..300 {
+            let key = format!("acme~group-{g}");
+            let chosen = coordinator(&three, &key).map(|a| a.agent_id);
+            assert_eq!(chosen, coordinator(&reversed, &key).map(|a| a.agent_id), "order of the agent list matters");
+            counts[chosen.unwrap_or(0) as usize] += 1;
+        }
+        assert!(counts[1..].iter().all(|n| (60..=140).contains(n)), "coordinators per agent: {counts:?}");
+        assert!(coordinator(&[], "g").is_none());
     }
 }

@@ -268,3 +268,38 @@ def test_group_members_carry_on_across_a_metadata_leader_failover(cluster):
     for before, after in zip(history, history[1:]):
         for p, offset in before.items():
             assert after.get(p, offset) >= offset, f"partition {p}: committed offset went back {before} -> {after}"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("pause", [0.0, 0.005], ids=["burst", "spread"])
+def test_pipelined_commits_stay_in_order_across_agents_and_a_leader_kill(cluster, pause):
+    """Issue 32, finding 2, on a cluster: a member commits 1,000 times asynchronously through
+    agent 1 while the metadata leader is SIGKILLed; once its last commit is acknowledged, its own
+    `committed()` and an admin client on agent 2 both read that last offset."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from conftest import produce
+    from test_groups import no_initial_delay, pipelined_commits, records
+    no_initial_delay(cluster.bootstrap(1))
+    topic, group, n = unique_name("ccommit"), unique_name("g"), 1000
+    create_topic(cluster.bootstrap(1), topic, 1)
+    produce(cluster.bootstrap(1), topic, records(n, 1, "cc"))
+    killed = []
+
+    def kill_leader_once(consumed):
+        if consumed == 300 and not killed:
+            killed.append(cluster.leader())
+            cluster.meta[killed[0]].kill()
+
+    # In a burst, hundreds of commits are in flight at the kill; spread out (5 ms after each
+    # record), the commits after it span the election and the new leader.
+    acked, failed, got = pipelined_commits(cluster.bootstrap(1), topic, group, n, kill_leader_once, timeout=200,
+                                           pause=pause)
+    assert killed, "the leader was never killed"
+    assert acked == sorted(acked), f"commits were acknowledged out of order: {acked[:20]}..."
+    leader = cluster.leader(exclude=killed)
+    print(f"killed metadata node {killed[0]}; leader now {leader}; {len(failed)} commits failed")
+    assert got == n, f"committed() answered {got} after the commit of {n} was acknowledged ({len(failed)} failed)"
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    listed = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])
+    assert [tp.offset for tp in listed[group].result(20).topic_partitions] == [n]

@@ -336,3 +336,77 @@ def test_kip848_static_member_restart_keeps_its_partitions(floe):
         for m in (a, b):
             if m.p.poll() is None:
                 m.kill(signal.SIGTERM)
+
+
+def pipelined_commits(bootstrap, topic, group, n, on_consumed=None, timeout=120, pause=0.0):
+    """Consumes `n` records of partition 0 as a group member and commits each one asynchronously
+    right after it is read (librdkafka pipelines these on the coordinator connection). Returns
+    the offsets the commit callbacks reported committed, the failures they reported, and what
+    `committed()` answers once the last commit was acknowledged. `pause` spreads the commits out
+    in time (seconds after each)."""
+    from confluent_kafka import Consumer, TopicPartition
+    acked, failed = [], []
+
+    def on_commit(err, partitions):
+        if err is not None:
+            failed.append(str(err))
+            return
+        for tp in partitions:
+            (failed.append(str(tp.error)) if tp.error else acked.append(tp.offset))
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "on_commit": on_commit, "session.timeout.ms": 30000,
+                  "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500})
+    try:
+        c.subscribe([topic])
+        consumed, deadline = 0, time.monotonic() + timeout
+        while consumed < n and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            c.commit(message=msg, asynchronous=True)
+            consumed += 1
+            if pause:
+                time.sleep(pause)
+            if on_consumed:
+                on_consumed(consumed)
+        assert consumed == n, f"consumed {consumed} of {n}"
+        # A commit may fail while the coordinator moves (the caller is told); as an application
+        # committing on shutdown would, the last offset is committed again until it is taken.
+        settle = time.monotonic() + 5
+        while n not in acked and time.monotonic() < deadline:
+            c.poll(0.1)
+            if time.monotonic() > settle:
+                c.commit(offsets=[TopicPartition(topic, 0, n)], asynchronous=True)
+                settle = time.monotonic() + 5
+        assert n in acked, f"the last commit ({n}) was never acknowledged; failures {failed[:5]}"
+        got = c.committed([TopicPartition(topic, 0)], timeout=15)[0].offset
+    finally:
+        c.close()
+    return acked, failed, got
+
+
+@pytest.mark.timeout(180)
+def test_pipelined_async_commits_leave_the_last_offset_committed(floe):
+    """Issue 32, finding 2: 1,000 asynchronous commits of increasing offsets, pipelined on one
+    connection, must be applied in the order they were sent: `committed()` then returns the last
+    one, for this member and for another client."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from kafka import KafkaAdminClient
+    no_initial_delay(floe.bootstrap)
+    topic, group, n = unique_name("acommit"), unique_name("g"), 1000
+    create_topic(floe.bootstrap, topic, 1)
+    produce(floe.bootstrap, topic, records(n, 1, "ac"))
+    acked, failed, got = pipelined_commits(floe.bootstrap, topic, group, n)
+    assert not failed, f"commits failed: {failed[:5]}"
+    assert acked == sorted(acked), f"commits were acknowledged out of order: {acked[:20]}..."
+    assert got == n, f"committed() answered {got} after the commit of {n} was acknowledged"
+    a = admin(floe.bootstrap)
+    listed = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])
+    assert [tp.offset for tp in listed[group].result(10).topic_partitions] == [n]
+    kp = KafkaAdminClient(bootstrap_servers=floe.bootstrap)
+    try:
+        offsets = kp.list_group_offsets(group)[group]
+    finally:
+        kp.close()
+    assert {tp.partition: meta.offset for tp, meta in offsets.items()} == {0: n}, offsets

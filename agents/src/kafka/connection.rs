@@ -16,6 +16,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
+use super::api::groups::CommitLane;
 use super::api::{acls, scram_credentials};
 use super::authorize::{self, Refused};
 use super::dispatch::{self, Extras, Reply};
@@ -150,6 +151,7 @@ async fn read_requests(
 ) -> Result<(), ConnectionError> {
     let mut sasl = agent.config.sasl.clone().map(Session::new);
     let extras = dispatch::extras(agent);
+    let mut lane = CommitLane::default();
     while let Some(frame) = read_frame(&mut reader).await? {
         let frame_bytes = frame.len() as u64;
         let started = std::time::Instant::now();
@@ -198,10 +200,10 @@ async fn read_requests(
                 Admission::Refuse(why) => return Err(ConnectionError::Unauthenticated(why)),
                 Admission::Serve => {
                     let principal = session.principal().cloned();
-                    start(agent, &header, request, principal.as_ref(), peer, frame_bytes).await
+                    start(agent, &header, request, principal.as_ref(), peer, frame_bytes, &mut lane).await
                 }
             },
-            (None, request) => start(agent, &header, request, None, peer, frame_bytes).await,
+            (None, request) => start(agent, &header, request, None, peer, frame_bytes, &mut lane).await,
         };
         let in_flight_request = InFlight { started, correlation_id, api_key, version, reply, finish };
         if in_flight.send(in_flight_request).await.is_err() || close {
@@ -221,6 +223,7 @@ async fn start(
     principal: Option<&Principal>,
     peer: SocketAddr,
     frame_bytes: u64,
+    lane: &mut CommitLane,
 ) -> (Reply, Finish) {
     let now = |response| (Reply::Now(Box::new(response)), Finish::default());
     fn later(future: impl std::future::Future<Output = ResponseKind> + Send + 'static) -> (Reply, Finish) {
@@ -299,7 +302,7 @@ async fn start(
                 None => Ok(()),
             };
             let reply = match scoped {
-                Ok(()) => dispatch::start(agent, header, request, peer).await,
+                Ok(()) => dispatch::start(agent, header, request, peer, lane).await,
                 Err(answer) => Reply::Now(answer),
             };
             (reply, finish)

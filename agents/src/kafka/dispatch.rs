@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use floe_metadata::groups::next_commit_stamp;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseKind};
 use tokio::task::JoinHandle;
@@ -120,12 +121,14 @@ where
 }
 
 /// Starts handling one request. Only Produce does work before returning (it appends to the
-/// flush buffer, in request order); everything else runs in its own task.
+/// flush buffer, in request order); everything else runs in its own task, OffsetCommits one
+/// after another in `lane`, the connection's.
 pub(super) async fn start(
     agent: &Arc<Agent>,
     header: &RequestHeader,
     request: RequestKind,
     peer: std::net::SocketAddr,
+    lane: &mut api::groups::CommitLane,
 ) -> Reply {
     let version = header.request_api_version;
     let client = || api::groups::Client {
@@ -180,7 +183,9 @@ pub(super) async fn start(
             later(async move { ResponseKind::DescribeCluster(api::cluster::describe_cluster(&agent, req)) })
         }
         RequestKind::FindCoordinator(req) => {
-            Reply::Now(Box::new(ResponseKind::FindCoordinator(api::groups::find_coordinator(&agent, version, req))))
+            let client_id = header.client_id.as_deref();
+            let response = api::groups::find_coordinator(&agent, version, req, client_id);
+            Reply::Now(Box::new(ResponseKind::FindCoordinator(response)))
         }
         RequestKind::JoinGroup(req) => {
             let client = client();
@@ -196,7 +201,13 @@ pub(super) async fn start(
             later(async move { ResponseKind::LeaveGroup(api::groups::leave(&agent, version, req).await) })
         }
         RequestKind::OffsetCommit(req) => {
-            later(async move { ResponseKind::OffsetCommit(api::groups::offset_commit(&agent, req).await) })
+            // Stamped here, in request order: the handler tasks may start in any order (tokio
+            // runs the newest spawned task first), and the state machine skips a commit whose
+            // stamp is older than one it applied.
+            let (stamp, place) = (next_commit_stamp(), lane.next());
+            later(
+                async move { ResponseKind::OffsetCommit(api::groups::offset_commit(&agent, req, stamp, place).await) },
+            )
         }
         RequestKind::OffsetFetch(req) => {
             later(async move { ResponseKind::OffsetFetch(api::groups::offset_fetch(&agent, version, req).await) })

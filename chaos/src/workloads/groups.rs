@@ -15,7 +15,8 @@ const COMMIT_EVERY: Duration = Duration::from_secs(1);
 const OBSERVE_EVERY: Duration = Duration::from_millis(500);
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A member of `group` reading `topic`; commits its positions every second. Blocking, so on a thread.
+/// A member of `group` reading `topic`; commits its positions after every record read
+/// (asynchronously) and every second (synchronously, recorded). Blocking, so on a thread.
 pub(crate) fn member(
     bootstrap: String,
     group: &str,
@@ -33,13 +34,14 @@ pub(crate) fn member(
     consumer.subscribe(&[topic])?;
     let mut last_commit = Instant::now();
     while !stop.is_set() {
-        if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
-            history.note(format!("{group} member: {e}"));
-        }
-        if last_commit.elapsed() < COMMIT_EVERY {
-            continue;
-        }
-        last_commit = Instant::now();
+        let read = match consumer.poll(Duration::from_millis(100)) {
+            Some(Err(e)) => {
+                history.note(format!("{group} member: {e}"));
+                false
+            }
+            Some(Ok(_)) => true,
+            None => false,
+        };
         // Positions of what this member holds now: no rebalance runs between here and the
         // commit (rebalances run inside poll), so it never commits a partition it lost.
         let Ok(positions) = consumer.position() else { continue };
@@ -52,6 +54,16 @@ pub(crate) fn member(
         if commit.count() == 0 {
             continue;
         }
+        if last_commit.elapsed() < COMMIT_EVERY {
+            // Between the recorded commits, one asynchronous commit per record read: librdkafka
+            // pipelines them, and the metadata must apply them in the order they were sent,
+            // or the observer sees an offset go back.
+            if read {
+                let _ = consumer.commit(&commit, CommitMode::Async);
+            }
+            continue;
+        }
+        last_commit = Instant::now();
         if consumer.commit(&commit, CommitMode::Sync).is_ok() {
             for e in commit.elements() {
                 if let Offset::Offset(offset) = e.offset() {

@@ -4,9 +4,8 @@
 
 use floe_metadata::groups::{
     ConsumerHeartbeat, GroupError, GroupRequest, GroupResponse, JoinRequest, LeavingMember, MemberRef, SyncRequest,
-    next_commit_stamp,
 };
-use floe_metadata::{AskedPartitions, FetchedOffset, OffsetCommit};
+use floe_metadata::{AskedPartitions, CommitStamp, FetchedOffset, OffsetCommit};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment as DescribeAssignment, DescribedGroup as ConsumerDescribedGroup, Member as ConsumerDescribedMember,
@@ -36,6 +35,7 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use tokio::sync::oneshot;
 
 use super::super::error_code::for_group;
 use super::str_bytes;
@@ -66,22 +66,29 @@ async fn ask<T>(
     pick(response).ok_or_else(|| GroupError::CoordinatorNotAvailable("answered another request's kind".into()))
 }
 
-/// Every agent coordinates every group (by forwarding), so the coordinator is this agent.
+/// Every agent can coordinate every group (by forwarding); each key is given one of them.
 pub(in crate::kafka) fn find_coordinator(
     agent: &Agent,
     version: i16,
     request: FindCoordinatorRequest,
+    client_id: Option<&str>,
 ) -> FindCoordinatorResponse {
-    let config = &agent.config;
     let served = matches!(request.key_type, KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION);
     let error = (!served).then_some(ResponseError::InvalidRequest);
     let message = error.map(|_| str_bytes("only group (0) and transaction (1) coordinators are served"));
+    let this = agent.info();
+    let agents =
+        crate::membership::for_client_zone(crate::membership::live_agents(&agent.metadata.read(), &this), client_id);
+    // Any agent can coordinate any key; naming the same one whoever is asked keeps a client
+    // on one coordinator connection, whose requests this agent then reads in order.
+    let coordinator = |key: &str| crate::membership::coordinator(&agents, key).unwrap_or(&this).clone();
     if version < 4 {
+        let chosen = coordinator(&request.key);
         let response = FindCoordinatorResponse::default()
             .with_error_code(error.map_or(0, |e| e.code()))
-            .with_node_id(BrokerId(if error.is_some() { -1 } else { config.node_id }))
-            .with_host(str_bytes(if error.is_some() { "" } else { config.advertised_host.as_str() }))
-            .with_port(if error.is_some() { -1 } else { i32::from(config.advertised_port) });
+            .with_node_id(BrokerId(if error.is_some() { -1 } else { chosen.agent_id }))
+            .with_host(str_bytes(if error.is_some() { String::new() } else { chosen.host }))
+            .with_port(if error.is_some() { -1 } else { i32::from(chosen.port) });
         return if version >= 1 { response.with_error_message(message) } else { response };
     }
     let coordinators = request
@@ -94,11 +101,14 @@ pub(in crate::kafka) fn find_coordinator(
                 .with_port(-1)
                 .with_error_code(e.code())
                 .with_error_message(message.clone()),
-            None => Coordinator::default()
-                .with_key(key)
-                .with_node_id(BrokerId(config.node_id))
-                .with_host(str_bytes(config.advertised_host.clone()))
-                .with_port(i32::from(config.advertised_port)),
+            None => {
+                let chosen = coordinator(&key);
+                Coordinator::default()
+                    .with_key(key)
+                    .with_node_id(BrokerId(chosen.agent_id))
+                    .with_host(str_bytes(chosen.host))
+                    .with_port(i32::from(chosen.port))
+            }
         })
         .collect();
     FindCoordinatorResponse::default().with_coordinators(coordinators)
@@ -244,12 +254,73 @@ pub(in crate::kafka) async fn leave(agent: &Agent, version: i16, request: LeaveG
     }
 }
 
-pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommitRequest) -> OffsetCommitResponse {
+/// A connection's OffsetCommits, applied one after another in the order they were read, as a
+/// Kafka coordinator handles one connection's requests. Were they applied concurrently, a
+/// commit that failed retriably (the metadata leader died under it) would be retried by the
+/// client after later commits had succeeded, and move the offset back; here the commits read
+/// after a failed one fail the same way, so the client retries them all, in order.
+#[derive(Default)]
+pub(in crate::kafka) struct CommitLane {
+    previous: Option<oneshot::Receiver<Option<i16>>>,
+}
+
+/// A commit's place in its connection's [`CommitLane`]: the commit before it, and where to
+/// report its own outcome (the retriable error it failed with, if any).
+pub(in crate::kafka) struct LanePlace {
+    after: Option<oneshot::Receiver<Option<i16>>>,
+    done: oneshot::Sender<Option<i16>>,
+}
+
+impl CommitLane {
+    pub(in crate::kafka) fn next(&mut self) -> LanePlace {
+        let (done, outcome) = oneshot::channel();
+        LanePlace { after: self.previous.replace(outcome), done }
+    }
+}
+
+/// Errors after which the client sends the commit again: the commits behind it must fail too.
+fn retried_by_client(code: i16) -> bool {
+    [
+        ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotCoordinator,
+        ResponseError::CoordinatorLoadInProgress,
+        ResponseError::RequestTimedOut,
+    ]
+    .iter()
+    .any(|e| e.code() == code)
+}
+
+/// `stamp` orders this commit after every commit read before it on this agent; `place` is its
+/// turn on its connection.
+pub(in crate::kafka) async fn offset_commit(
+    agent: &Agent,
+    request: OffsetCommitRequest,
+    stamp: CommitStamp,
+    place: LanePlace,
+) -> OffsetCommitResponse {
+    // A sender dropped without an answer (its task failed) blocks nothing.
+    let failed_before = match place.after {
+        Some(previous) => previous.await.ok().flatten(),
+        None => None,
+    };
+    let response = match failed_before {
+        Some(code) => offset_commit_answer(&request, Err(code)),
+        None => offset_commit_applied(agent, &request, stamp).await,
+    };
+    let failed =
+        response.topics.iter().flat_map(|t| &t.partitions).map(|p| p.error_code).find(|code| retried_by_client(*code));
+    let _ = place.done.send(failed);
+    response
+}
+
+async fn offset_commit_applied(
+    agent: &Agent,
+    request: &OffsetCommitRequest,
+    stamp: CommitStamp,
+) -> OffsetCommitResponse {
     let mut offsets = Vec::new();
-    let mut order = Vec::new();
     for topic in &request.topics {
         for p in &topic.partitions {
-            order.push((topic.name.clone(), p.partition_index));
             offsets.push(OffsetCommit {
                 topic: topic.name.to_string(),
                 partition: p.partition_index,
@@ -263,24 +334,47 @@ pub(in crate::kafka) async fn offset_commit(agent: &Agent, request: OffsetCommit
         group_id: request.group_id.to_string(),
         generation: request.generation_id_or_member_epoch,
         member_id: request.member_id.to_string(),
-        instance_id: opt(request.group_instance_id),
+        instance_id: opt(request.group_instance_id.clone()),
     };
-    let result = ask(agent, GroupRequest::CommitOffsets { member, offsets, stamp: next_commit_stamp() }, |r| match r {
-        GroupResponse::CommitOffsets(result) => Some(result),
-        _ => None,
-    })
-    .await
-    .and_then(|r| r);
-    let codes: Vec<i16> = match &result {
-        Ok(results) => results.iter().map(error_code).collect(),
-        Err(e) => vec![for_group(e).code(); order.len()],
+    // While the metadata leader changes the commit is sent again, under the same stamp (a first
+    // copy that lands after all is then skipped), rather than failed: librdkafka resends a
+    // failed commit after the commits sent behind it, and the older offset would win.
+    let deadline = tokio::time::Instant::now() + CONFIRMED_READ_WAIT;
+    loop {
+        let request_copy = GroupRequest::CommitOffsets { member: member.clone(), offsets: offsets.clone(), stamp };
+        let result = ask(agent, request_copy, |r| match r {
+            GroupResponse::CommitOffsets(result) => Some(result),
+            _ => None,
+        })
+        .await
+        .and_then(|r| r);
+        match &result {
+            Ok(results) => return offset_commit_answer(request, Ok(results.iter().map(error_code).collect())),
+            Err(e) => {
+                let code = for_group(e).code();
+                if !retried_by_client(code) || tokio::time::Instant::now() + CONFIRMED_READ_RETRY_PAUSE >= deadline {
+                    return offset_commit_answer(request, Err(code));
+                }
+                tracing::debug!(error = %e, "offset commit not applied yet; sending it again");
+                tokio::time::sleep(CONFIRMED_READ_RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// The response to `request`: a code per partition, in request order, or one code for all.
+fn offset_commit_answer(request: &OffsetCommitRequest, codes: Result<Vec<i16>, i16>) -> OffsetCommitResponse {
+    let partitions = request.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (&t.name, p.partition_index)));
+    let codes: Vec<i16> = match codes {
+        Ok(codes) => codes,
+        Err(code) => vec![code; partitions.clone().count()],
     };
     let mut topics: Vec<OffsetCommitResponseTopic> = Vec::new();
-    for ((name, partition), code) in order.into_iter().zip(codes) {
+    for ((name, partition), code) in partitions.zip(codes) {
         let entry = OffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(code);
         match topics.last_mut() {
-            Some(t) if t.name == name => t.partitions.push(entry),
-            _ => topics.push(OffsetCommitResponseTopic::default().with_name(name).with_partitions(vec![entry])),
+            Some(t) if &t.name == name => t.partitions.push(entry),
+            _ => topics.push(OffsetCommitResponseTopic::default().with_name(name.clone()).with_partitions(vec![entry])),
         }
     }
     OffsetCommitResponse::default().with_topics(topics)
