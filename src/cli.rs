@@ -188,8 +188,8 @@ pub(crate) enum TenantsAction {
         password_stdin: bool,
         #[arg(long, value_delimiter = ',', default_value = "SCRAM-SHA-256,SCRAM-SHA-512")]
         mechanisms: Vec<String>,
-        /// PBKDF2 iterations (4096..=16384).
-        #[arg(long, default_value_t = 8192)]
+        /// PBKDF2 iterations (4096..=16384); unknown users are answered with the default.
+        #[arg(long, default_value_t = floe_auth::scram::DEFAULT_ITERATIONS)]
         iterations: u32,
     },
     /// Deletes a user and its API keys.
@@ -384,6 +384,29 @@ pub(crate) struct AgentOptions {
     /// (KIP-368); 0 keeps an authentication for the connection's life.
     #[arg(long, default_value_t = 0)]
     pub(crate) sasl_session_lifetime_ms: u64,
+    /// Kafka connections this agent holds at once (Kafka's `max.connections`). When full, the
+    /// oldest connection that has not yet authenticated (or, without SASL, sent a request) is
+    /// closed to let a new one in.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) max_connections: usize,
+    /// Kafka connections from one client address (Kafka's `max.connections.per.ip`); more are
+    /// closed at once.
+    #[arg(long, default_value_t = 1_000)]
+    pub(crate) max_connections_per_ip: usize,
+    /// Exceptions to --max-connections-per-ip, as ADDR:N pairs separated by commas (Kafka's
+    /// `max.connections.per.ip.overrides`), e.g. for a NAT gateway or a load balancer.
+    #[arg(long, value_delimiter = ',', value_parser = parse_ip_override)]
+    pub(crate) max_connections_per_ip_overrides: Vec<(std::net::IpAddr, usize)>,
+    /// Kafka's `connections.max.idle.ms`: a connection that sends no request for this long is closed.
+    #[arg(long, default_value_t = 600_000)]
+    pub(crate) connections_max_idle_ms: u64,
+    /// With --sasl-mechanisms: a connection that has not authenticated within this long is closed.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) authentication_timeout_ms: u64,
+    /// Kafka's `sasl.server.max.receive.size`: the largest frame a connection may send before it
+    /// has authenticated.
+    #[arg(long, default_value_t = 512 * 1024)]
+    pub(crate) sasl_max_receive_bytes: usize,
     /// Benchmarks only: delay every object-store request as the named profile says (a
     /// simulation of a remote store's latency on top of the real one): s3-standard or s3-express.
     #[arg(long, value_parser = parse_latency_profile)]
@@ -397,6 +420,14 @@ pub(crate) struct AgentOptions {
     /// segment PUT succeeds, before committing it (leaves an orphan object).
     #[arg(long, hide = true)]
     pub(crate) fault: Option<floe_agent::Fault>,
+}
+
+fn parse_ip_override(pair: &str) -> Result<(std::net::IpAddr, usize), String> {
+    let (addr, count) = pair.rsplit_once(':').ok_or_else(|| format!("{pair:?} is not ADDR:N"))?;
+    let addr = addr.trim_start_matches('[').trim_end_matches(']');
+    let addr = addr.parse().map_err(|e| format!("{addr:?}: {e}"))?;
+    let count = count.parse().map_err(|e| format!("{count:?}: {e}"))?;
+    Ok((addr, count))
 }
 
 fn parse_latency_profile(name: &str) -> Result<floe_storage::LatencyProfile, String> {

@@ -50,6 +50,8 @@ pub struct AgentConfig {
     pub super_users: Vec<String>,
     /// ACLs are enforced on both listeners; `None`: every authenticated request is allowed.
     pub authorizer: Option<crate::access::AuthorizerConfig>,
+    /// Limits of the Kafka listener's connections.
+    pub connections: crate::kafka::connections::ConnectionLimits,
 }
 
 /// Faults an agent can be told to inject (test-only; off unless given on the command line).

@@ -17,8 +17,6 @@ const _: () = assert!(BATCH_BYTES_MAX < FRAME_BYTES_MAX);
 /// second on S3 timing and its queue grew without end (BENCHMARKS.md, loadtest). The batches of
 /// waiting produce requests are held in the flush buffer, bounded by `--buffer-bytes`.
 pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 1024;
-/// Open Kafka connections per agent; further connections wait in the accept queue.
-pub const CONNECTION_COUNT_MAX: usize = 10_000;
 
 /// Longest long-poll a Fetch may ask for; longer `max_wait_ms` values are clamped.
 pub const FETCH_WAIT_MAX: Duration = Duration::from_secs(60);

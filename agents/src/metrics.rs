@@ -22,7 +22,6 @@ pub static REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
     .expect("unique")
 });
-/// SASL authentications on the Kafka listener, by result (`ok`, `failed`).
 /// Kafka's `kafka_server_*_throttle_time` per tenant: seconds clients were held back.
 pub static QUOTA_THROTTLE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
     register_counter_vec!(
@@ -33,9 +32,21 @@ pub static QUOTA_THROTTLE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
     .expect("unique")
 });
 
+/// SASL authentications on the Kafka listener, by result (`ok`, `failed`).
 pub static AUTHENTICATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_kafka_authentications_total", "SASL authentications, by result", &["result"])
         .expect("unique")
+});
+/// Kafka connections the agent closed or refused for a limit, by reason (`per_ip`, `full`,
+/// `evicted`: unproven and closed to make room, `idle`, `authentication_timeout`,
+/// `frame_before_authentication`).
+pub static CONNECTIONS_CLOSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_kafka_connections_closed_total",
+        "Kafka connections closed or refused by a connection limit, by reason",
+        &["reason"]
+    )
+    .expect("unique")
 });
 /// Record batch bytes accepted by Produce, by topic (Kafka's BytesInPerSec).
 pub static BYTES_IN: LazyLock<IntCounterVec> = LazyLock::new(|| {

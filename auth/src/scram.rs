@@ -70,10 +70,14 @@ pub fn new_credential(m: ScramMechanism, password: &str, iterations: u32) -> Res
     Ok(derive_credential(m, password, &salt, iterations))
 }
 
+/// Iterations of new credentials (and of decoys, which must look the same).
+pub const DEFAULT_ITERATIONS: u32 = 8192;
+
 /// A salt for a user that does not exist: the same for the same name (asking twice must not
-/// reveal it was made up), unpredictable without the cluster id.
-pub fn decoy_salt(cluster_id: &str, user: &str) -> Vec<u8> {
-    hmac(ScramMechanism::Sha256, cluster_id.as_bytes(), user.as_bytes())[..SALT_BYTES].to_vec()
+/// reveal it was made up), the length of a real one, and unpredictable without `key`, the
+/// cluster's secret decoy key.
+pub fn decoy_salt(key: &[u8], user: &str) -> Vec<u8> {
+    hmac(ScramMechanism::Sha256, key, user.as_bytes())[..SALT_BYTES].to_vec()
 }
 
 /// Whether `password` matches `credential` (for SASL/PLAIN), in constant time.
@@ -189,7 +193,7 @@ impl ScramServer {
                 let bytes = self.mechanism.hash_bytes();
                 let decoy = ScramCredential {
                     salt: decoy_salt(&user),
-                    iterations: 4096,
+                    iterations: DEFAULT_ITERATIONS,
                     stored_key: vec![0; bytes],
                     server_key: vec![0; bytes],
                 };

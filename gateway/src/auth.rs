@@ -1,5 +1,5 @@
-//! API-key authentication of the HTTP API. With `--http-require-api-key`, every `/v3` request
-//! names a key: `Authorization: Bearer fk_<id>.<secret>`, or Basic with the key id as user and
+//! API-key authentication of the HTTP API. With `--http-require-api-key`, every request but
+//! health, readiness, metrics and the operator API names a key: `Authorization: Bearer fk_<id>.<secret>`, or Basic with the key id as user and
 //! the secret as password (as Confluent Cloud's REST clients send it). The key's user and
 //! tenant go into the request's extensions. Failures wait a second and say only that the key
 //! was not accepted.
@@ -44,6 +44,13 @@ impl Connected<IncomingStream<'_, crate::tls::TlsListener>> for Peer {
     }
 }
 
+/// Paths served without an API key: probes and scrapers carry none, and the operator API
+/// checks its own token. Everything else (records, admin, `/v1/cluster` with its internal
+/// addresses, the API description) needs a key.
+fn is_open(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics") || path.starts_with("/v1/admin/") || path == "/v1/admin"
+}
+
 /// How long a refused key waits for its 401: slows guessing, costs a typo little.
 pub(crate) const FAILURE_DELAY: Duration = Duration::from_secs(1);
 
@@ -77,9 +84,7 @@ pub(crate) async fn require_api_key(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let path = request.uri().path();
-    // Health, metrics and the API description stay open: probes and scrapers carry no key.
-    if !path.starts_with("/v3") || request.method() == axum::http::Method::OPTIONS {
+    if is_open(request.uri().path()) || request.method() == axum::http::Method::OPTIONS {
         return next.run(request).await;
     }
     let now = std::time::Instant::now();

@@ -5,8 +5,8 @@
 use floe_metadata::{ApiKeyRecord, Command, ScramMechanism, State};
 use serde_json::Value;
 
-/// PBKDF2 iterations when none are asked for.
-pub const DEFAULT_ITERATIONS: u32 = 8192;
+/// PBKDF2 iterations when none are asked for (unknown users' decoys have the same).
+pub use floe_auth::scram::DEFAULT_ITERATIONS;
 /// Longest password accepted.
 pub const PASSWORD_BYTES_MAX: usize = 1024;
 

@@ -226,6 +226,12 @@ pub enum Command {
         tenant: String,
         origins: Vec<String>,
     },
+    /// Fixes the cluster's secret key for SCRAM decoys (drawn by the proposer, once): an
+    /// unknown user's made-up salt is derived from it, so no one outside the cluster can tell
+    /// that salt from a real user's.
+    InitScramDecoyKey {
+        key: Vec<u8>,
+    },
 }
 
 /// A range of one partition after key compaction.

@@ -452,8 +452,22 @@ impl MetadataNode {
     }
 
     /// Proposes `InitCluster` if the replicated state has never been initialized, or, when a
-    /// restored state waits in the data directory (`floe metadata restore`), `RestoreState`.
+    /// restored state waits in the data directory (`floe metadata restore`), `RestoreState`;
+    /// then `InitScramDecoyKey` if the state has no decoy key yet.
     pub async fn ensure_initialized(&self) -> Result<(), NodeError> {
+        self.ensure_cluster_id().await?;
+        if !self.read().scram_decoy_key.is_empty() {
+            return Ok(());
+        }
+        // Two v4 UUIDs: 244 bits from the operating system's random source.
+        let key = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()].iter().flat_map(|u| *u.as_bytes()).collect();
+        match self.propose(Command::InitScramDecoyKey { key }).await {
+            Ok(_) | Err(NodeError::Rejected(CommandError::AlreadyInitialized)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn ensure_cluster_id(&self) -> Result<(), NodeError> {
         if !self.read().cluster_id.is_empty() {
             return Ok(());
         }

@@ -92,6 +92,14 @@ pub(crate) async fn run(
         authorizer: options.authorizer.then_some(floe_agent::access::AuthorizerConfig {
             allow_if_no_acl: options.allow_everyone_if_no_acl_found,
         }),
+        connections: floe_agent::kafka::connections::ConnectionLimits {
+            max_connections: options.max_connections.max(1),
+            max_per_ip: options.max_connections_per_ip,
+            per_ip_overrides: options.max_connections_per_ip_overrides.iter().copied().collect(),
+            idle: Duration::from_millis(options.connections_max_idle_ms.max(1)),
+            authentication_timeout: Duration::from_millis(options.authentication_timeout_ms.max(1)),
+            unauthenticated_frame_bytes_max: options.sasl_max_receive_bytes.max(64),
+        },
         compaction: CompactionConfig {
             interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
             small_chunk_bytes: 1024 * 1024,

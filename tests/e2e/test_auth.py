@@ -6,7 +6,7 @@
 - A wrong password and an unknown user are refused alike and write nothing; a client that does
   not authenticate is disconnected before any other request is served.
 - HTTP requests need a valid API key (Bearer or Basic); missing, wrong, expired and deleted keys
-  get 401, while /healthz, /metrics and /openapi.json stay open.
+  get 401, while /healthz, /readyz and /metrics stay open.
 - Tenants, users and API keys are managed over the operator API (`/v1/admin`) with the operator
   token, and what it creates works on both listeners; without the token nothing is served.
 - Super users (`--super-users`) describe and alter SCRAM credentials with Kafka's admin APIs,
@@ -169,8 +169,11 @@ def test_http_requests_need_a_valid_api_key(secured):
     r = requests.post(f"{base}/v3/clusters/{cluster_id}/topics/keyed/records", headers=bearer(token),
                       json={"value": {"data": "hello"}}, timeout=10)
     assert r.status_code == 200, r.text
-    for open_path in ("/healthz", "/metrics", "/openapi.json"):
+    for open_path in ("/healthz", "/readyz", "/metrics"):
         assert requests.get(f"{base}{open_path}", timeout=10).status_code == 200, open_path
+    # The API description names this cluster: like /v3, it needs a key.
+    assert requests.get(f"{base}/openapi.json", timeout=10).status_code == 401
+    assert requests.get(f"{base}/openapi.json", headers=bearer(token), timeout=10).status_code == 200
     # No --operator-token-file: the operator API is not served at all.
     assert requests.get(f"{base}/v1/admin/tenants", headers=bearer(token), timeout=10).status_code == 404
 

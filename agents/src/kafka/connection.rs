@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use super::api::groups::CommitLane;
 use super::api::{acls, scram_credentials};
 use super::authorize::{self, Refused};
+use super::connections::Admitted;
 use super::dispatch::{self, Extras, Reply};
 use super::error_code::code;
 use super::frame;
@@ -42,6 +43,14 @@ pub enum ConnectionError {
     Decode(String),
     #[error("{0}")]
     Unauthenticated(&'static str),
+    #[error("frame of {0} bytes before authentication (at most {1})")]
+    FrameBeforeAuthentication(i64, usize),
+    #[error("not authenticated within {0:?}")]
+    AuthenticationTimeout(std::time::Duration),
+    #[error("no request for {0:?}")]
+    Idle(std::time::Duration),
+    #[error("closed to make room for another connection")]
+    Evicted,
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -71,8 +80,9 @@ struct Finish {
     refused: Option<(Access, Refused)>,
 }
 
-/// Serves one connection: a TCP stream, or a TLS stream over one.
-pub(super) async fn serve<S>(agent: Arc<Agent>, stream: S, peer: SocketAddr)
+/// Serves one connection: a TCP stream, or a TLS stream over one. `admitted` is its place in
+/// the listener; it is closed early if the listener needs that place for another.
+pub(super) async fn serve<S>(agent: Arc<Agent>, stream: S, peer: SocketAddr, admitted: Admitted)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -82,19 +92,49 @@ where
     let reader = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_responses(agent.clone(), writer, queue));
-    match read_requests(&agent, reader, in_flight, peer).await {
+    let mut sasl = agent.config.sasl.clone().map(Session::new);
+    let closed = tokio::select! {
+        closed = read_requests(&agent, reader, in_flight, peer, &mut sasl, &admitted) => closed,
+        () = admitted.evicted() => Err(ConnectionError::Evicted),
+    };
+    match &closed {
         Ok(()) => tracing::debug!(%peer, "connection closed by client"),
         Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
+    }
+    if let Some(reason) = closed.as_ref().err().and_then(ConnectionError::limit) {
+        crate::metrics::CONNECTIONS_CLOSED.with_label_values(&[reason]).inc();
+    }
+    // A SCRAM exchange left half-way (the server-first message read, no final one sent) is
+    // what a client probing for user names does: counted as a failure like a wrong password.
+    if sasl.as_ref().is_some_and(Session::exchange_pending) {
+        crate::metrics::AUTHENTICATIONS.with_label_values(&["failed"]).inc();
+        agent.auth_failures.record_failure(peer.ip(), std::time::Instant::now());
+        tracing::info!(%peer, "SASL exchange abandoned before its last step");
     }
     let _ = writer.await;
 }
 
-async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> Result<Option<Bytes>, ConnectionError> {
+impl ConnectionError {
+    /// The `floe_kafka_connections_closed_total` reason, for a connection closed by a limit.
+    fn limit(&self) -> Option<&'static str> {
+        match self {
+            Self::FrameBeforeAuthentication(..) => Some("frame_before_authentication"),
+            Self::AuthenticationTimeout(_) => Some("authentication_timeout"),
+            Self::Idle(_) => Some("idle"),
+            _ => None,
+        }
+    }
+}
+
+async fn read_frame(reader: &mut (impl AsyncRead + Unpin), bytes_max: usize) -> Result<Option<Bytes>, ConnectionError> {
     let length = match reader.read_i32().await {
         Ok(length) => i64::from(length),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    if length > bytes_max as i64 && bytes_max < FRAME_BYTES_MAX {
+        return Err(ConnectionError::FrameBeforeAuthentication(length, bytes_max));
+    }
     if !(8..=FRAME_BYTES_MAX as i64).contains(&length) {
         return Err(ConnectionError::FrameSize(length));
     }
@@ -148,16 +188,43 @@ async fn read_requests(
     mut reader: impl AsyncRead + Unpin,
     in_flight: mpsc::Sender<InFlight>,
     peer: SocketAddr,
+    sasl: &mut Option<Session>,
+    admitted: &Admitted,
 ) -> Result<(), ConnectionError> {
-    let mut sasl = agent.config.sasl.clone().map(Session::new);
     let extras = dispatch::extras(agent);
     let mut lane = CommitLane::default();
-    while let Some(frame) = read_frame(&mut reader).await? {
+    let limits = agent.config.connections.clone();
+    let authenticate_by = tokio::time::Instant::now() + limits.authentication_timeout;
+    let mut proven = false;
+    loop {
+        let authenticated = sasl.as_ref().is_none_or(|s| s.principal().is_some());
+        if authenticated && !proven && sasl.is_some() {
+            admitted.proven();
+            proven = true;
+        }
+        // Until it authenticates a connection has a deadline and small frames: a stranger can
+        // hold neither a connection nor much memory for long.
+        let (bytes_max, read_by, timed_out) = if authenticated {
+            let idle = limits.idle;
+            (FRAME_BYTES_MAX, tokio::time::Instant::now() + idle, ConnectionError::Idle(idle))
+        } else {
+            let timeout = limits.authentication_timeout;
+            (limits.unauthenticated_frame_bytes_max, authenticate_by, ConnectionError::AuthenticationTimeout(timeout))
+        };
+        let frame = match tokio::time::timeout_at(read_by, read_frame(&mut reader, bytes_max)).await {
+            Ok(frame) => frame?,
+            Err(_) => return Err(timed_out),
+        };
+        let Some(frame) = frame else { return Ok(()) };
         let frame_bytes = frame.len() as u64;
         let started = std::time::Instant::now();
         let (header, api_key, version, request) = match decode_request(frame, extras)? {
             Decoded::Request { header, api_key, request } => {
                 let version = header.request_api_version;
+                if !proven && sasl.is_none() {
+                    admitted.proven();
+                    proven = true;
+                }
                 (header, api_key, version, *request)
             }
             Decoded::NewerApiVersions(header) => {
@@ -171,7 +238,7 @@ async fn read_requests(
         };
         let correlation_id = header.correlation_id;
         let mut close = false;
-        let (reply, finish) = match (&mut sasl, request) {
+        let (reply, finish) = match (&mut *sasl, request) {
             // Authentication changes what the next request may do, so it is answered here, in
             // order, before the next request is read.
             (Some(session), RequestKind::SaslHandshake(request)) => {
@@ -210,7 +277,6 @@ async fn read_requests(
             return Ok(());
         }
     }
-    Ok(())
 }
 
 /// Starts one request that is not part of SASL: the credential and ACL APIs, which act for the

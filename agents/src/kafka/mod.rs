@@ -4,6 +4,7 @@
 mod api;
 mod authorize;
 mod connection;
+pub mod connections;
 pub use connection::{ConnectionError, Decoded, decode_request};
 pub mod dispatch;
 mod error_code;

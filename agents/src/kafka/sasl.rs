@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use floe_auth::AuthError;
-use floe_auth::scram::ScramServer;
+use floe_auth::scram::{ScramServer, decoy_salt};
 use floe_metadata::{ScramMechanism, State};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
@@ -142,7 +142,7 @@ impl Session {
                 let first = server.client_first(
                     &request.auth_bytes,
                     |user| state.users.get(user).and_then(|u| u.scram.get(&m)).cloned(),
-                    |user| decoy_salt(&state.cluster_id, user),
+                    |user| decoy_salt(&state.scram_decoy_key, user),
                 );
                 first.map(|answer| {
                     self.step = Step::Scram(Box::new(server));
@@ -194,6 +194,12 @@ impl Session {
         (response, Verdict::Close)
     }
 
+    /// Whether a SCRAM exchange is half-way: the server-first message went out, the client's
+    /// final one has not come.
+    pub(super) fn exchange_pending(&self) -> bool {
+        matches!(self.step, Step::Scram(_))
+    }
+
     /// Who this connection authenticated as, once it has.
     pub(super) fn principal(&self) -> Option<&Principal> {
         self.principal.as_ref()
@@ -215,8 +221,8 @@ fn plain(message: &[u8], state: &State) -> Result<String, AuthError> {
         Some((m, c)) => (*m, c),
         None => {
             decoy = floe_metadata::ScramCredential {
-                salt: decoy_salt(&state.cluster_id, &user),
-                iterations: 4096,
+                salt: decoy_salt(&state.scram_decoy_key, &user),
+                iterations: floe_auth::scram::DEFAULT_ITERATIONS,
                 stored_key: vec![0; 32],
                 server_key: vec![0; 32],
             };
@@ -225,8 +231,4 @@ fn plain(message: &[u8], state: &State) -> Result<String, AuthError> {
     };
     let matches = floe_auth::scram::password_matches(mechanism, &password, credential);
     if known.is_some() && matches { Ok(user) } else { Err(AuthError::Failed) }
-}
-
-fn decoy_salt(cluster_id: &str, user: &str) -> Vec<u8> {
-    floe_auth::scram::decoy_salt(cluster_id, user)
 }

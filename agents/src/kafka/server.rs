@@ -1,12 +1,12 @@
-//! Accepts Kafka connections, bounded by [`CONNECTION_COUNT_MAX`].
+//! Accepts Kafka connections, within the limits of [`super::connections`].
 
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
+use super::connections::{Connections, Refusal};
 use crate::Agent;
-use crate::limits::CONNECTION_COUNT_MAX;
 
 /// Longest TLS handshake; a client that stalls it is dropped.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -18,29 +18,46 @@ pub async fn run(
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let connections = Arc::new(Semaphore::new(CONNECTION_COUNT_MAX));
+    let connections = Connections::new(agent.config.connections.clone());
     loop {
-        let Ok(permit) = connections.clone().acquire_owned().await else { return };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|s| *s) => return,
         };
         match accepted {
             Ok((stream, peer)) => {
+                // Refused by closing at once, as Kafka does; accepting is what keeps the
+                // listener's queue from filling while its limits are reached.
+                let admitted = match connections.admit(peer.ip()) {
+                    Ok(admitted) => admitted,
+                    Err(refusal) => {
+                        let reason = match refusal {
+                            Refusal::PerIp(_) => "per_ip",
+                            Refusal::Full(_) => "full",
+                        };
+                        crate::metrics::CONNECTIONS_CLOSED.with_label_values(&[reason]).inc();
+                        tracing::debug!(%peer, %refusal, "Kafka connection refused");
+                        continue;
+                    }
+                };
                 let _ = stream.set_nodelay(true);
                 let (agent, tls) = (agent.clone(), tls.clone());
                 tokio::spawn(async move {
                     match tls {
-                        None => super::connection::serve(agent, stream, peer).await,
+                        None => super::connection::serve(agent, stream, peer, admitted).await,
                         Some(acceptor) => {
-                            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                                Ok(Ok(stream)) => super::connection::serve(agent, stream, peer).await,
+                            let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                            let handshake = tokio::select! {
+                                done = handshake => done,
+                                () = admitted.evicted() => return,
+                            };
+                            match handshake {
+                                Ok(Ok(stream)) => super::connection::serve(agent, stream, peer, admitted).await,
                                 Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
                                 Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
                             }
                         }
                     }
-                    drop(permit);
                 });
             }
             Err(e) => {

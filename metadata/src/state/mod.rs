@@ -89,6 +89,9 @@ pub struct State {
     pub api_keys: BTreeMap<String, ApiKeyRecord>,
     /// ACL bindings by tenant (`""`: a cluster without tenants), on the names its clients use.
     pub acls: BTreeMap<String, std::collections::BTreeSet<crate::acl::AclBinding>>,
+    /// The key SCRAM decoy salts are derived from (`InitScramDecoyKey`); empty until then.
+    /// Never leaves the cluster: agents hold it in their mirrors, no API answers with it.
+    pub scram_decoy_key: Vec<u8>,
 }
 
 /// An agent as the cluster knows it.
@@ -234,6 +237,16 @@ impl State {
                     return Err(CommandError::AlreadyInitialized);
                 }
                 self.cluster_id = cluster_id;
+                Ok(Outcome::Done)
+            }
+            Command::InitScramDecoyKey { key } => {
+                if !self.scram_decoy_key.is_empty() {
+                    return Err(CommandError::AlreadyInitialized);
+                }
+                if key.len() < 16 {
+                    return Err(CommandError::InvalidCredential("a decoy key has at least 16 bytes".into()));
+                }
+                self.scram_decoy_key = key;
                 Ok(Outcome::Done)
             }
             Command::CreateTopic { name, topic_id, partition_count, configs } => {
