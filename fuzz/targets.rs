@@ -85,6 +85,7 @@ static SEED_STATE: LazyLock<State> = LazyLock::new(|| {
             transaction_timeout_ms: 60_000,
             expected: None,
             now_ms: 1,
+            tenant: None,
         },
         Command::CreateTenant { name: "acme".into(), now_ms: 1 },
     ];

@@ -96,6 +96,9 @@ pub enum Command {
         transaction_timeout_ms: i32,
         expected: Option<ProducerIdEpoch>,
         now_ms: i64,
+        /// The tenant of the client asking (`None` without tenants): the producer id is its
+        /// own, and no other tenant's batch or epoch bump may name it.
+        tenant: Option<String>,
     },
     /// Adds partitions to a producer's transaction; answered per partition with
     /// [`Outcome::PartitionsAdded`].
@@ -170,6 +173,8 @@ pub enum Command {
         key: String,
         request_digest: u64,
         now_ms: i64,
+        /// The tenant of the key's API key (`None` without tenants), owner of its producer id.
+        tenant: Option<String>,
     },
     CreateTenant {
         name: String,

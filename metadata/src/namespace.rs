@@ -39,6 +39,13 @@ impl Namespace {
     }
 }
 
+/// The tenant a stored topic name belongs to, if any. Only for topic names: Kafka topic names
+/// cannot contain the separator, while a cluster without tenants may have group and
+/// transactional ids that do.
+pub fn tenant_of(stored_topic: &str) -> Option<&str> {
+    stored_topic.split_once(SEPARATOR).map(|(tenant, _)| tenant)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -263,13 +263,16 @@ async fn read_requests(
                 }
                 (Reply::Now(Box::new(ResponseKind::SaslAuthenticate(response))), Finish::default())
             }
-            (Some(session), request) => match session.admit(api_key) {
-                Admission::Refuse(why) => return Err(ConnectionError::Unauthenticated(why)),
-                Admission::Serve => {
-                    let principal = session.principal().cloned();
-                    start(agent, &header, request, principal.as_ref(), peer, frame_bytes, &mut lane).await
+            (Some(session), request) => {
+                let admission = session.admit(api_key, &agent.metadata.read());
+                match admission {
+                    Admission::Refuse(why) => return Err(ConnectionError::Unauthenticated(why)),
+                    Admission::Serve => {
+                        let principal = session.principal().cloned();
+                        start(agent, &header, request, principal.as_ref(), peer, frame_bytes, &mut lane).await
+                    }
                 }
-            },
+            }
             (None, request) => start(agent, &header, request, None, peer, frame_bytes, &mut lane).await,
         };
         let in_flight_request = InFlight { started, correlation_id, api_key, version, reply, finish };
@@ -368,7 +371,7 @@ async fn start(
                 None => Ok(()),
             };
             let reply = match scoped {
-                Ok(()) => dispatch::start(agent, header, request, peer, lane).await,
+                Ok(()) => dispatch::start(agent, header, request, peer, lane, finish.tenant.as_deref()).await,
                 Err(answer) => Reply::Now(answer),
             };
             (reply, finish)

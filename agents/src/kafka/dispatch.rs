@@ -129,6 +129,7 @@ pub(super) async fn start(
     request: RequestKind,
     peer: std::net::SocketAddr,
     lane: &mut api::groups::CommitLane,
+    tenant: Option<&str>,
 ) -> Reply {
     let version = header.request_api_version;
     let client = || api::groups::Client {
@@ -233,9 +234,12 @@ pub(super) async fn start(
         RequestKind::ConsumerGroupDescribe(req) => later(async move {
             ResponseKind::ConsumerGroupDescribe(api::groups::consumer_describe(&agent, version, req).await)
         }),
-        RequestKind::InitProducerId(req) => later(async move {
-            ResponseKind::InitProducerId(api::transactions::init_producer_id(&agent, version, req).await)
-        }),
+        RequestKind::InitProducerId(req) => {
+            let tenant = tenant.map(str::to_owned);
+            later(async move {
+                ResponseKind::InitProducerId(api::transactions::init_producer_id(&agent, version, req, tenant).await)
+            })
+        }
         RequestKind::AddPartitionsToTxn(req) => later(async move {
             ResponseKind::AddPartitionsToTxn(api::transactions::add_partitions_to_txn(&agent, version, req).await)
         }),

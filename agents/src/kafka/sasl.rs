@@ -77,6 +77,10 @@ pub(super) struct Session {
     config: SaslConfig,
     step: Step,
     principal: Option<Principal>,
+    /// What the principal was when it authenticated: its tenant's creation time and its
+    /// credentials' salts. Once the state no longer matches (the user, its tenant or its
+    /// password went; a tenant of the same name was created again), the session is over.
+    incarnation: Option<(i64, Vec<Vec<u8>>)>,
     expires: Option<Instant>,
 }
 
@@ -96,10 +100,10 @@ pub(super) enum Admission {
 
 impl Session {
     pub(super) fn new(config: SaslConfig) -> Self {
-        Self { config, step: Step::Idle, principal: None, expires: None }
+        Self { config, step: Step::Idle, principal: None, incarnation: None, expires: None }
     }
 
-    pub(super) fn admit(&self, api_key: ApiKey) -> Admission {
+    pub(super) fn admit(&self, api_key: ApiKey, state: &State) -> Admission {
         if matches!(api_key, ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) {
             return Admission::Serve;
         }
@@ -107,6 +111,9 @@ impl Session {
             (None, _) => Admission::Refuse("request before SASL authentication"),
             (Some(_), Some(expires)) if Instant::now() >= expires => {
                 Admission::Refuse("SASL session expired without re-authentication")
+            }
+            (Some(principal), _) if incarnation(principal, state) != self.incarnation => {
+                Admission::Refuse("the user, its password or its tenant changed since it authenticated")
             }
             (Some(_), _) => Admission::Serve,
         }
@@ -174,6 +181,7 @@ impl Session {
             return Err(AuthError::Failed);
         }
         crate::metrics::AUTHENTICATIONS.with_label_values(&["ok"]).inc();
+        self.incarnation = incarnation(&principal, state);
         self.principal = Some(principal);
         self.expires = self.config.session_lifetime.map(|l| Instant::now() + l);
         Ok(self.config.session_lifetime.map_or(0, |l| l.as_millis() as i64))
@@ -208,6 +216,13 @@ impl Session {
     pub(super) fn failure_delay(&self) -> Duration {
         self.config.failure_delay
     }
+}
+
+/// What identifies this incarnation of `principal` in `state`, if it still exists there.
+fn incarnation(principal: &Principal, state: &State) -> Option<(i64, Vec<Vec<u8>>)> {
+    let user = state.users.get(&principal.user).filter(|u| u.tenant == principal.tenant)?;
+    let tenant = state.tenants.get(&principal.tenant)?;
+    Some((tenant.created_ms, user.scram.values().map(|c| c.salt.clone()).collect()))
 }
 
 /// The user of a PLAIN message whose password matches the user's SCRAM credential.

@@ -181,7 +181,8 @@ async fn write_whole(
     }
     let (producer, keyless) = match key {
         Some(key) => {
-            let producer = key_producer(agent, &target.scope.stored(key), &target.topic.name, bytes).await?;
+            let stored = target.scope.stored(key);
+            let producer = key_producer(agent, &stored, target.scope.tenant(), &target.topic.name, bytes).await?;
             (Some(producer), partitioner::partition_for_key(key.as_bytes(), target.topic.partition_count))
         }
         None => (None, next_keyless(&target.topic)),
@@ -208,12 +209,23 @@ fn next_keyless(topic: &TopicTarget) -> i32 {
     (KEYLESS_ROTATION.fetch_add(1, Ordering::Relaxed) % partitions) as i32
 }
 
-/// The producer an idempotency key writes as (the same on every retry of the same request).
-async fn key_producer(agent: &Agent, key: &str, topic: &str, body: &[u8]) -> Result<ProducerIdEpoch, HttpError> {
+/// The producer an idempotency key writes as (the same on every retry of the same request),
+/// owned by the key's `tenant`.
+async fn key_producer(
+    agent: &Agent,
+    key: &str,
+    tenant: Option<&str>,
+    topic: &str,
+    body: &[u8],
+) -> Result<ProducerIdEpoch, HttpError> {
     let digest =
         (crc32c::crc32c_append(crc32c::crc32c(topic.as_bytes()), body) as u64) << 32 | body.len() as u32 as u64;
-    let command =
-        Command::InitIdempotencyKey { key: key.to_owned(), request_digest: digest, now_ms: floe_metadata::now_ms() };
+    let command = Command::InitIdempotencyKey {
+        key: key.to_owned(),
+        request_digest: digest,
+        now_ms: floe_metadata::now_ms(),
+        tenant: tenant.map(str::to_owned),
+    };
     match agent.metadata.propose(command).await {
         Ok(Outcome::IdempotencyKey { producer, .. }) => Ok(producer),
         Ok(other) => Err(HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("unexpected outcome {other:?}"))),

@@ -24,6 +24,7 @@ impl State {
         key: String,
         request_digest: u64,
         now_ms: i64,
+        tenant: Option<String>,
     ) -> Result<Outcome, CommandError> {
         if key.is_empty() || key.len() > IDEMPOTENCY_KEY_BYTES_MAX {
             return Err(CommandError::InvalidIdempotencyKey(format!(
@@ -41,7 +42,7 @@ impl State {
                 retry: true,
             });
         }
-        let producer_id = self.allocate_producer_id(None, now_ms)?;
+        let producer_id = self.allocate_producer_id(None, tenant, now_ms)?;
         self.idempotency_keys.insert(key, IdempotencyKeyRecord { producer_id, request_digest, created_ms: now_ms });
         Ok(Outcome::IdempotencyKey { producer: ProducerIdEpoch { producer_id, producer_epoch: 0 }, retry: false })
     }

@@ -277,8 +277,8 @@ impl State {
             Command::DeleteGroup { group_id } => self.delete_group(&group_id),
             Command::DeleteOffsets { group_id, partitions } => self.delete_offsets(&group_id, partitions),
             Command::ExpireOffsets { now_ms } => self.expire_offsets(now_ms),
-            Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms } => {
-                self.init_producer_id(transactional_id, transaction_timeout_ms, expected, now_ms)
+            Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms, tenant } => {
+                self.init_producer_id(transactional_id, transaction_timeout_ms, expected, now_ms, tenant)
             }
             Command::AddPartitionsToTxn { transactional_id, producer, partitions, now_ms } => {
                 self.add_partitions_to_txn(&transactional_id, producer, partitions, now_ms)
@@ -301,8 +301,8 @@ impl State {
             Command::AcquireJobLease { agent_id, now_ms, duration_ms } => {
                 self.acquire_job_lease(agent_id, now_ms, duration_ms)
             }
-            Command::InitIdempotencyKey { key, request_digest, now_ms } => {
-                self.init_idempotency_key(key, request_digest, now_ms)
+            Command::InitIdempotencyKey { key, request_digest, now_ms, tenant } => {
+                self.init_idempotency_key(key, request_digest, now_ms, tenant)
             }
             Command::CreateTenant { name, now_ms } => self.create_tenant(name, now_ms),
             Command::DeleteTenant { name } => self.delete_tenant(&name),

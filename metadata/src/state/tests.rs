@@ -57,6 +57,13 @@ pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, Command
 }
 
 pub(super) fn check_invariants(state: &State) {
+    for (id, producer) in &state.producers {
+        // (Sequences of a deleted topic may outlive it.)
+        for topic in producer.partitions.keys().filter_map(|(topic_id, _)| state.topics.get(topic_id)) {
+            let topic_tenant = crate::namespace::tenant_of(&topic.name);
+            assert_eq!(producer.tenant.as_deref(), topic_tenant, "producer {id} wrote to another tenant's topic");
+        }
+    }
     for (tenant, bindings) in &state.acls {
         assert!(tenant.is_empty() || state.tenants.contains_key(tenant), "ACLs of unknown tenant {tenant:?}");
         assert!(!bindings.is_empty(), "a tenant without ACLs has no entry");

@@ -31,6 +31,9 @@ pub struct ProducerRecord {
     pub last_active_ms: i64,
     /// Recent sequences by partition.
     pub partitions: BTreeMap<(TopicId, i32), ProducerSequences>,
+    /// The tenant whose InitProducerId created it (`None` without tenants): only that
+    /// tenant's topics take its batches, and only its clients may bump its epoch.
+    pub tenant: Option<String>,
 }
 
 /// A producer's last chunks in one partition, oldest first.
@@ -149,8 +152,12 @@ impl State {
         producer: ChunkProducer,
     ) -> Result<Admission, CommandError> {
         let (first, last) = chunk_sequences(chunk)?;
+        let tenant = self.topics.get(&chunk.topic_id).and_then(|t| crate::namespace::tenant_of(&t.name));
         let Some(record) = self.producers.get(&producer.producer_id) else {
-            if producer.producer_id >= self.next_producer_id {
+            // An expired id has no owner on record: in a cluster of tenants any of them could
+            // adopt it, so its producer starts again with a new id (KIP-360), as for an id
+            // never handed out.
+            if producer.producer_id >= self.next_producer_id || tenant.is_some() {
                 return Err(CommandError::UnknownProducerId(producer.producer_id));
             }
             if producer.transactional {
@@ -162,6 +169,10 @@ impl State {
             // Its state expired: like Kafka, accept any sequence and start tracking again.
             return Ok(Admission::Append);
         };
+        if record.tenant.as_deref() != tenant {
+            // Another tenant's producer: as if it did not exist, whatever the epoch.
+            return Err(CommandError::UnknownProducerId(producer.producer_id));
+        }
         if producer.producer_epoch < record.epoch {
             return Err(CommandError::InvalidProducerEpoch { found: producer.producer_epoch, current: record.epoch });
         }
@@ -212,11 +223,13 @@ impl State {
         let Ok((first_sequence, last_sequence)) = chunk_sequences(chunk) else {
             unreachable!("admit_producer_chunk checked the sequences");
         };
+        // Only a cluster without tenants re-tracks an expired id (`admit_producer_chunk`).
         let record = self.producers.entry(producer.producer_id).or_insert_with(|| ProducerRecord {
             epoch: producer.producer_epoch,
             transactional_id: None,
             last_active_ms: timestamp_max,
             partitions: BTreeMap::new(),
+            tenant: None,
         });
         record.epoch = record.epoch.max(producer.producer_epoch);
         record.last_active_ms = record.last_active_ms.max(timestamp_max);
@@ -245,6 +258,7 @@ impl State {
     pub(super) fn allocate_producer_id(
         &mut self,
         transactional_id: Option<String>,
+        tenant: Option<String>,
         now_ms: i64,
     ) -> Result<i64, CommandError> {
         if self.producers.len() >= PRODUCER_COUNT_MAX {
@@ -254,7 +268,7 @@ impl State {
         self.next_producer_id += 1;
         self.producers.insert(
             producer_id,
-            ProducerRecord { epoch: 0, transactional_id, last_active_ms: now_ms, partitions: BTreeMap::new() },
+            ProducerRecord { epoch: 0, transactional_id, last_active_ms: now_ms, partitions: BTreeMap::new(), tenant },
         );
         Ok(producer_id)
     }
@@ -265,6 +279,7 @@ impl State {
         transaction_timeout_ms: i32,
         expected: Option<ProducerIdEpoch>,
         now_ms: i64,
+        tenant: Option<String>,
     ) -> Result<Outcome, CommandError> {
         let expected = expected.filter(|e| e.producer_id >= 0);
         let Some(id) = transactional_id else {
@@ -273,6 +288,9 @@ impl State {
                 && let Some(record) = self.producers.get_mut(&e.producer_id)
                 && record.transactional_id.is_none()
             {
+                if record.tenant != tenant {
+                    return Err(CommandError::InvalidProducerIdMapping);
+                }
                 if record.epoch != e.producer_epoch {
                     return Err(CommandError::InvalidProducerEpoch { found: e.producer_epoch, current: record.epoch });
                 }
@@ -285,7 +303,7 @@ impl State {
                     }));
                 }
             }
-            let producer_id = self.allocate_producer_id(None, now_ms)?;
+            let producer_id = self.allocate_producer_id(None, tenant, now_ms)?;
             return Ok(Outcome::ProducerId(ProducerIdEpoch { producer_id, producer_epoch: 0 }));
         };
         validate_transactional_id(&id)?;
@@ -297,7 +315,7 @@ impl State {
             if self.transactions.len() >= TRANSACTION_COUNT_MAX {
                 return Err(CommandError::LimitReached(format!("at most {TRANSACTION_COUNT_MAX} transactional ids")));
             }
-            let producer_id = self.allocate_producer_id(Some(id.clone()), now_ms)?;
+            let producer_id = self.allocate_producer_id(Some(id.clone()), tenant, now_ms)?;
             self.transactions.insert(
                 id,
                 TransactionRecord {
@@ -326,7 +344,7 @@ impl State {
         if txn.state == TxnState::Ongoing {
             self.complete_txn(&id, false, now_ms);
         }
-        let producer = self.bump_epoch(&id, now_ms)?;
+        let producer = self.bump_epoch(&id, tenant, now_ms)?;
         let Some(txn) = self.transactions.get_mut(&id) else {
             unreachable!("the transaction was just read");
         };
@@ -337,19 +355,21 @@ impl State {
         Ok(Outcome::ProducerId(producer))
     }
 
-    /// Gives a transactional id's producer the next epoch, or a new producer id once epochs run out.
-    fn bump_epoch(&mut self, id: &str, now_ms: i64) -> Result<ProducerIdEpoch, CommandError> {
+    /// Gives a transactional id's producer the next epoch, or a new producer id once epochs run
+    /// out; `tenant` owns the producer from then on.
+    fn bump_epoch(&mut self, id: &str, tenant: Option<String>, now_ms: i64) -> Result<ProducerIdEpoch, CommandError> {
         let Some(txn) = self.transactions.get(id) else {
             return Err(CommandError::TransactionalIdNotFound);
         };
         let (producer_id, producer_epoch) = if txn.producer_epoch < PRODUCER_EPOCH_MAX {
             (txn.producer_id, txn.producer_epoch + 1)
         } else {
-            (self.allocate_producer_id(Some(id.to_owned()), now_ms)?, 0)
+            (self.allocate_producer_id(Some(id.to_owned()), tenant.clone(), now_ms)?, 0)
         };
         if let Some(record) = self.producers.get_mut(&producer_id) {
             record.epoch = producer_epoch;
             record.last_active_ms = record.last_active_ms.max(now_ms);
+            record.tenant = tenant;
         } else {
             self.producers.insert(
                 producer_id,
@@ -358,6 +378,7 @@ impl State {
                     transactional_id: Some(id.to_owned()),
                     last_active_ms: now_ms,
                     partitions: BTreeMap::new(),
+                    tenant,
                 },
             );
         }
@@ -495,11 +516,13 @@ impl State {
 
     /// Aborts `id`'s open transaction and fences its producer (a timeout or an operator).
     fn fence_and_abort(&mut self, id: &str, now_ms: i64) -> Result<(), CommandError> {
-        let Some(old_epoch) = self.transactions.get(id).map(|t| t.producer_epoch) else {
+        let Some((old_epoch, producer_id)) = self.transactions.get(id).map(|t| (t.producer_epoch, t.producer_id))
+        else {
             return Err(CommandError::TransactionalIdNotFound);
         };
+        let tenant = self.producers.get(&producer_id).and_then(|p| p.tenant.clone());
         self.complete_txn(id, false, now_ms);
-        self.bump_epoch(id, now_ms)?;
+        self.bump_epoch(id, tenant, now_ms)?;
         if let Some(txn) = self.transactions.get_mut(id) {
             txn.epoch_before_abort = Some(old_epoch);
         }

@@ -57,6 +57,7 @@ pub(in crate::kafka) async fn init_producer_id(
     agent: &Agent,
     version: i16,
     request: InitProducerIdRequest,
+    tenant: Option<String>,
 ) -> InitProducerIdResponse {
     let transactional_id = request.transactional_id.map(|t| t.to_string()).filter(|t| !t.is_empty());
     let expected = (version >= 3 && request.producer_id.0 >= 0)
@@ -66,6 +67,7 @@ pub(in crate::kafka) async fn init_producer_id(
         transaction_timeout_ms: request.transaction_timeout_ms,
         expected,
         now_ms: now_ms(),
+        tenant,
     };
     let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     match agent.metadata.propose(command).await {

@@ -40,6 +40,7 @@ fn init(transactional_id: Option<&str>, expected: Option<(i64, i16)>, now_ms: i6
         transaction_timeout_ms: 10_000,
         expected: expected.map(|(producer_id, producer_epoch)| ProducerIdEpoch { producer_id, producer_epoch }),
         now_ms,
+        tenant: None,
     }
 }
 
@@ -232,6 +233,7 @@ fn transaction_timeouts_are_bounded_by_a_dynamic_maximum() {
         transaction_timeout_ms: ms,
         expected: None,
         now_ms: 0,
+        tenant: None,
     };
     let (_, outcomes) = run(vec![
         long(900_001),
@@ -244,6 +246,63 @@ fn transaction_timeouts_are_bounded_by_a_dynamic_maximum() {
     assert_eq!(outcomes[0], Err(CommandError::InvalidTransactionTimeout { requested: 900_001, max: 900_000 }));
     assert_eq!(outcomes[2], Ok(Outcome::ProducerId(pe(0, 0))));
     assert_eq!(outcomes[3], Err(CommandError::InvalidTransactionTimeout { requested: 0, max: 3_600_000 }));
+}
+
+/// A producer chunk like [`produce`], for topic `topic`.
+fn produce_to(topic: u8, key: &str, producer: ChunkProducer, batches: &[(i32, u32)]) -> Command {
+    let Command::CommitSegment(mut commit) = produce(key, 0, producer, batches) else { unreachable!() };
+    commit.chunks[0].topic_id = topic_id(topic);
+    Command::CommitSegment(commit)
+}
+
+fn init_for(tenant: &str, transactional_id: Option<&str>, expected: Option<(i64, i16)>) -> Command {
+    let Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms, .. } =
+        init(transactional_id, expected, 0)
+    else {
+        unreachable!()
+    };
+    Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms, tenant: Some(tenant.into()) }
+}
+
+#[test]
+fn a_tenant_can_neither_write_as_nor_fence_another_tenants_producer() {
+    let (state, outcomes) = run(vec![
+        create("acme~orders", 0, 1),
+        create("globex~orders", 1, 1),
+        init_for("globex", None, None),
+        produce_to(1, "o1", idempotent(0, 0), &[(0, 1)]),
+        // acme, with Write on its own topic, names globex's producer at a higher epoch...
+        produce_to(0, "o2", idempotent(0, 32_000), &[(0, 1)]),
+        // ...asks for globex's producer's epoch to be bumped (KIP-360)...
+        init_for("acme", None, Some((0, 0))),
+        // ...and a transactional id of its own cannot take the producer either.
+        init_for("acme", Some("acme~t"), None),
+        produce_to(1, "o3", idempotent(0, 0), &[(1, 1)]),
+        // Within its tenant a producer keeps Kafka's rules: its own bump is accepted.
+        init_for("globex", None, Some((0, 0))),
+        produce_to(1, "o4", idempotent(0, 1), &[(0, 1)]),
+        // An id never handed out, or one whose state expired, is unknown to every tenant.
+        produce_to(0, "o5", idempotent(7, 0), &[(0, 1)]),
+    ]);
+    assert_eq!(committed(&outcomes[3]), Ok(0));
+    assert_eq!(committed(&outcomes[4]), Err(CommandError::UnknownProducerId(0)));
+    assert_eq!(outcomes[5], Err(CommandError::InvalidProducerIdMapping));
+    assert_eq!(outcomes[6], Ok(Outcome::ProducerId(pe(1, 0))), "a new id, not globex's");
+    assert_eq!(committed(&outcomes[7]), Ok(1), "globex's producer was not fenced");
+    assert_eq!(outcomes[8], Ok(Outcome::ProducerId(pe(0, 1))));
+    assert_eq!(committed(&outcomes[9]), Ok(2));
+    assert_eq!(committed(&outcomes[10]), Err(CommandError::UnknownProducerId(7)));
+    assert_eq!(state.partition(topic_id(0), 0).map(|p| p.next_offset), Some(0), "acme's topic took nothing");
+    assert_eq!(state.producers.get(&0).map(|p| (p.epoch, p.tenant.as_deref())), Some((1, Some("globex"))));
+}
+
+#[test]
+fn an_expired_producer_of_a_tenant_starts_again_with_a_new_id() {
+    let (mut state, _) =
+        run(vec![create("acme~a", 0, 1), init_for("acme", None, None), produce("o1", 0, idempotent(0, 0), &[(0, 1)])]);
+    assert_eq!(state.apply(10, Command::ExpireTransactions { now_ms: 1000 + 86_400_000 }), Ok(Outcome::Done));
+    let outcome = state.apply(11, produce("o2", 0, idempotent(0, 0), &[(1, 1)]));
+    assert_eq!(committed(&outcome), Err(CommandError::UnknownProducerId(0)), "no owner on record: not adopted");
 }
 
 #[test]
@@ -264,6 +323,7 @@ fn an_idempotency_key_names_one_producer_whose_retried_chunks_are_answered_with_
         key: k.to_owned(),
         request_digest,
         now_ms,
+        tenant: None,
     };
     let (mut state, outcomes) = run(vec![
         create("a", 0, 2),
@@ -306,8 +366,17 @@ pub(in crate::state) fn arb_transaction_command() -> impl Strategy<Value = Comma
     let producer = (0i64..3, 0i16..3).prop_map(|(producer_id, producer_epoch)| pe(producer_id, producer_epoch));
     let now = (0i64..40).prop_map(|n| n * 1_000);
     prop_oneof![
-        (proptest::option::of(id.clone()), proptest::option::of((0i64..3, 0i16..3)), now.clone())
-            .prop_map(|(id, expected, now_ms)| init(id.as_deref(), expected, now_ms)),
+        (proptest::option::of(id.clone()), proptest::option::of((0i64..3, 0i16..3)), now.clone(), any::<bool>())
+            .prop_map(|(id, expected, now_ms, tenant)| {
+                let Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms, .. } =
+                    init(id.as_deref(), expected, now_ms)
+                else {
+                    unreachable!()
+                };
+                // A tenant's producers may never write to `t0`, which is no tenant's.
+                let tenant = tenant.then(|| "acme".to_owned());
+                Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms, tenant }
+            }),
         (id.clone(), producer.clone(), proptest::collection::vec(0i32..3, 1..3), now.clone())
             .prop_map(|(id, producer, partitions, now_ms)| add(&id, producer, &partitions, now_ms)),
         (0i32..3, producer.clone(), any::<bool>(), 0i32..6, 1u32..3, any::<u16>()).prop_map(
@@ -330,7 +399,8 @@ pub(in crate::state) fn arb_transaction_command() -> impl Strategy<Value = Comma
         (0u8..3, 0u64..2, now).prop_map(|(k, request_digest, now_ms)| Command::InitIdempotencyKey {
             key: format!("k{k}"),
             request_digest,
-            now_ms
+            now_ms,
+            tenant: None
         }),
     ]
 }

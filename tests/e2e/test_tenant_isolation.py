@@ -1,0 +1,426 @@
+"""Tenant isolation beyond names: producer ids and authenticated sessions.
+
+- Producer ids are allocated cluster-wide, one after another, so a tenant can guess the ids of
+  another tenant's producers. A producer id belongs to the tenant whose InitProducerId created
+  it: a batch naming another tenant's producer id is refused with UNKNOWN_PRODUCER_ID or
+  INVALID_PRODUCER_ID_MAPPING, and an InitProducerId bump (KIP-360) naming one is not granted,
+  so neither can fence another tenant's idempotent producer. Within a tenant Kafka's rules hold.
+- Deleting a user or a tenant ends its sessions: its open Kafka connections stop being served
+  within a few seconds, its API keys get 401, and a tenant created again under the same name
+  is not reachable from a connection authenticated in the deleted one.
+
+The attacker's requests are encoded by hand on raw sockets: no client library would send a
+batch for a producer id it was not given, and a raw socket cannot reconnect (and so
+re-authenticate) behind the test's back.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+
+import pytest
+import requests
+
+from conftest import wait_until
+from test_auth import PASSWORD, admin_tenants
+from test_hardening import Conn, Reader, kbytes, kstring, scram_login
+
+USERS = {"acme": "alice", "globex": "bob"}
+API_PRODUCE, API_METADATA, API_INIT_PRODUCER_ID = 0, 3, 22
+INVALID_PRODUCER_ID_MAPPING, UNKNOWN_PRODUCER_ID = 49, 59
+PRODUCER_ID_REFUSALS = (INVALID_PRODUCER_ID_MAPPING, UNKNOWN_PRODUCER_ID)
+FORGED_EPOCH = 32000
+# Ids are handed out from 0 (or 1) upwards: the victim's is well inside this range.
+TARGET_IDS = range(0, 21)
+
+
+# --------------------------------------------------------------------------
+# wire encoding: varints, CRC-32C, RecordBatch v2
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _CRC32C[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+# A wrong checksum would make every batch CORRUPT_MESSAGE, which the assertions on refused
+# batches must not mistake for the server refusing a producer id.
+assert crc32c(b"123456789") == 0xE3069283
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def varint(n: int) -> bytes:
+    return uvarint(2 * n if n >= 0 else -2 * n - 1)
+
+
+def record_batch(producer_id: int, producer_epoch: int, base_sequence: int, value: bytes) -> bytes:
+    """One idempotent (non-transactional) batch of one record with a null key."""
+    now = int(time.time() * 1000)
+    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(len(value)) + value + varint(0)
+    record = varint(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", 0, 0, now, now, producer_id, producer_epoch, base_sequence, 1) + record
+    after_length = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(after_length)) + after_length
+
+
+def read_uvarint(r: Reader) -> int:
+    shift = value = 0
+    while True:
+        byte = r.data[r.at]
+        r.at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+
+
+def read_i8(r: Reader) -> int:
+    (v,) = struct.unpack_from(">b", r.data, r.at)
+    r.at += 1
+    return v
+
+
+# --------------------------------------------------------------------------
+# requests on a raw connection
+
+
+def plain_login(conn: Conn, user: str, password: str = PASSWORD):
+    assert conn.sasl_handshake("PLAIN") == 0
+    code, message, _ = conn.sasl_authenticate(f"\0{user}\0{password}".encode())
+    assert code == 0, f"PLAIN as {user}: {code} {message}"
+
+
+def produce(conn: Conn, topic: str, batch: bytes) -> int:
+    """Produce v7 (non-flexible) with acks=all; the partition's error code."""
+    body = (kstring(None) + struct.pack(">hi", -1, 10_000) + struct.pack(">i", 1) + kstring(topic)
+            + struct.pack(">ii", 1, 0) + kbytes(batch))
+    r = conn.call(API_PRODUCE, 7, body)
+    assert r.i32() == 1
+    assert r.string() == topic
+    assert r.i32() == 1
+    assert r.i32() == 0
+    return r.i16()
+
+
+def init_producer_id(conn: Conn, producer_id: int, producer_epoch: int) -> tuple[int, int, int]:
+    """InitProducerId v4 without a transactional id: (error code, producer id, epoch). With an
+    id and epoch it is the KIP-360 bump an idempotent producer asks for to reset its sequences.
+    v2+ is flexible: request header v2 and response header v1 carry tagged fields."""
+    conn.correlation_id += 1
+    body = b"\x00" + struct.pack(">iqh", 60_000, producer_id, producer_epoch) + b"\x00"
+    payload = (struct.pack(">hhi", API_INIT_PRODUCER_ID, 4, conn.correlation_id) + kstring("e2e-isolation")
+               + b"\x00" + body)
+    conn.sock.sendall(struct.pack(">i", len(payload)) + payload)
+    r = conn.response(conn.correlation_id)
+    read_uvarint(r)  # response header tagged fields
+    r.i32()  # throttle_time_ms
+    code = r.i16()
+    return code, r.i64(), r.i16()
+
+
+def metadata(conn: Conn, topic: str) -> dict[str, int]:
+    """Metadata v4 for one topic, without auto-creation: {topic name: error code}."""
+    r = conn.call(API_METADATA, 4, struct.pack(">i", 1) + kstring(topic) + b"\x00")
+    r.i32()  # throttle_time_ms
+    for _ in range(r.i32()):
+        r.i32(), r.string(), r.i32(), r.string()
+    r.string()  # cluster_id
+    r.i32()  # controller_id
+    topics = {}
+    for _ in range(r.i32()):
+        code, name = r.i16(), r.string()
+        read_i8(r)  # is_internal
+        for _ in range(r.i32()):
+            r.i16(), r.i32(), r.i32()
+            for _ in range(r.i32()):
+                r.i32()
+            for _ in range(r.i32()):
+                r.i32()
+        topics[name] = code
+    return topics
+
+
+def serves(conn: Conn, topic: str) -> bool:
+    """Whether `conn` still answers a Metadata request naming `topic` with the topic, no error.
+    A closed, reset or silent connection, or an error answer, is a refusal."""
+    try:
+        return metadata(conn, topic).get(topic) == 0
+    except (OSError, ConnectionError, AssertionError, struct.error, IndexError):
+        return False
+
+
+# --------------------------------------------------------------------------
+# setup
+
+
+@pytest.fixture
+def secured(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-isolation", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN", "--http-require-api-key"])
+    for tenant, user in USERS.items():
+        admin_tenants(floe, "create", tenant)
+        admin_tenants(floe, "add-user", "--tenant", tenant, user, "--password-stdin", stdin=PASSWORD + "\n")
+    return floe
+
+
+def client_conf(floe, user: str) -> dict:
+    return {"bootstrap.servers": floe.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": PASSWORD}
+
+
+def create_topic(floe, user: str, topic: str):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    a = AdminClient(client_conf(floe, user))  # must outlive the future
+    a.create_topics([NewTopic(topic, 1)])[topic].result(30)
+    wait_until(lambda: topic in a.list_topics(timeout=5).topics, 15, f"{topic} visible to {user}")
+
+
+def login(floe, user: str, mechanism: str = "SCRAM-SHA-256") -> Conn:
+    conn = Conn(floe.kafka_port)
+    assert scram_login(conn, user, PASSWORD, mechanism) == (0, None)
+    return conn
+
+
+class Victim:
+    """globex's idempotent confluent-kafka producer (acks=all) on its topic `ledger`."""
+
+    def __init__(self, floe):
+        from confluent_kafka import Producer
+
+        self.floe = floe
+        self.fatal = []
+        self.sent: list[bytes] = []
+        self.producer = Producer({**client_conf(floe, "bob"), "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": 15_000,
+                                  "error_cb": lambda e: e.fatal() and self.fatal.append(e)})
+
+    def send(self, prefix: str, count: int = 20) -> list:
+        """Produces `count` records; what went wrong (failed deliveries, fatal errors)."""
+        from confluent_kafka import KafkaException
+
+        failures = []
+        for i in range(count):
+            value = f"{prefix}-{i}".encode()
+            try:
+                self.producer.produce("ledger", value=value, partition=0,
+                                      on_delivery=lambda err, msg: err is not None and failures.append(err))
+                self.sent.append(value)
+            except KafkaException as e:
+                failures.append(e.args[0])
+        left = self.producer.flush(25)
+        if left:
+            failures.append(f"{left} records undelivered after 25 s")
+        return failures + self.fatal
+
+    def stored(self) -> list[bytes]:
+        """What globex reads back from `ledger`, from the start."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        c = Consumer({**client_conf(self.floe, "bob"), "group.id": "isolation-check",
+                      "enable.auto.commit": False})
+        c.assign([TopicPartition("ledger", 0, OFFSET_BEGINNING)])
+        got = []
+        deadline = time.monotonic() + 15
+        while len(got) < len(self.sent) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        c.close()
+        return got
+
+
+@pytest.fixture
+def victim(secured):
+    v = Victim(secured)
+    try:
+        yield v
+    finally:
+        # Left open, a producer whose server is gone retries (and logs) for the rest of the run.
+        v.producer.purge()
+        v.producer.close()
+
+
+def high_watermark(floe, user: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**client_conf(floe, user), "group.id": "isolation-watermark"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+# --------------------------------------------------------------------------
+# 1. producer ids belong to their tenant
+
+
+@pytest.mark.timeout(60)
+def test_forged_batches_cannot_fence_another_tenants_idempotent_producer(secured, victim):
+    create_topic(secured, "bob", "ledger")
+    create_topic(secured, "alice", "forged")
+    failures = victim.send("before")
+    assert not failures, f"globex's producer failed before any attack: {failures[:3]}"
+
+    with Conn(secured.kafka_port) as attacker:
+        plain_login(attacker, "alice")
+        code, own_id, own_epoch = init_producer_id(attacker, -1, -1)
+        assert code == 0, f"acme's own InitProducerId: error {code}"
+        # Within its tenant Kafka's rules hold. This also proves the batches are well formed.
+        code = produce(attacker, "forged", record_batch(own_id, own_epoch, 0, b"acme's own"))
+        assert code == 0, f"acme's batch with its own producer id {own_id}: error {code}"
+        answers = {pid: produce(attacker, "forged", record_batch(pid, FORGED_EPOCH, 0, b"forged"))
+                   for pid in range(max(TARGET_IDS.stop, own_id + 1)) if pid != own_id}
+
+    failures = victim.send("after")
+    accepted = sorted(pid for pid, code in answers.items() if code == 0)
+    assert not failures, (
+        f"globex's idempotent producer lost records after acme sent batches at epoch {FORGED_EPOCH} naming "
+        f"producer ids it does not own (acme's own id is {own_id}; accepted for ids {accepted}): {failures[:3]}")
+    wrong = {pid: code for pid, code in answers.items() if code not in PRODUCER_ID_REFUSALS}
+    assert not wrong, (
+        f"batches naming producer ids acme does not own were answered {wrong}, expected "
+        f"UNKNOWN_PRODUCER_ID ({UNKNOWN_PRODUCER_ID}) or INVALID_PRODUCER_ID_MAPPING ({INVALID_PRODUCER_ID_MAPPING})")
+    assert victim.stored() == victim.sent, "globex's records are not all there, in order, once each"
+    assert high_watermark(secured, "alice", "forged") == 1, "a refused batch was written"
+
+
+@pytest.mark.timeout(60)
+def test_another_tenants_producer_epoch_cannot_be_bumped(secured, victim):
+    create_topic(secured, "bob", "ledger")
+    create_topic(secured, "alice", "forged")
+    failures = victim.send("before")
+    assert not failures, f"globex's producer failed before any attack: {failures[:3]}"
+
+    with Conn(secured.kafka_port) as attacker:
+        plain_login(attacker, "alice")
+        code, own_id, own_epoch = init_producer_id(attacker, -1, -1)
+        assert code == 0, f"acme's own InitProducerId: error {code}"
+        # Only ids allocated before acme's first are known to belong to someone else: a bump
+        # naming a free id may be answered with that id newly allocated to acme, as Kafka (which
+        # gives an idempotent producer a fresh id on every InitProducerId) would.
+        foreign = range(own_id)
+        # librdkafka's idempotent producer starts at epoch 0.
+        answers = {pid: init_producer_id(attacker, pid, 0) for pid in TARGET_IDS if pid != own_id}
+        # Within its tenant the bump works, and the producer id and epoch it answers write.
+        code, bumped_id, bumped_epoch = init_producer_id(attacker, own_id, own_epoch)
+        assert code == 0, f"acme bumping its own producer id {own_id}: error {code}"
+        assert (bumped_id, bumped_epoch) != (own_id, own_epoch)
+        code = produce(attacker, "forged", record_batch(bumped_id, bumped_epoch, 0, b"acme's own"))
+        assert code == 0, f"acme's batch after bumping its own producer: error {code}"
+
+    failures = victim.send("after")
+    granted = {pid: answer for pid, answer in answers.items()
+               if pid in foreign and answer[0] == 0 and answer[1] == pid}
+    assert not failures, (
+        f"globex's idempotent producer lost records after acme sent InitProducerId bumps naming producer ids "
+        f"allocated before its own ({own_id}); granted (error, id, epoch): {granted}: {failures[:3]}")
+    assert not granted, f"acme was granted new epochs of producer ids it does not own: {granted}"
+    assert victim.stored() == victim.sent, "globex's records are not all there, in order, once each"
+
+
+# --------------------------------------------------------------------------
+# 2. deleting users and tenants ends their sessions
+
+
+def served_for(conn: Conn, topic: str, seconds: float) -> int:
+    """How many Metadata requests `conn` answered normally in `seconds`, stopping at the
+    first it did not."""
+    conn.sock.settimeout(3.0)
+    answered = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not serves(conn, topic):
+            return answered
+        answered += 1
+        time.sleep(0.2)
+    return answered
+
+
+def api_key(floe, tenant: str, user: str) -> str:
+    return json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", user))["token"]
+
+
+@pytest.mark.timeout(60)
+def test_deleting_a_user_ends_its_sessions(secured):
+    create_topic(secured, "alice", "alice-topic")
+    create_topic(secured, "bob", "bob-topic")
+    http = requests.Session()  # one keep-alive connection: the key is checked on each request
+    http.headers["Authorization"] = f"Bearer {api_key(secured, 'acme', 'alice')}"
+    clusters = f"{secured.http_url}/v3/clusters"
+    assert http.get(clusters, timeout=10).status_code == 200
+    alice, bob = login(secured, "alice", "SCRAM-SHA-512"), login(secured, "bob")
+    try:
+        assert serves(alice, "alice-topic") and serves(bob, "bob-topic")
+
+        admin_tenants(secured, "delete-user", "alice")
+        deleted = time.monotonic()
+        served = served_for(alice, "alice-topic", 5.0)
+        if serves(alice, "alice-topic"):
+            pytest.fail(f"alice's connection still answered Metadata {time.monotonic() - deleted:.1f} s after "
+                        f"`floe admin tenants delete-user alice` ({served} answers since)")
+        assert serves(bob, "bob-topic"), "another tenant's session was ended by deleting alice"
+    finally:
+        alice.close()
+        bob.close()
+    wait_until(lambda: http.get(clusters, timeout=10).status_code == 401, 5, "alice's API key refused")
+    with Conn(secured.kafka_port) as again:
+        assert scram_login(again, "alice", PASSWORD)[0] != 0, "a deleted user authenticated"
+
+
+@pytest.mark.timeout(60)
+def test_a_tenant_created_again_is_not_reachable_from_the_deleted_ones_sessions(secured):
+    create_topic(secured, "alice", "secret-old")
+    create_topic(secured, "bob", "bob-topic")
+    old_key = api_key(secured, "acme", "alice")
+    alice, bob = login(secured, "alice"), login(secured, "bob")
+    try:
+        assert serves(alice, "secret-old") and serves(bob, "bob-topic")
+
+        admin_tenants(secured, "delete", "acme")
+        # At once, as a new customer given the freed name would be: the old session must not
+        # land in the new namespace even before it is closed.
+        admin_tenants(secured, "create", "acme")
+        admin_tenants(secured, "add-user", "--tenant", "acme", "carol", "--password-stdin", stdin=PASSWORD + "\n")
+        create_topic(secured, "carol", "secret-new")
+
+        served = served_for(alice, "secret-new", 3.0)
+        assert served == 0, (
+            f"a connection authenticated as alice of the deleted tenant acme answered {served} Metadata requests "
+            "with the new tenant acme's topic secret-new")
+        assert serves(bob, "bob-topic"), "another tenant's session was ended by deleting acme"
+    finally:
+        alice.close()
+        bob.close()
+    r = requests.get(f"{secured.http_url}/v3/clusters", headers={"Authorization": f"Bearer {old_key}"}, timeout=10)
+    assert r.status_code == 401, f"the deleted tenant's API key: {r.status_code} {r.text[:200]}"
