@@ -205,8 +205,9 @@ pub(crate) enum TenantsAction {
         #[arg(long = "origin", value_name = "ORIGIN")]
         origins: Vec<String>,
     },
-    /// Sets a tenant's quotas (each cluster-wide; omitted ones become unlimited). Each agent
-    /// enforces an equal share of a rate among the live agents.
+    /// Sets a tenant's quotas (each cluster-wide; omitted rates, partitions and storage become
+    /// unlimited, omitted table shares their default). Each agent enforces an equal share of a
+    /// rate among the live agents.
     SetQuotas {
         #[arg(long)]
         tenant: String,
@@ -225,6 +226,18 @@ pub(crate) enum TenantsAction {
         /// Bytes stored in all the tenant's partitions; produce is refused at or past it.
         #[arg(long)]
         storage_bytes: Option<u64>,
+        /// The tenant's share of the cluster's tables; omitted ones get their default (10,000
+        /// topics, 10,000 groups, 10,000 transactional ids, 100,000 producer ids, 1,000 ACLs).
+        #[arg(long)]
+        topics: Option<u64>,
+        #[arg(long)]
+        groups: Option<u64>,
+        #[arg(long)]
+        transactional_ids: Option<u64>,
+        #[arg(long)]
+        producer_ids: Option<u64>,
+        #[arg(long)]
+        acls: Option<u64>,
     },
     /// Creates an HTTP API key acting as a user; prints the token once (only its hash is kept).
     CreateApiKey {
@@ -302,9 +315,20 @@ pub(crate) struct AgentOptions {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub(crate) tls_key: Option<std::path::PathBuf>,
-    /// Require an API key (`floe admin tenants create-api-key`) on every /v3 request.
+    /// Require an API key (`floe admin tenants create-api-key`) on every request but
+    /// /healthz, /readyz, /metrics and the operator API.
     #[arg(long)]
     pub(crate) http_require_api_key: bool,
+    /// HTTP requests (long-polls and event streams included) one API key may have in flight;
+    /// more get 429. Health, readiness and metrics are never refused.
+    #[arg(long, default_value_t = 1_000)]
+    pub(crate) http_requests_in_flight_per_key: usize,
+    /// HTTP requests all of one tenant's API keys may have in flight together.
+    #[arg(long, default_value_t = 4_000)]
+    pub(crate) http_requests_in_flight_per_tenant: usize,
+    /// HTTP requests without an API key one client address may have in flight.
+    #[arg(long, default_value_t = 1_000)]
+    pub(crate) http_requests_in_flight_per_ip: usize,
     /// Serve the operator API (`/v1/admin`: tenants, users, API keys) to requests carrying the
     /// token in this file (`Authorization: Bearer <token>`, at least 24 characters). Without it
     /// the operator API is not served; `floe admin tenants` works either way.

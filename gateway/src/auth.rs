@@ -25,6 +25,8 @@ use crate::error::HttpError;
 pub(crate) struct Caller {
     pub(crate) tenant: String,
     pub(crate) user: String,
+    /// The API key's id, for limits per key.
+    pub(crate) key_id: String,
 }
 
 /// The client's address, for limiting failed authentication per source; the same for plain
@@ -47,7 +49,7 @@ impl Connected<IncomingStream<'_, crate::tls::TlsListener>> for Peer {
 /// Paths served without an API key: probes and scrapers carry none, and the operator API
 /// checks its own token. Everything else (records, admin, `/v1/cluster` with its internal
 /// addresses, the API description) needs a key.
-fn is_open(path: &str) -> bool {
+pub(crate) fn is_open(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics") || path.starts_with("/v1/admin/") || path == "/v1/admin"
 }
 
@@ -74,8 +76,11 @@ fn caller(agent: &Agent, id: &str, secret: &str) -> Option<Caller> {
     let state = agent.metadata.read();
     let key = state.api_keys.get(id)?;
     let live = key.expires_ms.is_none_or(|at| floe_metadata::now_ms() < at);
-    (live && floe_auth::api_key::secret_matches(secret, &key.secret_sha256))
-        .then(|| Caller { tenant: key.tenant.clone(), user: key.user.clone() })
+    (live && floe_auth::api_key::secret_matches(secret, &key.secret_sha256)).then(|| Caller {
+        tenant: key.tenant.clone(),
+        user: key.user.clone(),
+        key_id: id.to_owned(),
+    })
 }
 
 pub(crate) async fn require_api_key(

@@ -13,6 +13,7 @@ mod routes;
 pub mod tenants;
 mod tls;
 
+pub use limits::CallerLimits;
 pub use routes::operator::OperatorToken;
 
 use std::sync::Arc;
@@ -41,6 +42,8 @@ pub struct HttpConfig {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// Serve the operator API (`/v1/admin`: tenants, users, API keys) to holders of this token.
     pub operator_token: Option<OperatorToken>,
+    /// Requests in flight per API key, tenant and (without a key) client address.
+    pub caller_limits: CallerLimits,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -50,6 +53,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("require_api_key", &self.require_api_key)
             .field("tls", &self.tls.is_some())
             .field("operator_api", &self.operator_token.is_some())
+            .field("caller_limits", &self.caller_limits)
             .finish()
     }
 }
@@ -78,6 +82,9 @@ pub async fn serve_http(
     }
     // Inside the API-key layer, which names the tenant.
     app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), quotas::requests));
+    // Inside the API-key layer, which names the caller and its key.
+    let callers = Arc::new(limits::CallersInFlight::default());
+    app = app.layer(axum::middleware::from_fn_with_state((config.caller_limits, callers), limits::callers_in_flight));
     if agent.config.authorizer.is_some() {
         // Inside the API-key layer, which names the caller first.
         app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), auth::access));

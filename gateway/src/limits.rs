@@ -1,15 +1,17 @@
 //! Limits of the HTTP API, each with the reason for its value.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
+use crate::auth::{Caller, Peer};
 use crate::error::HttpError;
 
 /// A body read whole (bulk, compressed, or under an `Idempotency-Key`), as sent and decoded: the
@@ -51,20 +53,135 @@ pub(crate) const ADMIN_CONFIGS_MAX: usize = 256;
 
 static REQUEST_SLOTS: LazyLock<Arc<Semaphore>> = LazyLock::new(|| Arc::new(Semaphore::new(REQUESTS_IN_FLIGHT_MAX)));
 
+/// Health, readiness and metrics: never refused by a request limit, so a flood of other
+/// requests cannot take an agent out of its load balancer or out of sight.
+fn is_probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
 /// Refuses a request past [`REQUESTS_IN_FLIGHT_MAX`]; the slot is held until the response body
 /// is sent or dropped (an event stream holds it for its life).
 pub(crate) async fn requests_in_flight(request: Request, next: Next) -> Response {
+    if is_probe(request.uri().path()) {
+        return next.run(request).await;
+    }
     let Ok(slot) = REQUEST_SLOTS.clone().try_acquire_owned() else {
         return HttpError::unavailable(format!("{REQUESTS_IN_FLIGHT_MAX} requests in flight")).into_response();
     };
     let (parts, body) = next.run(request).await.into_parts();
-    Response::from_parts(parts, axum::body::Body::new(SlotBody { body, _slot: slot }))
+    Response::from_parts(parts, axum::body::Body::new(SlotBody { body, _slot: Box::new(slot) }))
 }
 
-/// A response body that holds its request's slot until it is dropped.
+/// Requests in flight allowed per API key, per tenant (all its keys together) and per client
+/// address (requests without a key), so that one caller cannot use up the agent's
+/// [`REQUESTS_IN_FLIGHT_MAX`] for everyone.
+#[derive(Clone, Copy, Debug)]
+pub struct CallerLimits {
+    pub per_key: usize,
+    pub per_tenant: usize,
+    pub per_ip: usize,
+}
+
+impl Default for CallerLimits {
+    fn default() -> Self {
+        Self { per_key: 1_000, per_tenant: 4_000, per_ip: 1_000 }
+    }
+}
+
+/// Requests in flight by caller.
+#[derive(Debug, Default)]
+pub(crate) struct CallersInFlight {
+    counts: Mutex<HashMap<CallerKey, usize>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum CallerKey {
+    ApiKey(String),
+    Tenant(String),
+    Address(std::net::IpAddr),
+}
+
+/// One request's places in [`CallersInFlight`], given back when dropped.
+struct CallerSlots {
+    table: Arc<CallersInFlight>,
+    keys: Vec<CallerKey>,
+}
+
+impl CallersInFlight {
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<CallerKey, usize>> {
+        // Every critical section leaves the counts whole, so a poisoned lock is usable.
+        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes a place under each of `wanted` (key, limit), or none if one is full.
+    fn acquire(self: &Arc<Self>, wanted: Vec<(CallerKey, usize)>) -> Result<CallerSlots, CallerKey> {
+        let mut counts = self.counts();
+        if let Some((full, _)) = wanted.iter().find(|(key, limit)| counts.get(key).copied().unwrap_or(0) >= *limit) {
+            return Err(full.clone());
+        }
+        for (key, _) in &wanted {
+            *counts.entry(key.clone()).or_default() += 1;
+        }
+        Ok(CallerSlots { table: self.clone(), keys: wanted.into_iter().map(|(key, _)| key).collect() })
+    }
+}
+
+impl Drop for CallerSlots {
+    fn drop(&mut self) {
+        let mut counts = self.table.counts();
+        for key in &self.keys {
+            if let Some(n) = counts.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// Refuses a request past its caller's [`CallerLimits`] with 429: its API key's and tenant's
+/// (after the key was checked), or its address's without a key.
+pub(crate) async fn callers_in_flight(
+    State((limits, table)): State<(CallerLimits, Arc<CallersInFlight>)>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if is_probe(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let wanted = match request.extensions().get::<Caller>() {
+        Some(caller) => vec![
+            (CallerKey::ApiKey(caller.key_id.clone()), limits.per_key),
+            (CallerKey::Tenant(caller.tenant.clone()), limits.per_tenant),
+        ],
+        None => vec![(CallerKey::Address(peer.ip()), limits.per_ip)],
+    };
+    let slots = match table.acquire(wanted) {
+        Ok(slots) => slots,
+        Err(full) => {
+            let (what, limit) = match full {
+                CallerKey::ApiKey(_) => ("this API key", limits.per_key),
+                CallerKey::Tenant(_) => ("this tenant", limits.per_tenant),
+                CallerKey::Address(_) => ("this address", limits.per_ip),
+            };
+            return HttpError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                format!("{what} has {limit} requests in flight; retry when one has finished"),
+            )
+            .with_retry_after(1)
+            .into_response();
+        }
+    };
+    let (parts, body) = next.run(request).await.into_parts();
+    Response::from_parts(parts, axum::body::Body::new(SlotBody { body, _slot: Box::new(slots) }))
+}
+
+/// A response body that holds its request's slots until it is dropped.
 struct SlotBody {
     body: axum::body::Body,
-    _slot: OwnedSemaphorePermit,
+    _slot: Box<dyn Send + Sync>,
 }
 
 impl http_body::Body for SlotBody {

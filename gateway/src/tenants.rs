@@ -2,7 +2,7 @@
 //! the listing, and the metadata commands for users and API keys. Passwords are salted and
 //! hashed here, before anything is proposed: no password reaches the Raft log.
 
-use floe_metadata::{ApiKeyRecord, Command, ScramMechanism, State};
+use floe_metadata::{ApiKeyRecord, Command, ScramMechanism, State, TenantTable};
 use serde_json::Value;
 
 /// PBKDF2 iterations when none are asked for (unknown users' decoys have the same).
@@ -38,6 +38,11 @@ pub fn tenants_json(state: &State) -> Value {
                 "partitions": quotas.partitions,
                 "requests_per_sec": quotas.requests_per_sec,
                 "storage_bytes": quotas.storage_bytes,
+                "topics": quotas.table_limit(TenantTable::Topics),
+                "groups": quotas.table_limit(TenantTable::Groups),
+                "transactional_ids": quotas.table_limit(TenantTable::TransactionalIds),
+                "producer_ids": quotas.table_limit(TenantTable::ProducerIds),
+                "acls": quotas.table_limit(TenantTable::Acls),
                 "stored_bytes": state.tenant_stored_bytes(name),
             });
             let cors = state.tenants.get(name).map(|t| t.cors_origins.clone()).unwrap_or_default();

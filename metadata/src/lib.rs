@@ -40,6 +40,6 @@ pub use state::{
     AbortedTransaction, AgentRecord, ApiKeyRecord, AskedPartitions, CommitStamp, CommittedOffset, EntryData,
     FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord, ObjectId, ObjectRecord,
     OffsetCommit, Partition, PartitionLag, ProducerRecord, ScramCredential, ScramMechanism, State, StoredChunk,
-    TenantQuotas, TenantRecord, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord,
+    TenantQuotas, TenantRecord, TenantTable, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord,
     validate_topic_name,
 };

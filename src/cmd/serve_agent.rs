@@ -133,6 +133,11 @@ pub(crate) async fn run(
             }
             None => None,
         },
+        caller_limits: floe_gateway::CallerLimits {
+            per_key: options.http_requests_in_flight_per_key.max(1),
+            per_tenant: options.http_requests_in_flight_per_tenant.max(1),
+            per_ip: options.http_requests_in_flight_per_ip.max(1),
+        },
     };
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");

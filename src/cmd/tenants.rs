@@ -62,6 +62,11 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
             partitions,
             requests_per_sec,
             storage_bytes,
+            topics,
+            groups,
+            transactional_ids,
+            producer_ids,
+            acls,
         } => {
             let quotas = TenantQuotas {
                 produce_bytes_per_sec,
@@ -69,6 +74,11 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
                 partitions,
                 requests_per_sec,
                 storage_bytes,
+                topics,
+                groups,
+                transactional_ids,
+                producer_ids,
+                acls,
             };
             propose(Command::SetTenantQuotas { tenant: tenant.clone(), quotas }).await?;
             println!("tenant {tenant}: {quotas:?}");

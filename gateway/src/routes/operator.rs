@@ -139,6 +139,16 @@ struct Quotas {
     requests_per_sec: Option<u64>,
     #[serde(default)]
     storage_bytes: Option<u64>,
+    #[serde(default)]
+    topics: Option<u64>,
+    #[serde(default)]
+    groups: Option<u64>,
+    #[serde(default)]
+    transactional_ids: Option<u64>,
+    #[serde(default)]
+    producer_ids: Option<u64>,
+    #[serde(default)]
+    acls: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,7 +169,8 @@ async fn set_cors(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Replaces a tenant's quotas; a quota left out is unlimited.
+/// Replaces a tenant's quotas; a rate, partition or storage quota left out is unlimited, a
+/// table share left out is its default.
 async fn set_quotas(
     State(agent): State<Arc<Agent>>,
     Path(tenant): Path<String>,
@@ -173,6 +184,11 @@ async fn set_quotas(
         partitions: q.partitions,
         requests_per_sec: q.requests_per_sec,
         storage_bytes: q.storage_bytes,
+        topics: q.topics,
+        groups: q.groups,
+        transactional_ids: q.transactional_ids,
+        producer_ids: q.producer_ids,
+        acls: q.acls,
     };
     propose(&agent, Command::SetTenantQuotas { tenant, quotas }).await?;
     Ok(StatusCode::NO_CONTENT)

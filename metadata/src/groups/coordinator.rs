@@ -471,7 +471,10 @@ fn command_error(e: &CommandError) -> GroupError {
         CommandError::ProducerFenced
         | CommandError::InvalidProducerEpoch { .. }
         | CommandError::InvalidProducerIdMapping
-        | CommandError::InvalidTxnState(_) => GroupError::Transaction(e.clone()),
+        | CommandError::InvalidTxnState(_)
+        // Not retriable: waiting frees no room in a table.
+        | CommandError::QuotaExceeded(_)
+        | CommandError::LimitReached(_) => GroupError::Transaction(e.clone()),
         other => GroupError::CoordinatorNotAvailable(other.to_string()),
     }
 }

@@ -64,7 +64,9 @@ pub enum GroupError {
     StaleMemberEpoch,
     #[error("unsupported assignor")]
     UnsupportedAssignor,
-    /// A transactional offset commit refused by the transaction's state.
+    /// Refused by the state machine for a reason the client sees as that command's Kafka error:
+    /// a transactional offset commit refused by the transaction's state, or a tenant at its
+    /// share of the groups table.
     #[error(transparent)]
     Transaction(crate::command::CommandError),
 }

@@ -23,6 +23,8 @@ impl State {
                 Ok(())
             } else if count >= ACL_COUNT_MAX {
                 Err(CommandError::LimitReached(format!("at most {ACL_COUNT_MAX} ACLs")))
+            } else if let Err(e) = self.check_table_quota(&tenant, super::TenantTable::Acls) {
+                Err(e)
             } else {
                 count += 1;
                 self.acls.entry(tenant.clone()).or_default().insert(binding);

@@ -139,8 +139,13 @@ pub(super) fn validate_group_id(group_id: &str) -> Result<(), CommandError> {
 impl State {
     fn group_entry(&mut self, group_id: &str) -> Result<&mut GroupRecord, CommandError> {
         validate_group_id(group_id)?;
-        if !self.groups.contains_key(group_id) && self.groups.len() >= GROUP_COUNT_MAX {
-            return Err(CommandError::LimitReached(format!("at most {GROUP_COUNT_MAX} groups")));
+        if !self.groups.contains_key(group_id) {
+            if self.groups.len() >= GROUP_COUNT_MAX {
+                return Err(CommandError::LimitReached(format!("at most {GROUP_COUNT_MAX} groups")));
+            }
+            if let Some(tenant) = self.owning_tenant(group_id) {
+                self.check_table_quota(tenant, super::TenantTable::Groups)?;
+            }
         }
         Ok(self.groups.entry(group_id.to_owned()).or_default())
     }

@@ -23,7 +23,9 @@ pub use groups::{
 
 pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
-pub use security::{ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, UserRecord};
+pub use security::{
+    ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
+};
 pub use topics::validate_topic_name;
 pub use transactions::{
     AbortedTransaction, ProducerRecord, ProducerSequences, SequencedChunk, TransactionRecord, TxnState,

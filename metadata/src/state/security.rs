@@ -37,6 +37,66 @@ pub struct TenantQuotas {
     /// Bytes stored in all the tenant's partitions together; produce is refused at or past it
     /// until retention or deletion frees space.
     pub storage_bytes: Option<u64>,
+    /// The tenant's share of the cluster-wide tables (topics, consumer groups, transactional
+    /// ids, producer ids, ACL bindings), so one tenant filling its share never refuses
+    /// another. Unlike the quotas above, `None` here is the default of [`TenantTable::default_limit`].
+    pub topics: Option<u64>,
+    pub groups: Option<u64>,
+    pub transactional_ids: Option<u64>,
+    pub producer_ids: Option<u64>,
+    pub acls: Option<u64>,
+}
+
+/// A cluster-wide table each tenant may fill only up to its share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantTable {
+    Topics,
+    Groups,
+    TransactionalIds,
+    ProducerIds,
+    Acls,
+}
+
+impl TenantTable {
+    /// A tenant's share when its quotas name none: a tenth (or, for ACLs, a hundredth) of the
+    /// cluster's table, so ten tenants at their default cannot fill it.
+    pub fn default_limit(self) -> u64 {
+        use crate::limits::{
+            ACL_COUNT_MAX, GROUP_COUNT_MAX, PRODUCER_COUNT_MAX, TOPIC_COUNT_MAX, TRANSACTION_COUNT_MAX,
+        };
+        let tenth = |n: usize| (n / 10) as u64;
+        match self {
+            Self::Topics => tenth(TOPIC_COUNT_MAX),
+            Self::Groups => tenth(GROUP_COUNT_MAX),
+            Self::TransactionalIds => tenth(TRANSACTION_COUNT_MAX),
+            Self::ProducerIds => tenth(PRODUCER_COUNT_MAX),
+            Self::Acls => (ACL_COUNT_MAX / 100) as u64,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Topics => "topics",
+            Self::Groups => "consumer groups",
+            Self::TransactionalIds => "transactional ids",
+            Self::ProducerIds => "producer ids",
+            Self::Acls => "ACL bindings",
+        }
+    }
+}
+
+impl TenantQuotas {
+    /// How many entries of `table` the tenant may hold.
+    pub fn table_limit(&self, table: TenantTable) -> u64 {
+        let set = match table {
+            TenantTable::Topics => self.topics,
+            TenantTable::Groups => self.groups,
+            TenantTable::TransactionalIds => self.transactional_ids,
+            TenantTable::ProducerIds => self.producer_ids,
+            TenantTable::Acls => self.acls,
+        };
+        set.unwrap_or_else(|| table.default_limit())
+    }
 }
 
 /// The SCRAM mechanisms Floe accepts.
@@ -171,6 +231,38 @@ impl State {
 
     /// Refuses `added` more partitions for the tenant owning topic `stored_name`, if that takes
     /// the tenant past its partition quota.
+    /// The tenant a stored topic name, group id or transactional id belongs to, if the cluster
+    /// has that tenant.
+    pub(super) fn owning_tenant<'a>(&self, stored: &'a str) -> Option<&'a str> {
+        let (tenant, _) = stored.split_once(crate::namespace::SEPARATOR)?;
+        self.tenants.contains_key(tenant).then_some(tenant)
+    }
+
+    /// Refuses one more entry of `table` for `tenant` if it holds its share already.
+    pub(super) fn check_table_quota(&self, tenant: &str, table: TenantTable) -> Result<(), CommandError> {
+        let Some(record) = self.tenants.get(tenant) else { return Ok(()) };
+        let max = record.quotas.table_limit(table);
+        let prefix = format!("{tenant}{}", crate::namespace::SEPARATOR);
+        let in_namespace = |name: &String| name.starts_with(&prefix);
+        let used = match table {
+            TenantTable::Topics => self.topic_ids.range(prefix.clone()..).take_while(|(n, _)| in_namespace(n)).count(),
+            TenantTable::Groups => self.groups.range(prefix.clone()..).take_while(|(n, _)| in_namespace(n)).count(),
+            TenantTable::TransactionalIds => {
+                self.transactions.range(prefix.clone()..).take_while(|(n, _)| in_namespace(n)).count()
+            }
+            // Producers are keyed by id: a scan, once per new producer id.
+            TenantTable::ProducerIds => self.producers.values().filter(|p| p.tenant.as_deref() == Some(tenant)).count(),
+            TenantTable::Acls => self.acls.get(tenant).map_or(0, |b| b.len()),
+        } as u64;
+        if used >= max {
+            return Err(CommandError::QuotaExceeded(format!(
+                "tenant {tenant:?} may have {max} {}; it has {used}",
+                table.name()
+            )));
+        }
+        Ok(())
+    }
+
     pub(super) fn check_partition_quota(&self, stored_name: &str, added: usize) -> Result<(), CommandError> {
         let Some((tenant, _)) = stored_name.split_once(crate::namespace::SEPARATOR) else { return Ok(()) };
         let Some(max) = self.tenants.get(tenant).and_then(|t| t.quotas.partitions) else { return Ok(()) };

@@ -619,6 +619,88 @@ fn a_tenants_partitions_stay_within_its_quota() {
 }
 
 #[test]
+fn a_tenant_at_its_share_of_a_table_is_refused_and_others_are_not() {
+    use crate::acl::{AclBinding, AclOperation, AclPatternType, AclPermission, AclResourceType};
+    let mut state = State::default();
+    let mut index = 0;
+    let mut apply = |state: &mut State, command| {
+        index += 1;
+        state.apply(index, command)
+    };
+    apply(&mut state, Command::InitCluster { cluster_id: "c".into() }).expect("init");
+    for tenant in ["acme", "globex"] {
+        apply(&mut state, Command::CreateTenant { name: tenant.into(), now_ms: 0 }).expect("tenant");
+    }
+    let quotas = crate::state::TenantQuotas {
+        topics: Some(1),
+        groups: Some(1),
+        transactional_ids: Some(1),
+        producer_ids: Some(2),
+        acls: Some(1),
+        ..Default::default()
+    };
+    apply(&mut state, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    let topic = |name: &str| Command::CreateTopic {
+        name: name.into(),
+        topic_id: uuid::Uuid::new_v4(),
+        partition_count: 1,
+        configs: BTreeMap::new(),
+    };
+    let commit = |group: &str, topic: &str| Command::CommitOffsets {
+        group_id: group.into(),
+        offsets: vec![crate::state::OffsetCommit {
+            topic: topic.into(),
+            partition: 0,
+            offset: 1,
+            leader_epoch: -1,
+            metadata: String::new(),
+        }],
+        stamp: None,
+        now_ms: 0,
+    };
+    let init = |tenant: &str, transactional_id: Option<&str>| Command::InitProducerId {
+        transactional_id: transactional_id.map(str::to_owned),
+        transaction_timeout_ms: 10_000,
+        expected: None,
+        now_ms: 0,
+        tenant: Some(tenant.into()),
+    };
+    let acl = |name: &str| Command::CreateAcls {
+        tenant: name.into(),
+        bindings: vec![AclBinding {
+            resource_type: AclResourceType::Topic,
+            resource_name: format!("t-{}", uuid::Uuid::new_v4()),
+            pattern_type: AclPatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: AclOperation::Read,
+            permission: AclPermission::Allow,
+        }],
+    };
+    let refused = |outcome: Result<Outcome, CommandError>| matches!(outcome, Err(CommandError::QuotaExceeded(_)));
+    let acl_refused = |outcome: Result<Outcome, CommandError>| matches!(outcome, Ok(Outcome::AclsCreated(r)) if matches!(r[..], [Err(CommandError::QuotaExceeded(_))]));
+    for tenant in ["acme", "globex"] {
+        apply(&mut state, topic(&format!("{tenant}~a"))).expect("a first topic");
+        apply(&mut state, commit(&format!("{tenant}~g1"), &format!("{tenant}~a"))).expect("a first group");
+        apply(&mut state, init(tenant, Some(&format!("{tenant}~t1")))).expect("a first transactional id");
+        apply(&mut state, init(tenant, None)).expect("a second producer id");
+        assert!(matches!(apply(&mut state, acl(tenant)), Ok(Outcome::AclsCreated(r)) if r[0].is_ok()));
+    }
+    assert!(refused(apply(&mut state, topic("acme~b"))));
+    assert!(refused(apply(&mut state, commit("acme~g2", "acme~a"))));
+    assert!(refused(apply(&mut state, init("acme", Some("acme~t2")))));
+    assert!(refused(apply(&mut state, init("acme", None))));
+    assert!(acl_refused(apply(&mut state, acl("acme"))));
+    // globex has the defaults, far above acme's shares.
+    apply(&mut state, topic("globex~b")).expect("globex's own share");
+    apply(&mut state, commit("globex~g2", "globex~a")).expect("globex's own share");
+    apply(&mut state, init("globex", Some("globex~t2"))).expect("globex's own share");
+    apply(&mut state, init("globex", None)).expect("globex's own share");
+    assert!(matches!(apply(&mut state, acl("globex")), Ok(Outcome::AclsCreated(r)) if r[0].is_ok()));
+    check_invariants(&state);
+}
+
+#[test]
 fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
     let mut state = State::default();
     state.apply(1, Command::InitCluster { cluster_id: "c".into() }).expect("init");

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{IndexEntry, Partition, State, Topic, TopicId};
+use super::{IndexEntry, Partition, State, TenantTable, Topic, TopicId};
 use crate::command::{CommandError, Outcome};
 use crate::limits::{
     CONFIG_VALUE_BYTES_MAX, TOPIC_CONFIG_COUNT_MAX, TOPIC_COUNT_MAX, TOPIC_NAME_BYTES_MAX, TOPIC_PARTITION_COUNT_MAX,
@@ -81,6 +81,9 @@ impl State {
         }
         if self.topics.contains_key(&topic_id) || topic_id.is_nil() {
             return Err(CommandError::InvalidCommit(format!("topic id {topic_id} is already used or nil")));
+        }
+        if let Some(tenant) = self.owning_tenant(&name) {
+            self.check_table_quota(tenant, TenantTable::Topics)?;
         }
         self.check_partition_quota(&name, partition_count as usize)?;
         let partitions = (0..partition_count).map(|_| Partition::default()).collect();

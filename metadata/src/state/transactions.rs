@@ -264,6 +264,9 @@ impl State {
         if self.producers.len() >= PRODUCER_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {PRODUCER_COUNT_MAX} producers")));
         }
+        if let Some(tenant) = &tenant {
+            self.check_table_quota(tenant, super::TenantTable::ProducerIds)?;
+        }
         let producer_id = self.next_producer_id;
         self.next_producer_id += 1;
         self.producers.insert(
@@ -314,6 +317,9 @@ impl State {
         let Some(txn) = self.transactions.get(&id) else {
             if self.transactions.len() >= TRANSACTION_COUNT_MAX {
                 return Err(CommandError::LimitReached(format!("at most {TRANSACTION_COUNT_MAX} transactional ids")));
+            }
+            if let Some(owner) = self.owning_tenant(&id) {
+                self.check_table_quota(owner, super::TenantTable::TransactionalIds)?;
             }
             let producer_id = self.allocate_producer_id(Some(id.clone()), tenant, now_ms)?;
             self.transactions.insert(
