@@ -94,6 +94,19 @@ pub(crate) async fn read_whole(
     tokio::time::timeout(BODY_READ_MAX, receive).await.map_err(|_| {
         HttpError::new(StatusCode::REQUEST_TIMEOUT, format!("the body took more than {} s", BODY_READ_MAX.as_secs()))
     })??;
+    if encoding == Encoding::Identity {
+        return Ok(raw.freeze());
+    }
+    // Inflating up to 64 MiB takes long enough to stall the other requests of a runtime
+    // thread: it runs on the blocking pool.
+    let raw = raw.freeze();
+    tokio::task::spawn_blocking(move || inflate(&raw, encoding, max_bytes))
+        .await
+        .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("inflating the body failed: {e}")))?
+}
+
+/// `raw` decoded from `encoding`, refused past `max_bytes`.
+fn inflate(raw: &[u8], encoding: Encoding, max_bytes: usize) -> Result<Bytes, HttpError> {
     let bounded = |reader: &mut dyn Read| -> Result<Bytes, HttpError> {
         let mut out = Vec::new();
         reader
@@ -106,10 +119,10 @@ pub(crate) async fn read_whole(
         Ok(Bytes::from(out))
     };
     match encoding {
-        Encoding::Identity => Ok(raw.freeze()),
-        Encoding::Gzip => bounded(&mut flate2::read::MultiGzDecoder::new(&raw[..])),
+        Encoding::Identity => Ok(Bytes::copy_from_slice(raw)),
+        Encoding::Gzip => bounded(&mut flate2::read::MultiGzDecoder::new(raw)),
         Encoding::Zstd => bounded(
-            &mut zstd::stream::read::Decoder::new(&raw[..])
+            &mut zstd::stream::read::Decoder::new(raw)
                 .map_err(|e| HttpError::bad_request(format!("request body does not decompress: {e}")))?,
         ),
     }

@@ -46,6 +46,14 @@ pub(crate) const CONSUME_RECORDS_MAX: usize = 10_000;
 pub(crate) const CONSUME_WAIT_MAX: Duration = Duration::from_secs(30);
 /// Server-Sent Event streams one agent serves at once; each holds a task and a read buffer.
 pub(crate) const FOLLOW_STREAMS_MAX: usize = 1024;
+/// Record bytes one event-stream round reads, across all its partitions (one batch more at
+/// most: a read returns its first batch whole). A topic stream takes its partitions in turn.
+pub(crate) const FOLLOW_ROUND_BYTES_MAX: usize = 1024 * 1024;
+/// Record bytes all event streams of one agent hold at once (read, not yet sent); a round
+/// waits for room.
+pub(crate) const FOLLOW_BUFFER_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// The same for the streams of one tenant (or of all callers without a key).
+pub(crate) const FOLLOW_TENANT_BUFFER_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Offsets one HTTP commit may carry.
 pub(crate) const GROUP_COMMIT_OFFSETS_MAX: usize = 10_000;
 /// Configs one admin request may set.

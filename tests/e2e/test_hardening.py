@@ -618,3 +618,55 @@ def test_cluster_status_needs_an_api_key_and_health_names_no_address(floe_factor
     r = requests.get(f"{base}/v1/cluster", headers={"Authorization": f"Bearer {token}"}, timeout=10)
     assert r.status_code == 200, r.text
     assert r.json()["cluster_id"], r.text
+
+
+def rss_bytes(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.timeout(180)
+def test_event_streams_that_are_not_read_hold_bounded_memory(floe):
+    """Issue 23, finding 8: a topic stream used to read up to 1 MiB of every partition per round
+    into memory, whatever the client took. Eight streams of a 64-partition topic holding 48 MiB,
+    whose clients never read, must not make the agent hold the topic eight times over."""
+    from confluent_kafka import Producer
+
+    from conftest import create_topic
+    topic, partitions = unique_name("wide"), 64
+    create_topic(floe.bootstrap, topic, partitions)
+    p = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 20, "compression.type": "none"})
+    value = uuid.uuid4().bytes * 512  # 8 KiB; the same bytes, but uncompressed on the wire
+    for i in range(partitions * 96):
+        while True:
+            try:
+                p.produce(topic, value=value, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(120) == 0
+    cluster_id = requests.get(f"{floe.http_url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    before = rss_bytes(floe.proc.pid)
+    streams = []
+    for _ in range(8):
+        s = socket.create_connection(("127.0.0.1", floe.http_port), timeout=IO_TIMEOUT)
+        # A tiny receive window: the client takes almost nothing of what the agent sends.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        path = f"/v3/clusters/{cluster_id}/topics/{topic}/records:follow?offset=earliest"
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: floe\r\nAccept: text/event-stream\r\n\r\n".encode())
+        streams.append(s)
+    try:
+        time.sleep(8)
+        grown = rss_bytes(floe.proc.pid) - before
+        assert floe.alive()
+        # Each stream's JSON of the whole topic would be about 64 MiB (base64 of 48 MiB).
+        print(f"agent RSS grew {grown >> 20} MiB for 8 unread streams")
+        assert grown < 160 * 1024 * 1024, f"the agent grew by {grown >> 20} MiB for 8 unread streams"
+        for s in streams:
+            assert s.recv(1024), "a stream sent nothing at all"
+    finally:
+        for s in streams:
+            s.close()

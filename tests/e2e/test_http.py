@@ -436,13 +436,19 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(floe, tmp_path
     schemathesis = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).parents[2] / ".venv")) / "bin" / "schemathesis"
     # Event streams never end, so they are left out; positive_data_acceptance is left out because
     # a schema cannot say which config values, base64 texts or gzip bodies are valid.
-    run = subprocess.run(
-        [str(schemathesis), "run", f"{floe.http_url}/openapi.json", "--exclude-path-regex", "follow",
-         "--checks", "all", "--exclude-checks", "positive_data_acceptance", "--max-examples", "40",
-         "--request-timeout", "40", "--workers", "2", "--seed", "1", "--no-color",
-         "--report", "junit", "--report-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=560, cwd=tmp_path,
-    )
+    for attempt in range(3):
+        run = subprocess.run(
+            [str(schemathesis), "run", f"{floe.http_url}/openapi.json", "--exclude-path-regex", "follow",
+             "--checks", "all", "--exclude-checks", "positive_data_acceptance", "--max-examples", "40",
+             "--request-timeout", "40", "--workers", "2", "--seed", "1", "--no-color",
+             "--report", "junit", "--report-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=560, cwd=tmp_path,
+        )
+        # CPython 3.11's ast module sometimes fails inside hypothesis while it describes a
+        # strategy ("AST constructor recursion depth mismatch"): the tool crashed, nothing was
+        # found about the server, so it runs again.
+        if "AST constructor recursion depth mismatch" not in run.stdout:
+            break
     tail = run.stdout[-6000:]
     assert run.returncode == 0, tail
     assert "passed" in tail and " failed" not in tail.split("SUMMARY")[-1], tail

@@ -517,7 +517,7 @@ def test_a_tenant_cannot_fill_the_acl_table(guarded):
     acme = kafka_admin(guarded, "acme")
     bindings = [binding(f"topic-{i:04d}") for i in range(1001)]
     for start in range(0, 1000, 100):
-        for b, future in acme.create_acls(bindings[start:start + 100], request_timeout=30).items():
+        for future in acme.create_acls(bindings[start:start + 100], request_timeout=30).values():
             future.result(30)
     assert len(acme.describe_acls(every_acl()).result(30)) == 1000
 

@@ -1,7 +1,7 @@
 //! Reading over HTTP: a partition from an offset (long-poll), a partition or a whole topic
 //! followed as Server-Sent Events, and a consumer group's committed offsets.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +28,8 @@ use floe_metadata::acl::{AclOperation, AclResourceType};
 
 use crate::extract::{Scope, SmallBody};
 use crate::limits::{
-    CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_STREAMS_MAX, GROUP_COMMIT_OFFSETS_MAX,
+    CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_BUFFER_BYTES_MAX, FOLLOW_ROUND_BYTES_MAX,
+    FOLLOW_STREAMS_MAX, FOLLOW_TENANT_BUFFER_BYTES_MAX, GROUP_COMMIT_OFFSETS_MAX,
 };
 use crate::produce::json::rfc3339;
 
@@ -36,19 +37,52 @@ use crate::produce::json::rfc3339;
 /// to another agent instead of holding the shutdown open.
 pub(crate) fn router(agent: Arc<Agent>, stop: watch::Receiver<bool>) -> Router {
     let follows = Arc::new(Semaphore::new(FOLLOW_STREAMS_MAX));
+    let buffers = Arc::new(FollowBuffers::default());
     Router::new()
         .route("/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records", get(read))
         .route("/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records:follow", get(follow_partition))
         .route("/v3/clusters/{cluster}/topics/{topic}/records:follow", get(follow_topic))
         .route("/v3/clusters/{cluster}/consumer-groups/{group}/offsets", get(group_offsets).post(commit_offsets))
-        .with_state(Reader { agent, follows, stop })
+        .with_state(Reader { agent, follows, buffers, stop })
 }
 
 #[derive(Clone)]
 struct Reader {
     agent: Arc<Agent>,
     follows: Arc<Semaphore>,
+    buffers: Arc<FollowBuffers>,
     stop: watch::Receiver<bool>,
+}
+
+/// Room for what event streams have read and not sent yet, in KiB: the agent's, and each
+/// tenant's (callers without a key share the `""` entry).
+struct FollowBuffers {
+    agent: Arc<Semaphore>,
+    tenants: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+impl Default for FollowBuffers {
+    fn default() -> Self {
+        Self { agent: Arc::new(Semaphore::new(FOLLOW_BUFFER_BYTES_MAX / 1024)), tenants: Default::default() }
+    }
+}
+
+impl FollowBuffers {
+    fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tenants
+            .entry(tenant.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(FOLLOW_TENANT_BUFFER_BYTES_MAX / 1024)))
+            .clone()
+    }
+
+    /// Room for one round, waited for: the agent's and the tenant's.
+    async fn round(&self, tenant: &str) -> Option<[OwnedSemaphorePermit; 2]> {
+        let kib = (FOLLOW_ROUND_BYTES_MAX / 1024) as u32;
+        let tenant = self.tenant(tenant).acquire_many_owned(kib).await.ok()?;
+        let agent = self.agent.clone().acquire_many_owned(kib).await.ok()?;
+        Some([tenant, agent])
+    }
 }
 
 /// How keys and values are shown.
@@ -321,7 +355,7 @@ async fn follow_partition(
     };
     crate::quotas::admit(&reader.agent, &scope, QuotaKind::Fetch)?;
     let permit = follow_permit(&reader)?;
-    Ok(follow(reader.agent, scope, vec![Cursor { target, offset }], params, permit, reader.stop))
+    Ok(follow(reader, scope, vec![Cursor { target, offset }], params, permit))
 }
 
 async fn follow_topic(
@@ -350,31 +384,33 @@ async fn follow_topic(
     }
     crate::quotas::admit(&reader.agent, &scope, QuotaKind::Fetch)?;
     let permit = follow_permit(&reader)?;
-    Ok(follow(reader.agent, scope, cursors, params, permit, reader.stop))
+    Ok(follow(reader, scope, cursors, params, permit))
 }
 
 /// Events for every record of `cursors` from where each starts, as they are committed. Each
 /// event's id is its offset (`partition:offset` on topic streams); errors end the stream with
 /// an `error` event, and so does the agent shutting down.
 fn follow(
-    agent: Arc<Agent>,
+    reader: Reader,
     scope: Scope,
     cursors: Vec<Cursor>,
     params: FollowParams,
     permit: OwnedSemaphorePermit,
-    stop: watch::Receiver<bool>,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
     let whole_topic = cursors.len() > 1 || cursors.first().is_some_and(|c| c.target.partition != 0);
-    let changes = agent.metadata.subscribe();
+    let changes = reader.agent.metadata.subscribe();
     let state = Follow {
-        agent,
+        agent: reader.agent,
+        buffers: reader.buffers,
         scope,
         cursors,
+        next_cursor: 0,
         params,
         whole_topic,
         changes,
-        stop,
+        stop: reader.stop,
         ready: VecDeque::new(),
+        held: None,
         done: false,
         _permit: permit,
     };
@@ -388,14 +424,20 @@ fn follow(
 /// An event stream's position and what it has read but not sent yet.
 struct Follow {
     agent: Arc<Agent>,
+    buffers: Arc<FollowBuffers>,
     /// The caller: its ACLs are checked and its fetch quota charged at every read.
     scope: Scope,
     cursors: Vec<Cursor>,
+    /// Where the next round starts, so a round cut short by its byte bound is fair to every
+    /// partition.
+    next_cursor: usize,
     params: FollowParams,
     whole_topic: bool,
     changes: watch::Receiver<u64>,
     stop: watch::Receiver<bool>,
     ready: VecDeque<Event>,
+    /// Room taken for `ready` (the tenant's and the agent's), given back once it is sent.
+    held: Option<[OwnedSemaphorePermit; 2]>,
     done: bool,
     /// Held for the stream's life: one of the agent's event-stream slots.
     _permit: OwnedSemaphorePermit,
@@ -407,12 +449,25 @@ impl Follow {
             if let Some(event) = self.ready.pop_front() {
                 return Some(event);
             }
+            self.held = None;
             if self.done || *self.stop.borrow() {
                 return None;
             }
+            let tenant = self.scope.tenant().unwrap_or_default().to_owned();
+            self.held = tokio::select! {
+                held = self.buffers.round(&tenant) => held,
+                _ = self.stop.changed() => return None,
+            };
             let mut any = false;
             let mut bytes = 0;
-            for cursor in &mut self.cursors {
+            let count = self.cursors.len();
+            let start = self.next_cursor % count.max(1);
+            for i in 0..count {
+                if bytes >= FOLLOW_ROUND_BYTES_MAX {
+                    self.next_cursor = start + i;
+                    break;
+                }
+                let cursor = &mut self.cursors[(start + i) % count];
                 let allowed = {
                     let state = self.agent.metadata.read();
                     self.scope.authorize(&state, AclOperation::Read, AclResourceType::Topic, &cursor.target.topic)
@@ -423,8 +478,8 @@ impl Follow {
                     self.done = true;
                     break;
                 }
-                let read =
-                    read_once(&self.agent, &cursor.target, cursor.offset, 1024 * 1024, 1000, self.params.isolation);
+                let budget = FOLLOW_ROUND_BYTES_MAX - bytes;
+                let read = read_once(&self.agent, &cursor.target, cursor.offset, budget, 1000, self.params.isolation);
                 match read.await {
                     Ok(batch) => {
                         for record in &batch.records {
@@ -457,6 +512,8 @@ impl Follow {
                 }
             }
             if !any && !self.done {
+                // Nothing read holds no room while it waits.
+                self.held = None;
                 // Nothing new: wait for the next commit anywhere (bounded, so a stream notices a
                 // deleted topic even on an idle cluster) or the agent stopping.
                 tokio::select! {
