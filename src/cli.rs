@@ -381,7 +381,7 @@ pub(crate) struct AgentOptions {
     #[arg(long, default_value_t = 16)]
     pub(crate) compaction_min_run: usize,
     /// Require SASL on the Kafka listener with these mechanisms (comma-separated: PLAIN,
-    /// SCRAM-SHA-256, SCRAM-SHA-512). Users and passwords: `floe admin users`. Use PLAIN only
+    /// SCRAM-SHA-256, SCRAM-SHA-512). Users and passwords: `floe admin tenants add-user`. Use PLAIN only
     /// over TLS.
     #[arg(long, value_delimiter = ',')]
     pub(crate) sasl_mechanisms: Vec<floe_agent::kafka::sasl::Mechanism>,

@@ -36,7 +36,7 @@ pub fn parse_records_for_fuzzing(body: &[u8]) -> usize {
 pub struct HttpConfig {
     /// Origins browsers may call the API from (CORS); `*` allows any. Empty: none.
     pub cors_origins: Vec<String>,
-    /// Every `/v3` request must carry a valid API key.
+    /// Every request but health, readiness, metrics and the operator API must carry a valid API key.
     pub require_api_key: bool,
     /// Serve HTTPS with this certificate and key; plain HTTP when `None`.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
