@@ -60,8 +60,9 @@ impl Access {
     /// Whether the caller may do `operation` on the resource it calls `name`.
     pub fn allows(&self, state: &State, operation: AclOperation, resource_type: AclResourceType, name: &str) -> bool {
         self.super_user || {
-            let bindings = state.tenant_acls(&self.tenant);
-            acl::allows(bindings, &self.principal, &self.host, operation, resource_type, name, self.allow_if_no_acl)
+            let bindings = state.acls_for(&self.tenant, resource_type, name);
+            let (principal, host) = (&self.principal, &self.host);
+            acl::allows(bindings.into_iter(), principal, host, operation, resource_type, name, self.allow_if_no_acl)
         }
     }
 
