@@ -6,11 +6,17 @@ blocks: documented, typed and validated variables; a private, encrypted
 bucket that aborts stale multipart uploads; an IAM policy scoped to the
 bucket and prefix; no ingress from anywhere; the metadata port reachable
 only from the cluster's own security groups; cross-zone load balancing off;
-IMDSv2 and encrypted EBS everywhere; tags on every taggable resource.
+IMDSv2 and encrypted EBS everywhere; tags on every taggable resource. And
+(issue 23) encrypted and authenticated by default: a plan with neither TLS
+variable fails unless allow_unauthenticated; SASL and API keys on unless it
+is set; TLS on the load balancer (ACM) or on the agents (Secrets Manager);
+the secrets readable by their own ARNs only.
 
 When a `terraform` binary exists, the cloud-init templates are also rendered
 with Terraform's own template engine (a throwaway root module with no
-providers) and the rendered YAML and shell scripts are checked.
+providers) and the rendered YAML and shell scripts are checked: the agent's
+start command in each security mode, and the agent's prepare script run
+against stubbed instance metadata and Secrets Manager.
 
 Run through scripts/test-terraform.sh, which provides python-hcl2 and pytest.
 """
@@ -19,8 +25,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -33,6 +41,7 @@ TF_DIR = ROOT / "terraform"
 MODULE_DIR = TF_DIR / "modules" / "floe"
 EXAMPLE_DIR = TF_DIR / "examples" / "byoc"
 TEMPLATES_DIR = MODULE_DIR / "templates"
+CLI_RS = ROOT / "src" / "cli.rs"
 
 KAFKA_PORT, HTTP_PORT, METADATA_PORT = 9092, 8080, 9093
 ANYWHERE = {"0.0.0.0/0", "::/0"}
@@ -215,8 +224,19 @@ def test_example_calls_the_module():
     calls = [b for doc in module_files(EXAMPLE_DIR).values() for b in doc.get("module", [])]
     floe = calls[0]["floe"]
     assert floe["source"] == "../../modules/floe"
-    for required in ("vpc_id", "agent_subnet_ids", "metadata_subnet_ids", "client_cidr_blocks", "floe_binary_source", "tags"):
+    for required in ("vpc_id", "agent_subnet_ids", "metadata_subnet_ids", "client_cidr_blocks", "floe_binary_source", "tags",
+                     "allow_unauthenticated", "tls_certificate_arn", "tls_secret_arn", "operator_token_secret_arn",
+                     "client_endpoint_dns_name", "max_connections_per_ip"):
         assert required in floe, f"example does not pass {required}"
+    # The example is as strict as the module: no TLS, no plan, unless asked.
+    example_vars = labelled(EXAMPLE_DIR, "variable")
+    assert example_vars["allow_unauthenticated"]["default"] is False
+    assert example_vars["tls_certificate_arn"]["default"] is None
+    assert example_vars["tls_secret_arn"]["default"] is None
+    tfvars = (EXAMPLE_DIR / "terraform.tfvars.example").read_text()
+    assert re.search(r"^tls_certificate_arn\s*=", tfvars, re.M) or re.search(r"^tls_secret_arn\s*=", tfvars, re.M), \
+        "terraform.tfvars.example must show a TLS option"
+    assert not re.search(r"^allow_unauthenticated\s*=\s*true", tfvars, re.M)
     outputs = labelled(EXAMPLE_DIR, "output")
     for name in ("bootstrap_servers", "http_endpoint", "bucket_name"):
         assert name in outputs
@@ -384,6 +404,105 @@ def test_role_policies_come_from_policy_documents():
     assert one(assume["principals"])["identifiers"] == ["ec2.amazonaws.com"]
 
 
+# ---------------------------------------------------------------- TLS, SASL, API keys, secrets
+
+
+def launch_template_preconditions() -> list[dict]:
+    lifecycle = one(resources_of("aws_launch_template")["agent"]["lifecycle"])
+    return all_blocks(lifecycle["precondition"])
+
+
+def terraform_regex(condition: str) -> re.Pattern:
+    """The first regex("...") of a validation condition, for Python's re
+    (the patterns used here mean the same in RE2)."""
+    m = re.search(r'regex\("((?:[^"\\]|\\.)*)"', condition)
+    assert m, condition
+    return re.compile(m.group(1).replace("\\\\", "\\"))
+
+
+def test_security_is_on_by_default():
+    variables = labelled(MODULE_DIR, "variable")
+    assert variables["allow_unauthenticated"]["default"] is False
+    assert variables["allow_unauthenticated"]["type"] in ("bool", "${bool}")
+    for name in ("tls_certificate_arn", "tls_secret_arn", "operator_token_secret_arn", "secrets_kms_key_arn",
+                 "client_endpoint_dns_name", "agent_advertised_address"):
+        assert variables[name]["default"] is None, name
+    assert variables["sasl_enable_plain"]["default"] is False
+    assert variables["max_connections_per_ip"]["default"] == 1000
+    assert variables["max_connections"]["default"] == 10000
+    assert variables["auth_failures_per_minute"]["default"] == 10
+
+
+def test_a_plan_without_tls_fails_unless_unauthenticated_is_chosen():
+    conditions = {p["condition"]: p["error_message"] for p in launch_template_preconditions()}
+    need_tls = "${var.allow_unauthenticated || var.tls_certificate_arn != null || var.tls_secret_arn != null}"
+    assert need_tls in conditions, conditions
+    assert "allow_unauthenticated = true" in conditions[need_tls]
+    assert "${var.tls_certificate_arn == null || var.tls_secret_arn == null}" in conditions
+    # PLAIN only with TLS, and never in the unauthenticated mode.
+    plain = [c for c in conditions if c.startswith("${!var.sasl_enable_plain ||")]
+    assert len(plain) == 1 and "!var.allow_unauthenticated" in plain[0] and "var.tls_certificate_arn != null" in plain[0]
+    # The operator token never crosses the network in the clear.
+    assert "${var.operator_token_secret_arn == null || var.tls_certificate_arn != null || var.tls_secret_arn != null}" in conditions
+    for message in conditions.values():
+        assert message.endswith("."), message
+
+
+def test_secret_and_certificate_arns_are_validated_whole():
+    variables = labelled(MODULE_DIR, "variable")
+    secret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe/tls-AbCdEf"
+    for name in ("tls_secret_arn", "operator_token_secret_arn"):
+        pattern = terraform_regex(variables[name]["validation"][0]["condition"])
+        assert pattern.fullmatch(secret), name
+        for bad in ("arn:aws:secretsmanager:eu-west-1:123456789012:secret:*",
+                    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe/*",
+                    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe",
+                    "arn:aws:s3:::bucket/key", "floe/tls"):
+            assert not pattern.fullmatch(bad), (name, bad)
+    acm = terraform_regex(variables["tls_certificate_arn"]["validation"][0]["condition"])
+    assert acm.fullmatch("arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-0a1b-0a1b-0a1b-0a1b2c3d4e5f")
+    assert not acm.fullmatch("arn:aws:acm:eu-west-1:123456789012:certificate/*")
+
+
+def test_secrets_get_least_privilege_iam():
+    assert module_locals()["secret_arns"] == \
+        "${[for arn in [var.tls_secret_arn, var.operator_token_secret_arn] : arn if arn != null]}"
+    statements = [s for doc in resources_of("aws_iam_policy_document", "data").values() for s in policy_statements(doc)]
+    secrets = [s for s in statements if any(a.startswith("secretsmanager:") for a in s.get("actions", []))]
+    assert len(secrets) == 1, secrets
+    grant = secrets[0]
+    assert grant["actions"] == ["secretsmanager:GetSecretValue"]
+    assert grant["__for_each"] == "${length(local.secret_arns) == 0 ? [] : [local.secret_arns]}"
+    assert grant["resources"] == "${statement.value}"
+    assert grant.get("effect", "Allow") == "Allow" and "condition" not in grant
+    # No statement anywhere uses a wildcard action or names Secrets Manager by pattern.
+    for s in statements:
+        for action in s.get("actions", []):
+            assert "*" not in action or s.get("effect") == "Deny", s
+        assert "secretsmanager" not in text(s.get("resources", "")) or s is grant, s
+    # A customer key for the secrets: decrypt only, through Secrets Manager only.
+    key = [s for s in statements if s.get("sid") == "FloeSecretsKey"]
+    assert len(key) == 1
+    assert key[0]["actions"] == ["kms:Decrypt"]
+    assert "var.secrets_kms_key_arn" in key[0]["__for_each"] and "local.secret_arns" in key[0]["__for_each"]
+    via = one(key[0]["condition"])
+    assert via["variable"] == "kms:ViaService" and "secretsmanager." in text(via["values"])
+
+
+def test_agent_extra_args_cannot_override_the_security_flags():
+    validations = labelled(MODULE_DIR, "variable")["agent_extra_args"]["validation"]
+    managed = [v for v in validations if v["condition"].startswith("${alltrue([for a in var.agent_extra_args : !can(")]
+    assert len(managed) == 1
+    pattern = terraform_regex(managed[0]["condition"])
+    for flag in ("--tls-cert", "--tls-key", "--sasl-mechanisms", "--http-require-api-key", "--operator-token-file",
+                 "--max-connections", "--max-connections-per-ip", "--max-connections-per-ip=5", "--node-id",
+                 "--advertised-addr"):
+        assert pattern.fullmatch(flag), flag
+    for flag in ("--flush-interval-ms", "--max-connections-per-ip-overrides", "--sasl-session-lifetime-ms",
+                 "--authorizer", "--super-users=root"):
+        assert not pattern.fullmatch(flag), flag
+
+
 # ---------------------------------------------------------------- security groups
 
 
@@ -422,8 +541,11 @@ def test_no_ingress_is_open_to_anywhere():
             assert cidr not in ANYWHERE, f"{name} opens {cidr}"
             if "${" in cidr:
                 # A computed CIDR must come from a validated client list.
+                # (Scalar variables may choose whether the rule exists, as
+                # the advertised address does for agent_clients.)
                 source = referenced_locals_text(text(rule.get("for_each", "")) + cidr)
-                lists = set(re.findall(r"var\.(\w+)", source))
+                variables = labelled(MODULE_DIR, "variable")
+                lists = {v for v in re.findall(r"var\.(\w+)", source) if "list" in variables[v]["type"]}
                 assert lists and lists <= {"client_cidr_blocks", "monitoring_cidr_blocks"}, f"{name}: CIDR from {lists}"
     # Nothing anywhere spells the IPv6 wildcard, and 0.0.0.0/0 appears only in
     # egress rules and in the validations that refuse it.
@@ -479,12 +601,52 @@ def test_target_groups_check_readyz():
     groups = resources_of("aws_lb_target_group")
     assert groups
     for name, tg in groups.items():
+        assert tg["protocol"] == "TCP", name
         hc = one(tg["health_check"])
-        assert hc["protocol"] == "HTTP" and hc["path"] == "/readyz", name
+        # HTTPS exactly when the agents terminate TLS themselves; /readyz
+        # needs no API key in any mode.
+        assert hc["protocol"] == '${local.tls_mode == "agent" ? "HTTPS" : "HTTP"}', name
+        assert hc["path"] == "/readyz", name
         assert resolve(hc["port"]) == HTTP_PORT, name
-    listeners = one(list(resources_of("aws_lb_listener").values()))
-    assert listeners["for_each"] == "${aws_lb_target_group.agent}"
     assert groups["agent"]["for_each"] == {"kafka": "${local.kafka_port}", "http": "${local.http_port}"}
+
+
+def test_listeners_terminate_tls_with_the_acm_certificate_or_pass_through():
+    listeners = resources_of("aws_lb_listener")
+    assert set(listeners) == {"agent", "agent_tls"}
+    tcp, tls = listeners["agent"], listeners["agent_tls"]
+    # Exactly one of the two exists for each target group.
+    assert tcp["for_each"] == '${local.tls_mode == "nlb" ? {} : aws_lb_target_group.agent}'
+    assert tls["for_each"] == '${local.tls_mode == "nlb" ? aws_lb_target_group.agent : {}}'
+    assert tcp["protocol"] == "TCP"
+    assert tls["protocol"] == "TLS"
+    assert tls["certificate_arn"] == "${var.tls_certificate_arn}"
+    assert tls["ssl_policy"] == "${var.nlb_tls_policy}"
+    for body in (tcp, tls):
+        assert one(body["default_action"])["target_group_arn"] == "${each.value.arn}"
+    policy = labelled(MODULE_DIR, "variable")["nlb_tls_policy"]
+    assert policy["default"].startswith("ELBSecurityPolicy-TLS13-")
+    assert "TLS13-|TLS-1-2-|FS-1-2-" in policy["validation"][0]["condition"]
+    assert module_locals()["tls_mode"] == \
+        '${var.tls_certificate_arn != null ? "nlb" : var.tls_secret_arn != null ? "agent" : "none"}'
+
+
+def test_with_tls_on_the_load_balancer_every_connection_goes_through_it():
+    # Agents behind a TLS-terminating NLB speak plaintext: they must advertise
+    # the load balancer, and clients must not reach them directly.
+    advertised = module_locals()["advertised_address"]
+    assert advertised == '${coalesce(var.agent_advertised_address, local.tls_mode == "nlb" ? "load_balancer" : "private_ip")}'
+    assert module_locals()["endpoint_host"] == "${coalesce(var.client_endpoint_dns_name, aws_lb.this.dns_name)}"
+    direct = resources_of("aws_vpc_security_group_ingress_rule")["agent_clients"]
+    assert direct["for_each"] == '${local.advertised_address == "load_balancer" ? {} : local.client_ingress}'
+    conditions = [p["condition"] for p in launch_template_preconditions()]
+    assert '${var.tls_certificate_arn == null || local.advertised_address == "load_balancer"}' in conditions
+    assert "${var.tls_certificate_arn == null || var.client_endpoint_dns_name != null}" in conditions
+    validation = labelled(MODULE_DIR, "variable")["agent_advertised_address"]["validation"][0]["condition"]
+    assert '"load_balancer"' in validation
+    record = resources_of("aws_route53_record")["endpoint"]
+    assert record["name"] == "${var.client_endpoint_dns_name}"
+    assert one(record["alias"])["name"] == "${aws_lb.this.dns_name}"
 
 
 # ---------------------------------------------------------------- instances
@@ -587,16 +749,20 @@ def template(name: str) -> str:
 
 
 def template_variables(source: str) -> set[str]:
-    """Names a Terraform template interpolates (not escaped $${...})."""
+    """Names a Terraform template interpolates (not escaped $${...}) or tests
+    in a directive (%{ if ... }, not escaped %%{...})."""
     names = set()
     for m in re.finditer(r"(?<!\$)\$\{\s*([^}]*)\}", source):
         names.update(re.findall(r"\b([a-z_][a-z0-9_]*)\b(?!\s*\()", m.group(1)))
-    return names - {"indent"}
+    for m in re.finditer(r"(?<!%)%\{~?\s*([^}]*?)\s*~?\}", source):
+        expr = re.sub(r'"[^"]*"', '""', m.group(1))
+        names.update(re.findall(r"\b([a-z_][a-z0-9_]*)\b(?!\s*\()", expr))
+    return names - {"indent", "if", "else", "endif", "for", "in", "endfor", "true", "false", "null"}
 
 
-def templatefile_calls() -> dict[str, set[str]]:
-    """Template name -> keys the module passes to templatefile() for it."""
-    calls: dict[str, set[str]] = {}
+def templatefile_args() -> dict[str, dict[str, str]]:
+    """Template name -> {key: expression} the module passes to templatefile()."""
+    calls: dict[str, dict[str, str]] = {}
     source = "\n".join(p.read_text() for p in MODULE_DIR.glob("*.tf"))
     for m in re.finditer(r'templatefile\("\$\{path\.module\}/templates/([\w.-]+)",\s*\{', source):
         depth, i = 1, m.end()
@@ -605,13 +771,18 @@ def templatefile_calls() -> dict[str, set[str]]:
             i += 1
         body = source[m.end():i - 1]
         # Keys at the top level of this map only.
-        keys, depth = set(), 0
+        args, depth = {}, 0
         for line in body.splitlines():
-            if depth == 0 and (k := re.match(r"\s*(\w+)\s*=", line)):
-                keys.add(k.group(1))
+            if depth == 0 and (k := re.match(r"\s*(\w+)\s*=\s*(.*)$", line)):
+                args[k.group(1)] = k.group(2).strip()
             depth += line.count("{") - line.count("}") + line.count("(") - line.count(")")
-        calls.setdefault(m.group(1), set()).update(keys)
+        calls.setdefault(m.group(1), {}).update(args)
     return calls
+
+
+def templatefile_calls() -> dict[str, set[str]]:
+    """Template name -> keys the module passes to templatefile() for it."""
+    return {name: set(args) for name, args in templatefile_args().items()}
 
 
 def test_templatefile_calls_pass_every_template_variable():
@@ -639,6 +810,62 @@ def test_units_run_floe_under_systemd_with_the_cli_shapes():
     assert "RequiresMountsFor=/var/lib/floe/metadata" in metadata
 
 
+def test_the_module_hands_the_security_settings_to_the_agent():
+    args = templatefile_args()
+    unit, prepare = args["floe-agent.service.tftpl"], args["prepare-agent.sh.tftpl"]
+    assert unit["allow_unauthenticated"] == "var.allow_unauthenticated"
+    assert unit["sasl_enable_plain"] == "var.sasl_enable_plain"
+    assert unit["tls_mode"] == "local.tls_mode"
+    assert unit["operator_token"] == "var.operator_token_secret_arn != null"
+    for name in ("max_connections", "max_connections_per_ip", "auth_failures_per_minute"):
+        assert unit[name] == f"var.{name}", name
+    assert prepare["advertised_address"] == "local.advertised_address"
+    assert prepare["tls_secret_arn"] == 'local.tls_mode == "agent" ? var.tls_secret_arn : ""'
+    assert prepare["operator_token_secret_arn"] == 'var.operator_token_secret_arn == null ? "" : var.operator_token_secret_arn'
+
+
+def test_agent_unit_turns_on_sasl_api_keys_and_tls():
+    agent = template("floe-agent.service.tftpl")
+    exec_start = next(line for line in agent.splitlines() if line.startswith("ExecStart="))
+    assert ("%{ if !allow_unauthenticated } --sasl-mechanisms SCRAM-SHA-512,SCRAM-SHA-256"
+            "%{ if sasl_enable_plain },PLAIN%{ endif } --http-require-api-key%{ endif }") in exec_start
+    assert '%{ if tls_mode == "agent" } --tls-cert /etc/floe/tls/cert.pem --tls-key /etc/floe/tls/key.pem%{ endif }' in exec_start
+    assert "%{ if operator_token } --operator-token-file /etc/floe/operator-token%{ endif }" in exec_start
+    for flag in ("--node-id $${FLOE_NODE_ID}", "--max-connections ${max_connections}",
+                 "--max-connections-per-ip ${max_connections_per_ip}",
+                 "--auth-failures-per-minute ${auth_failures_per_minute}"):
+        assert flag in exec_start, flag
+    # Extra arguments come last, after every flag the module sets.
+    assert exec_start.endswith("%{ endif }${extra_args}")
+
+
+def cli_flags() -> set[str]:
+    """Every long flag src/cli.rs declares (`#[arg(long ...)]` fields)."""
+    flags = set()
+    for m in re.finditer(r"#\[arg\(([^\n]*)\)\]\s*\n\s*pub\(crate\) (\w+):|#\[arg\(([^\n]*)\)\]\s*\n\s*(\w+):",
+                         CLI_RS.read_text()):
+        attrs, field = (m.group(1), m.group(2)) if m.group(2) else (m.group(3), m.group(4))
+        if not re.search(r"\blong\b", attrs):
+            continue
+        named = re.search(r'long\s*=\s*"([\w-]+)"', attrs)
+        flags.add("--" + (named.group(1) if named else field.replace("_", "-")))
+    return flags
+
+
+def test_units_use_only_flags_the_cli_has():
+    flags = cli_flags()
+    assert {"--tls-cert", "--tls-key", "--sasl-mechanisms", "--http-require-api-key", "--operator-token-file",
+            "--max-connections-per-ip", "--node-id", "--peers"} <= flags, flags
+    for name in ("floe-agent.service.tftpl", "floe-metadata.service.tftpl"):
+        exec_start = next(line for line in template(name).splitlines() if line.startswith("ExecStart="))
+        used = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", exec_start))
+        assert used, name
+        assert used <= flags, f"{name} uses flags src/cli.rs does not have: {used - flags}"
+    # Metadata mutual TLS does not exist yet: nothing may pretend it does.
+    metadata = template("floe-metadata.service.tftpl")
+    assert "tls" not in metadata.lower()
+
+
 def test_agent_reads_its_zone_with_imdsv2():
     prepare = template("prepare-agent.sh.tftpl")
     assert "X-aws-ec2-metadata-token-ttl-seconds" in prepare and "-X PUT" in prepare
@@ -656,20 +883,51 @@ def test_install_verifies_sha256_and_supports_url_and_s3():
 # ---------------------------------------------------------------- rendering
 
 
+TLS_SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe/tls-AbCdEf"
+TOKEN_SECRET = "arn:aws:secretsmanager:eu-central-1:123456789012:secret:floe/operator-ZyXwVu"
+
 RENDER_VALUES = {
     "install-floe.sh.tftpl": {"binary_source": "s3://artifacts/floe/floe", "binary_sha256": "ab" * 32, "region": "eu-west-1"},
-    "prepare-agent.sh.tftpl": {"advertised_address": "private_ip", "region": "eu-west-1"},
+    "prepare-agent.sh.tftpl": {"advertised_address": "private_ip", "advertised_host": "", "region": "eu-west-1",
+                               "tls_secret_arn": TLS_SECRET, "operator_token_secret_arn": TOKEN_SECRET},
     "prepare-metadata.sh.tftpl": {"node_id": "2", "fqdn": "floe-metadata-2.floe.internal", "volume_id": "vol-0123456789abcdef0",
                                   "volume_serial": "vol0123456789abcdef0", "region": "eu-west-1"},
     "floe-agent.service.tftpl": {"metadata_addrs": "m1:9093,m2:9093,m3:9093", "kafka_port": 9092, "http_port": 8080,
-                                 "object_store_url": "s3://b/floe", "extra_args": " --flush-interval-ms 100"},
+                                 "object_store_url": "s3://b/floe", "allow_unauthenticated": False,
+                                 "sasl_enable_plain": False, "tls_mode": "agent", "operator_token": True,
+                                 "max_connections": 10000, "max_connections_per_ip": 1000,
+                                 "auth_failures_per_minute": 10, "extra_args": " --flush-interval-ms 100"},
     "floe-metadata.service.tftpl": {"node_id": "2", "fqdn": "floe-metadata-2.floe.internal", "metadata_port": 9093,
                                     "peers": "1=m1:9093,2=m2:9093,3=m3:9093", "object_store_url": "s3://b/floe"},
 }
 
+# The agent's templates once per security mode, with what the module passes
+# in that mode (see test_the_module_hands_the_security_settings_to_the_agent).
+AGENT_MODES = {
+    # tls_secret_arn and operator_token_secret_arn: the agent terminates TLS.
+    "agent-tls": ({}, {}),
+    # tls_certificate_arn: the NLB terminates TLS, agents advertise it.
+    "nlb-tls": ({"tls_mode": "nlb", "operator_token": False},
+                {"advertised_address": "load_balancer", "advertised_host": "kafka.example.com",
+                 "tls_secret_arn": "", "operator_token_secret_arn": ""}),
+    # sasl_enable_plain with TLS.
+    "plain": ({"sasl_enable_plain": True, "operator_token": False},
+              {"operator_token_secret_arn": ""}),
+    # allow_unauthenticated = true, no TLS variable.
+    "unauthenticated": ({"allow_unauthenticated": True, "tls_mode": "none", "operator_token": False,
+                         "max_connections_per_ip": 50},
+                        {"tls_secret_arn": "", "operator_token_secret_arn": ""}),
+}
+
+
+def _hcl(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value)
+
 
 def _hcl_object(values: dict) -> str:
-    return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in values.items()) + "}"
+    return "{" + ", ".join(f"{k} = {_hcl(v)}" for k, v in values.items()) + "}"
 
 
 @functools.cache
@@ -679,6 +937,11 @@ def rendered(tmp_root: Path) -> dict[str, str]:
         return f'templatefile("{TEMPLATES_DIR / name}", {values})'
 
     outputs = {name: call(name, _hcl_object(v)) for name, v in RENDER_VALUES.items()}
+    for mode, (unit, prepare) in AGENT_MODES.items():
+        outputs[f"agent-unit-{mode}"] = call("floe-agent.service.tftpl",
+                                             _hcl_object({**RENDER_VALUES["floe-agent.service.tftpl"], **unit}))
+        outputs[f"agent-prepare-{mode}"] = call("prepare-agent.sh.tftpl",
+                                                _hcl_object({**RENDER_VALUES["prepare-agent.sh.tftpl"], **prepare}))
     for role, prepare, unit in (("agent", "prepare-agent.sh.tftpl", "floe-agent.service.tftpl"),
                                 ("metadata", "prepare-metadata.sh.tftpl", "floe-metadata.service.tftpl")):
         outputs[f"cloud-init-{role}"] = call("cloud-init.yaml.tftpl", "{" + ", ".join([
@@ -724,13 +987,17 @@ def test_cloud_init_renders_to_valid_yaml_and_shell(renders, role, tmp_path):
         assert check.returncode == 0, f"{path}: {check.stderr}"
     unit = files[f"/etc/systemd/system/floe-{role}.service"]["content"]
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-    assert "${" not in exec_start.replace("${FLOE_ZONE}", "").replace("${FLOE_ADVERTISED_HOST}", "")
+    for env in ("${FLOE_ZONE}", "${FLOE_ADVERTISED_HOST}", "${FLOE_NODE_ID}"):
+        exec_start = exec_start.replace(env, "")
+    assert "${" not in exec_start and "%{" not in exec_start
     if role == "agent":
-        assert exec_start.endswith("--zone ${FLOE_ZONE} --flush-interval-ms 100")
+        assert exec_start.endswith(" --flush-interval-ms 100")
     else:
         assert "--peers 1=m1:9093,2=m2:9093,3=m3:9093" in exec_start
     runcmd = doc["runcmd"][0]
     assert runcmd[:2] == ["sh", "-ec"] and f"systemctl enable --now floe-{role}.service" in runcmd[2]
+    # No secret ever travels in the user data: only the ARNs of the secrets.
+    assert "BEGIN" not in source.replace("-----BEGIN ", "")
     assert len(source.encode()) < 16 * 1024, "EC2 user data is limited to 16 KiB"
 
 
@@ -738,3 +1005,264 @@ def test_rendered_install_script_checks_the_configured_hash(renders):
     script = renders["install-floe.sh.tftpl"]
     assert f"want_sha256='{'ab' * 32}'" in script
     assert "source_uri='s3://artifacts/floe/floe'" in script
+
+
+def agent_args(renders, mode: str) -> list[str]:
+    unit = renders[f"agent-unit-{mode}"]
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    return exec_start.removeprefix("ExecStart=").split()
+
+
+def flag_value(args: list[str], flag: str) -> str:
+    assert args.count(flag) == 1, (flag, args)
+    return args[args.index(flag) + 1]
+
+
+@pytest.mark.parametrize("mode", list(AGENT_MODES))
+def test_agent_start_command_in_each_security_mode(renders, mode):
+    args = agent_args(renders, mode)
+    assert args[:2] == ["/usr/local/bin/floe", "agent"]
+    # Every flag once, each followed by its value (--http-require-api-key takes none).
+    flags, i = [], 2
+    while i < len(args):
+        assert args[i].startswith("--"), (args[i], args)
+        flags.append(args[i])
+        i += 1 if args[i] == "--http-require-api-key" else 2
+    assert i == len(args) and len(flags) == len(set(flags)), args
+    assert flag_value(args, "--node-id") == "${FLOE_NODE_ID}"
+    assert flag_value(args, "--max-connections") == "10000"
+    assert flag_value(args, "--max-connections-per-ip") == ("50" if mode == "unauthenticated" else "1000")
+    assert flag_value(args, "--auth-failures-per-minute") == "10"
+    if mode == "unauthenticated":
+        for flag in ("--sasl-mechanisms", "--http-require-api-key", "--tls-cert", "--tls-key", "--operator-token-file"):
+            assert flag not in args, (mode, flag)
+    else:
+        expected = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN" if mode == "plain" else "SCRAM-SHA-512,SCRAM-SHA-256"
+        assert flag_value(args, "--sasl-mechanisms") == expected
+        assert args.count("--http-require-api-key") == 1
+    if mode in ("agent-tls", "plain"):
+        assert flag_value(args, "--tls-cert") == "/etc/floe/tls/cert.pem"
+        assert flag_value(args, "--tls-key") == "/etc/floe/tls/key.pem"
+    else:
+        # The NLB terminates TLS (nlb-tls), or there is none (unauthenticated).
+        assert "--tls-cert" not in args and "--tls-key" not in args
+    if mode == "agent-tls":
+        assert flag_value(args, "--operator-token-file") == "/etc/floe/operator-token"
+    else:
+        assert "--operator-token-file" not in args
+    assert args[-2:] == ["--flush-interval-ms", "100"]
+
+
+# ---------------------------------------------------------------- preconditions, planned
+
+
+ACM_ARN = "arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-0a1b-0a1b-0a1b-0a1b2c3d4e5f"
+
+REQUIRED_VARS = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "agent_subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+    "metadata_subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb", "subnet-0cccccccccccccccc"],
+    "route_table_ids": ["rtb-0aaaaaaaaaaaaaaaa"],
+    "client_cidr_blocks": ["10.0.0.0/16"],
+    "floe_binary_source": "https://example.com/floe",
+}
+
+
+def block_source(source: str, start: str) -> str:
+    """The text of the block that opens at `start` (up to its closing brace)."""
+    i = source.index(start)
+    j = source.index("{", i) + 1
+    depth = 1
+    while depth:
+        depth += {"{": 1, "}": -1}.get(source[j], 0)
+        j += 1
+    return source[i:j]
+
+
+@pytest.fixture(scope="module")
+def precondition_root(tmp_path_factory):
+    """The module's variables.tf and its agent launch template's preconditions
+    (on a provider-free terraform_data resource), so `terraform plan` runs
+    them exactly as written."""
+    if shutil.which("terraform") is None:
+        pytest.skip("no terraform binary: preconditions not planned")
+    root = tmp_path_factory.mktemp("preconditions")
+    shutil.copy(MODULE_DIR / "variables.tf", root / "variables.tf")
+    agents = (MODULE_DIR / "agents.tf").read_text()
+    launch_template = block_source(agents, 'resource "aws_launch_template" "agent"')
+    lifecycle = block_source(launch_template, "lifecycle {")
+    names = set(re.findall(r"local\.(\w+)", lifecycle))
+    assert names <= {"tls_mode", "advertised_address"}, names
+    locals_ = "\n".join(f"  {n} = {module_locals()[n][2:-1]}" for n in ("tls_mode", "advertised_address"))
+    (root / "main.tf").write_text(f'locals {{\n{locals_}\n}}\n\nresource "terraform_data" "agent" {{\n  {lifecycle}\n}}\n')
+    (root / "required.tfvars.json").write_text(json.dumps(REQUIRED_VARS))
+    run = subprocess.run(["terraform", "init", "-input=false", "-no-color"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return root
+
+
+@pytest.mark.parametrize("variables, refused", [
+    ({}, "Floe needs TLS"),
+    ({"allow_unauthenticated": True}, None),
+    ({"tls_secret_arn": TLS_SECRET}, None),
+    ({"tls_secret_arn": TLS_SECRET, "operator_token_secret_arn": TOKEN_SECRET, "sasl_enable_plain": True}, None),
+    ({"tls_certificate_arn": ACM_ARN, "client_endpoint_dns_name": "kafka.example.com"}, None),
+    ({"tls_certificate_arn": ACM_ARN}, "needs client_endpoint_dns_name"),
+    ({"tls_certificate_arn": ACM_ARN, "client_endpoint_dns_name": "kafka.example.com",
+      "agent_advertised_address": "private_ip"}, "must be load_balancer"),
+    ({"tls_certificate_arn": ACM_ARN, "tls_secret_arn": TLS_SECRET, "client_endpoint_dns_name": "kafka.example.com"},
+     "not both"),
+    ({"allow_unauthenticated": True, "sasl_enable_plain": True}, "sasl_enable_plain"),
+    ({"allow_unauthenticated": True, "operator_token_secret_arn": TOKEN_SECRET}, "operator_token_secret_arn"),
+], ids=["nothing", "unauthenticated", "secret", "secret-plain-token", "acm", "acm-without-name",
+        "acm-advertising-agents", "both", "plain-unauthenticated", "token-without-tls"])
+def test_plan_preconditions(precondition_root, variables, refused):
+    (precondition_root / "case.tfvars.json").write_text(json.dumps(variables))
+    run = subprocess.run(["terraform", "plan", "-input=false", "-no-color", "-refresh=false", "-lock=false",
+                          "-var-file=required.tfvars.json", "-var-file=case.tfvars.json"],
+                         cwd=precondition_root, capture_output=True, text=True, timeout=120)
+    output = " ".join((run.stdout + run.stderr).split())
+    if refused is None:
+        assert run.returncode == 0, output
+    else:
+        assert run.returncode != 0 and "Resource precondition failed" in output, output
+        assert refused in output, output
+
+
+# ---------------------------------------------------------------- the agent's prepare script, run
+
+
+STUB_CURL = r"""#!/bin/bash
+# IMDSv2: a PUT for the token, then GETs of meta-data paths.
+for a in "$@"; do url=$a; done
+case "$*" in
+  *"-X PUT"*) echo "imds-token" ;;
+  *) path=${url#http://169.254.169.254/latest/meta-data/}
+     case "$path" in
+       placement/availability-zone) echo "eu-west-1b" ;;
+       local-ipv4) echo "10.1.2.3" ;;
+       local-hostname) echo "ip-10-1-2-3.eu-west-1.compute.internal" ;;
+       *) exit 22 ;;
+     esac ;;
+esac
+"""
+
+STUB_AWS = r"""#!/usr/bin/env python3
+# `aws secretsmanager get-secret-value --region R --secret-id ARN --query SecretString --output text`
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["STUB_LOG"], "a") as log:
+    log.write(" ".join(args) + "\n")
+assert args[:2] == ["secretsmanager", "get-secret-value"], args
+opt = {args[i]: args[i + 1] for i in range(2, len(args) - 1, 2)}
+assert opt["--query"] == "SecretString" and opt["--output"] == "text", args
+arn = opt["--secret-id"]
+assert opt["--region"] == arn.split(":")[3], "read a secret in another region than its own"
+secrets = json.load(open(os.environ["STUB_SECRETS"]))
+if arn not in secrets:
+    sys.exit("An error occurred (AccessDeniedException)")
+print(secrets[arn])
+"""
+
+# install(1) without -o/-g (no floe user here); chown and sleep do nothing.
+STUB_INSTALL = r"""#!/bin/bash
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in -o|-g) shift 2 ;; *) args+=("$1"); shift ;; esac
+done
+exec /usr/bin/install "${args[@]}"
+"""
+STUB_CHOWN = '#!/bin/bash\necho "chown $*" >>"$STUB_LOG"\n'
+STUB_SLEEP = "#!/bin/bash\nexit 0\n"
+
+CERT_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+KEY_PEM = "-----BEGIN PRIVATE KEY-----\nMIGHfake\n-----END PRIVATE KEY-----\n"
+TOKEN = "op-" + "x" * 40
+
+
+def run_prepare(script: str, tmp_path: Path, secrets: dict[str, str]) -> tuple[subprocess.CompletedProcess, Path, str]:
+    """Runs the rendered prepare script with its absolute paths moved under
+    tmp_path and curl, aws, install, chown and sleep stubbed."""
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "var" / "cache").mkdir(parents=True)
+    script = script.replace("/etc/floe", f"{root}/etc/floe").replace("/var/cache/floe", f"{root}/var/cache/floe")
+    assert "/etc/floe" not in script.replace(f"{root}/etc/floe", "")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("curl", STUB_CURL), ("aws", STUB_AWS), ("install", STUB_INSTALL),
+                       ("chown", STUB_CHOWN), ("sleep", STUB_SLEEP)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "prepare.sh").write_text(script)
+    (tmp_path / "secrets.json").write_text(json.dumps(secrets))
+    log = tmp_path / "stub.log"
+    log.write_text("")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(log),
+           "STUB_SECRETS": str(tmp_path / "secrets.json")}
+    run = subprocess.run(["bash", str(tmp_path / "prepare.sh")], capture_output=True, text=True, env=env, timeout=60)
+    return run, root / "etc" / "floe", log.read_text()
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def env_file(etc: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (etc / "floe.env").read_text().splitlines())
+
+
+def test_prepare_writes_the_tls_files_and_token_mode_0600(renders, tmp_path):
+    secrets = {TLS_SECRET: json.dumps({"cert": CERT_PEM, "key": KEY_PEM}), TOKEN_SECRET: TOKEN + "\n"}
+    run, etc, log = run_prepare(renders["agent-prepare-agent-tls"], tmp_path, secrets)
+    assert run.returncode == 0, run.stdout + run.stderr
+    env = env_file(etc)
+    assert env["FLOE_ZONE"] == "eu-west-1b"
+    assert env["FLOE_ADVERTISED_HOST"] == "10.1.2.3"
+    assert env["FLOE_NODE_ID"] == str((10 << 24 | 1 << 16 | 2 << 8 | 3) & 0x7FFFFFFF)
+    assert (etc / "tls" / "cert.pem").read_text() == CERT_PEM
+    assert (etc / "tls" / "key.pem").read_text() == KEY_PEM
+    assert (etc / "operator-token").read_text() == TOKEN + "\n"
+    for path in (etc / "tls" / "cert.pem", etc / "tls" / "key.pem", etc / "operator-token"):
+        assert mode_of(path) == 0o600, path
+    assert mode_of(etc / "tls") == 0o700
+    assert not list((etc / "tls").glob("*.new"))
+    assert f"chown floe:floe {etc}/tls/cert.pem {etc}/tls/key.pem" in log
+    # Each secret read once, in its own region; no secret value in the output.
+    assert log.count("get-secret-value") == 2
+    assert "MIGHfake" not in run.stdout + run.stderr and TOKEN not in run.stdout + run.stderr
+
+
+def test_prepare_advertises_the_load_balancer_and_reads_no_secret(renders, tmp_path):
+    run, etc, log = run_prepare(renders["agent-prepare-nlb-tls"], tmp_path, {})
+    assert run.returncode == 0, run.stdout + run.stderr
+    env = env_file(etc)
+    assert env["FLOE_ADVERTISED_HOST"] == "kafka.example.com"
+    assert env["FLOE_NODE_ID"] == str((10 << 24 | 1 << 16 | 2 << 8 | 3) & 0x7FFFFFFF)
+    assert "get-secret-value" not in log
+    assert not (etc / "tls").exists() and not (etc / "operator-token").exists()
+
+
+@pytest.mark.parametrize("bad", [
+    "not json",
+    json.dumps({"cert": CERT_PEM}),
+    json.dumps({"cert": CERT_PEM, "key": "no pem here"}),
+    json.dumps({"cert": KEY_PEM, "key": KEY_PEM}),
+    json.dumps([CERT_PEM, KEY_PEM]),
+], ids=["not-json", "no-key", "key-not-pem", "cert-not-a-certificate", "not-an-object"])
+def test_prepare_refuses_a_malformed_tls_secret(renders, tmp_path, bad):
+    run, etc, _ = run_prepare(renders["agent-prepare-agent-tls"], tmp_path, {TLS_SECRET: bad, TOKEN_SECRET: TOKEN})
+    assert run.returncode != 0
+    # Nothing half-written: the secret is checked whole before any file.
+    assert not (etc / "tls" / "key.pem").exists() and not (etc / "tls" / "cert.pem").exists()
+    assert "MIGHfake" not in run.stdout + run.stderr
+
+
+def test_prepare_fails_when_a_secret_cannot_be_read_or_the_token_is_short(renders, tmp_path):
+    unreadable, _, log = run_prepare(renders["agent-prepare-agent-tls"], tmp_path / "a", {})
+    assert unreadable.returncode != 0 and "cannot read secret" in unreadable.stderr
+    assert log.count("get-secret-value") == 6, "retried, then gave up"
+    short, etc, _ = run_prepare(renders["agent-prepare-agent-tls"], tmp_path / "b",
+                                {TLS_SECRET: json.dumps({"cert": CERT_PEM, "key": KEY_PEM}), TOKEN_SECRET: "short"})
+    assert short.returncode != 0 and "shorter than 24" in short.stderr
+    assert not (etc / "operator-token").exists()

@@ -19,6 +19,17 @@ module "floe" {
   route_table_ids     = var.private_route_table_ids
   client_cidr_blocks  = var.client_cidr_blocks
 
+  # Encrypted and authenticated unless allow_unauthenticated: one of the two
+  # TLS variables is required (docs/DEPLOYMENT.md, "Encryption and
+  # authentication").
+  allow_unauthenticated     = var.allow_unauthenticated
+  tls_certificate_arn       = var.tls_certificate_arn
+  tls_secret_arn            = var.tls_secret_arn
+  operator_token_secret_arn = var.operator_token_secret_arn
+  client_endpoint_dns_name  = var.client_endpoint_dns_name
+  client_endpoint_zone_id   = var.client_endpoint_zone_id
+  max_connections_per_ip    = var.max_connections_per_ip
+
   floe_binary_source = var.floe_binary_source
   floe_binary_sha256 = var.floe_binary_sha256
   architecture       = var.architecture

@@ -59,6 +59,78 @@ variable "client_cidr_blocks" {
   }
 }
 
+variable "allow_unauthenticated" {
+  description = "Run without TLS, SASL and API keys (anyone in client_cidr_blocks reads and writes every topic). Leave false and set one of the TLS variables."
+  type        = bool
+  default     = false
+}
+
+variable "tls_certificate_arn" {
+  description = "ACM certificate for client_endpoint_dns_name; the load balancer terminates TLS with it. Set this or tls_secret_arn."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.tls_certificate_arn == null || can(regex("^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[0-9a-f-]+$", var.tls_certificate_arn))
+    error_message = "tls_certificate_arn must be null or an ACM certificate ARN."
+  }
+}
+
+variable "tls_secret_arn" {
+  description = "Full ARN of a Secrets Manager secret holding JSON {\"cert\": PEM, \"key\": PEM}; the agents terminate TLS with it. Set this or tls_certificate_arn."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.tls_secret_arn == null || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$", var.tls_secret_arn))
+    error_message = "tls_secret_arn must be null or the full ARN of a Secrets Manager secret (with its 6-character suffix)."
+  }
+}
+
+variable "operator_token_secret_arn" {
+  description = "Full ARN of a Secrets Manager secret holding the operator token (24+ characters) for the HTTP operator API. Null: no operator API."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.operator_token_secret_arn == null || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$", var.operator_token_secret_arn))
+    error_message = "operator_token_secret_arn must be null or the full ARN of a Secrets Manager secret (with its 6-character suffix)."
+  }
+}
+
+variable "client_endpoint_dns_name" {
+  description = "DNS name clients connect to, covered by the TLS certificate (required with tls_certificate_arn), e.g. kafka.example.com."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.client_endpoint_dns_name == null || can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]{2,63}$", var.client_endpoint_dns_name))
+    error_message = "client_endpoint_dns_name must be null or a lowercase DNS name."
+  }
+}
+
+variable "client_endpoint_zone_id" {
+  description = "Route 53 hosted zone in which to create client_endpoint_dns_name as an alias of the load balancer. Null: create the record yourself."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.client_endpoint_zone_id == null || can(regex("^Z[0-9A-Z]{1,31}$", var.client_endpoint_zone_id))
+    error_message = "client_endpoint_zone_id must be null or a hosted zone ID."
+  }
+}
+
+variable "max_connections_per_ip" {
+  description = "Kafka connections one client address may hold on one agent (raise it for clients behind a NAT gateway)."
+  type        = number
+  default     = 1000
+
+  validation {
+    condition     = var.max_connections_per_ip >= 1 && floor(var.max_connections_per_ip) == var.max_connections_per_ip
+    error_message = "max_connections_per_ip must be a whole number of at least 1."
+  }
+}
+
 variable "floe_binary_source" {
   description = "https:// URL or s3://bucket/key of the floe Linux binary."
   type        = string

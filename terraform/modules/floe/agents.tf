@@ -47,15 +47,25 @@ resource "aws_launch_template" "agent" {
     unit_name      = "floe-agent.service"
     install_script = local.install_script
     prepare_script = templatefile("${path.module}/templates/prepare-agent.sh.tftpl", {
-      advertised_address = var.agent_advertised_address
-      region             = local.region
+      advertised_address        = local.advertised_address
+      advertised_host           = local.advertised_address == "load_balancer" ? local.endpoint_host : ""
+      region                    = local.region
+      tls_secret_arn            = local.tls_mode == "agent" ? var.tls_secret_arn : ""
+      operator_token_secret_arn = var.operator_token_secret_arn == null ? "" : var.operator_token_secret_arn
     })
     unit = templatefile("${path.module}/templates/floe-agent.service.tftpl", {
-      metadata_addrs   = local.metadata_addrs
-      kafka_port       = local.kafka_port
-      http_port        = local.http_port
-      object_store_url = local.object_store_url
-      extra_args       = join("", [for a in var.agent_extra_args : " ${a}"])
+      metadata_addrs           = local.metadata_addrs
+      kafka_port               = local.kafka_port
+      http_port                = local.http_port
+      object_store_url         = local.object_store_url
+      allow_unauthenticated    = var.allow_unauthenticated
+      sasl_enable_plain        = var.sasl_enable_plain
+      tls_mode                 = local.tls_mode
+      operator_token           = var.operator_token_secret_arn != null
+      max_connections          = var.max_connections
+      max_connections_per_ip   = var.max_connections_per_ip
+      auth_failures_per_minute = var.auth_failures_per_minute
+      extra_args               = join("", [for a in var.agent_extra_args : " ${a}"])
     })
   }))
 
@@ -75,6 +85,40 @@ resource "aws_launch_template" "agent" {
   }
 
   tags = merge(local.tags, { Name = "${var.name}-agent" })
+
+  # Encrypted and authenticated unless the plan says otherwise, in so many
+  # words (docs/DEPLOYMENT.md, "Encryption and authentication").
+  lifecycle {
+    precondition {
+      condition     = var.allow_unauthenticated || var.tls_certificate_arn != null || var.tls_secret_arn != null
+      error_message = "Floe needs TLS: set tls_certificate_arn (an ACM certificate; the load balancer terminates TLS) or tls_secret_arn (a Secrets Manager secret with the certificate and key; the agents terminate TLS). To run without TLS, SASL and API keys, set allow_unauthenticated = true."
+    }
+
+    precondition {
+      condition     = var.tls_certificate_arn == null || var.tls_secret_arn == null
+      error_message = "Set tls_certificate_arn or tls_secret_arn, not both."
+    }
+
+    precondition {
+      condition     = !var.sasl_enable_plain || (!var.allow_unauthenticated && (var.tls_certificate_arn != null || var.tls_secret_arn != null))
+      error_message = "sasl_enable_plain sends passwords in the clear: it needs TLS (tls_certificate_arn or tls_secret_arn) and allow_unauthenticated = false."
+    }
+
+    precondition {
+      condition     = var.tls_certificate_arn == null || local.advertised_address == "load_balancer"
+      error_message = "With tls_certificate_arn the agents speak plaintext behind the load balancer, so agent_advertised_address must be load_balancer (or null)."
+    }
+
+    precondition {
+      condition     = var.tls_certificate_arn == null || var.client_endpoint_dns_name != null
+      error_message = "tls_certificate_arn needs client_endpoint_dns_name: the name the certificate covers, which clients connect to and agents advertise."
+    }
+
+    precondition {
+      condition     = var.operator_token_secret_arn == null || var.tls_certificate_arn != null || var.tls_secret_arn != null
+      error_message = "operator_token_secret_arn serves the operator API on the client port: it needs TLS (tls_certificate_arn or tls_secret_arn) so the token never crosses the network in the clear."
+    }
+  }
 }
 
 resource "aws_autoscaling_group" "agent" {

@@ -24,3 +24,25 @@ resource "aws_route53_record" "metadata" {
   ttl      = 30
   records  = [aws_instance.metadata[each.key].private_ip]
 }
+
+# The client endpoint's name (client_endpoint_dns_name), when the module owns
+# the record: an alias of the NLB, so it follows the load balancer's addresses.
+resource "aws_route53_record" "endpoint" {
+  count   = var.client_endpoint_zone_id == null ? 0 : 1
+  zone_id = var.client_endpoint_zone_id
+  name    = var.client_endpoint_dns_name
+  type    = "A"
+
+  alias {
+    name                   = aws_lb.this.dns_name
+    zone_id                = aws_lb.this.zone_id
+    evaluate_target_health = true
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.client_endpoint_dns_name != null
+      error_message = "client_endpoint_zone_id needs client_endpoint_dns_name, the name of the record to create."
+    }
+  }
+}

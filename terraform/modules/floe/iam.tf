@@ -1,5 +1,7 @@
 # One role for agents and metadata nodes: both read and write objects under the
-# prefix (segments; metadata snapshots) and nothing else in S3.
+# prefix (segments; metadata snapshots) and nothing else in S3. With
+# tls_secret_arn or operator_token_secret_arn it may also read those secrets,
+# by their full ARNs, and nothing else in Secrets Manager.
 
 data "aws_iam_policy_document" "assume_ec2" {
   statement {
@@ -77,6 +79,32 @@ data "aws_iam_policy_document" "floe" {
       sid       = "FloeBinary"
       actions   = ["s3:GetObject"]
       resources = [statement.value]
+    }
+  }
+
+  # The agents read their TLS certificate and operator token at boot: these
+  # two secrets only, read only (no listing, no describing, no writing).
+  dynamic "statement" {
+    for_each = length(local.secret_arns) == 0 ? [] : [local.secret_arns]
+    content {
+      sid       = "FloeSecrets"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = statement.value
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.secrets_kms_key_arn == null || length(local.secret_arns) == 0 ? [] : [var.secrets_kms_key_arn]
+    content {
+      sid       = "FloeSecretsKey"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = distinct([for arn in local.secret_arns : "secretsmanager.${split(":", arn)[3]}.amazonaws.com"])
+      }
     }
   }
 }

@@ -60,6 +60,25 @@ locals {
   metadata_peers = join(",", [for id, n in local.metadata_nodes : "${id}=${n.fqdn}:${local.metadata_port}"])
   metadata_addrs = join(",", [for id, n in local.metadata_nodes : "${n.fqdn}:${local.metadata_port}"])
 
+  # Where client TLS ends: "nlb" (the load balancer's TLS listeners, with the
+  # ACM certificate tls_certificate_arn), "agent" (each agent, with the
+  # certificate and key of the Secrets Manager secret tls_secret_arn) or
+  # "none" (only with allow_unauthenticated). Preconditions on the agent
+  # launch template refuse every other combination.
+  tls_mode = var.tls_certificate_arn != null ? "nlb" : var.tls_secret_arn != null ? "agent" : "none"
+
+  # What agents advertise. With TLS on the load balancer it must be the load
+  # balancer: the agents themselves speak plaintext.
+  advertised_address = coalesce(var.agent_advertised_address, local.tls_mode == "nlb" ? "load_balancer" : "private_ip")
+
+  # The name clients use: bootstrap, HTTP API, and every Kafka connection when
+  # agents advertise the load balancer.
+  endpoint_host = coalesce(var.client_endpoint_dns_name, aws_lb.this.dns_name)
+
+  # Secrets the agents read at boot; the role may read these and nothing else
+  # in Secrets Manager.
+  secret_arns = [for arn in [var.tls_secret_arn, var.operator_token_secret_arn] : arn if arn != null]
+
   # Rendered by every instance's cloud-init: install the binary, then run one
   # floe role under systemd.
   install_script = templatefile("${path.module}/templates/install-floe.sh.tftpl", {

@@ -1,13 +1,19 @@
 # Security groups and the S3 gateway endpoint.
 #
 # Ingress, all of it:
-#   clients (var.client_cidr_blocks)   -> NLB and agents: 9092 (Kafka), 8080 (HTTP)
+#   clients (var.client_cidr_blocks)   -> NLB: 9092 (Kafka), 8080 (HTTP)
+#                                      -> agents: 9092, 8080, unless agents
+#                                         advertise the load balancer (always
+#                                         so with TLS on the NLB, where the
+#                                         agents speak plaintext)
 #   monitoring (var.monitoring_cidr_blocks) -> agents: 8080 (/metrics)
 #   NLB                                -> agents: 9092, 8080 (traffic and health checks)
 #   agents, metadata nodes             -> metadata nodes: 9093
 # Nothing is open to 0.0.0.0/0, and no SSH port exists (use Session Manager).
-# Egress is HTTPS (S3 through the gateway endpoint, SSM, the binary download)
-# plus the metadata port inside the cluster.
+# The metadata port has no authentication or encryption of its own yet, so
+# these rules are its only protection: only the agent and metadata groups
+# reach it. Egress is HTTPS (S3 through the gateway endpoint, Secrets Manager,
+# SSM, the binary download) plus the metadata port inside the cluster.
 
 resource "aws_security_group" "nlb" {
   name        = "${var.name}-nlb"
@@ -71,8 +77,10 @@ resource "aws_vpc_security_group_egress_rule" "nlb_to_agents" {
 
 # ---------------------------------------------------------------- agents
 
+# Clients that connect to agents' advertised addresses after bootstrap. None
+# do when agents advertise the load balancer.
 resource "aws_vpc_security_group_ingress_rule" "agent_clients" {
-  for_each          = local.client_ingress
+  for_each          = local.advertised_address == "load_balancer" ? {} : local.client_ingress
   security_group_id = aws_security_group.agent.id
   description       = "${each.value.name} from client ${each.value.cidr} (direct connections after bootstrap)"
   ip_protocol       = "tcp"
@@ -109,7 +117,7 @@ resource "aws_vpc_security_group_ingress_rule" "agent_monitoring" {
 
 resource "aws_vpc_security_group_egress_rule" "agent_https" {
   security_group_id = aws_security_group.agent.id
-  description       = "HTTPS: S3 (gateway endpoint), SSM, binary download"
+  description       = "HTTPS: S3 (gateway endpoint), Secrets Manager, SSM, binary download"
   ip_protocol       = "tcp"
   from_port         = 443
   to_port           = 443

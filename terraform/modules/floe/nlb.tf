@@ -2,12 +2,21 @@
 # (8080). Cross-zone load balancing is off: a client reaches the agents of the
 # zone its NLB address lives in, and no load balancer hop crosses a zone
 # (inter-AZ traffic is billed, and Floe's design keeps bytes zone-local).
-# After bootstrap, Kafka clients connect to agents' advertised addresses
-# directly, which is why the agent security group admits client CIDRs too.
+#
+# TLS (local.tls_mode):
+#   nlb    TLS listeners terminate with var.tls_certificate_arn and forward
+#          plaintext to the agents inside the VPC; agents advertise the load
+#          balancer, so every Kafka connection goes through it.
+#   agent  TCP passthrough: the agents terminate TLS themselves
+#          (var.tls_secret_arn), and the health checks use HTTPS.
+#   none   TCP passthrough of plaintext (allow_unauthenticated only).
+# Unless agents advertise the load balancer, Kafka clients connect to their
+# advertised addresses directly after bootstrap, which is why the agent
+# security group then admits client CIDRs too.
 
 resource "aws_lb" "this" {
   #checkov:skip=CKV_AWS_152:Cross-zone load balancing is deliberately off: Floe keeps client traffic inside its zone to avoid inter-AZ transfer charges.
-  #checkov:skip=CKV_AWS_91:Access logs for a TCP NLB record only connection metadata; customers who want them set access_logs with their own log bucket.
+  #checkov:skip=CKV_AWS_91:NLB access logs cover TLS listeners only and record connection metadata, no requests; customers who want them set access_logs with their own log bucket.
   name                             = "${var.name}-nlb"
   load_balancer_type               = "network"
   internal                         = true
@@ -30,9 +39,11 @@ resource "aws_lb_target_group" "agent" {
 
   # Both target groups follow the agent's readiness: an agent that is not
   # ready (not registered with metadata yet, or draining) gets no new
-  # Kafka connections either.
+  # Kafka connections either. /readyz needs no API key; it is served over
+  # HTTPS when the agent terminates TLS (the NLB does not verify the
+  # certificate of a health check).
   health_check {
-    protocol            = "HTTP"
+    protocol            = local.tls_mode == "agent" ? "HTTPS" : "HTTP"
     port                = tostring(local.http_port)
     path                = "/readyz"
     matcher             = "200"
@@ -46,9 +57,9 @@ resource "aws_lb_target_group" "agent" {
 }
 
 resource "aws_lb_listener" "agent" {
-  #checkov:skip=CKV_AWS_2:TCP passthrough: the Kafka protocol and Floe's HTTP API are not HTTP(S) listeners on an NLB.
-  #checkov:skip=CKV2_AWS_74:TCP passthrough has no TLS policy; traffic stays inside the VPC.
-  for_each          = aws_lb_target_group.agent
+  #checkov:skip=CKV_AWS_2:TCP passthrough, used only without tls_certificate_arn: the agents terminate TLS themselves (tls_secret_arn), or allow_unauthenticated was chosen explicitly. The Kafka protocol is no HTTP(S) listener.
+  #checkov:skip=CKV2_AWS_74:TCP passthrough has no TLS policy: TLS, when on, is the agents' own (rustls, TLS 1.2 and 1.3).
+  for_each          = local.tls_mode == "nlb" ? {} : aws_lb_target_group.agent
   load_balancer_arn = aws_lb.this.arn
   port              = each.value.port
   protocol          = "TCP"
@@ -59,4 +70,22 @@ resource "aws_lb_listener" "agent" {
   }
 
   tags = merge(local.tags, { Name = "${var.name}-${each.key}" })
+}
+
+# With tls_certificate_arn: TLS terminates here, for Kafka and HTTP alike. No
+# ALPN policy, so HTTP clients speak HTTP/1.1 to the agent behind it.
+resource "aws_lb_listener" "agent_tls" {
+  for_each          = local.tls_mode == "nlb" ? aws_lb_target_group.agent : {}
+  load_balancer_arn = aws_lb.this.arn
+  port              = each.value.port
+  protocol          = "TLS"
+  certificate_arn   = var.tls_certificate_arn
+  ssl_policy        = var.nlb_tls_policy
+
+  default_action {
+    type             = "forward"
+    target_group_arn = each.value.arn
+  }
+
+  tags = merge(local.tags, { Name = "${var.name}-${each.key}-tls" })
 }

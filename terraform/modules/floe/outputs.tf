@@ -1,11 +1,21 @@
 output "bootstrap_servers" {
-  description = "Kafka bootstrap address (the internal NLB). Clients then connect to agents' advertised addresses directly."
-  value       = "${aws_lb.this.dns_name}:${local.kafka_port}"
+  description = "Kafka bootstrap address: client_endpoint_dns_name, else the internal NLB's name. Clients then connect to the agents' advertised addresses (the same address when agents advertise load_balancer)."
+  value       = "${local.endpoint_host}:${local.kafka_port}"
 }
 
 output "http_endpoint" {
-  description = "Base URL of Floe's HTTP API (produce/consume, admin, /healthz, /readyz, /metrics) through the NLB."
-  value       = "http://${aws_lb.this.dns_name}:${local.http_port}"
+  description = "Base URL of Floe's HTTP API (produce/consume, operator API, /healthz, /readyz, /metrics) through the NLB: https:// unless allow_unauthenticated without TLS."
+  value       = "${local.tls_mode == "none" ? "http" : "https"}://${local.endpoint_host}:${local.http_port}"
+}
+
+output "kafka_security_protocol" {
+  description = "The security.protocol Kafka clients need: SASL_SSL by default, SSL (TLS without SASL) or PLAINTEXT with allow_unauthenticated."
+  value       = var.allow_unauthenticated ? (local.tls_mode == "none" ? "PLAINTEXT" : "SSL") : "SASL_SSL"
+}
+
+output "agent_advertised_address" {
+  description = "What the agents advertise to Kafka clients: private_ip, private_dns or load_balancer (every Kafka connection through the NLB)."
+  value       = local.advertised_address
 }
 
 output "nlb_dns_name" {
@@ -64,11 +74,12 @@ output "metadata_security_group_id" {
 }
 
 output "prometheus_scrape_config" {
-  description = "A Prometheus scrape_configs entry (YAML) that discovers the agents through EC2 tags and scrapes /metrics on port 8080. The Prometheus server needs ec2:DescribeInstances and must sit in client_cidr_blocks or monitoring_cidr_blocks."
+  description = "A Prometheus scrape_configs entry (YAML) that discovers the agents through EC2 tags and scrapes /metrics on port 8080, over HTTPS when the agents terminate TLS (add a tls_config with ca_file and server_name if their certificate is not from a CA Prometheus trusts or does not name their addresses). The Prometheus server needs ec2:DescribeInstances and must sit in monitoring_cidr_blocks (or client_cidr_blocks, unless agents advertise the load balancer)."
   value = yamlencode({
     scrape_configs = [{
       job_name        = "${var.name}-agents"
       metrics_path    = "/metrics"
+      scheme          = local.tls_mode == "agent" ? "https" : "http"
       scrape_interval = "15s"
       ec2_sd_configs = [{
         region = local.region

@@ -97,13 +97,138 @@ variable "monitoring_cidr_blocks" {
 }
 
 variable "agent_advertised_address" {
-  description = "What each agent advertises to Kafka clients: its private IPv4 address (reachable over peering and transit gateways) or its private DNS name (needs VPC DNS hostnames and resolution from the client)."
+  description = "What each agent advertises to Kafka clients, who connect to it directly after bootstrap: private_ip (its private IPv4 address, reachable over peering and transit gateways), private_dns (its private DNS name; needs VPC DNS hostnames and resolution from the client) or load_balancer (client_endpoint_dns_name, else the NLB's DNS name: every Kafka connection then goes through the NLB). Null picks load_balancer with tls_certificate_arn (the only mode that works when the NLB terminates TLS) and private_ip otherwise."
   type        = string
-  default     = "private_ip"
+  default     = null
 
   validation {
-    condition     = contains(["private_ip", "private_dns"], var.agent_advertised_address)
-    error_message = "agent_advertised_address must be private_ip or private_dns."
+    # coalesce: contains() refuses a null value, and || does not short-circuit.
+    condition     = contains(["private_ip", "private_dns", "load_balancer"], coalesce(var.agent_advertised_address, "private_ip"))
+    error_message = "agent_advertised_address must be null, private_ip, private_dns or load_balancer."
+  }
+}
+
+variable "client_endpoint_dns_name" {
+  description = "DNS name clients use for the cluster (bootstrap, HTTP API, and every Kafka connection when agents advertise load_balancer), e.g. kafka.example.com. It must resolve to the NLB (see client_endpoint_zone_id) and be a name the TLS certificate covers. Required with tls_certificate_arn; null uses the NLB's own DNS name."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.client_endpoint_dns_name == null || can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]{2,63}$", var.client_endpoint_dns_name))
+    error_message = "client_endpoint_dns_name must be null or a lowercase DNS name such as kafka.example.com."
+  }
+}
+
+variable "client_endpoint_zone_id" {
+  description = "ID of a Route 53 hosted zone (public or private) in which the module creates client_endpoint_dns_name as an alias of the NLB. Null creates no record: point the name at nlb_dns_name yourself."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.client_endpoint_zone_id == null || can(regex("^Z[0-9A-Z]{1,31}$", var.client_endpoint_zone_id))
+    error_message = "client_endpoint_zone_id must be null or a hosted zone ID such as Z0123456789ABCDEFGHIJ."
+  }
+}
+
+# ---------------------------------------------------------------- security: TLS, SASL, API keys
+
+variable "allow_unauthenticated" {
+  description = "Run without authentication: no SASL on the Kafka listener and no API keys on the HTTP API, so anyone in client_cidr_blocks can read, write and delete every topic; TLS is then optional (used if tls_certificate_arn or tls_secret_arn is set). Leave false: a plan with neither TLS variable fails unless this is true."
+  type        = bool
+  default     = false
+}
+
+variable "tls_certificate_arn" {
+  description = "ARN of an ACM certificate for client_endpoint_dns_name. The NLB's Kafka and HTTP listeners become TLS listeners that terminate with it (nlb_tls_policy); the NLB talks plaintext to the agents inside the VPC, and agents advertise the load balancer so no client reaches them directly. Exclusive with tls_secret_arn."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.tls_certificate_arn == null || can(regex("^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[0-9a-f-]+$", var.tls_certificate_arn))
+    error_message = "tls_certificate_arn must be null or an ACM certificate ARN (arn:aws:acm:REGION:ACCOUNT:certificate/ID)."
+  }
+}
+
+variable "tls_secret_arn" {
+  description = "Full ARN of a Secrets Manager secret whose value is JSON {\"cert\": PEM chain, \"key\": PEM private key}. Each agent reads it at boot (the role may read this secret only), writes the files mode 0600 and serves both listeners over TLS itself (--tls-cert/--tls-key); the NLB stays TCP passthrough and health-checks over HTTPS. Exclusive with tls_certificate_arn."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.tls_secret_arn == null || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$", var.tls_secret_arn))
+    error_message = "tls_secret_arn must be null or the full ARN of a Secrets Manager secret, with the 6-character suffix Secrets Manager adds (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-AbCdEf)."
+  }
+}
+
+variable "operator_token_secret_arn" {
+  description = "Full ARN of a Secrets Manager secret whose value is the operator token (at least 24 characters). Each agent reads it at boot into a 0600 file and serves the operator API (/v1/admin) with --operator-token-file. Null: the operator API is not served."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.operator_token_secret_arn == null || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$", var.operator_token_secret_arn))
+    error_message = "operator_token_secret_arn must be null or the full ARN of a Secrets Manager secret, with the 6-character suffix Secrets Manager adds."
+  }
+}
+
+variable "secrets_kms_key_arn" {
+  description = "ARN of the customer-managed KMS key that encrypts tls_secret_arn and operator_token_secret_arn, if not the default aws/secretsmanager key: the role may then decrypt with it through Secrets Manager only."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.secrets_kms_key_arn == null || can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/.+$", var.secrets_kms_key_arn))
+    error_message = "secrets_kms_key_arn must be null or a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)."
+  }
+}
+
+variable "nlb_tls_policy" {
+  description = "Security policy of the NLB's TLS listeners (with tls_certificate_arn). TLS 1.2 is the least it may allow."
+  type        = string
+  default     = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+
+  validation {
+    condition     = can(regex("^ELBSecurityPolicy-(TLS13-|TLS-1-2-|FS-1-2-)", var.nlb_tls_policy))
+    error_message = "nlb_tls_policy must be an ELBSecurityPolicy-TLS13-*, ELBSecurityPolicy-TLS-1-2-* or ELBSecurityPolicy-FS-1-2-* policy (TLS 1.2 or later)."
+  }
+}
+
+variable "sasl_enable_plain" {
+  description = "Also offer SASL/PLAIN on the Kafka listener (besides SCRAM-SHA-512 and SCRAM-SHA-256). PLAIN sends the password itself, so it is refused without TLS or with allow_unauthenticated."
+  type        = bool
+  default     = false
+}
+
+variable "max_connections" {
+  description = "Kafka connections one agent holds at once (--max-connections, Kafka's max.connections). When full, the oldest connection that has not authenticated is closed for the new one."
+  type        = number
+  default     = 10000
+
+  validation {
+    condition     = var.max_connections >= 1 && var.max_connections <= 1000000 && floor(var.max_connections) == var.max_connections
+    error_message = "max_connections must be a whole number from 1 to 1000000."
+  }
+}
+
+variable "max_connections_per_ip" {
+  description = "Kafka connections one client address may hold on one agent (--max-connections-per-ip, Kafka's max.connections.per.ip); more are closed at once. Raise it for clients behind a NAT gateway or proxy."
+  type        = number
+  default     = 1000
+
+  validation {
+    condition     = var.max_connections_per_ip >= 1 && var.max_connections_per_ip <= 1000000 && floor(var.max_connections_per_ip) == var.max_connections_per_ip
+    error_message = "max_connections_per_ip must be a whole number from 1 to 1000000."
+  }
+}
+
+variable "auth_failures_per_minute" {
+  description = "Failed authentications (SASL, API key, operator token) one client address may make in a minute before it is refused until the minute ends (--auth-failures-per-minute). 0 turns the limit off."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.auth_failures_per_minute >= 0 && var.auth_failures_per_minute <= 100000 && floor(var.auth_failures_per_minute) == var.auth_failures_per_minute
+    error_message = "auth_failures_per_minute must be a whole number from 0 to 100000."
   }
 }
 
@@ -261,7 +386,7 @@ variable "architecture" {
 }
 
 variable "ami_id" {
-  description = "AMI for agents and metadata nodes. Null uses the latest Amazon Linux 2023 AMI for the architecture (looked up through SSM public parameters). The bootstrap script expects systemd, curl, the AWS CLI and xfsprogs."
+  description = "AMI for agents and metadata nodes. Null uses the latest Amazon Linux 2023 AMI for the architecture (looked up through SSM public parameters). The bootstrap script expects systemd, curl, the AWS CLI, python3 (cloud-init's own) and xfsprogs."
   type        = string
   default     = null
 
@@ -335,13 +460,18 @@ variable "agent_volume_size_gib" {
 }
 
 variable "agent_extra_args" {
-  description = "Extra command-line flags appended to `floe agent` (e.g. [\"--flush-interval-ms\", \"100\"]). Each element is one argument without spaces."
+  description = "Extra command-line flags appended to `floe agent` (e.g. [\"--flush-interval-ms\", \"100\"]). Each element is one argument without spaces. Flags the module sets itself (TLS, SASL, API keys, operator token, connection limits, node id, advertised address) are refused: use their variables."
   type        = list(string)
   default     = []
 
   validation {
     condition     = alltrue([for a in var.agent_extra_args : can(regex("^[A-Za-z0-9_.,:=/@+-]+$", a))])
     error_message = "Each element of agent_extra_args must be one argument of [A-Za-z0-9_.,:=/@+-] (no spaces or shell characters)."
+  }
+
+  validation {
+    condition     = alltrue([for a in var.agent_extra_args : !can(regex("^--(tls-cert|tls-key|sasl-mechanisms|http-require-api-key|operator-token-file|max-connections|max-connections-per-ip|auth-failures-per-minute|node-id|advertised-addr|kafka-addr|http-addr|metadata|object-store|zone)(=.*)?$", a))])
+    error_message = "agent_extra_args may not set flags the module manages (--tls-cert, --tls-key, --sasl-mechanisms, --http-require-api-key, --operator-token-file, --max-connections, --max-connections-per-ip, --auth-failures-per-minute, --node-id, --advertised-addr, --kafka-addr, --http-addr, --metadata, --object-store, --zone): use the module's variables."
   }
 }
 
