@@ -25,6 +25,7 @@ import requests
 
 from conftest import wait_until
 from test_auth import PASSWORD, admin_tenants
+from test_bad_input import crc32c
 from test_hardening import Conn, Reader, kbytes, kstring, scram_login
 
 USERS = {"acme": "alice", "globex": "bob"}
@@ -38,27 +39,6 @@ TARGET_IDS = range(0, 21)
 
 # --------------------------------------------------------------------------
 # wire encoding: varints, CRC-32C, RecordBatch v2
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC32C = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = _CRC32C[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
 
 # A wrong checksum would make every batch CORRUPT_MESSAGE, which the assertions on refused
 # batches must not mistake for the server refusing a producer id.
