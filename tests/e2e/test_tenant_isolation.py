@@ -25,7 +25,7 @@ import requests
 
 from conftest import wait_until
 from test_auth import PASSWORD, admin_tenants
-from test_bad_input import crc32c
+from test_bad_input import crc32c, uvarint, varint
 from test_hardening import Conn, Reader, kbytes, kstring, scram_login
 
 USERS = {"acme": "alice", "globex": "bob"}
@@ -43,22 +43,6 @@ TARGET_IDS = range(0, 21)
 # A wrong checksum would make every batch CORRUPT_MESSAGE, which the assertions on refused
 # batches must not mistake for the server refusing a producer id.
 assert crc32c(b"123456789") == 0xE3069283
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def varint(n: int) -> bytes:
-    return uvarint(2 * n if n >= 0 else -2 * n - 1)
 
 
 def record_batch(producer_id: int, producer_epoch: int, base_sequence: int, value: bytes) -> bytes:
