@@ -48,6 +48,17 @@ pub static CONNECTIONS_CLOSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// Offset-commit proposals sent to the metadata leader, by how many OffsetCommit requests each
+/// carried merged (`1`, `2-16`, `17+`): a connection's commits queued behind a proposal go in
+/// the next one.
+pub static OFFSET_COMMIT_PROPOSALS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_group_offset_commit_proposals_total",
+        "Offset-commit proposals to the metadata leader, by OffsetCommit requests merged into each",
+        &["merged"]
+    )
+    .expect("unique")
+});
 /// Record batch bytes accepted by Produce, by topic (Kafka's BytesInPerSec).
 pub static BYTES_IN: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_broker_topic_bytes_in_total", "Produced bytes committed, by topic", &["topic"])

@@ -38,8 +38,8 @@ pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
     AbortedTransaction, AgentRecord, ApiKeyRecord, AskedPartitions, CommitStamp, CommittedOffset, EntryData,
-    FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord, ObjectId, ObjectRecord,
-    OffsetCommit, Partition, PartitionLag, ProducerRecord, ScramCredential, ScramMechanism, State, StoredChunk,
-    TenantQuotas, TenantRecord, TenantTable, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord,
-    validate_topic_name,
+    FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord,
+    OFFSET_METADATA_BYTES_MAX, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord,
+    ScramCredential, ScramMechanism, State, StoredChunk, TenantQuotas, TenantRecord, TenantTable, Topic, TopicId,
+    TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
 };

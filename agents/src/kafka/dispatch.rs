@@ -121,8 +121,8 @@ where
 }
 
 /// Starts handling one request. Only Produce does work before returning (it appends to the
-/// flush buffer, in request order); everything else runs in its own task, OffsetCommits one
-/// after another in `lane`, the connection's.
+/// flush buffer, in request order); everything else runs in its own task, OffsetCommits in
+/// `lane`, the connection's, in order.
 pub(super) async fn start(
     agent: &Arc<Agent>,
     header: &RequestHeader,
@@ -205,10 +205,8 @@ pub(super) async fn start(
             // Stamped here, in request order: the handler tasks may start in any order (tokio
             // runs the newest spawned task first), and the state machine skips a commit whose
             // stamp is older than one it applied.
-            let (stamp, place) = (next_commit_stamp(), lane.next());
-            later(
-                async move { ResponseKind::OffsetCommit(api::groups::offset_commit(&agent, req, stamp, place).await) },
-            )
+            let answer = lane.submit(&agent, req, next_commit_stamp());
+            later(async move { ResponseKind::OffsetCommit(answer.await) })
         }
         RequestKind::OffsetFetch(req) => {
             later(async move { ResponseKind::OffsetFetch(api::groups::offset_fetch(&agent, version, req).await) })
