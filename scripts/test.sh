@@ -141,6 +141,6 @@ if [[ "$MODE" == all || "$MODE" == chaos ]]; then
   fi
   rm -rf "$CHAOS_DIR"
   "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$network" --work-dir "$CHAOS_DIR" \
-    "${s3[@]}"
+    --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" "${s3[@]}"
 fi
 step "all tests passed"

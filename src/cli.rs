@@ -21,8 +21,7 @@ pub(crate) enum Command {
     /// Run a stateless agent against a metadata cluster.
     Agent(AgentArgs),
     /// Inspect a running cluster.
-    #[command(subcommand)]
-    Admin(AdminCommand),
+    Admin(AdminArgs),
     /// Run the load generator, `floe-loadtest` (found next to this binary or on PATH), with
     /// these arguments; `floe loadtest --help` shows its own help.
     #[command(disable_help_flag = true)]
@@ -65,8 +64,33 @@ pub(crate) struct MetadataArgs {
     /// Endpoint of an S3-compatible server for s3:// URLs.
     #[arg(long)]
     pub(crate) s3_endpoint: Option<String>,
+    #[command(flatten)]
+    pub(crate) tls: MetadataTlsArgs,
+    /// Serve the metadata port without TLS on a non-loopback address: anyone who reaches it can
+    /// read every credential and change anything. Only for networks nobody else can reach.
+    #[arg(long)]
+    pub(crate) metadata_allow_plaintext: bool,
+    /// The HTTP operator API's token (the agents' --operator-token-file): agents relay it with
+    /// the operator commands that API proposes, and this node accepts them only with it.
+    #[arg(long)]
+    pub(crate) operator_token_file: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) action: Option<MetadataAction>,
+}
+
+/// Mutual TLS on the metadata port: this process's certificate (its role in a
+/// spiffe://DOMAIN/floe/{peer,agent,operator}/ID URI SAN), key and the cluster CA.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct MetadataTlsArgs {
+    /// PEM certificate (chain) for the metadata port, signed by --metadata-tls-ca.
+    #[arg(long, global = true, requires_all = ["metadata_tls_key", "metadata_tls_ca"])]
+    pub(crate) metadata_tls_cert: Option<PathBuf>,
+    /// PEM private key of --metadata-tls-cert.
+    #[arg(long, global = true, requires_all = ["metadata_tls_cert", "metadata_tls_ca"])]
+    pub(crate) metadata_tls_key: Option<PathBuf>,
+    /// PEM certificates of the cluster CA (two during a CA rotation).
+    #[arg(long, global = true, requires_all = ["metadata_tls_cert", "metadata_tls_key"])]
+    pub(crate) metadata_tls_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -95,6 +119,14 @@ fn parse_peer(text: &str) -> Result<(u64, String), String> {
         return Err(format!("{text:?}: expected ID=HOST:PORT"));
     }
     Ok((id, addr.to_owned()))
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AdminArgs {
+    #[command(flatten)]
+    pub(crate) tls: MetadataTlsArgs,
+    #[command(subcommand)]
+    pub(crate) command: AdminCommand,
 }
 
 #[derive(Debug, Subcommand)]
@@ -288,6 +320,8 @@ pub(crate) struct AgentArgs {
     /// Availability zone of this agent (reported as its rack).
     #[arg(long)]
     pub(crate) zone: Option<String>,
+    #[command(flatten)]
+    pub(crate) tls: MetadataTlsArgs,
     #[command(flatten)]
     pub(crate) agent: AgentOptions,
 }

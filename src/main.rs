@@ -35,7 +35,10 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Dev(args) => runtime.block_on(cmd::dev::run(args)),
         cli::Command::Metadata(args) => runtime.block_on(cmd::metadata::run(args)),
         cli::Command::Agent(args) => runtime.block_on(cmd::agent::run(args)),
-        cli::Command::Admin(command) => runtime.block_on(cmd::admin::run(command)),
+        cli::Command::Admin(args) => {
+            cmd::install_metadata_tls(&args.tls)?;
+            runtime.block_on(cmd::admin::run(args.command))
+        }
         cli::Command::Loadtest { .. } | cli::Command::Chaos { .. } => Ok(()),
     }
 }

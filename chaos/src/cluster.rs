@@ -285,6 +285,8 @@ pub(crate) struct Cluster {
     pub(crate) fault_file: PathBuf,
     /// The S3 server holding the objects, with `--s3-server`; `file://` otherwise.
     s3: Option<crate::s3::S3Server>,
+    /// `floe admin`'s metadata TLS flags (an operator certificate), when the port runs TLS.
+    admin_tls: Vec<String>,
 }
 
 pub(crate) fn metadata_name(i: usize) -> String {
@@ -297,13 +299,14 @@ pub(crate) fn agent_name(i: usize) -> String {
 
 impl Cluster {
     /// Sets up the network and the processes (not started). With `s3_server`, that S3 server is
-    /// started and holds the objects.
+    /// started and holds the objects; with `certs_script`, the metadata port runs mutual TLS.
     pub(crate) async fn new(
         floe: &Path,
         dir: &Path,
         mode: NetworkMode,
         agents: usize,
         s3_server: Option<&Path>,
+        certs_script: Option<&Path>,
     ) -> anyhow::Result<Self> {
         let names: Vec<String> = (0..3).map(metadata_name).chain((0..agents).map(agent_name)).collect();
         let net = Network::create(mode, &names)?;
@@ -326,6 +329,26 @@ impl Cluster {
         let peers = meta_hosts.iter().enumerate().map(|(i, h)| format!("{}={}", i + 1, metadata_addr(h)));
         let peers = peers.collect::<Vec<_>>().join(",");
         let all_metadata = meta_hosts.iter().map(metadata_addr).collect::<Vec<_>>().join(",");
+        let agent_hosts: Vec<Host> =
+            (0..agents).map(|i| net.host(&agent_name(i)).cloned()).collect::<Result<_, _>>()?;
+        let tls = match certs_script {
+            Some(script) => Some(issue_certificates(script, &dir.join("certs"), &meta_hosts, agent_hosts.len())?),
+            None => None,
+        };
+        let tls_args = |name: &str| -> Vec<String> {
+            match &tls {
+                Some(certs) => vec![
+                    "--metadata-tls-cert".into(),
+                    certs.join(format!("{name}.pem")).display().to_string(),
+                    "--metadata-tls-key".into(),
+                    certs.join(format!("{name}-key.pem")).display().to_string(),
+                    "--metadata-tls-ca".into(),
+                    certs.join("ca.pem").display().to_string(),
+                ],
+                None if name.starts_with("peer") => vec!["--metadata-allow-plaintext".into()],
+                None => Vec::new(),
+            }
+        };
         let proc = |name: String, host: Host, mut args: Vec<String>| Proc {
             log: dir.join(format!("{name}.log")),
             name,
@@ -356,12 +379,14 @@ impl Cluster {
                     "--object-store".into(),
                     objects.clone(),
                 ];
+                let args = [args, tls_args(&format!("peer-{}", i + 1))].concat();
                 proc(h.name.clone(), h.clone(), args)
             })
             .collect();
-        let agents = (0..agents)
-            .map(|i| -> anyhow::Result<Proc> {
-                let h = net.host(&agent_name(i))?.clone();
+        let agents = agent_hosts
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| -> anyhow::Result<Proc> {
                 let args = vec![
                     "agent".into(),
                     "--metadata".into(),
@@ -391,10 +416,12 @@ impl Cluster {
                     "--test-object-store-faults".into(),
                     format!("@{}", fault_file.display()),
                 ];
+                let args = [args, tls_args(&format!("agent-{}", i + 1))].concat();
                 Ok(proc(h.name.clone(), h, args))
             })
             .collect::<anyhow::Result<_>>()?;
-        Ok(Self { net, metadata, agents, floe: floe.to_owned(), fault_file, s3 })
+        let admin_tls = if tls.is_some() { tls_args("operator-chaos") } else { Vec::new() };
+        Ok(Self { net, metadata, agents, floe: floe.to_owned(), fault_file, s3, admin_tls })
     }
 
     pub(crate) fn start(&mut self) -> anyhow::Result<()> {
@@ -429,7 +456,9 @@ impl Cluster {
     /// The leader node `i` knows of (1-based id), if it answers.
     pub(crate) async fn leader_seen_by(&self, i: usize) -> Option<u64> {
         let query = tokio::process::Command::new(&self.floe)
-            .args(["admin", "cluster", "--metadata", &self.metadata_addr(i)])
+            .arg("admin")
+            .args(&self.admin_tls)
+            .args(["cluster", "--metadata", &self.metadata_addr(i)])
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -483,4 +512,24 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Issues the cluster CA, a certificate per metadata node (for its address) and agent, and the
+/// operator certificate the harness asks `floe admin` with, into
+/// `out` with `script` (scripts/metadata-certs.sh).
+fn issue_certificates(script: &Path, out: &Path, metadata: &[Host], agents: usize) -> anyhow::Result<PathBuf> {
+    let mut command = Command::new("bash");
+    command.arg(script).arg(out).arg("floe-chaos");
+    for (i, h) in metadata.iter().enumerate() {
+        command.arg("--peer").arg(format!("{}={}", i + 1, h.ip));
+    }
+    for i in 0..agents {
+        command.arg("--agent").arg((i + 1).to_string());
+    }
+    command.arg("--operator").arg("chaos");
+    let output = command.output().with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(out.to_owned())
 }

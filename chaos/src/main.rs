@@ -93,6 +93,11 @@ struct Args {
     /// venv) for the run instead of a `file://` store.
     #[arg(long)]
     s3_server: Option<PathBuf>,
+    /// Issue the metadata certificates with this script (the repository's
+    /// scripts/metadata-certs.sh) and run every metadata connection on mutual TLS; without it
+    /// the metadata nodes run with --metadata-allow-plaintext.
+    #[arg(long)]
+    metadata_certs_script: Option<PathBuf>,
 }
 
 fn floe_binary(given: Option<PathBuf>) -> PathBuf {
@@ -339,8 +344,15 @@ async fn main() -> anyhow::Result<()> {
         work_dir.display()
     );
 
-    let mut cluster =
-        Cluster::new(&floe, &work_dir, args.network, args.agents as usize, args.s3_server.as_deref()).await?;
+    let mut cluster = Cluster::new(
+        &floe,
+        &work_dir,
+        args.network,
+        args.agents as usize,
+        args.s3_server.as_deref(),
+        args.metadata_certs_script.as_deref(),
+    )
+    .await?;
     eprintln!("floe-chaos: objects in {}", cluster.object_store());
     cluster.start()?;
     let bootstrap = cluster.bootstrap();

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::command::{Command, Outcome};
@@ -28,6 +27,8 @@ const PROPOSE_CALL_TIMEOUT: Duration = Duration::from_secs(12);
 const HEDGE_AFTER: Duration = Duration::from_secs(2);
 /// Pause before the mirror reconnects after losing its stream.
 const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(200);
+/// Time to open a change stream's connection (TCP and, with mutual TLS, the handshake).
+const FOLLOW_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A proposal's index not mirrored after this long means the mirror's node is behind (cut off
 /// from the leader, or paused): the mirror moves to another node.
 const MIRROR_BEHIND_AFTER: Duration = Duration::from_secs(2);
@@ -104,7 +105,13 @@ impl RemoteMetadata {
             // Each copy expires when this loop stops waiting for it, so no copy is applied after
             // the next one is sent or after the caller is answered.
             let wait = deadline.saturating_duration_since(Instant::now()).min(PROPOSE_CALL_TIMEOUT);
-            let request = Request::ProposeAnywhere(command.clone(), NotAfter::within(wait));
+            let not_after = NotAfter::within(wait);
+            let request = match crate::tls::relayed_operator_token() {
+                Some(token) if command.operator_only() => {
+                    Request::ProposeAsOperator(command.clone(), not_after, token.to_owned())
+                }
+                _ => Request::ProposeAnywhere(command.clone(), not_after),
+            };
             let (index, answer) = self.call_proposal(attempt, &request, hedge, wait).await;
             match answer {
                 Ok(Response::ProposeAnywhere(Ok((response, log_index)))) => {
@@ -247,8 +254,7 @@ async fn mirror(inner: Arc<Inner>, copied: watch::Sender<bool>) {
 }
 
 async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let _ = stream.set_nodelay(true);
+    let mut stream = crate::tls::dial(addr, FOLLOW_CONNECT_TIMEOUT).await?;
     write_frame(&mut stream, &Request::Subscribe).await?;
     let subscribed = Instant::now();
     let mut first_copy: Option<Instant> = None;

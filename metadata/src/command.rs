@@ -454,4 +454,29 @@ pub enum CommandError {
     /// them again under a new epoch, where no sequence can match them.
     #[error("sequence {found} does not follow {expected} (an earlier chunk may still be committing)")]
     SequenceGap { expected: i32, found: i32 },
+    /// Refused by the metadata port's authorization (mutual TLS roles): nothing was proposed.
+    #[error("not authorized: {0}")]
+    NotAuthorized(String),
+}
+
+impl Command {
+    /// Commands only an operator may propose over the metadata port (an operator certificate,
+    /// or an agent relaying the operator token): tenants, their quotas and CORS origins, API
+    /// keys and users, and whole-state changes. Everything else is data-plane work an agent
+    /// does on a client's behalf after checking that client itself.
+    pub fn operator_only(&self) -> bool {
+        matches!(
+            self,
+            Command::CreateTenant { .. }
+                | Command::DeleteTenant { .. }
+                | Command::SetTenantQuotas { .. }
+                | Command::SetTenantCorsOrigins { .. }
+                | Command::CreateApiKey { .. }
+                | Command::DeleteApiKey { .. }
+                | Command::DeleteUser { .. }
+                | Command::RestoreState(_)
+                | Command::InitCluster { .. }
+                | Command::InitScramDecoyKey { .. }
+        )
+    }
 }

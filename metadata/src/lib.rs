@@ -18,6 +18,7 @@ pub mod namespace;
 pub mod node;
 pub mod raft;
 pub mod state;
+pub mod tls;
 
 pub use client::RemoteMetadata;
 

@@ -6,6 +6,11 @@ use floe_metadata::{Metadata, RemoteMetadata};
 use crate::cli::AgentArgs;
 
 pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    super::install_metadata_tls(&args.tls)?;
+    if let Some(path) = &args.agent.operator_token_file {
+        // Relayed with the operator commands the HTTP operator API proposes (over TLS only).
+        floe_metadata::tls::install_operator_token(&super::read_operator_token(path)?)?;
+    }
     let remote = RemoteMetadata::connect(args.metadata.clone())
         .await
         .map_err(|e| anyhow!("connecting to metadata {:?}: {e}", args.metadata))?;

@@ -19,6 +19,17 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
         })?;
         return super::archive::restore(&store, data_dir).await;
     }
+    let tls = super::install_metadata_tls(&args.tls)?;
+    if !tls && !args.metadata_allow_plaintext && !is_loopback(&args.metadata_addr) {
+        bail!(
+            "--metadata-addr {} is not a loopback address: give --metadata-tls-cert, --metadata-tls-key and \
+             --metadata-tls-ca (docs/SECURITY.md), or --metadata-allow-plaintext on a network nobody else reaches",
+            args.metadata_addr
+        );
+    }
+    if let Some(path) = &args.operator_token_file {
+        floe_metadata::tls::install_operator_token(&super::read_operator_token(path)?)?;
+    }
     let node_id = args.node_id.context("--node-id is required")?;
     let peers: BTreeMap<u64, String> = args.peers.iter().cloned().collect();
     if peers.len() != args.peers.len() {
@@ -63,4 +74,10 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
     super::serve_agent::shutdown_signal().await;
     node.shutdown().await;
     Ok(())
+}
+
+/// Whether `addr` (HOST:PORT) only listens on this machine.
+fn is_loopback(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host).trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }

@@ -126,11 +126,10 @@ pub(crate) async fn run(
         require_api_key: options.http_require_api_key,
         tls,
         operator_token: match &options.operator_token_file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading the operator token from {}", path.display()))?;
-                Some(floe_gateway::OperatorToken::new(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?)
-            }
+            Some(path) => Some(
+                floe_gateway::OperatorToken::new(&super::read_operator_token(path)?)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            ),
             None => None,
         },
         caller_limits: floe_gateway::CallerLimits {

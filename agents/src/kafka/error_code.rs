@@ -86,6 +86,11 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         CommandError::OperationNotAttempted => ResponseError::OperationNotAttempted,
         CommandError::InvalidAcl(_) => ResponseError::InvalidRequest,
+        // This agent's metadata certificate does not allow the command: a deployment fault.
+        CommandError::NotAuthorized(_) => {
+            tracing::error!(error = %error, "the metadata port refused this agent's command");
+            ResponseError::ClusterAuthorizationFailed
+        }
         CommandError::InvalidCommit(_)
         | CommandError::AlreadyInitialized
         | CommandError::CompactionConflict

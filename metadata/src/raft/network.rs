@@ -1,5 +1,6 @@
-//! The metadata protocol between metadata nodes (and, later, agents): length-prefixed postcard
-//! frames over TCP, one request and one response at a time per connection.
+//! The metadata protocol between metadata nodes, agents and `floe admin`: length-prefixed
+//! postcard frames over TCP (mutual TLS when [`crate::tls`] is installed), one request and one
+//! response at a time per connection.
 //!
 //! Frame: `payload_bytes: u32 BE | payload`, at most [`FRAME_BYTES_MAX`]. The payload is a
 //! postcard-encoded [`Request`] or [`Response`]; both are versioned by adding variants at the end.
@@ -15,14 +16,15 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::{ClusterStatus, MetadataNode};
 use crate::state::State;
+use crate::tls::{MetadataStream, Role};
 
 /// Largest frame either side accepts: a snapshot chunk (3 MiB by default) or a large commit.
 pub const FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
@@ -62,6 +64,51 @@ pub(crate) enum Request {
     ReadIndex,
     /// A read index asked by a follower; refused unless this node leads.
     ReadIndexAsLeader,
+    /// A [`Request::ProposeAnywhere`] of an operator-only command by an agent serving the HTTP
+    /// operator API, with the operator token it was given (checked by the node).
+    ProposeAsOperator(Command, NotAfter, String),
+}
+
+impl Request {
+    /// Whether a connection holding `role` may send this request. Peers replicate, vote and
+    /// forward what they checked themselves; agents propose data-plane commands, ask group
+    /// requests and follow the change stream; operators may also propose anything and change
+    /// the voters. Operator-only commands from an agent need the operator token.
+    fn allowed(&self, role: &Role, operator_token: impl Fn(&str) -> bool) -> bool {
+        match (role, self) {
+            (_, Request::Status) => true,
+            (
+                Role::Peer(_),
+                Request::AppendEntries(_)
+                | Request::Vote(_)
+                | Request::InstallSnapshot(_)
+                | Request::Propose(..)
+                | Request::GroupAsLeader(..)
+                | Request::ReadIndexAsLeader
+                | Request::Subscribe,
+            ) => true,
+            (Role::Peer(_), _) => false,
+            (_, Request::Subscribe | Request::Group(..) | Request::ReadIndex) => true,
+            (Role::Operator(_), Request::ProposeAnywhere(..) | Request::AddVoter(..) | Request::RemoveVoter(_)) => true,
+            (Role::Agent(_), Request::ProposeAnywhere(command, _)) => !command.operator_only(),
+            (Role::Operator(_) | Role::Agent(_), Request::ProposeAsOperator(_, _, token)) => operator_token(token),
+            _ => false,
+        }
+    }
+
+    /// What a refused request is answered, where its response can say so; `None`: the
+    /// connection is closed instead.
+    fn refusal(&self, role: &Role) -> Option<Response> {
+        let why = format!("the metadata port does not allow this to {role:?}");
+        match self {
+            Request::ProposeAnywhere(..) | Request::ProposeAsOperator(..) => Some(Response::ProposeAnywhere(Ok((
+                CommandResponse(Err(crate::command::CommandError::NotAuthorized(why))),
+                0,
+            )))),
+            Request::AddVoter(..) | Request::RemoveVoter(_) => Some(Response::Membership(Err(why))),
+            _ => None,
+        }
+    }
 }
 
 /// When a request's sender stops waiting for it (wall clock, ms since the epoch). A copy that
@@ -122,7 +169,7 @@ pub(crate) enum CallError {
     Mismatch { addr: String },
 }
 
-pub(crate) async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io::Result<()> {
+pub(crate) async fn write_frame(stream: &mut (impl AsyncWrite + Unpin), value: &impl Serialize) -> std::io::Result<()> {
     let payload = postcard::to_stdvec(value).map_err(std::io::Error::other)?;
     if payload.len() > FRAME_BYTES_MAX {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over the limit"));
@@ -133,14 +180,24 @@ pub(crate) async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) 
     stream.write_all(&frame).await
 }
 
-pub(crate) async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+pub(crate) async fn read_frame<T: DeserializeOwned>(
+    stream: &mut (impl AsyncRead + Unpin),
+) -> std::io::Result<Option<T>> {
     let length = match stream.read_u32().await {
         Ok(length) => length as usize,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     };
     if length > FRAME_BYTES_MAX {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame of {length} bytes")));
+        // A TLS alert or handshake record (0x15 or 0x16, then version 3.x) read as a length.
+        let why = if matches!(length >> 24, 0x15 | 0x16) && (length >> 16) & 0xff == 3 {
+            "the other side speaks TLS: this process needs --metadata-tls-cert, --metadata-tls-key and \
+             --metadata-tls-ca"
+                .to_owned()
+        } else {
+            format!("frame of {length} bytes")
+        };
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
     }
     let mut payload = Vec::with_capacity(length.min(1 << 20));
     (&mut *stream).take(length as u64).read_to_end(&mut payload).await?;
@@ -158,7 +215,7 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|s| *s) => return,
         };
-        let (mut stream, peer) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!(error = %e, "metadata accept failed");
@@ -175,6 +232,17 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            // Without a certificate of the cluster's CA the handshake fails: nothing is read.
+            let (mut stream, role) = match crate::tls::installed() {
+                None => (MetadataStream::Plain(stream), None),
+                Some(tls) => match tls.accept(stream).await {
+                    Ok((stream, role)) => (stream, Some(role)),
+                    Err(e) => {
+                        tracing::warn!(%peer, error = %e, "metadata connection refused: TLS handshake");
+                        return;
+                    }
+                },
+            };
             loop {
                 let read = tokio::select! {
                     read = read_frame::<Request>(&mut stream) => read,
@@ -188,6 +256,15 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                         return;
                     }
                 };
+                if let Some(role) = &role
+                    && !request.allowed(role, crate::tls::operator_token_matches)
+                {
+                    tracing::warn!(%peer, ?role, "metadata request refused by its role");
+                    match request.refusal(role) {
+                        Some(refusal) if write_frame(&mut stream, &refusal).await.is_ok() => continue,
+                        _ => return,
+                    }
+                }
                 let response = match request {
                     Request::AppendEntries(r) => Response::AppendEntries(node.raft.append_entries(r).await),
                     Request::Vote(r) => Response::Vote(node.raft.vote(r).await),
@@ -196,7 +273,8 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                         Response::Propose(node.propose_as_leader(command, not_after).await)
                     }
                     Request::Status => Response::Status(node.status()),
-                    Request::ProposeAnywhere(command, not_after) => {
+                    Request::ProposeAnywhere(command, not_after)
+                    | Request::ProposeAsOperator(command, not_after, _) => {
                         Response::ProposeAnywhere(match node.propose_before(command, not_after).await {
                             Ok((outcome, index)) => Ok((CommandResponse(Ok(outcome)), index)),
                             Err(crate::NodeError::Rejected(e)) => Ok((CommandResponse(Err(e)), 0)),
@@ -234,7 +312,7 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
 
 /// Sends a copy of the state, then every applied command after it, until the peer goes away.
 async fn stream_changes(
-    stream: &mut TcpStream,
+    stream: &mut MetadataStream,
     node: &MetadataNode,
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
@@ -268,7 +346,7 @@ async fn stream_changes(
 #[derive(Debug)]
 pub(crate) struct PeerClient {
     addr: String,
-    stream: Option<TcpStream>,
+    stream: Option<MetadataStream>,
 }
 
 impl PeerClient {
@@ -286,15 +364,9 @@ impl PeerClient {
         let io = |source| CallError::Io { addr: addr.clone(), source };
         let mut stream = match self.stream.take() {
             Some(stream) => stream,
-            None => {
-                let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
-                    .await
-                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))
-                    .and_then(|r| r)
-                    .map_err(|source| CallError::Connect { addr: self.addr.clone(), source })?;
-                let _ = stream.set_nodelay(true);
-                stream
-            }
+            None => crate::tls::dial(&self.addr, CONNECT_TIMEOUT)
+                .await
+                .map_err(|source| CallError::Connect { addr: self.addr.clone(), source })?,
         };
         let exchange = async {
             write_frame(&mut stream, request).await?;

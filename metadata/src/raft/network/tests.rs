@@ -69,3 +69,42 @@ async fn a_call_dropped_half_way_leaves_no_answer_for_the_next() {
     let answer = client.call(&vote_request(2), Duration::from_secs(5)).await.expect("second call");
     assert_eq!(answered_term(answer), 2, "the second call got the first call's answer");
 }
+
+/// Each role of the metadata port's certificates may send its own requests only.
+#[test]
+fn roles_may_send_their_own_requests_only() {
+    use crate::tls::Role;
+    let token = |t: &str| t == "the-token";
+    let tenant = || Command::CreateTenant { name: "acme".into(), now_ms: 0 };
+    let heartbeat = || Command::DeleteTopic { name: "t".into() };
+    let (peer, agent, operator) = (Role::Peer(1), Role::Agent(1), Role::Operator("alice".into()));
+    let anywhere = |c| Request::ProposeAnywhere(c, NotAfter(None));
+    let relayed = |c, t: &str| Request::ProposeAsOperator(c, NotAfter(None), t.to_owned());
+
+    // Raft itself: peers only.
+    for role in [&agent, &operator] {
+        assert!(!vote_request(1).allowed(role, token), "{role:?} may not vote");
+    }
+    assert!(vote_request(1).allowed(&peer, token));
+    // Data-plane proposals: agents and operators, not peers (they forward checked ones).
+    assert!(anywhere(heartbeat()).allowed(&agent, token));
+    assert!(anywhere(heartbeat()).allowed(&operator, token));
+    assert!(!anywhere(heartbeat()).allowed(&peer, token));
+    // Tenants and membership: operators, or an agent with the operator token.
+    assert!(!anywhere(tenant()).allowed(&agent, token));
+    assert!(anywhere(tenant()).allowed(&operator, token));
+    assert!(relayed(tenant(), "the-token").allowed(&agent, token));
+    assert!(!relayed(tenant(), "a-guess").allowed(&agent, token));
+    assert!(!Request::AddVoter(4, "x:1".into()).allowed(&agent, token));
+    assert!(Request::AddVoter(4, "x:1".into()).allowed(&operator, token));
+    assert!(!Request::AddVoter(4, "x:1".into()).allowed(&peer, token));
+    // Everyone may ask for the status; refusals say why where the response can.
+    for role in [&peer, &agent, &operator] {
+        assert!(Request::Status.allowed(role, token));
+    }
+    assert!(matches!(
+        anywhere(tenant()).refusal(&agent),
+        Some(Response::ProposeAnywhere(Ok((CommandResponse(Err(crate::command::CommandError::NotAuthorized(_))), 0))))
+    ));
+    assert!(vote_request(1).refusal(&agent).is_none(), "a refused Raft call closes the connection");
+}

@@ -1,0 +1,181 @@
+"""The metadata port's mutual TLS (issue 23, finding 7): only certificates of the cluster CA are
+answered, and each role may do only its part (peers replicate, agents serve clients, operators
+manage tenants and membership). Certificates come from scripts/metadata-certs.sh, the commands
+docs/SECURITY.md documents."""
+import json
+import os
+import socket
+import struct
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import FLOE_BIN, Proc, create_topic, free_port, port_open, produce, consume_confluent, Rec, wait_until
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOMAIN = "floe-test"
+# Request::Subscribe in the metadata protocol: a 4-byte length, then postcard's variant index.
+SUBSCRIBE = struct.pack(">I", 1) + bytes([6])
+
+
+def make_certs(out, *args, domain=DOMAIN):
+    subprocess.run(["bash", os.path.join(ROOT, "scripts", "metadata-certs.sh"), str(out), domain, *args],
+                   check=True, capture_output=True, timeout=120)
+    return str(out)
+
+
+def tls_args(certs, name):
+    return ["--metadata-tls-cert", f"{certs}/{name}.pem", "--metadata-tls-key", f"{certs}/{name}-key.pem",
+            "--metadata-tls-ca", f"{certs}/ca.pem"]
+
+
+def stranger_subscribe(port) -> bytes:
+    """What a client without a certificate reads after asking for the change stream (the whole
+    state: every tenant's SCRAM keys and API-key hashes)."""
+    got = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(SUBSCRIBE)
+        s.settimeout(3)
+        try:
+            while len(got) < 1 << 20:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except (socket.timeout, ConnectionResetError):
+            pass
+    return got
+
+
+def admin(certs, name, *args, metadata):
+    cmd = [FLOE_BIN, "admin", *(tls_args(certs, name) if name else []), *args[:1], "--metadata", metadata, *args[1:]]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.timeout(120)
+def test_a_metadata_node_reachable_from_the_network_will_not_serve_plaintext(tmp_path):
+    """Found: the metadata port answered anyone. A stranger's Subscribe got the whole state, with
+    every tenant's SCRAM stored and server keys. Listening beyond loopback without TLS is now
+    refused unless --metadata-allow-plaintext says so."""
+    port = free_port()
+    node = Proc("plain", ["metadata", "--node-id", "1", "--metadata-addr", f"0.0.0.0:{port}",
+                          "--peers", f"1=0.0.0.0:{port}", "--data-dir", str(tmp_path / "m")], str(tmp_path))
+    node.start()
+    try:
+        deadline = time.monotonic() + 10
+        while node.alive() and time.monotonic() < deadline:
+            if port_open(port):
+                leaked = stranger_subscribe(port)
+                pytest.fail(f"a node on 0.0.0.0 served plaintext: a stranger's Subscribe read {len(leaked)} bytes")
+            time.sleep(0.1)
+        assert not node.alive(), "the node neither served nor exited"
+        assert node.p.returncode != 0
+        log = open(node.log).read()
+        assert "--metadata-tls-cert" in log, log[-2000:]
+    finally:
+        node.kill()
+
+
+class TlsCluster:
+    """Three metadata nodes and two agents, every metadata connection on mutual TLS."""
+
+    def __init__(self, tmp, certs, operator_token):
+        self.tmp, self.certs = str(tmp), certs
+        self.meta_ports = {i: free_port() for i in (1, 2, 3)}
+        peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
+        token_file = os.path.join(self.tmp, "operator-token")
+        with open(token_file, "w") as f:
+            f.write(operator_token)
+        self.meta = {
+            i: Proc(f"metadata{i}", ["metadata", "--node-id", str(i), "--metadata-addr", f"127.0.0.1:{p}",
+                                    "--data-dir", os.path.join(self.tmp, f"m{i}"), "--peers", peers,
+                                    "--operator-token-file", token_file, *tls_args(certs, f"peer-{i}")], self.tmp)
+            for i, p in self.meta_ports.items()
+        }
+        self.addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
+        self.kafka_ports = {a: free_port() for a in (1, 2)}
+        self.http_ports = {a: free_port() for a in (1, 2)}
+        self.agents = {
+            a: Proc(f"agent{a}", ["agent", "--metadata", self.addrs, "--object-store", f"file://{self.tmp}/objects",
+                                  "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{self.http_ports[a]}",
+                                  "--node-id", str(a), "--cache-dir", os.path.join(self.tmp, f"cache{a}"),
+                                  "--operator-token-file", token_file, *tls_args(certs, f"agent-{a}")], self.tmp)
+            for a, kp in self.kafka_ports.items()
+        }
+
+    def start(self):
+        for p in [*self.meta.values(), *self.agents.values()]:
+            p.start()
+        for a in self.agents:
+            wait_until(lambda a=a: port_open(self.kafka_ports[a]), 60, f"agent {a} listening")
+
+    def stop(self):
+        for p in [*self.agents.values(), *self.meta.values()]:
+            p.kill()
+
+    def logs(self):
+        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in [*self.meta.values(), *self.agents.values()])
+
+
+@pytest.fixture
+def tls_cluster(request, tmp_path):
+    certs = make_certs(tmp_path / "certs", "--peer", "1=127.0.0.1", "--peer", "2=127.0.0.1", "--peer", "3=127.0.0.1",
+                       "--agent", "1", "--agent", "2", "--operator", "alice")
+    c = TlsCluster(tmp_path, certs, "operator-token-" + "x" * 24)
+    request.node._aux_logs = getattr(request.node, "_aux_logs", []) + [
+        (p.name, Path(p.log)) for p in [*c.meta.values(), *c.agents.values()]]
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(240)
+def test_metadata_mutual_tls_answers_the_cluster_ca_only_and_each_role_its_part(tls_cluster, tmp_path):
+    c = tls_cluster
+    one = f"127.0.0.1:{c.meta_ports[1]}"
+    # The data plane works across agents: Raft, proposals and the change stream are all on TLS.
+    topic = "tls-topic"
+    create_topic(f"127.0.0.1:{c.kafka_ports[1]}", topic, 2)
+    recs = [Rec(partition=i % 2, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=None, timestamp=None)
+            for i in range(200)]
+    produce(f"127.0.0.1:{c.kafka_ports[1]}", topic, recs)
+    got = consume_confluent(f"127.0.0.1:{c.kafka_ports[2]}", topic, 2, timeout=60)
+    assert sum(len(v) for v in got.values()) == 200
+
+    # Strangers get nothing: no certificate, or one of another CA.
+    leaked = stranger_subscribe(c.meta_ports[1])
+    assert b"SCRAM" not in leaked and len(leaked) < 64, f"a client without a certificate read {len(leaked)} bytes"
+    plain = admin(None, None, "cluster", metadata=one)
+    assert plain.returncode != 0 and "metadata-tls-cert" in plain.stderr, plain.stderr
+    other = make_certs(tmp_path / "other-ca", "--operator", "mallory")
+    foreign = admin(other, "operator-mallory", "cluster", metadata=one)
+    assert foreign.returncode != 0, foreign.stdout
+    wrong_domain = make_certs(tmp_path / "other-domain", "--operator", "mallory", domain="elsewhere")
+    # Same file names, but a CA of its own and another trust domain: refused either way.
+    assert admin(wrong_domain, "operator-mallory", "cluster", metadata=one).returncode != 0
+
+    # An agent's certificate serves clients; it may not manage tenants or change the voters.
+    refused = admin(c.certs, "agent-2", "tenants", "create", "evil", metadata=c.addrs)
+    assert refused.returncode != 0 and "not authorized" in refused.stderr, refused.stderr
+    voters = admin(c.certs, "agent-2", "add-metadata-node", "--node-id", "9", "--addr", "127.0.0.1:1", metadata=one)
+    assert voters.returncode != 0 and "does not allow" in voters.stderr, voters.stderr
+    # An operator's may.
+    made = admin(c.certs, "operator-alice", "tenants", "create", "acme", metadata=c.addrs)
+    assert made.returncode == 0, made.stderr
+    status = admin(c.certs, "operator-alice", "cluster", metadata=one)
+    assert status.returncode == 0 and len(json.loads(status.stdout)["voters"]) == 3, status.stderr
+
+    # The HTTP operator API on an agent relays the operator token with its commands.
+    req = urllib.request.Request(f"http://127.0.0.1:{c.http_ports[1]}/v1/admin/tenants", method="POST",
+                                 data=json.dumps({"name": "globex"}).encode(),
+                                 headers={"Authorization": "Bearer operator-token-" + "x" * 24,
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status in (200, 201), r.read()
+    listed = json.loads(admin(c.certs, "operator-alice", "tenants", "list", metadata=c.addrs).stdout)
+    assert {t["tenant"] for t in listed} >= {"acme", "globex"}, listed
