@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issues the certificates of the metadata port's mutual TLS (docs/SECURITY.md,
-# "Mutual TLS on the metadata port"), with openssl and nothing else:
+# "Mutual TLS on the metadata port"), with openssl as the only certificate tool:
 #
 #   scripts/metadata-certs.sh OUT_DIR DOMAIN [--peer N=ADDRESS]... [--agent N]...
 #                             [--operator NAME]... [--days DAYS]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offline checks of terraform/ (no provider can be downloaded here):
 #   1. terraform fmt -check -recursive   (skipped when no terraform binary)
-#   2. pytest tests/terraform            (python-hcl2 structural test)
+#   2. pytest tests/terraform            (python-hcl2 structural test, rendered
+#                                         templates, scripts/metadata-certs.sh)
 #   3. checkov                           (no failed checks; no parsing errors)
 #
 #   bash scripts/test-terraform.sh

@@ -25,6 +25,10 @@ pub(crate) struct CommitsArgs {
     /// Partitions of the benchmark topic; each commit names one.
     #[arg(long, default_value_t = 8)]
     partitions: i32,
+    /// Mutual TLS to the metadata port (an agent's certificate, its key, the cluster CA), as
+    /// `floe agent --metadata-tls-cert/-key/-ca`.
+    #[arg(long, num_args = 3, value_names = ["CERT", "KEY", "CA"])]
+    metadata_tls: Option<Vec<std::path::PathBuf>>,
 }
 
 #[derive(Debug, Default)]
@@ -38,6 +42,10 @@ struct Tally {
 pub(crate) fn run(args: CommitsArgs) -> anyhow::Result<()> {
     if !(1..=4096).contains(&args.concurrency) || !(1..=3600).contains(&args.duration_secs) {
         bail!("--concurrency must be 1..=4096 and --duration-secs 1..=3600");
+    }
+    if let Some([cert, key, ca]) = args.metadata_tls.as_deref() {
+        let files = floe_metadata::tls::TlsFiles { cert: cert.clone(), key: key.clone(), ca: ca.clone() };
+        floe_metadata::tls::install(floe_metadata::tls::MetadataTls::load(&files)?)?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

@@ -10,13 +10,21 @@ IMDSv2 and encrypted EBS everywhere; tags on every taggable resource. And
 (issue 23) encrypted and authenticated by default: a plan with neither TLS
 variable fails unless allow_unauthenticated; SASL and API keys on unless it
 is set; TLS on the load balancer (ACM) or on the agents (Secrets Manager);
-the secrets readable by their own ARNs only.
+the secrets readable by their own ARNs only. And mutual TLS on the metadata
+port by default: a CA and a certificate per identity from the tls provider,
+each in its own Secrets Manager secret, readable by the instances of that
+identity only (agents and metadata nodes have a role each; the operator's
+certificate is readable by neither), and the TLS flags in the rendered units
+unless metadata_mtls = false, which turns on the plaintext flag instead.
 
 When a `terraform` binary exists, the cloud-init templates are also rendered
 with Terraform's own template engine (a throwaway root module with no
 providers) and the rendered YAML and shell scripts are checked: the agent's
-start command in each security mode, and the agent's prepare script run
-against stubbed instance metadata and Secrets Manager.
+start command in each security mode, and the prepare scripts (the agent's
+whole, the metadata node's secrets) run against stubbed instance metadata and
+Secrets Manager. With the aws provider installed locally as well, the module
+is validated with `terraform validate`, the tls provider's resources (which
+cannot be downloaded here) replaced by locals of the same shape.
 
 Run through scripts/test-terraform.sh, which provides python-hcl2 and pytest.
 """
@@ -50,6 +58,7 @@ ANYWHERE = {"0.0.0.0/0", "::/0"}
 # be tagged, so a new resource type is tagged unless it is listed here.
 UNTAGGABLE = {
     "aws_autoscaling_policy",
+    "aws_secretsmanager_secret_version",
     "aws_iam_role_policy",
     "aws_iam_role_policy_attachment",
     "aws_route53_record",
@@ -62,6 +71,11 @@ UNTAGGABLE = {
     "aws_s3_bucket_versioning",
     "aws_security_group_rule",
     "aws_volume_attachment",
+    # The tls provider's resources live in the state only.
+    "tls_cert_request",
+    "tls_locally_signed_cert",
+    "tls_private_key",
+    "tls_self_signed_cert",
 }
 # Tagged through their own block shape rather than a `tags` argument.
 TAGGED_BY_TAG_BLOCKS = {"aws_autoscaling_group"}
@@ -218,6 +232,10 @@ def test_terraform_and_aws_provider_are_pinned(directory):
     aws = one(block["required_providers"])["aws"]
     assert aws["source"] == "hashicorp/aws"
     assert re.fullmatch(r"~>\s*5\.\d+", aws["version"]), aws["version"]
+    # 4.x: private_key_pem_pkcs8, no key_algorithm arguments.
+    tls = one(block["required_providers"])["tls"]
+    assert tls["source"] == "hashicorp/tls"
+    assert re.fullmatch(r"~>\s*4\.\d+", tls["version"]), tls["version"]
 
 
 def test_example_calls_the_module():
@@ -226,19 +244,21 @@ def test_example_calls_the_module():
     assert floe["source"] == "../../modules/floe"
     for required in ("vpc_id", "agent_subnet_ids", "metadata_subnet_ids", "client_cidr_blocks", "floe_binary_source", "tags",
                      "allow_unauthenticated", "tls_certificate_arn", "tls_secret_arn", "operator_token_secret_arn",
-                     "client_endpoint_dns_name", "max_connections_per_ip"):
+                     "client_endpoint_dns_name", "max_connections_per_ip", "metadata_mtls"):
         assert required in floe, f"example does not pass {required}"
     # The example is as strict as the module: no TLS, no plan, unless asked.
     example_vars = labelled(EXAMPLE_DIR, "variable")
     assert example_vars["allow_unauthenticated"]["default"] is False
     assert example_vars["tls_certificate_arn"]["default"] is None
     assert example_vars["tls_secret_arn"]["default"] is None
+    assert example_vars["metadata_mtls"]["default"] is True
     tfvars = (EXAMPLE_DIR / "terraform.tfvars.example").read_text()
     assert re.search(r"^tls_certificate_arn\s*=", tfvars, re.M) or re.search(r"^tls_secret_arn\s*=", tfvars, re.M), \
         "terraform.tfvars.example must show a TLS option"
     assert not re.search(r"^allow_unauthenticated\s*=\s*true", tfvars, re.M)
+    assert not re.search(r"^metadata_mtls\s*=\s*false", tfvars, re.M)
     outputs = labelled(EXAMPLE_DIR, "output")
-    for name in ("bootstrap_servers", "http_endpoint", "bucket_name"):
+    for name in ("bootstrap_servers", "http_endpoint", "bucket_name", "metadata_tls_operator_secret_arn"):
         assert name in outputs
 
 
@@ -285,7 +305,8 @@ def test_object_lock_is_off_by_default():
 
 def test_outputs_are_documented_and_complete():
     outputs = labelled(MODULE_DIR, "output")
-    for name in ("bootstrap_servers", "http_endpoint", "bucket_name", "role_arn", "prometheus_scrape_config"):
+    for name in ("bootstrap_servers", "http_endpoint", "bucket_name", "role_arn", "metadata_role_arn",
+                 "prometheus_scrape_config", "metadata_tls_operator_secret_arn", "metadata_tls_ca_cert_pem"):
         assert name in outputs, f"module lacks output {name}"
     for name, body in outputs.items():
         assert body.get("description"), f"output {name} lacks a description"
@@ -354,13 +375,15 @@ def test_bucket_policy_denies_plain_http_and_other_principals():
 
     fence = [s for s in statements if s.get("effect") == "Deny"
              and any(c["variable"] == "aws:PrincipalArn" and c["test"] == "ArnNotEquals" for c in conditions(s))]
-    assert len(fence) == 1, "no statement denies object access to principals other than the Floe role"
-    assert "aws_iam_role.floe.arn" in text(fence[0]["condition"])
+    assert len(fence) == 1, "no statement denies object access to principals other than the Floe roles"
+    assert "local.instance_role_arns" in text(fence[0]["condition"])
+    # The agents' role and the metadata nodes' role, and nothing else.
+    assert module_locals()["instance_role_arns"] == ["${aws_iam_role.floe.arn}", "${aws_iam_role.metadata.arn}"]
 
     for s in statements:
         if s.get("effect", "Allow") == "Allow":
             principals = one(s["principals"])
-            assert principals["identifiers"] == ["${aws_iam_role.floe.arn}"], s
+            assert principals["identifiers"] == "${local.instance_role_arns}", s
 
 
 # ---------------------------------------------------------------- IAM
@@ -464,29 +487,51 @@ def test_secret_and_certificate_arns_are_validated_whole():
     assert not acm.fullmatch("arn:aws:acm:eu-west-1:123456789012:certificate/*")
 
 
+ROLE_POLICIES = {"agent": "floe", "metadata": "metadata"}  # policy document -> role
+
+
 def test_secrets_get_least_privilege_iam():
-    assert module_locals()["secret_arns"] == \
-        "${[for arn in [var.tls_secret_arn, var.operator_token_secret_arn] : arn if arn != null]}"
-    statements = [s for doc in resources_of("aws_iam_policy_document", "data").values() for s in policy_statements(doc)]
-    secrets = [s for s in statements if any(a.startswith("secretsmanager:") for a in s.get("actions", []))]
-    assert len(secrets) == 1, secrets
-    grant = secrets[0]
-    assert grant["actions"] == ["secretsmanager:GetSecretValue"]
-    assert grant["__for_each"] == "${length(local.secret_arns) == 0 ? [] : [local.secret_arns]}"
-    assert grant["resources"] == "${statement.value}"
-    assert grant.get("effect", "Allow") == "Allow" and "condition" not in grant
+    documents = resources_of("aws_iam_policy_document", "data")
+    role_policies = resources_of("aws_iam_role_policy")
+    profiles = resources_of("aws_iam_instance_profile")
+    # One role per kind of instance, each with its own document; both share
+    # the object-store statements and nothing else.
+    for doc, role in ROLE_POLICIES.items():
+        assert role_policies[role]["role"] == f"${{aws_iam_role.{role}.id}}"
+        assert role_policies[role]["policy"] == f"${{data.aws_iam_policy_document.{doc}.json}}"
+        assert documents[doc]["source_policy_documents"] == ["${data.aws_iam_policy_document.objects.json}"]
+        assert profiles[role]["role"] == f"${{aws_iam_role.{role}.name}}"
+    assert one(resources_of("aws_launch_template")["agent"]["iam_instance_profile"])["arn"] == \
+        "${aws_iam_instance_profile.floe.arn}"
+    assert resources_of("aws_instance")["metadata"]["iam_instance_profile"] == "${aws_iam_instance_profile.metadata.name}"
+
+    all_statements = [s for d in documents.values() for s in policy_statements(d)]
+    grants = []
+    for doc in ROLE_POLICIES:
+        statements = policy_statements(documents[doc])
+        secrets = [s for s in statements if any(a.startswith("secretsmanager:") for a in s.get("actions", []))]
+        assert len(secrets) == 1, secrets
+        grant = secrets[0]
+        grants.append(grant)
+        assert grant["actions"] == ["secretsmanager:GetSecretValue"]
+        assert grant["__for_each"] == f"${{length(local.{doc}_secret_arns) == 0 ? [] : [local.{doc}_secret_arns]}}"
+        assert grant["resources"] == "${statement.value}"
+        assert grant.get("effect", "Allow") == "Allow" and "condition" not in grant
+        # A customer key for the secrets: decrypt only, through Secrets Manager
+        # only, in the secrets' own regions.
+        key = [s for s in statements if s.get("sid") == "FloeSecretsKey"]
+        assert len(key) == 1
+        assert key[0]["actions"] == ["kms:Decrypt"]
+        assert "var.secrets_kms_key_arn" in key[0]["__for_each"] and f"local.{doc}_secret_arns" in key[0]["__for_each"]
+        via = one(key[0]["condition"])
+        assert via["variable"] == "kms:ViaService"
+        assert via["values"] == f'${{[for r in local.{doc}_secret_regions : "secretsmanager.${{r}}.amazonaws.com"]}}'
     # No statement anywhere uses a wildcard action or names Secrets Manager by pattern.
-    for s in statements:
+    for s in all_statements:
         for action in s.get("actions", []):
             assert "*" not in action or s.get("effect") == "Deny", s
-        assert "secretsmanager" not in text(s.get("resources", "")) or s is grant, s
-    # A customer key for the secrets: decrypt only, through Secrets Manager only.
-    key = [s for s in statements if s.get("sid") == "FloeSecretsKey"]
-    assert len(key) == 1
-    assert key[0]["actions"] == ["kms:Decrypt"]
-    assert "var.secrets_kms_key_arn" in key[0]["__for_each"] and "local.secret_arns" in key[0]["__for_each"]
-    via = one(key[0]["condition"])
-    assert via["variable"] == "kms:ViaService" and "secretsmanager." in text(via["values"])
+        assert "secretsmanager" not in text(s.get("resources", "")) or any(s is g for g in grants), s
+    # Which secrets those are, evaluated: see test_each_role_reads_only_its_own_secrets.
 
 
 def test_agent_extra_args_cannot_override_the_security_flags():
@@ -496,11 +541,103 @@ def test_agent_extra_args_cannot_override_the_security_flags():
     pattern = terraform_regex(managed[0]["condition"])
     for flag in ("--tls-cert", "--tls-key", "--sasl-mechanisms", "--http-require-api-key", "--operator-token-file",
                  "--max-connections", "--max-connections-per-ip", "--max-connections-per-ip=5", "--node-id",
-                 "--advertised-addr"):
+                 "--advertised-addr", "--metadata-tls-cert", "--metadata-tls-key=/tmp/k.pem", "--metadata-tls-ca"):
         assert pattern.fullmatch(flag), flag
     for flag in ("--flush-interval-ms", "--max-connections-per-ip-overrides", "--sasl-session-lifetime-ms",
                  "--authorizer", "--super-users=root"):
         assert not pattern.fullmatch(flag), flag
+
+
+# ---------------------------------------------------------------- metadata port: certificates and their secrets
+
+
+TLS_RESOURCE_TYPES = ("tls_private_key", "tls_self_signed_cert", "tls_cert_request", "tls_locally_signed_cert")
+
+
+def test_metadata_mtls_is_on_by_default():
+    variables = labelled(MODULE_DIR, "variable")
+    assert variables["metadata_mtls"]["default"] is True
+    assert variables["metadata_mtls"]["type"] in ("bool", "${bool}")
+    assert variables["metadata_tls_validity_days"]["default"] == 365
+    assert "var.metadata_tls_validity_days >= 60" in variables["metadata_tls_validity_days"]["validation"][0]["condition"]
+    assert module_locals()["metadata_trust_domain"] == "${var.name}.${var.dns_zone_name}"
+    assert module_locals()["metadata_tls_identities"].startswith("${var.metadata_mtls ? merge(")
+    assert module_locals()["metadata_tls_identities"].endswith(") : {}}")
+
+
+def test_only_pki_tf_uses_the_tls_provider():
+    # So that the validation below can stand locals in for pki.tf.
+    for path in MODULE_DIR.glob("*.tf"):
+        if path.name in ("pki.tf", "versions.tf"):
+            continue
+        source = path.read_text()
+        for rtype in TLS_RESOURCE_TYPES:
+            assert f"{rtype}." not in source, f"{path.name} uses {rtype}"
+    for rtype, _, _ in resources():
+        if rtype.startswith("tls_"):
+            assert rtype in TLS_RESOURCE_TYPES, rtype
+    locals_ = [b for b in parsed()[MODULE_DIR / "pki.tf"].get("locals", [])]
+    assert {k for b in locals_ for k in b} == set(PKI_STUB_LOCALS)
+
+
+def test_certificates_are_ecdsa_p256_from_one_ca_with_the_roles_uses():
+    keys = resources_of("tls_private_key")
+    assert set(keys) == {"metadata_ca", "metadata"}
+    for name, key in keys.items():
+        assert key["algorithm"] == "ECDSA" and key["ecdsa_curve"] == "P256", name
+    assert keys["metadata_ca"]["count"] == "${var.metadata_mtls ? 1 : 0}"
+    assert keys["metadata"]["for_each"] == "${local.metadata_tls_identities}"
+
+    ca = resources_of("tls_self_signed_cert")["metadata_ca"]
+    assert ca["count"] == "${var.metadata_mtls ? 1 : 0}"
+    assert ca["is_ca_certificate"] is True
+    assert ca["allowed_uses"] == ["cert_signing", "crl_signing"]
+    assert ca["validity_period_hours"] == "${10 * 365 * 24}"
+    assert "early_renewal_hours" not in ca, "a renewed CA would replace every certificate at once"
+
+    csr = resources_of("tls_cert_request")["metadata"]
+    assert csr["for_each"] == "${local.metadata_tls_identities}"
+    assert csr["uris"] == ["${each.value.uri}"]
+    assert csr["dns_names"] == "${each.value.dns_names}"
+    assert "ip_addresses" not in csr
+    cert = resources_of("tls_locally_signed_cert")["metadata"]
+    assert cert["for_each"] == "${local.metadata_tls_identities}"
+    assert cert["ca_private_key_pem"] == "${tls_private_key.metadata_ca[0].private_key_pem}"
+    assert cert["ca_cert_pem"] == "${tls_self_signed_cert.metadata_ca[0].cert_pem}"
+    assert cert["allowed_uses"] == "${each.value.uses}"
+    assert cert["validity_period_hours"] == "${var.metadata_tls_validity_days * 24}"
+    # Renewal starts 30 days before expiry, well inside the shortest validity (60 days).
+    assert cert["early_renewal_hours"] == "${30 * 24}"
+
+    identities = module_locals()["metadata_tls_identities"]
+    assert 'uri = "spiffe://${local.metadata_trust_domain}/floe/peer/${id}", dns_names = [n.fqdn], ' \
+        'uses = ["digital_signature", "server_auth", "client_auth"]' in identities
+    assert 'agent = {uri = "spiffe://${local.metadata_trust_domain}/floe/agent/0", dns_names = [], ' \
+        'uses = ["digital_signature", "client_auth"]}' in identities
+    assert 'operator = {uri = "spiffe://${local.metadata_trust_domain}/floe/operator/admin", dns_names = [], ' \
+        'uses = ["digital_signature", "client_auth"]}' in identities
+    bundles = text(module_locals()["metadata_tls_bundles"])
+    assert "private_key_pem_pkcs8" in bundles and "tls_self_signed_cert.metadata_ca[0].cert_pem" in bundles
+
+
+def test_each_certificate_has_its_own_encrypted_secret_read_before_boot():
+    secret = resources_of("aws_secretsmanager_secret")["metadata_tls"]
+    version = resources_of("aws_secretsmanager_secret_version")["metadata_tls"]
+    assert set(resources_of("aws_secretsmanager_secret")) == {"metadata_tls"}
+    for body in (secret, version):
+        assert body["for_each"] == "${local.metadata_tls_identities}"
+    assert secret["kms_key_id"] == "${var.secrets_kms_key_arn}"
+    assert secret["name_prefix"] == "${var.name}/metadata-tls/${each.key}-"
+    assert version["secret_id"] == "${aws_secretsmanager_secret.metadata_tls[each.key].id}"
+    assert version["secret_string"] == "${jsonencode(local.metadata_tls_bundles[each.key])}"
+    # Instances read their secret at first boot: it must hold the certificate by then.
+    for body in (resources_of("aws_instance")["metadata"], resources_of("aws_launch_template")["agent"]):
+        assert body["depends_on"] == ["${aws_secretsmanager_secret_version.metadata_tls}"]
+    # The operator's secret is an output, and in no instance role's list.
+    outputs = labelled(MODULE_DIR, "output")
+    assert outputs["metadata_tls_operator_secret_arn"]["value"] == \
+        '${var.metadata_mtls ? aws_secretsmanager_secret.metadata_tls["operator"].arn : null}'
+    assert "state" in (MODULE_DIR / "pki.tf").read_text().lower()
 
 
 # ---------------------------------------------------------------- security groups
@@ -822,6 +959,35 @@ def test_the_module_hands_the_security_settings_to_the_agent():
     assert prepare["advertised_address"] == "local.advertised_address"
     assert prepare["tls_secret_arn"] == 'local.tls_mode == "agent" ? var.tls_secret_arn : ""'
     assert prepare["operator_token_secret_arn"] == 'var.operator_token_secret_arn == null ? "" : var.operator_token_secret_arn'
+    # The agents' one metadata identity, and its serial (a new one rolls the group).
+    assert unit["metadata_mtls"] == "var.metadata_mtls"
+    assert prepare["metadata_tls_secret_arn"] == \
+        'var.metadata_mtls ? aws_secretsmanager_secret.metadata_tls["agent"].arn : ""'
+    assert prepare["metadata_tls_serial"] == "local.metadata_tls_agent_serial"
+    assert prepare["secret_functions"] == 'file("${path.module}/templates/secrets.sh")'
+
+
+def test_the_module_hands_each_metadata_node_its_own_certificate():
+    args = templatefile_args()
+    unit, prepare = args["floe-metadata.service.tftpl"], args["prepare-metadata.sh.tftpl"]
+    assert unit["metadata_mtls"] == "var.metadata_mtls"
+    assert unit["operator_token"] == "var.operator_token_secret_arn != null"
+    assert prepare["metadata_tls_secret_arn"] == \
+        'var.metadata_mtls ? aws_secretsmanager_secret.metadata_tls["peer-${each.key}"].arn : ""'
+    assert prepare["operator_token_secret_arn"] == 'var.operator_token_secret_arn == null ? "" : var.operator_token_secret_arn'
+    assert prepare["secret_functions"] == 'file("${path.module}/templates/secrets.sh")'
+    # Every peer certificate names the host its node is dialed at (--peers, --metadata).
+    assert module_locals()["metadata_peers"] == \
+        '${join(",", [for id, n in local.metadata_nodes : "${id}=${n.fqdn}:${local.metadata_port}"])}'
+    assert "dns_names = [n.fqdn]" in module_locals()["metadata_tls_identities"]
+
+
+def test_metadata_unit_runs_mutual_tls_or_says_plaintext():
+    exec_start = next(line for line in template("floe-metadata.service.tftpl").splitlines() if line.startswith("ExecStart="))
+    assert ("%{ if metadata_mtls } --metadata-tls-cert /etc/floe/metadata-tls/cert.pem"
+            " --metadata-tls-key /etc/floe/metadata-tls/key.pem --metadata-tls-ca /etc/floe/metadata-tls/ca.pem"
+            "%{ else } --metadata-allow-plaintext%{ endif }") in exec_start
+    assert "%{ if operator_token } --operator-token-file /etc/floe/operator-token%{ endif }" in exec_start
 
 
 def test_agent_unit_turns_on_sasl_api_keys_and_tls():
@@ -831,6 +997,9 @@ def test_agent_unit_turns_on_sasl_api_keys_and_tls():
             "%{ if sasl_enable_plain },PLAIN%{ endif } --http-require-api-key%{ endif }") in exec_start
     assert '%{ if tls_mode == "agent" } --tls-cert /etc/floe/tls/cert.pem --tls-key /etc/floe/tls/key.pem%{ endif }' in exec_start
     assert "%{ if operator_token } --operator-token-file /etc/floe/operator-token%{ endif }" in exec_start
+    assert ("%{ if metadata_mtls } --metadata-tls-cert /etc/floe/metadata-tls/cert.pem"
+            " --metadata-tls-key /etc/floe/metadata-tls/key.pem --metadata-tls-ca /etc/floe/metadata-tls/ca.pem"
+            "%{ endif }") in exec_start
     for flag in ("--node-id $${FLOE_NODE_ID}", "--max-connections ${max_connections}",
                  "--max-connections-per-ip ${max_connections_per_ip}",
                  "--auth-failures-per-minute ${auth_failures_per_minute}"):
@@ -855,15 +1024,13 @@ def cli_flags() -> set[str]:
 def test_units_use_only_flags_the_cli_has():
     flags = cli_flags()
     assert {"--tls-cert", "--tls-key", "--sasl-mechanisms", "--http-require-api-key", "--operator-token-file",
-            "--max-connections-per-ip", "--node-id", "--peers"} <= flags, flags
+            "--max-connections-per-ip", "--node-id", "--peers", "--metadata-tls-cert", "--metadata-tls-key",
+            "--metadata-tls-ca", "--metadata-allow-plaintext"} <= flags, flags
     for name in ("floe-agent.service.tftpl", "floe-metadata.service.tftpl"):
         exec_start = next(line for line in template(name).splitlines() if line.startswith("ExecStart="))
         used = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", exec_start))
         assert used, name
         assert used <= flags, f"{name} uses flags src/cli.rs does not have: {used - flags}"
-    # Metadata mutual TLS does not exist yet: nothing may pretend it does.
-    metadata = template("floe-metadata.service.tftpl")
-    assert "tls" not in metadata.lower()
 
 
 def test_agent_reads_its_zone_with_imdsv2():
@@ -885,20 +1052,34 @@ def test_install_verifies_sha256_and_supports_url_and_s3():
 
 TLS_SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe/tls-AbCdEf"
 TOKEN_SECRET = "arn:aws:secretsmanager:eu-central-1:123456789012:secret:floe/operator-ZyXwVu"
+AGENT_MTLS_SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe/metadata-tls/agent-20261202-QwErTy"
+PEER_MTLS_SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe/metadata-tls/peer-2-20261202-AsDfGh"
+
+
+class Hcl(str):
+    """An HCL expression to pass as it is, not as a string literal."""
+
+
+SECRET_FUNCTIONS = Hcl(f'file("{TEMPLATES_DIR / "secrets.sh"}")')
 
 RENDER_VALUES = {
     "install-floe.sh.tftpl": {"binary_source": "s3://artifacts/floe/floe", "binary_sha256": "ab" * 32, "region": "eu-west-1"},
     "prepare-agent.sh.tftpl": {"advertised_address": "private_ip", "advertised_host": "", "region": "eu-west-1",
-                               "tls_secret_arn": TLS_SECRET, "operator_token_secret_arn": TOKEN_SECRET},
+                               "tls_secret_arn": TLS_SECRET, "operator_token_secret_arn": TOKEN_SECRET,
+                               "metadata_tls_secret_arn": AGENT_MTLS_SECRET, "metadata_tls_serial": "1234567890",
+                               "secret_functions": SECRET_FUNCTIONS},
     "prepare-metadata.sh.tftpl": {"node_id": "2", "fqdn": "floe-metadata-2.floe.internal", "volume_id": "vol-0123456789abcdef0",
-                                  "volume_serial": "vol0123456789abcdef0", "region": "eu-west-1"},
+                                  "volume_serial": "vol0123456789abcdef0", "region": "eu-west-1",
+                                  "metadata_tls_secret_arn": PEER_MTLS_SECRET, "operator_token_secret_arn": TOKEN_SECRET,
+                                  "secret_functions": SECRET_FUNCTIONS},
     "floe-agent.service.tftpl": {"metadata_addrs": "m1:9093,m2:9093,m3:9093", "kafka_port": 9092, "http_port": 8080,
                                  "object_store_url": "s3://b/floe", "allow_unauthenticated": False,
                                  "sasl_enable_plain": False, "tls_mode": "agent", "operator_token": True,
-                                 "max_connections": 10000, "max_connections_per_ip": 1000,
+                                 "metadata_mtls": True, "max_connections": 10000, "max_connections_per_ip": 1000,
                                  "auth_failures_per_minute": 10, "extra_args": " --flush-interval-ms 100"},
     "floe-metadata.service.tftpl": {"node_id": "2", "fqdn": "floe-metadata-2.floe.internal", "metadata_port": 9093,
-                                    "peers": "1=m1:9093,2=m2:9093,3=m3:9093", "object_store_url": "s3://b/floe"},
+                                    "peers": "1=m1:9093,2=m2:9093,3=m3:9093", "object_store_url": "s3://b/floe",
+                                    "metadata_mtls": True, "operator_token": True},
 }
 
 # The agent's templates once per security mode, with what the module passes
@@ -917,10 +1098,25 @@ AGENT_MODES = {
     "unauthenticated": ({"allow_unauthenticated": True, "tls_mode": "none", "operator_token": False,
                          "max_connections_per_ip": 50},
                         {"tls_secret_arn": "", "operator_token_secret_arn": ""}),
+    # metadata_mtls = false (with tls_certificate_arn): no secret at all.
+    "no-metadata-mtls": ({"tls_mode": "nlb", "operator_token": False, "metadata_mtls": False},
+                         {"advertised_address": "load_balancer", "advertised_host": "kafka.example.com",
+                          "tls_secret_arn": "", "operator_token_secret_arn": "", "metadata_tls_secret_arn": "",
+                          "metadata_tls_serial": ""}),
+}
+
+# The metadata node's unit: by default, with metadata_mtls = false, and without
+# an operator token.
+METADATA_MODES = {
+    "mtls": {},
+    "plaintext": {"metadata_mtls": False},
+    "no-token": {"operator_token": False},
 }
 
 
 def _hcl(value) -> str:
+    if isinstance(value, Hcl):
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return json.dumps(value)
@@ -942,6 +1138,11 @@ def rendered(tmp_root: Path) -> dict[str, str]:
                                              _hcl_object({**RENDER_VALUES["floe-agent.service.tftpl"], **unit}))
         outputs[f"agent-prepare-{mode}"] = call("prepare-agent.sh.tftpl",
                                                 _hcl_object({**RENDER_VALUES["prepare-agent.sh.tftpl"], **prepare}))
+    for mode, unit in METADATA_MODES.items():
+        outputs[f"metadata-unit-{mode}"] = call("floe-metadata.service.tftpl",
+                                                _hcl_object({**RENDER_VALUES["floe-metadata.service.tftpl"], **unit}))
+    outputs["metadata-prepare-plaintext"] = call("prepare-metadata.sh.tftpl", _hcl_object(
+        {**RENDER_VALUES["prepare-metadata.sh.tftpl"], "metadata_tls_secret_arn": "", "operator_token_secret_arn": ""}))
     for role, prepare, unit in (("agent", "prepare-agent.sh.tftpl", "floe-agent.service.tftpl"),
                                 ("metadata", "prepare-metadata.sh.tftpl", "floe-metadata.service.tftpl")):
         outputs[f"cloud-init-{role}"] = call("cloud-init.yaml.tftpl", "{" + ", ".join([
@@ -990,6 +1191,7 @@ def test_cloud_init_renders_to_valid_yaml_and_shell(renders, role, tmp_path):
     for env in ("${FLOE_ZONE}", "${FLOE_ADVERTISED_HOST}", "${FLOE_NODE_ID}"):
         exec_start = exec_start.replace(env, "")
     assert "${" not in exec_start and "%{" not in exec_start
+    assert " --metadata-tls-cert /etc/floe/metadata-tls/cert.pem" in exec_start
     if role == "agent":
         assert exec_start.endswith(" --flush-interval-ms 100")
     else:
@@ -1046,11 +1248,48 @@ def test_agent_start_command_in_each_security_mode(renders, mode):
     else:
         # The NLB terminates TLS (nlb-tls), or there is none (unauthenticated).
         assert "--tls-cert" not in args and "--tls-key" not in args
+    # The metadata port's client certificate, in every mode but metadata_mtls = false.
+    metadata_tls = {"--metadata-tls-cert": "/etc/floe/metadata-tls/cert.pem",
+                    "--metadata-tls-key": "/etc/floe/metadata-tls/key.pem",
+                    "--metadata-tls-ca": "/etc/floe/metadata-tls/ca.pem"}
+    for flag, path in metadata_tls.items():
+        if mode == "no-metadata-mtls":
+            assert flag not in args, (mode, flag)
+        else:
+            assert flag_value(args, flag) == path, (mode, flag)
     if mode == "agent-tls":
         assert flag_value(args, "--operator-token-file") == "/etc/floe/operator-token"
     else:
         assert "--operator-token-file" not in args
     assert args[-2:] == ["--flush-interval-ms", "100"]
+
+
+@pytest.mark.parametrize("mode", list(METADATA_MODES))
+def test_metadata_start_command_has_the_tls_flags_or_the_plaintext_flag(renders, mode):
+    unit = renders[f"metadata-unit-{mode}"]
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    args = exec_start.removeprefix("ExecStart=").split()
+    assert args[:2] == ["/usr/local/bin/floe", "metadata"]
+    flags, i = [], 2
+    while i < len(args):
+        assert args[i].startswith("--"), (args[i], args)
+        flags.append(args[i])
+        i += 1 if args[i] == "--metadata-allow-plaintext" else 2
+    assert i == len(args) and len(flags) == len(set(flags)), args
+    assert flag_value(args, "--metadata-addr") == "floe-metadata-2.floe.internal:9093"
+    tls = ("--metadata-tls-cert", "--metadata-tls-key", "--metadata-tls-ca")
+    if mode == "plaintext":
+        assert "--metadata-allow-plaintext" in args
+        for flag in tls:
+            assert flag not in args, flag
+    else:
+        assert "--metadata-allow-plaintext" not in args
+        for flag, name in zip(tls, ("cert", "key", "ca")):
+            assert flag_value(args, flag) == f"/etc/floe/metadata-tls/{name}.pem"
+    if mode == "no-token":
+        assert "--operator-token-file" not in args
+    else:
+        assert flag_value(args, "--operator-token-file") == "/etc/floe/operator-token"
 
 
 # ---------------------------------------------------------------- preconditions, planned
@@ -1212,9 +1451,14 @@ def env_file(etc: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in (etc / "floe.env").read_text().splitlines())
 
 
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n"
+MTLS_BUNDLE = json.dumps({"cert": CERT_PEM, "key": KEY_PEM, "ca": CA_PEM})
+AGENT_SECRETS = {TLS_SECRET: json.dumps({"cert": CERT_PEM, "key": KEY_PEM}), TOKEN_SECRET: TOKEN + "\n",
+                 AGENT_MTLS_SECRET: MTLS_BUNDLE}
+
+
 def test_prepare_writes_the_tls_files_and_token_mode_0600(renders, tmp_path):
-    secrets = {TLS_SECRET: json.dumps({"cert": CERT_PEM, "key": KEY_PEM}), TOKEN_SECRET: TOKEN + "\n"}
-    run, etc, log = run_prepare(renders["agent-prepare-agent-tls"], tmp_path, secrets)
+    run, etc, log = run_prepare(renders["agent-prepare-agent-tls"], tmp_path, AGENT_SECRETS)
     assert run.returncode == 0, run.stdout + run.stderr
     env = env_file(etc)
     assert env["FLOE_ZONE"] == "eu-west-1b"
@@ -1223,24 +1467,39 @@ def test_prepare_writes_the_tls_files_and_token_mode_0600(renders, tmp_path):
     assert (etc / "tls" / "cert.pem").read_text() == CERT_PEM
     assert (etc / "tls" / "key.pem").read_text() == KEY_PEM
     assert (etc / "operator-token").read_text() == TOKEN + "\n"
-    for path in (etc / "tls" / "cert.pem", etc / "tls" / "key.pem", etc / "operator-token"):
+    # The metadata port's client certificate, its key and the CA.
+    mtls = etc / "metadata-tls"
+    assert (mtls / "cert.pem").read_text() == CERT_PEM
+    assert (mtls / "key.pem").read_text() == KEY_PEM
+    assert (mtls / "ca.pem").read_text() == CA_PEM
+    for path in (etc / "tls" / "cert.pem", etc / "tls" / "key.pem", etc / "operator-token",
+                 mtls / "cert.pem", mtls / "key.pem", mtls / "ca.pem"):
         assert mode_of(path) == 0o600, path
-    assert mode_of(etc / "tls") == 0o700
-    assert not list((etc / "tls").glob("*.new"))
+    assert mode_of(etc / "tls") == 0o700 and mode_of(mtls) == 0o700
+    assert not list((etc / "tls").glob("*.new")) and not list(mtls.glob("*.new"))
     assert f"chown floe:floe {etc}/tls/cert.pem {etc}/tls/key.pem" in log
+    assert f"chown floe:floe {mtls}/cert.pem {mtls}/key.pem {mtls}/ca.pem" in log
     # Each secret read once, in its own region; no secret value in the output.
-    assert log.count("get-secret-value") == 2
+    assert log.count("get-secret-value") == 3
     assert "MIGHfake" not in run.stdout + run.stderr and TOKEN not in run.stdout + run.stderr
 
 
-def test_prepare_advertises_the_load_balancer_and_reads_no_secret(renders, tmp_path):
-    run, etc, log = run_prepare(renders["agent-prepare-nlb-tls"], tmp_path, {})
+def test_prepare_advertises_the_load_balancer_and_reads_only_the_metadata_certificate(renders, tmp_path):
+    run, etc, log = run_prepare(renders["agent-prepare-nlb-tls"], tmp_path, {AGENT_MTLS_SECRET: MTLS_BUNDLE})
     assert run.returncode == 0, run.stdout + run.stderr
     env = env_file(etc)
     assert env["FLOE_ADVERTISED_HOST"] == "kafka.example.com"
     assert env["FLOE_NODE_ID"] == str((10 << 24 | 1 << 16 | 2 << 8 | 3) & 0x7FFFFFFF)
-    assert "get-secret-value" not in log
+    assert log.count("get-secret-value") == 1 and AGENT_MTLS_SECRET in log
     assert not (etc / "tls").exists() and not (etc / "operator-token").exists()
+    assert (etc / "metadata-tls" / "ca.pem").read_text() == CA_PEM
+
+
+def test_prepare_without_metadata_mtls_reads_no_secret(renders, tmp_path):
+    run, etc, log = run_prepare(renders["agent-prepare-no-metadata-mtls"], tmp_path, {})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "get-secret-value" not in log
+    assert not (etc / "tls").exists() and not (etc / "metadata-tls").exists() and not (etc / "operator-token").exists()
 
 
 @pytest.mark.parametrize("bad", [
@@ -1251,10 +1510,22 @@ def test_prepare_advertises_the_load_balancer_and_reads_no_secret(renders, tmp_p
     json.dumps([CERT_PEM, KEY_PEM]),
 ], ids=["not-json", "no-key", "key-not-pem", "cert-not-a-certificate", "not-an-object"])
 def test_prepare_refuses_a_malformed_tls_secret(renders, tmp_path, bad):
-    run, etc, _ = run_prepare(renders["agent-prepare-agent-tls"], tmp_path, {TLS_SECRET: bad, TOKEN_SECRET: TOKEN})
+    run, etc, _ = run_prepare(renders["agent-prepare-agent-tls"], tmp_path, {**AGENT_SECRETS, TLS_SECRET: bad})
     assert run.returncode != 0
     # Nothing half-written: the secret is checked whole before any file.
     assert not (etc / "tls" / "key.pem").exists() and not (etc / "tls" / "cert.pem").exists()
+    assert "MIGHfake" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("bad", [
+    json.dumps({"cert": CERT_PEM, "key": KEY_PEM}),
+    json.dumps({"cert": CERT_PEM, "key": KEY_PEM, "ca": KEY_PEM}),
+], ids=["no-ca", "ca-not-a-certificate"])
+def test_prepare_refuses_a_malformed_metadata_tls_secret(renders, tmp_path, bad):
+    run, etc, _ = run_prepare(renders["agent-prepare-agent-tls"], tmp_path, {**AGENT_SECRETS, AGENT_MTLS_SECRET: bad})
+    assert run.returncode != 0
+    assert f"secret {AGENT_MTLS_SECRET} needs a PEM \"ca\" field" in run.stderr
+    assert not list((etc / "metadata-tls").glob("*.pem"))
     assert "MIGHfake" not in run.stdout + run.stderr
 
 
@@ -1262,7 +1533,174 @@ def test_prepare_fails_when_a_secret_cannot_be_read_or_the_token_is_short(render
     unreadable, _, log = run_prepare(renders["agent-prepare-agent-tls"], tmp_path / "a", {})
     assert unreadable.returncode != 0 and "cannot read secret" in unreadable.stderr
     assert log.count("get-secret-value") == 6, "retried, then gave up"
-    short, etc, _ = run_prepare(renders["agent-prepare-agent-tls"], tmp_path / "b",
-                                {TLS_SECRET: json.dumps({"cert": CERT_PEM, "key": KEY_PEM}), TOKEN_SECRET: "short"})
+    short, etc, _ = run_prepare(renders["agent-prepare-agent-tls"], tmp_path / "b", {**AGENT_SECRETS, TOKEN_SECRET: "short"})
     assert short.returncode != 0 and "shorter than 24" in short.stderr
     assert not (etc / "operator-token").exists()
+
+
+def metadata_secrets_section(script: str) -> str:
+    """The secrets part of the metadata node's prepare script, alone: the rest
+    needs a block device, blkid and mount."""
+    start = script.index("# ---------------------------------------------------------------- secrets")
+    end = script.index("umask 022\n", start) + len("umask 022\n")
+    return "#!/bin/bash\nset -euo pipefail\n" + script[start:end]
+
+
+def test_metadata_prepare_writes_its_certificate_and_the_token_mode_0600(renders, tmp_path):
+    script = renders["prepare-metadata.sh.tftpl"]
+    # The secrets come before the wait for the node's name, which ends the script.
+    assert script.index("# ---------------------------------------------------------------- secrets") < \
+        script.index("getent hosts")
+    run, etc, log = run_prepare(metadata_secrets_section(script), tmp_path,
+                                {PEER_MTLS_SECRET: MTLS_BUNDLE, TOKEN_SECRET: TOKEN})
+    assert run.returncode == 0, run.stdout + run.stderr
+    mtls = etc / "metadata-tls"
+    for name, pem in (("cert", CERT_PEM), ("key", KEY_PEM), ("ca", CA_PEM)):
+        assert (mtls / f"{name}.pem").read_text() == pem
+        assert mode_of(mtls / f"{name}.pem") == 0o600
+    assert mode_of(mtls) == 0o700
+    assert (etc / "operator-token").read_text() == TOKEN + "\n" and mode_of(etc / "operator-token") == 0o600
+    assert f"chown floe:floe {mtls}/cert.pem {mtls}/key.pem {mtls}/ca.pem" in log
+    assert log.count("get-secret-value") == 2
+    assert "MIGHfake" not in run.stdout + run.stderr and TOKEN not in run.stdout + run.stderr
+
+
+def test_metadata_prepare_in_plaintext_reads_no_secret(renders, tmp_path):
+    run, etc, log = run_prepare(metadata_secrets_section(renders["metadata-prepare-plaintext"]), tmp_path, {})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "get-secret-value" not in log
+    assert not (etc / "metadata-tls").exists() and not (etc / "operator-token").exists()
+
+
+# ---------------------------------------------------------------- metadata identities and secrets, evaluated
+
+
+def module_expression(name: str) -> str:
+    """A module local's expression, as Terraform source: the expression of a
+    lone interpolation, else the string template itself."""
+    value = module_locals()[name]
+    assert isinstance(value, str), (name, value)
+    if value.startswith("${"):
+        depth, i = 1, 2
+        while depth:
+            depth += {"{": 1, "}": -1}.get(value[i], 0)
+            i += 1
+        if i == len(value):
+            return value[2:-1]
+    assert '"' not in value, (name, value)
+    return f'"{value}"'
+
+
+@pytest.fixture(scope="module")
+def identity_root(tmp_path_factory):
+    """The module's variables and the locals that name the metadata identities
+    and each role's secrets, exactly as written, over three stand-in metadata
+    nodes and stand-in ARNs for the module's own secrets."""
+    if shutil.which("terraform") is None:
+        pytest.skip("no terraform binary: locals not evaluated")
+    root = tmp_path_factory.mktemp("identities")
+    shutil.copy(MODULE_DIR / "variables.tf", root / "variables.tf")
+    names = ("metadata_trust_domain", "metadata_tls_identities", "agent_secret_arns", "metadata_secret_arns",
+             "agent_secret_regions", "metadata_secret_regions")
+    exprs = {n: module_expression(n).replace("aws_secretsmanager_secret.metadata_tls", "local.stand_in_secrets")
+             for n in names}
+    for n, e in exprs.items():
+        unknown = set(re.findall(r"\b(?:aws|data|tls)_\w+\.\w+", e))
+        assert not unknown, f"{n} names {unknown}: stand it in here"
+    (root / "main.tf").write_text("locals {\n" + "\n".join([
+        '  region = "eu-west-1"',
+        '  metadata_nodes = { for i in [1, 2, 3] : tostring(i) => { fqdn = "${var.name}-metadata-${i}.${var.dns_zone_name}" } }',
+        '  stand_in_secrets = { for k, v in local.metadata_tls_identities : k => '
+        '{ arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:${var.name}/metadata-tls/${k}-AbCdEf" } }',
+        *[f"  {n} = {e}" for n, e in exprs.items()],
+    ]) + "\n}\n\noutput \"all\" {\n  value = {\n" + "\n".join(f"    {n} = local.{n}" for n in names) + "\n  }\n}\n")
+    (root / "required.tfvars.json").write_text(json.dumps(REQUIRED_VARS))
+    run = subprocess.run(["terraform", "init", "-input=false", "-no-color"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return root
+
+
+def evaluate(root: Path, variables: dict) -> dict:
+    (root / "case.tfvars.json").write_text(json.dumps(variables))
+    run = subprocess.run(["terraform", "apply", "-auto-approve", "-input=false", "-no-color", "-lock=false",
+                          "-var-file=required.tfvars.json", "-var-file=case.tfvars.json"],
+                         cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    run = subprocess.run(["terraform", "output", "-json", "all"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def stand_in(identity: str) -> str:
+    return f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe/metadata-tls/{identity}-AbCdEf"
+
+
+def test_metadata_identities_are_spiffe_ids_of_the_cluster(identity_root):
+    got = evaluate(identity_root, {})
+    assert got["metadata_trust_domain"] == "floe.floe.internal"
+    ids = got["metadata_tls_identities"]
+    assert set(ids) == {"peer-1", "peer-2", "peer-3", "agent", "operator"}
+    for n in (1, 2, 3):
+        assert ids[f"peer-{n}"] == {"uri": f"spiffe://floe.floe.internal/floe/peer/{n}",
+                                    "dns_names": [f"floe-metadata-{n}.floe.internal"],
+                                    "uses": ["digital_signature", "server_auth", "client_auth"]}
+    assert ids["agent"] == {"uri": "spiffe://floe.floe.internal/floe/agent/0", "dns_names": [],
+                            "uses": ["digital_signature", "client_auth"]}
+    assert ids["operator"] == {"uri": "spiffe://floe.floe.internal/floe/operator/admin", "dns_names": [],
+                               "uses": ["digital_signature", "client_auth"]}
+    other = evaluate(identity_root, {"name": "prod", "dns_zone_name": "corp.example"})
+    assert other["metadata_tls_identities"]["peer-2"]["uri"] == "spiffe://prod.corp.example/floe/peer/2"
+    assert other["metadata_tls_identities"]["peer-2"]["dns_names"] == ["prod-metadata-2.corp.example"]
+    assert evaluate(identity_root, {"metadata_mtls": False})["metadata_tls_identities"] == {}
+
+
+def test_each_role_reads_only_its_own_secrets(identity_root):
+    got = evaluate(identity_root, {"tls_secret_arn": TLS_SECRET, "operator_token_secret_arn": TOKEN_SECRET})
+    assert got["agent_secret_arns"] == [TLS_SECRET, TOKEN_SECRET, stand_in("agent")]
+    assert got["metadata_secret_arns"] == [TOKEN_SECRET, stand_in("peer-1"), stand_in("peer-2"), stand_in("peer-3")]
+    assert got["agent_secret_regions"] == ["eu-west-1", "eu-central-1"]
+    assert got["metadata_secret_regions"] == ["eu-central-1", "eu-west-1"]
+    for arns in (got["agent_secret_arns"], got["metadata_secret_arns"]):
+        assert stand_in("operator") not in arns
+    plaintext = evaluate(identity_root, {"metadata_mtls": False, "operator_token_secret_arn": TOKEN_SECRET})
+    assert plaintext["agent_secret_arns"] == [TOKEN_SECRET]
+    assert plaintext["metadata_secret_arns"] == [TOKEN_SECRET]
+    assert plaintext["metadata_secret_regions"] == ["eu-central-1"]
+    assert evaluate(identity_root, {"metadata_mtls": False})["metadata_secret_arns"] == []
+
+
+# ---------------------------------------------------------------- the module, validated
+
+
+# pki.tf's locals, as validate_root stands them in for the tls provider's resources.
+PKI_STUB_LOCALS = {
+    "metadata_tls_bundles": '{ for k, v in local.metadata_tls_identities : k => { cert = "c", key = "k", ca = "a" } }',
+    "metadata_tls_agent_serial": 'var.metadata_mtls ? "1" : ""',
+    "metadata_tls_ca_cert_pem": 'var.metadata_mtls ? "a" : null',
+}
+PLUGIN_DIR = Path(os.environ.get("FLOE_TF_PLUGIN_DIR", "/opt/tf-plugins"))
+
+
+def test_module_validates_with_the_tls_resources_stood_in(tmp_path):
+    """`terraform validate` of the example (and so the module) against the
+    real aws provider schema, with pki.tf replaced by locals of the same shape:
+    the tls provider cannot be downloaded here."""
+    if shutil.which("terraform") is None:
+        pytest.skip("no terraform binary")
+    if not list(PLUGIN_DIR.glob("registry.terraform.io/hashicorp/aws/5.*")):
+        pytest.skip(f"no hashicorp/aws 5.x provider under {PLUGIN_DIR} (set FLOE_TF_PLUGIN_DIR)")
+    copy = tmp_path / "terraform"
+    shutil.copytree(TF_DIR, copy, ignore=shutil.ignore_patterns(".terraform", ".terraform.lock.hcl", "*.tfstate*"))
+    (copy / "modules" / "floe" / "pki.tf").write_text(
+        "locals {\n" + "".join(f"  {k} = {v}\n" for k, v in PKI_STUB_LOCALS.items()) + "}\n")
+    for versions in (copy / "modules" / "floe" / "versions.tf", copy / "examples" / "byoc" / "versions.tf"):
+        source, n = re.subn(r"\n    tls = \{.*?\n    \}", "", versions.read_text(), flags=re.S)
+        assert n == 1, versions
+        versions.write_text(source)
+    example = copy / "examples" / "byoc"
+    env_args = {"cwd": example, "capture_output": True, "text": True, "timeout": 300}
+    run = subprocess.run(["terraform", "init", "-backend=false", "-input=false", "-no-color",
+                          f"-plugin-dir={PLUGIN_DIR}"], **env_args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    run = subprocess.run(["terraform", "validate", "-no-color"], **env_args)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -1,5 +1,10 @@
 # Example root module: one Floe cluster in an existing VPC. Copy this
 # directory, fill in terraform.tfvars (see terraform.tfvars.example) and apply.
+#
+# The state holds private keys: with metadata_mtls (the default) the module
+# makes the metadata port's CA and certificates with the tls provider, which
+# keeps their keys in the state, unencrypted. Use a backend that encrypts the
+# state and that only those who may apply can read (see README.md).
 
 # No provider default_tags: the module merges var.tags into every taggable
 # resource itself, including what default_tags cannot reach (instances and
@@ -29,6 +34,9 @@ module "floe" {
   client_endpoint_dns_name  = var.client_endpoint_dns_name
   client_endpoint_zone_id   = var.client_endpoint_zone_id
   max_connections_per_ip    = var.max_connections_per_ip
+
+  # Mutual TLS on the metadata port (docs/SECURITY.md).
+  metadata_mtls = var.metadata_mtls
 
   floe_binary_source = var.floe_binary_source
   floe_binary_sha256 = var.floe_binary_sha256

@@ -28,6 +28,16 @@ output "metadata_endpoints" {
   value       = module.floe.metadata_endpoints
 }
 
+output "metadata_instance_ids" {
+  description = "EC2 instance IDs of the metadata nodes, by node id (for Session Manager)."
+  value       = module.floe.metadata_instance_ids
+}
+
+output "metadata_tls_operator_secret_arn" {
+  description = "Secrets Manager secret with the operator certificate, key and CA for floe admin (null without metadata_mtls)."
+  value       = module.floe.metadata_tls_operator_secret_arn
+}
+
 output "autoscaling_group_name" {
   description = "Agent autoscaling group (for instance refreshes)."
   value       = module.floe.autoscaling_group_name

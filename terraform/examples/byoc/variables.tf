@@ -65,6 +65,12 @@ variable "allow_unauthenticated" {
   default     = false
 }
 
+variable "metadata_mtls" {
+  description = "Mutual TLS on the metadata port, with certificates the module makes (their private keys live in the Terraform state: keep it encrypted). False runs the port in plaintext, reachable from the cluster's own security groups only."
+  type        = bool
+  default     = true
+}
+
 variable "tls_certificate_arn" {
   description = "ACM certificate for client_endpoint_dns_name; the load balancer terminates TLS with it. Set this or tls_secret_arn."
   type        = string

@@ -52,6 +52,9 @@ resource "aws_launch_template" "agent" {
       region                    = local.region
       tls_secret_arn            = local.tls_mode == "agent" ? var.tls_secret_arn : ""
       operator_token_secret_arn = var.operator_token_secret_arn == null ? "" : var.operator_token_secret_arn
+      metadata_tls_secret_arn   = var.metadata_mtls ? aws_secretsmanager_secret.metadata_tls["agent"].arn : ""
+      metadata_tls_serial       = local.metadata_tls_agent_serial
+      secret_functions          = file("${path.module}/templates/secrets.sh")
     })
     unit = templatefile("${path.module}/templates/floe-agent.service.tftpl", {
       metadata_addrs           = local.metadata_addrs
@@ -62,6 +65,7 @@ resource "aws_launch_template" "agent" {
       sasl_enable_plain        = var.sasl_enable_plain
       tls_mode                 = local.tls_mode
       operator_token           = var.operator_token_secret_arn != null
+      metadata_mtls            = var.metadata_mtls
       max_connections          = var.max_connections
       max_connections_per_ip   = var.max_connections_per_ip
       auth_failures_per_minute = var.auth_failures_per_minute
@@ -85,6 +89,9 @@ resource "aws_launch_template" "agent" {
   }
 
   tags = merge(local.tags, { Name = "${var.name}-agent" })
+
+  # Agents read their metadata certificate at first boot: the secret must hold it.
+  depends_on = [aws_secretsmanager_secret_version.metadata_tls]
 
   # Encrypted and authenticated unless the plan says otherwise, in so many
   # words (docs/DEPLOYMENT.md, "Encryption and authentication").

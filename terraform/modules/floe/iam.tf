@@ -1,7 +1,10 @@
-# One role for agents and metadata nodes: both read and write objects under the
-# prefix (segments; metadata snapshots) and nothing else in S3. With
-# tls_secret_arn or operator_token_secret_arn it may also read those secrets,
-# by their full ARNs, and nothing else in Secrets Manager.
+# Two roles, one for the agents and one for the metadata nodes. Both read and
+# write objects under the prefix (segments; metadata snapshots) and nothing
+# else in S3. Each may also read its own secrets (local.agent_secret_arns,
+# local.metadata_secret_arns), by their full ARNs, and nothing else in Secrets
+# Manager: an agent cannot read a metadata node's certificate, so a host taken
+# over as an agent cannot act as a peer on the metadata port; neither role can
+# read the operator's.
 
 data "aws_iam_policy_document" "assume_ec2" {
   statement {
@@ -14,15 +17,25 @@ data "aws_iam_policy_document" "assume_ec2" {
   }
 }
 
+# The agents' role (its name predates the metadata nodes' own role).
 resource "aws_iam_role" "floe" {
   name               = "${var.name}-floe"
-  description        = "Floe agents and metadata nodes: objects under s3://${local.bucket_name}/${var.bucket_prefix}/ only."
+  description        = "Floe agents: objects under s3://${local.bucket_name}/${var.bucket_prefix}/ only."
   assume_role_policy = data.aws_iam_policy_document.assume_ec2.json
 
   tags = merge(local.tags, { Name = "${var.name}-floe" })
 }
 
-data "aws_iam_policy_document" "floe" {
+resource "aws_iam_role" "metadata" {
+  name               = "${var.name}-metadata"
+  description        = "Floe metadata nodes: objects under s3://${local.bucket_name}/${var.bucket_prefix}/ only."
+  assume_role_policy = data.aws_iam_policy_document.assume_ec2.json
+
+  tags = merge(local.tags, { Name = "${var.name}-metadata" })
+}
+
+# What both roles may do.
+data "aws_iam_policy_document" "objects" {
   statement {
     sid = "FloeObjects"
     actions = [
@@ -81,11 +94,15 @@ data "aws_iam_policy_document" "floe" {
       resources = [statement.value]
     }
   }
+}
 
-  # The agents read their TLS certificate and operator token at boot: these
-  # two secrets only, read only (no listing, no describing, no writing).
+# Each role's secrets: read only (no listing, no describing, no writing), and
+# with secrets_kms_key_arn, decrypt through Secrets Manager only.
+data "aws_iam_policy_document" "agent" {
+  source_policy_documents = [data.aws_iam_policy_document.objects.json]
+
   dynamic "statement" {
-    for_each = length(local.secret_arns) == 0 ? [] : [local.secret_arns]
+    for_each = length(local.agent_secret_arns) == 0 ? [] : [local.agent_secret_arns]
     content {
       sid       = "FloeSecrets"
       actions   = ["secretsmanager:GetSecretValue"]
@@ -94,7 +111,7 @@ data "aws_iam_policy_document" "floe" {
   }
 
   dynamic "statement" {
-    for_each = var.secrets_kms_key_arn == null || length(local.secret_arns) == 0 ? [] : [var.secrets_kms_key_arn]
+    for_each = var.secrets_kms_key_arn == null || length(local.agent_secret_arns) == 0 ? [] : [var.secrets_kms_key_arn]
     content {
       sid       = "FloeSecretsKey"
       actions   = ["kms:Decrypt"]
@@ -103,7 +120,35 @@ data "aws_iam_policy_document" "floe" {
       condition {
         test     = "StringEquals"
         variable = "kms:ViaService"
-        values   = distinct([for arn in local.secret_arns : "secretsmanager.${split(":", arn)[3]}.amazonaws.com"])
+        values   = [for r in local.agent_secret_regions : "secretsmanager.${r}.amazonaws.com"]
+      }
+    }
+  }
+}
+
+data "aws_iam_policy_document" "metadata" {
+  source_policy_documents = [data.aws_iam_policy_document.objects.json]
+
+  dynamic "statement" {
+    for_each = length(local.metadata_secret_arns) == 0 ? [] : [local.metadata_secret_arns]
+    content {
+      sid       = "FloeSecrets"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = statement.value
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.secrets_kms_key_arn == null || length(local.metadata_secret_arns) == 0 ? [] : [var.secrets_kms_key_arn]
+    content {
+      sid       = "FloeSecretsKey"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = [for r in local.metadata_secret_regions : "secretsmanager.${r}.amazonaws.com"]
       }
     }
   }
@@ -112,7 +157,13 @@ data "aws_iam_policy_document" "floe" {
 resource "aws_iam_role_policy" "floe" {
   name   = "floe-object-store"
   role   = aws_iam_role.floe.id
-  policy = data.aws_iam_policy_document.floe.json
+  policy = data.aws_iam_policy_document.agent.json
+}
+
+resource "aws_iam_role_policy" "metadata" {
+  name   = "floe-object-store"
+  role   = aws_iam_role.metadata.id
+  policy = data.aws_iam_policy_document.metadata.json
 }
 
 resource "aws_iam_role_policy_attachment" "ssm" {
@@ -121,9 +172,22 @@ resource "aws_iam_role_policy_attachment" "ssm" {
   policy_arn = "arn:${local.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
 }
 
+resource "aws_iam_role_policy_attachment" "metadata_ssm" {
+  count      = var.enable_ssm ? 1 : 0
+  role       = aws_iam_role.metadata.name
+  policy_arn = "arn:${local.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
+}
+
 resource "aws_iam_instance_profile" "floe" {
   name = "${var.name}-floe"
   role = aws_iam_role.floe.name
 
   tags = merge(local.tags, { Name = "${var.name}-floe" })
+}
+
+resource "aws_iam_instance_profile" "metadata" {
+  name = "${var.name}-metadata"
+  role = aws_iam_role.metadata.name
+
+  tags = merge(local.tags, { Name = "${var.name}-metadata" })
 }

@@ -1,6 +1,7 @@
 # Shared lookups and names. The rest of the module is split by concern:
-# s3.tf (bucket), iam.tf (instance role), network.tf (security groups and the
-# S3 endpoint), dns.tf, metadata.tf, agents.tf, nlb.tf, alarms.tf.
+# s3.tf (bucket), iam.tf (instance roles), network.tf (security groups and the
+# S3 endpoint), dns.tf, metadata.tf, agents.tf, nlb.tf, alarms.tf, pki.tf (the
+# metadata port's certificates) and secrets.tf (where instances read them).
 
 data "aws_region" "current" {}
 
@@ -60,6 +61,39 @@ locals {
   metadata_peers = join(",", [for id, n in local.metadata_nodes : "${id}=${n.fqdn}:${local.metadata_port}"])
   metadata_addrs = join(",", [for id, n in local.metadata_nodes : "${n.fqdn}:${local.metadata_port}"])
 
+  # Mutual TLS on the metadata port (pki.tf, secrets.tf): one identity per
+  # metadata node, one for all agents and one operator, each a SPIFFE ID in
+  # the cluster's own trust domain. Empty with metadata_mtls = false.
+  metadata_trust_domain = "${var.name}.${var.dns_zone_name}"
+  metadata_tls_identities = var.metadata_mtls ? merge(
+    { for id, n in local.metadata_nodes : "peer-${id}" => {
+      uri = "spiffe://${local.metadata_trust_domain}/floe/peer/${id}"
+      # Peers, agents and floe admin dial a metadata node by its stable name
+      # (--peers, --metadata) and check it against the certificate: the name
+      # is in it. The private IP is not: nobody dials it, and it changes when
+      # the instance is replaced.
+      dns_names = [n.fqdn]
+      uses      = ["digital_signature", "server_auth", "client_auth"]
+    } },
+    {
+      # Agents are an autoscaling group: instances come and go without a
+      # Terraform apply, so Terraform cannot issue each its own certificate.
+      # They share one identity, agent 0, and are told apart by their node
+      # ids (--node-id), not by their certificates.
+      agent = {
+        uri       = "spiffe://${local.metadata_trust_domain}/floe/agent/0"
+        dns_names = []
+        uses      = ["digital_signature", "client_auth"]
+      }
+      # For people running floe admin; no instance role can read it.
+      operator = {
+        uri       = "spiffe://${local.metadata_trust_domain}/floe/operator/admin"
+        dns_names = []
+        uses      = ["digital_signature", "client_auth"]
+      }
+    },
+  ) : {}
+
   # Where client TLS ends: "nlb" (the load balancer's TLS listeners, with the
   # ACM certificate tls_certificate_arn), "agent" (each agent, with the
   # certificate and key of the Secrets Manager secret tls_secret_arn) or
@@ -75,9 +109,33 @@ locals {
   # agents advertise the load balancer.
   endpoint_host = coalesce(var.client_endpoint_dns_name, aws_lb.this.dns_name)
 
-  # Secrets the agents read at boot; the role may read these and nothing else
-  # in Secrets Manager.
-  secret_arns = [for arn in [var.tls_secret_arn, var.operator_token_secret_arn] : arn if arn != null]
+  # Secrets each kind of instance reads at boot, by full ARN; its role may
+  # read these and nothing else in Secrets Manager. Agents: their client TLS
+  # certificate, the operator token and the agents' metadata certificate.
+  # Metadata nodes: the operator token and the peers' certificates (each node
+  # reads its own; peers trust each other with everything anyway). The
+  # operator's certificate is in neither list.
+  agent_secret_arns = concat(
+    [for arn in [var.tls_secret_arn, var.operator_token_secret_arn] : arn if arn != null],
+    [for k, s in aws_secretsmanager_secret.metadata_tls : s.arn if k == "agent"],
+  )
+  metadata_secret_arns = concat(
+    [for arn in [var.operator_token_secret_arn] : arn if arn != null],
+    [for k, s in aws_secretsmanager_secret.metadata_tls : s.arn if startswith(k, "peer-")],
+  )
+  # Regions of those secrets, for kms:ViaService (the module's own are in
+  # this region; the ARNs of the others are known at plan time).
+  agent_secret_regions = distinct(concat(
+    [for arn in [var.tls_secret_arn, var.operator_token_secret_arn] : split(":", arn)[3] if arn != null],
+    var.metadata_mtls ? [local.region] : [],
+  ))
+  metadata_secret_regions = distinct(concat(
+    [for arn in [var.operator_token_secret_arn] : split(":", arn)[3] if arn != null],
+    var.metadata_mtls ? [local.region] : [],
+  ))
+
+  # The roles the instances run as: the bucket policy admits these two.
+  instance_role_arns = [aws_iam_role.floe.arn, aws_iam_role.metadata.arn]
 
   # Rendered by every instance's cloud-init: install the binary, then run one
   # floe role under systemd.

@@ -25,7 +25,7 @@ resource "aws_instance" "metadata" {
   instance_type          = var.metadata_instance_type
   subnet_id              = each.value.subnet_id
   vpc_security_group_ids = [aws_security_group.metadata.id]
-  iam_instance_profile   = aws_iam_instance_profile.floe.name
+  iam_instance_profile   = aws_iam_instance_profile.metadata.name
   ebs_optimized          = true
   monitoring             = true
 
@@ -34,11 +34,14 @@ resource "aws_instance" "metadata" {
     unit_name      = "floe-metadata.service"
     install_script = local.install_script
     prepare_script = templatefile("${path.module}/templates/prepare-metadata.sh.tftpl", {
-      node_id       = each.key
-      fqdn          = each.value.fqdn
-      volume_id     = aws_ebs_volume.metadata[each.key].id
-      volume_serial = replace(aws_ebs_volume.metadata[each.key].id, "-", "")
-      region        = local.region
+      node_id                   = each.key
+      fqdn                      = each.value.fqdn
+      volume_id                 = aws_ebs_volume.metadata[each.key].id
+      volume_serial             = replace(aws_ebs_volume.metadata[each.key].id, "-", "")
+      region                    = local.region
+      metadata_tls_secret_arn   = var.metadata_mtls ? aws_secretsmanager_secret.metadata_tls["peer-${each.key}"].arn : ""
+      operator_token_secret_arn = var.operator_token_secret_arn == null ? "" : var.operator_token_secret_arn
+      secret_functions          = file("${path.module}/templates/secrets.sh")
     })
     unit = templatefile("${path.module}/templates/floe-metadata.service.tftpl", {
       node_id          = each.key
@@ -46,6 +49,8 @@ resource "aws_instance" "metadata" {
       metadata_port    = local.metadata_port
       peers            = local.metadata_peers
       object_store_url = local.object_store_url
+      metadata_mtls    = var.metadata_mtls
+      operator_token   = var.operator_token_secret_arn != null
     })
   })
 
@@ -70,6 +75,9 @@ resource "aws_instance" "metadata" {
     "floe:role"    = "metadata"
     "floe:node-id" = each.key
   })
+
+  # The node reads its certificate at first boot: the secret must hold it.
+  depends_on = [aws_secretsmanager_secret_version.metadata_tls]
 
   lifecycle {
     # A new AMI or user data must never replace all three nodes in one apply

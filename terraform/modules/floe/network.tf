@@ -10,9 +10,9 @@
 #   NLB                                -> agents: 9092, 8080 (traffic and health checks)
 #   agents, metadata nodes             -> metadata nodes: 9093
 # Nothing is open to 0.0.0.0/0, and no SSH port exists (use Session Manager).
-# The metadata port has no authentication or encryption of its own yet, so
-# these rules are its only protection: only the agent and metadata groups
-# reach it. Egress is HTTPS (S3 through the gateway endpoint, Secrets Manager,
+# The metadata port runs mutual TLS (metadata_mtls, on by default); these
+# rules are a second line, and the only one with metadata_mtls = false: only
+# the agent and metadata groups reach it. Egress is HTTPS (S3 through the gateway endpoint, Secrets Manager,
 # SSM, the binary download) plus the metadata port inside the cluster.
 
 resource "aws_security_group" "nlb" {

@@ -39,7 +39,7 @@ output "object_store_url" {
 }
 
 output "role_arn" {
-  description = "ARN of the IAM role agents and metadata nodes run as."
+  description = "ARN of the IAM role the agents run as."
   value       = aws_iam_role.floe.arn
 }
 
@@ -48,9 +48,29 @@ output "instance_profile_name" {
   value       = aws_iam_instance_profile.floe.name
 }
 
+output "metadata_role_arn" {
+  description = "ARN of the IAM role the metadata nodes run as (the same object-store access as role_arn, other secrets)."
+  value       = aws_iam_role.metadata.arn
+}
+
 output "metadata_endpoints" {
   description = "Stable metadata addresses (host:9093), in node-id order: the value of `floe agent --metadata`."
   value       = [for id, n in local.metadata_nodes : "${n.fqdn}:${local.metadata_port}"]
+}
+
+output "metadata_tls_operator_secret_arn" {
+  description = "ARN of the Secrets Manager secret holding the operator's certificate for the metadata port (spiffe://TRUST_DOMAIN/floe/operator/admin), as JSON {\"cert\", \"key\", \"ca\"}: the files of `floe admin --metadata-tls-cert --metadata-tls-key --metadata-tls-ca`. No instance role may read it; read it with your own credentials. Null with metadata_mtls = false."
+  value       = var.metadata_mtls ? aws_secretsmanager_secret.metadata_tls["operator"].arn : null
+}
+
+output "metadata_tls_ca_cert_pem" {
+  description = "The metadata port's cluster CA certificate (PEM), which every metadata certificate is signed by. Null with metadata_mtls = false."
+  value       = local.metadata_tls_ca_cert_pem
+}
+
+output "metadata_tls_trust_domain" {
+  description = "SPIFFE trust domain of the metadata port's certificates (<name>.<dns_zone_name>). Null with metadata_mtls = false."
+  value       = var.metadata_mtls ? local.metadata_trust_domain : null
 }
 
 output "metadata_instance_ids" {

@@ -1,6 +1,7 @@
 # The bucket is Floe's only durable store: segments and metadata snapshots live
 # under var.bucket_prefix. Nothing here is public, every request must use TLS,
-# and only the Floe role (plus listed admins) may touch objects.
+# and only the Floe roles (agents', metadata nodes') and listed admins may
+# touch objects.
 
 resource "aws_s3_bucket" "this" {
   #checkov:skip=CKV_AWS_144:Cross-region replication doubles storage and PUT cost; S3 already stores objects across three AZs. Customers who need a second region replicate with their own rule.
@@ -147,7 +148,7 @@ data "aws_iam_policy_document" "bucket" {
     condition {
       test     = "ArnNotEquals"
       variable = "aws:PrincipalArn"
-      values   = concat([aws_iam_role.floe.arn], var.bucket_admin_principal_arns)
+      values   = concat(local.instance_role_arns, var.bucket_admin_principal_arns)
     }
   }
 
@@ -165,7 +166,7 @@ data "aws_iam_policy_document" "bucket" {
 
     principals {
       type        = "AWS"
-      identifiers = [aws_iam_role.floe.arn]
+      identifiers = local.instance_role_arns
     }
   }
 
@@ -177,7 +178,7 @@ data "aws_iam_policy_document" "bucket" {
 
     principals {
       type        = "AWS"
-      identifiers = [aws_iam_role.floe.arn]
+      identifiers = local.instance_role_arns
     }
 
     condition {

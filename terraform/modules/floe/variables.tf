@@ -161,7 +161,7 @@ variable "tls_secret_arn" {
 }
 
 variable "operator_token_secret_arn" {
-  description = "Full ARN of a Secrets Manager secret whose value is the operator token (at least 24 characters). Each agent reads it at boot into a 0600 file and serves the operator API (/v1/admin) with --operator-token-file. Null: the operator API is not served."
+  description = "Full ARN of a Secrets Manager secret whose value is the operator token (at least 24 characters). Each agent reads it at boot into a 0600 file and serves the operator API (/v1/admin) with --operator-token-file; each metadata node reads it too, to check the operator commands agents relay. Null: the operator API is not served."
   type        = string
   default     = null
 
@@ -172,13 +172,30 @@ variable "operator_token_secret_arn" {
 }
 
 variable "secrets_kms_key_arn" {
-  description = "ARN of the customer-managed KMS key that encrypts tls_secret_arn and operator_token_secret_arn, if not the default aws/secretsmanager key: the role may then decrypt with it through Secrets Manager only."
+  description = "ARN of the customer-managed KMS key that encrypts tls_secret_arn and operator_token_secret_arn, if not the default aws/secretsmanager key: the roles may then decrypt with it through Secrets Manager only. The secrets the module makes for metadata_mtls are encrypted with it too (with aws/secretsmanager when null)."
   type        = string
   default     = null
 
   validation {
     condition     = var.secrets_kms_key_arn == null || can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/.+$", var.secrets_kms_key_arn))
     error_message = "secrets_kms_key_arn must be null or a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)."
+  }
+}
+
+variable "metadata_mtls" {
+  description = "Mutual TLS on the metadata port (9093): the module makes a cluster CA and certificates for the metadata nodes, the agents and one operator with the tls provider (their private keys are then in the Terraform state, which must be encrypted), keeps each in Secrets Manager, and starts floe with --metadata-tls-cert/--metadata-tls-key/--metadata-tls-ca. False runs the metadata port in plaintext (--metadata-allow-plaintext), kept to the agent and metadata security groups only."
+  type        = bool
+  default     = true
+}
+
+variable "metadata_tls_validity_days" {
+  description = "Days the metadata port's certificates (metadata nodes, agents, operator) are valid; the CA lasts 10 years. The first apply within 30 days of expiry issues new ones, signed by the same CA: instances read theirs at boot, so roll them after that apply (the agent group rolls by itself)."
+  type        = number
+  default     = 365
+
+  validation {
+    condition     = var.metadata_tls_validity_days >= 60 && var.metadata_tls_validity_days <= 3650 && floor(var.metadata_tls_validity_days) == var.metadata_tls_validity_days
+    error_message = "metadata_tls_validity_days must be a whole number from 60 to 3650."
   }
 }
 
@@ -330,7 +347,7 @@ variable "kms_key_arn" {
 }
 
 variable "bucket_admin_principal_arns" {
-  description = "IAM principal ARNs (besides the Floe role) allowed to read and write objects under the prefix, e.g. a break-glass admin role. Everyone else is denied by the bucket policy."
+  description = "IAM principal ARNs (besides the Floe roles of agents and metadata nodes) allowed to read and write objects under the prefix, e.g. a break-glass admin role. Everyone else is denied by the bucket policy."
   type        = list(string)
   default     = []
 
@@ -460,7 +477,7 @@ variable "agent_volume_size_gib" {
 }
 
 variable "agent_extra_args" {
-  description = "Extra command-line flags appended to `floe agent` (e.g. [\"--flush-interval-ms\", \"100\"]). Each element is one argument without spaces. Flags the module sets itself (TLS, SASL, API keys, operator token, connection limits, node id, advertised address) are refused: use their variables."
+  description = "Extra command-line flags appended to `floe agent` (e.g. [\"--flush-interval-ms\", \"100\"]). Each element is one argument without spaces. Flags the module sets itself (TLS, metadata TLS, SASL, API keys, operator token, connection limits, node id, advertised address) are refused: use their variables."
   type        = list(string)
   default     = []
 
@@ -470,8 +487,8 @@ variable "agent_extra_args" {
   }
 
   validation {
-    condition     = alltrue([for a in var.agent_extra_args : !can(regex("^--(tls-cert|tls-key|sasl-mechanisms|http-require-api-key|operator-token-file|max-connections|max-connections-per-ip|auth-failures-per-minute|node-id|advertised-addr|kafka-addr|http-addr|metadata|object-store|zone)(=.*)?$", a))])
-    error_message = "agent_extra_args may not set flags the module manages (--tls-cert, --tls-key, --sasl-mechanisms, --http-require-api-key, --operator-token-file, --max-connections, --max-connections-per-ip, --auth-failures-per-minute, --node-id, --advertised-addr, --kafka-addr, --http-addr, --metadata, --object-store, --zone): use the module's variables."
+    condition     = alltrue([for a in var.agent_extra_args : !can(regex("^--(tls-cert|tls-key|sasl-mechanisms|http-require-api-key|operator-token-file|max-connections|max-connections-per-ip|auth-failures-per-minute|node-id|advertised-addr|kafka-addr|http-addr|metadata|metadata-tls-cert|metadata-tls-key|metadata-tls-ca|object-store|zone)(=.*)?$", a))])
+    error_message = "agent_extra_args may not set flags the module manages (--tls-cert, --tls-key, --sasl-mechanisms, --http-require-api-key, --operator-token-file, --max-connections, --max-connections-per-ip, --auth-failures-per-minute, --node-id, --advertised-addr, --kafka-addr, --http-addr, --metadata, --metadata-tls-cert, --metadata-tls-key, --metadata-tls-ca, --object-store, --zone): use the module's variables."
   }
 }
 

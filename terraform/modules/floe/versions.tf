@@ -9,5 +9,11 @@ terraform {
       # (NLB security groups, aws_vpc_security_group_*_rule).
       version = "~> 5.40"
     }
+    tls = {
+      source = "hashicorp/tls"
+      # 4.0 is the first release with private_key_pem_pkcs8 and without the
+      # key_algorithm arguments of 3.x.
+      version = "~> 4.0"
+    }
   }
 }
