@@ -353,6 +353,11 @@ pub(crate) struct AgentOptions {
     /// /healthz, /readyz, /metrics and the operator API.
     #[arg(long)]
     pub(crate) http_require_api_key: bool,
+    /// Who may read /metrics: `open` (anyone who reaches the HTTP port) or `operator` (the
+    /// operator token as a Bearer token; for a shared endpoint, as the labels name every
+    /// tenant's topics and groups).
+    #[arg(long, value_enum, default_value_t = MetricsAccess::Open)]
+    pub(crate) http_metrics_access: MetricsAccess,
     /// HTTP requests (long-polls and event streams included) one API key may have in flight;
     /// more get 429. Health, readiness and metrics are never refused.
     #[arg(long, default_value_t = 1_000)]
@@ -491,4 +496,11 @@ fn parse_ip_override(pair: &str) -> Result<(std::net::IpAddr, usize), String> {
 fn parse_latency_profile(name: &str) -> Result<floe_storage::LatencyProfile, String> {
     floe_storage::LatencyProfile::named(name)
         .ok_or_else(|| format!("unknown latency profile {name:?}; known: {}", floe_storage::LatencyProfile::names()))
+}
+
+/// `--http-metrics-access`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum MetricsAccess {
+    Open,
+    Operator,
 }

@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 
 use crate::error::HttpError;
-use crate::limits::BODY_READ_MAX;
+use crate::limits::{BODY_READ_MAX, INFLATE_BUDGET, INFLATE_WAIT, grow};
 
 /// How a request body is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,12 +72,14 @@ pub(crate) async fn next_chunk(
     }
 }
 
-/// The whole body, decoded, of at most `max_bytes` both as sent and decoded.
+/// The whole body, decoded, of at most `max_bytes` both as sent and decoded. What a compressed
+/// body inflates to is held in `tenant`'s share of the agent's inflation budget while it grows.
 pub(crate) async fn read_whole(
     body: Body,
     encoding: Encoding,
     max_bytes: usize,
     idle: Duration,
+    tenant: &str,
 ) -> Result<Bytes, HttpError> {
     let too_large = || HttpError::too_large(format!("request body exceeds {max_bytes} bytes"));
     let mut stream = body.into_data_stream();
@@ -97,22 +99,69 @@ pub(crate) async fn read_whole(
     if encoding == Encoding::Identity {
         return Ok(raw.freeze());
     }
+    // The first step of room is waited for; each further one is taken as the output grows, or
+    // the body is refused: a flood of compressed bodies queues here, not in memory.
+    let busy = || HttpError::unavailable(INFLATE_BUSY).with_retry_after(1);
+    let first = tokio::time::timeout(INFLATE_WAIT, INFLATE_BUDGET.reserve(tenant, INFLATE_STEP_BYTES))
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(busy)?;
     // Inflating up to 64 MiB takes long enough to stall the other requests of a runtime
     // thread: it runs on the blocking pool.
     let raw = raw.freeze();
-    tokio::task::spawn_blocking(move || inflate(&raw, encoding, max_bytes))
-        .await
-        .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("inflating the body failed: {e}")))?
+    let tenant = tenant.to_owned();
+    let (inflated, held) = tokio::task::spawn_blocking(move || {
+        let mut held = first;
+        let mut room = INFLATE_STEP_BYTES;
+        let room_for = |len: usize| {
+            while len > room {
+                if !grow(&INFLATE_BUDGET, &tenant, &mut held, INFLATE_STEP_BYTES) {
+                    return false;
+                }
+                room += INFLATE_STEP_BYTES;
+            }
+            true
+        };
+        (inflate(&raw, encoding, max_bytes, room_for), held)
+    })
+    .await
+    .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("inflating the body failed: {e}")))?;
+    // The decoded body is handed on; its room is given back as the request moves to the flush
+    // buffer, which has its own bound.
+    drop(held);
+    inflated
 }
 
-/// `raw` decoded from `encoding`, refused past `max_bytes`.
-fn inflate(raw: &[u8], encoding: Encoding, max_bytes: usize) -> Result<Bytes, HttpError> {
-    let bounded = |reader: &mut dyn Read| -> Result<Bytes, HttpError> {
+const INFLATE_BUSY: &str = "too many compressed request bodies are being inflated at once; retry";
+
+/// Room taken from the inflation budget at a time.
+const INFLATE_STEP_BYTES: usize = 1024 * 1024;
+
+/// `raw` decoded from `encoding`, refused past `max_bytes` or when `room` cannot be given for
+/// the output's length.
+fn inflate(
+    raw: &[u8],
+    encoding: Encoding,
+    max_bytes: usize,
+    mut room: impl FnMut(usize) -> bool,
+) -> Result<Bytes, HttpError> {
+    let mut bounded = |reader: &mut dyn Read| -> Result<Bytes, HttpError> {
         let mut out = Vec::new();
-        reader
-            .take(max_bytes as u64 + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| HttpError::bad_request(format!("request body does not decompress: {e}")))?;
+        let mut reader = reader.take(max_bytes as u64 + 1);
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader
+                .read(&mut chunk)
+                .map_err(|e| HttpError::bad_request(format!("request body does not decompress: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            if !room(out.len() + n) {
+                return Err(HttpError::unavailable(INFLATE_BUSY).with_retry_after(1));
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
         if out.len() > max_bytes {
             return Err(HttpError::too_large(format!("request body decompresses to more than {max_bytes} bytes")));
         }

@@ -44,6 +44,19 @@ pub struct HttpConfig {
     pub operator_token: Option<OperatorToken>,
     /// Requests in flight per API key, tenant and (without a key) client address.
     pub caller_limits: CallerLimits,
+    /// Who may read `/metrics`: its labels name every tenant's topics and groups.
+    pub metrics_access: MetricsAccess,
+}
+
+/// Who may read `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MetricsAccess {
+    /// Anyone who reaches the port: a private network's scraper.
+    #[default]
+    Open,
+    /// Holders of the operator token (`Authorization: Bearer <token>`): a shared endpoint,
+    /// where tenants must not read each other's topic and group names.
+    Operator,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -54,6 +67,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("tls", &self.tls.is_some())
             .field("operator_api", &self.operator_token.is_some())
             .field("caller_limits", &self.caller_limits)
+            .field("metrics_access", &self.metrics_access)
             .finish()
     }
 }
@@ -74,7 +88,7 @@ pub async fn serve_http(
         .merge(routes::admin::router(agent.clone()))
         .merge(routes::openapi::router(agent.clone()))
         .merge(routes::health::router(agent.clone()))
-        .merge(routes::metrics::router())
+        .merge(routes::metrics::router(agent.clone(), config.metrics_access, config.operator_token.clone())?)
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
     if let Some(token) = config.operator_token.clone() {

@@ -54,10 +54,84 @@ pub(crate) const FOLLOW_ROUND_BYTES_MAX: usize = 1024 * 1024;
 pub(crate) const FOLLOW_BUFFER_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// The same for the streams of one tenant (or of all callers without a key).
 pub(crate) const FOLLOW_TENANT_BUFFER_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Decompressed request-body bytes one agent holds at once; a compressed body's inflation
+/// waits for room (up to [`INFLATE_WAIT`]), then is refused with 503.
+pub(crate) const INFLATE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// The same for the requests of one tenant (or of all callers without a key).
+pub(crate) const INFLATE_TENANT_BYTES_MAX: usize = 128 * 1024 * 1024;
+/// Longest wait for inflation room before a 503.
+pub(crate) const INFLATE_WAIT: Duration = Duration::from_secs(5);
 /// Offsets one HTTP commit may carry.
 pub(crate) const GROUP_COMMIT_OFFSETS_MAX: usize = 10_000;
 /// Configs one admin request may set.
 pub(crate) const ADMIN_CONFIGS_MAX: usize = 256;
+
+/// Memory held at once for one purpose, counted in KiB: the agent's whole share, and each
+/// tenant's (callers without a key share the `""` entry). A reservation holds both until dropped.
+pub(crate) struct MemoryBudget {
+    agent: Arc<Semaphore>,
+    tenant_kib: usize,
+    tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// Room taken from a [`MemoryBudget`], given back when dropped.
+#[derive(Default)]
+pub(crate) struct Reservation(Vec<tokio::sync::OwnedSemaphorePermit>);
+
+impl Reservation {
+    fn absorb(&mut self, other: Reservation) {
+        self.0.extend(other.0);
+    }
+}
+
+fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+impl MemoryBudget {
+    pub(crate) fn new(agent_bytes: usize, tenant_bytes: usize) -> Self {
+        Self {
+            agent: Arc::new(Semaphore::new(agent_bytes / 1024)),
+            tenant_kib: tenant_bytes / 1024,
+            tenants: Mutex::default(),
+        }
+    }
+
+    fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.tenant_kib))).clone()
+    }
+
+    /// `bytes` of room for `tenant`, waited for (the tenant's share first, so one tenant's
+    /// backlog queues on its own share rather than the agent's).
+    pub(crate) async fn reserve(&self, tenant: &str, bytes: usize) -> Option<Reservation> {
+        let tenant = self.tenant(tenant).acquire_many_owned(kib(bytes)).await.ok()?;
+        let agent = self.agent.clone().acquire_many_owned(kib(bytes)).await.ok()?;
+        Some(Reservation(vec![tenant, agent]))
+    }
+
+    /// `bytes` more room for `tenant` now, or `None`: for code that must not wait.
+    pub(crate) fn try_reserve(&self, tenant: &str, bytes: usize) -> Option<Reservation> {
+        let tenant = self.tenant(tenant).try_acquire_many_owned(kib(bytes)).ok()?;
+        let agent = self.agent.clone().try_acquire_many_owned(kib(bytes)).ok()?;
+        Some(Reservation(vec![tenant, agent]))
+    }
+}
+
+/// Room for decompressed request bodies.
+pub(crate) static INFLATE_BUDGET: LazyLock<MemoryBudget> =
+    LazyLock::new(|| MemoryBudget::new(INFLATE_BYTES_MAX, INFLATE_TENANT_BYTES_MAX));
+
+/// Grows `held` by `bytes` of `budget` for `tenant`, without waiting.
+pub(crate) fn grow(budget: &MemoryBudget, tenant: &str, held: &mut Reservation, bytes: usize) -> bool {
+    match budget.try_reserve(tenant, bytes) {
+        Some(more) => {
+            held.absorb(more);
+            true
+        }
+        None => false,
+    }
+}
 
 static REQUEST_SLOTS: LazyLock<Arc<Semaphore>> = LazyLock::new(|| Arc::new(Semaphore::new(REQUESTS_IN_FLIGHT_MAX)));
 

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use crate::command::Command;
 use crate::state::State;
 
+/// The last digit of both magics is the format version ([`crate::FORMAT_VERSION`]).
 const STATE_MAGIC: [u8; 8] = *b"FLOEMST1";
 const LOG_MAGIC: [u8; 8] = *b"FLOEMLG1";
 const STATE_PREFIX: &str = "state-";

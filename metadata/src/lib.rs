@@ -22,6 +22,12 @@ pub mod tls;
 
 pub use client::RemoteMetadata;
 
+/// The version of every persisted metadata format: the Raft log and snapshot files, the
+/// archive's state and command objects (`FLOEMST1`, `FLOEMLG1`), all holding postcard encodings
+/// of [`State`] and [`Command`]. `tests/golden` holds this version's files; a change that stops
+/// them decoding needs the next version and a reader for this one.
+pub const FORMAT_VERSION: u32 = 1;
+
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).
 pub fn now_ms() -> i64 {

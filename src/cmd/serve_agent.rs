@@ -132,6 +132,10 @@ pub(crate) async fn run(
             ),
             None => None,
         },
+        metrics_access: match options.http_metrics_access {
+            crate::cli::MetricsAccess::Open => floe_gateway::MetricsAccess::Open,
+            crate::cli::MetricsAccess::Operator => floe_gateway::MetricsAccess::Operator,
+        },
         caller_limits: floe_gateway::CallerLimits {
             per_key: options.http_requests_in_flight_per_key.max(1),
             per_tenant: options.http_requests_in_flight_per_tenant.max(1),

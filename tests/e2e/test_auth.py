@@ -194,9 +194,15 @@ def test_tenants_users_and_keys_are_managed_over_the_operator_api(floe_factory, 
     token_file.write_text(operator + "\n")
     floe = floe_factory.new("floe-operator", object_store=f"file://{objects}", extra_args=[
         "--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key", "--operator-token-file", str(token_file),
-        "--auth-failures-per-minute", "0"])
+        "--auth-failures-per-minute", "0", "--http-metrics-access", "operator"])
     admin = f"{floe.http_url}/v1/admin"
     op = {"Authorization": f"Bearer {operator}"}
+
+    # A shared endpoint's metrics name every tenant's topics and groups: the operator's only.
+    assert requests.get(f"{floe.http_url}/metrics", timeout=10).status_code == 401
+    r = requests.get(f"{floe.http_url}/metrics", headers=op, timeout=10)
+    assert r.status_code == 200 and "process_threads" in r.text, r.status_code
+    assert requests.get(f"{floe.http_url}/healthz", timeout=10).status_code == 200
 
     assert requests.get(f"{admin}/tenants", timeout=10).status_code == 401
     assert requests.get(f"{admin}/tenants", headers={"Authorization": "Bearer " + "y" * 40}, timeout=10).status_code == 401

@@ -670,3 +670,48 @@ def test_event_streams_that_are_not_read_hold_bounded_memory(floe):
     finally:
         for s in streams:
             s.close()
+
+
+def peak_rss_bytes(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.timeout(180)
+def test_compressed_bodies_inflate_within_a_bounded_budget(floe):
+    """Issue 23, finding 8: each gzip body was inflated up to 64 MiB with no total bound, so 16
+    small requests (64 KiB each on the wire) made the agent hold a gigabyte at once. Inflation now
+    takes room from a budget per agent and per tenant; past it a body waits, then gets 503."""
+    import concurrent.futures
+    import gzip
+
+    from conftest import create_topic
+    topic = unique_name("gz")
+    create_topic(floe.bootstrap, topic, 1)
+    cluster_id = requests.get(f"{floe.http_url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    url = f"{floe.http_url}/v3/clusters/{cluster_id}/topics/{topic}/records:bulk"
+    bomb = gzip.compress(b" " * (60 << 20), compresslevel=9)
+    headers = {"Content-Type": "application/x-ndjson", "Content-Encoding": "gzip"}
+
+    def send(_):
+        try:
+            r = requests.post(url, data=bomb, headers=headers, timeout=120)
+            return r.status_code, r.headers.get("Retry-After")
+        except requests.RequestException as e:
+            return repr(e), None
+
+    before = peak_rss_bytes(floe.proc.pid)
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(send, range(16)))
+    grown = peak_rss_bytes(floe.proc.pid) - before
+    print(f"peak RSS grew {grown >> 20} MiB for 16 bodies of {len(bomb) >> 10} KiB inflating to 60 MiB; {answers}")
+    assert floe.alive()
+    assert all(isinstance(s, int) and s in (400, 413, 503) for s, _ in answers), answers
+    assert all(retry for s, retry in answers if s == 503), f"a 503 without Retry-After: {answers}"
+    assert grown < 600 << 20, f"the agent's peak memory grew by {grown >> 20} MiB"
+    # Afterwards a normal compressed produce goes through.
+    line = json.dumps({"value": {"type": "JSON", "data": {"ok": True}}}).encode() + b"\n"
+    r = requests.post(url, data=gzip.compress(line), headers=headers, timeout=30)
+    assert r.status_code == 200, r.text

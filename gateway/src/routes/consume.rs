@@ -1,7 +1,7 @@
 //! Reading over HTTP: a partition from an offset (long-poll), a partition or a whole topic
 //! followed as Server-Sent Events, and a consumer group's committed offsets.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ use floe_metadata::acl::{AclOperation, AclResourceType};
 use crate::extract::{Scope, SmallBody};
 use crate::limits::{
     CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_BUFFER_BYTES_MAX, FOLLOW_ROUND_BYTES_MAX,
-    FOLLOW_STREAMS_MAX, FOLLOW_TENANT_BUFFER_BYTES_MAX, GROUP_COMMIT_OFFSETS_MAX,
+    FOLLOW_STREAMS_MAX, FOLLOW_TENANT_BUFFER_BYTES_MAX, GROUP_COMMIT_OFFSETS_MAX, MemoryBudget, Reservation,
 };
 use crate::produce::json::rfc3339;
 
@@ -54,34 +54,19 @@ struct Reader {
     stop: watch::Receiver<bool>,
 }
 
-/// Room for what event streams have read and not sent yet, in KiB: the agent's, and each
-/// tenant's (callers without a key share the `""` entry).
-struct FollowBuffers {
-    agent: Arc<Semaphore>,
-    tenants: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
-}
+/// Room for what event streams have read and not sent yet: the agent's, and each tenant's.
+struct FollowBuffers(MemoryBudget);
 
 impl Default for FollowBuffers {
     fn default() -> Self {
-        Self { agent: Arc::new(Semaphore::new(FOLLOW_BUFFER_BYTES_MAX / 1024)), tenants: Default::default() }
+        Self(MemoryBudget::new(FOLLOW_BUFFER_BYTES_MAX, FOLLOW_TENANT_BUFFER_BYTES_MAX))
     }
 }
 
 impl FollowBuffers {
-    fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
-        let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        tenants
-            .entry(tenant.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(FOLLOW_TENANT_BUFFER_BYTES_MAX / 1024)))
-            .clone()
-    }
-
     /// Room for one round, waited for: the agent's and the tenant's.
-    async fn round(&self, tenant: &str) -> Option<[OwnedSemaphorePermit; 2]> {
-        let kib = (FOLLOW_ROUND_BYTES_MAX / 1024) as u32;
-        let tenant = self.tenant(tenant).acquire_many_owned(kib).await.ok()?;
-        let agent = self.agent.clone().acquire_many_owned(kib).await.ok()?;
-        Some([tenant, agent])
+    async fn round(&self, tenant: &str) -> Option<Reservation> {
+        self.0.reserve(tenant, FOLLOW_ROUND_BYTES_MAX).await
     }
 }
 
@@ -437,7 +422,7 @@ struct Follow {
     stop: watch::Receiver<bool>,
     ready: VecDeque<Event>,
     /// Room taken for `ready` (the tenant's and the agent's), given back once it is sent.
-    held: Option<[OwnedSemaphorePermit; 2]>,
+    held: Option<Reservation>,
     done: bool,
     /// Held for the stream's life: one of the agent's event-stream slots.
     _permit: OwnedSemaphorePermit,

@@ -6,9 +6,19 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus::{Encoder, TextEncoder};
 
-use crate::error::HttpError;
+use std::sync::Arc;
 
-pub(crate) fn router() -> Router {
+use floe_agent::Agent;
+
+use crate::error::HttpError;
+use crate::{MetricsAccess, OperatorToken};
+
+/// `/metrics`, behind the operator token with [`MetricsAccess::Operator`] (which needs one).
+pub(crate) fn router(
+    agent: Arc<Agent>,
+    access: MetricsAccess,
+    token: Option<OperatorToken>,
+) -> std::io::Result<Router> {
     // CPU seconds, resident memory and open files of this process (`process_*`), which the load
     // generator's cost view divides by the bytes it moved. Registered once per process.
     static PROCESS: std::sync::Once = std::sync::Once::new();
@@ -18,7 +28,18 @@ pub(crate) fn router() -> Router {
             tracing::warn!(error = %e, "process metrics unavailable");
         }
     });
-    Router::new().route("/metrics", get(metrics))
+    let router = Router::new().route("/metrics", get(metrics));
+    Ok(match (access, token) {
+        (MetricsAccess::Open, _) => router,
+        (MetricsAccess::Operator, Some(token)) => router
+            .layer(axum::middleware::from_fn_with_state((agent, Arc::new(token)), super::operator::require_operator)),
+        (MetricsAccess::Operator, None) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "metrics for operators only needs the operator token (--operator-token-file)",
+            ));
+        }
+    })
 }
 
 async fn metrics() -> Result<impl IntoResponse, HttpError> {

@@ -56,7 +56,8 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .with_state(agent)
 }
 
-async fn require_operator(
+/// Lets through only requests carrying the operator token.
+pub(crate) async fn require_operator(
     State((agent, token)): State<(Arc<Agent>, Arc<OperatorToken>)>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     request: Request,

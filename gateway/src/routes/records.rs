@@ -93,7 +93,8 @@ async fn produce_records(
     if key.is_none() && encoding == Encoding::Identity && chunked {
         return stream(agent, target, body).await;
     }
-    let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE).await?;
+    let tenant = target.scope.tenant().unwrap_or_default().to_owned();
+    let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE, &tenant).await?;
     quotas::charge(&agent, &target.scope, QuotaKind::Produce, bytes.len());
     let deliveries = write_whole(&agent, &target, &bytes, key.as_deref()).await?;
     if let [delivery] = &deliveries[..] {
@@ -119,7 +120,8 @@ async fn produce_bulk(
     body::require_media_type(&headers, &["application/x-ndjson", "application/jsonl", "application/json"])?;
     let encoding = Encoding::of(&headers)?;
     let key = idempotency_key(&headers)?;
-    let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE).await?;
+    let tenant = target.scope.tenant().unwrap_or_default().to_owned();
+    let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE, &tenant).await?;
     quotas::charge(&agent, &target.scope, QuotaKind::Produce, bytes.len());
     let deliveries = write_whole(&agent, &target, &bytes, key.as_deref()).await?;
     let mut partitions = Vec::with_capacity(deliveries.len());

@@ -35,6 +35,9 @@ enum LogRecord {
     Purge(LogId<NodeId>),
     Vote(Vote<NodeId>),
     Committed(Option<LogId<NodeId>>),
+    /// The file's format version ([`crate::FORMAT_VERSION`]), its first record. Files from
+    /// before it have none and are version 1.
+    Format(u32),
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +65,7 @@ impl LogContents {
             }
             LogRecord::Vote(vote) => self.vote = Some(vote),
             LogRecord::Committed(committed) => self.committed = committed,
+            LogRecord::Format(_) => {}
         }
     }
 }
@@ -121,6 +125,14 @@ fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64)> {
 impl FileLogStore {
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let (records, valid) = read_records(path)?;
+        if let Some(LogRecord::Format(version)) = records.first()
+            && *version > crate::FORMAT_VERSION
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: format {version}, newer than this Floe reads", path.display()),
+            ));
+        }
         let mut contents = LogContents::default();
         for record in records {
             contents.apply(record);
@@ -131,7 +143,11 @@ impl FileLogStore {
             file.set_len(valid)?;
             file.sync_all()?;
         }
-        Ok(Self { inner: Arc::new(Mutex::new(LogFile { path: path.to_owned(), file, bytes: valid, contents })) })
+        let mut log = LogFile { path: path.to_owned(), file, bytes: valid, contents };
+        if valid == 0 {
+            log.write(LogRecord::Format(crate::FORMAT_VERSION))?;
+        }
+        Ok(Self { inner: Arc::new(Mutex::new(log)) })
     }
 }
 
@@ -163,7 +179,7 @@ impl LogFile {
         let mut out = File::create(&tmp)?;
         let mut bytes = 0u64;
         let c = &self.contents;
-        let mut live = Vec::new();
+        let mut live = vec![LogRecord::Format(crate::FORMAT_VERSION)];
         live.extend(c.last_purged.map(LogRecord::Purge));
         live.extend(c.vote.map(LogRecord::Vote));
         live.push(LogRecord::Committed(c.committed));

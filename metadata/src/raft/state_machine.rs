@@ -66,11 +66,16 @@ pub(crate) struct StateMachine {
     snapshot_file: Arc<std::sync::Mutex<Option<LogId<NodeId>>>>,
 }
 
+/// The `raft-snapshot` file: `FLOERSN` and the format version's digit ([`crate::FORMAT_VERSION`]),
+/// then `crc32c (u32 LE) | postcard (meta, body)`.
+const SNAPSHOT_MAGIC: [u8; 8] = *b"FLOERSN1";
+
 fn write_snapshot_file(dir: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, body: &[u8]) -> io::Result<()> {
     let payload = postcard::to_stdvec(&(meta, body)).map_err(io::Error::other)?;
     let path = dir.join(SNAPSHOT_FILE);
     let tmp = path.with_extension("tmp");
     let mut file = File::create(&tmp)?;
+    file.write_all(&SNAPSHOT_MAGIC)?;
     file.write_all(&crc32c::crc32c(&payload).to_le_bytes())?;
     file.write_all(&payload)?;
     file.sync_all()?;
@@ -85,7 +90,18 @@ fn read_snapshot_file(dir: &Path) -> io::Result<Option<StoredSnapshot>> {
         Err(e) => return Err(e),
     };
     let corrupt = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("raft snapshot: {why}"));
-    let (crc, payload) = bytes.split_first_chunk::<4>().ok_or_else(|| corrupt("truncated"))?;
+    // Files from before the format was named have no magic, and are format 1.
+    let framed = match bytes.split_first_chunk::<8>() {
+        Some((magic, rest)) if magic[..7] == SNAPSHOT_MAGIC[..7] => {
+            let version = u32::from(magic[7].wrapping_sub(b'0'));
+            if version > crate::FORMAT_VERSION {
+                return Err(corrupt(&format!("format {version}, newer than this Floe reads")));
+            }
+            rest
+        }
+        _ => &bytes[..],
+    };
+    let (crc, payload) = framed.split_first_chunk::<4>().ok_or_else(|| corrupt("truncated"))?;
     if crc32c::crc32c(payload) != u32::from_le_bytes(*crc) {
         return Err(corrupt("checksum mismatch"));
     }

@@ -765,3 +765,87 @@ fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
     let (state, _) = run(vec![heartbeat(5_000), heartbeat(3_000)]);
     assert_eq!(state.agents[&1].last_heartbeat_ms, 5_000);
 }
+
+/// Where the golden files of the persisted formats live.
+fn golden_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+}
+
+/// A fixed, varied command sequence: what the golden files of format 1 were made from.
+fn golden_commands() -> Vec<Command> {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut commands = vec![
+        Command::InitCluster { cluster_id: "golden".into() },
+        Command::InitScramDecoyKey { key: vec![7; 32] },
+        Command::SetBrokerConfigs { configs: [("log.retention.ms".to_owned(), "3600000".to_owned())].into() },
+        Command::CreateTenant { name: "tenant0".into(), now_ms: 1 },
+        Command::SetTenantQuotas {
+            tenant: "tenant0".into(),
+            quotas: crate::state::TenantQuotas { produce_bytes_per_sec: Some(1 << 20), ..Default::default() },
+        },
+        Command::SetTenantCorsOrigins { tenant: "tenant0".into(), origins: vec!["https://app.example".into()] },
+    ];
+    // Every kind of command, then a stretch without deletions so the final state holds some
+    // of everything (topics, groups, tenants, users, keys, ACLs, producers).
+    for i in 0..1200 {
+        if let Ok(tree) = arb_command().new_tree(&mut runner) {
+            let command = tree.current();
+            let deletes = matches!(
+                command,
+                Command::DeleteTopic { .. }
+                    | Command::DeleteTenant { .. }
+                    | Command::DeleteGroup { .. }
+                    | Command::DeleteUser { .. }
+                    | Command::DeleteApiKey { .. }
+                    | Command::DeleteAcls { .. }
+                    | Command::DeleteOffsets { .. }
+                    | Command::DeleteScramCredential { .. }
+            );
+            if i < 600 || !deletes {
+                commands.push(command);
+            }
+        }
+    }
+    commands
+}
+
+/// The persisted formats as of format 1: the archive's state and command objects (the Raft
+/// snapshot and log hold the same postcard encodings of `State` and `Command`). These bytes
+/// must keep decoding to what they encode: a change to `State` or `Command` that breaks this
+/// test changes a format, and needs a new format version and a reader for this one (then write
+/// the new version's golden files with `FLOE_WRITE_GOLDEN=1`, keeping these).
+#[test]
+fn golden_files_of_format_1_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v1.snap"), golden_dir().join("commands-v1.cmds"));
+    if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
+        let commands = golden_commands();
+        let (state, _) = run(commands.clone());
+        let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
+        std::fs::create_dir_all(golden_dir()).expect("golden dir");
+        std::fs::write(&state_path, crate::archive::encode_state(&state).expect("encode")).expect("write");
+        std::fs::write(&log_path, crate::archive::encode_log(&indexed).expect("encode")).expect("write");
+    }
+    let state_bytes = std::fs::read(&state_path).expect("the golden state file");
+    let log_bytes = std::fs::read(&log_path).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 1 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 1 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 1 state encodes differently");
+    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 1 commands encode differently");
+    assert!(
+        state.topics.len() > 1
+            && !state.tenants.is_empty()
+            && !state.groups.is_empty()
+            && !state.users.is_empty()
+            && !state.api_keys.is_empty(),
+        "a varied state: {} topics, {} tenants, {} groups, {} users, {} keys",
+        state.topics.len(),
+        state.tenants.len(),
+        state.groups.len(),
+        state.users.len(),
+        state.api_keys.len()
+    );
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 1 commands gives another state");
+}
