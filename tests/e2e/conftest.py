@@ -669,14 +669,15 @@ class Cluster:
     """Metadata nodes 1-3 (Raft voters) and agents 1-2 (zones a and b) on loopback, sharing a
     file:// object store under the test's tmp dir."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, meta_args=lambda i: [], agent_args=lambda a: []):
+        """`meta_args(i)` and `agent_args(a)`: extra flags of metadata node i and agent a."""
         self.tmp = str(tmp)
         self.meta_ports = {i: free_port() for i in (1, 2, 3)}
         peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
         self.meta = {
             i: Proc(f"metadata{i}", ["metadata", "--node-id", str(i), "--metadata-addr", f"127.0.0.1:{p}",
                                     "--data-dir", os.path.join(self.tmp, f"m{i}"), "--peers", peers,
-                                    "--object-store", f"file://{self.tmp}/objects"], self.tmp)
+                                    "--object-store", f"file://{self.tmp}/objects", *meta_args(i)], self.tmp)
             for i, p in self.meta_ports.items()
         }
         addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
@@ -686,7 +687,7 @@ class Cluster:
             a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
                                   "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{self.http_ports[a]}",
                                   "--node-id", str(a), "--zone", "ab"[a - 1],
-                                  "--cache-dir", os.path.join(self.tmp, f"cache{a}")], self.tmp)
+                                  "--cache-dir", os.path.join(self.tmp, f"cache{a}"), *agent_args(a)], self.tmp)
             for a, kp in self.kafka_ports.items()
         }
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOE_BIN, Proc, create_topic, free_port, port_open, produce, consume_confluent, Rec, wait_until
+from conftest import FLOE_BIN, Cluster, Proc, create_topic, free_port, port_open, produce, consume_confluent, Rec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOMAIN = "floe-test"
+OPERATOR_TOKEN = "operator-token-" + "x" * 24
 # Request::Subscribe in the metadata protocol: a 4-byte length, then postcard's variant index.
 SUBSCRIBE = struct.pack(">I", 1) + bytes([6])
 
@@ -79,52 +80,17 @@ def test_a_metadata_node_reachable_from_the_network_will_not_serve_plaintext(tmp
         node.kill()
 
 
-class TlsCluster:
-    """Three metadata nodes and two agents, every metadata connection on mutual TLS."""
-
-    def __init__(self, tmp, certs, operator_token):
-        self.tmp, self.certs = str(tmp), certs
-        self.meta_ports = {i: free_port() for i in (1, 2, 3)}
-        peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
-        token_file = os.path.join(self.tmp, "operator-token")
-        with open(token_file, "w") as f:
-            f.write(operator_token)
-        self.meta = {
-            i: Proc(f"metadata{i}", ["metadata", "--node-id", str(i), "--metadata-addr", f"127.0.0.1:{p}",
-                                    "--data-dir", os.path.join(self.tmp, f"m{i}"), "--peers", peers,
-                                    "--operator-token-file", token_file, *tls_args(certs, f"peer-{i}")], self.tmp)
-            for i, p in self.meta_ports.items()
-        }
-        self.addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
-        self.kafka_ports = {a: free_port() for a in (1, 2)}
-        self.http_ports = {a: free_port() for a in (1, 2)}
-        self.agents = {
-            a: Proc(f"agent{a}", ["agent", "--metadata", self.addrs, "--object-store", f"file://{self.tmp}/objects",
-                                  "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{self.http_ports[a]}",
-                                  "--node-id", str(a), "--cache-dir", os.path.join(self.tmp, f"cache{a}"),
-                                  "--operator-token-file", token_file, *tls_args(certs, f"agent-{a}")], self.tmp)
-            for a, kp in self.kafka_ports.items()
-        }
-
-    def start(self):
-        for p in [*self.meta.values(), *self.agents.values()]:
-            p.start()
-        for a in self.agents:
-            wait_until(lambda a=a: port_open(self.kafka_ports[a]), 60, f"agent {a} listening")
-
-    def stop(self):
-        for p in [*self.agents.values(), *self.meta.values()]:
-            p.kill()
-
-    def logs(self):
-        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in [*self.meta.values(), *self.agents.values()])
-
-
 @pytest.fixture
 def tls_cluster(request, tmp_path):
+    """Three metadata nodes and two agents, every metadata connection on mutual TLS."""
     certs = make_certs(tmp_path / "certs", "--peer", "1=127.0.0.1", "--peer", "2=127.0.0.1", "--peer", "3=127.0.0.1",
                        "--agent", "1", "--agent", "2", "--operator", "alice")
-    c = TlsCluster(tmp_path, certs, "operator-token-" + "x" * 24)
+    token_file = tmp_path / "operator-token"
+    token_file.write_text(OPERATOR_TOKEN)
+    token = ["--operator-token-file", str(token_file)]
+    c = Cluster(tmp_path, meta_args=lambda i: [*token, *tls_args(certs, f"peer-{i}")],
+                agent_args=lambda a: [*token, *tls_args(certs, f"agent-{a}")])
+    c.certs, c.addrs = certs, c.metadata_addrs
     request.node._aux_logs = getattr(request.node, "_aux_logs", []) + [
         (p.name, Path(p.log)) for p in [*c.meta.values(), *c.agents.values()]]
     try:
@@ -173,7 +139,7 @@ def test_metadata_mutual_tls_answers_the_cluster_ca_only_and_each_role_its_part(
     # The HTTP operator API on an agent relays the operator token with its commands.
     req = urllib.request.Request(f"http://127.0.0.1:{c.http_ports[1]}/v1/admin/tenants", method="POST",
                                  data=json.dumps({"name": "globex"}).encode(),
-                                 headers={"Authorization": "Bearer operator-token-" + "x" * 24,
+                                 headers={"Authorization": f"Bearer {OPERATOR_TOKEN}",
                                           "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         assert r.status in (200, 201), r.read()
