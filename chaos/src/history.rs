@@ -53,17 +53,26 @@ pub(crate) enum Event {
         records: usize,
         error: String,
     },
-    /// A group offset a member committed successfully.
-    OffsetCommitted {
+    /// The answer to a member's offset commit (after librdkafka's own retries of it): the
+    /// commit's number in the order the member sent its commits, when it was sent, and per
+    /// partition the offset and whether it was stored.
+    OffsetCommitAnswered {
         group: String,
-        partition: i32,
-        offset: i64,
+        member: u32,
+        seq: u64,
+        sent_ms: u64,
+        offsets: Vec<(i32, i64, bool)>,
     },
-    /// A group's committed offset as an outside observer read it.
+    /// A group's committed offset as an outside observer read it, asked at `asked_ms`; with the
+    /// member and commit number the commit's metadata names, for commits of the group workload.
     OffsetObserved {
         group: String,
         partition: i32,
         offset: i64,
+        #[serde(default)]
+        asked_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<(u32, u64)>,
     },
     Note {
         text: String,

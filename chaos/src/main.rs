@@ -288,7 +288,10 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
         t.inputs_missing,
         t.inputs_repeated
     );
-    println!("  group offsets: {} observations, {} went back", checked.offset_observations, checked.offsets_backwards);
+    println!(
+        "  group offsets: {} observations, {} applied out of order or went back, {} went back to a commit librdkafka resent",
+        checked.offset_observations, checked.offsets_backwards, checked.offsets_resent_back
+    );
     let by_fault: Vec<String> = checked.longest_stall_by_fault_s.iter().map(|(f, s)| format!("{f} {s:.1}")).collect();
     println!(
         "  availability: longest time without an acknowledged write {:.1} s; by fault (s): {}",
@@ -416,9 +419,10 @@ async fn main() -> anyhow::Result<()> {
             let trace = work_dir.join("transform-client.log");
             threads.push(("transform", std::thread::spawn(move || transactions::run(b, s, h, &trace))));
         }
-        for _ in 0..2 {
+        for commits in [groups::Commits::OneAtATime, groups::Commits::Pipelined] {
             let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
-            let member = move || groups::member(b, workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, s, h);
+            let (group, topic) = (workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC);
+            let member = move || groups::member(b, group, topic, commits, s, h);
             threads.push(("group member", std::thread::spawn(member)));
         }
         for (group, topic, partitions) in [
