@@ -46,6 +46,9 @@ pub(crate) const CONSUME_RECORDS_MAX: usize = 10_000;
 pub(crate) const CONSUME_WAIT_MAX: Duration = Duration::from_secs(30);
 /// Server-Sent Event streams one agent serves at once; each holds a task and a read buffer.
 pub(crate) const FOLLOW_STREAMS_MAX: usize = 1024;
+/// The streams of one tenant among them, so that one tenant cannot take every slot. Callers
+/// without a key (a cluster that does not require keys) have only the agent's limit.
+pub(crate) const FOLLOW_TENANT_STREAMS_MAX: usize = 256;
 /// Record bytes one event-stream round reads, across all its partitions (one batch more at
 /// most: a read returns its first batch whole). A topic stream takes its partitions in turn.
 pub(crate) const FOLLOW_ROUND_BYTES_MAX: usize = 1024 * 1024;
@@ -66,15 +69,16 @@ pub(crate) const GROUP_COMMIT_OFFSETS_MAX: usize = 10_000;
 /// Configs one admin request may set.
 pub(crate) const ADMIN_CONFIGS_MAX: usize = 256;
 
-/// Memory held at once for one purpose, counted in KiB: the agent's whole share, and each
-/// tenant's (callers without a key share the `""` entry). A reservation holds both until dropped.
-pub(crate) struct MemoryBudget {
+/// Units of one resource held at once: the agent's whole share, and each tenant's (callers
+/// without a key share the `""` entry where the caller names it). A reservation holds both
+/// until dropped.
+pub(crate) struct Shares {
     agent: Arc<Semaphore>,
-    tenant_kib: usize,
+    per_tenant: usize,
     tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
-/// Room taken from a [`MemoryBudget`], given back when dropped.
+/// Room taken from [`Shares`], given back when dropped.
 #[derive(Default)]
 pub(crate) struct Reservation(Vec<tokio::sync::OwnedSemaphorePermit>);
 
@@ -84,37 +88,62 @@ impl Reservation {
     }
 }
 
+/// Whose share was used up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SharesFull {
+    Tenant,
+    Agent,
+}
+
+impl Shares {
+    pub(crate) fn new(agent_units: usize, tenant_units: usize) -> Self {
+        Self { agent: Arc::new(Semaphore::new(agent_units)), per_tenant: tenant_units, tenants: Mutex::default() }
+    }
+
+    fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.per_tenant))).clone()
+    }
+
+    /// `units` for `tenant`, waited for (the tenant's share first, so one tenant's backlog
+    /// queues on its own share rather than the agent's).
+    pub(crate) async fn take(&self, tenant: &str, units: u32) -> Option<Reservation> {
+        let tenant = self.tenant(tenant).acquire_many_owned(units).await.ok()?;
+        let agent = self.agent.clone().acquire_many_owned(units).await.ok()?;
+        Some(Reservation(vec![tenant, agent]))
+    }
+
+    /// `units` for `tenant` now (the agent's share alone for `None`), or whose share is full.
+    pub(crate) fn try_take(&self, tenant: Option<&str>, units: u32) -> Result<Reservation, SharesFull> {
+        let mut held = Reservation::default();
+        if let Some(tenant) = tenant {
+            held.0.push(self.tenant(tenant).try_acquire_many_owned(units).map_err(|_| SharesFull::Tenant)?);
+        }
+        held.0.push(self.agent.clone().try_acquire_many_owned(units).map_err(|_| SharesFull::Agent)?);
+        Ok(held)
+    }
+}
+
+/// Memory held at once for one purpose: [`Shares`] counted in KiB.
+pub(crate) struct MemoryBudget(Shares);
+
 fn kib(bytes: usize) -> u32 {
     u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
 impl MemoryBudget {
     pub(crate) fn new(agent_bytes: usize, tenant_bytes: usize) -> Self {
-        Self {
-            agent: Arc::new(Semaphore::new(agent_bytes / 1024)),
-            tenant_kib: tenant_bytes / 1024,
-            tenants: Mutex::default(),
-        }
+        Self(Shares::new(agent_bytes / 1024, tenant_bytes / 1024))
     }
 
-    fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
-        let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.tenant_kib))).clone()
-    }
-
-    /// `bytes` of room for `tenant`, waited for (the tenant's share first, so one tenant's
-    /// backlog queues on its own share rather than the agent's).
+    /// `bytes` of room for `tenant`, waited for.
     pub(crate) async fn reserve(&self, tenant: &str, bytes: usize) -> Option<Reservation> {
-        let tenant = self.tenant(tenant).acquire_many_owned(kib(bytes)).await.ok()?;
-        let agent = self.agent.clone().acquire_many_owned(kib(bytes)).await.ok()?;
-        Some(Reservation(vec![tenant, agent]))
+        self.0.take(tenant, kib(bytes)).await
     }
 
     /// `bytes` more room for `tenant` now, or `None`: for code that must not wait.
     pub(crate) fn try_reserve(&self, tenant: &str, bytes: usize) -> Option<Reservation> {
-        let tenant = self.tenant(tenant).try_acquire_many_owned(kib(bytes)).ok()?;
-        let agent = self.agent.clone().try_acquire_many_owned(kib(bytes)).ok()?;
-        Some(Reservation(vec![tenant, agent]))
+        self.0.try_take(Some(tenant), kib(bytes)).ok()
     }
 }
 

@@ -715,3 +715,61 @@ def test_compressed_bodies_inflate_within_a_bounded_budget(floe):
     line = json.dumps({"value": {"type": "JSON", "data": {"ok": True}}}).encode() + b"\n"
     r = requests.post(url, data=gzip.compress(line), headers=headers, timeout=30)
     assert r.status_code == 200, r.text
+
+
+def open_event_stream(port: int, path: str, token: str) -> tuple[socket.socket, int]:
+    """An event stream request on a raw connection; the socket (left open) and the status."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: floe\r\nAccept: text/event-stream\r\n"
+              f"Authorization: Bearer {token}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n" not in head:
+        chunk = s.recv(256)
+        if not chunk:
+            break
+        head += chunk
+    return s, int(head.split(b" ", 2)[1])
+
+
+@pytest.mark.timeout(180)
+def test_one_tenant_cannot_hold_every_event_stream_of_an_agent(floe_factory, tmp_path):
+    """Issue 23, finding 8 (continued): an agent serves at most 1,024 event streams, and one
+    tenant could hold all of them, after which every other tenant's streams got 503. A tenant now
+    has 256 of them; past that its own streams get 503 while another tenant's still open."""
+    raise_fd_limit(4096)
+    floe = secured_floe(floe_factory, tmp_path, "floe-streams")
+    admin_tenants(floe, "create", "globex")
+    admin_tenants(floe, "add-user", "--tenant", "globex", "bob", "--password-stdin", stdin=PASSWORD + "\n")
+    keys = {tenant: json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", user))["token"]
+            for tenant, user in (("acme", "alice"), ("globex", "bob"))}
+    base = floe.http_url
+    auth = {t: {"Authorization": f"Bearer {k}"} for t, k in keys.items()}
+    cluster = requests.get(f"{base}/v3/clusters", headers=auth["acme"], timeout=10).json()["data"][0]["cluster_id"]
+    for tenant in keys:
+        r = requests.post(f"{base}/v3/clusters/{cluster}/topics", headers=auth[tenant],
+                          json={"topic_name": "events", "partitions_count": 1}, timeout=10)
+        assert r.status_code in (200, 201), r.text
+    path = f"/v3/clusters/{cluster}/topics/events/partitions/0/records:follow"
+    held = []
+    try:
+        statuses = []
+        for _ in range(300):
+            s, status = open_event_stream(floe.http_port, path, keys["acme"])
+            held.append(s)
+            statuses.append(status)
+        print(f"acme's 300 streams: {statuses.count(200)} opened, {statuses.count(503)} refused")
+        assert statuses[:256] == [200] * 256, statuses[:256]
+        assert statuses[256:] == [503] * 44, statuses[256:]
+        s, status = open_event_stream(floe.http_port, path, keys["globex"])
+        held.append(s)
+        assert status == 200, f"globex's stream while acme holds its share: {status}"
+        # Closing streams gives their slots back.
+        for s in held[:10]:
+            s.close()
+        time.sleep(1)
+        s, status = open_event_stream(floe.http_port, path, keys["acme"])
+        held.append(s)
+        assert status == 200, f"acme's stream after closing ten: {status}"
+    finally:
+        for s in held:
+            s.close()

@@ -21,7 +21,7 @@ use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, MemberRef, 
 use floe_metadata::{OffsetCommit, TopicId};
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::error::HttpError;
 use floe_metadata::acl::{AclOperation, AclResourceType};
@@ -29,14 +29,15 @@ use floe_metadata::acl::{AclOperation, AclResourceType};
 use crate::extract::{Scope, SmallBody};
 use crate::limits::{
     CONSUME_BYTES_MAX, CONSUME_RECORDS_MAX, CONSUME_WAIT_MAX, FOLLOW_BUFFER_BYTES_MAX, FOLLOW_ROUND_BYTES_MAX,
-    FOLLOW_STREAMS_MAX, FOLLOW_TENANT_BUFFER_BYTES_MAX, GROUP_COMMIT_OFFSETS_MAX, MemoryBudget, Reservation,
+    FOLLOW_STREAMS_MAX, FOLLOW_TENANT_BUFFER_BYTES_MAX, FOLLOW_TENANT_STREAMS_MAX, GROUP_COMMIT_OFFSETS_MAX,
+    MemoryBudget, Reservation, Shares, SharesFull,
 };
 use crate::produce::json::rfc3339;
 
 /// `stop` turns true when the agent shuts down: event streams then end, so clients reconnect
 /// to another agent instead of holding the shutdown open.
 pub(crate) fn router(agent: Arc<Agent>, stop: watch::Receiver<bool>) -> Router {
-    let follows = Arc::new(Semaphore::new(FOLLOW_STREAMS_MAX));
+    let follows = Arc::new(Shares::new(FOLLOW_STREAMS_MAX, FOLLOW_TENANT_STREAMS_MAX));
     let buffers = Arc::new(FollowBuffers::default());
     Router::new()
         .route("/v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records", get(read))
@@ -49,7 +50,7 @@ pub(crate) fn router(agent: Arc<Agent>, stop: watch::Receiver<bool>) -> Router {
 #[derive(Clone)]
 struct Reader {
     agent: Arc<Agent>,
-    follows: Arc<Semaphore>,
+    follows: Arc<Shares>,
     buffers: Arc<FollowBuffers>,
     stop: watch::Receiver<bool>,
 }
@@ -299,12 +300,16 @@ struct FollowParams {
     format: Format,
 }
 
-fn follow_permit(reader: &Reader) -> Result<OwnedSemaphorePermit, HttpError> {
-    reader
-        .follows
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| HttpError::unavailable(format!("this agent already serves {FOLLOW_STREAMS_MAX} event streams")))
+/// A stream slot for `scope`'s caller: the tenant's share of the agent's, or 503.
+fn follow_permit(reader: &Reader, scope: &Scope) -> Result<Reservation, HttpError> {
+    reader.follows.try_take(scope.tenant(), 1).map_err(|full| match full {
+        SharesFull::Tenant => HttpError::unavailable(format!(
+            "this tenant already has {FOLLOW_TENANT_STREAMS_MAX} event streams on this agent"
+        )),
+        SharesFull::Agent => {
+            HttpError::unavailable(format!("this agent already serves {FOLLOW_STREAMS_MAX} event streams"))
+        }
+    })
 }
 
 /// `Last-Event-ID` of a partition stream: the offset of the last record the client saw.
@@ -339,7 +344,7 @@ async fn follow_partition(
         None => start_offset(&reader.agent, &target, Some(params.offset.as_deref().unwrap_or("latest")))?,
     };
     crate::quotas::admit(&reader.agent, &scope, QuotaKind::Fetch)?;
-    let permit = follow_permit(&reader)?;
+    let permit = follow_permit(&reader, &scope)?;
     Ok(follow(reader, scope, vec![Cursor { target, offset }], params, permit))
 }
 
@@ -368,7 +373,7 @@ async fn follow_topic(
         cursors.push(Cursor { target, offset });
     }
     crate::quotas::admit(&reader.agent, &scope, QuotaKind::Fetch)?;
-    let permit = follow_permit(&reader)?;
+    let permit = follow_permit(&reader, &scope)?;
     Ok(follow(reader, scope, cursors, params, permit))
 }
 
@@ -380,7 +385,7 @@ fn follow(
     scope: Scope,
     cursors: Vec<Cursor>,
     params: FollowParams,
-    permit: OwnedSemaphorePermit,
+    permit: Reservation,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
     let whole_topic = cursors.len() > 1 || cursors.first().is_some_and(|c| c.target.partition != 0);
     let changes = reader.agent.metadata.subscribe();
@@ -425,7 +430,7 @@ struct Follow {
     held: Option<Reservation>,
     done: bool,
     /// Held for the stream's life: one of the agent's event-stream slots.
-    _permit: OwnedSemaphorePermit,
+    _permit: Reservation,
 }
 
 impl Follow {
