@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 
 use crate::error::HttpError;
-use crate::limits::{BODY_READ_MAX, INFLATE_BUDGET, INFLATE_WAIT, grow};
+use crate::limits::{BODY_READ_MAX, INFLATE_BUDGET, INFLATE_WAIT, RECEIVE_BUDGET, grow};
 
 /// How a request body is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,8 +72,9 @@ pub(crate) async fn next_chunk(
     }
 }
 
-/// The whole body, decoded, of at most `max_bytes` both as sent and decoded. What a compressed
-/// body inflates to is held in `tenant`'s share of the agent's inflation budget while it grows.
+/// The whole body, decoded, of at most `max_bytes` both as sent and decoded. While it is
+/// received, the body is held in `tenant`'s share of the agent's receive budget, and what a
+/// compressed body inflates to in its share of the inflation budget.
 pub(crate) async fn read_whole(
     body: Body,
     encoding: Encoding,
@@ -84,16 +85,30 @@ pub(crate) async fn read_whole(
     let too_large = || HttpError::too_large(format!("request body exceeds {max_bytes} bytes"));
     let mut stream = body.into_data_stream();
     let mut raw = BytesMut::new();
+    let receiving = || HttpError::unavailable(RECEIVE_BUSY).with_retry_after(1);
     let receive = async {
+        let mut held = tokio::time::timeout(INFLATE_WAIT, RECEIVE_BUDGET.reserve(tenant, BUDGET_STEP_BYTES))
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(receiving)?;
+        let mut room = BUDGET_STEP_BYTES;
         while let Some(chunk) = next_chunk(&mut stream, idle).await? {
             if raw.len() + chunk.len() > max_bytes {
                 return Err(too_large());
             }
+            while raw.len() + chunk.len() > room {
+                if !grow(&RECEIVE_BUDGET, tenant, &mut held, BUDGET_STEP_BYTES) {
+                    return Err(receiving());
+                }
+                room += BUDGET_STEP_BYTES;
+            }
             raw.extend_from_slice(&chunk);
         }
-        Ok(())
+        Ok(held)
     };
-    tokio::time::timeout(BODY_READ_MAX, receive).await.map_err(|_| {
+    // Held until the body is decoded: then it moves on to the flush buffer, bounded by itself.
+    let _received = tokio::time::timeout(BODY_READ_MAX, receive).await.map_err(|_| {
         HttpError::new(StatusCode::REQUEST_TIMEOUT, format!("the body took more than {} s", BODY_READ_MAX.as_secs()))
     })??;
     if encoding == Encoding::Identity {
@@ -102,7 +117,7 @@ pub(crate) async fn read_whole(
     // The first step of room is waited for; each further one is taken as the output grows, or
     // the body is refused: a flood of compressed bodies queues here, not in memory.
     let busy = || HttpError::unavailable(INFLATE_BUSY).with_retry_after(1);
-    let first = tokio::time::timeout(INFLATE_WAIT, INFLATE_BUDGET.reserve(tenant, INFLATE_STEP_BYTES))
+    let first = tokio::time::timeout(INFLATE_WAIT, INFLATE_BUDGET.reserve(tenant, BUDGET_STEP_BYTES))
         .await
         .ok()
         .flatten()
@@ -113,13 +128,13 @@ pub(crate) async fn read_whole(
     let tenant = tenant.to_owned();
     let (inflated, held) = tokio::task::spawn_blocking(move || {
         let mut held = first;
-        let mut room = INFLATE_STEP_BYTES;
+        let mut room = BUDGET_STEP_BYTES;
         let room_for = |len: usize| {
             while len > room {
-                if !grow(&INFLATE_BUDGET, &tenant, &mut held, INFLATE_STEP_BYTES) {
+                if !grow(&INFLATE_BUDGET, &tenant, &mut held, BUDGET_STEP_BYTES) {
                     return false;
                 }
-                room += INFLATE_STEP_BYTES;
+                room += BUDGET_STEP_BYTES;
             }
             true
         };
@@ -134,9 +149,10 @@ pub(crate) async fn read_whole(
 }
 
 const INFLATE_BUSY: &str = "too many compressed request bodies are being inflated at once; retry";
+const RECEIVE_BUSY: &str = "too many large request bodies are being received at once; retry";
 
-/// Room taken from the inflation budget at a time.
-const INFLATE_STEP_BYTES: usize = 1024 * 1024;
+/// Room taken from the receive and inflation budgets at a time.
+const BUDGET_STEP_BYTES: usize = 1024 * 1024;
 
 /// `raw` decoded from `encoding`, refused past `max_bytes` or when `room` cannot be given for
 /// the output's length.

@@ -64,6 +64,12 @@ pub(crate) const INFLATE_BYTES_MAX: usize = 256 * 1024 * 1024;
 pub(crate) const INFLATE_TENANT_BYTES_MAX: usize = 128 * 1024 * 1024;
 /// Longest wait for inflation room before a 503.
 pub(crate) const INFLATE_WAIT: Duration = Duration::from_secs(5);
+/// Bytes of bodies being received whole that one agent holds at once, as sent: each may be up
+/// to [`REQUEST_BYTES_MAX`], and thousands of slow ones would otherwise add up without bound.
+/// A body that finds no room (after [`INFLATE_WAIT`] for its first step) gets 503.
+pub(crate) const RECEIVE_BYTES_MAX: usize = 512 * 1024 * 1024;
+/// The same for the requests of one tenant (or of all callers without a key).
+pub(crate) const RECEIVE_TENANT_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// Offsets one HTTP commit may carry.
 pub(crate) const GROUP_COMMIT_OFFSETS_MAX: usize = 10_000;
 /// Configs one admin request may set.
@@ -150,6 +156,10 @@ impl MemoryBudget {
 /// Room for decompressed request bodies.
 pub(crate) static INFLATE_BUDGET: LazyLock<MemoryBudget> =
     LazyLock::new(|| MemoryBudget::new(INFLATE_BYTES_MAX, INFLATE_TENANT_BYTES_MAX));
+
+/// Room for request bodies being received whole.
+pub(crate) static RECEIVE_BUDGET: LazyLock<MemoryBudget> =
+    LazyLock::new(|| MemoryBudget::new(RECEIVE_BYTES_MAX, RECEIVE_TENANT_BYTES_MAX));
 
 /// Grows `held` by `bytes` of `budget` for `tenant`, without waiting.
 pub(crate) fn grow(budget: &MemoryBudget, tenant: &str, held: &mut Reservation, bytes: usize) -> bool {

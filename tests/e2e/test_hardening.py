@@ -773,3 +773,53 @@ def test_one_tenant_cannot_hold_every_event_stream_of_an_agent(floe_factory, tmp
     finally:
         for s in held:
             s.close()
+
+
+@pytest.mark.timeout(180)
+def test_bodies_received_whole_are_held_within_a_bounded_budget(floe):
+    """Issue 23, finding 8 (continued): a body read whole (bulk, `Idempotency-Key`, known length)
+    may be 64 MiB, and any number of them could be half-sent at once: 100 clients each sending
+    6 MiB of a 64 MiB body and then waiting made the agent hold all of it. Bodies being received
+    now take room from a budget per agent (512 MiB) and per tenant (256 MiB); past it, 503."""
+    from conftest import create_topic
+    raise_fd_limit(4096)
+    topic = unique_name("slow")
+    create_topic(floe.bootstrap, topic, 1)
+    cluster_id = requests.get(f"{floe.http_url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    path = f"/v3/clusters/{cluster_id}/topics/{topic}/records:bulk"
+    head = (f"POST {path} HTTP/1.1\r\nHost: floe\r\nContent-Type: application/x-ndjson\r\n"
+            f"Content-Length: {(64 << 20) - 1}\r\n\r\n").encode()
+    part = b" " * (6 << 20)
+    before = rss_bytes(floe.proc.pid)
+    held, refused = [], 0
+    try:
+        for _ in range(100):
+            s = socket.create_connection(("127.0.0.1", floe.http_port), timeout=IO_TIMEOUT)
+            held.append(s)
+            try:
+                s.sendall(head + part)
+            except OSError:
+                pass  # refused and closed while sending
+        time.sleep(2)
+        grown = rss_bytes(floe.proc.pid) - before
+        for s in held:
+            s.settimeout(0.2)
+            try:
+                answer = s.recv(4096)
+            except OSError:
+                continue
+            if answer.startswith(b"HTTP/1.1 503"):
+                refused += 1
+                assert b"retry-after" in answer.lower(), answer[:300]
+        print(f"agent RSS grew {grown >> 20} MiB for 100 half-sent bodies of 6 MiB; {refused} refused with 503")
+        assert floe.alive()
+        assert refused >= 30, f"only {refused} of 100 half-sent 6 MiB bodies were refused"
+        assert grown < 420 << 20, f"the agent grew by {grown >> 20} MiB for 100 half-sent bodies"
+    finally:
+        for s in held:
+            s.close()
+    # Once they are gone, a normal body is received again.
+    line = json.dumps({"value": {"type": "JSON", "data": {"ok": True}}}).encode() + b"\n"
+    wait_until(lambda: requests.post(f"{floe.http_url}{path}", data=line, timeout=30,
+                                     headers={"Content-Type": "application/x-ndjson"}).status_code == 200,
+               15, "a normal bulk produce after the slow bodies closed")
