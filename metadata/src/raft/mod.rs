@@ -1,6 +1,7 @@
 //! Raft plumbing for the metadata node: the type configuration, the durable log store, the
 //! state machine over [`State`](crate::State) and the TCP protocol between nodes.
 
+pub(crate) mod handshakes;
 pub(crate) mod log_store;
 pub mod network;
 pub mod state_machine;

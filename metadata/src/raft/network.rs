@@ -210,6 +210,7 @@ pub(crate) async fn read_frame<T: DeserializeOwned>(
 /// Serves the metadata protocol until `stop` turns true.
 pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: tokio::sync::watch::Receiver<bool>) {
     let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(SERVED_CONNECTIONS_MAX));
+    let handshakes = super::handshakes::Handshakes::default();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -223,25 +224,37 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                 continue;
             }
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, limit = SERVED_CONNECTIONS_MAX, "metadata connection refused: too many open");
-            continue;
-        };
         let _ = stream.set_nodelay(true);
         let node = node.clone();
         let mut stop = stop.clone();
+        let (connections, handshakes) = (connections.clone(), handshakes.clone());
         tokio::spawn(async move {
-            let _permit = permit;
-            // Without a certificate of the cluster's CA the handshake fails: nothing is read.
+            // Without a certificate of the cluster's CA the handshake fails: nothing is read. A
+            // connection takes one of the node's served slots only once it is authenticated, so
+            // handshakes that never finish hold only their own bounded places.
             let (mut stream, role) = match crate::tls::installed() {
                 None => (MetadataStream::Plain(stream), None),
-                Some(tls) => match tls.accept(stream).await {
-                    Ok((stream, role)) => (stream, Some(role)),
-                    Err(e) => {
-                        tracing::warn!(%peer, error = %e, "metadata connection refused: TLS handshake");
-                        return;
+                Some(tls) => {
+                    let mut ticket = handshakes.begin(peer.ip());
+                    let accepted = tokio::select! {
+                        accepted = tls.accept(stream) => accepted,
+                        _ = &mut ticket.evicted => {
+                            tracing::debug!(%peer, "metadata connection closed: handshake given up for a newer one");
+                            return;
+                        }
+                    };
+                    match accepted {
+                        Ok((stream, role)) => (stream, Some(role)),
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "metadata connection refused: TLS handshake");
+                            return;
+                        }
                     }
-                },
+                }
+            };
+            let Ok(_permit) = connections.try_acquire_owned() else {
+                tracing::warn!(%peer, limit = SERVED_CONNECTIONS_MAX, "metadata connection refused: too many open");
+                return;
             };
             loop {
                 let read = tokio::select! {
