@@ -87,21 +87,23 @@ pub(crate) async fn read_whole(
     let mut raw = BytesMut::new();
     let receiving = || HttpError::unavailable(RECEIVE_BUSY).with_retry_after(1);
     let receive = async {
-        let mut held = tokio::time::timeout(INFLATE_WAIT, RECEIVE_BUDGET.reserve(tenant, BUDGET_STEP_BYTES))
+        let mut held = tokio::time::timeout(INFLATE_WAIT, RECEIVE_BUDGET.reserve(tenant, RECEIVE_STEP_BYTES))
             .await
             .ok()
             .flatten()
             .ok_or_else(receiving)?;
-        let mut room = BUDGET_STEP_BYTES;
+        let mut room = RECEIVE_STEP_BYTES;
         while let Some(chunk) = next_chunk(&mut stream, idle).await? {
-            if raw.len() + chunk.len() > max_bytes {
+            let len = raw.len() + chunk.len();
+            if len > max_bytes {
                 return Err(too_large());
             }
-            while raw.len() + chunk.len() > room {
-                if !grow(&RECEIVE_BUDGET, tenant, &mut held, BUDGET_STEP_BYTES) {
+            if len > room {
+                let more = (len - room).next_multiple_of(RECEIVE_STEP_BYTES);
+                if !grow(&RECEIVE_BUDGET, tenant, &mut held, more) {
                     return Err(receiving());
                 }
-                room += BUDGET_STEP_BYTES;
+                room += more;
             }
             raw.extend_from_slice(&chunk);
         }
@@ -151,8 +153,12 @@ pub(crate) async fn read_whole(
 const INFLATE_BUSY: &str = "too many compressed request bodies are being inflated at once; retry";
 const RECEIVE_BUSY: &str = "too many large request bodies are being received at once; retry";
 
-/// Room taken from the receive and inflation budgets at a time.
+/// Room taken from the inflation budget at a time.
 const BUDGET_STEP_BYTES: usize = 1024 * 1024;
+/// Room a body being received takes at first, and the unit it grows by: small, so that small
+/// bodies (an edge client's record under an `Idempotency-Key`) are not limited to a few hundred
+/// at once by room they never use.
+const RECEIVE_STEP_BYTES: usize = 64 * 1024;
 
 /// `raw` decoded from `encoding`, refused past `max_bytes` or when `room` cannot be given for
 /// the output's length.
