@@ -620,11 +620,16 @@ def test_cluster_status_needs_an_api_key_and_health_names_no_address(floe_factor
     assert r.json()["cluster_id"], r.text
 
 
-def rss_bytes(pid: int) -> int:
+def status_bytes(pid: int, field: str) -> int:
+    """A kB field of /proc/PID/status (VmRSS: resident now, VmHWM: its peak), in bytes."""
     for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    raise AssertionError(f"no {field}")
+
+
+def rss_bytes(pid: int) -> int:
+    return status_bytes(pid, "VmRSS")
 
 
 @pytest.mark.timeout(180)
@@ -673,10 +678,7 @@ def test_event_streams_that_are_not_read_hold_bounded_memory(floe):
 
 
 def peak_rss_bytes(pid: int) -> int:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+    return status_bytes(pid, "VmHWM")
 
 
 @pytest.mark.timeout(180)
