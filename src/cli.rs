@@ -284,6 +284,20 @@ pub(crate) enum TenantsAction {
     DeleteApiKey {
         key_id: String,
     },
+    /// Sets an API key's own rate quotas, within its tenant's (omitted: none of its own). For a
+    /// fleet of devices under one tenant, one key each.
+    SetApiKeyQuotas {
+        key_id: String,
+        /// Produce request bytes per second.
+        #[arg(long)]
+        produce_bytes_per_sec: Option<u64>,
+        /// Fetched bytes per second.
+        #[arg(long)]
+        fetch_bytes_per_sec: Option<u64>,
+        /// HTTP requests per second.
+        #[arg(long)]
+        requests_per_sec: Option<u64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

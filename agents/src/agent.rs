@@ -85,7 +85,7 @@ pub struct Agent {
     /// Failed authentications by source address, across the Kafka and HTTP listeners.
     pub auth_failures: floe_auth::failures::FailureLimiter,
     /// Tenants' byte-rate quotas on this agent, over both listeners.
-    pub quotas: crate::quotas::TenantThrottle,
+    pub quotas: crate::quotas::QuotaBuckets,
 }
 
 impl Agent {
@@ -100,7 +100,7 @@ impl Agent {
         crate::metrics::GroupLagCollector::register(metadata.clone());
         let auth_failures =
             floe_auth::failures::FailureLimiter::new(config.auth_failures_per_minute, Duration::from_secs(60));
-        let quotas = crate::quotas::TenantThrottle::default();
+        let quotas = crate::quotas::QuotaBuckets::default();
         let agent = Arc::new(Self { config, metadata, store, cache, buffer, auth_failures, quotas });
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));

@@ -27,6 +27,8 @@ pub(crate) struct Caller {
     pub(crate) user: String,
     /// The API key's id, for limits per key.
     pub(crate) key_id: String,
+    /// The tenant's namespace (`floe_metadata::namespace`).
+    pub(crate) namespace: floe_metadata::Namespace,
 }
 
 /// The client's address, for limiting failed authentication per source; the same for plain
@@ -76,10 +78,12 @@ fn caller(agent: &Agent, id: &str, secret: &str) -> Option<Caller> {
     let state = agent.metadata.read();
     let key = state.api_keys.get(id)?;
     let live = key.expires_ms.is_none_or(|at| floe_metadata::now_ms() < at);
+    let namespace = state.tenant_namespace(&key.tenant)?;
     (live && floe_auth::api_key::secret_matches(secret, &key.secret_sha256)).then(|| Caller {
         tenant: key.tenant.clone(),
         user: key.user.clone(),
         key_id: id.to_owned(),
+        namespace,
     })
 }
 

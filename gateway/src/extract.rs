@@ -60,7 +60,7 @@ impl<S: Send + Sync> FromRequest<S> for SmallBody {
 /// is one namespace and names pass through as they are.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Scope {
-    tenant: Option<(String, floe_metadata::Namespace)>,
+    caller: Option<crate::auth::Caller>,
     access: Option<Access>,
 }
 
@@ -68,9 +68,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Scope {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let caller = parts.extensions.get::<crate::auth::Caller>();
         Ok(Self {
-            tenant: caller.map(|c| (c.tenant.clone(), floe_metadata::Namespace::of(&c.tenant))),
+            caller: parts.extensions.get::<crate::auth::Caller>().cloned(),
             access: parts.extensions.get::<Access>().cloned(),
         })
     }
@@ -79,22 +78,32 @@ impl<S: Send + Sync> FromRequestParts<S> for Scope {
 impl Scope {
     /// The stored name of a topic, group or idempotency key the caller names.
     pub(crate) fn stored(&self, name: &str) -> String {
-        match &self.tenant {
-            Some((_, ns)) => ns.scope(name),
+        match &self.caller {
+            Some(c) => c.namespace.scope(name),
             None => name.to_owned(),
         }
     }
 
     /// The name the caller knows a stored name by; `None` when it is another tenant's.
     pub(crate) fn shown<'a>(&self, stored: &'a str) -> Option<&'a str> {
-        match &self.tenant {
-            Some((_, ns)) => ns.unscope(stored),
+        match &self.caller {
+            Some(c) => c.namespace.unscope(stored),
             None => Some(stored),
         }
     }
 
     pub(crate) fn tenant(&self) -> Option<&str> {
-        self.tenant.as_ref().map(|(tenant, _)| tenant.as_str())
+        self.caller.as_ref().map(|c| c.tenant.as_str())
+    }
+
+    /// The caller's namespace key, which the producers it causes are bound to.
+    pub(crate) fn namespace_key(&self) -> Option<&str> {
+        self.caller.as_ref().map(|c| c.namespace.key())
+    }
+
+    /// The API key the caller used.
+    pub(crate) fn key_id(&self) -> Option<&str> {
+        self.caller.as_ref().map(|c| c.key_id.as_str())
     }
 
     /// Whether the caller's ACLs let it do `operation` on the resource it calls `name`.

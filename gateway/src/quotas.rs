@@ -1,62 +1,85 @@
-//! Tenants' rate quotas over HTTP, in the same buckets as the Kafka listener
-//! (`floe_agent::quotas`): a request from a tenant still paying back an excess is refused with 429
-//! and `Retry-After`, and the bytes a request uses are charged as it uses them. Every request of
-//! a tenant counts against its request rate (`requests`, a middleware).
-
-use std::time::{Duration, Instant};
+//! Rate quotas over HTTP, in the same buckets as the Kafka listener (`floe_agent::quotas`): the
+//! caller's tenant's, and its API key's own where the key has them. A request from a caller
+//! still paying back an excess of either is refused with 429 and `Retry-After`, and the bytes a
+//! request uses are charged to both as it uses them. Every request counts against the request
+//! rates (`requests`, a middleware).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use floe_agent::Agent;
-use floe_agent::quotas::{QuotaKind, TenantThrottle};
+use floe_agent::quotas::{QuotaBuckets, QuotaHolder, QuotaKind};
 
 use crate::error::HttpError;
 use crate::extract::Scope;
 
-/// Refuses the request while the caller's tenant is over its `kind` share on this agent.
-pub(crate) fn admit(agent: &Agent, scope: &Scope, kind: QuotaKind) -> Result<(), HttpError> {
-    let Some(tenant) = scope.tenant() else { return Ok(()) };
-    let Some(rate) = TenantThrottle::share(&agent.metadata.read(), tenant, kind) else { return Ok(()) };
-    let wait = agent.quotas.pending(tenant, kind, rate, Instant::now());
-    if wait.is_zero() {
-        return Ok(());
+/// The quota holders a caller of `tenant` with API key `key_id` is charged to.
+fn holders<'a>(tenant: &'a str, key_id: &'a str) -> [(QuotaHolder<'a>, &'static str); 2] {
+    [(QuotaHolder::Tenant(tenant), "tenant"), (QuotaHolder::ApiKey(key_id), "API key")]
+}
+
+/// A 429 while any of the caller's holders is over its `kind` share on this agent.
+fn refuse_while_over(
+    agent: &Agent,
+    tenant: &str,
+    key_id: &str,
+    kind: QuotaKind,
+    now: Instant,
+) -> Result<(), HttpError> {
+    let state = agent.metadata.read();
+    for (holder, what) in holders(tenant, key_id) {
+        let Some(rate) = QuotaBuckets::share(&state, holder, kind) else { continue };
+        let wait = agent.quotas.pending(holder, kind, rate, now);
+        if !wait.is_zero() {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            return Err(HttpError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                format!("{what} over its {} quota; retry in {secs} s", kind.name()),
+            )
+            .with_retry_after(secs));
+        }
     }
-    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-    Err(HttpError::new(
-        axum::http::StatusCode::TOO_MANY_REQUESTS,
-        format!("tenant over its {} quota; retry in {secs} s", kind.name()),
-    )
-    .with_retry_after(secs))
+    Ok(())
 }
 
-/// Charges `bytes` to the caller's tenant and returns how long it is now over its share.
+/// Charges `amount` to every holder of the caller and returns the longest it is now over.
+fn charge_all(agent: &Agent, tenant: &str, key_id: &str, kind: QuotaKind, amount: u64, now: Instant) -> Duration {
+    let state = agent.metadata.read();
+    holders(tenant, key_id)
+        .into_iter()
+        .filter_map(|(holder, _)| {
+            let rate = QuotaBuckets::share(&state, holder, kind)?;
+            Some(agent.quotas.charge(holder, kind, rate, amount, now))
+        })
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+/// Refuses the request while the caller's tenant or key is over its `kind` share on this agent.
+pub(crate) fn admit(agent: &Agent, scope: &Scope, kind: QuotaKind) -> Result<(), HttpError> {
+    let (Some(tenant), Some(key_id)) = (scope.tenant(), scope.key_id()) else { return Ok(()) };
+    refuse_while_over(agent, tenant, key_id, kind, Instant::now())
+}
+
+/// Charges `bytes` to the caller's tenant and key and returns how long it is now over a share.
 pub(crate) fn charge(agent: &Agent, scope: &Scope, kind: QuotaKind, bytes: usize) -> Duration {
-    let Some(tenant) = scope.tenant() else { return Duration::ZERO };
-    let Some(rate) = TenantThrottle::share(&agent.metadata.read(), tenant, kind) else { return Duration::ZERO };
-    agent.quotas.charge(tenant, kind, rate, bytes as u64, Instant::now())
+    let (Some(tenant), Some(key_id)) = (scope.tenant(), scope.key_id()) else { return Duration::ZERO };
+    charge_all(agent, tenant, key_id, kind, bytes as u64, Instant::now())
 }
 
-/// Counts each request of a tenant (named by its API key) against its request rate, refusing it
-/// with 429 while the tenant is over its share.
+/// Counts each request of an API key against its own and its tenant's request rates, refusing
+/// it with 429 while either is over its share.
 pub(crate) async fn requests(State(agent): State<Arc<Agent>>, request: Request, next: Next) -> Response {
-    let Some(tenant) = request.extensions().get::<crate::auth::Caller>().map(|c| c.tenant.clone()) else {
-        return next.run(request).await;
-    };
-    let Some(rate) = TenantThrottle::share(&agent.metadata.read(), &tenant, QuotaKind::Requests) else {
+    let Some(caller) = request.extensions().get::<crate::auth::Caller>().cloned() else {
         return next.run(request).await;
     };
     let now = Instant::now();
-    let wait = agent.quotas.pending(&tenant, QuotaKind::Requests, rate, now);
-    if !wait.is_zero() {
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        let message = format!("tenant over its requests quota; retry in {secs} s");
-        return HttpError::new(axum::http::StatusCode::TOO_MANY_REQUESTS, message)
-            .with_retry_after(secs)
-            .into_response();
+    if let Err(refused) = refuse_while_over(&agent, &caller.tenant, &caller.key_id, QuotaKind::Requests, now) {
+        return refused.into_response();
     }
-    agent.quotas.charge(&tenant, QuotaKind::Requests, rate, 1, now);
+    charge_all(&agent, &caller.tenant, &caller.key_id, QuotaKind::Requests, 1, now);
     next.run(request).await
 }

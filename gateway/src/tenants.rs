@@ -29,7 +29,15 @@ pub fn tenants_json(state: &State) -> Value {
                 .api_keys
                 .iter()
                 .filter(|(_, k)| &k.tenant == name)
-                .map(|(id, k)| serde_json::json!({ "key_id": id, "user": k.user, "expires_ms": k.expires_ms }))
+                .map(|(id, k)| {
+                    let q = state.api_key_quotas.get(id).copied().unwrap_or_default();
+                    let quotas = serde_json::json!({
+                        "produce_bytes_per_sec": q.produce_bytes_per_sec,
+                        "fetch_bytes_per_sec": q.fetch_bytes_per_sec,
+                        "requests_per_sec": q.requests_per_sec,
+                    });
+                    serde_json::json!({ "key_id": id, "user": k.user, "expires_ms": k.expires_ms, "quotas": quotas })
+                })
                 .collect();
             let quotas = state.tenants.get(name).map(|t| t.quotas).unwrap_or_default();
             let quotas = serde_json::json!({
@@ -46,7 +54,10 @@ pub fn tenants_json(state: &State) -> Value {
                 "stored_bytes": state.tenant_stored_bytes(name),
             });
             let cors = state.tenants.get(name).map(|t| t.cors_origins.clone()).unwrap_or_default();
-            serde_json::json!({ "tenant": name, "users": users, "api_keys": keys, "quotas": quotas, "cors_origins": cors })
+            let id = state.tenants.get(name).map_or(0, |t| t.id);
+            serde_json::json!({
+                "tenant": name, "id": id, "users": users, "api_keys": keys, "quotas": quotas, "cors_origins": cors
+            })
         })
         .collect();
     Value::Array(tenants)

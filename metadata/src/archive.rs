@@ -2,9 +2,9 @@
 //! is rebuilt (`floe metadata restore`): state snapshots plus the committed command stream.
 //!
 //! Two kinds of objects, both `magic (8 bytes) | crc32c of the body (u32 LE) | postcard body`:
-//! - `state-<generation>-<index>.snap` (magic `FLOEMST1`): a whole [`State`] as applied up to log
+//! - `state-<generation>-<index>.snap` (magic `FLOEMST2`): a whole [`State`] as applied up to log
 //!   index `index`.
-//! - `log-<generation>-<after>-<last>.cmds` (magic `FLOEMLG1`): the commands applied after index
+//! - `log-<generation>-<after>-<last>.cmds` (magic `FLOEMLG2`): the commands applied after index
 //!   `after` up to and including index `last`, in order, with their indexes.
 //!
 //! Numbers are 20 zero-padded digits, so names sort by (generation, index). Log indexes restart
@@ -18,9 +18,10 @@ use std::collections::BTreeMap;
 use crate::command::Command;
 use crate::state::State;
 
-/// The last digit of both magics is the format version ([`crate::FORMAT_VERSION`]).
-const STATE_MAGIC: [u8; 8] = *b"FLOEMST1";
-const LOG_MAGIC: [u8; 8] = *b"FLOEMLG1";
+/// The last digit of both magics is the format version ([`crate::FORMAT_VERSION`]); objects of
+/// every earlier version are read too.
+const STATE_MAGIC: [u8; 7] = *b"FLOEMST";
+const LOG_MAGIC: [u8; 7] = *b"FLOEMLG";
 const STATE_PREFIX: &str = "state-";
 const LOG_PREFIX: &str = "log-";
 /// Name of the file in a metadata data directory holding a restored state until the new
@@ -84,23 +85,29 @@ impl std::fmt::Display for ArchiveName {
     }
 }
 
-fn frame(magic: [u8; 8], body: Vec<u8>) -> Vec<u8> {
+fn frame(magic: [u8; 7], body: Vec<u8>) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 12);
     out.extend_from_slice(&magic);
+    out.push(b'0' + crate::FORMAT_VERSION as u8);
     out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
     out.extend_from_slice(&body);
     out
 }
 
-fn unframe<'a>(magic: [u8; 8], what: &'static str, bytes: &'a [u8]) -> Result<&'a [u8], ArchiveError> {
-    if bytes.len() < 12 || bytes[..8] != magic {
+/// The body of an archive object and its format version.
+fn unframe<'a>(magic: [u8; 7], what: &'static str, bytes: &'a [u8]) -> Result<(u32, &'a [u8]), ArchiveError> {
+    if bytes.len() < 12 || bytes[..7] != magic {
         return Err(ArchiveError::BadMagic(what));
+    }
+    let version = u32::from(bytes[7].wrapping_sub(b'0'));
+    if !(1..=crate::FORMAT_VERSION).contains(&version) {
+        return Err(ArchiveError::Body { what, why: format!("format {version}, which this Floe does not read") });
     }
     let crc = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     if crc32c::crc32c(&bytes[12..]) != crc {
         return Err(ArchiveError::Checksum(what));
     }
-    Ok(&bytes[12..])
+    Ok((version, &bytes[12..]))
 }
 
 pub fn encode_state(state: &State) -> Result<Vec<u8>, ArchiveError> {
@@ -109,7 +116,8 @@ pub fn encode_state(state: &State) -> Result<Vec<u8>, ArchiveError> {
 }
 
 pub fn decode_state(bytes: &[u8]) -> Result<State, ArchiveError> {
-    postcard::from_bytes(unframe(STATE_MAGIC, "state", bytes)?)
+    let (version, body) = unframe(STATE_MAGIC, "state", bytes)?;
+    crate::state::format1::decode_state(version, body)
         .map_err(|e| ArchiveError::Body { what: "state", why: e.to_string() })
 }
 
@@ -119,8 +127,10 @@ pub fn encode_log(commands: &[(u64, &Command)]) -> Result<Vec<u8>, ArchiveError>
     Ok(frame(LOG_MAGIC, body))
 }
 
+/// Commands of every format so far decode (`state::format1` reads format 1's restored states).
 pub fn decode_log(bytes: &[u8]) -> Result<Vec<(u64, Command)>, ArchiveError> {
-    postcard::from_bytes(unframe(LOG_MAGIC, "log", bytes)?)
+    let (version, body) = unframe(LOG_MAGIC, "log", bytes)?;
+    crate::state::format1::decoding(version, || postcard::from_bytes(body))
         .map_err(|e| ArchiveError::Body { what: "log", why: e.to_string() })
 }
 

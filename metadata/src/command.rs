@@ -52,7 +52,7 @@ pub enum Command {
     CommitSegments(Vec<SegmentCommit>),
     /// Seeds a brand-new cluster with a state restored from the object store. Accepted only as
     /// the first change of a cluster (before `InitCluster`).
-    RestoreState(Box<crate::state::State>),
+    RestoreState(#[serde(deserialize_with = "crate::state::format1::restored_state")] Box<crate::state::State>),
     /// An agent announces itself (on start and then periodically); `now_ms` is stamped by the
     /// agent, since the state machine reads no clock.
     AgentHeartbeat {
@@ -236,6 +236,11 @@ pub enum Command {
     /// that salt from a real user's.
     InitScramDecoyKey {
         key: Vec<u8>,
+    },
+    /// Replaces one API key's rate quotas (all `None`: none of its own, only its tenant's).
+    SetApiKeyQuotas {
+        key_id: String,
+        quotas: crate::state::ApiKeyQuotas,
     },
 }
 
@@ -473,6 +478,7 @@ impl Command {
                 | Command::SetTenantCorsOrigins { .. }
                 | Command::CreateApiKey { .. }
                 | Command::DeleteApiKey { .. }
+                | Command::SetApiKeyQuotas { .. }
                 | Command::DeleteUser { .. }
                 | Command::RestoreState(_)
                 | Command::InitCluster { .. }

@@ -23,10 +23,15 @@ pub mod tls;
 pub use client::RemoteMetadata;
 
 /// The version of every persisted metadata format: the Raft log and snapshot files, the
-/// archive's state and command objects (`FLOEMST1`, `FLOEMLG1`), all holding postcard encodings
-/// of [`State`] and [`Command`]. `tests/golden` holds this version's files; a change that stops
-/// them decoding needs the next version and a reader for this one.
-pub const FORMAT_VERSION: u32 = 1;
+/// archive's state and command objects (`FLOEMST2`, `FLOEMLG2`), all holding postcard encodings
+/// of [`State`] and [`Command`]. `tests/golden` holds each version's files; a change that stops
+/// the newest decoding needs the next version and a reader for this one.
+///
+/// - 1: the first named format.
+/// - 2: tenants have ids that are never reused (their namespace keys), and per-tenant
+///   producer-id counts; API keys may have their own quotas (`Command::SetApiKeyQuotas`).
+///   Format 1's state is read by `state::format1`; its commands decode as they are.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).
@@ -44,8 +49,8 @@ pub use namespace::Namespace;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
-    AbortedTransaction, AgentRecord, ApiKeyRecord, AskedPartitions, CommitStamp, CommittedOffset, EntryData,
-    FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord,
+    AbortedTransaction, AgentRecord, ApiKeyQuotas, ApiKeyRecord, AskedPartitions, CommitStamp, CommittedOffset,
+    EntryData, FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord,
     OFFSET_METADATA_BYTES_MAX, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord,
     ScramCredential, ScramMechanism, State, StoredChunk, TenantQuotas, TenantRecord, TenantTable, Topic, TopicId,
     TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,

@@ -87,6 +87,11 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
             propose(Command::DeleteApiKey { key_id: key_id.clone() }).await?;
             println!("API key {key_id} deleted");
         }
+        TenantsAction::SetApiKeyQuotas { key_id, produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec } => {
+            let quotas = floe_metadata::ApiKeyQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec };
+            propose(Command::SetApiKeyQuotas { key_id: key_id.clone(), quotas }).await?;
+            println!("API key {key_id}: {quotas:?}");
+        }
     }
     Ok(())
 }

@@ -388,3 +388,72 @@ def test_a_tenant_created_again_is_not_reachable_from_the_deleted_ones_sessions(
         bob.close()
     r = requests.get(f"{secured.http_url}/v3/clusters", headers={"Authorization": f"Bearer {old_key}"}, timeout=10)
     assert r.status_code == 401, f"the deleted tenant's API key: {r.status_code} {r.text[:200]}"
+
+
+@pytest.mark.timeout(90)
+def test_a_tenant_created_again_does_not_inherit_the_deleted_ones_producer_ids(secured):
+    """Namespaces are keyed by a tenant id that is never reused: the producer ids a deleted
+    tenant left count toward nobody's share, and belong to nobody. Before, they stayed bound to
+    the tenant's name, so a new tenant given the name started with the old one's count."""
+    from confluent_kafka import Producer
+
+    alice = login(secured, "alice")
+    try:
+        for _ in range(3):
+            code, producer_id, _ = init_producer_id(alice, -1, -1)
+            assert code == 0 and producer_id >= 0, code
+    finally:
+        alice.close()
+    admin_tenants(secured, "delete", "acme")
+    admin_tenants(secured, "create", "acme")
+    admin_tenants(secured, "set-quotas", "--tenant", "acme", "--producer-ids", "3")
+    admin_tenants(secured, "add-user", "--tenant", "acme", "carol", "--password-stdin", stdin=PASSWORD + "\n")
+    create_topic(secured, "carol", "fresh")
+    # The new customer's idempotent producer needs one producer id of its own three.
+    producer = Producer({**client_conf(secured, "carol"), "enable.idempotence": True, "message.timeout.ms": 20_000})
+    delivered = []
+    producer.produce("fresh", b"first", on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(30)
+    assert delivered == [None], (
+        f"the new tenant acme, with a share of 3 producer ids and none used, could not produce: {delivered}")
+    tenants = json.loads(admin_tenants(secured, "list"))
+    ids = {t["tenant"]: t["id"] for t in tenants}
+    assert ids["acme"] > max(ids["globex"], 0), f"the new acme has a new id: {ids}"
+
+
+@pytest.mark.timeout(90)
+def test_one_api_key_over_its_own_quota_is_held_back_and_its_tenants_other_keys_are_not(secured):
+    """A provider with a fleet of devices under one tenant gives each its key and holds each key
+    to its own rate, within the tenant's."""
+    admin_tenants(secured, "add-user", "--tenant", "acme", "device", "--password-stdin", stdin=PASSWORD + "\n")
+    created = [json.loads(admin_tenants(secured, "create-api-key", "--tenant", "acme", "--user", "device"))
+               for _ in range(2)]
+    (noisy_id, noisy), (_, quiet) = [(k["key_id"], k["token"]) for k in created]
+    admin_tenants(secured, "set-api-key-quotas", noisy_id, "--requests-per-sec", "5")
+    listed = json.loads(admin_tenants(secured, "list"))
+    keys = {k["key_id"]: k for t in listed for k in t["api_keys"]}
+    assert keys[noisy_id]["quotas"]["requests_per_sec"] == 5, keys[noisy_id]
+
+    def statuses(token: str, n: int) -> list[int]:
+        with requests.Session() as http:
+            http.headers["Authorization"] = f"Bearer {token}"
+            return [http.get(f"{secured.http_url}/v3/clusters", timeout=10).status_code for _ in range(n)]
+
+    seen: dict[str, list[int]] = {}
+
+    def held_back() -> bool:
+        seen["noisy"] = statuses(noisy, 40)
+        return 429 in seen["noisy"]
+
+    # The key's quota reaches agents with the metadata change stream.
+    wait_until(held_back, 15, "the noisy key held to 5 requests/s")
+    assert set(seen["noisy"]) <= {200, 429}, seen["noisy"]
+    r = requests.get(f"{secured.http_url}/v3/clusters", headers={"Authorization": f"Bearer {noisy}"}, timeout=10)
+    if r.status_code == 429:
+        assert "API key over its requests quota" in r.json()["message"], r.text
+        assert int(r.headers["Retry-After"]) >= 1
+    quiet_statuses = statuses(quiet, 40)
+    assert quiet_statuses == [200] * 40, f"another key of the same tenant was held back: {quiet_statuses}"
+    # Without a quota of its own, the key is free again.
+    admin_tenants(secured, "set-api-key-quotas", noisy_id)
+    wait_until(lambda: statuses(noisy, 40) == [200] * 40, 15, "the noisy key without a quota of its own")

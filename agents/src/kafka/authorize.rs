@@ -65,7 +65,7 @@ impl Refused {
 struct Check<'a> {
     access: &'a Access,
     state: &'a State,
-    ns: Option<Namespace>,
+    ns: Option<&'a Namespace>,
 }
 
 impl Check<'_> {
@@ -84,7 +84,7 @@ impl Check<'_> {
             return Some(name.to_owned());
         }
         let stored = &self.state.topics.get(&id)?.name;
-        match &self.ns {
+        match self.ns {
             Some(ns) => ns.unscope(stored).map(str::to_owned),
             None => Some(stored.clone()),
         }
@@ -110,12 +110,12 @@ fn refused_topic(name: &TopicName, id: Uuid, partitions: Vec<i32>) -> RefusedTop
 /// whole answer.
 pub(super) fn request(
     access: &Access,
+    ns: Option<&Namespace>,
     state: &State,
     version: i16,
     request: &mut RequestKind,
 ) -> Result<Refused, Box<ResponseKind>> {
-    let tenant = access.tenant();
-    let check = Check { access, state, ns: (!tenant.is_empty()).then(|| Namespace::of(tenant)) };
+    let check = Check { access, state, ns };
     let mut refused = Refused::default();
     let group_error = |g: &GroupId, op| !check.may(op, Res::Group, g.as_str());
     let txn_error = |t: &TransactionalId| !check.may(Op::Write, Res::TransactionalId, t.as_str());
@@ -145,7 +145,7 @@ pub(super) fn request(
             if r.topics.is_empty() && !refused.topics.is_empty() {
                 // Nothing left to wait for: answer now rather than after max_wait_ms.
                 let mut answer = ResponseKind::Fetch(FetchResponse::default());
-                complete(access, state, refused, &mut answer);
+                complete(access, ns, state, refused, &mut answer);
                 return whole(answer);
             }
         }
@@ -515,12 +515,17 @@ fn txn_topic_result(
 
 /// Completes the handler's answer (already in the client's names): refused resources answered
 /// with their authorization errors, and listings without what the client may not describe.
-pub(super) fn complete(access: &Access, state: &State, refused: Refused, response: &mut ResponseKind) {
+pub(super) fn complete(
+    access: &Access,
+    ns: Option<&Namespace>,
+    state: &State,
+    refused: Refused,
+    response: &mut ResponseKind,
+) {
     if refused.is_empty() {
         return;
     }
-    let tenant = access.tenant();
-    let check = Check { access, state, ns: (!tenant.is_empty()).then(|| Namespace::of(tenant)) };
+    let check = Check { access, state, ns };
     let describes = |resource_type, name: &str| check.may(Op::Describe, resource_type, name);
     const TOPIC: i16 = code::TOPIC_AUTHORIZATION_FAILED;
     let Refused { topics, names, filter } = refused;
@@ -780,6 +785,11 @@ mod tests {
         (state, access)
     }
 
+    /// Alice's namespace, as her session holds it.
+    fn ns(state: &State) -> Namespace {
+        state.tenant_namespace("acme").expect("acme")
+    }
+
     fn fetch_topic(topic: &str) -> FetchTopic {
         FetchTopic::default().with_topic(TopicName(name(topic))).with_partitions(vec![
             FetchPartition::default().with_partition(0),
@@ -793,14 +803,14 @@ mod tests {
         let mut fetch = RequestKind::Fetch(
             FetchRequest::default().with_topics(vec![fetch_topic("orders"), fetch_topic("payments")]),
         );
-        let refused = request(&access, &state, 12, &mut fetch).expect("served");
+        let refused = request(&access, Some(&ns(&state)), &state, 12, &mut fetch).expect("served");
         let RequestKind::Fetch(served) = &fetch else { unreachable!() };
         assert_eq!(served.topics.len(), 1);
         assert_eq!(served.topics[0].topic.as_str(), "orders");
         // The handler answers orders; payments is added with its error, per partition.
         let answered = fetch_response::FetchableTopicResponse::default().with_topic(TopicName(name("orders")));
         let mut response = ResponseKind::Fetch(FetchResponse::default().with_responses(vec![answered]));
-        complete(&access, &state, refused, &mut response);
+        complete(&access, Some(&ns(&state)), &state, refused, &mut response);
         let ResponseKind::Fetch(response) = response else { unreachable!() };
         assert_eq!(response.responses.len(), 2);
         let payments = &response.responses[1];
@@ -815,7 +825,7 @@ mod tests {
         let mut fetch = RequestKind::Fetch(
             FetchRequest::default().with_max_wait_ms(30_000).with_topics(vec![fetch_topic("payments")]),
         );
-        let answer = request(&access, &state, 12, &mut fetch).expect_err("nothing left to serve");
+        let answer = request(&access, Some(&ns(&state)), &state, 12, &mut fetch).expect_err("nothing left to serve");
         let ResponseKind::Fetch(response) = *answer else { panic!("a fetch answer") };
         assert_eq!(response.responses[0].partitions[0].error_code, code::TOPIC_AUTHORIZATION_FAILED);
     }
@@ -825,14 +835,14 @@ mod tests {
         let (state, access) = setup();
         let join =
             |group: &str| RequestKind::JoinGroup(JoinGroupRequest::default().with_group_id(GroupId(name(group))));
-        assert!(request(&access, &state, 9, &mut join("billing")).is_ok());
-        let answer = request(&access, &state, 9, &mut join("audit")).expect_err("refused");
+        assert!(request(&access, Some(&ns(&state)), &state, 9, &mut join("billing")).is_ok());
+        let answer = request(&access, Some(&ns(&state)), &state, 9, &mut join("audit")).expect_err("refused");
         let ResponseKind::JoinGroup(response) = *answer else { panic!("a join answer") };
         assert_eq!(response.error_code, code::GROUP_AUTHORIZATION_FAILED);
 
         // An idempotent producer needs Write somewhere; alice may only read.
         let mut init = RequestKind::InitProducerId(InitProducerIdRequest::default().with_transactional_id(None));
-        let answer = request(&access, &state, 4, &mut init).expect_err("refused");
+        let answer = request(&access, Some(&ns(&state)), &state, 4, &mut init).expect_err("refused");
         let ResponseKind::InitProducerId(response) = *answer else { panic!("an init answer") };
         assert_eq!(response.error_code, code::CLUSTER_AUTHORIZATION_FAILED);
     }
@@ -841,10 +851,10 @@ mod tests {
     fn listings_leave_out_what_cannot_be_described() {
         let (state, access) = setup();
         let mut list = RequestKind::ListGroups(ListGroupsRequest::default());
-        let refused = request(&access, &state, 4, &mut list).expect("served");
+        let refused = request(&access, Some(&ns(&state)), &state, 4, &mut list).expect("served");
         let groups = ["billing", "audit"].map(|g| ListedGroup::default().with_group_id(GroupId(name(g))));
         let mut response = ResponseKind::ListGroups(ListGroupsResponse::default().with_groups(groups.to_vec()));
-        complete(&access, &state, refused, &mut response);
+        complete(&access, Some(&ns(&state)), &state, refused, &mut response);
         let ResponseKind::ListGroups(response) = response else { unreachable!() };
         let listed: Vec<&str> = response.groups.iter().map(|g| g.group_id.as_str()).collect();
         assert_eq!(listed, vec!["billing"]);
@@ -861,7 +871,7 @@ mod tests {
             [10, 0, 0, 1].into(),
         );
         let mut fetch = RequestKind::Fetch(FetchRequest::default().with_topics(vec![fetch_topic("payments")]));
-        let refused = request(&root, &state, 12, &mut fetch).expect("served");
+        let refused = request(&root, None, &state, 12, &mut fetch).expect("served");
         assert!(refused.is_empty());
     }
 }

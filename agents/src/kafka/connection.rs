@@ -28,7 +28,7 @@ use super::sasl::{Admission, Principal, Session, Verdict};
 use crate::Agent;
 use crate::access::Access;
 use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
-use crate::quotas::{QuotaKind, TenantThrottle};
+use crate::quotas::{QuotaBuckets, QuotaHolder, QuotaKind};
 
 /// Why a connection was closed by the agent.
 #[derive(Debug, thiserror::Error)]
@@ -331,13 +331,14 @@ async fn start(
         }
         (_, _, request) => {
             let mut finish = Finish {
-                namespace: principal.map(|p| Namespace::of(&p.tenant)),
+                namespace: principal.map(|p| p.namespace.clone()),
                 tenant: principal.map(|p| p.tenant.clone()),
                 ..Finish::default()
             };
             let mut request = request;
             if let Some(access) = access {
-                match authorize::request(&access, &agent.metadata.read(), header.request_api_version, &mut request) {
+                let (state, ns) = (&agent.metadata.read(), finish.namespace.as_ref());
+                match authorize::request(&access, ns, state, header.request_api_version, &mut request) {
                     Ok(refused) => finish.refused = Some((access, refused)),
                     // An acks=0 producer reads no answers, even refusals.
                     Err(_) if matches!(&request, RequestKind::Produce(p) if p.acks == 0) => {
@@ -347,17 +348,21 @@ async fn start(
                 }
             }
             if let Some(tenant) = &finish.tenant {
-                let share = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Requests);
+                let share =
+                    QuotaBuckets::share(&agent.metadata.read(), QuotaHolder::Tenant(tenant), QuotaKind::Requests);
                 if let Some(rate) = share {
                     let now = std::time::Instant::now();
-                    finish.throttle = agent.quotas.charge(tenant, QuotaKind::Requests, rate, 1, now);
+                    finish.throttle =
+                        agent.quotas.charge(QuotaHolder::Tenant(tenant), QuotaKind::Requests, rate, 1, now);
                 }
             }
             if let (Some(tenant), RequestKind::Produce(produce)) = (&finish.tenant, &request) {
-                let share = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Produce);
+                let share =
+                    QuotaBuckets::share(&agent.metadata.read(), QuotaHolder::Tenant(tenant), QuotaKind::Produce);
                 if let Some(rate) = share {
                     let now = std::time::Instant::now();
-                    let held = agent.quotas.charge(tenant, QuotaKind::Produce, rate, frame_bytes, now);
+                    let held =
+                        agent.quotas.charge(QuotaHolder::Tenant(tenant), QuotaKind::Produce, rate, frame_bytes, now);
                     finish.throttle = finish.throttle.max(held);
                 }
                 if produce.acks == 0 && !finish.throttle.is_zero() {
@@ -371,7 +376,10 @@ async fn start(
                 None => Ok(()),
             };
             let reply = match scoped {
-                Ok(()) => dispatch::start(agent, header, request, peer, lane, finish.tenant.as_deref()).await,
+                Ok(()) => {
+                    let key = finish.namespace.as_ref().map(Namespace::key);
+                    dispatch::start(agent, header, request, peer, lane, key).await
+                }
                 Err(answer) => Reply::Now(answer),
             };
             (reply, finish)
@@ -396,11 +404,18 @@ fn quota_throttle(
             held
         }
         ResponseKind::Fetch(r) => {
-            let Some(rate) = TenantThrottle::share(&agent.metadata.read(), tenant, QuotaKind::Fetch) else {
+            let Some(rate) = QuotaBuckets::share(&agent.metadata.read(), QuotaHolder::Tenant(tenant), QuotaKind::Fetch)
+            else {
                 return held;
             };
             let bytes = r.compute_size(version).unwrap_or(0) as u64;
-            let throttle = agent.quotas.charge(tenant, QuotaKind::Fetch, rate, bytes, std::time::Instant::now());
+            let throttle = agent.quotas.charge(
+                QuotaHolder::Tenant(tenant),
+                QuotaKind::Fetch,
+                rate,
+                bytes,
+                std::time::Instant::now(),
+            );
             let throttle = throttle.max(held);
             r.throttle_time_ms = r.throttle_time_ms.max(millis(throttle));
             throttle
@@ -451,7 +466,7 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
             namespace::unscope_response(ns, &mut response);
         }
         if let Some((access, refused)) = finish.refused {
-            authorize::complete(&access, &agent.metadata.read(), refused, &mut response);
+            authorize::complete(&access, finish.namespace.as_ref(), &agent.metadata.read(), refused, &mut response);
         }
         let throttle = match &finish.tenant {
             Some(tenant) => quota_throttle(&agent, tenant, finish.throttle, request.version, &mut response),

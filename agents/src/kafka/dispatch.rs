@@ -129,6 +129,7 @@ pub(super) async fn start(
     request: RequestKind,
     peer: std::net::SocketAddr,
     lane: &mut api::groups::CommitLane,
+    // The caller's namespace key (`floe_metadata::namespace`), which its producer ids are bound to.
     tenant: Option<&str>,
 ) -> Reply {
     let version = header.request_api_version;

@@ -339,6 +339,9 @@ mod tests {
     fn state_with(topics: &[(&str, Uuid)]) -> State {
         let mut state = State::default();
         let _ = state.apply(1, Command::InitCluster { cluster_id: "c".into() });
+        for (i, tenant) in ["acme", "globex"].into_iter().enumerate() {
+            state.apply(2 + i as u64, Command::CreateTenant { name: tenant.into(), now_ms: 0 }).expect("tenant");
+        }
         for (i, (name, id)) in topics.iter().enumerate() {
             let create = Command::CreateTopic {
                 name: (*name).into(),
@@ -346,7 +349,7 @@ mod tests {
                 partition_count: 1,
                 configs: Default::default(),
             };
-            state.apply(2 + i as u64, create).expect("topic created");
+            state.apply(4 + i as u64, create).expect("topic created");
         }
         state
     }
@@ -354,8 +357,8 @@ mod tests {
     #[test]
     fn another_tenants_topic_id_becomes_unknown_and_names_are_scoped() {
         let (mine, theirs) = (Uuid::new_v4(), Uuid::new_v4());
-        let state = state_with(&[("acme~orders", mine), ("globex~orders", theirs)]);
-        let acme = Namespace::of("acme");
+        let state = state_with(&[("acme#1~orders", mine), ("globex#2~orders", theirs)]);
+        let acme = Namespace::of("acme#1");
         let topic = |name: &str, id| {
             FetchTopic::default().with_topic(TopicName(StrBytes::from_string(name.into()))).with_topic_id(id)
         };
@@ -363,7 +366,7 @@ mod tests {
             RequestKind::Fetch(FetchRequest::default().with_topics(vec![topic("orders", mine), topic("", theirs)]));
         scope_request(&acme, &state, &mut request).expect("scoped");
         let RequestKind::Fetch(fetch) = request else { unreachable!() };
-        assert_eq!(fetch.topics[0].topic.as_str(), "acme~orders");
+        assert_eq!(fetch.topics[0].topic.as_str(), "acme#1~orders");
         assert_eq!(fetch.topics[0].topic_id, mine, "its own topic id stays");
         assert_eq!(fetch.topics[1].topic_id, Uuid::nil(), "another tenant's topic id is made unknown");
         assert_eq!(fetch.topics[1].topic.as_str(), "", "an empty name stays empty");
@@ -381,12 +384,12 @@ mod tests {
             TransactionState::default().with_transactional_id(TransactionalId(StrBytes::from_string(id.into())))
         };
         let listed = ListTransactionsResponse::default().with_transaction_states(vec![
-            txn("acme~writer"),
-            txn("globex~writer"),
+            txn("acme#1~writer"),
+            txn("globex#2~writer"),
             txn("acmewriter"),
         ]);
         let mut response = ResponseKind::ListTransactions(listed);
-        unscope_response(&Namespace::of("acme"), &mut response);
+        unscope_response(&Namespace::of("acme#1"), &mut response);
         let ResponseKind::ListTransactions(listed) = response else { unreachable!() };
         let ids: Vec<&str> = listed.transaction_states.iter().map(|t| t.transactional_id.as_str()).collect();
         assert_eq!(ids, vec!["writer"]);
@@ -401,7 +404,7 @@ mod tests {
         let mut request = RequestKind::IncrementalAlterConfigs(
             IncrementalAlterConfigsRequest::default().with_resources(vec![broker]),
         );
-        let answer = scope_request(&Namespace::of("acme"), &State::default(), &mut request).expect_err("refused");
+        let answer = scope_request(&Namespace::of("acme#1"), &State::default(), &mut request).expect_err("refused");
         let ResponseKind::IncrementalAlterConfigs(response) = *answer else { panic!("wrong answer {answer:?}") };
         assert_eq!(response.responses[0].error_code, ResponseError::ClusterAuthorizationFailed.code());
     }

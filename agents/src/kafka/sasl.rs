@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use floe_auth::AuthError;
 use floe_auth::scram::{ScramServer, decoy_salt};
-use floe_metadata::{ScramMechanism, State};
+use floe_metadata::{Namespace, ScramMechanism, State};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
@@ -61,6 +61,9 @@ pub struct SaslConfig {
 pub struct Principal {
     pub user: String,
     pub tenant: String,
+    /// The tenant's namespace as it was at authentication: a tenant created again under the
+    /// same name has another, so a re-authentication then fails.
+    pub namespace: Namespace,
 }
 
 #[derive(Debug)]
@@ -176,7 +179,8 @@ impl Session {
     /// Records the principal; a re-authentication must be the same user.
     fn authenticated(&mut self, user: String, state: &State) -> Result<i64, AuthError> {
         let tenant = state.users.get(&user).map(|u| u.tenant.clone()).ok_or(AuthError::Failed)?;
-        let principal = Principal { user, tenant };
+        let namespace = state.tenant_namespace(&tenant).ok_or(AuthError::Failed)?;
+        let principal = Principal { user, tenant, namespace };
         if self.principal.as_ref().is_some_and(|p| *p != principal) {
             return Err(AuthError::Failed);
         }
@@ -221,7 +225,8 @@ impl Session {
 /// What identifies this incarnation of `principal` in `state`, if it still exists there.
 fn incarnation(principal: &Principal, state: &State) -> Option<(i64, Vec<Vec<u8>>)> {
     let user = state.users.get(&principal.user).filter(|u| u.tenant == principal.tenant)?;
-    let tenant = state.tenants.get(&principal.tenant)?;
+    let tenant =
+        state.tenants.get(&principal.tenant).filter(|t| t.namespace(&principal.tenant) == principal.namespace)?;
     Some((tenant.created_ms, user.scram.values().map(|c| c.salt.clone()).collect()))
 }
 

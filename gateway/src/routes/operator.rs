@@ -52,6 +52,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/tenants/{tenant}/api-keys", post(create_api_key))
         .route("/v1/admin/users/{user}", delete(delete_user))
         .route("/v1/admin/api-keys/{key_id}", delete(delete_api_key))
+        .route("/v1/admin/api-keys/{key_id}/quotas", put(set_api_key_quotas))
         .layer(axum::middleware::from_fn_with_state((agent.clone(), Arc::new(token)), require_operator))
         .with_state(agent)
 }
@@ -253,6 +254,35 @@ async fn create_api_key(
             .map_err(HttpError::unprocessable)?;
     propose(&agent, command).await?;
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "key_id": key_id, "token": token }))).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyQuotas {
+    #[serde(default)]
+    produce_bytes_per_sec: Option<u64>,
+    #[serde(default)]
+    fetch_bytes_per_sec: Option<u64>,
+    #[serde(default)]
+    requests_per_sec: Option<u64>,
+}
+
+/// Replaces an API key's own rate quotas (those left out: none of its own); its tenant's apply
+/// as well.
+async fn set_api_key_quotas(
+    State(agent): State<Arc<Agent>>,
+    Path(key_id): Path<String>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<StatusCode, HttpError> {
+    let q: KeyQuotas = json_body(&headers, &body)?;
+    let quotas = floe_metadata::ApiKeyQuotas {
+        produce_bytes_per_sec: q.produce_bytes_per_sec,
+        fetch_bytes_per_sec: q.fetch_bytes_per_sec,
+        requests_per_sec: q.requests_per_sec,
+    };
+    propose(&agent, Command::SetApiKeyQuotas { key_id, quotas }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn delete_api_key(State(agent): State<Arc<Agent>>, Path(key_id): Path<String>) -> Result<StatusCode, HttpError> {

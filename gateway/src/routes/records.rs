@@ -184,7 +184,8 @@ async fn write_whole(
     let (producer, keyless) = match key {
         Some(key) => {
             let stored = target.scope.stored(key);
-            let producer = key_producer(agent, &stored, target.scope.tenant(), &target.topic.name, bytes).await?;
+            let producer =
+                key_producer(agent, &stored, target.scope.namespace_key(), &target.topic.name, bytes).await?;
             (Some(producer), partitioner::partition_for_key(key.as_bytes(), target.topic.partition_count))
         }
         None => (None, next_keyless(&target.topic)),
@@ -212,7 +213,7 @@ fn next_keyless(topic: &TopicTarget) -> i32 {
 }
 
 /// The producer an idempotency key writes as (the same on every retry of the same request),
-/// owned by the key's `tenant`.
+/// bound to the caller's namespace key `tenant`.
 async fn key_producer(
     agent: &Agent,
     key: &str,

@@ -93,14 +93,17 @@ fn encode(record: &LogRecord) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Reads whole, valid records; returns them and the byte length of the valid prefix.
-fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64)> {
+/// Reads whole, valid records; returns them, the byte length of the valid prefix and the file's
+/// format version.
+fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64, u32)> {
     let mut reader = match File::open(path) {
         Ok(file) => BufReader::new(file),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), 0, crate::FORMAT_VERSION)),
         Err(e) => return Err(e),
     };
     let (mut records, mut valid) = (Vec::new(), 0u64);
+    // Until its first record says otherwise, a file is format 1.
+    let mut version = 1;
     loop {
         let mut header = [0u8; 8];
         if reader.read_exact(&mut header).is_err() {
@@ -115,19 +118,20 @@ fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64)> {
         if reader.read_exact(&mut payload).is_err() || crc32c::crc32c(&payload) != crc {
             break;
         }
-        let Ok(record) = postcard::from_bytes(&payload) else { break };
+        let Ok(record) = crate::state::format1::decoding(version, || postcard::from_bytes(&payload)) else { break };
+        if let (true, LogRecord::Format(v)) = (records.is_empty(), &record) {
+            version = *v;
+        }
         records.push(record);
         valid += 8 + len as u64;
     }
-    Ok((records, valid))
+    Ok((records, valid, version))
 }
 
 impl FileLogStore {
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
-        let (records, valid) = read_records(path)?;
-        if let Some(LogRecord::Format(version)) = records.first()
-            && *version > crate::FORMAT_VERSION
-        {
+        let (records, valid, version) = read_records(path)?;
+        if version > crate::FORMAT_VERSION {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{}: format {version}, newer than this Floe reads", path.display()),
@@ -146,6 +150,9 @@ impl FileLogStore {
         let mut log = LogFile { path: path.to_owned(), file, bytes: valid, contents };
         if valid == 0 {
             log.write(LogRecord::Format(crate::FORMAT_VERSION))?;
+        } else if version < crate::FORMAT_VERSION {
+            // Entries appended from now on are in this format: the file says so first.
+            log.rewrite()?;
         }
         Ok(Self { inner: Arc::new(Mutex::new(log)) })
     }
@@ -175,6 +182,10 @@ impl LogFile {
         if self.bytes < REWRITE_BYTES_MIN {
             return Ok(());
         }
+        self.rewrite()
+    }
+
+    fn rewrite(&mut self) -> io::Result<()> {
         let tmp = self.path.with_extension("rewrite");
         let mut out = File::create(&tmp)?;
         let mut bytes = 0u64;
@@ -271,5 +282,28 @@ impl RaftLogStorage<TypeConfig> for FileLogStore {
         let mut inner = self.inner.lock().await;
         inner.write(LogRecord::Purge(log_id)).map_err(write_error)?;
         inner.maybe_rewrite().map_err(write_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log file of an earlier format is rewritten as this one when opened, keeping what is
+    /// live, so entries appended afterwards are never read back as the old format.
+    #[test]
+    fn a_log_of_format_1_is_rewritten_in_this_format_when_opened() {
+        let dir = std::env::temp_dir().join(format!("floe-log-format-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("raft-log");
+        let committed = Some(LogId::new(openraft::CommittedLeaderId::new(2, 1), 7));
+        // Format 1 files began without a format record.
+        fs::write(&path, encode(&LogRecord::Committed(committed)).expect("encode")).expect("write");
+        drop(FileLogStore::open(&path).expect("open"));
+        let (records, _, version) = read_records(&path).expect("read");
+        assert_eq!(version, crate::FORMAT_VERSION);
+        assert!(matches!(records.first(), Some(LogRecord::Format(v)) if *v == crate::FORMAT_VERSION));
+        assert!(records.iter().any(|r| matches!(r, LogRecord::Committed(c) if *c == committed)));
+        fs::remove_dir_all(&dir).expect("clean up");
     }
 }

@@ -46,6 +46,46 @@ struct SnapshotBody {
     last_membership: StoredMembership<NodeId, BasicNode>,
 }
 
+/// [`SnapshotBody`] as format 1 encoded it.
+#[derive(Deserialize)]
+struct SnapshotBodyV1 {
+    state: crate::state::format1::StateV1,
+    last_applied: Option<LogId<NodeId>>,
+    last_membership: StoredMembership<NodeId, BasicNode>,
+}
+
+/// A snapshot body (what peers send each other, and the `raft-snapshot` file holds) starts with
+/// `FLOESNB` and the format version's digit, from format 2 on; format 1 bodies have no magic.
+const BODY_MAGIC: [u8; 7] = *b"FLOESNB";
+
+fn encode_body(body: &SnapshotBody) -> io::Result<Vec<u8>> {
+    let mut bytes = BODY_MAGIC.to_vec();
+    bytes.push(b'0' + crate::FORMAT_VERSION as u8);
+    postcard::to_extend(body, bytes).map_err(io::Error::other)
+}
+
+fn decode_body(bytes: &[u8]) -> io::Result<SnapshotBody> {
+    let invalid = |e: postcard::Error| io::Error::new(io::ErrorKind::InvalidData, format!("raft snapshot body: {e}"));
+    match bytes.split_first_chunk::<8>() {
+        Some((magic, rest)) if magic[..7] == BODY_MAGIC => {
+            let version = u32::from(magic[7].wrapping_sub(b'0'));
+            if !(2..=crate::FORMAT_VERSION).contains(&version) {
+                let why = format!("raft snapshot body: format {version}, which this Floe does not read");
+                return Err(io::Error::new(io::ErrorKind::InvalidData, why));
+            }
+            postcard::from_bytes(rest).map_err(invalid)
+        }
+        _ => {
+            let v1: SnapshotBodyV1 = postcard::from_bytes(bytes).map_err(invalid)?;
+            Ok(SnapshotBody {
+                state: v1.state.into(),
+                last_applied: v1.last_applied,
+                last_membership: v1.last_membership,
+            })
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Applied {
     last_applied: Option<LogId<NodeId>>,
@@ -68,7 +108,7 @@ pub(crate) struct StateMachine {
 
 /// The `raft-snapshot` file: `FLOERSN` and the format version's digit ([`crate::FORMAT_VERSION`]),
 /// then `crc32c (u32 LE) | postcard (meta, body)`.
-const SNAPSHOT_MAGIC: [u8; 8] = *b"FLOERSN1";
+const SNAPSHOT_MAGIC: [u8; 8] = *b"FLOERSN2";
 
 fn write_snapshot_file(dir: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, body: &[u8]) -> io::Result<()> {
     let payload = postcard::to_stdvec(&(meta, body)).map_err(io::Error::other)?;
@@ -118,8 +158,9 @@ impl StateMachine {
         let mut applied = Applied::default();
         let mut state = State::default();
         if let Some((meta, body)) = read_snapshot_file(dir)? {
-            let decoded: SnapshotBody = postcard::from_bytes(&body)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("raft snapshot body: {e}")))?;
+            let decoded = decode_body(&body)?;
+            // Kept in this format, since it is what peers are sent.
+            let body = encode_body(&decoded)?;
             state = decoded.state;
             applied.last_applied = decoded.last_applied;
             applied.last_membership = decoded.last_membership;
@@ -167,7 +208,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         let written = self.snapshot_file.clone();
         let file_meta = meta.clone();
         let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
-            let bytes = postcard::to_stdvec(&body).map_err(io::Error::other)?;
+            let bytes = encode_body(&body)?;
             // A snapshot installed meanwhile is newer: leave its file in place.
             let mut newest = written.lock().unwrap_or_else(|p| p.into_inner());
             if *newest < file_meta.last_log_id {
@@ -243,8 +284,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();
-        let body: SnapshotBody =
-            postcard::from_bytes(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        let body = decode_body(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         {
             let mut newest = self.snapshot_file.lock().unwrap_or_else(|p| p.into_inner());
             write_snapshot_file(&self.dir, meta, &bytes)
@@ -267,5 +307,29 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .current_snapshot
             .clone()
             .map(|(meta, bytes)| Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot body of format 1 (no magic; the golden file's state) still reads, and one
+    /// written now reads back as written.
+    #[test]
+    fn snapshot_bodies_of_format_1_and_2_decode() {
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-v1.snap");
+        let archived = fs::read(golden).expect("the golden state file");
+        let state = crate::archive::decode_state(&archived).expect("format 1 state");
+        let last_applied = Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index));
+        let membership = StoredMembership::<NodeId, BasicNode>::default();
+        let mut v1 = archived[12..].to_vec();
+        v1.extend(postcard::to_stdvec(&(last_applied, &membership)).expect("encode"));
+        let body = decode_body(&v1).expect("a format 1 body");
+        assert_eq!((&body.state, body.last_applied), (&state, last_applied));
+        let v2 = encode_body(&body).expect("encode");
+        assert!(v2.starts_with(b"FLOESNB2"));
+        let again = decode_body(&v2).expect("a format 2 body");
+        assert_eq!((again.state, again.last_applied), (state, last_applied));
     }
 }

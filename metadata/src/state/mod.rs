@@ -7,6 +7,7 @@
 mod acls;
 mod cleaning;
 mod compaction;
+pub(crate) mod format1;
 mod groups;
 mod idempotency;
 mod jobs;
@@ -24,7 +25,7 @@ pub use groups::{
 pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
 pub use security::{
-    ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
+    ApiKeyQuotas, ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
 };
 pub use topics::validate_topic_name;
 pub use transactions::{
@@ -94,6 +95,10 @@ pub struct State {
     /// The key SCRAM decoy salts are derived from (`InitScramDecoyKey`); empty until then.
     /// Never leaves the cluster: agents hold it in their mirrors, no API answers with it.
     pub scram_decoy_key: Vec<u8>,
+    /// The id the last tenant created got (format 2); ids are never reused.
+    pub last_tenant_id: u64,
+    /// Rate quotas of API keys that have their own, by key id (format 2).
+    pub api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
 }
 
 /// An agent as the cluster knows it.
@@ -312,6 +317,7 @@ impl State {
             Command::CreateAcls { tenant, bindings } => self.create_acls(tenant, bindings),
             Command::DeleteAcls { tenant, filters } => self.delete_acls(&tenant, &filters),
             Command::SetTenantCorsOrigins { tenant, origins } => self.set_tenant_cors_origins(&tenant, origins),
+            Command::SetApiKeyQuotas { key_id, quotas } => self.set_api_key_quotas(&key_id, quotas),
             Command::UpsertScramCredential { user, tenant, mechanism, credential } => {
                 self.upsert_scram_credential(user, tenant, mechanism, credential)
             }

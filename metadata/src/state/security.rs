@@ -20,6 +20,29 @@ pub struct TenantRecord {
     /// Origins browsers may call the HTTP API from with this tenant's API keys (CORS), besides
     /// the agents' own `--http-cors-origin`s; `*` is any.
     pub cors_origins: Vec<String>,
+    /// Never reused (from [`State::last_tenant_id`]); 0 for tenants created before format 2.
+    /// Part of the namespace key, so a tenant created again under this name starts in another
+    /// namespace.
+    pub id: u64,
+    /// Producer ids bound to this tenant: kept with the producers table, so the tenant's share
+    /// of it is checked without a scan.
+    pub producer_ids: u64,
+}
+
+impl TenantRecord {
+    /// This tenant's namespace; `name` is the tenant's name.
+    pub fn namespace(&self, name: &str) -> crate::namespace::Namespace {
+        crate::namespace::Namespace::of(&crate::namespace::namespace_key(name, self.id))
+    }
+}
+
+/// Rate quotas of one HTTP API key, within its tenant's: a provider with a fleet of devices under
+/// one tenant holds each device's key to its own share. `None` is unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeyQuotas {
+    pub produce_bytes_per_sec: Option<u64>,
+    pub fetch_bytes_per_sec: Option<u64>,
+    pub requests_per_sec: Option<u64>,
 }
 
 /// What one tenant may use across the cluster; `None` is unlimited.
@@ -193,7 +216,41 @@ impl State {
         if self.tenants.len() >= TENANT_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {TENANT_COUNT_MAX} tenants")));
         }
-        self.tenants.insert(name, TenantRecord { created_ms: now_ms, ..TenantRecord::default() });
+        self.last_tenant_id += 1;
+        let id = self.last_tenant_id;
+        self.tenants.insert(name, TenantRecord { created_ms: now_ms, id, ..TenantRecord::default() });
+        Ok(Outcome::Done)
+    }
+
+    /// The namespace of tenant `name`, if the cluster has it.
+    pub fn tenant_namespace(&self, name: &str) -> Option<crate::namespace::Namespace> {
+        self.tenants.get(name).map(|t| t.namespace(name))
+    }
+
+    /// The tenant whose namespace key is `key`: `None` for a key of a deleted tenant, even when
+    /// a tenant of the same name exists now.
+    pub fn tenant_of_key<'a>(&self, key: &'a str) -> Option<(&'a str, &TenantRecord)> {
+        let (name, id) = crate::namespace::parse_key(key)?;
+        self.tenants.get(name).filter(|t| t.id == id).map(|t| (name, t))
+    }
+
+    /// The tenant owning the stored topic name `stored`, if the cluster has it.
+    fn topic_tenant<'a>(&self, stored: &'a str) -> Option<(&'a str, &TenantRecord)> {
+        self.tenant_of_key(crate::namespace::key_of(stored)?)
+    }
+
+    pub(super) fn set_api_key_quotas(&mut self, key_id: &str, quotas: ApiKeyQuotas) -> Result<Outcome, CommandError> {
+        if [quotas.produce_bytes_per_sec, quotas.fetch_bytes_per_sec, quotas.requests_per_sec].contains(&Some(0)) {
+            return Err(CommandError::InvalidCredential("a rate quota is at least 1 per second".into()));
+        }
+        if !self.api_keys.contains_key(key_id) {
+            return Err(CommandError::CredentialNotFound(format!("API key {key_id:?}")));
+        }
+        if quotas == ApiKeyQuotas::default() {
+            self.api_key_quotas.remove(key_id);
+        } else {
+            self.api_key_quotas.insert(key_id.to_owned(), quotas);
+        }
         Ok(Outcome::Done)
     }
 
@@ -234,24 +291,26 @@ impl State {
     /// The tenant a stored topic name, group id or transactional id belongs to, if the cluster
     /// has that tenant.
     pub(super) fn owning_tenant<'a>(&self, stored: &'a str) -> Option<&'a str> {
-        let (tenant, _) = stored.split_once(crate::namespace::SEPARATOR)?;
-        self.tenants.contains_key(tenant).then_some(tenant)
+        let (key, _) = stored.split_once(crate::namespace::SEPARATOR)?;
+        self.tenant_of_key(key).map(|(name, _)| name)
     }
 
     /// Refuses one more entry of `table` for `tenant` if it holds its share already.
     pub(super) fn check_table_quota(&self, tenant: &str, table: TenantTable) -> Result<(), CommandError> {
         let Some(record) = self.tenants.get(tenant) else { return Ok(()) };
         let max = record.quotas.table_limit(table);
-        let prefix = format!("{tenant}{}", crate::namespace::SEPARATOR);
-        let in_namespace = |name: &String| name.starts_with(&prefix);
+        let ns = record.namespace(tenant);
+        let prefix = ns.prefix();
+        let in_namespace = |name: &String| ns.owns(name);
         let used = match table {
-            TenantTable::Topics => self.topic_ids.range(prefix.clone()..).take_while(|(n, _)| in_namespace(n)).count(),
-            TenantTable::Groups => self.groups.range(prefix.clone()..).take_while(|(n, _)| in_namespace(n)).count(),
-            TenantTable::TransactionalIds => {
-                self.transactions.range(prefix.clone()..).take_while(|(n, _)| in_namespace(n)).count()
+            TenantTable::Topics => {
+                self.topic_ids.range(prefix.to_owned()..).take_while(|(n, _)| in_namespace(n)).count()
             }
-            // Producers are keyed by id: a scan, once per new producer id.
-            TenantTable::ProducerIds => self.producers.values().filter(|p| p.tenant.as_deref() == Some(tenant)).count(),
+            TenantTable::Groups => self.groups.range(prefix.to_owned()..).take_while(|(n, _)| in_namespace(n)).count(),
+            TenantTable::TransactionalIds => {
+                self.transactions.range(prefix.to_owned()..).take_while(|(n, _)| in_namespace(n)).count()
+            }
+            TenantTable::ProducerIds => record.producer_ids as usize,
             TenantTable::Acls => self.acls.get(tenant).map_or(0, |b| b.len()),
         } as u64;
         if used >= max {
@@ -264,9 +323,9 @@ impl State {
     }
 
     pub(super) fn check_partition_quota(&self, stored_name: &str, added: usize) -> Result<(), CommandError> {
-        let Some((tenant, _)) = stored_name.split_once(crate::namespace::SEPARATOR) else { return Ok(()) };
-        let Some(max) = self.tenants.get(tenant).and_then(|t| t.quotas.partitions) else { return Ok(()) };
-        let ns = crate::namespace::Namespace::of(tenant);
+        let Some((tenant, record)) = self.topic_tenant(stored_name) else { return Ok(()) };
+        let Some(max) = record.quotas.partitions else { return Ok(()) };
+        let ns = record.namespace(tenant);
         let used: usize = self.topics.values().filter(|t| ns.owns(&t.name)).map(|t| t.partitions.len()).sum();
         if used + added > max as usize {
             return Err(CommandError::QuotaExceeded(format!(
@@ -278,8 +337,9 @@ impl State {
 
     /// Bytes stored in the partitions of `tenant`'s topics.
     pub fn tenant_stored_bytes(&self, tenant: &str) -> u64 {
-        let prefix = format!("{tenant}{}", crate::namespace::SEPARATOR);
-        let topics = self.topic_ids.range(prefix.clone()..).take_while(|(name, _)| name.starts_with(&prefix));
+        let Some(ns) = self.tenant_namespace(tenant) else { return 0 };
+        let prefix = ns.prefix();
+        let topics = self.topic_ids.range(prefix.to_owned()..).take_while(|(name, _)| ns.owns(name));
         let partitions = topics.filter_map(|(_, id)| self.topics.get(id)).flat_map(|t| &t.partitions);
         partitions.map(|p| p.index_bytes).sum()
     }
@@ -288,23 +348,27 @@ impl State {
     /// quota. Checked by agents before they append, so a quota may be passed by what is in
     /// flight at that moment.
     pub fn storage_quota_exceeded(&self, stored_name: &str) -> Option<String> {
-        let (tenant, _) = stored_name.split_once(crate::namespace::SEPARATOR)?;
-        let max = self.tenants.get(tenant)?.quotas.storage_bytes?;
+        let (tenant, record) = self.topic_tenant(stored_name)?;
+        let max = record.quotas.storage_bytes?;
         let used = self.tenant_stored_bytes(tenant);
         (used >= max).then(|| format!("tenant {tenant:?} stores {used} bytes of its {max}-byte storage quota"))
     }
 
     /// Deletes a tenant with everything in its namespace: users, API keys, ACLs, topics (their
     /// objects lose their references and are collected), groups, transactions and idempotency
-    /// keys. A tenant created again under the same name starts empty.
+    /// keys, producer ids. A tenant created again under the same name starts empty, in a
+    /// namespace of its own.
     pub(super) fn delete_tenant(&mut self, name: &str) -> Result<Outcome, CommandError> {
-        if self.tenants.remove(name).is_none() {
+        let Some(record) = self.tenants.remove(name) else {
             return Err(CommandError::CredentialNotFound(format!("tenant {name:?}")));
-        }
+        };
         self.users.retain(|_, u| u.tenant != name);
-        self.api_keys.retain(|_, k| k.tenant != name);
+        let api_keys = &mut self.api_keys;
+        self.api_key_quotas.retain(|id, _| api_keys.get(id).is_some_and(|k| k.tenant != name));
+        api_keys.retain(|_, k| k.tenant != name);
         self.acls.remove(name);
-        let ns = crate::namespace::Namespace::of(name);
+        let ns = record.namespace(name);
+        self.producers.retain(|_, p| p.tenant.as_deref() != Some(ns.key()));
         let topics: Vec<String> = self.topic_ids.keys().filter(|t| ns.owns(t)).cloned().collect();
         for topic in topics {
             self.delete_topic(&topic)?;
@@ -364,7 +428,9 @@ impl State {
         if self.users.remove(user).is_none() {
             return Err(CommandError::CredentialNotFound(format!("user {user:?}")));
         }
-        self.api_keys.retain(|_, k| k.user != user);
+        let api_keys = &mut self.api_keys;
+        self.api_key_quotas.retain(|id, _| api_keys.get(id).is_some_and(|k| k.user != user));
+        api_keys.retain(|_, k| k.user != user);
         Ok(Outcome::Done)
     }
 
@@ -412,6 +478,7 @@ impl State {
     }
 
     pub(super) fn delete_api_key(&mut self, key_id: &str) -> Result<Outcome, CommandError> {
+        self.api_key_quotas.remove(key_id);
         self.api_keys
             .remove(key_id)
             .map(|_| Outcome::Done)
@@ -491,7 +558,7 @@ mod tests {
             credential: short,
         };
         assert!(state.apply(15, bad).is_err());
-        for (i, topic) in ["acme~orders", "globex~orders"].into_iter().enumerate() {
+        for (i, topic) in ["acme#1~orders", "globex#2~orders"].into_iter().enumerate() {
             let create = Command::CreateTopic {
                 name: topic.into(),
                 topic_id: uuid::Uuid::from_u128(i as u128 + 1),
@@ -503,10 +570,60 @@ mod tests {
         assert_eq!(state.apply(22, Command::DeleteTenant { name: "acme".into() }), Ok(Outcome::Done));
         assert!(!state.users.contains_key("alice") && !state.api_keys.contains_key("k1"));
         let topics: Vec<&String> = state.topic_ids.keys().collect();
-        assert_eq!(topics, vec!["globex~orders"], "the tenant's topics go with it, no one else's");
+        assert_eq!(topics, vec!["globex#2~orders"], "the tenant's topics go with it, no one else's");
         assert!(state.users.contains_key("bob") && state.api_keys.contains_key("k2"));
         assert_eq!(state.apply(23, Command::DeleteUser { user: "bob".into() }), Ok(Outcome::Done));
         assert!(state.api_keys.is_empty(), "a deleted user's keys go with it");
         assert!(state.apply(24, Command::DeleteApiKey { key_id: "k2".into() }).is_err());
+    }
+
+    #[test]
+    fn a_tenant_created_again_gets_a_namespace_of_its_own() {
+        let mut state = State::default();
+        let topic = |name: &str, id: u128| Command::CreateTopic {
+            name: name.into(),
+            topic_id: uuid::Uuid::from_u128(id),
+            partition_count: 1,
+            configs: Default::default(),
+        };
+        let init = |key: &str| Command::InitProducerId {
+            transactional_id: None,
+            transaction_timeout_ms: 10_000,
+            expected: None,
+            now_ms: 0,
+            tenant: Some(key.into()),
+        };
+        let commands = [
+            Command::CreateTenant { name: "acme".into(), now_ms: 1 },
+            user("alice", "acme", ScramMechanism::Sha256),
+            key("k1", "acme", "alice"),
+            Command::SetApiKeyQuotas {
+                key_id: "k1".into(),
+                quotas: ApiKeyQuotas { requests_per_sec: Some(5), ..Default::default() },
+            },
+            topic("acme#1~orders", 1),
+            init("acme#1"),
+            init("acme#1"),
+        ];
+        for (i, c) in commands.into_iter().enumerate() {
+            assert!(state.apply(i as u64 + 1, c).is_ok());
+        }
+        assert_eq!(state.tenants["acme"].producer_ids, 2);
+        assert_eq!(state.api_key_quotas["k1"].requests_per_sec, Some(5));
+        assert_eq!(state.apply(10, Command::DeleteTenant { name: "acme".into() }), Ok(Outcome::Done));
+        assert!(state.producers.is_empty() && state.api_key_quotas.is_empty(), "its producers and key quotas go");
+        assert_eq!(state.apply(11, Command::CreateTenant { name: "acme".into(), now_ms: 2 }), Ok(Outcome::Done));
+        assert_eq!(state.tenants["acme"].id, 2, "ids are never reused");
+        assert_eq!(state.tenant_namespace("acme").map(|ns| ns.key().to_owned()), Some("acme#2".into()));
+        // What a session of the deleted tenant might still send lands nowhere.
+        assert!(matches!(state.apply(12, topic("acme#1~orders", 2)), Err(CommandError::InvalidTopicName { .. })));
+        assert!(matches!(state.apply(13, init("acme#1")), Err(CommandError::CredentialNotFound(_))));
+        assert!(state.tenant_of_key("acme#1").is_none() && state.tenant_of_key("acme").is_none());
+        assert!(matches!(state.apply(14, topic("acme#2~orders", 3)), Ok(Outcome::TopicCreated { .. })));
+        assert!(state.apply(15, init("acme#2")).is_ok());
+        assert_eq!(state.tenants["acme"].producer_ids, 1, "the new tenant starts its count again");
+        let zero = ApiKeyQuotas { fetch_bytes_per_sec: Some(0), ..Default::default() };
+        assert!(state.apply(16, Command::SetApiKeyQuotas { key_id: "k1".into(), quotas: zero }).is_err());
+        crate::state::tests::check_invariants(&state);
     }
 }

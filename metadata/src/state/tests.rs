@@ -60,10 +60,17 @@ pub(super) fn check_invariants(state: &State) {
     for (id, producer) in &state.producers {
         // (Sequences of a deleted topic may outlive it.)
         for topic in producer.partitions.keys().filter_map(|(topic_id, _)| state.topics.get(topic_id)) {
-            let topic_tenant = crate::namespace::tenant_of(&topic.name);
+            let topic_tenant = crate::namespace::key_of(&topic.name);
             assert_eq!(producer.tenant.as_deref(), topic_tenant, "producer {id} wrote to another tenant's topic");
         }
     }
+    for (name, tenant) in &state.tenants {
+        let key = crate::namespace::namespace_key(name, tenant.id);
+        let bound = state.producers.values().filter(|p| p.tenant.as_deref() == Some(key.as_str())).count();
+        assert_eq!(tenant.producer_ids, bound as u64, "tenant {name:?} counts its producer ids");
+        assert!(tenant.id <= state.last_tenant_id, "tenant ids come from last_tenant_id");
+    }
+    assert!(state.api_key_quotas.keys().all(|k| state.api_keys.contains_key(k)), "quotas only of keys");
     for (tenant, bindings) in &state.acls {
         assert!(tenant.is_empty() || state.tenants.contains_key(tenant), "ACLs of unknown tenant {tenant:?}");
         assert!(!bindings.is_empty(), "a tenant without ACLs has no entry");
@@ -245,10 +252,10 @@ fn a_topic_created_again_gets_a_fresh_log() {
     assert_eq!(state.topic_by_name("a").map(|t| t.topic_id), Some(topic_id(1)));
 }
 
-/// The name of generated topic `t`: topic 2 is in tenant0's namespace, so deleting that tenant
-/// deletes it.
+/// The name of generated topic `t`: topic 2 is in the namespace of tenant0 when it is the first
+/// tenant created (id 1), so deleting that tenant deletes it.
 fn arb_topic_name(t: u8) -> String {
-    if t == 2 { "tenant0~t2".into() } else { format!("t{t}") }
+    if t == 2 { "tenant0#1~t2".into() } else { format!("t{t}") }
 }
 
 fn arb_command() -> impl Strategy<Value = Command> {
@@ -306,6 +313,10 @@ fn arb_security_command() -> impl Strategy<Value = Command> {
             record: ApiKeyRecord { tenant, user, secret_sha256: vec![0; 32], created_ms: 0, expires_ms: None },
         }),
         (0u8..2).prop_map(|k| Command::DeleteApiKey { key_id: format!("k{k}") }),
+        ((0u8..2), proptest::option::of(0u64..3)).prop_map(|(k, rate)| Command::SetApiKeyQuotas {
+            key_id: format!("k{k}"),
+            quotas: crate::state::ApiKeyQuotas { requests_per_sec: rate, ..Default::default() },
+        }),
         (tenant.clone(), proptest::collection::vec(arb_acl(), 0..3))
             .prop_map(|(tenant, bindings)| Command::CreateAcls { tenant, bindings }),
         (tenant, proptest::option::of(0u8..2)).prop_map(|(tenant, user)| {
@@ -603,13 +614,13 @@ fn a_tenants_partitions_stay_within_its_quota() {
         partition_count,
         configs: BTreeMap::new(),
     };
-    state.apply(4, create("acme~a", 2)).expect("2 of 3");
-    assert!(matches!(state.apply(5, create("acme~b", 2)), Err(CommandError::QuotaExceeded(_))));
+    state.apply(4, create("acme#1~a", 2)).expect("2 of 3");
+    assert!(matches!(state.apply(5, create("acme#1~b", 2)), Err(CommandError::QuotaExceeded(_))));
     assert!(matches!(
-        state.apply(6, Command::CreatePartitions { name: "acme~a".into(), partition_count: 4 }),
+        state.apply(6, Command::CreatePartitions { name: "acme#1~a".into(), partition_count: 4 }),
         Err(CommandError::QuotaExceeded(_))
     ));
-    state.apply(7, create("acme~b", 1)).expect("3 of 3");
+    state.apply(7, create("acme#1~b", 1)).expect("3 of 3");
     state.apply(8, create("other", 5)).expect("topics outside tenants have no quota");
     let unknown = Command::SetTenantQuotas { tenant: "nobody".into(), quotas: Default::default() };
     assert!(matches!(state.apply(9, unknown), Err(CommandError::CredentialNotFound(_))));
@@ -679,23 +690,23 @@ fn a_tenant_at_its_share_of_a_table_is_refused_and_others_are_not() {
     };
     let refused = |outcome: Result<Outcome, CommandError>| matches!(outcome, Err(CommandError::QuotaExceeded(_)));
     let acl_refused = |outcome: Result<Outcome, CommandError>| matches!(outcome, Ok(Outcome::AclsCreated(r)) if matches!(r[..], [Err(CommandError::QuotaExceeded(_))]));
-    for tenant in ["acme", "globex"] {
-        apply(&mut state, topic(&format!("{tenant}~a"))).expect("a first topic");
-        apply(&mut state, commit(&format!("{tenant}~g1"), &format!("{tenant}~a"))).expect("a first group");
-        apply(&mut state, init(tenant, Some(&format!("{tenant}~t1")))).expect("a first transactional id");
-        apply(&mut state, init(tenant, None)).expect("a second producer id");
+    for (tenant, key) in [("acme", "acme#1"), ("globex", "globex#2")] {
+        apply(&mut state, topic(&format!("{key}~a"))).expect("a first topic");
+        apply(&mut state, commit(&format!("{key}~g1"), &format!("{key}~a"))).expect("a first group");
+        apply(&mut state, init(key, Some(&format!("{key}~t1")))).expect("a first transactional id");
+        apply(&mut state, init(key, None)).expect("a second producer id");
         assert!(matches!(apply(&mut state, acl(tenant)), Ok(Outcome::AclsCreated(r)) if r[0].is_ok()));
     }
-    assert!(refused(apply(&mut state, topic("acme~b"))));
-    assert!(refused(apply(&mut state, commit("acme~g2", "acme~a"))));
-    assert!(refused(apply(&mut state, init("acme", Some("acme~t2")))));
-    assert!(refused(apply(&mut state, init("acme", None))));
+    assert!(refused(apply(&mut state, topic("acme#1~b"))));
+    assert!(refused(apply(&mut state, commit("acme#1~g2", "acme#1~a"))));
+    assert!(refused(apply(&mut state, init("acme#1", Some("acme#1~t2")))));
+    assert!(refused(apply(&mut state, init("acme#1", None))));
     assert!(acl_refused(apply(&mut state, acl("acme"))));
     // globex has the defaults, far above acme's shares.
-    apply(&mut state, topic("globex~b")).expect("globex's own share");
-    apply(&mut state, commit("globex~g2", "globex~a")).expect("globex's own share");
-    apply(&mut state, init("globex", Some("globex~t2"))).expect("globex's own share");
-    apply(&mut state, init("globex", None)).expect("globex's own share");
+    apply(&mut state, topic("globex#2~b")).expect("globex's own share");
+    apply(&mut state, commit("globex#2~g2", "globex#2~a")).expect("globex's own share");
+    apply(&mut state, init("globex#2", Some("globex#2~t2"))).expect("globex's own share");
+    apply(&mut state, init("globex#2", None)).expect("globex's own share");
     assert!(matches!(apply(&mut state, acl("globex")), Ok(Outcome::AclsCreated(r)) if r[0].is_ok()));
     check_invariants(&state);
 }
@@ -708,7 +719,7 @@ fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
     let quotas = crate::state::TenantQuotas { storage_bytes: Some(1000), ..Default::default() };
     state.apply(3, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
     let mut index = 3;
-    for (name, partitions) in [("acme~a", 2), ("acme~b", 1), ("acmex", 1), ("other", 1)] {
+    for (name, partitions) in [("acme#1~a", 2), ("acme#1~b", 1), ("acmex", 1), ("other", 1)] {
         index += 1;
         let create = Command::CreateTopic {
             name: name.into(),
@@ -723,16 +734,16 @@ fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
         let id = state.topic_ids[name];
         state.topics.get_mut(&id).expect("topic").partitions[partition].index_bytes = bytes;
     };
-    store("acme~a", 0, 400);
-    store("acme~a", 1, 300);
-    store("acme~b", 0, 200);
+    store("acme#1~a", 0, 400);
+    store("acme#1~a", 1, 300);
+    store("acme#1~b", 0, 200);
     store("acmex", 0, 5000);
     store("other", 0, 5000);
     assert_eq!(state.tenant_stored_bytes("acme"), 900, "only the tenant's own topics count");
-    assert_eq!(state.storage_quota_exceeded("acme~a"), None);
-    let id = state.topic_ids["acme~b"];
+    assert_eq!(state.storage_quota_exceeded("acme#1~a"), None);
+    let id = state.topic_ids["acme#1~b"];
     state.topics.get_mut(&id).expect("topic").partitions[0].index_bytes = 300;
-    assert!(state.storage_quota_exceeded("acme~a").is_some_and(|why| why.contains("1000")));
+    assert!(state.storage_quota_exceeded("acme#1~a").is_some_and(|why| why.contains("1000")));
     assert_eq!(state.storage_quota_exceeded("other"), None, "topics outside tenants have no quota");
 }
 
@@ -771,7 +782,7 @@ fn golden_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
 }
 
-/// A fixed, varied command sequence: what the golden files of format 1 were made from.
+/// A fixed, varied command sequence: what the golden files of the current format are made from.
 fn golden_commands() -> Vec<Command> {
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
@@ -785,6 +796,12 @@ fn golden_commands() -> Vec<Command> {
             quotas: crate::state::TenantQuotas { produce_bytes_per_sec: Some(1 << 20), ..Default::default() },
         },
         Command::SetTenantCorsOrigins { tenant: "tenant0".into(), origins: vec!["https://app.example".into()] },
+        Command::CreateTopic {
+            name: "tenant0#1~t2".into(),
+            topic_id: topic_id(2),
+            partition_count: 2,
+            configs: BTreeMap::new(),
+        },
     ];
     // Every kind of command, then a stretch without deletions so the final state holds some
     // of everything (topics, groups, tenants, users, keys, ACLs, producers).
@@ -810,16 +827,62 @@ fn golden_commands() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 1: the archive's state and command objects (the Raft
-/// snapshot and log hold the same postcard encodings of `State` and `Command`). These bytes
-/// must keep decoding to what they encode: a change to `State` or `Command` that breaks this
-/// test changes a format, and needs a new format version and a reader for this one (then write
-/// the new version's golden files with `FLOE_WRITE_GOLDEN=1`, keeping these).
+/// The persisted formats as of format 2 (the current one): the archive's state and command
+/// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
+/// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
+/// `Command` that breaks this test changes a format, and needs a new format version and a
+/// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
+/// keeping these).
 #[test]
-fn golden_files_of_format_1_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v1.snap"), golden_dir().join("commands-v1.cmds"));
+fn golden_files_of_format_2_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v2.snap"), golden_dir().join("commands-v2.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let commands = golden_commands();
+        let mut commands = golden_commands();
+        // Then a tenant of format 2 with some of everything, whatever the random part left.
+        let (prefix, _) = run(commands.clone());
+        let key = crate::namespace::namespace_key("golden", prefix.last_tenant_id + 1);
+        let credential = crate::state::ScramCredential {
+            salt: vec![1; 16],
+            iterations: 4096,
+            stored_key: vec![2; 32],
+            server_key: vec![3; 32],
+        };
+        commands.extend([
+            Command::CreateTenant { name: "golden".into(), now_ms: 2 },
+            Command::UpsertScramCredential {
+                user: "golden-user".into(),
+                tenant: "golden".into(),
+                mechanism: crate::state::ScramMechanism::Sha256,
+                credential,
+            },
+            Command::CreateApiKey {
+                key_id: "golden-key".into(),
+                record: crate::state::ApiKeyRecord {
+                    tenant: "golden".into(),
+                    user: "golden-user".into(),
+                    secret_sha256: vec![5; 32],
+                    created_ms: 2,
+                    expires_ms: None,
+                },
+            },
+            Command::SetApiKeyQuotas {
+                key_id: "golden-key".into(),
+                quotas: crate::state::ApiKeyQuotas { requests_per_sec: Some(10), ..Default::default() },
+            },
+            Command::CreateTopic {
+                name: format!("{key}~orders"),
+                topic_id: uuid::Uuid::from_u128(0x601d),
+                partition_count: 2,
+                configs: BTreeMap::new(),
+            },
+            Command::InitProducerId {
+                transactional_id: None,
+                transaction_timeout_ms: 10_000,
+                expected: None,
+                now_ms: 2,
+                tenant: Some(key.clone()),
+            },
+        ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
@@ -828,24 +891,58 @@ fn golden_files_of_format_1_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 1 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 1 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 1 state encodes differently");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 2 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 2 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 2 state encodes differently");
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 1 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 2 commands encode differently");
     assert!(
         state.topics.len() > 1
-            && !state.tenants.is_empty()
+            && state.tenants.values().any(|t| t.id > 0 && t.producer_ids > 0)
+            && state.topic_ids.keys().any(|t| t.starts_with("golden#"))
             && !state.groups.is_empty()
             && !state.users.is_empty()
-            && !state.api_keys.is_empty(),
-        "a varied state: {} topics, {} tenants, {} groups, {} users, {} keys",
+            && !state.api_key_quotas.is_empty(),
+        "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas",
         state.topics.len(),
-        state.tenants.len(),
+        state.tenants,
         state.groups.len(),
         state.users.len(),
-        state.api_keys.len()
+        state.api_key_quotas.len()
     );
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
-    assert_eq!(replayed, state, "replaying format 1 commands gives another state");
+    assert_eq!(replayed, state, "replaying format 2 commands gives another state");
+}
+
+/// Format 1's files (written before tenant ids): its state is read through `state::format1`,
+/// keeping every stored name where it was, and its commands decode as they are.
+#[test]
+fn golden_files_of_format_1_still_decode() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v1.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v1.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 1 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 1 commands no longer decode");
+    assert!(log.len() > 1000, "{} commands", log.len());
+    assert!(state.tenants.values().all(|t| t.id == 0) && state.last_tenant_id == 0);
+    // Its tenants keep their bare names as namespace keys, so their topics stay theirs.
+    assert_eq!(state.tenant_of_key("tenant0").map(|(name, _)| name), Some("tenant0"));
+    assert_eq!(state.storage_quota_exceeded("tenant0~t2"), None);
+    assert!(state.topic_ids.contains_key("tenant0~t2"));
+    check_invariants(&state);
+    // It re-encodes in the current format and reads back the same.
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state);
+    // A format-1 `RestoreState` (in a Raft log or archive log object of format 1) holds a
+    // format-1 state: the command's tag, then the state's bytes.
+    let tag = postcard::to_stdvec(&Command::RestoreState(Box::default())).expect("encode")[0];
+    let mut restore = vec![tag];
+    restore.extend_from_slice(&state_bytes[12..]);
+    let decoded = crate::state::format1::decoding(1, || postcard::from_bytes::<Command>(&restore));
+    assert_eq!(decoded.ok(), Some(Command::RestoreState(Box::new(state.clone()))));
+    assert!(postcard::from_bytes::<Command>(&restore).is_err(), "read as format 2 it does not decode");
+    // A tenant created after the upgrade gets an id, so a namespace no format-1 name is in.
+    let mut upgraded = state;
+    let next = upgraded.applied_index + 1;
+    upgraded.apply(next, Command::CreateTenant { name: "newco".into(), now_ms: 0 }).expect("create");
+    assert_eq!(upgraded.tenants["newco"].id, 1);
 }

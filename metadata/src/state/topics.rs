@@ -9,14 +9,17 @@ use crate::limits::{
 };
 
 /// Kafka's topic name rules: 1..=249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`; a tenant's
-/// topic is stored as `TENANT~NAME` (see [`crate::namespace`]), where NAME follows those rules.
+/// topic is stored as `KEY~NAME` (see [`crate::namespace`]), where NAME follows those rules.
 pub fn validate_topic_name(stored: &str) -> Result<(), CommandError> {
     let name = match stored.split_once(crate::namespace::SEPARATOR) {
-        Some((tenant, name)) => {
-            super::security::check_name("tenant", tenant).map_err(|_| CommandError::InvalidTopicName {
-                name: stored.to_owned(),
-                reason: "not a valid tenant name before '~'".to_owned(),
-            })?;
+        Some((key, name)) => {
+            let tenant = crate::namespace::parse_key(key).map(|(tenant, _)| tenant);
+            if tenant.is_none_or(|t| super::security::check_name("tenant", t).is_err()) {
+                return Err(CommandError::InvalidTopicName {
+                    name: stored.to_owned(),
+                    reason: "not a valid tenant namespace key before '~'".to_owned(),
+                });
+            }
             name
         }
         None => stored,
@@ -82,8 +85,16 @@ impl State {
         if self.topics.contains_key(&topic_id) || topic_id.is_nil() {
             return Err(CommandError::InvalidCommit(format!("topic id {topic_id} is already used or nil")));
         }
-        if let Some(tenant) = self.owning_tenant(&name) {
-            self.check_table_quota(tenant, TenantTable::Topics)?;
+        match self.owning_tenant(&name) {
+            Some(tenant) => self.check_table_quota(tenant, TenantTable::Topics)?,
+            // A late create from a session of a deleted tenant lands nowhere.
+            None if crate::namespace::key_of(&name).is_some() => {
+                return Err(CommandError::InvalidTopicName {
+                    name,
+                    reason: "no tenant has this namespace (was it deleted?)".to_owned(),
+                });
+            }
+            None => {}
         }
         self.check_partition_quota(&name, partition_count as usize)?;
         let partitions = (0..partition_count).map(|_| Partition::default()).collect();

@@ -31,8 +31,9 @@ pub struct ProducerRecord {
     pub last_active_ms: i64,
     /// Recent sequences by partition.
     pub partitions: BTreeMap<(TopicId, i32), ProducerSequences>,
-    /// The tenant whose InitProducerId created it (`None` without tenants): only that
-    /// tenant's topics take its batches, and only its clients may bump its epoch.
+    /// The namespace key (`crate::namespace`) of the tenant whose InitProducerId created it
+    /// (`None` without tenants): only that tenant's topics take its batches, and only its
+    /// clients may bump its epoch. A tenant created again under the same name has another key.
     pub tenant: Option<String>,
 }
 
@@ -152,7 +153,7 @@ impl State {
         producer: ChunkProducer,
     ) -> Result<Admission, CommandError> {
         let (first, last) = chunk_sequences(chunk)?;
-        let tenant = self.topics.get(&chunk.topic_id).and_then(|t| crate::namespace::tenant_of(&t.name));
+        let tenant = self.topics.get(&chunk.topic_id).and_then(|t| crate::namespace::key_of(&t.name));
         let Some(record) = self.producers.get(&producer.producer_id) else {
             // An expired id has no owner on record: in a cluster of tenants any of them could
             // adopt it, so its producer starts again with a new id (KIP-360), as for an id
@@ -255,6 +256,16 @@ impl State {
         }
     }
 
+    /// Keeps [`super::TenantRecord::producer_ids`] with the producers table: one more (`added`)
+    /// or one fewer producer id bound to namespace `key`.
+    fn count_producer_id(&mut self, key: Option<&str>, added: bool) {
+        let Some((name, _)) = key.and_then(|k| self.tenant_of_key(k)) else { return };
+        let name = name.to_owned();
+        if let Some(record) = self.tenants.get_mut(&name) {
+            record.producer_ids = if added { record.producer_ids + 1 } else { record.producer_ids.saturating_sub(1) };
+        }
+    }
+
     pub(super) fn allocate_producer_id(
         &mut self,
         transactional_id: Option<String>,
@@ -264,9 +275,13 @@ impl State {
         if self.producers.len() >= PRODUCER_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {PRODUCER_COUNT_MAX} producers")));
         }
-        if let Some(tenant) = &tenant {
-            self.check_table_quota(tenant, super::TenantTable::ProducerIds)?;
+        if let Some(key) = &tenant {
+            let Some((name, _)) = self.tenant_of_key(key) else {
+                return Err(CommandError::CredentialNotFound(format!("tenant of namespace {key:?}")));
+            };
+            self.check_table_quota(name, super::TenantTable::ProducerIds)?;
         }
+        self.count_producer_id(tenant.as_deref(), true);
         let producer_id = self.next_producer_id;
         self.next_producer_id += 1;
         self.producers.insert(
@@ -375,8 +390,13 @@ impl State {
         if let Some(record) = self.producers.get_mut(&producer_id) {
             record.epoch = producer_epoch;
             record.last_active_ms = record.last_active_ms.max(now_ms);
-            record.tenant = tenant;
+            let previous = std::mem::replace(&mut record.tenant, tenant.clone());
+            if previous != tenant {
+                self.count_producer_id(previous.as_deref(), false);
+                self.count_producer_id(tenant.as_deref(), true);
+            }
         } else {
+            self.count_producer_id(tenant.as_deref(), true);
             self.producers.insert(
                 producer_id,
                 ProducerRecord {
@@ -604,14 +624,22 @@ impl State {
         self.transactions
             .retain(|_, t| t.state == TxnState::Ongoing || now_ms.saturating_sub(t.last_update_ms) < txn_expiry);
         let transactions = &self.transactions;
+        let mut expired = Vec::new();
         self.producers.retain(|producer_id, record| {
             let current_txn = record
                 .transactional_id
                 .as_ref()
                 .and_then(|id| transactions.get(id))
                 .is_some_and(|t| t.producer_id == *producer_id);
-            current_txn || now_ms.saturating_sub(record.last_active_ms) < producer_expiry
+            let kept = current_txn || now_ms.saturating_sub(record.last_active_ms) < producer_expiry;
+            if !kept {
+                expired.extend(record.tenant.take());
+            }
+            kept
         });
+        for key in expired {
+            self.count_producer_id(Some(&key), false);
+        }
         self.forget_idle_idempotency_keys();
         Ok(Outcome::Done)
     }

@@ -267,39 +267,45 @@ fn init_for(tenant: &str, transactional_id: Option<&str>, expected: Option<(i64,
 #[test]
 fn a_tenant_can_neither_write_as_nor_fence_another_tenants_producer() {
     let (state, outcomes) = run(vec![
-        create("acme~orders", 0, 1),
-        create("globex~orders", 1, 1),
-        init_for("globex", None, None),
+        Command::CreateTenant { name: "acme".into(), now_ms: 0 },
+        Command::CreateTenant { name: "globex".into(), now_ms: 0 },
+        create("acme#1~orders", 0, 1),
+        create("globex#2~orders", 1, 1),
+        init_for("globex#2", None, None),
         produce_to(1, "o1", idempotent(0, 0), &[(0, 1)]),
         // acme, with Write on its own topic, names globex's producer at a higher epoch...
         produce_to(0, "o2", idempotent(0, 32_000), &[(0, 1)]),
         // ...asks for globex's producer's epoch to be bumped (KIP-360)...
-        init_for("acme", None, Some((0, 0))),
+        init_for("acme#1", None, Some((0, 0))),
         // ...and a transactional id of its own cannot take the producer either.
-        init_for("acme", Some("acme~t"), None),
+        init_for("acme#1", Some("acme#1~t"), None),
         produce_to(1, "o3", idempotent(0, 0), &[(1, 1)]),
         // Within its tenant a producer keeps Kafka's rules: its own bump is accepted.
-        init_for("globex", None, Some((0, 0))),
+        init_for("globex#2", None, Some((0, 0))),
         produce_to(1, "o4", idempotent(0, 1), &[(0, 1)]),
         // An id never handed out, or one whose state expired, is unknown to every tenant.
         produce_to(0, "o5", idempotent(7, 0), &[(0, 1)]),
     ]);
-    assert_eq!(committed(&outcomes[3]), Ok(0));
-    assert_eq!(committed(&outcomes[4]), Err(CommandError::UnknownProducerId(0)));
-    assert_eq!(outcomes[5], Err(CommandError::InvalidProducerIdMapping));
-    assert_eq!(outcomes[6], Ok(Outcome::ProducerId(pe(1, 0))), "a new id, not globex's");
-    assert_eq!(committed(&outcomes[7]), Ok(1), "globex's producer was not fenced");
-    assert_eq!(outcomes[8], Ok(Outcome::ProducerId(pe(0, 1))));
-    assert_eq!(committed(&outcomes[9]), Ok(2));
-    assert_eq!(committed(&outcomes[10]), Err(CommandError::UnknownProducerId(7)));
+    assert_eq!(committed(&outcomes[5]), Ok(0));
+    assert_eq!(committed(&outcomes[6]), Err(CommandError::UnknownProducerId(0)));
+    assert_eq!(outcomes[7], Err(CommandError::InvalidProducerIdMapping));
+    assert_eq!(outcomes[8], Ok(Outcome::ProducerId(pe(1, 0))), "a new id, not globex's");
+    assert_eq!(committed(&outcomes[9]), Ok(1), "globex's producer was not fenced");
+    assert_eq!(outcomes[10], Ok(Outcome::ProducerId(pe(0, 1))));
+    assert_eq!(committed(&outcomes[11]), Ok(2));
+    assert_eq!(committed(&outcomes[12]), Err(CommandError::UnknownProducerId(7)));
     assert_eq!(state.partition(topic_id(0), 0).map(|p| p.next_offset), Some(0), "acme's topic took nothing");
-    assert_eq!(state.producers.get(&0).map(|p| (p.epoch, p.tenant.as_deref())), Some((1, Some("globex"))));
+    assert_eq!(state.producers.get(&0).map(|p| (p.epoch, p.tenant.as_deref())), Some((1, Some("globex#2"))));
 }
 
 #[test]
 fn an_expired_producer_of_a_tenant_starts_again_with_a_new_id() {
-    let (mut state, _) =
-        run(vec![create("acme~a", 0, 1), init_for("acme", None, None), produce("o1", 0, idempotent(0, 0), &[(0, 1)])]);
+    let (mut state, _) = run(vec![
+        Command::CreateTenant { name: "acme".into(), now_ms: 0 },
+        create("acme#1~a", 0, 1),
+        init_for("acme#1", None, None),
+        produce("o1", 0, idempotent(0, 0), &[(0, 1)]),
+    ]);
     assert_eq!(state.apply(10, Command::ExpireTransactions { now_ms: 1000 + 86_400_000 }), Ok(Outcome::Done));
     let outcome = state.apply(11, produce("o2", 0, idempotent(0, 0), &[(1, 1)]));
     assert_eq!(committed(&outcome), Err(CommandError::UnknownProducerId(0)), "no owner on record: not adopted");
@@ -374,7 +380,7 @@ pub(in crate::state) fn arb_transaction_command() -> impl Strategy<Value = Comma
                     unreachable!()
                 };
                 // A tenant's producers may never write to `t0`, which is no tenant's.
-                let tenant = tenant.then(|| "acme".to_owned());
+                let tenant = tenant.then(|| "tenant0#1".to_owned());
                 Command::InitProducerId { transactional_id, transaction_timeout_ms, expected, now_ms, tenant }
             }),
         (id.clone(), producer.clone(), proptest::collection::vec(0i32..3, 1..3), now.clone())
