@@ -8,6 +8,7 @@
 #   bash scripts/test.sh --chaos-only # skip cargo and pytest; run the fault harness's short schedule
 #   CHAOS_DURATION=30m bash scripts/test.sh --chaos-only   # a longer schedule (see docs/RELIABILITY.md)
 #   CHAOS_S3=1 bash scripts/test.sh --chaos-only           # objects in S3 (moto_server from .venv)
+#   CHAOS_HOSTILE_DURATION=5m bash scripts/test.sh --chaos-only  # a longer hostile-tenant attack
 #   extra args after `--` are passed to pytest, e.g. -- -k crash
 set -euo pipefail
 
@@ -142,5 +143,12 @@ if [[ "$MODE" == all || "$MODE" == chaos ]]; then
   rm -rf "$CHAOS_DIR"
   "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$network" --work-dir "$CHAOS_DIR" \
     --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" "${s3[@]}"
+
+  # The hostile-tenant mode: the same workloads as tenant `chaos` while tenant `hostile`
+  # floods idle connections, bad frames, long-polls and over-quota produce.
+  step "hostile-tenant harness, ${CHAOS_HOSTILE_DURATION:-45s} of attack (logs in $CHAOS_DIR-hostile)"
+  rm -rf "$CHAOS_DIR-hostile"
+  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_HOSTILE_DURATION:-45s}" --network "$network" \
+    --work-dir "$CHAOS_DIR-hostile" --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" --hostile-tenant
 fi
 step "all tests passed"

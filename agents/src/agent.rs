@@ -84,8 +84,10 @@ pub struct Agent {
     pub buffer: FlushBuffer,
     /// Failed authentications by source address, across the Kafka and HTTP listeners.
     pub auth_failures: floe_auth::failures::FailureLimiter,
-    /// Tenants' byte-rate quotas on this agent, over both listeners.
+    /// Tenants' and API keys' rate quotas on this agent, over both listeners.
     pub quotas: crate::quotas::QuotaBuckets,
+    /// Waiting reads, by the partitions they wait on.
+    pub wakeups: Arc<crate::fetch::wakeups::PartitionWakeups>,
 }
 
 impl Agent {
@@ -101,7 +103,9 @@ impl Agent {
         let auth_failures =
             floe_auth::failures::FailureLimiter::new(config.auth_failures_per_minute, Duration::from_secs(60));
         let quotas = crate::quotas::QuotaBuckets::default();
-        let agent = Arc::new(Self { config, metadata, store, cache, buffer, auth_failures, quotas });
+        let wakeups = Arc::default();
+        let agent = Arc::new(Self { config, metadata, store, cache, buffer, auth_failures, quotas, wakeups });
+        tokio::spawn(crate::fetch::wakeups::run(Arc::downgrade(&agent)));
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
         tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));

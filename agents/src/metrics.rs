@@ -32,6 +32,17 @@ pub static QUOTA_THROTTLE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
     .expect("unique")
 });
 
+/// Reads a waiting request made again after it was woken (a Kafka Fetch long-poll, an HTTP
+/// read with `wait_ms`, an event stream), by listener (`kafka`, `http`): what waiting costs.
+pub static LONG_POLL_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_long_poll_reads_total",
+        "Reads made again by waiting requests after a wakeup, by listener",
+        &["listener"]
+    )
+    .expect("unique")
+});
+
 /// SASL authentications on the Kafka listener, by result (`ok`, `failed`).
 pub static AUTHENTICATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_kafka_authentications_total", "SASL authentications, by result", &["result"])

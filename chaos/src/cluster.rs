@@ -52,6 +52,9 @@ pub(crate) struct Network {
     /// The root namespace's address on the bridge (or loopback): where servers the harness runs
     /// itself listen.
     pub(crate) gateway: String,
+    /// A second address of the root namespace, which the hostile tenant's connections come
+    /// from, so per-address limits on it do not hold back the other workloads.
+    pub(crate) attacker: String,
     hosts: Vec<Host>,
     cut: BTreeSet<(String, String)>,
 }
@@ -109,11 +112,12 @@ impl Network {
                 },
             })
             .collect();
-        let gateway = match mode {
-            NetworkMode::Netns => format!("{subnet}.1"),
-            NetworkMode::Loopback => "127.0.0.1".into(),
+        let (gateway, attacker) = match mode {
+            NetworkMode::Netns => (format!("{subnet}.1"), format!("{subnet}.2")),
+            // Every 127/8 address is the loopback's.
+            NetworkMode::Loopback => ("127.0.0.1".into(), "127.0.0.2".into()),
         };
-        let net = Self { mode, bridge, gateway, hosts, cut: BTreeSet::new() };
+        let net = Self { mode, bridge, gateway, attacker, hosts, cut: BTreeSet::new() };
         if mode == NetworkMode::Netns {
             remove_stale();
             net.build(&subnet).context("setting up network namespaces (run as root, or use --network loopback)")?;
@@ -124,6 +128,7 @@ impl Network {
     fn build(&self, subnet: &str) -> anyhow::Result<()> {
         ip(&["link", "add", &self.bridge, "type", "bridge"])?;
         ip(&["addr", "add", &format!("{subnet}.1/24"), "dev", &self.bridge])?;
+        ip(&["addr", "add", &format!("{subnet}.2/24"), "dev", &self.bridge])?;
         ip(&["link", "set", &self.bridge, "up"])?;
         for (i, host) in self.hosts.iter().enumerate() {
             let ns = host.netns.as_deref().unwrap_or_default();
@@ -299,7 +304,8 @@ pub(crate) fn agent_name(i: usize) -> String {
 
 impl Cluster {
     /// Sets up the network and the processes (not started). With `s3_server`, that S3 server is
-    /// started and holds the objects; with `certs_script`, the metadata port runs mutual TLS.
+    /// started and holds the objects; with `certs_script`, the metadata port runs mutual TLS;
+    /// `secured` agents require SASL/SCRAM and API keys.
     pub(crate) async fn new(
         floe: &Path,
         dir: &Path,
@@ -307,6 +313,7 @@ impl Cluster {
         agents: usize,
         s3_server: Option<&Path>,
         certs_script: Option<&Path>,
+        secured: bool,
     ) -> anyhow::Result<Self> {
         let names: Vec<String> = (0..3).map(metadata_name).chain((0..agents).map(agent_name)).collect();
         let net = Network::create(mode, &names)?;
@@ -416,7 +423,12 @@ impl Cluster {
                     "--test-object-store-faults".into(),
                     format!("@{}", fault_file.display()),
                 ];
-                let args = [args, tls_args(&format!("agent-{}", i + 1))].concat();
+                let auth: Vec<String> = if secured {
+                    ["--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key"].map(String::from).to_vec()
+                } else {
+                    Vec::new()
+                };
+                let args = [args, auth, tls_args(&format!("agent-{}", i + 1))].concat();
                 Ok(proc(h.name.clone(), h, args))
             })
             .collect::<anyhow::Result<_>>()?;
@@ -469,6 +481,40 @@ impl Cluster {
         }
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
         status.get("leader")?.as_u64()
+    }
+
+    /// Runs `floe admin tenants ARGS` (with `stdin`) against the first metadata node that
+    /// answers; its standard output.
+    pub(crate) async fn admin_tenants(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+        use tokio::io::AsyncWriteExt;
+        let mut last = String::new();
+        for i in 0..self.metadata.len() {
+            let mut child = tokio::process::Command::new(&self.floe)
+                .arg("admin")
+                .args(&self.admin_tls)
+                .args(["tenants", "--metadata", &self.metadata_addr(i)])
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .context("running floe admin tenants")?;
+            if let (Some(mut input), Some(text)) = (child.stdin.take(), stdin) {
+                input.write_all(text.as_bytes()).await?;
+            }
+            let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await??;
+            if out.status.success() {
+                return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        bail!("floe admin tenants {}: {}", args.join(" "), last.trim())
+    }
+
+    /// Kafka listener addresses of every agent.
+    pub(crate) fn kafka_addrs(&self) -> Vec<std::net::SocketAddr> {
+        self.agents.iter().filter_map(|a| format!("{}:{}", a.host.ip, a.host.port(KAFKA_PORT)).parse().ok()).collect()
     }
 
     /// The metadata leader's index, asking the live, unpaused nodes.

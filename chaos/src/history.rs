@@ -91,11 +91,29 @@ pub(crate) struct Entry {
 pub(crate) struct History {
     start: Instant,
     entries: Mutex<Vec<Entry>>,
+    /// Acknowledged idempotent writes: (run time of the ack, ms from send to ack).
+    produce_latencies: Mutex<Vec<(u64, u64)>>,
 }
 
 impl History {
     pub(crate) fn new() -> Self {
-        Self { start: Instant::now(), entries: Mutex::new(Vec::new()) }
+        Self { start: Instant::now(), entries: Mutex::new(Vec::new()), produce_latencies: Mutex::new(Vec::new()) }
+    }
+
+    /// Records that an idempotent write sent `sent_ms` (run time) was acknowledged now.
+    pub(crate) fn produce_latency(&self, sent_ms: u64) {
+        let now = self.now_ms();
+        self.produce_latencies.lock().unwrap_or_else(|p| p.into_inner()).push((now, now.saturating_sub(sent_ms)));
+    }
+
+    /// The 99th percentile of produce latency, in ms, of writes acknowledged in `from..to` (run
+    /// time, ms), with how many there were.
+    pub(crate) fn produce_p99(&self, from: u64, to: u64) -> (u64, usize) {
+        let latencies = self.produce_latencies.lock().unwrap_or_else(|p| p.into_inner());
+        let mut window: Vec<u64> = latencies.iter().filter(|(at, _)| (from..to).contains(at)).map(|l| l.1).collect();
+        window.sort_unstable();
+        let p99 = window.get((window.len() * 99 / 100).min(window.len().saturating_sub(1))).copied().unwrap_or(0);
+        (p99, window.len())
     }
 
     pub(crate) fn now_ms(&self) -> u64 {

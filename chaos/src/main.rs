@@ -98,6 +98,58 @@ struct Args {
     /// the metadata nodes run with --metadata-allow-plaintext.
     #[arg(long)]
     metadata_certs_script: Option<PathBuf>,
+    /// The hostile-tenant mode: agents require SCRAM and API keys, the workloads run as tenant
+    /// `chaos`, and for the duration tenant `hostile` floods idle connections, bad frames,
+    /// long-polls and produce past its quota (no faults unless --faults names some). The
+    /// verdict also holds the `chaos` tenant's produce p99 under attack to a bound.
+    #[arg(long)]
+    hostile_tenant: bool,
+    /// With --hostile-tenant: the attacks it makes (default: all).
+    #[arg(long, value_enum, value_delimiter = ',', requires = "hostile_tenant")]
+    attacks: Vec<workloads::hostile::AttackKind>,
+}
+
+/// How long the workloads run before the attack, to measure their produce latency unattacked.
+const HOSTILE_BASELINE: Duration = Duration::from_secs(15);
+
+/// The bound on the other tenant's produce p99 while the hostile tenant attacks: at most this
+/// many times its p99 before the attack, or this much above it, whichever is larger.
+const HOSTILE_P99_RATIO_MAX: u64 = 4;
+const HOSTILE_P99_EXTRA_MAX_MS: u64 = 500;
+
+/// Creates tenants `chaos` (the workloads) and `hostile` (the attacker, with a produce quota and
+/// its topic), and makes every workload client act as `chaos`. Returns the attacker's target.
+async fn set_up_tenants(
+    cluster: &Cluster,
+    bootstrap: &str,
+    attacks: Vec<workloads::hostile::AttackKind>,
+) -> anyhow::Result<workloads::hostile::Target> {
+    let password = format!("pw-{}", seed_from_clock());
+    let mut keys = Vec::new();
+    for tenant in ["chaos", "hostile"] {
+        cluster.admin_tenants(&["create", tenant], None).await?;
+        let add = ["add-user", "--tenant", tenant, tenant, "--password-stdin"];
+        cluster.admin_tenants(&add, Some(&format!("{password}\n"))).await?;
+        let created = cluster.admin_tenants(&["create-api-key", "--tenant", tenant, "--user", tenant], None).await?;
+        let created: serde_json::Value = serde_json::from_str(&created).context("create-api-key output")?;
+        keys.push(created["token"].as_str().context("no API key token")?.to_owned());
+    }
+    let quota = workloads::hostile::PRODUCE_QUOTA_BYTES_PER_SEC.to_string();
+    cluster.admin_tenants(&["set-quotas", "--tenant", "hostile", "--produce-bytes-per-sec", &quota], None).await?;
+    let target = workloads::hostile::Target {
+        kafka: cluster.kafka_addrs(),
+        http: cluster.http_urls(),
+        bootstrap: bootstrap.to_owned(),
+        cluster_id: String::new(),
+        source: cluster.net.attacker.parse().context("attacker address")?,
+        user: "hostile".into(),
+        password: password.clone(),
+        api_key: keys[1].clone(),
+        attacks,
+    };
+    workloads::hostile::create_topic(&target).await?;
+    workloads::act_as(workloads::Credentials { user: "chaos".into(), password, api_key: keys[0].clone() });
+    Ok(target)
 }
 
 fn floe_binary(given: Option<PathBuf>) -> PathBuf {
@@ -339,9 +391,14 @@ async fn main() -> anyhow::Result<()> {
     }
     let schedule = Schedule { kinds, hold, gap, overlap: args.overlap }.usable(args.network);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let drawn: Vec<String> = if args.hostile_tenant && args.faults.is_empty() {
+        Vec::new()
+    } else {
+        schedule.kinds.iter().map(|k| k.name()).collect()
+    };
     eprintln!(
-        "floe-chaos: seed {seed}, {duration:?} of faults from {:?}, network {:?}, {} agents, {cores} cores; work dir {}",
-        schedule.kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
+        "floe-chaos: seed {seed}, {duration:?} of faults from {drawn:?}{}, network {:?}, {} agents, {cores} cores; work dir {}",
+        if args.hostile_tenant { " and a hostile tenant" } else { "" },
         args.network,
         args.agents,
         work_dir.display()
@@ -354,6 +411,7 @@ async fn main() -> anyhow::Result<()> {
         args.agents as usize,
         args.s3_server.as_deref(),
         args.metadata_certs_script.as_deref(),
+        args.hostile_tenant,
     )
     .await?;
     eprintln!("floe-chaos: objects in {}", cluster.object_store());
@@ -380,8 +438,25 @@ async fn main() -> anyhow::Result<()> {
     }
     // Everything after the start runs in here, so the cluster is stopped however it ends.
     let outcome: anyhow::Result<bool> = async {
-        let http_client = reqwest::Client::builder().build()?;
-        agents_ready(&http_client, &urls, Duration::from_secs(60)).await?;
+        agents_ready(&workloads::http_client()?, &urls, Duration::from_secs(60)).await?;
+        let hostile_target = if args.hostile_tenant {
+            use workloads::hostile::AttackKind;
+            let attacks = if args.attacks.is_empty() {
+                vec![AttackKind::Idle, AttackKind::Frames, AttackKind::LongPolls, AttackKind::Flood]
+            } else {
+                args.attacks.clone()
+            };
+            let mut target = set_up_tenants(&*cluster.lock().await, &bootstrap, attacks).await?;
+            let http = workloads::http_client()?;
+            let body = http.get(format!("{}/v3/clusters", urls[0])).send().await?.bytes().await?;
+            let list: serde_json::Value = serde_json::from_slice(&body).context("/v3/clusters")?;
+            list["data"][0]["cluster_id"].as_str().context("no cluster id")?.clone_into(&mut target.cluster_id);
+            Some(target)
+        } else {
+            None
+        };
+        // Made after `set_up_tenants`, so it carries the workloads' API key.
+        let http_client = workloads::http_client()?;
         create_topics(&bootstrap).await?;
 
         let history = Arc::new(History::new());
@@ -449,9 +524,51 @@ async fn main() -> anyhow::Result<()> {
                 }
             })
         };
+        let attack = match hostile_target {
+            Some(target) => {
+                // The first seconds include the clients' own start; the rest is the baseline.
+                let from = history.now_ms() + 5_000;
+                tokio::time::sleep(HOSTILE_BASELINE).await;
+                let stop = Stop::default();
+                eprintln!("floe-chaos: the hostile tenant attacks for {duration:?}");
+                let running = tokio::spawn(workloads::hostile::run(target, stop.clone()));
+                Some((from, history.now_ms(), stop, running))
+            }
+            None => None,
+        };
         let end = Instant::now() + duration;
-        let fault_counts = faults::run(cluster.clone(), schedule, seed, end, history.clone()).await?;
+        let fault_counts = if args.hostile_tenant && args.faults.is_empty() {
+            tokio::time::sleep_until(end.into()).await;
+            Default::default()
+        } else {
+            faults::run(cluster.clone(), schedule, seed, end, history.clone()).await?
+        };
         let mut problems = Vec::new();
+        let hostile = match attack {
+            Some((baseline_from, attack_from, stop, running)) => {
+                let attack_to = history.now_ms();
+                stop.set();
+                let counts = running.await.context("hostile tenant")??;
+                let (baseline, baseline_n) = history.produce_p99(baseline_from, attack_from);
+                let (attacked, attacked_n) = history.produce_p99(attack_from, attack_to);
+                let bound = (baseline * HOSTILE_P99_RATIO_MAX).max(baseline + HOSTILE_P99_EXTRA_MAX_MS);
+                if attacked > bound || attacked_n == 0 {
+                    problems.push(format!(
+                        "tenant chaos's produce p99 under attack was {attacked} ms over {attacked_n} writes, past the \
+                         bound of {bound} ms ({HOSTILE_P99_RATIO_MAX} x or +{HOSTILE_P99_EXTRA_MAX_MS} ms of the {baseline} ms before)"
+                    ));
+                }
+                Some(serde_json::json!({
+                    "produce_p99_ms_before": baseline,
+                    "writes_before": baseline_n,
+                    "produce_p99_ms_under_attack": attacked,
+                    "writes_under_attack": attacked_n,
+                    "bound_ms": bound,
+                    "attack": counts,
+                }))
+            }
+            None => None,
+        };
         eprintln!("floe-chaos: faults over; healing and waiting for recovery");
         let recovery = match recover(&cluster, &http_client).await {
             Ok(took) => Some(took),
@@ -498,6 +615,13 @@ async fn main() -> anyhow::Result<()> {
         };
         cluster.lock().await.stop();
         print_verdict(&checked, &fault_counts, &problems);
+        if let Some(h) = &hostile {
+            println!(
+                "  hostile tenant: tenant chaos's produce p99 {} ms before ({} writes), {} ms under attack ({} writes), bound {} ms",
+                h["produce_p99_ms_before"], h["writes_before"], h["produce_p99_ms_under_attack"], h["writes_under_attack"], h["bound_ms"]
+            );
+            println!("  attack: {}", h["attack"]);
+        }
         let pass = checked.violations.is_empty() && problems.is_empty();
         if let Some(took) = recovery {
             println!("  recovery after the last fault healed: {:.1} s", took.as_secs_f64());
@@ -517,6 +641,7 @@ async fn main() -> anyhow::Result<()> {
             "faults": fault_counts,
             "recovery_s": recovery.map(|d| d.as_secs_f64()),
             "problems": problems,
+            "hostile_tenant": hostile,
             "checked": checked,
         });
         std::fs::write(work_dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;

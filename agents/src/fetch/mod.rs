@@ -3,6 +3,7 @@
 
 mod read;
 mod records;
+pub mod wakeups;
 
 pub use read::{FetchError, PartitionRead, ReadLimits, TimestampHit, read_partition, records_at_timestamp};
 pub(crate) use read::{ObjectAt, batches_with_offsets, entry_bytes};

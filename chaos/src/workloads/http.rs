@@ -52,7 +52,7 @@ pub(crate) async fn run(
     stop: Stop,
     history: Arc<History>,
 ) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder().build().context("HTTP client")?;
+    let http = super::http_client().context("HTTP client")?;
     let cluster = cluster_id(&http, &urls, &stop).await?;
     let run = std::process::id();
     let mut attempt = id;

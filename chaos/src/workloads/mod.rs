@@ -2,6 +2,7 @@
 //! history: an acknowledged offset, a failure, a transaction's outcome, a committed offset.
 
 pub(crate) mod groups;
+pub(crate) mod hostile;
 pub(crate) mod http;
 pub(crate) mod produce;
 pub(crate) mod transactions;
@@ -25,9 +26,42 @@ impl Stop {
     }
 }
 
+/// Who the workloads act as on a cluster that requires authentication (`--hostile-tenant`).
+#[derive(Clone, Debug)]
+pub(crate) struct Credentials {
+    pub(crate) user: String,
+    pub(crate) password: String,
+    pub(crate) api_key: String,
+}
+
+static CREDENTIALS: std::sync::OnceLock<Credentials> = std::sync::OnceLock::new();
+
+/// Makes every Kafka client and HTTP client made from now on authenticate as `credentials`.
+pub(crate) fn act_as(credentials: Credentials) {
+    let _ = CREDENTIALS.set(credentials);
+}
+
+/// An HTTP client carrying the run's API key, if it has one.
+pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder();
+    if let Some(c) = CREDENTIALS.get() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {}", c.api_key).parse()?);
+        builder = builder.default_headers(headers);
+    }
+    Ok(builder.build()?)
+}
+
 /// Settings every client of the harness shares.
 pub(crate) fn client(bootstrap: &str) -> ClientConfig {
     let mut config = ClientConfig::new();
+    if let Some(c) = CREDENTIALS.get() {
+        config
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "SCRAM-SHA-256")
+            .set("sasl.username", &c.user)
+            .set("sasl.password", &c.password);
+    }
     config
         .set("bootstrap.servers", bootstrap)
         // Faults come and go within seconds; find new coordinators and leaders quickly.

@@ -59,9 +59,13 @@ pub(crate) async fn run(bootstrap: String, spec: ProduceSpec, stop: Stop, histor
         };
         seq += 1;
         let (history, topic) = (history.clone(), spec.topic.to_owned());
+        let sent_ms = history.now_ms();
         reports.spawn(async move {
             let event = match delivery.await {
-                Ok(Ok(d)) => Event::Acked { topic, partition: d.partition, offset: d.offset, value },
+                Ok(Ok(d)) => {
+                    history.produce_latency(sent_ms);
+                    Event::Acked { topic, partition: d.partition, offset: d.offset, value }
+                }
                 Ok(Err((error, _))) => Event::Failed { topic, value, error: error.to_string() },
                 Err(_) => Event::Failed { topic, value, error: "producer dropped".into() },
             };

@@ -216,14 +216,18 @@ async fn read(
     let wait_ms = bounded("wait_ms", params.wait_ms, 0, CONSUME_WAIT_MAX.as_millis() as usize)?;
     let wait = Duration::from_millis(wait_ms as u64);
     let deadline = Instant::now() + wait;
-    let mut changes = agent.metadata.subscribe();
+    let waiter = agent.wakeups.wait_on(&agent.metadata.read(), [(target.topic_id, target.partition)]);
+    let mut first = true;
     let batch = loop {
+        if !std::mem::take(&mut first) {
+            floe_agent::metrics::LONG_POLL_READS.with_label_values(&["http"]).inc();
+        }
         let batch = read_once(agent, &target, offset, max_bytes, max_records, params.isolation).await?;
         if !batch.records.is_empty() || Instant::now() >= deadline {
             break batch;
         }
-        // Wait for the next commit (or the deadline), then read again.
-        let _ = tokio::time::timeout_at(deadline.into(), changes.changed()).await;
+        // Wait for the partition to move (or the deadline), then read again.
+        let _ = tokio::time::timeout_at(deadline.into(), waiter.woken()).await;
     };
     let bytes: usize = batch
         .records
@@ -388,7 +392,10 @@ fn follow(
     permit: Reservation,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
     let whole_topic = cursors.len() > 1 || cursors.first().is_some_and(|c| c.target.partition != 0);
-    let changes = reader.agent.metadata.subscribe();
+    let waiter = {
+        let state = reader.agent.metadata.read();
+        reader.agent.wakeups.wait_on(&state, cursors.iter().map(|c| (c.target.topic_id, c.target.partition)))
+    };
     let state = Follow {
         agent: reader.agent,
         buffers: reader.buffers,
@@ -397,11 +404,12 @@ fn follow(
         next_cursor: 0,
         params,
         whole_topic,
-        changes,
+        waiter,
         stop: reader.stop,
         ready: VecDeque::new(),
         held: None,
         done: false,
+        waited: false,
         _permit: permit,
     };
     let stream = futures::stream::unfold(state, |mut state| async move {
@@ -423,12 +431,15 @@ struct Follow {
     next_cursor: usize,
     params: FollowParams,
     whole_topic: bool,
-    changes: watch::Receiver<u64>,
+    /// Woken when one of the cursors' partitions moves.
+    waiter: floe_agent::fetch::wakeups::Waiter,
     stop: watch::Receiver<bool>,
     ready: VecDeque<Event>,
     /// Room taken for `ready` (the tenant's and the agent's), given back once it is sent.
     held: Option<Reservation>,
     done: bool,
+    /// Whether the next round follows a wait (its reads count in `floe_long_poll_reads_total`).
+    waited: bool,
     /// Held for the stream's life: one of the agent's event-stream slots.
     _permit: Reservation,
 }
@@ -452,6 +463,9 @@ impl Follow {
             let mut bytes = 0;
             let count = self.cursors.len();
             let start = self.next_cursor % count.max(1);
+            if std::mem::take(&mut self.waited) {
+                floe_agent::metrics::LONG_POLL_READS.with_label_values(&["http"]).inc_by(count as u64);
+            }
             for i in 0..count {
                 if bytes >= FOLLOW_ROUND_BYTES_MAX {
                     self.next_cursor = start + i;
@@ -504,12 +518,13 @@ impl Follow {
             if !any && !self.done {
                 // Nothing read holds no room while it waits.
                 self.held = None;
-                // Nothing new: wait for the next commit anywhere (bounded, so a stream notices a
-                // deleted topic even on an idle cluster) or the agent stopping.
+                // Nothing new: wait for one of its partitions to move (a deleted topic does too;
+                // bounded all the same, so ACL changes are checked again) or the agent stopping.
                 tokio::select! {
-                    _ = tokio::time::timeout(Duration::from_secs(5), self.changes.changed()) => {}
+                    _ = tokio::time::timeout(Duration::from_secs(5), self.waiter.woken()) => {}
                     _ = self.stop.changed() => {}
                 }
+                self.waited = true;
             }
         }
     }

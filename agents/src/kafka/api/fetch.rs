@@ -1,6 +1,6 @@
 //! Fetch: whole batches from each requested partition, stamped with their offsets, long-polling
-//! until `min_bytes` are available or `max_wait_ms` passes. A commit wakes waiting fetches at
-//! once through the metadata node's applied-index watch; an idle fetch costs no work.
+//! until `min_bytes` are available or `max_wait_ms` passes. A waiting fetch is woken only when
+//! a partition it asked for moves (`crate::fetch::wakeups`); an idle fetch costs no work.
 
 use std::time::{Duration, Instant};
 
@@ -19,19 +19,28 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Fetch
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let mut commits = agent.metadata.subscribe();
+    let waiter = (!wait.is_zero()).then(|| {
+        let state = agent.metadata.read();
+        let partitions = request.topics.iter().flat_map(|topic| {
+            let topic_id =
+                if version >= 13 { Some(topic.topic_id) } else { state.topic_ids.get(topic.topic.as_str()).copied() };
+            topic.partitions.iter().filter_map(move |p| topic_id.map(|id| (id, p.partition)))
+        });
+        agent.wakeups.wait_on(&state, partitions.collect::<Vec<_>>())
+    });
+    let mut first = true;
     loop {
-        commits.borrow_and_update();
+        if !std::mem::take(&mut first) {
+            crate::metrics::LONG_POLL_READS.with_label_values(&["kafka"]).inc();
+        }
         let (response, bytes, errors) = read_once(agent, version, &request).await;
-        if bytes >= min_bytes.max(1) || errors || Instant::now() >= deadline {
+        let done = bytes >= min_bytes.max(1) || errors || Instant::now() >= deadline;
+        let Some(waiter) = waiter.as_ref().filter(|_| !done) else {
             count_bytes_out(&response);
             return response;
-        }
+        };
         tokio::select! {
-            changed = commits.changed() => if changed.is_err() {
-                count_bytes_out(&response);
-                return response;
-            },
+            () = waiter.woken() => {}
             () = tokio::time::sleep_until(deadline.into()) => {}
         }
     }

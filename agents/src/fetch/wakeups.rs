@@ -1,0 +1,204 @@
+//! Waiting reads (Kafka Fetch long-polls, HTTP reads with `wait_ms`, event streams) are woken
+//! only when a partition they wait on moves: its log end, log start, last stable offset or
+//! leader epoch changes, or it goes away. Woken by every applied change instead, a tenant's idle
+//! long-polls would each read their partitions again at every commit of every other tenant.
+//!
+//! One task per agent ([`run`]) compares, after each batch of applied changes, the partitions
+//! someone waits on with what they were; its cost per change is one lookup per such partition,
+//! however many requests wait on it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use floe_metadata::{State, TopicId};
+use tokio::sync::Notify;
+
+/// What a waiting read of a partition can be woken by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mark {
+    next_offset: i64,
+    log_start_offset: i64,
+    last_stable_offset: i64,
+    leader_epoch: i32,
+}
+
+fn mark(state: &State, topic_id: TopicId, partition: i32) -> Option<Mark> {
+    let p = state.partition(topic_id, partition)?;
+    Some(Mark {
+        next_offset: p.next_offset,
+        log_start_offset: p.log_start_offset,
+        last_stable_offset: p.last_stable_offset(),
+        leader_epoch: p.leader_epoch,
+    })
+}
+
+/// One watched partition: how it was when last compared, and who waits on it.
+#[derive(Debug)]
+struct Watched {
+    mark: Option<Mark>,
+    waiters: HashMap<u64, Arc<Notify>>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    partitions: HashMap<(TopicId, i32), Watched>,
+    next_waiter: u64,
+}
+
+/// The partitions waiting reads wait on, on this agent.
+#[derive(Debug, Default)]
+pub struct PartitionWakeups {
+    registry: Mutex<Registry>,
+}
+
+impl PartitionWakeups {
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a waiting read of `partitions` as they are in `state` (which the read must not
+    /// be older than): [`Waiter::woken`] returns once any of them moves from there.
+    pub fn wait_on(self: &Arc<Self>, state: &State, partitions: impl IntoIterator<Item = (TopicId, i32)>) -> Waiter {
+        let notify = Arc::new(Notify::new());
+        let mut registry = self.registry();
+        let id = registry.next_waiter;
+        registry.next_waiter += 1;
+        let mut watched = Vec::new();
+        for key in partitions {
+            let entry = registry
+                .partitions
+                .entry(key)
+                .or_insert_with(|| Watched { mark: mark(state, key.0, key.1), waiters: HashMap::new() });
+            if entry.waiters.insert(id, notify.clone()).is_none() {
+                watched.push(key);
+            }
+        }
+        Waiter { id, partitions: watched, notify, wakeups: Arc::downgrade(self) }
+    }
+
+    /// Wakes the waiters of every watched partition that moved in `state`.
+    fn compare(&self, state: &State) {
+        let mut registry = self.registry();
+        for (key, watched) in &mut registry.partitions {
+            let now = mark(state, key.0, key.1);
+            if now != watched.mark {
+                watched.mark = now;
+                for notify in watched.waiters.values() {
+                    // Stores a permit if the waiter is between reads, so no wakeup is lost.
+                    notify.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Partitions watched now, for tests.
+    #[cfg(test)]
+    fn watched(&self) -> usize {
+        self.registry().partitions.len()
+    }
+}
+
+/// A registered waiting read; unregistered when dropped.
+#[derive(Debug)]
+pub struct Waiter {
+    id: u64,
+    partitions: Vec<(TopicId, i32)>,
+    notify: Arc<Notify>,
+    wakeups: Weak<PartitionWakeups>,
+}
+
+impl Waiter {
+    /// Returns once a partition waited on has moved since registration or the last wakeup.
+    pub async fn woken(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let Some(wakeups) = self.wakeups.upgrade() else { return };
+        let mut registry = wakeups.registry();
+        for key in &self.partitions {
+            if let Some(watched) = registry.partitions.get_mut(key) {
+                watched.waiters.remove(&self.id);
+                if watched.waiters.is_empty() {
+                    registry.partitions.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// Compares the watched partitions after every batch of changes the agent's state applies,
+/// until the agent is gone.
+pub(crate) async fn run(agent: Weak<crate::Agent>) {
+    let Some(mut changes) = agent.upgrade().map(|a| a.metadata.subscribe()) else { return };
+    while changes.changed().await.is_ok() {
+        let Some(agent) = agent.upgrade() else { return };
+        agent.wakeups.compare(&agent.metadata.read());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use floe_metadata::Command;
+
+    use super::*;
+
+    fn state_with_two_topics() -> State {
+        let mut state = State::default();
+        for (i, name) in ["quiet", "busy"].into_iter().enumerate() {
+            let create = Command::CreateTopic {
+                name: name.into(),
+                topic_id: TopicId::from_u128(i as u128 + 1),
+                partition_count: 1,
+                configs: Default::default(),
+            };
+            state.apply(i as u64 + 1, create).expect("topic");
+        }
+        state
+    }
+
+    fn set_log_end(state: &mut State, topic_id: TopicId, end: i64) {
+        state.topics.get_mut(&topic_id).expect("topic").partitions[0].next_offset = end;
+    }
+
+    async fn woken_within(waiter: &Waiter, ms: u64) -> bool {
+        tokio::time::timeout(Duration::from_millis(ms), waiter.woken()).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_waiter_wakes_only_when_its_own_partition_moves() {
+        let (quiet, busy) = (TopicId::from_u128(1), TopicId::from_u128(2));
+        let mut state = state_with_two_topics();
+        let wakeups = Arc::new(PartitionWakeups::default());
+        let waiter = wakeups.wait_on(&state, [(quiet, 0)]);
+        let other = wakeups.wait_on(&state, [(busy, 0), (quiet, 0)]);
+        assert_eq!(wakeups.watched(), 2);
+
+        // Another partition moves: only the waiter on it wakes.
+        set_log_end(&mut state, busy, 5);
+        wakeups.compare(&state);
+        assert!(!woken_within(&waiter, 50).await, "woken by a partition it does not wait on");
+        assert!(woken_within(&other, 50).await);
+
+        // Its own moves (compared before it waits: the permit is kept).
+        set_log_end(&mut state, quiet, 1);
+        wakeups.compare(&state);
+        assert!(woken_within(&waiter, 50).await);
+        // Nothing moved since: no second wakeup.
+        wakeups.compare(&state);
+        assert!(!woken_within(&waiter, 50).await);
+
+        // Deleted: that wakes it too.
+        state.apply(10, Command::DeleteTopic { name: "quiet".into() }).expect("delete");
+        wakeups.compare(&state);
+        assert!(woken_within(&waiter, 50).await);
+
+        drop(waiter);
+        drop(other);
+        assert_eq!(wakeups.watched(), 0, "dropped waiters leave nothing behind");
+    }
+}

@@ -1,0 +1,312 @@
+//! The hostile tenant (`--hostile-tenant`): while the other workloads run as tenant `chaos`,
+//! tenant `hostile` attacks the agents from an address of its own, as a customer sharing the
+//! endpoint could: idle Kafka connections up to and past the per-address limit, oversized and
+//! malformed frames before authentication, HTTP long-polls up to and past its in-flight limits,
+//! and produce far over its byte-rate quota. It checks nothing itself: the verdict holds the
+//! other tenant to its guarantees and its produce latency to a bound.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+
+use super::Stop;
+
+/// The hostile tenant's topic: the flood goes to partition 0, long-polls wait on the others.
+pub(crate) const FLOOD_TOPIC: &str = "flood";
+pub(crate) const FLOOD_PARTITIONS: i32 = 3;
+/// The hostile tenant's produce quota (cluster-wide, bytes per second).
+pub(crate) const PRODUCE_QUOTA_BYTES_PER_SEC: u64 = 256 * 1024;
+/// Idle connections kept open per agent: past the agents' 1,000 per address.
+const IDLE_PER_AGENT: usize = 1_200;
+/// HTTP long-polls kept open per agent: past the 1,000 in flight per key.
+const LONG_POLLS_PER_AGENT: usize = 1_100;
+/// How long an idle connection the agent closed at once (past the per-address limit) waits
+/// before the next: the attack holds connections rather than storming the harness's own CPU,
+/// which the other tenant shares on one machine.
+const REFUSED_BACKOFF: Duration = Duration::from_secs(1);
+/// Bytes of each record of the quota-busting producer.
+const FLOOD_RECORD_BYTES: usize = 16 * 1024;
+
+/// One kind of attack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AttackKind {
+    /// Idle Kafka connections, past the per-address limit.
+    Idle,
+    /// Oversized and malformed frames before authentication.
+    Frames,
+    /// HTTP long-polls, past the in-flight limit per key.
+    LongPolls,
+    /// Produce far past the tenant's byte-rate quota.
+    Flood,
+}
+
+/// Where and as whom the hostile tenant attacks.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    pub(crate) kafka: Vec<SocketAddr>,
+    pub(crate) http: Vec<String>,
+    pub(crate) bootstrap: String,
+    pub(crate) cluster_id: String,
+    /// The attacker's own source address.
+    pub(crate) source: IpAddr,
+    pub(crate) user: String,
+    pub(crate) password: String,
+    pub(crate) api_key: String,
+    pub(crate) attacks: Vec<AttackKind>,
+}
+
+/// What the attack did, for the report.
+#[derive(Debug, Default, serde::Serialize)]
+pub(crate) struct Counts {
+    /// Idle connections opened, and how many of them the agents closed (at the authentication
+    /// deadline or past the per-address limit).
+    pub(crate) idle_opened: u64,
+    pub(crate) idle_closed: u64,
+    /// Connections refused outright (the agent's listen queue or limits).
+    pub(crate) connect_failed: u64,
+    /// Oversized or malformed frames sent, and how many were answered with anything other than
+    /// a closed connection.
+    pub(crate) bad_frames: u64,
+    pub(crate) bad_frames_answered: u64,
+    /// Long-polls by their HTTP status (0: no answer, the connection failed).
+    pub(crate) long_polls: std::collections::BTreeMap<u16, u64>,
+    /// Records of the quota-busting producer acknowledged, and those that failed.
+    pub(crate) flood_acked: u64,
+    pub(crate) flood_failed: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    idle_opened: AtomicU64,
+    idle_closed: AtomicU64,
+    connect_failed: AtomicU64,
+    bad_frames: AtomicU64,
+    bad_frames_answered: AtomicU64,
+    long_polls: std::sync::Mutex<std::collections::BTreeMap<u16, u64>>,
+    flood_acked: AtomicU64,
+    flood_failed: AtomicU64,
+}
+
+async fn connect_from(source: IpAddr, to: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = if source.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.bind(SocketAddr::new(source, 0))?;
+    tokio::time::timeout(Duration::from_secs(5), socket.connect(to)).await.map_err(std::io::Error::other)?
+}
+
+/// Keeps one idle connection to `to` open, opening another whenever the agent closes it.
+async fn idle(source: IpAddr, to: SocketAddr, stop: Stop, counters: Arc<Counters>) {
+    let mut buf = [0u8; 64];
+    while !stop.is_set() {
+        let Ok(mut conn) = connect_from(source, to).await else {
+            counters.connect_failed.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        };
+        counters.idle_opened.fetch_add(1, Ordering::Relaxed);
+        let opened = std::time::Instant::now();
+        // Sends nothing; reads until the agent closes it, or the attack ends.
+        loop {
+            tokio::select! {
+                read = conn.read(&mut buf) => {
+                    if matches!(read, Ok(0) | Err(_)) {
+                        counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+                        if opened.elapsed() < REFUSED_BACKOFF {
+                            tokio::time::sleep(REFUSED_BACKOFF).await;
+                        }
+                        break;
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(500)) => {
+                    if stop.is_set() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A frame no client should send before authenticating: `kind` picks an oversized length, a
+/// frame of random bytes, or a request header naming an API that does not exist.
+fn bad_frame(kind: u64) -> Vec<u8> {
+    match kind % 3 {
+        // Over the 512 KiB allowed before authentication; only the length is sent at first.
+        0 => (600 * 1024u32).to_be_bytes().to_vec(),
+        1 => {
+            let len = fastrand::usize(1..4096);
+            let mut frame = (len as u32).to_be_bytes().to_vec();
+            frame.extend((0..len).map(|_| fastrand::u8(..)));
+            frame
+        }
+        _ => {
+            // api_key 9999, version 0, correlation id 1, no client id.
+            let body = [0x27u8, 0x0f, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            frame
+        }
+    }
+}
+
+async fn bad_frames(source: IpAddr, targets: Vec<SocketAddr>, stop: Stop, counters: Arc<Counters>) {
+    let mut n = 0u64;
+    while !stop.is_set() {
+        let to = targets[(n as usize) % targets.len()];
+        n += 1;
+        let Ok(mut conn) = connect_from(source, to).await else {
+            counters.connect_failed.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+        if conn.write_all(&bad_frame(n)).await.is_ok() {
+            let mut answer = [0u8; 4];
+            let read = tokio::time::timeout(Duration::from_secs(2), conn.read(&mut answer)).await;
+            if matches!(read, Ok(Ok(n)) if n > 0) {
+                counters.bad_frames_answered.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One long-poll after another at the end of the flood topic, each up to 30 s.
+async fn long_poll(http: reqwest::Client, url: String, stop: Stop, counters: Arc<Counters>) {
+    while !stop.is_set() {
+        let status = match http.get(&url).timeout(Duration::from_secs(40)).send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let _ = r.bytes().await;
+                status
+            }
+            Err(_) => 0,
+        };
+        *counters.long_polls.lock().unwrap_or_else(|p| p.into_inner()).entry(status).or_default() += 1;
+        if status != 200 {
+            // Refused (429, 503): try again soon, as a client retrying in a loop would.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn hostile_client(target: &Target) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &target.bootstrap)
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "SCRAM-SHA-256")
+        .set("sasl.username", &target.user)
+        .set("sasl.password", &target.password);
+    config
+}
+
+/// Creates the flood topic, as the hostile tenant.
+pub(crate) async fn create_topic(target: &Target) -> anyhow::Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        hostile_client(target).create().context("hostile admin client")?;
+    let topic = NewTopic::new(FLOOD_TOPIC, FLOOD_PARTITIONS, TopicReplication::Fixed(-1));
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    for result in admin.create_topics([&topic], &options).await? {
+        if let Err((name, code)) = result
+            && code != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists
+        {
+            anyhow::bail!("creating topic {name}: {code}");
+        }
+    }
+    Ok(())
+}
+
+/// Produces to the flood topic as fast as librdkafka queues, far past the tenant's quota.
+async fn flood(target: Target, stop: Stop, counters: Arc<Counters>) -> anyhow::Result<()> {
+    let producer: FutureProducer = hostile_client(&target)
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .set("queue.buffering.max.kbytes", "65536")
+        .create()
+        .context("flood producer")?;
+    let payload = vec![b'x'; FLOOD_RECORD_BYTES];
+    let mut reports = JoinSet::new();
+    while !stop.is_set() {
+        while reports.try_join_next().is_some() {}
+        let record = FutureRecord::<(), [u8]>::to(FLOOD_TOPIC).payload(&payload).partition(0);
+        match producer.send_result(record) {
+            Ok(delivery) => {
+                let counters = counters.clone();
+                reports.spawn(async move {
+                    let counter = match delivery.await {
+                        Ok(Ok(_)) => &counters.flood_acked,
+                        _ => &counters.flood_failed,
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            // The local queue is full: the quota is holding the producer back.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    reports.abort_all();
+    Ok(())
+}
+
+/// Runs every attack until `stop`, then returns what they did.
+pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
+    let counters = Arc::new(Counters::default());
+    let mut tasks = JoinSet::new();
+    let on = |kind| target.attacks.contains(&kind);
+    for &agent in target.kafka.iter().filter(|_| on(AttackKind::Idle)) {
+        for _ in 0..IDLE_PER_AGENT {
+            tasks.spawn(idle(target.source, agent, stop.clone(), counters.clone()));
+        }
+    }
+    if on(AttackKind::Frames) {
+        tasks.spawn(bad_frames(target.source, target.kafka.clone(), stop.clone(), counters.clone()));
+    }
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {}", target.api_key);
+    headers.insert(reqwest::header::AUTHORIZATION, bearer.parse().context("API key header")?);
+    let http = reqwest::Client::builder()
+        .local_address(target.source)
+        .default_headers(headers)
+        .pool_max_idle_per_host(LONG_POLLS_PER_AGENT)
+        .build()
+        .context("hostile HTTP client")?;
+    let long_polls = if on(AttackKind::LongPolls) { LONG_POLLS_PER_AGENT * target.http.len() } else { 0 };
+    for i in 0..long_polls {
+        let base = &target.http[i % target.http.len()];
+        let url = format!(
+            "{base}/v3/clusters/{}/topics/{FLOOD_TOPIC}/partitions/{}/records?offset=latest&wait_ms=29999",
+            target.cluster_id,
+            1 + i % 2
+        );
+        tasks.spawn(long_poll(http.clone(), url, stop.clone(), counters.clone()));
+    }
+    if on(AttackKind::Flood) {
+        let (target, stop, counters) = (target.clone(), stop.clone(), counters.clone());
+        tasks.spawn(async move {
+            if let Err(e) = flood(target, stop, counters).await {
+                eprintln!("floe-chaos: the hostile flood producer failed: {e:#}");
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    let c = &counters;
+    Ok(Counts {
+        idle_opened: c.idle_opened.load(Ordering::Relaxed),
+        idle_closed: c.idle_closed.load(Ordering::Relaxed),
+        connect_failed: c.connect_failed.load(Ordering::Relaxed),
+        bad_frames: c.bad_frames.load(Ordering::Relaxed),
+        bad_frames_answered: c.bad_frames_answered.load(Ordering::Relaxed),
+        long_polls: c.long_polls.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        flood_acked: c.flood_acked.load(Ordering::Relaxed),
+        flood_failed: c.flood_failed.load(Ordering::Relaxed),
+    })
+}
