@@ -107,10 +107,16 @@ struct Args {
     /// With --hostile-tenant: the attacks it makes (default: all).
     #[arg(long, value_enum, value_delimiter = ',', requires = "hostile_tenant")]
     attacks: Vec<workloads::hostile::AttackKind>,
+    /// Internal: run as the hostile tenant's process, attacking this target (JSON) until
+    /// standard input closes.
+    #[arg(long, hide = true)]
+    hostile_attack: Option<String>,
 }
 
-/// How long the workloads run before the attack, to measure their produce latency unattacked.
-const HOSTILE_BASELINE: Duration = Duration::from_secs(15);
+/// How long the workloads run before the attack; their produce latency unattacked is measured
+/// over its part after HOSTILE_WARM_UP (the clients' start, SCRAM logins, the first joins).
+const HOSTILE_BASELINE: Duration = Duration::from_secs(25);
+const HOSTILE_WARM_UP_MS: u64 = 10_000;
 
 /// The bound on the other tenant's produce p99 while the hostile tenant attacks: at most this
 /// many times its p99 before the attack, or this much above it, whichever is larger.
@@ -370,6 +376,9 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(target) = &args.hostile_attack {
+        return workloads::hostile::run_child(target).await;
+    }
     let duration = if args.long { Duration::from_secs(1800) } else { args.duration };
     if duration.is_zero() || duration > DURATION_MAX {
         bail!("--duration must be between 1 s and {DURATION_MAX:?}");
@@ -527,12 +536,11 @@ async fn main() -> anyhow::Result<()> {
         let attack = match hostile_target {
             Some(target) => {
                 // The first seconds include the clients' own start; the rest is the baseline.
-                let from = history.now_ms() + 5_000;
+                let from = history.now_ms() + HOSTILE_WARM_UP_MS;
                 tokio::time::sleep(HOSTILE_BASELINE).await;
-                let stop = Stop::default();
                 eprintln!("floe-chaos: the hostile tenant attacks for {duration:?}");
-                let running = tokio::spawn(workloads::hostile::run(target, stop.clone()));
-                Some((from, history.now_ms(), stop, running))
+                let running = workloads::hostile::spawn(&target, &work_dir.join("hostile-tenant.log"))?;
+                Some((from, history.now_ms(), running))
             }
             None => None,
         };
@@ -545,10 +553,9 @@ async fn main() -> anyhow::Result<()> {
         };
         let mut problems = Vec::new();
         let hostile = match attack {
-            Some((baseline_from, attack_from, stop, running)) => {
+            Some((baseline_from, attack_from, running)) => {
                 let attack_to = history.now_ms();
-                stop.set();
-                let counts = running.await.context("hostile tenant")??;
+                let counts = running.stop().await?;
                 let (baseline, baseline_n) = history.produce_p99(baseline_from, attack_from);
                 let (attacked, attacked_n) = history.produce_p99(attack_from, attack_to);
                 let bound = (baseline * HOSTILE_P99_RATIO_MAX).max(baseline + HOSTILE_P99_EXTRA_MAX_MS);

@@ -4,6 +4,10 @@
 //! malformed frames before authentication, HTTP long-polls up to and past its in-flight limits,
 //! and produce far over its byte-rate quota. It checks nothing itself: the verdict holds the
 //! other tenant to its guarantees and its produce latency to a bound.
+//!
+//! The attack runs in a child process of its own ([`spawn`]), niced: on a real endpoint the
+//! attacker's CPU is its own, while here it shares the machine with the other tenant's
+//! clients, which must not be slowed by the attacker's client side rather than by the agents.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -31,11 +35,13 @@ const LONG_POLLS_PER_AGENT: usize = 1_100;
 /// before the next: the attack holds connections rather than storming the harness's own CPU,
 /// which the other tenant shares on one machine.
 const REFUSED_BACKOFF: Duration = Duration::from_secs(1);
+/// Connections sending bad frames at once (each waits up to 2 s for an answer).
+const BAD_FRAME_SENDERS: usize = 8;
 /// Bytes of each record of the quota-busting producer.
 const FLOOD_RECORD_BYTES: usize = 16 * 1024;
 
 /// One kind of attack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 pub(crate) enum AttackKind {
     /// Idle Kafka connections, past the per-address limit.
     Idle,
@@ -48,7 +54,7 @@ pub(crate) enum AttackKind {
 }
 
 /// Where and as whom the hostile tenant attacks.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Target {
     pub(crate) kafka: Vec<SocketAddr>,
     pub(crate) http: Vec<String>,
@@ -63,7 +69,7 @@ pub(crate) struct Target {
 }
 
 /// What the attack did, for the report.
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Counts {
     /// Idle connections opened, and how many of them the agents closed (at the authentication
     /// deadline or past the per-address limit).
@@ -177,16 +183,24 @@ async fn bad_frames(source: IpAddr, targets: Vec<SocketAddr>, stop: Stop, counte
     }
 }
 
+/// Returns once `stop` is set.
+async fn stopped(stop: &Stop) {
+    while !stop.is_set() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// One long-poll after another at the end of the flood topic, each up to 30 s.
 async fn long_poll(http: reqwest::Client, url: String, stop: Stop, counters: Arc<Counters>) {
     while !stop.is_set() {
-        let status = match http.get(&url).timeout(Duration::from_secs(40)).send().await {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let _ = r.bytes().await;
-                status
-            }
-            Err(_) => 0,
+        let answer = async {
+            let r = http.get(&url).timeout(Duration::from_secs(40)).send().await?;
+            let status = r.status().as_u16();
+            r.bytes().await.map(|_| status)
+        };
+        let status = tokio::select! {
+            answer = answer => answer.unwrap_or(0),
+            () = stopped(&stop) => return,
         };
         *counters.long_polls.lock().unwrap_or_else(|p| p.into_inner()).entry(status).or_default() += 1;
         if status != 200 {
@@ -257,6 +271,63 @@ async fn flood(target: Target, stop: Stop, counters: Arc<Counters>) -> anyhow::R
     Ok(())
 }
 
+/// A running attack in its child process.
+pub(crate) struct Attack {
+    child: tokio::process::Child,
+}
+
+/// Starts the attack on `target` in a child process (this executable, `--hostile-attack`),
+/// niced, writing its log to `log`.
+pub(crate) fn spawn(target: &Target, log: &std::path::Path) -> anyhow::Result<Attack> {
+    let exe = std::env::current_exe().context("this executable")?;
+    let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let child = tokio::process::Command::new("nice")
+        .args(["-n", "10"])
+        .arg(exe)
+        .arg("--hostile-attack")
+        .arg(serde_json::to_string(target)?)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the hostile tenant's process")?;
+    Ok(Attack { child })
+}
+
+impl Attack {
+    /// Tells the attack to stop (closing its standard input) and returns what it did.
+    pub(crate) async fn stop(mut self) -> anyhow::Result<Counts> {
+        drop(self.child.stdin.take());
+        let out = tokio::time::timeout(Duration::from_secs(60), self.child.wait_with_output())
+            .await
+            .context("the hostile tenant's process did not stop")??;
+        if !out.status.success() {
+            anyhow::bail!("the hostile tenant's process failed: {}", out.status);
+        }
+        serde_json::from_slice(&out.stdout).context("the hostile tenant's counts")
+    }
+}
+
+/// The child process's side of [`spawn`]: attacks until its standard input closes, then prints
+/// what it did as JSON.
+pub(crate) async fn run_child(target: &str) -> anyhow::Result<()> {
+    let target: Target = serde_json::from_str(target).context("--hostile-attack target")?;
+    let stop = Stop::default();
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut input = tokio::io::stdin();
+            let mut buf = [0u8; 64];
+            while matches!(input.read(&mut buf).await, Ok(n) if n > 0) {}
+            stop.set();
+        });
+    }
+    let counts = run(target, stop).await?;
+    println!("{}", serde_json::to_string(&counts)?);
+    Ok(())
+}
+
 /// Runs every attack until `stop`, then returns what they did.
 pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
     let counters = Arc::new(Counters::default());
@@ -267,7 +338,7 @@ pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
             tasks.spawn(idle(target.source, agent, stop.clone(), counters.clone()));
         }
     }
-    if on(AttackKind::Frames) {
+    for _ in 0..BAD_FRAME_SENDERS * usize::from(on(AttackKind::Frames)) {
         tasks.spawn(bad_frames(target.source, target.kafka.clone(), stop.clone(), counters.clone()));
     }
     let mut headers = reqwest::header::HeaderMap::new();
