@@ -382,6 +382,16 @@ pub(crate) struct AgentOptions {
     /// HTTP requests without an API key one client address may have in flight.
     #[arg(long, default_value_t = 1_000)]
     pub(crate) http_requests_in_flight_per_ip: usize,
+    /// HTTP connections this agent holds at once; past it, new ones are closed at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) http_max_connections: usize,
+    /// HTTP connections from one client address (a fleet behind one NAT shares it).
+    #[arg(long, default_value_t = 4_000)]
+    pub(crate) http_max_connections_per_ip: usize,
+    /// An HTTP connection that neither sends nor receives a byte for this long is closed
+    /// (long-polls answer within 30 s; event streams send a keep-alive every 15 s).
+    #[arg(long, default_value_t = 60_000)]
+    pub(crate) http_connections_max_idle_ms: u64,
     /// Serve the operator API (`/v1/admin`: tenants, users, API keys) to requests carrying the
     /// token in this file (`Authorization: Bearer <token>`, at least 24 characters). Without it
     /// the operator API is not served; `floe admin tenants` works either way.
@@ -470,6 +480,11 @@ pub(crate) struct AgentOptions {
     /// closed at once.
     #[arg(long, default_value_t = 1_000)]
     pub(crate) max_connections_per_ip: usize,
+    /// Authenticated Kafka connections of one tenant's users on this agent, from however many
+    /// addresses; past it, SaslAuthenticate is refused. Keeps one tenant from holding every
+    /// place of --max-connections.
+    #[arg(long, default_value_t = 2_500)]
+    pub(crate) max_connections_per_tenant: usize,
     /// Exceptions to --max-connections-per-ip, as ADDR:N pairs separated by commas (Kafka's
     /// `max.connections.per.ip.overrides`), e.g. for a NAT gateway or a load balancer.
     #[arg(long, value_delimiter = ',', value_parser = parse_ip_override)]

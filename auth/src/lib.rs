@@ -18,4 +18,7 @@ pub enum AuthError {
     Malformed(&'static str),
     #[error("too many failed authentications from this address; retry in {0} s")]
     TooManyFailures(u64),
+    /// The credentials were right, but a limit keeps the connection out.
+    #[error("authenticated, but refused: {0}")]
+    OverLimit(String),
 }

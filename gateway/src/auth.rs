@@ -33,18 +33,19 @@ pub(crate) struct Caller {
 
 /// The client's address, for limiting failed authentication per source; the same for plain
 /// TCP and TLS listeners.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Peer(pub(crate) SocketAddr);
+/// With the connection's count of requests in progress (`connections::busy`).
+#[derive(Clone, Debug)]
+pub(crate) struct Peer(pub(crate) SocketAddr, pub(crate) crate::connections::Busy);
 
-impl Connected<IncomingStream<'_, tokio::net::TcpListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, tokio::net::TcpListener>) -> Self {
-        Self(*stream.remote_addr())
+impl Connected<IncomingStream<'_, crate::connections::LimitedListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, crate::connections::LimitedListener>) -> Self {
+        Self(*stream.remote_addr(), stream.io().requests())
     }
 }
 
 impl Connected<IncomingStream<'_, crate::tls::TlsListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, crate::tls::TlsListener>) -> Self {
-        Self(*stream.remote_addr())
+        Self(*stream.remote_addr(), stream.io().get_ref().0.requests())
     }
 }
 
@@ -89,7 +90,7 @@ fn caller(agent: &Agent, id: &str, secret: &str) -> Option<Caller> {
 
 pub(crate) async fn require_api_key(
     State(agent): State<Arc<Agent>>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    ConnectInfo(Peer(peer, _)): ConnectInfo<Peer>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -127,7 +128,7 @@ pub(crate) async fn require_api_key(
 /// the `Scope` of each handler.
 pub(crate) async fn access(
     State(agent): State<Arc<Agent>>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    ConnectInfo(Peer(peer, _)): ConnectInfo<Peer>,
     mut request: Request,
     next: Next,
 ) -> Response {

@@ -3,6 +3,7 @@
 
 mod auth;
 mod body;
+mod connections;
 mod error;
 mod extract;
 mod limits;
@@ -13,6 +14,7 @@ mod routes;
 pub mod tenants;
 mod tls;
 
+pub use connections::HttpConnectionLimits;
 pub use limits::CallerLimits;
 pub use routes::operator::OperatorToken;
 
@@ -46,6 +48,8 @@ pub struct HttpConfig {
     pub caller_limits: CallerLimits,
     /// Who may read `/metrics`: its labels name every tenant's topics and groups.
     pub metrics_access: MetricsAccess,
+    /// Connections at once, per address, and how long one may stay silent.
+    pub connection_limits: HttpConnectionLimits,
 }
 
 /// Who may read `/metrics`.
@@ -68,6 +72,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("operator_api", &self.operator_token.is_some())
             .field("caller_limits", &self.caller_limits)
             .field("metrics_access", &self.metrics_access)
+            .field("connection_limits", &self.connection_limits)
             .finish()
     }
 }
@@ -109,11 +114,13 @@ pub async fn serve_http(
     let app = app
         .layer(axum::middleware::from_fn(limits::requests_in_flight))
         .layer(axum::middleware::from_fn(metrics::record))
+        .layer(axum::middleware::from_fn(connections::busy))
         .layer(cors(agent_for_cors, &config.cors_origins)?);
     let mut stop = stop;
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
+    let listener = connections::LimitedListener::new(listener, config.connection_limits);
     match config.tls {
         Some(acceptor) => {
             let app = app.into_make_service_with_connect_info::<auth::Peer>();

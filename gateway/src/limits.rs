@@ -265,7 +265,7 @@ impl Drop for CallerSlots {
 /// (after the key was checked), or its address's without a key.
 pub(crate) async fn callers_in_flight(
     State((limits, table)): State<(CallerLimits, Arc<CallersInFlight>)>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    ConnectInfo(Peer(peer, _)): ConnectInfo<Peer>,
     request: Request,
     next: Next,
 ) -> Response {

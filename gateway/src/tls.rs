@@ -5,10 +5,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
+
+use crate::connections::{Counted, LimitedListener};
 
 /// Longest TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -18,24 +19,19 @@ const READY_MAX: usize = 1024;
 /// A listener whose connections have completed a TLS handshake.
 #[derive(Debug)]
 pub(crate) struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(TlsStream<Counted>, SocketAddr)>,
     local_addr: SocketAddr,
 }
 
 impl TlsListener {
-    pub(crate) fn new(listener: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
+    /// Handshakes over the connections `listener` lets in, so they count (and idle out) from
+    /// their first byte.
+    pub(crate) fn new(mut listener: LimitedListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
         let local_addr = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(READY_MAX);
         tokio::spawn(async move {
             loop {
-                let (stream, peer) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "HTTP accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
+                let (stream, peer) = listener.accept_counted().await;
                 let (acceptor, ready_tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -56,7 +52,7 @@ impl TlsListener {
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsStream<Counted>;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

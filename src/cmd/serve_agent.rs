@@ -96,6 +96,7 @@ pub(crate) async fn run(
             max_connections: options.max_connections.max(1),
             max_per_ip: options.max_connections_per_ip,
             per_ip_overrides: options.max_connections_per_ip_overrides.iter().copied().collect(),
+            max_per_tenant: options.max_connections_per_tenant,
             idle: Duration::from_millis(options.connections_max_idle_ms.max(1)),
             authentication_timeout: Duration::from_millis(options.authentication_timeout_ms.max(1)),
             unauthenticated_frame_bytes_max: options.sasl_max_receive_bytes.max(64),
@@ -140,6 +141,11 @@ pub(crate) async fn run(
             per_key: options.http_requests_in_flight_per_key.max(1),
             per_tenant: options.http_requests_in_flight_per_tenant.max(1),
             per_ip: options.http_requests_in_flight_per_ip.max(1),
+        },
+        connection_limits: floe_gateway::HttpConnectionLimits {
+            max_connections: options.http_max_connections.max(1),
+            max_per_ip: options.http_max_connections_per_ip.max(1),
+            idle: Duration::from_millis(options.http_connections_max_idle_ms.max(1_000)),
         },
     };
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));

@@ -293,10 +293,15 @@ def test_pipelined_commits_stay_in_order_across_agents_and_a_leader_kill(cluster
 
     # In a burst, hundreds of commits are in flight at the kill; spread out (5 ms after each
     # record), the commits after it span the election and the new leader.
-    acked, failed, got = pipelined_commits(cluster.bootstrap(1), topic, group, n, kill_leader_once, timeout=200,
-                                           pause=pause)
+    _acked, failed, got = pipelined_commits(cluster.bootstrap(1), topic, group, n, kill_leader_once, timeout=200,
+                                            pause=pause)
     assert killed, "the leader was never killed"
-    assert acked == sorted(acked), f"commits were acknowledged out of order: {acked[:20]}..."
+    # Acknowledgements may come out of order across the kill: a commit answered
+    # COORDINATOR_NOT_AVAILABLE while no leader was elected is resent by librdkafka itself
+    # (not configurable), after a backoff with jitter, so it can land after a later one, as
+    # against Apache Kafka. What the server controls is checked below: once the last commit is
+    # acknowledged, it is what both agents read. (`floe chaos` checks the order of commits each
+    # sent after the last was answered.)
     leader = cluster.leader(exclude=killed)
     print(f"killed metadata node {killed[0]}; leader now {leader}; {len(failed)} commits failed")
     assert got == n, f"committed() answered {got} after the commit of {n} was acknowledged ({len(failed)} failed)"

@@ -825,3 +825,58 @@ def test_bodies_received_whole_are_held_within_a_bounded_budget(floe):
     wait_until(lambda: requests.post(f"{floe.http_url}{path}", data=line, timeout=30,
                                      headers={"Content-Type": "application/x-ndjson"}).status_code == 200,
                15, "a normal bulk produce after the slow bodies closed")
+
+
+def closed_within(s: socket.socket, seconds: float) -> bool:
+    """Whether the server closed `s` (sending nothing) within `seconds`."""
+    s.settimeout(seconds)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+@pytest.mark.timeout(90)
+def test_http_connections_are_capped_per_address_and_silent_ones_closed(floe_factory):
+    """The HTTP listener had no connection limit and no idle timeout: sockets that connect and
+    say nothing were held for ever, until the agent ran out of file descriptors (and then its
+    Kafka listener could not accept either). Now a connection past --http-max-connections-per-ip
+    (or --http-max-connections) is closed at once, and one silent both ways for
+    --http-connections-max-idle-ms is closed; a long-poll that waits longer than that is not."""
+    from test_tenant_limits import new_socket
+
+    floe = floe_factory.new("floe-http-connections", extra_args=[
+        "--http-max-connections-per-ip", "50", "--http-connections-max-idle-ms", "2000"])
+    silent = []
+    try:
+        for _ in range(60):
+            s = new_socket("127.0.0.1")
+            s.connect(("127.0.0.1", floe.http_port))
+            silent.append(s)
+            time.sleep(0.005)
+        # All at once, well within the 2 s idle limit.
+        readable, _, _ = select.select(silent, [], [], 0.5)
+        closed = [s in readable and closed_within(s, 0.1) for s in silent]
+        assert closed.count(True) == 10, f"{closed.count(True)} of 60 connections from one address closed at once"
+        # Another address is let in meanwhile.
+        other = new_socket("127.0.0.2")
+        other.settimeout(10)
+        other.connect(("127.0.0.1", floe.http_port))
+        other.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{floe.http_port}\r\nConnection: close\r\n\r\n".encode())
+        assert other.recv(64).startswith(b"HTTP/1.1 200"), "another address was kept out"
+        other.close()
+        held = [s for s, c in zip(silent, closed) if not c]
+        assert all(closed_within(s, 3.0) for s in held), "silent connections were not closed after 2 s"
+    finally:
+        for s in silent:
+            s.close()
+    # A long-poll waits 4 s, past the 2 s idle limit, and is answered.
+    cluster = requests.get(f"{floe.http_url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    r = requests.post(f"{floe.http_url}/v3/clusters/{cluster}/topics", json={"topic_name": "waits"}, timeout=10)
+    assert r.status_code in (200, 201), r.text
+    started = time.monotonic()
+    path = f"/v3/clusters/{cluster}/topics/waits/partitions/0/records?offset=latest&wait_ms=4000"
+    answer = requests.get(f"{floe.http_url}{path}", timeout=20)
+    assert answer.status_code == 200 and time.monotonic() - started >= 3.5, (answer.status_code, answer.text[:200])

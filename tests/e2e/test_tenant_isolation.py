@@ -535,3 +535,41 @@ def test_one_tenants_waiting_reads_cost_nothing_while_another_tenant_writes(secu
         f"while tenant globex made 60 commits, tenant acme's {waiting_http} HTTP long-polls and {waiting_kafka} Kafka "
         f"fetches on a partition nobody wrote were read again {woken} times")
     assert answers == [200] * waiting_http, answers
+
+
+@pytest.mark.timeout(120)
+def test_one_tenant_cannot_hold_every_kafka_connection_of_an_agent(floe_factory, tmp_path):
+    """Proven connections are never closed to make room, and per-address limits do not bind a
+    tenant with many addresses: its users could hold every place of the listener, and then
+    nobody else could connect. Each tenant now holds at most --max-connections-per-tenant
+    authenticated connections; past it, SaslAuthenticate is refused."""
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-tenant-connections", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", "SCRAM-SHA-256", "--max-connections", "40", "--max-connections-per-tenant", "20",
+        "--auth-failures-per-minute", "0"])
+    for tenant, user in USERS.items():
+        admin_tenants(floe, "create", tenant)
+        admin_tenants(floe, "add-user", "--tenant", tenant, user, "--password-stdin", stdin=PASSWORD + "\n")
+    held = []
+    try:
+        for i in range(20):
+            conn = Conn(floe.kafka_port)
+            held.append(conn)
+            assert scram_login(conn, "alice", PASSWORD) == (0, None), f"alice's connection {i + 1} of 20"
+        with Conn(floe.kafka_port) as over:
+            code, message = scram_login(over, "alice", PASSWORD)
+            assert code != 0 and "connections" in (message or ""), (code, message)
+        with Conn(floe.kafka_port) as other:
+            assert scram_login(other, "bob", PASSWORD) == (0, None), "another tenant was kept out"
+        held.pop().close()
+
+        def logs_in(user: str) -> bool:
+            with Conn(floe.kafka_port) as conn:
+                return scram_login(conn, user, PASSWORD)[0] == 0
+
+        # The closed connection's place comes back once the agent sees it closed.
+        wait_until(lambda: logs_in("alice"), 10, "a place of alice's tenant given back")
+    finally:
+        for conn in held:
+            conn.close()

@@ -254,7 +254,15 @@ async fn read_requests(
                         if let Verdict::Close = answered.1 {
                             agent.auth_failures.record_failure(peer.ip(), now);
                         }
-                        answered
+                        // Authenticated: it takes one of its tenant's places, if one is free.
+                        let tenant = session.principal().map(|p| p.tenant.clone());
+                        match tenant.map(|t| admitted.proven_as(&t)) {
+                            Some(Err(refusal)) => {
+                                crate::metrics::CONNECTIONS_CLOSED.with_label_values(&["per_tenant"]).inc();
+                                session.refuse(&floe_auth::AuthError::OverLimit(refusal.to_string()), peer)
+                            }
+                            _ => answered,
+                        }
                     }
                 };
                 if let Verdict::Close = verdict {

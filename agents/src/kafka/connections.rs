@@ -2,7 +2,9 @@
 //! and `max.connections.per.ip` (with overrides), plus a reserve for proven clients. A
 //! connection is *unproven* until it authenticates (with SASL) or sends its first complete
 //! request (without); when the listener is full, the oldest unproven connection is closed to
-//! admit a new one, so sockets that connect and say nothing can never lock clients out.
+//! admit a new one, so sockets that connect and say nothing can never lock clients out. An
+//! authenticated connection counts toward its tenant's share of the listener, so one tenant's
+//! clients, from however many addresses, cannot take every place.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -21,6 +23,8 @@ pub struct ConnectionLimits {
     pub max_per_ip: usize,
     /// Per-address exceptions to `max_per_ip` (Kafka's `max.connections.per.ip.overrides`).
     pub per_ip_overrides: HashMap<IpAddr, usize>,
+    /// Authenticated connections of one tenant's users.
+    pub max_per_tenant: usize,
     /// A connection that sends no request for this long is closed (`connections.max.idle.ms`).
     pub idle: Duration,
     /// With SASL, a connection that has not authenticated within this long is closed.
@@ -35,6 +39,7 @@ impl Default for ConnectionLimits {
             max_connections: 10_000,
             max_per_ip: 1_000,
             per_ip_overrides: HashMap::new(),
+            max_per_tenant: 2_500,
             idle: Duration::from_secs(600),
             authentication_timeout: Duration::from_secs(10),
             unauthenticated_frame_bytes_max: 512 * 1024,
@@ -55,6 +60,8 @@ pub enum Refusal {
     PerIp(usize),
     #[error("{0} connections, none of them unproven")]
     Full(usize),
+    #[error("the tenant holds its {0} connections on this agent")]
+    PerTenant(usize),
 }
 
 /// The listener's connections.
@@ -68,6 +75,8 @@ pub struct Connections {
 struct Held {
     total: usize,
     per_ip: HashMap<IpAddr, usize>,
+    /// Authenticated connections by tenant.
+    per_tenant: HashMap<String, usize>,
     /// Unproven connections by admission order (oldest first), with how to close each.
     unproven: BTreeMap<u64, Arc<Eviction>>,
     next_id: u64,
@@ -88,6 +97,8 @@ pub struct Admitted {
     table: Arc<Connections>,
     id: u64,
     eviction: Arc<Eviction>,
+    /// The tenant it authenticated as, once it has.
+    tenant: std::sync::OnceLock<String>,
 }
 
 impl Connections {
@@ -129,7 +140,7 @@ impl Connections {
         held.next_id += 1;
         let eviction = Arc::new(Eviction { ip, closed: Notify::new(), evicted: AtomicBool::new(false) });
         held.unproven.insert(id, eviction.clone());
-        Ok(Admitted { table: self.clone(), id, eviction })
+        Ok(Admitted { table: self.clone(), id, eviction, tenant: std::sync::OnceLock::new() })
     }
 
     /// Connections held now.
@@ -154,6 +165,24 @@ impl Admitted {
         self.table.held().unproven.remove(&self.id);
     }
 
+    /// The connection authenticated as a user of `tenant`: it is proven, and takes one of the
+    /// tenant's places, unless the tenant holds them all. A re-authentication keeps its place.
+    pub fn proven_as(&self, tenant: &str) -> Result<(), Refusal> {
+        if self.tenant.get().is_some() {
+            return Ok(());
+        }
+        let mut held = self.table.held();
+        let max = self.table.limits.max_per_tenant;
+        let count = held.per_tenant.get(tenant).copied().unwrap_or(0);
+        if count >= max {
+            return Err(Refusal::PerTenant(max));
+        }
+        held.per_tenant.insert(tenant.to_owned(), count + 1);
+        held.unproven.remove(&self.id);
+        let _ = self.tenant.set(tenant.to_owned());
+        Ok(())
+    }
+
     /// Resolves when the connection was closed to make room for another.
     pub async fn evicted(&self) {
         self.eviction.closed.notified().await;
@@ -168,6 +197,14 @@ impl Drop for Admitted {
             held.total -= 1;
             release_ip(&mut held.per_ip, self.eviction.ip);
         }
+        if let Some(tenant) = self.tenant.get()
+            && let Some(count) = held.per_tenant.get_mut(tenant)
+        {
+            *count -= 1;
+            if *count == 0 {
+                held.per_tenant.remove(tenant);
+            }
+        }
     }
 }
 
@@ -181,6 +218,25 @@ mod tests {
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn a_tenant_holds_at_most_its_share_of_authenticated_connections() {
+        let l = ConnectionLimits { max_per_tenant: 2, ..limits(100, 100) };
+        let table = Connections::new(l);
+        let acme: Vec<Admitted> = (0..3).map(|i| table.admit(ip(10 + i)).expect("admitted")).collect();
+        assert_eq!(acme[0].proven_as("acme"), Ok(()));
+        assert_eq!(acme[0].proven_as("acme"), Ok(()), "a re-authentication keeps its place");
+        assert_eq!(acme[1].proven_as("acme"), Ok(()));
+        assert_eq!(acme[2].proven_as("acme"), Err(Refusal::PerTenant(2)), "from any address");
+        let globex = table.admit(ip(20)).expect("admitted");
+        assert_eq!(globex.proven_as("globex"), Ok(()), "another tenant is not held back");
+        let mut acme = acme;
+        drop(acme.remove(0));
+        assert_eq!(acme[1].proven_as("acme"), Ok(()), "a closed connection gives the tenant's place back");
+        drop(acme);
+        drop(globex);
+        assert!(table.held().per_tenant.is_empty() && table.count() == 0);
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub async fn run(
                         let reason = match refusal {
                             Refusal::PerIp(_) => "per_ip",
                             Refusal::Full(_) => "full",
+                            Refusal::PerTenant(_) => "per_tenant",
                         };
                         crate::metrics::CONNECTIONS_CLOSED.with_label_values(&[reason]).inc();
                         tracing::debug!(%peer, %refusal, "Kafka connection refused");

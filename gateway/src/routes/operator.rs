@@ -60,7 +60,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
 /// Lets through only requests carrying the operator token.
 pub(crate) async fn require_operator(
     State((agent, token)): State<(Arc<Agent>, Arc<OperatorToken>)>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    ConnectInfo(Peer(peer, _)): ConnectInfo<Peer>,
     request: Request,
     next: Next,
 ) -> Response {
