@@ -29,7 +29,14 @@ pub fn kafka_request(data: &[u8]) {
     let extras = Extras { sasl: flags & 1 == 1, acls: flags & 2 == 2 };
     let Ok(Decoded::Request { request, .. }) = decode_request(Bytes::copy_from_slice(data), extras) else { return };
     if let kafka_protocol::messages::RequestKind::Produce(produce) = *request {
-        let policy = TopicPolicy { max_message_bytes: 1 << 20, log_append_time: false, compacted: true };
+        // Tight timestamp bounds, so most batches take the per-record timestamp walk too.
+        let policy = TopicPolicy {
+            max_message_bytes: 1 << 20,
+            log_append_time: false,
+            compacted: true,
+            timestamp_before_max_ms: 3_600_000,
+            timestamp_after_max_ms: 3_600_000,
+        };
         for topic in &produce.topic_data {
             for partition in &topic.partition_data {
                 let _ = validate::partition_records(partition.records.as_ref(), &policy, 0, Some("txn"));
@@ -42,7 +49,13 @@ pub fn kafka_request(data: &[u8]) {
 /// do) bounded decompression, a walk over every record and header, and recompression.
 pub fn record_batch(data: &[u8]) {
     let bytes = Bytes::copy_from_slice(data);
-    let policy = TopicPolicy { max_message_bytes: 1 << 20, log_append_time: true, compacted: true };
+    let policy = TopicPolicy {
+        max_message_bytes: 1 << 20,
+        log_append_time: true,
+        compacted: true,
+        timestamp_before_max_ms: i64::MAX,
+        timestamp_after_max_ms: i64::MAX,
+    };
     let _ = validate::partition_records(Some(&bytes), &policy, 1, Some("txn"));
     for batch in record_batch::split(&bytes) {
         let Ok((header, batch)) = batch else { break };

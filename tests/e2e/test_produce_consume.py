@@ -1,11 +1,13 @@
 """Produce/consume round trips with real clients: confluent-kafka (librdkafka),
 kafka-python (independent pure-Python implementation) and kcat."""
 
+import json
 import random
 import subprocess
 import time
 
 import pytest
+import requests
 
 from conftest import (
     CODECS,
@@ -110,3 +112,73 @@ def test_kcat_metadata_produce_consume(floe):
     out = _kcat("-b", b, "-C", "-t", topic, "-p", "0", "-o", str(len(want)), "-e", "-q",
                 "-f", "%o %k %s\n").stdout.decode()
     assert out.splitlines() == [f"{len(want)} k1 v1", f"{len(want) + 1} k2 v2"], out
+
+
+def send_one_batch(bootstrap: str, topic: str, records: list[tuple]) -> list[str]:
+    """Sends `records` ((key, value, timestamp ms or None)) as one batch of one request; each
+    record's delivery error name ("" when written), in order."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "batch.num.messages": len(records),
+                  "message.timeout.ms": 20000})
+    results: dict[int, str] = {}
+    for i, (key, value, ts) in enumerate(records):
+        extra = {"timestamp": ts} if ts is not None else {}
+        p.produce(topic, key=key, value=value, partition=0,
+                  on_delivery=lambda err, msg, i=i: results.__setitem__(i, err.name() if err else ""), **extra)
+    p.flush(30)
+    return [results.get(i, "undelivered") for i in range(len(records))]
+
+
+@pytest.mark.timeout(120)
+def test_refused_records_are_named_and_the_others_may_be_sent_again(floe):
+    """Issue 32, item 1 (KIP-467): a batch is refused whole for some of its records, and the
+    Produce answer (v8+) names them in record_errors: librdkafka fails exactly those with the
+    refusal and the others with _INVALID_DIFFERENT_RECORD, which the application may send again.
+    The partition's error is INVALID_RECORD for a keyless record on a compacted topic and
+    INVALID_TIMESTAMP for a timestamp outside message.timestamp.before/after.max.ms. Before, every record of
+    the batch failed with INVALID_RECORD, and timestamp bounds were not enforced at all."""
+    from confluent_kafka import Consumer, TopicPartition
+    compacted, bounded = unique_name("kip467c"), unique_name("kip467t")
+    create_topic(floe.bootstrap, compacted, 1, config={"cleanup.policy": "compact"})
+    create_topic(floe.bootstrap, bounded, 1, config={"message.timestamp.before.max.ms": "60000",
+                                                      "message.timestamp.after.max.ms": "60000"})
+    keyless = [(None if i % 10 == 3 else f"k{i}".encode(), f"v{i}".encode(), None) for i in range(100)]
+    got = send_one_batch(floe.bootstrap, compacted, keyless)
+    assert [i for i, e in enumerate(got) if e == "INVALID_RECORD"] == [i for i in range(100) if i % 10 == 3], got
+    assert all(e == "_INVALID_DIFFERENT_RECORD" for i, e in enumerate(got) if i % 10 != 3), got
+
+    now = int(time.time() * 1000)
+    stamps = [now - 2 * 3600_000 if i in (2, 7) else now + 3600_000 if i == 11 else now for i in range(20)]
+    got = send_one_batch(floe.bootstrap, bounded, [(b"k", f"t{i}".encode(), ts) for i, ts in enumerate(stamps)])
+    # librdkafka fails the records a response names with INVALID_RECORD, whatever the
+    # partition's error; kafka-python, which ignores record_errors, shows that error.
+    assert [i for i, e in enumerate(got) if e == "INVALID_RECORD"] == [2, 7, 11], got
+    assert all(e == "_INVALID_DIFFERENT_RECORD" for i, e in enumerate(got) if i not in (2, 7, 11)), got
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidTimestampError
+    kp = KafkaProducer(bootstrap_servers=floe.bootstrap, retries=0)
+    try:
+        future = kp.send(bounded, value=b"old", partition=0, timestamp_ms=now - 2 * 3600_000)
+        with pytest.raises(InvalidTimestampError):
+            future.get(timeout=20)
+    finally:
+        kp.close()
+    # Sent again, the others are written; nothing of the refused batches was.
+    again = [(b"k", f"t{i}".encode(), now) for i in range(20) if i not in (2, 7, 11)]
+    assert send_one_batch(floe.bootstrap, bounded, again) == [""] * 17
+    c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g")})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(bounded, 0), timeout=10) == (0, 17)
+        assert c.get_watermark_offsets(TopicPartition(compacted, 0), timeout=10) == (0, 0)
+    finally:
+        c.close()
+
+    # Over HTTP, each record has its own answer: the out-of-bounds one is refused, not the rest.
+    cluster = requests.get(f"{floe.http_url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    body = "\n".join(json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": f"h{i}"},
+                                 **({"timestamp": now - 3 * 3600_000} if i == 1 else {})}) for i in range(3))
+    r = requests.post(f"{floe.http_url}/v3/clusters/{cluster}/topics/{bounded}/records", data=body,
+                      headers={"Content-Type": "application/json"}, timeout=10)
+    answers = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+    assert [a.get("error_code") for a in answers] == [200, 422, 200], answers
+    assert "message.timestamp.before.max.ms" in answers[1]["message"], answers[1]

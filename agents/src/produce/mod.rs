@@ -6,7 +6,7 @@ mod buffer;
 pub mod validate;
 
 pub use buffer::{AppendError, AppendResult, FlushBuffer, Pipeline, Ticket};
-pub use validate::{PartitionBatches, ProduceError, TopicPolicy, ValidatedBatch};
+pub use validate::{PartitionBatches, ProduceError, RecordError, RecordRefusal, TopicPolicy, ValidatedBatch};
 
 use floe_metadata::ChunkProducer;
 use floe_storage::TopicPartition;

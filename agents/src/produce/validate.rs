@@ -1,5 +1,12 @@
 //! Checks produced record batches without decompressing them (except to find keyless records
-//! for compacted topics), and applies the topic's timestamp policy. Pure: no I/O, no shared state.
+//! for compacted topics, and the records of a batch whose timestamps are out of bounds), and
+//! applies the topic's timestamp policy. A refusal that concerns some records names them
+//! (KIP-467), so a client fails those and may send the others again. Pure: no I/O, no shared
+//! state.
+//!
+//! Timestamp bounds are checked on the batch header's first and largest timestamps: a record
+//! whose timestamp is below its batch's first one is not checked against
+//! `message.timestamp.before.max.ms` (which would need every batch decompressed).
 
 use bytes::Bytes;
 use floe_metadata::{ChunkProducer, State, Topic};
@@ -17,6 +24,11 @@ pub struct TopicPolicy {
     pub log_append_time: bool,
     /// `cleanup.policy` includes `compact`: every record needs a key.
     pub compacted: bool,
+    /// `message.timestamp.before.max.ms` and `message.timestamp.after.max.ms` (each at most
+    /// the deprecated `message.timestamp.difference.max.ms`): how far a CreateTime timestamp
+    /// may be behind or ahead of the append time.
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
 }
 
 impl TopicPolicy {
@@ -28,7 +40,15 @@ impl TopicPolicy {
             value("max.message.bytes").and_then(|v| v.parse::<usize>().ok()).unwrap_or(1_048_588).min(BATCH_BYTES_MAX);
         let log_append_time = value("message.timestamp.type") == Some("LogAppendTime");
         let compacted = value("cleanup.policy").is_some_and(|p| p.split(',').any(|p| p.trim() == "compact"));
-        Self { max_message_bytes, log_append_time, compacted }
+        let long = |name: &str| value(name).and_then(|v| v.parse::<i64>().ok()).unwrap_or(i64::MAX).max(0);
+        let difference = long("message.timestamp.difference.max.ms");
+        Self {
+            max_message_bytes,
+            log_append_time,
+            compacted,
+            timestamp_before_max_ms: long("message.timestamp.before.max.ms").min(difference),
+            timestamp_after_max_ms: long("message.timestamp.after.max.ms").min(difference),
+        }
     }
 }
 
@@ -64,7 +84,30 @@ pub enum ProduceError {
     TransactionalIdRequired,
     #[error("{0}")]
     StorageQuotaExceeded(String),
+    /// Some records of the batches are refused, and with them the whole request's partition;
+    /// each is named by its index among the partition's records.
+    #[error("{} of the records refused: {}", .records.len(), .records.first().map_or("", |r| r.message.as_str()))]
+    RecordsRefused { why: RecordRefusal, records: Vec<RecordError> },
 }
+
+/// Why records were refused one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordRefusal {
+    /// A record without a key for a compacted topic (INVALID_RECORD).
+    NoKey,
+    /// A CreateTime timestamp out of the topic's bounds (INVALID_TIMESTAMP).
+    Timestamp,
+}
+
+/// One refused record: its index among the partition's records in the request, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// The most refused records named in one answer; the count says how many there were.
+const RECORD_ERRORS_NAMED_MAX: usize = 1000;
 
 /// One partition's validated batches and the producer that wrote them, if it has an id.
 #[derive(Clone, Debug)]
@@ -85,6 +128,8 @@ pub fn partition_records(
         records.filter(|r| !r.is_empty()).ok_or_else(|| ProduceError::InvalidRecord("no record batches".into()))?;
     let mut batches = Vec::new();
     let mut producer: Option<Option<ChunkProducer>> = None;
+    let mut refused: Option<(RecordRefusal, Vec<RecordError>)> = None;
+    let mut first_index = 0i32;
     for part in record_batch::split(records) {
         let (header, bytes) = part?;
         let this = batch_producer(&header, transactional_id)?;
@@ -94,7 +139,23 @@ pub fn partition_records(
             return Err(ProduceError::InvalidRecord("batches of one partition from different producers".into()));
         }
         producer = Some(this);
-        batches.push(batch(header, bytes, policy, now_ms)?);
+        let count = header.record_count;
+        match batch(header, bytes, policy, now_ms, first_index) {
+            Ok(batch) => batches.push(batch),
+            // Every batch is checked, so the answer names all the refused records of the kind
+            // first found.
+            Err(ProduceError::RecordsRefused { why, records }) => match &mut refused {
+                Some((kind, named)) if *kind == why => named.extend(records),
+                Some(_) => {}
+                None => refused = Some((why, records)),
+            },
+            Err(e) => return Err(e),
+        }
+        first_index = first_index.saturating_add(count);
+    }
+    if let Some((why, mut records)) = refused {
+        records.truncate(RECORD_ERRORS_NAMED_MAX);
+        return Err(ProduceError::RecordsRefused { why, records });
     }
     Ok(PartitionBatches { batches, producer: producer.flatten() })
 }
@@ -120,7 +181,14 @@ fn batch_producer(header: &BatchHeader, transactional_id: Option<&str>) -> Resul
     Ok(Some(ChunkProducer { producer_id: header.producer_id, producer_epoch: header.producer_epoch, transactional }))
 }
 
-fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -> Result<ValidatedBatch, ProduceError> {
+/// Validates one batch; `first_index` is the index of its first record among the partition's.
+fn batch(
+    header: BatchHeader,
+    bytes: Bytes,
+    policy: &TopicPolicy,
+    now_ms: i64,
+    first_index: i32,
+) -> Result<ValidatedBatch, ProduceError> {
     if header.batch_bytes > policy.max_message_bytes {
         return Err(ProduceError::BatchTooLarge { bytes: header.batch_bytes, max: policy.max_message_bytes });
     }
@@ -150,7 +218,10 @@ fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -
         )));
     }
     if policy.compacted {
-        every_record_has_a_key(&header, &bytes)?;
+        every_record_has_a_key(&header, &bytes, first_index)?;
+    }
+    if !policy.log_append_time {
+        timestamps_within_bounds(&header, &bytes, policy, now_ms, first_index)?;
     }
     let (bytes, timestamp_min, timestamp_max) = if policy.log_append_time {
         (record_batch::set_log_append_time(&bytes, &header, now_ms), now_ms, now_ms)
@@ -170,13 +241,60 @@ fn batch(header: BatchHeader, bytes: Bytes, policy: &TopicPolicy, now_ms: i64) -
 
 /// Key compaction keeps the latest record per key, so a compacted topic refuses keyless
 /// records (as Kafka does). This is the one check that decompresses, with a bound.
-fn every_record_has_a_key(header: &BatchHeader, bytes: &Bytes) -> Result<(), ProduceError> {
+fn every_record_has_a_key(header: &BatchHeader, bytes: &Bytes, first_index: i32) -> Result<(), ProduceError> {
+    refuse_records(header, bytes, first_index, RecordRefusal::NoKey, |record| {
+        record.key.is_none().then(|| "a compacted topic cannot accept a record without a key".to_owned())
+    })
+}
+
+/// Refuses the records whose CreateTime timestamps are out of the topic's bounds around
+/// `now_ms`. Decompresses only when the batch header's timestamps are out of them.
+fn timestamps_within_bounds(
+    header: &BatchHeader,
+    bytes: &Bytes,
+    policy: &TopicPolicy,
+    now_ms: i64,
+    first_index: i32,
+) -> Result<(), ProduceError> {
+    let (earliest, latest) =
+        (now_ms.saturating_sub(policy.timestamp_before_max_ms), now_ms.saturating_add(policy.timestamp_after_max_ms));
+    if header.base_timestamp >= earliest && header.max_timestamp <= latest {
+        return Ok(());
+    }
+    refuse_records(header, bytes, first_index, RecordRefusal::Timestamp, |record| {
+        let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);
+        if timestamp < earliest {
+            Some(format!(
+                "timestamp {timestamp} is more than message.timestamp.before.max.ms ({} ms) before the append time {now_ms}",
+                policy.timestamp_before_max_ms
+            ))
+        } else if timestamp > latest {
+            Some(format!(
+                "timestamp {timestamp} is more than message.timestamp.after.max.ms ({} ms) after the append time {now_ms}",
+                policy.timestamp_after_max_ms
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+/// Decompresses the batch (bounded) and refuses the records `refusal` gives a reason for, each
+/// named by its index among the partition's records.
+fn refuse_records(
+    header: &BatchHeader,
+    bytes: &Bytes,
+    first_index: i32,
+    why: RecordRefusal,
+    refusal: impl Fn(&records::RecordView) -> Option<String>,
+) -> Result<(), ProduceError> {
     let invalid = |e: RecordsError| ProduceError::InvalidRecord(e.to_string());
     let payload = records::decompress(header, bytes, BATCH_DECOMPRESSED_BYTES_MAX).map_err(invalid)?;
     let mut count = 0i32;
+    let mut refused = Vec::new();
     for record in records::records(&payload) {
-        if record.map_err(invalid)?.key.is_none() {
-            return Err(ProduceError::InvalidRecord("a compacted topic cannot accept a record without a key".into()));
+        if let Some(message) = refusal(&record.map_err(invalid)?) {
+            refused.push(RecordError { batch_index: first_index.saturating_add(count), message });
         }
         count += 1;
     }
@@ -186,7 +304,7 @@ fn every_record_has_a_key(header: &BatchHeader, bytes: &Bytes) -> Result<(), Pro
             header.record_count
         )));
     }
-    Ok(())
+    if refused.is_empty() { Ok(()) } else { Err(ProduceError::RecordsRefused { why, records: refused }) }
 }
 
 #[cfg(test)]

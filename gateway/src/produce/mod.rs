@@ -208,6 +208,16 @@ fn place(target: &TopicTarget, parsed: ParsedRecord, keyless_partition: i32) -> 
     if target.policy.compacted && record.key.is_none() {
         return Err(RecordError::invalid(format!("topic {:?} is compacted: every record needs a key", target.name)));
     }
+    if !target.policy.log_append_time {
+        let now_ms = floe_metadata::now_ms();
+        let (before, after) = (target.policy.timestamp_before_max_ms, target.policy.timestamp_after_max_ms);
+        if record.timestamp < now_ms.saturating_sub(before) || record.timestamp > now_ms.saturating_add(after) {
+            return Err(RecordError::invalid(format!(
+                "timestamp {} is outside the topic's bounds: at most {before} ms before and {after} ms after the append time {now_ms} (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+                record.timestamp
+            )));
+        }
+    }
     let bytes = record.approximate_bytes() + HEADER_BYTES;
     if bytes > target.policy.max_message_bytes {
         return Err(RecordError {
@@ -281,7 +291,13 @@ pub(crate) fn parse_for_fuzzing(body: &[u8]) -> usize {
         }
     }
     if let Ok(batch) = build_batch(&records, None, 0) {
-        let policy = TopicPolicy { max_message_bytes: usize::MAX, log_append_time: false, compacted: true };
+        let policy = TopicPolicy {
+            max_message_bytes: usize::MAX,
+            log_append_time: false,
+            compacted: true,
+            timestamp_before_max_ms: 0,
+            timestamp_after_max_ms: 0,
+        };
         let _ = validate::partition_records(Some(&batch), &policy, 0, None);
     }
     records.len()

@@ -3,14 +3,16 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use super::super::dispatch::Reply;
 use super::super::error_code::{self, code};
 use crate::Agent;
-use crate::produce::{PartitionAppend, PartitionBatches, ProduceError, TopicPolicy, validate};
+use crate::produce::{PartitionAppend, PartitionBatches, ProduceError, RecordError, TopicPolicy, validate};
 use floe_storage::TopicPartition;
 
 /// Per topic in request order: its name as sent, its id, and each partition's slot.
@@ -19,6 +21,8 @@ type Layout = Vec<(kafka_protocol::messages::TopicName, uuid::Uuid, Vec<(i32, Sl
 /// Where each partition's answer comes from.
 enum Slot {
     Failed(i16, String),
+    /// Refused for some of its records, which the answer names (KIP-467, Produce v8+).
+    RecordsRefused(i16, String, Vec<RecordError>),
     /// Index into the appended partitions, and the LogAppendTime stamp if the topic uses it.
     Appended(usize, Option<i64>),
 }
@@ -87,7 +91,7 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
                 let agent = agent.clone();
                 return Reply::Later(tokio::spawn(async move {
                     let results = ticket.committed().await;
-                    ResponseKind::Produce(respond(&agent, layout, &results, &sizes))
+                    ResponseKind::Produce(respond(&agent, version, layout, &results, &sizes))
                 }));
             }
             Err(e) => {
@@ -104,15 +108,20 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
     if acks == 0 {
         return Reply::None;
     }
-    Reply::Now(Box::new(ResponseKind::Produce(respond(agent, layout, &results, &sizes))))
+    Reply::Now(Box::new(ResponseKind::Produce(respond(agent, version, layout, &results, &sizes))))
 }
 
 fn failed(error: &ProduceError) -> Slot {
-    Slot::Failed(error_code::for_produce(error).code(), error.to_string())
+    let code = error_code::for_produce(error).code();
+    match error {
+        ProduceError::RecordsRefused { records, .. } => Slot::RecordsRefused(code, error.to_string(), records.clone()),
+        _ => Slot::Failed(code, error.to_string()),
+    }
 }
 
 fn respond(
     agent: &Agent,
+    version: i16,
     layout: Layout,
     results: &[crate::produce::AppendResult],
     sizes: &[(u64, u64)],
@@ -127,6 +136,23 @@ fn respond(
                     let response = PartitionProduceResponse::default().with_index(index).with_log_append_time_ms(-1);
                     let (error, message) = match slot {
                         Slot::Failed(error, message) => (error, Some(message)),
+                        // Older versions have no field for them: the message says how many.
+                        Slot::RecordsRefused(error, message, records) if version >= 8 => {
+                            let named = records
+                                .into_iter()
+                                .map(|r| {
+                                    BatchIndexAndErrorMessage::default()
+                                        .with_batch_index(r.batch_index)
+                                        .with_batch_index_error_message(Some(StrBytes::from_string(r.message)))
+                                })
+                                .collect();
+                            return response
+                                .with_error_code(error)
+                                .with_base_offset(-1)
+                                .with_error_message(Some(StrBytes::from_string(message)))
+                                .with_record_errors(named);
+                        }
+                        Slot::RecordsRefused(error, message, _) => (error, Some(message)),
                         Slot::Appended(i, log_append_time) => match results.get(i) {
                             Some(Ok(base_offset)) => {
                                 let (bytes, records) = sizes.get(i).copied().unwrap_or_default();

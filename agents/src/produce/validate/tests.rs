@@ -4,7 +4,13 @@ use kafka_protocol::records::Compression;
 use super::*;
 use crate::record_batch::tests::encode_batch;
 
-const POLICY: TopicPolicy = TopicPolicy { max_message_bytes: 1_048_588, log_append_time: false, compacted: false };
+const POLICY: TopicPolicy = TopicPolicy {
+    max_message_bytes: 1_048_588,
+    log_append_time: false,
+    compacted: false,
+    timestamp_before_max_ms: i64::MAX,
+    timestamp_after_max_ms: i64::MAX,
+};
 
 fn check(records: Bytes, policy: &TopicPolicy, expected: Result<usize, ProduceError>) {
     let got = partition_records(Some(&records), policy, 5, None).map(|b| b.batches.len());
@@ -129,6 +135,46 @@ fn a_compacted_topic_refuses_keyless_records_in_any_codec() {
         .expect("encodes");
         check(batch.clone().freeze(), &POLICY, Ok(1));
         let refused = partition_records(Some(&batch.freeze()), &compacted, 5, None);
-        assert!(matches!(refused, Err(ProduceError::InvalidRecord(ref m)) if m.contains("without a key")), "{c:?}");
+        let Err(ProduceError::RecordsRefused { why: RecordRefusal::NoKey, records }) = refused else {
+            panic!("{c:?}: {refused:?}");
+        };
+        assert_eq!(records.iter().map(|r| r.batch_index).collect::<Vec<_>>(), vec![1], "{c:?}: only the keyless one");
+        assert!(records[0].message.contains("without a key"));
     }
+}
+
+/// A batch of `encode_batch`'s records with these timestamps.
+fn with_timestamps(stamps: &[i64], compression: Compression) -> Bytes {
+    let mut records = kafka_protocol::records::RecordBatchDecoder::decode(&mut encode_batch(stamps.len(), compression))
+        .expect("decodes")
+        .records;
+    for (r, at) in records.iter_mut().zip(stamps) {
+        r.timestamp = *at;
+    }
+    let mut batch = BytesMut::new();
+    let options = kafka_protocol::records::RecordEncodeOptions { version: 2, compression };
+    kafka_protocol::records::RecordBatchEncoder::encode(&mut batch, &records, &options).expect("encodes");
+    batch.freeze()
+}
+
+#[test]
+fn records_with_timestamps_out_of_bounds_are_named() {
+    let now = 1_000_000_000_000i64;
+    let bounded = TopicPolicy { timestamp_before_max_ms: 60_000, timestamp_after_max_ms: 1_000, ..POLICY };
+    // Two batches of the partition: the second's records are numbered after the first's.
+    let mut two = BytesMut::from(&with_timestamps(&[now; 3], Compression::None)[..]);
+    two.extend_from_slice(&with_timestamps(&[now - 10, now - 120_000, now, now + 5_000], Compression::Lz4));
+    let two = two.freeze();
+    // Within the bounds, nothing is decompressed or refused.
+    assert!(partition_records(Some(&two), &POLICY, now, None).is_ok());
+    let refused = partition_records(Some(&two), &bounded, now, None);
+    let Err(ProduceError::RecordsRefused { why: RecordRefusal::Timestamp, records }) = refused else {
+        panic!("{refused:?}");
+    };
+    let named: Vec<i32> = records.iter().map(|r| r.batch_index).collect();
+    assert_eq!(named, vec![4, 6], "the second batch's records 1 and 3, after the first's 3");
+    assert!(records[0].message.contains("before.max.ms") && records[1].message.contains("after.max.ms"));
+    // LogAppendTime topics take any timestamp: it is replaced.
+    let appended = TopicPolicy { log_append_time: true, ..bounded };
+    assert!(partition_records(Some(&two), &appended, now, None).is_ok());
 }
