@@ -151,13 +151,14 @@ pub(crate) async fn append(
     let mut slots = Vec::with_capacity(records.len());
     // Slots refer to their partition's append by partition number until the appends are built.
     for parsed in records {
-        let slot = parsed.and_then(|p| place(target, p, keyless_partition)).map(|(partition, record, key, value)| {
-            let timestamp = if target.policy.log_append_time { now_ms } else { record.timestamp };
-            let records = by_partition.entry(partition).or_default();
-            records.push(record);
-            let written = Delivered { partition, offset: -1, timestamp, key, value };
-            Slot::Appended { append: usize::MAX, position: records.len() - 1, written }
-        });
+        let slot =
+            parsed.and_then(|p| place(target, p, keyless_partition, now_ms)).map(|(partition, record, key, value)| {
+                let timestamp = if target.policy.log_append_time { now_ms } else { record.timestamp };
+                let records = by_partition.entry(partition).or_default();
+                records.push(record);
+                let written = Delivered { partition, offset: -1, timestamp, key, value };
+                Slot::Appended { append: usize::MAX, position: records.len() - 1, written }
+            });
         slots.push(slot.unwrap_or_else(Slot::Failed));
     }
     let mut appends = Vec::with_capacity(by_partition.len());
@@ -192,7 +193,13 @@ pub(crate) async fn append(
 type Placed = (i32, NewRecord, Option<DataReport>, Option<DataReport>);
 
 /// The partition a record goes to, after the checks that concern it alone.
-fn place(target: &TopicTarget, parsed: ParsedRecord, keyless_partition: i32) -> Result<Placed, RecordError> {
+/// `now_ms` is the append time the timestamp bounds are measured from.
+fn place(
+    target: &TopicTarget,
+    parsed: ParsedRecord,
+    keyless_partition: i32,
+    now_ms: i64,
+) -> Result<Placed, RecordError> {
     let record = parsed.record;
     let partition = match (parsed.partition_id, &record.key) {
         (Some(p), _) if p < 0 || p >= target.partition_count => {
@@ -209,7 +216,6 @@ fn place(target: &TopicTarget, parsed: ParsedRecord, keyless_partition: i32) -> 
         return Err(RecordError::invalid(format!("topic {:?} is compacted: every record needs a key", target.name)));
     }
     if !target.policy.log_append_time {
-        let now_ms = floe_metadata::now_ms();
         let (before, after) = (target.policy.timestamp_before_max_ms, target.policy.timestamp_after_max_ms);
         if record.timestamp < now_ms.saturating_sub(before) || record.timestamp > now_ms.saturating_add(after) {
             return Err(RecordError::invalid(format!(
