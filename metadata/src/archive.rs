@@ -2,9 +2,9 @@
 //! is rebuilt (`floe metadata restore`): state snapshots plus the committed command stream.
 //!
 //! Two kinds of objects, both `magic (8 bytes) | crc32c of the body (u32 LE) | postcard body`:
-//! - `state-<generation>-<index>.snap` (magic `FLOEMST2`): a whole [`State`] as applied up to log
+//! - `state-<generation>-<index>.snap` (magic `FLOEMST3`): a whole [`State`] as applied up to log
 //!   index `index`.
-//! - `log-<generation>-<after>-<last>.cmds` (magic `FLOEMLG2`): the commands applied after index
+//! - `log-<generation>-<after>-<last>.cmds` (magic `FLOEMLG3`): the commands applied after index
 //!   `after` up to and including index `last`, in order, with their indexes.
 //!
 //! Numbers are 20 zero-padded digits, so names sort by (generation, index). Log indexes restart
@@ -117,7 +117,7 @@ pub fn encode_state(state: &State) -> Result<Vec<u8>, ArchiveError> {
 
 pub fn decode_state(bytes: &[u8]) -> Result<State, ArchiveError> {
     let (version, body) = unframe(STATE_MAGIC, "state", bytes)?;
-    crate::state::format1::decode_state(version, body)
+    crate::state::formats::decode_state(version, body)
         .map_err(|e| ArchiveError::Body { what: "state", why: e.to_string() })
 }
 
@@ -127,10 +127,10 @@ pub fn encode_log(commands: &[(u64, &Command)]) -> Result<Vec<u8>, ArchiveError>
     Ok(frame(LOG_MAGIC, body))
 }
 
-/// Commands of every format so far decode (`state::format1` reads format 1's restored states).
+/// Commands of every format so far decode (`state::formats` reads older formats' restored states).
 pub fn decode_log(bytes: &[u8]) -> Result<Vec<(u64, Command)>, ArchiveError> {
     let (version, body) = unframe(LOG_MAGIC, "log", bytes)?;
-    crate::state::format1::decoding(version, || postcard::from_bytes(body))
+    crate::state::formats::decoding(version, || postcard::from_bytes(body))
         .map_err(|e| ArchiveError::Body { what: "log", why: e.to_string() })
 }
 

@@ -52,7 +52,7 @@ pub enum Command {
     CommitSegments(Vec<SegmentCommit>),
     /// Seeds a brand-new cluster with a state restored from the object store. Accepted only as
     /// the first change of a cluster (before `InitCluster`).
-    RestoreState(#[serde(deserialize_with = "crate::state::format1::restored_state")] Box<crate::state::State>),
+    RestoreState(#[serde(deserialize_with = "crate::state::formats::restored_state")] Box<crate::state::State>),
     /// An agent announces itself (on start and then periodically); `now_ms` is stamped by the
     /// agent, since the state machine reads no clock.
     AgentHeartbeat {
@@ -242,6 +242,29 @@ pub enum Command {
         key_id: String,
         quotas: crate::state::ApiKeyQuotas,
     },
+    /// Registers a schema under a subject (format 3): the proposer parsed it and checked its
+    /// compatibility as of `checked_at`.
+    RegisterSchema(crate::state::SchemaRegistration),
+    /// Soft-deletes, or permanently deletes once soft-deleted, one version or all of a subject's.
+    DeleteSchemaVersions {
+        namespace: String,
+        subject: String,
+        version: Option<i32>,
+        permanent: bool,
+    },
+    /// Sets or (with `None`) removes the global or a subject's registry config.
+    SetRegistryConfig {
+        namespace: String,
+        subject: Option<String>,
+        config: Option<crate::state::RegistryConfig>,
+    },
+    /// Sets or removes the global or a subject's registry mode.
+    SetRegistryMode {
+        namespace: String,
+        subject: Option<String>,
+        mode: Option<crate::state::RegistryMode>,
+        force: bool,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -384,6 +407,17 @@ pub enum Outcome {
     AclsCreated(Vec<Result<(), CommandError>>),
     /// Per filter of a [`Command::DeleteAcls`], in order, the bindings it removed.
     AclsDeleted(Vec<Vec<crate::acl::AclBinding>>),
+    /// The id and version a registered schema has under its subject.
+    SchemaRegistered {
+        id: i32,
+        version: i32,
+    },
+    /// The versions a [`Command::DeleteSchemaVersions`] deleted.
+    SchemaVersionsDeleted(Vec<i32>),
+    /// The config a [`Command::SetRegistryConfig`] replaced or removed.
+    RegistryConfigSet(Option<crate::state::RegistryConfig>),
+    /// The mode a [`Command::SetRegistryMode`] replaced or removed.
+    RegistryModeSet(Option<crate::state::RegistryMode>),
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;
@@ -462,6 +496,8 @@ pub enum CommandError {
     /// Refused by the metadata port's authorization (mutual TLS roles): nothing was proposed.
     #[error("not authorized: {0}")]
     NotAuthorized(String),
+    #[error("{0}")]
+    Registry(crate::state::RegistryError),
 }
 
 impl Command {

@@ -23,15 +23,18 @@ pub mod tls;
 pub use client::RemoteMetadata;
 
 /// The version of every persisted metadata format: the Raft log and snapshot files, the
-/// archive's state and command objects (`FLOEMST2`, `FLOEMLG2`), all holding postcard encodings
+/// archive's state and command objects (`FLOEMST3`, `FLOEMLG3`), all holding postcard encodings
 /// of [`State`] and [`Command`]. `tests/golden` holds each version's files; a change that stops
 /// the newest decoding needs the next version and a reader for this one.
 ///
 /// - 1: the first named format.
 /// - 2: tenants have ids that are never reused (their namespace keys), and per-tenant
 ///   producer-id counts; API keys may have their own quotas (`Command::SetApiKeyQuotas`).
-///   Format 1's state is read by `state::format1`; its commands decode as they are.
-pub const FORMAT_VERSION: u32 = 2;
+/// - 3: schema registries (`State::registries`, `Command::RegisterSchema` and the registry
+///   commands after it).
+///
+/// Older formats' states are read by `state::formats`; their commands decode as they are.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).

@@ -86,3 +86,17 @@ pub const ACL_COMMAND_ITEMS_MAX: usize = 1_000;
 pub const ACL_RESOURCE_NAME_BYTES_MAX: usize = 1024;
 pub const ACL_PRINCIPAL_BYTES_MAX: usize = 512;
 pub const ACL_HOST_BYTES_MAX: usize = 255;
+/// Bytes of one schema's text (Confluent's registry refuses larger with 42209): a schema is
+/// held in every agent's mirror.
+pub const SCHEMA_TEXT_BYTES_MAX: usize = 1024 * 1024;
+/// References one schema may name (each is resolved and parsed along with it).
+pub const SCHEMA_REFERENCES_MAX: usize = 256;
+/// Bytes of a registry subject name or a reference name.
+pub const SUBJECT_NAME_BYTES_MAX: usize = 1024;
+/// Versions one subject keeps, soft-deleted ones included: transitive compatibility checks
+/// parse them all.
+pub const SUBJECT_VERSIONS_MAX: usize = 1_000;
+/// Subjects and schemas across all registries, and their schema bytes together.
+pub const REGISTRY_SUBJECT_COUNT_MAX: usize = 100_000;
+pub const REGISTRY_SCHEMA_COUNT_MAX: usize = 100_000;
+pub const REGISTRY_BYTES_MAX: u64 = 256 * 1024 * 1024;

@@ -102,7 +102,8 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         | CommandError::IdempotencyKeyReused(_)
         | CommandError::InvalidIdempotencyKey(_)
         | CommandError::InvalidCredential(_)
-        | CommandError::CredentialNotFound(_) => {
+        | CommandError::CredentialNotFound(_)
+        | CommandError::Registry(_) => {
             tracing::error!(error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
         }

@@ -118,7 +118,7 @@ fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64, u32)> {
         if reader.read_exact(&mut payload).is_err() || crc32c::crc32c(&payload) != crc {
             break;
         }
-        let Ok(record) = crate::state::format1::decoding(version, || postcard::from_bytes(&payload)) else { break };
+        let Ok(record) = crate::state::formats::decoding(version, || postcard::from_bytes(&payload)) else { break };
         if let (true, LogRecord::Format(v)) = (records.is_empty(), &record) {
             version = *v;
         }

@@ -41,15 +41,9 @@ type StoredSnapshot = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct SnapshotBody {
+    /// In the format the body was written in (`state::formats::decoding`).
+    #[serde(deserialize_with = "crate::state::formats::versioned_state")]
     state: State,
-    last_applied: Option<LogId<NodeId>>,
-    last_membership: StoredMembership<NodeId, BasicNode>,
-}
-
-/// [`SnapshotBody`] as format 1 encoded it.
-#[derive(Deserialize)]
-struct SnapshotBodyV1 {
-    state: crate::state::format1::StateV1,
     last_applied: Option<LogId<NodeId>>,
     last_membership: StoredMembership<NodeId, BasicNode>,
 }
@@ -73,16 +67,9 @@ fn decode_body(bytes: &[u8]) -> io::Result<SnapshotBody> {
                 let why = format!("raft snapshot body: format {version}, which this Floe does not read");
                 return Err(io::Error::new(io::ErrorKind::InvalidData, why));
             }
-            postcard::from_bytes(rest).map_err(invalid)
+            crate::state::formats::decoding(version, || postcard::from_bytes(rest)).map_err(invalid)
         }
-        _ => {
-            let v1: SnapshotBodyV1 = postcard::from_bytes(bytes).map_err(invalid)?;
-            Ok(SnapshotBody {
-                state: v1.state.into(),
-                last_applied: v1.last_applied,
-                last_membership: v1.last_membership,
-            })
-        }
+        _ => crate::state::formats::decoding(1, || postcard::from_bytes(bytes)).map_err(invalid),
     }
 }
 
@@ -314,22 +301,25 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 mod tests {
     use super::*;
 
-    /// A snapshot body of format 1 (no magic; the golden file's state) still reads, and one
-    /// written now reads back as written.
+    /// A snapshot body of format 1 (no magic) and one of format 2 (`FLOESNB2`, the golden
+    /// files' states) still read, and one written now reads back as written.
     #[test]
-    fn snapshot_bodies_of_format_1_and_2_decode() {
-        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/state-v1.snap");
-        let archived = fs::read(golden).expect("the golden state file");
-        let state = crate::archive::decode_state(&archived).expect("format 1 state");
-        let last_applied = Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index));
+    fn snapshot_bodies_of_formats_1_to_3_decode() {
         let membership = StoredMembership::<NodeId, BasicNode>::default();
-        let mut v1 = archived[12..].to_vec();
-        v1.extend(postcard::to_stdvec(&(last_applied, &membership)).expect("encode"));
-        let body = decode_body(&v1).expect("a format 1 body");
-        assert_eq!((&body.state, body.last_applied), (&state, last_applied));
-        let v2 = encode_body(&body).expect("encode");
-        assert!(v2.starts_with(b"FLOESNB2"));
-        let again = decode_body(&v2).expect("a format 2 body");
-        assert_eq!((again.state, again.last_applied), (state, last_applied));
+        for (file, magic) in [("state-v1.snap", None), ("state-v2.snap", Some(*b"FLOESNB2"))] {
+            let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(file);
+            let archived = fs::read(golden).expect("the golden state file");
+            let state = crate::archive::decode_state(&archived).expect("an old state");
+            let last_applied = Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index));
+            let mut old = magic.map(|m| m.to_vec()).unwrap_or_default();
+            old.extend_from_slice(&archived[12..]);
+            old.extend(postcard::to_stdvec(&(last_applied, &membership)).expect("encode"));
+            let body = decode_body(&old).expect("an old body");
+            assert_eq!((&body.state, body.last_applied), (&state, last_applied), "{file}");
+            let now = encode_body(&body).expect("encode");
+            assert!(now.starts_with(b"FLOESNB3"));
+            let again = decode_body(&now).expect("a format 3 body");
+            assert_eq!((again.state, again.last_applied), (state, last_applied));
+        }
     }
 }

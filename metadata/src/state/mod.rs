@@ -7,11 +7,12 @@
 mod acls;
 mod cleaning;
 mod compaction;
-pub(crate) mod format1;
+pub(crate) mod formats;
 mod groups;
 mod idempotency;
 mod jobs;
 mod offsets;
+mod registry;
 mod retention;
 mod security;
 mod topics;
@@ -24,6 +25,11 @@ pub use groups::{
 
 pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
+pub use registry::{
+    Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,
+    SchemaRecord, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, SubjectRecord, SubjectVersion,
+    validate_subject,
+};
 pub use security::{
     ApiKeyQuotas, ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
 };
@@ -99,6 +105,8 @@ pub struct State {
     pub last_tenant_id: u64,
     /// Rate quotas of API keys that have their own, by key id (format 2).
     pub api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
+    /// Schema registries by namespace key (`""`: the cluster's without tenants) (format 3).
+    pub registries: BTreeMap<String, SchemaRegistry>,
 }
 
 /// An agent as the cluster knows it.
@@ -327,6 +335,16 @@ impl State {
             }
             Command::CreateApiKey { key_id, record } => self.create_api_key(key_id, record),
             Command::DeleteApiKey { key_id } => self.delete_api_key(&key_id),
+            Command::RegisterSchema(registration) => self.register_schema(registration),
+            Command::DeleteSchemaVersions { namespace, subject, version, permanent } => {
+                self.delete_schema_versions(&namespace, &subject, version, permanent)
+            }
+            Command::SetRegistryConfig { namespace, subject, config } => {
+                self.set_registry_config(&namespace, subject, config)
+            }
+            Command::SetRegistryMode { namespace, subject, mode, force } => {
+                self.set_registry_mode(&namespace, subject, mode, force)
+            }
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

@@ -78,6 +78,9 @@ pub enum TenantTable {
     TransactionalIds,
     ProducerIds,
     Acls,
+    /// Schema registry subjects and schemas (format 3; not settable per tenant yet).
+    Subjects,
+    Schemas,
 }
 
 impl TenantTable {
@@ -94,6 +97,8 @@ impl TenantTable {
             Self::TransactionalIds => tenth(TRANSACTION_COUNT_MAX),
             Self::ProducerIds => tenth(PRODUCER_COUNT_MAX),
             Self::Acls => (ACL_COUNT_MAX / 100) as u64,
+            Self::Subjects => tenth(crate::limits::REGISTRY_SUBJECT_COUNT_MAX),
+            Self::Schemas => tenth(crate::limits::REGISTRY_SCHEMA_COUNT_MAX),
         }
     }
 
@@ -104,6 +109,8 @@ impl TenantTable {
             Self::TransactionalIds => "transactional ids",
             Self::ProducerIds => "producer ids",
             Self::Acls => "ACL bindings",
+            Self::Subjects => "schema subjects",
+            Self::Schemas => "schemas",
         }
     }
 }
@@ -117,6 +124,7 @@ impl TenantQuotas {
             TenantTable::TransactionalIds => self.transactional_ids,
             TenantTable::ProducerIds => self.producer_ids,
             TenantTable::Acls => self.acls,
+            TenantTable::Subjects | TenantTable::Schemas => None,
         };
         set.unwrap_or_else(|| table.default_limit())
     }
@@ -312,6 +320,8 @@ impl State {
             }
             TenantTable::ProducerIds => record.producer_ids as usize,
             TenantTable::Acls => self.acls.get(tenant).map_or(0, |b| b.len()),
+            TenantTable::Subjects => self.registries.get(ns.key()).map_or(0, |r| r.subjects.len()),
+            TenantTable::Schemas => self.registries.get(ns.key()).map_or(0, |r| r.schemas.len()),
         } as u64;
         if used >= max {
             return Err(CommandError::QuotaExceeded(format!(
@@ -376,6 +386,7 @@ impl State {
         self.groups.retain(|g, _| !ns.owns(g));
         self.transactions.retain(|t, _| !ns.owns(t));
         self.idempotency_keys.retain(|k, _| !ns.owns(k));
+        self.registries.remove(ns.key());
         Ok(Outcome::Done)
     }
 

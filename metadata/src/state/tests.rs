@@ -57,6 +57,7 @@ pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, Command
 }
 
 pub(super) fn check_invariants(state: &State) {
+    super::registry::tests::check_registry_invariants(state);
     for (id, producer) in &state.producers {
         // (Sequences of a deleted topic may outlive it.)
         for topic in producer.partitions.keys().filter_map(|(topic_id, _)| state.topics.get(topic_id)) {
@@ -281,6 +282,7 @@ fn arb_command() -> impl Strategy<Value = Command> {
         arb_group_command(),
         super::transactions::tests::arb_transaction_command(),
         arb_security_command(),
+        super::registry::tests::arb_registry_command(),
     ]
 }
 
@@ -827,15 +829,15 @@ fn golden_commands() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 2 (the current one): the archive's state and command
+/// The persisted formats as of format 3 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_2_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v2.snap"), golden_dir().join("commands-v2.cmds"));
+fn golden_files_of_format_3_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v3.snap"), golden_dir().join("commands-v3.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
         let mut commands = golden_commands();
         // Then a tenant of format 2 with some of everything, whatever the random part left.
@@ -882,6 +884,36 @@ fn golden_files_of_format_2_still_decode_and_replay() {
                 now_ms: 2,
                 tenant: Some(key.clone()),
             },
+            // Format 3: a registry with a reference, a soft delete, configs and a mode.
+            Command::SetRegistryConfig {
+                namespace: key.clone(),
+                subject: None,
+                config: Some(crate::state::RegistryConfig {
+                    compatibility: Some(crate::state::Compatibility::Full),
+                    normalize: Some(true),
+                }),
+            },
+            golden_schema(&key, "golden-common", "{\"type\":\"fixed\",\"name\":\"Id\",\"size\":16}", vec![], 0),
+            golden_schema(
+                &key,
+                "golden-value",
+                "{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"id\",\"type\":\"Id\"}]}",
+                vec![crate::state::SchemaReference { name: "Id".into(), subject: "golden-common".into(), version: 1 }],
+                0,
+            ),
+            golden_schema(&key, "golden-value", "\"string\"", vec![], 1),
+            Command::DeleteSchemaVersions {
+                namespace: key.clone(),
+                subject: "golden-value".into(),
+                version: Some(2),
+                permanent: false,
+            },
+            Command::SetRegistryMode {
+                namespace: key.clone(),
+                subject: Some("golden-common".into()),
+                mode: Some(crate::state::RegistryMode::ReadOnly),
+                force: false,
+            },
         ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
@@ -891,18 +923,22 @@ fn golden_files_of_format_2_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 2 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 2 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 2 state encodes differently");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 3 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 3 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 3 state encodes differently");
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 2 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 3 commands encode differently");
     assert!(
         state.topics.len() > 1
             && state.tenants.values().any(|t| t.id > 0 && t.producer_ids > 0)
             && state.topic_ids.keys().any(|t| t.starts_with("golden#"))
             && !state.groups.is_empty()
             && !state.users.is_empty()
-            && !state.api_key_quotas.is_empty(),
+            && !state.api_key_quotas.is_empty()
+            && state
+                .registries
+                .values()
+                .any(|r| { r.schemas.len() > 2 && !r.referenced_by.is_empty() && !r.subject_modes.is_empty() }),
         "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas",
         state.topics.len(),
         state.tenants,
@@ -911,7 +947,51 @@ fn golden_files_of_format_2_still_decode_and_replay() {
         state.api_key_quotas.len()
     );
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 3 commands gives another state");
+}
+
+fn golden_schema(
+    namespace: &str,
+    subject: &str,
+    text: &str,
+    references: Vec<crate::state::SchemaReference>,
+    subject_revision: u64,
+) -> Command {
+    Command::RegisterSchema(crate::state::SchemaRegistration {
+        namespace: namespace.into(),
+        subject: subject.into(),
+        content: crate::state::SchemaContent {
+            schema_type: crate::state::SchemaType::Avro,
+            text: text.into(),
+            references,
+        },
+        import: None,
+        checked_at: crate::state::RegistryRevision { subject: subject_revision, config: 1 },
+        now_ms: 3,
+    })
+}
+
+/// Format 2's files (before schema registries): its state reads with no registries, and its
+/// commands, a prefix of today's, replay to that state.
+#[test]
+fn golden_files_of_format_2_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v2.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v2.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 2 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 2 commands no longer decode");
+    assert!(state.registries.is_empty() && state.tenants.values().any(|t| t.id > 0));
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 2 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
+    // A format-2 `RestoreState` holds a format-2 state.
+    let tag = postcard::to_stdvec(&Command::RestoreState(Box::default())).expect("encode")[0];
+    let mut restore = vec![tag];
+    restore.extend_from_slice(&state_bytes[12..]);
+    let decoded = crate::state::formats::decoding(2, || postcard::from_bytes::<Command>(&restore));
+    assert_eq!(decoded.ok(), Some(Command::RestoreState(Box::new(state))));
+    assert!(postcard::from_bytes::<Command>(&restore).is_err(), "read as format 3 it does not decode");
 }
 
 /// Format 1's files (written before tenant ids): its state is read through `state::format1`,
@@ -937,9 +1017,9 @@ fn golden_files_of_format_1_still_decode() {
     let tag = postcard::to_stdvec(&Command::RestoreState(Box::default())).expect("encode")[0];
     let mut restore = vec![tag];
     restore.extend_from_slice(&state_bytes[12..]);
-    let decoded = crate::state::format1::decoding(1, || postcard::from_bytes::<Command>(&restore));
+    let decoded = crate::state::formats::decoding(1, || postcard::from_bytes::<Command>(&restore));
     assert_eq!(decoded.ok(), Some(Command::RestoreState(Box::new(state.clone()))));
-    assert!(postcard::from_bytes::<Command>(&restore).is_err(), "read as format 2 it does not decode");
+    assert!(postcard::from_bytes::<Command>(&restore).is_err(), "read as format 3 it does not decode");
     // A tenant created after the upgrade gets an id, so a namespace no format-1 name is in.
     let mut upgraded = state;
     let next = upgraded.applied_index + 1;

@@ -379,6 +379,15 @@ impl State {
     /// Gives a transactional id's producer the next epoch, or a new producer id once epochs run
     /// out; `tenant` owns the producer from then on.
     fn bump_epoch(&mut self, id: &str, tenant: Option<String>, now_ms: i64) -> Result<ProducerIdEpoch, CommandError> {
+        // The producer is bound to the asking session's namespace: never to one of a tenant not
+        // created yet (no session can hold it, and the tenant's count would miss this producer
+        // once it is). A deleted tenant's key is still accepted here, as logs written before
+        // this check replay so.
+        if let Some(key) = &tenant
+            && crate::namespace::parse_key(key).is_none_or(|(_, id)| id > self.last_tenant_id)
+        {
+            return Err(CommandError::CredentialNotFound(format!("tenant of namespace {key:?}")));
+        }
         let Some(txn) = self.transactions.get(id) else {
             return Err(CommandError::TransactionalIdNotFound);
         };

@@ -1,14 +1,14 @@
-//! Reading format 1 (`crate::FORMAT_VERSION` before 2), whose `State` had no tenant ids, no
-//! per-tenant producer-id counts and no API-key quotas. Its commands are a prefix of today's
-//! `Command` and decode as they are; only the state needs this mirror.
+//! Format 1's `State`, which had no tenant ids, no per-tenant producer-id counts and no API-key
+//! quotas. Its commands are a prefix of today's `Command` and decode as they are.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::Deserialize;
 
-use super::{
+use super::v2::StateV2;
+use crate::state::{
     AgentRecord, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord, ProducerRecord,
-    State, TenantQuotas, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    TenantQuotas, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
 /// `State` as format 1 encoded it, field for field.
@@ -45,7 +45,7 @@ struct TenantRecordV1 {
     cors_origins: Vec<String>,
 }
 
-impl From<StateV1> for State {
+impl From<StateV1> for StateV2 {
     /// Format 1's tenants keep id 0, the namespace key that is their bare name, so every stored
     /// name stays where it is; tenants created from now on get ids from 1.
     fn from(v1: StateV1) -> Self {
@@ -94,33 +94,5 @@ impl From<StateV1> for State {
             last_tenant_id: 0,
             api_key_quotas: BTreeMap::new(),
         }
-    }
-}
-
-/// Decodes a postcard `State` of format `version` (1 or 2).
-pub(crate) fn decode_state(version: u32, bytes: &[u8]) -> Result<State, postcard::Error> {
-    if version == 1 { postcard::from_bytes::<StateV1>(bytes).map(State::from) } else { postcard::from_bytes(bytes) }
-}
-
-thread_local! {
-    /// Set while this thread decodes something written in format 1 (`decoding`): the one
-    /// command holding a whole state, [`crate::Command::RestoreState`], then reads the old state.
-    static DECODING_FORMAT_1: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `decode` on bytes written in format `version`.
-pub(crate) fn decoding<T>(version: u32, decode: impl FnOnce() -> T) -> T {
-    let before = DECODING_FORMAT_1.replace(version == 1);
-    let decoded = decode();
-    DECODING_FORMAT_1.set(before);
-    decoded
-}
-
-/// `Command::RestoreState`'s state, in the format being decoded ([`decoding`]).
-pub(crate) fn restored_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Box<State>, D::Error> {
-    if DECODING_FORMAT_1.get() {
-        StateV1::deserialize(d).map(|v1| Box::new(v1.into()))
-    } else {
-        Box::<State>::deserialize(d)
     }
 }

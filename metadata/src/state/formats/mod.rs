@@ -1,0 +1,54 @@
+//! Reading the `State` of earlier formats ([`crate::FORMAT_VERSION`]): each older format has a
+//! mirror of its `State` that converts into the next one's. Commands of every format so far are
+//! a prefix of today's `Command`; only [`crate::Command::RestoreState`], which holds a whole
+//! state, needs to know which format it is read in ([`decoding`]).
+
+mod v1;
+mod v2;
+
+use serde::Deserialize;
+
+use super::State;
+
+/// Decodes a postcard `State` of format `version`.
+pub(crate) fn decode_state(version: u32, bytes: &[u8]) -> Result<State, postcard::Error> {
+    decoding(version, || postcard::from_bytes::<Versioned>(bytes)).map(|v| v.0)
+}
+
+thread_local! {
+    /// The format this thread decodes (`decoding`); 0 for the current one.
+    static DECODING_FORMAT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `decode` on bytes written in format `version`: states inside them are read as that
+/// format wrote them.
+pub(crate) fn decoding<T>(version: u32, decode: impl FnOnce() -> T) -> T {
+    let before = DECODING_FORMAT.replace(version);
+    let decoded = decode();
+    DECODING_FORMAT.set(before);
+    decoded
+}
+
+/// A `State` read in the format being decoded ([`decoding`]).
+pub(crate) struct Versioned(pub(crate) State);
+
+impl<'de> Deserialize<'de> for Versioned {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let state = match DECODING_FORMAT.get() {
+            1 => State::from(v2::StateV2::from(v1::StateV1::deserialize(d)?)),
+            2 => State::from(v2::StateV2::deserialize(d)?),
+            _ => State::deserialize(d)?,
+        };
+        Ok(Self(state))
+    }
+}
+
+/// `Command::RestoreState`'s state, in the format being decoded.
+pub(crate) fn restored_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Box<State>, D::Error> {
+    Versioned::deserialize(d).map(|v| Box::new(v.0))
+}
+
+/// A snapshot body's state, in the format being decoded.
+pub(crate) fn versioned_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<State, D::Error> {
+    Versioned::deserialize(d).map(|v| v.0)
+}
