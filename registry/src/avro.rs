@@ -1,0 +1,352 @@
+//! Avro schemas: parsing (apache-avro), the canonical text ids are given for, and Avro's
+//! schema-resolution rules as a compatibility check of a reader against a writer, reporting
+//! every difference with its path as Confluent's registry words them.
+
+use std::collections::{HashMap, HashSet};
+
+use apache_avro::Schema;
+use apache_avro::schema::{Name, RecordSchema};
+
+use crate::{Difference, DifferenceKind, SchemaError};
+
+/// A parsed Avro schema and the named types its references define.
+#[derive(Debug)]
+pub struct AvroSchema {
+    schema: Schema,
+    /// Every named type, the schema's own and its references', by full name.
+    names: HashMap<String, Schema>,
+    canonical: String,
+}
+
+impl AvroSchema {
+    /// Parses `text`; `references` are the texts of the schemas it refers to by name (each a
+    /// named type: record, enum or fixed), in dependency order.
+    pub fn parse(text: &str, references: &[&str]) -> Result<Self, SchemaError> {
+        let invalid = |e: apache_avro::Error| SchemaError::Invalid(format!("Invalid schema: {e}"));
+        let (schema, referenced) = if references.is_empty() {
+            (Schema::parse_str(text).map_err(invalid)?, Vec::new())
+        } else {
+            Schema::parse_str_with_list(text, references).map_err(invalid)?
+        };
+        let canonical = serde_json::to_string(&schema)
+            .map_err(|e| SchemaError::Invalid(format!("Invalid schema: cannot write it back: {e}")))?;
+        let mut names = HashMap::new();
+        for s in referenced.iter().chain([&schema]) {
+            collect_names(s, &mut names);
+        }
+        Ok(Self { schema, names, canonical })
+    }
+
+    /// Compact JSON written from the parsed schema (names qualified, keys in one order): equal
+    /// schemas written differently (whitespace, key order, namespace spelled out or inherited)
+    /// get one text, so one id.
+    pub fn canonical(&self) -> &str {
+        &self.canonical
+    }
+
+    /// The full name of the schema's top-level named type, if it is one (RecordNameStrategy).
+    pub fn full_name(&self) -> Option<String> {
+        match &self.schema {
+            Schema::Record(r) => Some(r.name.fullname(None)),
+            Schema::Enum(e) => Some(e.name.fullname(None)),
+            Schema::Fixed(f) => Some(f.name.fullname(None)),
+            _ => None,
+        }
+    }
+
+    /// Whether data written with `writer` can be read with this schema: empty when it can,
+    /// else every difference found.
+    pub fn can_read(&self, writer: &AvroSchema) -> Vec<Difference> {
+        let mut check =
+            Check { reader_names: &self.names, writer_names: &writer.names, seen: HashSet::new(), found: Vec::new() };
+        check.compare(&self.schema, &writer.schema, "");
+        check.found
+    }
+}
+
+fn collect_names(schema: &Schema, names: &mut HashMap<String, Schema>) {
+    match schema {
+        Schema::Record(r) => {
+            names.insert(r.name.fullname(None), schema.clone());
+            for f in &r.fields {
+                collect_names(&f.schema, names);
+            }
+        }
+        Schema::Enum(e) => {
+            names.insert(e.name.fullname(None), schema.clone());
+        }
+        Schema::Fixed(f) => {
+            names.insert(f.name.fullname(None), schema.clone());
+        }
+        Schema::Array(a) => collect_names(&a.items, names),
+        Schema::Map(m) => collect_names(&m.types, names),
+        Schema::Union(u) => u.variants().iter().for_each(|v| collect_names(v, names)),
+        Schema::Decimal(d) => collect_names(&d.inner, names),
+        _ => {}
+    }
+}
+
+/// What a schema is for resolution: logical types resolve as their underlying type (Avro's
+/// rules ignore logical types), references as the type they name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Null,
+    Boolean,
+    Int,
+    Long,
+    Float,
+    Double,
+    Bytes,
+    String,
+    Array,
+    Map,
+    Union,
+    Record,
+    Enum,
+    Fixed,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Boolean => "boolean",
+            Kind::Int => "int",
+            Kind::Long => "long",
+            Kind::Float => "float",
+            Kind::Double => "double",
+            Kind::Bytes => "bytes",
+            Kind::String => "string",
+            Kind::Array => "array",
+            Kind::Map => "map",
+            Kind::Union => "union",
+            Kind::Record => "record",
+            Kind::Enum => "enum",
+            Kind::Fixed => "fixed",
+        }
+    }
+
+    /// Avro's promotions: what a reader of kind `self` may read when written as `writer`.
+    fn promotes_from(self, writer: Kind) -> bool {
+        matches!(
+            (writer, self),
+            (Kind::Int, Kind::Long | Kind::Float | Kind::Double)
+                | (Kind::Long, Kind::Float | Kind::Double)
+                | (Kind::Float, Kind::Double)
+                | (Kind::String, Kind::Bytes)
+                | (Kind::Bytes, Kind::String)
+        )
+    }
+}
+
+struct Check<'a> {
+    reader_names: &'a HashMap<String, Schema>,
+    writer_names: &'a HashMap<String, Schema>,
+    /// Named pairs already being compared: a recursive type is compatible with itself unless
+    /// some other path says otherwise.
+    seen: HashSet<(String, String)>,
+    found: Vec<Difference>,
+}
+
+impl<'a> Check<'a> {
+    fn resolve<'s>(names: &'s HashMap<String, Schema>, schema: &'s Schema) -> &'s Schema {
+        match schema {
+            Schema::Ref { name } => names.get(&name.fullname(None)).unwrap_or(schema),
+            Schema::Decimal(d) => Self::resolve(names, &d.inner),
+            _ => schema,
+        }
+    }
+
+    fn kind(schema: &Schema) -> Kind {
+        match schema {
+            Schema::Null => Kind::Null,
+            Schema::Boolean => Kind::Boolean,
+            Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
+            Schema::Long
+            | Schema::TimeMicros
+            | Schema::TimestampMillis
+            | Schema::TimestampMicros
+            | Schema::TimestampNanos
+            | Schema::LocalTimestampMillis
+            | Schema::LocalTimestampMicros
+            | Schema::LocalTimestampNanos => Kind::Long,
+            Schema::Float => Kind::Float,
+            Schema::Double => Kind::Double,
+            Schema::Bytes | Schema::BigDecimal | Schema::Decimal(_) => Kind::Bytes,
+            Schema::String | Schema::Uuid => Kind::String,
+            Schema::Array(_) => Kind::Array,
+            Schema::Map(_) => Kind::Map,
+            Schema::Union(_) => Kind::Union,
+            Schema::Record(_) => Kind::Record,
+            Schema::Enum(_) => Kind::Enum,
+            Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
+            // Unresolved (the parser refuses unknown names, so not reached).
+            Schema::Ref { .. } => Kind::Record,
+        }
+    }
+
+    fn report(&mut self, kind: DifferenceKind, path: &str, description: String) {
+        let path = if path.is_empty() { "/".to_owned() } else { path.to_owned() };
+        self.found.push(Difference { kind, path, description });
+    }
+
+    /// Whether `reader` reads everything `writer` writes (without recording differences).
+    fn quietly(&mut self, reader: &Schema, writer: &Schema) -> bool {
+        let before = self.found.len();
+        let seen = self.seen.clone();
+        self.compare(reader, writer, "");
+        let ok = self.found.len() == before;
+        self.found.truncate(before);
+        self.seen = seen;
+        ok
+    }
+
+    fn compare(&mut self, reader: &Schema, writer: &Schema, path: &str) {
+        let reader = Self::resolve(self.reader_names, reader);
+        let writer = Self::resolve(self.writer_names, writer);
+        let (rk, wk) = (Self::kind(reader), Self::kind(writer));
+        // A writer union is read branch by branch: every branch must be readable.
+        if let Schema::Union(w) = writer {
+            for (i, branch) in w.variants().iter().enumerate() {
+                if !matches!(reader, Schema::Union(_)) || !self.quietly(reader, branch) {
+                    if let Schema::Union(_) = reader {
+                        self.report(
+                            DifferenceKind::MissingUnionBranch,
+                            &format!("{path}/{i}"),
+                            format!(
+                                "The new schema is missing a type inside a union field at path '{path}/{i}' in the old schema: {}",
+                                describe(branch)
+                            ),
+                        );
+                    } else {
+                        self.compare(reader, branch, &format!("{path}/{i}"));
+                    }
+                }
+            }
+            return;
+        }
+        if let Schema::Union(r) = reader {
+            if !r.variants().iter().any(|branch| self.quietly(branch, writer)) {
+                self.report(
+                    DifferenceKind::MissingUnionBranch,
+                    path,
+                    format!(
+                        "The new schema is missing a type inside a union field at path '{}' in the old schema: {}",
+                        if path.is_empty() { "/" } else { path },
+                        describe(writer)
+                    ),
+                );
+            }
+            return;
+        }
+        if rk != wk {
+            if !rk.promotes_from(wk) {
+                self.report(
+                    DifferenceKind::TypeMismatch,
+                    path,
+                    format!(
+                        "The type (path '{}') of a field in the new schema does not match with the old schema: {} cannot read {}",
+                        if path.is_empty() { "/" } else { path },
+                        rk.name(),
+                        wk.name()
+                    ),
+                );
+            }
+            return;
+        }
+        match (reader, writer) {
+            (Schema::Record(r), Schema::Record(w)) => self.compare_records(r, w, path),
+            (Schema::Enum(r), Schema::Enum(w)) => {
+                if !names_match(&r.name, r.aliases.as_deref(), &w.name) {
+                    self.name_mismatch(path, &r.name, &w.name);
+                    return;
+                }
+                let missing: Vec<&str> =
+                    w.symbols.iter().filter(|s| !r.symbols.contains(s)).map(String::as_str).collect();
+                if !missing.is_empty() && r.default.is_none() {
+                    self.report(
+                        DifferenceKind::MissingEnumSymbols,
+                        &format!("{path}/symbols"),
+                        format!(
+                            "The new schema is missing enum symbols '[{}]' at path '{path}/symbols' in the old schema",
+                            missing.join(", ")
+                        ),
+                    );
+                }
+            }
+            (Schema::Fixed(r), Schema::Fixed(w)) => {
+                if !names_match(&r.name, r.aliases.as_deref(), &w.name) {
+                    self.name_mismatch(path, &r.name, &w.name);
+                } else if r.size != w.size {
+                    self.report(
+                        DifferenceKind::FixedSizeMismatch,
+                        &format!("{path}/size"),
+                        format!(
+                            "The size of FIXED type field at path '{path}/size' in the new schema does not match with the old schema: expected {}, found {}",
+                            w.size, r.size
+                        ),
+                    );
+                }
+            }
+            (Schema::Array(r), Schema::Array(w)) => self.compare(&r.items, &w.items, &format!("{path}/items")),
+            (Schema::Map(r), Schema::Map(w)) => self.compare(&r.types, &w.types, &format!("{path}/values")),
+            // The duration logical type against a fixed (or itself): only the size matters.
+            (Schema::Duration, Schema::Fixed(f)) | (Schema::Fixed(f), Schema::Duration) if f.size != 12 => self.report(
+                DifferenceKind::FixedSizeMismatch,
+                &format!("{path}/size"),
+                format!("The size of FIXED type field at path '{path}/size' does not match: 12 against {}", f.size),
+            ),
+            _ => {}
+        }
+    }
+
+    fn name_mismatch(&mut self, path: &str, reader: &Name, writer: &Name) {
+        self.report(
+            DifferenceKind::NameMismatch,
+            &format!("{path}/name"),
+            format!(
+                "The name of the schema has changed (path '{path}/name'): expected {}, found {}",
+                writer.fullname(None),
+                reader.fullname(None)
+            ),
+        );
+    }
+
+    fn compare_records(&mut self, r: &RecordSchema, w: &RecordSchema, path: &str) {
+        if !names_match(&r.name, r.aliases.as_deref(), &w.name) {
+            self.name_mismatch(path, &r.name, &w.name);
+            return;
+        }
+        if !self.seen.insert((r.name.fullname(None), w.name.fullname(None))) {
+            return;
+        }
+        for (i, field) in r.fields.iter().enumerate() {
+            let aliases = field.aliases.as_deref().unwrap_or(&[]);
+            let written = w.fields.iter().find(|f| f.name == field.name || aliases.contains(&f.name));
+            let field_path = format!("{path}/fields/{i}");
+            match written {
+                Some(wf) => self.compare(&field.schema, &wf.schema, &format!("{field_path}/type")),
+                None if field.default.is_none() => self.report(
+                    DifferenceKind::ReaderFieldMissingDefaultValue,
+                    &field_path,
+                    format!(
+                        "The field '{}' at path '{field_path}' in the new schema has no default value and is missing in the old schema",
+                        field.name
+                    ),
+                ),
+                None => {}
+            }
+        }
+    }
+}
+
+/// Named types match by full name, or when a reader alias names the writer's type.
+fn names_match(reader: &Name, aliases: Option<&[apache_avro::schema::Alias]>, writer: &Name) -> bool {
+    let writer = writer.fullname(None);
+    reader.fullname(None) == writer
+        || aliases.unwrap_or(&[]).iter().any(|a| a.fullname(reader.namespace.clone()) == writer)
+}
+
+fn describe(schema: &Schema) -> String {
+    serde_json::to_string(schema).unwrap_or_else(|_| format!("{schema:?}"))
+}

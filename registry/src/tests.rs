@@ -1,0 +1,331 @@
+//! Avro resolution cases: whether a reader schema reads what a writer schema wrote, with the
+//! verdicts the Avro specification's "Schema Resolution" section gives (and Confluent's
+//! registry, which applies those rules, reports).
+
+use crate::avro::AvroSchema;
+use crate::{DifferenceKind, Rule, check_compatibility};
+
+fn parse(text: &str) -> AvroSchema {
+    AvroSchema::parse(text, &[]).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+fn record(fields: &str) -> String {
+    format!(r#"{{"type":"record","name":"R","namespace":"n","fields":[{fields}]}}"#)
+}
+
+/// (case, writer, reader, the reader reads the writer's data)
+fn cases() -> Vec<(&'static str, String, String, bool)> {
+    let s = |t: &str| t.to_owned();
+    let mut cases = vec![
+        // Primitives and promotions.
+        ("same int", s(r#""int""#), s(r#""int""#), true),
+        ("int to long", s(r#""int""#), s(r#""long""#), true),
+        ("int to float", s(r#""int""#), s(r#""float""#), true),
+        ("int to double", s(r#""int""#), s(r#""double""#), true),
+        ("long to float", s(r#""long""#), s(r#""float""#), true),
+        ("long to double", s(r#""long""#), s(r#""double""#), true),
+        ("float to double", s(r#""float""#), s(r#""double""#), true),
+        ("string to bytes", s(r#""string""#), s(r#""bytes""#), true),
+        ("bytes to string", s(r#""bytes""#), s(r#""string""#), true),
+        ("long to int", s(r#""long""#), s(r#""int""#), false),
+        ("double to float", s(r#""double""#), s(r#""float""#), false),
+        ("float to long", s(r#""float""#), s(r#""long""#), false),
+        ("int to string", s(r#""int""#), s(r#""string""#), false),
+        ("boolean to int", s(r#""boolean""#), s(r#""int""#), false),
+        ("null to null", s(r#""null""#), s(r#""null""#), true),
+        ("null to string", s(r#""null""#), s(r#""string""#), false),
+        ("string to record", s(r#""string""#), record(""), false),
+        // Logical types resolve as their underlying types.
+        ("date to int", s(r#"{"type":"int","logicalType":"date"}"#), s(r#""int""#), true),
+        ("timestamp-millis to long", s(r#"{"type":"long","logicalType":"timestamp-millis"}"#), s(r#""long""#), true),
+        ("int to date", s(r#""int""#), s(r#"{"type":"int","logicalType":"date"}"#), true),
+        ("uuid to string", s(r#"{"type":"string","logicalType":"uuid"}"#), s(r#""string""#), true),
+        (
+            "decimal bytes to bytes",
+            s(r#"{"type":"bytes","logicalType":"decimal","precision":4,"scale":2}"#),
+            s(r#""bytes""#),
+            true,
+        ),
+        ("long to date", s(r#""long""#), s(r#"{"type":"int","logicalType":"date"}"#), false),
+        // Arrays and maps resolve their items and values.
+        (
+            "array int to array long",
+            s(r#"{"type":"array","items":"int"}"#),
+            s(r#"{"type":"array","items":"long"}"#),
+            true,
+        ),
+        (
+            "array long to array int",
+            s(r#"{"type":"array","items":"long"}"#),
+            s(r#"{"type":"array","items":"int"}"#),
+            false,
+        ),
+        (
+            "map int to map double",
+            s(r#"{"type":"map","values":"int"}"#),
+            s(r#"{"type":"map","values":"double"}"#),
+            true,
+        ),
+        (
+            "map string to map int",
+            s(r#"{"type":"map","values":"string"}"#),
+            s(r#"{"type":"map","values":"int"}"#),
+            false,
+        ),
+        ("array to map", s(r#"{"type":"array","items":"int"}"#), s(r#"{"type":"map","values":"int"}"#), false),
+        // Records: fields by name, defaults, aliases.
+        ("same record", record(r#"{"name":"a","type":"int"}"#), record(r#"{"name":"a","type":"int"}"#), true),
+        (
+            "field added with default",
+            record(r#"{"name":"a","type":"int"}"#),
+            record(r#"{"name":"a","type":"int"},{"name":"b","type":"string","default":"x"}"#),
+            true,
+        ),
+        (
+            "field added without default",
+            record(r#"{"name":"a","type":"int"}"#),
+            record(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#),
+            false,
+        ),
+        (
+            "field removed",
+            record(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#),
+            record(r#"{"name":"a","type":"int"}"#),
+            true,
+        ),
+        ("field promoted", record(r#"{"name":"a","type":"int"}"#), record(r#"{"name":"a","type":"long"}"#), true),
+        ("field narrowed", record(r#"{"name":"a","type":"long"}"#), record(r#"{"name":"a","type":"int"}"#), false),
+        (
+            "field renamed without alias",
+            record(r#"{"name":"a","type":"int"}"#),
+            record(r#"{"name":"b","type":"int"}"#),
+            false,
+        ),
+        (
+            "field renamed with alias",
+            record(r#"{"name":"a","type":"int"}"#),
+            record(r#"{"name":"b","aliases":["a"],"type":"int"}"#),
+            true,
+        ),
+        (
+            "field renamed with default",
+            record(r#"{"name":"a","type":"int"}"#),
+            record(r#"{"name":"b","type":"int","default":0}"#),
+            true,
+        ),
+        (
+            "fields reordered",
+            record(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#),
+            record(r#"{"name":"b","type":"string"},{"name":"a","type":"int"}"#),
+            true,
+        ),
+        (
+            "null default for optional field",
+            record(r#"{"name":"a","type":"int"}"#),
+            record(r#"{"name":"a","type":"int"},{"name":"o","type":["null","string"],"default":null}"#),
+            true,
+        ),
+        (
+            "record renamed",
+            s(r#"{"type":"record","name":"A","fields":[]}"#),
+            s(r#"{"type":"record","name":"B","fields":[]}"#),
+            false,
+        ),
+        (
+            "record renamed with alias",
+            s(r#"{"type":"record","name":"A","fields":[]}"#),
+            s(r#"{"type":"record","name":"B","aliases":["A"],"fields":[]}"#),
+            true,
+        ),
+        (
+            "record namespace changed",
+            s(r#"{"type":"record","name":"A","namespace":"x","fields":[]}"#),
+            s(r#"{"type":"record","name":"A","namespace":"y","fields":[]}"#),
+            false,
+        ),
+        (
+            "record namespace spelled in the name",
+            s(r#"{"type":"record","name":"A","namespace":"x","fields":[]}"#),
+            s(r#"{"type":"record","name":"x.A","fields":[]}"#),
+            true,
+        ),
+        (
+            "nested record field added without default",
+            record(r#"{"name":"in","type":{"type":"record","name":"I","fields":[]}}"#),
+            record(r#"{"name":"in","type":{"type":"record","name":"I","fields":[{"name":"z","type":"int"}]}}"#),
+            false,
+        ),
+        (
+            "nested record field added with default",
+            record(r#"{"name":"in","type":{"type":"record","name":"I","fields":[]}}"#),
+            record(
+                r#"{"name":"in","type":{"type":"record","name":"I","fields":[{"name":"z","type":"int","default":1}]}}"#,
+            ),
+            true,
+        ),
+        (
+            "recursive record",
+            s(r#"{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]}]}"#),
+            s(
+                r#"{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]},{"name":"v","type":"int","default":0}]}"#,
+            ),
+            true,
+        ),
+        // Enums: symbols, defaults, names.
+        (
+            "enum same",
+            s(r#"{"type":"enum","name":"E","symbols":["A","B"]}"#),
+            s(r#"{"type":"enum","name":"E","symbols":["A","B"]}"#),
+            true,
+        ),
+        (
+            "enum symbol added in reader",
+            s(r#"{"type":"enum","name":"E","symbols":["A"]}"#),
+            s(r#"{"type":"enum","name":"E","symbols":["A","B"]}"#),
+            true,
+        ),
+        (
+            "enum symbol removed in reader",
+            s(r#"{"type":"enum","name":"E","symbols":["A","B"]}"#),
+            s(r#"{"type":"enum","name":"E","symbols":["A"]}"#),
+            false,
+        ),
+        (
+            "enum symbol removed, reader default",
+            s(r#"{"type":"enum","name":"E","symbols":["A","B"]}"#),
+            s(r#"{"type":"enum","name":"E","symbols":["A"],"default":"A"}"#),
+            true,
+        ),
+        (
+            "enum renamed",
+            s(r#"{"type":"enum","name":"E","symbols":["A"]}"#),
+            s(r#"{"type":"enum","name":"F","symbols":["A"]}"#),
+            false,
+        ),
+        (
+            "enum renamed with alias",
+            s(r#"{"type":"enum","name":"E","symbols":["A"]}"#),
+            s(r#"{"type":"enum","name":"F","aliases":["E"],"symbols":["A"]}"#),
+            true,
+        ),
+        ("enum to string", s(r#"{"type":"enum","name":"E","symbols":["A"]}"#), s(r#""string""#), false),
+        // Fixed: name and size.
+        (
+            "fixed same",
+            s(r#"{"type":"fixed","name":"F","size":4}"#),
+            s(r#"{"type":"fixed","name":"F","size":4}"#),
+            true,
+        ),
+        (
+            "fixed resized",
+            s(r#"{"type":"fixed","name":"F","size":4}"#),
+            s(r#"{"type":"fixed","name":"F","size":8}"#),
+            false,
+        ),
+        (
+            "fixed renamed",
+            s(r#"{"type":"fixed","name":"F","size":4}"#),
+            s(r#"{"type":"fixed","name":"G","size":4}"#),
+            false,
+        ),
+        ("fixed to bytes", s(r#"{"type":"fixed","name":"F","size":4}"#), s(r#""bytes""#), false),
+        // Unions.
+        ("int to union with int", s(r#""int""#), s(r#"["null","int"]"#), true),
+        ("int to union with long", s(r#""int""#), s(r#"["null","long"]"#), true),
+        ("int to union without it", s(r#""int""#), s(r#"["null","string"]"#), false),
+        ("union to its branch type", s(r#"["null","int"]"#), s(r#""int""#), false),
+        ("union of one to that type", s(r#"["int"]"#), s(r#""int""#), true),
+        ("union branch added", s(r#"["null","int"]"#), s(r#"["null","int","string"]"#), true),
+        ("union branch removed", s(r#"["null","int","string"]"#), s(r#"["null","int"]"#), false),
+        ("union branches reordered", s(r#"["null","int"]"#), s(r#"["int","null"]"#), true),
+        ("union branch promoted", s(r#"["null","int"]"#), s(r#"["null","long"]"#), true),
+        (
+            "union of records by name",
+            s(r#"[{"type":"record","name":"A","fields":[]},{"type":"record","name":"B","fields":[]}]"#),
+            s(r#"[{"type":"record","name":"B","fields":[]},{"type":"record","name":"A","fields":[]}]"#),
+            true,
+        ),
+    ];
+    cases.sort_by_key(|c| c.0);
+    cases
+}
+
+#[test]
+fn avro_resolution_cases_match_the_specification() {
+    let cases = cases();
+    assert!(cases.len() >= 60, "{} cases", cases.len());
+    let mut wrong = Vec::new();
+    for (name, writer, reader, expected) in &cases {
+        let differences = parse(reader).can_read(&parse(writer));
+        if differences.is_empty() != *expected {
+            wrong.push(format!("{name}: expected {expected}, differences {differences:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} of {} cases wrong:\n{}", wrong.len(), cases.len(), wrong.join("\n"));
+}
+
+#[test]
+fn differences_say_what_and_where() {
+    let old = parse(&record(r#"{"name":"a","type":"int"}"#));
+    let new = parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#));
+    let found = new.can_read(&old);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].kind, DifferenceKind::ReaderFieldMissingDefaultValue);
+    assert_eq!(found[0].path, "/fields/1");
+    let narrowed = parse(&record(r#"{"name":"a","type":"string"}"#));
+    let found = narrowed.can_read(&old);
+    assert_eq!((found[0].kind, found[0].path.as_str()), (DifferenceKind::TypeMismatch, "/fields/0/type"));
+}
+
+#[test]
+fn levels_check_the_right_direction_and_versions() {
+    let v1 = parse(&record(r#"{"name":"a","type":"int"}"#));
+    let v2 = parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"int","default":0}"#));
+    // v3 drops b's default: it reads v2's data (b is there) but not v1's.
+    let v3 = parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"int"}"#));
+    let earlier = [(2, &v2), (1, &v1)];
+    let backward = Rule { backward: true, ..Rule::default() };
+    assert!(check_compatibility(&v3, &earlier, backward).is_empty(), "BACKWARD checks the latest only");
+    let transitive = Rule { transitive: true, ..backward };
+    let messages = check_compatibility(&v3, &earlier, transitive);
+    assert!(messages[0].contains("READER_FIELD_MISSING_DEFAULT_VALUE"), "{messages:?}");
+    assert!(messages.iter().any(|m| m == "{oldSchemaVersion: 1}"), "{messages:?}");
+    // Removing a field without default is forward-incompatible: old readers need it.
+    let v4 = parse(&record(r#"{"name":"b","type":"int","default":0}"#));
+    let forward = Rule { forward: true, ..Rule::default() };
+    assert!(!check_compatibility(&v4, &[(3, &v3)], forward).is_empty());
+    assert!(check_compatibility(&v4, &[(3, &v3)], backward).is_empty());
+    assert!(check_compatibility(&v4, &[(3, &v3)], Rule::default()).is_empty(), "NONE");
+}
+
+#[test]
+fn equal_schemas_written_differently_have_one_canonical_text() {
+    let a = parse(r#"{"type":"record","name":"R","namespace":"n","fields":[{"name":"a","type":"int"}]}"#);
+    let b = parse(
+        "{ \"namespace\": \"n\", \"fields\": [ {\"type\": \"int\", \"name\": \"a\"} ],\n \"name\": \"R\", \"type\": \"record\" }",
+    );
+    assert_eq!(a.canonical(), b.canonical());
+    let c = parse(r#"{"type":"record","name":"R","namespace":"n","fields":[{"name":"a","type":"long"}]}"#);
+    assert_ne!(a.canonical(), c.canonical());
+    assert_eq!(a.full_name().as_deref(), Some("n.R"));
+    // The canonical text parses to the same canonical text.
+    assert_eq!(parse(a.canonical()).canonical(), a.canonical());
+}
+
+#[test]
+fn references_supply_named_types() {
+    let common = r#"{"type":"fixed","name":"Id","namespace":"c","size":16}"#;
+    let text = r#"{"type":"record","name":"R","fields":[{"name":"id","type":"c.Id"}]}"#;
+    assert!(AvroSchema::parse(text, &[]).is_err(), "an unknown name is refused");
+    let with = AvroSchema::parse(text, &[common]).expect("parses with its reference");
+    assert!(with.can_read(&with).is_empty());
+    for bad in [
+        "",
+        "{",
+        r#"{"type":"nope"}"#,
+        r#"{"type":"record","name":"R"}"#,
+        r#"{"type":"enum","name":"E","symbols":["A","A"]}"#,
+    ] {
+        assert!(AvroSchema::parse(bad, &[]).is_err(), "{bad:?} is refused");
+    }
+}
