@@ -58,3 +58,8 @@ pub use state::{
     ScramCredential, ScramMechanism, State, StoredChunk, TenantQuotas, TenantRecord, TenantTable, Topic, TopicId,
     TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
 };
+pub use state::{
+    Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,
+    SchemaRecord, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, SubjectRecord, SubjectVersion,
+    validate_subject,
+};

@@ -7,4 +7,5 @@ pub(crate) mod openapi;
 pub(crate) mod operator;
 mod process;
 pub(crate) mod records;
+pub(crate) mod schema_registry;
 pub(crate) mod status;

@@ -1,0 +1,900 @@
+//! The schema registry's REST API (Confluent Schema Registry's paths, bodies and error codes),
+//! under `/schema-registry` on the HTTP listener, so unmodified registry clients work with
+//! `url=http://AGENT/schema-registry`. Each caller sees its own tenant's registry.
+//!
+//! Schemas are parsed and checked for compatibility here (`floe_registry`), against this agent's
+//! mirror of the metadata state; the state machine assigns ids and versions and refuses a
+//! registration checked against a registry that has moved since, and the check is made again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use floe_agent::Agent;
+use floe_metadata::{
+    Command, CommandError, Compatibility, NodeError, Outcome, RegistryConfig, RegistryError, RegistryMode,
+    SchemaContent, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, State as MetadataState,
+};
+use floe_registry::avro::AvroSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::extract::{Path, Query, Scope, SmallBody};
+
+/// Registrations retried after the registry moved under the compatibility check.
+const STALE_RETRIES: usize = 5;
+
+pub(crate) fn router(agent: Arc<Agent>) -> Router {
+    let api = Router::new()
+        .route("/", get(root))
+        .route("/schemas/types", get(types))
+        .route("/schemas/ids/{id}", get(schema_by_id))
+        .route("/schemas/ids/{id}/schema", get(raw_schema_by_id))
+        .route("/schemas/ids/{id}/subjects", get(subjects_of_id))
+        .route("/schemas/ids/{id}/versions", get(versions_of_id))
+        .route("/subjects", get(list_subjects))
+        .route("/subjects/{subject}", post(lookup).delete(delete_subject))
+        .route("/subjects/{subject}/versions", get(list_versions).post(register))
+        .route("/subjects/{subject}/versions/{version}", get(get_version).delete(delete_version))
+        .route("/subjects/{subject}/versions/{version}/schema", get(raw_version))
+        .route("/subjects/{subject}/versions/{version}/referencedby", get(referenced_by))
+        .route("/compatibility/subjects/{subject}/versions/{version}", post(compatibility_with_version))
+        .route("/compatibility/subjects/{subject}/versions", post(compatibility_with_all))
+        .route("/config", get(get_global_config).put(put_global_config).delete(delete_global_config))
+        .route("/config/{subject}", get(get_subject_config).put(put_subject_config).delete(delete_subject_config))
+        .route("/mode", get(get_global_mode).put(put_global_mode).delete(delete_global_mode))
+        .route("/mode/{subject}", get(get_subject_mode).put(put_subject_mode).delete(delete_subject_mode))
+        .with_state(agent);
+    Router::new().nest("/schema-registry", api).route("/schema-registry/", get(root))
+}
+
+/// An error in the registry's shape: an HTTP status and `{"error_code", "message"}`.
+#[derive(Debug)]
+pub(crate) struct RegistryHttpError {
+    status: StatusCode,
+    code: u32,
+    message: String,
+}
+
+impl RegistryHttpError {
+    fn new(code: u32, message: impl Into<String>) -> Self {
+        let status = match code / 100 {
+            404 => StatusCode::NOT_FOUND,
+            409 => StatusCode::CONFLICT,
+            422 => StatusCode::UNPROCESSABLE_ENTITY,
+            400 => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let status = if code == 409 { StatusCode::CONFLICT } else { status };
+        Self { status, code, message: message.into() }
+    }
+
+    fn invalid_schema(message: impl Into<String>) -> Self {
+        Self::new(42201, message)
+    }
+}
+
+impl IntoResponse for RegistryHttpError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error_code": self.code, "message": self.message });
+        let mut response = (self.status, Json(body)).into_response();
+        if let Ok(v) = header::HeaderValue::from_str(CONTENT_TYPE) {
+            response.headers_mut().insert(header::CONTENT_TYPE, v);
+        }
+        response
+    }
+}
+
+impl From<RegistryError> for RegistryHttpError {
+    fn from(e: RegistryError) -> Self {
+        let code = match &e {
+            RegistryError::SubjectNotFound(_) => 40401,
+            RegistryError::VersionNotFound(_) => 40402,
+            RegistryError::SchemaNotFound(_) => 40403,
+            RegistryError::SubjectSoftDeleted(_) => 40404,
+            RegistryError::SubjectNotSoftDeleted(_) => 40405,
+            RegistryError::VersionSoftDeleted { .. } => 40406,
+            RegistryError::VersionNotSoftDeleted { .. } => 40407,
+            RegistryError::InvalidSchema(_) => 42201,
+            RegistryError::InvalidMode(_) => 42204,
+            RegistryError::OperationNotPermitted(_) => 42205,
+            RegistryError::ReferenceExists { .. } => 42206,
+            RegistryError::IdConflict(_) => 42207,
+            RegistryError::InvalidSubject(_) => 42208,
+            RegistryError::TooLarge(_) => 42209,
+            RegistryError::Stale => 50001,
+        };
+        Self::new(code, e.to_string())
+    }
+}
+
+impl From<NodeError> for RegistryHttpError {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::Rejected(CommandError::Registry(e)) => e.into(),
+            NodeError::Rejected(e) => Self::new(50001, e.to_string()),
+            NodeError::Unavailable(why) => Self::new(50003, format!("metadata unavailable: {why}")),
+        }
+    }
+}
+
+type Answer = Result<Response, RegistryHttpError>;
+
+const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
+
+fn ok(value: Value) -> Answer {
+    let mut response = Json(value).into_response();
+    if let Ok(v) = header::HeaderValue::from_str(CONTENT_TYPE) {
+        response.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    Ok(response)
+}
+
+/// Query parameters as the registry reads them: booleans are `true` in any case, anything else
+/// is false; unknown parameters are ignored.
+#[derive(Debug, Default)]
+struct Flags(HashMap<String, String>);
+
+impl Flags {
+    fn get(&self, name: &str) -> bool {
+        self.0.get(name).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+}
+
+type FlagQuery = Query<HashMap<String, String>>;
+
+fn flags(q: FlagQuery) -> Flags {
+    Flags(q.0)
+}
+
+fn namespace(scope: &Scope) -> String {
+    scope.namespace_key().unwrap_or_default().to_owned()
+}
+
+/// Reads the caller's registry; on a miss, once more after catching the mirror up with the
+/// metadata leader, so a client that wrote through another agent reads its write here.
+async fn read<T>(
+    agent: &Agent,
+    scope: &Scope,
+    f: impl Fn(&SchemaRegistry) -> Result<T, RegistryHttpError>,
+) -> Result<T, RegistryHttpError> {
+    let ns = namespace(scope);
+    let empty = SchemaRegistry::default();
+    let first = {
+        let state = agent.metadata.read();
+        f(state.schema_registry(&ns).unwrap_or(&empty))
+    };
+    match first {
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            agent.metadata.catch_up().await?;
+            let state = agent.metadata.read();
+            f(state.schema_registry(&ns).unwrap_or(&empty))
+        }
+        other => other,
+    }
+}
+
+async fn propose(agent: &Agent, command: Command) -> Result<Outcome, RegistryHttpError> {
+    Ok(agent.metadata.propose(command).await?)
+}
+
+fn parse_id(id: &str) -> Result<i32, RegistryHttpError> {
+    id.parse::<i32>().map_err(|_| RegistryHttpError::new(40403, format!("Schema {id} not found")))
+}
+
+/// A version in a path: a number from 1, or `latest` / `-1`.
+#[derive(Clone, Copy, Debug)]
+enum VersionId {
+    Number(i32),
+    Latest,
+}
+
+fn parse_version(v: &str) -> Result<VersionId, RegistryHttpError> {
+    match v {
+        "latest" | "-1" => Ok(VersionId::Latest),
+        _ => match v.parse::<i32>() {
+            Ok(n) if n >= 1 => Ok(VersionId::Number(n)),
+            _ => Err(RegistryHttpError::new(
+                42202,
+                format!(
+                    "The specified version '{v}' is not a valid version id. Allowed values are between [1, 2^31-1] and the string \"latest\""
+                ),
+            )),
+        },
+    }
+}
+
+/// The version `which` of `subject`: a soft-deleted one only with `deleted`.
+fn find_version(
+    registry: &SchemaRegistry,
+    subject: &str,
+    which: VersionId,
+    deleted: bool,
+) -> Result<(i32, i32), RegistryHttpError> {
+    let record = registry
+        .subjects
+        .get(subject)
+        .filter(|s| deleted || s.latest_live().is_some())
+        .ok_or_else(|| RegistryError::SubjectNotFound(subject.to_owned()))?;
+    let found = match which {
+        VersionId::Latest if deleted => record.versions.iter().next_back().map(|(n, v)| (*n, v.id)),
+        VersionId::Latest => record.latest_live().map(|(n, v)| (n, v.id)),
+        VersionId::Number(n) => record.versions.get(&n).filter(|v| deleted || !v.deleted).map(|v| (n, v.id)),
+    };
+    found.ok_or_else(|| {
+        RegistryError::VersionNotFound(match which {
+            VersionId::Number(n) => n,
+            VersionId::Latest => -1,
+        })
+        .into()
+    })
+}
+
+fn schema_json(registry: &SchemaRegistry, id: i32) -> Result<Value, RegistryHttpError> {
+    let schema = registry.schemas.get(&id).ok_or(RegistryError::SchemaNotFound(id))?;
+    let mut body = json!({ "schema": schema.content.text });
+    add_type_and_references(&mut body, &schema.content);
+    Ok(body)
+}
+
+/// `schemaType` is left out for AVRO and `references` when empty, as the registry does.
+fn add_type_and_references(body: &mut Value, content: &SchemaContent) {
+    if content.schema_type != SchemaType::Avro {
+        body["schemaType"] = json!(content.schema_type.name());
+    }
+    if !content.references.is_empty() {
+        body["references"] = content
+            .references
+            .iter()
+            .map(|r| json!({ "name": r.name, "subject": r.subject, "version": r.version }))
+            .collect();
+    }
+}
+
+async fn root() -> Answer {
+    ok(json!({}))
+}
+
+async fn types() -> Answer {
+    // Only what is implemented: Protobuf and JSON Schema are not yet.
+    ok(json!(["AVRO"]))
+}
+
+async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>) -> Answer {
+    let id = parse_id(&id)?;
+    ok(read(&agent, &scope, |r| schema_json(r, id)).await?)
+}
+
+async fn raw_schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>) -> Answer {
+    let id = parse_id(&id)?;
+    let text = read(&agent, &scope, |r| {
+        r.schemas.get(&id).map(|s| s.content.text.clone()).ok_or_else(|| RegistryError::SchemaNotFound(id).into())
+    })
+    .await?;
+    Ok(text.into_response())
+}
+
+/// (subject, version) pairs holding `id`, soft-deleted ones only with `deleted`.
+fn uses_of(registry: &SchemaRegistry, id: i32, deleted: bool) -> Result<Vec<(String, i32)>, RegistryHttpError> {
+    if !registry.schemas.contains_key(&id) {
+        return Err(RegistryError::SchemaNotFound(id).into());
+    }
+    Ok(registry
+        .subjects
+        .iter()
+        .flat_map(|(s, record)| {
+            record.versions.iter().filter(|(_, v)| v.id == id && (deleted || !v.deleted)).map(|(n, _)| (s.clone(), *n))
+        })
+        .collect())
+}
+
+async fn subjects_of_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>, q: FlagQuery) -> Answer {
+    let (id, deleted) = (parse_id(&id)?, flags(q).get("deleted"));
+    let uses = read(&agent, &scope, |r| uses_of(r, id, deleted)).await?;
+    let mut subjects: Vec<String> = uses.into_iter().map(|(s, _)| s).collect();
+    subjects.dedup();
+    ok(json!(subjects))
+}
+
+async fn versions_of_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>, q: FlagQuery) -> Answer {
+    let (id, deleted) = (parse_id(&id)?, flags(q).get("deleted"));
+    let uses = read(&agent, &scope, |r| uses_of(r, id, deleted)).await?;
+    ok(uses.into_iter().map(|(s, v)| json!({ "subject": s, "version": v })).collect())
+}
+
+async fn list_subjects(State(agent): State<Arc<Agent>>, scope: Scope, q: FlagQuery) -> Answer {
+    let q = flags(q);
+    let (deleted, deleted_only) = (q.get("deleted"), q.get("deletedOnly"));
+    let prefix = q.0.get("subjectPrefix").cloned().unwrap_or_default();
+    let subjects = read(&agent, &scope, |r| {
+        Ok(r.subjects
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .filter(|(_, s)| {
+                let live = s.latest_live().is_some();
+                if deleted_only { !live } else { deleted || live }
+            })
+            .map(|(name, _)| name.clone())
+            .collect::<Vec<_>>())
+    })
+    .await?;
+    ok(json!(subjects))
+}
+
+async fn list_versions(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    q: FlagQuery,
+) -> Answer {
+    let q = flags(q);
+    let (deleted, deleted_only) = (q.get("deleted"), q.get("deletedOnly"));
+    let versions = read(&agent, &scope, |r| {
+        let record = r
+            .subjects
+            .get(&subject)
+            .filter(|s| deleted || deleted_only || s.latest_live().is_some())
+            .ok_or_else(|| RegistryError::SubjectNotFound(subject.clone()))?;
+        Ok(record
+            .versions
+            .iter()
+            .filter(|(_, v)| if deleted_only { v.deleted } else { deleted || !v.deleted })
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>())
+    })
+    .await?;
+    ok(json!(versions))
+}
+
+fn version_json(r: &SchemaRegistry, subject: &str, version: i32, id: i32) -> Result<Value, RegistryHttpError> {
+    let mut body = schema_json(r, id)?;
+    body["subject"] = json!(subject);
+    body["version"] = json!(version);
+    body["id"] = json!(id);
+    Ok(body)
+}
+
+async fn get_version(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path((subject, version)): Path<(String, String)>,
+    q: FlagQuery,
+) -> Answer {
+    let (which, deleted) = (parse_version(&version)?, flags(q).get("deleted"));
+    ok(read(&agent, &scope, |r| {
+        let (version, id) = find_version(r, &subject, which, deleted)?;
+        version_json(r, &subject, version, id)
+    })
+    .await?)
+}
+
+async fn raw_version(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path((subject, version)): Path<(String, String)>,
+    q: FlagQuery,
+) -> Answer {
+    let (which, deleted) = (parse_version(&version)?, flags(q).get("deleted"));
+    let text = read(&agent, &scope, |r| {
+        let (_, id) = find_version(r, &subject, which, deleted)?;
+        Ok(r.schemas.get(&id).map(|s| s.content.text.clone()).unwrap_or_default())
+    })
+    .await?;
+    Ok(text.into_response())
+}
+
+async fn referenced_by(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path((subject, version)): Path<(String, String)>,
+) -> Answer {
+    let which = parse_version(&version)?;
+    let ids = read(&agent, &scope, |r| {
+        let (version, _) = find_version(r, &subject, which, true)?;
+        Ok(r.referrers(&subject, version, false))
+    })
+    .await?;
+    ok(json!(ids))
+}
+
+/// A schema as clients send it to register, look up or check.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SchemaBody {
+    schema: String,
+    #[serde(default)]
+    schema_type: Option<String>,
+    #[serde(default)]
+    references: Vec<ReferenceBody>,
+    #[serde(default)]
+    id: Option<i32>,
+    #[serde(default)]
+    version: Option<i32>,
+    /// Data contracts (Confluent's `metadata` and `ruleSet`) are not supported: refused when set.
+    #[serde(default)]
+    metadata: Option<Value>,
+    #[serde(default)]
+    rule_set: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReferenceBody {
+    name: String,
+    subject: String,
+    version: i32,
+}
+
+fn schema_body(body: &[u8]) -> Result<SchemaBody, RegistryHttpError> {
+    let parsed: SchemaBody =
+        serde_json::from_slice(body).map_err(|e| RegistryHttpError::new(42201, format!("Invalid schema body: {e}")))?;
+    let is_set = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null() && v != &json!({}));
+    if is_set(&parsed.metadata) || is_set(&parsed.rule_set) {
+        return Err(RegistryHttpError::invalid_schema("metadata and ruleSet (data contracts) are not supported"));
+    }
+    Ok(parsed)
+}
+
+/// A schema parsed with its references: what is stored and what compatibility is checked on.
+struct Parsed {
+    content: SchemaContent,
+    avro: AvroSchema,
+}
+
+/// Parses `body`'s schema against the caller's registry: references resolve to the texts of
+/// the versions they name (and theirs, depth first), and the schema is written canonically.
+fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, RegistryHttpError> {
+    let schema_type = match body.schema_type.as_deref() {
+        None => SchemaType::Avro,
+        Some(t) => SchemaType::from_name(&t.to_ascii_uppercase())
+            .ok_or_else(|| RegistryHttpError::invalid_schema(format!("Invalid schema type {t}")))?,
+    };
+    if schema_type != SchemaType::Avro {
+        return Err(RegistryHttpError::invalid_schema(format!(
+            "Schema type {} is not supported by this registry yet (only AVRO)",
+            schema_type.name()
+        )));
+    }
+    if body.schema.len() > floe_metadata::limits::SCHEMA_TEXT_BYTES_MAX {
+        return Err(RegistryError::TooLarge("Schema too large".into()).into());
+    }
+    let references: Vec<SchemaReference> = body
+        .references
+        .iter()
+        .map(|r| SchemaReference { name: r.name.clone(), subject: r.subject.clone(), version: r.version })
+        .collect();
+    let mut texts = Vec::new();
+    collect_reference_texts(registry, &references, &mut texts, 0)?;
+    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let avro =
+        AvroSchema::parse(&body.schema, &text_refs).map_err(|e| RegistryHttpError::invalid_schema(e.to_string()))?;
+    let content = SchemaContent { schema_type, text: avro.canonical().to_owned(), references };
+    Ok(Parsed { content, avro })
+}
+
+fn collect_reference_texts(
+    registry: &SchemaRegistry,
+    references: &[SchemaReference],
+    texts: &mut Vec<String>,
+    depth: usize,
+) -> Result<(), RegistryHttpError> {
+    if depth > 16 || texts.len() > floe_metadata::limits::SCHEMA_REFERENCES_MAX {
+        return Err(RegistryHttpError::invalid_schema("references nest too deep or are too many"));
+    }
+    for r in references {
+        let id = registry
+            .subjects
+            .get(&r.subject)
+            .and_then(|s| s.versions.get(&r.version))
+            .filter(|v| !v.deleted)
+            .map(|v| v.id)
+            .ok_or_else(|| {
+                RegistryHttpError::invalid_schema(format!(
+                    "Invalid schema: reference {} to subject {} version {} not found",
+                    r.name, r.subject, r.version
+                ))
+            })?;
+        let Some(schema) = registry.schemas.get(&id) else { continue };
+        collect_reference_texts(registry, &schema.content.references, texts, depth + 1)?;
+        if !texts.contains(&schema.content.text) {
+            texts.push(schema.content.text.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Parses a stored schema for a compatibility check.
+fn parse_stored(registry: &SchemaRegistry, id: i32) -> Result<AvroSchema, RegistryHttpError> {
+    let schema = registry.schemas.get(&id).ok_or(RegistryError::SchemaNotFound(id))?;
+    let mut texts = Vec::new();
+    collect_reference_texts(registry, &schema.content.references, &mut texts, 0)?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    AvroSchema::parse(&schema.content.text, &refs)
+        .map_err(|e| RegistryHttpError::new(50001, format!("a stored schema no longer parses: {e}")))
+}
+
+fn rule_of(level: Compatibility) -> floe_registry::Rule {
+    use floe_registry::Rule;
+    let (backward, forward, transitive) = match level {
+        Compatibility::None => (false, false, false),
+        Compatibility::Backward => (true, false, false),
+        Compatibility::BackwardTransitive => (true, false, true),
+        Compatibility::Forward => (false, true, false),
+        Compatibility::ForwardTransitive => (false, true, true),
+        Compatibility::Full => (true, true, false),
+        Compatibility::FullTransitive => (true, true, true),
+    };
+    Rule { backward, forward, transitive }
+}
+
+/// The messages of every incompatibility of `new` with the subject's live versions `against`
+/// (newest first) under the subject's level.
+fn incompatibilities(
+    registry: &SchemaRegistry,
+    new: &Parsed,
+    against: &[(i32, i32)],
+    rule: floe_registry::Rule,
+) -> Result<Vec<String>, RegistryHttpError> {
+    if rule == floe_registry::Rule::default() {
+        return Ok(Vec::new());
+    }
+    let mut earlier = Vec::new();
+    for (version, id) in against {
+        if registry.schemas.get(id).is_some_and(|s| s.content.schema_type != new.content.schema_type) {
+            return Ok(vec!["Incompatible because of different schema type".to_owned()]);
+        }
+        earlier.push((*version, parse_stored(registry, *id)?));
+    }
+    let earlier: Vec<(i32, &AvroSchema)> = earlier.iter().map(|(v, s)| (*v, s)).collect();
+    Ok(floe_registry::check_compatibility(&new.avro, &earlier, rule))
+}
+
+/// Live versions of `subject`, newest first, as (version, id).
+fn live_versions(registry: &SchemaRegistry, subject: &str) -> Vec<(i32, i32)> {
+    registry.subjects.get(subject).map_or_else(Vec::new, |s| s.live_versions().rev().map(|(n, v)| (n, v.id)).collect())
+}
+
+async fn register(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    SmallBody(body): SmallBody,
+) -> Answer {
+    floe_metadata::validate_subject(&subject).map_err(RegistryHttpError::from)?;
+    let body = schema_body(&body)?;
+    let ns = namespace(&scope);
+    for attempt in 0..=STALE_RETRIES {
+        let command = {
+            let state = agent.metadata.read();
+            registration(&state, &ns, &subject, &body)?
+        };
+        let command = match command {
+            Ok(command) => command,
+            Err(existing) => return ok(existing),
+        };
+        match agent.metadata.propose(command).await {
+            Ok(Outcome::SchemaRegistered { id, version }) => {
+                return ok(json!({ "id": id, "version": version, "subject": subject }));
+            }
+            Ok(other) => return Err(RegistryHttpError::new(50001, format!("unexpected outcome {other:?}"))),
+            Err(NodeError::Rejected(CommandError::Registry(RegistryError::Stale))) if attempt < STALE_RETRIES => {
+                agent.metadata.catch_up().await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(RegistryError::Stale.into())
+}
+
+/// The command registering `body` under `subject`, or (`Err` inside) the answer when the
+/// subject holds it already.
+fn registration(
+    state: &MetadataState,
+    ns: &str,
+    subject: &str,
+    body: &SchemaBody,
+) -> Result<Result<Command, Value>, RegistryHttpError> {
+    let empty = SchemaRegistry::default();
+    let registry = state.schema_registry(ns).unwrap_or(&empty);
+    let parsed = parse_schema(registry, body)?;
+    if body.id.is_none()
+        && let Some(id) = registry.id_of(&parsed.content)
+        && let Some(version) = registry.version_of(subject, id, false)
+    {
+        return Ok(Err(json!({ "id": id, "version": version, "subject": subject })));
+    }
+    let live = live_versions(registry, subject);
+    let rule = rule_of(registry.compatibility(Some(subject)));
+    let messages = incompatibilities(registry, &parsed, &live, rule)?;
+    if !messages.is_empty() {
+        return Err(RegistryHttpError::new(
+            409,
+            format!(
+                "Schema being registered is incompatible with an earlier schema for subject \"{subject}\", details: [{}]",
+                messages.join(", ")
+            ),
+        ));
+    }
+    Ok(Ok(Command::RegisterSchema(SchemaRegistration {
+        namespace: ns.to_owned(),
+        subject: subject.to_owned(),
+        content: parsed.content,
+        import: body.id.map(|id| (id, body.version)),
+        checked_at: registry.revision(subject),
+        now_ms: floe_metadata::now_ms(),
+    })))
+}
+
+async fn lookup(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    q: FlagQuery,
+    SmallBody(body): SmallBody,
+) -> Answer {
+    let deleted = flags(q).get("deleted");
+    let body = schema_body(&body)?;
+    ok(read(&agent, &scope, |r| {
+        if !r.subjects.get(&subject).is_some_and(|s| deleted || s.latest_live().is_some()) {
+            return Err(RegistryError::SubjectNotFound(subject.clone()).into());
+        }
+        let parsed = parse_schema(r, &body)?;
+        let found = r.id_of(&parsed.content).and_then(|id| Some((id, r.version_of(&subject, id, deleted)?)));
+        let (id, version) = found.ok_or_else(|| RegistryHttpError::new(40403, "Schema not found"))?;
+        version_json(r, &subject, version, id)
+    })
+    .await?)
+}
+
+async fn delete_subject(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    q: FlagQuery,
+) -> Answer {
+    let permanent = flags(q).get("permanent");
+    let command = Command::DeleteSchemaVersions { namespace: namespace(&scope), subject, version: None, permanent };
+    match propose(&agent, command).await? {
+        Outcome::SchemaVersionsDeleted(versions) => ok(json!(versions)),
+        other => Err(RegistryHttpError::new(50001, format!("unexpected outcome {other:?}"))),
+    }
+}
+
+async fn delete_version(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path((subject, version)): Path<(String, String)>,
+    q: FlagQuery,
+) -> Answer {
+    let permanent = flags(q).get("permanent");
+    let which = parse_version(&version)?;
+    let number = match which {
+        VersionId::Number(n) => n,
+        // The latest version a delete of this kind may apply to.
+        VersionId::Latest => read(&agent, &scope, |r| Ok(find_version(r, &subject, which, permanent)?.0)).await?,
+    };
+    let command =
+        Command::DeleteSchemaVersions { namespace: namespace(&scope), subject, version: Some(number), permanent };
+    match propose(&agent, command).await? {
+        Outcome::SchemaVersionsDeleted(_) => ok(json!(number)),
+        other => Err(RegistryHttpError::new(50001, format!("unexpected outcome {other:?}"))),
+    }
+}
+
+async fn check(
+    agent: &Agent,
+    scope: &Scope,
+    subject: &str,
+    version: Option<VersionId>,
+    verbose: bool,
+    body: &[u8],
+) -> Answer {
+    let body = schema_body(body)?;
+    let messages = read(agent, scope, |r| {
+        let parsed = parse_schema(r, &body)?;
+        let rule = rule_of(r.compatibility(Some(subject)));
+        let against = match version {
+            Some(which) => {
+                let found = find_version(r, subject, which, false)?;
+                vec![found]
+            }
+            None => live_versions(r, subject),
+        };
+        // Against the named version, else the latest or (transitive levels) every live one.
+        incompatibilities(r, &parsed, &against, rule)
+    })
+    .await?;
+    let mut answer = json!({ "is_compatible": messages.is_empty() });
+    if verbose {
+        answer["messages"] = json!(messages);
+    }
+    ok(answer)
+}
+
+async fn compatibility_with_version(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path((subject, version)): Path<(String, String)>,
+    q: FlagQuery,
+    SmallBody(body): SmallBody,
+) -> Answer {
+    let which = parse_version(&version)?;
+    check(&agent, &scope, &subject, Some(which), flags(q).get("verbose"), &body).await
+}
+
+async fn compatibility_with_all(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    q: FlagQuery,
+    SmallBody(body): SmallBody,
+) -> Answer {
+    check(&agent, &scope, &subject, None, flags(q).get("verbose"), &body).await
+}
+
+fn config_json(config: &RegistryConfig, fallback: Option<Compatibility>) -> Value {
+    let level = config.compatibility.or(fallback).unwrap_or(floe_metadata::DEFAULT_COMPATIBILITY);
+    let mut body = json!({ "compatibilityLevel": level.name() });
+    if let Some(n) = config.normalize {
+        body["normalize"] = json!(n);
+    }
+    body
+}
+
+async fn get_global_config(State(agent): State<Arc<Agent>>, scope: Scope) -> Answer {
+    ok(read(&agent, &scope, |r| Ok(config_json(&r.config, None))).await?)
+}
+
+async fn get_subject_config(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    q: FlagQuery,
+) -> Answer {
+    let default_to_global = flags(q).get("defaultToGlobal");
+    ok(read(&agent, &scope, |r| match r.subject_configs.get(&subject) {
+        Some(c) => Ok(config_json(c, r.config.compatibility)),
+        None if default_to_global => Ok(config_json(&r.config, None)),
+        None => Err(RegistryHttpError::new(
+            40408,
+            format!("Subject '{subject}' does not have subject-level compatibility configured"),
+        )),
+    })
+    .await?)
+}
+
+#[derive(Debug, Deserialize)]
+struct ConfigBody {
+    compatibility: Option<String>,
+    #[serde(default)]
+    normalize: Option<bool>,
+}
+
+async fn set_config(agent: &Agent, scope: &Scope, subject: Option<String>, body: &[u8]) -> Answer {
+    let body: ConfigBody = serde_json::from_slice(body)
+        .map_err(|e| RegistryHttpError::new(42203, format!("Invalid compatibility level: {e}")))?;
+    let compatibility = match body.compatibility.as_deref() {
+        None => None,
+        Some(level) => Some(
+            Compatibility::from_name(level)
+                .ok_or_else(|| RegistryHttpError::new(42203, format!("Invalid compatibility level: {level}")))?,
+        ),
+    };
+    let config = RegistryConfig { compatibility, normalize: body.normalize };
+    let command = Command::SetRegistryConfig { namespace: namespace(scope), subject, config: Some(config) };
+    propose(agent, command).await?;
+    let mut answer = json!({});
+    if let Some(c) = compatibility {
+        answer["compatibility"] = json!(c.name());
+    }
+    if let Some(n) = body.normalize {
+        answer["normalize"] = json!(n);
+    }
+    ok(answer)
+}
+
+async fn put_global_config(State(agent): State<Arc<Agent>>, scope: Scope, SmallBody(body): SmallBody) -> Answer {
+    set_config(&agent, &scope, None, &body).await
+}
+
+async fn put_subject_config(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    SmallBody(body): SmallBody,
+) -> Answer {
+    set_config(&agent, &scope, Some(subject), &body).await
+}
+
+async fn delete_config(agent: &Agent, scope: &Scope, subject: Option<String>) -> Answer {
+    let named = subject.clone();
+    let command = Command::SetRegistryConfig { namespace: namespace(scope), subject, config: None };
+    match propose(agent, command).await? {
+        Outcome::RegistryConfigSet(Some(previous)) => ok(config_json(&previous, None)),
+        Outcome::RegistryConfigSet(None) => Err(RegistryError::SubjectNotFound(named.unwrap_or_default()).into()),
+        other => Err(RegistryHttpError::new(50001, format!("unexpected outcome {other:?}"))),
+    }
+}
+
+async fn delete_global_config(State(agent): State<Arc<Agent>>, scope: Scope) -> Answer {
+    delete_config(&agent, &scope, None).await
+}
+
+async fn delete_subject_config(State(agent): State<Arc<Agent>>, scope: Scope, Path(subject): Path<String>) -> Answer {
+    delete_config(&agent, &scope, Some(subject)).await
+}
+
+async fn get_global_mode(State(agent): State<Arc<Agent>>, scope: Scope) -> Answer {
+    ok(read(&agent, &scope, |r| Ok(json!({ "mode": r.mode(None).name() }))).await?)
+}
+
+async fn get_subject_mode(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    q: FlagQuery,
+) -> Answer {
+    let default_to_global = flags(q).get("defaultToGlobal");
+    ok(read(&agent, &scope, |r| match r.subject_modes.get(&subject) {
+        Some(m) => Ok(json!({ "mode": m.name() })),
+        None if default_to_global => Ok(json!({ "mode": r.mode(None).name() })),
+        None => Err(RegistryHttpError::new(
+            40409,
+            format!("Subject '{subject}' does not have subject-level mode configured"),
+        )),
+    })
+    .await?)
+}
+
+#[derive(Debug, Deserialize)]
+struct ModeBody {
+    mode: String,
+}
+
+async fn set_mode(agent: &Agent, scope: &Scope, subject: Option<String>, force: bool, body: &[u8]) -> Answer {
+    let body: ModeBody =
+        serde_json::from_slice(body).map_err(|e| RegistryHttpError::new(42204, format!("Invalid mode: {e}")))?;
+    let mode = RegistryMode::from_name(&body.mode)
+        .ok_or_else(|| RegistryHttpError::new(42204, format!("Invalid mode: {}", body.mode)))?;
+    let command = Command::SetRegistryMode { namespace: namespace(scope), subject, mode: Some(mode), force };
+    propose(agent, command).await?;
+    ok(json!({ "mode": mode.name() }))
+}
+
+async fn put_global_mode(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    q: FlagQuery,
+    SmallBody(body): SmallBody,
+) -> Answer {
+    set_mode(&agent, &scope, None, flags(q).get("force"), &body).await
+}
+
+async fn put_subject_mode(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(subject): Path<String>,
+    q: FlagQuery,
+    SmallBody(body): SmallBody,
+) -> Answer {
+    set_mode(&agent, &scope, Some(subject), flags(q).get("force"), &body).await
+}
+
+async fn delete_mode(agent: &Agent, scope: &Scope, subject: Option<String>) -> Answer {
+    let command = Command::SetRegistryMode { namespace: namespace(scope), subject, mode: None, force: false };
+    match propose(agent, command).await? {
+        Outcome::RegistryModeSet(previous) => ok(json!({ "mode": previous.unwrap_or(RegistryMode::ReadWrite).name() })),
+        other => Err(RegistryHttpError::new(50001, format!("unexpected outcome {other:?}"))),
+    }
+}
+
+async fn delete_global_mode(State(agent): State<Arc<Agent>>, scope: Scope) -> Answer {
+    delete_mode(&agent, &scope, None).await
+}
+
+async fn delete_subject_mode(State(agent): State<Arc<Agent>>, scope: Scope, Path(subject): Path<String>) -> Answer {
+    delete_mode(&agent, &scope, Some(subject)).await
+}

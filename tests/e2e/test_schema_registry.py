@@ -1,0 +1,171 @@
+"""The schema registry every agent serves under /schema-registry (issue 24), driven by
+confluent-kafka's own registry client and Avro serializers, unmodified.
+
+What this covers: registering (same schema, same id, in every subject), reads by id, subject and
+version, lookups, compatibility levels refusing what breaks readers (409) and the verbose check,
+soft and permanent deletes with their error codes, modes, ids that survive a restart, Avro
+records produced through Kafka with AvroSerializer and read back with AvroDeserializer, and two
+tenants with the same subject name kept apart. Protobuf and JSON Schema are not served yet.
+"""
+
+import json
+
+import pytest
+import requests
+
+from conftest import unique_name, wait_until
+from test_auth import PASSWORD, admin_tenants
+
+pytest.importorskip("fastavro")
+
+from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka.schema_registry import (  # noqa: E402
+    ConfigCompatibilityLevel, Schema, SchemaRegistryClient, ServerConfig)
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
+from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: E402
+from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
+
+
+def user_v1():
+    return {"type": "record", "name": "User", "namespace": "floe.test",
+            "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}]}
+
+
+def with_field(schema, field):
+    s = json.loads(json.dumps(schema))
+    s["fields"].append(field)
+    return s
+
+
+def registry(floe, **conf):
+    return SchemaRegistryClient({"url": floe.http_url + "/schema-registry", **conf})
+
+
+def error_code(call):
+    with pytest.raises(SchemaRegistryError) as e:
+        call()
+    return e.value.http_status_code, e.value.error_code
+
+
+def test_a_registry_client_registers_reads_evolves_and_deletes(floe):
+    sr = registry(floe)
+    subject = unique_name("users") + "-value"
+    v1 = Schema(json.dumps(user_v1()), "AVRO")
+    schema_id = sr.register_schema(subject, v1)
+    # The same schema, written differently, is the same id; in another subject too.
+    spaced = Schema(json.dumps(user_v1(), indent=2, sort_keys=True), "AVRO")
+    assert sr.register_schema(subject, spaced) == schema_id
+    assert sr.register_schema(subject + "-copy", v1) == schema_id
+    assert json.loads(sr.get_schema(schema_id).schema_str)["name"] == "User"
+    latest = sr.get_latest_version(subject)
+    assert (latest.schema_id, latest.version, latest.subject) == (schema_id, 1, subject)
+    assert sr.lookup_schema(subject, v1).version == 1
+    assert sorted(sr.get_subjects()) == sorted([subject, subject + "-copy"])
+    assert sr.get_versions(subject) == [1]
+
+    # BACKWARD (the default): a new field needs a default.
+    no_default = Schema(json.dumps(with_field(user_v1(), {"name": "email", "type": "string"})), "AVRO")
+    assert error_code(lambda: sr.register_schema(subject, no_default)) == (409, 409)
+    assert sr.test_compatibility(subject, no_default) is False
+    verbose = requests.post(f"{floe.http_url}/schema-registry/compatibility/subjects/{subject}/versions/latest",
+                            params={"verbose": "true"}, json={"schema": no_default.schema_str}, timeout=10).json()
+    assert verbose["is_compatible"] is False
+    assert any("READER_FIELD_MISSING_DEFAULT_VALUE" in m for m in verbose["messages"]), verbose
+    with_default = Schema(json.dumps(with_field(user_v1(), {"name": "email", "type": "string", "default": ""})),
+                          "AVRO")
+    v2_id = sr.register_schema(subject, with_default)
+    assert v2_id != schema_id and sr.get_versions(subject) == [1, 2]
+    # FORWARD: removing a field without a default breaks old readers; NONE takes anything.
+    sr.set_config(subject, ServerConfig(compatibility=ConfigCompatibilityLevel.FORWARD))
+    assert sr.get_config(subject).compatibility_level == ConfigCompatibilityLevel.FORWARD
+    dropped = Schema(json.dumps({**user_v1(), "fields": [{"name": "name", "type": "string"}]}), "AVRO")
+    assert error_code(lambda: sr.register_schema(subject, dropped)) == (409, 409)
+    sr.set_config(subject, ServerConfig(compatibility=ConfigCompatibilityLevel.NONE))
+    assert sr.register_schema(subject, Schema('"string"', "AVRO")) > v2_id
+    bad = requests.put(f"{floe.http_url}/schema-registry/config/{subject}", json={"compatibility": "SIDEWAYS"},
+                       timeout=10)
+    assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
+
+    # Errors carry the registry's codes.
+    assert error_code(lambda: sr.get_schema(999999)) == (404, 40403)
+    assert error_code(lambda: sr.get_latest_version("nope-value")) == (404, 40401)
+    assert error_code(lambda: sr.get_version(subject, 42)) == (404, 40402)
+    assert error_code(lambda: sr.register_schema(subject, Schema('{"type":"nope"}', "AVRO"))) == (422, 42201)
+    assert error_code(lambda: sr.register_schema(subject, Schema('{}', "PROTOBUF"))) == (422, 42201)
+
+    # Deletes: soft first, then permanent; ids are not reused.
+    assert error_code(lambda: sr.delete_subject(subject, permanent=True)) == (404, 40405)
+    assert sr.delete_subject(subject) == [1, 2, 3]
+    assert error_code(lambda: sr.delete_subject(subject)) == (404, 40404)
+    assert subject not in sr.get_subjects()
+    assert sr.delete_subject(subject, permanent=True) == [1, 2, 3]
+    assert sr.get_schema(schema_id)  # still used by the copy subject
+
+    # READONLY refuses changes.
+    r = requests.put(f"{floe.http_url}/schema-registry/mode/{subject}-copy", json={"mode": "READONLY"}, timeout=10)
+    assert r.status_code == 200 and r.json() == {"mode": "READONLY"}
+    assert error_code(lambda: sr.register_schema(subject + "-copy", with_default)) == (422, 42205)
+
+    # Everything survives a restart.
+    floe.restart()
+    sr = registry(floe)
+    assert json.loads(sr.get_schema(schema_id).schema_str)["name"] == "User"
+    assert sr.get_latest_version(subject + "-copy").schema_id == schema_id
+
+
+def test_avro_records_round_trip_through_kafka_with_the_stock_serializers(floe):
+    sr = registry(floe)
+    topic = unique_name("avro")
+    schema = json.dumps(with_field(user_v1(), {"name": "tags", "type": {"type": "array", "items": "string"},
+                                               "default": []}))
+    serializer = AvroSerializer(sr, schema)
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5})
+    sent = [{"name": f"user-{i}", "age": i, "tags": [str(i)] * (i % 3)} for i in range(300)]
+    for value in sent:
+        producer.produce(topic, value=serializer(value, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(60) == 0
+    # The serializer registered under the topic's value subject.
+    assert sr.get_latest_version(f"{topic}-value").version == 1
+
+    deserializer = AvroDeserializer(registry(floe))
+    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    try:
+        def read_all():
+            m = consumer.poll(1)
+            if m is not None and m.error() is None:
+                got.append(deserializer(m.value(), SerializationContext(topic, MessageField.VALUE)))
+            return len(got) >= len(sent)
+        wait_until(read_all, 60, "every Avro record read back")
+    finally:
+        consumer.close()
+    assert got == sent
+
+
+def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-sr-tenants", object_store=f"file://{objects}",
+                            extra_args=["--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key"])
+    clients = {}
+    for tenant in ("acme", "globex"):
+        admin_tenants(floe, "create", tenant)
+        admin_tenants(floe, "add-user", "--tenant", tenant, f"{tenant}-user", "--password-stdin",
+                      stdin=PASSWORD + "\n")
+        token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", f"{tenant}-user"))
+        key_id, secret = token["token"].split(".", 1)
+        clients[tenant] = registry(floe, **{"basic.auth.user.info": f"{key_id}:{secret}"})
+    acme, globex = clients["acme"], clients["globex"]
+    acme_id = acme.register_schema("orders-value", Schema('"string"', "AVRO"))
+    acme.register_schema("orders-value", Schema('["null","string"]', "AVRO"))
+    # Globex's registry is its own: no subjects, ids from 1, its own versions.
+    assert globex.get_subjects() == []
+    assert error_code(lambda: globex.get_latest_version("orders-value")) == (404, 40401)
+    assert error_code(lambda: globex.get_schema(acme_id + 1)) == (404, 40403)
+    assert globex.register_schema("orders-value", Schema('"long"', "AVRO")) == 1
+    assert globex.get_versions("orders-value") == [1]
+    assert acme.get_versions("orders-value") == [1, 2]
+    # Without a key: 401.
+    assert requests.get(f"{floe.http_url}/schema-registry/subjects", timeout=10).status_code == 401
