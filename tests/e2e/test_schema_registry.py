@@ -169,3 +169,33 @@ def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
     assert acme.get_versions("orders-value") == [1, 2]
     # Without a key: 401.
     assert requests.get(f"{floe.http_url}/schema-registry/subjects", timeout=10).status_code == 401
+
+
+def test_a_schema_registered_through_one_agent_is_read_at_once_through_another_and_survives_kills(cluster):
+    from conftest import port_open
+
+    def client(a):
+        return SchemaRegistryClient({"url": cluster.http_url(a) + "/schema-registry"})
+
+    ids = []
+    for i in range(20):
+        subject = f"s{i}-value"
+        ids.append(client(1).register_schema(subject, Schema(json.dumps(with_field(
+            user_v1(), {"name": f"f{i}", "type": "int", "default": i})), "AVRO")))
+        # Read through the other agent straight away: its mirror catches up on a miss.
+        assert client(2).get_schema(ids[-1]).schema_str
+        assert client(2).get_latest_version(subject).schema_id == ids[-1]
+    assert ids == list(range(1, 21))
+    leader = cluster.leader()
+    cluster.meta[leader].kill()
+    cluster.agents[1].kill()
+    cluster.leader(exclude=(leader,))
+    # Registrations go on through the surviving agent, with the next id.
+    new_id = client(2).register_schema("after-value", Schema('"string"', "AVRO"))
+    assert new_id == 21
+    cluster.meta[leader].start()
+    cluster.agents[1].start()
+    wait_until(lambda: port_open(cluster.http_ports[1]), 30, "agent 1 back")
+    for i, schema_id in enumerate(ids):
+        assert client(1).get_latest_version(f"s{i}-value").schema_id == schema_id
+    assert client(1).get_schema(21).schema_str == '"string"'
