@@ -17,7 +17,7 @@ use axum::{Json, Router};
 use floe_agent::Agent;
 use floe_metadata::{
     Command, CommandError, Compatibility, NodeError, Outcome, RegistryConfig, RegistryError, RegistryMode,
-    SchemaContent, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, State as MetadataState,
+    SchemaContent, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType,
 };
 use floe_registry::avro::AvroSchema;
 use serde::Deserialize;
@@ -162,17 +162,41 @@ async fn read<T>(
     scope: &Scope,
     f: impl Fn(&SchemaRegistry) -> Result<T, RegistryHttpError>,
 ) -> Result<T, RegistryHttpError> {
+    read_with(agent, scope, false, f).await
+}
+
+/// [`read`] for work that parses schemas: on a copy of the registry, since parsing and
+/// compatibility checks take a while and the mirror's lock would hold back its applies.
+async fn read_copy<T>(
+    agent: &Agent,
+    scope: &Scope,
+    f: impl Fn(&SchemaRegistry) -> Result<T, RegistryHttpError>,
+) -> Result<T, RegistryHttpError> {
+    read_with(agent, scope, true, f).await
+}
+
+async fn read_with<T>(
+    agent: &Agent,
+    scope: &Scope,
+    copy: bool,
+    f: impl Fn(&SchemaRegistry) -> Result<T, RegistryHttpError>,
+) -> Result<T, RegistryHttpError> {
     let ns = namespace(scope);
-    let empty = SchemaRegistry::default();
-    let first = {
+    let answer = || {
         let state = agent.metadata.read();
-        f(state.schema_registry(&ns).unwrap_or(&empty))
+        let registry = state.schema_registry(&ns);
+        if copy {
+            let registry = registry.cloned().unwrap_or_default();
+            drop(state);
+            f(&registry)
+        } else {
+            f(registry.unwrap_or(&SchemaRegistry::default()))
+        }
     };
-    match first {
+    match answer() {
         Err(e) if e.status == StatusCode::NOT_FOUND => {
             agent.metadata.catch_up().await?;
-            let state = agent.metadata.read();
-            f(state.schema_registry(&ns).unwrap_or(&empty))
+            answer()
         }
         other => other,
     }
@@ -567,10 +591,8 @@ async fn register(
     let body = schema_body(&body)?;
     let ns = namespace(&scope);
     for attempt in 0..=STALE_RETRIES {
-        let command = {
-            let state = agent.metadata.read();
-            registration(&state, &ns, &subject, &body)?
-        };
+        let registry = agent.metadata.read().schema_registry(&ns).cloned().unwrap_or_default();
+        let command = registration(&registry, &ns, &subject, &body)?;
         let command = match command {
             Ok(command) => command,
             Err(existing) => return ok(existing),
@@ -592,13 +614,11 @@ async fn register(
 /// The command registering `body` under `subject`, or (`Err` inside) the answer when the
 /// subject holds it already.
 fn registration(
-    state: &MetadataState,
+    registry: &SchemaRegistry,
     ns: &str,
     subject: &str,
     body: &SchemaBody,
 ) -> Result<Result<Command, Value>, RegistryHttpError> {
-    let empty = SchemaRegistry::default();
-    let registry = state.schema_registry(ns).unwrap_or(&empty);
     let parsed = parse_schema(registry, body)?;
     if body.id.is_none()
         && let Some(id) = registry.id_of(&parsed.content)
@@ -637,7 +657,7 @@ async fn lookup(
 ) -> Answer {
     let deleted = flags(q).get("deleted");
     let body = schema_body(&body)?;
-    ok(read(&agent, &scope, |r| {
+    ok(read_copy(&agent, &scope, |r| {
         if !r.subjects.get(&subject).is_some_and(|s| deleted || s.latest_live().is_some()) {
             return Err(RegistryError::SubjectNotFound(subject.clone()).into());
         }
@@ -693,7 +713,7 @@ async fn check(
     body: &[u8],
 ) -> Answer {
     let body = schema_body(body)?;
-    let messages = read(agent, scope, |r| {
+    let messages = read_copy(agent, scope, |r| {
         let parsed = parse_schema(r, &body)?;
         let rule = rule_of(r.compatibility(Some(subject)));
         let against = match version {
