@@ -462,22 +462,40 @@ pub async fn fetch_status(addr: &str) -> Result<ClusterStatus, String> {
     }
 }
 
-/// Changes the voter set through the leader found from the node at `addr`.
+/// Changes the voter set through the leader found from the node at `addr`. Tried again for up
+/// to [`MEMBERSHIP_CHANGE_DEADLINE`] while the leader is unknown or moves (a node just elected,
+/// or one that stepped down, answers that it would have to forward).
 pub async fn change_membership(
     addr: &str,
     add: Option<(NodeId, String)>,
     remove: Option<NodeId>,
 ) -> Result<(), String> {
-    let status = fetch_status(addr).await?;
-    let leader = status.leader.ok_or("the cluster has no leader right now")?;
-    let leader_addr = status.members.get(&leader).ok_or("the leader is not in the member list")?.clone();
     let request = match (add, remove) {
         (Some((id, node_addr)), None) => Request::AddVoter(id, node_addr),
         (None, Some(id)) => Request::RemoveVoter(id),
         _ => return Err("give exactly one of add or remove".into()),
     };
+    let deadline = tokio::time::Instant::now() + MEMBERSHIP_CHANGE_DEADLINE;
+    loop {
+        match change_membership_once(addr, &request).await {
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "membership change not done yet; trying again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// How long [`change_membership`] keeps trying.
+const MEMBERSHIP_CHANGE_DEADLINE: Duration = Duration::from_secs(15);
+
+async fn change_membership_once(addr: &str, request: &Request) -> Result<(), String> {
+    let status = fetch_status(addr).await?;
+    let leader = status.leader.ok_or("the cluster has no leader right now")?;
+    let leader_addr = status.members.get(&leader).ok_or("the leader is not in the member list")?.clone();
     let mut client = PeerClient::new(leader_addr.clone());
-    match client.call(&request, Duration::from_secs(60)).await.map_err(|e| e.to_string())? {
+    match client.call(request, Duration::from_secs(60)).await.map_err(|e| e.to_string())? {
         Response::Membership(result) => result,
         _ => Err(format!("{leader_addr} answered with the wrong response kind")),
     }
