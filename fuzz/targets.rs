@@ -39,7 +39,7 @@ pub fn kafka_request(data: &[u8]) {
         };
         for topic in &produce.topic_data {
             for partition in &topic.partition_data {
-                let _ = validate::partition_records(partition.records.as_ref(), &policy, 0, Some("txn"));
+                let _ = validate::partition_records(partition.records.as_ref(), &policy, 0, Some("txn"), None);
             }
         }
     }
@@ -56,7 +56,7 @@ pub fn record_batch(data: &[u8]) {
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
     };
-    let _ = validate::partition_records(Some(&bytes), &policy, 1, Some("txn"));
+    let _ = validate::partition_records(Some(&bytes), &policy, 1, Some("txn"), None);
     for batch in record_batch::split(&bytes) {
         let Ok((header, batch)) = batch else { break };
         let Ok(payload) = records::decompress(&header, &batch, 1 << 20) else { continue };
@@ -130,4 +130,28 @@ pub fn metadata_command(data: &[u8]) {
 /// built into a batch and validated.
 pub fn http_records(data: &[u8]) {
     let _ = floe_gateway::parse_records_for_fuzzing(data);
+}
+
+/// Schemas whose data the Avro datum check walks: recursion, every container and union.
+static AVRO_SCHEMAS: LazyLock<Vec<floe_registry::avro::AvroSchema>> = LazyLock::new(|| {
+    [
+        r#"{"type":"record","name":"Node","fields":[{"name":"v","type":"long"},{"name":"next","type":["null","Node"]}]}"#,
+        r#"{"type":"record","name":"R","fields":[{"name":"a","type":{"type":"array","items":["null","string","double"]}},
+            {"name":"m","type":{"type":"map","values":{"type":"fixed","name":"F","size":3}}},
+            {"name":"e","type":{"type":"enum","name":"E","symbols":["X","Y"]}},{"name":"b","type":"boolean"},
+            {"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}}]}"#,
+        r#"{"type":"array","items":{"type":"map","values":"null"}}"#,
+    ]
+    .iter()
+    .filter_map(|text| floe_registry::avro::AvroSchema::parse(text, &[]).ok())
+    .collect()
+});
+
+/// A record's payload checked against a registry schema, as produce-time validation in full
+/// mode does (the first byte picks the schema).
+pub fn avro_datum(data: &[u8]) {
+    let Some((&pick, datum)) = data.split_first() else { return };
+    if let Some(schema) = AVRO_SCHEMAS.get(usize::from(pick) % AVRO_SCHEMAS.len().max(1)) {
+        let _ = schema.check_datum(datum);
+    }
 }

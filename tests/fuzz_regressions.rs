@@ -43,3 +43,8 @@ fn metadata_command() {
 fn http_records() {
     replay("http_records", targets::http_records);
 }
+
+#[test]
+fn avro_datum() {
+    replay("avro_datum", targets::avro_datum);
+}

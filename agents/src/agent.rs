@@ -88,6 +88,8 @@ pub struct Agent {
     pub quotas: crate::quotas::QuotaBuckets,
     /// Waiting reads, by the partitions they wait on.
     pub wakeups: Arc<crate::fetch::wakeups::PartitionWakeups>,
+    /// Registry schemas parsed for produce-time validation and compatibility checks.
+    pub parsed_schemas: crate::produce::schemas::ParsedSchemas,
 }
 
 impl Agent {
@@ -104,7 +106,9 @@ impl Agent {
             floe_auth::failures::FailureLimiter::new(config.auth_failures_per_minute, Duration::from_secs(60));
         let quotas = crate::quotas::QuotaBuckets::default();
         let wakeups = Arc::default();
-        let agent = Arc::new(Self { config, metadata, store, cache, buffer, auth_failures, quotas, wakeups });
+        let parsed_schemas = crate::produce::schemas::ParsedSchemas::default();
+        let agent =
+            Arc::new(Self { config, metadata, store, cache, buffer, auth_failures, quotas, wakeups, parsed_schemas });
         tokio::spawn(crate::fetch::wakeups::run(Arc::downgrade(&agent)));
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));

@@ -419,6 +419,15 @@ const CONNECTION_CAP_ONLY: &str = "agents cap connections only through max.conne
 const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 const CLEANUP_POLICIES: &[&str] = &["delete", "compact"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+const TOPIC_NAME_STRATEGY: &str = "io.confluent.kafka.serializers.subject.TopicNameStrategy";
+const SUBJECT_NAME_STRATEGIES: &[&str] = &[
+    TOPIC_NAME_STRATEGY,
+    "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+    "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
+    "TopicNameStrategy",
+    "RecordNameStrategy",
+    "TopicRecordNameStrategy",
+];
 const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 
 use ConfigType as T;
@@ -459,6 +468,32 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         .synonym("compression.zstd.level")
         .not_applicable(CODEC_DEFAULT_LEVELS),
     def(
+        "confluent.key.schema.validation",
+        T::Boolean,
+        "false",
+        "Whether every non-null key must name a schema of the registry registered under the key subject.",
+    ),
+    def(
+        "confluent.key.subject.name.strategy",
+        T::String,
+        TOPIC_NAME_STRATEGY,
+        "How the key subject is named: {topic}-key, the record's full name, or {topic}-{record name}.",
+    )
+    .one_of(SUBJECT_NAME_STRATEGIES),
+    def(
+        "confluent.value.schema.validation",
+        T::Boolean,
+        "false",
+        "Whether every non-null value must name a schema of the registry registered under the value subject.",
+    ),
+    def(
+        "confluent.value.subject.name.strategy",
+        T::String,
+        TOPIC_NAME_STRATEGY,
+        "How the value subject is named: {topic}-value, the record's full name, or {topic}-{record name}.",
+    )
+    .one_of(SUBJECT_NAME_STRATEGIES),
+    def(
         "delete.retention.ms",
         T::Long,
         "86400000",
@@ -470,6 +505,13 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         .at_least(0)
         .synonym("log.segment.delete.delay.ms")
         .not_applicable(OBJECTS_SHARED),
+    def(
+        "floe.schema.validation.mode",
+        T::String,
+        "id",
+        "With schema validation on: id checks the framing and schema id, full also decodes each payload (Avro).",
+    )
+    .one_of(&["id", "full"]),
     def(
         "flush.messages",
         T::Long,

@@ -5,7 +5,8 @@ What this covers: registering (same schema, same id, in every subject), reads by
 version, lookups, compatibility levels refusing what breaks readers (409) and the verbose check,
 soft and permanent deletes with their error codes, modes, ids that survive a restart, Avro
 records produced through Kafka with AvroSerializer and read back with AvroDeserializer, and two
-tenants with the same subject name kept apart. Protobuf and JSON Schema are not served yet.
+tenants with the same subject name kept apart, and topics that validate records' schemas at
+produce. Protobuf and JSON Schema are not served yet.
 """
 
 import json
@@ -171,6 +172,111 @@ def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
     assert requests.get(f"{floe.http_url}/schema-registry/subjects", timeout=10).status_code == 401
 
 
+def send_batch(bootstrap, topic, records, **conf):
+    """Sends `records` ((key, value)) to partition 0 as one batch of one request; each record's
+    delivery error name ("" when written), in order."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "batch.num.messages": len(records),
+                  "message.timeout.ms": 20000, **conf})
+    # Connected first: records queued before the connection is up may go out in smaller batches.
+    p.list_topics(topic, timeout=10)
+    results = {}
+    for i, (key, value) in enumerate(records):
+        p.produce(topic, key=key, value=value, partition=0,
+                  on_delivery=lambda err, msg, i=i: results.__setitem__(i, err.name() if err else ""))
+    p.flush(30)
+    return [results.get(i, "undelivered") for i in range(len(records))]
+
+
+def end_offset(bootstrap, topic):
+    from confluent_kafka import TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("g")})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(180)
+def test_topics_with_schema_validation_refuse_records_without_a_registered_schema(floe):
+    """Broker-side validation (Confluent Server's confluent.value.schema.validation and
+    confluent.key.schema.validation): each non-null value (key) must carry the registry's framing
+    naming a schema registered as a live version of the topic's subject; refused records are
+    named (KIP-467) with INVALID_RECORD and the others may be sent again. Before, the configs were
+    unknown and every record was written."""
+    from confluent_kafka.admin import AdminClient
+    from conftest import create_topic
+    from confluent_kafka.schema_registry import topic_record_subject_name_strategy
+
+    sr = registry(floe)
+    topic, loose = unique_name("validated"), unique_name("loose")
+    create_topic(floe.bootstrap, topic, 1, config={"confluent.value.schema.validation": "true"})
+    create_topic(floe.bootstrap, loose, 1)
+    ser = AvroSerializer(sr, json.dumps(user_v1()))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    good = [ser({"name": f"u{i}", "age": i}, ctx) for i in range(20)]
+    other_id = sr.register_schema("elsewhere-value", Schema('"string"', "AVRO"))
+    bad = {3: b"not avro at all", 7: b"\x01" + good[7][1:], 11: b"\x00" + (99999).to_bytes(4, "big") + good[11][5:],
+           15: b"\x00" + other_id.to_bytes(4, "big") + b"\x02x"}
+    sent = [(b"k", bad.get(i, v)) for i, v in enumerate(good)]
+    for codec in ["none", "zstd", "lz4"]:
+        got = send_batch(floe.bootstrap, topic, sent, **{"compression.type": codec})
+        assert [i for i, e in enumerate(got) if e == "INVALID_RECORD"] == sorted(bad), (codec, got)
+        assert all(e == "_INVALID_DIFFERENT_RECORD" for i, e in enumerate(got) if i not in bad), (codec, got)
+    assert end_offset(floe.bootstrap, topic) == 0, "nothing of a refused batch is written"
+    # The others, sent again, are written; a tombstone (null value) carries no schema and passes.
+    assert send_batch(floe.bootstrap, topic, [s for i, s in enumerate(sent) if i not in bad] + [(b"k", None)]) \
+        == [""] * 17
+    assert end_offset(floe.bootstrap, topic) == 17
+    # A topic without the config takes anything.
+    assert send_batch(floe.bootstrap, loose, [(None, b"raw")]) == [""]
+
+    # The setting is an ordinary topic config: described, and switched off at runtime.
+    admin = AdminClient({"bootstrap.servers": floe.bootstrap})
+    from confluent_kafka.admin import ConfigResource
+    described = admin.describe_configs([ConfigResource("topic", topic)])
+    configs = list(described.values())[0].result(timeout=10)
+    assert configs["confluent.value.schema.validation"].value == "true"
+    assert configs["floe.schema.validation.mode"].value == "id"
+
+    # Full mode decodes the payload too: a truncated datum passes the id check, not full.
+    full = unique_name("full")
+    create_topic(floe.bootstrap, full, 1, config={"confluent.value.schema.validation": "true",
+                                                 "floe.schema.validation.mode": "full"})
+    sr.register_schema(f"{full}-value", Schema(json.dumps(user_v1()), "AVRO"))
+    truncated = good[0][:-1]
+    assert send_batch(floe.bootstrap, topic, [(b"k", truncated)]) == [""], "id mode does not decode"
+    assert send_batch(floe.bootstrap, full, [(b"k", good[1]), (b"k", truncated), (b"k", good[2] + b"!")]) \
+        == ["_INVALID_DIFFERENT_RECORD", "INVALID_RECORD", "INVALID_RECORD"]
+    assert send_batch(floe.bootstrap, full, [(b"k", good[1])]) == [""]
+
+    # Keys too, with the TopicRecordNameStrategy: the subject is {topic}-{record full name}.
+    keyed = unique_name("keyed")
+    create_topic(floe.bootstrap, keyed, 1, config={
+        "confluent.key.schema.validation": "true",
+        "confluent.key.subject.name.strategy": "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"})
+    key_ser = AvroSerializer(sr, json.dumps(user_v1()), conf={"subject.name.strategy": topic_record_subject_name_strategy})
+    key = key_ser({"name": "k", "age": 1}, SerializationContext(keyed, MessageField.KEY))
+    assert sr.get_latest_version(f"{keyed}-floe.test.User").version == 1
+    # An id of a schema that names no record has no subject under this strategy. (Two refused
+    # records: with one, librdkafka 2.16 reports INVALID_RECORD for the whole batch.)
+    assert send_batch(floe.bootstrap, keyed, [(key, b"any value"), (bad[15], b"v"), (b"raw", b"v")]) \
+        == ["_INVALID_DIFFERENT_RECORD", "INVALID_RECORD", "INVALID_RECORD"]
+    assert send_batch(floe.bootstrap, keyed, [(key, b"any value")]) == [""]
+
+    # Over HTTP, each record has its own answer, naming why.
+    import base64
+    cluster = requests.get(f"{floe.http_url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    body = "\n".join(json.dumps({"partition_id": 0, "value": v}) for v in [
+        {"type": "BINARY", "data": base64.b64encode(good[0]).decode()},
+        {"type": "STRING", "data": "plain text"},
+        {"type": "BINARY", "data": base64.b64encode(bad[11]).decode()}])
+    r = requests.post(f"{floe.http_url}/v3/clusters/{cluster}/topics/{topic}/records", data=body,
+                      headers={"Content-Type": "application/json"}, timeout=10)
+    answers = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+    assert [a.get("error_code") for a in answers] == [200, 422, 422], answers
+    assert "framing" in answers[1]["message"] and "99999" in answers[2]["message"], answers
+
+
 def test_a_schema_registered_through_one_agent_is_read_at_once_through_another_and_survives_kills(cluster):
     from conftest import port_open
 
@@ -186,16 +292,32 @@ def test_a_schema_registered_through_one_agent_is_read_at_once_through_another_a
         assert client(2).get_schema(ids[-1]).schema_str
         assert client(2).get_latest_version(subject).schema_id == ids[-1]
     assert ids == list(range(1, 21))
+    # A record naming a schema registered through agent 1 a moment ago is accepted by agent 2
+    # (topic with schema validation, HTTP produce so that agent 2 is the one that validates).
+    import base64
+    from conftest import create_topic
+    topic = unique_name("validated")
+    create_topic(cluster.bootstrap(1), topic, 1, config={"confluent.value.schema.validation": "true"})
+    client(1).set_config(f"{topic}-value", ServerConfig(compatibility=ConfigCompatibilityLevel.NONE))
+    cluster_id = requests.get(f"{cluster.http_url(2)}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    for i in range(5):
+        schema = {"type": "record", "name": "R", "fields": [{"name": f"f{i}", "type": "string"}]}
+        schema_id = client(1).register_schema(f"{topic}-value", Schema(json.dumps(schema), "AVRO"))
+        framed = b"\x00" + schema_id.to_bytes(4, "big") + b"\x02x"
+        r = requests.post(f"{cluster.http_url(2)}/v3/clusters/{cluster_id}/topics/{topic}/records",
+                          json={"partition_id": 0, "value": {"type": "BINARY", "data": base64.b64encode(framed).decode()}},
+                          timeout=30)
+        assert r.status_code == 200 and r.json().get("error_code") == 200, r.text
     leader = cluster.leader()
     cluster.meta[leader].kill()
     cluster.agents[1].kill()
     cluster.leader(exclude=(leader,))
     # Registrations go on through the surviving agent, with the next id.
     new_id = client(2).register_schema("after-value", Schema('"string"', "AVRO"))
-    assert new_id == 21
+    assert new_id == schema_id + 1
     cluster.meta[leader].start()
     cluster.agents[1].start()
     wait_until(lambda: port_open(cluster.http_ports[1]), 30, "agent 1 back")
     for i, schema_id in enumerate(ids):
         assert client(1).get_latest_version(f"s{i}-value").schema_id == schema_id
-    assert client(1).get_schema(21).schema_str == '"string"'
+    assert client(1).get_schema(new_id).schema_str == '"string"'

@@ -43,7 +43,10 @@ pub(super) fn for_produce(error: &ProduceError) -> ResponseError {
         ProduceError::InvalidRequiredAcks(_) => ResponseError::InvalidRequiredAcks,
         // Not retriable: waiting does not free space, retention or deletion does.
         ProduceError::StorageQuotaExceeded(_) => ResponseError::PolicyViolation,
-        ProduceError::RecordsRefused { why: crate::produce::RecordRefusal::NoKey, .. } => ResponseError::InvalidRecord,
+        ProduceError::RecordsRefused {
+            why: crate::produce::RecordRefusal::NoKey | crate::produce::RecordRefusal::Schema,
+            ..
+        } => ResponseError::InvalidRecord,
         ProduceError::RecordsRefused { why: crate::produce::RecordRefusal::Timestamp, .. } => {
             ResponseError::InvalidTimestamp
         }

@@ -3,6 +3,7 @@
 //! metadata service in flush order, then answer each producer with its offsets.
 
 mod buffer;
+pub mod schemas;
 pub mod validate;
 
 pub use buffer::{AppendError, AppendResult, FlushBuffer, Pipeline, Ticket};

@@ -1,15 +1,19 @@
 //! Checks produced record batches without decompressing them (except to find keyless records
-//! for compacted topics, and the records of a batch whose timestamps are out of bounds), and
-//! applies the topic's timestamp policy. A refusal that concerns some records names them
+//! for compacted topics, to check the schemas of topics with schema validation, and the records
+//! of a batch whose timestamps are out of bounds), and applies the topic's timestamp policy. A refusal that concerns some records names them
 //! (KIP-467), so a client fails those and may send the others again. Pure: no I/O, no shared
-//! state.
+//! state but the parsed-schema cache behind a [`SchemaCheck`].
 //!
 //! Timestamp bounds are checked on the batch header's first and largest timestamps: a record
 //! whose timestamp is below its batch's first one is not checked against
 //! `message.timestamp.before.max.ms` (which would need every batch decompressed).
 
+use std::cell::OnceCell;
+
 use bytes::Bytes;
 use floe_metadata::{ChunkProducer, State, Topic};
+
+use super::schemas::SchemaCheck;
 
 use crate::limits::{BATCH_BYTES_MAX, BATCH_DECOMPRESSED_BYTES_MAX, BATCH_RECORD_COUNT_MAX, RECORD_BYTES_MIN};
 use crate::record_batch::records::{self, RecordsError};
@@ -97,6 +101,8 @@ pub enum RecordRefusal {
     NoKey,
     /// A CreateTime timestamp out of the topic's bounds (INVALID_TIMESTAMP).
     Timestamp,
+    /// A key or value without a valid schema, on a topic with schema validation (INVALID_RECORD).
+    Schema,
 }
 
 /// One refused record: its index among the partition's records in the request, and why.
@@ -117,12 +123,14 @@ pub struct PartitionBatches {
 }
 
 /// Validates one partition's record set. `now_ms` stamps LogAppendTime topics;
-/// `transactional_id` is the request's, which transactional batches require.
+/// `transactional_id` is the request's, which transactional batches require; `schemas` is set
+/// for topics with schema validation.
 pub fn partition_records(
     records: Option<&Bytes>,
     policy: &TopicPolicy,
     now_ms: i64,
     transactional_id: Option<&str>,
+    schemas: Option<&SchemaCheck<'_>>,
 ) -> Result<PartitionBatches, ProduceError> {
     let records =
         records.filter(|r| !r.is_empty()).ok_or_else(|| ProduceError::InvalidRecord("no record batches".into()))?;
@@ -140,7 +148,7 @@ pub fn partition_records(
         }
         producer = Some(this);
         let count = header.record_count;
-        match batch(header, bytes, policy, now_ms, first_index) {
+        match batch(header, bytes, policy, now_ms, first_index, schemas) {
             Ok(batch) => batches.push(batch),
             // Every batch is checked, so the answer names all the refused records of the kind
             // first found.
@@ -188,6 +196,7 @@ fn batch(
     policy: &TopicPolicy,
     now_ms: i64,
     first_index: i32,
+    schemas: Option<&SchemaCheck<'_>>,
 ) -> Result<ValidatedBatch, ProduceError> {
     if header.batch_bytes > policy.max_message_bytes {
         return Err(ProduceError::BatchTooLarge { bytes: header.batch_bytes, max: policy.max_message_bytes });
@@ -217,11 +226,15 @@ fn batch(
             header.record_count
         )));
     }
+    let records = BatchRecords { header: &header, bytes: &bytes, parsed: OnceCell::new() };
     if policy.compacted {
-        every_record_has_a_key(&header, &bytes, first_index)?;
+        every_record_has_a_key(&records, first_index)?;
+    }
+    if let Some(check) = schemas {
+        refuse_records(records.get()?, first_index, RecordRefusal::Schema, |record| check.refusal(record))?;
     }
     if !policy.log_append_time {
-        timestamps_within_bounds(&header, &bytes, policy, now_ms, first_index)?;
+        timestamps_within_bounds(&records, policy, now_ms, first_index)?;
     }
     let (bytes, timestamp_min, timestamp_max) = if policy.log_append_time {
         (record_batch::set_log_append_time(&bytes, &header, now_ms), now_ms, now_ms)
@@ -241,8 +254,8 @@ fn batch(
 
 /// Key compaction keeps the latest record per key, so a compacted topic refuses keyless
 /// records (as Kafka does). This is the one check that decompresses, with a bound.
-fn every_record_has_a_key(header: &BatchHeader, bytes: &Bytes, first_index: i32) -> Result<(), ProduceError> {
-    refuse_records(header, bytes, first_index, RecordRefusal::NoKey, |record| {
+fn every_record_has_a_key(records: &BatchRecords<'_>, first_index: i32) -> Result<(), ProduceError> {
+    refuse_records(records.get()?, first_index, RecordRefusal::NoKey, |record| {
         record.key.is_none().then(|| "a compacted topic cannot accept a record without a key".to_owned())
     })
 }
@@ -250,18 +263,18 @@ fn every_record_has_a_key(header: &BatchHeader, bytes: &Bytes, first_index: i32)
 /// Refuses the records whose CreateTime timestamps are out of the topic's bounds around
 /// `now_ms`. Decompresses only when the batch header's timestamps are out of them.
 fn timestamps_within_bounds(
-    header: &BatchHeader,
-    bytes: &Bytes,
+    records: &BatchRecords<'_>,
     policy: &TopicPolicy,
     now_ms: i64,
     first_index: i32,
 ) -> Result<(), ProduceError> {
+    let header = records.header;
     let (earliest, latest) =
         (now_ms.saturating_sub(policy.timestamp_before_max_ms), now_ms.saturating_add(policy.timestamp_after_max_ms));
     if header.base_timestamp >= earliest && header.max_timestamp <= latest {
         return Ok(());
     }
-    refuse_records(header, bytes, first_index, RecordRefusal::Timestamp, |record| {
+    refuse_records(records.get()?, first_index, RecordRefusal::Timestamp, |record| {
         let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);
         if timestamp < earliest {
             Some(format!(
@@ -279,31 +292,46 @@ fn timestamps_within_bounds(
     })
 }
 
-/// Decompresses the batch (bounded) and refuses the records `refusal` gives a reason for, each
-/// named by its index among the partition's records.
+/// A batch's records, decompressed (bounded) and parsed on first use, once for every check.
+struct BatchRecords<'a> {
+    header: &'a BatchHeader,
+    bytes: &'a Bytes,
+    parsed: OnceCell<Vec<records::RecordView>>,
+}
+
+impl BatchRecords<'_> {
+    fn get(&self) -> Result<&[records::RecordView], ProduceError> {
+        if let Some(parsed) = self.parsed.get() {
+            return Ok(parsed);
+        }
+        let invalid = |e: RecordsError| ProduceError::InvalidRecord(e.to_string());
+        let payload = records::decompress(self.header, self.bytes, BATCH_DECOMPRESSED_BYTES_MAX).map_err(invalid)?;
+        let parsed = records::records(&payload).collect::<Result<Vec<_>, _>>().map_err(invalid)?;
+        if parsed.len() != usize::try_from(self.header.record_count).unwrap_or(usize::MAX) {
+            return Err(ProduceError::InvalidRecord(format!(
+                "batch claims {} records and holds {}",
+                self.header.record_count,
+                parsed.len()
+            )));
+        }
+        Ok(self.parsed.get_or_init(|| parsed))
+    }
+}
+
+/// Refuses the records `refusal` gives a reason for, each named by its index among the
+/// partition's records.
 fn refuse_records(
-    header: &BatchHeader,
-    bytes: &Bytes,
+    records: &[records::RecordView],
     first_index: i32,
     why: RecordRefusal,
     refusal: impl Fn(&records::RecordView) -> Option<String>,
 ) -> Result<(), ProduceError> {
-    let invalid = |e: RecordsError| ProduceError::InvalidRecord(e.to_string());
-    let payload = records::decompress(header, bytes, BATCH_DECOMPRESSED_BYTES_MAX).map_err(invalid)?;
-    let mut count = 0i32;
-    let mut refused = Vec::new();
-    for record in records::records(&payload) {
-        if let Some(message) = refusal(&record.map_err(invalid)?) {
-            refused.push(RecordError { batch_index: first_index.saturating_add(count), message });
-        }
-        count += 1;
-    }
-    if count != header.record_count {
-        return Err(ProduceError::InvalidRecord(format!(
-            "batch claims {} records and holds {count}",
-            header.record_count
-        )));
-    }
+    let refused: Vec<RecordError> = (0i32..)
+        .zip(records)
+        .filter_map(|(i, record)| {
+            refusal(record).map(|message| RecordError { batch_index: first_index.saturating_add(i), message })
+        })
+        .collect();
     if refused.is_empty() { Ok(()) } else { Err(ProduceError::RecordsRefused { why, records: refused }) }
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use bytes::BytesMut;
 use floe_agent::Agent;
+use floe_agent::produce::schemas::{SchemaCheck, SchemaValidation};
 use floe_agent::produce::{AppendError, AppendResult, PartitionAppend, Ticket, TopicPolicy, validate};
 use floe_agent::record_batch::build::{BatchProducer, NewRecord, build_batch};
 use floe_agent::record_batch::{HEADER_BYTES, records::codec_for};
@@ -53,6 +54,8 @@ pub(crate) struct TopicTarget {
     pub(crate) topic_id: TopicId,
     pub(crate) partition_count: i32,
     policy: TopicPolicy,
+    /// Set when the topic validates records' schemas.
+    schemas: Option<SchemaValidation>,
     /// The topic's `compression.type` codec, or none when it says `producer`.
     codec: i16,
 }
@@ -68,6 +71,7 @@ impl TopicTarget {
             topic_id: topic.topic_id,
             partition_count: i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX),
             policy: TopicPolicy::for_topic(&state, topic),
+            schemas: SchemaValidation::for_topic(&state, topic),
             codec,
         })
     }
@@ -147,10 +151,15 @@ pub(crate) async fn append(
     producer: Option<ProducerIdEpoch>,
 ) -> PendingGroup {
     let now_ms = floe_metadata::now_ms();
+    let schema_refusals = schema_refusals(agent, target, &records).await;
     let mut by_partition: BTreeMap<i32, Vec<NewRecord>> = BTreeMap::new();
     let mut slots = Vec::with_capacity(records.len());
     // Slots refer to their partition's append by partition number until the appends are built.
-    for parsed in records {
+    for (parsed, schema_refusal) in records.into_iter().zip(schema_refusals) {
+        let parsed = match schema_refusal {
+            Some(why) => Err(RecordError::invalid(why)),
+            None => parsed,
+        };
         let slot =
             parsed.and_then(|p| place(target, p, keyless_partition, now_ms)).map(|(partition, record, key, value)| {
                 let timestamp = if target.policy.log_append_time { now_ms } else { record.timestamp };
@@ -188,6 +197,28 @@ pub(crate) async fn append(
         .collect();
     let ticket = if appends.is_empty() { None } else { Some(agent.buffer.append(appends).await) };
     PendingGroup { ticket, slots, topic: target.name.clone(), sizes }
+}
+
+/// Why each record is refused by the topic's schema validation, if it is (none without it). A
+/// record naming a schema this agent's mirror does not hold is checked again after catching
+/// the mirror up, since it may have been registered through another agent a moment ago.
+async fn schema_refusals(
+    agent: &Agent,
+    target: &TopicTarget,
+    records: &[Result<ParsedRecord, RecordError>],
+) -> Vec<Option<String>> {
+    let Some(validation) = target.schemas else { return vec![None; records.len()] };
+    let check = || {
+        let state = agent.metadata.read();
+        let check = SchemaCheck::new(&state, &target.name, validation, &agent.parsed_schemas);
+        let refusals: Vec<Option<String>> = records
+            .iter()
+            .map(|r| r.as_ref().ok().and_then(|p| check.refusal_of(p.record.key.as_deref(), p.record.value.as_deref())))
+            .collect();
+        (refusals, check.saw_missing())
+    };
+    let (refusals, missing) = check();
+    if missing && agent.metadata.catch_up().await.is_ok() { check().0 } else { refusals }
 }
 
 type Placed = (i32, NewRecord, Option<DataReport>, Option<DataReport>);
@@ -269,7 +300,8 @@ fn partition_append(
         sequence = sequence.wrapping_add((end - start) as i32);
         start = end;
     }
-    let validated = validate::partition_records(Some(&bytes.freeze()), &target.policy, now_ms, None)
+    // Schemas were checked record by record before (see `append`).
+    let validated = validate::partition_records(Some(&bytes.freeze()), &target.policy, now_ms, None, None)
         .map_err(|e| RecordError::invalid(e.to_string()))?;
     debug_assert_eq!(
         validated.producer.map(|p| p.producer_id),
@@ -304,7 +336,7 @@ pub(crate) fn parse_for_fuzzing(body: &[u8]) -> usize {
             timestamp_before_max_ms: 0,
             timestamp_after_max_ms: 0,
         };
-        let _ = validate::partition_records(Some(&batch), &policy, 0, None);
+        let _ = validate::partition_records(Some(&batch), &policy, 0, None, None);
     }
     records.len()
 }

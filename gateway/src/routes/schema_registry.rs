@@ -490,8 +490,7 @@ fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, 
         .iter()
         .map(|r| SchemaReference { name: r.name.clone(), subject: r.subject.clone(), version: r.version })
         .collect();
-    let mut texts = Vec::new();
-    collect_reference_texts(registry, &references, &mut texts, 0)?;
+    let texts = reference_texts(registry, &references)?;
     let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let avro =
         AvroSchema::parse(&body.schema, &text_refs).map_err(|e| RegistryHttpError::invalid_schema(e.to_string()))?;
@@ -499,45 +498,12 @@ fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, 
     Ok(Parsed { content, avro })
 }
 
-fn collect_reference_texts(
+/// The texts of the schemas `references` name (see [`floe_agent::produce::schemas::reference_texts`]).
+fn reference_texts(
     registry: &SchemaRegistry,
     references: &[SchemaReference],
-    texts: &mut Vec<String>,
-    depth: usize,
-) -> Result<(), RegistryHttpError> {
-    if depth > 16 || texts.len() > floe_metadata::limits::SCHEMA_REFERENCES_MAX {
-        return Err(RegistryHttpError::invalid_schema("references nest too deep or are too many"));
-    }
-    for r in references {
-        let id = registry
-            .subjects
-            .get(&r.subject)
-            .and_then(|s| s.versions.get(&r.version))
-            .filter(|v| !v.deleted)
-            .map(|v| v.id)
-            .ok_or_else(|| {
-                RegistryHttpError::invalid_schema(format!(
-                    "Invalid schema: reference {} to subject {} version {} not found",
-                    r.name, r.subject, r.version
-                ))
-            })?;
-        let Some(schema) = registry.schemas.get(&id) else { continue };
-        collect_reference_texts(registry, &schema.content.references, texts, depth + 1)?;
-        if !texts.contains(&schema.content.text) {
-            texts.push(schema.content.text.clone());
-        }
-    }
-    Ok(())
-}
-
-/// Parses a stored schema for a compatibility check.
-fn parse_stored(registry: &SchemaRegistry, id: i32) -> Result<AvroSchema, RegistryHttpError> {
-    let schema = registry.schemas.get(&id).ok_or(RegistryError::SchemaNotFound(id))?;
-    let mut texts = Vec::new();
-    collect_reference_texts(registry, &schema.content.references, &mut texts, 0)?;
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    AvroSchema::parse(&schema.content.text, &refs)
-        .map_err(|e| RegistryHttpError::new(50001, format!("a stored schema no longer parses: {e}")))
+) -> Result<Vec<String>, RegistryHttpError> {
+    floe_agent::produce::schemas::reference_texts(registry, references).map_err(RegistryHttpError::invalid_schema)
 }
 
 fn rule_of(level: Compatibility) -> floe_registry::Rule {
@@ -557,6 +523,8 @@ fn rule_of(level: Compatibility) -> floe_registry::Rule {
 /// The messages of every incompatibility of `new` with the subject's live versions `against`
 /// (newest first) under the subject's level.
 fn incompatibilities(
+    agent: &Agent,
+    ns: &str,
     registry: &SchemaRegistry,
     new: &Parsed,
     against: &[(i32, i32)],
@@ -570,9 +538,13 @@ fn incompatibilities(
         if registry.schemas.get(id).is_some_and(|s| s.content.schema_type != new.content.schema_type) {
             return Ok(vec!["Incompatible because of different schema type".to_owned()]);
         }
-        earlier.push((*version, parse_stored(registry, *id)?));
+        let parsed = agent
+            .parsed_schemas
+            .avro(ns, *id, registry)
+            .map_err(|e| RegistryHttpError::new(50001, format!("schema {id}: {e}")))?;
+        earlier.push((*version, parsed));
     }
-    let earlier: Vec<(i32, &AvroSchema)> = earlier.iter().map(|(v, s)| (*v, s)).collect();
+    let earlier: Vec<(i32, &AvroSchema)> = earlier.iter().map(|(v, s)| (*v, s.as_ref())).collect();
     Ok(floe_registry::check_compatibility(&new.avro, &earlier, rule))
 }
 
@@ -592,7 +564,7 @@ async fn register(
     let ns = namespace(&scope);
     for attempt in 0..=STALE_RETRIES {
         let registry = agent.metadata.read().schema_registry(&ns).cloned().unwrap_or_default();
-        let command = registration(&registry, &ns, &subject, &body)?;
+        let command = registration(&agent, &registry, &ns, &subject, &body)?;
         let command = match command {
             Ok(command) => command,
             Err(existing) => return ok(existing),
@@ -614,6 +586,7 @@ async fn register(
 /// The command registering `body` under `subject`, or (`Err` inside) the answer when the
 /// subject holds it already.
 fn registration(
+    agent: &Agent,
     registry: &SchemaRegistry,
     ns: &str,
     subject: &str,
@@ -628,7 +601,7 @@ fn registration(
     }
     let live = live_versions(registry, subject);
     let rule = rule_of(registry.compatibility(Some(subject)));
-    let messages = incompatibilities(registry, &parsed, &live, rule)?;
+    let messages = incompatibilities(agent, ns, registry, &parsed, &live, rule)?;
     if !messages.is_empty() {
         return Err(RegistryHttpError::new(
             409,
@@ -724,7 +697,7 @@ async fn check(
             None => live_versions(r, subject),
         };
         // Against the named version, else the latest or (transitive levels) every live one.
-        incompatibilities(r, &parsed, &against, rule)
+        incompatibilities(agent, &namespace(scope), r, &parsed, &against, rule)
     })
     .await?;
     let mut answer = json!({ "is_compatible": messages.is_empty() });

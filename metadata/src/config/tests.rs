@@ -240,6 +240,12 @@ fn topic_synonyms_name_matching_broker_configs() {
     let without_broker_default = [
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
+        // Schema validation (Confluent Server's names, and Floe's mode) is set per topic only.
+        "confluent.key.schema.validation",
+        "confluent.key.subject.name.strategy",
+        "confluent.value.schema.validation",
+        "confluent.value.subject.name.strategy",
+        "floe.schema.validation.mode",
         "remote.log.copy.disable",
         "remote.log.delete.on.disable",
         "remote.storage.enable",

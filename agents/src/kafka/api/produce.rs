@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::super::dispatch::Reply;
 use super::super::error_code::{self, code};
 use crate::Agent;
+use crate::produce::schemas::{SchemaCheck, SchemaValidation};
 use crate::produce::{PartitionAppend, PartitionBatches, ProduceError, RecordError, TopicPolicy, validate};
 use floe_storage::TopicPartition;
 
@@ -27,57 +28,26 @@ enum Slot {
     Appended(usize, Option<i64>),
 }
 
+/// A request's partitions validated: what to append, and where each partition's answer comes from.
+struct Plan {
+    appends: Vec<PartitionAppend>,
+    /// Bytes and records of each append, for the BrokerTopicMetrics counters.
+    sizes: Vec<(u64, u64)>,
+    layout: Layout,
+    /// Some records were refused for naming a schema this agent's mirror does not hold.
+    schema_missing: bool,
+}
+
 pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: ProduceRequest) -> Reply {
     let acks = request.acks;
     let now_ms = floe_metadata::now_ms();
-    let mut appends = Vec::new();
-    // Bytes and records of each append, for the BrokerTopicMetrics counters.
-    let mut sizes: Vec<(u64, u64)> = Vec::new();
-    let mut layout: Layout = Vec::new();
-    {
-        let state = agent.metadata.read();
-        for topic in request.topic_data {
-            let resolved = if version >= 13 {
-                state.topics.get(&topic.topic_id)
-            } else {
-                state.topic_by_name(topic.name.as_str())
-            };
-            let over_quota = resolved.and_then(|t| state.storage_quota_exceeded(&t.name));
-            let mut slots = Vec::with_capacity(topic.partition_data.len());
-            for partition in topic.partition_data {
-                let slot = match (resolved, &over_quota) {
-                    _ if !matches!(acks, -1..=1) => failed(&ProduceError::InvalidRequiredAcks(acks)),
-                    (None, _) if version >= 13 => Slot::Failed(code::UNKNOWN_TOPIC_ID, "unknown topic id".into()),
-                    (None, _) => failed(&ProduceError::UnknownTopicOrPartition),
-                    (Some(t), _) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
-                        failed(&ProduceError::UnknownTopicOrPartition)
-                    }
-                    (Some(_), Some(why)) => failed(&ProduceError::StorageQuotaExceeded(why.clone())),
-                    (Some(t), None) => {
-                        let policy = TopicPolicy::for_topic(&state, t);
-                        let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
-                        match validate::partition_records(partition.records.as_ref(), &policy, now_ms, transactional_id)
-                        {
-                            Ok(PartitionBatches { batches, producer }) => {
-                                sizes.push((
-                                    batches.iter().map(|b| b.bytes.len() as u64).sum::<u64>(),
-                                    batches.iter().map(|b| u64::from(b.record_count)).sum::<u64>(),
-                                ));
-                                let topic_partition =
-                                    TopicPartition { topic_id: t.topic_id, partition: partition.index };
-                                appends.push(PartitionAppend { topic_partition, batches, producer });
-                                Slot::Appended(appends.len() - 1, policy.log_append_time.then_some(now_ms))
-                            }
-                            Err(e) => failed(&e),
-                        }
-                    }
-                };
-                slots.push((partition.index, slot));
-            }
-            let topic_id = resolved.map(|t| t.topic_id).unwrap_or(topic.topic_id);
-            layout.push((topic.name, topic_id, slots));
-        }
+    let mut plan = validate_request(agent, version, &request, now_ms);
+    // A schema registered through another agent a moment ago may not be mirrored here yet:
+    // catch up with the metadata leader once and validate again before refusing records for it.
+    if plan.schema_missing && agent.metadata.catch_up().await.is_ok() {
+        plan = validate_request(agent, version, &request, now_ms);
     }
+    let Plan { appends, sizes, mut layout, .. } = plan;
 
     let results = if appends.is_empty() {
         Vec::new()
@@ -109,6 +79,69 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
         return Reply::None;
     }
     Reply::Now(Box::new(ResponseKind::Produce(respond(agent, version, layout, &results, &sizes))))
+}
+
+/// Validates every partition of `request` against this agent's mirror of the metadata state.
+fn validate_request(agent: &Agent, version: i16, request: &ProduceRequest, now_ms: i64) -> Plan {
+    let acks = request.acks;
+    let mut appends = Vec::new();
+    let mut sizes: Vec<(u64, u64)> = Vec::new();
+    let mut layout: Layout = Vec::new();
+    let mut schema_missing = false;
+    {
+        let state = agent.metadata.read();
+        for topic in &request.topic_data {
+            let resolved = if version >= 13 {
+                state.topics.get(&topic.topic_id)
+            } else {
+                state.topic_by_name(topic.name.as_str())
+            };
+            let over_quota = resolved.and_then(|t| state.storage_quota_exceeded(&t.name));
+            let mut slots = Vec::with_capacity(topic.partition_data.len());
+            for partition in &topic.partition_data {
+                let slot = match (resolved, &over_quota) {
+                    _ if !matches!(acks, -1..=1) => failed(&ProduceError::InvalidRequiredAcks(acks)),
+                    (None, _) if version >= 13 => Slot::Failed(code::UNKNOWN_TOPIC_ID, "unknown topic id".into()),
+                    (None, _) => failed(&ProduceError::UnknownTopicOrPartition),
+                    (Some(t), _) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
+                        failed(&ProduceError::UnknownTopicOrPartition)
+                    }
+                    (Some(_), Some(why)) => failed(&ProduceError::StorageQuotaExceeded(why.clone())),
+                    (Some(t), None) => {
+                        let policy = TopicPolicy::for_topic(&state, t);
+                        let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
+                        let schemas = SchemaValidation::for_topic(&state, t)
+                            .map(|v| SchemaCheck::new(&state, &t.name, v, &agent.parsed_schemas));
+                        let validated = validate::partition_records(
+                            partition.records.as_ref(),
+                            &policy,
+                            now_ms,
+                            transactional_id,
+                            schemas.as_ref(),
+                        );
+                        schema_missing |= schemas.as_ref().is_some_and(SchemaCheck::saw_missing);
+                        match validated {
+                            Ok(PartitionBatches { batches, producer }) => {
+                                sizes.push((
+                                    batches.iter().map(|b| b.bytes.len() as u64).sum::<u64>(),
+                                    batches.iter().map(|b| u64::from(b.record_count)).sum::<u64>(),
+                                ));
+                                let topic_partition =
+                                    TopicPartition { topic_id: t.topic_id, partition: partition.index };
+                                appends.push(PartitionAppend { topic_partition, batches, producer });
+                                Slot::Appended(appends.len() - 1, policy.log_append_time.then_some(now_ms))
+                            }
+                            Err(e) => failed(&e),
+                        }
+                    }
+                };
+                slots.push((partition.index, slot));
+            }
+            let topic_id = resolved.map(|t| t.topic_id).unwrap_or(topic.topic_id);
+            layout.push((topic.name.clone(), topic_id, slots));
+        }
+    }
+    Plan { appends, sizes, layout, schema_missing }
 }
 
 fn failed(error: &ProduceError) -> Slot {

@@ -13,7 +13,7 @@ const POLICY: TopicPolicy = TopicPolicy {
 };
 
 fn check(records: Bytes, policy: &TopicPolicy, expected: Result<usize, ProduceError>) {
-    let got = partition_records(Some(&records), policy, 5, None).map(|b| b.batches.len());
+    let got = partition_records(Some(&records), policy, 5, None, None).map(|b| b.batches.len());
     assert_eq!(got, expected);
 }
 
@@ -46,14 +46,15 @@ fn rejects_bad_batches_with_the_reason() {
         &POLICY,
         Err(ProduceError::CorruptBatch(BatchError::Truncated { needed: good.len(), available: good.len() - 1 })),
     );
-    assert!(matches!(partition_records(None, &POLICY, 0, None), Err(ProduceError::InvalidRecord(_))));
+    assert!(matches!(partition_records(None, &POLICY, 0, None, None), Err(ProduceError::InvalidRecord(_))));
 }
 
 #[test]
 fn log_append_time_topics_stamp_the_batch() {
     let policy = TopicPolicy { log_append_time: true, ..POLICY };
-    let batches =
-        partition_records(Some(&encode_batch(2, Compression::Snappy)), &policy, 777, None).expect("valid").batches;
+    let batches = partition_records(Some(&encode_batch(2, Compression::Snappy)), &policy, 777, None, None)
+        .expect("valid")
+        .batches;
     let header = BatchHeader::parse(&batches[0].bytes).expect("parses");
     assert_eq!(header.max_timestamp, 777);
     assert_ne!(header.attributes & crate::record_batch::ATTRIBUTE_LOG_APPEND_TIME, 0);
@@ -70,7 +71,7 @@ fn record_counts_must_fit_the_batch() {
     let crc = crc32c::crc32c(&forged[21..]);
     forged[17..21].copy_from_slice(&crc.to_be_bytes());
     assert!(matches!(
-        partition_records(Some(&Bytes::from(forged)), &POLICY, 0, None),
+        partition_records(Some(&Bytes::from(forged)), &POLICY, 0, None, None),
         Err(ProduceError::InvalidRecord(_))
     ));
 }
@@ -95,25 +96,29 @@ fn a_partitions_batches_come_from_one_producer() {
     let batch = encode_batch(2, Compression::None);
     let mut two = BytesMut::from(&with_producer(&batch, 5, 0, false)[..]);
     two.extend_from_slice(&with_producer(&batch, 5, 2, false));
-    let accepted = partition_records(Some(&two.freeze()), &POLICY, 0, None).expect("one producer");
+    let accepted = partition_records(Some(&two.freeze()), &POLICY, 0, None, None).expect("one producer");
     assert_eq!(accepted.producer, Some(ChunkProducer { producer_id: 5, producer_epoch: 1, transactional: false }));
     assert_eq!(accepted.batches.iter().map(|b| b.base_sequence).collect::<Vec<_>>(), vec![0, 2]);
 
     let mut mixed = BytesMut::from(&with_producer(&batch, 5, 0, false)[..]);
     mixed.extend_from_slice(&batch);
-    assert!(matches!(partition_records(Some(&mixed.freeze()), &POLICY, 0, None), Err(ProduceError::InvalidRecord(_))));
+    assert!(matches!(
+        partition_records(Some(&mixed.freeze()), &POLICY, 0, None, None),
+        Err(ProduceError::InvalidRecord(_))
+    ));
 
     let txn = with_producer(&batch, 5, 0, true);
     assert_eq!(
-        partition_records(Some(&txn), &POLICY, 0, None).map(|b| b.producer),
+        partition_records(Some(&txn), &POLICY, 0, None, None).map(|b| b.producer),
         Err(ProduceError::TransactionalIdRequired)
     );
     assert!(
-        partition_records(Some(&txn), &POLICY, 0, Some("t")).is_ok_and(|b| b.producer.is_some_and(|p| p.transactional))
+        partition_records(Some(&txn), &POLICY, 0, Some("t"), None)
+            .is_ok_and(|b| b.producer.is_some_and(|p| p.transactional))
     );
     let negative_sequence = with_producer(&batch, 5, -1, false);
     assert!(matches!(
-        partition_records(Some(&negative_sequence), &POLICY, 0, None),
+        partition_records(Some(&negative_sequence), &POLICY, 0, None, None),
         Err(ProduceError::InvalidRecord(_))
     ));
 }
@@ -134,7 +139,7 @@ fn a_compacted_topic_refuses_keyless_records_in_any_codec() {
         )
         .expect("encodes");
         check(batch.clone().freeze(), &POLICY, Ok(1));
-        let refused = partition_records(Some(&batch.freeze()), &compacted, 5, None);
+        let refused = partition_records(Some(&batch.freeze()), &compacted, 5, None, None);
         let Err(ProduceError::RecordsRefused { why: RecordRefusal::NoKey, records }) = refused else {
             panic!("{c:?}: {refused:?}");
         };
@@ -166,8 +171,8 @@ fn records_with_timestamps_out_of_bounds_are_named() {
     two.extend_from_slice(&with_timestamps(&[now - 10, now - 120_000, now, now + 5_000], Compression::Lz4));
     let two = two.freeze();
     // Within the bounds, nothing is decompressed or refused.
-    assert!(partition_records(Some(&two), &POLICY, now, None).is_ok());
-    let refused = partition_records(Some(&two), &bounded, now, None);
+    assert!(partition_records(Some(&two), &POLICY, now, None, None).is_ok());
+    let refused = partition_records(Some(&two), &bounded, now, None, None);
     let Err(ProduceError::RecordsRefused { why: RecordRefusal::Timestamp, records }) = refused else {
         panic!("{refused:?}");
     };
@@ -176,5 +181,5 @@ fn records_with_timestamps_out_of_bounds_are_named() {
     assert!(records[0].message.contains("before.max.ms") && records[1].message.contains("after.max.ms"));
     // LogAppendTime topics take any timestamp: it is replaced.
     let appended = TopicPolicy { log_append_time: true, ..bounded };
-    assert!(partition_records(Some(&two), &appended, now, None).is_ok());
+    assert!(partition_records(Some(&two), &appended, now, None, None).is_ok());
 }

@@ -9,6 +9,10 @@ use apache_avro::schema::{Name, RecordSchema};
 
 use crate::{Difference, DifferenceKind, SchemaError};
 
+mod datum;
+
+pub use datum::DATUM_DEPTH_MAX;
+
 /// A parsed Avro schema and the named types its references define.
 #[derive(Debug)]
 pub struct AvroSchema {
@@ -52,6 +56,13 @@ impl AvroSchema {
             Schema::Fixed(f) => Some(f.name.fullname(None)),
             _ => None,
         }
+    }
+
+    /// Checks that `bytes` is exactly one datum of this schema in Avro's binary encoding (as a
+    /// Confluent serializer writes it after the 5-byte header), naming the first problem found.
+    /// Nesting is bounded by [`DATUM_DEPTH_MAX`] and work by the datum's size.
+    pub fn check_datum(&self, bytes: &[u8]) -> Result<(), String> {
+        datum::Datum::new(&self.names, bytes).check(&self.schema)
     }
 
     /// Whether data written with `writer` can be read with this schema: empty when it can,

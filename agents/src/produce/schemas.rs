@@ -1,0 +1,300 @@
+//! Broker-side schema validation, as Confluent Server's topic configs
+//! `confluent.key.schema.validation` and `confluent.value.schema.validation` ask for: each
+//! non-null key or value must start with the registry's framing (magic byte 0, a 4-byte schema
+//! id) naming a schema registered in the topic's tenant's registry as a live version of the
+//! subject the topic's subject name strategy gives. With `floe.schema.validation.mode=full`
+//! the payload after the framing must also be one datum of that schema (Avro).
+//!
+//! Only topics with validation on pay for it: their batches are decompressed (with the same
+//! bound as the compacted-topic key check) and parsed schemas are kept in [`ParsedSchemas`].
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use floe_metadata::{SchemaReference, SchemaRegistry, SchemaType, State, Topic};
+use floe_registry::avro::AvroSchema;
+
+use crate::record_batch::records::RecordView;
+
+/// How the subject a record's schema must belong to is named (Confluent's
+/// `*.subject.name.strategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubjectNameStrategy {
+    /// `{topic}-key` or `{topic}-value`.
+    TopicName,
+    /// The full name of the schema's record.
+    RecordName,
+    /// `{topic}-{record full name}`.
+    TopicRecordName,
+}
+
+impl SubjectNameStrategy {
+    /// From a config value: the short name or Confluent's class name. Unknown values cannot be
+    /// stored (the config catalog refuses them), so they read as the default.
+    fn from_config(value: Option<&str>) -> Self {
+        match value.map(|v| v.rsplit('.').next().unwrap_or(v)) {
+            Some("RecordNameStrategy") => Self::RecordName,
+            Some("TopicRecordNameStrategy") => Self::TopicRecordName,
+            _ => Self::TopicName,
+        }
+    }
+}
+
+/// A topic's schema validation settings; absent when neither keys nor values are validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemaValidation {
+    pub key: Option<SubjectNameStrategy>,
+    pub value: Option<SubjectNameStrategy>,
+    /// `floe.schema.validation.mode=full`: the payload is decoded against the schema too.
+    pub full: bool,
+}
+
+impl SchemaValidation {
+    pub fn for_topic(state: &State, topic: &Topic) -> Option<Self> {
+        let value = |name: &str| state.topic_config_value(topic, name);
+        let on = |name: &str| value(name) == Some("true");
+        let strategy = |name: &str| SubjectNameStrategy::from_config(value(name));
+        let key = on("confluent.key.schema.validation").then(|| strategy("confluent.key.subject.name.strategy"));
+        let val = on("confluent.value.schema.validation").then(|| strategy("confluent.value.subject.name.strategy"));
+        (key.is_some() || val.is_some()).then(|| Self {
+            key,
+            value: val,
+            full: value("floe.schema.validation.mode") == Some("full"),
+        })
+    }
+}
+
+/// The schema validation of one partition's records in one request.
+#[derive(Debug)]
+pub struct SchemaCheck<'a> {
+    registry: Option<&'a SchemaRegistry>,
+    namespace: &'a str,
+    /// The topic's name as its clients know it (without the tenant's prefix).
+    topic: &'a str,
+    validation: SchemaValidation,
+    parsed: &'a ParsedSchemas,
+    /// Set when a record named an id or a subject version this mirror does not hold: it may
+    /// have been registered through another agent a moment ago, so the caller catches the
+    /// mirror up and checks again before refusing.
+    missing: Cell<bool>,
+}
+
+impl<'a> SchemaCheck<'a> {
+    /// For the topic stored as `stored_topic`.
+    pub fn new(
+        state: &'a State,
+        stored_topic: &'a str,
+        validation: SchemaValidation,
+        parsed: &'a ParsedSchemas,
+    ) -> Self {
+        let namespace = floe_metadata::namespace::key_of(stored_topic).unwrap_or("");
+        let name = stored_topic.split_once(floe_metadata::namespace::SEPARATOR).map_or(stored_topic, |(_, n)| n);
+        Self {
+            registry: state.schema_registry(namespace),
+            namespace,
+            topic: name,
+            validation,
+            parsed,
+            missing: Cell::new(false),
+        }
+    }
+
+    /// Whether a refusal may be only this mirror lagging (see the field).
+    pub fn saw_missing(&self) -> bool {
+        self.missing.get()
+    }
+
+    /// Why `record` is refused, if it is.
+    pub fn refusal(&self, record: &RecordView) -> Option<String> {
+        self.refusal_of(record.key.as_deref(), record.value.as_deref())
+    }
+
+    /// Why a record with this key and value is refused, if it is.
+    pub fn refusal_of(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Option<String> {
+        if let Some(strategy) = self.validation.key
+            && let Some(why) = self.part("key", key, strategy)
+        {
+            return Some(why);
+        }
+        let strategy = self.validation.value?;
+        self.part("value", value, strategy)
+    }
+
+    fn part(&self, what: &str, bytes: Option<&[u8]>, strategy: SubjectNameStrategy) -> Option<String> {
+        // A null key or value (a tombstone) carries no schema.
+        let bytes = bytes?;
+        let Some((0, id, payload)) = framing(bytes) else {
+            return Some(format!(
+                "the record's {what} does not start with the schema registry's framing (magic byte 0 and a 4-byte schema id)"
+            ));
+        };
+        let Some(schema) = self.registry.and_then(|r| r.schemas.get(&id)) else {
+            self.missing.set(true);
+            return Some(format!("the record's {what} names schema id {id}, which is not registered"));
+        };
+        let registry = self.registry?;
+        // Only Avro schemas can be registered so far; Protobuf and JSON payloads will be decoded
+        // when those types are.
+        let avro = || self.parsed.avro(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"));
+        let record_name = || -> Result<String, String> {
+            if schema.content.schema_type != SchemaType::Avro {
+                return Err(format!("schema id {id} is not AVRO, so it names no record"));
+            }
+            avro()?.full_name().ok_or_else(|| format!("schema id {id} is not a named type, so it names no record"))
+        };
+        let subject = match strategy {
+            SubjectNameStrategy::TopicName => format!("{}-{what}", self.topic),
+            SubjectNameStrategy::RecordName => match record_name() {
+                Ok(name) => name,
+                Err(why) => return Some(why),
+            },
+            SubjectNameStrategy::TopicRecordName => match record_name() {
+                Ok(name) => format!("{}-{name}", self.topic),
+                Err(why) => return Some(why),
+            },
+        };
+        let registered =
+            registry.subjects.get(&subject).is_some_and(|s| s.live_versions().any(|(_, version)| version.id == id));
+        if !registered {
+            self.missing.set(true);
+            return Some(format!("schema id {id} of the record's {what} is not a version of subject {subject:?}"));
+        }
+        if self.validation.full && schema.content.schema_type == SchemaType::Avro {
+            match avro() {
+                Ok(avro) => {
+                    if let Err(why) = avro.check_datum(payload) {
+                        return Some(format!("the record's {what} is not a datum of schema id {id}: {why}"));
+                    }
+                }
+                Err(why) => return Some(why),
+            }
+        }
+        None
+    }
+}
+
+/// The registry's framing: magic byte, schema id, payload.
+fn framing(bytes: &[u8]) -> Option<(u8, i32, &[u8])> {
+    let (&magic, rest) = bytes.split_first()?;
+    let (id, payload) = rest.split_first_chunk::<4>()?;
+    Some((magic, i32::from_be_bytes(*id), payload))
+}
+
+/// The texts of the schemas `references` name, and theirs, depth first, each once: what a
+/// schema is parsed with. Fails on a reference to no live version, or nesting past 16 levels
+/// or [`floe_metadata::limits::SCHEMA_REFERENCES_MAX`] schemas.
+pub fn reference_texts(registry: &SchemaRegistry, references: &[SchemaReference]) -> Result<Vec<String>, String> {
+    let mut texts = Vec::new();
+    collect_reference_texts(registry, references, &mut texts, 0)?;
+    Ok(texts)
+}
+
+fn collect_reference_texts(
+    registry: &SchemaRegistry,
+    references: &[SchemaReference],
+    texts: &mut Vec<String>,
+    depth: usize,
+) -> Result<(), String> {
+    if depth > 16 || texts.len() > floe_metadata::limits::SCHEMA_REFERENCES_MAX {
+        return Err("references nest too deep or are too many".into());
+    }
+    for r in references {
+        let id = registry
+            .subjects
+            .get(&r.subject)
+            .and_then(|s| s.versions.get(&r.version))
+            .filter(|v| !v.deleted)
+            .map(|v| v.id)
+            .ok_or_else(|| {
+                format!("Invalid schema: reference {} to subject {} version {} not found", r.name, r.subject, r.version)
+            })?;
+        let Some(schema) = registry.schemas.get(&id) else { continue };
+        collect_reference_texts(registry, &schema.content.references, texts, depth + 1)?;
+        if !texts.contains(&schema.content.text) {
+            texts.push(schema.content.text.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Text bytes of the parsed schemas an agent keeps; past it the oldest are dropped.
+const PARSED_SCHEMA_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Parsed schemas by namespace and id. An id's content never changes (ids are never reused in
+/// a namespace), so an entry never goes stale; entries go oldest first past
+/// [`PARSED_SCHEMA_BYTES_MAX`] (counted in schema text bytes).
+#[derive(Default)]
+pub struct ParsedSchemas {
+    cache: Mutex<ParsedCache>,
+}
+
+#[derive(Default)]
+struct ParsedCache {
+    by_id: HashMap<(String, i32), Arc<AvroSchema>>,
+    order: VecDeque<((String, i32), usize)>,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for ParsedSchemas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cache = self.lock();
+        f.debug_struct("ParsedSchemas").field("schemas", &cache.by_id.len()).field("bytes", &cache.bytes).finish()
+    }
+}
+
+impl ParsedSchemas {
+    /// The Avro schema `id` of `registry` (namespace `namespace`), parsed with its references.
+    pub fn avro(&self, namespace: &str, id: i32, registry: &SchemaRegistry) -> Result<Arc<AvroSchema>, String> {
+        let key = (namespace.to_owned(), id);
+        if let Some(hit) = self.lock().by_id.get(&key) {
+            return Ok(hit.clone());
+        }
+        let schema = registry.schemas.get(&id).ok_or_else(|| format!("Schema {id} not found"))?;
+        let texts = reference_texts(registry, &schema.content.references)?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let parsed = Arc::new(
+            AvroSchema::parse(&schema.content.text, &refs)
+                .map_err(|e| format!("a stored schema no longer parses: {e}"))?,
+        );
+        let size = schema.content.text.len() + texts.iter().map(String::len).sum::<usize>();
+        let mut cache = self.lock();
+        if cache.by_id.insert(key.clone(), parsed.clone()).is_none() {
+            cache.order.push_back((key, size));
+            cache.bytes += size;
+        }
+        while cache.bytes > PARSED_SCHEMA_BYTES_MAX {
+            let Some((old, size)) = cache.order.pop_front() else { break };
+            cache.by_id.remove(&old);
+            cache.bytes -= size;
+        }
+        Ok(parsed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ParsedCache> {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_is_magic_id_payload() {
+        assert_eq!(framing(&[0, 0, 0, 1, 2, 9, 9]), Some((0, 258, &[9u8, 9][..])));
+        assert_eq!(framing(&[0, 0, 0, 1]), None, "an id needs 4 bytes");
+        assert_eq!(framing(&[]), None);
+    }
+
+    #[test]
+    fn strategies_read_short_and_class_names() {
+        use SubjectNameStrategy::*;
+        assert_eq!(SubjectNameStrategy::from_config(None), TopicName);
+        assert_eq!(SubjectNameStrategy::from_config(Some("RecordNameStrategy")), RecordName);
+        assert_eq!(
+            SubjectNameStrategy::from_config(Some("io.confluent.kafka.serializers.subject.TopicRecordNameStrategy")),
+            TopicRecordName
+        );
+    }
+}
