@@ -2,9 +2,75 @@
 //! for, and compatibility checks between versions. The agents' HTTP API and the metadata state
 //! machine (which never parses a schema) are elsewhere.
 //!
-//! Avro only so far; Protobuf and JSON Schema are refused as not supported (issue 24).
+//! Avro and JSON Schema; Protobuf is refused as not supported yet (issue 24).
 
 pub mod avro;
+pub mod json;
+
+/// The schema languages this crate parses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaFormat {
+    Avro,
+    Json,
+}
+
+/// A parsed schema of any supported language.
+#[derive(Debug)]
+pub enum ParsedSchema {
+    Avro(avro::AvroSchema),
+    Json(json::JsonSchema),
+}
+
+impl ParsedSchema {
+    /// Parses `text` with its references, each (the name it is referred to by, its text).
+    pub fn parse(format: SchemaFormat, text: &str, references: &[(&str, &str)]) -> Result<Self, SchemaError> {
+        match format {
+            SchemaFormat::Avro => {
+                let texts: Vec<&str> = references.iter().map(|(_, text)| *text).collect();
+                avro::AvroSchema::parse(text, &texts).map(Self::Avro)
+            }
+            SchemaFormat::Json => json::JsonSchema::parse(text, references).map(Self::Json),
+        }
+    }
+
+    /// The text the schema's id is given for.
+    pub fn canonical(&self) -> &str {
+        match self {
+            Self::Avro(s) => s.canonical(),
+            Self::Json(s) => s.canonical(),
+        }
+    }
+
+    /// The name the record name strategies use: an Avro named type's full name, a JSON
+    /// Schema's `title`.
+    pub fn record_name(&self) -> Option<String> {
+        match self {
+            Self::Avro(s) => s.full_name(),
+            Self::Json(s) => s.title(),
+        }
+    }
+
+    /// Checks a record's payload (after the registry's 5-byte framing) against the schema.
+    pub fn check_payload(&self, payload: &[u8]) -> Result<(), String> {
+        match self {
+            Self::Avro(s) => s.check_datum(payload),
+            Self::Json(s) => s.check_instance(payload),
+        }
+    }
+
+    /// Whether this schema reads everything `writer` wrote: every difference found.
+    pub fn can_read(&self, writer: &ParsedSchema) -> Vec<Difference> {
+        match (self, writer) {
+            (Self::Avro(r), Self::Avro(w)) => r.can_read(w),
+            (Self::Json(r), Self::Json(w)) => r.can_read(w),
+            _ => vec![Difference {
+                kind: "TYPE_MISMATCH",
+                path: "/".into(),
+                description: "Incompatible because of different schema type".into(),
+            }],
+        }
+    }
+}
 
 /// Why a schema was refused (Confluent's 42201).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,13 +82,14 @@ pub enum SchemaError {
 /// One way a new schema fails to read, or be read by, an old one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Difference {
-    pub kind: DifferenceKind,
+    /// Confluent's name for the kind of difference (`TYPE_MISMATCH`, `PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL`).
+    pub kind: &'static str,
     /// JSON-pointer-like path in the schema, as Confluent reports it (`/fields/1/type`).
     pub path: String,
     pub description: String,
 }
 
-/// The kinds of difference, named as Confluent's registry names them.
+/// The kinds of difference between Avro schemas, named as Confluent's registry names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DifferenceKind {
     TypeMismatch,
@@ -60,7 +127,7 @@ pub struct Rule {
 /// Checks `new` against `earlier` (live versions, newest first, each with its version number)
 /// under `rule`: the messages of every difference found, empty when compatible. A transitive
 /// check stops at the first version it fails against.
-pub fn check_compatibility(new: &avro::AvroSchema, earlier: &[(i32, &avro::AvroSchema)], rule: Rule) -> Vec<String> {
+pub fn check_compatibility(new: &ParsedSchema, earlier: &[(i32, &ParsedSchema)], rule: Rule) -> Vec<String> {
     let against = if rule.transitive { earlier } else { &earlier[..earlier.len().min(1)] };
     for (version, old) in against {
         let mut found = Vec::new();
@@ -76,7 +143,7 @@ pub fn check_compatibility(new: &avro::AvroSchema, earlier: &[(i32, &avro::AvroS
                 .map(|d| {
                     format!(
                         "{{errorType:'{}', description:'{}', additionalInfo:'{}'}}",
-                        d.kind.name(),
+                        d.kind,
                         d.description,
                         d.path
                     )

@@ -3,7 +3,7 @@
 //! registry, which applies those rules, reports).
 
 use crate::avro::AvroSchema;
-use crate::{DifferenceKind, Rule, check_compatibility};
+use crate::{DifferenceKind, ParsedSchema, Rule, check_compatibility};
 
 fn parse(text: &str) -> AvroSchema {
     AvroSchema::parse(text, &[]).unwrap_or_else(|e| panic!("{text}: {e}"))
@@ -270,19 +270,19 @@ fn differences_say_what_and_where() {
     let new = parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"string"}"#));
     let found = new.can_read(&old);
     assert_eq!(found.len(), 1);
-    assert_eq!(found[0].kind, DifferenceKind::ReaderFieldMissingDefaultValue);
+    assert_eq!(found[0].kind, DifferenceKind::ReaderFieldMissingDefaultValue.name());
     assert_eq!(found[0].path, "/fields/1");
     let narrowed = parse(&record(r#"{"name":"a","type":"string"}"#));
     let found = narrowed.can_read(&old);
-    assert_eq!((found[0].kind, found[0].path.as_str()), (DifferenceKind::TypeMismatch, "/fields/0/type"));
+    assert_eq!((found[0].kind, found[0].path.as_str()), (DifferenceKind::TypeMismatch.name(), "/fields/0/type"));
 }
 
 #[test]
 fn levels_check_the_right_direction_and_versions() {
-    let v1 = parse(&record(r#"{"name":"a","type":"int"}"#));
-    let v2 = parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"int","default":0}"#));
+    let v1 = ParsedSchema::Avro(parse(&record(r#"{"name":"a","type":"int"}"#)));
+    let v2 = ParsedSchema::Avro(parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"int","default":0}"#)));
     // v3 drops b's default: it reads v2's data (b is there) but not v1's.
-    let v3 = parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"int"}"#));
+    let v3 = ParsedSchema::Avro(parse(&record(r#"{"name":"a","type":"int"},{"name":"b","type":"int"}"#)));
     let earlier = [(2, &v2), (1, &v1)];
     let backward = Rule { backward: true, ..Rule::default() };
     assert!(check_compatibility(&v3, &earlier, backward).is_empty(), "BACKWARD checks the latest only");
@@ -291,7 +291,7 @@ fn levels_check_the_right_direction_and_versions() {
     assert!(messages[0].contains("READER_FIELD_MISSING_DEFAULT_VALUE"), "{messages:?}");
     assert!(messages.iter().any(|m| m == "{oldSchemaVersion: 1}"), "{messages:?}");
     // Removing a field without default is forward-incompatible: old readers need it.
-    let v4 = parse(&record(r#"{"name":"b","type":"int","default":0}"#));
+    let v4 = ParsedSchema::Avro(parse(&record(r#"{"name":"b","type":"int","default":0}"#)));
     let forward = Rule { forward: true, ..Rule::default() };
     assert!(!check_compatibility(&v4, &[(3, &v3)], forward).is_empty());
     assert!(check_compatibility(&v4, &[(3, &v3)], backward).is_empty());

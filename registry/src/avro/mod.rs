@@ -198,7 +198,7 @@ impl<'a> Check<'a> {
 
     fn report(&mut self, kind: DifferenceKind, path: &str, description: String) {
         let path = if path.is_empty() { "/".to_owned() } else { path.to_owned() };
-        self.found.push(Difference { kind, path, description });
+        self.found.push(Difference { kind: kind.name(), path, description });
     }
 
     /// Whether `reader` reads everything `writer` writes (without recording differences).

@@ -1,0 +1,634 @@
+//! JSON Schemas: parsing and validation (the `jsonschema` crate, drafts 4 to 2020-12, draft 7
+//! when `$schema` is absent, as Confluent's registry assumes), the canonical text ids are given
+//! for, and a compatibility check of a reader schema against a writer schema in the terms of
+//! Confluent's JSON Schema differences.
+//!
+//! References are other subjects' schemas, each known by the name a `$ref` uses; nothing is
+//! ever fetched (a `$ref` to anything else fails to parse).
+//!
+//! The compatibility check asks whether every instance the writer accepts is accepted by the
+//! reader. Keywords it does not model (`if`/`then`/`else`, `patternProperties`, `dependencies`,
+//! `not` and others) must be equal in both, or the change is reported: it never calls a change
+//! compatible without knowing.
+
+use std::collections::{BTreeSet, HashSet};
+
+use jsonschema::Draft;
+use serde_json::{Map, Value};
+
+use crate::{Difference, SchemaError};
+
+/// A parsed JSON Schema with its references.
+pub struct JsonSchema {
+    root: Value,
+    /// The references' schemas by the URI a `$ref` reaches them at.
+    references: Vec<(String, Value)>,
+    validator: jsonschema::Validator,
+    canonical: String,
+}
+
+impl std::fmt::Debug for JsonSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonSchema").field("canonical", &self.canonical).finish()
+    }
+}
+
+fn invalid(why: impl std::fmt::Display) -> SchemaError {
+    SchemaError::Invalid(format!("Invalid schema: {why}"))
+}
+
+impl JsonSchema {
+    /// Parses `text`; `references` are (name, text) of the schemas it may `$ref` by name.
+    pub fn parse(text: &str, references: &[(&str, &str)]) -> Result<Self, SchemaError> {
+        let root: Value = serde_json::from_str(text).map_err(invalid)?;
+        if !root.is_object() && !root.is_boolean() {
+            return Err(invalid("a JSON Schema is an object or a boolean"));
+        }
+        let draft = draft_of(&root)?;
+        let base = root.get("$id").and_then(Value::as_str).unwrap_or("json-schema:///");
+        let base = jsonschema::uri::from_str(base).map_err(invalid)?;
+        let mut resolved = Vec::with_capacity(references.len());
+        let mut registry = jsonschema::Registry::new().draft(draft);
+        for (name, text) in references {
+            let value: Value = serde_json::from_str(text).map_err(|e| invalid(format!("reference {name}: {e}")))?;
+            let uri = jsonschema::uri::resolve_against(&base.borrow(), name).map_err(invalid)?;
+            let reference_draft = draft_of(&value)?;
+            registry = registry
+                .add(uri.as_str(), reference_draft.create_resource(value.clone()))
+                .map_err(invalid)?;
+            resolved.push((uri.as_str().trim_end_matches('#').to_owned(), value));
+        }
+        let registry = registry.prepare().map_err(invalid)?;
+        let validator = jsonschema::options()
+            .with_draft(draft)
+            .with_registry(&registry)
+            .offline()
+            .build(&root)
+            .map_err(|e| invalid(e.to_string()))?;
+        let mut canonical = String::with_capacity(text.len());
+        write_canonical(&root, &mut canonical);
+        Ok(Self { root, references: resolved, validator, canonical })
+    }
+
+    /// Compact JSON with object keys sorted: equal schemas written differently (whitespace,
+    /// key order) get one text, so one id.
+    pub fn canonical(&self) -> &str {
+        &self.canonical
+    }
+
+    /// The schema's `title`, which Confluent's serializers use as the record name.
+    pub fn title(&self) -> Option<String> {
+        self.root.get("title").and_then(Value::as_str).map(str::to_owned)
+    }
+
+    /// Checks that `bytes` is one JSON document this schema accepts.
+    pub fn check_instance(&self, bytes: &[u8]) -> Result<(), String> {
+        let instance: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+        self.validator.validate(&instance).map_err(|e| format!("{e} at {}", e.instance_path()))
+    }
+
+    /// Whether everything `writer` accepts is accepted by this schema: empty when it is, else
+    /// every difference found.
+    pub fn can_read(&self, writer: &JsonSchema) -> Vec<Difference> {
+        let mut check = Check { reader: self, writer, seen: HashSet::new(), found: Vec::new(), comparisons: 0 };
+        check.compare(Node::root(&self.root), Node::root(&writer.root), "#");
+        if check.comparisons >= COMPARISONS_MAX {
+            // What was found before the cut may be the cut's doing (a union branch left unread).
+            check.found.clear();
+            check.report("SCHEMA_TOO_COMPLEX", "#", format!("comparing needs more than {COMPARISONS_MAX} steps"));
+        }
+        check.found
+    }
+
+    /// The schema a `$ref` names, and the document it lives in.
+    fn resolve<'a>(&'a self, node: Node<'a>, reference: &str) -> Option<Node<'a>> {
+        let (document, pointer) = reference.split_once('#').unwrap_or((reference, ""));
+        let doc = if document.is_empty() {
+            node.doc
+        } else {
+            let name = jsonschema::uri::from_str(document).ok()?;
+            let base_id = self.root.get("$id").and_then(Value::as_str).unwrap_or("json-schema:///");
+            let base = jsonschema::uri::from_str(base_id).ok()?;
+            let against = jsonschema::uri::resolve_against(&base.borrow(), document).ok()?;
+            self.references
+                .iter()
+                .find(|(uri, _)| uri == name.as_str() || uri == against.as_str())
+                .map(|(_, v)| v)?
+        };
+        let value = if pointer.is_empty() { doc } else { doc.pointer(pointer)? };
+        Some(Node { value, doc })
+    }
+}
+
+/// The draft a schema is written in: its `$schema`, else draft 7.
+fn draft_of(schema: &Value) -> Result<Draft, SchemaError> {
+    match Draft::Draft7.detect(schema) {
+        Draft::Unknown => Err(invalid("unknown $schema (drafts 4, 6, 7, 2019-09 and 2020-12 are known)")),
+        draft => Ok(draft),
+    }
+}
+
+/// Writes `value` as compact JSON with object keys in sorted order, whatever order the map
+/// keeps them in.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            out.push('{');
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A schema node and the document its local `$ref`s resolve in.
+#[derive(Clone, Copy)]
+struct Node<'a> {
+    value: &'a Value,
+    doc: &'a Value,
+}
+
+impl<'a> Node<'a> {
+    fn root(doc: &'a Value) -> Self {
+        Self { value: doc, doc }
+    }
+
+    fn at(self, value: &'a Value) -> Self {
+        Self { value, doc: self.doc }
+    }
+
+    fn get(self, keyword: &str) -> Option<&'a Value> {
+        self.value.as_object().and_then(|o| o.get(keyword))
+    }
+
+    fn child(self, keyword: &str) -> Option<Self> {
+        self.get(keyword).map(|v| self.at(v))
+    }
+
+    fn object(self) -> Option<&'a Map<String, Value>> {
+        self.value.as_object()
+    }
+
+    /// `true`, `{}`, or only annotations: accepts every instance.
+    fn accepts_anything(self) -> bool {
+        match self.value {
+            Value::Bool(b) => *b,
+            Value::Object(o) => o.keys().all(|k| ANNOTATIONS.contains(&k.as_str())),
+            _ => false,
+        }
+    }
+}
+
+/// Keywords that never change what validates.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "id",
+    "$comment",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "definitions",
+    "$defs",
+    "$anchor",
+    "connect.index",
+    "connect.type",
+    "connect.parameters",
+];
+
+/// Keywords the check compares by their meaning; any other keyword must be equal in both.
+const MODELED: &[&str] = &[
+    "$ref",
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "additionalProperties",
+    "required",
+    "maxProperties",
+    "minProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maximum",
+    "minimum",
+    "exclusiveMaximum",
+    "exclusiveMinimum",
+    "multipleOf",
+    "anyOf",
+    "oneOf",
+    "allOf",
+];
+
+const ALL_TYPES: &[&str] = &["array", "boolean", "integer", "null", "number", "object", "string"];
+
+/// Reading schemas nested deeper than this is refused as a difference.
+const DEPTH_MAX: usize = 64;
+/// Node comparisons one check may make (unions compare branch against branch, so nested
+/// unions multiply); past it the schemas are reported as too complex to compare.
+const COMPARISONS_MAX: usize = 100_000;
+
+/// The schema that accepts anything, for a writer keyword left out.
+static ANY: Value = Value::Bool(true);
+static NO_PROPERTIES: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+
+struct Check<'a> {
+    reader: &'a JsonSchema,
+    writer: &'a JsonSchema,
+    /// (reader, writer) node pairs being compared: recursive schemas end there.
+    seen: HashSet<(usize, usize)>,
+    found: Vec<Difference>,
+    comparisons: usize,
+}
+
+impl<'a> Check<'a> {
+    fn report(&mut self, kind: &'static str, path: &str, description: String) {
+        self.found.push(Difference { kind, path: path.to_owned(), description });
+    }
+
+    /// Follows `$ref`s (a node with only a `$ref` and annotations), at most 32 in a row.
+    fn deref(schema: &'a JsonSchema, mut node: Node<'a>) -> Node<'a> {
+        for _ in 0..32 {
+            let Some(reference) = node.get("$ref").and_then(Value::as_str) else { return node };
+            let only_ref = node.object().is_some_and(|o| o.keys().all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str())));
+            match schema.resolve(node, reference) {
+                Some(target) if only_ref => node = target,
+                _ => return node,
+            }
+        }
+        node
+    }
+
+    /// Whether `reader` reads `writer` without differences (nothing recorded).
+    fn quietly(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) -> bool {
+        let before = self.found.len();
+        self.compare(reader, writer, path);
+        let ok = self.found.len() == before && self.comparisons < COMPARISONS_MAX;
+        self.found.truncate(before);
+        ok
+    }
+
+    fn compare(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        self.comparisons += 1;
+        if self.comparisons >= COMPARISONS_MAX {
+            return;
+        }
+        if path.matches('/').count() > DEPTH_MAX {
+            self.report("SCHEMA_TOO_DEEP", path, format!("schemas nest deeper than {DEPTH_MAX} levels at '{path}'"));
+            return;
+        }
+        let reader = Self::deref(self.reader, reader);
+        let writer = Self::deref(self.writer, writer);
+        let pair = (std::ptr::from_ref(reader.value) as usize, std::ptr::from_ref(writer.value) as usize);
+        if !self.seen.insert(pair) {
+            return;
+        }
+        self.compare_resolved(reader, writer, path);
+        self.seen.remove(&pair);
+    }
+
+    fn compare_resolved(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        if writer.value == &Value::Bool(false) || reader.accepts_anything() {
+            return;
+        }
+        if reader.value == &Value::Bool(false) {
+            self.report("SCHEMA_REMOVED", path, format!("the reader accepts nothing at '{path}'"));
+            return;
+        }
+        // Unions: every writer branch must be read by the reader; a reader union reads a
+        // writer when one of its branches does.
+        if let Some(branches) = sole_combinator(writer, &["anyOf", "oneOf"]) {
+            for (i, branch) in branches.iter().enumerate() {
+                self.compare(reader, writer.at(branch), &format!("{path}/{}/{i}", combinator_name(writer)));
+            }
+            return;
+        }
+        if let Some(branches) = sole_combinator(reader, &["anyOf", "oneOf"]) {
+            if !branches.iter().any(|b| self.quietly(reader.at(b), writer, path)) {
+                self.report(
+                    "SUM_TYPE_NARROWED",
+                    path,
+                    format!("no branch of the reader's {} at '{path}' reads the writer's schema", combinator_name(reader)),
+                );
+            }
+            return;
+        }
+        self.compare_types(reader, writer, path);
+        self.compare_enums(reader, writer, path);
+        self.compare_bounds(reader, writer, path);
+        self.compare_objects(reader, writer, path);
+        self.compare_arrays(reader, writer, path);
+        self.compare_products(reader, writer, path);
+        self.compare_others(reader, writer, path);
+    }
+
+    fn compare_types(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        let (r, w) = (types(reader), types(writer));
+        let read = |t: &str| r.contains(t) || (t == "integer" && r.contains("number"));
+        let missing: Vec<&str> = w.iter().copied().filter(|t| !read(t)).collect();
+        if !missing.is_empty() {
+            let kind = if r.iter().all(|t| w.contains(t)) { "TYPE_NARROWED" } else { "TYPE_CHANGED" };
+            self.report(kind, path, format!("the reader at '{path}' does not accept type(s) {}", missing.join(", ")));
+        }
+    }
+
+    fn compare_enums(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        let Some(allowed) = values_of(reader) else { return };
+        match values_of(writer) {
+            Some(written) => {
+                if written.iter().any(|v| !allowed.contains(v)) {
+                    self.report(
+                        "ENUM_ARRAY_NARROWED",
+                        &format!("{path}/enum"),
+                        format!("the reader's enum at '{path}' lacks values the writer's allows"),
+                    );
+                }
+            }
+            None => self.report(
+                "ENUM_ARRAY_NARROWED",
+                &format!("{path}/enum"),
+                format!("the reader restricts '{path}' to an enum the writer does not have"),
+            ),
+        }
+    }
+
+    /// Numeric limits on numbers, strings, arrays and objects: the reader's must be no tighter.
+    fn compare_bounds(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        // (keyword, the reader's value must be at least the writer's, kind when added, when tightened)
+        const BOUNDS: &[(&str, bool, &str, &str)] = &[
+            ("maximum", true, "MAXIMUM_ADDED", "MAXIMUM_DECREASED"),
+            ("minimum", false, "MINIMUM_ADDED", "MINIMUM_INCREASED"),
+            ("exclusiveMaximum", true, "EXCLUSIVE_MAXIMUM_ADDED", "EXCLUSIVE_MAXIMUM_DECREASED"),
+            ("exclusiveMinimum", false, "EXCLUSIVE_MINIMUM_ADDED", "EXCLUSIVE_MINIMUM_INCREASED"),
+            ("maxLength", true, "MAX_LENGTH_ADDED", "MAX_LENGTH_DECREASED"),
+            ("minLength", false, "MIN_LENGTH_ADDED", "MIN_LENGTH_INCREASED"),
+            ("maxItems", true, "MAX_ITEMS_ADDED", "MAX_ITEMS_DECREASED"),
+            ("minItems", false, "MIN_ITEMS_ADDED", "MIN_ITEMS_INCREASED"),
+            ("maxProperties", true, "MAX_PROPERTIES_ADDED", "MAX_PROPERTIES_DECREASED"),
+            ("minProperties", false, "MIN_PROPERTIES_ADDED", "MIN_PROPERTIES_INCREASED"),
+        ];
+        for &(keyword, upper, added, tightened) in BOUNDS {
+            let Some(r) = reader.get(keyword) else { continue };
+            let at = format!("{path}/{keyword}");
+            // Draft 4's boolean exclusive limits: compared for equality.
+            if r.is_boolean() || writer.get(keyword).is_some_and(Value::is_boolean) {
+                if writer.get(keyword) != Some(r) && r != &Value::Bool(false) {
+                    self.report(tightened, &at, format!("'{keyword}' at '{path}' changed"));
+                }
+                continue;
+            }
+            let Some(r) = r.as_f64() else { continue };
+            match writer.get(keyword).and_then(Value::as_f64) {
+                None => self.report(added, &at, format!("the reader adds '{keyword}' {r} at '{path}'")),
+                Some(w) if (upper && r < w) || (!upper && r > w) => {
+                    self.report(tightened, &at, format!("'{keyword}' at '{path}' goes from {w} to {r}"))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(r) = reader.get("multipleOf").and_then(Value::as_f64) {
+            let at = format!("{path}/multipleOf");
+            match writer.get("multipleOf").and_then(Value::as_f64) {
+                None => self.report("MULTIPLE_OF_ADDED", &at, format!("the reader adds 'multipleOf' {r} at '{path}'")),
+                Some(w) if (w / r).fract() != 0.0 => {
+                    self.report("MULTIPLE_OF_CHANGED", &at, format!("'multipleOf' at '{path}' goes from {w} to {r}"))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(r) = reader.get("pattern") {
+            match writer.get("pattern") {
+                None => self.report("PATTERN_ADDED", &format!("{path}/pattern"), format!("the reader adds a pattern at '{path}'")),
+                Some(w) if w != r => {
+                    self.report("PATTERN_CHANGED", &format!("{path}/pattern"), format!("the pattern at '{path}' changed"))
+                }
+                Some(_) => {}
+            }
+        }
+        if reader.get("uniqueItems") == Some(&Value::Bool(true)) && writer.get("uniqueItems") != Some(&Value::Bool(true))
+        {
+            self.report("UNIQUE_ITEMS_ADDED", &format!("{path}/uniqueItems"), format!("the reader requires unique items at '{path}'"));
+        }
+    }
+
+    fn compare_objects(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        let empty: &'a Map<String, Value> = &NO_PROPERTIES;
+        let r_props = reader.get("properties").and_then(Value::as_object).unwrap_or(empty);
+        let w_props = writer.get("properties").and_then(Value::as_object).unwrap_or(empty);
+        let r_additional = reader.child("additionalProperties");
+        let w_additional = writer.child("additionalProperties");
+        let closed = |n: Option<Node<'a>>| n.is_some_and(|n| n.value == &Value::Bool(false));
+        let open = |n: Option<Node<'a>>| n.is_none_or(Node::accepts_anything);
+        let r_required = strings(reader.get("required"));
+        let w_required = strings(writer.get("required"));
+        for (name, r_schema) in r_props {
+            let at = format!("{path}/properties/{name}");
+            if let Some(w_schema) = w_props.get(name) {
+                self.compare(reader.at(r_schema), writer.at(w_schema), &at);
+                continue;
+            }
+            let r_node = reader.at(r_schema);
+            if closed(w_additional) {
+                // The writer never wrote it: only a required one without a default fails.
+                if r_required.contains(name.as_str()) && r_node.get("default").is_none() {
+                    self.report(
+                        "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
+                        &at,
+                        format!("the reader requires a property '{name}' the writer never writes"),
+                    );
+                }
+            } else if let Some(w_extra) = w_additional.filter(|n| !n.accepts_anything()) {
+                // The writer may have written it under its additionalProperties schema.
+                self.compare(r_node, w_extra, &at);
+            } else if !r_node.accepts_anything() {
+                self.report(
+                    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
+                    &at,
+                    format!(
+                        "the reader adds a property '{name}' with a schema while the writer's content model is open (any '{name}' may have been written)"
+                    ),
+                );
+            }
+        }
+        for (name, w_schema) in w_props {
+            if r_props.contains_key(name) || w_schema == &Value::Bool(false) {
+                continue;
+            }
+            let at = format!("{path}/properties/{name}");
+            if closed(r_additional) {
+                self.report(
+                    "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+                    &at,
+                    format!("the reader's closed content model no longer has the property '{name}' the writer writes"),
+                );
+            } else if let Some(r_extra) = r_additional.filter(|n| !n.accepts_anything()) {
+                self.compare(r_extra, writer.at(w_schema), &at);
+            }
+        }
+        match (r_additional, w_additional) {
+            (Some(r), w) if !r.accepts_anything() && !closed(w) => {
+                let at = format!("{path}/additionalProperties");
+                if open(w) {
+                    let kind = if closed(Some(r)) { "ADDITIONAL_PROPERTIES_REMOVED" } else { "ADDITIONAL_PROPERTIES_NARROWED" };
+                    self.report(kind, &at, format!("the reader restricts additional properties at '{path}'"));
+                } else if let Some(w) = w {
+                    self.compare(r, w, &at);
+                }
+            }
+            _ => {}
+        }
+        for name in r_required.difference(&w_required) {
+            // As Confluent's registry: a new required property with a default is compatible.
+            let has_default = r_props.get(*name).is_some_and(|p| p.get("default").is_some());
+            // Reported above as added to the writer's closed content model.
+            let added_to_closed = closed(w_additional) && !w_props.contains_key(*name) && r_props.contains_key(*name);
+            if !has_default && !added_to_closed {
+                self.report(
+                    "REQUIRED_ATTRIBUTE_ADDED",
+                    &format!("{path}/required"),
+                    format!("the reader requires '{name}', which the writer does not"),
+                );
+            }
+        }
+    }
+
+    fn compare_arrays(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        let tuple = |n: Node<'a>| {
+            n.get("prefixItems").or_else(|| n.get("items").filter(|i| i.is_array())).and_then(Value::as_array)
+        };
+        let single = |n: Node<'a>| n.child("items").filter(|i| !i.value.is_array());
+        match (tuple(reader), tuple(writer)) {
+            (None, None) => {
+                if let Some(r) = single(reader) {
+                    let w = single(writer).unwrap_or(writer.at(&ANY));
+                    self.compare(r, w, &format!("{path}/items"));
+                }
+            }
+            (Some(r), Some(w)) if r.len() == w.len() => {
+                for (i, (r_item, w_item)) in r.iter().zip(w).enumerate() {
+                    self.compare(reader.at(r_item), writer.at(w_item), &format!("{path}/items/{i}"));
+                }
+            }
+            _ => self.report(
+                "ITEMS_CHANGED",
+                &format!("{path}/items"),
+                format!("the array items at '{path}' changed between a list and a schema, or in length"),
+            ),
+        }
+        if reader.get("additionalItems") != writer.get("additionalItems")
+            && reader.child("additionalItems").is_some_and(|n| !n.accepts_anything())
+        {
+            self.report(
+                "ADDITIONAL_ITEMS_NARROWED",
+                &format!("{path}/additionalItems"),
+                format!("the reader restricts additional items at '{path}'"),
+            );
+        }
+    }
+
+    /// `allOf`: pairwise when both have as many; a reader adding one reads less.
+    fn compare_products(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        let Some(r) = reader.get("allOf").and_then(Value::as_array) else { return };
+        match writer.get("allOf").and_then(Value::as_array) {
+            Some(w) if w.len() == r.len() => {
+                for (i, (r_item, w_item)) in r.iter().zip(w).enumerate() {
+                    self.compare(reader.at(r_item), writer.at(w_item), &format!("{path}/allOf/{i}"));
+                }
+            }
+            _ => self.report(
+                "PRODUCT_TYPE_NARROWED",
+                &format!("{path}/allOf"),
+                format!("the reader's allOf at '{path}' adds or changes subschemas"),
+            ),
+        }
+    }
+
+    /// Every keyword the check does not model must be unchanged where the reader has it.
+    fn compare_others(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
+        let Some(r) = reader.object() else { return };
+        for (keyword, value) in r {
+            if ANNOTATIONS.contains(&keyword.as_str()) || MODELED.contains(&keyword.as_str()) {
+                continue;
+            }
+            if writer.get(keyword) != Some(value) {
+                self.report(
+                    "KEYWORD_CHANGED",
+                    &format!("{path}/{keyword}"),
+                    format!("'{keyword}' at '{path}' differs and is not compared by meaning, so it is taken as incompatible"),
+                );
+            }
+        }
+        // A `$ref` next to other keywords (or one that does not resolve) is compared as text.
+        if let Some(reference) = reader.get("$ref")
+            && writer.get("$ref") != Some(reference)
+        {
+            self.report("KEYWORD_CHANGED", &format!("{path}/$ref"), format!("'$ref' at '{path}' differs"));
+        }
+    }
+}
+
+/// The `anyOf`/`oneOf` branches of a node that has nothing else but annotations.
+fn sole_combinator<'a>(node: Node<'a>, keywords: &[&str]) -> Option<&'a Vec<Value>> {
+    let object = node.object()?;
+    let (keyword, branches) = object.iter().find(|(k, _)| keywords.contains(&k.as_str()))?;
+    let alone = object.keys().all(|k| k == keyword || ANNOTATIONS.contains(&k.as_str()));
+    alone.then(|| branches.as_array()).flatten()
+}
+
+fn combinator_name(node: Node<'_>) -> &'static str {
+    if node.get("oneOf").is_some() { "oneOf" } else { "anyOf" }
+}
+
+/// The JSON types a node accepts by its `type` keyword (all when absent).
+fn types(node: Node<'_>) -> BTreeSet<&'static str> {
+    let named = |v: &Value| ALL_TYPES.iter().copied().find(|t| v.as_str() == Some(t));
+    match node.get("type") {
+        Some(Value::String(_)) => node.get("type").and_then(named).into_iter().collect(),
+        Some(Value::Array(list)) => list.iter().filter_map(named).collect(),
+        _ => ALL_TYPES.iter().copied().collect(),
+    }
+}
+
+/// The values a node allows by `enum` or `const`, if it limits them.
+fn values_of(node: Node<'_>) -> Option<Vec<&Value>> {
+    if let Some(c) = node.get("const") {
+        return Some(vec![c]);
+    }
+    node.get("enum").and_then(Value::as_array).map(|v| v.iter().collect())
+}
+
+fn strings(value: Option<&Value>) -> BTreeSet<&str> {
+    value.and_then(Value::as_array).map(|v| v.iter().filter_map(Value::as_str).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

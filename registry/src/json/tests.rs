@@ -1,0 +1,177 @@
+//! JSON Schema cases: whether a reader schema accepts everything a writer schema accepts, with
+//! the verdicts and difference names of Confluent's registry for JSON Schema.
+
+use serde_json::{Value, json};
+
+use super::JsonSchema;
+
+fn parse(schema: &Value) -> JsonSchema {
+    JsonSchema::parse(&schema.to_string(), &[]).unwrap_or_else(|e| panic!("{schema}: {e}"))
+}
+
+fn object(properties: Value, extra: Value) -> Value {
+    let mut o = json!({"type": "object", "properties": properties});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        o[k] = v.clone();
+    }
+    o
+}
+
+/// (case, writer, reader, the kinds reported: empty when the reader reads the writer)
+fn cases() -> Vec<(&'static str, Value, Value, Vec<&'static str>)> {
+    let closed = json!({"additionalProperties": false});
+    let name = json!({"name": {"type": "string"}});
+    let name_age = json!({"name": {"type": "string"}, "age": {"type": "integer"}});
+    vec![
+        ("same", object(name.clone(), json!({})), object(name.clone(), json!({})), vec![]),
+        ("open: property added", object(name.clone(), json!({})), object(name_age.clone(), json!({})),
+         vec!["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"]),
+        ("open: property with an empty schema added", object(name.clone(), json!({})),
+         object(json!({"name": {"type": "string"}, "any": {}}), json!({})), vec![]),
+        ("closed: optional property added", object(name.clone(), closed.clone()),
+         object(name_age.clone(), closed.clone()), vec![]),
+        ("closed: required property added", object(name.clone(), closed.clone()),
+         object(name_age.clone(), json!({"additionalProperties": false, "required": ["age"]})),
+         vec!["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"]),
+        ("closed: required property with a default added", object(name.clone(), closed.clone()),
+         object(json!({"name": {"type": "string"}, "age": {"type": "integer", "default": 0}}),
+                json!({"additionalProperties": false, "required": ["age"]})), vec![]),
+        ("open: property removed", object(name_age.clone(), json!({})), object(name.clone(), json!({})), vec![]),
+        ("closed: property removed", object(name_age.clone(), closed.clone()), object(name.clone(), closed.clone()),
+         vec!["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"]),
+        ("partly open: property added under additionalProperties' schema",
+         object(name.clone(), json!({"additionalProperties": {"type": "integer"}})),
+         object(name_age.clone(), json!({"additionalProperties": {"type": "integer"}})), vec![]),
+        ("string to number", json!({"type": "string"}), json!({"type": "number"}), vec!["TYPE_CHANGED"]),
+        ("integer to number", json!({"type": "integer"}), json!({"type": "number"}), vec![]),
+        ("number to integer", json!({"type": "number"}), json!({"type": "integer"}), vec!["TYPE_CHANGED"]),
+        ("nullable to not", json!({"type": ["string", "null"]}), json!({"type": "string"}), vec!["TYPE_NARROWED"]),
+        ("made nullable", json!({"type": "string"}), json!({"type": ["string", "null"]}), vec![]),
+        ("no type to a type", json!({}), json!({"type": "string"}), vec!["TYPE_NARROWED"]),
+        ("enum extended", json!({"enum": ["a", "b"]}), json!({"enum": ["a", "b", "c"]}), vec![]),
+        ("enum narrowed", json!({"enum": ["a", "b"]}), json!({"enum": ["a"]}), vec!["ENUM_ARRAY_NARROWED"]),
+        ("enum added", json!({"type": "string"}), json!({"type": "string", "enum": ["a"]}), vec!["ENUM_ARRAY_NARROWED"]),
+        ("const within the enum", json!({"const": "a"}), json!({"enum": ["a", "b"]}), vec![]),
+        ("maxLength added", json!({"type": "string"}), json!({"type": "string", "maxLength": 5}), vec!["MAX_LENGTH_ADDED"]),
+        ("maxLength decreased", json!({"type": "string", "maxLength": 9}), json!({"type": "string", "maxLength": 5}),
+         vec!["MAX_LENGTH_DECREASED"]),
+        ("maxLength increased", json!({"type": "string", "maxLength": 5}), json!({"type": "string", "maxLength": 9}), vec![]),
+        ("maxLength removed", json!({"type": "string", "maxLength": 5}), json!({"type": "string"}), vec![]),
+        ("minimum increased", json!({"type": "integer", "minimum": 0}), json!({"type": "integer", "minimum": 1}),
+         vec!["MINIMUM_INCREASED"]),
+        ("multipleOf coarser", json!({"type": "integer", "multipleOf": 2}), json!({"type": "integer", "multipleOf": 4}),
+         vec!["MULTIPLE_OF_CHANGED"]),
+        ("multipleOf finer", json!({"type": "integer", "multipleOf": 4}), json!({"type": "integer", "multipleOf": 2}), vec![]),
+        ("pattern added", json!({"type": "string"}), json!({"type": "string", "pattern": "^a"}), vec!["PATTERN_ADDED"]),
+        ("required added", object(name.clone(), json!({})), object(name.clone(), json!({"required": ["name"]})),
+         vec!["REQUIRED_ATTRIBUTE_ADDED"]),
+        ("required removed", object(name.clone(), json!({"required": ["name"]})), object(name.clone(), json!({})), vec![]),
+        ("additionalProperties closed", object(name.clone(), json!({})), object(name.clone(), closed.clone()),
+         vec!["ADDITIONAL_PROPERTIES_REMOVED"]),
+        ("additionalProperties opened", object(name.clone(), closed.clone()), object(name.clone(), json!({})), vec![]),
+        ("oneOf extended", json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}),
+         json!({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}), vec![]),
+        ("oneOf narrowed", json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}),
+         json!({"oneOf": [{"type": "string"}]}), vec!["SUM_TYPE_NARROWED"]),
+        ("a type to a union of it", json!({"type": "string"}), json!({"anyOf": [{"type": "string"}, {"type": "null"}]}), vec![]),
+        ("array items changed", json!({"type": "array", "items": {"type": "string"}}),
+         json!({"type": "array", "items": {"type": "integer"}}), vec!["TYPE_CHANGED"]),
+        ("uniqueItems added", json!({"type": "array"}), json!({"type": "array", "uniqueItems": true}), vec!["UNIQUE_ITEMS_ADDED"]),
+        ("through a local $ref", json!({"definitions": {"n": {"type": "string"}}, "type": "object",
+                                        "properties": {"n": {"$ref": "#/definitions/n"}}}),
+         json!({"definitions": {"n": {"type": "integer"}}, "type": "object", "properties": {"n": {"$ref": "#/definitions/n"}}}),
+         vec!["TYPE_CHANGED"]),
+        ("recursive, unchanged", json!({"type": "object", "properties": {"next": {"$ref": "#"}}}),
+         json!({"type": "object", "properties": {"next": {"$ref": "#"}}}), vec![]),
+        ("unmodelled keyword changed", json!({"type": "object", "patternProperties": {"^a": {"type": "string"}}}),
+         json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}), vec!["KEYWORD_CHANGED"]),
+        ("description changed", json!({"type": "string", "description": "x"}), json!({"type": "string", "description": "y"}), vec![]),
+    ]
+}
+
+#[test]
+fn json_schema_cases_match_confluents_verdicts() {
+    let mut failures = Vec::new();
+    for (case, writer, reader, want) in cases() {
+        let got: Vec<&str> = parse(&reader).can_read(&parse(&writer)).iter().map(|d| d.kind).collect();
+        if got != want {
+            failures.push(format!("{case}: got {got:?}, want {want:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn differences_name_where() {
+    let writer = parse(&object(json!({"a": {"type": "string"}}), json!({})));
+    let reader = parse(&object(json!({"a": {"type": "integer"}}), json!({})));
+    let found = reader.can_read(&writer);
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].kind, found[0].path.as_str()), ("TYPE_CHANGED", "#/properties/a"));
+}
+
+#[test]
+fn canonical_text_ignores_key_order_and_whitespace() {
+    let a = JsonSchema::parse(r#"{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"integer"}}}"#, &[])
+        .unwrap();
+    let b = JsonSchema::parse("{\n  \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"string\"}},\n  \"type\": \"object\"\n}", &[])
+        .unwrap();
+    assert_eq!(a.canonical(), b.canonical());
+    assert_eq!(a.canonical(), r#"{"properties":{"a":{"type":"integer"},"b":{"type":"string"}},"type":"object"}"#);
+}
+
+#[test]
+fn instances_are_validated() {
+    let s = parse(&object(json!({"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}}),
+                          json!({"required": ["name"]})));
+    assert_eq!(s.check_instance(br#"{"name":"a","age":3}"#), Ok(()));
+    assert!(s.check_instance(br#"{"age":3}"#).is_err());
+    assert!(s.check_instance(br#"{"name":"a","age":-1}"#).unwrap_err().contains("/age"));
+    assert!(s.check_instance(b"{not json").unwrap_err().starts_with("not JSON"));
+}
+
+#[test]
+fn references_resolve_by_name_and_nothing_is_fetched() {
+    let address = r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#;
+    let order = r#"{"type":"object","properties":{"ship_to":{"$ref":"address.json"}}}"#;
+    let s = JsonSchema::parse(order, &[("address.json", address)]).unwrap();
+    assert_eq!(s.check_instance(br#"{"ship_to":{"city":"Oslo"}}"#), Ok(()));
+    assert!(s.check_instance(br#"{"ship_to":{}}"#).is_err(), "the reference's required applies");
+    assert!(JsonSchema::parse(order, &[]).is_err(), "an unknown reference is an error");
+    let remote = r#"{"type":"object","properties":{"x":{"$ref":"http://127.0.0.1:9/x.json"}}}"#;
+    assert!(JsonSchema::parse(remote, &[]).is_err(), "a remote $ref is never fetched");
+    // A change inside the reference is seen through it.
+    let address2 = r#"{"type":"object","properties":{"city":{"type":"integer"}},"required":["city"]}"#;
+    let newer = JsonSchema::parse(order, &[("address.json", address2)]).unwrap();
+    let kinds: Vec<&str> = newer.can_read(&s).iter().map(|d| d.kind).collect();
+    assert_eq!(kinds, ["TYPE_CHANGED"]);
+}
+
+#[test]
+fn drafts_are_detected_and_unknown_ones_refused() {
+    for schema in ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema",
+                   "http://json-schema.org/draft-04/schema#"] {
+        JsonSchema::parse(&json!({"$schema": schema, "type": "string"}).to_string(), &[])
+            .unwrap_or_else(|e| panic!("{schema}: {e}"));
+    }
+    assert!(JsonSchema::parse(r#"{"$schema":"https://example.com/mine","type":"string"}"#, &[]).is_err());
+    assert!(JsonSchema::parse(r#"{"type":"no-such-type"}"#, &[]).is_err(), "checked against the meta-schema");
+    assert!(JsonSchema::parse("[1]", &[]).is_err());
+}
+
+#[test]
+fn nested_unions_cost_bounded_work() {
+    // Ten levels of ten-branch unions, each level referring to the one below: a small schema
+    // whose comparison, branch against branch, would take 100^10 steps.
+    let mut definitions = serde_json::Map::new();
+    definitions.insert("d0".into(), json!({"type": "string"}));
+    for level in 1..=10 {
+        let below = format!("#/definitions/d{}", level - 1);
+        let branches: Vec<Value> =
+            (0..10).map(|i| json!({"type": "array", "maxItems": i, "items": {"$ref": below}})).collect();
+        definitions.insert(format!("d{level}"), json!({"anyOf": branches}));
+    }
+    let s = parse(&json!({"definitions": definitions, "$ref": "#/definitions/d10"}));
+    let kinds: Vec<&str> = s.can_read(&s).iter().map(|d| d.kind).collect();
+    assert_eq!(kinds, ["SCHEMA_TOO_COMPLEX"]);
+}
