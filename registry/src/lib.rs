@@ -141,12 +141,7 @@ pub fn check_compatibility(new: &ParsedSchema, earlier: &[(i32, &ParsedSchema)],
             let mut messages: Vec<String> = found
                 .iter()
                 .map(|d| {
-                    format!(
-                        "{{errorType:'{}', description:'{}', additionalInfo:'{}'}}",
-                        d.kind,
-                        d.description,
-                        d.path
-                    )
+                    format!("{{errorType:'{}', description:'{}', additionalInfo:'{}'}}", d.kind, d.description, d.path)
                 })
                 .collect();
             messages.push(format!("{{oldSchemaVersion: {version}}}"));

@@ -6,7 +6,7 @@ version, lookups, compatibility levels refusing what breaks readers (409) and th
 soft and permanent deletes with their error codes, modes, ids that survive a restart, Avro
 records produced through Kafka with AvroSerializer and read back with AvroDeserializer, and two
 tenants with the same subject name kept apart, and topics that validate records' schemas at
-produce. Protobuf and JSON Schema are not served yet.
+produce; JSON Schemas with the JSON serializers. Protobuf is not served yet.
 """
 
 import json
@@ -321,3 +321,93 @@ def test_a_schema_registered_through_one_agent_is_read_at_once_through_another_a
     for i, schema_id in enumerate(ids):
         assert client(1).get_latest_version(f"s{i}-value").schema_id == schema_id
     assert client(1).get_schema(new_id).schema_str == '"string"'
+
+
+def person(closed=False, **extra_properties):
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person", "type": "object",
+              "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
+                             **extra_properties},
+              "required": ["name"]}
+    if closed:
+        schema["additionalProperties"] = False
+    return json.dumps(schema)
+
+
+@pytest.mark.timeout(180)
+def test_json_schemas_evolve_validate_and_round_trip_with_the_stock_serializers(floe):
+    """JSON Schema (issue 24): registered by confluent-kafka's JSONSerializer, read back by id by
+    JSONDeserializer, evolved under Confluent's rules (a property added to an open content model
+    is incompatible, to a closed one it is not), references by name, no remote $ref, and checked
+    record by record on a topic with full schema validation."""
+    from conftest import create_topic
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    sr = registry(floe)
+    assert "JSON" in requests.get(f"{floe.http_url}/schema-registry/schemas/types", timeout=10).json()
+    topic = unique_name("people")
+    create_topic(floe.bootstrap, topic, 1, config={"confluent.value.schema.validation": "true",
+                                                  "floe.schema.validation.mode": "full"})
+    serializer = JSONSerializer(person(), sr)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    sent = [{"name": f"p{i}", "age": i} for i in range(200)]
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5})
+    for value in sent:
+        producer.produce(topic, value=serializer(value, ctx))
+    assert producer.flush(60) == 0
+    latest = sr.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "JSON" and latest.version == 1
+    # The same schema written differently is the same id.
+    respaced = json.dumps(json.loads(person()), indent=3, sort_keys=True)
+    assert sr.register_schema(f"{topic}-value", Schema(respaced, "JSON")) == latest.schema_id
+
+    deserializer = JSONDeserializer(None, schema_registry_client=registry(floe))
+    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    try:
+        def read_all():
+            m = consumer.poll(1)
+            if m is not None and m.error() is None:
+                got.append(deserializer(m.value(), ctx))
+            return len(got) >= len(sent)
+        wait_until(read_all, 60, "every JSON record read back")
+    finally:
+        consumer.close()
+    assert got == sent
+
+    # Full validation: documents the schema refuses are named, the others may be sent again.
+    framed = lambda doc: b"\x00" + latest.schema_id.to_bytes(4, "big") + doc  # noqa: E731
+    batch = [(None, framed(b'{"name":"ok"}')), (None, framed(b'{"age":3}')), (None, framed(b'{"name":"x","age":-1}')),
+             (None, framed(b"not json"))]
+    assert send_batch(floe.bootstrap, topic, batch) == \
+        ["_INVALID_DIFFERENT_RECORD", "INVALID_RECORD", "INVALID_RECORD", "INVALID_RECORD"]
+
+    # Evolution under BACKWARD: a new property on an open content model may already have been
+    # written with any value, so it is refused; on a closed model an optional one is fine.
+    open_v2 = Schema(person(email={"type": "string"}), "JSON")
+    assert error_code(lambda: sr.register_schema(f"{topic}-value", open_v2)) == (409, 409)
+    verbose = requests.post(f"{floe.http_url}/schema-registry/compatibility/subjects/{topic}-value/versions/latest",
+                            params={"verbose": "true"}, json={"schema": open_v2.schema_str, "schemaType": "JSON"},
+                            timeout=10).json()
+    assert any("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL" in m for m in verbose["messages"]), verbose
+    closed = unique_name("closed") + "-value"
+    sr.register_schema(closed, Schema(person(closed=True), "JSON"))
+    assert sr.register_schema(closed, Schema(person(closed=True, email={"type": "string"}), "JSON")) > 0
+    narrowed = Schema(person(closed=True, email={"type": "string"}).replace('"minimum": 0', '"minimum": 18'), "JSON")
+    assert error_code(lambda: sr.register_schema(closed, narrowed)) == (409, 409)
+    # A JSON schema is never compatible with an Avro one.
+    assert error_code(lambda: sr.register_schema(closed, Schema('"string"', "AVRO"))) == (409, 409)
+
+    # References by name; a remote $ref is never fetched; invalid JSON Schemas are refused.
+    from confluent_kafka.schema_registry import SchemaReference
+    address = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    sr.register_schema("address", Schema(address, "JSON"))
+    order = json.dumps({"type": "object", "properties": {"ship_to": {"$ref": "address.json"}}})
+    order_id = sr.register_schema("order-value", Schema(order, "JSON", [SchemaReference("address.json", "address", 1)]))
+    assert sr.get_schema(order_id).references[0].name == "address.json"
+    assert error_code(lambda: sr.register_schema("order2-value", Schema(order, "JSON"))) == (422, 42201)
+    remote = json.dumps({"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/x.json"}}})
+    assert error_code(lambda: sr.register_schema("remote-value", Schema(remote, "JSON"))) == (422, 42201)
+    assert error_code(lambda: sr.register_schema("bad-value", Schema('{"type": "no-such-type"}', "JSON"))) \
+        == (422, 42201)

@@ -3,7 +3,8 @@
 //! non-null key or value must start with the registry's framing (magic byte 0, a 4-byte schema
 //! id) naming a schema registered in the topic's tenant's registry as a live version of the
 //! subject the topic's subject name strategy gives. With `floe.schema.validation.mode=full`
-//! the payload after the framing must also be one datum of that schema (Avro).
+//! the payload after the framing must also be valid for that schema: one Avro datum, or a JSON
+//! document the JSON Schema accepts (Protobuf schemas cannot be registered yet).
 //!
 //! Only topics with validation on pay for it: their batches are decompressed (with the same
 //! bound as the compacted-topic key check) and parsed schemas are kept in [`ParsedSchemas`].
@@ -13,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use floe_metadata::{SchemaReference, SchemaRegistry, SchemaType, State, Topic};
-use floe_registry::avro::AvroSchema;
+use floe_registry::{ParsedSchema, SchemaFormat};
 
 use crate::record_batch::records::RecordView;
 
@@ -134,14 +135,11 @@ impl<'a> SchemaCheck<'a> {
             return Some(format!("the record's {what} names schema id {id}, which is not registered"));
         };
         let registry = self.registry?;
-        // Only Avro schemas can be registered so far; Protobuf and JSON payloads will be decoded
-        // when those types are.
-        let avro = || self.parsed.avro(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"));
+        let parsed = || self.parsed.get(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"));
         let record_name = || -> Result<String, String> {
-            if schema.content.schema_type != SchemaType::Avro {
-                return Err(format!("schema id {id} is not AVRO, so it names no record"));
-            }
-            avro()?.full_name().ok_or_else(|| format!("schema id {id} is not a named type, so it names no record"))
+            parsed()?.record_name().ok_or_else(|| {
+                format!("schema id {id} is not a named type (an Avro record or a JSON Schema with a title), so it names no record")
+            })
         };
         let subject = match strategy {
             SubjectNameStrategy::TopicName => format!("{}-{what}", self.topic),
@@ -160,11 +158,11 @@ impl<'a> SchemaCheck<'a> {
             self.missing.set(true);
             return Some(format!("schema id {id} of the record's {what} is not a version of subject {subject:?}"));
         }
-        if self.validation.full && schema.content.schema_type == SchemaType::Avro {
-            match avro() {
-                Ok(avro) => {
-                    if let Err(why) = avro.check_datum(payload) {
-                        return Some(format!("the record's {what} is not a datum of schema id {id}: {why}"));
+        if self.validation.full && format_of(schema.content.schema_type).is_some() {
+            match parsed() {
+                Ok(parsed) => {
+                    if let Err(why) = parsed.check_payload(payload) {
+                        return Some(format!("the record's {what} does not match schema id {id}: {why}"));
                     }
                 }
                 Err(why) => return Some(why),
@@ -181,10 +179,23 @@ fn framing(bytes: &[u8]) -> Option<(u8, i32, &[u8])> {
     Some((magic, i32::from_be_bytes(*id), payload))
 }
 
-/// The texts of the schemas `references` name, and theirs, depth first, each once: what a
-/// schema is parsed with. Fails on a reference to no live version, or nesting past 16 levels
-/// or [`floe_metadata::limits::SCHEMA_REFERENCES_MAX`] schemas.
-pub fn reference_texts(registry: &SchemaRegistry, references: &[SchemaReference]) -> Result<Vec<String>, String> {
+/// The language a stored schema type is parsed as; none for Protobuf (not parsed yet).
+pub fn format_of(schema_type: SchemaType) -> Option<SchemaFormat> {
+    match schema_type {
+        SchemaType::Avro => Some(SchemaFormat::Avro),
+        SchemaType::Json => Some(SchemaFormat::Json),
+        SchemaType::Protobuf => None,
+    }
+}
+
+/// The schemas `references` name, and theirs, depth first, each once, as (the name it is
+/// referred to by, its text): what a schema is parsed with. Fails on a reference to no live
+/// version, or nesting past 16 levels or [`floe_metadata::limits::SCHEMA_REFERENCES_MAX`]
+/// schemas.
+pub fn reference_texts(
+    registry: &SchemaRegistry,
+    references: &[SchemaReference],
+) -> Result<Vec<(String, String)>, String> {
     let mut texts = Vec::new();
     collect_reference_texts(registry, references, &mut texts, 0)?;
     Ok(texts)
@@ -193,7 +204,7 @@ pub fn reference_texts(registry: &SchemaRegistry, references: &[SchemaReference]
 fn collect_reference_texts(
     registry: &SchemaRegistry,
     references: &[SchemaReference],
-    texts: &mut Vec<String>,
+    texts: &mut Vec<(String, String)>,
     depth: usize,
 ) -> Result<(), String> {
     if depth > 16 || texts.len() > floe_metadata::limits::SCHEMA_REFERENCES_MAX {
@@ -211,8 +222,8 @@ fn collect_reference_texts(
             })?;
         let Some(schema) = registry.schemas.get(&id) else { continue };
         collect_reference_texts(registry, &schema.content.references, texts, depth + 1)?;
-        if !texts.contains(&schema.content.text) {
-            texts.push(schema.content.text.clone());
+        if !texts.iter().any(|(_, text)| *text == schema.content.text) {
+            texts.push((r.name.clone(), schema.content.text.clone()));
         }
     }
     Ok(())
@@ -231,7 +242,7 @@ pub struct ParsedSchemas {
 
 #[derive(Default)]
 struct ParsedCache {
-    by_id: HashMap<(String, i32), Arc<AvroSchema>>,
+    by_id: HashMap<(String, i32), Arc<ParsedSchema>>,
     order: VecDeque<((String, i32), usize)>,
     bytes: usize,
 }
@@ -244,20 +255,22 @@ impl std::fmt::Debug for ParsedSchemas {
 }
 
 impl ParsedSchemas {
-    /// The Avro schema `id` of `registry` (namespace `namespace`), parsed with its references.
-    pub fn avro(&self, namespace: &str, id: i32, registry: &SchemaRegistry) -> Result<Arc<AvroSchema>, String> {
+    /// Schema `id` of `registry` (namespace `namespace`), parsed with its references.
+    pub fn get(&self, namespace: &str, id: i32, registry: &SchemaRegistry) -> Result<Arc<ParsedSchema>, String> {
         let key = (namespace.to_owned(), id);
         if let Some(hit) = self.lock().by_id.get(&key) {
             return Ok(hit.clone());
         }
         let schema = registry.schemas.get(&id).ok_or_else(|| format!("Schema {id} not found"))?;
+        let format = format_of(schema.content.schema_type)
+            .ok_or_else(|| format!("{} schemas are not parsed yet", schema.content.schema_type.name()))?;
         let texts = reference_texts(registry, &schema.content.references)?;
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let refs: Vec<(&str, &str)> = texts.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
         let parsed = Arc::new(
-            AvroSchema::parse(&schema.content.text, &refs)
+            ParsedSchema::parse(format, &schema.content.text, &refs)
                 .map_err(|e| format!("a stored schema no longer parses: {e}"))?,
         );
-        let size = schema.content.text.len() + texts.iter().map(String::len).sum::<usize>();
+        let size = schema.content.text.len() + texts.iter().map(|(_, text)| text.len()).sum::<usize>();
         let mut cache = self.lock();
         if cache.by_id.insert(key.clone(), parsed.clone()).is_none() {
             cache.order.push_back((key, size));

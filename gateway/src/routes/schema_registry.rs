@@ -19,7 +19,7 @@ use floe_metadata::{
     Command, CommandError, Compatibility, NodeError, Outcome, RegistryConfig, RegistryError, RegistryMode,
     SchemaContent, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType,
 };
-use floe_registry::avro::AvroSchema;
+use floe_registry::ParsedSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -284,8 +284,8 @@ async fn root() -> Answer {
 }
 
 async fn types() -> Answer {
-    // Only what is implemented: Protobuf and JSON Schema are not yet.
-    ok(json!(["AVRO"]))
+    // Only what is implemented: Protobuf is not yet.
+    ok(json!(["JSON", "AVRO"]))
 }
 
 async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>) -> Answer {
@@ -465,7 +465,7 @@ fn schema_body(body: &[u8]) -> Result<SchemaBody, RegistryHttpError> {
 /// A schema parsed with its references: what is stored and what compatibility is checked on.
 struct Parsed {
     content: SchemaContent,
-    avro: AvroSchema,
+    schema: ParsedSchema,
 }
 
 /// Parses `body`'s schema against the caller's registry: references resolve to the texts of
@@ -476,12 +476,12 @@ fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, 
         Some(t) => SchemaType::from_name(&t.to_ascii_uppercase())
             .ok_or_else(|| RegistryHttpError::invalid_schema(format!("Invalid schema type {t}")))?,
     };
-    if schema_type != SchemaType::Avro {
+    let Some(format) = floe_agent::produce::schemas::format_of(schema_type) else {
         return Err(RegistryHttpError::invalid_schema(format!(
-            "Schema type {} is not supported by this registry yet (only AVRO)",
+            "Schema type {} is not supported by this registry yet (AVRO and JSON are)",
             schema_type.name()
         )));
-    }
+    };
     if body.schema.len() > floe_metadata::limits::SCHEMA_TEXT_BYTES_MAX {
         return Err(RegistryError::TooLarge("Schema too large".into()).into());
     }
@@ -491,18 +491,18 @@ fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, 
         .map(|r| SchemaReference { name: r.name.clone(), subject: r.subject.clone(), version: r.version })
         .collect();
     let texts = reference_texts(registry, &references)?;
-    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let avro =
-        AvroSchema::parse(&body.schema, &text_refs).map_err(|e| RegistryHttpError::invalid_schema(e.to_string()))?;
-    let content = SchemaContent { schema_type, text: avro.canonical().to_owned(), references };
-    Ok(Parsed { content, avro })
+    let text_refs: Vec<(&str, &str)> = texts.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
+    let schema = ParsedSchema::parse(format, &body.schema, &text_refs)
+        .map_err(|e| RegistryHttpError::invalid_schema(e.to_string()))?;
+    let content = SchemaContent { schema_type, text: schema.canonical().to_owned(), references };
+    Ok(Parsed { content, schema })
 }
 
-/// The texts of the schemas `references` name (see [`floe_agent::produce::schemas::reference_texts`]).
+/// The schemas `references` name, as (name, text) (see [`floe_agent::produce::schemas::reference_texts`]).
 fn reference_texts(
     registry: &SchemaRegistry,
     references: &[SchemaReference],
-) -> Result<Vec<String>, RegistryHttpError> {
+) -> Result<Vec<(String, String)>, RegistryHttpError> {
     floe_agent::produce::schemas::reference_texts(registry, references).map_err(RegistryHttpError::invalid_schema)
 }
 
@@ -540,12 +540,12 @@ fn incompatibilities(
         }
         let parsed = agent
             .parsed_schemas
-            .avro(ns, *id, registry)
+            .get(ns, *id, registry)
             .map_err(|e| RegistryHttpError::new(50001, format!("schema {id}: {e}")))?;
         earlier.push((*version, parsed));
     }
-    let earlier: Vec<(i32, &AvroSchema)> = earlier.iter().map(|(v, s)| (*v, s.as_ref())).collect();
-    Ok(floe_registry::check_compatibility(&new.avro, &earlier, rule))
+    let earlier: Vec<(i32, &ParsedSchema)> = earlier.iter().map(|(v, s)| (*v, s.as_ref())).collect();
+    Ok(floe_registry::check_compatibility(&new.schema, &earlier, rule))
 }
 
 /// Live versions of `subject`, newest first, as (version, id).

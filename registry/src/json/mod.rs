@@ -53,9 +53,7 @@ impl JsonSchema {
             let value: Value = serde_json::from_str(text).map_err(|e| invalid(format!("reference {name}: {e}")))?;
             let uri = jsonschema::uri::resolve_against(&base.borrow(), name).map_err(invalid)?;
             let reference_draft = draft_of(&value)?;
-            registry = registry
-                .add(uri.as_str(), reference_draft.create_resource(value.clone()))
-                .map_err(invalid)?;
+            registry = registry.add(uri.as_str(), reference_draft.create_resource(value.clone())).map_err(invalid)?;
             resolved.push((uri.as_str().trim_end_matches('#').to_owned(), value));
         }
         let registry = registry.prepare().map_err(invalid)?;
@@ -110,10 +108,7 @@ impl JsonSchema {
             let base_id = self.root.get("$id").and_then(Value::as_str).unwrap_or("json-schema:///");
             let base = jsonschema::uri::from_str(base_id).ok()?;
             let against = jsonschema::uri::resolve_against(&base.borrow(), document).ok()?;
-            self.references
-                .iter()
-                .find(|(uri, _)| uri == name.as_str() || uri == against.as_str())
-                .map(|(_, v)| v)?
+            self.references.iter().find(|(uri, _)| uri == name.as_str() || uri == against.as_str()).map(|(_, v)| v)?
         };
         let value = if pointer.is_empty() { doc } else { doc.pointer(pointer)? };
         Some(Node { value, doc })
@@ -279,7 +274,8 @@ impl<'a> Check<'a> {
     fn deref(schema: &'a JsonSchema, mut node: Node<'a>) -> Node<'a> {
         for _ in 0..32 {
             let Some(reference) = node.get("$ref").and_then(Value::as_str) else { return node };
-            let only_ref = node.object().is_some_and(|o| o.keys().all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str())));
+            let only_ref =
+                node.object().is_some_and(|o| o.keys().all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str())));
             match schema.resolve(node, reference) {
                 Some(target) if only_ref => node = target,
                 _ => return node,
@@ -337,7 +333,10 @@ impl<'a> Check<'a> {
                 self.report(
                     "SUM_TYPE_NARROWED",
                     path,
-                    format!("no branch of the reader's {} at '{path}' reads the writer's schema", combinator_name(reader)),
+                    format!(
+                        "no branch of the reader's {} at '{path}' reads the writer's schema",
+                        combinator_name(reader)
+                    ),
                 );
             }
             return;
@@ -427,16 +426,27 @@ impl<'a> Check<'a> {
         }
         if let Some(r) = reader.get("pattern") {
             match writer.get("pattern") {
-                None => self.report("PATTERN_ADDED", &format!("{path}/pattern"), format!("the reader adds a pattern at '{path}'")),
-                Some(w) if w != r => {
-                    self.report("PATTERN_CHANGED", &format!("{path}/pattern"), format!("the pattern at '{path}' changed"))
-                }
+                None => self.report(
+                    "PATTERN_ADDED",
+                    &format!("{path}/pattern"),
+                    format!("the reader adds a pattern at '{path}'"),
+                ),
+                Some(w) if w != r => self.report(
+                    "PATTERN_CHANGED",
+                    &format!("{path}/pattern"),
+                    format!("the pattern at '{path}' changed"),
+                ),
                 Some(_) => {}
             }
         }
-        if reader.get("uniqueItems") == Some(&Value::Bool(true)) && writer.get("uniqueItems") != Some(&Value::Bool(true))
+        if reader.get("uniqueItems") == Some(&Value::Bool(true))
+            && writer.get("uniqueItems") != Some(&Value::Bool(true))
         {
-            self.report("UNIQUE_ITEMS_ADDED", &format!("{path}/uniqueItems"), format!("the reader requires unique items at '{path}'"));
+            self.report(
+                "UNIQUE_ITEMS_ADDED",
+                &format!("{path}/uniqueItems"),
+                format!("the reader requires unique items at '{path}'"),
+            );
         }
     }
 
@@ -498,7 +508,11 @@ impl<'a> Check<'a> {
             (Some(r), w) if !r.accepts_anything() && !closed(w) => {
                 let at = format!("{path}/additionalProperties");
                 if open(w) {
-                    let kind = if closed(Some(r)) { "ADDITIONAL_PROPERTIES_REMOVED" } else { "ADDITIONAL_PROPERTIES_NARROWED" };
+                    let kind = if closed(Some(r)) {
+                        "ADDITIONAL_PROPERTIES_REMOVED"
+                    } else {
+                        "ADDITIONAL_PROPERTIES_NARROWED"
+                    };
                     self.report(kind, &at, format!("the reader restricts additional properties at '{path}'"));
                 } else if let Some(w) = w {
                     self.compare(r, w, &at);
@@ -583,7 +597,9 @@ impl<'a> Check<'a> {
                 self.report(
                     "KEYWORD_CHANGED",
                     &format!("{path}/{keyword}"),
-                    format!("'{keyword}' at '{path}' differs and is not compared by meaning, so it is taken as incompatible"),
+                    format!(
+                        "'{keyword}' at '{path}' differs and is not compared by meaning, so it is taken as incompatible"
+                    ),
                 );
             }
         }

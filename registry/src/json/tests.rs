@@ -24,24 +24,52 @@ fn cases() -> Vec<(&'static str, Value, Value, Vec<&'static str>)> {
     let name_age = json!({"name": {"type": "string"}, "age": {"type": "integer"}});
     vec![
         ("same", object(name.clone(), json!({})), object(name.clone(), json!({})), vec![]),
-        ("open: property added", object(name.clone(), json!({})), object(name_age.clone(), json!({})),
-         vec!["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"]),
-        ("open: property with an empty schema added", object(name.clone(), json!({})),
-         object(json!({"name": {"type": "string"}, "any": {}}), json!({})), vec![]),
-        ("closed: optional property added", object(name.clone(), closed.clone()),
-         object(name_age.clone(), closed.clone()), vec![]),
-        ("closed: required property added", object(name.clone(), closed.clone()),
-         object(name_age.clone(), json!({"additionalProperties": false, "required": ["age"]})),
-         vec!["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"]),
-        ("closed: required property with a default added", object(name.clone(), closed.clone()),
-         object(json!({"name": {"type": "string"}, "age": {"type": "integer", "default": 0}}),
-                json!({"additionalProperties": false, "required": ["age"]})), vec![]),
+        (
+            "open: property added",
+            object(name.clone(), json!({})),
+            object(name_age.clone(), json!({})),
+            vec!["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
+        ),
+        (
+            "open: property with an empty schema added",
+            object(name.clone(), json!({})),
+            object(json!({"name": {"type": "string"}, "any": {}}), json!({})),
+            vec![],
+        ),
+        (
+            "closed: optional property added",
+            object(name.clone(), closed.clone()),
+            object(name_age.clone(), closed.clone()),
+            vec![],
+        ),
+        (
+            "closed: required property added",
+            object(name.clone(), closed.clone()),
+            object(name_age.clone(), json!({"additionalProperties": false, "required": ["age"]})),
+            vec!["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"],
+        ),
+        (
+            "closed: required property with a default added",
+            object(name.clone(), closed.clone()),
+            object(
+                json!({"name": {"type": "string"}, "age": {"type": "integer", "default": 0}}),
+                json!({"additionalProperties": false, "required": ["age"]}),
+            ),
+            vec![],
+        ),
         ("open: property removed", object(name_age.clone(), json!({})), object(name.clone(), json!({})), vec![]),
-        ("closed: property removed", object(name_age.clone(), closed.clone()), object(name.clone(), closed.clone()),
-         vec!["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"]),
-        ("partly open: property added under additionalProperties' schema",
-         object(name.clone(), json!({"additionalProperties": {"type": "integer"}})),
-         object(name_age.clone(), json!({"additionalProperties": {"type": "integer"}})), vec![]),
+        (
+            "closed: property removed",
+            object(name_age.clone(), closed.clone()),
+            object(name.clone(), closed.clone()),
+            vec!["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
+        ),
+        (
+            "partly open: property added under additionalProperties' schema",
+            object(name.clone(), json!({"additionalProperties": {"type": "integer"}})),
+            object(name_age.clone(), json!({"additionalProperties": {"type": "integer"}})),
+            vec![],
+        ),
         ("string to number", json!({"type": "string"}), json!({"type": "number"}), vec!["TYPE_CHANGED"]),
         ("integer to number", json!({"type": "integer"}), json!({"type": "number"}), vec![]),
         ("number to integer", json!({"type": "number"}), json!({"type": "integer"}), vec!["TYPE_CHANGED"]),
@@ -50,42 +78,125 @@ fn cases() -> Vec<(&'static str, Value, Value, Vec<&'static str>)> {
         ("no type to a type", json!({}), json!({"type": "string"}), vec!["TYPE_NARROWED"]),
         ("enum extended", json!({"enum": ["a", "b"]}), json!({"enum": ["a", "b", "c"]}), vec![]),
         ("enum narrowed", json!({"enum": ["a", "b"]}), json!({"enum": ["a"]}), vec!["ENUM_ARRAY_NARROWED"]),
-        ("enum added", json!({"type": "string"}), json!({"type": "string", "enum": ["a"]}), vec!["ENUM_ARRAY_NARROWED"]),
+        (
+            "enum added",
+            json!({"type": "string"}),
+            json!({"type": "string", "enum": ["a"]}),
+            vec!["ENUM_ARRAY_NARROWED"],
+        ),
         ("const within the enum", json!({"const": "a"}), json!({"enum": ["a", "b"]}), vec![]),
-        ("maxLength added", json!({"type": "string"}), json!({"type": "string", "maxLength": 5}), vec!["MAX_LENGTH_ADDED"]),
-        ("maxLength decreased", json!({"type": "string", "maxLength": 9}), json!({"type": "string", "maxLength": 5}),
-         vec!["MAX_LENGTH_DECREASED"]),
-        ("maxLength increased", json!({"type": "string", "maxLength": 5}), json!({"type": "string", "maxLength": 9}), vec![]),
+        (
+            "maxLength added",
+            json!({"type": "string"}),
+            json!({"type": "string", "maxLength": 5}),
+            vec!["MAX_LENGTH_ADDED"],
+        ),
+        (
+            "maxLength decreased",
+            json!({"type": "string", "maxLength": 9}),
+            json!({"type": "string", "maxLength": 5}),
+            vec!["MAX_LENGTH_DECREASED"],
+        ),
+        (
+            "maxLength increased",
+            json!({"type": "string", "maxLength": 5}),
+            json!({"type": "string", "maxLength": 9}),
+            vec![],
+        ),
         ("maxLength removed", json!({"type": "string", "maxLength": 5}), json!({"type": "string"}), vec![]),
-        ("minimum increased", json!({"type": "integer", "minimum": 0}), json!({"type": "integer", "minimum": 1}),
-         vec!["MINIMUM_INCREASED"]),
-        ("multipleOf coarser", json!({"type": "integer", "multipleOf": 2}), json!({"type": "integer", "multipleOf": 4}),
-         vec!["MULTIPLE_OF_CHANGED"]),
-        ("multipleOf finer", json!({"type": "integer", "multipleOf": 4}), json!({"type": "integer", "multipleOf": 2}), vec![]),
+        (
+            "minimum increased",
+            json!({"type": "integer", "minimum": 0}),
+            json!({"type": "integer", "minimum": 1}),
+            vec!["MINIMUM_INCREASED"],
+        ),
+        (
+            "multipleOf coarser",
+            json!({"type": "integer", "multipleOf": 2}),
+            json!({"type": "integer", "multipleOf": 4}),
+            vec!["MULTIPLE_OF_CHANGED"],
+        ),
+        (
+            "multipleOf finer",
+            json!({"type": "integer", "multipleOf": 4}),
+            json!({"type": "integer", "multipleOf": 2}),
+            vec![],
+        ),
         ("pattern added", json!({"type": "string"}), json!({"type": "string", "pattern": "^a"}), vec!["PATTERN_ADDED"]),
-        ("required added", object(name.clone(), json!({})), object(name.clone(), json!({"required": ["name"]})),
-         vec!["REQUIRED_ATTRIBUTE_ADDED"]),
-        ("required removed", object(name.clone(), json!({"required": ["name"]})), object(name.clone(), json!({})), vec![]),
-        ("additionalProperties closed", object(name.clone(), json!({})), object(name.clone(), closed.clone()),
-         vec!["ADDITIONAL_PROPERTIES_REMOVED"]),
+        (
+            "required added",
+            object(name.clone(), json!({})),
+            object(name.clone(), json!({"required": ["name"]})),
+            vec!["REQUIRED_ATTRIBUTE_ADDED"],
+        ),
+        (
+            "required removed",
+            object(name.clone(), json!({"required": ["name"]})),
+            object(name.clone(), json!({})),
+            vec![],
+        ),
+        (
+            "additionalProperties closed",
+            object(name.clone(), json!({})),
+            object(name.clone(), closed.clone()),
+            vec!["ADDITIONAL_PROPERTIES_REMOVED"],
+        ),
         ("additionalProperties opened", object(name.clone(), closed.clone()), object(name.clone(), json!({})), vec![]),
-        ("oneOf extended", json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}),
-         json!({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}), vec![]),
-        ("oneOf narrowed", json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}),
-         json!({"oneOf": [{"type": "string"}]}), vec!["SUM_TYPE_NARROWED"]),
-        ("a type to a union of it", json!({"type": "string"}), json!({"anyOf": [{"type": "string"}, {"type": "null"}]}), vec![]),
-        ("array items changed", json!({"type": "array", "items": {"type": "string"}}),
-         json!({"type": "array", "items": {"type": "integer"}}), vec!["TYPE_CHANGED"]),
-        ("uniqueItems added", json!({"type": "array"}), json!({"type": "array", "uniqueItems": true}), vec!["UNIQUE_ITEMS_ADDED"]),
-        ("through a local $ref", json!({"definitions": {"n": {"type": "string"}}, "type": "object",
+        (
+            "oneOf extended",
+            json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}),
+            json!({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}),
+            vec![],
+        ),
+        (
+            "oneOf narrowed",
+            json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}),
+            json!({"oneOf": [{"type": "string"}]}),
+            vec!["SUM_TYPE_NARROWED"],
+        ),
+        (
+            "a type to a union of it",
+            json!({"type": "string"}),
+            json!({"anyOf": [{"type": "string"}, {"type": "null"}]}),
+            vec![],
+        ),
+        (
+            "array items changed",
+            json!({"type": "array", "items": {"type": "string"}}),
+            json!({"type": "array", "items": {"type": "integer"}}),
+            vec!["TYPE_CHANGED"],
+        ),
+        (
+            "uniqueItems added",
+            json!({"type": "array"}),
+            json!({"type": "array", "uniqueItems": true}),
+            vec!["UNIQUE_ITEMS_ADDED"],
+        ),
+        (
+            "through a local $ref",
+            json!({"definitions": {"n": {"type": "string"}}, "type": "object",
                                         "properties": {"n": {"$ref": "#/definitions/n"}}}),
-         json!({"definitions": {"n": {"type": "integer"}}, "type": "object", "properties": {"n": {"$ref": "#/definitions/n"}}}),
-         vec!["TYPE_CHANGED"]),
-        ("recursive, unchanged", json!({"type": "object", "properties": {"next": {"$ref": "#"}}}),
-         json!({"type": "object", "properties": {"next": {"$ref": "#"}}}), vec![]),
-        ("unmodelled keyword changed", json!({"type": "object", "patternProperties": {"^a": {"type": "string"}}}),
-         json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}), vec!["KEYWORD_CHANGED"]),
-        ("description changed", json!({"type": "string", "description": "x"}), json!({"type": "string", "description": "y"}), vec![]),
+            json!({"definitions": {"n": {"type": "integer"}}, "type": "object", "properties": {"n": {"$ref": "#/definitions/n"}}}),
+            vec!["TYPE_CHANGED"],
+        ),
+        (
+            "recursive, unchanged",
+            json!({"type": "object", "properties": {"next": {"$ref": "#"}}}),
+            json!({"type": "object", "properties": {"next": {"$ref": "#"}}}),
+            vec![],
+        ),
+        (
+            "unmodelled keyword changed",
+            json!({"type": "object", "patternProperties": {"^a": {"type": "string"}}}),
+            json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}),
+            vec!["KEYWORD_CHANGED"],
+        ),
+        (
+            "description changed",
+            json!({"type": "string", "description": "x"}),
+            json!({"type": "string", "description": "y"}),
+            vec![],
+        ),
     ]
 }
 
@@ -122,8 +233,10 @@ fn canonical_text_ignores_key_order_and_whitespace() {
 
 #[test]
 fn instances_are_validated() {
-    let s = parse(&object(json!({"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}}),
-                          json!({"required": ["name"]})));
+    let s = parse(&object(
+        json!({"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}}),
+        json!({"required": ["name"]}),
+    ));
     assert_eq!(s.check_instance(br#"{"name":"a","age":3}"#), Ok(()));
     assert!(s.check_instance(br#"{"age":3}"#).is_err());
     assert!(s.check_instance(br#"{"name":"a","age":-1}"#).unwrap_err().contains("/age"));
@@ -149,8 +262,11 @@ fn references_resolve_by_name_and_nothing_is_fetched() {
 
 #[test]
 fn drafts_are_detected_and_unknown_ones_refused() {
-    for schema in ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema",
-                   "http://json-schema.org/draft-04/schema#"] {
+    for schema in [
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2020-12/schema",
+        "http://json-schema.org/draft-04/schema#",
+    ] {
         JsonSchema::parse(&json!({"$schema": schema, "type": "string"}).to_string(), &[])
             .unwrap_or_else(|e| panic!("{schema}: {e}"));
     }
