@@ -509,7 +509,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         "floe.schema.validation.mode",
         T::String,
         "id",
-        "With schema validation on: id checks the framing and schema id, full also decodes each payload (Avro).",
+        "With schema validation on: id checks the framing and schema id, full also checks each payload against the schema.",
     )
     .one_of(&["id", "full"]),
     def(

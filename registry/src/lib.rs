@@ -2,16 +2,18 @@
 //! for, and compatibility checks between versions. The agents' HTTP API and the metadata state
 //! machine (which never parses a schema) are elsewhere.
 //!
-//! Avro and JSON Schema; Protobuf is refused as not supported yet (issue 24).
+//! Avro, JSON Schema and Protobuf.
 
 pub mod avro;
 pub mod json;
+pub mod protobuf;
 
 /// The schema languages this crate parses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaFormat {
     Avro,
     Json,
+    Protobuf,
 }
 
 /// A parsed schema of any supported language.
@@ -19,6 +21,7 @@ pub enum SchemaFormat {
 pub enum ParsedSchema {
     Avro(avro::AvroSchema),
     Json(json::JsonSchema),
+    Protobuf(Box<protobuf::ProtobufSchema>),
 }
 
 impl ParsedSchema {
@@ -30,6 +33,9 @@ impl ParsedSchema {
                 avro::AvroSchema::parse(text, &texts).map(Self::Avro)
             }
             SchemaFormat::Json => json::JsonSchema::parse(text, references).map(Self::Json),
+            SchemaFormat::Protobuf => {
+                protobuf::ProtobufSchema::parse(text, references).map(|s| Self::Protobuf(Box::new(s)))
+            }
         }
     }
 
@@ -38,15 +44,18 @@ impl ParsedSchema {
         match self {
             Self::Avro(s) => s.canonical(),
             Self::Json(s) => s.canonical(),
+            Self::Protobuf(s) => s.canonical(),
         }
     }
 
-    /// The name the record name strategies use: an Avro named type's full name, a JSON
-    /// Schema's `title`.
-    pub fn record_name(&self) -> Option<String> {
+    /// The name the record name strategies use for a record with this payload (after the
+    /// 5-byte framing): an Avro named type's full name, a JSON Schema's `title`, the full name
+    /// of the Protobuf message the payload's message indexes name.
+    pub fn record_name(&self, payload: &[u8]) -> Option<String> {
         match self {
             Self::Avro(s) => s.full_name(),
             Self::Json(s) => s.title(),
+            Self::Protobuf(s) => s.record_name(payload),
         }
     }
 
@@ -55,6 +64,7 @@ impl ParsedSchema {
         match self {
             Self::Avro(s) => s.check_datum(payload),
             Self::Json(s) => s.check_instance(payload),
+            Self::Protobuf(s) => s.check_payload(payload),
         }
     }
 
@@ -63,6 +73,7 @@ impl ParsedSchema {
         match (self, writer) {
             (Self::Avro(r), Self::Avro(w)) => r.can_read(w),
             (Self::Json(r), Self::Json(w)) => r.can_read(w),
+            (Self::Protobuf(r), Self::Protobuf(w)) => r.can_read(w),
             _ => vec![Difference {
                 kind: "TYPE_MISMATCH",
                 path: "/".into(),

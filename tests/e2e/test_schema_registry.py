@@ -411,3 +411,115 @@ def test_json_schemas_evolve_validate_and_round_trip_with_the_stock_serializers(
     assert error_code(lambda: sr.register_schema("remote-value", Schema(remote, "JSON"))) == (422, 42201)
     assert error_code(lambda: sr.register_schema("bad-value", Schema('{"type": "no-such-type"}', "JSON"))) \
         == (422, 42201)
+
+
+def protobuf_classes():
+    """Message classes for two .proto files (order.proto imports common.proto and the well-known
+    timestamp.proto), built from descriptors: no protoc here."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
+    F = descriptor_pb2.FieldDescriptorProto
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
+    common = descriptor_pb2.FileDescriptorProto(name="common.proto", package="floe.common", syntax="proto3")
+    money = common.message_type.add(name="Money")
+    money.field.add(name="cents", number=1, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    money.field.add(name="currency", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    pool.Add(common)
+    order_file = descriptor_pb2.FileDescriptorProto(name="order.proto", package="floe.shop", syntax="proto3",
+                                                    dependency=["common.proto", "google/protobuf/timestamp.proto"])
+    order = order_file.message_type.add(name="Order")
+    order.field.add(name="id", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    order.field.add(name="total", number=2, type=F.TYPE_MESSAGE, type_name=".floe.common.Money", label=F.LABEL_OPTIONAL)
+    order.field.add(name="at", number=3, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp",
+                    label=F.LABEL_OPTIONAL)
+    line = order.nested_type.add(name="Line")
+    line.field.add(name="sku", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    order.field.add(name="lines", number=4, type=F.TYPE_MESSAGE, type_name=".floe.shop.Order.Line",
+                    label=F.LABEL_REPEATED)
+    pool.Add(order_file)
+    get = message_factory.GetMessageClass
+    return get(pool.FindMessageTypeByName("floe.shop.Order")), get(pool.FindMessageTypeByName("floe.shop.Order.Line"))
+
+
+@pytest.mark.timeout(180)
+def test_protobuf_schemas_register_with_their_imports_and_round_trip_with_the_stock_serializers(floe):
+    """Protobuf (issue 24): confluent-kafka's ProtobufSerializer registers the imported file under
+    its own subject and the schema as a base64 descriptor (the well-known timestamp.proto is not
+    registered: the registry knows it); records of a nested message carry message indexes; the
+    ProtobufDeserializer reads them back through format=serialized; text and descriptor
+    registrations of one file share an id; compatibility follows Confluent's Protobuf rules; and a
+    topic with full validation refuses payloads that are not the schema's messages."""
+    import base64
+    from google.protobuf import descriptor_pb2
+    from conftest import create_topic
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    Order, Line = protobuf_classes()
+    sr = registry(floe)
+    topic = unique_name("orders")
+    create_topic(floe.bootstrap, topic, 1, config={"confluent.value.schema.validation": "true",
+                                                  "floe.schema.validation.mode": "full"})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    orders = ProtobufSerializer(Order, sr, {"use.deprecated.format": False})
+    lines = ProtobufSerializer(Line, sr, {"use.deprecated.format": False})
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5})
+    sent_orders = []
+    for i in range(100):
+        o = Order(id=f"o{i}", lines=[Line(sku=f"s{i}")])
+        o.total.cents, o.total.currency = i * 100, "EUR"
+        o.at.seconds = 1_700_000_000 + i
+        sent_orders.append(o)
+        producer.produce(topic, value=orders(o, ctx))
+    sent_lines = [Line(sku=f"line-{i}") for i in range(50)]
+    for line in sent_lines:
+        producer.produce(topic, value=lines(line, ctx))
+    assert producer.flush(60) == 0
+
+    assert "common.proto" in sr.get_subjects(), "the import is registered under its file name"
+    assert not any(s.startswith("google/") for s in sr.get_subjects()), "well-known files are not registered"
+    latest = sr.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "PROTOBUF" and latest.version == 1
+    assert [r.name for r in latest.schema.references] == ["common.proto"]
+    text = requests.get(f"{floe.http_url}/schema-registry/schemas/ids/{latest.schema_id}", timeout=10).json()["schema"]
+    assert text.startswith('syntax = "proto3";') and "message Order" in text, text
+    serialized = requests.get(f"{floe.http_url}/schema-registry/schemas/ids/{latest.schema_id}",
+                              params={"format": "serialized"}, timeout=10).json()["schema"]
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized))
+    assert [m.name for m in fdp.message_type] == ["Order"] and list(fdp.dependency)[0] == "common.proto"
+    # The same file registered as .proto text is the same schema.
+    refs = latest.schema.references
+    assert sr.register_schema(f"{topic}-value", Schema(text, "PROTOBUF", refs)) == latest.schema_id
+
+    got_orders, got_lines = [], []
+    order_de = ProtobufDeserializer(Order, {"use.deprecated.format": False}, registry(floe))
+    line_de = ProtobufDeserializer(Line, {"use.deprecated.format": False}, registry(floe))
+    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        def read_all():
+            m = consumer.poll(1)
+            if m is not None and m.error() is None:
+                if len(got_orders) < len(sent_orders):
+                    got_orders.append(order_de(m.value(), ctx))
+                else:
+                    got_lines.append(line_de(m.value(), ctx))
+            return len(got_lines) >= len(sent_lines)
+        wait_until(read_all, 60, "every Protobuf record read back")
+    finally:
+        consumer.close()
+    assert got_orders == sent_orders and got_lines == sent_lines
+
+    # BACKWARD: a field's scalar kind changed across wire groups is refused, a field added is not.
+    changed = text.replace("string id = 1;", "double id = 1;")
+    assert changed != text
+    assert error_code(lambda: sr.register_schema(f"{topic}-value", Schema(changed, "PROTOBUF", refs))) == (409, 409)
+    added = text.replace("string id = 1;", "string id = 1;\n  string note = 9;")
+    assert sr.register_schema(f"{topic}-value", Schema(added, "PROTOBUF", refs)) != latest.schema_id
+    assert error_code(lambda: sr.register_schema("broken-value", Schema("message {", "PROTOBUF"))) == (422, 42201)
+
+    # Full validation: the message indexes must name a message, and the bytes must be one.
+    framed = lambda rest: b"\x00" + latest.schema_id.to_bytes(4, "big") + rest  # noqa: E731
+    good = orders(sent_orders[0], ctx)
+    assert send_batch(floe.bootstrap, topic, [(None, good), (None, framed(b"\x02\x0a")), (None, framed(b"\x00\xff\xff"))]) \
+        == ["_INVALID_DIFFERENT_RECORD", "INVALID_RECORD", "INVALID_RECORD"]

@@ -4,7 +4,7 @@
 //! id) naming a schema registered in the topic's tenant's registry as a live version of the
 //! subject the topic's subject name strategy gives. With `floe.schema.validation.mode=full`
 //! the payload after the framing must also be valid for that schema: one Avro datum, or a JSON
-//! document the JSON Schema accepts (Protobuf schemas cannot be registered yet).
+//! document the JSON Schema accepts, or message indexes and a message of the Protobuf schema.
 //!
 //! Only topics with validation on pay for it: their batches are decompressed (with the same
 //! bound as the compacted-topic key check) and parsed schemas are kept in [`ParsedSchemas`].
@@ -130,15 +130,17 @@ impl<'a> SchemaCheck<'a> {
                 "the record's {what} does not start with the schema registry's framing (magic byte 0 and a 4-byte schema id)"
             ));
         };
-        let Some(schema) = self.registry.and_then(|r| r.schemas.get(&id)) else {
+        if self.registry.and_then(|r| r.schemas.get(&id)).is_none() {
             self.missing.set(true);
             return Some(format!("the record's {what} names schema id {id}, which is not registered"));
-        };
+        }
         let registry = self.registry?;
         let parsed = || self.parsed.get(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"));
         let record_name = || -> Result<String, String> {
-            parsed()?.record_name().ok_or_else(|| {
-                format!("schema id {id} is not a named type (an Avro record or a JSON Schema with a title), so it names no record")
+            parsed()?.record_name(payload).ok_or_else(|| {
+                format!(
+                    "schema id {id} names no record (an Avro named type, a JSON Schema's title, a Protobuf message)"
+                )
             })
         };
         let subject = match strategy {
@@ -158,7 +160,7 @@ impl<'a> SchemaCheck<'a> {
             self.missing.set(true);
             return Some(format!("schema id {id} of the record's {what} is not a version of subject {subject:?}"));
         }
-        if self.validation.full && format_of(schema.content.schema_type).is_some() {
+        if self.validation.full {
             match parsed() {
                 Ok(parsed) => {
                     if let Err(why) = parsed.check_payload(payload) {
@@ -179,12 +181,12 @@ fn framing(bytes: &[u8]) -> Option<(u8, i32, &[u8])> {
     Some((magic, i32::from_be_bytes(*id), payload))
 }
 
-/// The language a stored schema type is parsed as; none for Protobuf (not parsed yet).
-pub fn format_of(schema_type: SchemaType) -> Option<SchemaFormat> {
+/// The language a stored schema type is parsed as.
+pub fn format_of(schema_type: SchemaType) -> SchemaFormat {
     match schema_type {
-        SchemaType::Avro => Some(SchemaFormat::Avro),
-        SchemaType::Json => Some(SchemaFormat::Json),
-        SchemaType::Protobuf => None,
+        SchemaType::Avro => SchemaFormat::Avro,
+        SchemaType::Json => SchemaFormat::Json,
+        SchemaType::Protobuf => SchemaFormat::Protobuf,
     }
 }
 
@@ -262,8 +264,7 @@ impl ParsedSchemas {
             return Ok(hit.clone());
         }
         let schema = registry.schemas.get(&id).ok_or_else(|| format!("Schema {id} not found"))?;
-        let format = format_of(schema.content.schema_type)
-            .ok_or_else(|| format!("{} schemas are not parsed yet", schema.content.schema_type.name()))?;
+        let format = format_of(schema.content.schema_type);
         let texts = reference_texts(registry, &schema.content.references)?;
         let refs: Vec<(&str, &str)> = texts.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
         let parsed = Arc::new(

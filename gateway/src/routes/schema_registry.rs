@@ -284,13 +284,43 @@ async fn root() -> Answer {
 }
 
 async fn types() -> Answer {
-    // Only what is implemented: Protobuf is not yet.
-    ok(json!(["JSON", "AVRO"]))
+    ok(json!(["JSON", "PROTOBUF", "AVRO"]))
 }
 
-async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>) -> Answer {
+/// `format=serialized` asks for a Protobuf schema as a base64 `FileDescriptorProto` (what
+/// confluent-kafka's Protobuf deserializer reads); other formats are answered as registered.
+fn apply_format(
+    agent: &Agent,
+    scope: &Scope,
+    r: &SchemaRegistry,
+    id: i32,
+    format: Option<&String>,
+    body: &mut Value,
+) -> Result<(), RegistryHttpError> {
+    if format.is_none_or(|f| f != "serialized") {
+        return Ok(());
+    }
+    if r.schemas.get(&id).is_some_and(|s| s.content.schema_type == SchemaType::Protobuf) {
+        let parsed = agent
+            .parsed_schemas
+            .get(&namespace(scope), id, r)
+            .map_err(|e| RegistryHttpError::new(50001, format!("schema {id}: {e}")))?;
+        if let floe_registry::ParsedSchema::Protobuf(p) = parsed.as_ref() {
+            body["schema"] = json!(p.serialized());
+        }
+    }
+    Ok(())
+}
+
+async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>, q: FlagQuery) -> Answer {
     let id = parse_id(&id)?;
-    ok(read(&agent, &scope, |r| schema_json(r, id)).await?)
+    let format = q.0.get("format");
+    ok(read(&agent, &scope, |r| {
+        let mut body = schema_json(r, id)?;
+        apply_format(&agent, &scope, r, id, format, &mut body)?;
+        Ok(body)
+    })
+    .await?)
 }
 
 async fn raw_schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>) -> Answer {
@@ -388,10 +418,13 @@ async fn get_version(
     Path((subject, version)): Path<(String, String)>,
     q: FlagQuery,
 ) -> Answer {
+    let format = q.0.get("format").cloned();
     let (which, deleted) = (parse_version(&version)?, flags(q).get("deleted"));
     ok(read(&agent, &scope, |r| {
         let (version, id) = find_version(r, &subject, which, deleted)?;
-        version_json(r, &subject, version, id)
+        let mut body = version_json(r, &subject, version, id)?;
+        apply_format(&agent, &scope, r, id, format.as_ref(), &mut body)?;
+        Ok(body)
     })
     .await?)
 }
@@ -476,12 +509,7 @@ fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, 
         Some(t) => SchemaType::from_name(&t.to_ascii_uppercase())
             .ok_or_else(|| RegistryHttpError::invalid_schema(format!("Invalid schema type {t}")))?,
     };
-    let Some(format) = floe_agent::produce::schemas::format_of(schema_type) else {
-        return Err(RegistryHttpError::invalid_schema(format!(
-            "Schema type {} is not supported by this registry yet (AVRO and JSON are)",
-            schema_type.name()
-        )));
-    };
+    let format = floe_agent::produce::schemas::format_of(schema_type);
     if body.schema.len() > floe_metadata::limits::SCHEMA_TEXT_BYTES_MAX {
         return Err(RegistryError::TooLarge("Schema too large".into()).into());
     }
