@@ -329,3 +329,13 @@ fn references_supply_named_types() {
         assert!(AvroSchema::parse(bad, &[]).is_err(), "{bad:?} is refused");
     }
 }
+
+#[test]
+fn fixed_uuids_are_refused_rather_than_stored_as_strings() {
+    let uuid = r#"{"type":"record","name":"R","fields":[{"name":"id","type":{"type":"fixed","name":"U","size":16,"logicalType":"uuid"}}]}"#;
+    assert!(AvroSchema::parse(uuid, &[]).is_err());
+    assert!(AvroSchema::parse(r#"{"type":"string","logicalType":"uuid"}"#, &[]).is_ok());
+    let duration = r#"{"type":"fixed","name":"D","size":12,"logicalType":"duration"}"#;
+    assert!(AvroSchema::parse(duration, &[]).is_ok());
+    assert!(AvroSchema::parse(&duration.replace("12", "8"), &[]).is_err());
+}

@@ -131,7 +131,11 @@ impl<'a> SchemaCheck<'a> {
             ));
         };
         if self.registry.and_then(|r| r.schemas.get(&id)).is_none() {
-            self.missing.set(true);
+            // Only an id above the last one this mirror knows may be a registration it has not
+            // applied yet; a lower one was deleted (or never given), and waiting changes nothing.
+            if id > self.registry.map_or(0, |r| r.last_id) {
+                self.missing.set(true);
+            }
             return Some(format!("the record's {what} names schema id {id}, which is not registered"));
         }
         let registry = self.registry?;
@@ -240,14 +244,52 @@ const PARSED_SCHEMA_BYTES_MAX: usize = 64 * 1024 * 1024;
 #[derive(Default)]
 pub struct ParsedSchemas {
     cache: Mutex<ParsedCache>,
+    /// When validation last caught the mirror up, for [`ParsedSchemas::may_catch_up`].
+    catch_ups: Mutex<CatchUps>,
 }
 
 #[derive(Default)]
 struct ParsedCache {
-    by_id: HashMap<(String, i32), Arc<ParsedSchema>>,
+    by_id: HashMap<(String, i32), CachedSchema>,
     order: VecDeque<((String, i32), usize)>,
     bytes: usize,
 }
+
+/// A parse result (a stored schema that fails to parse fails every time, so that is kept too)
+/// and what identifies the text it came from: an id whose schema was deleted for good may be
+/// given again to other content in IMPORT mode.
+struct CachedSchema {
+    parsed: Result<Arc<ParsedSchema>, String>,
+    /// Where the text lay in the mirror when checked last: the same place is the same text.
+    text_at: usize,
+    text_len: usize,
+    text_crc: u32,
+}
+
+impl CachedSchema {
+    /// Whether `text` is the text this entry was parsed from (and notes where it lies now).
+    fn is_of(&mut self, text: &str) -> bool {
+        if text.as_ptr() as usize == self.text_at && text.len() == self.text_len {
+            return true;
+        }
+        let same = text.len() == self.text_len && crc32c::crc32c(text.as_bytes()) == self.text_crc;
+        if same {
+            self.text_at = text.as_ptr() as usize;
+        }
+        same
+    }
+}
+
+/// Validation's catch-ups with the metadata leader in the current one-second window.
+#[derive(Default)]
+struct CatchUps {
+    window_start_ms: i64,
+    count: u32,
+}
+
+/// Catch-ups produce-time validation may ask for per agent and second: a misconfigured or
+/// hostile producer naming unknown schemas must not turn each request into a leader round trip.
+const VALIDATION_CATCH_UPS_PER_SEC_MAX: u32 = 20;
 
 impl std::fmt::Debug for ParsedSchemas {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -259,21 +301,30 @@ impl std::fmt::Debug for ParsedSchemas {
 impl ParsedSchemas {
     /// Schema `id` of `registry` (namespace `namespace`), parsed with its references.
     pub fn get(&self, namespace: &str, id: i32, registry: &SchemaRegistry) -> Result<Arc<ParsedSchema>, String> {
-        let key = (namespace.to_owned(), id);
-        if let Some(hit) = self.lock().by_id.get(&key) {
-            return Ok(hit.clone());
-        }
         let schema = registry.schemas.get(&id).ok_or_else(|| format!("Schema {id} not found"))?;
+        let key = (namespace.to_owned(), id);
+        if let Some(hit) = self.lock().by_id.get_mut(&key)
+            && hit.is_of(&schema.content.text)
+        {
+            return hit.parsed.clone();
+        }
         let format = format_of(schema.content.schema_type);
-        let texts = reference_texts(registry, &schema.content.references)?;
-        let refs: Vec<(&str, &str)> = texts.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
-        let parsed = Arc::new(
+        let parsed = reference_texts(registry, &schema.content.references).and_then(|texts| {
+            let refs: Vec<(&str, &str)> = texts.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
             ParsedSchema::parse(format, &schema.content.text, &refs)
-                .map_err(|e| format!("a stored schema no longer parses: {e}"))?,
-        );
-        let size = schema.content.text.len() + texts.iter().map(|(_, text)| text.len()).sum::<usize>();
+                .map(Arc::new)
+                .map_err(|e| format!("a stored schema no longer parses: {e}"))
+        });
+        let text = &schema.content.text;
+        let size = text.len();
+        let entry = CachedSchema {
+            parsed: parsed.clone(),
+            text_at: text.as_ptr() as usize,
+            text_len: text.len(),
+            text_crc: crc32c::crc32c(text.as_bytes()),
+        };
         let mut cache = self.lock();
-        if cache.by_id.insert(key.clone(), parsed.clone()).is_none() {
+        if cache.by_id.insert(key.clone(), entry).is_none() {
             cache.order.push_back((key, size));
             cache.bytes += size;
         }
@@ -282,7 +333,18 @@ impl ParsedSchemas {
             cache.by_id.remove(&old);
             cache.bytes -= size;
         }
-        Ok(parsed)
+        parsed
+    }
+
+    /// Whether produce-time validation may catch the mirror up now (at most
+    /// [`VALIDATION_CATCH_UPS_PER_SEC_MAX`] a second per agent); counts the one it allows.
+    pub fn may_catch_up(&self, now_ms: i64) -> bool {
+        let mut c = self.catch_ups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if now_ms.saturating_sub(c.window_start_ms) >= 1000 {
+            *c = CatchUps { window_start_ms: now_ms, count: 0 };
+        }
+        c.count += 1;
+        c.count <= VALIDATION_CATCH_UPS_PER_SEC_MAX
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ParsedCache> {
@@ -299,6 +361,28 @@ mod tests {
         assert_eq!(framing(&[0, 0, 0, 1, 2, 9, 9]), Some((0, 258, &[9u8, 9][..])));
         assert_eq!(framing(&[0, 0, 0, 1]), None, "an id needs 4 bytes");
         assert_eq!(framing(&[]), None);
+    }
+
+    #[test]
+    fn validation_catches_up_at_most_so_often() {
+        let parsed = ParsedSchemas::default();
+        let allowed = (0..100).filter(|_| parsed.may_catch_up(5_000)).count();
+        assert_eq!(allowed, VALIDATION_CATCH_UPS_PER_SEC_MAX as usize);
+        assert!(parsed.may_catch_up(6_000), "a new second");
+    }
+
+    #[test]
+    fn a_cached_parse_is_used_only_for_the_text_it_came_from() {
+        let text = String::from("{\"type\":\"string\"}");
+        let mut entry = CachedSchema {
+            parsed: Err("x".into()),
+            text_at: 0,
+            text_len: text.len(),
+            text_crc: crc32c::crc32c(text.as_bytes()),
+        };
+        assert!(entry.is_of(&text), "the same text elsewhere in memory");
+        assert!(entry.is_of(&text.clone()));
+        assert!(!entry.is_of("{\"type\":\"bytes\"}"), "other content under a reused id");
     }
 
     #[test]

@@ -112,8 +112,19 @@ pub struct RecordError {
     pub message: String,
 }
 
-/// The most refused records named in one answer; the count says how many there were.
+/// The most refused records named in one answer. Past it records are not checked for refusals
+/// any more: the partition is refused already, and the others may be sent again.
 const RECORD_ERRORS_NAMED_MAX: usize = 1000;
+/// Longest message given for one refused record (a JSON Schema error may quote the record).
+const RECORD_ERROR_MESSAGE_BYTES_MAX: usize = 256;
+
+/// Where a batch's records stand among the partition's records in the request, and how many
+/// more refused records may be named.
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    first_index: i32,
+    room: usize,
+}
 
 /// One partition's validated batches and the producer that wrote them, if it has an id.
 #[derive(Clone, Debug)]
@@ -148,7 +159,9 @@ pub fn partition_records(
         }
         producer = Some(this);
         let count = header.record_count;
-        match batch(header, bytes, policy, now_ms, first_index, schemas) {
+        let named = refused.as_ref().map_or(0, |(_, r): &(RecordRefusal, Vec<RecordError>)| r.len());
+        let place = Place { first_index, room: RECORD_ERRORS_NAMED_MAX.saturating_sub(named) };
+        match batch(header, bytes, policy, now_ms, place, schemas) {
             Ok(batch) => batches.push(batch),
             // Every batch is checked, so the answer names all the refused records of the kind
             // first found.
@@ -189,13 +202,13 @@ fn batch_producer(header: &BatchHeader, transactional_id: Option<&str>) -> Resul
     Ok(Some(ChunkProducer { producer_id: header.producer_id, producer_epoch: header.producer_epoch, transactional }))
 }
 
-/// Validates one batch; `first_index` is the index of its first record among the partition's.
+/// Validates one batch, at `place` among the partition's records.
 fn batch(
     header: BatchHeader,
     bytes: Bytes,
     policy: &TopicPolicy,
     now_ms: i64,
-    first_index: i32,
+    place: Place,
     schemas: Option<&SchemaCheck<'_>>,
 ) -> Result<ValidatedBatch, ProduceError> {
     if header.batch_bytes > policy.max_message_bytes {
@@ -228,13 +241,13 @@ fn batch(
     }
     let records = BatchRecords { header: &header, bytes: &bytes, parsed: OnceCell::new() };
     if policy.compacted {
-        every_record_has_a_key(&records, first_index)?;
+        every_record_has_a_key(&records, place)?;
     }
     if let Some(check) = schemas {
-        refuse_records(records.get()?, first_index, RecordRefusal::Schema, |record| check.refusal(record))?;
+        refuse_records(&records, place, RecordRefusal::Schema, |record| check.refusal(record))?;
     }
     if !policy.log_append_time {
-        timestamps_within_bounds(&records, policy, now_ms, first_index)?;
+        timestamps_within_bounds(&records, policy, now_ms, place)?;
     }
     let (bytes, timestamp_min, timestamp_max) = if policy.log_append_time {
         (record_batch::set_log_append_time(&bytes, &header, now_ms), now_ms, now_ms)
@@ -254,8 +267,8 @@ fn batch(
 
 /// Key compaction keeps the latest record per key, so a compacted topic refuses keyless
 /// records (as Kafka does). This is the one check that decompresses, with a bound.
-fn every_record_has_a_key(records: &BatchRecords<'_>, first_index: i32) -> Result<(), ProduceError> {
-    refuse_records(records.get()?, first_index, RecordRefusal::NoKey, |record| {
+fn every_record_has_a_key(records: &BatchRecords<'_>, place: Place) -> Result<(), ProduceError> {
+    refuse_records(records, place, RecordRefusal::NoKey, |record| {
         record.key.is_none().then(|| "a compacted topic cannot accept a record without a key".to_owned())
     })
 }
@@ -266,7 +279,7 @@ fn timestamps_within_bounds(
     records: &BatchRecords<'_>,
     policy: &TopicPolicy,
     now_ms: i64,
-    first_index: i32,
+    place: Place,
 ) -> Result<(), ProduceError> {
     let header = records.header;
     let (earliest, latest) =
@@ -274,7 +287,7 @@ fn timestamps_within_bounds(
     if header.base_timestamp >= earliest && header.max_timestamp <= latest {
         return Ok(());
     }
-    refuse_records(records.get()?, first_index, RecordRefusal::Timestamp, |record| {
+    refuse_records(records, place, RecordRefusal::Timestamp, |record| {
         let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);
         if timestamp < earliest {
             Some(format!(
@@ -319,19 +332,34 @@ impl BatchRecords<'_> {
 }
 
 /// Refuses the records `refusal` gives a reason for, each named by its index among the
-/// partition's records.
+/// partition's records, as many as `place` has room for. With no room left the partition is
+/// refused already and the batch is not even decompressed.
 fn refuse_records(
-    records: &[records::RecordView],
-    first_index: i32,
+    records: &BatchRecords<'_>,
+    place: Place,
     why: RecordRefusal,
     refusal: impl Fn(&records::RecordView) -> Option<String>,
 ) -> Result<(), ProduceError> {
-    let refused: Vec<RecordError> = (0i32..)
-        .zip(records)
-        .filter_map(|(i, record)| {
-            refusal(record).map(|message| RecordError { batch_index: first_index.saturating_add(i), message })
-        })
-        .collect();
+    if place.room == 0 {
+        return Ok(());
+    }
+    let mut refused = Vec::new();
+    for (i, record) in (0i32..).zip(records.get()?) {
+        if let Some(mut message) = refusal(record) {
+            if message.len() > RECORD_ERROR_MESSAGE_BYTES_MAX {
+                let mut end = RECORD_ERROR_MESSAGE_BYTES_MAX;
+                while !message.is_char_boundary(end) {
+                    end -= 1;
+                }
+                message.truncate(end);
+                message.push('…');
+            }
+            refused.push(RecordError { batch_index: place.first_index.saturating_add(i), message });
+            if refused.len() == place.room {
+                break;
+            }
+        }
+    }
     if refused.is_empty() { Ok(()) } else { Err(ProduceError::RecordsRefused { why, records: refused }) }
 }
 

@@ -218,7 +218,8 @@ async fn schema_refusals(
         (refusals, check.saw_missing())
     };
     let (refusals, missing) = check();
-    if missing && agent.metadata.catch_up().await.is_ok() { check().0 } else { refusals }
+    let may = missing && agent.parsed_schemas.may_catch_up(floe_metadata::now_ms());
+    if may && agent.metadata.catch_up().await.is_ok() { check().0 } else { refusals }
 }
 
 type Placed = (i32, NewRecord, Option<DataReport>, Option<DataReport>);

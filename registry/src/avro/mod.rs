@@ -26,6 +26,11 @@ impl AvroSchema {
     /// Parses `text`; `references` are the texts of the schemas it refers to by name (each a
     /// named type: record, enum or fixed), in dependency order.
     pub fn parse(text: &str, references: &[&str]) -> Result<Self, SchemaError> {
+        for t in references.iter().copied().chain([text]) {
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(t) {
+                refuse_lossy_fixed(&value)?;
+            }
+        }
         let invalid = |e: apache_avro::Error| SchemaError::Invalid(format!("Invalid schema: {e}"));
         let (schema, referenced) = if references.is_empty() {
             (Schema::parse_str(text).map_err(invalid)?, Vec::new())
@@ -72,6 +77,29 @@ impl AvroSchema {
             Check { reader_names: &self.names, writer_names: &writer.names, seen: HashSet::new(), found: Vec::new() };
         check.compare(&self.schema, &writer.schema, "");
         check.found
+    }
+}
+
+/// apache-avro 0.21 reads a `fixed` with logical type `uuid` as a string uuid (and a `duration`
+/// of any size as 12 bytes), so its canonical text and a datum check would describe other
+/// data than the writers': such schemas are refused rather than stored wrong.
+fn refuse_lossy_fixed(value: &serde_json::Value) -> Result<(), SchemaError> {
+    match value {
+        serde_json::Value::Object(o) => {
+            if o.get("type").and_then(serde_json::Value::as_str) == Some("fixed") {
+                let logical = o.get("logicalType").and_then(serde_json::Value::as_str);
+                let size = o.get("size").and_then(serde_json::Value::as_u64);
+                if logical == Some("uuid") || (logical == Some("duration") && size != Some(12)) {
+                    return Err(SchemaError::Invalid(format!(
+                        "Invalid schema: a fixed with logicalType {} is not supported (use a string uuid, or a duration of size 12)",
+                        logical.unwrap_or_default()
+                    )));
+                }
+            }
+            o.values().try_for_each(refuse_lossy_fixed)
+        }
+        serde_json::Value::Array(items) => items.iter().try_for_each(refuse_lossy_fixed),
+        _ => Ok(()),
     }
 }
 

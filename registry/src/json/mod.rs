@@ -18,6 +18,9 @@ use serde_json::{Map, Value};
 
 use crate::{Difference, SchemaError};
 
+/// Backtracking steps a `pattern` may take on one value before the match fails.
+const PATTERN_BACKTRACK_MAX: usize = 10_000;
+
 /// A parsed JSON Schema with its references.
 pub struct JsonSchema {
     root: Value,
@@ -58,6 +61,9 @@ impl JsonSchema {
         }
         let registry = registry.prepare().map_err(invalid)?;
         let validator = jsonschema::options()
+            // Patterns with look-around backtrack: bounded, since every produced record may be
+            // matched against them.
+            .with_pattern_options(jsonschema::PatternOptions::fancy_regex().backtrack_limit(PATTERN_BACKTRACK_MAX))
             .with_draft(draft)
             .with_registry(&registry)
             .offline()
@@ -82,18 +88,24 @@ impl JsonSchema {
     /// Checks that `bytes` is one JSON document this schema accepts.
     pub fn check_instance(&self, bytes: &[u8]) -> Result<(), String> {
         let instance: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-        self.validator.validate(&instance).map_err(|e| format!("{e} at {}", e.instance_path()))
+        // Masked: the message names the rule and the place, without quoting the record.
+        self.validator.validate(&instance).map_err(|e| format!("{} at '{}'", e.masked(), e.instance_path()))
     }
 
     /// Whether everything `writer` accepts is accepted by this schema: empty when it is, else
     /// every difference found.
     pub fn can_read(&self, writer: &JsonSchema) -> Vec<Difference> {
-        let mut check = Check { reader: self, writer, seen: HashSet::new(), found: Vec::new(), comparisons: 0 };
+        let mut check =
+            Check { reader: self, writer, seen: HashSet::new(), found: Vec::new(), work_left: WORK_MAX, depth: 0 };
         check.compare(Node::root(&self.root), Node::root(&writer.root), "#");
-        if check.comparisons >= COMPARISONS_MAX {
+        if check.work_left == 0 {
             // What was found before the cut may be the cut's doing (a union branch left unread).
             check.found.clear();
-            check.report("SCHEMA_TOO_COMPLEX", "#", format!("comparing needs more than {COMPARISONS_MAX} steps"));
+            check.found.push(Difference {
+                kind: "SCHEMA_TOO_COMPLEX",
+                path: "#".into(),
+                description: format!("comparing the schemas needs more than {WORK_MAX} steps"),
+            });
         }
         check.found
     }
@@ -248,9 +260,14 @@ const ALL_TYPES: &[&str] = &["array", "boolean", "integer", "null", "number", "o
 
 /// Reading schemas nested deeper than this is refused as a difference.
 const DEPTH_MAX: usize = 64;
-/// Node comparisons one check may make (unions compare branch against branch, so nested
-/// unions multiply); past it the schemas are reported as too complex to compare.
-const COMPARISONS_MAX: usize = 100_000;
+/// Steps one check may take: a node comparison, a value of an enum or a node of a keyword's
+/// value compared for equality is one each. Unions compare branch against branch, so nested
+/// unions multiply; past it the schemas are reported as too complex to compare.
+const WORK_MAX: usize = 300_000;
+/// Differences one check reports; the first ones say enough.
+const DIFFERENCES_MAX: usize = 100;
+/// Longest property name written into a difference's path.
+const PATH_NAME_CHARS_MAX: usize = 64;
 
 /// The schema that accepts anything, for a writer keyword left out.
 static ANY: Value = Value::Bool(true);
@@ -262,12 +279,43 @@ struct Check<'a> {
     /// (reader, writer) node pairs being compared: recursive schemas end there.
     seen: HashSet<(usize, usize)>,
     found: Vec<Difference>,
-    comparisons: usize,
+    work_left: usize,
+    depth: usize,
+}
+
+/// A property name as a path segment, cut short.
+fn segment(name: &str) -> String {
+    match name.char_indices().nth(PATH_NAME_CHARS_MAX) {
+        Some((end, _)) => format!("{}…", &name[..end]),
+        None => name.to_owned(),
+    }
 }
 
 impl<'a> Check<'a> {
     fn report(&mut self, kind: &'static str, path: &str, description: String) {
-        self.found.push(Difference { kind, path: path.to_owned(), description });
+        if self.found.len() < DIFFERENCES_MAX {
+            self.found.push(Difference { kind, path: path.to_owned(), description });
+        }
+    }
+
+    /// Takes `steps` from the budget; false once it is spent.
+    fn spend(&mut self, steps: usize) -> bool {
+        self.work_left = self.work_left.saturating_sub(steps);
+        self.work_left > 0
+    }
+
+    /// Whether two values are equal, paying a step per node looked at.
+    fn equal(&mut self, a: &Value, b: &Value) -> bool {
+        if !self.spend(1) {
+            return false;
+        }
+        match (a, b) {
+            (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| self.equal(x, y)),
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| self.equal(v, w)))
+            }
+            _ => a == b,
+        }
     }
 
     /// Follows `$ref`s (a node with only a `$ref` and annotations), at most 32 in a row.
@@ -288,18 +336,17 @@ impl<'a> Check<'a> {
     fn quietly(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) -> bool {
         let before = self.found.len();
         self.compare(reader, writer, path);
-        let ok = self.found.len() == before && self.comparisons < COMPARISONS_MAX;
+        let ok = self.found.len() == before && self.work_left > 0;
         self.found.truncate(before);
         ok
     }
 
     fn compare(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
-        self.comparisons += 1;
-        if self.comparisons >= COMPARISONS_MAX {
+        if !self.spend(1) {
             return;
         }
-        if path.matches('/').count() > DEPTH_MAX {
-            self.report("SCHEMA_TOO_DEEP", path, format!("schemas nest deeper than {DEPTH_MAX} levels at '{path}'"));
+        if self.depth >= DEPTH_MAX {
+            self.report("SCHEMA_TOO_DEEP", path, format!("schemas nest deeper than {DEPTH_MAX} levels"));
             return;
         }
         let reader = Self::deref(self.reader, reader);
@@ -308,7 +355,9 @@ impl<'a> Check<'a> {
         if !self.seen.insert(pair) {
             return;
         }
+        self.depth += 1;
         self.compare_resolved(reader, writer, path);
+        self.depth -= 1;
         self.seen.remove(&pair);
     }
 
@@ -317,7 +366,7 @@ impl<'a> Check<'a> {
             return;
         }
         if reader.value == &Value::Bool(false) {
-            self.report("SCHEMA_REMOVED", path, format!("the reader accepts nothing at '{path}'"));
+            self.report("TYPE_NARROWED", path, format!("the reader accepts nothing at '{path}'"));
             return;
         }
         // Unions: every writer branch must be read by the reader; a reader union reads a
@@ -328,17 +377,17 @@ impl<'a> Check<'a> {
             }
             return;
         }
-        if let Some(branches) = sole_combinator(reader, &["anyOf", "oneOf"]) {
+        for keyword in ["anyOf", "oneOf"] {
+            let Some(branches) = reader.get(keyword).and_then(Value::as_array) else { continue };
             if !branches.iter().any(|b| self.quietly(reader.at(b), writer, path)) {
                 self.report(
                     "SUM_TYPE_NARROWED",
-                    path,
-                    format!(
-                        "no branch of the reader's {} at '{path}' reads the writer's schema",
-                        combinator_name(reader)
-                    ),
+                    &format!("{path}/{keyword}"),
+                    format!("no branch of the reader's {keyword} at '{path}' reads the writer's schema"),
                 );
             }
+        }
+        if sole_combinator(reader, &["anyOf", "oneOf"]).is_some() {
             return;
         }
         self.compare_types(reader, writer, path);
@@ -362,21 +411,31 @@ impl<'a> Check<'a> {
 
     fn compare_enums(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
         let Some(allowed) = values_of(reader) else { return };
-        match values_of(writer) {
-            Some(written) => {
-                if written.iter().any(|v| !allowed.contains(v)) {
-                    self.report(
-                        "ENUM_ARRAY_NARROWED",
-                        &format!("{path}/enum"),
-                        format!("the reader's enum at '{path}' lacks values the writer's allows"),
-                    );
-                }
-            }
-            None => self.report(
+        let at = format!("{path}/enum");
+        let Some(written) = values_of(writer) else {
+            self.report(
                 "ENUM_ARRAY_NARROWED",
-                &format!("{path}/enum"),
+                &at,
                 format!("the reader restricts '{path}' to an enum the writer does not have"),
-            ),
+            );
+            return;
+        };
+        if !self.spend(allowed.len() + written.len()) {
+            return;
+        }
+        // Values compared by their JSON text (object keys are sorted): linear, not N by M.
+        let text = |v: &Value| {
+            let mut out = String::new();
+            write_canonical(v, &mut out);
+            out
+        };
+        let allowed: HashSet<String> = allowed.into_iter().map(text).collect();
+        if written.into_iter().any(|v| !allowed.contains(&text(v))) {
+            self.report(
+                "ENUM_ARRAY_NARROWED",
+                &at,
+                format!("the reader's enum at '{path}' lacks values the writer's allows"),
+            );
         }
     }
 
@@ -425,28 +484,18 @@ impl<'a> Check<'a> {
             }
         }
         if let Some(r) = reader.get("pattern") {
+            let at = format!("{path}/pattern");
             match writer.get("pattern") {
-                None => self.report(
-                    "PATTERN_ADDED",
-                    &format!("{path}/pattern"),
-                    format!("the reader adds a pattern at '{path}'"),
-                ),
-                Some(w) if w != r => self.report(
-                    "PATTERN_CHANGED",
-                    &format!("{path}/pattern"),
-                    format!("the pattern at '{path}' changed"),
-                ),
+                None => self.report("PATTERN_ADDED", &at, format!("the reader adds a pattern at '{path}'")),
+                Some(w) if w != r => self.report("PATTERN_CHANGED", &at, format!("the pattern at '{path}' changed")),
                 Some(_) => {}
             }
         }
         if reader.get("uniqueItems") == Some(&Value::Bool(true))
             && writer.get("uniqueItems") != Some(&Value::Bool(true))
         {
-            self.report(
-                "UNIQUE_ITEMS_ADDED",
-                &format!("{path}/uniqueItems"),
-                format!("the reader requires unique items at '{path}'"),
-            );
+            let at = format!("{path}/uniqueItems");
+            self.report("UNIQUE_ITEMS_ADDED", &at, format!("the reader requires unique items at '{path}'"));
         }
     }
 
@@ -458,25 +507,27 @@ impl<'a> Check<'a> {
         let w_additional = writer.child("additionalProperties");
         let closed = |n: Option<Node<'a>>| n.is_some_and(|n| n.value == &Value::Bool(false));
         let open = |n: Option<Node<'a>>| n.is_none_or(Node::accepts_anything);
+        // A writer closed but for its patternProperties may have written any matching name.
+        let w_closed = closed(w_additional) && writer.get("patternProperties").is_none();
         let r_required = strings(reader.get("required"));
         let w_required = strings(writer.get("required"));
         for (name, r_schema) in r_props {
-            let at = format!("{path}/properties/{name}");
+            let at = format!("{path}/properties/{}", segment(name));
             if let Some(w_schema) = w_props.get(name) {
                 self.compare(reader.at(r_schema), writer.at(w_schema), &at);
                 continue;
             }
             let r_node = reader.at(r_schema);
-            if closed(w_additional) {
+            if w_closed {
                 // The writer never wrote it: only a required one without a default fails.
                 if r_required.contains(name.as_str()) && r_node.get("default").is_none() {
                     self.report(
                         "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
                         &at,
-                        format!("the reader requires a property '{name}' the writer never writes"),
+                        format!("the reader requires a property '{}' the writer never writes", segment(name)),
                     );
                 }
-            } else if let Some(w_extra) = w_additional.filter(|n| !n.accepts_anything()) {
+            } else if let Some(w_extra) = w_additional.filter(|n| !n.accepts_anything() && !closed(Some(*n))) {
                 // The writer may have written it under its additionalProperties schema.
                 self.compare(r_node, w_extra, &at);
             } else if !r_node.accepts_anything() {
@@ -484,7 +535,8 @@ impl<'a> Check<'a> {
                     "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
                     &at,
                     format!(
-                        "the reader adds a property '{name}' with a schema while the writer's content model is open (any '{name}' may have been written)"
+                        "the reader adds a property '{}' with a schema while the writer's content model is open (any value may have been written under that name)",
+                        segment(name)
                     ),
                 );
             }
@@ -493,12 +545,15 @@ impl<'a> Check<'a> {
             if r_props.contains_key(name) || w_schema == &Value::Bool(false) {
                 continue;
             }
-            let at = format!("{path}/properties/{name}");
+            let at = format!("{path}/properties/{}", segment(name));
             if closed(r_additional) {
                 self.report(
                     "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
                     &at,
-                    format!("the reader's closed content model no longer has the property '{name}' the writer writes"),
+                    format!(
+                        "the reader's closed content model no longer has the property '{}' the writer writes",
+                        segment(name)
+                    ),
                 );
             } else if let Some(r_extra) = r_additional.filter(|n| !n.accepts_anything()) {
                 self.compare(r_extra, writer.at(w_schema), &at);
@@ -524,91 +579,162 @@ impl<'a> Check<'a> {
             // As Confluent's registry: a new required property with a default is compatible.
             let has_default = r_props.get(*name).is_some_and(|p| p.get("default").is_some());
             // Reported above as added to the writer's closed content model.
-            let added_to_closed = closed(w_additional) && !w_props.contains_key(*name) && r_props.contains_key(*name);
+            let added_to_closed = w_closed && !w_props.contains_key(*name) && r_props.contains_key(*name);
             if !has_default && !added_to_closed {
                 self.report(
                     "REQUIRED_ATTRIBUTE_ADDED",
                     &format!("{path}/required"),
-                    format!("the reader requires '{name}', which the writer does not"),
+                    format!("the reader requires '{}', which the writer does not", segment(name)),
                 );
             }
         }
     }
 
+    /// Arrays position by position: a tuple's positions (`prefixItems`, or `items` as a list
+    /// before 2020-12), then the schema of the positions after them (`items` after
+    /// `prefixItems`, `additionalItems` after a list, else `items`).
     fn compare_arrays(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
-        let tuple = |n: Node<'a>| {
-            n.get("prefixItems").or_else(|| n.get("items").filter(|i| i.is_array())).and_then(Value::as_array)
+        let prefix = |n: Node<'a>| -> &'a [Value] {
+            n.get("prefixItems")
+                .or_else(|| n.get("items").filter(|i| i.is_array()))
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice)
         };
-        let single = |n: Node<'a>| n.child("items").filter(|i| !i.value.is_array());
-        match (tuple(reader), tuple(writer)) {
-            (None, None) => {
-                if let Some(r) = single(reader) {
-                    let w = single(writer).unwrap_or(writer.at(&ANY));
-                    self.compare(r, w, &format!("{path}/items"));
-                }
+        let tail = |n: Node<'a>| -> Option<Node<'a>> {
+            if n.get("prefixItems").is_some() {
+                n.child("items")
+            } else if n.get("items").is_some_and(Value::is_array) {
+                n.child("additionalItems")
+            } else {
+                n.child("items")
             }
-            (Some(r), Some(w)) if r.len() == w.len() => {
-                for (i, (r_item, w_item)) in r.iter().zip(w).enumerate() {
-                    self.compare(reader.at(r_item), writer.at(w_item), &format!("{path}/items/{i}"));
-                }
-            }
-            _ => self.report(
-                "ITEMS_CHANGED",
-                &format!("{path}/items"),
-                format!("the array items at '{path}' changed between a list and a schema, or in length"),
-            ),
+        };
+        let (r_prefix, w_prefix) = (prefix(reader), prefix(writer));
+        let (r_tail, w_tail) = (tail(reader), tail(writer));
+        let any = writer.at(&ANY);
+        for i in 0..r_prefix.len().max(w_prefix.len()) {
+            let r = r_prefix.get(i).map(|v| reader.at(v)).or(r_tail).unwrap_or(any);
+            let w = w_prefix.get(i).map(|v| writer.at(v)).or(w_tail).unwrap_or(any);
+            self.compare(r, w, &format!("{path}/items/{i}"));
         }
-        if reader.get("additionalItems") != writer.get("additionalItems")
-            && reader.child("additionalItems").is_some_and(|n| !n.accepts_anything())
-        {
-            self.report(
-                "ADDITIONAL_ITEMS_NARROWED",
-                &format!("{path}/additionalItems"),
-                format!("the reader restricts additional items at '{path}'"),
-            );
+        if let Some(r) = r_tail.filter(|n| !n.accepts_anything()) {
+            self.compare(r, w_tail.unwrap_or(any), &format!("{path}/items"));
         }
     }
 
-    /// `allOf`: pairwise when both have as many; a reader adding one reads less.
+    /// `allOf`: each of the reader's subschemas must read the writer, through one of the
+    /// writer's own subschemas or the writer as a whole.
     fn compare_products(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
         let Some(r) = reader.get("allOf").and_then(Value::as_array) else { return };
-        match writer.get("allOf").and_then(Value::as_array) {
-            Some(w) if w.len() == r.len() => {
-                for (i, (r_item, w_item)) in r.iter().zip(w).enumerate() {
-                    self.compare(reader.at(r_item), writer.at(w_item), &format!("{path}/allOf/{i}"));
-                }
+        let w = writer.get("allOf").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        for (i, r_item) in r.iter().enumerate() {
+            let at = format!("{path}/allOf/{i}");
+            let r_node = reader.at(r_item);
+            if w.iter().any(|w_item| self.quietly(r_node, writer.at(w_item), &at)) {
+                continue;
             }
-            _ => self.report(
-                "PRODUCT_TYPE_NARROWED",
-                &format!("{path}/allOf"),
-                format!("the reader's allOf at '{path}' adds or changes subschemas"),
-            ),
+            if w.is_empty() {
+                self.compare(r_node, writer, &at);
+            } else {
+                self.report(
+                    "PRODUCT_TYPE_EXTENDED",
+                    &at,
+                    format!("subschema {i} of the reader's allOf at '{path}' is read by none of the writer's"),
+                );
+            }
         }
     }
 
-    /// Every keyword the check does not model must be unchanged where the reader has it.
+    /// Every keyword the check does not model must be unchanged where the reader has it, and
+    /// so must whatever its `$ref`s point at.
     fn compare_others(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
         let Some(r) = reader.object() else { return };
         for (keyword, value) in r {
             if ANNOTATIONS.contains(&keyword.as_str()) || MODELED.contains(&keyword.as_str()) {
                 continue;
             }
-            if writer.get(keyword) != Some(value) {
+            let at = format!("{path}/{}", segment(keyword));
+            let same = match writer.get(keyword) {
+                Some(w) => self.equal(value, w) && self.same_targets(reader, writer, value),
+                None => false,
+            };
+            if !same {
                 self.report(
                     "KEYWORD_CHANGED",
-                    &format!("{path}/{keyword}"),
+                    &at,
                     format!(
-                        "'{keyword}' at '{path}' differs and is not compared by meaning, so it is taken as incompatible"
+                        "'{}' at '{path}' differs and is not compared by meaning, so it is taken as incompatible",
+                        segment(keyword)
                     ),
                 );
             }
         }
-        // A `$ref` next to other keywords (or one that does not resolve) is compared as text.
-        if let Some(reference) = reader.get("$ref")
-            && writer.get("$ref") != Some(reference)
-        {
-            self.report("KEYWORD_CHANGED", &format!("{path}/$ref"), format!("'$ref' at '{path}' differs"));
+        // `unevaluated*` depend on what the other keywords evaluate: any change there counts.
+        for (keyword, evaluated) in [
+            ("unevaluatedProperties", &["properties", "patternProperties", "additionalProperties"][..]),
+            ("unevaluatedItems", &["items", "prefixItems", "additionalItems", "contains"][..]),
+        ] {
+            if reader.get(keyword).is_none() {
+                continue;
+            }
+            let changed = evaluated
+                .iter()
+                .chain(&["allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "dependentSchemas"])
+                .any(|k| match (reader.get(k), writer.get(k)) {
+                    (None, None) => false,
+                    (Some(a), Some(b)) => !self.equal(a, b),
+                    _ => true,
+                });
+            if changed {
+                self.report(
+                    "KEYWORD_CHANGED",
+                    &format!("{path}/{keyword}"),
+                    format!("'{keyword}' at '{path}' applies to keywords that changed"),
+                );
+            }
         }
+        // A `$ref` next to other keywords: its target must read the writer too.
+        if let Some(reference) = reader.get("$ref").and_then(Value::as_str) {
+            let at = format!("{path}/$ref");
+            // Against the writer's own `$ref` target when it has one (the writer's instances
+            // match it), else against the writer as a whole.
+            let written = match writer.get("$ref").and_then(Value::as_str) {
+                Some(w) => self.writer.resolve(writer, w),
+                None => Some(writer),
+            };
+            match (self.reader.resolve(reader, reference), written) {
+                (Some(target), Some(written)) => self.compare(target, written, &at),
+                _ => self.report("KEYWORD_CHANGED", &at, format!("'$ref' at '{path}' does not resolve")),
+            }
+        }
+    }
+
+    /// Whether every `$ref` inside `value` (equal in both schemas) points at equal schemas.
+    fn same_targets(&mut self, reader: Node<'a>, writer: Node<'a>, value: &'a Value) -> bool {
+        let mut refs = Vec::new();
+        collect_refs(value, &mut refs);
+        refs.into_iter().all(|reference| {
+            match (self.reader.resolve(reader, reference), self.writer.resolve(writer, reference)) {
+                (Some(r), Some(w)) => self.equal(r.value, w.value),
+                _ => false,
+            }
+        })
+    }
+}
+
+/// The `$ref` strings anywhere inside `value`.
+fn collect_refs<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+    match value {
+        Value::Object(o) => {
+            for (k, v) in o {
+                match (k.as_str(), v) {
+                    ("$ref", Value::String(r)) => out.push(r),
+                    _ => collect_refs(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
     }
 }
 

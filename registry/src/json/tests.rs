@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 
 use super::JsonSchema;
 
+const D2020: &str = "https://json-schema.org/draft/2020-12/schema";
+
 fn parse(schema: &Value) -> JsonSchema {
     JsonSchema::parse(&schema.to_string(), &[]).unwrap_or_else(|e| panic!("{schema}: {e}"))
 }
@@ -196,6 +198,92 @@ fn cases() -> Vec<(&'static str, Value, Value, Vec<&'static str>)> {
             json!({"type": "string", "description": "x"}),
             json!({"type": "string", "description": "y"}),
             vec![],
+        ),
+        // Found in review: each of these was called compatible, or refused where Confluent accepts.
+        (
+            "a reader union next to other keywords",
+            json!({"type": "object"}),
+            json!({"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+            vec!["SUM_TYPE_NARROWED"],
+        ),
+        (
+            "2020-12 items after prefixItems",
+            json!({"$schema": D2020, "prefixItems": [{"type": "string"}], "items": {"type": "string"}}),
+            json!({"$schema": D2020, "prefixItems": [{"type": "string"}], "items": {"type": "integer"}}),
+            vec!["TYPE_CHANGED"],
+        ),
+        (
+            "a $ref with siblings",
+            json!({"definitions": {"A": {"type": "string"}}, "$ref": "#/definitions/A", "maxLength": 5}),
+            json!({"definitions": {"A": {"type": "integer"}}, "$ref": "#/definitions/A", "maxLength": 5}),
+            vec!["TYPE_CHANGED"],
+        ),
+        (
+            "a $ref inside an unmodelled keyword",
+            json!({"definitions": {"A": {"type": "string"}}, "type": "object",
+                                                       "patternProperties": {"^x": {"$ref": "#/definitions/A"}}}),
+            json!({"definitions": {"A": {"type": "integer"}}, "type": "object", "patternProperties": {"^x": {"$ref": "#/definitions/A"}}}),
+            vec!["KEYWORD_CHANGED"],
+        ),
+        (
+            "unevaluatedProperties with a property removed",
+            json!({"$schema": D2020, "type": "object", "properties": {"a": {}, "b": {}}, "unevaluatedProperties": false}),
+            json!({"$schema": D2020, "type": "object", "properties": {"a": {}}, "unevaluatedProperties": false}),
+            vec!["KEYWORD_CHANGED"],
+        ),
+        (
+            "closed but for patternProperties",
+            object(
+                name.clone(),
+                json!({"additionalProperties": false, "patternProperties": {"^x": {"type": "string"}}}),
+            ),
+            object(
+                json!({"name": {"type": "string"}, "xy": {"type": "integer"}}),
+                json!({"additionalProperties": false, "patternProperties": {"^x": {"type": "string"}}}),
+            ),
+            vec!["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
+        ),
+        (
+            "allOf subschema removed",
+            json!({"allOf": [{"type": "integer"}, {"minimum": 0}]}),
+            json!({"allOf": [{"type": "integer"}]}),
+            vec![],
+        ),
+        (
+            "allOf reordered",
+            json!({"allOf": [{"type": "integer"}, {"minimum": 0}]}),
+            json!({"allOf": [{"minimum": 0}, {"type": "integer"}]}),
+            vec![],
+        ),
+        (
+            "allOf subschema added",
+            json!({"allOf": [{"type": "integer"}]}),
+            json!({"allOf": [{"type": "integer"}, {"minimum": 0}]}),
+            vec!["PRODUCT_TYPE_EXTENDED"],
+        ),
+        (
+            "allOf where there was none",
+            json!({"type": "integer"}),
+            json!({"type": "integer", "allOf": [{"minimum": 1}]}),
+            vec!["MINIMUM_ADDED"],
+        ),
+        (
+            "an item added to a closed tuple",
+            json!({"type": "array", "items": [{"type": "string"}], "additionalItems": false}),
+            json!({"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": false}),
+            vec![],
+        ),
+        (
+            "an item removed from an open tuple",
+            json!({"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}),
+            json!({"type": "array", "items": [{"type": "string"}]}),
+            vec![],
+        ),
+        (
+            "an open tuple closed",
+            json!({"type": "array", "items": [{"type": "string"}]}),
+            json!({"type": "array", "items": [{"type": "string"}], "additionalItems": false}),
+            vec!["TYPE_NARROWED"],
         ),
     ]
 }

@@ -44,7 +44,7 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
     let mut plan = validate_request(agent, version, &request, now_ms);
     // A schema registered through another agent a moment ago may not be mirrored here yet:
     // catch up with the metadata leader once and validate again before refusing records for it.
-    if plan.schema_missing && agent.metadata.catch_up().await.is_ok() {
+    if plan.schema_missing && agent.parsed_schemas.may_catch_up(now_ms) && agent.metadata.catch_up().await.is_ok() {
         plan = validate_request(agent, version, &request, now_ms);
     }
     let Plan { appends, sizes, mut layout, .. } = plan;

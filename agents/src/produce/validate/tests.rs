@@ -183,3 +183,51 @@ fn records_with_timestamps_out_of_bounds_are_named() {
     let appended = TopicPolicy { log_append_time: true, ..bounded };
     assert!(partition_records(Some(&two), &appended, now, None, None).is_ok());
 }
+
+#[test]
+fn refusals_are_named_up_to_a_bound_and_their_messages_are_short() {
+    // Two batches of 800 keyless records: 1,000 named, and checking stops there.
+    let compacted = TopicPolicy { compacted: true, ..POLICY };
+    let keyless = |n: usize| {
+        let mut records = kafka_protocol::records::RecordBatchDecoder::decode(&mut encode_batch(n, Compression::Zstd))
+            .expect("decodes")
+            .records;
+        records.iter_mut().for_each(|r| r.key = None);
+        let mut batch = BytesMut::new();
+        kafka_protocol::records::RecordBatchEncoder::encode(
+            &mut batch,
+            &records,
+            &kafka_protocol::records::RecordEncodeOptions { version: 2, compression: Compression::Zstd },
+        )
+        .expect("encodes");
+        batch
+    };
+    let mut two = keyless(800);
+    two.extend_from_slice(&keyless(800));
+    let Err(ProduceError::RecordsRefused { records, .. }) =
+        partition_records(Some(&two.freeze()), &compacted, 5, None, None)
+    else {
+        panic!("refused");
+    };
+    assert_eq!(records.len(), RECORD_ERRORS_NAMED_MAX);
+    assert_eq!(records.last().map(|r| r.batch_index), Some(999));
+
+    // A long reason (a JSON Schema error quoting a large record) is cut.
+    let batch = encode_batch(2, Compression::None);
+    let header = crate::record_batch::split(&batch).next().expect("one batch").expect("parses").0;
+    let records = BatchRecords { header: &header, bytes: &batch, parsed: OnceCell::new() };
+    let place = Place { first_index: 0, room: 10 };
+    let Err(ProduceError::RecordsRefused { records, .. }) =
+        refuse_records(&records, place, RecordRefusal::Schema, |_| Some("é".repeat(10_000)))
+    else {
+        panic!("refused");
+    };
+    assert!(records.iter().all(|r| r.message.len() <= RECORD_ERROR_MESSAGE_BYTES_MAX + '…'.len_utf8()));
+    // With no room left, nothing is checked.
+    let none = Place { first_index: 0, room: 0 };
+    assert_eq!(refuse_records(&records_of(&batch, &header), none, RecordRefusal::Schema, |_| Some("x".into())), Ok(()));
+}
+
+fn records_of<'a>(batch: &'a Bytes, header: &'a BatchHeader) -> BatchRecords<'a> {
+    BatchRecords { header, bytes: batch, parsed: OnceCell::new() }
+}
