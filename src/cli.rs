@@ -353,6 +353,11 @@ pub(crate) struct AgentOptions {
     /// /readyz, /metrics, /v1/cluster.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) http_addr: SocketAddr,
+    /// Also serve the schema registry at the root of this address (for tools that cannot take a
+    /// path prefix); it is always served under /schema-registry on --http-addr. Same API keys,
+    /// TLS and limits as the HTTP listener.
+    #[arg(long)]
+    pub(crate) schema_registry_addr: Option<SocketAddr>,
     /// Origin browsers may call the HTTP API from (CORS), e.g. `https://app.example.com`;
     /// repeatable; `*` allows any origin. None: cross-origin browser calls are refused.
     #[arg(long = "http-cors-origin", value_name = "ORIGIN")]

@@ -84,7 +84,6 @@ pub async fn serve_http(
     listener: TcpListener,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let agent_for_cors = agent.clone();
     let mut app = Router::new()
         .merge(routes::status::router(agent.metadata.clone()))
         .merge(routes::clusters::router(agent.clone()))
@@ -100,6 +99,33 @@ pub async fn serve_http(
     if let Some(token) = config.operator_token.clone() {
         app = app.merge(routes::operator::router(agent.clone(), token));
     }
+    serve(app, agent, config, listener, stop).await
+}
+
+/// Serves the schema registry alone, at the root of `listener` (`--schema-registry-addr`), with
+/// the HTTP listener's authentication, quotas and limits, until `stop` turns true.
+pub async fn serve_schema_registry(
+    agent: Arc<Agent>,
+    config: HttpConfig,
+    listener: TcpListener,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let app = routes::schema_registry::api(agent.clone())
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed);
+    serve(app, agent, config, listener, stop).await
+}
+
+/// Serves `app` behind the layers every HTTP listener has: API keys, ACL context, per-caller
+/// and per-tenant limits and quotas, metrics, connection limits, CORS and TLS.
+async fn serve(
+    mut app: Router,
+    agent: Arc<Agent>,
+    config: HttpConfig,
+    listener: TcpListener,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let agent_for_cors = agent.clone();
     // Inside the API-key layer, which names the tenant.
     app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), quotas::requests));
     // Inside the API-key layer, which names the caller and its key.

@@ -47,6 +47,12 @@ pub(crate) async fn run(
     let http = TcpListener::bind(options.http_addr)
         .await
         .with_context(|| format!("binding HTTP listener {}", options.http_addr))?;
+    let registry = match options.schema_registry_addr {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).await.with_context(|| format!("binding schema registry listener {addr}"))?)
+        }
+        None => None,
+    };
     let kafka = TcpListener::bind(options.kafka_addr)
         .await
         .with_context(|| format!("binding Kafka listener {}", options.kafka_addr))?;
@@ -148,6 +154,10 @@ pub(crate) async fn run(
             idle: Duration::from_millis(options.http_connections_max_idle_ms.max(1_000)),
         },
     };
+    if let Some(listener) = registry {
+        let (agent, config, stopped) = (agent.clone(), http_config.clone(), stopped.clone());
+        tokio::spawn(floe_gateway::serve_schema_registry(agent, config, listener, stopped));
+    }
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");
 

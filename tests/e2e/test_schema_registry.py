@@ -146,10 +146,16 @@ def test_avro_records_round_trip_through_kafka_with_the_stock_serializers(floe):
 
 
 def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
+    """Also: --schema-registry-addr serves the same registries at the root of a port of its own,
+    behind the same API keys."""
+    from conftest import free_port
     objects = tmp_path / "objects"
     objects.mkdir()
+    root_port = free_port()
     floe = floe_factory.new("floe-sr-tenants", object_store=f"file://{objects}",
-                            extra_args=["--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key"])
+                            extra_args=["--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key",
+                                        "--schema-registry-addr", f"127.0.0.1:{root_port}"])
+    root_clients = {}
     clients = {}
     for tenant in ("acme", "globex"):
         admin_tenants(floe, "create", tenant)
@@ -158,6 +164,8 @@ def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
         token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", f"{tenant}-user"))
         key_id, secret = token["token"].split(".", 1)
         clients[tenant] = registry(floe, **{"basic.auth.user.info": f"{key_id}:{secret}"})
+        root_clients[tenant] = SchemaRegistryClient({"url": f"http://127.0.0.1:{root_port}",
+                                                     "basic.auth.user.info": f"{key_id}:{secret}"})
     acme, globex = clients["acme"], clients["globex"]
     acme_id = acme.register_schema("orders-value", Schema('"string"', "AVRO"))
     acme.register_schema("orders-value", Schema('["null","string"]', "AVRO"))
@@ -170,6 +178,14 @@ def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
     assert acme.get_versions("orders-value") == [1, 2]
     # Without a key: 401.
     assert requests.get(f"{floe.http_url}/schema-registry/subjects", timeout=10).status_code == 401
+    # The registry at the root of its own port: the same registries, the same keys.
+    assert root_clients["acme"].get_versions("orders-value") == [1, 2]
+    assert root_clients["globex"].get_latest_version("orders-value").schema_id == 1
+    assert root_clients["acme"].register_schema("root-value", Schema('"int"', "AVRO")) > acme_id
+    assert sorted(acme.get_subjects()) == ["orders-value", "root-value"]
+    assert requests.get(f"http://127.0.0.1:{root_port}/subjects", timeout=10).status_code == 401
+    assert requests.get(f"http://127.0.0.1:{root_port}/v3/clusters", timeout=10).status_code in (401, 404), \
+        "only the registry is served there"
 
 
 def send_batch(bootstrap, topic, records, **conf):

@@ -10,7 +10,7 @@
 //! bound as the compacted-topic key check) and parsed schemas are kept in [`ParsedSchemas`].
 
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use floe_metadata::{SchemaReference, SchemaRegistry, SchemaType, State, Topic};
@@ -203,7 +203,7 @@ pub fn reference_texts(
     references: &[SchemaReference],
 ) -> Result<Vec<(String, String)>, String> {
     let mut texts = Vec::new();
-    collect_reference_texts(registry, references, &mut texts, 0)?;
+    collect_reference_texts(registry, references, &mut texts, &mut HashSet::new(), 0)?;
     Ok(texts)
 }
 
@@ -211,6 +211,9 @@ fn collect_reference_texts(
     registry: &SchemaRegistry,
     references: &[SchemaReference],
     texts: &mut Vec<(String, String)>,
+    // Subject versions already walked: 256 references to one version, nested, would otherwise
+    // be walked 256^depth times.
+    seen: &mut HashSet<(String, i32)>,
     depth: usize,
 ) -> Result<(), String> {
     if depth > 16 || texts.len() > floe_metadata::limits::SCHEMA_REFERENCES_MAX {
@@ -226,11 +229,12 @@ fn collect_reference_texts(
             .ok_or_else(|| {
                 format!("Invalid schema: reference {} to subject {} version {} not found", r.name, r.subject, r.version)
             })?;
-        let Some(schema) = registry.schemas.get(&id) else { continue };
-        collect_reference_texts(registry, &schema.content.references, texts, depth + 1)?;
-        if !texts.iter().any(|(_, text)| *text == schema.content.text) {
-            texts.push((r.name.clone(), schema.content.text.clone()));
+        if !seen.insert((r.subject.clone(), r.version)) {
+            continue;
         }
+        let Some(schema) = registry.schemas.get(&id) else { continue };
+        collect_reference_texts(registry, &schema.content.references, texts, seen, depth + 1)?;
+        texts.push((r.name.clone(), schema.content.text.clone()));
     }
     Ok(())
 }

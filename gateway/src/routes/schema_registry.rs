@@ -28,8 +28,14 @@ use crate::extract::{Path, Query, Scope, SmallBody};
 /// Registrations retried after the registry moved under the compatibility check.
 const STALE_RETRIES: usize = 5;
 
+/// The registry's API under `/schema-registry`, as the HTTP listener serves it.
 pub(crate) fn router(agent: Arc<Agent>) -> Router {
-    let api = Router::new()
+    Router::new().nest("/schema-registry", api(agent)).route("/schema-registry/", get(root))
+}
+
+/// The registry's API at the root, as `--schema-registry-addr` serves it.
+pub(crate) fn api(agent: Arc<Agent>) -> Router {
+    Router::new()
         .route("/", get(root))
         .route("/schemas/types", get(types))
         .route("/schemas/ids/{id}", get(schema_by_id))
@@ -48,8 +54,7 @@ pub(crate) fn router(agent: Arc<Agent>) -> Router {
         .route("/config/{subject}", get(get_subject_config).put(put_subject_config).delete(delete_subject_config))
         .route("/mode", get(get_global_mode).put(put_global_mode).delete(delete_global_mode))
         .route("/mode/{subject}", get(get_subject_mode).put(put_subject_mode).delete(delete_subject_mode))
-        .with_state(agent);
-    Router::new().nest("/schema-registry", api).route("/schema-registry/", get(root))
+        .with_state(agent)
 }
 
 /// An error in the registry's shape: an HTTP status and `{"error_code", "message"}`.

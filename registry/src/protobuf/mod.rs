@@ -6,14 +6,15 @@
 
 mod print;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use prost::Message;
-use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
+use prost_reflect::{
+    Cardinality, DescriptorPool, DynamicMessage, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor, Syntax,
+};
 use prost_types::field_descriptor_proto::{Label, Type};
-use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto};
+use prost_types::{DescriptorProto, FileDescriptorProto};
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
 use crate::{Difference, SchemaError};
@@ -26,7 +27,9 @@ const MESSAGE_INDEXES_MAX: usize = 64;
 /// A compiled Protobuf schema.
 pub struct ProtobufSchema {
     pool: DescriptorPool,
+    /// The schema's own file, as `prost_types` (no custom options) and as compiled.
     file: FileDescriptorProto,
+    main: FileDescriptor,
     canonical: String,
 }
 
@@ -40,19 +43,129 @@ fn invalid(why: impl std::fmt::Display) -> SchemaError {
     SchemaError::Invalid(format!("Invalid schema: {why}"))
 }
 
-/// A schema text as a protox file: `.proto` source, else a base64 `FileDescriptorProto`.
+/// Deepest nesting of braces (messages, enums, option values) in a `.proto` text, and of
+/// nested messages in a descriptor: the parser recurses per level, and a stack overflow would
+/// take the whole process down.
+const NESTING_MAX: usize = 32;
+/// Largest payload full validation decodes: a decoded message takes tens of times its encoded
+/// size in memory.
+const DECODED_PAYLOAD_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// A schema text as a protox file: `.proto` source, else a base64 `FileDescriptorProto` (whose
+/// extension options are kept). Refuses nesting past [`NESTING_MAX`] before anything recurses
+/// over it.
 fn file_of(name: &str, text: &str) -> Result<File, protox::Error> {
-    match File::from_source(name, text) {
-        Ok(file) => Ok(file),
-        Err(source_error) => {
-            let Ok(bytes) = BASE64.decode(text.trim()) else { return Err(source_error) };
-            let mut file = FileDescriptorProto::decode(bytes.as_slice()).map_err(protox::Error::new)?;
+    let refuse = |why: String| protox::Error::new(std::io::Error::other(why));
+    let file = match BASE64.decode(text.trim()) {
+        Ok(bytes) if !looks_like_source(text) => {
+            let file = File::decode_file_descriptor_proto(bytes.as_slice()).map_err(protox::Error::new)?;
             if file.name().is_empty() {
-                file.name = Some(name.to_owned());
+                return Err(refuse("a descriptor needs a file name".into()));
             }
-            Ok(File::from_file_descriptor_proto(file))
+            file
+        }
+        _ => {
+            if brace_depth(text) > NESTING_MAX {
+                return Err(refuse(format!("the schema nests deeper than {NESTING_MAX} levels")));
+            }
+            File::from_source(name, text)?
+        }
+    };
+    if message_depth(&file.file_descriptor_proto().message_type) > NESTING_MAX {
+        return Err(refuse(format!("messages nest deeper than {NESTING_MAX} levels")));
+    }
+    Ok(file)
+}
+
+/// `.proto` text has characters base64 never does (spaces, `;`, `{`).
+fn looks_like_source(text: &str) -> bool {
+    text.trim().bytes().any(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r')))
+}
+
+/// The deepest brace nesting of `.proto` text, outside comments and string literals.
+fn brace_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut star = false;
+                for c in chars.by_ref() {
+                    if star && c == '/' {
+                        break;
+                    }
+                    star = c == '*';
+                }
+            }
+            '"' | '\'' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        d if d == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '{' | '<' | '[' | '(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' | '>' | ']' | ')' => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
+    deepest
+}
+
+/// How deep messages nest in a descriptor (iteratively: the descriptor may be hostile).
+fn message_depth(messages: &[DescriptorProto]) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&DescriptorProto, usize)> = messages.iter().map(|m| (m, 1)).collect();
+    while let Some((m, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        if depth <= NESTING_MAX {
+            stack.extend(m.nested_type.iter().map(|n| (n, depth + 1)));
+        }
+    }
+    deepest
+}
+
+/// protoc's rules for map entry messages (`option map_entry = true`), which protox does not
+/// enforce and the decoder relies on: exactly an optional `key = 1` of an integral, bool or
+/// string type and an optional `value = 2`.
+fn check_map_entries(messages: &[DescriptorProto]) -> Result<(), String> {
+    let mut stack: Vec<&DescriptorProto> = messages.iter().collect();
+    while let Some(m) = stack.pop() {
+        stack.extend(&m.nested_type);
+        if !m.options.as_ref().is_some_and(|o| o.map_entry()) {
+            continue;
+        }
+        let field = |number: i32| m.field.iter().find(|f| f.number() == number && f.label() == Label::Optional);
+        let key_ok = field(1).is_some_and(|k| {
+            k.type_name().is_empty()
+                && !matches!(
+                    k.r#type(),
+                    Type::Double | Type::Float | Type::Bytes | Type::Message | Type::Group | Type::Enum
+                )
+        });
+        if m.field.len() != 2 || !key_ok || field(2).is_none() {
+            return Err(format!(
+                "map entry {} must have an optional key = 1 of an integral, bool or string type and an optional value = 2",
+                m.name()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The schema's references by import name, then the well-known files.
@@ -70,8 +183,11 @@ impl FileResolver for References {
 impl ProtobufSchema {
     /// Compiles `text` with its references, each (import name, text).
     pub fn parse(text: &str, references: &[(&str, &str)]) -> Result<Self, SchemaError> {
+        if references.iter().any(|(name, _)| *name == MAIN_FILE) {
+            return Err(invalid(format!("a reference may not be named {MAIN_FILE}")));
+        }
         let main = file_of(MAIN_FILE, text).map_err(invalid)?;
-        let main_name = main.name().to_owned();
+        let main_name = if main.name().is_empty() { MAIN_FILE.to_owned() } else { main.name().to_owned() };
         if references.iter().any(|(name, _)| *name == main_name) {
             return Err(invalid(format!("the schema's file name {main_name} is also a reference's")));
         }
@@ -79,13 +195,22 @@ impl ProtobufSchema {
             references.iter().map(|(name, text)| ((*name).to_owned(), (*text).to_owned())).collect();
         files.insert(main_name.clone(), text.to_owned());
         let (pool, file) = compile(files.clone(), &main_name).map_err(invalid)?;
-        // The printed text is the canonical one only if it compiles back to the same file.
+        // Options are read when files are linked, so map entries are checked on the result.
+        for f in pool.files() {
+            check_map_entries(&f.file_descriptor_proto().message_type).map_err(invalid)?;
+        }
+        let main = pool.get_file_by_name(&main_name).ok_or_else(|| invalid("the compiled schema lost its file"))?;
+        // The printed text is the canonical one only if it compiles back to the same file;
+        // options the printer cannot see (custom ones) keep the descriptor as the text.
         let printed = print::proto_text(&file).filter(|printed| {
+            if has_custom_options(&main) {
+                return false;
+            }
             files.insert(main_name.clone(), printed.clone());
             compile(files, &main_name).is_ok_and(|(_, again)| comparable(&again) == comparable(&file))
         });
-        let canonical = printed.unwrap_or_else(|| BASE64.encode(comparable(&file).encode_to_vec()));
-        Ok(Self { pool, file, canonical })
+        let canonical = printed.unwrap_or_else(|| BASE64.encode(main.encode_to_vec()));
+        Ok(Self { pool, file, main, canonical })
     }
 
     /// `.proto` text printed from the compiled file (so a text and a base64 registration of
@@ -94,19 +219,19 @@ impl ProtobufSchema {
         &self.canonical
     }
 
-    /// The file as a base64 `FileDescriptorProto`: what `format=serialized` answers.
+    /// The file as a base64 `FileDescriptorProto`, custom options included: what
+    /// `format=serialized` answers.
     pub fn serialized(&self) -> String {
-        BASE64.encode(self.file.encode_to_vec())
+        BASE64.encode(self.main.encode_to_vec())
     }
 
     /// The message a payload's message indexes name, and the payload after them.
     fn message_of<'p>(&self, payload: &'p [u8]) -> Result<(MessageDescriptor, &'p [u8]), String> {
         let (indexes, rest) = message_indexes(payload)?;
-        let file = self.pool.get_file_by_name(self.file.name()).ok_or("the schema lost its file")?;
         let mut message: Option<MessageDescriptor> = None;
         for index in indexes {
             let next = match &message {
-                None => file.messages().nth(index),
+                None => self.main.messages().nth(index),
                 Some(parent) => parent.child_messages().nth(index),
             };
             message = Some(next.ok_or_else(|| format!("no message at index {index}"))?);
@@ -122,11 +247,22 @@ impl ProtobufSchema {
     /// Checks a payload: message indexes naming a message of the schema, then that message.
     pub fn check_payload(&self, payload: &[u8]) -> Result<(), String> {
         let (message, bytes) = self.message_of(payload)?;
-        DynamicMessage::decode(message, bytes).map(|_| ()).map_err(|e| format!("not a valid message: {e}"))
+        if bytes.len() > DECODED_PAYLOAD_BYTES_MAX {
+            return Err(format!("a message over {DECODED_PAYLOAD_BYTES_MAX} bytes is not decoded for validation"));
+        }
+        // The decoder is a library walking client bytes: a panic in it refuses the record
+        // rather than failing the whole request.
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| DynamicMessage::decode(message, bytes)));
+        match decoded {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("not a valid message: {e}")),
+            Err(_) => Err("not a valid message: the decoder failed".into()),
+        }
     }
 
     /// Whether this schema reads what `writer` wrote: every incompatible difference, as
-    /// Confluent's registry finds them between the writer (original) and this (update).
+    /// Confluent's registry finds them between the writer (original) and this (update),
+    /// imported files' messages included.
     pub fn can_read(&self, writer: &ProtobufSchema) -> Vec<Difference> {
         let mut found = Vec::new();
         if self.file.package() != writer.file.package() {
@@ -136,17 +272,38 @@ impl ProtobufSchema {
                 format!("package {:?} became {:?}", writer.file.package(), self.file.package()),
             ));
         }
-        let readers = messages_by_name(&self.file);
-        for (name, written) in messages_by_name(&writer.file) {
+        let readers = user_messages(&self.pool);
+        for (name, written) in user_messages(&writer.pool) {
             match readers.get(&name) {
                 None => {
                     found.push(difference("MESSAGE_REMOVED", &format!("#/{name}"), format!("message {name} removed")))
                 }
-                Some(read) => compare_messages(&name, read, written, &mut found),
+                Some(read) => compare_messages(&name, read, &written, &mut found),
             }
         }
         found
     }
+}
+
+/// Whether any options in the file carry extensions (custom options), which the printer and
+/// the `prost_types` view of the file do not see.
+fn has_custom_options(file: &FileDescriptor) -> bool {
+    let custom = |options: DynamicMessage| options.extensions().next().is_some();
+    let enum_custom = |e: prost_reflect::EnumDescriptor| custom(e.options()) || e.values().any(|v| custom(v.options()));
+    let mut messages: Vec<MessageDescriptor> = file.messages().collect();
+    while let Some(m) = messages.pop() {
+        if custom(m.options())
+            || m.fields().any(|f| custom(f.options()))
+            || m.oneofs().any(|o| custom(o.options()))
+            || m.child_enums().any(enum_custom)
+        {
+            return true;
+        }
+        messages.extend(m.child_messages());
+    }
+    custom(file.options())
+        || file.enums().any(enum_custom)
+        || file.services().any(|s| custom(s.options()) || s.methods().any(|m| custom(m.options())))
 }
 
 /// Compiles file `main` of `files` (import name to text) with the well-known files.
@@ -172,7 +329,9 @@ fn comparable(file: &FileDescriptorProto) -> FileDescriptorProto {
     fn clear(messages: &mut [DescriptorProto]) {
         for m in messages {
             for f in &mut m.field {
-                f.json_name = None;
+                if f.json_name.as_deref() == Some(print::default_json_name(f.name()).as_str()) {
+                    f.json_name = None;
+                }
             }
             clear(&mut m.nested_type);
         }
@@ -218,61 +377,63 @@ fn message_indexes(payload: &[u8]) -> Result<(Vec<usize>, &[u8]), String> {
     Ok((indexes, &payload[at..]))
 }
 
-/// Every message of a file, nested ones included, by full name (without the leading dot).
-fn messages_by_name(file: &FileDescriptorProto) -> HashMap<String, &DescriptorProto> {
-    fn walk<'a>(prefix: &str, messages: &'a [DescriptorProto], out: &mut HashMap<String, &'a DescriptorProto>) {
-        for m in messages {
-            let name = if prefix.is_empty() { m.name().to_owned() } else { format!("{prefix}.{}", m.name()) };
-            walk(&name, &m.nested_type, out);
-            out.insert(name, m);
-        }
-    }
-    let mut out = HashMap::new();
-    walk(file.package(), &file.message_type, &mut out);
-    out
+/// Every message of the schema and its imports but the well-known files, by full name; map
+/// entries are compared as their fields' key and value, not as messages.
+fn user_messages(pool: &DescriptorPool) -> BTreeMap<String, MessageDescriptor> {
+    pool.all_messages()
+        .filter(|m| !m.is_map_entry() && !m.parent_file().name().starts_with("google/protobuf/"))
+        .map(|m| (m.full_name().to_owned(), m))
+        .collect()
 }
 
-/// Which wire-compatible group a scalar type is in: changing within a group keeps old data
-/// readable (Confluent's FIELD_SCALAR_KIND_CHANGED is only across groups).
-fn scalar_group(t: Type) -> u8 {
-    match t {
-        Type::Int32 | Type::Uint32 | Type::Int64 | Type::Uint64 | Type::Bool => 1,
-        Type::Sint32 | Type::Sint64 => 2,
-        Type::Fixed32 | Type::Sfixed32 => 3,
-        Type::Fixed64 | Type::Sfixed64 => 4,
-        Type::String | Type::Bytes => 5,
-        Type::Float => 6,
-        Type::Double => 7,
-        Type::Enum => 8,
-        Type::Message | Type::Group => 9,
-    }
+/// Which wire-compatible group a scalar kind is in: changing within a group keeps old data
+/// readable (Confluent's FIELD_SCALAR_KIND_CHANGED is only across groups; enums are varints).
+fn scalar_group(kind: &Kind) -> Option<u8> {
+    Some(match kind {
+        Kind::Int32 | Kind::Uint32 | Kind::Int64 | Kind::Uint64 | Kind::Bool | Kind::Enum(_) => 1,
+        Kind::Sint32 | Kind::Sint64 => 2,
+        Kind::Fixed32 | Kind::Sfixed32 => 3,
+        Kind::Fixed64 | Kind::Sfixed64 => 4,
+        Kind::String | Kind::Bytes => 5,
+        Kind::Float => 6,
+        Kind::Double => 7,
+        Kind::Message(_) => return None,
+    })
 }
 
-fn is_numeric(t: Type) -> bool {
-    !matches!(t, Type::String | Type::Bytes | Type::Message | Type::Group)
+fn is_numeric(kind: &Kind) -> bool {
+    !matches!(kind, Kind::String | Kind::Bytes | Kind::Message(_))
+}
+
+/// A field's label as written: proto2 always states one; proto3 only `repeated` and
+/// `optional` (Confluent compares labels only where both are written).
+fn written_label(field: &FieldDescriptor) -> Option<Cardinality> {
+    let proto3 = field.parent_file().syntax() == Syntax::Proto3;
+    match field.cardinality() {
+        Cardinality::Optional if proto3 && !field.field_descriptor_proto().proto3_optional() => None,
+        c => Some(c),
+    }
 }
 
 /// The real (not proto3-optional) oneof a field is in.
-fn real_oneof(message: &DescriptorProto, field: &FieldDescriptorProto) -> Option<String> {
-    if field.proto3_optional() {
-        return None;
-    }
-    let index = usize::try_from(field.oneof_index?).ok()?;
-    message.oneof_decl.get(index).map(|o| o.name().to_owned())
+fn real_oneof(field: &FieldDescriptor) -> Option<String> {
+    field.containing_oneof().filter(|o| !o.is_synthetic()).map(|o| o.name().to_owned())
 }
 
-fn compare_messages(name: &str, read: &DescriptorProto, written: &DescriptorProto, found: &mut Vec<Difference>) {
-    let read_fields: HashMap<i32, &FieldDescriptorProto> = read.field.iter().map(|f| (f.number(), f)).collect();
-    let written_fields: HashMap<i32, &FieldDescriptorProto> = written.field.iter().map(|f| (f.number(), f)).collect();
-    let path = |number: i32| format!("#/{name}/{number}");
+fn compare_messages(name: &str, read: &MessageDescriptor, written: &MessageDescriptor, found: &mut Vec<Difference>) {
+    let read_fields: BTreeMap<u32, FieldDescriptor> = read.fields().map(|f| (f.number(), f)).collect();
+    let written_fields: BTreeMap<u32, FieldDescriptor> = written.fields().map(|f| (f.number(), f)).collect();
+    let read_oneofs: Vec<String> = read.oneofs().filter(|o| !o.is_synthetic()).map(|o| o.name().to_owned()).collect();
+    let path = |number: u32| format!("#/{name}/{number}");
     for (number, w) in &written_fields {
         match read_fields.get(number) {
-            None if w.label() == Label::Required => found.push(difference(
+            None if w.cardinality() == Cardinality::Required => found.push(difference(
                 "REQUIRED_FIELD_REMOVED",
                 &path(*number),
                 format!("required field {} ({number}) of {name} removed", w.name()),
             )),
-            None if real_oneof(written, w).is_some() => found.push(difference(
+            // Removing a whole oneof is compatible; a member of one that stays is not.
+            None if real_oneof(w).is_some_and(|o| read_oneofs.contains(&o)) => found.push(difference(
                 "ONEOF_FIELD_REMOVED",
                 &path(*number),
                 format!("field {} ({number}) removed from a oneof of {name}", w.name()),
@@ -282,7 +443,7 @@ fn compare_messages(name: &str, read: &DescriptorProto, written: &DescriptorProt
         }
     }
     for (number, r) in &read_fields {
-        if !written_fields.contains_key(number) && r.label() == Label::Required {
+        if !written_fields.contains_key(number) && r.cardinality() == Cardinality::Required {
             found.push(difference(
                 "REQUIRED_FIELD_ADDED",
                 &path(*number),
@@ -291,12 +452,13 @@ fn compare_messages(name: &str, read: &DescriptorProto, written: &DescriptorProt
         }
     }
     // Fields that were outside any oneof and are now in one.
-    let mut moved: HashMap<String, usize> = HashMap::new();
+    let written_oneofs: Vec<String> =
+        written.oneofs().filter(|o| !o.is_synthetic()).map(|o| o.name().to_owned()).collect();
+    let mut moved: BTreeMap<String, usize> = BTreeMap::new();
     for (number, r) in &read_fields {
         let Some(w) = written_fields.get(number) else { continue };
-        if let (Some(oneof), None) = (real_oneof(read, r), real_oneof(written, w)) {
-            let existed = written.oneof_decl.iter().any(|o| o.name() == oneof);
-            if existed {
+        if let (Some(oneof), None) = (real_oneof(r), real_oneof(w)) {
+            if written_oneofs.contains(&oneof) {
                 found.push(difference(
                     "FIELD_MOVED_TO_EXISTING_ONEOF",
                     &path(*number),
@@ -318,39 +480,63 @@ fn compare_messages(name: &str, read: &DescriptorProto, written: &DescriptorProt
     }
 }
 
-fn compare_fields(name: &str, r: &FieldDescriptorProto, w: &FieldDescriptorProto, found: &mut Vec<Difference>) {
+fn compare_fields(name: &str, r: &FieldDescriptor, w: &FieldDescriptor, found: &mut Vec<Difference>) {
     let path = format!("#/{name}/{}", r.number());
-    let (rt, wt) = (r.r#type(), w.r#type());
-    let named = |t: Type| matches!(t, Type::Message | Type::Group | Type::Enum);
-    if named(rt) != named(wt) || (named(rt) && (rt == Type::Enum) != (wt == Type::Enum)) {
+    if r.is_map() != w.is_map() {
         found.push(difference(
             "FIELD_KIND_CHANGED",
             &path,
-            format!("field {} of {name} changed between scalar, enum and message", r.name()),
+            format!("field {} of {name} changed to or from a map", r.name()),
         ));
         return;
     }
-    if named(rt) {
-        if r.type_name() != w.type_name() {
-            found.push(difference(
-                "FIELD_NAMED_TYPE_CHANGED",
+    let pairs: Vec<(Kind, Kind)> = match (r.kind(), w.kind()) {
+        (Kind::Message(rm), Kind::Message(wm)) if r.is_map() => vec![
+            (rm.map_entry_key_field().kind(), wm.map_entry_key_field().kind()),
+            (rm.map_entry_value_field().kind(), wm.map_entry_value_field().kind()),
+        ],
+        kinds => vec![kinds],
+    };
+    for (rk, wk) in pairs {
+        match (scalar_group(&rk), scalar_group(&wk)) {
+            (None, None) => {
+                if let (Kind::Message(rm), Kind::Message(wm)) = (&rk, &wk)
+                    && rm.full_name() != wm.full_name()
+                {
+                    found.push(difference(
+                        "FIELD_NAMED_TYPE_CHANGED",
+                        &path,
+                        format!(
+                            "field {} of {name} changed type from {} to {}",
+                            r.name(),
+                            wm.full_name(),
+                            rm.full_name()
+                        ),
+                    ));
+                }
+            }
+            (Some(rg), Some(wg)) if rg != wg => found.push(difference(
+                "FIELD_SCALAR_KIND_CHANGED",
                 &path,
-                format!("field {} of {name} changed type from {} to {}", r.name(), w.type_name(), r.type_name()),
-            ));
+                format!("field {} of {name} changed from {wk:?} to {rk:?}", r.name()),
+            )),
+            (Some(_), Some(_)) => {}
+            _ => found.push(difference(
+                "FIELD_KIND_CHANGED",
+                &path,
+                format!("field {} of {name} changed between a scalar and a message", r.name()),
+            )),
         }
-    } else if scalar_group(rt) != scalar_group(wt) {
-        found.push(difference(
-            "FIELD_SCALAR_KIND_CHANGED",
-            &path,
-            format!("field {} of {name} changed from {} to {}", r.name(), wt.as_str_name(), rt.as_str_name()),
-        ));
     }
-    let repeated = |f: &FieldDescriptorProto| f.label() == Label::Repeated;
-    if is_numeric(rt) && repeated(r) != repeated(w) {
+    if !r.is_map()
+        && is_numeric(&r.kind())
+        && let (Some(rl), Some(wl)) = (written_label(r), written_label(w))
+        && rl != wl
+    {
         found.push(difference(
             "FIELD_NUMERIC_LABEL_CHANGED",
             &path,
-            format!("numeric field {} of {name} changed between repeated and singular", r.name()),
+            format!("the label of numeric field {} of {name} changed", r.name()),
         ));
     }
 }

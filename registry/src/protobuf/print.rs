@@ -1,5 +1,6 @@
 //! Writes a compiled `FileDescriptorProto` back as `.proto` text: the canonical text of a
-//! Protobuf schema. Type names are written fully qualified, fields in declaration order. What
+//! Protobuf schema. Type names are written fully qualified, fields in declaration order, map
+//! fields as their entry messages. What
 //! this printer does not write (groups, extensions, custom options) is caught by the caller,
 //! which keeps the text only if compiling it gives the same descriptor again.
 
@@ -137,19 +138,6 @@ fn type_of(field: &FieldDescriptorProto) -> Option<String> {
     }
 }
 
-/// The nested map-entry message a field's type names, if it is a map field.
-fn map_entry<'a>(message: &'a DescriptorProto, field: &FieldDescriptorProto) -> Option<&'a DescriptorProto> {
-    if field.r#type() != Type::Message || field.label() != Label::Repeated {
-        return None;
-    }
-    let short = field.type_name().rsplit('.').next()?;
-    message
-        .nested_type
-        .iter()
-        .find(|n| n.name() == short && n.options.as_ref().is_some_and(|o| o.map_entry()))
-        .filter(|_| field.type_name().ends_with(&format!("{}.{short}", message.name())))
-}
-
 fn field_options(field: &FieldDescriptorProto) -> String {
     let mut options = Vec::new();
     if let Some(o) = &field.options {
@@ -179,7 +167,7 @@ fn field_options(field: &FieldDescriptorProto) -> String {
 }
 
 /// protoc's default JSON name: underscores dropped, the letter after each one upper-cased.
-fn default_json_name(name: &str) -> String {
+pub(super) fn default_json_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut upper = false;
     for c in name.chars() {
@@ -197,19 +185,12 @@ fn default_json_name(name: &str) -> String {
 
 fn write_field(
     out: &mut String,
-    message: &DescriptorProto,
     field: &FieldDescriptorProto,
     depth: usize,
     proto3: bool,
     in_oneof: bool,
 ) -> Option<()> {
     indent(out, depth);
-    if let Some(entry) = map_entry(message, field) {
-        let key = entry.field.iter().find(|f| f.number() == 1).and_then(type_of)?;
-        let value = entry.field.iter().find(|f| f.number() == 2).and_then(type_of)?;
-        let _ = writeln!(out, "map<{key}, {value}> {} = {}{};", field.name(), field.number(), field_options(field));
-        return Some(());
-    }
     let label = match field.label() {
         _ if in_oneof => "",
         Label::Repeated => "repeated ",
@@ -224,7 +205,7 @@ fn write_field(
 
 fn write_ranges(out: &mut String, depth: usize, keyword: &str, ranges: impl Iterator<Item = (i32, i32)>) {
     let ranges: Vec<String> = ranges
-        .map(|(start, end)| match end - 1 {
+        .map(|(start, end)| match end.saturating_sub(1) {
             last if last == start => start.to_string(),
             _ if end >= FIELD_NUMBER_END => format!("{start} to max"),
             last => format!("{start} to {last}"),
@@ -250,23 +231,30 @@ fn write_message(out: &mut String, message: &DescriptorProto, depth: usize, prot
     }
     indent(out, depth);
     let _ = writeln!(out, "message {} {{", message.name());
-    if let Some(o) = &message.options
-        && o.deprecated.is_some()
-    {
-        indent(out, depth + 1);
-        let _ = writeln!(out, "option deprecated = {};", o.deprecated());
+    if let Some(o) = &message.options {
+        // Map fields are written as their entry message and a repeated field of it, as the
+        // descriptor has them: Confluent's Java serializers count entry messages in message
+        // indexes, and read them from the stored text.
+        if o.map_entry.is_some() {
+            indent(out, depth + 1);
+            let _ = writeln!(out, "option map_entry = {};", o.map_entry());
+        }
+        if o.deprecated.is_some() {
+            indent(out, depth + 1);
+            let _ = writeln!(out, "option deprecated = {};", o.deprecated());
+        }
     }
     let mut oneofs_written = vec![false; message.oneof_decl.len()];
     for field in &message.field {
         let oneof = field.oneof_index.and_then(|i| usize::try_from(i).ok()).filter(|_| !field.proto3_optional());
         match oneof {
-            None => write_field(out, message, field, depth + 1, proto3, false)?,
+            None => write_field(out, field, depth + 1, proto3, false)?,
             Some(i) if oneofs_written.get(i) == Some(&false) => {
                 oneofs_written[i] = true;
                 indent(out, depth + 1);
                 let _ = writeln!(out, "oneof {} {{", message.oneof_decl.get(i)?.name());
                 for member in message.field.iter().filter(|f| f.oneof_index == field.oneof_index) {
-                    write_field(out, message, member, depth + 2, proto3, true)?;
+                    write_field(out, member, depth + 2, proto3, true)?;
                 }
                 indent(out, depth + 1);
                 out.push_str("}\n");
@@ -275,9 +263,6 @@ fn write_message(out: &mut String, message: &DescriptorProto, depth: usize, prot
         }
     }
     for nested in &message.nested_type {
-        if nested.options.as_ref().is_some_and(|o| o.map_entry()) {
-            continue;
-        }
         write_message(out, nested, depth + 1, proto3)?;
     }
     for e in &message.enum_type {

@@ -134,9 +134,65 @@ fn compatibility_follows_confluents_rules() {
             &["MESSAGE_REMOVED"],
         ),
         (
+            // Confluent compares labels only where both are written (proto3 singular: none).
             "numeric made repeated",
             "syntax = \"proto3\"; package p; message M { repeated int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
-            &["FIELD_NUMERIC_LABEL_CHANGED"],
+            &[],
+        ),
+        (
+            "int32 to an enum",
+            "syntax = \"proto3\"; package p; message M { E a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; } enum E { Z = 0; }",
+            &[],
+        ),
+        (
+            "whole oneof removed",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "field renamed",
+            "syntax = \"proto3\"; package p; message M { int32 alpha = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "nested message added",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } message Extra { int32 e = 1; } } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "field removed and reserved",
+            "syntax = \"proto3\"; package p; message M { reserved 1; reserved \"a\"; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "int32 to fixed32",
+            "syntax = \"proto3\"; package p; message M { fixed32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &["FIELD_SCALAR_KIND_CHANGED"],
+        ),
+        (
+            "int32 to float",
+            "syntax = \"proto3\"; package p; message M { float a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &["FIELD_SCALAR_KIND_CHANGED"],
+        ),
+        (
+            "int32 to bool",
+            "syntax = \"proto3\"; package p; message M { bool a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "a nested message's field changed",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { string v = 1; }",
+            &["FIELD_SCALAR_KIND_CHANGED"],
+        ),
+        (
+            "message to string",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; string n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &["FIELD_KIND_CHANGED"],
+        ),
+        (
+            "map field added",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } map<string, int32> m = 7; } message N { int32 v = 1; }",
+            &[],
         ),
         (
             "string made repeated",
@@ -192,4 +248,70 @@ fn proto2_defaults_groups_and_extensions_keep_a_canonical_form() {
     let s = parse(extended);
     let decoded = BASE64.decode(s.canonical()).expect("base64 canonical text");
     assert!(prost_types::FileDescriptorProto::decode(decoded.as_slice()).is_ok());
+}
+
+#[test]
+fn map_fields_compare_by_key_and_value_not_as_messages() {
+    let with_map = "syntax = \"proto3\"; message M { map<string, int32> m = 1; }";
+    let without = "syntax = \"proto3\"; message M { }";
+    assert_eq!(kinds(with_map, without), Vec::<&str>::new(), "a map field removed");
+    let renamed = "syntax = \"proto3\"; message M { map<string, int32> counts = 1; }";
+    assert_eq!(kinds(with_map, renamed), Vec::<&str>::new(), "a map field renamed");
+    let value_changed = "syntax = \"proto3\"; message M { map<string, string> m = 1; }";
+    assert_eq!(kinds(with_map, value_changed), ["FIELD_SCALAR_KIND_CHANGED"]);
+    // Written as entry messages, so message indexes count them as protoc does.
+    let s = parse(with_map);
+    assert!(s.canonical().contains("option map_entry = true;"), "{}", s.canonical());
+}
+
+#[test]
+fn proto2_labels_and_imported_types_are_compared() {
+    let optional = "syntax = \"proto2\"; message M { optional int32 a = 1; }";
+    let repeated = "syntax = \"proto2\"; message M { repeated int32 a = 1; }";
+    assert_eq!(kinds(optional, repeated), ["FIELD_NUMERIC_LABEL_CHANGED"]);
+    let main = "syntax = \"proto3\"; import \"common.proto\"; message Price { c.Money amount = 1; }";
+    let money = |t: &str| format!("syntax = \"proto3\"; package c; message Money {{ {t} cents = 1; }}");
+    let old = ProtobufSchema::parse(main, &[("common.proto", &money("int64"))]).unwrap();
+    let new = ProtobufSchema::parse(main, &[("common.proto", &money("string"))]).unwrap();
+    let found: Vec<&str> = new.can_read(&old).iter().map(|d| d.kind).collect();
+    assert_eq!(found, ["FIELD_SCALAR_KIND_CHANGED"]);
+}
+
+#[test]
+fn hostile_schemas_are_refused_before_anything_recurses() {
+    let deep = format!("syntax = \"proto3\"; {} {}", "message a {".repeat(100_000), "}".repeat(100_000));
+    let e = ProtobufSchema::parse(&deep, &[]).unwrap_err().to_string();
+    assert!(e.contains("deeper than"), "{e}");
+    // Braces in a comment or a string do not count.
+    let quoted = "syntax = \"proto3\"; // {{{{\nmessage M { string s = 1 [json_name = \"{{{{\"]; }";
+    assert!(ProtobufSchema::parse(quoted, &[]).is_ok());
+    let bad_entry = "syntax = \"proto2\"; message M { message E { option map_entry = true; optional double key = 1; optional string value = 2; } repeated E e = 1; }";
+    let e = ProtobufSchema::parse(bad_entry, &[]).unwrap_err().to_string();
+    assert!(e.contains("map entry"), "{e}");
+    assert!(ProtobufSchema::parse("syntax = \"proto3\"; message M {}", &[("default.proto", "x")]).is_err());
+}
+
+#[test]
+fn custom_options_are_kept_and_tell_schemas_apart() {
+    let options = "syntax = \"proto2\"; package o; import \"google/protobuf/descriptor.proto\"; extend google.protobuf.FieldOptions { optional int32 min_len = 50000; }";
+    let main = |n: u32| {
+        format!("syntax = \"proto3\"; import \"opts.proto\"; message M {{ string s = 1 [(o.min_len) = {n}]; }}")
+    };
+    let one = ProtobufSchema::parse(&main(1), &[("opts.proto", options)]).unwrap();
+    let five = ProtobufSchema::parse(&main(5), &[("opts.proto", options)]).unwrap();
+    assert_ne!(one.canonical(), five.canonical(), "schemas differing only in a custom option");
+    assert_ne!(one.serialized(), five.serialized());
+    // A custom json_name is kept too.
+    let a = parse("syntax = \"proto3\"; message M { string s = 1 [json_name = \"x\"]; }");
+    let b = parse("syntax = \"proto3\"; message M { string s = 1 [json_name = \"y\"]; }");
+    assert_ne!(a.canonical(), b.canonical());
+}
+
+#[test]
+fn enums_are_numbers_to_each_other() {
+    let a = "syntax = \"proto3\"; message M { A e = 1; } enum A { A0 = 0; } enum B { B0 = 0; }";
+    let b = "syntax = \"proto3\"; message M { B e = 1; } enum A { A0 = 0; } enum B { B0 = 0; }";
+    assert_eq!(kinds(a, b), Vec::<&str>::new());
+    let more = "syntax = \"proto3\"; message M { A e = 1; } enum A { A0 = 0; A1 = 1; } enum B { B0 = 0; }";
+    assert_eq!(kinds(a, more), Vec::<&str>::new(), "an enum value added");
 }
