@@ -9,7 +9,7 @@
 //! Only topics with validation on pay for it: their batches are decompressed (with the same
 //! bound as the compacted-topic key check) and parsed schemas are kept in [`ParsedSchemas`].
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -79,7 +79,14 @@ pub struct SchemaCheck<'a> {
     /// have been registered through another agent a moment ago, so the caller catches the
     /// mirror up and checks again before refusing.
     missing: Cell<bool>,
+    /// (key or value, id) pairs found registered under their subject in this request, and
+    /// schemas parsed for it: a batch's records mostly share one id, so each is looked up once.
+    verified: RefCell<Vec<(bool, i32)>>,
+    parsed_here: RefCell<Vec<(i32, Arc<ParsedSchema>)>>,
 }
+
+/// Distinct ids one [`SchemaCheck`] remembers; records naming more are looked up each time.
+const REMEMBERED_IDS_MAX: usize = 16;
 
 impl<'a> SchemaCheck<'a> {
     /// For the topic stored as `stored_topic`.
@@ -98,6 +105,8 @@ impl<'a> SchemaCheck<'a> {
             validation,
             parsed,
             missing: Cell::new(false),
+            verified: RefCell::default(),
+            parsed_here: RefCell::default(),
         }
     }
 
@@ -139,7 +148,17 @@ impl<'a> SchemaCheck<'a> {
             return Some(format!("the record's {what} names schema id {id}, which is not registered"));
         }
         let registry = self.registry?;
-        let parsed = || self.parsed.get(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"));
+        let parsed = || -> Result<Arc<ParsedSchema>, String> {
+            if let Some((_, hit)) = self.parsed_here.borrow().iter().find(|(known, _)| *known == id) {
+                return Ok(hit.clone());
+            }
+            let parsed = self.parsed.get(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"))?;
+            let mut here = self.parsed_here.borrow_mut();
+            if here.len() < REMEMBERED_IDS_MAX {
+                here.push((id, parsed.clone()));
+            }
+            Ok(parsed)
+        };
         let record_name = || -> Result<String, String> {
             parsed()?.record_name(payload).ok_or_else(|| {
                 format!(
@@ -147,6 +166,14 @@ impl<'a> SchemaCheck<'a> {
                 )
             })
         };
+        // The subject depends on the payload only through a Protobuf record name (its message
+        // indexes); otherwise an id checked once holds for the request's other records.
+        let is_key = what == "key";
+        let protobuf = registry.schemas.get(&id).is_some_and(|s| s.content.schema_type == SchemaType::Protobuf);
+        let memo = strategy == SubjectNameStrategy::TopicName || !protobuf;
+        if memo && self.verified.borrow().contains(&(is_key, id)) {
+            return self.check_payload(what, id, payload, parsed);
+        }
         let subject = match strategy {
             SubjectNameStrategy::TopicName => format!("{}-{what}", self.topic),
             SubjectNameStrategy::RecordName => match record_name() {
@@ -164,17 +191,32 @@ impl<'a> SchemaCheck<'a> {
             self.missing.set(true);
             return Some(format!("schema id {id} of the record's {what} is not a version of subject {subject:?}"));
         }
-        if self.validation.full {
-            match parsed() {
-                Ok(parsed) => {
-                    if let Err(why) = parsed.check_payload(payload) {
-                        return Some(format!("the record's {what} does not match schema id {id}: {why}"));
-                    }
-                }
-                Err(why) => return Some(why),
-            }
+        let mut verified = self.verified.borrow_mut();
+        if memo && verified.len() < REMEMBERED_IDS_MAX {
+            verified.push((is_key, id));
         }
-        None
+        drop(verified);
+        self.check_payload(what, id, payload, parsed)
+    }
+
+    /// In `full` mode, why the payload does not match its schema, if it does not.
+    fn check_payload(
+        &self,
+        what: &str,
+        id: i32,
+        payload: &[u8],
+        parsed: impl Fn() -> Result<Arc<ParsedSchema>, String>,
+    ) -> Option<String> {
+        if !self.validation.full {
+            return None;
+        }
+        match parsed() {
+            Ok(parsed) => parsed
+                .check_payload(payload)
+                .err()
+                .map(|why| format!("the record's {what} does not match schema id {id}: {why}")),
+            Err(why) => Some(why),
+        }
     }
 }
 
