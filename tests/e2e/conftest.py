@@ -711,6 +711,21 @@ class Cluster:
             agent.start()
         for a in self.agents:
             wait_until(lambda a=a: port_open(self.kafka_ports[a]), 30, f"agent {a} listening")
+        # Each agent answers Metadata from its own mirror of the metadata state, which may not
+        # have applied another agent's first heartbeat yet; librdkafka drops a broker a Metadata
+        # answer leaves out, failing what it had in flight there. Tests start once every agent
+        # sees every other (each agent's /v1/cluster lists the agents its Metadata would).
+        want = sorted(self.agents)
+
+        def sees_all(a):
+            import requests
+            try:
+                r = requests.get(f"{self.http_url(a)}/v1/cluster", timeout=5)
+            except requests.RequestException:
+                return True  # HTTP over TLS or not served: nothing to wait on here
+            return r.status_code != 200 or sorted(r.json().get("live_agent_ids", want)) == want
+        for a in self.agents:
+            wait_until(lambda a=a: sees_all(a), 30, f"agent {a} seeing every agent")
 
     def status(self, node):
         out = subprocess.run([FLOE_BIN, "admin", "cluster", "--metadata", f"127.0.0.1:{self.meta_ports[node]}"],
