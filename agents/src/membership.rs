@@ -18,16 +18,59 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
 /// An agent not heard from for this long is not listed.
 pub const AGENT_SESSION: Duration = Duration::from_secs(10);
 
-/// Runs until the agent is dropped.
-pub(crate) async fn heartbeat(agent: Weak<Agent>) {
+/// Heartbeats proposed at once at most: a commit can take up to the propose deadline while the
+/// metadata service fails over, and later ticks must not wait for it (see [`heartbeat`]).
+const HEARTBEATS_IN_FLIGHT_MAX: usize = 8;
+/// How long other agents' mirrors are given to apply this agent's first heartbeat after its own
+/// mirror has: mirrors are pushed each commit, so this is a margin, not a guarantee.
+const ANNOUNCE_SETTLE: Duration = Duration::from_millis(250);
+
+fn heartbeat_command(agent: &Agent) -> Command {
+    Command::AgentHeartbeat { agent: agent.info(), now_ms: now_ms() }
+}
+
+/// Returns once this agent's first heartbeat is committed (and applied by its own mirror), so
+/// that every agent's Metadata answer lists it before any client is told about it: librdkafka
+/// drops a broker that a Metadata answer leaves out, failing what it had in flight there.
+/// Retries for as long as it takes; an agent the metadata service cannot hear has nothing to serve.
+pub async fn announce(agent: &Agent) {
+    let mut backoff = Duration::from_millis(100);
     loop {
-        let Some(strong) = agent.upgrade() else { return };
-        let command = Command::AgentHeartbeat { agent: strong.info(), now_ms: now_ms() };
-        if let Err(e) = strong.metadata.propose(command).await {
-            tracing::warn!(error = %e, "agent heartbeat failed");
+        match agent.metadata.propose(heartbeat_command(agent)).await {
+            Ok(_) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "announcing this agent failed; retrying before serving clients");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(HEARTBEAT_INTERVAL);
+            }
         }
+    }
+    tokio::time::sleep(ANNOUNCE_SETTLE).await;
+}
+
+/// Runs until the agent is dropped. Ticks on a fixed interval and proposes each heartbeat in a
+/// task of its own, stamped when it is sent: waiting for a slow commit before the next would let
+/// two stamps lie further apart than [`AGENT_SESSION`], and the agent would drop out of Metadata.
+pub(crate) async fn heartbeat(agent: Weak<Agent>) {
+    let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(HEARTBEATS_IN_FLIGHT_MAX));
+    let mut ticks = tokio::time::interval(HEARTBEAT_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(strong) = agent.upgrade() else { return };
+        let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+            tracing::warn!("agent heartbeats are not being committed; skipping one");
+            continue;
+        };
+        let command = heartbeat_command(&strong);
+        let metadata = strong.metadata.clone();
         drop(strong);
-        tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+        tokio::spawn(async move {
+            if let Err(e) = metadata.propose(command).await {
+                tracing::warn!(error = %e, "agent heartbeat failed");
+            }
+            drop(permit);
+        });
     }
 }
 

@@ -122,6 +122,15 @@ pub(crate) async fn run(
     .await
     .context("opening the block cache")?;
     let agent = Agent::start(config, metadata, store, cache);
+    // The listeners are bound, so clients already connecting wait in the backlog meanwhile.
+    tracing::info!("announcing this agent to the metadata service");
+    tokio::select! {
+        () = floe_agent::membership::announce(&agent) => {}
+        () = shutdown_signal() => {
+            tracing::info!("stopped before the agent was announced");
+            return Ok(());
+        }
+    }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),

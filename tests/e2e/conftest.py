@@ -711,9 +711,9 @@ class Cluster:
             agent.start()
         for a in self.agents:
             wait_until(lambda a=a: port_open(self.kafka_ports[a]), 30, f"agent {a} listening")
-        # Each agent answers Metadata from its own mirror of the metadata state, which may not
-        # have applied another agent's first heartbeat yet; librdkafka drops a broker a Metadata
-        # answer leaves out, failing what it had in flight there. Tests start once every agent
+        # An agent serves clients only once its first heartbeat is committed, and then gives the
+        # other agents' mirrors 250 ms to apply it (test_cluster.py tests that). On a loaded
+        # machine a mirror can be later than that, so tests also start only once every agent
         # sees every other (each agent's /v1/cluster lists the agents its Metadata would).
         want = sorted(self.agents)
 

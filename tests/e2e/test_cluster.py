@@ -311,3 +311,73 @@ def test_pipelined_commits_stay_in_order_across_agents_and_a_leader_kill(cluster
     a = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
     listed = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])
     assert [tp.offset for tp in listed[group].result(20).topic_partitions] == [n]
+
+
+def _metadata_broker_ids(port) -> set[int]:
+    """The broker ids of one agent's Metadata v1 answer (no topics asked), over a raw socket so
+    that no client library picks which agent answers."""
+    from test_bad_input import Conn, i32
+    c = Conn(port)
+    try:
+        return _broker_ids(c.response(c.request(3, 1, i32(0))))
+    finally:
+        c.close()
+
+
+def _broker_ids(body: bytes) -> set[int]:
+    """The broker ids of a Metadata v1 response body."""
+    import struct
+    (count,) = struct.unpack_from(">i", body, 0)
+    pos, ids = 4, set()
+    for _ in range(count):
+        (node_id,) = struct.unpack_from(">i", body, pos)
+        (host_len,) = struct.unpack_from(">h", body, pos + 4)
+        pos += 4 + 2 + host_len + 4
+        (rack_len,) = struct.unpack_from(">h", body, pos)
+        pos += 2 + max(rack_len, 0)
+        ids.add(node_id)
+    return ids
+
+
+@pytest.mark.timeout(120)
+def test_a_new_agent_is_listed_by_every_agent_before_it_answers_anyone(cluster):
+    """librdkafka drops a broker that a Metadata answer leaves out. So from the first answer a new
+    agent gives, every other agent's Metadata must list it too. The two metadata followers are
+    paused for 3 s from the moment its port opens, so nothing commits meanwhile: an agent that
+    answered before its first heartbeat committed would be seen by no other agent."""
+    import socket
+    from conftest import Proc, free_port
+    from test_bad_input import Conn, i32
+    leader = cluster.leader()
+    followers = [m for i, m in cluster.meta.items() if i != leader]
+    kafka_port = free_port()
+    agent3 = Proc("agent3", ["agent", "--metadata", cluster.metadata_addrs,
+                             "--object-store", f"file://{cluster.tmp}/objects",
+                             "--kafka-addr", f"127.0.0.1:{kafka_port}", "--http-addr", f"127.0.0.1:{free_port()}",
+                             "--node-id", "3", "--zone", "a"], cluster.tmp)
+    try:
+        agent3.start()
+        # The listeners are bound before the agent's first heartbeat is proposed.
+        wait_until(lambda: port_open(kafka_port), 30, "agent 3 listening", interval=0.001)
+        for m in followers:
+            os.kill(m.p.pid, signal.SIGSTOP)
+        c = Conn(kafka_port)
+        corr = c.request(3, 1, i32(0))
+        c.sock.settimeout(3)
+        try:
+            early = c.response(corr)
+        except socket.timeout:
+            early = None
+        for m in followers:
+            os.kill(m.p.pid, signal.SIGCONT)
+        followers = []
+        c.sock.settimeout(30)
+        from_new = _broker_ids(early if early is not None else c.response(corr))
+        c.close()
+        from_old = {a: _metadata_broker_ids(cluster.kafka_ports[a]) for a in (1, 2)}
+        assert 3 in from_new
+        assert from_old == {1: {1, 2, 3}, 2: {1, 2, 3}}, f"agent 3 answered {from_new}, the others {from_old}"
+    finally:
+        for m in followers:
+            os.kill(m.p.pid, signal.SIGCONT)
+        agent3.kill()
