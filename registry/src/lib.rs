@@ -68,6 +68,30 @@ impl ParsedSchema {
         }
     }
 
+    /// A JSON value as the payload a Confluent serializer writes after the 5-byte framing:
+    /// an Avro datum, a JSON document the schema accepts, or message indexes and a Protobuf
+    /// message (the schema's first). Errors name where in the value it does not fit.
+    pub fn encode_json(&self, value: &serde_json::Value) -> Result<Vec<u8>, String> {
+        match self {
+            Self::Avro(s) => s.encode_json(value),
+            Self::Json(s) => {
+                s.check_value(value)?;
+                serde_json::to_vec(value).map_err(|e| e.to_string())
+            }
+            Self::Protobuf(s) => s.encode_json(value),
+        }
+    }
+
+    /// A payload (after the framing) as JSON: Avro's JSON encoding, the JSON document itself, or
+    /// Protobuf's JSON mapping.
+    pub fn decode_json(&self, payload: &[u8]) -> Result<serde_json::Value, String> {
+        match self {
+            Self::Avro(s) => s.decode_json(payload),
+            Self::Json(_) => serde_json::from_slice(payload).map_err(|e| format!("not JSON: {e}")),
+            Self::Protobuf(s) => s.decode_json(payload),
+        }
+    }
+
     /// Whether this schema reads everything `writer` wrote: every difference found.
     pub fn can_read(&self, writer: &ParsedSchema) -> Vec<Difference> {
         match (self, writer) {

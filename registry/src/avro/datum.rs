@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use apache_avro::Schema;
+use apache_avro::schema::{EnumSchema, Name, UnionSchema};
 
 /// Deepest nesting of records, arrays, maps and unions a datum may have.
 pub const DATUM_DEPTH_MAX: usize = 64;
@@ -34,13 +35,18 @@ impl<'a> Datum<'a> {
     /// Reads one whole datum of `schema`; bytes left over are an error too.
     pub(super) fn check(mut self, schema: &Schema) -> Result<(), String> {
         self.value(schema, 0)?;
+        self.finished()
+    }
+
+    /// Whether the whole input was read.
+    pub(super) fn finished(&self) -> Result<(), String> {
         if self.at != self.bytes.len() {
             return Err(format!("{} bytes follow the datum", self.bytes.len() - self.at));
         }
         Ok(())
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self.at.checked_add(n).filter(|end| *end <= self.bytes.len()).ok_or_else(|| {
             format!("the datum ends after {} bytes, {n} more expected at byte {}", self.bytes.len(), self.at)
         })?;
@@ -62,7 +68,7 @@ impl<'a> Datum<'a> {
         Err(format!("a varint longer than {max_bytes} bytes at byte {}", self.at))
     }
 
-    fn int(&mut self) -> Result<i64, String> {
+    pub(super) fn int(&mut self) -> Result<i64, String> {
         let v = self.varint(5)?;
         if i32::try_from(v).is_err() {
             return Err(format!("int {v} out of range"));
@@ -70,25 +76,62 @@ impl<'a> Datum<'a> {
         Ok(v)
     }
 
-    fn long(&mut self) -> Result<i64, String> {
+    pub(super) fn long(&mut self) -> Result<i64, String> {
         self.varint(10)
     }
 
     /// A length prefix and that many bytes.
-    fn bytes(&mut self) -> Result<&'a [u8], String> {
+    pub(super) fn bytes(&mut self) -> Result<&'a [u8], String> {
         let len = self.long()?;
         let len = usize::try_from(len).map_err(|_| format!("negative length {len}"))?;
         self.take(len)
     }
 
-    fn spend(&mut self) -> Result<(), String> {
+    pub(super) fn string(&mut self) -> Result<&'a str, String> {
+        let at = self.at;
+        std::str::from_utf8(self.bytes()?).map_err(|_| format!("a string at byte {at} is not UTF-8"))
+    }
+
+    pub(super) fn boolean(&mut self) -> Result<bool, String> {
+        match self.take(1)?[0] {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(format!("boolean byte {b}")),
+        }
+    }
+
+    /// The index of an enum's symbol.
+    pub(super) fn enum_index(&mut self, e: &EnumSchema) -> Result<usize, String> {
+        let index = self.int()?;
+        usize::try_from(index)
+            .ok()
+            .filter(|i| *i < e.symbols.len())
+            .ok_or_else(|| format!("enum {} has no symbol {index}", e.name.fullname(None)))
+    }
+
+    /// The branch of a union a value is written as.
+    pub(super) fn union_branch<'u>(&mut self, u: &'u UnionSchema) -> Result<&'u Schema, String> {
+        let index = self.long()?;
+        usize::try_from(index).ok().and_then(|i| u.variants().get(i)).ok_or_else(|| format!("a union has no branch {index}"))
+    }
+
+    /// The named type a reference names.
+    pub(super) fn named(&self, name: &Name) -> Result<&'a Schema, String> {
+        self.names.get(&name.fullname(None)).ok_or_else(|| format!("unknown type {name}"))
+    }
+
+    /// Counts a value against the work allowed and checks its nesting.
+    pub(super) fn enter(&mut self, depth: usize) -> Result<(), String> {
         self.values_left = self.values_left.checked_sub(1).ok_or("more values than the datum's size allows")?;
+        if depth > DATUM_DEPTH_MAX {
+            return Err(format!("the datum nests deeper than {DATUM_DEPTH_MAX} levels"));
+        }
         Ok(())
     }
 
     /// Array and map blocks: a count (negative: its absolute value, then the block's byte
     /// size), repeated until a zero count; `item` reads one item.
-    fn blocks(
+    pub(super) fn blocks(
         &mut self,
         depth: usize,
         mut item: impl FnMut(&mut Self, usize) -> Result<(), String>,
@@ -108,17 +151,11 @@ impl<'a> Datum<'a> {
     }
 
     fn value(&mut self, schema: &Schema, depth: usize) -> Result<(), String> {
-        self.spend()?;
-        if depth > DATUM_DEPTH_MAX {
-            return Err(format!("the datum nests deeper than {DATUM_DEPTH_MAX} levels"));
-        }
+        self.enter(depth)?;
         match schema {
             Schema::Null => {}
             Schema::Boolean => {
-                let b = self.take(1)?[0];
-                if b > 1 {
-                    return Err(format!("boolean byte {b}"));
-                }
+                self.boolean()?;
             }
             Schema::Int | Schema::Date | Schema::TimeMillis => {
                 self.int()?;
@@ -143,8 +180,7 @@ impl<'a> Datum<'a> {
                 self.bytes()?;
             }
             Schema::String | Schema::Uuid => {
-                let at = self.at;
-                std::str::from_utf8(self.bytes()?).map_err(|_| format!("a string at byte {at} is not UTF-8"))?;
+                self.string()?;
             }
             Schema::Decimal(d) => self.value(&d.inner, depth)?,
             Schema::Fixed(f) => {
@@ -154,17 +190,10 @@ impl<'a> Datum<'a> {
                 self.take(12)?;
             }
             Schema::Enum(e) => {
-                let index = self.int()?;
-                if usize::try_from(index).map_or(true, |i| i >= e.symbols.len()) {
-                    return Err(format!("enum {} has no symbol {index}", e.name.fullname(None)));
-                }
+                self.enum_index(e)?;
             }
             Schema::Union(u) => {
-                let index = self.long()?;
-                let branch = usize::try_from(index)
-                    .ok()
-                    .and_then(|i| u.variants().get(i))
-                    .ok_or_else(|| format!("a union has no branch {index}"))?;
+                let branch = self.union_branch(u)?;
                 self.value(branch, depth + 1)?;
             }
             Schema::Record(r) => {
@@ -174,13 +203,11 @@ impl<'a> Datum<'a> {
             }
             Schema::Array(a) => self.blocks(depth + 1, |d, depth| d.value(&a.items, depth))?,
             Schema::Map(m) => self.blocks(depth + 1, |d, depth| {
-                let at = d.at;
-                std::str::from_utf8(d.bytes()?).map_err(|_| format!("a map key at byte {at} is not UTF-8"))?;
+                d.string()?;
                 d.value(&m.types, depth)
             })?,
             Schema::Ref { name } => {
-                let names = self.names;
-                let named = names.get(&name.fullname(None)).ok_or_else(|| format!("unknown type {name}"))?;
+                let named = self.named(name)?;
                 self.value(named, depth)?;
             }
         }

@@ -10,6 +10,7 @@ use apache_avro::schema::{Name, RecordSchema};
 use crate::{Difference, DifferenceKind, SchemaError};
 
 mod datum;
+mod json;
 
 pub use datum::DATUM_DEPTH_MAX;
 
@@ -68,6 +69,18 @@ impl AvroSchema {
     /// Nesting is bounded by [`DATUM_DEPTH_MAX`] and work by the datum's size.
     pub fn check_datum(&self, bytes: &[u8]) -> Result<(), String> {
         datum::Datum::new(&self.names, bytes).check(&self.schema)
+    }
+
+    /// A JSON value (Avro's JSON encoding, or with unions unwrapped) as one datum in Avro's
+    /// binary encoding; errors name where in the value it does not fit.
+    pub fn encode_json(&self, value: &serde_json::Value) -> Result<Vec<u8>, String> {
+        json::Encoder::new(&self.names).encode(&self.schema, value)
+    }
+
+    /// One datum in Avro's binary encoding as Avro's JSON encoding, bounded as
+    /// [`AvroSchema::check_datum`] is.
+    pub fn decode_json(&self, bytes: &[u8]) -> Result<serde_json::Value, String> {
+        datum::Datum::new(&self.names, bytes).to_json(&self.schema)
     }
 
     /// Whether data written with `writer` can be read with this schema: empty when it can,

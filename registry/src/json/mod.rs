@@ -88,8 +88,13 @@ impl JsonSchema {
     /// Checks that `bytes` is one JSON document this schema accepts.
     pub fn check_instance(&self, bytes: &[u8]) -> Result<(), String> {
         let instance: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+        self.check_value(&instance)
+    }
+
+    /// Checks a JSON value against the schema.
+    pub fn check_value(&self, instance: &Value) -> Result<(), String> {
         // Masked: the message names the rule and the place, without quoting the record.
-        self.validator.validate(&instance).map_err(|e| format!("{} at '{}'", e.masked(), e.instance_path()))
+        self.validator.validate(instance).map_err(|e| format!("{} at '{}'", e.masked(), e.instance_path()))
     }
 
     /// Whether everything `writer` accepts is accepted by this schema: empty when it is, else

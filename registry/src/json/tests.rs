@@ -379,3 +379,15 @@ fn nested_unions_cost_bounded_work() {
     let kinds: Vec<&str> = s.can_read(&s).iter().map(|d| d.kind).collect();
     assert_eq!(kinds, ["SCHEMA_TOO_COMPLEX"]);
 }
+
+#[test]
+fn json_data_is_written_only_when_the_schema_accepts_it() {
+    use crate::{ParsedSchema, SchemaFormat};
+    let text = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
+    let schema = ParsedSchema::parse(SchemaFormat::Json, text, &[]).unwrap();
+    let written = schema.encode_json(&serde_json::json!({"n": 1})).unwrap();
+    assert_eq!(written, br#"{"n":1}"#);
+    assert_eq!(schema.decode_json(&written).unwrap(), serde_json::json!({"n": 1}));
+    let refused = schema.encode_json(&serde_json::json!({"n": "one"})).unwrap_err();
+    assert!(refused.contains("/n"), "{refused}");
+}

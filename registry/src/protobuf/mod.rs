@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use prost::Message as _;
 use prost_reflect::{
     Cardinality, DescriptorPool, DynamicMessage, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor, Syntax,
 };
@@ -246,6 +247,10 @@ impl ProtobufSchema {
 
     /// Checks a payload: message indexes naming a message of the schema, then that message.
     pub fn check_payload(&self, payload: &[u8]) -> Result<(), String> {
+        self.decode(payload).map(drop)
+    }
+
+    fn decode(&self, payload: &[u8]) -> Result<DynamicMessage, String> {
         let (message, bytes) = self.message_of(payload)?;
         if bytes.len() > DECODED_PAYLOAD_BYTES_MAX {
             return Err(format!("a message over {DECODED_PAYLOAD_BYTES_MAX} bytes is not decoded for validation"));
@@ -254,10 +259,29 @@ impl ProtobufSchema {
         // rather than failing the whole request.
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| DynamicMessage::decode(message, bytes)));
         match decoded {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(message)) => Ok(message),
             Ok(Err(e)) => Err(format!("not a valid message: {e}")),
             Err(_) => Err("not a valid message: the decoder failed".into()),
         }
+    }
+
+    /// A JSON value (Protobuf's JSON mapping) as the schema's first message, after its message
+    /// indexes (`[0]`, written as one zero byte): what Confluent's REST proxy writes.
+    pub fn encode_json(&self, value: &serde_json::Value) -> Result<Vec<u8>, String> {
+        let message = self.main.messages().next().ok_or("the schema defines no message")?;
+        let mut path = serde_path_to_error::Track::new();
+        let decoded = DynamicMessage::deserialize(message, serde_path_to_error::Deserializer::new(value, &mut path))
+            .map_err(|e| format!("at {}: {e}", pointer(&path.path())))?;
+        let mut out = vec![0];
+        decoded.encode(&mut out).map_err(|e| format!("encoding the message: {e}"))?;
+        Ok(out)
+    }
+
+    /// A payload (message indexes, then a message) as Protobuf's JSON mapping, bounded as
+    /// [`ProtobufSchema::check_payload`] is.
+    pub fn decode_json(&self, payload: &[u8]) -> Result<serde_json::Value, String> {
+        let message = self.decode(payload)?;
+        serde_json::to_value(&message).map_err(|e| format!("writing the message as JSON: {e}"))
     }
 
     /// Whether this schema reads what `writer` wrote: every incompatible difference, as
@@ -347,6 +371,22 @@ fn comparable(file: &FileDescriptorProto) -> FileDescriptorProto {
 
 fn difference(kind: &'static str, path: &str, description: String) -> Difference {
     Difference { kind, path: path.to_owned(), description }
+}
+
+/// A serde path (`address.lines[2]`) as a JSON pointer (`/address/lines/2`), as the other
+/// formats' errors name places.
+fn pointer(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        out.push('/');
+        match segment {
+            Segment::Seq { index } => out.push_str(&index.to_string()),
+            Segment::Map { key } | Segment::Enum { variant: key } => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Segment::Unknown => out.push('?'),
+        }
+    }
+    if out.is_empty() { "/".into() } else { out }
 }
 
 /// Confluent's message indexes: a zig-zag varint count (0 means `[0]`), then each index.

@@ -78,6 +78,31 @@ fn payloads_carry_message_indexes() {
     assert!(s.check_payload(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).is_err());
 }
 
+#[test]
+fn json_is_written_as_the_first_message_and_read_back() {
+    let schema = parse(ORDERS);
+    let order = serde_json::json!({
+        "id": "o-1", "lines": [{"sku": "s", "quantity": 2}], "counters": {"views": "3"},
+        "at": "2026-12-03T10:00:00Z", "card": "4111", "status": "PAID"
+    });
+    let payload = schema.encode_json(&order).unwrap();
+    assert_eq!(payload[0], 0, "message indexes [0] are one zero byte");
+    assert_eq!(schema.check_payload(&payload), Ok(()));
+    let message = DynamicMessage::decode(schema.main.messages().next().unwrap(), &payload[1..]).unwrap();
+    assert_eq!(message.get_field_by_name("id").unwrap().as_str(), Some("o-1"));
+    let back = schema.decode_json(&payload).unwrap();
+    assert_eq!(back, order);
+    let refused = [
+        (serde_json::json!({"lines": [{"sku": 5}]}), "at /lines/0/sku"),
+        (serde_json::json!({"nope": 1}), "unrecognized field name 'nope'"),
+        (serde_json::json!({"status": "LOST"}), "at /status"),
+    ];
+    for (value, want) in refused {
+        let got = schema.encode_json(&value).unwrap_err();
+        assert!(got.contains(want), "{value}: {got}");
+    }
+}
+
 fn kinds(old: &str, new: &str) -> Vec<&'static str> {
     let mut found: Vec<&str> = parse(new).can_read(&parse(old)).iter().map(|d| d.kind).collect();
     found.sort_unstable();
