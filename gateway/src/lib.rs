@@ -11,6 +11,7 @@ mod metrics;
 mod produce;
 mod quotas;
 mod routes;
+mod schema_json;
 pub mod tenants;
 mod tls;
 

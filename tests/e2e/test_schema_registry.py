@@ -6,7 +6,8 @@ version, lookups, compatibility levels refusing what breaks readers (409) and th
 soft and permanent deletes with their error codes, modes, ids that survive a restart, Avro
 records produced through Kafka with AvroSerializer and read back with AvroDeserializer, and two
 tenants with the same subject name kept apart, and topics that validate records' schemas at
-produce; JSON Schemas with the JSON serializers. Protobuf is not served yet.
+produce; JSON Schemas with the JSON serializers; Protobuf with the Protobuf serializers.
+Schema-aware HTTP produce and `format=json` reads are in test_schema_http.py.
 """
 
 import json

@@ -7,6 +7,7 @@ use floe_agent::record_batch::build::NewRecord;
 use serde::{Deserialize, Serialize};
 
 use super::RecordError;
+use super::schema_data::{SchemaData, SubjectNameStrategy, schema_type_of};
 
 /// One record as a client sends it.
 #[derive(Debug, Deserialize)]
@@ -34,8 +35,8 @@ pub(crate) struct HeaderRequest {
     pub(crate) value: Option<String>,
 }
 
-/// A key or value: `data` read as `type` says. Schema-registry fields are refused by name so
-/// the client learns why, rather than having its record written without them.
+/// A key or value: `data` read as `type` says, or written with a registry schema when a
+/// schema field or a schema type names one (see [`super::schema_data`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DataRequest {
@@ -44,15 +45,16 @@ pub(crate) struct DataRequest {
     #[serde(default)]
     pub(crate) data: serde_json::Value,
     #[serde(default)]
-    pub(crate) schema_id: Option<serde_json::Value>,
+    pub(crate) schema_id: Option<i32>,
     #[serde(default)]
-    pub(crate) schema_version: Option<serde_json::Value>,
+    pub(crate) schema_version: Option<i32>,
     #[serde(default)]
-    pub(crate) subject: Option<serde_json::Value>,
+    pub(crate) subject: Option<String>,
     #[serde(default)]
-    pub(crate) subject_name_strategy: Option<serde_json::Value>,
+    pub(crate) subject_name_strategy: Option<SubjectNameStrategy>,
+    /// A schema's text, of `type` (AVRO when none is given).
     #[serde(default)]
-    pub(crate) schema: Option<serde_json::Value>,
+    pub(crate) schema: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -64,6 +66,12 @@ pub(crate) enum DataType {
     Json,
     /// A JSON string, stored as UTF-8.
     String,
+    /// JSON written with an Avro schema of the registry.
+    Avro,
+    /// JSON written with a Protobuf schema of the registry (its first message).
+    Protobuf,
+    /// JSON checked against a JSON Schema of the registry.
+    Jsonschema,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,11 +82,24 @@ pub(crate) enum TimestampRequest {
 }
 
 /// What the delivery report says of a key or value.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub(crate) struct DataReport {
     #[serde(rename = "type")]
     pub(crate) data_type: DataType,
     pub(crate) size: usize,
+    /// Of data written with a registry schema: its id, and the subject version it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) schema_id: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) subject: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) schema_version: Option<i32>,
+}
+
+impl DataReport {
+    fn plain(data_type: DataType, size: usize) -> Self {
+        Self { data_type, size, schema_id: None, subject: None, schema_version: None }
+    }
 }
 
 /// The fields of a record that are checked once its topic is known.
@@ -88,13 +109,16 @@ pub(crate) struct ParsedRecord {
     pub(crate) record: NewRecord,
     pub(crate) key_report: Option<DataReport>,
     pub(crate) value_report: Option<DataReport>,
+    /// A key or value still to be written with its schema (its bytes are none until then).
+    pub(crate) key_schema: Option<Box<SchemaData>>,
+    pub(crate) value_schema: Option<Box<SchemaData>>,
 }
 
 impl RecordRequest {
     /// The record's bytes. `now_ms` is its timestamp when it names none.
     pub(crate) fn into_record(self, now_ms: i64) -> Result<ParsedRecord, RecordError> {
-        let (key, key_report) = data(self.key, "key")?;
-        let (value, value_report) = data(self.value, "value")?;
+        let (key, key_report, key_schema) = data(self.key, "key")?;
+        let (value, value_report, value_schema) = data(self.value, "value")?;
         let timestamp = match self.timestamp {
             None => now_ms,
             Some(TimestampRequest::Millis(ms)) if ms >= 0 => ms,
@@ -118,29 +142,47 @@ impl RecordRequest {
             record: NewRecord { timestamp, key, value, headers },
             key_report,
             value_report,
+            key_schema,
+            value_schema,
         })
     }
 }
 
-fn data(data: Option<DataRequest>, what: &str) -> Result<(Option<Bytes>, Option<DataReport>), RecordError> {
-    let Some(data) = data else { return Ok((None, None)) };
-    let schema_fields =
-        [&data.schema_id, &data.schema_version, &data.subject, &data.subject_name_strategy, &data.schema];
-    if schema_fields.iter().any(|f| f.is_some()) {
-        return Err(RecordError::invalid(format!(
-            "{what}: schema registry fields are not supported; send BINARY, JSON or STRING data"
-        )));
+type Data = (Option<Bytes>, Option<DataReport>, Option<Box<SchemaData>>);
+
+fn data(data: Option<DataRequest>, what: &str) -> Result<Data, RecordError> {
+    let Some(data) = data else { return Ok((None, None, None)) };
+    let schema_field = data.schema_id.is_some()
+        || data.schema_version.is_some()
+        || data.subject.is_some()
+        || data.subject_name_strategy.is_some()
+        || data.schema.is_some();
+    let schema_type = data.data_type.and_then(schema_type_of);
+    if schema_field || schema_type.is_some() {
+        if let Some(plain) = data.data_type.filter(|_| schema_type.is_none()) {
+            return Err(RecordError::invalid(format!("{what}: {plain:?} data cannot name a schema")));
+        }
+        let schema_data = SchemaData {
+            data_type: data.data_type,
+            data: data.data,
+            schema_id: data.schema_id,
+            schema_version: data.schema_version,
+            subject: data.subject,
+            strategy: data.subject_name_strategy,
+            schema: data.schema,
+        };
+        return Ok((None, None, Some(Box::new(schema_data))));
     }
     let data_type = data.data_type.unwrap_or(DataType::Json);
     let bytes = match (data_type, data.data) {
-        (_, serde_json::Value::Null) => return Ok((None, Some(DataReport { data_type, size: 0 }))),
+        (_, serde_json::Value::Null) => return Ok((None, Some(DataReport::plain(data_type, 0)), None)),
         (DataType::Binary, serde_json::Value::String(s)) => base64_bytes(&s, what)?,
         (DataType::String, serde_json::Value::String(s)) => Bytes::from(s),
         (DataType::Json, v) => Bytes::from(serde_json::to_vec(&v).map_err(|e| RecordError::invalid(e.to_string()))?),
         (t, _) => return Err(RecordError::invalid(format!("{what}: {t:?} data must be a JSON string"))),
     };
-    let report = DataReport { data_type, size: bytes.len() };
-    Ok((Some(bytes), Some(report)))
+    let report = DataReport::plain(data_type, bytes.len());
+    Ok((Some(bytes), Some(report), None))
 }
 
 fn base64_bytes(text: &str, what: &str) -> Result<Bytes, RecordError> {

@@ -5,6 +5,7 @@
 
 pub(crate) mod json;
 pub(crate) mod partitioner;
+pub(crate) mod schema_data;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -146,10 +147,11 @@ impl PendingGroup {
 pub(crate) async fn append(
     agent: &Arc<Agent>,
     target: &TopicTarget,
-    records: Vec<Result<ParsedRecord, RecordError>>,
+    mut records: Vec<Result<ParsedRecord, RecordError>>,
     keyless_partition: i32,
     producer: Option<ProducerIdEpoch>,
 ) -> PendingGroup {
+    schema_data::write_schema_data(agent, &target.name, &mut records).await;
     let now_ms = floe_metadata::now_ms();
     let schema_refusals = schema_refusals(agent, target, &records).await;
     let mut by_partition: BTreeMap<i32, Vec<NewRecord>> = BTreeMap::new();

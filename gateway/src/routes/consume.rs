@@ -33,6 +33,7 @@ use crate::limits::{
     MemoryBudget, Reservation, Shares, SharesFull,
 };
 use crate::produce::json::rfc3339;
+use crate::schema_json::SchemaJson;
 
 /// `stop` turns true when the agent shuts down: event streams then end, so clients reconnect
 /// to another agent instead of holding the shutdown open.
@@ -80,6 +81,9 @@ enum Format {
     Binary,
     /// UTF-8 text (type STRING) where the bytes are UTF-8, else BINARY.
     String,
+    /// Decoded with its registry schema (type AVRO, PROTOBUF or JSONSCHEMA) where the bytes
+    /// carry the registry's framing, else JSON where they are JSON, else BINARY.
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -238,7 +242,9 @@ async fn read(
         })
         .sum();
     crate::quotas::charge(agent, &scope, QuotaKind::Fetch, bytes);
-    let records: Vec<Value> = batch.records.iter().map(|r| record_json(&target, r, params.format)).collect();
+    let mut schemas = SchemaJson::new(agent.clone(), scope.namespace_key().unwrap_or_default());
+    let records: Vec<Value> =
+        batch.records.iter().map(|r| record_json(&target, r, params.format, &mut schemas)).collect();
     Ok(Json(serde_json::json!({
         "cluster_id": target.cluster_id,
         "topic_name": target.topic,
@@ -261,8 +267,11 @@ fn bounded(name: &str, value: Option<usize>, default: usize, max: usize) -> Resu
     }
 }
 
-fn data_json(bytes: &Option<Bytes>, format: Format) -> Value {
+fn data_json(bytes: &Option<Bytes>, format: Format, schemas: &mut SchemaJson) -> Value {
     let Some(bytes) = bytes else { return Value::Null };
+    if format == Format::Json {
+        return schemas.show(bytes);
+    }
     if format == Format::String
         && let Ok(text) = std::str::from_utf8(bytes)
     {
@@ -271,7 +280,7 @@ fn data_json(bytes: &Option<Bytes>, format: Format) -> Value {
     serde_json::json!({ "type": "BINARY", "data": base64::engine::general_purpose::STANDARD.encode(bytes) })
 }
 
-fn record_json(target: &PartitionTarget, record: &FetchedRecord, format: Format) -> Value {
+fn record_json(target: &PartitionTarget, record: &FetchedRecord, format: Format, schemas: &mut SchemaJson) -> Value {
     let headers: Vec<Value> = record
         .headers
         .iter()
@@ -287,8 +296,8 @@ fn record_json(target: &PartitionTarget, record: &FetchedRecord, format: Format)
         "offset": record.offset,
         "timestamp": rfc3339(record.timestamp),
         "timestamp_type": if record.log_append_time { "LOG_APPEND_TIME" } else { "CREATE_TIME" },
-        "key": data_json(&record.key, format),
-        "value": data_json(&record.value, format),
+        "key": data_json(&record.key, format, schemas),
+        "value": data_json(&record.value, format, schemas),
         "headers": headers,
     })
 }
@@ -396,7 +405,9 @@ fn follow(
         let state = reader.agent.metadata.read();
         reader.agent.wakeups.wait_on(&state, cursors.iter().map(|c| (c.target.topic_id, c.target.partition)))
     };
+    let schemas = SchemaJson::new(reader.agent.clone(), scope.namespace_key().unwrap_or_default());
     let state = Follow {
+        schemas,
         agent: reader.agent,
         buffers: reader.buffers,
         scope,
@@ -422,6 +433,8 @@ fn follow(
 /// An event stream's position and what it has read but not sent yet.
 struct Follow {
     agent: Arc<Agent>,
+    /// Decodes records for `format=json`.
+    schemas: SchemaJson,
     buffers: Arc<FollowBuffers>,
     /// The caller: its ACLs are checked and its fetch quota charged at every read.
     scope: Scope,
@@ -492,7 +505,8 @@ impl Follow {
                             } else {
                                 record.offset.to_string()
                             };
-                            let data = record_json(&cursor.target, record, self.params.format).to_string();
+                            let data =
+                                record_json(&cursor.target, record, self.params.format, &mut self.schemas).to_string();
                             bytes += data.len();
                             self.ready.push_back(Event::default().event("record").id(id).data(data));
                         }

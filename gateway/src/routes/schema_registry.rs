@@ -594,18 +594,26 @@ async fn register(
 ) -> Answer {
     floe_metadata::validate_subject(&subject).map_err(RegistryHttpError::from)?;
     let body = schema_body(&body)?;
-    let ns = namespace(&scope);
+    let (id, version) = register_schema(&agent, &namespace(&scope), &subject, &body).await?;
+    ok(json!({ "id": id, "version": version, "subject": subject }))
+}
+
+/// Registers a schema under `subject` of the registry `ns` (or finds it there already) as
+/// `POST /subjects/{subject}/versions` does: its id and version.
+async fn register_schema(
+    agent: &Agent,
+    ns: &str,
+    subject: &str,
+    body: &SchemaBody,
+) -> Result<(i32, i32), RegistryHttpError> {
     for attempt in 0..=STALE_RETRIES {
-        let registry = agent.metadata.read().schema_registry(&ns).cloned().unwrap_or_default();
-        let command = registration(&agent, &registry, &ns, &subject, &body)?;
-        let command = match command {
+        let registry = agent.metadata.read().schema_registry(ns).cloned().unwrap_or_default();
+        let command = match registration(agent, &registry, ns, subject, body)? {
             Ok(command) => command,
-            Err(existing) => return ok(existing),
+            Err(existing) => return Ok(existing),
         };
         match agent.metadata.propose(command).await {
-            Ok(Outcome::SchemaRegistered { id, version }) => {
-                return ok(json!({ "id": id, "version": version, "subject": subject }));
-            }
+            Ok(Outcome::SchemaRegistered { id, version }) => return Ok((id, version)),
             Ok(other) => return Err(RegistryHttpError::new(50001, format!("unexpected outcome {other:?}"))),
             Err(NodeError::Rejected(CommandError::Registry(RegistryError::Stale))) if attempt < STALE_RETRIES => {
                 agent.metadata.catch_up().await?;
@@ -616,21 +624,43 @@ async fn register(
     Err(RegistryError::Stale.into())
 }
 
-/// The command registering `body` under `subject`, or (`Err` inside) the answer when the
-/// subject holds it already.
+/// Registers a schema given as text with a record sent over HTTP (REST v3's `schema` field):
+/// its id, or why not.
+pub(crate) async fn register_for_produce(
+    agent: &Agent,
+    ns: &str,
+    subject: &str,
+    schema_type: SchemaType,
+    text: &str,
+) -> Result<i32, String> {
+    floe_metadata::validate_subject(subject).map_err(|e| e.to_string())?;
+    let body = SchemaBody {
+        schema: text.to_owned(),
+        schema_type: Some(schema_type.name().to_owned()),
+        references: Vec::new(),
+        id: None,
+        version: None,
+        metadata: None,
+        rule_set: None,
+    };
+    register_schema(agent, ns, subject, &body).await.map(|(id, _)| id).map_err(|e| e.message)
+}
+
+/// The command registering `body` under `subject`, or (`Err` inside) its id and version when
+/// the subject holds it already.
 fn registration(
     agent: &Agent,
     registry: &SchemaRegistry,
     ns: &str,
     subject: &str,
     body: &SchemaBody,
-) -> Result<Result<Command, Value>, RegistryHttpError> {
+) -> Result<Result<Command, (i32, i32)>, RegistryHttpError> {
     let parsed = parse_schema(registry, body)?;
     if body.id.is_none()
         && let Some(id) = registry.id_of(&parsed.content)
         && let Some(version) = registry.version_of(subject, id, false)
     {
-        return Ok(Err(json!({ "id": id, "version": version, "subject": subject })));
+        return Ok(Err((id, version)));
     }
     let live = live_versions(registry, subject);
     let rule = rule_of(registry.compatibility(Some(subject)));

@@ -112,7 +112,10 @@ impl<'a> Datum<'a> {
     /// The branch of a union a value is written as.
     pub(super) fn union_branch<'u>(&mut self, u: &'u UnionSchema) -> Result<&'u Schema, String> {
         let index = self.long()?;
-        usize::try_from(index).ok().and_then(|i| u.variants().get(i)).ok_or_else(|| format!("a union has no branch {index}"))
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| u.variants().get(i))
+            .ok_or_else(|| format!("a union has no branch {index}"))
     }
 
     /// The named type a reference names.

@@ -58,9 +58,13 @@ impl<'a> Encoder<'a> {
 
     /// Bytes as Avro's JSON encoding writes them: each code point of the string one byte.
     fn byte_string(&self, value: &Value) -> Result<Vec<u8>, String> {
-        let Some(text) = value.as_str() else { return self.fail(format!("expected a string of bytes, got {}", kind(value))) };
+        let Some(text) = value.as_str() else {
+            return self.fail(format!("expected a string of bytes, got {}", kind(value)));
+        };
         text.chars()
-            .map(|c| u8::try_from(u32::from(c)).or_else(|_| self.fail(format!("{c:?} is not a byte (code points 0 to 255)"))))
+            .map(|c| {
+                u8::try_from(u32::from(c)).or_else(|_| self.fail(format!("{c:?} is not a byte (code points 0 to 255)")))
+            })
             .collect()
     }
 
@@ -114,7 +118,9 @@ impl<'a> Encoder<'a> {
                 self.long(v);
             }
             Schema::Float | Schema::Double => {
-                let Some(v) = value.as_f64() else { return self.fail(format!("expected a number, got {}", kind(value))) };
+                let Some(v) = value.as_f64() else {
+                    return self.fail(format!("expected a number, got {}", kind(value)));
+                };
                 if matches!(schema, Schema::Float) {
                     self.out.extend_from_slice(&(v as f32).to_le_bytes());
                 } else {
@@ -161,7 +167,11 @@ impl<'a> Encoder<'a> {
             Schema::Union(u) => self.union(u.variants(), value, depth)?,
             Schema::Record(r) => {
                 let Some(object) = value.as_object() else {
-                    return self.fail(format!("expected an object (record {}), got {}", r.name.fullname(None), kind(value)));
+                    return self.fail(format!(
+                        "expected an object (record {}), got {}",
+                        r.name.fullname(None),
+                        kind(value)
+                    ));
                 };
                 if let Some(unknown) = object.keys().find(|k| !r.lookup.contains_key(*k)) {
                     return self.fail(format!("record {} has no field {unknown:?}", r.name.fullname(None)));
@@ -169,7 +179,9 @@ impl<'a> Encoder<'a> {
                 for field in &r.fields {
                     match (object.get(&field.name), &field.default) {
                         (Some(v), _) => self.at(&field.name, |e| e.value(&field.schema, v, depth + 1))?,
-                        (None, Some(default)) => self.at(&field.name, |e| e.value(&field.schema, default, depth + 1))?,
+                        (None, Some(default)) => {
+                            self.at(&field.name, |e| e.value(&field.schema, default, depth + 1))?
+                        }
                         (None, None) => {
                             return self.fail(format!("field {:?} is missing and has no default", field.name));
                         }
@@ -285,7 +297,7 @@ fn kind(value: &Value) -> String {
 
 impl Datum<'_> {
     /// Reads one whole datum of `schema` as Avro's JSON encoding; bytes left over are an error.
-    pub(super) fn to_json(mut self, schema: &Schema) -> Result<Value, String> {
+    pub(super) fn into_json(mut self, schema: &Schema) -> Result<Value, String> {
         let value = self.json(schema, 0)?;
         self.finished()?;
         Ok(value)
@@ -364,7 +376,15 @@ impl Datum<'_> {
 /// A JSON number, or Jackson's names for the values JSON has no number for.
 fn number(v: f64) -> Value {
     serde_json::Number::from_f64(v).map_or_else(
-        || Value::String(if v.is_nan() { "NaN".into() } else if v > 0.0 { "Infinity".into() } else { "-Infinity".into() }),
+        || {
+            Value::String(if v.is_nan() {
+                "NaN".into()
+            } else if v > 0.0 {
+                "Infinity".into()
+            } else {
+                "-Infinity".into()
+            })
+        },
         Value::Number,
     )
 }
@@ -459,31 +479,46 @@ mod tests {
             (json!({"id": "7"}), "at /id: expected an integer"),
             (json!(5), "at /: expected an object (record shop.Order)"),
             (order_json(json!(3)), "at /note: 3 matches no branch of the union [null, string]"),
-            ({
-                let mut v = order_json(json!(null));
-                v["tags"] = json!(["a", 2]);
-                v
-            }, "at /tags/1: expected a string, got 2"),
-            ({
-                let mut v = order_json(json!(null));
-                v["state"] = json!("LOST");
-                v
-            }, "at /state: expected a symbol of enum shop.State (NEW, PAID)"),
-            ({
-                let mut v = order_json(json!(null));
-                v["code"] = json!("abc");
-                v
-            }, "at /code: shop.Code holds 2 bytes, got 3"),
-            ({
-                let mut v = order_json(json!(null));
-                v["raw"] = json!("\u{100}");
-                v
-            }, "is not a byte"),
-            ({
-                let mut v = order_json(json!(null));
-                v["extra"] = json!(1);
-                v
-            }, "record shop.Order has no field \"extra\""),
+            (
+                {
+                    let mut v = order_json(json!(null));
+                    v["tags"] = json!(["a", 2]);
+                    v
+                },
+                "at /tags/1: expected a string, got 2",
+            ),
+            (
+                {
+                    let mut v = order_json(json!(null));
+                    v["state"] = json!("LOST");
+                    v
+                },
+                "at /state: expected a symbol of enum shop.State (NEW, PAID)",
+            ),
+            (
+                {
+                    let mut v = order_json(json!(null));
+                    v["code"] = json!("abc");
+                    v
+                },
+                "at /code: shop.Code holds 2 bytes, got 3",
+            ),
+            (
+                {
+                    let mut v = order_json(json!(null));
+                    v["raw"] = json!("\u{100}");
+                    v
+                },
+                "is not a byte",
+            ),
+            (
+                {
+                    let mut v = order_json(json!(null));
+                    v["extra"] = json!(1);
+                    v
+                },
+                "record shop.Order has no field \"extra\"",
+            ),
             (json!({"id": 1}), "field \"tags\" is missing and has no default"),
         ];
         for (value, want) in cases {

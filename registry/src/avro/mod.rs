@@ -80,7 +80,7 @@ impl AvroSchema {
     /// One datum in Avro's binary encoding as Avro's JSON encoding, bounded as
     /// [`AvroSchema::check_datum`] is.
     pub fn decode_json(&self, bytes: &[u8]) -> Result<serde_json::Value, String> {
-        datum::Datum::new(&self.names, bytes).to_json(&self.schema)
+        datum::Datum::new(&self.names, bytes).into_json(&self.schema)
     }
 
     /// Whether data written with `writer` can be read with this schema: empty when it can,

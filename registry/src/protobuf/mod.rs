@@ -382,7 +382,9 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
         out.push('/');
         match segment {
             Segment::Seq { index } => out.push_str(&index.to_string()),
-            Segment::Map { key } | Segment::Enum { variant: key } => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                out.push_str(&key.replace('~', "~0").replace('/', "~1"))
+            }
             Segment::Unknown => out.push('?'),
         }
     }

@@ -1,0 +1,68 @@
+//! Keys and values read over HTTP with `format=json`: data written in the registry's framing
+//! (magic byte 0, a schema id of the topic's tenant's registry, the payload) is shown decoded
+//! with its schema, other JSON as itself, anything else as base64.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use floe_agent::Agent;
+use floe_metadata::SchemaType;
+use floe_registry::ParsedSchema;
+use serde_json::{Value, json};
+
+/// Distinct schema ids one reader remembers; past them, each record looks its id up again.
+const REMEMBERED_IDS_MAX: usize = 64;
+
+/// Decodes the records of one read (or one event stream) for one registry namespace.
+pub(crate) struct SchemaJson {
+    agent: Arc<Agent>,
+    namespace: String,
+    /// Schemas found so far, by id (an id's schema never changes; one not found yet may be
+    /// registered later, so misses are looked up again).
+    found: HashMap<i32, (SchemaType, Arc<ParsedSchema>)>,
+}
+
+impl SchemaJson {
+    pub(crate) fn new(agent: Arc<Agent>, namespace: &str) -> Self {
+        Self { agent, namespace: namespace.to_owned(), found: HashMap::new() }
+    }
+
+    fn schema(&mut self, id: i32) -> Option<(SchemaType, Arc<ParsedSchema>)> {
+        if let Some(found) = self.found.get(&id) {
+            return Some(found.clone());
+        }
+        let found = {
+            let state = self.agent.metadata.read();
+            let registry = state.schema_registry(&self.namespace);
+            registry.and_then(|r| {
+                let schema_type = r.schemas.get(&id)?.content.schema_type;
+                let parsed = self.agent.parsed_schemas.get(&self.namespace, id, r).ok()?;
+                Some((schema_type, parsed))
+            })
+        };
+        if let Some(found) = &found
+            && self.found.len() < REMEMBERED_IDS_MAX
+        {
+            self.found.insert(id, found.clone());
+        }
+        found
+    }
+
+    /// A key or value as `{"type", "data"}` (and `schema_id` when decoded with a schema).
+    pub(crate) fn show(&mut self, bytes: &[u8]) -> Value {
+        if let [0, a, b, c, d, payload @ ..] = bytes {
+            let id = i32::from_be_bytes([*a, *b, *c, *d]);
+            if let Some((schema_type, schema)) = self.schema(id)
+                && let Ok(data) = schema.decode_json(payload)
+            {
+                let shown_type = crate::produce::schema_data::data_type_of(schema_type);
+                return json!({ "type": shown_type, "schema_id": id, "data": data });
+            }
+        }
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(data) => json!({ "type": "JSON", "data": data }),
+            Err(_) => json!({ "type": "BINARY", "data": base64::engine::general_purpose::STANDARD.encode(bytes) }),
+        }
+    }
+}
