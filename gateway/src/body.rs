@@ -40,11 +40,7 @@ impl Encoding {
 /// Refuses a body whose media type is not one of `accepted` (parameters such as charset are
 /// ignored).
 pub(crate) fn require_media_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), HttpError> {
-    let media_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
-    match media_type {
+    match media_type(headers) {
         Some(t) if accepted.contains(&t.as_str()) => Ok(()),
         other => Err(HttpError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -55,6 +51,14 @@ pub(crate) fn require_media_type(headers: &HeaderMap, accepted: &[&str]) -> Resu
             ),
         )),
     }
+}
+
+/// The request's media type (`Content-Type` without parameters), lower case.
+pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
 }
 
 /// The next piece of a body, or `None` at its end; waits at most `idle` for it.

@@ -3,6 +3,8 @@
 - Records produced over HTTP in every shape (single, streamed over a chunked body with each
   report arriving before the body ends, NDJSON bulk with gzip and zstd bodies, retried under an
   Idempotency-Key) are read back byte-exact and once by confluent-kafka and kafka-python.
+- Raw bytes (application/octet-stream, and Floe's length-prefixed framing of many records) are
+  read back as sent.
 - Keys land in the partition confluent-kafka's murmur2 partitioner picks.
 - A request retried under the same Idempotency-Key through another agent gets the original
   offsets and writes nothing; a different body under that key is refused.
@@ -194,6 +196,69 @@ def test_http_records_in_every_shape_are_read_back_byte_exact_once(floe):
 
     got = read_back(floe.bootstrap, topic, 4)
     assert got == expected
+
+
+def framed(records: list[tuple]) -> bytes:
+    """Floe's length-prefixed framing (application/vnd.floe.records+binary) of
+    (partition, timestamp, key, value, headers) tuples; -1 and None mean absent."""
+    import struct
+
+    def sized(b):
+        return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
+    out = b"\x01"
+    for partition, ts, key, value, headers in records:
+        body = struct.pack(">iq", partition, ts) + sized(key) + sized(value) + struct.pack(">H", len(headers))
+        for name, v in headers:
+            body += struct.pack(">H", len(name)) + name.encode() + sized(v)
+        out += struct.pack(">I", len(body)) + body
+    return out
+
+
+def test_raw_bytes_are_produced_without_base64(floe):
+    """Devices send values as raw bytes: one record per application/octet-stream body (key,
+    partition, timestamp from the query, headers from Floe-Record-Header), or many in Floe's
+    length-prefixed framing; Kafka clients read exactly those bytes. An Idempotency-Key retry is
+    written once; a record whose fields do not fit its length is refused alone."""
+    api = Api(floe.http_url)
+    topic = unique_name("http-raw")
+    api.create_topic(topic, 3)
+    raw = bytes(range(256)) * 4
+    r = requests.post(api.records(topic), data=raw, params={"partition_id": 1, "key": "dev-7", "timestamp": 1_700_000_000_123},
+                      headers={"Content-Type": "application/octet-stream",
+                               "Floe-Record-Header": "trace=t-1", "Idempotency-Key": "raw-1"}, timeout=30)
+    assert r.status_code == 200, r.text
+    first = r.json()
+    assert (first["partition_id"], first["value"]) == (1, {"type": "BINARY", "size": 1024}), first
+    again = requests.post(api.records(topic), data=raw,
+                          params={"partition_id": 1, "key": "dev-7", "timestamp": 1_700_000_000_123},
+                          headers={"Content-Type": "application/octet-stream",
+                                   "Floe-Record-Header": "trace=t-1", "Idempotency-Key": "raw-1"}, timeout=30)
+    assert again.json()["offset"] == first["offset"], "a retry is answered with the original offset"
+    changed = requests.post(api.records(topic), data=raw, params={"partition_id": 1, "key": "dev-8"},
+                            headers={"Content-Type": "application/octet-stream", "Idempotency-Key": "raw-1"},
+                            timeout=30)
+    assert changed.status_code == 422, changed.text
+
+    cut = framed([(0, 1, b"k", b"v", [])])
+    cut = cut[:1] + (int.from_bytes(cut[1:5], "big") - 1).to_bytes(4, "big") + cut[5:-1]
+    body = framed([(2, 1_700_000_000_456, None, b"\x00\xff", [("h", b"\x01"), ("n", None)]),
+                   (-1, -1, b"dev-9", None, [])]) + cut[1:]
+    lines = requests.post(api.records(topic), data=body,
+                          headers={"Content-Type": "application/vnd.floe.records+binary"}, timeout=30)
+    answers = [json.loads(line) for line in lines.text.splitlines()]
+    assert [a["error_code"] for a in answers] == [200, 200, 422], answers
+    assert "runs past its length" in answers[2]["message"], answers[2]
+    assert requests.post(api.records(topic), data=b"\x02", timeout=30,
+                         headers={"Content-Type": "application/vnd.floe.records+binary"}).status_code == 400
+    assert requests.post(api.records(topic), data=raw, params={"nope": 1}, timeout=30,
+                         headers={"Content-Type": "application/octet-stream"}).status_code == 400
+
+    got = read_back(floe.bootstrap, topic, 3)
+    assert got[(1, first["offset"])] == (b"dev-7", raw, [("trace", b"t-1")], 1_700_000_000_123)
+    framed_first = next(v for (p, _), v in got.items() if p == 2)
+    assert framed_first == (None, b"\x00\xff", [("h", b"\x01"), ("n", None)], 1_700_000_000_456)
+    assert sum(1 for v in got.values() if v[:2] == (b"dev-9", None)) == 1
+    assert len(got) == 3
 
 
 def test_keys_land_where_kafka_clients_put_them(floe):

@@ -97,7 +97,7 @@ pub(crate) struct DataReport {
 }
 
 impl DataReport {
-    fn plain(data_type: DataType, size: usize) -> Self {
+    pub(crate) fn plain(data_type: DataType, size: usize) -> Self {
         Self { data_type, size, schema_id: None, subject: None, schema_version: None }
     }
 }

@@ -3,6 +3,7 @@
 //! records), built into v2 batches, validated like any produced batch, and appended to the
 //! agent's flush buffer: one group of records is one append, so it lands in one flush.
 
+pub(crate) mod binary;
 pub(crate) mod json;
 pub(crate) mod partitioner;
 pub(crate) mod schema_data;

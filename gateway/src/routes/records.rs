@@ -22,7 +22,7 @@ use crate::extract::{Path, Scope};
 use crate::quotas;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -40,7 +40,7 @@ use crate::limits::{
     STREAM_GROUPS_IN_FLIGHT_MAX, STREAM_RECORDS_MAX,
 };
 use crate::produce::json::{ParsedRecord, RecordRequest, rfc3339};
-use crate::produce::{self, Delivery, PendingGroup, RecordError, TopicTarget, partitioner};
+use crate::produce::{self, Delivery, PendingGroup, RecordError, TopicTarget, binary, partitioner};
 
 pub(crate) fn router(agent: Arc<Agent>) -> Router {
     Router::new()
@@ -50,6 +50,7 @@ pub(crate) fn router(agent: Arc<Agent>) -> Router {
 }
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
+const OCTET_STREAM: &str = "application/octet-stream";
 
 /// Keyless records without a partition rotate over partitions group by group, across requests.
 static KEYLESS_ROTATION: AtomicU32 = AtomicU32::new(0);
@@ -79,12 +80,23 @@ async fn produce_records(
     State(agent): State<Arc<Agent>>,
     scope: Scope,
     Path((cluster, topic)): Path<(String, String)>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
     let target = target(&agent, &cluster, scope, &topic)?;
     quotas::admit(&agent, &target.scope, QuotaKind::Produce)?;
-    body::require_media_type(&headers, &["application/json"])?;
+    body::require_media_type(&headers, &["application/json", OCTET_STREAM, binary::FRAMED_MEDIA_TYPE])?;
+    let media_type = body::media_type(&headers).unwrap_or_default();
+    let record_fields = headers.contains_key(binary::RECORD_HEADER) || uri.query().is_some_and(|q| !q.is_empty());
+    if record_fields && media_type != OCTET_STREAM {
+        return Err(HttpError::bad_request(
+            "query parameters and Floe-Record-Header apply to application/octet-stream bodies only",
+        ));
+    }
+    if media_type != "application/json" {
+        return produce_binary(&agent, &target, &media_type, &uri, &headers, body).await;
+    }
     let encoding = Encoding::of(&headers)?;
     let key = idempotency_key(&headers)?;
     // A body of known length is read whole; one sent in chunks is a stream, answered as its
@@ -97,15 +109,57 @@ async fn produce_records(
     let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE, &tenant).await?;
     quotas::charge(&agent, &target.scope, QuotaKind::Produce, bytes.len());
     let deliveries = write_whole(&agent, &target, &bytes, key.as_deref()).await?;
-    if let [delivery] = &deliveries[..] {
-        let (status, report) = report(&target, delivery);
-        return Ok((status, Json(report)).into_response());
+    Ok(answer(&target, &deliveries))
+}
+
+/// One record's status and report, or every record's report as lines.
+fn answer(target: &Target, deliveries: &[Delivery]) -> Response {
+    if let [delivery] = deliveries {
+        let (status, report) = report(target, delivery);
+        return (status, Json(report)).into_response();
     }
     let mut out = BytesMut::new();
-    for delivery in &deliveries {
-        append_line(&mut out, &report(&target, delivery).1);
+    for delivery in deliveries {
+        append_line(&mut out, &report(target, delivery).1);
     }
-    Ok(json_lines(Body::from(out.freeze())))
+    json_lines(Body::from(out.freeze()))
+}
+
+/// A produce of raw bytes (see [`binary`]): one record's value, or framed records.
+async fn produce_binary(
+    agent: &Arc<Agent>,
+    target: &Target,
+    media_type: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, HttpError> {
+    let encoding = Encoding::of(headers)?;
+    let key = idempotency_key(headers)?;
+    let tenant = target.scope.tenant().unwrap_or_default().to_owned();
+    let bytes = body::read_whole(body, encoding, REQUEST_BYTES_MAX, BODY_IDLE, &tenant).await?;
+    quotas::charge(agent, &target.scope, QuotaKind::Produce, bytes.len());
+    let now_ms = floe_metadata::now_ms();
+    let (records, request) = if media_type == OCTET_STREAM {
+        let params = axum::extract::Query::<binary::RawRecordParams>::try_from_uri(uri)
+            .map_err(|e| HttpError::bad_request(e.body_text()))?
+            .0;
+        let record = binary::raw_record(params, headers, bytes.clone(), now_ms)?;
+        // A retry under the same Idempotency-Key must be the same request: its query and
+        // record headers are part of the record.
+        let mut request = format!("{}\n", uri.query().unwrap_or_default()).into_bytes();
+        for (name, value) in &record.record.headers {
+            request.extend_from_slice(name.as_bytes());
+            request.extend_from_slice(value.as_deref().unwrap_or_default());
+            request.push(b'\n');
+        }
+        request.extend_from_slice(&bytes);
+        (vec![Ok(record)], Bytes::from(request))
+    } else {
+        (binary::framed_records(&bytes, now_ms)?, bytes)
+    };
+    let deliveries = write_parsed(agent, target, records, &request, key.as_deref()).await?;
+    Ok(answer(target, &deliveries))
 }
 
 async fn produce_bulk(
@@ -181,11 +235,23 @@ async fn write_whole(
     if records.is_empty() {
         return Err(HttpError::bad_request("the request holds no records"));
     }
+    write_parsed(agent, target, records, bytes, key).await
+}
+
+/// Writes parsed records as one group; under an idempotency key, `request` is what a retry
+/// must repeat exactly.
+async fn write_parsed(
+    agent: &Arc<Agent>,
+    target: &Target,
+    records: Vec<Result<ParsedRecord, RecordError>>,
+    request: &[u8],
+    key: Option<&str>,
+) -> Result<Vec<Delivery>, HttpError> {
     let (producer, keyless) = match key {
         Some(key) => {
             let stored = target.scope.stored(key);
             let producer =
-                key_producer(agent, &stored, target.scope.namespace_key(), &target.topic.name, bytes).await?;
+                key_producer(agent, &stored, target.scope.namespace_key(), &target.topic.name, request).await?;
             (Some(producer), partitioner::partition_for_key(key.as_bytes(), target.topic.partition_count))
         }
         None => (None, next_keyless(&target.topic)),
