@@ -256,6 +256,6 @@ mod tests {
         assert!(err(vec![]).contains("no records"));
         assert!(err(vec![1]).contains("no records"));
         assert!(err(vec![1, 0, 0]).contains("cut short"));
-        assert!(err(vec![1, 0, 0, 1, 0, 9]).contains("256 bytes long, but 2 remain"));
+        assert!(err(vec![1, 0, 0, 1, 0, 9]).contains("256 bytes long, but 1 remain"));
     }
 }
