@@ -101,6 +101,11 @@ impl Scope {
         self.caller.as_ref().map(|c| c.namespace.key())
     }
 
+    /// What the caller may do, when agents run with `--authorizer`.
+    pub(crate) fn access(&self) -> Option<&Access> {
+        self.access.as_ref()
+    }
+
     /// The API key the caller used.
     pub(crate) fn key_id(&self) -> Option<&str> {
         self.caller.as_ref().map(|c| c.key_id.as_str())

@@ -91,6 +91,7 @@ pub async fn serve_http(
         .merge(routes::records::router(agent.clone()))
         .merge(routes::consume::router(agent.clone(), stop.clone()))
         .merge(routes::admin::router(agent.clone()))
+        .merge(routes::acls::router(agent.clone()))
         .merge(routes::schema_registry::router(agent.clone()))
         .merge(routes::openapi::router(agent.clone()))
         .merge(routes::health::router(agent.clone()))

@@ -1,15 +1,19 @@
 //! Keys and values read over HTTP with `format=json`: data written in the registry's framing
 //! (magic byte 0, a schema id of the topic's tenant's registry, the payload) is shown decoded
-//! with its schema, other JSON as itself, anything else as base64.
+//! with its schema (when the reader may read that schema), other JSON as itself, anything else
+//! as base64.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use base64::Engine;
 use floe_agent::Agent;
+use floe_agent::access::Access;
 use floe_metadata::SchemaType;
 use floe_registry::ParsedSchema;
 use serde_json::{Value, json};
+
+use crate::routes::schema_registry::may_read_schema;
 
 /// Distinct schema ids one reader remembers; past them, each record looks its id up again.
 const REMEMBERED_IDS_MAX: usize = 64;
@@ -18,14 +22,16 @@ const REMEMBERED_IDS_MAX: usize = 64;
 pub(crate) struct SchemaJson {
     agent: Arc<Agent>,
     namespace: String,
+    /// The reader's ACLs (none without `--authorizer`): a schema it may not read is not used.
+    access: Option<Access>,
     /// Schemas found so far, by id (an id's schema never changes; one not found yet may be
     /// registered later, so misses are looked up again).
     found: HashMap<i32, (SchemaType, Arc<ParsedSchema>)>,
 }
 
 impl SchemaJson {
-    pub(crate) fn new(agent: Arc<Agent>, namespace: &str) -> Self {
-        Self { agent, namespace: namespace.to_owned(), found: HashMap::new() }
+    pub(crate) fn new(agent: Arc<Agent>, namespace: &str, access: Option<Access>) -> Self {
+        Self { agent, namespace: namespace.to_owned(), access, found: HashMap::new() }
     }
 
     fn schema(&mut self, id: i32) -> Option<(SchemaType, Arc<ParsedSchema>)> {
@@ -37,6 +43,9 @@ impl SchemaJson {
             let registry = state.schema_registry(&self.namespace);
             registry.and_then(|r| {
                 let schema_type = r.schemas.get(&id)?.content.schema_type;
+                if !may_read_schema(&state, self.access.as_ref(), r, id) {
+                    return None;
+                }
                 let parsed = self.agent.parsed_schemas.get(&self.namespace, id, r).ok()?;
                 Some((schema_type, parsed))
             })

@@ -26,6 +26,10 @@ pub enum AclResourceType {
     Group,
     Cluster,
     TransactionalId,
+    /// A schema registry subject (Floe's, as Confluent's registry authorizes them; Kafka's
+    /// protocol has no code for it, so these are managed over HTTP only). Added last: a
+    /// binding's type is stored by its place here.
+    Subject,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -118,6 +122,18 @@ impl AclBinding {
             AclResourceType::TransactionalId => {
                 matches!(self.operation, AclOperation::All | AclOperation::Describe | AclOperation::Write)
             }
+            // Read: schemas and versions; Write: register; Delete; DescribeConfigs and
+            // AlterConfigs: the subject's compatibility level and mode.
+            AclResourceType::Subject => matches!(
+                self.operation,
+                AclOperation::All
+                    | AclOperation::Read
+                    | AclOperation::Write
+                    | AclOperation::Delete
+                    | AclOperation::Describe
+                    | AclOperation::DescribeConfigs
+                    | AclOperation::AlterConfigs
+            ),
         };
         (!valid_op).then(|| format!("{:?} does not apply to a {:?} resource", self.operation, self.resource_type))
     }

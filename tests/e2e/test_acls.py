@@ -8,6 +8,10 @@ over HTTP alike; a tenant's ACLs are its own.
 - Granted Write on a prefix and Read on one topic and group, the same user produces (idempotent)
   and consumes exactly what it may, and sees only those topics in listings; a DENY wins.
 - DeleteAcls takes the rights away again.
+- Schema registry subjects are a resource of their own (SUBJECT, managed over HTTP's
+  /v3/clusters/{id}/acls since Kafka's protocol has no code for it): without an ACL a user sees
+  no subject and reads, registers or configures none, over the registry API and through HTTP
+  produce with a schema; granted Read and Write on some, exactly those.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ def guarded(floe_factory, tmp_path):
         admin_tenants(floe, "create", tenant)
         for user in users:
             admin_tenants(floe, "add-user", "--tenant", tenant, user, "--password-stdin", stdin=PASSWORD + "\n")
-    out = admin_tenants(floe, "create-api-key", "--tenant", "acme", "--user", "alice")
-    floe.keys["alice"] = json.loads(out)["token"]
+    for user in ("alice", SUPER):
+        out = admin_tenants(floe, "create-api-key", "--tenant", "acme", "--user", user)
+        floe.keys[user] = json.loads(out)["token"]
     return floe
 
 
@@ -125,8 +130,8 @@ def kafka_python_describe(floe, user, principal=None):
         client.close()
 
 
-def http(floe, method, path, **kwargs):
-    headers = {"Authorization": f"Bearer {floe.keys['alice']}", **kwargs.pop("headers", {})}
+def http(floe, method, path, user="alice", **kwargs):
+    headers = {"Authorization": f"Bearer {floe.keys[user]}", **kwargs.pop("headers", {})}
     clusters = requests.get(f"{floe.http_url}/v3/clusters", headers=headers, timeout=10).json()
     cluster_id = clusters["data"][0]["cluster_id"]
     return requests.request(method, f"{floe.http_url}/v3/clusters/{cluster_id}{path}", headers=headers,
@@ -237,3 +242,80 @@ def test_acls_decide_what_each_user_may_do_over_kafka_and_http(guarded):
     assert watermarks(guarded, "orders") == before
     r = http(guarded, "POST", "/topics/orders/records", json={"value": {"type": "STRING", "data": "x"}})
     assert r.status_code == 403, r.text
+
+
+def registry_call(floe, method, path, user="alice", **kwargs):
+    headers = {"Authorization": f"Bearer {floe.keys[user]}", **kwargs.pop("headers", {})}
+    return requests.request(method, f"{floe.http_url}/schema-registry{path}", headers=headers, timeout=30, **kwargs)
+
+
+def test_registry_subjects_are_authorized_by_subject_acls(guarded):
+    """Before, any key of a tenant could read, register and configure every subject of it."""
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, NewTopic, \
+        ResourcePatternType, ResourceType
+
+    user_schema = json.dumps({"type": "record", "name": "U", "fields": [{"name": "n", "type": "string"}]})
+    ids = {}
+    for subject, schema in (("orders-value", user_schema), ("secret-value", '"string"')):
+        r = registry_call(guarded, "POST", f"/subjects/{subject}/versions", user=SUPER, json={"schema": schema})
+        assert r.status_code == 200, r.text
+        ids[subject] = r.json()["id"]
+    secret_id = ids["secret-value"]
+
+    # No subject ACL: alice sees and does nothing in the registry.
+    assert registry_call(guarded, "GET", "/subjects").json() == []
+    for method, path, body in [("GET", "/subjects/orders-value/versions", None),
+                               ("GET", "/subjects/orders-value/versions/latest", None),
+                               ("GET", f"/schemas/ids/{ids['orders-value']}", None),
+                               ("POST", "/subjects/orders-value/versions", {"schema": '"long"'}),
+                               ("PUT", "/config/orders-value", {"compatibility": "NONE"}),
+                               ("PUT", "/config", {"compatibility": "NONE"}),
+                               ("DELETE", "/subjects/orders-value", None)]:
+        r = registry_call(guarded, method, path, json=body)
+        assert (r.status_code, r.json().get("error_code")) == (403, 40301), (method, path, r.text)
+    assert http(guarded, "GET", "/acls").status_code == 403, "listing ACLs needs Describe on the cluster"
+
+    # root grants Read and Write on the orders subjects (a prefix), over HTTP.
+    for operation in ("READ", "WRITE"):
+        r = http(guarded, "POST", "/acls", user=SUPER, json={
+            "resource_type": "SUBJECT", "resource_name": "orders-", "pattern_type": "PREFIXED",
+            "principal": "User:alice", "host": "*", "operation": operation, "permission": "ALLOW"})
+        assert r.status_code == 201, r.text
+    listed = http(guarded, "GET", "/acls", user=SUPER, params={"resource_type": "SUBJECT"}).json()["data"]
+    assert sorted(a["operation"] for a in listed) == ["READ", "WRITE"], listed
+    assert registry_call(guarded, "GET", "/subjects").json() == ["orders-value"]
+    assert registry_call(guarded, "GET", f"/schemas/ids/{ids['orders-value']}").status_code == 200
+    assert registry_call(guarded, "GET", f"/schemas/ids/{secret_id}").status_code == 403
+    r = registry_call(guarded, "POST", "/subjects/orders-value/versions",
+                      json={"schema": json.dumps({"type": "record", "name": "U", "fields": [
+                          {"name": "n", "type": "string"}, {"name": "m", "type": "int", "default": 0}]})})
+    assert r.status_code == 200, r.text
+    assert registry_call(guarded, "POST", "/subjects/secret-value/versions",
+                         json={"schema": '"long"'}).status_code == 403
+    assert registry_call(guarded, "PUT", "/config/orders-value", json={"compatibility": "NONE"}).status_code == 403
+
+    # HTTP produce with a schema is authorized the same way.
+    root = admin(guarded, SUPER)
+    root.create_topics([NewTopic("readings", 1)])["readings"].result(30)
+    for created in root.create_acls([binding("TOPIC", "readings", "alice", "WRITE")]).values():
+        created.result(30)
+    ok = http(guarded, "POST", "/topics/readings/records",
+              json={"value": {"subject": "orders-value", "data": {"n": "x", "m": 1}}})
+    assert ok.status_code == 200, ok.text
+    refused = http(guarded, "POST", "/topics/readings/records",
+                   json={"value": {"schema_id": secret_id, "data": "x"}})
+    assert refused.status_code == 422 and "not authorized" in refused.json()["message"], refused.text
+
+    # Kafka's DescribeAcls and DeleteAcls of any type stand for Kafka's types: subject ACLs
+    # are neither shown to Kafka clients nor deleted by them.
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    shown = root.describe_acls(everything).result(30)
+    assert [b.name for b in shown] == ["readings"], shown
+    root.delete_acls([everything])[everything].result(30)
+    assert len(http(guarded, "GET", "/acls", user=SUPER).json()["data"]) == 2
+
+    # Deleting them over HTTP takes alice's rights away again.
+    gone = http(guarded, "DELETE", "/acls", user=SUPER, params={"resource_type": "SUBJECT"}).json()["data"]
+    assert len(gone) == 2, gone
+    assert registry_call(guarded, "GET", "/subjects").json() == []

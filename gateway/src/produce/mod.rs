@@ -144,15 +144,17 @@ impl PendingGroup {
 /// Appends `records` (each parsed, or already refused) as one group. Keyless records without a
 /// partition go to `keyless_partition`. With `producer`, every partition's batches are that
 /// idempotent producer's, with sequences from 0: a retried group is then answered with the
-/// original offsets (idempotency keys).
+/// original offsets (idempotency keys). `access`: the caller's ACLs, for keys and values
+/// written with a registry schema.
 pub(crate) async fn append(
     agent: &Arc<Agent>,
     target: &TopicTarget,
     mut records: Vec<Result<ParsedRecord, RecordError>>,
     keyless_partition: i32,
     producer: Option<ProducerIdEpoch>,
+    access: Option<&floe_agent::access::Access>,
 ) -> PendingGroup {
-    schema_data::write_schema_data(agent, &target.name, &mut records).await;
+    schema_data::write_schema_data(agent, &target.name, access, &mut records).await;
     let now_ms = floe_metadata::now_ms();
     let schema_refusals = schema_refusals(agent, target, &records).await;
     let mut by_partition: BTreeMap<i32, Vec<NewRecord>> = BTreeMap::new();

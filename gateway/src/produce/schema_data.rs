@@ -10,12 +10,15 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use floe_agent::Agent;
-use floe_metadata::{SchemaRegistry, SchemaType};
+use floe_agent::access::Access;
+use floe_metadata::acl::AclOperation;
+use floe_metadata::{SchemaRegistry, SchemaType, State};
 use floe_registry::ParsedSchema;
 use serde::Deserialize;
 
 use super::RecordError;
 use super::json::{DataReport, DataType, ParsedRecord};
+use crate::routes::schema_registry::{may_read_schema, may_subject};
 
 /// How the subject is named when the record gives none (REST v3's `subject_name_strategy`).
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -92,14 +95,30 @@ struct Resolver<'a> {
     ns: &'a str,
     /// The topic's name as its clients know it (without the tenant's prefix).
     topic: &'a str,
+    /// The caller's ACLs (none without `--authorizer`): it must be allowed to read the schemas
+    /// it names and to register the ones it gives, as with the registry's API.
+    access: Option<&'a Access>,
 }
 
 impl Resolver<'_> {
-    fn resolve(&self, registry: &SchemaRegistry, data: &SchemaData, is_key: bool) -> Result<Resolution, NotFound> {
+    fn may(&self, state: &State, operation: AclOperation, subject: &str) -> Result<(), NotFound> {
+        if may_subject(state, self.access, operation, subject) {
+            Ok(())
+        } else {
+            Err(NotFound::Refused(format!("not authorized: {operation:?} on subject {subject:?}")))
+        }
+    }
+
+    fn resolve(&self, state: &State, data: &SchemaData, is_key: bool) -> Result<Resolution, NotFound> {
+        let empty = SchemaRegistry::default();
+        let registry = state.schema_registry(self.ns).unwrap_or(&empty);
         let wanted_type = data.data_type.and_then(schema_type_of);
         let parsed = |id: i32| -> Result<Arc<ParsedSchema>, NotFound> {
             if !registry.schemas.contains_key(&id) {
                 return Err(NotFound::Missing(format!("schema {id} not found")));
+            }
+            if !may_read_schema(state, self.access, registry, id) {
+                return Err(NotFound::Refused(format!("not authorized to read schema {id}")));
             }
             self.agent.parsed_schemas.get(self.ns, id, registry).map_err(NotFound::Refused)
         };
@@ -149,10 +168,14 @@ impl Resolver<'_> {
                 };
                 match registry.id_of(&content).filter(|id| registry.version_of(&subject, *id, false).is_some()) {
                     Some(id) => (id, parsed(id)?),
-                    None => return Ok(Resolution::Register { subject, schema_type }),
+                    None => {
+                        self.may(state, AclOperation::Write, &subject)?;
+                        return Ok(Resolution::Register { subject, schema_type });
+                    }
                 }
             }
             (None, None) => {
+                self.may(state, AclOperation::Read, &subject)?;
                 let versions = registry.subjects.get(&subject);
                 let version = match data.schema_version {
                     Some(v) => versions.and_then(|s| s.versions.get(&v)).filter(|v| !v.deleted),
@@ -204,6 +227,7 @@ fn serialize(data: &serde_json::Value, found: &Found) -> Result<(Option<Bytes>, 
 pub(crate) async fn write_schema_data(
     agent: &Agent,
     stored_topic: &str,
+    access: Option<&Access>,
     records: &mut [Result<ParsedRecord, RecordError>],
 ) {
     let needs = |r: &Result<ParsedRecord, RecordError>| {
@@ -214,7 +238,7 @@ pub(crate) async fn write_schema_data(
     }
     let ns = floe_metadata::namespace::key_of(stored_topic).unwrap_or("");
     let topic = stored_topic.split_once(floe_metadata::namespace::SEPARATOR).map_or(stored_topic, |(_, n)| n);
-    let resolver = Resolver { agent, ns, topic };
+    let resolver = Resolver { agent, ns, topic, access };
     let mut registered: HashMap<(String, String), Result<(), String>> = HashMap::new();
     for last_round in [false, true] {
         let mut missing = false;
@@ -224,11 +248,7 @@ pub(crate) async fn write_schema_data(
             for is_key in [true, false] {
                 let slot = if is_key { &mut parsed.key_schema } else { &mut parsed.value_schema };
                 let Some(data) = slot.as_ref() else { continue };
-                let resolution = {
-                    let state = agent.metadata.read();
-                    let empty = SchemaRegistry::default();
-                    resolver.resolve(state.schema_registry(ns).unwrap_or(&empty), data, is_key)
-                };
+                let resolution = resolver.resolve(&agent.metadata.read(), data, is_key);
                 let outcome = match resolution {
                     Ok(Resolution::Found(found)) => serialize(&data.data, &found),
                     Ok(Resolution::Register { subject, schema_type }) => {

@@ -154,7 +154,7 @@ pub(crate) fn json_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, bod
     })
 }
 
-fn command_error(e: NodeError) -> HttpError {
+pub(crate) fn command_error(e: NodeError) -> HttpError {
     match e {
         NodeError::Rejected(CommandError::TopicExists(name)) => {
             HttpError::new(StatusCode::CONFLICT, format!("topic {name:?} already exists"))

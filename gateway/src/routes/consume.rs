@@ -242,7 +242,8 @@ async fn read(
         })
         .sum();
     crate::quotas::charge(agent, &scope, QuotaKind::Fetch, bytes);
-    let mut schemas = SchemaJson::new(agent.clone(), scope.namespace_key().unwrap_or_default());
+    let mut schemas =
+        SchemaJson::new(agent.clone(), scope.namespace_key().unwrap_or_default(), scope.access().cloned());
     let records: Vec<Value> =
         batch.records.iter().map(|r| record_json(&target, r, params.format, &mut schemas)).collect();
     Ok(Json(serde_json::json!({
@@ -405,7 +406,8 @@ fn follow(
         let state = reader.agent.metadata.read();
         reader.agent.wakeups.wait_on(&state, cursors.iter().map(|c| (c.target.topic_id, c.target.partition)))
     };
-    let schemas = SchemaJson::new(reader.agent.clone(), scope.namespace_key().unwrap_or_default());
+    let schemas =
+        SchemaJson::new(reader.agent.clone(), scope.namespace_key().unwrap_or_default(), scope.access().cloned());
     let state = Follow {
         schemas,
         agent: reader.agent,

@@ -1,3 +1,4 @@
+pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod clusters;
 pub(crate) mod consume;

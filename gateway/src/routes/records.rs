@@ -256,7 +256,7 @@ async fn write_parsed(
         }
         None => (None, next_keyless(&target.topic)),
     };
-    let group = produce::append(agent, &target.topic, records, keyless, producer).await;
+    let group = produce::append(agent, &target.topic, records, keyless, producer, target.scope.access()).await;
     Ok(group.delivered().await)
 }
 
@@ -465,7 +465,7 @@ async fn read_stream(
         }
         more_buffered = records.len() == STREAM_GROUP_RECORDS_MAX;
         if !records.is_empty() {
-            let group = produce::append(&agent, &topic, records, next_keyless(&topic), None).await;
+            let group = produce::append(&agent, &topic, records, next_keyless(&topic), None, scope.access()).await;
             let body_done = ended && failure.is_none() && pending.iter().all(u8::is_ascii_whitespace) && !more_buffered;
             if events.send((StreamEvent::Group(group), body_done)).await.is_err() {
                 return;

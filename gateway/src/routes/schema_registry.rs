@@ -15,6 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use floe_agent::Agent;
+use floe_agent::access::Access;
+use floe_metadata::State as MetadataState;
+use floe_metadata::acl::{AclOperation, AclResourceType};
 use floe_metadata::{
     Command, CommandError, Compatibility, NodeError, Outcome, RegistryConfig, RegistryError, RegistryMode,
     SchemaContent, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType,
@@ -72,6 +75,7 @@ impl RegistryHttpError {
             409 => StatusCode::CONFLICT,
             422 => StatusCode::UNPROCESSABLE_ENTITY,
             400 => StatusCode::BAD_REQUEST,
+            403 => StatusCode::FORBIDDEN,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let status = if code == 409 { StatusCode::CONFLICT } else { status };
@@ -158,6 +162,69 @@ fn flags(q: FlagQuery) -> Flags {
 
 fn namespace(scope: &Scope) -> String {
     scope.namespace_key().unwrap_or_default().to_owned()
+}
+
+/// Whether `access` (none without `--authorizer`) lets its caller do `operation` on `subject`.
+/// As Confluent's registry authorizes subjects: Read for schemas, versions, lookups and
+/// compatibility checks, Write to register, Delete, DescribeConfigs and AlterConfigs for the
+/// subject's compatibility level and mode.
+pub(crate) fn may_subject(
+    state: &MetadataState,
+    access: Option<&Access>,
+    operation: AclOperation,
+    subject: &str,
+) -> bool {
+    access.is_none_or(|a| a.allows(state, operation, AclResourceType::Subject, subject))
+}
+
+/// Whether `access` may read schema `id` of `registry`: Read on a subject holding a version of it.
+pub(crate) fn may_read_schema(
+    state: &MetadataState,
+    access: Option<&Access>,
+    registry: &SchemaRegistry,
+    id: i32,
+) -> bool {
+    access.is_none()
+        || registry.subjects.iter().any(|(subject, record)| {
+            record.versions.values().any(|v| v.id == id) && may_subject(state, access, AclOperation::Read, subject)
+        })
+}
+
+fn denied(operation: AclOperation, what: &str) -> RegistryHttpError {
+    RegistryHttpError::new(40301, format!("User is denied operation {operation:?} on {what}"))
+}
+
+/// A 40301 unless the caller may do `operation` on `subject`.
+fn authorize(agent: &Agent, scope: &Scope, operation: AclOperation, subject: &str) -> Result<(), RegistryHttpError> {
+    if may_subject(&agent.metadata.read(), scope.access(), operation, subject) {
+        Ok(())
+    } else {
+        Err(denied(operation, &format!("subject {subject:?}")))
+    }
+}
+
+/// A 40301 unless the caller may do `operation` on the registry's global settings (its
+/// cluster, as Kafka's cluster-wide configs).
+fn authorize_global(agent: &Agent, scope: &Scope, operation: AclOperation) -> Result<(), RegistryHttpError> {
+    if scope.may_cluster(&agent.metadata.read(), operation) {
+        Ok(())
+    } else {
+        Err(denied(operation, "the registry's global settings"))
+    }
+}
+
+/// A 40301 unless the caller may read schema `id` (a 40403 when there is none).
+async fn authorize_schema(agent: &Agent, scope: &Scope, id: i32) -> Result<(), RegistryHttpError> {
+    if scope.access().is_none() {
+        return Ok(());
+    }
+    let uses = read(agent, scope, |r| uses_of(r, id, true)).await?;
+    let state = agent.metadata.read();
+    if uses.iter().any(|(subject, _)| may_subject(&state, scope.access(), AclOperation::Read, subject)) {
+        Ok(())
+    } else {
+        Err(denied(AclOperation::Read, &format!("schema {id}")))
+    }
 }
 
 /// Reads the caller's registry; on a miss, once more after catching the mirror up with the
@@ -319,6 +386,7 @@ fn apply_format(
 
 async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>, q: FlagQuery) -> Answer {
     let id = parse_id(&id)?;
+    authorize_schema(&agent, &scope, id).await?;
     let format = q.0.get("format");
     ok(read(&agent, &scope, |r| {
         let mut body = schema_json(r, id)?;
@@ -330,6 +398,7 @@ async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): P
 
 async fn raw_schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>) -> Answer {
     let id = parse_id(&id)?;
+    authorize_schema(&agent, &scope, id).await?;
     let text = read(&agent, &scope, |r| {
         r.schemas.get(&id).map(|s| s.content.text.clone()).ok_or_else(|| RegistryError::SchemaNotFound(id).into())
     })
@@ -351,9 +420,16 @@ fn uses_of(registry: &SchemaRegistry, id: i32, deleted: bool) -> Result<Vec<(Str
         .collect())
 }
 
+/// The (subject, version) pairs of `uses` whose subject the caller may read.
+fn readable(agent: &Agent, scope: &Scope, uses: Vec<(String, i32)>) -> Vec<(String, i32)> {
+    let state = agent.metadata.read();
+    uses.into_iter().filter(|(s, _)| may_subject(&state, scope.access(), AclOperation::Read, s)).collect()
+}
+
 async fn subjects_of_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>, q: FlagQuery) -> Answer {
     let (id, deleted) = (parse_id(&id)?, flags(q).get("deleted"));
-    let uses = read(&agent, &scope, |r| uses_of(r, id, deleted)).await?;
+    authorize_schema(&agent, &scope, id).await?;
+    let uses = readable(&agent, &scope, read(&agent, &scope, |r| uses_of(r, id, deleted)).await?);
     let mut subjects: Vec<String> = uses.into_iter().map(|(s, _)| s).collect();
     subjects.dedup();
     ok(json!(subjects))
@@ -361,7 +437,8 @@ async fn subjects_of_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id):
 
 async fn versions_of_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>, q: FlagQuery) -> Answer {
     let (id, deleted) = (parse_id(&id)?, flags(q).get("deleted"));
-    let uses = read(&agent, &scope, |r| uses_of(r, id, deleted)).await?;
+    authorize_schema(&agent, &scope, id).await?;
+    let uses = readable(&agent, &scope, read(&agent, &scope, |r| uses_of(r, id, deleted)).await?);
     ok(uses.into_iter().map(|(s, v)| json!({ "subject": s, "version": v })).collect())
 }
 
@@ -381,6 +458,9 @@ async fn list_subjects(State(agent): State<Arc<Agent>>, scope: Scope, q: FlagQue
             .collect::<Vec<_>>())
     })
     .await?;
+    let state = agent.metadata.read();
+    let subjects: Vec<String> =
+        subjects.into_iter().filter(|s| may_subject(&state, scope.access(), AclOperation::Describe, s)).collect();
     ok(json!(subjects))
 }
 
@@ -390,6 +470,7 @@ async fn list_versions(
     Path(subject): Path<String>,
     q: FlagQuery,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::Read, &subject)?;
     let q = flags(q);
     let (deleted, deleted_only) = (q.get("deleted"), q.get("deletedOnly"));
     let versions = read(&agent, &scope, |r| {
@@ -423,6 +504,7 @@ async fn get_version(
     Path((subject, version)): Path<(String, String)>,
     q: FlagQuery,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::Read, &subject)?;
     let format = q.0.get("format").cloned();
     let (which, deleted) = (parse_version(&version)?, flags(q).get("deleted"));
     ok(read(&agent, &scope, |r| {
@@ -440,6 +522,7 @@ async fn raw_version(
     Path((subject, version)): Path<(String, String)>,
     q: FlagQuery,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::Read, &subject)?;
     let (which, deleted) = (parse_version(&version)?, flags(q).get("deleted"));
     let text = read(&agent, &scope, |r| {
         let (_, id) = find_version(r, &subject, which, deleted)?;
@@ -454,6 +537,7 @@ async fn referenced_by(
     scope: Scope,
     Path((subject, version)): Path<(String, String)>,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::Read, &subject)?;
     let which = parse_version(&version)?;
     let ids = read(&agent, &scope, |r| {
         let (version, _) = find_version(r, &subject, which, true)?;
@@ -593,6 +677,7 @@ async fn register(
     SmallBody(body): SmallBody,
 ) -> Answer {
     floe_metadata::validate_subject(&subject).map_err(RegistryHttpError::from)?;
+    authorize(&agent, &scope, AclOperation::Write, &subject)?;
     let body = schema_body(&body)?;
     let (id, version) = register_schema(&agent, &namespace(&scope), &subject, &body).await?;
     ok(json!({ "id": id, "version": version, "subject": subject }))
@@ -691,6 +776,7 @@ async fn lookup(
     q: FlagQuery,
     SmallBody(body): SmallBody,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::Read, &subject)?;
     let deleted = flags(q).get("deleted");
     let body = schema_body(&body)?;
     ok(read_copy(&agent, &scope, |r| {
@@ -711,6 +797,7 @@ async fn delete_subject(
     Path(subject): Path<String>,
     q: FlagQuery,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::Delete, &subject)?;
     let permanent = flags(q).get("permanent");
     let command = Command::DeleteSchemaVersions { namespace: namespace(&scope), subject, version: None, permanent };
     match propose(&agent, command).await? {
@@ -725,6 +812,7 @@ async fn delete_version(
     Path((subject, version)): Path<(String, String)>,
     q: FlagQuery,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::Delete, &subject)?;
     let permanent = flags(q).get("permanent");
     let which = parse_version(&version)?;
     let number = match which {
@@ -748,6 +836,7 @@ async fn check(
     verbose: bool,
     body: &[u8],
 ) -> Answer {
+    authorize(agent, scope, AclOperation::Read, subject)?;
     let body = schema_body(body)?;
     let messages = read_copy(agent, scope, |r| {
         let parsed = parse_schema(r, &body)?;
@@ -801,6 +890,7 @@ fn config_json(config: &RegistryConfig, fallback: Option<Compatibility>) -> Valu
 }
 
 async fn get_global_config(State(agent): State<Arc<Agent>>, scope: Scope) -> Answer {
+    authorize_global(&agent, &scope, AclOperation::DescribeConfigs)?;
     ok(read(&agent, &scope, |r| Ok(config_json(&r.config, None))).await?)
 }
 
@@ -810,6 +900,7 @@ async fn get_subject_config(
     Path(subject): Path<String>,
     q: FlagQuery,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::DescribeConfigs, &subject)?;
     let default_to_global = flags(q).get("defaultToGlobal");
     ok(read(&agent, &scope, |r| match r.subject_configs.get(&subject) {
         Some(c) => Ok(config_json(c, r.config.compatibility)),
@@ -829,7 +920,16 @@ struct ConfigBody {
     normalize: Option<bool>,
 }
 
+/// A 40301 unless the caller may change the settings of `subject` (none: the global ones).
+fn authorize_settings(agent: &Agent, scope: &Scope, subject: Option<&str>) -> Result<(), RegistryHttpError> {
+    match subject {
+        Some(subject) => authorize(agent, scope, AclOperation::AlterConfigs, subject),
+        None => authorize_global(agent, scope, AclOperation::AlterConfigs),
+    }
+}
+
 async fn set_config(agent: &Agent, scope: &Scope, subject: Option<String>, body: &[u8]) -> Answer {
+    authorize_settings(agent, scope, subject.as_deref())?;
     let body: ConfigBody = serde_json::from_slice(body)
         .map_err(|e| RegistryHttpError::new(42203, format!("Invalid compatibility level: {e}")))?;
     let compatibility = match body.compatibility.as_deref() {
@@ -866,6 +966,7 @@ async fn put_subject_config(
 }
 
 async fn delete_config(agent: &Agent, scope: &Scope, subject: Option<String>) -> Answer {
+    authorize_settings(agent, scope, subject.as_deref())?;
     let named = subject.clone();
     let command = Command::SetRegistryConfig { namespace: namespace(scope), subject, config: None };
     match propose(agent, command).await? {
@@ -884,6 +985,7 @@ async fn delete_subject_config(State(agent): State<Arc<Agent>>, scope: Scope, Pa
 }
 
 async fn get_global_mode(State(agent): State<Arc<Agent>>, scope: Scope) -> Answer {
+    authorize_global(&agent, &scope, AclOperation::DescribeConfigs)?;
     ok(read(&agent, &scope, |r| Ok(json!({ "mode": r.mode(None).name() }))).await?)
 }
 
@@ -893,6 +995,7 @@ async fn get_subject_mode(
     Path(subject): Path<String>,
     q: FlagQuery,
 ) -> Answer {
+    authorize(&agent, &scope, AclOperation::DescribeConfigs, &subject)?;
     let default_to_global = flags(q).get("defaultToGlobal");
     ok(read(&agent, &scope, |r| match r.subject_modes.get(&subject) {
         Some(m) => Ok(json!({ "mode": m.name() })),
@@ -911,6 +1014,7 @@ struct ModeBody {
 }
 
 async fn set_mode(agent: &Agent, scope: &Scope, subject: Option<String>, force: bool, body: &[u8]) -> Answer {
+    authorize_settings(agent, scope, subject.as_deref())?;
     let body: ModeBody =
         serde_json::from_slice(body).map_err(|e| RegistryHttpError::new(42204, format!("Invalid mode: {e}")))?;
     let mode = RegistryMode::from_name(&body.mode)
@@ -940,6 +1044,7 @@ async fn put_subject_mode(
 }
 
 async fn delete_mode(agent: &Agent, scope: &Scope, subject: Option<String>) -> Answer {
+    authorize_settings(agent, scope, subject.as_deref())?;
     let command = Command::SetRegistryMode { namespace: namespace(scope), subject, mode: None, force: false };
     match propose(agent, command).await? {
         Outcome::RegistryModeSet(previous) => ok(json!({ "mode": previous.unwrap_or(RegistryMode::ReadWrite).name() })),

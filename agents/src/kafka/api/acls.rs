@@ -38,14 +38,21 @@ fn resource_type(code: i8) -> Option<AclResourceType> {
     }
 }
 
-fn resource_type_code(t: AclResourceType) -> i8 {
+/// Kafka's code for a resource type; none for registry subjects, which Kafka's protocol cannot
+/// name (they are managed over HTTP).
+fn resource_type_code(t: AclResourceType) -> Option<i8> {
     match t {
-        AclResourceType::Topic => 2,
-        AclResourceType::Group => 3,
-        AclResourceType::Cluster => 4,
-        AclResourceType::TransactionalId => 5,
+        AclResourceType::Topic => Some(2),
+        AclResourceType::Group => Some(3),
+        AclResourceType::Cluster => Some(4),
+        AclResourceType::TransactionalId => Some(5),
+        AclResourceType::Subject => None,
     }
 }
+
+/// The resource types Kafka's protocol names, which its "any" filters stand for.
+const KAFKA_RESOURCE_TYPES: [AclResourceType; 4] =
+    [AclResourceType::Topic, AclResourceType::Group, AclResourceType::Cluster, AclResourceType::TransactionalId];
 
 fn pattern_type(code: i8) -> Option<AclPatternType> {
     match code {
@@ -172,7 +179,10 @@ pub(in crate::kafka) fn describe(
         Err(why) => return refused(ResponseError::InvalidRequest, why),
     };
     let mut resources: BTreeMap<(AclResourceType, &str, AclPatternType), Vec<AclDescription>> = BTreeMap::new();
-    for binding in state.tenant_acls(access.tenant()).filter(|b| filter.as_ref().is_some_and(|f| f.matches(b))) {
+    let kafka_named = |b: &&AclBinding| resource_type_code(b.resource_type).is_some();
+    for binding in
+        state.tenant_acls(access.tenant()).filter(kafka_named).filter(|b| filter.as_ref().is_some_and(|f| f.matches(b)))
+    {
         let key = (binding.resource_type, binding.resource_name.as_str(), binding.pattern_type);
         resources.entry(key).or_default().push(
             AclDescription::default()
@@ -186,7 +196,7 @@ pub(in crate::kafka) fn describe(
         .into_iter()
         .map(|((t, name, pattern), acls)| {
             DescribeAclsResource::default()
-                .with_resource_type(resource_type_code(t))
+                .with_resource_type(resource_type_code(t).unwrap_or_default())
                 .with_resource_name(str_bytes(name))
                 .with_pattern_type(pattern_type_code(pattern))
                 .with_acls(acls)
@@ -285,7 +295,16 @@ pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: De
         return DeleteAclsResponse::default().with_filter_results(results.collect());
     }
     let read: Vec<Result<Option<AclFilter>, String>> = request.filters.iter().map(read_filter).collect();
-    let filters: Vec<AclFilter> = read.iter().filter_map(|r| r.as_ref().ok().cloned().flatten()).collect();
+    // A filter of any resource type stands for Kafka's types only (not registry subjects): it
+    // is sent as one filter per type, and their deletions are put back together below.
+    let expanded = |f: &AclFilter| -> Vec<AclFilter> {
+        match f.resource_type {
+            Some(_) => vec![f.clone()],
+            None => KAFKA_RESOURCE_TYPES.iter().map(|t| AclFilter { resource_type: Some(*t), ..f.clone() }).collect(),
+        }
+    };
+    let filters: Vec<AclFilter> =
+        read.iter().filter_map(|r| r.as_ref().ok().cloned().flatten()).flat_map(|f| expanded(&f)).collect();
     let mut deleted =
         match agent.metadata.propose(Command::DeleteAcls { tenant: access.tenant().into(), filters }).await {
             Ok(Outcome::AclsDeleted(deleted)) => deleted.into_iter(),
@@ -302,7 +321,7 @@ pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: De
         };
     let matching = |b: AclBinding| {
         DeleteAclsMatchingAcl::default()
-            .with_resource_type(resource_type_code(b.resource_type))
+            .with_resource_type(resource_type_code(b.resource_type).unwrap_or_default())
             .with_resource_name(str_bytes(b.resource_name))
             .with_pattern_type(pattern_type_code(b.pattern_type))
             .with_principal(str_bytes(b.principal))
@@ -315,9 +334,9 @@ pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: De
         .map(|r| match r {
             Err(why) => failed(ResponseError::InvalidRequest, &why),
             Ok(None) => DeleteAclsFilterResult::default(),
-            Ok(Some(_)) => {
-                let removed = deleted.next().unwrap_or_default();
-                DeleteAclsFilterResult::default().with_matching_acls(removed.into_iter().map(matching).collect())
+            Ok(Some(f)) => {
+                let removed = (0..expanded(&f).len()).flat_map(|_| deleted.next().unwrap_or_default());
+                DeleteAclsFilterResult::default().with_matching_acls(removed.map(matching).collect())
             }
         })
         .collect();
