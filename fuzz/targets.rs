@@ -148,10 +148,16 @@ static AVRO_SCHEMAS: LazyLock<Vec<floe_registry::avro::AvroSchema>> = LazyLock::
 });
 
 /// A record's payload checked against a registry schema, as produce-time validation in full
-/// mode does (the first byte picks the schema).
+/// mode does (the first byte picks the schema), and decoded to JSON as `format=json` reads do:
+/// what decodes is a valid datum, and its JSON encodes back to a datum that decodes the same.
 pub fn avro_datum(data: &[u8]) {
     let Some((&pick, datum)) = data.split_first() else { return };
-    if let Some(schema) = AVRO_SCHEMAS.get(usize::from(pick) % AVRO_SCHEMAS.len().max(1)) {
-        let _ = schema.check_datum(datum);
+    let Some(schema) = AVRO_SCHEMAS.get(usize::from(pick) % AVRO_SCHEMAS.len().max(1)) else { return };
+    let checked = schema.check_datum(datum);
+    if let Ok(json) = schema.decode_json(datum) {
+        assert!(checked.is_ok(), "decoded what the check refuses: {checked:?}");
+        let again = schema.encode_json(&json).expect("decoded JSON encodes");
+        assert_eq!(schema.check_datum(&again), Ok(()));
+        assert_eq!(schema.decode_json(&again).as_ref(), Ok(&json), "the round trip changed the value");
     }
 }

@@ -32,12 +32,14 @@ fn heartbeat_command(agent: &Agent) -> Command {
 /// Returns once this agent's first heartbeat is committed (and applied by its own mirror), so
 /// that every agent's Metadata answer lists it before any client is told about it: librdkafka
 /// drops a broker that a Metadata answer leaves out, failing what it had in flight there.
-/// Retries for as long as it takes; an agent the metadata service cannot hear has nothing to serve.
-pub async fn announce(agent: &Agent) {
+/// Retries while the metadata service is unavailable (an agent it cannot hear has nothing to
+/// serve); a refusal (an invalid address, the cluster's agent limit) is returned.
+pub async fn announce(agent: &Agent) -> Result<(), floe_metadata::CommandError> {
     let mut backoff = Duration::from_millis(100);
     loop {
         match agent.metadata.propose(heartbeat_command(agent)).await {
             Ok(_) => break,
+            Err(floe_metadata::NodeError::Rejected(why)) => return Err(why),
             Err(e) => {
                 tracing::warn!(error = %e, "announcing this agent failed; retrying before serving clients");
                 tokio::time::sleep(backoff).await;
@@ -46,6 +48,7 @@ pub async fn announce(agent: &Agent) {
         }
     }
     tokio::time::sleep(ANNOUNCE_SETTLE).await;
+    Ok(())
 }
 
 /// Runs until the agent is dropped. Ticks on a fixed interval and proposes each heartbeat in a

@@ -3,7 +3,7 @@
 //! with its schema (when the reader may read that schema), other JSON as itself, anything else
 //! as base64.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -13,6 +13,7 @@ use floe_metadata::SchemaType;
 use floe_registry::ParsedSchema;
 use serde_json::{Value, json};
 
+use crate::extract::Scope;
 use crate::routes::schema_registry::may_read_schema;
 
 /// Distinct schema ids one reader remembers; past them, each record looks its id up again.
@@ -27,29 +28,42 @@ pub(crate) struct SchemaJson {
     /// Schemas found so far, by id (an id's schema never changes; one not found yet may be
     /// registered later, so misses are looked up again).
     found: HashMap<i32, (SchemaType, Arc<ParsedSchema>)>,
+    /// Ids the reader may not read (ACLs are checked again by its next read or stream).
+    denied: HashSet<i32>,
 }
 
 impl SchemaJson {
-    pub(crate) fn new(agent: Arc<Agent>, namespace: &str, access: Option<Access>) -> Self {
-        Self { agent, namespace: namespace.to_owned(), access, found: HashMap::new() }
+    /// For `scope`'s caller reading `topic` (as the caller names it): the topic's tenant's
+    /// registry, as produce-time validation and HTTP produce use.
+    pub(crate) fn for_topic(agent: Arc<Agent>, scope: &Scope, topic: &str) -> Self {
+        let stored = scope.stored(topic);
+        let namespace = floe_metadata::namespace::key_of(&stored).unwrap_or("").to_owned();
+        Self { agent, namespace, access: scope.access().cloned(), found: HashMap::new(), denied: HashSet::new() }
     }
 
     fn schema(&mut self, id: i32) -> Option<(SchemaType, Arc<ParsedSchema>)> {
         if let Some(found) = self.found.get(&id) {
             return Some(found.clone());
         }
-        let found = {
+        if self.denied.contains(&id) {
+            return None;
+        }
+        let (found, denied) = {
             let state = self.agent.metadata.read();
-            let registry = state.schema_registry(&self.namespace);
-            registry.and_then(|r| {
-                let schema_type = r.schemas.get(&id)?.content.schema_type;
-                if !may_read_schema(&state, self.access.as_ref(), r, id) {
-                    return None;
+            match state.schema_registry(&self.namespace) {
+                None => (None, false),
+                Some(r) if !r.schemas.contains_key(&id) => (None, false),
+                Some(r) if !may_read_schema(&state, self.access.as_ref(), r, id) => (None, true),
+                Some(r) => {
+                    let schema_type = r.schemas.get(&id).map(|s| s.content.schema_type);
+                    let parsed = self.agent.parsed_schemas.get(&self.namespace, id, r).ok();
+                    (schema_type.zip(parsed), false)
                 }
-                let parsed = self.agent.parsed_schemas.get(&self.namespace, id, r).ok()?;
-                Some((schema_type, parsed))
-            })
+            }
         };
+        if denied && self.denied.len() < REMEMBERED_IDS_MAX {
+            self.denied.insert(id);
+        }
         if let Some(found) = &found
             && self.found.len() < REMEMBERED_IDS_MAX
         {
@@ -60,14 +74,12 @@ impl SchemaJson {
 
     /// A key or value as `{"type", "data"}` (and `schema_id` when decoded with a schema).
     pub(crate) fn show(&mut self, bytes: &[u8]) -> Value {
-        if let [0, a, b, c, d, payload @ ..] = bytes {
-            let id = i32::from_be_bytes([*a, *b, *c, *d]);
-            if let Some((schema_type, schema)) = self.schema(id)
-                && let Ok(data) = schema.decode_json(payload)
-            {
-                let shown_type = crate::produce::schema_data::data_type_of(schema_type);
-                return json!({ "type": shown_type, "schema_id": id, "data": data });
-            }
+        if let Some((0, id, payload)) = floe_agent::produce::schemas::framing(bytes)
+            && let Some((schema_type, schema)) = self.schema(id)
+            && let Ok(data) = schema.decode_json(payload)
+        {
+            let shown_type = crate::produce::schema_data::data_type_of(schema_type);
+            return json!({ "type": shown_type, "schema_id": id, "data": data });
         }
         match serde_json::from_slice::<Value>(bytes) {
             Ok(data) => json!({ "type": "JSON", "data": data }),

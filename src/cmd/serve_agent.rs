@@ -122,25 +122,15 @@ pub(crate) async fn run(
     .await
     .context("opening the block cache")?;
     let agent = Agent::start(config, metadata, store, cache);
-    // The listeners are bound, so clients already connecting wait in the backlog meanwhile.
-    tracing::info!("announcing this agent to the metadata service");
-    tokio::select! {
-        () = floe_agent::membership::announce(&agent) => {}
-        () = shutdown_signal() => {
-            tracing::info!("stopped before the agent was announced");
-            return Ok(());
-        }
-    }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
         _ => None,
     };
-    let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, tls.clone(), stopped.clone()));
     let http_config = floe_gateway::HttpConfig {
         cors_origins: options.http_cors_origins.clone(),
         require_api_key: options.http_require_api_key,
-        tls,
+        tls: tls.clone(),
         operator_token: match &options.operator_token_file {
             Some(path) => Some(
                 floe_gateway::OperatorToken::new(&super::read_operator_token(path)?)
@@ -163,6 +153,19 @@ pub(crate) async fn run(
             idle: Duration::from_millis(options.http_connections_max_idle_ms.max(1_000)),
         },
     };
+    // Everything that may refuse the configuration is checked; the listeners are bound, so
+    // clients already connecting wait in the backlog while the agent is announced.
+    tracing::info!("announcing this agent to the metadata service");
+    tokio::select! {
+        announced = floe_agent::membership::announce(&agent) => {
+            announced.map_err(|why| anyhow::anyhow!("the metadata service refused this agent: {why}"))?;
+        }
+        () = shutdown_signal() => {
+            tracing::info!("stopped before the agent was announced");
+            return Ok(());
+        }
+    }
+    let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, tls, stopped.clone()));
     if let Some(listener) = registry {
         let (agent, config, stopped) = (agent.clone(), http_config.clone(), stopped.clone());
         tokio::spawn(floe_gateway::serve_schema_registry(agent, config, listener, stopped));

@@ -316,6 +316,8 @@ def test_registry_subjects_are_authorized_by_subject_acls(guarded):
     assert len(http(guarded, "GET", "/acls", user=SUPER).json()["data"]) == 2
 
     # Deleting them over HTTP takes alice's rights away again.
-    gone = http(guarded, "DELETE", "/acls", user=SUPER, params={"resource_type": "SUBJECT"}).json()["data"]
+    assert http(guarded, "DELETE", "/acls", user=SUPER).status_code == 400, "a bare DELETE names what it deletes"
+    gone = http(guarded, "DELETE", "/acls", user=SUPER, params={
+        "resource_type": "SUBJECT", "pattern_type": "ANY", "operation": "ANY", "permission": "ANY"}).json()["data"]
     assert len(gone) == 2, gone
     assert registry_call(guarded, "GET", "/subjects").json() == []

@@ -64,6 +64,13 @@ def test_a_registry_client_registers_reads_evolves_and_deletes(floe):
     assert sr.lookup_schema(subject, v1).version == 1
     assert sorted(sr.get_subjects()) == sorted([subject, subject + "-copy"])
     assert sr.get_versions(subject) == [1]
+    listed = requests.get(f"{floe.http_url}/schema-registry/schemas", params={"subjectPrefix": subject},
+                          timeout=10).json()
+    assert [(s["subject"], s["version"], s["id"]) for s in listed] == [(subject, 1, schema_id),
+                                                                      (subject + "-copy", 1, schema_id)], listed
+    paged = requests.get(f"{floe.http_url}/schema-registry/schemas",
+                         params={"subjectPrefix": subject, "offset": 1, "limit": 5}, timeout=10).json()
+    assert [s["subject"] for s in paged] == [subject + "-copy"], paged
 
     # BACKWARD (the default): a new field needs a default.
     no_default = Schema(json.dumps(with_field(user_v1(), {"name": "email", "type": "string"})), "AVRO")

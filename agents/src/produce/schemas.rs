@@ -16,21 +16,40 @@ use std::sync::{Arc, Mutex};
 use floe_metadata::{SchemaReference, SchemaRegistry, SchemaType, State, Topic};
 use floe_registry::{ParsedSchema, SchemaFormat};
 
-use crate::record_batch::records::RecordView;
+use crate::record_batch::records::RecordRef;
 
 /// How the subject a record's schema must belong to is named (Confluent's
-/// `*.subject.name.strategy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `*.subject.name.strategy`; over HTTP, REST v3's `subject_name_strategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 pub enum SubjectNameStrategy {
     /// `{topic}-key` or `{topic}-value`.
+    #[default]
+    #[serde(rename = "TOPIC_NAME")]
     TopicName,
     /// The full name of the schema's record.
+    #[serde(rename = "RECORD_NAME")]
     RecordName,
     /// `{topic}-{record full name}`.
+    #[serde(rename = "TOPIC_RECORD_NAME")]
     TopicRecordName,
 }
 
 impl SubjectNameStrategy {
+    /// The subject of a key (`is_key`) or value of `topic`; `record_name` gives the schema's
+    /// record name when the strategy needs it.
+    pub fn subject<E>(
+        self,
+        topic: &str,
+        is_key: bool,
+        record_name: impl FnOnce() -> Result<String, E>,
+    ) -> Result<String, E> {
+        Ok(match self {
+            Self::TopicName => format!("{topic}-{}", if is_key { "key" } else { "value" }),
+            Self::RecordName => record_name()?,
+            Self::TopicRecordName => format!("{topic}-{}", record_name()?),
+        })
+    }
+
     /// From a config value: the short name or Confluent's class name. Unknown values cannot be
     /// stored (the config catalog refuses them), so they read as the default.
     fn from_config(value: Option<&str>) -> Self {
@@ -116,8 +135,8 @@ impl<'a> SchemaCheck<'a> {
     }
 
     /// Why `record` is refused, if it is.
-    pub fn refusal(&self, record: &RecordView) -> Option<String> {
-        self.refusal_of(record.key.as_deref(), record.value.as_deref())
+    pub fn refusal(&self, record: &RecordRef<'_>) -> Option<String> {
+        self.refusal_of(record.key, record.value)
     }
 
     /// Why a record with this key and value is refused, if it is.
@@ -139,6 +158,11 @@ impl<'a> SchemaCheck<'a> {
                 "the record's {what} does not start with the schema registry's framing (magic byte 0 and a 4-byte schema id)"
             ));
         };
+        let is_key = what == "key";
+        // Most records of a request name an id already checked: no map lookups for them.
+        if self.verified.borrow().contains(&(is_key, id)) {
+            return self.check_payload(what, id, payload, || self.parsed_schema(id));
+        }
         if self.registry.and_then(|r| r.schemas.get(&id)).is_none() {
             // Only an id above the last one this mirror knows may be a registration it has not
             // applied yet; a lower one was deleted (or never given), and waiting changes nothing.
@@ -148,17 +172,7 @@ impl<'a> SchemaCheck<'a> {
             return Some(format!("the record's {what} names schema id {id}, which is not registered"));
         }
         let registry = self.registry?;
-        let parsed = || -> Result<Arc<ParsedSchema>, String> {
-            if let Some((_, hit)) = self.parsed_here.borrow().iter().find(|(known, _)| *known == id) {
-                return Ok(hit.clone());
-            }
-            let parsed = self.parsed.get(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"))?;
-            let mut here = self.parsed_here.borrow_mut();
-            if here.len() < REMEMBERED_IDS_MAX {
-                here.push((id, parsed.clone()));
-            }
-            Ok(parsed)
-        };
+        let parsed = || self.parsed_schema(id);
         let record_name = || -> Result<String, String> {
             parsed()?.record_name(payload).ok_or_else(|| {
                 format!(
@@ -168,22 +182,11 @@ impl<'a> SchemaCheck<'a> {
         };
         // The subject depends on the payload only through a Protobuf record name (its message
         // indexes); otherwise an id checked once holds for the request's other records.
-        let is_key = what == "key";
         let protobuf = registry.schemas.get(&id).is_some_and(|s| s.content.schema_type == SchemaType::Protobuf);
         let memo = strategy == SubjectNameStrategy::TopicName || !protobuf;
-        if memo && self.verified.borrow().contains(&(is_key, id)) {
-            return self.check_payload(what, id, payload, parsed);
-        }
-        let subject = match strategy {
-            SubjectNameStrategy::TopicName => format!("{}-{what}", self.topic),
-            SubjectNameStrategy::RecordName => match record_name() {
-                Ok(name) => name,
-                Err(why) => return Some(why),
-            },
-            SubjectNameStrategy::TopicRecordName => match record_name() {
-                Ok(name) => format!("{}-{name}", self.topic),
-                Err(why) => return Some(why),
-            },
+        let subject = match strategy.subject(self.topic, is_key, record_name) {
+            Ok(subject) => subject,
+            Err(why) => return Some(why),
         };
         let registered =
             registry.subjects.get(&subject).is_some_and(|s| s.live_versions().any(|(_, version)| version.id == id));
@@ -197,6 +200,20 @@ impl<'a> SchemaCheck<'a> {
         }
         drop(verified);
         self.check_payload(what, id, payload, parsed)
+    }
+
+    /// Schema `id`, parsed once per request (and cached across requests in [`ParsedSchemas`]).
+    fn parsed_schema(&self, id: i32) -> Result<Arc<ParsedSchema>, String> {
+        if let Some((_, hit)) = self.parsed_here.borrow().iter().find(|(known, _)| *known == id) {
+            return Ok(hit.clone());
+        }
+        let registry = self.registry.ok_or_else(|| format!("schema id {id} is not registered"))?;
+        let parsed = self.parsed.get(self.namespace, id, registry).map_err(|e| format!("schema id {id}: {e}"))?;
+        let mut here = self.parsed_here.borrow_mut();
+        if here.len() < REMEMBERED_IDS_MAX {
+            here.push((id, parsed.clone()));
+        }
+        Ok(parsed)
     }
 
     /// In `full` mode, why the payload does not match its schema, if it does not.
@@ -221,7 +238,7 @@ impl<'a> SchemaCheck<'a> {
 }
 
 /// The registry's framing: magic byte, schema id, payload.
-fn framing(bytes: &[u8]) -> Option<(u8, i32, &[u8])> {
+pub fn framing(bytes: &[u8]) -> Option<(u8, i32, &[u8])> {
     let (&magic, rest) = bytes.split_first()?;
     let (id, payload) = rest.split_first_chunk::<4>()?;
     Some((magic, i32::from_be_bytes(*id), payload))

@@ -239,7 +239,7 @@ fn batch(
             header.record_count
         )));
     }
-    let records = BatchRecords { header: &header, bytes: &bytes, parsed: OnceCell::new() };
+    let records = BatchRecords { header: &header, bytes: &bytes, payload: OnceCell::new() };
     if policy.compacted {
         every_record_has_a_key(&records, place)?;
     }
@@ -305,29 +305,38 @@ fn timestamps_within_bounds(
     })
 }
 
-/// A batch's records, decompressed (bounded) and parsed on first use, once for every check.
+/// A batch's records, decompressed (bounded) and counted on first use, once for every check;
+/// each check walks them again, borrowing (no allocation or reference count per record).
 struct BatchRecords<'a> {
     header: &'a BatchHeader,
     bytes: &'a Bytes,
-    parsed: OnceCell<Vec<records::RecordView>>,
+    payload: OnceCell<Bytes>,
 }
 
 impl BatchRecords<'_> {
-    fn get(&self) -> Result<&[records::RecordView], ProduceError> {
-        if let Some(parsed) = self.parsed.get() {
-            return Ok(parsed);
-        }
+    fn get(&self) -> Result<impl Iterator<Item = records::RecordRef<'_>>, ProduceError> {
         let invalid = |e: RecordsError| ProduceError::InvalidRecord(e.to_string());
-        let payload = records::decompress(self.header, self.bytes, BATCH_DECOMPRESSED_BYTES_MAX).map_err(invalid)?;
-        let parsed = records::records(&payload).collect::<Result<Vec<_>, _>>().map_err(invalid)?;
-        if parsed.len() != usize::try_from(self.header.record_count).unwrap_or(usize::MAX) {
-            return Err(ProduceError::InvalidRecord(format!(
-                "batch claims {} records and holds {}",
-                self.header.record_count,
-                parsed.len()
-            )));
-        }
-        Ok(self.parsed.get_or_init(|| parsed))
+        let payload = match self.payload.get() {
+            Some(payload) => payload,
+            None => {
+                let payload =
+                    records::decompress(self.header, self.bytes, BATCH_DECOMPRESSED_BYTES_MAX).map_err(invalid)?;
+                let mut count = 0usize;
+                for record in records::record_refs(&payload) {
+                    record.map_err(invalid)?;
+                    count += 1;
+                }
+                if count != usize::try_from(self.header.record_count).unwrap_or(usize::MAX) {
+                    return Err(ProduceError::InvalidRecord(format!(
+                        "batch claims {} records and holds {count}",
+                        self.header.record_count
+                    )));
+                }
+                self.payload.get_or_init(|| payload)
+            }
+        };
+        // Every record was read once above, so none fails now.
+        Ok(records::record_refs(payload).map_while(Result::ok))
     }
 }
 
@@ -338,14 +347,14 @@ fn refuse_records(
     records: &BatchRecords<'_>,
     place: Place,
     why: RecordRefusal,
-    refusal: impl Fn(&records::RecordView) -> Option<String>,
+    refusal: impl Fn(&records::RecordRef<'_>) -> Option<String>,
 ) -> Result<(), ProduceError> {
     if place.room == 0 {
         return Ok(());
     }
     let mut refused = Vec::new();
     for (i, record) in (0i32..).zip(records.get()?) {
-        if let Some(mut message) = refusal(record) {
+        if let Some(mut message) = refusal(&record) {
             if message.len() > RECORD_ERROR_MESSAGE_BYTES_MAX {
                 let mut end = RECORD_ERROR_MESSAGE_BYTES_MAX;
                 while !message.is_char_boundary(end) {

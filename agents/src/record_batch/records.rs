@@ -199,21 +199,65 @@ fn length(bytes: &[u8], at: &mut usize, end: usize) -> Result<Option<usize>, Rec
 
 /// Walks the decompressed records of a batch; stops at the first malformed one.
 pub fn records(records: &Bytes) -> impl Iterator<Item = Result<RecordView, RecordsError>> + '_ {
+    record_spans(records).map(|span| {
+        span.map(|s| RecordView {
+            bytes: records.slice(s.whole),
+            offset_delta: s.offset_delta,
+            timestamp_delta: s.timestamp_delta,
+            key: s.key.map(|r| records.slice(r)),
+            value: s.value.map(|r| records.slice(r)),
+            headers: records.slice(s.headers),
+        })
+    })
+}
+
+/// A record's fields, borrowed: what produce-time checks read, without counting references.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// [`records`], borrowing each record's fields.
+pub fn record_refs(records: &[u8]) -> impl Iterator<Item = Result<RecordRef<'_>, RecordsError>> + '_ {
+    record_spans(records).map(|span| {
+        span.map(|s| RecordRef {
+            offset_delta: s.offset_delta,
+            timestamp_delta: s.timestamp_delta,
+            key: s.key.map(|r| &records[r]),
+            value: s.value.map(|r| &records[r]),
+        })
+    })
+}
+
+/// Where a record's parts are in the decompressed records.
+struct RecordSpan {
+    whole: std::ops::Range<usize>,
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Option<std::ops::Range<usize>>,
+    value: Option<std::ops::Range<usize>>,
+    headers: std::ops::Range<usize>,
+}
+
+fn record_spans(records: &[u8]) -> impl Iterator<Item = Result<RecordSpan, RecordsError>> + '_ {
     let mut at = 0usize;
     std::iter::from_fn(move || {
         if at >= records.len() {
             return None;
         }
-        let next = record(records, at);
+        let next = record_span(records, at);
         match &next {
-            Ok((_, end)) => at = *end,
+            Ok(span) => at = span.whole.end,
             Err(_) => at = records.len(),
         }
-        Some(next.map(|(view, _)| view))
+        Some(next)
     })
 }
 
-fn record(bytes: &Bytes, start: usize) -> Result<(RecordView, usize), RecordsError> {
+fn record_span(bytes: &[u8], start: usize) -> Result<RecordSpan, RecordsError> {
     let mut at = start;
     let len = varint(bytes, &mut at)?;
     let end = usize::try_from(len)
@@ -224,24 +268,19 @@ fn record(bytes: &Bytes, start: usize) -> Result<(RecordView, usize), RecordsErr
     at += 1; // attributes
     let timestamp_delta = varint(bytes, &mut at)?;
     let offset_delta = i32::try_from(varint(bytes, &mut at)?).map_err(|_| RecordsError::Malformed("offset delta"))?;
-    let key = match length(bytes, &mut at, end)? {
-        Some(n) => {
-            let key = bytes.slice(at..at + n);
-            at += n;
-            Some(key)
-        }
-        None => None,
+    let field = |at: &mut usize| -> Result<Option<std::ops::Range<usize>>, RecordsError> {
+        Ok(length(bytes, at, end)?.map(|n| {
+            let range = *at..*at + n;
+            *at += n;
+            range
+        }))
     };
-    let value = length(bytes, &mut at, end)?.map(|n| {
-        let value = bytes.slice(at..at + n);
-        at += n;
-        value
-    });
+    let key = field(&mut at)?;
+    let value = field(&mut at)?;
     if at > end {
         return Err(RecordsError::Malformed("record fields overrun its length"));
     }
-    let headers = bytes.slice(at..end);
-    Ok((RecordView { bytes: bytes.slice(start..end), offset_delta, timestamp_delta, key, value, headers }, end))
+    Ok(RecordSpan { whole: start..end, offset_delta, timestamp_delta, key, value, headers: at..end })
 }
 
 /// A batch holding `kept` (records of `batch`, in order) in `codec`, served at `base_offset`.

@@ -11,29 +11,14 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use floe_agent::Agent;
 use floe_agent::access::Access;
+pub(crate) use floe_agent::produce::schemas::SubjectNameStrategy;
 use floe_metadata::acl::AclOperation;
 use floe_metadata::{SchemaRegistry, SchemaType, State};
 use floe_registry::ParsedSchema;
-use serde::Deserialize;
 
 use super::RecordError;
 use super::json::{DataReport, DataType, ParsedRecord};
 use crate::routes::schema_registry::{may_read_schema, may_subject};
-
-/// How the subject is named when the record gives none (REST v3's `subject_name_strategy`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-pub(crate) enum SubjectNameStrategy {
-    /// `{topic}-key` or `{topic}-value`.
-    #[default]
-    #[serde(rename = "TOPIC_NAME")]
-    Topic,
-    /// The schema's record name.
-    #[serde(rename = "RECORD_NAME")]
-    Record,
-    /// `{topic}-{record name}`.
-    #[serde(rename = "TOPIC_RECORD_NAME")]
-    TopicRecord,
-}
 
 /// A key or value to be written with a schema, as the record gave it.
 #[derive(Debug)]
@@ -90,8 +75,15 @@ enum Resolution {
     Register { subject: String, schema_type: SchemaType },
 }
 
+/// Schemas given as text in a request, parsed once each (outside the mirror's lock), by type
+/// and text.
+type TextSchemas = HashMap<(SchemaType, String), Result<Arc<ParsedSchema>, String>>;
+
 struct Resolver<'a> {
     agent: &'a Agent,
+    texts: &'a TextSchemas,
+    /// Schema ids found readable by the caller, or not, in this request.
+    readable: std::cell::RefCell<HashMap<i32, bool>>,
     ns: &'a str,
     /// The topic's name as its clients know it (without the tenant's prefix).
     topic: &'a str,
@@ -113,23 +105,32 @@ impl Resolver<'_> {
         let empty = SchemaRegistry::default();
         let registry = state.schema_registry(self.ns).unwrap_or(&empty);
         let wanted_type = data.data_type.and_then(schema_type_of);
-        let parsed = |id: i32| -> Result<Arc<ParsedSchema>, NotFound> {
+        // `checked`: whether the caller must be allowed to read the schema.
+        let parsed_as = |id: i32, checked: bool| -> Result<Arc<ParsedSchema>, NotFound> {
             if !registry.schemas.contains_key(&id) {
                 return Err(NotFound::Missing(format!("schema {id} not found")));
             }
-            if !may_read_schema(state, self.access, registry, id) {
+            let readable = || {
+                *self
+                    .readable
+                    .borrow_mut()
+                    .entry(id)
+                    .or_insert_with(|| may_read_schema(state, self.access, registry, id))
+            };
+            if checked && !readable() {
                 return Err(NotFound::Refused(format!("not authorized to read schema {id}")));
             }
             self.agent.parsed_schemas.get(self.ns, id, registry).map_err(NotFound::Refused)
         };
-        // A schema given as text is parsed here for its record name; registration parses it again.
+        let parsed = |id: i32| parsed_as(id, true);
         let text_schema = match &data.schema {
             Some(text) => {
                 let schema_type = wanted_type.unwrap_or(SchemaType::Avro);
-                let format = floe_agent::produce::schemas::format_of(schema_type);
-                let schema =
-                    ParsedSchema::parse(format, text, &[]).map_err(|e| NotFound::Refused(format!("schema: {e}")))?;
-                Some((schema_type, schema))
+                match self.texts.get(&(schema_type, text.clone())) {
+                    Some(Ok(schema)) => Some((schema_type, schema.clone())),
+                    Some(Err(why)) => return Err(NotFound::Refused(format!("schema: {why}"))),
+                    None => return Err(NotFound::Refused("schema: not parsed".into())),
+                }
             }
             None => None,
         };
@@ -150,13 +151,9 @@ impl Resolver<'_> {
                 )
             })
         };
-        let subject = match (&data.subject, data.strategy.unwrap_or_default()) {
-            (Some(subject), _) => subject.clone(),
-            (None, SubjectNameStrategy::Topic) => {
-                format!("{}-{}", self.topic, if is_key { "key" } else { "value" })
-            }
-            (None, SubjectNameStrategy::Record) => record_name()?,
-            (None, SubjectNameStrategy::TopicRecord) => format!("{}-{}", self.topic, record_name()?),
+        let subject = match &data.subject {
+            Some(subject) => subject.clone(),
+            None => data.strategy.unwrap_or_default().subject(self.topic, is_key, record_name)?,
         };
         let (id, schema) = match (by_id, text_schema) {
             (Some(found), _) => found,
@@ -167,7 +164,12 @@ impl Resolver<'_> {
                     references: Vec::new(),
                 };
                 match registry.id_of(&content).filter(|id| registry.version_of(&subject, *id, false).is_some()) {
-                    Some(id) => (id, parsed(id)?),
+                    // The caller sent the schema itself: Write on the subject is enough, as
+                    // registering it again would answer this id.
+                    Some(id) => {
+                        let may_write = may_subject(state, self.access, AclOperation::Write, &subject);
+                        (id, parsed_as(id, !may_write)?)
+                    }
                     None => {
                         self.may(state, AclOperation::Write, &subject)?;
                         return Ok(Resolution::Register { subject, schema_type });
@@ -238,7 +240,21 @@ pub(crate) async fn write_schema_data(
     }
     let ns = floe_metadata::namespace::key_of(stored_topic).unwrap_or("");
     let topic = stored_topic.split_once(floe_metadata::namespace::SEPARATOR).map_or(stored_topic, |(_, n)| n);
-    let resolver = Resolver { agent, ns, topic, access };
+    let mut texts = TextSchemas::new();
+    for record in records.iter().flatten() {
+        for data in [&record.key_schema, &record.value_schema].into_iter().flatten() {
+            let Some(text) = &data.schema else { continue };
+            let schema_type = data.data_type.and_then(schema_type_of).unwrap_or(SchemaType::Avro);
+            texts.entry((schema_type, text.clone())).or_insert_with(|| {
+                if text.len() > floe_metadata::limits::SCHEMA_TEXT_BYTES_MAX {
+                    return Err(format!("over {} bytes", floe_metadata::limits::SCHEMA_TEXT_BYTES_MAX));
+                }
+                let format = floe_agent::produce::schemas::format_of(schema_type);
+                ParsedSchema::parse(format, text, &[]).map(Arc::new).map_err(|e| e.to_string())
+            });
+        }
+    }
+    let resolver = Resolver { agent, texts: &texts, readable: Default::default(), ns, topic, access };
     let mut registered: HashMap<(String, String), Result<(), String>> = HashMap::new();
     for last_round in [false, true] {
         let mut missing = false;

@@ -245,6 +245,14 @@ async fn delete(
 ) -> Result<Json<Value>, HttpError> {
     let cluster_id = super::clusters::check_cluster(&agent, &cluster)?;
     let access = access(&agent, &scope, AclOperation::Alter)?;
+    // As REST v3 asks: a delete names these (ANY where it means any), so that a bare DELETE does
+    // not remove every binding of the tenant.
+    let named = [&query.resource_type, &query.pattern_type, &query.operation, &query.permission];
+    if named.iter().any(|q| q.is_none()) {
+        return Err(HttpError::bad_request(
+            "deleting ACLs needs resource_type, pattern_type, operation and permission (each may be ANY)",
+        ));
+    }
     let filter = query.filter()?;
     let command = Command::DeleteAcls { tenant: access.tenant().into(), filters: vec![filter] };
     match agent.metadata.propose(command).await {

@@ -242,8 +242,7 @@ async fn read(
         })
         .sum();
     crate::quotas::charge(agent, &scope, QuotaKind::Fetch, bytes);
-    let mut schemas =
-        SchemaJson::new(agent.clone(), scope.namespace_key().unwrap_or_default(), scope.access().cloned());
+    let mut schemas = SchemaJson::for_topic(agent.clone(), &scope, &topic);
     let records: Vec<Value> =
         batch.records.iter().map(|r| record_json(&target, r, params.format, &mut schemas)).collect();
     Ok(Json(serde_json::json!({
@@ -407,7 +406,7 @@ fn follow(
         reader.agent.wakeups.wait_on(&state, cursors.iter().map(|c| (c.target.topic_id, c.target.partition)))
     };
     let schemas =
-        SchemaJson::new(reader.agent.clone(), scope.namespace_key().unwrap_or_default(), scope.access().cloned());
+        SchemaJson::for_topic(reader.agent.clone(), &scope, cursors.first().map_or("", |c| c.target.topic.as_str()));
     let state = Follow {
         schemas,
         agent: reader.agent,

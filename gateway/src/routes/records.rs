@@ -149,9 +149,10 @@ async fn produce_binary(
         // record headers are part of the record.
         let mut request = format!("{}\n", uri.query().unwrap_or_default()).into_bytes();
         for (name, value) in &record.record.headers {
+            let value = value.as_deref().unwrap_or_default();
+            request.extend_from_slice(format!("{}:{}:", name.len(), value.len()).as_bytes());
             request.extend_from_slice(name.as_bytes());
-            request.extend_from_slice(value.as_deref().unwrap_or_default());
-            request.push(b'\n');
+            request.extend_from_slice(value);
         }
         request.extend_from_slice(&bytes);
         (vec![Ok(record)], Bytes::from(request))

@@ -40,6 +40,7 @@ pub(crate) fn router(agent: Arc<Agent>) -> Router {
 pub(crate) fn api(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/", get(root))
+        .route("/schemas", get(list_schemas))
         .route("/schemas/types", get(types))
         .route("/schemas/ids/{id}", get(schema_by_id))
         .route("/schemas/ids/{id}/schema", get(raw_schema_by_id))
@@ -442,6 +443,60 @@ async fn versions_of_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id):
     ok(uses.into_iter().map(|(s, v)| json!({ "subject": s, "version": v })).collect())
 }
 
+/// Schema text one `GET /schemas` answer holds at most; a client pages on with `offset`.
+const LISTED_SCHEMA_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Versions one `GET /schemas` answer lists at most (and by default).
+const LISTED_SCHEMAS_MAX: usize = 10_000;
+
+/// `GET /schemas`: subjects' versions with their schemas, by subject then version, as
+/// Confluent's registry lists them (`subjectPrefix`, `deleted`, `latestOnly`, `offset`,
+/// `limit`); only subjects the caller may read.
+async fn list_schemas(State(agent): State<Arc<Agent>>, scope: Scope, q: FlagQuery) -> Answer {
+    let number = |name: &str| -> Result<Option<usize>, RegistryHttpError> {
+        match q.0.get(name) {
+            None => Ok(None),
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) if n < 0 => Ok(None),
+                Ok(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+                Err(_) => Err(RegistryHttpError::new(40002, format!("{name} {v:?} is not a number"))),
+            },
+        }
+    };
+    let offset = number("offset")?.unwrap_or(0);
+    let limit = number("limit")?.unwrap_or(LISTED_SCHEMAS_MAX).min(LISTED_SCHEMAS_MAX);
+    let prefix = q.0.get("subjectPrefix").cloned().unwrap_or_default();
+    let flags = flags(q);
+    let (deleted, latest_only) = (flags.get("deleted"), flags.get("latestOnly"));
+    let listed = {
+        let state = agent.metadata.read();
+        let empty = SchemaRegistry::default();
+        let r = state.schema_registry(&namespace(&scope)).unwrap_or(&empty);
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        let versions = r
+            .subjects
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix))
+            .filter(|(name, _)| may_subject(&state, scope.access(), AclOperation::Read, name))
+            .flat_map(|(name, record)| {
+                let live: Vec<(i32, i32)> =
+                    record.versions.iter().filter(|(_, v)| deleted || !v.deleted).map(|(n, v)| (*n, v.id)).collect();
+                let keep = if latest_only { live.len().saturating_sub(1) } else { 0 };
+                live.into_iter().skip(keep).map(move |(n, id)| (name, n, id))
+            });
+        for (subject, version, id) in versions.skip(offset).take(limit) {
+            let body = version_json(r, subject, version, id)?;
+            bytes += body["schema"].as_str().map_or(0, str::len);
+            out.push(body);
+            if bytes > LISTED_SCHEMA_BYTES_MAX {
+                break;
+            }
+        }
+        out
+    };
+    ok(json!(listed))
+}
+
 async fn list_subjects(State(agent): State<Arc<Agent>>, scope: Scope, q: FlagQuery) -> Answer {
     let q = flags(q);
     let (deleted, deleted_only) = (q.get("deleted"), q.get("deletedOnly"));
@@ -574,9 +629,16 @@ struct ReferenceBody {
     version: i32,
 }
 
+/// A request body that must be one JSON object (serde would also read a struct from an array).
+fn json_object<T: serde::de::DeserializeOwned>(body: &[u8], code: u32, what: &str) -> Result<T, RegistryHttpError> {
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return Err(RegistryHttpError::new(code, format!("{what}: the body must be a JSON object")));
+    }
+    serde_json::from_slice(body).map_err(|e| RegistryHttpError::new(code, format!("{what}: {e}")))
+}
+
 fn schema_body(body: &[u8]) -> Result<SchemaBody, RegistryHttpError> {
-    let parsed: SchemaBody =
-        serde_json::from_slice(body).map_err(|e| RegistryHttpError::new(42201, format!("Invalid schema body: {e}")))?;
+    let parsed: SchemaBody = json_object(body, 42201, "Invalid schema body")?;
     let is_set = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null() && v != &json!({}));
     if is_set(&parsed.metadata) || is_set(&parsed.rule_set) {
         return Err(RegistryHttpError::invalid_schema("metadata and ruleSet (data contracts) are not supported"));
@@ -930,8 +992,7 @@ fn authorize_settings(agent: &Agent, scope: &Scope, subject: Option<&str>) -> Re
 
 async fn set_config(agent: &Agent, scope: &Scope, subject: Option<String>, body: &[u8]) -> Answer {
     authorize_settings(agent, scope, subject.as_deref())?;
-    let body: ConfigBody = serde_json::from_slice(body)
-        .map_err(|e| RegistryHttpError::new(42203, format!("Invalid compatibility level: {e}")))?;
+    let body: ConfigBody = json_object(body, 42203, "Invalid compatibility level")?;
     let compatibility = match body.compatibility.as_deref() {
         None => None,
         Some(level) => Some(
@@ -1015,8 +1076,7 @@ struct ModeBody {
 
 async fn set_mode(agent: &Agent, scope: &Scope, subject: Option<String>, force: bool, body: &[u8]) -> Answer {
     authorize_settings(agent, scope, subject.as_deref())?;
-    let body: ModeBody =
-        serde_json::from_slice(body).map_err(|e| RegistryHttpError::new(42204, format!("Invalid mode: {e}")))?;
+    let body: ModeBody = json_object(body, 42204, "Invalid mode")?;
     let mode = RegistryMode::from_name(&body.mode)
         .ok_or_else(|| RegistryHttpError::new(42204, format!("Invalid mode: {}", body.mode)))?;
     let command = Command::SetRegistryMode { namespace: namespace(scope), subject, mode: Some(mode), force };

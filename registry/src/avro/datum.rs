@@ -32,6 +32,16 @@ impl<'a> Datum<'a> {
         Self { names, bytes, at: 0, values_left }
     }
 
+    /// The datum's size in bytes.
+    pub(super) fn bytes_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The same walk with another bound on the values read.
+    pub(super) fn with_values_left(self, values_left: usize) -> Self {
+        Self { values_left, ..self }
+    }
+
     /// Reads one whole datum of `schema`; bytes left over are an error too.
     pub(super) fn check(mut self, schema: &Schema) -> Result<(), String> {
         self.value(schema, 0)?;

@@ -13,6 +13,9 @@ use serde_json::{Map, Value};
 
 use super::datum::{DATUM_DEPTH_MAX, Datum};
 
+/// Values a decoded datum may hold beyond one per byte.
+const DECODED_VALUES_BASE_MAX: usize = 64;
+
 /// Encoding steps one value may take: trying union branches in turn repeats work, and nested
 /// unions would otherwise multiply it.
 const ENCODE_STEPS_MAX: usize = 1_000_000;
@@ -118,7 +121,14 @@ impl<'a> Encoder<'a> {
                 self.long(v);
             }
             Schema::Float | Schema::Double => {
-                let Some(v) = value.as_f64() else {
+                // Also the names the decoder (as Jackson) writes for what JSON has no number for.
+                let named = match value.as_str() {
+                    Some("NaN") => Some(f64::NAN),
+                    Some("Infinity") => Some(f64::INFINITY),
+                    Some("-Infinity") => Some(f64::NEG_INFINITY),
+                    _ => None,
+                };
+                let Some(v) = value.as_f64().or(named) else {
                     return self.fail(format!("expected a number, got {}", kind(value)));
                 };
                 if matches!(schema, Schema::Float) {
@@ -241,7 +251,7 @@ impl<'a> Encoder<'a> {
             self.long(i as i64);
             match self.value(branch, value, depth + 1) {
                 Ok(()) => return Ok(()),
-                Err(why) if why.contains("more than") => return Err(why),
+                Err(why) if self.steps_left == 0 => return Err(why),
                 Err(_) => {
                     self.out.truncate(start);
                     tried.push(branch_name(branch));
@@ -285,19 +295,24 @@ fn branch_name(schema: &Schema) -> String {
 
 /// What a JSON value is, for errors (the value itself only when short).
 fn kind(value: &Value) -> String {
-    let shown = value.to_string();
     match value {
         Value::Object(_) => "an object".into(),
         Value::Array(_) => "an array".into(),
-        _ if shown.len() <= 40 => shown,
-        Value::String(_) => "a long string".into(),
-        _ => "a value".into(),
+        Value::String(s) if s.chars().count() > 40 => "a long string".into(),
+        scalar => scalar.to_string(),
     }
 }
 
 impl Datum<'_> {
     /// Reads one whole datum of `schema` as Avro's JSON encoding; bytes left over are an error.
-    pub(super) fn into_json(mut self, schema: &Schema) -> Result<Value, String> {
+    pub(super) fn into_json(self, schema: &Schema) -> Result<Value, String> {
+        // Every value decoded is built: at most one per byte of the datum, and a few more for
+        // values that take no bytes (nulls, empty records), so output is bounded by input.
+        let values = self.bytes_len().saturating_add(DECODED_VALUES_BASE_MAX);
+        self.with_values_left(values).decode(schema)
+    }
+
+    fn decode(mut self, schema: &Schema) -> Result<Value, String> {
         let value = self.json(schema, 0)?;
         self.finished()?;
         Ok(value)
@@ -527,6 +542,29 @@ mod tests {
         }
         let int = AvroSchema::parse(r#""int""#, &[]).unwrap();
         assert!(int.encode_json(&json!(1_i64 << 40)).unwrap_err().contains("outside"));
+    }
+
+    #[test]
+    fn decoding_builds_no_more_values_than_the_datum_has_bytes() {
+        // 100,000 nulls take 4 bytes: fine to check without building anything, too many to build.
+        let schema = AvroSchema::parse(r#"{"type":"array","items":"null"}"#, &[]).unwrap();
+        let bytes = apache_avro::to_avro_datum(&schema.schema, Avro::Array(vec![Avro::Null; 100_000])).unwrap();
+        assert_eq!(bytes.len(), 4);
+        assert_eq!(schema.check_datum(&bytes), Ok(()));
+        assert!(schema.decode_json(&bytes).unwrap_err().contains("more values"));
+        let few = apache_avro::to_avro_datum(&schema.schema, Avro::Array(vec![Avro::Null; 50])).unwrap();
+        assert_eq!(schema.decode_json(&few).unwrap(), json!(vec![serde_json::Value::Null; 50]));
+    }
+
+    #[test]
+    fn floats_json_has_no_number_for_round_trip_by_name() {
+        let schema = AvroSchema::parse(r#"{"type":"array","items":"double"}"#, &[]).unwrap();
+        let named = json!(["NaN", "Infinity", "-Infinity", 1.5]);
+        let bytes = schema.encode_json(&named).unwrap();
+        assert_eq!(schema.decode_json(&bytes).unwrap(), named);
+        // A union's branches are all tried even when the data reads like a step-limit message.
+        let union = AvroSchema::parse(r#"["int","string"]"#, &[]).unwrap();
+        assert!(union.encode_json(&json!("more than")).is_ok());
     }
 
     #[test]

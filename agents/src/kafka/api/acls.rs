@@ -305,9 +305,12 @@ pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: De
     };
     let filters: Vec<AclFilter> =
         read.iter().filter_map(|r| r.as_ref().ok().cloned().flatten()).flat_map(|f| expanded(&f)).collect();
-    let mut deleted =
-        match agent.metadata.propose(Command::DeleteAcls { tenant: access.tenant().into(), filters }).await {
-            Ok(Outcome::AclsDeleted(deleted)) => deleted.into_iter(),
+    // Expanded filters may outnumber what one command takes: sent in commands of at most that.
+    let mut deleted = Vec::with_capacity(filters.len());
+    for chunk in filters.chunks(floe_metadata::limits::ACL_COMMAND_ITEMS_MAX) {
+        let command = Command::DeleteAcls { tenant: access.tenant().into(), filters: chunk.to_vec() };
+        match agent.metadata.propose(command).await {
+            Ok(Outcome::AclsDeleted(removed)) => deleted.extend(removed),
             Ok(other) => {
                 tracing::error!(?other, "DeleteAcls answered with another outcome");
                 let results = read.iter().map(|_| failed(ResponseError::UnknownServerError, "unexpected answer"));
@@ -318,7 +321,9 @@ pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: De
                 return DeleteAclsResponse::default()
                     .with_filter_results(read.iter().map(|_| failed(error, &why)).collect());
             }
-        };
+        }
+    }
+    let mut deleted = deleted.into_iter();
     let matching = |b: AclBinding| {
         DeleteAclsMatchingAcl::default()
             .with_resource_type(resource_type_code(b.resource_type).unwrap_or_default())

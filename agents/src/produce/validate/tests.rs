@@ -215,7 +215,7 @@ fn refusals_are_named_up_to_a_bound_and_their_messages_are_short() {
     // A long reason (a JSON Schema error quoting a large record) is cut.
     let batch = encode_batch(2, Compression::None);
     let header = crate::record_batch::split(&batch).next().expect("one batch").expect("parses").0;
-    let records = BatchRecords { header: &header, bytes: &batch, parsed: OnceCell::new() };
+    let records = BatchRecords { header: &header, bytes: &batch, payload: OnceCell::new() };
     let place = Place { first_index: 0, room: 10 };
     let Err(ProduceError::RecordsRefused { records, .. }) =
         refuse_records(&records, place, RecordRefusal::Schema, |_| Some("é".repeat(10_000)))
@@ -229,5 +229,5 @@ fn refusals_are_named_up_to_a_bound_and_their_messages_are_short() {
 }
 
 fn records_of<'a>(batch: &'a Bytes, header: &'a BatchHeader) -> BatchRecords<'a> {
-    BatchRecords { header, bytes: batch, parsed: OnceCell::new() }
+    BatchRecords { header, bytes: batch, payload: OnceCell::new() }
 }
