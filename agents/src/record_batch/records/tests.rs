@@ -28,6 +28,13 @@ fn walks_the_records_of_every_codec() {
             // encode_batch gives every third record a null value.
             assert_eq!(view.value.is_none(), i % 3 == 0);
         }
+        // The borrowing walk reads the same fields.
+        let refs: Vec<RecordRef<'_>> = record_refs(&payload).collect::<Result<_, _>>().expect("walks");
+        assert_eq!(refs.len(), views.len());
+        for (r, view) in refs.iter().zip(&views) {
+            assert_eq!((r.offset_delta, r.timestamp_delta), (view.offset_delta, view.timestamp_delta));
+            assert_eq!((r.key, r.value), (view.key.as_deref(), view.value.as_deref()));
+        }
     }
 }
 
