@@ -161,3 +161,17 @@ pub fn avro_datum(data: &[u8]) {
         assert_eq!(schema.decode_json(&again).as_ref(), Ok(&json), "the round trip changed the value");
     }
 }
+
+/// A schema text as the registry parses one a client registers (the first byte picks AVRO,
+/// JSON or PROTOBUF): what parses has a canonical text that parses to itself, and reads itself.
+pub fn schema_text(data: &[u8]) {
+    use floe_registry::{ParsedSchema, SchemaFormat};
+    let Some((&pick, text)) = data.split_first() else { return };
+    let Ok(text) = std::str::from_utf8(text) else { return };
+    let format = [SchemaFormat::Avro, SchemaFormat::Json, SchemaFormat::Protobuf][usize::from(pick) % 3];
+    let Ok(schema) = ParsedSchema::parse(format, text, &[]) else { return };
+    let again = ParsedSchema::parse(format, schema.canonical(), &[]).expect("the canonical text parses");
+    assert_eq!(again.canonical(), schema.canonical(), "the canonical text is its own canonical text");
+    assert!(schema.can_read(&again).is_empty(), "a schema reads what it writes");
+    let _ = schema.record_name(&[0]);
+}

@@ -48,3 +48,8 @@ fn http_records() {
 fn avro_datum() {
     replay("avro_datum", targets::avro_datum);
 }
+
+#[test]
+fn schema_text() {
+    replay("schema_text", targets::schema_text);
+}

@@ -9,12 +9,11 @@ import json
 import pytest
 import requests
 
-from conftest import create_topic, unique_name, wait_until
-from test_schema_registry import person, registry, user_v1, with_field
+from conftest import create_topic, unique_name
+from test_schema_registry import person, read_raw, registry, user_v1, with_field
 
 pytest.importorskip("fastavro")
 
-from confluent_kafka import Consumer  # noqa: E402
 from confluent_kafka.schema_registry import Schema  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
@@ -33,21 +32,8 @@ def post_records(floe, topic, records):
 
 
 def read_kafka(floe, topic, n, deserializer, field=MessageField.VALUE):
-    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    try:
-        def read_all():
-            m = consumer.poll(1)
-            if m is not None and m.error() is None:
-                raw = m.key() if field == MessageField.KEY else m.value()
-                got.append(deserializer(raw, SerializationContext(topic, field)))
-            return len(got) >= n
-        wait_until(read_all, 60, f"{n} records read back")
-    finally:
-        consumer.close()
-    return got
+    ctx = SerializationContext(topic, field)
+    return [deserializer(v, ctx) for v in read_raw(floe, topic, n, key=field == MessageField.KEY)]
 
 
 def read_http_json(floe, topic):

@@ -43,6 +43,24 @@ def registry(floe, **conf):
     return SchemaRegistryClient({"url": floe.http_url + "/schema-registry", **conf})
 
 
+def read_raw(floe, topic, n, key=False):
+    """The first `n` values (keys) of `topic`, as bytes, read from the start by a new group."""
+    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    try:
+        def read_all():
+            m = consumer.poll(1)
+            if m is not None and m.error() is None:
+                got.append(m.key() if key else m.value())
+            return len(got) >= n
+        wait_until(read_all, 60, f"{n} records of {topic} read back")
+    finally:
+        consumer.close()
+    return got[:n]
+
+
 def error_code(call):
     with pytest.raises(SchemaRegistryError) as e:
         call()
@@ -137,20 +155,8 @@ def test_avro_records_round_trip_through_kafka_with_the_stock_serializers(floe):
     assert sr.get_latest_version(f"{topic}-value").version == 1
 
     deserializer = AvroDeserializer(registry(floe))
-    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    try:
-        def read_all():
-            m = consumer.poll(1)
-            if m is not None and m.error() is None:
-                got.append(deserializer(m.value(), SerializationContext(topic, MessageField.VALUE)))
-            return len(got) >= len(sent)
-        wait_until(read_all, 60, "every Avro record read back")
-    finally:
-        consumer.close()
-    assert got == sent
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    assert [deserializer(v, ctx) for v in read_raw(floe, topic, len(sent))] == sent
 
 
 def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
@@ -385,20 +391,7 @@ def test_json_schemas_evolve_validate_and_round_trip_with_the_stock_serializers(
     assert sr.register_schema(f"{topic}-value", Schema(respaced, "JSON")) == latest.schema_id
 
     deserializer = JSONDeserializer(None, schema_registry_client=registry(floe))
-    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    try:
-        def read_all():
-            m = consumer.poll(1)
-            if m is not None and m.error() is None:
-                got.append(deserializer(m.value(), ctx))
-            return len(got) >= len(sent)
-        wait_until(read_all, 60, "every JSON record read back")
-    finally:
-        consumer.close()
-    assert got == sent
+    assert [deserializer(v, ctx) for v in read_raw(floe, topic, len(sent))] == sent
 
     # Full validation: documents the schema refuses are named, the others may be sent again.
     framed = lambda doc: b"\x00" + latest.schema_id.to_bytes(4, "big") + doc  # noqa: E731
@@ -514,25 +507,11 @@ def test_protobuf_schemas_register_with_their_imports_and_round_trip_with_the_st
     refs = latest.schema.references
     assert sr.register_schema(f"{topic}-value", Schema(text, "PROTOBUF", refs)) == latest.schema_id
 
-    got_orders, got_lines = [], []
     order_de = ProtobufDeserializer(Order, {"use.deprecated.format": False}, registry(floe))
     line_de = ProtobufDeserializer(Line, {"use.deprecated.format": False}, registry(floe))
-    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    try:
-        def read_all():
-            m = consumer.poll(1)
-            if m is not None and m.error() is None:
-                if len(got_orders) < len(sent_orders):
-                    got_orders.append(order_de(m.value(), ctx))
-                else:
-                    got_lines.append(line_de(m.value(), ctx))
-            return len(got_lines) >= len(sent_lines)
-        wait_until(read_all, 60, "every Protobuf record read back")
-    finally:
-        consumer.close()
-    assert got_orders == sent_orders and got_lines == sent_lines
+    raw = read_raw(floe, topic, len(sent_orders) + len(sent_lines))
+    assert [order_de(v, ctx) for v in raw[:len(sent_orders)]] == sent_orders
+    assert [line_de(v, ctx) for v in raw[len(sent_orders):]] == sent_lines
 
     # BACKWARD: a field's scalar kind changed across wire groups is refused, a field added is not.
     changed = text.replace("string id = 1;", "double id = 1;")

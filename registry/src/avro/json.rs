@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use apache_avro::Schema;
 use serde_json::{Map, Value};
 
+use super::Kind;
 use super::datum::{DATUM_DEPTH_MAX, Datum};
 
 /// Values a decoded datum may hold beyond one per byte.
@@ -266,30 +267,12 @@ impl<'a> Encoder<'a> {
 /// (a logical type is named by its underlying type).
 fn branch_name(schema: &Schema) -> String {
     match schema {
-        Schema::Null => "null".into(),
-        Schema::Boolean => "boolean".into(),
-        Schema::Int | Schema::Date | Schema::TimeMillis => "int".into(),
-        Schema::Long
-        | Schema::TimeMicros
-        | Schema::TimestampMillis
-        | Schema::TimestampMicros
-        | Schema::TimestampNanos
-        | Schema::LocalTimestampMillis
-        | Schema::LocalTimestampMicros
-        | Schema::LocalTimestampNanos => "long".into(),
-        Schema::Float => "float".into(),
-        Schema::Double => "double".into(),
-        Schema::Bytes | Schema::BigDecimal => "bytes".into(),
-        Schema::String | Schema::Uuid => "string".into(),
         Schema::Decimal(d) => branch_name(&d.inner),
-        Schema::Array(_) => "array".into(),
-        Schema::Map(_) => "map".into(),
-        Schema::Union(_) => "union".into(),
         Schema::Record(r) => r.name.fullname(None),
         Schema::Enum(e) => e.name.fullname(None),
         Schema::Fixed(f) => f.name.fullname(None),
-        Schema::Duration => "fixed".into(),
         Schema::Ref { name } => name.fullname(None),
+        other => Kind::of(other).name().into(),
     }
 }
 

@@ -141,7 +141,7 @@ fn collect_names(schema: &Schema, names: &mut HashMap<String, Schema>) {
 /// What a schema is for resolution: logical types resolve as their underlying type (Avro's
 /// rules ignore logical types), references as the type they name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Null,
     Boolean,
     Int,
@@ -159,7 +159,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Kind::Null => "null",
             Kind::Boolean => "boolean",
@@ -175,6 +175,34 @@ impl Kind {
             Kind::Record => "record",
             Kind::Enum => "enum",
             Kind::Fixed => "fixed",
+        }
+    }
+
+    pub(super) fn of(schema: &Schema) -> Kind {
+        match schema {
+            Schema::Null => Kind::Null,
+            Schema::Boolean => Kind::Boolean,
+            Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
+            Schema::Long
+            | Schema::TimeMicros
+            | Schema::TimestampMillis
+            | Schema::TimestampMicros
+            | Schema::TimestampNanos
+            | Schema::LocalTimestampMillis
+            | Schema::LocalTimestampMicros
+            | Schema::LocalTimestampNanos => Kind::Long,
+            Schema::Float => Kind::Float,
+            Schema::Double => Kind::Double,
+            Schema::Bytes | Schema::BigDecimal | Schema::Decimal(_) => Kind::Bytes,
+            Schema::String | Schema::Uuid => Kind::String,
+            Schema::Array(_) => Kind::Array,
+            Schema::Map(_) => Kind::Map,
+            Schema::Union(_) => Kind::Union,
+            Schema::Record(_) => Kind::Record,
+            Schema::Enum(_) => Kind::Enum,
+            Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
+            // Unresolved (the parser refuses unknown names, so not reached).
+            Schema::Ref { .. } => Kind::Record,
         }
     }
 
@@ -209,34 +237,6 @@ impl<'a> Check<'a> {
         }
     }
 
-    fn kind(schema: &Schema) -> Kind {
-        match schema {
-            Schema::Null => Kind::Null,
-            Schema::Boolean => Kind::Boolean,
-            Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
-            Schema::Long
-            | Schema::TimeMicros
-            | Schema::TimestampMillis
-            | Schema::TimestampMicros
-            | Schema::TimestampNanos
-            | Schema::LocalTimestampMillis
-            | Schema::LocalTimestampMicros
-            | Schema::LocalTimestampNanos => Kind::Long,
-            Schema::Float => Kind::Float,
-            Schema::Double => Kind::Double,
-            Schema::Bytes | Schema::BigDecimal | Schema::Decimal(_) => Kind::Bytes,
-            Schema::String | Schema::Uuid => Kind::String,
-            Schema::Array(_) => Kind::Array,
-            Schema::Map(_) => Kind::Map,
-            Schema::Union(_) => Kind::Union,
-            Schema::Record(_) => Kind::Record,
-            Schema::Enum(_) => Kind::Enum,
-            Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
-            // Unresolved (the parser refuses unknown names, so not reached).
-            Schema::Ref { .. } => Kind::Record,
-        }
-    }
-
     fn report(&mut self, kind: DifferenceKind, path: &str, description: String) {
         let path = if path.is_empty() { "/".to_owned() } else { path.to_owned() };
         self.found.push(Difference { kind: kind.name(), path, description });
@@ -256,7 +256,7 @@ impl<'a> Check<'a> {
     fn compare(&mut self, reader: &Schema, writer: &Schema, path: &str) {
         let reader = Self::resolve(self.reader_names, reader);
         let writer = Self::resolve(self.writer_names, writer);
-        let (rk, wk) = (Self::kind(reader), Self::kind(writer));
+        let (rk, wk) = (Kind::of(reader), Kind::of(writer));
         // A writer union is read branch by branch: every branch must be readable.
         if let Schema::Union(w) = writer {
             for (i, branch) in w.variants().iter().enumerate() {
