@@ -270,8 +270,12 @@ impl ProtobufSchema {
     pub fn encode_json(&self, value: &serde_json::Value) -> Result<Vec<u8>, String> {
         let message = self.main.messages().next().ok_or("the schema defines no message")?;
         let mut path = serde_path_to_error::Track::new();
-        let decoded = DynamicMessage::deserialize(message, serde_path_to_error::Deserializer::new(value, &mut path))
-            .map_err(|e| format!("at {}: {e}", pointer(&path.path())))?;
+        // A library walking client data, as in `decode`: a panic refuses the record, not the request.
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            DynamicMessage::deserialize(message, serde_path_to_error::Deserializer::new(value, &mut path))
+        }))
+        .map_err(|_| "not a valid message: the JSON mapping failed".to_owned())?
+        .map_err(|e| format!("at {}: {e}", pointer(&path.path())))?;
         let mut out = vec![0];
         decoded.encode(&mut out).map_err(|e| format!("encoding the message: {e}"))?;
         Ok(out)
