@@ -494,6 +494,11 @@ pub(crate) struct AgentOptions {
     /// `max.connections.per.ip.overrides`), e.g. for a NAT gateway or a load balancer.
     #[arg(long, value_delimiter = ',', value_parser = parse_ip_override)]
     pub(crate) max_connections_per_ip_overrides: Vec<(std::net::IpAddr, usize)>,
+    /// Incremental fetch sessions (KIP-227) this agent keeps (Kafka's
+    /// `max.incremental.fetch.session.cache.slots`); 0 answers every Fetch without a session. One
+    /// tenant may hold a quarter of them.
+    #[arg(long, default_value_t = 1_000)]
+    pub(crate) fetch_session_slots: usize,
     /// Kafka's `connections.max.idle.ms`: a connection that sends no request for this long is closed.
     #[arg(long, default_value_t = 600_000)]
     pub(crate) connections_max_idle_ms: u64,

@@ -52,6 +52,8 @@ pub struct AgentConfig {
     pub authorizer: Option<crate::access::AuthorizerConfig>,
     /// Limits of the Kafka listener's connections.
     pub connections: crate::kafka::connections::ConnectionLimits,
+    /// Bounds of the incremental fetch session cache (KIP-227).
+    pub fetch_sessions: crate::fetch::sessions::FetchSessionBounds,
 }
 
 /// Faults an agent can be told to inject (test-only; off unless given on the command line).
@@ -90,6 +92,8 @@ pub struct Agent {
     pub wakeups: Arc<crate::fetch::wakeups::PartitionWakeups>,
     /// Registry schemas parsed for produce-time validation and compatibility checks.
     pub parsed_schemas: crate::produce::schemas::ParsedSchemas,
+    /// Incremental fetch sessions of the Kafka listener's connections.
+    pub fetch_sessions: crate::fetch::sessions::FetchSessions,
 }
 
 impl Agent {
@@ -107,8 +111,19 @@ impl Agent {
         let quotas = crate::quotas::QuotaBuckets::default();
         let wakeups = Arc::default();
         let parsed_schemas = crate::produce::schemas::ParsedSchemas::default();
-        let agent =
-            Arc::new(Self { config, metadata, store, cache, buffer, auth_failures, quotas, wakeups, parsed_schemas });
+        let fetch_sessions = crate::fetch::sessions::FetchSessions::new(config.fetch_sessions);
+        let agent = Arc::new(Self {
+            config,
+            metadata,
+            store,
+            cache,
+            buffer,
+            auth_failures,
+            quotas,
+            wakeups,
+            parsed_schemas,
+            fetch_sessions,
+        });
         tokio::spawn(crate::fetch::wakeups::run(Arc::downgrade(&agent)));
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));

@@ -4,8 +4,9 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    CounterVec, Histogram, HistogramVec, IntCounterVec, exponential_buckets, register_counter_vec, register_histogram,
-    register_histogram_vec, register_int_counter_vec,
+    CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, exponential_buckets,
+    register_counter_vec, register_histogram, register_histogram_vec, register_int_counter, register_int_counter_vec,
+    register_int_gauge,
 };
 
 /// Kafka requests handled, by API.
@@ -39,6 +40,65 @@ pub static LONG_POLL_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         "floe_long_poll_reads_total",
         "Reads made again by waiting requests after a wakeup, by listener",
         &["listener"]
+    )
+    .expect("unique")
+});
+
+/// Kafka request bytes read (frames without their length prefix), by API.
+pub static REQUEST_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_kafka_request_bytes_total", "Kafka request bytes read, by API", &["api"])
+        .expect("unique")
+});
+
+/// Kafka response bytes written, by API.
+pub static RESPONSE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_kafka_response_bytes_total", "Kafka response bytes written, by API", &["api"])
+        .expect("unique")
+});
+
+/// Fetch requests by session kind (`sessionless`, `full`, `incremental`, `refused`; KIP-227).
+pub static FETCH_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_fetch_requests_total", "Fetch requests, by fetch session kind", &["kind"])
+        .expect("unique")
+});
+
+/// Incremental fetch sessions held by this agent.
+pub static FETCH_SESSIONS: LazyLock<IntGauge> =
+    LazyLock::new(|| register_int_gauge!("floe_fetch_sessions", "Incremental fetch sessions held").expect("unique"));
+
+/// Partitions cached over all fetch sessions.
+pub static FETCH_SESSION_PARTITIONS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!("floe_fetch_session_partitions", "Partitions cached over all fetch sessions").expect("unique")
+});
+
+/// Fetch sessions opened.
+pub static FETCH_SESSIONS_CREATED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_fetch_sessions_created_total", "Fetch sessions opened").expect("unique")
+});
+
+/// Fetch sessions evicted to make room, by reason (`stale`, `size`, `connection`).
+pub static FETCH_SESSIONS_EVICTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_fetch_sessions_evicted_total", "Fetch sessions evicted, by reason", &["reason"])
+        .expect("unique")
+});
+
+/// Fetch sessions not opened or not kept, by the bound in the way (`agent`, `tenant`, `partitions`).
+pub static FETCH_SESSIONS_REFUSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_fetch_sessions_refused_total", "Fetch sessions refused, by bound", &["bound"])
+        .expect("unique")
+});
+
+/// Incremental fetches refused, by Kafka error name.
+pub static FETCH_SESSION_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_fetch_session_errors_total", "Incremental fetches refused, by error", &["error"])
+        .expect("unique")
+});
+
+/// Partitions left out of incremental fetch answers because nothing changed in them.
+pub static FETCH_SESSION_PARTITIONS_OMITTED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "floe_fetch_session_partitions_omitted_total",
+        "Partitions left out of incremental fetch answers as unchanged"
     )
     .expect("unique")
 });

@@ -107,6 +107,7 @@ pub(crate) async fn run(
             authentication_timeout: Duration::from_millis(options.authentication_timeout_ms.max(1)),
             unauthenticated_frame_bytes_max: options.sasl_max_receive_bytes.max(64),
         },
+        fetch_sessions: floe_agent::fetch::sessions::FetchSessionBounds::with_slots(options.fetch_session_slots),
         compaction: CompactionConfig {
             interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
             small_chunk_bytes: 1024 * 1024,

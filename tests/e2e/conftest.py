@@ -393,6 +393,24 @@ def admin(bootstrap: str):
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
 
 
+def scrape_metrics(floe) -> dict[str, float]:
+    """The agent's /metrics as {series with labels: value}."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"{floe.http_url}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def metric_sum(floe, name: str) -> float:
+    """The sum of every series of metric `name`, or of the one series `name` names with labels."""
+    return sum(v for k, v in scrape_metrics(floe).items() if k == name or k.startswith(name + "{"))
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: Optional[dict] = None,
                  replication_factor: int = 1, timeout: float = 20):
     from confluent_kafka.admin import NewTopic

@@ -7,23 +7,12 @@ from __future__ import annotations
 
 import mmap
 import time
-import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from conftest import create_topic, unique_name
+from conftest import create_topic, scrape_metrics as metrics, unique_name
 
 RECORD = 10_000  # bytes per record value
-
-
-def metrics(floe) -> dict[str, float]:
-    text = urllib.request.urlopen(f"{floe.http_url}/metrics", timeout=5).read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def gets(floe) -> tuple[float, float]:

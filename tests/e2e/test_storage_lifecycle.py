@@ -5,13 +5,12 @@ unreferenced objects and orphans (an agent that died between PUT and commit) and
 from __future__ import annotations
 
 import time
-import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from conftest import admin, create_topic, unique_name, wait_until, watermarks
+from conftest import admin, create_topic, metric_sum, unique_name, wait_until, watermarks
 
 T = 30
 
@@ -72,15 +71,6 @@ def read_partition(bootstrap: str, topic: str, partition: int, offset: int, unti
     return got
 
 
-def metric(floe, name: str) -> float:
-    text = urllib.request.urlopen(f"{floe.http_url}/metrics", timeout=5).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def test_retention_by_time_deletes_old_records_and_their_objects(floe_factory, tmp_path):
     objects = tmp_path / "objects"
     floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=["--gc-interval-secs", "1"])
@@ -109,7 +99,7 @@ def test_retention_by_time_deletes_old_records_and_their_objects(floe_factory, t
     wait_until(lambda: not (segment_files(objects) & expiring_objects), 30,
                "garbage collection to delete the expired topic's objects")
     assert kept_objects <= segment_files(objects), "an object still referenced was deleted"
-    assert metric(floe, 'floe_gc_objects_deleted_total{reason="unreferenced"}') >= len(expiring_objects)
+    assert metric_sum(floe, 'floe_gc_objects_deleted_total{reason="unreferenced"}') >= len(expiring_objects)
     keep_read = read_partition(floe.bootstrap, keep, 0, 0, 20)
     assert [m.value() for m in keep_read] == [f"keep-{i}".encode() for i in range(20)], "another topic lost records"
 
@@ -183,7 +173,7 @@ def test_orphan_objects_are_deleted_after_the_grace_and_nothing_else(floe_factor
     acked.update(produce_values(floe.bootstrap, topic, [(0, f"after-{i}".encode()) for i in range(10)]))
     wait_until(lambda: not (segment_files(objects) & orphans), 30, "the orphan to be deleted after its grace")
     assert committed_objects <= segment_files(objects), "a committed object was deleted"
-    assert metric(floe, 'floe_gc_objects_deleted_total{reason="orphan"}') == 1
+    assert metric_sum(floe, 'floe_gc_objects_deleted_total{reason="orphan"}') == 1
     got = read_partition(floe.bootstrap, topic, 0, 0, 20)
     assert sorted(m.value() for m in got) == sorted(acked), "acknowledged records lost"
     assert b"never-acknowledged" not in {m.value() for m in got}
@@ -227,7 +217,7 @@ def test_compaction_merges_small_objects_while_producers_and_consumers_run(floe_
     t = threading.Thread(target=keep_producing, daemon=True)
     t.start()
     try:
-        wait_until(lambda: metric(floe, 'floe_compaction_runs_total{outcome="ok"}') >= 2, 60,
+        wait_until(lambda: metric_sum(floe, 'floe_compaction_runs_total{outcome="ok"}') >= 2, 60,
                    "compaction of both partitions")
         wait_until(lambda: len(segment_files(objects) & small_objects) <= 4, 60,
                    "garbage collection to delete the small objects compaction replaced")

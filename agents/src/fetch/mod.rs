@@ -3,6 +3,7 @@
 
 mod read;
 mod records;
+pub mod sessions;
 pub mod wakeups;
 
 pub use read::{FetchError, PartitionRead, ReadLimits, TimestampHit, read_partition, records_at_timestamp};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use floe_metadata::Namespace;
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::messages::{ApiKey, FetchResponse, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
@@ -21,12 +21,13 @@ use super::api::{acls, scram_credentials};
 use super::authorize::{self, Refused};
 use super::connections::Admitted;
 use super::dispatch::{self, Extras, Reply};
-use super::error_code::code;
+use super::error_code::{self, code};
 use super::frame;
 use super::namespace;
 use super::sasl::{Admission, Principal, Session, Verdict};
 use crate::Agent;
 use crate::access::Access;
+use crate::fetch::sessions::Ticket;
 use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
 use crate::quotas::{QuotaBuckets, QuotaHolder, QuotaKind};
 
@@ -60,6 +61,8 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 struct InFlight {
     started: std::time::Instant,
+    /// The request frame's length, for `floe_kafka_request_bytes_total`.
+    request_bytes: u64,
     correlation_id: i32,
     api_key: ApiKey,
     version: i16,
@@ -78,6 +81,26 @@ struct Finish {
     throttle: std::time::Duration,
     /// The caller and what the authorizer took out of its request.
     refused: Option<(Access, Refused)>,
+    /// The fetch session this Fetch continues or opens.
+    fetch_session: Option<Ticket>,
+}
+
+/// What one connection keeps from one request to the next.
+struct Connection {
+    /// Its number, which owns its fetch sessions.
+    id: u64,
+    peer: SocketAddr,
+    /// Its OffsetCommits, applied in the order it sent them.
+    lane: CommitLane,
+}
+
+/// Closes a connection's fetch sessions when it goes, however it goes.
+struct FetchSessionsOf<'a>(&'a Agent, u64);
+
+impl Drop for FetchSessionsOf<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sessions.close_connection(self.1);
+    }
 }
 
 /// Serves one connection: a TCP stream, or a TLS stream over one. `admitted` is its place in
@@ -93,8 +116,10 @@ where
     let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_responses(agent.clone(), writer, queue));
     let mut sasl = agent.config.sasl.clone().map(Session::new);
+    let connection = Connection { id: agent.fetch_sessions.connection(), peer, lane: CommitLane::default() };
+    let _sessions = FetchSessionsOf(&agent, connection.id);
     let closed = tokio::select! {
-        closed = read_requests(&agent, reader, in_flight, peer, &mut sasl, &admitted) => closed,
+        closed = read_requests(&agent, reader, in_flight, connection, &mut sasl, &admitted) => closed,
         () = admitted.evicted() => Err(ConnectionError::Evicted),
     };
     match &closed {
@@ -187,12 +212,12 @@ async fn read_requests(
     agent: &Arc<Agent>,
     mut reader: impl AsyncRead + Unpin,
     in_flight: mpsc::Sender<InFlight>,
-    peer: SocketAddr,
+    mut connection: Connection,
     sasl: &mut Option<Session>,
     admitted: &Admitted,
 ) -> Result<(), ConnectionError> {
     let extras = dispatch::extras(agent);
-    let mut lane = CommitLane::default();
+    let peer = connection.peer;
     let limits = agent.config.connections.clone();
     let authenticate_by = tokio::time::Instant::now() + limits.authentication_timeout;
     let mut proven = false;
@@ -232,7 +257,10 @@ async fn read_requests(
                 let reply = Reply::Now(Box::new(ResponseKind::ApiVersions(dispatch::api_versions_unsupported(extras))));
                 let correlation_id = header.correlation_id;
                 let (api_key, version, finish) = (ApiKey::ApiVersions, 0, Finish::default());
-                let _ = in_flight.send(InFlight { started, correlation_id, api_key, version, reply, finish }).await;
+                let request_bytes = frame_bytes;
+                let _ = in_flight
+                    .send(InFlight { started, request_bytes, correlation_id, api_key, version, reply, finish })
+                    .await;
                 continue;
             }
         };
@@ -277,13 +305,14 @@ async fn read_requests(
                     Admission::Refuse(why) => return Err(ConnectionError::Unauthenticated(why)),
                     Admission::Serve => {
                         let principal = session.principal().cloned();
-                        start(agent, &header, request, principal.as_ref(), peer, frame_bytes, &mut lane).await
+                        start(agent, &header, request, principal.as_ref(), frame_bytes, &mut connection).await
                     }
                 }
             }
-            (None, request) => start(agent, &header, request, None, peer, frame_bytes, &mut lane).await,
+            (None, request) => start(agent, &header, request, None, frame_bytes, &mut connection).await,
         };
-        let in_flight_request = InFlight { started, correlation_id, api_key, version, reply, finish };
+        let request_bytes = frame_bytes;
+        let in_flight_request = InFlight { started, request_bytes, correlation_id, api_key, version, reply, finish };
         if in_flight.send(in_flight_request).await.is_err() || close {
             return Ok(());
         }
@@ -298,10 +327,10 @@ async fn start(
     header: &RequestHeader,
     request: RequestKind,
     principal: Option<&Principal>,
-    peer: SocketAddr,
     frame_bytes: u64,
-    lane: &mut CommitLane,
+    connection: &mut Connection,
 ) -> (Reply, Finish) {
+    let peer = connection.peer;
     let now = |response| (Reply::Now(Box::new(response)), Finish::default());
     fn later(future: impl std::future::Future<Output = ResponseKind> + Send + 'static) -> (Reply, Finish) {
         (Reply::Later(tokio::spawn(future)), Finish::default())
@@ -344,6 +373,18 @@ async fn start(
                 ..Finish::default()
             };
             let mut request = request;
+            if let RequestKind::Fetch(fetch) = &mut request {
+                // Before the authorizer: it checks every partition of the session, as Kafka does.
+                let (id, tenant, version) = (connection.id, finish.tenant.as_deref(), header.request_api_version);
+                match agent.fetch_sessions.begin(id, tenant, version, fetch, std::time::Instant::now()) {
+                    Ok(ticket) => finish.fetch_session = ticket,
+                    Err(e) => {
+                        let code = error_code::for_fetch_session(&e).code();
+                        let answer = FetchResponse::default().with_error_code(code);
+                        return (Reply::Now(Box::new(ResponseKind::Fetch(answer))), finish);
+                    }
+                }
+            }
             if let Some(access) = access {
                 let (state, ns) = (&agent.metadata.read(), finish.namespace.as_ref());
                 match authorize::request(&access, ns, state, header.request_api_version, &mut request) {
@@ -386,7 +427,7 @@ async fn start(
             let reply = match scoped {
                 Ok(()) => {
                     let key = finish.namespace.as_ref().map(Namespace::key);
-                    dispatch::start(agent, header, request, peer, lane, key).await
+                    dispatch::start(agent, header, request, peer, &mut connection.lane, key).await
                 }
                 Err(answer) => Reply::Now(answer),
             };
@@ -476,6 +517,9 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
         if let Some((access, refused)) = finish.refused {
             authorize::complete(&access, finish.namespace.as_ref(), &agent.metadata.read(), refused, &mut response);
         }
+        if let (Some(ticket), ResponseKind::Fetch(fetch)) = (finish.fetch_session, &mut response) {
+            agent.fetch_sessions.finish(ticket, fetch);
+        }
         let throttle = match &finish.tenant {
             Some(tenant) => quota_throttle(&agent, tenant, finish.throttle, request.version, &mut response),
             None => std::time::Duration::ZERO,
@@ -495,6 +539,8 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
                 return;
             }
         };
+        crate::metrics::REQUEST_BYTES.with_label_values(&[&api]).inc_by(request.request_bytes);
+        crate::metrics::RESPONSE_BYTES.with_label_values(&[&api]).inc_by(bytes::Buf::remaining(&frame) as u64);
         if writer.write_all_buf(&mut frame).await.is_err() {
             return;
         }

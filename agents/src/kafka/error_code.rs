@@ -6,6 +6,7 @@ use floe_metadata::{CommandError, NodeError};
 use kafka_protocol::ResponseError;
 
 use crate::fetch::FetchError;
+use crate::fetch::sessions::FetchSessionError;
 use crate::produce::{AppendError, ProduceError};
 
 /// Codes used directly by handlers for conditions that have no error type of their own.
@@ -161,6 +162,14 @@ pub(super) fn for_fetch(error: &FetchError) -> ResponseError {
             tracing::error!(error = %error, "stored data failed to parse");
             ResponseError::KafkaStorageError
         }
+    }
+}
+
+pub(super) fn for_fetch_session(error: &FetchSessionError) -> ResponseError {
+    match error {
+        FetchSessionError::NotFound(_) => ResponseError::FetchSessionIdNotFound,
+        FetchSessionError::InvalidEpoch { .. } => ResponseError::InvalidFetchSessionEpoch,
+        FetchSessionError::TopicIdUsage { .. } => ResponseError::FetchSessionTopicIdError,
     }
 }
 

@@ -116,7 +116,6 @@ async fn read_once(agent: &Agent, version: i16, request: &FetchRequest) -> (Fetc
                 .with_partitions(partitions),
         );
     }
-    // Sessions (KIP-227) are not kept: session id 0 tells clients to send full fetches.
     (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors)
 }
 

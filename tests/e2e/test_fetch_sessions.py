@@ -1,0 +1,258 @@
+"""Incremental fetch sessions (KIP-227), issue 32 item 5.
+
+kafka-python keeps a session per broker by default, so an idle consumer of 1,000 partitions sends
+and receives a few dozen bytes per Fetch instead of every partition each time. Crafted requests
+check each session answer Kafka gives (70, 71, 106, closing, forgetting). librdkafka never opens
+sessions: its fetches stay sessionless.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+import time
+
+from confluent_kafka import Producer
+from kafka import KafkaConsumer, TopicPartition
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.parser import KafkaProtocol
+
+from conftest import confluent_consumer, create_topic, metric_sum, unique_name, wait_until
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+FETCH_SESSION_TOPIC_ID_ERROR = 106
+
+
+class RawKafka:
+    """One connection speaking requests built with kafka-python's protocol classes."""
+
+    def __init__(self, bootstrap: str):
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=15)
+        self.parser = KafkaProtocol(client_id="e2e-raw")
+
+    def call(self, request, version: int):
+        request.API_VERSION = version
+        self.parser.send_request(request)
+        self.sock.sendall(self.parser.send_bytes())
+        while True:
+            data = self.sock.recv(1 << 20)
+            assert data, "connection closed"
+            got = self.parser.receive_bytes(data)
+            if got:
+                return got[0][1]
+
+    def close(self):
+        self.sock.close()
+
+
+def fetch(version: int, session_id: int, epoch: int, topic: str, topic_id, partitions, forget=(), max_wait_ms=0):
+    """A Fetch naming `partitions` {partition: offset} of `topic` and forgetting `forget`."""
+    name = topic if version < 13 else ""
+    parts = [FetchRequest.FetchTopic.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+             for p, o in partitions.items()]
+    topics = [FetchRequest.FetchTopic(topic=name, topic_id=topic_id, partitions=parts)] if parts else []
+    forgotten = [FetchRequest.ForgottenTopic(topic=name, topic_id=topic_id, partitions=list(forget))] if forget else []
+    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=0, max_bytes=1 << 24, isolation_level=0,
+                        session_id=session_id, session_epoch=epoch, topics=topics,
+                        forgotten_topics_data=forgotten, rack_id="")
+
+
+def answered(response) -> dict[int, tuple[int, int, int]]:
+    """{partition: (error, high watermark, record bytes)} of a Fetch answer."""
+    return {p.partition_index: (p.error_code, p.high_watermark, len(p.records or b""))
+            for t in response.responses for p in t.partitions}
+
+
+def produce_to(bootstrap: str, topic: str, partitions: list[int], per_partition: int = 1):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for part in partitions:
+        for i in range(per_partition):
+            p.produce(topic, partition=part, value=f"{part}-{i}".encode())
+    assert p.flush(30) == 0
+
+
+def test_crafted_session_requests_get_the_answers_kafka_gives(floe):
+    topic = unique_name("fs-raw")
+    create_topic(floe.bootstrap, topic, 3)
+    raw, other = RawKafka(floe.bootstrap), RawKafka(floe.bootstrap)
+    try:
+        md = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                      allow_auto_topic_creation=False), 12)
+        topic_id = md.topics[0].topic_id
+        everything = {0: 0, 1: 0, 2: 0}
+
+        # (0, 0) opens a session and answers every partition.
+        opened = raw.call(fetch(12, 0, 0, topic, topic_id, everything), 12)
+        assert opened.error_code == 0
+        sid = opened.session_id
+        assert sid > 0, "a full fetch with epoch 0 opens a session"
+        assert sorted(answered(opened)) == [0, 1, 2]
+
+        # Epoch 1 with nothing changed: nothing to say.
+        idle = raw.call(fetch(12, sid, 1, topic, topic_id, {}), 12)
+        assert (idle.error_code, idle.session_id, answered(idle)) == (0, sid, {})
+
+        # The same epoch again, a later epoch, or topic ids in a session opened with names.
+        assert raw.call(fetch(12, sid, 1, topic, topic_id, {}), 12).error_code == INVALID_FETCH_SESSION_EPOCH
+        assert raw.call(fetch(12, sid, 9, topic, topic_id, {}), 12).error_code == INVALID_FETCH_SESSION_EPOCH
+        assert raw.call(fetch(13, sid, 2, topic, topic_id, {}), 13).error_code == FETCH_SESSION_TOPIC_ID_ERROR
+        # Another connection cannot use or close it.
+        assert other.call(fetch(12, sid, 2, topic, topic_id, {}), 12).error_code == FETCH_SESSION_ID_NOT_FOUND
+        other.call(fetch(12, sid, -1, topic, topic_id, everything), 12)
+
+        # Records arrive in 0 and 1; partition 0 is forgotten first, so only 1 is answered.
+        produce_to(floe.bootstrap, topic, [0, 1])
+        moved = raw.call(fetch(12, sid, 2, topic, topic_id, {}, forget=[0]), 12)
+        assert moved.error_code == 0 and moved.session_id == sid
+        got = answered(moved)
+        assert sorted(got) == [1] and got[1][1] == 1 and got[1][2] > 0, got
+        # The client moves partition 1 on: quiet again.
+        assert answered(raw.call(fetch(12, sid, 3, topic, topic_id, {1: 1}), 12)) == {}
+        # Partition 0 comes back and is answered once, from the offset given.
+        back = answered(raw.call(fetch(12, sid, 4, topic, topic_id, {0: 1}), 12))
+        assert sorted(back) == [0] and back[0][1:] == (1, 0), back
+        assert answered(raw.call(fetch(12, sid, 5, topic, topic_id, {}), 12)) == {}
+
+        # (id, -1) closes the session and answers in full without one.
+        closed = raw.call(fetch(12, sid, -1, topic, topic_id, everything), 12)
+        assert (closed.error_code, closed.session_id, sorted(answered(closed))) == (0, 0, [0, 1, 2])
+        assert raw.call(fetch(12, sid, 6, topic, topic_id, {}), 12).error_code == FETCH_SESSION_ID_NOT_FOUND
+
+        # Sessions by topic id (v13+).
+        # Offsets past what 0 and 1 hold, so only new records move a partition.
+        by_id = raw.call(fetch(16, 0, 0, topic, topic_id, {0: 1, 1: 1, 2: 0}), 16)
+        sid = by_id.session_id
+        assert sid > 0 and sorted(answered(by_id)) == [0, 1, 2]
+        produce_to(floe.bootstrap, topic, [2])
+        moved = raw.call(fetch(16, sid, 1, topic, topic_id, {}), 16)
+        assert sorted(answered(moved)) == [2] and moved.responses[0].topic_id == topic_id
+        assert raw.call(fetch(12, sid, 2, topic, topic_id, {}), 12).error_code == FETCH_SESSION_TOPIC_ID_ERROR
+    finally:
+        raw.close()
+        other.close()
+    # Both connections are gone, and their sessions with them.
+    wait_until(lambda: metric_sum(floe, "floe_fetch_sessions") == 0, 10, "sessions closed with their connections")
+
+
+def test_an_idle_kafka_python_consumer_of_1000_partitions_sends_and_hears_almost_nothing(floe):
+    topic = unique_name("fs-idle")
+    create_topic(floe.bootstrap, topic, 1000, timeout=60)
+    consumer = KafkaConsumer(bootstrap_servers=floe.bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100, client_id="e2e-idle")
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(1000)])
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        before = {name: metric_sum(floe, name) for name in (
+            'floe_kafka_request_bytes_total{api="Fetch"}', 'floe_kafka_response_bytes_total{api="Fetch"}',
+            'floe_kafka_requests_total{api="Fetch"}')}
+        handler = next(iter(consumer._fetcher._session_handlers.values()))
+        epoch_before = handler.next_metadata.epoch
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        after = {name: metric_sum(floe, name) for name in before}
+        fetches = after['floe_kafka_requests_total{api="Fetch"}'] - before['floe_kafka_requests_total{api="Fetch"}']
+        assert fetches >= 10, f"only {fetches} fetches in 5 s"
+        per_request = (after['floe_kafka_request_bytes_total{api="Fetch"}']
+                       - before['floe_kafka_request_bytes_total{api="Fetch"}']) / fetches
+        per_response = (after['floe_kafka_response_bytes_total{api="Fetch"}']
+                        - before['floe_kafka_response_bytes_total{api="Fetch"}']) / fetches
+        # A full fetch of 1,000 partitions is about 30 KB each way.
+        assert per_request < 200, f"{per_request:.0f} request bytes per Fetch"
+        assert per_response < 200, f"{per_response:.0f} response bytes per Fetch"
+        assert handler.next_metadata.epoch > epoch_before + 5, "the session's epoch climbs"
+        assert metric_sum(floe, "floe_fetch_session_partitions") == 1000
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_reads_every_record_once_in_order_through_a_session(floe):
+    """Records land on random partitions while the consumer pauses, resumes and seeks: partitions
+    leave and rejoin its session, and every record still arrives once, in order."""
+    topic = unique_name("fs-order")
+    partitions, total = 24, 3000
+    create_topic(floe.bootstrap, topic, partitions)
+    sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    done = threading.Event()
+    failures: list = []
+
+    def produce():
+        p = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        rng = random.Random(7)
+        try:
+            for i in range(total):
+                part = rng.randrange(partitions)
+                value = f"{part}:{len(sent[part])}".encode()
+                sent[part].append(value)
+                p.produce(topic, partition=part, value=value,
+                          on_delivery=lambda err, _m: err and failures.append(err))
+                if i % 100 == 0:
+                    p.poll(0)
+                    time.sleep(0.02)
+            assert p.flush(60) == 0
+        finally:
+            done.set()
+
+    sessions_before = metric_sum(floe, 'floe_fetch_requests_total{kind="incremental"}')
+    producer = threading.Thread(target=produce)
+    producer.start()
+    consumer = KafkaConsumer(bootstrap_servers=floe.bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100, max_partition_fetch_bytes=2048,
+                             client_id="e2e-order")
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    try:
+        consumer.assign(tps)
+        rounds, deadline = 0, time.monotonic() + 120
+        while time.monotonic() < deadline:
+            rounds += 1
+            if rounds % 7 == 0:
+                consumer.pause(*tps[rounds % partitions::5])
+            if rounds % 7 == 3:
+                consumer.resume(*consumer.paused())
+            if rounds == 20:
+                # Back to the start of one partition: what it read is read again.
+                consumer.seek(tps[3], 0)
+                got[3] = []
+            for tp, msgs in consumer.poll(timeout_ms=100).items():
+                got[tp.partition] += [m.value for m in msgs]
+            if done.is_set() and all(len(got[p]) >= len(sent[p]) for p in range(partitions)):
+                consumer.resume(*consumer.paused())
+                if not consumer.paused():
+                    break
+        producer.join()
+        assert not failures, failures[:3]
+        for p in range(partitions):
+            assert got[p] == sent[p], f"partition {p}: read {len(got[p])} of {len(sent[p])}, first diff at " \
+                f"{next((i for i, (a, b) in enumerate(zip(got[p], sent[p])) if a != b), min(len(got[p]), len(sent[p])))}"
+    finally:
+        consumer.close()
+        producer.join()
+    assert metric_sum(floe, 'floe_fetch_requests_total{kind="incremental"}') > sessions_before + 5
+
+
+def test_librdkafka_consumers_stay_sessionless(floe):
+    topic = unique_name("fs-rdkafka")
+    create_topic(floe.bootstrap, topic, 4)
+    produce_to(floe.bootstrap, topic, [0, 1, 2, 3], per_partition=5)
+    full_before = metric_sum(floe, 'floe_fetch_requests_total{kind="full"}')
+    c = confluent_consumer(floe.bootstrap, {"group.id": unique_name("g"), "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        read, deadline = 0, time.monotonic() + 30
+        while read < 20 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                read += 1
+        assert read == 20
+    finally:
+        c.close()
+    assert metric_sum(floe, 'floe_fetch_requests_total{kind="sessionless"}') > 0
+    assert metric_sum(floe, 'floe_fetch_requests_total{kind="full"}') == full_before
+    assert metric_sum(floe, "floe_fetch_sessions") == 0
