@@ -413,7 +413,14 @@ const COMPACTION_JOB: &str = "compaction is a background job scheduled by the me
 const CODEC_DEFAULT_LEVELS: &str = "compaction recompresses with each codec's default level";
 const METRICS_ENDPOINT: &str = "Floe exports Prometheus metrics at /metrics";
 const NO_DELEGATION_TOKENS: &str = "Floe does not issue delegation tokens";
-const CONNECTION_CAP_ONLY: &str = "agents cap connections only through max.connections";
+const CONNECTION_FLAGS: &str = "agents take connection limits from --max-connections, --max-connections-per-ip and --max-connections-per-ip-overrides";
+const NO_GROUP_CONFIGS: &str = "Floe has no per-group configs for this bound to limit";
+const NO_SHARE_GROUPS: &str = "Floe does not implement share groups (KIP-932) yet";
+const NO_STREAMS_GROUPS: &str = "Floe does not implement streams groups (KIP-1071) yet";
+const NO_CLIENT_TELEMETRY: &str = "Floe does not serve client telemetry (KIP-714) yet";
+const NO_BROKER_CONNECTIONS: &str = "agents open no Kafka connections to other brokers or controllers";
+const PLAIN_SCRAM_ONLY: &str = "agents offer only SASL PLAIN and SCRAM, not GSSAPI (Kerberos) or OAUTHBEARER";
+const NO_JVM: &str = "agents use rustls for TLS, not a JVM's security providers";
 
 /// Kafka's compression codecs for `compression.type`, plus `producer` (keep the client's codec).
 const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
@@ -713,14 +720,46 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     .not_applicable(NO_LEADERS),
 ];
 
-/// Standard Kafka broker configs that admin tools, Connect, Streams or Debezium may read or set,
-/// sorted by name. ZooKeeper-only configs are left out.
+/// Every Kafka 4.0 and 4.1 broker config, plus a few that Kafka 4.x does not list (see
+/// `config/kafka-4.1/floe-extras.tsv`), sorted by name. ZooKeeper-only configs are left out.
 pub static BROKER_CONFIGS: &[ConfigDef] = &[
+    def(
+        "add.partitions.to.txn.retry.backoff.max.ms",
+        T::Int,
+        "100",
+        "Longest pause between a broker's retries of AddPartitionsToTxn to the coordinator.",
+    )
+    .read_only()
+    .not_applicable(NO_BROKER_CONNECTIONS),
+    def(
+        "add.partitions.to.txn.retry.backoff.ms",
+        T::Int,
+        "20",
+        "First pause before a broker retries AddPartitionsToTxn to the coordinator.",
+    )
+    .read_only()
+    .not_applicable(NO_BROKER_CONNECTIONS),
     def_null("advertised.listeners", T::String, "Addresses the broker gives clients to reach it.")
         .not_applicable(AGENT_FLAGS),
     def_null("alter.config.policy.class.name", T::Class, "Plug-in that vets config changes.")
         .read_only()
         .not_applicable(NO_PLUGINS),
+    def(
+        "alter.log.dirs.replication.quota.window.num",
+        T::Int,
+        "11",
+        "Samples kept for the quota on moving replicas between log directories.",
+    )
+    .read_only()
+    .not_applicable(NO_LOG_FILES),
+    def(
+        "alter.log.dirs.replication.quota.window.size.seconds",
+        T::Int,
+        "1",
+        "Length of one sample of the quota on moving replicas between log directories.",
+    )
+    .read_only()
+    .not_applicable(NO_LOG_FILES),
     def("authorizer.class.name", T::String, "", "Plug-in that decides ACL checks; empty turns authorization off.")
         .read_only()
         .not_applicable("Floe's ACLs are built in, not a plug-in"),
@@ -742,8 +781,24 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("background.threads", T::Int, "10", "Threads for Kafka's background housekeeping tasks.")
         .at_least(1)
         .not_applicable(NO_THREAD_POOLS),
+    def(
+        "broker.heartbeat.interval.ms",
+        T::Int,
+        "2000",
+        "How often a broker sends a heartbeat to the KRaft controller.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def("broker.id", T::Int, "-1", "Numeric id of this broker; Floe reports the agent's id.").read_only(),
     def_null("broker.rack", T::String, "Rack or zone of this broker; Floe reports the agent's zone.").read_only(),
+    def(
+        "broker.session.timeout.ms",
+        T::Int,
+        "9000",
+        "How long a broker may go without a heartbeat before the controller fences it.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def_null("client.quota.callback.class", T::Class, "Plug-in that computes client quotas.")
         .read_only()
         .not_applicable(NO_PLUGINS),
@@ -758,26 +813,123 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("compression.zstd.level", T::Int, "3", "Cluster default for the topic config of the same name.")
         .between(-131_072, 22)
         .not_applicable(CODEC_DEFAULT_LEVELS),
+    def(
+        "connection.failed.authentication.delay.ms",
+        T::Int,
+        "100",
+        "Pause before the broker closes a connection whose authentication failed.",
+    )
+    .read_only()
+    .not_applicable("agents wait a fixed second before answering a failed authentication"),
     def("connections.max.idle.ms", T::Long, "600000", "Idle time after which the broker closes a client connection.")
         .read_only(),
+    def(
+        "connections.max.reauth.ms",
+        T::Long,
+        "0",
+        "Longest a SASL authentication lasts before the client must repeat it; 0 means no limit.",
+    )
+    .read_only()
+    .not_applicable(AGENT_FLAGS),
     def("controlled.shutdown.enable", T::Boolean, "true", "Whether a stopping broker hands its leaderships off first.")
         .read_only()
         .not_applicable(NO_LEADERS),
     def("controller.listener.names", T::String, "", "Listeners used to reach the KRaft controllers.")
         .read_only()
         .not_applicable(NO_KRAFT),
+    def(
+        "controller.quorum.append.linger.ms",
+        T::Int,
+        "25",
+        "How long the KRaft leader gathers writes before appending them to its log.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def("controller.quorum.bootstrap.servers", T::List, "", "Addresses used to discover the KRaft controller quorum.")
         .read_only()
         .not_applicable(NO_KRAFT),
+    def(
+        "controller.quorum.election.backoff.max.ms",
+        T::Int,
+        "1000",
+        "Longest random pause before a KRaft voter starts a new election.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def(
+        "controller.quorum.election.timeout.ms",
+        T::Int,
+        "1000",
+        "How long a KRaft voter waits to hear from a leader before calling an election.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def(
+        "controller.quorum.fetch.timeout.ms",
+        T::Int,
+        "2000",
+        "Time without a successful fetch from the KRaft leader before a voter seeks a new one.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def(
+        "controller.quorum.request.timeout.ms",
+        T::Int,
+        "2000",
+        "Timeout of the requests KRaft quorum members send each other.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def(
+        "controller.quorum.retry.backoff.ms",
+        T::Int,
+        "20",
+        "Pause before a failed KRaft quorum request is sent again.",
+    )
+    .at_least(0)
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def("controller.quorum.voters", T::List, "", "Static id@host:port list of KRaft controller voters.")
         .read_only()
         .not_applicable(NO_KRAFT),
+    def("controller.quota.window.num", T::Int, "11", "Samples kept for the controller mutation rate quota.")
+        .read_only()
+        .not_applicable("Floe enforces tenant quotas with its own accounting"),
+    def(
+        "controller.quota.window.size.seconds",
+        T::Int,
+        "1",
+        "Length of one sample of the controller mutation rate quota.",
+    )
+    .read_only()
+    .not_applicable("Floe enforces tenant quotas with its own accounting"),
+    def(
+        "controller.socket.timeout.ms",
+        T::Int,
+        "30000",
+        "Socket timeout of the channel between the KRaft controller and brokers.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def_null("create.topic.policy.class.name", T::Class, "Plug-in that vets topic creations.")
         .read_only()
         .not_applicable(NO_PLUGINS),
     def("default.replication.factor", T::Int, "1", "Replication factor for topics created without one.")
         .read_only()
         .not_applicable(NO_REPLICAS),
+    def(
+        "delegation.token.expiry.check.interval.ms",
+        T::Long,
+        "3600000",
+        "How often the broker looks for expired delegation tokens to remove.",
+    )
+    .read_only()
+    .not_applicable(NO_DELEGATION_TOKENS),
     def(
         "delegation.token.expiry.time.ms",
         T::Long,
@@ -803,6 +955,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     .read_only()
     .not_applicable(NO_PURGATORY),
     def("delete.topic.enable", T::Boolean, "true", "Whether DeleteTopics is allowed.").read_only(),
+    def_null(
+        "early.start.listeners",
+        T::String,
+        "Listeners that accept connections before the node has finished starting.",
+    )
+    .read_only()
+    .not_applicable(AGENT_FLAGS),
     def("fetch.max.bytes", T::Int, "57671680", "Most bytes one Fetch response may carry.").at_least(1024).read_only(),
     def("fetch.purgatory.purge.interval.requests", T::Int, "1000", "How often Kafka sweeps completed Fetch waits.")
         .read_only()
@@ -815,8 +974,16 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     )
     .at_least(0)
     .not_applicable(NO_REPLICAS),
-    // The group settings are read by the coordinator on every request, so unlike Kafka they can
-    // be changed at runtime (cluster-wide).
+    def(
+        "group.consumer.assignors",
+        T::List,
+        "uniform,range",
+        "Server-side assignors consumer-protocol (KIP-848) groups may use; the first is the default.",
+    )
+    .read_only()
+    .not_applicable("the group coordinator always offers the uniform and range assignors"),
+    // The group settings Floe applies are read by the coordinator on every request, so unlike
+    // Kafka they can be changed at runtime (cluster-wide).
     def(
         "group.consumer.heartbeat.interval.ms",
         T::Int,
@@ -824,8 +991,48 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How often consumer-protocol (KIP-848) members heartbeat.",
     )
     .at_least(1),
+    def(
+        "group.consumer.max.heartbeat.interval.ms",
+        T::Int,
+        "15000",
+        "Highest heartbeat interval a consumer-protocol group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_GROUP_CONFIGS),
+    def(
+        "group.consumer.max.session.timeout.ms",
+        T::Int,
+        "60000",
+        "Longest session timeout a consumer-protocol group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_GROUP_CONFIGS),
     def("group.consumer.max.size", T::Int, "2147483647", "Most members one consumer-protocol group may have.")
         .at_least(1),
+    def(
+        "group.consumer.migration.policy",
+        T::String,
+        "bidirectional",
+        "Whether non-empty groups may switch between the classic and consumer protocols.",
+    )
+    .read_only()
+    .not_applicable("Floe moves a group between the classic and consumer protocols only while it is empty"),
+    def(
+        "group.consumer.min.heartbeat.interval.ms",
+        T::Int,
+        "5000",
+        "Lowest heartbeat interval a consumer-protocol group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_GROUP_CONFIGS),
+    def(
+        "group.consumer.min.session.timeout.ms",
+        T::Int,
+        "45000",
+        "Shortest session timeout a consumer-protocol group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_GROUP_CONFIGS),
     def(
         "group.consumer.session.timeout.ms",
         T::Int,
@@ -833,6 +1040,26 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How long a consumer-protocol member may go without a heartbeat before it is removed.",
     )
     .at_least(1),
+    def(
+        "group.coordinator.append.linger.ms",
+        T::Int,
+        "5",
+        "How long the group coordinator gathers writes before appending them to its topic.",
+    )
+    .read_only()
+    .not_applicable(NO_INTERNAL_TOPICS),
+    def(
+        "group.coordinator.rebalance.protocols",
+        T::List,
+        "classic,consumer,streams",
+        "Group protocols the coordinator serves: classic, consumer, share or streams.",
+    )
+    .list_of(&["classic", "consumer", "share", "streams"])
+    .read_only()
+    .not_applicable("Floe always serves the classic and consumer group protocols and no others"),
+    def("group.coordinator.threads", T::Int, "4", "Threads that run the group coordinator's work.")
+        .read_only()
+        .not_applicable(NO_THREAD_POOLS),
     def(
         "group.initial.rebalance.delay.ms",
         T::Int,
@@ -846,9 +1073,201 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .at_least(1),
     def("group.min.session.timeout.ms", T::Int, "6000", "Shortest session timeout a group member may ask for.")
         .at_least(1),
+    def(
+        "group.share.assignors",
+        T::List,
+        "simple",
+        "Assignors that spread partitions among the members of a share group.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.delivery.count.limit",
+        T::Int,
+        "5",
+        "Times a record is delivered to share consumers before it is given up on.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.heartbeat.interval.ms",
+        T::Int,
+        "5000",
+        "How often the members of a share group send a heartbeat.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.max.groups",
+        T::Short,
+        "10",
+        "Most share groups the cluster may hold (Kafka 4.0 only; gone in 4.1).",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.max.heartbeat.interval.ms",
+        T::Int,
+        "15000",
+        "Highest heartbeat interval a share group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.max.record.lock.duration.ms",
+        T::Int,
+        "60000",
+        "Longest record lock duration a share group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.max.session.timeout.ms",
+        T::Int,
+        "60000",
+        "Longest session timeout a share group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def("group.share.max.share.sessions", T::Int, "2000", "Most share fetch sessions the broker keeps at once.")
+        .read_only()
+        .not_applicable(NO_SHARE_GROUPS),
+    def("group.share.max.size", T::Int, "200", "Most members a single share group may have.")
+        .between(1, 1000)
+        .read_only()
+        .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.min.heartbeat.interval.ms",
+        T::Int,
+        "5000",
+        "Lowest heartbeat interval a share group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.min.record.lock.duration.ms",
+        T::Int,
+        "15000",
+        "Shortest record lock duration a share group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.min.session.timeout.ms",
+        T::Int,
+        "45000",
+        "Shortest session timeout a share group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.partition.max.record.locks",
+        T::Int,
+        "2000",
+        "Most records of one partition that share consumers may hold locked at once.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.record.lock.duration.ms",
+        T::Int,
+        "30000",
+        "How long a share consumer holds a record before it may go to another member.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.share.session.timeout.ms",
+        T::Int,
+        "45000",
+        "How long a share group member may go without a heartbeat before it is removed.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "group.streams.heartbeat.interval.ms",
+        T::Int,
+        "5000",
+        "How often the members of a streams group (KIP-1071) send a heartbeat.",
+    )
+    .read_only()
+    .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "group.streams.max.heartbeat.interval.ms",
+        T::Int,
+        "15000",
+        "Highest heartbeat interval a streams group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "group.streams.max.session.timeout.ms",
+        T::Int,
+        "60000",
+        "Longest session timeout a streams group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_STREAMS_GROUPS),
+    def("group.streams.max.size", T::Int, "2147483647", "Most members one streams group may have.")
+        .read_only()
+        .not_applicable(NO_STREAMS_GROUPS),
+    def("group.streams.max.standby.replicas", T::Int, "2", "Most standby task replicas a streams group may ask for.")
+        .read_only()
+        .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "group.streams.min.heartbeat.interval.ms",
+        T::Int,
+        "5000",
+        "Lowest heartbeat interval a streams group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "group.streams.min.session.timeout.ms",
+        T::Int,
+        "45000",
+        "Shortest session timeout a streams group may set for itself.",
+    )
+    .read_only()
+    .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "group.streams.num.standby.replicas",
+        T::Int,
+        "0",
+        "Standby task replicas a streams group gets unless it sets its own.",
+    )
+    .read_only()
+    .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "group.streams.session.timeout.ms",
+        T::Int,
+        "45000",
+        "How long a streams group member may go without a heartbeat before it is removed.",
+    )
+    .read_only()
+    .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "initial.broker.registration.timeout.ms",
+        T::Int,
+        "60000",
+        "How long a starting broker waits to register with the KRaft controller.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def_null("inter.broker.listener.name", T::String, "Listener brokers use to talk to each other.")
         .read_only()
         .not_applicable(NO_REPLICAS),
+    def(
+        "kafka.metrics.polling.interval.secs",
+        T::Int,
+        "10",
+        "How often the reporters in kafka.metrics.reporters poll the metrics.",
+    )
+    .read_only()
+    .not_applicable(METRICS_ENDPOINT),
+    def("kafka.metrics.reporters", T::List, "", "Reporter plug-ins for the broker's older (Yammer) metrics.")
+        .read_only()
+        .not_applicable(METRICS_ENDPOINT),
     def(
         "leader.imbalance.check.interval.seconds",
         T::Long,
@@ -918,6 +1337,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.dir", T::String, "/tmp/kafka-logs", "Directory for log data when log.dirs is unset.")
         .read_only()
         .not_applicable(NO_LOG_FILES),
+    def(
+        "log.dir.failure.timeout.ms",
+        T::Long,
+        "30000",
+        "How long a broker may fail to report a bad log directory before it shuts down.",
+    )
+    .read_only()
+    .not_applicable(NO_LOG_FILES),
     def_null("log.dirs", T::String, "Comma-separated directories for log data.")
         .read_only()
         .not_applicable(NO_LOG_FILES),
@@ -1051,22 +1478,87 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     .at_least(0),
     def("max.connection.creation.rate", T::Int, "2147483647", "New connections per second the broker accepts.")
         .at_least(0)
-        .not_applicable(CONNECTION_CAP_ONLY),
-    def("max.connections", T::Int, "2147483647", "Most client connections the broker holds open at once.").at_least(0),
+        .not_applicable("agents limit how many connections are held, not how fast they are made"),
+    def("max.connections", T::Int, "2147483647", "Most client connections the broker holds open at once.")
+        .at_least(0)
+        .not_applicable(CONNECTION_FLAGS),
     def("max.connections.per.ip", T::Int, "2147483647", "Most connections one client address may hold open.")
         .at_least(0)
-        .not_applicable(CONNECTION_CAP_ONLY),
+        .not_applicable(CONNECTION_FLAGS),
     def(
         "max.connections.per.ip.overrides",
         T::String,
         "",
         "Per-address exceptions to max.connections.per.ip, as host:count pairs.",
     )
-    .not_applicable(CONNECTION_CAP_ONLY),
+    .not_applicable(CONNECTION_FLAGS),
+    def(
+        "max.incremental.fetch.session.cache.slots",
+        T::Int,
+        "1000",
+        "Incremental fetch sessions (KIP-227) the broker keeps at once.",
+    )
+    .read_only()
+    .not_applicable(AGENT_FLAGS),
+    def(
+        "max.request.partition.size.limit",
+        T::Int,
+        "2000",
+        "Most partitions one DescribeTopicPartitions response may carry.",
+    )
+    .read_only()
+    .not_applicable("Floe does not serve DescribeTopicPartitions, the request this limits"),
     def("message.max.bytes", T::Int, "1048588", "Cluster default for max.message.bytes.").at_least(0),
     def_null("metadata.log.dir", T::String, "Directory for the KRaft metadata log.")
         .read_only()
         .not_applicable(NO_KRAFT),
+    def(
+        "metadata.log.max.record.bytes.between.snapshots",
+        T::Long,
+        "20971520",
+        "Bytes appended to the KRaft metadata log before a new snapshot is taken.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def(
+        "metadata.log.max.snapshot.interval.ms",
+        T::Long,
+        "3600000",
+        "Longest time between KRaft metadata snapshots while new records arrive.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def("metadata.log.segment.bytes", T::Int, "1073741824", "Size at which the KRaft metadata log starts a new file.")
+        .at_least(8_388_608)
+        .read_only()
+        .not_applicable(NO_KRAFT),
+    def("metadata.log.segment.ms", T::Long, "604800000", "Age at which the KRaft metadata log starts a new file.")
+        .read_only()
+        .not_applicable(NO_KRAFT),
+    def(
+        "metadata.max.idle.interval.ms",
+        T::Int,
+        "500",
+        "How often the active controller appends a no-op record to an idle metadata log.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def(
+        "metadata.max.retention.bytes",
+        T::Long,
+        "104857600",
+        "Size the KRaft metadata log may reach before old files and snapshots go.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
+    def(
+        "metadata.max.retention.ms",
+        T::Long,
+        "604800000",
+        "How long old KRaft metadata log files and snapshots are kept.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def("metric.reporters", T::List, "", "Plug-ins that receive Kafka's metrics.").not_applicable(METRICS_ENDPOINT),
     def("metrics.num.samples", T::Int, "2", "Samples kept per metric window.")
         .at_least(1)
@@ -1107,6 +1599,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("offsets.commit.required.acks", T::Short, "-1", "Deprecated: acks needed before an offset commit succeeds.")
         .read_only()
         .not_applicable(NO_INTERNAL_TOPICS),
+    def(
+        "offsets.commit.timeout.ms",
+        T::Int,
+        "5000",
+        "How long an offset commit waits for the offsets topic's replicas.",
+    )
+    .read_only()
+    .not_applicable(NO_INTERNAL_TOPICS),
     def("offsets.load.buffer.size", T::Int, "5242880", "Read buffer for loading the offsets topic into memory.")
         .at_least(1)
         .read_only()
@@ -1181,6 +1681,168 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .at_least(1)
         .read_only()
         .not_applicable("Floe enforces tenant quotas with its own accounting"),
+    def(
+        "remote.fetch.max.wait.ms",
+        T::Int,
+        "500",
+        "Longest a fetch of tiered data waits for enough bytes before answering.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.list.offsets.request.timeout.ms",
+        T::Long,
+        "30000",
+        "Timeout of offset lookups that must search remote storage.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.index.file.cache.total.size.bytes",
+        T::Long,
+        "1073741824",
+        "Disk space for cached index files of remote log segments.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.copier.thread.pool.size",
+        T::Int,
+        "10",
+        "Threads that copy finished log files to remote storage.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.copy.max.bytes.per.second",
+        T::Long,
+        "9223372036854775807",
+        "Byte rate cap for copying log files to remote storage.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.copy.quota.window.num",
+        T::Int,
+        "11",
+        "Samples kept for the remote storage copy rate quota.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.copy.quota.window.size.seconds",
+        T::Int,
+        "1",
+        "Length of one sample of the remote storage copy rate quota.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.expiration.thread.pool.size",
+        T::Int,
+        "10",
+        "Threads that delete expired data from remote storage.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.fetch.max.bytes.per.second",
+        T::Long,
+        "9223372036854775807",
+        "Byte rate cap for reading data back from remote storage.",
+    )
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.fetch.quota.window.num",
+        T::Int,
+        "11",
+        "Samples kept for the remote storage read rate quota.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.fetch.quota.window.size.seconds",
+        T::Int,
+        "1",
+        "Length of one sample of the remote storage read rate quota.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.manager.task.interval.ms",
+        T::Long,
+        "30000",
+        "How often the remote log manager runs its copy and cleanup tasks.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def("remote.log.manager.thread.pool.size", T::Int, "2", "Threads of the remote log manager's task scheduler.")
+        .read_only()
+        .not_applicable(NO_TIERS),
+    def(
+        "remote.log.metadata.custom.metadata.max.bytes",
+        T::Int,
+        "128",
+        "Largest custom metadata a remote storage plug-in may attach to a segment.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.metadata.manager.class.name",
+        T::String,
+        "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
+        "Plug-in that stores metadata about remote log segments.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def_null(
+        "remote.log.metadata.manager.class.path",
+        T::String,
+        "Class path from which the remote log metadata plug-in is loaded.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.metadata.manager.impl.prefix",
+        T::String,
+        "rlmm.config.",
+        "Prefix of the configs passed on to the remote log metadata plug-in.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def_null(
+        "remote.log.metadata.manager.listener.name",
+        T::String,
+        "Listener the remote log metadata plug-in uses to reach the brokers.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.reader.max.pending.tasks",
+        T::Int,
+        "100",
+        "Most remote storage reads that may wait for a reader thread.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def("remote.log.reader.threads", T::Int, "10", "Threads that read data back from remote storage.")
+        .not_applicable(NO_TIERS),
+    def_null(
+        "remote.log.storage.manager.class.name",
+        T::String,
+        "Plug-in that copies log segments to and from remote storage.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def_null(
+        "remote.log.storage.manager.class.path",
+        T::String,
+        "Class path from which the remote storage plug-in is loaded.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
+    def(
+        "remote.log.storage.manager.impl.prefix",
+        T::String,
+        "rsm.config.",
+        "Prefix of the configs passed on to the remote storage plug-in.",
+    )
+    .read_only()
+    .not_applicable(NO_TIERS),
     def("remote.log.storage.system.enable", T::Boolean, "false", "Whether the broker supports tiered storage at all.")
         .read_only()
         .not_applicable(NO_TIERS),
@@ -1230,20 +1892,428 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("replica.socket.timeout.ms", T::Int, "30000", "Socket timeout for replica fetches.")
         .read_only()
         .not_applicable(NO_REPLICAS),
+    def("replication.quota.window.num", T::Int, "11", "Samples kept for the replication throttle quota.")
+        .read_only()
+        .not_applicable(NO_REPLICAS),
+    def(
+        "replication.quota.window.size.seconds",
+        T::Int,
+        "1",
+        "Length of one sample of the replication throttle quota.",
+    )
+    .read_only()
+    .not_applicable(NO_REPLICAS),
     def("request.timeout.ms", T::Int, "30000", "Timeout of requests the broker sends to other nodes.")
         .read_only()
         .not_applicable(NO_REPLICAS),
+    def_null(
+        "sasl.client.callback.handler.class",
+        T::Class,
+        "Callback handler plug-in for SASL logins the broker makes as a client.",
+    )
+    .read_only()
+    .not_applicable(NO_PLUGINS),
     def("sasl.enabled.mechanisms", T::List, "GSSAPI", "SASL mechanisms the broker offers clients.")
         .not_applicable(AGENT_FLAGS),
     def_null("sasl.jaas.config", T::Password, "JAAS login settings for SASL.").not_applicable(AGENT_FLAGS),
+    def("sasl.kerberos.kinit.cmd", T::String, "/usr/bin/kinit", "Path of the kinit command used for Kerberos logins.")
+        .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.kerberos.min.time.before.relogin",
+        T::Long,
+        "60000",
+        "Shortest pause between attempts to refresh the Kerberos ticket.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.kerberos.principal.to.local.rules",
+        T::List,
+        "DEFAULT",
+        "Rules that turn a Kerberos principal into a short user name.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
     def_null("sasl.kerberos.service.name", T::String, "Kerberos principal name the broker runs as.")
         .not_applicable(AGENT_FLAGS),
+    def(
+        "sasl.kerberos.ticket.renew.jitter",
+        T::Double,
+        "0.05",
+        "Random share added to the time at which the Kerberos ticket is renewed.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.kerberos.ticket.renew.window.factor",
+        T::Double,
+        "0.8",
+        "Share of the Kerberos ticket's lifetime after which it is renewed.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null("sasl.login.callback.handler.class", T::Class, "Callback handler plug-in for SASL login modules.")
+        .read_only()
+        .not_applicable(NO_PLUGINS),
+    def_null("sasl.login.class", T::Class, "Plug-in class that performs SASL logins.")
+        .read_only()
+        .not_applicable(NO_PLUGINS),
+    def_null(
+        "sasl.login.connect.timeout.ms",
+        T::Int,
+        "Connect timeout to an external login provider (OAUTHBEARER only).",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null("sasl.login.read.timeout.ms", T::Int, "Read timeout from an external login provider (OAUTHBEARER only).")
+        .read_only()
+        .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.login.refresh.buffer.seconds",
+        T::Short,
+        "300",
+        "Time left on a login credential below which it is refreshed.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.login.refresh.min.period.seconds",
+        T::Short,
+        "60",
+        "Shortest pause between refreshes of a login credential.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.login.refresh.window.factor",
+        T::Double,
+        "0.8",
+        "Share of a login credential's lifetime after which it is refreshed.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.login.refresh.window.jitter",
+        T::Double,
+        "0.05",
+        "Random share added to the time at which a login credential is refreshed.",
+    )
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.login.retry.backoff.max.ms",
+        T::Long,
+        "10000",
+        "Longest pause between retries of a login to an external provider.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.login.retry.backoff.ms",
+        T::Long,
+        "100",
+        "First pause before a failed login to an external provider is retried.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.mechanism.controller.protocol",
+        T::String,
+        "GSSAPI",
+        "SASL mechanism used on connections to the KRaft controllers.",
+    )
+    .read_only()
+    .not_applicable(NO_KRAFT),
     def("sasl.mechanism.inter.broker.protocol", T::String, "GSSAPI", "SASL mechanism brokers use with each other.")
         .not_applicable(NO_REPLICAS),
+    def(
+        "sasl.oauthbearer.assertion.algorithm",
+        T::String,
+        "RS256",
+        "Signing algorithm of the JWT assertion sent to the OAuth token endpoint.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.assertion.claim.aud",
+        T::String,
+        "Audience (aud) claim of the JWT assertion sent to the OAuth token endpoint.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.assertion.claim.exp.seconds",
+        T::Int,
+        "300",
+        "Seconds from now written as the expiry (exp) claim of the JWT assertion.",
+    )
+    .between(0, 86_400)
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.assertion.claim.iss",
+        T::String,
+        "Issuer (iss) claim of the JWT assertion sent to the OAuth token endpoint.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.assertion.claim.jti.include",
+        T::Boolean,
+        "false",
+        "Whether the JWT assertion carries a unique id (jti) claim.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.assertion.claim.nbf.seconds",
+        T::Int,
+        "60",
+        "Seconds before now written as the not-before (nbf) claim of the JWT assertion.",
+    )
+    .between(0, 3600)
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.assertion.claim.sub",
+        T::String,
+        "Subject (sub) claim of the JWT assertion sent to the OAuth token endpoint.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.assertion.file",
+        T::String,
+        "File holding a ready-made JWT assertion for the OAuth token endpoint.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.assertion.private.key.file",
+        T::String,
+        "File holding the private key that signs the JWT assertion.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        T::Password,
+        "Passphrase of the private key that signs the JWT assertion.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.assertion.template.file",
+        T::String,
+        "File with header and claim templates for the JWT assertion.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.client.credentials.client.id",
+        T::String,
+        "Client id presented in the OAuth client credentials grant.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.client.credentials.client.secret",
+        T::Password,
+        "Client secret presented in the OAuth client credentials grant.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.clock.skew.seconds",
+        T::Int,
+        "30",
+        "Clock difference, in seconds, tolerated when checking an OAuth token's times.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.expected.audience",
+        T::List,
+        "Audiences of which an OAuth token must name one to be accepted.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null("sasl.oauthbearer.expected.issuer", T::String, "Issuer an OAuth token must name to be accepted.")
+        .read_only()
+        .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        T::Long,
+        "3600000",
+        "How often the JWKS keys that verify OAuth tokens are fetched again.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        T::Long,
+        "10000",
+        "Longest pause between retries of a failed JWKS fetch.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        T::Long,
+        "100",
+        "First pause before a failed JWKS fetch is retried.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null("sasl.oauthbearer.jwks.endpoint.url", T::String, "URL or file of the JWKS keys that verify OAuth tokens.")
+        .read_only()
+        .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.jwt.retriever.class",
+        T::Class,
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever",
+        "Plug-in that obtains the JWT an OAuth login presents.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.jwt.validator.class",
+        T::Class,
+        "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+        "Plug-in that checks the JWT an OAuth client presents.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null("sasl.oauthbearer.scope", T::String, "Scope requested from the OAuth token endpoint.")
+        .read_only()
+        .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.scope.claim.name",
+        T::String,
+        "scope",
+        "Name of the OAuth token claim that holds the granted scopes.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def(
+        "sasl.oauthbearer.sub.claim.name",
+        T::String,
+        "sub",
+        "Name of the OAuth token claim that holds the subject (the principal).",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null(
+        "sasl.oauthbearer.token.endpoint.url",
+        T::String,
+        "URL or file from which an OAuth login obtains its token.",
+    )
+    .read_only()
+    .not_applicable(PLAIN_SCRAM_ONLY),
+    def_null("sasl.server.callback.handler.class", T::Class, "Callback handler plug-in for the broker's SASL server.")
+        .read_only()
+        .not_applicable(NO_PLUGINS),
+    def(
+        "sasl.server.max.receive.size",
+        T::Int,
+        "524288",
+        "Largest frame a client may send before it has authenticated.",
+    )
+    .read_only()
+    .not_applicable(AGENT_FLAGS),
     def("security.inter.broker.protocol", T::String, "PLAINTEXT", "Security protocol brokers use with each other.")
         .one_of(SECURITY_PROTOCOLS)
         .read_only()
         .not_applicable(NO_REPLICAS),
+    def_null("security.providers", T::String, "JVM security provider classes the broker registers at startup.")
+        .read_only()
+        .not_applicable(NO_JVM),
+    def(
+        "share.coordinator.append.linger.ms",
+        T::Int,
+        "5",
+        "How long the share coordinator gathers writes before appending them.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.coordinator.load.buffer.size",
+        T::Int,
+        "5242880",
+        "Read buffer for loading the share-group state topic into memory.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        T::Int,
+        "500",
+        "Updates to a share partition's state between two full snapshots of it.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.coordinator.state.topic.compression.codec",
+        T::Int,
+        "0",
+        "Compression codec of the share-group state topic.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def("share.coordinator.state.topic.min.isr", T::Short, "2", "min.insync.replicas of the share-group state topic.")
+        .read_only()
+        .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.coordinator.state.topic.num.partitions",
+        T::Int,
+        "50",
+        "Partition count of the share-group state topic.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.coordinator.state.topic.replication.factor",
+        T::Short,
+        "3",
+        "Replication factor of the share-group state topic.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.coordinator.state.topic.segment.bytes",
+        T::Int,
+        "104857600",
+        "Log file size of the share-group state topic.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def("share.coordinator.threads", T::Int, "1", "Threads that run the share coordinator's work.")
+        .read_only()
+        .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.coordinator.write.timeout.ms",
+        T::Int,
+        "5000",
+        "How long a share state write waits for the state topic's replicas.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "share.fetch.purgatory.purge.interval.requests",
+        T::Int,
+        "1000",
+        "How often Kafka sweeps completed ShareFetch waits.",
+    )
+    .read_only()
+    .not_applicable(NO_SHARE_GROUPS),
+    def(
+        "socket.connection.setup.timeout.max.ms",
+        T::Long,
+        "30000",
+        "Upper bound of the growing timeout for opening outgoing connections.",
+    )
+    .read_only()
+    .not_applicable(NO_BROKER_CONNECTIONS),
+    def(
+        "socket.connection.setup.timeout.ms",
+        T::Long,
+        "10000",
+        "First timeout for opening an outgoing connection; it grows after failures.",
+    )
+    .read_only()
+    .not_applicable(NO_BROKER_CONNECTIONS),
     def("socket.listen.backlog.size", T::Int, "50", "Pending connections the listening socket queues.")
         .at_least(1)
         .read_only()
@@ -1257,6 +2327,22 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("socket.send.buffer.bytes", T::Int, "102400", "Send buffer of client sockets; -1 uses the OS default.")
         .read_only()
         .not_applicable(AGENT_FLAGS),
+    def(
+        "ssl.allow.dn.changes",
+        T::Boolean,
+        "false",
+        "Whether a reloaded key store may change the certificate's distinguished name.",
+    )
+    .read_only()
+    .not_applicable(AGENT_FLAGS),
+    def(
+        "ssl.allow.san.changes",
+        T::Boolean,
+        "false",
+        "Whether a reloaded key store may change the certificate's alternative names.",
+    )
+    .read_only()
+    .not_applicable(AGENT_FLAGS),
     def("ssl.cipher.suites", T::List, "", "TLS cipher suites allowed; empty allows the JVM's defaults.")
         .not_applicable(AGENT_FLAGS),
     def("ssl.client.auth", T::String, "none", "Whether clients must present a TLS certificate.")
@@ -1266,8 +2352,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .not_applicable(AGENT_FLAGS),
     def("ssl.endpoint.identification.algorithm", T::String, "https", "Host name check applied to peer certificates.")
         .not_applicable(AGENT_FLAGS),
+    def_null("ssl.engine.factory.class", T::Class, "Plug-in that builds the broker's TLS engines.")
+        .not_applicable(NO_PLUGINS),
     def_null("ssl.key.password", T::Password, "Password of the private key in the key store.")
         .not_applicable(AGENT_FLAGS),
+    def("ssl.keymanager.algorithm", T::String, "SunX509", "Algorithm of the JVM key manager factory used for TLS.")
+        .not_applicable(NO_JVM),
     def_null("ssl.keystore.certificate.chain", T::Password, "PEM certificate chain of the broker.")
         .not_applicable(AGENT_FLAGS),
     def_null("ssl.keystore.key", T::Password, "PEM private key of the broker.").not_applicable(AGENT_FLAGS),
@@ -1279,11 +2369,19 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .not_applicable(AGENT_FLAGS),
     def("ssl.protocol", T::String, "TLSv1.3", "TLS protocol used to build the SSL context.")
         .not_applicable(AGENT_FLAGS),
+    def_null("ssl.provider", T::String, "JVM security provider used for TLS connections.").not_applicable(NO_JVM),
+    def_null("ssl.secure.random.implementation", T::String, "Random number generator the JVM uses for TLS operations.")
+        .not_applicable(NO_JVM),
+    def("ssl.trustmanager.algorithm", T::String, "PKIX", "Algorithm of the JVM trust manager factory used for TLS.")
+        .not_applicable(NO_JVM),
     def_null("ssl.truststore.certificates", T::Password, "PEM certificates the broker trusts.")
         .not_applicable(AGENT_FLAGS),
     def_null("ssl.truststore.location", T::String, "Path of the trust store.").not_applicable(AGENT_FLAGS),
     def_null("ssl.truststore.password", T::Password, "Password of the trust store.").not_applicable(AGENT_FLAGS),
     def("ssl.truststore.type", T::String, "JKS", "File format of the trust store.").not_applicable(AGENT_FLAGS),
+    def("telemetry.max.bytes", T::Int, "1048576", "Largest client metrics payload a PushTelemetry request may carry.")
+        .read_only()
+        .not_applicable(NO_CLIENT_TELEMETRY),
     def(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         T::Int,
@@ -1294,6 +2392,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     .read_only(),
     def("transaction.max.timeout.ms", T::Int, "900000", "Longest transaction timeout a producer may ask for.")
         .at_least(1),
+    def(
+        "transaction.partition.verification.enable",
+        T::Boolean,
+        "true",
+        "Whether a transactional write is checked against the partitions added to its transaction.",
+    )
+    .not_applicable("Floe always checks that a transactional write's partition was added to the transaction"),
     def(
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         T::Int,
@@ -1332,6 +2437,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .at_least(1)
         .read_only()
         .not_applicable(NO_INTERNAL_TOPICS),
+    def(
+        "transaction.two.phase.commit.enable",
+        T::Boolean,
+        "false",
+        "Whether producers may run two-phase commit transactions (KIP-939).",
+    )
+    .read_only()
+    .not_applicable("Floe does not implement two-phase commit transactions (KIP-939)"),
     def(
         "transactional.id.expiration.ms",
         T::Int,

@@ -4,6 +4,7 @@ DescribeCluster, and auto topic creation."""
 
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
@@ -331,3 +332,29 @@ def test_dynamic_broker_configs(floe):
         ConfigEntry("log.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
     a.incremental_alter_configs([reset], request_timeout=T)[reset].result(timeout=T)
     assert _describe(a, name)["retention.ms"].value == "604800000"
+
+
+def test_alter_configs_takes_back_what_describe_configs_reports(floe):
+    """Issue 32 item 3: every Kafka 4.x broker config is known, so the non-incremental AlterConfigs
+    a tool sends with the dynamic values DescribeConfigs gave it is accepted, not refused as
+    "unknown config"."""
+    a = admin(floe.bootstrap)
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    described = a.describe_configs([broker], request_timeout=T)[broker].result(timeout=T)
+    tsv = Path(__file__).resolve().parents[2] / "metadata/src/config/kafka-4.1/broker.tsv"
+    kafka_names = {line.split("\t")[0] for line in tsv.read_text().splitlines()[1:]}
+    assert kafka_names <= set(described), f"not described: {sorted(kafka_names - set(described))[:10]}"
+
+    relogin = ConfigResource(ResourceType.BROKER, "1", set_config={"sasl.kerberos.min.time.before.relogin": "61000"})
+    a.alter_configs([relogin], request_timeout=T)[relogin].result(timeout=T)
+    after = a.describe_configs([broker], request_timeout=T)[broker].result(timeout=T)
+    assert after["sasl.kerberos.min.time.before.relogin"].value == "61000"
+
+    dynamic = {name: e.value for name, e in described.items()
+               if not e.is_read_only and not e.is_sensitive and e.value is not None}
+    assert len(dynamic) > 80, len(dynamic)
+    everything = ConfigResource(ResourceType.BROKER, "1", set_config=dynamic)
+    a.alter_configs([everything], request_timeout=T)[everything].result(timeout=T)
+    after = a.describe_configs([broker], request_timeout=T)[broker].result(timeout=T)
+    changed = {name: (value, after[name].value) for name, value in dynamic.items() if after[name].value != value}
+    assert not changed, changed

@@ -256,3 +256,61 @@ def test_librdkafka_consumers_stay_sessionless(floe):
     assert metric_sum(floe, 'floe_fetch_requests_total{kind="sessionless"}') > 0
     assert metric_sum(floe, 'floe_fetch_requests_total{kind="full"}') == full_before
     assert metric_sum(floe, "floe_fetch_sessions") == 0
+
+
+def test_one_tenant_cannot_take_the_fetch_sessions_another_needs(floe_factory, tmp_path):
+    """8 session slots, so a tenant may hold 2. The hostile tenant opens 12 consumers first; the
+    victim, arriving later, still gets its session and keeps it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from test_auth import PASSWORD, admin_tenants
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-sessions", object_store=f"file://{objects}", extra_args=[
+        "--sasl-mechanisms", "SCRAM-SHA-256", "--fetch-session-slots", "8"])
+    users = {"acme": "alice", "globex": "bob"}
+    for tenant, user in users.items():
+        admin_tenants(floe, "create", tenant)
+        admin_tenants(floe, "add-user", "--tenant", tenant, user, "--password-stdin", stdin=PASSWORD + "\n")
+        admin = AdminClient({"bootstrap.servers": floe.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": PASSWORD})
+        admin.create_topics([NewTopic("work", 50)])["work"].result(30)
+
+    def consumer(user):
+        c = KafkaConsumer(bootstrap_servers=floe.bootstrap, group_id=None, enable_auto_commit=False,
+                          auto_offset_reset="earliest", fetch_max_wait_ms=100, client_id=f"e2e-{user}",
+                          security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                          sasl_plain_username=user, sasl_plain_password=PASSWORD)
+        c.assign([TopicPartition("work", p) for p in range(50)])
+        return c
+
+    def epoch(c):
+        handlers = list(c._fetcher._session_handlers.values())
+        return handlers[0].next_metadata.epoch if handlers else 0
+
+    hostile = [consumer("alice") for _ in range(12)]
+    victim = None
+    try:
+        for _ in range(5):
+            for c in hostile:
+                c.poll(timeout_ms=50)
+        assert metric_sum(floe, "floe_fetch_sessions") == 2, "the hostile tenant holds its share, no more"
+        assert metric_sum(floe, 'floe_fetch_sessions_refused_total{bound="tenant"}') > 0
+        victim = consumer("bob")
+        start = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            victim.poll(timeout_ms=100)
+            for c in hostile:
+                c.poll(timeout_ms=10)
+            if start is None and epoch(victim) > 0:
+                start = epoch(victim)
+            if start is not None and epoch(victim) >= start + 20:
+                break
+        assert start is not None, "the victim got no session"
+        assert epoch(victim) >= start + 20, "the victim's session goes on epoch after epoch"
+        assert metric_sum(floe, "floe_fetch_sessions") == 3
+        assert metric_sum(floe, "floe_fetch_session_errors_total") == 0
+    finally:
+        for c in hostile + ([victim] if victim else []):
+            c.close()

@@ -341,3 +341,96 @@ fn flags_and_key_defaults_match_kafka() {
     assert!(broker_config("log.retention.hours").is_some_and(|def| def.read_only));
     assert!(TOPIC_CONFIGS.len() >= 36 && BROKER_CONFIGS.len() >= 120);
 }
+
+/// One row of a Kafka 4.x config list under `kafka-4.1/`: name, type, default (`\N` for null),
+/// update mode.
+fn kafka_rows(text: &'static str) -> Vec<[&'static str; 4]> {
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("name\ttype\tdefault\tmode"), "header");
+    lines
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            <[&str; 4]>::try_from(fields).unwrap_or_else(|f| panic!("row {line:?} has {} fields, want 4", f.len()))
+        })
+        .collect()
+}
+
+/// Rows of `floe-extras.tsv` or `divergences.tsv` (after the header), split on tabs.
+fn notes(text: &'static str) -> Vec<Vec<&'static str>> {
+    text.lines().skip(1).map(|line| line.split('\t').collect()).collect()
+}
+
+fn kafka_type(config_type: ConfigType) -> &'static str {
+    match config_type {
+        ConfigType::Boolean => "boolean",
+        ConfigType::String => "string",
+        ConfigType::Int => "int",
+        ConfigType::Short => "short",
+        ConfigType::Long => "long",
+        ConfigType::Double => "double",
+        ConfigType::List => "list",
+        ConfigType::Class => "class",
+        ConfigType::Password => "password",
+    }
+}
+
+/// Every topic and broker config of Kafka 4.0 and 4.1 is in the catalog with Kafka's type,
+/// default and update mode, except for the differences `divergences.tsv` names and explains;
+/// every name the catalog has beyond Kafka's is listed, with its reason, in `floe-extras.tsv`.
+#[test]
+fn the_catalog_holds_every_kafka_4_config_as_kafka_defines_it() {
+    let lists = [
+        ("topic", include_str!("kafka-4.1/topic.tsv"), TOPIC_CONFIGS, 33),
+        ("broker", include_str!("kafka-4.1/broker.tsv"), BROKER_CONFIGS, 320),
+    ];
+    let divergences = notes(include_str!("kafka-4.1/divergences.tsv"));
+    let extras = notes(include_str!("kafka-4.1/floe-extras.tsv"));
+    let diverges = |resource: &str, name: &str, what: &str| {
+        divergences.iter().any(|d| d[..3] == [resource, name, what] && d.get(3).is_some_and(|why| !why.is_empty()))
+    };
+    let mut problems = Vec::new();
+    let mut used_divergences = 0;
+    for (resource, text, table, count) in lists {
+        let rows = kafka_rows(text);
+        assert_eq!(rows.len(), count, "{resource} list truncated?");
+        for [name, kafka_type_name, default, mode] in &rows {
+            let Some(def) = table.iter().find(|d| d.name == *name) else {
+                problems.push(format!("{resource} config {name} is missing"));
+                continue;
+            };
+            let kafka_default = (*default != "\\N").then_some(*default);
+            let checks = [
+                ("type", kafka_type(def.config_type) == *kafka_type_name),
+                ("default", def.default == kafka_default),
+                ("read_only", def.read_only == (*mode == "ro")),
+            ];
+            for (what, same) in checks {
+                match (same, diverges(resource, name, what)) {
+                    (true, false) => {}
+                    (false, true) => used_divergences += 1,
+                    (false, false) => problems.push(format!("{resource} config {name}: {what} differs from Kafka 4.1")),
+                    (true, true) => problems.push(format!("{resource} config {name}: divergence {what} is stale")),
+                }
+            }
+        }
+        for def in table {
+            let in_kafka = rows.iter().any(|r| r[0] == def.name);
+            let extra =
+                extras.iter().any(|e| e[..2] == [resource, def.name] && e.get(2).is_some_and(|r| !r.is_empty()));
+            if in_kafka == extra {
+                problems.push(format!(
+                    "{resource} config {}: in Kafka's list {in_kafka}, in floe-extras {extra}",
+                    def.name
+                ));
+            }
+            if def.doc.is_empty() || matches!(def.applicability, Applicability::NotApplicable("")) {
+                problems.push(format!("{resource} config {} lacks a description or a reason", def.name));
+            }
+            if def.sensitive != (def.config_type == ConfigType::Password) {
+                problems.push(format!("{resource} config {}: sensitive must follow the password type", def.name));
+            }
+        }
+    }
+    assert_eq!(used_divergences, divergences.len(), "every divergence names a real difference");
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+}
