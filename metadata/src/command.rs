@@ -265,6 +265,16 @@ pub enum Command {
         mode: Option<crate::state::RegistryMode>,
         force: bool,
     },
+    /// Kafka EndTxn of transaction version 2 (KIP-890, format 4): ends the transaction as
+    /// [`Command::EndTxn`] does and gives its producer the next epoch (a new producer id once
+    /// epochs run out), so each transaction has an epoch of its own and a late write of an ended
+    /// one is fenced. Answered with [`Outcome::ProducerId`]: what the producer uses next.
+    EndTxnV2 {
+        transactional_id: String,
+        producer: ProducerIdEpoch,
+        commit: bool,
+        now_ms: i64,
+    },
 }
 
 /// A range of one partition after key compaction.

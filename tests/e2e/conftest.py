@@ -393,6 +393,31 @@ def admin(bootstrap: str):
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
 
 
+class RawKafka:
+    """One connection speaking requests built with kafka-python's protocol classes."""
+
+    def __init__(self, bootstrap: str):
+        from kafka.protocol.parser import KafkaProtocol
+
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=15)
+        self.parser = KafkaProtocol(client_id="e2e-raw")
+
+    def call(self, request, version: int):
+        request.API_VERSION = version
+        self.parser.send_request(request)
+        self.sock.sendall(self.parser.send_bytes())
+        while True:
+            data = self.sock.recv(1 << 20)
+            assert data, "connection closed"
+            got = self.parser.receive_bytes(data)
+            if got:
+                return got[0][1]
+
+    def close(self):
+        self.sock.close()
+
+
 def scrape_metrics(floe) -> dict[str, float]:
     """The agent's /metrics as {series with labels: value}."""
     import urllib.request

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
 
-from conftest import create_topic, unique_name, wait_until, watermarks
-from test_storage_lifecycle import metric, read_partition, set_broker_configs, set_topic_configs
+from conftest import create_topic, metric_sum, unique_name, wait_until, watermarks
+from test_storage_lifecycle import read_partition, set_broker_configs, set_topic_configs
 
 PARTITIONS = 2
 KEYS = 120
@@ -162,7 +162,7 @@ def test_a_table_topic_keeps_the_latest_value_per_key(floe_factory, tmp_path):
     after = sum(len(rows) for rows in got.values())
     print(f"records produced {produced}, readable after compaction {after}")
     assert after < produced / 3
-    assert metric(floe, 'floe_key_compaction_runs_total{outcome="ok"}') >= PARTITIONS
+    assert metric_sum(floe, 'floe_key_compaction_runs_total{outcome="ok"}') >= PARTITIONS
     assert not any(v is not None and v.startswith(b"aborted-") for rows in got.values() for _, _, v in rows)
 
     # New deletes under a 20 s delete.retention.ms: the first pass keeps them and writes their
@@ -221,7 +221,7 @@ def test_compression_type_rewrites_stored_batches(floe_factory, tmp_path):
     heartbeat(floe.bootstrap, table, b"hb", 1, acked)
     want = expected_table(acked, keep_tombstones=True)
     wait_until(lambda: table_state(floe.bootstrap, table, 1) == {0: want[0]}, 90, "key compaction")
-    wait_until(lambda: metric(floe, 'floe_compaction_runs_total{outcome="ok"}') >= 1, 60, "merge compaction")
+    wait_until(lambda: metric_sum(floe, 'floe_compaction_runs_total{outcome="ok"}') >= 1, 60, "merge compaction")
     compacted = list((objects / "segments").glob("*.compacted.seg"))
     codecs = [c for seg in compacted for c in batch_codecs(seg)]
     assert len(compacted) >= 2 and set(codecs) == {4}, f"stored batches should all be zstd, found codecs {codecs}"

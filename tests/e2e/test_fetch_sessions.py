@@ -9,7 +9,6 @@ sessions: its fetches stay sessionless.
 from __future__ import annotations
 
 import random
-import socket
 import threading
 import time
 
@@ -17,36 +16,12 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.parser import KafkaProtocol
 
-from conftest import confluent_consumer, create_topic, metric_sum, unique_name, wait_until
+from conftest import RawKafka, confluent_consumer, create_topic, metric_sum, unique_name, wait_until
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 FETCH_SESSION_TOPIC_ID_ERROR = 106
-
-
-class RawKafka:
-    """One connection speaking requests built with kafka-python's protocol classes."""
-
-    def __init__(self, bootstrap: str):
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.parser = KafkaProtocol(client_id="e2e-raw")
-
-    def call(self, request, version: int):
-        request.API_VERSION = version
-        self.parser.send_request(request)
-        self.sock.sendall(self.parser.send_bytes())
-        while True:
-            data = self.sock.recv(1 << 20)
-            assert data, "connection closed"
-            got = self.parser.receive_bytes(data)
-            if got:
-                return got[0][1]
-
-    def close(self):
-        self.sock.close()
 
 
 def fetch(version: int, session_id: int, epoch: int, topic: str, topic_id, partitions, forget=(), max_wait_ms=0):

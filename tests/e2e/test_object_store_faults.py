@@ -9,7 +9,7 @@ import random
 
 from conftest import (assert_records_match, consume_confluent, consume_kafka_python, create_topic,
                       make_records, produce, unique_name, wait_until)
-from test_hot_tier import metrics
+from conftest import scrape_metrics as metrics
 
 FAULTS = "put-error=0.1,put-lost-ack=0.1,slowdown=0.05,get-error=0.3"
 

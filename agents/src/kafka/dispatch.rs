@@ -6,6 +6,7 @@ use std::sync::Arc;
 use floe_metadata::groups::next_commit_stamp;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinHandle;
 
 use super::api;
@@ -45,8 +46,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 5),
+    (ApiKey::EndTxn, 0, 5),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeTransactions, 0, 0),
@@ -94,6 +95,36 @@ fn api_versions_table(extras: Extras) -> Vec<ApiVersion> {
         .collect()
 }
 
+/// Feature levels Floe supports and has finalized, from ApiVersions v3 (KIP-584). Kafka 4.x
+/// clients use transactions version 2 (KIP-890: an epoch per transaction, partitions and groups
+/// added by Produce and TxnOffsetCommit) when `transaction.version` is finalized at 2 or more.
+const FEATURES: &[(&str, i16, i16)] = &[("transaction.version", 0, 2)];
+
+fn api_versions(agent: &Agent, version: i16) -> ApiVersionsResponse {
+    use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
+    let response = ApiVersionsResponse::default().with_api_keys(api_versions_table(extras(agent)));
+    if version < 3 {
+        return response;
+    }
+    let supported = FEATURES.iter().map(|(name, min, max)| {
+        SupportedFeatureKey::default()
+            .with_name(StrBytes::from_static_str(name))
+            .with_min_version(*min)
+            .with_max_version(*max)
+    });
+    let finalized = FEATURES.iter().map(|(name, _, max)| {
+        FinalizedFeatureKey::default()
+            .with_name(StrBytes::from_static_str(name))
+            .with_min_version_level(*max)
+            .with_max_version_level(*max)
+    });
+    // One epoch for the whole life of these levels: they never change while an agent runs.
+    response
+        .with_supported_features(supported.collect())
+        .with_finalized_features_epoch(1)
+        .with_finalized_features(finalized.collect())
+}
+
 /// The answer to an ApiVersions request of a version we do not support (sent as v0).
 pub(super) fn api_versions_unsupported(extras: Extras) -> ApiVersionsResponse {
     ApiVersionsResponse::default().with_error_code(code::UNSUPPORTED_VERSION).with_api_keys(api_versions_table(extras))
@@ -139,9 +170,7 @@ pub(super) async fn start(
     };
     let agent = agent.clone();
     match request {
-        RequestKind::ApiVersions(_) => Reply::Now(Box::new(ResponseKind::ApiVersions(
-            ApiVersionsResponse::default().with_api_keys(api_versions_table(extras(&agent))),
-        ))),
+        RequestKind::ApiVersions(_) => Reply::Now(Box::new(ResponseKind::ApiVersions(api_versions(&agent, version)))),
         RequestKind::Produce(req) => api::produce::start(&agent, version, req).await,
         RequestKind::Fetch(req) => {
             later(async move { ResponseKind::Fetch(api::fetch::handle(&agent, version, req).await) })

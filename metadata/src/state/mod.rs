@@ -345,6 +345,9 @@ impl State {
             Command::SetRegistryMode { namespace, subject, mode, force } => {
                 self.set_registry_mode(&namespace, subject, mode, force)
             }
+            Command::EndTxnV2 { transactional_id, producer, commit, now_ms } => {
+                self.end_txn_v2(&transactional_id, producer, commit, now_ms)
+            }
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

@@ -829,15 +829,15 @@ fn golden_commands() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 3 (the current one): the archive's state and command
+/// The persisted formats as of format 4 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_3_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v3.snap"), golden_dir().join("commands-v3.cmds"));
+fn golden_files_of_format_4_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v4.snap"), golden_dir().join("commands-v4.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
         let mut commands = golden_commands();
         // Then a tenant of format 2 with some of everything, whatever the random part left.
@@ -915,6 +915,26 @@ fn golden_files_of_format_3_still_decode_and_replay() {
                 force: false,
             },
         ]);
+        // Format 4: a transaction ended by EndTxn of transaction version 2.
+        let (before, _) = run(commands.clone());
+        let (txn, producer_id) = (format!("{key}~txn"), before.next_producer_id);
+        let producer = crate::command::ProducerIdEpoch { producer_id, producer_epoch: 0 };
+        commands.extend([
+            Command::InitProducerId {
+                transactional_id: Some(txn.clone()),
+                transaction_timeout_ms: 10_000,
+                expected: None,
+                now_ms: 3,
+                tenant: Some(key.clone()),
+            },
+            Command::AddPartitionsToTxn {
+                transactional_id: txn.clone(),
+                producer,
+                partitions: vec![(uuid::Uuid::from_u128(0x601d), 0)],
+                now_ms: 3,
+            },
+            Command::EndTxnV2 { transactional_id: txn, producer, commit: true, now_ms: 4 },
+        ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
@@ -923,11 +943,11 @@ fn golden_files_of_format_3_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 3 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 3 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 3 state encodes differently");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 4 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 4 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 4 state encodes differently");
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 3 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 4 commands encode differently");
     assert!(
         state.topics.len() > 1
             && state.tenants.values().any(|t| t.id > 0 && t.producer_ids > 0)
@@ -938,7 +958,11 @@ fn golden_files_of_format_3_still_decode_and_replay() {
             && state
                 .registries
                 .values()
-                .any(|r| { r.schemas.len() > 2 && !r.referenced_by.is_empty() && !r.subject_modes.is_empty() }),
+                .any(|r| { r.schemas.len() > 2 && !r.referenced_by.is_empty() && !r.subject_modes.is_empty() })
+            && state
+                .transactions
+                .values()
+                .any(|t| t.state == crate::state::TxnState::CompleteCommit && t.producer_epoch == 1),
         "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas",
         state.topics.len(),
         state.tenants,
@@ -947,7 +971,7 @@ fn golden_files_of_format_3_still_decode_and_replay() {
         state.api_key_quotas.len()
     );
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
-    assert_eq!(replayed, state, "replaying format 3 commands gives another state");
+    assert_eq!(replayed, state, "replaying format 4 commands gives another state");
 }
 
 fn golden_schema(
@@ -969,6 +993,22 @@ fn golden_schema(
         checked_at: crate::state::RegistryRevision { subject: subject_revision, config: 1 },
         now_ms: 3,
     })
+}
+
+/// Format 3's files (before transaction version 2): its state is today's, and its commands, a
+/// prefix of today's, replay to that state.
+#[test]
+fn golden_files_of_format_3_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v3.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v3.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 3 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 3 commands no longer decode");
+    assert!(state.registries.values().any(|r| r.schemas.len() > 2));
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 3 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 /// Format 2's files (before schema registries): its state reads with no registries, and its

@@ -549,6 +549,57 @@ impl State {
         }
     }
 
+    /// EndTxn of transaction version 2: ends the transaction and bumps the producer's epoch, so
+    /// the next transaction has an epoch of its own. The markers carry the new epoch (as Kafka
+    /// writes them), except when epochs ran out and the producer id changes: they then carry
+    /// the old id and epoch, which opened the transaction in each partition. A retry of an
+    /// EndTxn that already ended the transaction (the bumped epoch's answer was lost) gets the
+    /// same answer again, as does an abort of a transaction a timeout already aborted.
+    pub(super) fn end_txn_v2(
+        &mut self,
+        id: &str,
+        producer: ProducerIdEpoch,
+        commit: bool,
+        now_ms: i64,
+    ) -> Result<Outcome, CommandError> {
+        let txn = self.transactions.get(id).ok_or(CommandError::InvalidProducerIdMapping)?;
+        let current = ProducerIdEpoch { producer_id: txn.producer_id, producer_epoch: txn.producer_epoch };
+        let ended_as_asked =
+            matches!((txn.state, commit), (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false));
+        let bumped_from_request = producer.producer_id == current.producer_id
+            && producer.producer_epoch < PRODUCER_EPOCH_MAX
+            && producer.producer_epoch + 1 == current.producer_epoch;
+        // Epochs ran out at the last EndTxn: the id changed and the epoch started again at 0.
+        let replaced_from_request = current.producer_epoch == 0
+            && producer.producer_epoch == PRODUCER_EPOCH_MAX
+            && producer.producer_id != current.producer_id
+            && self.producers.get(&producer.producer_id).is_some_and(|p| p.transactional_id.as_deref() == Some(id));
+        if ended_as_asked && (bumped_from_request || replaced_from_request) {
+            return Ok(Outcome::ProducerId(current));
+        }
+        let txn = self.current_txn(id, producer)?;
+        if txn.state != TxnState::Ongoing {
+            return Err(CommandError::InvalidTxnState(format!(
+                "cannot {} a transaction in state {}",
+                if commit { "commit" } else { "abort" },
+                txn.state.name()
+            )));
+        }
+        let tenant = self.producers.get(&producer.producer_id).and_then(|p| p.tenant.clone());
+        let next = if producer.producer_epoch < PRODUCER_EPOCH_MAX {
+            let next = self.bump_epoch(id, tenant, now_ms)?;
+            self.complete_txn(id, commit, now_ms);
+            next
+        } else {
+            self.complete_txn(id, commit, now_ms);
+            self.bump_epoch(id, tenant, now_ms)?
+        };
+        if let Some(txn) = self.transactions.get_mut(id) {
+            txn.epoch_before_abort = None;
+        }
+        Ok(Outcome::ProducerId(next))
+    }
+
     /// Aborts `id`'s open transaction and fences its producer (a timeout or an operator).
     fn fence_and_abort(&mut self, id: &str, now_ms: i64) -> Result<(), CommandError> {
         let Some((old_epoch, producer_id)) = self.transactions.get(id).map(|t| (t.producer_epoch, t.producer_id))

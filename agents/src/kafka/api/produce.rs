@@ -47,6 +47,11 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
     if plan.schema_missing && agent.parsed_schemas.may_catch_up(now_ms) && agent.metadata.catch_up().await.is_ok() {
         plan = validate_request(agent, version, &request, now_ms);
     }
+    if version >= super::transactions::IMPLICIT_PARTITIONS_PRODUCE_VERSION
+        && let Some(id) = request.transactional_id.as_ref().map(|t| t.as_str()).filter(|t| !t.is_empty())
+    {
+        super::transactions::add_produced_partitions(agent, id, &plan.appends).await;
+    }
     let Plan { appends, sizes, mut layout, .. } = plan;
 
     let results = if appends.is_empty() {

@@ -30,6 +30,7 @@ use super::super::error_code::{for_command, for_group};
 use super::str_bytes;
 use crate::Agent;
 use crate::limits::ADMIN_LIST_MAX;
+use crate::produce::PartitionAppend;
 use floe_metadata::now_ms;
 
 /// The error code for a refused transaction command. PRODUCER_FENCED exists on the wire from
@@ -47,6 +48,14 @@ fn txn_error(error: &NodeError, version: i16, fenced_since: i16) -> i16 {
         }
     }
 }
+
+/// From this Produce version a client of transaction version 2 (KIP-890) sends no
+/// AddPartitionsToTxn: a transactional batch adds its partition to the transaction itself.
+pub(in crate::kafka) const IMPLICIT_PARTITIONS_PRODUCE_VERSION: i16 = 12;
+/// From this version EndTxn bumps the producer's epoch and answers with it (transaction version 2).
+const EPOCH_BUMPING_END_TXN_VERSION: i16 = 5;
+/// From this version TxnOffsetCommit adds its group to the transaction itself.
+const IMPLICIT_GROUP_TXN_OFFSET_COMMIT_VERSION: i16 = 5;
 
 fn unexpected(outcome: &Outcome) -> i16 {
     tracing::error!(?outcome, "transaction command answered with an unexpected outcome");
@@ -76,6 +85,48 @@ pub(in crate::kafka) async fn init_producer_id(
         }
         Ok(other) => response.with_error_code(unexpected(&other)),
         Err(e) => response.with_error_code(txn_error(&e, version, 4)),
+    }
+}
+
+/// Transaction version 2: adds the partitions of a Produce's transactional batches to their
+/// transaction before they are appended, as a Kafka broker does for such a client. Partitions
+/// already in the ongoing transaction cost nothing; a refusal (a fenced producer, no such
+/// transaction) is left to the append, whose commit refuses the batch with the precise error.
+pub(in crate::kafka) async fn add_produced_partitions(
+    agent: &Agent,
+    transactional_id: &str,
+    appends: &[PartitionAppend],
+) {
+    let (producer, partitions) = {
+        let state = agent.metadata.read();
+        let txn = state.transactions.get(transactional_id);
+        let mut producer = None;
+        let mut partitions = Vec::new();
+        for append in appends {
+            let Some(p) = append.producer.filter(|p| p.transactional) else { continue };
+            let key = (append.topic_partition.topic_id, append.topic_partition.partition);
+            let added = txn.is_some_and(|t| {
+                t.producer_id == p.producer_id
+                    && t.producer_epoch == p.producer_epoch
+                    && t.state == TxnState::Ongoing
+                    && t.partitions.contains(&key)
+            });
+            if !added && producer.is_none_or(|q: ProducerIdEpoch| q.producer_id == p.producer_id) {
+                producer = Some(ProducerIdEpoch { producer_id: p.producer_id, producer_epoch: p.producer_epoch });
+                partitions.push(key);
+            }
+        }
+        (producer, partitions)
+    };
+    let Some(producer) = producer else { return };
+    let command = Command::AddPartitionsToTxn {
+        transactional_id: transactional_id.to_owned(),
+        producer,
+        partitions,
+        now_ms: now_ms(),
+    };
+    if let Err(e) = agent.metadata.propose(command).await {
+        tracing::debug!(error = %e, "implicit AddPartitionsToTxn refused; the append will say why");
     }
 }
 
@@ -239,6 +290,19 @@ pub(in crate::kafka) async fn txn_offset_commit(
         transactional_id: request.transactional_id.to_string(),
         producer: ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch },
     };
+    if version >= IMPLICIT_GROUP_TXN_OFFSET_COMMIT_VERSION {
+        // Transaction version 2 sends no AddOffsetsToTxn: the group joins the transaction here. A
+        // refusal is left to the commit below, which names it for every partition.
+        let command = Command::AddOffsetsToTxn {
+            transactional_id: transaction.transactional_id.clone(),
+            producer: transaction.producer,
+            group_id: member.group_id.clone(),
+            now_ms: now_ms(),
+        };
+        if let Err(e) = agent.metadata.propose(command).await {
+            tracing::debug!(error = %e, "implicit AddOffsetsToTxn refused; the commit will say why");
+        }
+    }
     let answer = agent.metadata.group_request(GroupRequest::TxnCommitOffsets { member, transaction, offsets }).await;
     // PRODUCER_FENCED exists for TxnOffsetCommit from v3 (KIP-588).
     let fenced_to_epoch = |code: i16| {
@@ -267,18 +331,23 @@ pub(in crate::kafka) async fn txn_offset_commit(
 }
 
 pub(in crate::kafka) async fn end_txn(agent: &Agent, version: i16, request: EndTxnRequest) -> EndTxnResponse {
-    let command = Command::EndTxn {
-        transactional_id: request.transactional_id.to_string(),
-        producer: ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch },
-        commit: request.committed,
-        now_ms: now_ms(),
+    let (transactional_id, commit) = (request.transactional_id.to_string(), request.committed);
+    let producer = ProducerIdEpoch { producer_id: request.producer_id.0, producer_epoch: request.producer_epoch };
+    let command = if version >= EPOCH_BUMPING_END_TXN_VERSION {
+        Command::EndTxnV2 { transactional_id, producer, commit, now_ms: now_ms() }
+    } else {
+        Command::EndTxn { transactional_id, producer, commit, now_ms: now_ms() }
     };
-    let code = match agent.metadata.propose(command).await {
-        Ok(Outcome::Done) => 0,
-        Ok(other) => unexpected(&other),
-        Err(e) => txn_error(&e, version, 2),
-    };
-    EndTxnResponse::default().with_error_code(code)
+    let response = EndTxnResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    match agent.metadata.propose(command).await {
+        Ok(Outcome::Done) => response,
+        // Transaction version 2: the epoch (or producer id) the producer uses from now on.
+        Ok(Outcome::ProducerId(next)) => {
+            response.with_producer_id(ProducerId(next.producer_id)).with_producer_epoch(next.producer_epoch)
+        }
+        Ok(other) => response.with_error_code(unexpected(&other)),
+        Err(e) => response.with_error_code(txn_error(&e, version, 2)),
+    }
 }
 
 pub(in crate::kafka) fn describe_producers(

@@ -61,6 +61,10 @@ fn end(id: &str, producer: ProducerIdEpoch, commit: bool, now_ms: i64) -> Comman
     Command::EndTxn { transactional_id: id.to_owned(), producer, commit, now_ms }
 }
 
+fn end_v2(id: &str, producer: ProducerIdEpoch, commit: bool, now_ms: i64) -> Command {
+    Command::EndTxnV2 { transactional_id: id.to_owned(), producer, commit, now_ms }
+}
+
 fn committed(outcome: &Result<Outcome, CommandError>) -> Result<i64, CommandError> {
     match outcome {
         Ok(Outcome::SegmentCommitted { chunks }) => chunks[0].clone(),
@@ -224,6 +228,83 @@ fn a_transaction_past_its_timeout_is_aborted_and_its_producer_may_resume() {
     assert_eq!(state.apply(12, init(Some(t), Some((0, 0)), 11_003)), Ok(Outcome::ProducerId(pe(0, 2))));
     // A zombie still holding epoch 0 now is fenced.
     assert_eq!(state.apply(13, init(Some(t), Some((0, 0)), 11_004)), Err(CommandError::ProducerFenced));
+}
+
+#[test]
+fn a_version_2_transaction_ends_with_the_next_epoch_and_fences_its_own_late_writes() {
+    let t = "t";
+    let (mut state, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(Some(t), None, 0),
+        add(t, pe(0, 0), &[0], 1),
+        produce("o1", 0, transactional(0, 0), &[(0, 2)]),
+        end_v2(t, pe(0, 0), true, 2),
+    ]);
+    assert_eq!(outcomes[4], Ok(Outcome::ProducerId(pe(0, 1))), "the producer goes on with epoch 1");
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!((log.next_offset, log.last_stable_offset()), (3, 3));
+    assert_eq!(
+        log.index.back().map(|e| &e.data),
+        Some(&EntryData::Marker(TxnMarker { producer_id: 0, producer_epoch: 1, commit: true })),
+        "the marker carries the new epoch"
+    );
+    // The answer was lost and the client asks again: the same answer, nothing written twice.
+    assert_eq!(state.apply(10, end_v2(t, pe(0, 0), true, 3)), Ok(Outcome::ProducerId(pe(0, 1))));
+    assert_eq!(state.partition(topic_id(0), 0).map(|l| l.next_offset), Some(3));
+    // A late write of the ended transaction is fenced; the next transaction uses epoch 1.
+    let late = state.apply(11, produce("o2", 0, transactional(0, 0), &[(2, 1)]));
+    assert_eq!(committed(&late), Err(CommandError::InvalidProducerEpoch { found: 0, current: 1 }));
+    assert!(state.apply(12, add(t, pe(0, 1), &[0], 4)).is_ok());
+    assert_eq!(committed(&state.apply(13, produce("o3", 0, transactional(0, 1), &[(0, 1)]))), Ok(3));
+    // Asking for the opposite end, or ending with an old epoch otherwise, is refused.
+    assert_eq!(state.apply(14, end_v2(t, pe(0, 0), false, 5)), Err(CommandError::ProducerFenced));
+    assert_eq!(state.apply(15, end_v2(t, pe(0, 1), false, 6)), Ok(Outcome::ProducerId(pe(0, 2))));
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!(log.aborted_transactions.back().map(|a| (a.first_offset, a.last_offset)), Some((3, 4)));
+    assert!(matches!(state.apply(16, end_v2(t, pe(0, 2), true, 7)), Err(CommandError::InvalidTxnState(_))));
+}
+
+#[test]
+fn a_version_2_abort_of_a_timed_out_transaction_succeeds_with_the_epoch_the_timeout_gave() {
+    let t = "t";
+    let (mut state, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(Some(t), None, 0),
+        add(t, pe(0, 0), &[0], 1_000),
+        produce("o1", 0, transactional(0, 0), &[(0, 1)]),
+        Command::ExpireTransactions { now_ms: 11_001 },
+    ]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(state.apply(10, end_v2(t, pe(0, 0), false, 11_002)), Ok(Outcome::ProducerId(pe(0, 1))));
+    assert_eq!(state.apply(11, end_v2(t, pe(0, 0), true, 11_003)), Err(CommandError::ProducerFenced));
+}
+
+#[test]
+fn a_version_2_end_past_the_last_epoch_moves_to_a_new_producer_id() {
+    let t = "t";
+    let (mut state, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(Some(t), None, 0),
+        init(Some(t), None, 0),
+        add(t, pe(0, 1), &[0], 1),
+        produce("o1", 0, transactional(0, 1), &[(0, 1)]),
+    ]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    // Skip to the last epoch, as 32,765 transactions would.
+    let last = PRODUCER_EPOCH_MAX;
+    if let Some(txn) = state.transactions.get_mut(t) {
+        txn.producer_epoch = last;
+    }
+    if let Some(p) = state.producers.get_mut(&0) {
+        p.epoch = last;
+    }
+    let next = state.apply(10, end_v2(t, pe(0, last), true, 2));
+    let Ok(Outcome::ProducerId(next)) = next else { panic!("{next:?}") };
+    assert_ne!(next.producer_id, 0);
+    assert_eq!(next.producer_epoch, 0);
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    assert_eq!(log.last_stable_offset(), 2, "the marker closed the old id's transaction");
+    assert_eq!(state.apply(11, end_v2(t, pe(0, last), true, 3)), Ok(Outcome::ProducerId(next)), "a retry");
 }
 
 #[test]
@@ -392,8 +473,11 @@ pub(in crate::state) fn arb_transaction_command() -> impl Strategy<Value = Comma
                 produce(&format!("p{key}"), partition, chunk_producer, &[(sequence, n)])
             }
         ),
-        (id.clone(), producer.clone(), any::<bool>(), now.clone())
-            .prop_map(|(id, producer, commit, now_ms)| end(&id, producer, commit, now_ms)),
+        (id.clone(), producer.clone(), any::<bool>(), now.clone(), any::<bool>()).prop_map(
+            |(id, producer, commit, now_ms, v2)| {
+                if v2 { end_v2(&id, producer, commit, now_ms) } else { end(&id, producer, commit, now_ms) }
+            }
+        ),
         (id.clone(), producer, now.clone()).prop_map(|(id, producer, now_ms)| Command::AddOffsetsToTxn {
             transactional_id: id,
             producer,
