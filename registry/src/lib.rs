@@ -39,6 +39,25 @@ impl ParsedSchema {
         }
     }
 
+    /// Confluent's `normalize=true`: `text` rewritten so that schemas that differ only in ways
+    /// that do not change their meaning get one text, so one id. Avro: aliases sorted and
+    /// deduplicated (properties are always written sorted). JSON Schema: nothing beyond the
+    /// canonical text, which already sorts keys. Protobuf: imports sorted and deduplicated,
+    /// fields by number, oneofs by their first field number, enum values by number, reserved
+    /// ranges and names sorted; messages and enums keep their order, which message indexes
+    /// depend on. A Protobuf file the printer cannot write (custom options) is left as it is.
+    pub fn normalized_text(
+        format: SchemaFormat,
+        text: &str,
+        references: &[(&str, &str)],
+    ) -> Result<String, SchemaError> {
+        match format {
+            SchemaFormat::Avro => avro::AvroSchema::normalized_text(text),
+            SchemaFormat::Json => Ok(text.to_owned()),
+            SchemaFormat::Protobuf => protobuf::ProtobufSchema::normalized_text(text, references),
+        }
+    }
+
     /// The text the schema's id is given for.
     pub fn canonical(&self) -> &str {
         match self {

@@ -339,3 +339,17 @@ fn fixed_uuids_are_refused_rather_than_stored_as_strings() {
     assert!(AvroSchema::parse(duration, &[]).is_ok());
     assert!(AvroSchema::parse(&duration.replace("12", "8"), &[]).is_err());
 }
+
+#[test]
+fn normalizing_an_avro_schema_sorts_its_aliases() {
+    let a = r#"{"type":"record","name":"R","aliases":["b","a"],"fields":[{"name":"f","type":"int","aliases":["y","x","y"]}]}"#;
+    let b =
+        r#"{"type":"record","name":"R","aliases":["a","b"],"fields":[{"name":"f","type":"int","aliases":["x","y"]}]}"#;
+    let canonical = |text: &str| {
+        let normalized =
+            crate::ParsedSchema::normalized_text(crate::SchemaFormat::Avro, text, &[]).expect("normalizes");
+        crate::ParsedSchema::parse(crate::SchemaFormat::Avro, &normalized, &[]).expect("parses").canonical().to_owned()
+    };
+    assert_eq!(canonical(a), canonical(b));
+    assert_ne!(parse(a).canonical(), parse(b).canonical(), "without normalizing the order counts");
+}

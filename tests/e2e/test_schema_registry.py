@@ -526,3 +526,35 @@ def test_protobuf_schemas_register_with_their_imports_and_round_trip_with_the_st
     good = orders(sent_orders[0], ctx)
     assert send_batch(floe.bootstrap, topic, [(None, good), (None, framed(b"\x02\x0a")), (None, framed(b"\x00\xff\xff"))]) \
         == ["_INVALID_DIFFERENT_RECORD", "INVALID_RECORD", "INVALID_RECORD"]
+
+
+def test_normalize_gives_reordered_writings_of_a_schema_one_id(floe):
+    """`normalize=true` (Confluent's, as the registry client's `normalize.schemas` sends it, or a
+    subject's config): a Protobuf schema with its fields, oneof and imports written in another
+    order, and an Avro schema with its aliases in another order, get the id of the first."""
+    client = registry(floe)
+    proto_a = ('syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\nimport "google/protobuf/duration.proto";\n'
+               "message Trip { string id = 1; google.protobuf.Timestamp at = 2; "
+               "oneof fare { int64 cents = 3; string voucher = 4; } google.protobuf.Duration took = 5; }\n")
+    proto_b = ('syntax = "proto3";\nimport "google/protobuf/duration.proto";\nimport "google/protobuf/timestamp.proto";\n'
+               "message Trip { google.protobuf.Duration took = 5; oneof fare { string voucher = 4; int64 cents = 3; } "
+               "google.protobuf.Timestamp at = 2; string id = 1; }\n")
+    subject = unique_name("trips-value")
+    first = client.register_schema(subject, Schema(proto_a, "PROTOBUF"), normalize_schemas=True)
+    assert client.register_schema(subject, Schema(proto_b, "PROTOBUF"), normalize_schemas=True) == first
+    assert client.lookup_schema(subject, Schema(proto_b, "PROTOBUF"), normalize_schemas=True).schema_id == first
+    # Without normalizing, the other writing is another schema.
+    other = unique_name("trips-value")
+    plain = client.register_schema(other, Schema(proto_a, "PROTOBUF"))
+    assert client.register_schema(other, Schema(proto_b, "PROTOBUF")) != plain
+
+    # A subject whose config says normalize does it without being asked.
+    avro_a = {"type": "record", "name": "Ride", "aliases": ["Trip", "Journey"], "fields": [{"name": "id", "type": "string"}]}
+    avro_b = dict(avro_a, aliases=["Journey", "Trip"])
+    subject = unique_name("rides-value")
+    # (This client's ServerConfig has no normalize field: the REST call it would make.)
+    answer = requests.put(f"{floe.http_url}/schema-registry/config/{subject}",
+                          json={"compatibility": "BACKWARD", "normalize": True}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    first = client.register_schema(subject, Schema(json.dumps(avro_a), "AVRO"))
+    assert client.register_schema(subject, Schema(json.dumps(avro_b), "AVRO")) == first

@@ -653,8 +653,9 @@ struct Parsed {
 }
 
 /// Parses `body`'s schema against the caller's registry: references resolve to the texts of
-/// the versions they name (and theirs, depth first), and the schema is written canonically.
-fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, RegistryHttpError> {
+/// the versions they name (and theirs, depth first), and the schema is written canonically,
+/// after Confluent's normalization if `normalize` (`normalize=true`, or the subject's config).
+fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody, normalize: bool) -> Result<Parsed, RegistryHttpError> {
     let schema_type = match body.schema_type.as_deref() {
         None => SchemaType::Avro,
         Some(t) => SchemaType::from_name(&t.to_ascii_uppercase())
@@ -671,8 +672,14 @@ fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody) -> Result<Parsed, 
         .collect();
     let texts = reference_texts(registry, &references)?;
     let text_refs: Vec<(&str, &str)> = texts.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
-    let schema = ParsedSchema::parse(format, &body.schema, &text_refs)
-        .map_err(|e| RegistryHttpError::invalid_schema(e.to_string()))?;
+    let invalid = |e: floe_registry::SchemaError| RegistryHttpError::invalid_schema(e.to_string());
+    let normalized = if normalize {
+        Some(ParsedSchema::normalized_text(format, &body.schema, &text_refs).map_err(invalid)?)
+    } else {
+        None
+    };
+    let schema =
+        ParsedSchema::parse(format, normalized.as_deref().unwrap_or(&body.schema), &text_refs).map_err(invalid)?;
     let content = SchemaContent { schema_type, text: schema.canonical().to_owned(), references };
     Ok(Parsed { content, schema })
 }
@@ -736,26 +743,30 @@ async fn register(
     State(agent): State<Arc<Agent>>,
     scope: Scope,
     Path(subject): Path<String>,
+    q: FlagQuery,
     SmallBody(body): SmallBody,
 ) -> Answer {
     floe_metadata::validate_subject(&subject).map_err(RegistryHttpError::from)?;
     authorize(&agent, &scope, AclOperation::Write, &subject)?;
     let body = schema_body(&body)?;
-    let (id, version) = register_schema(&agent, &namespace(&scope), &subject, &body).await?;
+    let normalize = flags(q).get("normalize");
+    let (id, version) = register_schema(&agent, &namespace(&scope), &subject, &body, normalize).await?;
     ok(json!({ "id": id, "version": version, "subject": subject }))
 }
 
 /// Registers a schema under `subject` of the registry `ns` (or finds it there already) as
-/// `POST /subjects/{subject}/versions` does: its id and version.
+/// `POST /subjects/{subject}/versions` does: its id and version. `normalize`: asked for with
+/// `normalize=true` (the subject's config may ask for it too).
 async fn register_schema(
     agent: &Agent,
     ns: &str,
     subject: &str,
     body: &SchemaBody,
+    normalize: bool,
 ) -> Result<(i32, i32), RegistryHttpError> {
     for attempt in 0..=STALE_RETRIES {
         let registry = agent.metadata.read().schema_registry(ns).cloned().unwrap_or_default();
-        let command = match registration(agent, &registry, ns, subject, body)? {
+        let command = match registration(agent, &registry, ns, subject, body, normalize)? {
             Ok(command) => command,
             Err(existing) => return Ok(existing),
         };
@@ -790,7 +801,7 @@ pub(crate) async fn register_for_produce(
         metadata: None,
         rule_set: None,
     };
-    register_schema(agent, ns, subject, &body).await.map(|(id, _)| id).map_err(|e| e.message)
+    register_schema(agent, ns, subject, &body, false).await.map(|(id, _)| id).map_err(|e| e.message)
 }
 
 /// The command registering `body` under `subject`, or (`Err` inside) its id and version when
@@ -801,8 +812,9 @@ fn registration(
     ns: &str,
     subject: &str,
     body: &SchemaBody,
+    normalize: bool,
 ) -> Result<Result<Command, (i32, i32)>, RegistryHttpError> {
-    let parsed = parse_schema(registry, body)?;
+    let parsed = parse_schema(registry, body, normalize || registry.normalize(Some(subject)))?;
     if body.id.is_none()
         && let Some(id) = registry.id_of(&parsed.content)
         && let Some(version) = registry.version_of(subject, id, false)
@@ -839,13 +851,14 @@ async fn lookup(
     SmallBody(body): SmallBody,
 ) -> Answer {
     authorize(&agent, &scope, AclOperation::Read, &subject)?;
-    let deleted = flags(q).get("deleted");
+    let flags = flags(q);
+    let (deleted, normalize) = (flags.get("deleted"), flags.get("normalize"));
     let body = schema_body(&body)?;
     ok(read_copy(&agent, &scope, |r| {
         if !r.subjects.get(&subject).is_some_and(|s| deleted || s.latest_live().is_some()) {
             return Err(RegistryError::SubjectNotFound(subject.clone()).into());
         }
-        let parsed = parse_schema(r, &body)?;
+        let parsed = parse_schema(r, &body, normalize || r.normalize(Some(&subject)))?;
         let found = r.id_of(&parsed.content).and_then(|id| Some((id, r.version_of(&subject, id, deleted)?)));
         let (id, version) = found.ok_or_else(|| RegistryHttpError::new(40403, "Schema not found"))?;
         version_json(r, &subject, version, id)
@@ -895,13 +908,14 @@ async fn check(
     scope: &Scope,
     subject: &str,
     version: Option<VersionId>,
-    verbose: bool,
+    flags: Flags,
     body: &[u8],
 ) -> Answer {
     authorize(agent, scope, AclOperation::Read, subject)?;
     let body = schema_body(body)?;
+    let verbose = flags.get("verbose");
     let messages = read_copy(agent, scope, |r| {
-        let parsed = parse_schema(r, &body)?;
+        let parsed = parse_schema(r, &body, flags.get("normalize") || r.normalize(Some(subject)))?;
         let rule = rule_of(r.compatibility(Some(subject)));
         let against = match version {
             Some(which) => {
@@ -929,7 +943,7 @@ async fn compatibility_with_version(
     SmallBody(body): SmallBody,
 ) -> Answer {
     let which = parse_version(&version)?;
-    check(&agent, &scope, &subject, Some(which), flags(q).get("verbose"), &body).await
+    check(&agent, &scope, &subject, Some(which), flags(q), &body).await
 }
 
 async fn compatibility_with_all(
@@ -939,7 +953,7 @@ async fn compatibility_with_all(
     q: FlagQuery,
     SmallBody(body): SmallBody,
 ) -> Answer {
-    check(&agent, &scope, &subject, None, flags(q).get("verbose"), &body).await
+    check(&agent, &scope, &subject, None, flags(q), &body).await
 }
 
 fn config_json(config: &RegistryConfig, fallback: Option<Compatibility>) -> Value {

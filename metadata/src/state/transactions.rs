@@ -361,11 +361,17 @@ impl State {
                 return Err(CommandError::ProducerFenced);
             }
         }
-        // A new instance fences the old one: its open transaction is aborted first.
-        if txn.state == TxnState::Ongoing {
-            self.complete_txn(&id, false, now_ms);
-        }
+        // A new instance fences the old one: its open transaction is aborted. The epoch is bumped
+        // first, as it may fail (a new producer id past a limit) and a refused command changes
+        // nothing.
+        let (ongoing, old) = (
+            txn.state == TxnState::Ongoing,
+            ProducerIdEpoch { producer_id: txn.producer_id, producer_epoch: txn.producer_epoch },
+        );
         let producer = self.bump_epoch(&id, tenant, now_ms)?;
+        if ongoing {
+            self.complete_txn(&id, false, old, now_ms);
+        }
         let Some(txn) = self.transactions.get_mut(&id) else {
             unreachable!("the transaction was just read");
         };
@@ -536,7 +542,7 @@ impl State {
         let txn = self.current_txn(id, producer)?;
         match (txn.state, commit) {
             (TxnState::Ongoing, _) => {
-                self.complete_txn(id, commit, now_ms);
+                self.complete_txn(id, commit, producer, now_ms);
                 Ok(Outcome::Done)
             }
             // A retried EndTxn whose first attempt completed.
@@ -578,24 +584,29 @@ impl State {
             return Ok(Outcome::ProducerId(current));
         }
         let txn = self.current_txn(id, producer)?;
-        if txn.state != TxnState::Ongoing {
+        let ongoing = txn.state == TxnState::Ongoing;
+        // An abort of a transaction nothing reached (a client counts one as begun at its first
+        // send, even if every record was refused) only moves the epoch on, as Kafka's does.
+        if !ongoing && commit {
             return Err(CommandError::InvalidTxnState(format!(
-                "cannot {} a transaction in state {}",
-                if commit { "commit" } else { "abort" },
+                "cannot commit a transaction in state {}",
                 txn.state.name()
             )));
         }
         let tenant = self.producers.get(&producer.producer_id).and_then(|p| p.tenant.clone());
-        let next = if producer.producer_epoch < PRODUCER_EPOCH_MAX {
-            let next = self.bump_epoch(id, tenant, now_ms)?;
-            self.complete_txn(id, commit, now_ms);
-            next
-        } else {
-            self.complete_txn(id, commit, now_ms);
-            self.bump_epoch(id, tenant, now_ms)?
-        };
+        // The bump first: it may fail (a new producer id past a limit), and a refused command
+        // changes nothing. The markers carry the new epoch while the id stays.
+        let next = self.bump_epoch(id, tenant, now_ms)?;
+        if ongoing {
+            let marker = if next.producer_id == producer.producer_id { next } else { producer };
+            self.complete_txn(id, commit, marker, now_ms);
+        }
         if let Some(txn) = self.transactions.get_mut(id) {
             txn.epoch_before_abort = None;
+            if !ongoing {
+                txn.state = TxnState::CompleteAbort;
+                txn.last_update_ms = now_ms;
+            }
         }
         Ok(Outcome::ProducerId(next))
     }
@@ -607,8 +618,9 @@ impl State {
             return Err(CommandError::TransactionalIdNotFound);
         };
         let tenant = self.producers.get(&producer_id).and_then(|p| p.tenant.clone());
-        self.complete_txn(id, false, now_ms);
+        // The bump first: it may fail, and then nothing has changed.
         self.bump_epoch(id, tenant, now_ms)?;
+        self.complete_txn(id, false, ProducerIdEpoch { producer_id, producer_epoch: old_epoch }, now_ms);
         if let Some(txn) = self.transactions.get_mut(id) {
             txn.epoch_before_abort = Some(old_epoch);
         }
@@ -623,12 +635,12 @@ impl State {
         }
     }
 
-    /// Ends the ongoing transaction `id`: a marker in each of its partitions, its offsets
-    /// committed (or dropped), and the partitions' last stable offsets moved on.
-    fn complete_txn(&mut self, id: &str, commit: bool, now_ms: i64) {
+    /// Ends the ongoing transaction `id`: a marker of `producer` (the id that opened the
+    /// transaction in each partition) in each of its partitions, its offsets committed (or
+    /// dropped), and the partitions' last stable offsets moved on.
+    fn complete_txn(&mut self, id: &str, commit: bool, producer: ProducerIdEpoch, now_ms: i64) {
         let Some(txn) = self.transactions.get_mut(id) else { return };
-        let producer_id = txn.producer_id;
-        let producer_epoch = txn.producer_epoch;
+        let ProducerIdEpoch { producer_id, producer_epoch } = producer;
         txn.state = if commit { TxnState::CompleteCommit } else { TxnState::CompleteAbort };
         txn.last_update_ms = now_ms;
         txn.groups.clear();

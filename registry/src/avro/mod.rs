@@ -47,6 +47,30 @@ impl AvroSchema {
         Ok(Self { schema, names, canonical })
     }
 
+    /// `text` with every `aliases` list sorted and deduplicated ([`crate::ParsedSchema::normalized_text`]);
+    /// parsing it then gives the normalized canonical text.
+    pub fn normalized_text(text: &str) -> Result<String, SchemaError> {
+        fn sort_aliases(value: &mut serde_json::Value) {
+            match value {
+                serde_json::Value::Object(o) => {
+                    if let Some(serde_json::Value::Array(aliases)) = o.get_mut("aliases")
+                        && aliases.iter().all(serde_json::Value::is_string)
+                    {
+                        aliases.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+                        aliases.dedup();
+                    }
+                    o.values_mut().for_each(sort_aliases);
+                }
+                serde_json::Value::Array(items) => items.iter_mut().for_each(sort_aliases),
+                _ => {}
+            }
+        }
+        let mut value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| SchemaError::Invalid(format!("Invalid schema: {e}")))?;
+        sort_aliases(&mut value);
+        Ok(value.to_string())
+    }
+
     /// Compact JSON written from the parsed schema (names qualified, keys in one order): equal
     /// schemas written differently (whitespace, key order, namespace spelled out or inherited)
     /// get one text, so one id.

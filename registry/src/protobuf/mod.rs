@@ -15,7 +15,7 @@ use prost_reflect::{
     Cardinality, DescriptorPool, DynamicMessage, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor, Syntax,
 };
 use prost_types::field_descriptor_proto::{Label, Type};
-use prost_types::{DescriptorProto, FileDescriptorProto};
+use prost_types::{DescriptorProto, EnumDescriptorProto, FileDescriptorProto};
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
 use crate::{Difference, SchemaError};
@@ -214,6 +214,18 @@ impl ProtobufSchema {
         Ok(Self { pool, file, main, canonical })
     }
 
+    /// The normalized text of `text` ([`crate::ParsedSchema::normalized_text`]): the compiled
+    /// file reordered by [`normalized`] and printed, kept only if it compiles back to the same
+    /// schema; otherwise (custom options, what the printer cannot write) `text` itself.
+    pub fn normalized_text(text: &str, references: &[(&str, &str)]) -> Result<String, SchemaError> {
+        let schema = Self::parse(text, references)?;
+        let reordered = normalized(&comparable(&schema.file));
+        let Some(printed) = print::proto_text(&reordered) else { return Ok(text.to_owned()) };
+        let same =
+            Self::parse(&printed, references).is_ok_and(|again| normalized(&comparable(&again.file)) == reordered);
+        Ok(if same && !has_custom_options(&schema.main) { printed } else { text.to_owned() })
+    }
+
     /// `.proto` text printed from the compiled file (so a text and a base64 registration of
     /// one file are one id), or the base64 descriptor where the printer cannot reproduce it.
     pub fn canonical(&self) -> &str {
@@ -353,6 +365,64 @@ fn compile(files: HashMap<String, String>, main: &str) -> Result<(DescriptorPool
 
 /// A file with what does not change its meaning taken out: JSON names protoc would give
 /// anyway differ in whether they are written, and proto2 may or may not be spelled out.
+/// `file` in the order Confluent's normalization gives it: imports sorted and deduplicated, and
+/// in every message fields by number, real oneofs by their smallest field number (the synthetic
+/// ones of proto3 `optional` fields stay after them), reserved ranges and names sorted; enum
+/// values by number (aliases keep their order). Messages and enums are not reordered.
+fn normalized(file: &FileDescriptorProto) -> FileDescriptorProto {
+    fn message(m: &mut DescriptorProto) {
+        m.field.sort_by_key(|f| f.number());
+        let first_number = |i: usize| {
+            let members = m.field.iter().filter(|f| f.oneof_index.and_then(|o| usize::try_from(o).ok()) == Some(i));
+            let synthetic = members.clone().any(|f| f.proto3_optional());
+            (synthetic, members.map(|f| f.number()).min().unwrap_or(i32::MAX), i)
+        };
+        let mut order: Vec<usize> = (0..m.oneof_decl.len()).collect();
+        order.sort_by_key(|&i| first_number(i));
+        let mut new_index = vec![0i32; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = i32::try_from(new).unwrap_or(i32::MAX);
+        }
+        m.oneof_decl = order.iter().map(|&i| m.oneof_decl[i].clone()).collect();
+        for f in &mut m.field {
+            f.oneof_index =
+                f.oneof_index.map(|o| usize::try_from(o).ok().and_then(|o| new_index.get(o).copied()).unwrap_or(o));
+        }
+        m.reserved_range.sort_by_key(|r| (r.start(), r.end()));
+        m.reserved_name.sort();
+        m.reserved_name.dedup();
+        m.nested_type.iter_mut().for_each(message);
+        m.enum_type.iter_mut().for_each(enumeration);
+    }
+    fn enumeration(e: &mut EnumDescriptorProto) {
+        e.value.sort_by_key(|v| v.number());
+        e.reserved_range.sort_by_key(|r| (r.start(), r.end()));
+        e.reserved_name.sort();
+        e.reserved_name.dedup();
+    }
+    let mut file = file.clone();
+    let mut imports: Vec<(String, bool, bool)> = file
+        .dependency
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let i = i32::try_from(i).unwrap_or(i32::MAX);
+            (name.clone(), file.public_dependency.contains(&i), file.weak_dependency.contains(&i))
+        })
+        .collect();
+    imports.sort();
+    imports.dedup_by(|a, b| a.0 == b.0);
+    file.dependency = imports.iter().map(|(name, _, _)| name.clone()).collect();
+    let indexes = |keep: fn(&(String, bool, bool)) -> bool| {
+        imports.iter().enumerate().filter(|(_, i)| keep(i)).map(|(n, _)| i32::try_from(n).unwrap_or(i32::MAX)).collect()
+    };
+    file.public_dependency = indexes(|i| i.1);
+    file.weak_dependency = indexes(|i| i.2);
+    file.message_type.iter_mut().for_each(message);
+    file.enum_type.iter_mut().for_each(enumeration);
+    file
+}
+
 fn comparable(file: &FileDescriptorProto) -> FileDescriptorProto {
     fn clear(messages: &mut [DescriptorProto]) {
         for m in messages {

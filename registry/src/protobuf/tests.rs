@@ -340,3 +340,54 @@ fn enums_are_numbers_to_each_other() {
     let more = "syntax = \"proto3\"; message M { A e = 1; } enum A { A0 = 0; A1 = 1; } enum B { B0 = 0; }";
     assert_eq!(kinds(a, more), Vec::<&str>::new(), "an enum value added");
 }
+
+/// The same schema as [`ORDERS`] written in another order: imports, fields, oneofs, enum values
+/// and reserved ranges moved around; messages and enums stay where they are.
+const ORDERS_REORDERED: &str = r#"
+syntax = "proto3";
+package shop.v1;
+option java_package = "com.example.shop";
+import "google/protobuf/timestamp.proto";
+
+message Order {
+  reserved "old";
+  reserved 12 to 15, 9;
+  optional Status status = 7;
+  oneof payment { string iban = 6; string card = 5; }
+  google.protobuf.Timestamp at = 4;
+  map<string, int64> counters = 3;
+  repeated Line lines = 2;
+  string id = 1;
+  message Line { int32 quantity = 2; string sku = 1; }
+}
+enum Status { UNKNOWN = 0; PAID = 1; }
+message Refund { string order_id = 1; }
+"#;
+
+#[test]
+fn normalizing_gives_reordered_writings_of_one_schema_one_text() {
+    let plain = ProtobufSchema::normalized_text(ORDERS, &[]).expect("normalizes");
+    let reordered = ProtobufSchema::normalized_text(ORDERS_REORDERED, &[]).expect("normalizes");
+    assert_eq!(plain, reordered);
+    // Without normalizing they differ, as Confluent's ids do.
+    let canonical = |text| ProtobufSchema::parse(text, &[]).expect("compiles").canonical().to_owned();
+    assert_ne!(canonical(ORDERS), canonical(ORDERS_REORDERED));
+    // Normalizing is idempotent, and the normalized text means the same schema.
+    assert_eq!(ProtobufSchema::normalized_text(&plain, &[]).expect("normalizes"), plain);
+    let schema = ProtobufSchema::parse(&plain, &[]).expect("compiles");
+    assert_eq!(schema.main.messages().map(|m| m.name().to_owned()).collect::<Vec<_>>(), ["Order", "Refund"]);
+    let order = schema.pool.get_message_by_name("shop.v1.Order").expect("Order");
+    let numbers: Vec<u32> = order.fields().map(|f| f.number()).collect();
+    assert_eq!(numbers, [1, 2, 3, 4, 5, 6, 7], "fields by number");
+}
+
+#[test]
+fn a_file_the_printer_cannot_write_is_left_as_it_is() {
+    let custom = r#"
+syntax = "proto3";
+import "google/protobuf/descriptor.proto";
+extend google.protobuf.FieldOptions { string sensitivity = 50000; }
+message M { string b = 2 [(sensitivity) = "high"]; string a = 1; }
+"#;
+    assert_eq!(ProtobufSchema::normalized_text(custom, &[]).expect("compiles"), custom);
+}

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -38,6 +39,37 @@ struct Plan {
     schema_missing: bool,
 }
 
+impl Plan {
+    /// Takes the partitions in `refused` out of the appends and answers them with their error.
+    fn refuse(&mut self, refused: &[super::transactions::NotAdded]) {
+        if refused.is_empty() {
+            return;
+        }
+        let why = |a: &PartitionAppend| refused.iter().find(|(p, _, _)| *p == a.topic_partition);
+        let mut kept = Vec::with_capacity(self.appends.len());
+        let mut new_index = Vec::with_capacity(self.appends.len());
+        for (append, size) in std::mem::take(&mut self.appends).into_iter().zip(std::mem::take(&mut self.sizes)) {
+            match why(&append) {
+                Some((_, code, message)) => new_index.push(Err((*code, message.clone()))),
+                None => {
+                    new_index.push(Ok(kept.len()));
+                    kept.push((append, size));
+                }
+            }
+        }
+        (self.appends, self.sizes) = kept.into_iter().unzip();
+        for (_, slot) in self.layout.iter_mut().flat_map(|(_, _, slots)| slots.iter_mut()) {
+            if let Slot::Appended(index, stamp) = slot {
+                *slot = match new_index.get(*index) {
+                    Some(Ok(kept)) => Slot::Appended(*kept, *stamp),
+                    Some(Err((code, message))) => Slot::Failed(*code, message.clone()),
+                    None => Slot::Failed(ResponseError::UnknownServerError.code(), "lost append".into()),
+                };
+            }
+        }
+    }
+}
+
 pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: ProduceRequest) -> Reply {
     let acks = request.acks;
     let now_ms = floe_metadata::now_ms();
@@ -50,7 +82,8 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
     if version >= super::transactions::IMPLICIT_PARTITIONS_PRODUCE_VERSION
         && let Some(id) = request.transactional_id.as_ref().map(|t| t.as_str()).filter(|t| !t.is_empty())
     {
-        super::transactions::add_produced_partitions(agent, id, &plan.appends).await;
+        let not_added = super::transactions::add_produced_partitions(agent, id, &plan.appends).await;
+        plan.refuse(&not_added);
     }
     let Plan { appends, sizes, mut layout, .. } = plan;
 

@@ -32,6 +32,7 @@ use crate::Agent;
 use crate::limits::ADMIN_LIST_MAX;
 use crate::produce::PartitionAppend;
 use floe_metadata::now_ms;
+use floe_storage::TopicPartition;
 
 /// The error code for a refused transaction command. PRODUCER_FENCED exists on the wire from
 /// `fenced_since`; older clients get INVALID_PRODUCER_EPOCH for it, as Kafka answers them. A
@@ -88,15 +89,20 @@ pub(in crate::kafka) async fn init_producer_id(
     }
 }
 
+/// A partition the implicit AddPartitionsToTxn did not add: its batches are refused with this
+/// code and message instead of being appended.
+pub(in crate::kafka) type NotAdded = (TopicPartition, i16, String);
+
 /// Transaction version 2: adds the partitions of a Produce's transactional batches to their
 /// transaction before they are appended, as a Kafka broker does for such a client. Partitions
-/// already in the ongoing transaction cost nothing; a refusal (a fenced producer, no such
-/// transaction) is left to the append, whose commit refuses the batch with the precise error.
+/// already in the ongoing transaction cost nothing. The partitions it could not add, with why:
+/// a refusal as the coordinator's error, and a metadata service without quorum as the
+/// retriable NOT_ENOUGH_REPLICAS (Kafka's answer when it cannot verify a transaction).
 pub(in crate::kafka) async fn add_produced_partitions(
     agent: &Agent,
     transactional_id: &str,
     appends: &[PartitionAppend],
-) {
+) -> Vec<NotAdded> {
     let (producer, partitions) = {
         let state = agent.metadata.read();
         let txn = state.transactions.get(transactional_id);
@@ -118,15 +124,26 @@ pub(in crate::kafka) async fn add_produced_partitions(
         }
         (producer, partitions)
     };
-    let Some(producer) = producer else { return };
+    let Some(producer) = producer else { return Vec::new() };
     let command = Command::AddPartitionsToTxn {
         transactional_id: transactional_id.to_owned(),
         producer,
-        partitions,
+        partitions: partitions.clone(),
         now_ms: now_ms(),
     };
-    if let Err(e) = agent.metadata.propose(command).await {
-        tracing::debug!(error = %e, "implicit AddPartitionsToTxn refused; the append will say why");
+    let partition = |(topic_id, partition): (uuid::Uuid, i32)| TopicPartition { topic_id, partition };
+    let all = |code: i16, message: String| partitions.iter().map(|p| (partition(*p), code, message.clone())).collect();
+    match agent.metadata.propose(command).await {
+        Ok(Outcome::PartitionsAdded(results)) => partitions
+            .iter()
+            .zip(results)
+            .filter_map(|(p, result)| result.err().map(|e| (partition(*p), for_command(&e).code(), e.to_string())))
+            .collect(),
+        Ok(other) => all(unexpected(&other), "the transaction coordinator answered unexpectedly".into()),
+        Err(NodeError::Rejected(e)) => all(for_command(&e).code(), e.to_string()),
+        Err(NodeError::Unavailable(why)) => {
+            all(ResponseError::NotEnoughReplicas.code(), format!("cannot add the partition to the transaction: {why}"))
+        }
     }
 }
 

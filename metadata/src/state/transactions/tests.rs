@@ -280,6 +280,54 @@ fn a_version_2_abort_of_a_timed_out_transaction_succeeds_with_the_epoch_the_time
 }
 
 #[test]
+fn a_version_2_abort_of_a_transaction_nothing_reached_moves_the_epoch_on() {
+    // A client counts a transaction as begun at its first send, even if every record of it was
+    // refused: its abort must not fail, or the producer could not go on.
+    let t = "t";
+    let (mut state, outcomes) = run(vec![create("a", 0, 1), init(Some(t), None, 0)]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(state.apply(10, end_v2(t, pe(0, 0), false, 1)), Ok(Outcome::ProducerId(pe(0, 1))));
+    assert_eq!(state.transactions.get(t).map(|t| t.state), Some(TxnState::CompleteAbort));
+    assert_eq!(state.partition(topic_id(0), 0).map(|l| l.next_offset), Some(0), "no markers");
+    assert_eq!(state.apply(11, end_v2(t, pe(0, 0), false, 2)), Ok(Outcome::ProducerId(pe(0, 1))), "a retry");
+    assert!(matches!(state.apply(12, end_v2(t, pe(0, 1), true, 3)), Err(CommandError::InvalidTxnState(_))));
+}
+
+#[test]
+fn a_version_2_end_that_cannot_get_a_new_producer_id_changes_nothing() {
+    let t = "t";
+    let (mut state, outcomes) = run(vec![
+        create("a", 0, 1),
+        init(Some(t), None, 0),
+        add(t, pe(0, 0), &[0], 1),
+        produce("o1", 0, transactional(0, 0), &[(0, 1)]),
+    ]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let last = PRODUCER_EPOCH_MAX;
+    if let Some(txn) = state.transactions.get_mut(t) {
+        txn.producer_epoch = last;
+    }
+    if let Some(p) = state.producers.get_mut(&0) {
+        p.epoch = last;
+    }
+    // Every producer id taken: the rollover cannot happen, so the transaction stays open.
+    let idle = ProducerRecord {
+        epoch: 0,
+        transactional_id: None,
+        last_active_ms: 0,
+        partitions: BTreeMap::new(),
+        tenant: None,
+    };
+    for id in 1..crate::limits::PRODUCER_COUNT_MAX as i64 {
+        state.producers.insert(id, idle.clone());
+    }
+    let before = state.clone();
+    assert!(matches!(state.apply(10, end_v2(t, pe(0, last), true, 2)), Err(CommandError::LimitReached(_))));
+    assert_eq!(state.transactions.get(t), before.transactions.get(t));
+    assert_eq!(state.partition(topic_id(0), 0).map(|l| l.next_offset), Some(1), "no marker written");
+}
+
+#[test]
 fn a_version_2_end_past_the_last_epoch_moves_to_a_new_producer_id() {
     let t = "t";
     let (mut state, outcomes) = run(vec![
