@@ -174,4 +174,15 @@ pub fn schema_text(data: &[u8]) {
     assert_eq!(again.canonical(), schema.canonical(), "the canonical text is its own canonical text");
     assert!(schema.can_read(&again).is_empty(), "a schema reads what it writes");
     let _ = schema.record_name(&[0]);
+    // normalize=true: the normalized text parses, means the same schema, and is its own
+    // normalization.
+    let normalized = ParsedSchema::normalized_text(format, text, &[]).expect("a schema that parses normalizes");
+    let parsed = ParsedSchema::parse(format, &normalized, &[]).expect("the normalized text parses");
+    assert!(
+        parsed.can_read(&schema).is_empty() && schema.can_read(&parsed).is_empty(),
+        "normalizing keeps the meaning"
+    );
+    let twice = ParsedSchema::normalized_text(format, &normalized, &[]).expect("normalizes again");
+    let canonical = |t: &str| ParsedSchema::parse(format, t, &[]).map(|s| s.canonical().to_owned()).ok();
+    assert_eq!(canonical(&twice), canonical(&normalized), "normalizing is idempotent");
 }

@@ -293,6 +293,17 @@ fn a_version_2_abort_of_a_transaction_nothing_reached_moves_the_epoch_on() {
     assert!(matches!(state.apply(12, end_v2(t, pe(0, 1), true, 3)), Err(CommandError::InvalidTxnState(_))));
 }
 
+/// Puts transaction `t` (of producer id 0) at the last epoch, as 32,765 transactions would.
+fn skip_to_the_last_epoch(state: &mut State, t: &str) -> i16 {
+    if let Some(txn) = state.transactions.get_mut(t) {
+        txn.producer_epoch = PRODUCER_EPOCH_MAX;
+    }
+    if let Some(p) = state.producers.get_mut(&0) {
+        p.epoch = PRODUCER_EPOCH_MAX;
+    }
+    PRODUCER_EPOCH_MAX
+}
+
 #[test]
 fn a_version_2_end_that_cannot_get_a_new_producer_id_changes_nothing() {
     let t = "t";
@@ -303,13 +314,7 @@ fn a_version_2_end_that_cannot_get_a_new_producer_id_changes_nothing() {
         produce("o1", 0, transactional(0, 0), &[(0, 1)]),
     ]);
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
-    let last = PRODUCER_EPOCH_MAX;
-    if let Some(txn) = state.transactions.get_mut(t) {
-        txn.producer_epoch = last;
-    }
-    if let Some(p) = state.producers.get_mut(&0) {
-        p.epoch = last;
-    }
+    let last = skip_to_the_last_epoch(&mut state, t);
     // Every producer id taken: the rollover cannot happen, so the transaction stays open.
     let idle = ProducerRecord {
         epoch: 0,
@@ -338,14 +343,7 @@ fn a_version_2_end_past_the_last_epoch_moves_to_a_new_producer_id() {
         produce("o1", 0, transactional(0, 1), &[(0, 1)]),
     ]);
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
-    // Skip to the last epoch, as 32,765 transactions would.
-    let last = PRODUCER_EPOCH_MAX;
-    if let Some(txn) = state.transactions.get_mut(t) {
-        txn.producer_epoch = last;
-    }
-    if let Some(p) = state.producers.get_mut(&0) {
-        p.epoch = last;
-    }
+    let last = skip_to_the_last_epoch(&mut state, t);
     let next = state.apply(10, end_v2(t, pe(0, last), true, 2));
     let Ok(Outcome::ProducerId(next)) = next else { panic!("{next:?}") };
     assert_ne!(next.producer_id, 0);
