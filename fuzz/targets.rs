@@ -132,6 +132,13 @@ pub fn http_records(data: &[u8]) {
     let _ = floe_gateway::parse_records_for_fuzzing(data);
 }
 
+/// A schema registry request body (register, lookup, compatibility; config and mode): parsed
+/// as the registry's routes parse it, references resolved against a fixed registry, normalized
+/// when the first byte asks, and checked for compatibility under every level.
+pub fn registry_body(data: &[u8]) {
+    floe_gateway::registry_body_for_fuzzing(data);
+}
+
 /// Schemas whose data the Avro datum check walks: recursion, every container and union.
 static AVRO_SCHEMAS: LazyLock<Vec<floe_registry::avro::AvroSchema>> = LazyLock::new(|| {
     [

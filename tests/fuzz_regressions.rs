@@ -53,3 +53,8 @@ fn avro_datum() {
 fn schema_text() {
     replay("schema_text", targets::schema_text);
 }
+
+#[test]
+fn registry_body() {
+    replay("registry_body", targets::registry_body);
+}

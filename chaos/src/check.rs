@@ -3,7 +3,8 @@
 //! offset; offsets of the plain topics must have no gaps; each producer's records must keep
 //! their order within a partition; `read_committed` must show every committed transaction whole
 //! and nothing of an aborted one, and each input of the transform exactly once; committed group
-//! offsets must never go back.
+//! offsets must never go back; acknowledged schema versions must keep their ids and texts
+//! ([`registry`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -132,6 +133,7 @@ pub(crate) struct Checked {
     /// and by the fault in progress when it began: what each fault costs in availability.
     pub(crate) longest_stall_s: f64,
     pub(crate) longest_stall_by_fault_s: BTreeMap<String, f64>,
+    pub(crate) registry: registry::RegistryFigures,
     pub(crate) violations_by_kind: BTreeMap<&'static str, usize>,
     pub(crate) violations: Vec<Violation>,
 }
@@ -573,5 +575,6 @@ pub(crate) fn run(bootstrap: &str, history: &[Entry]) -> anyhow::Result<Checked>
     Ok(out)
 }
 
+pub(crate) mod registry;
 #[cfg(test)]
 mod tests;

@@ -74,6 +74,19 @@ pub(crate) enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         commit: Option<(u32, u64)>,
     },
+    /// A schema the registry answered with an id and a version.
+    SchemaRegistered {
+        subject: String,
+        schema: String,
+        id: i32,
+        version: i32,
+    },
+    /// A registration that failed or whose outcome is unknown.
+    SchemaFailed {
+        subject: String,
+        schema: String,
+        error: String,
+    },
     Note {
         text: String,
     },

@@ -28,7 +28,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use cluster::{Cluster, NetworkMode};
 use faults::{FaultKind, Schedule};
 use history::History;
-use workloads::{Stop, groups, http, produce, transactions};
+use workloads::{Stop, groups, http, produce, registry, transactions};
 
 /// Longest run.
 const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
@@ -350,6 +350,11 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
         "  group offsets: {} observations, {} applied out of order or went back, {} went back to a commit librdkafka resent",
         checked.offset_observations, checked.offsets_backwards, checked.offsets_resent_back
     );
+    let r = &checked.registry;
+    println!(
+        "  schemas: {} registered, {} failed or unknown; versions lost {}, changed {}, ids shared {}",
+        r.registered, r.failed_or_unknown, r.versions_lost, r.versions_changed, r.ids_shared
+    );
     let by_fault: Vec<String> = checked.longest_stall_by_fault_s.iter().map(|(f, s)| format!("{f} {s:.1}")).collect();
     println!(
         "  availability: longest time without an acknowledged write {:.1} s; by fault (s): {}",
@@ -488,6 +493,7 @@ async fn main() -> anyhow::Result<()> {
                 writers.clone(),
                 history.clone(),
             ));
+            producers.spawn(registry::run(urls.clone(), id, writers.clone(), history.clone()));
         }
         let input = produce::ProduceSpec {
             topic: workloads::TXN_INPUT_TOPIC,
@@ -616,10 +622,11 @@ async fn main() -> anyhow::Result<()> {
         }
         eprintln!("floe-chaos: checking");
         let entries = history.snapshot();
-        let checked = {
+        let mut checked = {
             let (b, e) = (bootstrap.clone(), entries.clone());
             tokio::task::spawn_blocking(move || check::run(&b, &e)).await??
         };
+        check::registry::check(&http_client, &urls[0], &entries, &mut checked).await?;
         cluster.lock().await.stop();
         print_verdict(&checked, &fault_counts, &problems);
         if let Some(h) = &hostile {

@@ -34,6 +34,9 @@ pub fn parse_records_for_fuzzing(body: &[u8]) -> usize {
     produce::parse_for_fuzzing(body)
 }
 
+#[doc(hidden)]
+pub use routes::schema_registry::registry_body_for_fuzzing;
+
 /// How the HTTP API is served.
 #[derive(Clone, Default)]
 pub struct HttpConfig {

@@ -89,15 +89,19 @@ impl ParsedSchema {
 
     /// A JSON value as the payload a Confluent serializer writes after the 5-byte framing:
     /// an Avro datum, a JSON document the schema accepts, or message indexes and a Protobuf
-    /// message (the schema's first). Errors name where in the value it does not fit.
-    pub fn encode_json(&self, value: &serde_json::Value) -> Result<Vec<u8>, String> {
+    /// message (`message`, a full name, or else the schema's first; only Protobuf schemas hold
+    /// several). Errors name where in the value it does not fit.
+    pub fn encode_json(&self, value: &serde_json::Value, message: Option<&str>) -> Result<Vec<u8>, String> {
+        if message.is_some() && !matches!(self, Self::Protobuf(_)) {
+            return Err("a message name is for PROTOBUF schemas only".into());
+        }
         match self {
             Self::Avro(s) => s.encode_json(value),
             Self::Json(s) => {
                 s.check_value(value)?;
                 serde_json::to_vec(value).map_err(|e| e.to_string())
             }
-            Self::Protobuf(s) => s.encode_json(value),
+            Self::Protobuf(s) => s.encode_json(value, message),
         }
     }
 

@@ -138,3 +138,52 @@ def test_devices_send_json_schema_and_protobuf_data_as_json(floe):
     assert [(m.device, m.celsius, list(m.tags)) for m in got] == [("d1", 21.5, ["a"]), ("d2", -3.0, [])]
     shown = [r["value"] for r in read_http_json(floe, readings)]
     assert shown[0]["type"] == "PROTOBUF" and shown[0]["data"] == {"device": "d1", "celsius": 21.5, "tags": ["a"]}
+
+
+@pytest.mark.timeout(120)
+def test_devices_name_which_protobuf_message_they_send(floe):
+    """`message_name` picks a message other than the schema's first (nested ones too); the
+    message indexes written with it let the stock deserializer and `format=json` reads find it."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    sr = registry(floe)
+    topic = unique_name("device-proto-messages")
+    create_topic(floe.bootstrap, topic, 1)
+    text = 'syntax = "proto3";\npackage floe.dev;\nmessage Reading { string device = 1; double celsius = 2; }\n' \
+           'message Alert { string device = 1; Level level = 2; message Level { int32 n = 1; } }\n'
+    schema_id = sr.register_schema(f"{topic}-value", Schema(text, "PROTOBUF"))
+    answers = post_records(floe, topic, [
+        {"value": {"schema_id": schema_id, "message_name": "floe.dev.Alert",
+                   "data": {"device": "d1", "level": {"n": 3}}}},
+        {"value": {"schema_id": schema_id, "message_name": "floe.dev.Alert.Level", "data": {"n": 7}}},
+        {"value": {"schema_id": schema_id, "message_name": "floe.dev.Nope", "data": {}}},
+        {"value": {"schema_id": schema_id, "message_name": "floe.dev.Alert", "data": {"celsius": 1}}},
+    ])
+    assert [a["error_code"] for a in answers] == [200, 200, 422, 422], answers
+    assert "floe.dev.Nope" in answers[2]["message"], answers[2]
+
+    F = descriptor_pb2.FieldDescriptorProto
+    pool = descriptor_pool.DescriptorPool()
+    file = descriptor_pb2.FileDescriptorProto(name="alerts.proto", package="floe.dev", syntax="proto3")
+    reading = file.message_type.add(name="Reading")
+    reading.field.add(name="device", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    alert = file.message_type.add(name="Alert")
+    alert.field.add(name="device", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    alert.field.add(name="level", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                    type_name=".floe.dev.Alert.Level")
+    level = alert.nested_type.add(name="Level")
+    level.field.add(name="n", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    pool.Add(file)
+    Alert = message_factory.GetMessageClass(pool.FindMessageTypeByName("floe.dev.Alert"))
+    Level = message_factory.GetMessageClass(pool.FindMessageTypeByName("floe.dev.Alert.Level"))
+    raw = read_raw(floe, topic, 2)
+    # Message indexes after the 5-byte framing: [1] is count 1 then 1; [1, 0] count 2, 1, 0
+    # (zigzag varints).
+    assert raw[0][5:7] == b"\x02\x02" and raw[1][5:8] == b"\x04\x02\x00", raw
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    got = ProtobufDeserializer(Alert, {"use.deprecated.format": False})(raw[0], ctx)
+    assert (got.device, got.level.n) == ("d1", 3)
+    assert ProtobufDeserializer(Level, {"use.deprecated.format": False})(raw[1], ctx).n == 7
+    shown = [r["value"]["data"] for r in read_http_json(floe, topic)]
+    assert shown == [{"device": "d1", "level": {"n": 3}}, {"n": 7}], shown

@@ -458,6 +458,51 @@ def protobuf_classes():
     return get(pool.FindMessageTypeByName("floe.shop.Order")), get(pool.FindMessageTypeByName("floe.shop.Order.Line"))
 
 
+@pytest.mark.timeout(120)
+def test_protobuf_schemas_import_google_type_and_confluent_files_without_registering_them(floe):
+    """confluent-kafka's ProtobufSerializer never registers `google/type/` and `confluent/`
+    imports (its built-ins), so the registry must know them: a message with a google.type.Date,
+    a google.type.Money and a confluent.type.Decimal (through the public import of
+    confluent/types/decimal.proto) registers, round-trips, and is checked in full validation.
+    Before, the registration failed with 42201 (import not found)."""
+    from conftest import create_topic
+    from confluent_kafka.schema_registry.confluent.types import decimal_pb2  # noqa: F401 (loads the file)
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.type import date_pb2, money_pb2  # noqa: F401 (load the files into the default pool)
+
+    F = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name=f"{unique_name('invoice')}.proto", package="floe.billing", syntax="proto3",
+        dependency=["google/type/date.proto", "google/type/money.proto", "confluent/types/decimal.proto"])
+    invoice = file.message_type.add(name="Invoice")
+    invoice.field.add(name="due", number=1, type=F.TYPE_MESSAGE, type_name=".google.type.Date", label=F.LABEL_OPTIONAL)
+    invoice.field.add(name="total", number=2, type=F.TYPE_MESSAGE, type_name=".google.type.Money",
+                      label=F.LABEL_OPTIONAL)
+    invoice.field.add(name="rate", number=3, type=F.TYPE_MESSAGE, type_name=".confluent.type.Decimal",
+                      label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.Default()
+    pool.Add(file)
+    Invoice = message_factory.GetMessageClass(pool.FindMessageTypeByName("floe.billing.Invoice"))
+
+    sr = registry(floe)
+    topic = unique_name("invoices")
+    create_topic(floe.bootstrap, topic, 1, config={"confluent.value.schema.validation": "true",
+                                                  "floe.schema.validation.mode": "full"})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serialize = ProtobufSerializer(Invoice, sr, {"use.deprecated.format": False})
+    sent = Invoice()
+    sent.due.year, sent.due.month, sent.due.day = 2026, 12, 3
+    sent.total.currency_code, sent.total.units = "EUR", 42
+    sent.rate.value, sent.rate.precision, sent.rate.scale = b"\x01\x02", 5, 2
+    producer = Producer({"bootstrap.servers": floe.bootstrap})
+    producer.produce(topic, value=serialize(sent, ctx))
+    assert producer.flush(30) == 0
+    assert not any(s.startswith(("google/", "confluent/")) for s in sr.get_subjects()), sr.get_subjects()
+    got = ProtobufDeserializer(Invoice, {"use.deprecated.format": False}, registry(floe))(read_raw(floe, topic, 1)[0], ctx)
+    assert got == sent
+
+
 @pytest.mark.timeout(180)
 def test_protobuf_schemas_register_with_their_imports_and_round_trip_with_the_stock_serializers(floe):
     """Protobuf (issue 24): confluent-kafka's ProtobufSerializer registers the imported file under

@@ -8,7 +8,8 @@
 //! whose timestamp is below its batch's first one is not checked against
 //! `message.timestamp.before.max.ms` (which would need every batch decompressed).
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
+use std::ops::ControlFlow;
 
 use bytes::Bytes;
 use floe_metadata::{ChunkProducer, State, Topic};
@@ -239,7 +240,7 @@ fn batch(
             header.record_count
         )));
     }
-    let records = BatchRecords { header: &header, bytes: &bytes, payload: OnceCell::new() };
+    let records = BatchRecords::new(&header, &bytes);
     if policy.compacted {
         every_record_has_a_key(&records, place)?;
     }
@@ -305,38 +306,59 @@ fn timestamps_within_bounds(
     })
 }
 
-/// A batch's records, decompressed (bounded) and counted on first use, once for every check;
-/// each check walks them again, borrowing (no allocation or reference count per record).
+/// A batch's records, decompressed (bounded) on first use, once for every check; each check
+/// walks them borrowing (no allocation or reference count per record).
 struct BatchRecords<'a> {
     header: &'a BatchHeader,
     bytes: &'a Bytes,
     payload: OnceCell<Bytes>,
+    /// Set once a walk has read every record and found as many as the header claims; until
+    /// then each walk checks that as it goes, so one check costs one pass over the records.
+    whole: Cell<bool>,
 }
 
-impl BatchRecords<'_> {
-    fn get(&self) -> Result<impl Iterator<Item = records::RecordRef<'_>>, ProduceError> {
+impl<'a> BatchRecords<'a> {
+    fn new(header: &'a BatchHeader, bytes: &'a Bytes) -> Self {
+        Self { header, bytes, payload: OnceCell::new(), whole: Cell::new(false) }
+    }
+
+    /// Gives `visit` each record in order until it breaks. A batch whose records do not parse
+    /// or do not number what its header claims is refused, unless `visit` broke before the
+    /// walk found out (which it does only to refuse the batch anyway).
+    fn walk(&self, mut visit: impl FnMut(records::RecordRef<'_>) -> ControlFlow<()>) -> Result<(), ProduceError> {
         let invalid = |e: RecordsError| ProduceError::InvalidRecord(e.to_string());
         let payload = match self.payload.get() {
             Some(payload) => payload,
             None => {
                 let payload =
                     records::decompress(self.header, self.bytes, BATCH_DECOMPRESSED_BYTES_MAX).map_err(invalid)?;
-                let mut count = 0usize;
-                for record in records::record_refs(&payload) {
-                    record.map_err(invalid)?;
-                    count += 1;
-                }
-                if count != usize::try_from(self.header.record_count).unwrap_or(usize::MAX) {
-                    return Err(ProduceError::InvalidRecord(format!(
-                        "batch claims {} records and holds {count}",
-                        self.header.record_count
-                    )));
-                }
                 self.payload.get_or_init(|| payload)
             }
         };
-        // Every record was read once above, so none fails now.
-        Ok(records::record_refs(payload).map_while(Result::ok))
+        if self.whole.get() {
+            // Every record was read once before, so none fails now.
+            for record in records::record_refs(payload).map_while(Result::ok) {
+                if visit(record).is_break() {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        let mut count = 0usize;
+        for record in records::record_refs(payload) {
+            count += 1;
+            if visit(record.map_err(invalid)?).is_break() {
+                return Ok(());
+            }
+        }
+        if count != usize::try_from(self.header.record_count).unwrap_or(usize::MAX) {
+            return Err(ProduceError::InvalidRecord(format!(
+                "batch claims {} records and holds {count}",
+                self.header.record_count
+            )));
+        }
+        self.whole.set(true);
+        Ok(())
     }
 }
 
@@ -353,7 +375,8 @@ fn refuse_records(
         return Ok(());
     }
     let mut refused = Vec::new();
-    for (i, record) in (0i32..).zip(records.get()?) {
+    let mut index = place.first_index;
+    records.walk(|record| {
         if let Some(mut message) = refusal(&record) {
             if message.len() > RECORD_ERROR_MESSAGE_BYTES_MAX {
                 let mut end = RECORD_ERROR_MESSAGE_BYTES_MAX;
@@ -363,12 +386,14 @@ fn refuse_records(
                 message.truncate(end);
                 message.push('…');
             }
-            refused.push(RecordError { batch_index: place.first_index.saturating_add(i), message });
+            refused.push(RecordError { batch_index: index, message });
             if refused.len() == place.room {
-                break;
+                return ControlFlow::Break(());
             }
         }
-    }
+        index = index.saturating_add(1);
+        ControlFlow::Continue(())
+    })?;
     if refused.is_empty() { Ok(()) } else { Err(ProduceError::RecordsRefused { why, records: refused }) }
 }
 

@@ -78,7 +78,9 @@ impl RecordView {
 pub fn decompress(header: &BatchHeader, batch: &Bytes, max_bytes: usize) -> Result<Bytes, RecordsError> {
     let payload = batch.slice(HEADER_BYTES..header.batch_bytes);
     let bounded = |reader: &mut dyn Read| -> Result<Bytes, RecordsError> {
-        let mut out = Vec::new();
+        // Room for the usual ratio up front: growing by doubling copied every batch several
+        // times. Pages not written are not touched, so a generous guess costs little.
+        let mut out = Vec::with_capacity(payload.len().saturating_mul(4).max(4096).min(max_bytes));
         reader.take(max_bytes as u64 + 1).read_to_end(&mut out).map_err(|e| RecordsError::Decompress(e.to_string()))?;
         if out.len() > max_bytes {
             return Err(RecordsError::TooLarge { max: max_bytes });
@@ -176,6 +178,13 @@ pub fn compress(codec: i16, records: &[u8]) -> Result<Bytes, RecordsError> {
 }
 
 fn varint(bytes: &[u8], at: &mut usize) -> Result<i64, RecordsError> {
+    // Most fields of small records are one byte: read those without the loop.
+    if let Some(&byte) = bytes.get(*at)
+        && byte < 0x80
+    {
+        *at += 1;
+        return Ok(i64::from(byte >> 1) ^ -i64::from(byte & 1));
+    }
     let mut raw: u64 = 0;
     for shift in (0..70).step_by(7) {
         let byte = *bytes.get(*at).ok_or(RecordsError::Malformed("truncated varint"))?;

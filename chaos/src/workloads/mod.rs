@@ -5,6 +5,7 @@ pub(crate) mod groups;
 pub(crate) mod hostile;
 pub(crate) mod http;
 pub(crate) mod produce;
+pub(crate) mod registry;
 pub(crate) mod transactions;
 
 use std::sync::Arc;

@@ -55,6 +55,9 @@ pub(crate) struct DataRequest {
     /// A schema's text, of `type` (AVRO when none is given).
     #[serde(default)]
     pub(crate) schema: Option<String>,
+    /// Floe's: which message of a Protobuf schema `data` is, by full name (else the first).
+    #[serde(default)]
+    pub(crate) message_name: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -156,7 +159,8 @@ fn data(data: Option<DataRequest>, what: &str) -> Result<Data, RecordError> {
         || data.schema_version.is_some()
         || data.subject.is_some()
         || data.subject_name_strategy.is_some()
-        || data.schema.is_some();
+        || data.schema.is_some()
+        || data.message_name.is_some();
     let schema_type = data.data_type.and_then(schema_type_of);
     if schema_field || schema_type.is_some() {
         if let Some(plain) = data.data_type.filter(|_| schema_type.is_none()) {
@@ -170,6 +174,7 @@ fn data(data: Option<DataRequest>, what: &str) -> Result<Data, RecordError> {
             subject: data.subject,
             strategy: data.subject_name_strategy,
             schema: data.schema,
+            message_name: data.message_name,
         };
         return Ok((None, None, Some(Box::new(schema_data))));
     }

@@ -32,6 +32,8 @@ pub(crate) struct SchemaData {
     pub(crate) strategy: Option<SubjectNameStrategy>,
     /// A schema's text, registered under the subject unless it is there already.
     pub(crate) schema: Option<String>,
+    /// The Protobuf message to write, by full name (Floe's; the first message when absent).
+    pub(crate) message_name: Option<String>,
 }
 
 /// The schema type a REST v3 data type names, if it names one.
@@ -139,6 +141,9 @@ impl Resolver<'_> {
             None => None,
         };
         let record_name = || {
+            if let Some(name) = &data.message_name {
+                return Ok(name.clone());
+            }
             let name = match (&text_schema, &by_id) {
                 (Some((_, schema)), _) => schema.record_name(&[0]),
                 (None, Some((_, schema))) => schema.record_name(&[0]),
@@ -202,7 +207,7 @@ impl Resolver<'_> {
 }
 
 /// Writes `data` as the registry's framing and `found`'s payload.
-fn serialize(data: &serde_json::Value, found: &Found) -> Result<(Option<Bytes>, DataReport), String> {
+fn serialize(data: &SchemaData, found: &Found) -> Result<(Option<Bytes>, DataReport), String> {
     let report = |size| DataReport {
         data_type: data_type_of(found.schema_type),
         size,
@@ -210,10 +215,10 @@ fn serialize(data: &serde_json::Value, found: &Found) -> Result<(Option<Bytes>, 
         subject: found.subject.clone(),
         schema_version: found.version,
     };
-    if data.is_null() {
+    if data.data.is_null() {
         return Ok((None, report(0)));
     }
-    let payload = found.schema.encode_json(data)?;
+    let payload = found.schema.encode_json(&data.data, data.message_name.as_deref())?;
     let mut out = BytesMut::with_capacity(5 + payload.len());
     out.put_u8(0);
     out.put_i32(found.id);
@@ -266,7 +271,7 @@ pub(crate) async fn write_schema_data(
                 let Some(data) = slot.as_ref() else { continue };
                 let resolution = resolver.resolve(&agent.metadata.read(), data, is_key);
                 let outcome = match resolution {
-                    Ok(Resolution::Found(found)) => serialize(&data.data, &found),
+                    Ok(Resolution::Found(found)) => serialize(data, &found),
                     Ok(Resolution::Register { subject, schema_type }) => {
                         let text = data.schema.clone().unwrap_or_default();
                         match registered.get(&(subject.clone(), text.clone())) {

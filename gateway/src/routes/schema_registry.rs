@@ -684,6 +684,52 @@ fn parse_schema(registry: &SchemaRegistry, body: &SchemaBody, normalize: bool) -
     Ok(Parsed { content, schema })
 }
 
+/// The registry the fuzz target checks bodies against: one schema of each type under subjects
+/// `avro`, `json` and `proto`, which a body's references may name.
+static FUZZ_REGISTRY: std::sync::LazyLock<SchemaRegistry> = std::sync::LazyLock::new(|| {
+    let mut registry = SchemaRegistry::default();
+    let schemas = [
+        ("avro", SchemaType::Avro, r#"{"type":"record","name":"R","fields":[{"name":"a","type":["null","long"]}]}"#),
+        ("json", SchemaType::Json, r#"{"type":"object","properties":{"a":{"type":"integer"}}}"#),
+        ("proto", SchemaType::Protobuf, "syntax = \"proto3\"; package p; message M { int64 a = 1; }"),
+    ];
+    for (id, (subject, schema_type, text)) in (1..).zip(schemas) {
+        let content = SchemaContent { schema_type, text: text.to_owned(), references: Vec::new() };
+        registry.schemas.insert(id, floe_metadata::state::SchemaRecord { content, uses: 1 });
+        let version = floe_metadata::state::SubjectVersion { id, deleted: false, registered_ms: 0 };
+        registry.subjects.entry(subject.to_owned()).or_default().versions.insert(1, version);
+        registry.last_id = id;
+    }
+    registry
+});
+
+/// A registration, lookup or compatibility body as those routes read it (the first byte asks
+/// for `normalize=true`), checked under every compatibility level against the fixed registry's
+/// schemas; also read as a config and a mode body. Never panics, whatever the bytes.
+#[doc(hidden)]
+pub fn registry_body_for_fuzzing(data: &[u8]) {
+    let Some((&flags, body)) = data.split_first() else { return };
+    let _ = json_object::<ConfigBody>(body, 42203, "config")
+        .map(|c| c.compatibility.as_deref().map(Compatibility::from_name));
+    let _ = json_object::<ModeBody>(body, 42204, "mode").map(|m| RegistryMode::from_name(&m.mode));
+    let Ok(body) = schema_body(body) else { return };
+    let registry = &*FUZZ_REGISTRY;
+    let Ok(new) = parse_schema(registry, &body, flags & 1 == 1) else { return };
+    let earlier: Vec<(i32, ParsedSchema)> = registry
+        .schemas
+        .iter()
+        .filter(|(_, s)| s.content.schema_type == new.content.schema_type)
+        .filter_map(|(id, s)| {
+            let format = floe_agent::produce::schemas::format_of(s.content.schema_type);
+            ParsedSchema::parse(format, &s.content.text, &[]).ok().map(|p| (*id, p))
+        })
+        .collect();
+    let earlier: Vec<(i32, &ParsedSchema)> = earlier.iter().map(|(v, s)| (*v, s)).collect();
+    for level in Compatibility::ALL {
+        let _ = floe_registry::check_compatibility(&new.schema, &earlier, rule_of(level));
+    }
+}
+
 /// The schemas `references` name, as (name, text) (see [`floe_agent::produce::schemas::reference_texts`]).
 fn reference_texts(
     registry: &SchemaRegistry,

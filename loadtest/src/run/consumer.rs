@@ -123,7 +123,8 @@ fn consume_until_stopped(args: &RunArgs, stats: &Stats, plan: &Plan) -> anyhow::
     let consumer: BaseConsumer = config.create().context("creating a consumer")?;
     let topics: Vec<&str> = plan.topics.iter().map(String::as_str).collect();
     consumer.subscribe(&topics).context("subscribing")?;
-    let carries_send_time = args.producers > 0 && args.record_bytes >= 8;
+    let at = if args.schema_id.is_some() { super::producer::SCHEMA_FRAMING_BYTES } else { 0 };
+    let carries_send_time = args.producers > 0 && args.record_bytes >= at + 8;
     let mut assigned = 0usize;
     let mut next_check = std::time::Instant::now();
     let mut eof_since_check = false;
@@ -133,7 +134,7 @@ fn consume_until_stopped(args: &RunArgs, stats: &Stats, plan: &Plan) -> anyhow::
                 let payload = message.payload().unwrap_or_default();
                 let bytes = (payload.len() + message.key().map_or(0, <[u8]>::len)) as u64;
                 let sent = carries_send_time
-                    .then(|| payload.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes))
+                    .then(|| payload.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes))
                     .flatten();
                 stats.received(bytes, sent);
             }

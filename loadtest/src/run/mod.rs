@@ -105,6 +105,10 @@ pub(crate) struct RunArgs {
     /// latency.
     #[arg(long, default_value_t = 1024)]
     pub(crate) record_bytes: usize,
+    /// Values start with the schema registry's framing (magic byte 0 and this schema id), the
+    /// send time after it, so topics with schema id validation take them.
+    #[arg(long)]
+    pub(crate) schema_id: Option<i32>,
     /// What values hold: random bytes (incompressible) or text (words, compressing about as
     /// well as logs do).
     #[arg(long, value_enum, default_value_t = Payload::Random)]

@@ -13,6 +13,9 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 
 use super::stats::{Stats, wall_micros};
+
+/// The schema registry's framing: magic byte 0 and a 4-byte schema id.
+pub(crate) const SCHEMA_FRAMING_BYTES: usize = 5;
 use super::{KeyDistribution, Payload, RunArgs};
 
 /// Longest wait for outstanding deliveries at the end.
@@ -216,8 +219,16 @@ fn produce_until(
         let (topic, partition) = locate(topics, slot);
         let from = (rng.next() % PAYLOAD_POOL_BYTES as u64) as usize;
         payload.copy_from_slice(&pool[from..from + args.record_bytes]);
-        if payload.len() >= 8 {
-            payload[..8].copy_from_slice(&wall_micros().to_be_bytes());
+        let framing = match args.schema_id {
+            Some(id) if payload.len() >= SCHEMA_FRAMING_BYTES => {
+                payload[0] = 0;
+                payload[1..SCHEMA_FRAMING_BYTES].copy_from_slice(&id.to_be_bytes());
+                SCHEMA_FRAMING_BYTES
+            }
+            _ => 0,
+        };
+        if payload.len() >= framing + 8 {
+            payload[framing..framing + 8].copy_from_slice(&wall_micros().to_be_bytes());
         }
         let key_text = key.map(|k| format!("key-{k:012}"));
         let bytes = (payload.len() + key_text.as_ref().map_or(0, String::len)) as u64;

@@ -385,9 +385,11 @@ fn json_data_is_written_only_when_the_schema_accepts_it() {
     use crate::{ParsedSchema, SchemaFormat};
     let text = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
     let schema = ParsedSchema::parse(SchemaFormat::Json, text, &[]).unwrap();
-    let written = schema.encode_json(&serde_json::json!({"n": 1})).unwrap();
+    let written = schema.encode_json(&serde_json::json!({"n": 1}), None).unwrap();
     assert_eq!(written, br#"{"n":1}"#);
     assert_eq!(schema.decode_json(&written).unwrap(), serde_json::json!({"n": 1}));
-    let refused = schema.encode_json(&serde_json::json!({"n": "one"})).unwrap_err();
+    let refused = schema.encode_json(&serde_json::json!({"n": "one"}), None).unwrap_err();
     assert!(refused.contains("/n"), "{refused}");
+    let named = schema.encode_json(&serde_json::json!({"n": 1}), Some("N")).unwrap_err();
+    assert!(named.contains("PROTOBUF"), "{named}");
 }

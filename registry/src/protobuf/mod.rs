@@ -1,6 +1,7 @@
 //! Protobuf schemas: `.proto` text or a base64 `FileDescriptorProto` (what confluent-kafka's
 //! Python serializer registers), compiled without protoc (protox) against the schema's
-//! references (its imports, by name) and the well-known `google/protobuf/*.proto` files; the
+//! references (its imports, by name), the well-known `google/protobuf/*.proto` files and the
+//! files clients import without registering ([`BUILTIN_FILES`]: `google/type/`, `confluent/`); the
 //! canonical text ids are given for; payload checks with Confluent's message indexes; and
 //! compatibility in the terms of Confluent's Protobuf differences.
 
@@ -181,6 +182,44 @@ impl FileResolver for References {
     }
 }
 
+/// The files Confluent's clients import without registering them (their `_is_builtin`:
+/// `google/type/` and `confluent/`), written for Floe with the same messages, fields and numbers.
+pub const BUILTIN_FILES: [(&str, &str); 21] = [
+    ("confluent/meta.proto", include_str!("builtin/confluent/meta.proto")),
+    ("confluent/type/decimal.proto", include_str!("builtin/confluent/type/decimal.proto")),
+    ("confluent/type/variant.proto", include_str!("builtin/confluent/type/variant.proto")),
+    ("confluent/types/decimal.proto", include_str!("builtin/confluent/types/decimal.proto")),
+    ("google/type/calendar_period.proto", include_str!("builtin/google/type/calendar_period.proto")),
+    ("google/type/color.proto", include_str!("builtin/google/type/color.proto")),
+    ("google/type/date.proto", include_str!("builtin/google/type/date.proto")),
+    ("google/type/datetime.proto", include_str!("builtin/google/type/datetime.proto")),
+    ("google/type/dayofweek.proto", include_str!("builtin/google/type/dayofweek.proto")),
+    ("google/type/decimal.proto", include_str!("builtin/google/type/decimal.proto")),
+    ("google/type/expr.proto", include_str!("builtin/google/type/expr.proto")),
+    ("google/type/fraction.proto", include_str!("builtin/google/type/fraction.proto")),
+    ("google/type/interval.proto", include_str!("builtin/google/type/interval.proto")),
+    ("google/type/latlng.proto", include_str!("builtin/google/type/latlng.proto")),
+    ("google/type/localized_text.proto", include_str!("builtin/google/type/localized_text.proto")),
+    ("google/type/money.proto", include_str!("builtin/google/type/money.proto")),
+    ("google/type/month.proto", include_str!("builtin/google/type/month.proto")),
+    ("google/type/phone_number.proto", include_str!("builtin/google/type/phone_number.proto")),
+    ("google/type/postal_address.proto", include_str!("builtin/google/type/postal_address.proto")),
+    ("google/type/quaternion.proto", include_str!("builtin/google/type/quaternion.proto")),
+    ("google/type/timeofday.proto", include_str!("builtin/google/type/timeofday.proto")),
+];
+
+/// The built-in files; a reference of the same name takes precedence.
+struct BuiltinFiles;
+
+impl FileResolver for BuiltinFiles {
+    fn open_file(&self, name: &str) -> Result<File, protox::Error> {
+        match BUILTIN_FILES.iter().find(|(file, _)| *file == name) {
+            Some((file, text)) => file_of(file, text),
+            None => Err(protox::Error::file_not_found(name)),
+        }
+    }
+}
+
 impl ProtobufSchema {
     /// Compiles `text` with its references, each (import name, text).
     pub fn parse(text: &str, references: &[(&str, &str)]) -> Result<Self, SchemaError> {
@@ -277,10 +316,34 @@ impl ProtobufSchema {
         }
     }
 
-    /// A JSON value (Protobuf's JSON mapping) as the schema's first message, after its message
-    /// indexes (`[0]`, written as one zero byte): what Confluent's REST proxy writes.
-    pub fn encode_json(&self, value: &serde_json::Value) -> Result<Vec<u8>, String> {
-        let message = self.main.messages().next().ok_or("the schema defines no message")?;
+    /// The message of the schema's file named `name` (a full name, nested ones included) and
+    /// the message indexes that lead to it.
+    fn message_named(&self, name: &str) -> Option<(MessageDescriptor, Vec<usize>)> {
+        let mut stack: Vec<(MessageDescriptor, Vec<usize>)> =
+            self.main.messages().enumerate().map(|(i, m)| (m, vec![i])).collect();
+        while let Some((message, path)) = stack.pop() {
+            if message.full_name() == name {
+                return Some((message, path));
+            }
+            if path.len() < MESSAGE_INDEXES_MAX {
+                for (i, child) in message.child_messages().enumerate() {
+                    let mut next = path.clone();
+                    next.push(i);
+                    stack.push((child, next));
+                }
+            }
+        }
+        None
+    }
+
+    /// A JSON value (Protobuf's JSON mapping) as message `name` of the schema's file (the
+    /// first when `None`, as Confluent's REST proxy writes), after the message indexes that name
+    /// it (`[0]` written as one zero byte).
+    pub fn encode_json(&self, value: &serde_json::Value, name: Option<&str>) -> Result<Vec<u8>, String> {
+        let (message, indexes) = match name {
+            None => (self.main.messages().next().ok_or("the schema defines no message")?, vec![0]),
+            Some(name) => self.message_named(name).ok_or_else(|| format!("the schema has no message {name:?}"))?,
+        };
         let mut path = serde_path_to_error::Track::new();
         // A library walking client data, as in `decode`: a panic refuses the record, not the request.
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -288,7 +351,7 @@ impl ProtobufSchema {
         }))
         .map_err(|_| "not a valid message: the JSON mapping failed".to_owned())?
         .map_err(|e| format!("at {}: {e}", pointer(&path.path())))?;
-        let mut out = vec![0];
+        let mut out = message_indexes_bytes(&indexes);
         decoded.encode(&mut out).map_err(|e| format!("encoding the message: {e}"))?;
         Ok(out)
     }
@@ -350,6 +413,7 @@ fn has_custom_options(file: &FileDescriptor) -> bool {
 fn compile(files: HashMap<String, String>, main: &str) -> Result<(DescriptorPool, FileDescriptorProto), protox::Error> {
     let mut chain = ChainFileResolver::new();
     chain.add(References(files));
+    chain.add(BuiltinFiles);
     chain.add(GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(chain);
     compiler.include_source_info(false);
@@ -466,6 +530,26 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
 }
 
 /// Confluent's message indexes: a zig-zag varint count (0 means `[0]`), then each index.
+/// Message indexes as Confluent's serializers write them: `[0]` as one zero byte, others as a
+/// count and the indexes, each a zigzag varint.
+fn message_indexes_bytes(indexes: &[usize]) -> Vec<u8> {
+    if indexes == [0] {
+        return vec![0];
+    }
+    let mut out = Vec::with_capacity(indexes.len() + 1);
+    for n in std::iter::once(indexes.len()).chain(indexes.iter().copied()) {
+        // Indexes are bounded by MESSAGE_INDEXES_MAX and by a file's message count, so far from
+        // overflowing when doubled.
+        let mut zigzag = (n as u64) << 1;
+        while zigzag >= 0x80 {
+            out.push((zigzag as u8) | 0x80);
+            zigzag >>= 7;
+        }
+        out.push(zigzag as u8);
+    }
+    out
+}
+
 fn message_indexes(payload: &[u8]) -> Result<(Vec<usize>, &[u8]), String> {
     let mut at = 0;
     let mut next = || -> Result<i64, String> {

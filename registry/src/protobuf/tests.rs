@@ -85,7 +85,7 @@ fn json_is_written_as_the_first_message_and_read_back() {
         "id": "o-1", "lines": [{"sku": "s", "quantity": 2}], "counters": {"views": "3"},
         "at": "2026-12-03T10:00:00Z", "card": "4111", "status": "PAID"
     });
-    let payload = schema.encode_json(&order).unwrap();
+    let payload = schema.encode_json(&order, None).unwrap();
     assert_eq!(payload[0], 0, "message indexes [0] are one zero byte");
     assert_eq!(schema.check_payload(&payload), Ok(()));
     let message = DynamicMessage::decode(schema.main.messages().next().unwrap(), &payload[1..]).unwrap();
@@ -98,9 +98,20 @@ fn json_is_written_as_the_first_message_and_read_back() {
         (serde_json::json!({"status": "LOST"}), "at /status"),
     ];
     for (value, want) in refused {
-        let got = schema.encode_json(&value).unwrap_err();
+        let got = schema.encode_json(&value, None).unwrap_err();
         assert!(got.contains(want), "{value}: {got}");
     }
+    // Another message, nested ones included, named by its full name.
+    let refund = schema.encode_json(&serde_json::json!({"orderId": "o-1"}), Some("shop.v1.Refund")).unwrap();
+    assert_eq!(&refund[..2], [2, 2], "one index, 1, as zigzag varints");
+    assert_eq!(schema.record_name(&refund).as_deref(), Some("shop.v1.Refund"));
+    assert_eq!(schema.decode_json(&refund).unwrap(), serde_json::json!({"orderId": "o-1"}));
+    let line = schema.encode_json(&serde_json::json!({"sku": "s"}), Some("shop.v1.Order.Line")).unwrap();
+    // [0, 1]: the map field's entry message comes first among Order's nested messages.
+    assert_eq!(&line[..3], [4, 0, 2], "indexes [0, 1]");
+    assert_eq!(schema.record_name(&line).as_deref(), Some("shop.v1.Order.Line"));
+    let missing = schema.encode_json(&serde_json::json!({}), Some("shop.v1.Nope")).unwrap_err();
+    assert!(missing.contains("no message"), "{missing}");
 }
 
 fn kinds(old: &str, new: &str) -> Vec<&'static str> {
@@ -390,4 +401,42 @@ extend google.protobuf.FieldOptions { string sensitivity = 50000; }
 message M { string b = 2 [(sensitivity) = "high"]; string a = 1; }
 "#;
     assert_eq!(ProtobufSchema::normalized_text(custom, &[]).expect("compiles"), custom);
+}
+
+#[test]
+fn builtin_files_are_imported_without_being_registered() {
+    for (name, text) in super::BUILTIN_FILES {
+        ProtobufSchema::parse(text, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    let schema = parse(
+        r#"
+syntax = "proto3";
+package shop.v1;
+import "google/type/date.proto";
+import "google/type/money.proto";
+import "confluent/meta.proto";
+import "confluent/types/decimal.proto";
+
+message Invoice {
+  google.type.Date due = 1;
+  google.type.Money total = 2;
+  confluent.type.Decimal rate = 3;
+}
+"#,
+    );
+    assert!(schema.canonical().contains("google.type.Money"), "{}", schema.canonical());
+    // confluent/meta.proto's options (kept as the descriptor, as every custom option is).
+    parse(
+        r#"syntax = "proto3"; import "confluent/meta.proto";
+message Tagged { string pii = 1 [(confluent.field_meta) = { tags: ["PII"] }]; }"#,
+    );
+    // A reference of the same name is used instead of the built-in file.
+    let own = "syntax = \"proto3\"; package google.type; message Date { string iso = 1; }";
+    let with_own = ProtobufSchema::parse(
+        "syntax = \"proto3\"; import \"google/type/date.proto\"; message M { google.type.Date d = 1; }",
+        &[("google/type/date.proto", own)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let json = with_own.encode_json(&serde_json::json!({"d": {"iso": "2026-12-03"}}), None);
+    assert!(json.is_ok(), "{json:?}");
 }

@@ -74,6 +74,18 @@ fn record_counts_must_fit_the_batch() {
         partition_records(Some(&Bytes::from(forged)), &POLICY, 0, None, None),
         Err(ProduceError::InvalidRecord(_))
     ));
+    // A count that fits but is one more than the records: found by the one walk a check makes.
+    let mut forged = encode_batch(3, Compression::None).to_vec();
+    forged[57..61].copy_from_slice(&4i32.to_be_bytes());
+    forged[23..27].copy_from_slice(&3i32.to_be_bytes());
+    let crc = crc32c::crc32c(&forged[21..]);
+    forged[17..21].copy_from_slice(&crc.to_be_bytes());
+    let compacted = TopicPolicy { compacted: true, ..POLICY };
+    let refused = partition_records(Some(&Bytes::from(forged)), &compacted, 0, None, None);
+    assert!(
+        matches!(&refused, Err(ProduceError::InvalidRecord(m)) if m.contains("claims 4 records and holds 3")),
+        "{refused:?}"
+    );
 }
 
 /// `batch` as producer `producer_id` (epoch 1) would send it from `base_sequence`.
@@ -215,7 +227,7 @@ fn refusals_are_named_up_to_a_bound_and_their_messages_are_short() {
     // A long reason (a JSON Schema error quoting a large record) is cut.
     let batch = encode_batch(2, Compression::None);
     let header = crate::record_batch::split(&batch).next().expect("one batch").expect("parses").0;
-    let records = BatchRecords { header: &header, bytes: &batch, payload: OnceCell::new() };
+    let records = BatchRecords::new(&header, &batch);
     let place = Place { first_index: 0, room: 10 };
     let Err(ProduceError::RecordsRefused { records, .. }) =
         refuse_records(&records, place, RecordRefusal::Schema, |_| Some("é".repeat(10_000)))
@@ -229,5 +241,5 @@ fn refusals_are_named_up_to_a_bound_and_their_messages_are_short() {
 }
 
 fn records_of<'a>(batch: &'a Bytes, header: &'a BatchHeader) -> BatchRecords<'a> {
-    BatchRecords { header, bytes: batch, payload: OnceCell::new() }
+    BatchRecords::new(header, batch)
 }
