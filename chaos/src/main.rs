@@ -626,7 +626,8 @@ async fn main() -> anyhow::Result<()> {
             let (b, e) = (bootstrap.clone(), entries.clone());
             tokio::task::spawn_blocking(move || check::run(&b, &e)).await??
         };
-        check::registry::check(&http_client, &urls[0], &entries, &mut checked).await?;
+        let schemas = check::registry::read_back(&http_client, &urls[0], &entries).await?;
+        check::registry::check(&entries, &schemas, &mut checked);
         cluster.lock().await.stop();
         print_verdict(&checked, &fault_counts, &problems);
         if let Some(h) = &hostile {

@@ -1,5 +1,6 @@
 //! Keys and values read over HTTP with `format=json`: data written in the registry's framing
-//! (magic byte 0, a schema id of the topic's tenant's registry, the payload) is shown decoded
+//! (magic byte 0, a schema id of the topic's tenant's registry, the payload; or the schema's id
+//! or GUID in a `__key_schema_id` / `__value_schema_id` header) is shown decoded
 //! with its schema (when the reader may read that schema), other JSON as itself, anything else
 //! as base64.
 
@@ -72,11 +73,26 @@ impl SchemaJson {
         found
     }
 
-    /// A key or value as `{"type", "data"}` (and `schema_id` when decoded with a schema).
-    pub(crate) fn show(&mut self, bytes: &[u8]) -> Value {
-        if let Some((0, id, payload)) = floe_agent::produce::schemas::framing(bytes)
+    /// A key or value as `{"type", "data"}` (and `schema_id` when decoded with a schema);
+    /// `header` is the record's schema id header for it (`__key_schema_id`, `__value_schema_id`).
+    pub(crate) fn show(&mut self, bytes: &[u8], header: Option<&[u8]>) -> Value {
+        use floe_agent::produce::schemas::{SchemaName, framed, schema_id_of_guid};
+        let found = framed(bytes, header).and_then(|f| {
+            let id = match f.schema {
+                SchemaName::Id(id) => id,
+                SchemaName::Guid(guid) => schema_id_of_guid(&self.namespace, guid)?,
+            };
+            Some((id, f))
+        });
+        if let Some((id, f)) = found
             && let Some((schema_type, schema)) = self.schema(id)
-            && let Ok(data) = schema.decode_json(payload)
+            && let Ok(data) = match f.header_indexes {
+                // Protobuf's message indexes went into the header with the schema.
+                Some(indexes) if schema_type == SchemaType::Protobuf => {
+                    schema.decode_json(&[indexes, f.payload].concat())
+                }
+                _ => schema.decode_json(f.payload),
+            }
         {
             let shown_type = crate::produce::schema_data::data_type_of(schema_type);
             return json!({ "type": shown_type, "schema_id": id, "data": data });

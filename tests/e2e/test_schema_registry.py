@@ -202,6 +202,52 @@ def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
         "only the registry is served there"
 
 
+@pytest.mark.timeout(300)
+def test_a_tenant_fills_only_its_share_of_the_registry(floe_factory, tmp_path):
+    """A tenant may hold a tenth of the registry's 256 MiB of schemas (and of its 100,000
+    schemas): past it a registration is refused with 42205 naming the limit, while another
+    tenant goes on registering; a hard delete gives the room back."""
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-sr-limits", object_store=f"file://{objects}",
+                            extra_args=["--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key"])
+    clients = {}
+    for tenant in ("acme", "globex"):
+        admin_tenants(floe, "create", tenant)
+        admin_tenants(floe, "add-user", "--tenant", tenant, f"{tenant}-user", "--password-stdin",
+                      stdin=PASSWORD + "\n")
+        token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", f"{tenant}-user"))
+        key_id, secret = token["token"].split(".", 1)
+        clients[tenant] = registry(floe, **{"basic.auth.user.info": f"{key_id}:{secret}"})
+    acme, globex = clients["acme"], clients["globex"]
+
+    def big(i):
+        # About 1,000,000 bytes of text each, kept whole (a default is part of the schema).
+        return Schema(json.dumps({"type": "record", "name": f"Big{i}", "fields": [
+            {"name": "pad", "type": "string", "default": f"{i:08d}" + "x" * 999_000}]}), "AVRO")
+
+    share = 256 * 1024 * 1024 // 10
+    registered = 0
+    while True:
+        try:
+            acme.register_schema(f"big-{registered}", big(registered))
+            registered += 1
+        except SchemaRegistryError as e:
+            assert (e.http_status_code, e.error_code) == (422, 42205), e
+            assert str(share) in e.error_message, e.error_message
+            break
+        assert registered * 999_000 <= share, f"{registered} schemas of about 1 MB each and no refusal"
+    assert registered >= share // 1_000_000 - 1, registered
+    # The other tenant's registry is untouched by acme's being full.
+    for i in range(3):
+        globex.register_schema(f"big-{i}", big(i))
+    # A hard delete frees acme's room.
+    acme.delete_subject("big-0")
+    acme.delete_subject("big-0", permanent=True)
+    acme.register_schema(f"big-{registered}", big(registered))
+    assert error_code(lambda: acme.register_schema("one-more", big(registered + 1))) == (422, 42205)
+
+
 def send_batch(bootstrap, topic, records, **conf):
     """Sends `records` ((key, value)) to partition 0 as one batch of one request; each record's
     delivery error name ("" when written), in order."""
@@ -224,6 +270,74 @@ def end_offset(bootstrap, topic):
         return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     finally:
         c.close()
+
+
+@pytest.mark.timeout(180)
+def test_schema_guids_in_headers_are_validated_and_read_back(floe):
+    """Confluent's GUID framing: a serializer with `header_schema_id_serializer` puts magic byte 1
+    and the schema's GUID (from the registration's answer) in the `__value_schema_id` header and
+    leaves the value unframed; the stock deserializer finds the schema by
+    `GET /schemas/guids/{guid}`. Validation (id and full) takes such records, refuses a GUID
+    that names nothing and a value that is not the schema's; `format=json` reads decode them.
+    Before, registrations answered no GUID, so the serializer failed ("Schema GUID is not set")."""
+    from conftest import create_topic
+    from confluent_kafka.schema_registry import header_schema_id_serializer
+    from test_schema_http import read_http_json
+
+    sr = registry(floe)
+    topic = unique_name("guids")
+    create_topic(floe.bootstrap, topic, 1, config={"confluent.value.schema.validation": "true",
+                                                  "floe.schema.validation.mode": "full"})
+    serialize = AvroSerializer(sr, json.dumps(user_v1()), conf={"schema.id.serializer": header_schema_id_serializer})
+    headers = []
+    ctx = SerializationContext(topic, MessageField.VALUE, headers)
+    # (The stock deserializer wants more than 5 bytes even when the header names the schema.)
+    value = serialize({"name": "ada lovelace", "age": 36}, ctx)
+    assert [h[0] for h in headers] == ["__value_schema_id"] and headers[0][1][0] == 1, headers
+    guid = str(__import__("uuid").UUID(bytes=headers[0][1][1:17]))
+    latest = sr.get_latest_version(f"{topic}-value")
+    assert latest.guid == guid, (latest.guid, guid)
+    by_guid = requests.get(f"{floe.http_url}/schema-registry/schemas/guids/{guid}", timeout=10).json()
+    assert by_guid["id"] == latest.schema_id and json.loads(by_guid["schema"]) == json.loads(latest.schema.schema_str)
+    other = "00000000-0000-8000-8000-000000000000"
+    assert requests.get(f"{floe.http_url}/schema-registry/schemas/guids/{other}", timeout=10).json()[
+        "error_code"] == 40403
+
+    bad_guid = [(h[0], b"\x01" + bytes(16)) for h in headers]
+    p = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 1000})
+    results = {}
+    for i, (v, hs) in enumerate([(value, headers), (value, bad_guid), (b"\xff" * 3, headers), (value, headers)]):
+        p.produce(topic, value=v, headers=hs, partition=0,
+                  on_delivery=lambda err, msg, i=i: results.__setitem__(i, err.name() if err else ""))
+    p.flush(30)
+    # The batch is refused whole; librdkafka names its good records _INVALID_DIFFERENT_RECORD.
+    assert [results[i] for i in range(4)] == ["_INVALID_DIFFERENT_RECORD", "INVALID_RECORD", "INVALID_RECORD",
+                                              "_INVALID_DIFFERENT_RECORD"], results
+    for i in range(3):
+        p.produce(topic, value=value, headers=headers, partition=0,
+                  on_delivery=lambda err, msg, i=i: results.__setitem__(10 + i, err.name() if err else ""))
+    p.flush(30)
+    assert [results[10 + i] for i in range(3)] == ["", "", ""], results
+
+    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    try:
+        def read_all():
+            m = consumer.poll(1)
+            if m is not None and m.error() is None:
+                got.append(m)
+            return len(got) >= 3
+        wait_until(read_all, 60, "3 records read back")
+    finally:
+        consumer.close()
+    deserialize = AvroDeserializer(registry(floe))
+    for m in got:
+        assert deserialize(m.value(), SerializationContext(topic, MessageField.VALUE, m.headers())) == \
+            {"name": "ada lovelace", "age": 36}
+    shown = read_http_json(floe, topic)
+    assert shown[0]["value"]["schema_id"] == latest.schema_id and shown[0]["value"]["data"] == {"name": "ada lovelace", "age": 36}
 
 
 @pytest.mark.timeout(180)

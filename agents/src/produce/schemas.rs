@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use floe_metadata::{SchemaReference, SchemaRegistry, SchemaType, State, Topic};
 use floe_registry::{ParsedSchema, SchemaFormat};
 
-use crate::record_batch::records::RecordRef;
+use crate::record_batch::records::{self, RecordRef};
 
 /// How the subject a record's schema must belong to is named (Confluent's
 /// `*.subject.name.strategy`; over HTTP, REST v3's `subject_name_strategy`).
@@ -136,27 +136,59 @@ impl<'a> SchemaCheck<'a> {
 
     /// Why `record` is refused, if it is.
     pub fn refusal(&self, record: &RecordRef<'_>) -> Option<String> {
-        self.refusal_of(record.key, record.value)
+        let header = |name: &[u8]| records::header_value(record.headers, name);
+        self.refusal_of(record.key, record.value, header)
     }
 
-    /// Why a record with this key and value is refused, if it is.
-    pub fn refusal_of(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Option<String> {
+    /// Why a record with this key and value is refused, if it is; `header` gives the value of
+    /// a record header by name (the schema id headers are looked for).
+    pub fn refusal_of<'r>(
+        &self,
+        key: Option<&'r [u8]>,
+        value: Option<&'r [u8]>,
+        header: impl Fn(&[u8]) -> Option<&'r [u8]>,
+    ) -> Option<String> {
         if let Some(strategy) = self.validation.key
-            && let Some(why) = self.part("key", key, strategy)
+            && let Some(why) = self.part("key", key, key.and_then(|_| header(KEY_SCHEMA_ID_HEADER)), strategy)
         {
             return Some(why);
         }
         let strategy = self.validation.value?;
-        self.part("value", value, strategy)
+        self.part("value", value, value.and_then(|_| header(VALUE_SCHEMA_ID_HEADER)), strategy)
     }
 
-    fn part(&self, what: &str, bytes: Option<&[u8]>, strategy: SubjectNameStrategy) -> Option<String> {
+    fn part(
+        &self,
+        what: &str,
+        bytes: Option<&[u8]>,
+        header: Option<&[u8]>,
+        strategy: SubjectNameStrategy,
+    ) -> Option<String> {
         // A null key or value (a tombstone) carries no schema.
         let bytes = bytes?;
-        let Some((0, id, payload)) = framing(bytes) else {
-            return Some(format!(
-                "the record's {what} does not start with the schema registry's framing (magic byte 0 and a 4-byte schema id)"
-            ));
+        let Some(framed) = framed(bytes, header) else {
+            return Some(match header {
+                None => format!(
+                    "the record's {what} does not start with the schema registry's framing (magic byte 0 and a 4-byte schema id)"
+                ),
+                Some(_) => format!(
+                    "the record's {what} schema header is not the registry's framing (magic byte 1 and a GUID, or 0 and an id)"
+                ),
+            });
+        };
+        let id = match framed.schema {
+            SchemaName::Id(id) => id,
+            SchemaName::Guid(guid) => match schema_id_of_guid(self.namespace, guid) {
+                Some(id) => id,
+                None => return Some(format!("the record's {what} names schema GUID {guid}, which is not registered")),
+            },
+        };
+        // With the schema in a header, Protobuf message indexes are there too; a record name
+        // is read from them alone.
+        let payload = &framed;
+        let indexes = match framed.header_indexes {
+            Some(indexes) if self.is_protobuf(id) => indexes,
+            _ => framed.payload,
         };
         let is_key = what == "key";
         // Most records of a request name an id already checked: no map lookups for them.
@@ -174,7 +206,7 @@ impl<'a> SchemaCheck<'a> {
         let registry = self.registry?;
         let parsed = || self.parsed_schema(id);
         let record_name = || -> Result<String, String> {
-            parsed()?.record_name(payload).ok_or_else(|| {
+            parsed()?.record_name(indexes).ok_or_else(|| {
                 format!(
                     "schema id {id} names no record (an Avro named type, a JSON Schema's title, a Protobuf message)"
                 )
@@ -182,7 +214,7 @@ impl<'a> SchemaCheck<'a> {
         };
         // The subject depends on the payload only through a Protobuf record name (its message
         // indexes); otherwise an id checked once holds for the request's other records.
-        let protobuf = registry.schemas.get(&id).is_some_and(|s| s.content.schema_type == SchemaType::Protobuf);
+        let protobuf = self.is_protobuf(id);
         let memo = strategy == SubjectNameStrategy::TopicName || !protobuf;
         let subject = match strategy.subject(self.topic, is_key, record_name) {
             Ok(subject) => subject,
@@ -200,6 +232,10 @@ impl<'a> SchemaCheck<'a> {
         }
         drop(verified);
         self.check_payload(what, id, payload, parsed)
+    }
+
+    fn is_protobuf(&self, id: i32) -> bool {
+        self.registry.and_then(|r| r.schemas.get(&id)).is_some_and(|s| s.content.schema_type == SchemaType::Protobuf)
     }
 
     /// Schema `id`, parsed once per request (and cached across requests in [`ParsedSchemas`]).
@@ -221,12 +257,20 @@ impl<'a> SchemaCheck<'a> {
         &self,
         what: &str,
         id: i32,
-        payload: &[u8],
+        framed: &Framed<'_>,
         parsed: impl Fn() -> Result<Arc<ParsedSchema>, String>,
     ) -> Option<String> {
         if !self.validation.full {
             return None;
         }
+        let joined: Vec<u8>;
+        let payload = match framed.header_indexes {
+            Some(indexes) if self.is_protobuf(id) => {
+                joined = [indexes, framed.payload].concat();
+                joined.as_slice()
+            }
+            _ => framed.payload,
+        };
         match parsed() {
             Ok(parsed) => parsed
                 .check_payload(payload)
@@ -235,6 +279,71 @@ impl<'a> SchemaCheck<'a> {
             Err(why) => Some(why),
         }
     }
+}
+
+/// Header names Confluent's serializers put a key's or value's schema in, with magic byte 1 and
+/// the schema's GUID (their `header_schema_id_serializer`), the payload then left unframed.
+pub const KEY_SCHEMA_ID_HEADER: &[u8] = b"__key_schema_id";
+pub const VALUE_SCHEMA_ID_HEADER: &[u8] = b"__value_schema_id";
+
+/// A schema's GUID (Confluent's `guid`): derived from the registry's namespace and the id,
+/// not stored. Namespace keys and ids are never reused, so a GUID names one schema for good;
+/// the id sits in the last four bytes behind a checksum of the namespace, so a GUID maps back
+/// to its id without an index, and one of another namespace maps to nothing.
+pub fn schema_guid(namespace: &str, id: i32) -> uuid::Uuid {
+    let mut bytes = [0u8; 16];
+    bytes[..4].copy_from_slice(&crc32c::crc32c(namespace.as_bytes()).to_be_bytes());
+    bytes[4..8].copy_from_slice(b"floe");
+    bytes[12..].copy_from_slice(&id.to_be_bytes());
+    uuid::Builder::from_custom_bytes(bytes).into_uuid()
+}
+
+/// The id of the schema `guid` names in `namespace`'s registry, if it is one of its GUIDs.
+pub fn schema_id_of_guid(namespace: &str, guid: uuid::Uuid) -> Option<i32> {
+    let bytes = guid.as_bytes();
+    let id = i32::from_be_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
+    (schema_guid(namespace, id) == guid).then_some(id)
+}
+
+/// Where a key's or value's schema is named, as Confluent's deserializers look for it: a
+/// `__key_schema_id` / `__value_schema_id` header if the record has one (magic byte 1 and a
+/// GUID, or magic byte 0 and an id; a Protobuf schema's message indexes after it), the payload
+/// then being the whole key or value; else the payload's own framing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaName {
+    Id(i32),
+    Guid(uuid::Uuid),
+}
+
+/// A key's or value's schema and payload: what names the schema, the Protobuf message
+/// indexes when they are in a header (else at the payload's start), and the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Framed<'a> {
+    pub schema: SchemaName,
+    pub header_indexes: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+}
+
+/// Reads a key's or value's framing, from `header` (the record's schema id header for it) if
+/// given, else from `bytes`.
+pub fn framed<'a>(bytes: &'a [u8], header: Option<&'a [u8]>) -> Option<Framed<'a>> {
+    let Some(header) = header else {
+        let (magic, id, payload) = framing(bytes)?;
+        return (magic == 0).then_some(Framed { schema: SchemaName::Id(id), header_indexes: None, payload });
+    };
+    let (&magic, rest) = header.split_first()?;
+    let (schema, indexes) = match magic {
+        0 => {
+            let (id, rest) = rest.split_first_chunk::<4>()?;
+            (SchemaName::Id(i32::from_be_bytes(*id)), rest)
+        }
+        1 => {
+            let (guid, rest) = rest.split_first_chunk::<16>()?;
+            (SchemaName::Guid(uuid::Uuid::from_bytes(*guid)), rest)
+        }
+        _ => return None,
+    };
+    Some(Framed { schema, header_indexes: Some(indexes), payload: bytes })
 }
 
 /// The registry's framing: magic byte, schema id, payload.
@@ -424,6 +533,38 @@ mod tests {
         assert_eq!(framing(&[0, 0, 0, 1, 2, 9, 9]), Some((0, 258, &[9u8, 9][..])));
         assert_eq!(framing(&[0, 0, 0, 1]), None, "an id needs 4 bytes");
         assert_eq!(framing(&[]), None);
+    }
+
+    #[test]
+    fn guids_map_back_to_their_ids_only_in_their_namespace() {
+        let guid = schema_guid("t-7", 42);
+        assert_eq!(guid.get_version_num(), 8, "a custom (version 8) UUID");
+        assert_eq!(schema_id_of_guid("t-7", guid), Some(42));
+        assert_eq!(schema_guid("t-7", 42), guid, "stable");
+        assert_eq!(schema_id_of_guid("t-8", guid), None, "another tenant's registry");
+        assert_ne!(schema_guid("t-7", 43), guid);
+        assert_eq!(schema_id_of_guid("t-7", uuid::Uuid::new_v4()), None);
+    }
+
+    #[test]
+    fn a_schema_id_header_names_the_schema_and_leaves_the_payload_whole() {
+        let guid = schema_guid("", 3);
+        let mut header = vec![1];
+        header.extend_from_slice(guid.as_bytes());
+        header.extend_from_slice(&[2, 2]);
+        let framed_by_header = framed(b"raw", Some(&header)).expect("framed");
+        assert_eq!(framed_by_header.schema, SchemaName::Guid(guid));
+        assert_eq!(framed_by_header.header_indexes, Some(&[2u8, 2][..]));
+        assert_eq!(framed_by_header.payload, b"raw");
+        let by_id = framed(b"raw", Some(&[0, 0, 0, 0, 9])).expect("framed");
+        assert_eq!((by_id.schema, by_id.payload), (SchemaName::Id(9), &b"raw"[..]));
+        assert_eq!(framed(b"raw", Some(&[1, 2, 3])), None, "a GUID needs 16 bytes");
+        assert_eq!(framed(b"raw", Some(&[2; 20])), None, "magic byte 2");
+        let in_payload = framed(&[0, 0, 0, 0, 5, 7], None).expect("framed");
+        assert_eq!(
+            (in_payload.schema, in_payload.header_indexes, in_payload.payload),
+            (SchemaName::Id(5), None, &[7u8][..])
+        );
     }
 
     #[test]

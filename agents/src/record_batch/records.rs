@@ -227,6 +227,30 @@ pub struct RecordRef<'a> {
     pub timestamp_delta: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// The record's headers as stored (a count, then each name and value).
+    pub headers: &'a [u8],
+}
+
+/// The value of the first header named `name` among a record's stored `headers`; `None` when
+/// there is none, its value is null, or the headers do not parse.
+pub fn header_value<'a>(headers: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let end = headers.len();
+    let mut at = 0;
+    let count = varint(headers, &mut at).ok()?;
+    for _ in 0..count {
+        let this = length(headers, &mut at, end).ok()??;
+        let this_name = &headers[at..at + this];
+        at += this;
+        let value = length(headers, &mut at, end).ok()?.map(|n| {
+            let value = &headers[at..at + n];
+            at += n;
+            value
+        });
+        if this_name == name {
+            return value;
+        }
+    }
+    None
 }
 
 /// [`records`], borrowing each record's fields.
@@ -237,6 +261,7 @@ pub fn record_refs(records: &[u8]) -> impl Iterator<Item = Result<RecordRef<'_>,
             timestamp_delta: s.timestamp_delta,
             key: s.key.map(|r| &records[r]),
             value: s.value.map(|r| &records[r]),
+            headers: &records[s.headers],
         })
     })
 }

@@ -19,6 +19,15 @@ pub(crate) struct RegistryFigures {
     pub(crate) ids_shared: usize,
 }
 
+/// What the registry answers now, read back after the faults.
+#[derive(Debug, Default)]
+pub(crate) struct ReadBack {
+    /// By (subject, version): the id and schema text, or `None` when the version is gone.
+    pub(crate) versions: HashMap<(String, i32), Option<(i32, String)>>,
+    /// By id: the schema text, or `None` when the id is gone.
+    pub(crate) ids: HashMap<i32, Option<String>>,
+}
+
 #[derive(Debug, serde::Deserialize)]
 struct Version {
     id: i32,
@@ -30,41 +39,60 @@ struct ById {
     schema: String,
 }
 
+fn registered(history: &[Entry]) -> impl Iterator<Item = (&Entry, &str, &str, i32, i32)> {
+    history.iter().filter_map(|e| match &e.event {
+        Event::SchemaRegistered { subject, schema, id, version } => {
+            Some((e, subject.as_str(), schema.as_str(), *id, *version))
+        }
+        _ => None,
+    })
+}
+
+/// Reads every acknowledged version, and each id once, through `url` (an agent's HTTP listener).
+pub(crate) async fn read_back(http: &reqwest::Client, url: &str, history: &[Entry]) -> anyhow::Result<ReadBack> {
+    let mut out = ReadBack::default();
+    for (_, subject, _, id, version) in registered(history) {
+        let answer = http.get(format!("{url}{REGISTRY_PREFIX}/subjects/{subject}/versions/{version}")).send().await?;
+        let found = if answer.status() == reqwest::StatusCode::NOT_FOUND {
+            None
+        } else {
+            let v: Version = serde_json::from_slice(&answer.error_for_status()?.bytes().await?)?;
+            Some((v.id, v.schema))
+        };
+        out.versions.insert((subject.to_owned(), version), found);
+        if let std::collections::hash_map::Entry::Vacant(slot) = out.ids.entry(id) {
+            let answer = http.get(format!("{url}{REGISTRY_PREFIX}/schemas/ids/{id}")).send().await?;
+            let found = if answer.status() == reqwest::StatusCode::NOT_FOUND {
+                None
+            } else {
+                Some(serde_json::from_slice::<ById>(&answer.error_for_status()?.bytes().await?)?.schema)
+            };
+            slot.insert(found);
+        }
+    }
+    Ok(out)
+}
+
 /// A schema's meaning for comparison: its JSON, whatever order or spacing the registry keeps.
 fn meaning(text: &str) -> Option<serde_json::Value> {
     serde_json::from_str(text).ok()
 }
 
-fn related(history: &[Entry], t_ms: u64, subject: &str, id: i32) -> Vec<Entry> {
-    context(history, t_ms, |e| match e {
-        Event::SchemaRegistered { subject: s, id: i, .. } => s == subject || *i == id,
-        Event::SchemaFailed { subject: s, .. } => s == subject,
-        _ => false,
-    })
-}
-
-/// Reads each acknowledged version back through `url` (an agent's HTTP listener).
-pub(crate) async fn check(
-    http: &reqwest::Client,
-    url: &str,
-    history: &[Entry],
-    out: &mut Checked,
-) -> anyhow::Result<()> {
+/// Holds what the registry answers against what it acknowledged.
+pub(crate) fn check(history: &[Entry], now: &ReadBack, out: &mut Checked) {
+    out.registry.failed_or_unknown = history.iter().filter(|e| matches!(e.event, Event::SchemaFailed { .. })).count();
     let mut by_id: HashMap<i32, &str> = HashMap::new();
     let mut id_of: HashMap<&str, i32> = HashMap::new();
-    let mut fetched: HashMap<i32, Option<serde_json::Value>> = HashMap::new();
-    for entry in history {
-        let (subject, schema, id, version) = match &entry.event {
-            Event::SchemaRegistered { subject, schema, id, version } => (subject, schema, *id, *version),
-            Event::SchemaFailed { .. } => {
-                out.registry.failed_or_unknown += 1;
-                continue;
-            }
-            _ => continue,
-        };
+    for (entry, subject, schema, id, version) in registered(history) {
         out.registry.registered += 1;
-        let quote = || related(history, entry.t_ms, subject, id);
-        if *by_id.entry(id).or_insert(schema) != schema.as_str() {
+        let quote = || {
+            context(history, entry.t_ms, |e| match e {
+                Event::SchemaRegistered { subject: s, id: i, .. } => s == subject || *i == id,
+                Event::SchemaFailed { subject: s, .. } => s == subject,
+                _ => false,
+            })
+        };
+        if *by_id.entry(id).or_insert(schema) != schema {
             out.registry.ids_shared += 1;
             violation(out, "schema id shared", format!("id {id} was given to two different schemas"), quote);
         }
@@ -72,39 +100,29 @@ pub(crate) async fn check(
             out.registry.ids_shared += 1;
             violation(out, "schema id shared", format!("one schema of {subject:?} was given two ids"), quote);
         }
-        let answer = http.get(format!("{url}{REGISTRY_PREFIX}/subjects/{subject}/versions/{version}")).send().await?;
-        if answer.status() == reqwest::StatusCode::NOT_FOUND {
-            out.registry.versions_lost += 1;
-            let detail = format!("version {version} of {subject:?} (id {id}) is gone: {}", answer.text().await?);
-            violation(out, "schema version lost", detail, quote);
-            continue;
-        }
-        let answer: Version = serde_json::from_slice(&answer.error_for_status()?.bytes().await?)?;
-        if answer.id != id || meaning(&answer.schema) != meaning(schema) {
-            out.registry.versions_changed += 1;
-            let detail =
-                format!("version {version} of {subject:?} was id {id}, now id {}: {}", answer.id, answer.schema);
-            violation(out, "schema version changed", detail, quote);
-            continue;
-        }
-        let stored = match fetched.get(&id) {
-            Some(stored) => stored.clone(),
-            None => {
-                let answer = http.get(format!("{url}{REGISTRY_PREFIX}/schemas/ids/{id}")).send().await?;
-                let stored = if answer.status().is_success() {
-                    meaning(&serde_json::from_slice::<ById>(&answer.bytes().await?)?.schema)
-                } else {
-                    None
-                };
-                fetched.insert(id, stored.clone());
-                stored
+        match now.versions.get(&(subject.to_owned(), version)) {
+            Some(Some((now_id, text))) if *now_id == id && meaning(text) == meaning(schema) => {}
+            Some(Some((now_id, text))) => {
+                out.registry.versions_changed += 1;
+                let detail = format!("version {version} of {subject:?} was id {id}, is now id {now_id}: {text}");
+                violation(out, "schema version changed", detail, quote);
+                continue;
             }
-        };
-        if stored != meaning(schema) {
+            Some(None) | None => {
+                out.registry.versions_lost += 1;
+                violation(
+                    out,
+                    "schema version lost",
+                    format!("version {version} of {subject:?} (id {id}) is gone"),
+                    quote,
+                );
+                continue;
+            }
+        }
+        if now.ids.get(&id).and_then(|t| t.as_deref()).and_then(meaning) != meaning(schema) {
             out.registry.versions_changed += 1;
             let detail = format!("id {id} no longer gives the schema version {version} of {subject:?} was given");
             violation(out, "schema version changed", detail, quote);
         }
     }
-    Ok(())
 }

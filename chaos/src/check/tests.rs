@@ -176,3 +176,49 @@ fn a_transform_moving_past_inputs_is_found_where_it_happened() {
     check_transactions(&input, &output, &history, &mut out);
     assert!(kinds(&out).contains(&"inputs skipped"), "{:?}", kinds(&out));
 }
+
+fn registered(t_ms: u64, subject: &str, schema: &str, id: i32, version: i32) -> Entry {
+    at(t_ms, Event::SchemaRegistered { subject: subject.into(), schema: schema.into(), id, version })
+}
+
+#[test]
+fn schema_versions_lost_changed_or_sharing_an_id_are_found() {
+    use registry::ReadBack;
+    let (a, b, c) = (r#"{"type":"string"}"#, r#"{"type":"long"}"#, r#"{"type":"int"}"#);
+    let history = vec![
+        registered(1, "s", a, 1, 1),
+        registered(2, "s", b, 2, 2),
+        registered(3, "t", c, 2, 1),
+        registered(4, "u", a, 4, 1),
+    ];
+    let mut now = ReadBack::default();
+    // Spacing and key order do not matter; a version gone, one pointing at another id do.
+    now.versions.insert(("s".into(), 1), Some((1, r#"{ "type" : "string" }"#.into())));
+    now.versions.insert(("s".into(), 2), None);
+    now.versions.insert(("t".into(), 1), Some((3, c.into())));
+    now.versions.insert(("u".into(), 1), Some((4, a.into())));
+    now.ids.extend([(1, Some(a.into())), (2, Some(b.into())), (4, Some(b.into()))]);
+    let mut out = Checked::default();
+    registry::check(&history, &now, &mut out);
+    let mut found = kinds(&out);
+    found.sort_unstable();
+    assert_eq!(
+        found,
+        [
+            "schema id shared",
+            "schema id shared",
+            "schema version changed",
+            "schema version changed",
+            "schema version lost"
+        ]
+    );
+    assert_eq!((out.registry.registered, out.registry.versions_lost, out.registry.ids_shared), (4, 1, 2));
+
+    let clean = vec![registered(1, "s", a, 1, 1)];
+    let mut now = ReadBack::default();
+    now.versions.insert(("s".into(), 1), Some((1, a.into())));
+    now.ids.insert(1, Some(a.into()));
+    let mut out = Checked::default();
+    registry::check(&clean, &now, &mut out);
+    assert_eq!(kinds(&out), Vec::<&str>::new());
+}

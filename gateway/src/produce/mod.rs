@@ -218,7 +218,14 @@ async fn schema_refusals(
         let check = SchemaCheck::new(&state, &target.name, validation, &agent.parsed_schemas);
         let refusals: Vec<Option<String>> = records
             .iter()
-            .map(|r| r.as_ref().ok().and_then(|p| check.refusal_of(p.record.key.as_deref(), p.record.value.as_deref())))
+            .map(|r| {
+                let record = &r.as_ref().ok()?.record;
+                let header = |name: &[u8]| {
+                    let found = record.headers.iter().find(|(n, _)| n.as_bytes() == name);
+                    found.and_then(|(_, v)| v.as_deref())
+                };
+                check.refusal_of(record.key.as_deref(), record.value.as_deref(), header)
+            })
             .collect();
         (refusals, check.saw_missing())
     };

@@ -1,6 +1,7 @@
 //! Reading over HTTP: a partition from an offset (long-poll), a partition or a whole topic
 //! followed as Server-Sent Events, and a consumer group's committed offsets.
 
+use floe_agent::produce::schemas::{KEY_SCHEMA_ID_HEADER, VALUE_SCHEMA_ID_HEADER};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -267,10 +268,10 @@ fn bounded(name: &str, value: Option<usize>, default: usize, max: usize) -> Resu
     }
 }
 
-fn data_json(bytes: &Option<Bytes>, format: Format, schemas: &mut SchemaJson) -> Value {
+fn data_json(bytes: &Option<Bytes>, header: Option<&[u8]>, format: Format, schemas: &mut SchemaJson) -> Value {
     let Some(bytes) = bytes else { return Value::Null };
     if format == Format::Json {
-        return schemas.show(bytes);
+        return schemas.show(bytes, header);
     }
     if format == Format::String
         && let Ok(text) = std::str::from_utf8(bytes)
@@ -278,6 +279,11 @@ fn data_json(bytes: &Option<Bytes>, format: Format, schemas: &mut SchemaJson) ->
         return serde_json::json!({ "type": "STRING", "data": text });
     }
     serde_json::json!({ "type": "BINARY", "data": base64::engine::general_purpose::STANDARD.encode(bytes) })
+}
+
+/// The record's first header named `name`, if it has a value.
+fn schema_header<'r>(record: &'r FetchedRecord, name: &[u8]) -> Option<&'r [u8]> {
+    record.headers.iter().find(|(n, _)| n.as_ref() == name).and_then(|(_, v)| v.as_deref())
 }
 
 fn record_json(target: &PartitionTarget, record: &FetchedRecord, format: Format, schemas: &mut SchemaJson) -> Value {
@@ -296,8 +302,8 @@ fn record_json(target: &PartitionTarget, record: &FetchedRecord, format: Format,
         "offset": record.offset,
         "timestamp": rfc3339(record.timestamp),
         "timestamp_type": if record.log_append_time { "LOG_APPEND_TIME" } else { "CREATE_TIME" },
-        "key": data_json(&record.key, format, schemas),
-        "value": data_json(&record.value, format, schemas),
+        "key": data_json(&record.key, schema_header(record, KEY_SCHEMA_ID_HEADER), format, schemas),
+        "value": data_json(&record.value, schema_header(record, VALUE_SCHEMA_ID_HEADER), format, schemas),
         "headers": headers,
     })
 }

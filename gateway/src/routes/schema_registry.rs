@@ -16,6 +16,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use floe_agent::Agent;
 use floe_agent::access::Access;
+use floe_agent::produce::schemas::{schema_guid, schema_id_of_guid};
 use floe_metadata::State as MetadataState;
 use floe_metadata::acl::{AclOperation, AclResourceType};
 use floe_metadata::{
@@ -46,6 +47,7 @@ pub(crate) fn api(agent: Arc<Agent>) -> Router {
         .route("/schemas/ids/{id}/schema", get(raw_schema_by_id))
         .route("/schemas/ids/{id}/subjects", get(subjects_of_id))
         .route("/schemas/ids/{id}/versions", get(versions_of_id))
+        .route("/schemas/guids/{guid}", get(schema_by_guid))
         .route("/subjects", get(list_subjects))
         .route("/subjects/{subject}", post(lookup).delete(delete_subject))
         .route("/subjects/{subject}/versions", get(list_versions).post(register))
@@ -331,9 +333,10 @@ fn find_version(
     })
 }
 
-fn schema_json(registry: &SchemaRegistry, id: i32) -> Result<Value, RegistryHttpError> {
+/// Schema `id` of the registry `ns` as the registry shows it, with its GUID.
+fn schema_json(ns: &str, registry: &SchemaRegistry, id: i32) -> Result<Value, RegistryHttpError> {
     let schema = registry.schemas.get(&id).ok_or(RegistryError::SchemaNotFound(id))?;
-    let mut body = json!({ "schema": schema.content.text });
+    let mut body = json!({ "schema": schema.content.text, "guid": schema_guid(ns, id).to_string() });
     add_type_and_references(&mut body, &schema.content);
     Ok(body)
 }
@@ -390,7 +393,29 @@ async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): P
     authorize_schema(&agent, &scope, id).await?;
     let format = q.0.get("format");
     ok(read(&agent, &scope, |r| {
-        let mut body = schema_json(r, id)?;
+        let mut body = schema_json(&namespace(&scope), r, id)?;
+        apply_format(&agent, &scope, r, id, format, &mut body)?;
+        Ok(body)
+    })
+    .await?)
+}
+
+/// `GET /schemas/guids/{guid}`: the schema a GUID names (as header framing with magic byte 1
+/// carries it), as `GET /schemas/ids/{id}` answers, with its id.
+async fn schema_by_guid(
+    State(agent): State<Arc<Agent>>,
+    scope: Scope,
+    Path(guid): Path<String>,
+    q: FlagQuery,
+) -> Answer {
+    let not_found = || RegistryHttpError::new(40403, format!("Schema {guid} not found"));
+    let guid = uuid::Uuid::parse_str(&guid).map_err(|_| not_found())?;
+    let id = schema_id_of_guid(&namespace(&scope), guid).ok_or_else(not_found)?;
+    authorize_schema(&agent, &scope, id).await?;
+    let format = q.0.get("format");
+    ok(read(&agent, &scope, |r| {
+        let mut body = schema_json(&namespace(&scope), r, id)?;
+        body["id"] = json!(id);
         apply_format(&agent, &scope, r, id, format, &mut body)?;
         Ok(body)
     })
@@ -470,7 +495,8 @@ async fn list_schemas(State(agent): State<Arc<Agent>>, scope: Scope, q: FlagQuer
     let listed = {
         let state = agent.metadata.read();
         let empty = SchemaRegistry::default();
-        let r = state.schema_registry(&namespace(&scope)).unwrap_or(&empty);
+        let ns = namespace(&scope);
+        let r = state.schema_registry(&ns).unwrap_or(&empty);
         let mut out = Vec::new();
         let mut bytes = 0usize;
         let versions = r
@@ -485,7 +511,7 @@ async fn list_schemas(State(agent): State<Arc<Agent>>, scope: Scope, q: FlagQuer
                 live.into_iter().skip(keep).map(move |(n, id)| (name, n, id))
             });
         for (subject, version, id) in versions.skip(offset).take(limit) {
-            let body = version_json(r, subject, version, id)?;
+            let body = version_json(&ns, r, subject, version, id)?;
             bytes += body["schema"].as_str().map_or(0, str::len);
             out.push(body);
             if bytes > LISTED_SCHEMA_BYTES_MAX {
@@ -545,8 +571,14 @@ async fn list_versions(
     ok(json!(versions))
 }
 
-fn version_json(r: &SchemaRegistry, subject: &str, version: i32, id: i32) -> Result<Value, RegistryHttpError> {
-    let mut body = schema_json(r, id)?;
+fn version_json(
+    ns: &str,
+    r: &SchemaRegistry,
+    subject: &str,
+    version: i32,
+    id: i32,
+) -> Result<Value, RegistryHttpError> {
+    let mut body = schema_json(ns, r, id)?;
     body["subject"] = json!(subject);
     body["version"] = json!(version);
     body["id"] = json!(id);
@@ -564,7 +596,7 @@ async fn get_version(
     let (which, deleted) = (parse_version(&version)?, flags(q).get("deleted"));
     ok(read(&agent, &scope, |r| {
         let (version, id) = find_version(r, &subject, which, deleted)?;
-        let mut body = version_json(r, &subject, version, id)?;
+        let mut body = version_json(&namespace(&scope), r, &subject, version, id)?;
         apply_format(&agent, &scope, r, id, format.as_ref(), &mut body)?;
         Ok(body)
     })
@@ -796,8 +828,9 @@ async fn register(
     authorize(&agent, &scope, AclOperation::Write, &subject)?;
     let body = schema_body(&body)?;
     let normalize = flags(q).get("normalize");
-    let (id, version) = register_schema(&agent, &namespace(&scope), &subject, &body, normalize).await?;
-    ok(json!({ "id": id, "version": version, "subject": subject }))
+    let ns = namespace(&scope);
+    let (id, version) = register_schema(&agent, &ns, &subject, &body, normalize).await?;
+    ok(json!({ "id": id, "version": version, "subject": subject, "guid": schema_guid(&ns, id).to_string() }))
 }
 
 /// Registers a schema under `subject` of the registry `ns` (or finds it there already) as
@@ -907,7 +940,7 @@ async fn lookup(
         let parsed = parse_schema(r, &body, normalize || r.normalize(Some(&subject)))?;
         let found = r.id_of(&parsed.content).and_then(|id| Some((id, r.version_of(&subject, id, deleted)?)));
         let (id, version) = found.ok_or_else(|| RegistryHttpError::new(40403, "Schema not found"))?;
-        version_json(r, &subject, version, id)
+        version_json(&namespace(&scope), r, &subject, version, id)
     })
     .await?)
 }

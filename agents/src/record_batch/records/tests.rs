@@ -133,3 +133,27 @@ fn malformed_records_are_errors_not_panics() {
         assert!(records(&payload).any(|r| r.is_err()), "{bytes:?}");
     }
 }
+
+#[test]
+fn a_header_is_found_by_name_without_allocating() {
+    // Two headers: "a" = "1", then "__value_schema_id" = null, then "b" = "22".
+    let mut headers = vec![6]; // count 3, zigzag
+    for (name, value) in [(&b"a"[..], Some(&b"1"[..])), (b"__value_schema_id", None), (b"b", Some(b"22"))] {
+        headers.push((name.len() as u8) << 1);
+        headers.extend_from_slice(name);
+        match value {
+            Some(v) => {
+                headers.push((v.len() as u8) << 1);
+                headers.extend_from_slice(v);
+            }
+            None => headers.push(1), // -1
+        }
+    }
+    assert_eq!(header_value(&headers, b"a"), Some(&b"1"[..]));
+    assert_eq!(header_value(&headers, b"b"), Some(&b"22"[..]));
+    assert_eq!(header_value(&headers, b"__value_schema_id"), None, "a null value");
+    assert_eq!(header_value(&headers, b"c"), None);
+    assert_eq!(header_value(&[0], b"a"), None, "no headers");
+    assert_eq!(header_value(&headers[..4], b"b"), None, "cut short");
+    assert_eq!(header_value(&[], b"a"), None);
+}
