@@ -5,7 +5,7 @@
 #   FUZZ_SECONDS=600 bash scripts/fuzz.sh kafka_request record_batch
 #
 # Targets (bodies in fuzz/targets.rs): kafka_request, record_batch, segment_footer,
-# metadata_command, http_records, avro_datum, schema_text. Each run starts from fuzz/regressions/TARGET (kept in git:
+# metadata_command, http_records, avro_datum, schema_text, registry_body. Each run starts from fuzz/regressions/TARGET (kept in git:
 # seeds and every crash found, replayed by `cargo test --test fuzz_regressions` in .ci/run) and
 # a local corpus (fuzz/corpus, not kept). A crash leaves its input in fuzz/artifacts/TARGET/:
 # fix it, then copy the input into fuzz/regressions/TARGET/. The last line per target gives its
@@ -14,7 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_EACH="${FUZZ_SECONDS:-120}"
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -eq 0 ]] && TARGETS=(kafka_request record_batch segment_footer metadata_command http_records avro_datum schema_text)
+[[ ${#TARGETS[@]} -eq 0 ]] && TARGETS=(kafka_request record_batch segment_footer metadata_command http_records avro_datum schema_text registry_body)
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-/var/tmp/floe-fuzz-target}"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
