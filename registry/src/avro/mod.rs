@@ -30,14 +30,23 @@ impl AvroSchema {
         for t in references.iter().copied().chain([text]) {
             if let Ok(value) = serde_json::from_str::<serde_json::Value>(t) {
                 refuse_lossy_fixed(&value)?;
+                refuse_invalid_names(&value)?;
             }
         }
         let invalid = |e: apache_avro::Error| SchemaError::Invalid(format!("Invalid schema: {e}"));
-        let (schema, referenced) = if references.is_empty() {
-            (Schema::parse_str(text).map_err(invalid)?, Vec::new())
-        } else {
-            Schema::parse_str_with_list(text, references).map_err(invalid)?
-        };
+        // apache-avro unwraps some names it builds (an alias joined to its namespace): names are
+        // checked above, and a panic left in the parser refuses the schema instead of failing
+        // the request.
+        let parsed = std::panic::catch_unwind(|| {
+            if references.is_empty() {
+                Schema::parse_str(text).map(|s| (s, Vec::new()))
+            } else {
+                Schema::parse_str_with_list(text, references)
+            }
+        });
+        let (schema, referenced) = parsed
+            .map_err(|_| SchemaError::Invalid("Invalid schema: the Avro parser failed on it".into()))?
+            .map_err(invalid)?;
         let canonical = serde_json::to_string(&schema)
             .map_err(|e| SchemaError::Invalid(format!("Invalid schema: cannot write it back: {e}")))?;
         let mut names = HashMap::new();
@@ -136,6 +145,50 @@ fn refuse_lossy_fixed(value: &serde_json::Value) -> Result<(), SchemaError> {
             o.values().try_for_each(refuse_lossy_fixed)
         }
         serde_json::Value::Array(items) => items.iter().try_for_each(refuse_lossy_fixed),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses names, namespaces and aliases of named types that are not Avro names (dotted
+/// `[A-Za-z_][A-Za-z0-9_]*` parts): apache-avro 0.21 panics on some of them.
+fn refuse_invalid_names(value: &serde_json::Value) -> Result<(), SchemaError> {
+    fn part(p: &str) -> bool {
+        p.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    }
+    fn full_name(name: &str) -> bool {
+        name.split('.').all(part)
+    }
+    let refuse = |what: &str, name: &str| {
+        let shown: String = name.chars().take(64).collect();
+        Err(SchemaError::Invalid(format!("Invalid schema: {what} {shown:?} is not an Avro name")))
+    };
+    match value {
+        serde_json::Value::Object(o) => {
+            let named = o.get("type").and_then(serde_json::Value::as_str);
+            if matches!(named, Some("record" | "error" | "enum" | "fixed")) {
+                if let Some(name) = o.get("name").and_then(serde_json::Value::as_str)
+                    && !full_name(name)
+                {
+                    return refuse("name", name);
+                }
+                if let Some(ns) = o.get("namespace").and_then(serde_json::Value::as_str)
+                    && !ns.is_empty()
+                    && !full_name(ns)
+                {
+                    return refuse("namespace", ns);
+                }
+                for alias in o.get("aliases").and_then(serde_json::Value::as_array).into_iter().flatten() {
+                    if let Some(alias) = alias.as_str()
+                        && !full_name(alias)
+                    {
+                        return refuse("alias", alias);
+                    }
+                }
+            }
+            o.values().try_for_each(refuse_invalid_names)
+        }
+        serde_json::Value::Array(items) => items.iter().try_for_each(refuse_invalid_names),
         _ => Ok(()),
     }
 }

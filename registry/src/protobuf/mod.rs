@@ -57,6 +57,12 @@ const DECODED_PAYLOAD_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// extension options are kept). Refuses nesting past [`NESTING_MAX`] before anything recurses
 /// over it.
 fn file_of(name: &str, text: &str) -> Result<File, protox::Error> {
+    // As in `compile`: a panic in the parser refuses the schema.
+    std::panic::catch_unwind(|| file_of_unguarded(name, text))
+        .unwrap_or_else(|_| Err(protox::Error::new(std::io::Error::other("the Protobuf parser failed on this schema"))))
+}
+
+fn file_of_unguarded(name: &str, text: &str) -> Result<File, protox::Error> {
     let refuse = |why: String| protox::Error::new(std::io::Error::other(why));
     let file = match BASE64.decode(text.trim()) {
         Ok(bytes) if !looks_like_source(text) => {
@@ -411,6 +417,17 @@ fn has_custom_options(file: &FileDescriptor) -> bool {
 
 /// Compiles file `main` of `files` (import name to text) with the well-known files.
 fn compile(files: HashMap<String, String>, main: &str) -> Result<(DescriptorPool, FileDescriptorProto), protox::Error> {
+    // protox is a library walking client text: a panic in it (protox-parse 0.9 has a debug
+    // assertion a malformed octal literal trips) refuses the schema, not the request.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile_unguarded(files, main))).unwrap_or_else(|_| {
+        Err(protox::Error::new(std::io::Error::other("the Protobuf compiler failed on this schema")))
+    })
+}
+
+fn compile_unguarded(
+    files: HashMap<String, String>,
+    main: &str,
+) -> Result<(DescriptorPool, FileDescriptorProto), protox::Error> {
     let mut chain = ChainFileResolver::new();
     chain.add(References(files));
     chain.add(BuiltinFiles);

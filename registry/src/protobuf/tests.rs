@@ -251,6 +251,36 @@ fn compatibility_follows_confluents_rules() {
             &["MULTIPLE_FIELDS_MOVED_TO_ONEOF"],
         ),
         (
+            "int32 to uint64 (one wire group)",
+            "syntax = \"proto3\"; package p; message M { uint64 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "int32 to sint64",
+            "syntax = \"proto3\"; package p; message M { sint64 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
+            &["FIELD_SCALAR_KIND_CHANGED"],
+        ),
+        (
+            "enum added",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; } enum E { E0 = 0; }",
+            &[],
+        ),
+        (
+            "new oneof with a new field",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } oneof q { int64 y = 6; } } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "field added to the oneof",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; int64 y = 6; } } message N { int32 v = 1; }",
+            &[],
+        ),
+        (
+            "a nested message's field renamed",
+            "syntax = \"proto3\"; package p; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 w = 1; }",
+            &[],
+        ),
+        (
             "package changed",
             "syntax = \"proto3\"; package q; message M { int32 a = 1; string b = 2; N n = 3; oneof o { string x = 4; } } message N { int32 v = 1; }",
             &["MESSAGE_REMOVED", "MESSAGE_REMOVED", "PACKAGE_CHANGED"],
