@@ -163,6 +163,14 @@ def test_avro_records_round_trip_through_kafka_with_the_stock_serializers(floe):
     assert [deserializer(v, ctx) for v in read_raw(floe, topic, len(sent))] == sent
 
 
+def tenant_key(floe, tenant):
+    """Creates `tenant` with a user and an API key; the key as `KEYID:SECRET`."""
+    admin_tenants(floe, "create", tenant)
+    admin_tenants(floe, "add-user", "--tenant", tenant, f"{tenant}-user", "--password-stdin", stdin=PASSWORD + "\n")
+    token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", f"{tenant}-user"))
+    return token["token"].replace(".", ":", 1)
+
+
 def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
     """Also: --schema-registry-addr serves the same registries at the root of a port of its own,
     behind the same API keys."""
@@ -176,14 +184,10 @@ def test_two_tenants_with_the_same_subject_stay_apart(floe_factory, tmp_path):
     root_clients = {}
     clients = {}
     for tenant in ("acme", "globex"):
-        admin_tenants(floe, "create", tenant)
-        admin_tenants(floe, "add-user", "--tenant", tenant, f"{tenant}-user", "--password-stdin",
-                      stdin=PASSWORD + "\n")
-        token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", f"{tenant}-user"))
-        key_id, secret = token["token"].split(".", 1)
-        clients[tenant] = registry(floe, **{"basic.auth.user.info": f"{key_id}:{secret}"})
+        key = tenant_key(floe, tenant)
+        clients[tenant] = registry(floe, **{"basic.auth.user.info": key})
         root_clients[tenant] = SchemaRegistryClient({"url": f"http://127.0.0.1:{root_port}",
-                                                     "basic.auth.user.info": f"{key_id}:{secret}"})
+                                                     "basic.auth.user.info": key})
     acme, globex = clients["acme"], clients["globex"]
     acme_id = acme.register_schema("orders-value", Schema('"string"', "AVRO"))
     acme.register_schema("orders-value", Schema('["null","string"]', "AVRO"))
@@ -215,15 +219,7 @@ def test_a_tenant_fills_only_its_share_of_the_registry(floe_factory, tmp_path):
     objects.mkdir()
     floe = floe_factory.new("floe-sr-limits", object_store=f"file://{objects}",
                             extra_args=["--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key"])
-    clients = {}
-    for tenant in ("acme", "globex"):
-        admin_tenants(floe, "create", tenant)
-        admin_tenants(floe, "add-user", "--tenant", tenant, f"{tenant}-user", "--password-stdin",
-                      stdin=PASSWORD + "\n")
-        token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", f"{tenant}-user"))
-        key_id, secret = token["token"].split(".", 1)
-        clients[tenant] = registry(floe, **{"basic.auth.user.info": f"{key_id}:{secret}"})
-    acme, globex = clients["acme"], clients["globex"]
+    acme, globex = (registry(floe, **{"basic.auth.user.info": tenant_key(floe, t)}) for t in ("acme", "globex"))
 
     def big(i):
         # About 1,000,000 bytes of text each, kept whole (a default is part of the schema).

@@ -3,18 +3,16 @@
 //! one answer reports every record written. The service must write each request once.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 
-use super::Stop;
+use super::{
+    HTTP_GIVE_UP_AFTER as GIVE_UP_AFTER, HTTP_REQUEST_TIMEOUT as REQUEST_TIMEOUT, HTTP_RETRY_PAUSE as RETRY_PAUSE, Stop,
+};
 use crate::history::{Event, History};
 
 const RECORDS_PER_REQUEST: usize = 10;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
-/// After this long without a complete answer, a request's records count as failed (unknown).
-const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
-const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 #[derive(Debug, serde::Deserialize)]
 struct BulkAnswer {

@@ -13,6 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rdkafka::config::ClientConfig;
 
+/// How the HTTP workloads retry a request through the next agent: each try's timeout, the
+/// pause between tries, and how long until its outcome counts as unknown.
+pub(crate) const HTTP_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+pub(crate) const HTTP_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+pub(crate) const HTTP_GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Set when the workloads should finish what they started and return.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stop(Arc<AtomicBool>);

@@ -8,16 +8,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Stop;
+use super::{
+    HTTP_GIVE_UP_AFTER as GIVE_UP_AFTER, HTTP_REQUEST_TIMEOUT as REQUEST_TIMEOUT, HTTP_RETRY_PAUSE as RETRY_PAUSE, Stop,
+};
 use crate::history::{Event, History};
 
 /// Where the agents serve the registry on their HTTP listener.
 pub(crate) const REGISTRY_PREFIX: &str = "/schema-registry";
 const VERSIONS_PER_SUBJECT: u64 = 20;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
-/// After this long without an answer naming an id, a registration counts as unknown.
-const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
-const RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// Pause between one loop's registrations: the registry is not the service's hot path.
 const REGISTER_EVERY: Duration = Duration::from_millis(100);
 

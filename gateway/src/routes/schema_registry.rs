@@ -389,12 +389,20 @@ fn apply_format(
 }
 
 async fn schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>, q: FlagQuery) -> Answer {
-    let id = parse_id(&id)?;
-    authorize_schema(&agent, &scope, id).await?;
+    schema_answer(&agent, &scope, parse_id(&id)?, &q, false).await
+}
+
+/// Schema `id` as `GET /schemas/ids/{id}` answers it (`with_id`: the id too), once the caller
+/// may read it.
+async fn schema_answer(agent: &Agent, scope: &Scope, id: i32, q: &FlagQuery, with_id: bool) -> Answer {
+    authorize_schema(agent, scope, id).await?;
     let format = q.0.get("format");
-    ok(read(&agent, &scope, |r| {
-        let mut body = schema_json(&namespace(&scope), r, id)?;
-        apply_format(&agent, &scope, r, id, format, &mut body)?;
+    ok(read(agent, scope, |r| {
+        let mut body = schema_json(&namespace(scope), r, id)?;
+        if with_id {
+            body["id"] = json!(id);
+        }
+        apply_format(agent, scope, r, id, format, &mut body)?;
         Ok(body)
     })
     .await?)
@@ -411,15 +419,7 @@ async fn schema_by_guid(
     let not_found = || RegistryHttpError::new(40403, format!("Schema {guid} not found"));
     let guid = uuid::Uuid::parse_str(&guid).map_err(|_| not_found())?;
     let id = schema_id_of_guid(&namespace(&scope), guid).ok_or_else(not_found)?;
-    authorize_schema(&agent, &scope, id).await?;
-    let format = q.0.get("format");
-    ok(read(&agent, &scope, |r| {
-        let mut body = schema_json(&namespace(&scope), r, id)?;
-        body["id"] = json!(id);
-        apply_format(&agent, &scope, r, id, format, &mut body)?;
-        Ok(body)
-    })
-    .await?)
+    schema_answer(&agent, &scope, id, &q, true).await
 }
 
 async fn raw_schema_by_id(State(agent): State<Arc<Agent>>, scope: Scope, Path(id): Path<String>) -> Answer {
