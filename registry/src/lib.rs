@@ -87,6 +87,11 @@ impl ParsedSchema {
         }
     }
 
+    /// Whether this is a Protobuf schema defining message `name` (a full name).
+    pub fn has_message(&self, name: &str) -> bool {
+        matches!(self, Self::Protobuf(s) if s.has_message(name))
+    }
+
     /// A JSON value as the payload a Confluent serializer writes after the 5-byte framing:
     /// an Avro datum, a JSON document the schema accepts, or message indexes and a Protobuf
     /// message (`message`, a full name, or else the schema's first; only Protobuf schemas hold

@@ -357,6 +357,9 @@ fn names_the_avro_parser_would_panic_on_are_refused() {
     for good in [
         r#"{"type":"record","name":"R","namespace":"a.b_2","aliases":["_X","c.D"],"fields":[]}"#,
         r#"{"type":"record","name":"R","namespace":"","aliases":["A"],"fields":[]}"#,
+        // A default shaped like a named type is a value, not a schema.
+        r#"{"type":"record","name":"R","fields":[{"name":"f","default":{"type":"record","name":"a b"},
+            "type":{"type":"record","name":"S","fields":[{"name":"type","type":"string"},{"name":"name","type":"string"}]}}]}"#,
     ] {
         assert!(AvroSchema::parse(good, &[]).is_ok(), "{good}");
     }

@@ -162,6 +162,13 @@ def test_devices_name_which_protobuf_message_they_send(floe):
     ])
     assert [a["error_code"] for a in answers] == [200, 200, 422, 422], answers
     assert "floe.dev.Nope" in answers[2]["message"], answers[2]
+    # A name the schema does not define is refused before it names a subject to register under.
+    answers = post_records(floe, topic, [
+        {"value": {"type": "PROTOBUF", "schema": text, "message_name": "floe.dev.Nope",
+                   "subject_name_strategy": "RECORD_NAME", "data": {}}},
+    ])
+    assert answers[0]["error_code"] == 422 and "floe.dev.Nope" in answers[0]["message"], answers
+    assert "floe.dev.Nope" not in sr.get_subjects()
 
     F = descriptor_pb2.FieldDescriptorProto
     pool = descriptor_pool.DescriptorPool()

@@ -318,6 +318,11 @@ def test_schema_guids_in_headers_are_validated_and_read_back(floe):
                   on_delivery=lambda err, msg, i=i: results.__setitem__(10 + i, err.name() if err else ""))
     p.flush(30)
     assert [results[10 + i] for i in range(3)] == ["", "", ""], results
+    # Two schema headers: Java's clients read the last, Python's the first, so neither is checked.
+    p.produce(topic, value=value, headers=headers + bad_guid, partition=0,
+              on_delivery=lambda err, msg: results.__setitem__("twice", err.name() if err else ""))
+    p.flush(30)
+    assert results["twice"] == "INVALID_RECORD", results
 
     consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
                          "auto.offset.reset": "earliest"})

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use floe_metadata::{SchemaReference, SchemaRegistry, SchemaType, State, Topic};
 use floe_registry::{ParsedSchema, SchemaFormat};
 
-use crate::record_batch::records::{self, RecordRef};
+use crate::record_batch::records::{self, Header, RecordRef};
 
 /// How the subject a record's schema must belong to is named (Confluent's
 /// `*.subject.name.strategy`; over HTTP, REST v3's `subject_name_strategy`).
@@ -136,36 +136,46 @@ impl<'a> SchemaCheck<'a> {
 
     /// Why `record` is refused, if it is.
     pub fn refusal(&self, record: &RecordRef<'_>) -> Option<String> {
-        let header = |name: &[u8]| records::header_value(record.headers, name);
+        let header = |name: &[u8]| records::header(record.headers, name);
         self.refusal_of(record.key, record.value, header)
     }
 
-    /// Why a record with this key and value is refused, if it is; `header` gives the value of
-    /// a record header by name (the schema id headers are looked for).
+    /// Why a record with this key and value is refused, if it is; `header` finds a record
+    /// header by name (the schema id headers are looked for).
     pub fn refusal_of<'r>(
         &self,
         key: Option<&'r [u8]>,
         value: Option<&'r [u8]>,
-        header: impl Fn(&[u8]) -> Option<&'r [u8]>,
+        header: impl Fn(&[u8]) -> Header<'r>,
     ) -> Option<String> {
         if let Some(strategy) = self.validation.key
-            && let Some(why) = self.part("key", key, key.and_then(|_| header(KEY_SCHEMA_ID_HEADER)), strategy)
+            && let Some(why) = self.part("key", key, KEY_SCHEMA_ID_HEADER, &header, strategy)
         {
             return Some(why);
         }
         let strategy = self.validation.value?;
-        self.part("value", value, value.and_then(|_| header(VALUE_SCHEMA_ID_HEADER)), strategy)
+        self.part("value", value, VALUE_SCHEMA_ID_HEADER, &header, strategy)
     }
 
-    fn part(
+    fn part<'r>(
         &self,
         what: &str,
-        bytes: Option<&[u8]>,
-        header: Option<&[u8]>,
+        bytes: Option<&'r [u8]>,
+        header_name: &[u8],
+        header: &impl Fn(&[u8]) -> Header<'r>,
         strategy: SubjectNameStrategy,
     ) -> Option<String> {
         // A null key or value (a tombstone) carries no schema.
         let bytes = bytes?;
+        let name = String::from_utf8_lossy(header_name);
+        let header = match header(header_name) {
+            Header::Absent => None,
+            Header::One(Some(value)) => Some(value),
+            Header::One(None) => return Some(format!("the record's {name} header is null")),
+            Header::Repeated => {
+                return Some(format!("the record has more than one {name} header (clients differ on which counts)"));
+            }
+        };
         let Some(framed) = framed(bytes, header) else {
             return Some(match header {
                 None => format!(
@@ -287,7 +297,8 @@ pub const KEY_SCHEMA_ID_HEADER: &[u8] = b"__key_schema_id";
 pub const VALUE_SCHEMA_ID_HEADER: &[u8] = b"__value_schema_id";
 
 /// A schema's GUID (Confluent's `guid`): derived from the registry's namespace and the id,
-/// not stored. Namespace keys and ids are never reused, so a GUID names one schema for good;
+/// not stored. Namespace keys are never reused, so a GUID names what its id names (which
+/// IMPORT mode may give to new content once the id is hard-deleted, as with the id itself);
 /// the id sits in the last four bytes behind a checksum of the namespace, so a GUID maps back
 /// to its id without an index, and one of another namespace maps to nothing.
 pub fn schema_guid(namespace: &str, id: i32) -> uuid::Uuid {
@@ -303,6 +314,17 @@ pub fn schema_id_of_guid(namespace: &str, guid: uuid::Uuid) -> Option<i32> {
     let bytes = guid.as_bytes();
     let id = i32::from_be_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
     (schema_guid(namespace, id) == guid).then_some(id)
+}
+
+/// The header named `name` among headers held as (name, value) pairs, as
+/// [`records::header`] finds one among stored headers.
+pub fn header_among<'a, N: AsRef<[u8]>, V: AsRef<[u8]>>(headers: &'a [(N, Option<V>)], name: &[u8]) -> Header<'a> {
+    let mut found = headers.iter().filter(|(n, _)| n.as_ref() == name).map(|(_, v)| v.as_ref().map(AsRef::as_ref));
+    match (found.next(), found.next()) {
+        (None, _) => Header::Absent,
+        (Some(value), None) => Header::One(value),
+        (Some(_), Some(_)) => Header::Repeated,
+    }
 }
 
 /// Where a key's or value's schema is named, as Confluent's deserializers look for it: a

@@ -231,26 +231,45 @@ pub struct RecordRef<'a> {
     pub headers: &'a [u8],
 }
 
-/// The value of the first header named `name` among a record's stored `headers`; `None` when
-/// there is none, its value is null, or the headers do not parse.
-pub fn header_value<'a>(headers: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+/// A header looked up by name among a record's stored headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Header<'a> {
+    /// No header of that name (or the headers do not parse).
+    Absent,
+    /// Exactly one, with this value (`None`: null).
+    One(Option<&'a [u8]>),
+    /// More than one: readers disagree on which counts (Java's clients take the last, Python's
+    /// the first), so a check must not pick one.
+    Repeated,
+}
+
+/// The header named `name` among a record's stored `headers`, borrowed.
+pub fn header<'a>(headers: &'a [u8], name: &[u8]) -> Header<'a> {
     let end = headers.len();
     let mut at = 0;
-    let count = varint(headers, &mut at).ok()?;
+    let Ok(count) = varint(headers, &mut at) else { return Header::Absent };
+    let mut found = Header::Absent;
     for _ in 0..count {
-        let this = length(headers, &mut at, end).ok()??;
+        let Ok(Some(this)) = length(headers, &mut at, end) else { return Header::Absent };
         let this_name = &headers[at..at + this];
         at += this;
-        let value = length(headers, &mut at, end).ok()?.map(|n| {
-            let value = &headers[at..at + n];
-            at += n;
-            value
-        });
+        let Ok(value) = length(headers, &mut at, end).map(|n| {
+            n.map(|n| {
+                let value = &headers[at..at + n];
+                at += n;
+                value
+            })
+        }) else {
+            return Header::Absent;
+        };
         if this_name == name {
-            return value;
+            found = match found {
+                Header::Absent => Header::One(value),
+                _ => Header::Repeated,
+            };
         }
     }
-    None
+    found
 }
 
 /// [`records`], borrowing each record's fields.

@@ -48,24 +48,45 @@ fn registered(history: &[Entry]) -> impl Iterator<Item = (&Entry, &str, &str, i3
     })
 }
 
+/// A GET of `url`: `None` on 404, the body otherwise; other failures are tried again a few
+/// times (the cluster has healed, but a connection may still be cut).
+async fn get(http: &reqwest::Client, url: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let answer = http.get(url).timeout(crate::workloads::HTTP_REQUEST_TIMEOUT).send().await;
+        let failed = match answer {
+            Ok(a) if a.status() == reqwest::StatusCode::NOT_FOUND => return Ok(None),
+            Ok(a) if a.status().is_success() => match a.bytes().await {
+                Ok(body) => return Ok(Some(body.to_vec())),
+                Err(e) => e.to_string(),
+            },
+            Ok(a) => format!("HTTP {}", a.status()),
+            Err(e) => e.to_string(),
+        };
+        if tries == READ_TRIES {
+            anyhow::bail!("GET {url}: {failed}");
+        }
+        tokio::time::sleep(crate::workloads::HTTP_RETRY_PAUSE).await;
+    }
+}
+
+const READ_TRIES: usize = 5;
+
 /// Reads every acknowledged version, and each id once, through `url` (an agent's HTTP listener).
 pub(crate) async fn read_back(http: &reqwest::Client, url: &str, history: &[Entry]) -> anyhow::Result<ReadBack> {
     let mut out = ReadBack::default();
     for (_, subject, _, id, version) in registered(history) {
-        let answer = http.get(format!("{url}{REGISTRY_PREFIX}/subjects/{subject}/versions/{version}")).send().await?;
-        let found = if answer.status() == reqwest::StatusCode::NOT_FOUND {
-            None
-        } else {
-            let v: Version = serde_json::from_slice(&answer.error_for_status()?.bytes().await?)?;
-            Some((v.id, v.schema))
+        let found = get(http, &format!("{url}{REGISTRY_PREFIX}/subjects/{subject}/versions/{version}")).await?;
+        let found = match found {
+            Some(body) => serde_json::from_slice::<Version>(&body).map(|v| Some((v.id, v.schema)))?,
+            None => None,
         };
         out.versions.insert((subject.to_owned(), version), found);
         if let std::collections::hash_map::Entry::Vacant(slot) = out.ids.entry(id) {
-            let answer = http.get(format!("{url}{REGISTRY_PREFIX}/schemas/ids/{id}")).send().await?;
-            let found = if answer.status() == reqwest::StatusCode::NOT_FOUND {
-                None
-            } else {
-                Some(serde_json::from_slice::<ById>(&answer.error_for_status()?.bytes().await?)?.schema)
+            let found = match get(http, &format!("{url}{REGISTRY_PREFIX}/schemas/ids/{id}")).await? {
+                Some(body) => Some(serde_json::from_slice::<ById>(&body)?.schema),
+                None => None,
             };
             slot.insert(found);
         }

@@ -18,6 +18,8 @@ pub(crate) const REGISTRY_PREFIX: &str = "/schema-registry";
 const VERSIONS_PER_SUBJECT: u64 = 20;
 /// Pause between one loop's registrations: the registry is not the service's hot path.
 const REGISTER_EVERY: Duration = Duration::from_millis(100);
+/// Registrations per loop, well inside a tenant's share of schemas, so a long run stays valid.
+const REGISTRATIONS_MAX: u64 = 3_000;
 
 #[derive(Debug, serde::Deserialize)]
 struct Registered {
@@ -40,7 +42,7 @@ pub(crate) fn schema(id: usize, n: u64) -> (String, String) {
 pub(crate) async fn run(urls: Vec<String>, id: usize, stop: Stop, history: Arc<History>) -> anyhow::Result<()> {
     let http = super::http_client()?;
     let mut attempt = id;
-    for n in 0u64.. {
+    for n in 0..REGISTRATIONS_MAX {
         if stop.is_set() {
             break;
         }

@@ -220,10 +220,7 @@ async fn schema_refusals(
             .iter()
             .map(|r| {
                 let record = &r.as_ref().ok()?.record;
-                let header = |name: &[u8]| {
-                    let found = record.headers.iter().find(|(n, _)| n.as_bytes() == name);
-                    found.and_then(|(_, v)| v.as_deref())
-                };
+                let header = |name: &[u8]| floe_agent::produce::schemas::header_among(&record.headers, name);
                 check.refusal_of(record.key.as_deref(), record.value.as_deref(), header)
             })
             .collect();

@@ -142,6 +142,13 @@ impl Resolver<'_> {
         };
         let record_name = || {
             if let Some(name) = &data.message_name {
+                // Checked before the name picks a subject a schema's text may be registered under.
+                let given = text_schema.as_ref().map(|(_, s)| s).or(by_id.as_ref().map(|(_, s)| s));
+                if given.is_some_and(|s| !s.has_message(name)) {
+                    return Err(NotFound::Refused(format!(
+                        "message_name: the schema has no Protobuf message {name:?}"
+                    )));
+                }
                 return Ok(name.clone());
             }
             let name = match (&text_schema, &by_id) {

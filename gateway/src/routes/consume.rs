@@ -281,9 +281,13 @@ fn data_json(bytes: &Option<Bytes>, header: Option<&[u8]>, format: Format, schem
     serde_json::json!({ "type": "BINARY", "data": base64::engine::general_purpose::STANDARD.encode(bytes) })
 }
 
-/// The record's first header named `name`, if it has a value.
+/// The record's one header named `name`, if it has exactly one, with a value (as validation
+/// reads it; otherwise the value is shown by its own framing).
 fn schema_header<'r>(record: &'r FetchedRecord, name: &[u8]) -> Option<&'r [u8]> {
-    record.headers.iter().find(|(n, _)| n.as_ref() == name).and_then(|(_, v)| v.as_deref())
+    match floe_agent::produce::schemas::header_among(&record.headers, name) {
+        floe_agent::record_batch::records::Header::One(value) => value,
+        _ => None,
+    }
 }
 
 fn record_json(target: &PartitionTarget, record: &FetchedRecord, format: Format, schemas: &mut SchemaJson) -> Value {

@@ -172,9 +172,12 @@ fn refuse_invalid_names(value: &serde_json::Value) -> Result<(), SchemaError> {
                 {
                     return refuse("name", name);
                 }
+                // A namespace is joined to each alias (the unwrap that panics); without aliases
+                // it is left to the parser, as before.
                 if let Some(ns) = o.get("namespace").and_then(serde_json::Value::as_str)
                     && !ns.is_empty()
                     && !full_name(ns)
+                    && o.get("aliases").is_some()
                 {
                     return refuse("namespace", ns);
                 }
@@ -186,7 +189,8 @@ fn refuse_invalid_names(value: &serde_json::Value) -> Result<(), SchemaError> {
                     }
                 }
             }
-            o.values().try_for_each(refuse_invalid_names)
+            // A field's default is a value, not a schema, whatever it looks like.
+            o.iter().filter(|(k, _)| k.as_str() != "default").try_for_each(|(_, v)| refuse_invalid_names(v))
         }
         serde_json::Value::Array(items) => items.iter().try_for_each(refuse_invalid_names),
         _ => Ok(()),

@@ -322,6 +322,11 @@ impl ProtobufSchema {
         }
     }
 
+    /// Whether the schema's file defines message `name` (a full name, nested ones included).
+    pub fn has_message(&self, name: &str) -> bool {
+        self.message_named(name).is_some()
+    }
+
     /// The message of the schema's file named `name` (a full name, nested ones included) and
     /// the message indexes that lead to it.
     fn message_named(&self, name: &str) -> Option<(MessageDescriptor, Vec<usize>)> {
@@ -546,7 +551,6 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
     if out.is_empty() { "/".into() } else { out }
 }
 
-/// Confluent's message indexes: a zig-zag varint count (0 means `[0]`), then each index.
 /// Message indexes as Confluent's serializers write them: `[0]` as one zero byte, others as a
 /// count and the indexes, each a zigzag varint.
 fn message_indexes_bytes(indexes: &[usize]) -> Vec<u8> {
@@ -567,6 +571,7 @@ fn message_indexes_bytes(indexes: &[usize]) -> Vec<u8> {
     out
 }
 
+/// Confluent's message indexes: a zig-zag varint count (0 means `[0]`), then each index.
 fn message_indexes(payload: &[u8]) -> Result<(Vec<usize>, &[u8]), String> {
     let mut at = 0;
     let mut next = || -> Result<i64, String> {

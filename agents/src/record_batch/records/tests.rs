@@ -136,24 +136,27 @@ fn malformed_records_are_errors_not_panics() {
 
 #[test]
 fn a_header_is_found_by_name_without_allocating() {
-    // Two headers: "a" = "1", then "__value_schema_id" = null, then "b" = "22".
-    let mut headers = vec![6]; // count 3, zigzag
-    for (name, value) in [(&b"a"[..], Some(&b"1"[..])), (b"__value_schema_id", None), (b"b", Some(b"22"))] {
-        headers.push((name.len() as u8) << 1);
-        headers.extend_from_slice(name);
-        match value {
-            Some(v) => {
-                headers.push((v.len() as u8) << 1);
-                headers.extend_from_slice(v);
+    let encode = |headers: &[(&[u8], Option<&[u8]>)]| {
+        let mut out = vec![(headers.len() as u8) << 1];
+        for (name, value) in headers {
+            out.push((name.len() as u8) << 1);
+            out.extend_from_slice(name);
+            match value {
+                Some(v) => {
+                    out.push((v.len() as u8) << 1);
+                    out.extend_from_slice(v);
+                }
+                None => out.push(1), // -1
             }
-            None => headers.push(1), // -1
         }
-    }
-    assert_eq!(header_value(&headers, b"a"), Some(&b"1"[..]));
-    assert_eq!(header_value(&headers, b"b"), Some(&b"22"[..]));
-    assert_eq!(header_value(&headers, b"__value_schema_id"), None, "a null value");
-    assert_eq!(header_value(&headers, b"c"), None);
-    assert_eq!(header_value(&[0], b"a"), None, "no headers");
-    assert_eq!(header_value(&headers[..4], b"b"), None, "cut short");
-    assert_eq!(header_value(&[], b"a"), None);
+        out
+    };
+    let headers = encode(&[(b"a", Some(b"1")), (b"__value_schema_id", None), (b"b", Some(b"22")), (b"b", Some(b"3"))]);
+    assert_eq!(header(&headers, b"a"), Header::One(Some(&b"1"[..])));
+    assert_eq!(header(&headers, b"__value_schema_id"), Header::One(None), "a null value");
+    assert_eq!(header(&headers, b"b"), Header::Repeated);
+    assert_eq!(header(&headers, b"c"), Header::Absent);
+    assert_eq!(header(&[0], b"a"), Header::Absent, "no headers");
+    assert_eq!(header(&headers[..4], b"a"), Header::Absent, "cut short");
+    assert_eq!(header(&[], b"a"), Header::Absent);
 }
