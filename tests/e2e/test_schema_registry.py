@@ -43,8 +43,9 @@ def registry(floe, **conf):
     return SchemaRegistryClient({"url": floe.http_url + "/schema-registry", **conf})
 
 
-def read_raw(floe, topic, n, key=False):
-    """The first `n` values (keys) of `topic`, as bytes, read from the start by a new group."""
+def read_raw(floe, topic, n, key=False, messages=False):
+    """The first `n` values (keys) of `topic`, as bytes, read from the start by a new group
+    (`messages`: the whole messages, headers included)."""
     consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
@@ -53,7 +54,7 @@ def read_raw(floe, topic, n, key=False):
         def read_all():
             m = consumer.poll(1)
             if m is not None and m.error() is None:
-                got.append(m.key() if key else m.value())
+                got.append(m if messages else m.key() if key else m.value())
             return len(got) >= n
         wait_until(read_all, 60, f"{n} records of {topic} read back")
     finally:
@@ -324,19 +325,7 @@ def test_schema_guids_in_headers_are_validated_and_read_back(floe):
     p.flush(30)
     assert results["twice"] == "INVALID_RECORD", results
 
-    consumer = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("g"),
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got = []
-    try:
-        def read_all():
-            m = consumer.poll(1)
-            if m is not None and m.error() is None:
-                got.append(m)
-            return len(got) >= 3
-        wait_until(read_all, 60, "3 records read back")
-    finally:
-        consumer.close()
+    got = read_raw(floe, topic, 3, messages=True)
     deserialize = AvroDeserializer(registry(floe))
     for m in got:
         assert deserialize(m.value(), SerializationContext(topic, MessageField.VALUE, m.headers())) == \
