@@ -6,6 +6,7 @@
 //! Written against the Iceberg table spec, format version 2. Floe writes every file itself
 //! (no `iceberg` crate: see docs/ARCHITECTURE.md, "Table topics").
 
+pub mod data;
 pub mod manifest;
 pub mod metadata;
 pub mod schema;

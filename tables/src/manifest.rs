@@ -159,7 +159,11 @@ pub struct FieldSummary {
 }
 
 /// The Avro type of a partition field: the result type of its transform.
-fn partition_field_avro_type(schema: &IcebergSchema, source_id: i32, transform: Transform) -> Result<serde_json::Value, TableError> {
+fn partition_field_avro_type(
+    schema: &IcebergSchema,
+    source_id: i32,
+    transform: Transform,
+) -> Result<serde_json::Value, TableError> {
     Ok(match transform {
         Transform::Hour => json!("int"),
         Transform::Day => json!({"type": "int", "logicalType": "date"}),
@@ -298,7 +302,9 @@ fn opt_long(value: Option<i64>) -> Value {
 fn map_value<V: Clone>(map: &BTreeMap<i32, V>, to_avro: impl Fn(V) -> Value) -> Value {
     let items = map
         .iter()
-        .map(|(key, value)| Value::Record(vec![("key".into(), Value::Int(*key)), ("value".into(), to_avro(value.clone()))]))
+        .map(|(key, value)| {
+            Value::Record(vec![("key".into(), Value::Int(*key)), ("value".into(), to_avro(value.clone()))])
+        })
         .collect();
     Value::Union(1, Box::new(Value::Array(items)))
 }
@@ -367,7 +373,10 @@ fn entry_value(entry: &ManifestEntry, spec: &PartitionSpec) -> Value {
         ("upper_bounds".into(), map_value(&file.upper_bounds, Value::Bytes)),
         (
             "split_offsets".into(),
-            Value::Union(1, Box::new(Value::Array(file.split_offsets.iter().map(|offset| Value::Long(*offset)).collect()))),
+            Value::Union(
+                1,
+                Box::new(Value::Array(file.split_offsets.iter().map(|offset| Value::Long(*offset)).collect())),
+            ),
         ),
         ("equality_ids".into(), none()),
         ("sort_order_id".into(), none()),

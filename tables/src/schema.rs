@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-
 /// Field ids up to this one are Floe's metadata columns; value columns start after it.
 pub const METADATA_FIELD_ID_MAX: i32 = 100;
 
@@ -15,7 +14,10 @@ pub enum PrimitiveType {
     Long,
     Float,
     Double,
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     Date,
     /// Microseconds since midnight.
     Time,
@@ -150,9 +152,7 @@ impl IcebergSchema {
                 IcebergType::Primitive(_) => 0,
                 IcebergType::Struct(inner) => inner.fields.iter().map(of_field).max().unwrap_or(0),
                 IcebergType::List(list) => list.element_id.max(of_type(&list.element)),
-                IcebergType::Map(map) => {
-                    map.key_id.max(map.value_id).max(of_type(&map.key)).max(of_type(&map.value))
-                }
+                IcebergType::Map(map) => map.key_id.max(map.value_id).max(of_type(&map.key)).max(of_type(&map.value)),
             }
         }
         fn of_field(field: &NestedField) -> i32 {
@@ -205,24 +205,6 @@ pub fn metadata_columns(key_required: bool) -> Vec<NestedField> {
             })),
         ),
     ]
-}
-
-/// A value as the spec's single-value binary form, used for a column's lower and upper bounds
-/// in a manifest.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BoundValue {
-    Int(i32),
-    /// long, timestamp and timestamptz (microseconds).
-    Long(i64),
-}
-
-impl BoundValue {
-    pub fn to_bytes(self) -> Vec<u8> {
-        match self {
-            Self::Int(value) => value.to_le_bytes().to_vec(),
-            Self::Long(value) => value.to_le_bytes().to_vec(),
-        }
-    }
 }
 
 // The spec writes a primitive type as its name, and a nested type as an object tagged by "type".

@@ -39,7 +39,10 @@ fn schema_json_has_the_spec_shape_and_reads_back() {
     let json = serde_json::to_value(&schema).unwrap();
     assert_eq!(json["type"], "struct");
     assert_eq!(json["schema-id"], 0);
-    assert_eq!(json["fields"][2], serde_json::json!({"id": 3, "name": "_timestamp", "required": true, "type": "timestamptz"}));
+    assert_eq!(
+        json["fields"][2],
+        serde_json::json!({"id": 3, "name": "_timestamp", "required": true, "type": "timestamptz"})
+    );
     let headers = &json["fields"][4]["type"];
     assert_eq!(headers["type"], "list");
     assert_eq!(headers["element-id"], 6);
@@ -169,4 +172,127 @@ fn table_metadata_json_round_trips_with_a_snapshot() {
     let mut v1 = json.clone();
     v1["format-version"] = 1.into();
     assert!(TableMetadata::parse(&serde_json::to_vec(&v1).unwrap()).is_err());
+}
+
+mod data_files {
+    use arrow_array::builder::BinaryBuilder;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    use super::*;
+    use crate::data::{KafkaRow, RowsBuilder, encode_parquet};
+
+    /// Rows at offsets `from..to` of partition 3, with a value column of raw bytes.
+    fn rows(schema: &IcebergSchema, from: i64, to: i64) -> arrow_array::RecordBatch {
+        let mut rows = RowsBuilder::new(schema);
+        for offset in from..to {
+            let key = format!("k{offset}");
+            let headers: Vec<(&[u8], Option<&[u8]>)> =
+                if offset % 2 == 0 { vec![(b"trace", Some(b"abc")), (b"empty", None)] } else { Vec::new() };
+            rows.push_metadata(&KafkaRow {
+                partition: 3,
+                offset,
+                timestamp_ms: 1_700_000_000_000 + offset,
+                key: (offset % 5 != 0).then_some(key.as_bytes()),
+                headers: &headers,
+            })
+            .unwrap();
+            let value = rows.value_columns()[0].as_any_mut().downcast_mut::<BinaryBuilder>().unwrap();
+            value.append_value(format!("value {offset}"));
+        }
+        assert_eq!(rows.rows() as i64, to - from);
+        rows.finish().unwrap()
+    }
+
+    #[test]
+    fn parquet_carries_field_ids_counts_and_exact_bounds() {
+        let schema = schema();
+        let file = encode_parquet(&[rows(&schema, 10, 60), rows(&schema, 60, 110)]).unwrap();
+        assert_eq!(file.record_count, 100);
+        assert_eq!(&file.bytes[..4], b"PAR1");
+        assert_eq!(file.lower_bounds[&column::OFFSET], 10i64.to_le_bytes());
+        assert_eq!(file.upper_bounds[&column::OFFSET], 109i64.to_le_bytes());
+        assert_eq!(file.lower_bounds[&column::PARTITION], 3i32.to_le_bytes());
+        assert_eq!(file.lower_bounds[&column::TIMESTAMP], ((1_700_000_000_000i64 + 10) * 1000).to_le_bytes());
+        assert!(!file.lower_bounds.contains_key(&column::KEY), "no bounds on binary columns");
+        assert_eq!(file.null_value_counts[&column::KEY], 20);
+        assert_eq!(file.value_counts[&101], 100);
+        assert_eq!(file.null_value_counts[&101], 0);
+        // Header keys are a nested leaf with their own id: 50 rows with two headers, 50 with none.
+        assert_eq!(file.null_value_counts[&column::HEADER_VALUE], 50 + 50);
+        assert!(file.column_sizes.keys().all(|id| *id != column::HEADERS), "sizes are per leaf");
+        assert_eq!(file.split_offsets, vec![4]);
+
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(file.bytes.clone())).unwrap();
+        let parquet_schema = reader.parquet_schema();
+        let ids: Vec<i32> = parquet_schema.columns().iter().map(|c| c.self_type().get_basic_info().id()).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 7, 8, 101]);
+        let compression = reader.metadata().row_group(0).column(0).compression();
+        assert!(matches!(compression, parquet::basic::Compression::ZSTD(_)));
+        let batches: Vec<_> = reader.build().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 100);
+    }
+
+    #[test]
+    fn empty_input_is_refused() {
+        assert!(encode_parquet(&[]).is_err());
+    }
+
+    /// Writes a small complete table (metadata JSON, manifest list, manifest, one Parquet file)
+    /// into `FLOE_TABLES_SAMPLE_DIR` when set, for reading with other engines by hand.
+    #[test]
+    fn sample_table_is_complete() {
+        let dir = match std::env::var("FLOE_TABLES_SAMPLE_DIR") {
+            Ok(dir) => std::path::PathBuf::from(dir),
+            Err(_) => std::env::temp_dir().join(format!("floe-tables-sample-{}", std::process::id())),
+        };
+        let location = format!("file://{}", dir.display());
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::create_dir_all(dir.join("metadata")).unwrap();
+        let schema = schema();
+        let spec = PartitionSpec::unpartitioned();
+        let file = encode_parquet(&[rows(&schema, 0, 100)]).unwrap();
+        let data_path = format!("{location}/data/00000.parquet");
+        std::fs::write(dir.join("data/00000.parquet"), &file.bytes).unwrap();
+
+        let snapshot_id = new_snapshot_id();
+        let header = ManifestHeader { schema: &schema, spec: &spec, content: Content::Data };
+        let entries = vec![ManifestEntry {
+            status: EntryStatus::Added,
+            snapshot_id,
+            sequence_number: None,
+            file_sequence_number: None,
+            data_file: file.data_file(data_path, Vec::new()),
+        }];
+        let manifest = encode_manifest(header, &entries).unwrap();
+        std::fs::write(dir.join("metadata/m0.avro"), &manifest).unwrap();
+        let listed = ManifestFile::summarise(
+            format!("{location}/metadata/m0.avro"),
+            manifest.len() as i64,
+            header,
+            1,
+            snapshot_id,
+            &entries,
+        );
+        let list = encode_manifest_list(snapshot_id, None, 1, &[listed]).unwrap();
+        std::fs::write(dir.join("metadata/snap-0.avro"), &list).unwrap();
+        let mut metadata =
+            TableMetadata::new(uuid::Uuid::new_v4(), location.clone(), schema, spec, BTreeMap::new(), 1_000);
+        metadata.add_snapshot(
+            Snapshot {
+                snapshot_id,
+                parent_snapshot_id: None,
+                sequence_number: 1,
+                timestamp_ms: 2_000,
+                manifest_list: format!("{location}/metadata/snap-0.avro"),
+                summary: Summary { operation: Operation::Append, properties: BTreeMap::new() },
+                schema_id: Some(0),
+            },
+            None,
+        );
+        std::fs::write(dir.join("metadata/00001.metadata.json"), metadata.to_json().unwrap()).unwrap();
+        assert_eq!(decode_manifest_list(&std::fs::read(dir.join("metadata/snap-0.avro")).unwrap()).unwrap().len(), 1);
+        if std::env::var("FLOE_TABLES_SAMPLE_DIR").is_err() {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
 }

@@ -1,0 +1,320 @@
+//! Data files: a table schema as Arrow, rows collected into Arrow arrays, and those encoded as
+//! a Parquet file (zstd) whose columns carry Iceberg field ids, with the statistics a manifest
+//! lists for it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_array::builder::{
+    ArrayBuilder, BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+    TimestampMicrosecondBuilder, make_builder,
+};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::TableError;
+use crate::manifest::{Content, DataFile, PartitionValue};
+use crate::schema::{IcebergSchema, IcebergType, NestedField, PrimitiveType};
+
+/// Rows per Parquet row group: small enough to bound the writer's memory per column, large
+/// enough that readers skip whole groups by their statistics.
+pub const ROW_GROUP_ROWS_MAX: usize = 1 << 17;
+
+/// zstd level for data files: level 3 is zstd's default, a balance readers and writers share.
+const ZSTD_LEVEL: i32 = 3;
+
+fn arrow_field(name: &str, id: i32, required: bool, data_type: DataType) -> Field {
+    Field::new(name, data_type, !required)
+        .with_metadata(HashMap::from([(PARQUET_FIELD_ID_META_KEY.to_owned(), id.to_string())]))
+}
+
+fn arrow_type(field_type: &IcebergType) -> DataType {
+    match field_type {
+        IcebergType::Primitive(primitive) => match *primitive {
+            PrimitiveType::Boolean => DataType::Boolean,
+            PrimitiveType::Int => DataType::Int32,
+            PrimitiveType::Long => DataType::Int64,
+            PrimitiveType::Float => DataType::Float32,
+            PrimitiveType::Double => DataType::Float64,
+            PrimitiveType::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
+            PrimitiveType::Date => DataType::Date32,
+            PrimitiveType::Time => DataType::Time64(TimeUnit::Microsecond),
+            PrimitiveType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+            PrimitiveType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            PrimitiveType::String => DataType::Utf8,
+            PrimitiveType::Uuid => DataType::FixedSizeBinary(16),
+            PrimitiveType::Fixed(length) => DataType::FixedSizeBinary(length as i32),
+            PrimitiveType::Binary => DataType::Binary,
+        },
+        IcebergType::Struct(inner) => DataType::Struct(struct_fields(&inner.fields)),
+        IcebergType::List(list) => DataType::List(Arc::new(arrow_field(
+            "element",
+            list.element_id,
+            list.element_required,
+            arrow_type(&list.element),
+        ))),
+        IcebergType::Map(map) => {
+            let entries = Fields::from(vec![
+                arrow_field("key", map.key_id, true, arrow_type(&map.key)),
+                arrow_field("value", map.value_id, map.value_required, arrow_type(&map.value)),
+            ]);
+            DataType::Map(Arc::new(Field::new("key_value", DataType::Struct(entries), false)), false)
+        }
+    }
+}
+
+fn struct_fields(fields: &[NestedField]) -> Fields {
+    fields
+        .iter()
+        .map(|field| arrow_field(&field.name, field.id, field.required, arrow_type(&field.field_type)))
+        .collect()
+}
+
+/// The Arrow schema of a table schema, every field (nested ones too) tagged with its Iceberg
+/// id, which the Parquet writer copies into the file's schema.
+pub fn arrow_schema(schema: &IcebergSchema) -> Schema {
+    Schema::new(struct_fields(&schema.fields))
+}
+
+/// One Kafka record's metadata columns.
+#[derive(Debug, Clone, Copy)]
+pub struct KafkaRow<'a> {
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    pub key: Option<&'a [u8]>,
+    /// Each header's key and value, in record order.
+    pub headers: &'a [(&'a [u8], Option<&'a [u8]>)],
+}
+
+/// Rows being collected for one data file: builders for every column of the table schema. The
+/// first five are the metadata columns ([`crate::schema::metadata_columns`]); the caller fills
+/// the value columns through [`RowsBuilder::value_columns`], one entry per row.
+pub struct RowsBuilder {
+    schema: SchemaRef,
+    columns: Vec<Box<dyn ArrayBuilder>>,
+    rows: usize,
+    /// Bytes of keys, headers and values pushed so far: the estimate that rolls files.
+    pub payload_bytes: usize,
+}
+
+impl std::fmt::Debug for RowsBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowsBuilder").field("rows", &self.rows).field("payload_bytes", &self.payload_bytes).finish()
+    }
+}
+
+const METADATA_COLUMNS: usize = 5;
+
+fn builder<T: 'static>(column: &mut Box<dyn ArrayBuilder>) -> Result<&mut T, TableError> {
+    column
+        .as_any_mut()
+        .downcast_mut::<T>()
+        .ok_or_else(|| TableError::Invalid("a table schema whose metadata columns are not Floe's".into()))
+}
+
+impl RowsBuilder {
+    pub fn new(schema: &IcebergSchema) -> Self {
+        let schema = Arc::new(arrow_schema(schema));
+        let columns = schema.fields().iter().map(|field| make_builder(field.data_type(), 1024)).collect();
+        Self { schema, columns, rows: 0, payload_bytes: 0 }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Appends a row's metadata columns. Every value column must then get exactly one entry.
+    pub fn push_metadata(&mut self, row: &KafkaRow<'_>) -> Result<(), TableError> {
+        if self.columns.len() < METADATA_COLUMNS {
+            return Err(TableError::Invalid("a table schema without Floe's metadata columns".into()));
+        }
+        builder::<Int32Builder>(&mut self.columns[0])?.append_value(row.partition);
+        builder::<Int64Builder>(&mut self.columns[1])?.append_value(row.offset);
+        builder::<TimestampMicrosecondBuilder>(&mut self.columns[2])?
+            .append_value(row.timestamp_ms.saturating_mul(1_000));
+        builder::<BinaryBuilder>(&mut self.columns[3])?.append_option(row.key);
+        let headers = builder::<ListBuilder<Box<dyn ArrayBuilder>>>(&mut self.columns[4])?;
+        let entries = builder::<StructBuilder>(headers.values())?;
+        for (key, value) in row.headers {
+            let key_builder = entries
+                .field_builder::<StringBuilder>(0)
+                .ok_or_else(|| TableError::Invalid("header key column is not a string".into()))?;
+            key_builder.append_value(String::from_utf8_lossy(key));
+            let value_builder = entries
+                .field_builder::<BinaryBuilder>(1)
+                .ok_or_else(|| TableError::Invalid("header value column is not binary".into()))?;
+            value_builder.append_option(*value);
+            entries.append(true);
+            self.payload_bytes += key.len() + value.map_or(0, <[u8]>::len);
+        }
+        headers.append(true);
+        self.payload_bytes += row.key.map_or(0, <[u8]>::len);
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Builders of the value columns, in schema order after the metadata columns.
+    pub fn value_columns(&mut self) -> &mut [Box<dyn ArrayBuilder>] {
+        let start = METADATA_COLUMNS.min(self.columns.len());
+        &mut self.columns[start..]
+    }
+
+    /// The collected rows as one batch; the builders start over empty.
+    pub fn finish(&mut self) -> Result<RecordBatch, TableError> {
+        let arrays = self.columns.iter_mut().map(|column| column.finish()).collect();
+        self.rows = 0;
+        self.payload_bytes = 0;
+        RecordBatch::try_new(self.schema.clone(), arrays).map_err(|error| TableError::Invalid(error.to_string()))
+    }
+}
+
+/// An encoded Parquet file and what its manifest entry says about it.
+#[derive(Debug)]
+pub struct EncodedFile {
+    pub bytes: Vec<u8>,
+    pub record_count: i64,
+    pub column_sizes: BTreeMap<i32, i64>,
+    pub value_counts: BTreeMap<i32, i64>,
+    pub null_value_counts: BTreeMap<i32, i64>,
+    pub lower_bounds: BTreeMap<i32, Vec<u8>>,
+    pub upper_bounds: BTreeMap<i32, Vec<u8>>,
+    pub split_offsets: Vec<i64>,
+}
+
+impl EncodedFile {
+    /// The manifest's description of this file once stored at `file_path`.
+    pub fn data_file(&self, file_path: String, partition: Vec<Option<PartitionValue>>) -> DataFile {
+        DataFile {
+            content: Content::Data,
+            file_path,
+            partition,
+            record_count: self.record_count,
+            file_size_in_bytes: self.bytes.len() as i64,
+            column_sizes: self.column_sizes.clone(),
+            value_counts: self.value_counts.clone(),
+            null_value_counts: self.null_value_counts.clone(),
+            lower_bounds: self.lower_bounds.clone(),
+            upper_bounds: self.upper_bounds.clone(),
+            split_offsets: self.split_offsets.clone(),
+        }
+    }
+}
+
+/// Encodes `batches` (all with one schema, from [`RowsBuilder::finish`]) as one Parquet file.
+pub fn encode_parquet(batches: &[RecordBatch]) -> Result<EncodedFile, TableError> {
+    let parquet_error = |error: parquet::errors::ParquetError| TableError::Invalid(format!("parquet: {error}"));
+    let Some(first) = batches.first() else {
+        return Err(TableError::Invalid("a data file needs at least one batch".into()));
+    };
+    let level = ZstdLevel::try_new(ZSTD_LEVEL).map_err(parquet_error)?;
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS_MAX))
+        .build();
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, first.schema(), Some(properties)).map_err(parquet_error)?;
+    let mut bounds = Bounds::default();
+    for batch in batches {
+        writer.write(batch).map_err(parquet_error)?;
+        bounds.add(batch);
+    }
+    let metadata = writer.close().map_err(parquet_error)?;
+
+    let mut file = EncodedFile {
+        bytes,
+        record_count: 0,
+        column_sizes: BTreeMap::new(),
+        value_counts: BTreeMap::new(),
+        null_value_counts: BTreeMap::new(),
+        lower_bounds: BTreeMap::new(),
+        upper_bounds: BTreeMap::new(),
+        split_offsets: Vec::new(),
+    };
+    for group in metadata.row_groups() {
+        file.record_count += group.num_rows();
+        if let Some(first) = group.columns().first() {
+            file.split_offsets.push(first.dictionary_page_offset().unwrap_or_else(|| first.data_page_offset()));
+        }
+        for column in group.columns() {
+            let info = column.column_descr().self_type().get_basic_info();
+            if !info.has_id() {
+                continue;
+            }
+            let id = info.id();
+            *file.column_sizes.entry(id).or_default() += column.compressed_size();
+            *file.value_counts.entry(id).or_default() += column.num_values();
+            if let Some(nulls) = column.statistics().and_then(|statistics| statistics.null_count_opt()) {
+                *file.null_value_counts.entry(id).or_default() += nulls as i64;
+            }
+        }
+    }
+    for (id, (low, high)) in bounds.by_field {
+        file.lower_bounds.insert(id, low.to_le_bytes_of_width());
+        file.upper_bounds.insert(id, high.to_le_bytes_of_width());
+    }
+    Ok(file)
+}
+
+/// Lower and upper bounds of the top-level integer and timestamp columns: exact, unlike
+/// Parquet's string statistics, which may be truncated.
+#[derive(Default)]
+struct Bounds {
+    by_field: BTreeMap<i32, (Bound, Bound)>,
+}
+
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Bound {
+    Int(i32),
+    Long(i64),
+}
+
+impl Bound {
+    fn to_le_bytes_of_width(self) -> Vec<u8> {
+        match self {
+            Self::Int(value) => value.to_le_bytes().to_vec(),
+            Self::Long(value) => value.to_le_bytes().to_vec(),
+        }
+    }
+}
+
+impl Bounds {
+    fn add(&mut self, batch: &RecordBatch) {
+        for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+            let Some(id) = field.metadata().get(PARQUET_FIELD_ID_META_KEY).and_then(|id| id.parse::<i32>().ok()) else {
+                continue;
+            };
+            let mut widen = |value: Bound| {
+                let entry = self.by_field.entry(id).or_insert((value, value));
+                if value < entry.0 {
+                    entry.0 = value;
+                }
+                if value > entry.1 {
+                    entry.1 = value;
+                }
+            };
+            match column.data_type() {
+                DataType::Int32 => {
+                    column.as_primitive::<Int32Type>().iter().flatten().for_each(|v| widen(Bound::Int(v)))
+                }
+                DataType::Date32 => {
+                    column.as_primitive::<Date32Type>().iter().flatten().for_each(|v| widen(Bound::Int(v)))
+                }
+                DataType::Int64 => {
+                    column.as_primitive::<Int64Type>().iter().flatten().for_each(|v| widen(Bound::Long(v)))
+                }
+                DataType::Timestamp(TimeUnit::Microsecond, _) => column
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .iter()
+                    .flatten()
+                    .for_each(|v| widen(Bound::Long(v))),
+                _ => {}
+            }
+        }
+    }
+}
