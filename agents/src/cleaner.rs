@@ -74,7 +74,10 @@ fn due_ranges(state: &State, now_ms: i64) -> Vec<Range> {
     for (topic_id, topic) in &state.topics {
         let Some(policy) = policy(state, topic) else { continue };
         for (index, log) in topic.partitions.iter().enumerate() {
-            let stable = log.last_stable_offset();
+            // Nothing its table does not hold yet is cleaned (table topics).
+            let partition = i32::try_from(index).unwrap_or(i32::MAX);
+            let hold = state.table_hold(*topic_id, partition);
+            let stable = hold.map_or(log.last_stable_offset(), |hold| hold.min(log.last_stable_offset()));
             let Some(last_entry) = log.index.back() else { continue };
             let (mut total, mut dirty, mut overdue, mut horizon_passed) = (0u64, 0u64, false, false);
             let mut entries = Vec::new();
@@ -103,7 +106,7 @@ fn due_ranges(state: &State, now_ms: i64) -> Vec<Range> {
             if (dirty > 0 && (ratio_reached || overdue)) || horizon_passed {
                 due.push(Range {
                     topic_id: *topic_id,
-                    partition: i32::try_from(index).unwrap_or(i32::MAX),
+                    partition,
                     policy,
                     entries,
                     aborted: log.aborted_transactions.iter().copied().collect(),

@@ -2,9 +2,9 @@
 //! is rebuilt (`floe metadata restore`): state snapshots plus the committed command stream.
 //!
 //! Two kinds of objects, both `magic (8 bytes) | crc32c of the body (u32 LE) | postcard body`:
-//! - `state-<generation>-<index>.snap` (magic `FLOEMST4`): a whole [`State`] as applied up to log
+//! - `state-<generation>-<index>.snap` (magic `FLOEMST5`): a whole [`State`] as applied up to log
 //!   index `index`.
-//! - `log-<generation>-<after>-<last>.cmds` (magic `FLOEMLG4`): the commands applied after index
+//! - `log-<generation>-<after>-<last>.cmds` (magic `FLOEMLG5`): the commands applied after index
 //!   `after` up to and including index `last`, in order, with their indexes.
 //!
 //! Numbers are 20 zero-padded digits, so names sort by (generation, index). Log indexes restart

@@ -275,6 +275,10 @@ pub enum Command {
         commit: bool,
         now_ms: i64,
     },
+    /// A table job publishes a new snapshot of a topic's Iceberg table (format 5): the table's
+    /// metadata location and the offsets it now holds move together, if the table is still at
+    /// `base_version` (compare-and-set) and each range starts where the table left off.
+    CommitTableSnapshot(crate::state::TableCommit),
 }
 
 /// A range of one partition after key compaction.
@@ -508,6 +512,9 @@ pub enum CommandError {
     NotAuthorized(String),
     #[error("{0}")]
     Registry(crate::state::RegistryError),
+    /// A table commit raced another writer or a moved log start: the writer rereads the table.
+    #[error("table commit conflict: {0}")]
+    TableConflict(String),
 }
 
 impl Command {

@@ -92,6 +92,9 @@ enum Validator {
     ListOf { allowed: &'static [&'static str], empty_ok: bool },
     /// List: empty, `*`, or `partition:broker` pairs.
     ThrottledReplicas,
+    /// String: how a table topic partitions its table (`none`, `hour`, `day`, or `hour:FIELD`
+    /// and `day:FIELD` for a timestamp field of the value).
+    TablePartitionBy,
 }
 
 /// A config name or value that Floe refuses.
@@ -217,7 +220,8 @@ fn normalize_integer(value: &str, min: i64, max: i64, kind: &str, validator: Val
         Validator::DoubleBetween(..)
         | Validator::OneOf(_)
         | Validator::ListOf { .. }
-        | Validator::ThrottledReplicas => {
+        | Validator::ThrottledReplicas
+        | Validator::TablePartitionBy => {
             unreachable!("validator_fits_type is checked at compile time")
         }
     }
@@ -241,7 +245,8 @@ fn normalize_double(value: &str, validator: Validator) -> Result<String, String>
         | Validator::GzipLevel
         | Validator::OneOf(_)
         | Validator::ListOf { .. }
-        | Validator::ThrottledReplicas => unreachable!("validator_fits_type is checked at compile time"),
+        | Validator::ThrottledReplicas
+        | Validator::TablePartitionBy => unreachable!("validator_fits_type is checked at compile time"),
     }
     // Kept as written: reformatting would turn 1.7976931348623157E308 into 309 digits.
     Ok(value.to_owned())
@@ -254,6 +259,11 @@ fn normalize_text(value: &str, validator: Validator) -> Result<String, String> {
             return Err(format!("expected one of: {}", allowed.join(", ")));
         }
         Validator::OneOf(_) => {}
+        Validator::TablePartitionBy => {
+            if table_partition_by(value).is_none() {
+                return Err("expected none, hour, day, hour:FIELD or day:FIELD".to_owned());
+            }
+        }
         Validator::AtLeast(_)
         | Validator::Between(..)
         | Validator::GzipLevel
@@ -294,9 +304,43 @@ fn normalize_list(value: &str, validator: Validator) -> Result<String, String> {
         | Validator::Between(..)
         | Validator::GzipLevel
         | Validator::DoubleBetween(..)
-        | Validator::OneOf(_) => unreachable!("validator_fits_type is checked at compile time"),
+        | Validator::OneOf(_)
+        | Validator::TablePartitionBy => unreachable!("validator_fits_type is checked at compile time"),
     }
     Ok(items.join(","))
+}
+
+/// How a table topic's table is partitioned (`floe.table.partition.by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TablePartitionBy<'a> {
+    None,
+    /// Hours since the epoch of the record timestamp, or of this value field.
+    Hour(Option<&'a str>),
+    /// Days since the epoch of the record timestamp, or of this value field.
+    Day(Option<&'a str>),
+}
+
+/// Longest field name `floe.table.partition.by` may name.
+const TABLE_PARTITION_FIELD_BYTES_MAX: usize = 255;
+
+/// Parses a `floe.table.partition.by` value.
+pub fn table_partition_by(value: &str) -> Option<TablePartitionBy<'_>> {
+    let field = |name: &'_ str| -> bool {
+        !name.is_empty()
+            && name.len() <= TABLE_PARTITION_FIELD_BYTES_MAX
+            && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+    };
+    match value.split_once(':') {
+        None => match value {
+            "none" => Some(TablePartitionBy::None),
+            "hour" => Some(TablePartitionBy::Hour(None)),
+            "day" => Some(TablePartitionBy::Day(None)),
+            _ => None,
+        },
+        Some(("hour", name)) if field(name) => Some(TablePartitionBy::Hour(Some(name))),
+        Some(("day", name)) if field(name) => Some(TablePartitionBy::Day(Some(name))),
+        Some(_) => None,
+    }
 }
 
 /// `partition:broker`, both decimal digits, as in a throttled-replicas list.
@@ -353,6 +397,11 @@ impl ConfigDef {
 
     const fn fraction(mut self) -> Self {
         self.validator = Validator::DoubleBetween(0.0, 1.0);
+        self
+    }
+
+    const fn table_partition_by(mut self) -> Self {
+        self.validator = Validator::TablePartitionBy;
         self
     }
 
@@ -519,6 +568,47 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         "With schema validation on: id checks the framing and schema id, full also checks each payload against the schema.",
     )
     .one_of(&["id", "full"]),
+    def(
+        "floe.table.commit.interval.ms",
+        T::Long,
+        "60000",
+        "How often a table topic's new records are committed to its Iceberg table: the table's freshness.",
+    )
+    .between(100, 86_400_000),
+    def(
+        "floe.table.enable",
+        T::Boolean,
+        "false",
+        "Whether the topic's records also land in an Iceberg table of Parquet files under the bucket's tables/ prefix.",
+    ),
+    def(
+        "floe.table.invalid.records",
+        T::String,
+        "dead-letter",
+        "Where a table topic's records that do not decode with their schema go: a dead-letter table, or refused at produce (needs schema validation).",
+    )
+    .one_of(&["dead-letter", "refuse"]),
+    def(
+        "floe.table.partition.by",
+        T::String,
+        "none",
+        "How a table topic's table is partitioned: none, hour or day of the record timestamp, or hour:FIELD or day:FIELD of a value field.",
+    )
+    .table_partition_by(),
+    def(
+        "floe.table.schema.incompatible",
+        T::String,
+        "refuse",
+        "What a schema version the table cannot evolve to does: refused at registration, or starts a new table generation.",
+    )
+    .one_of(&["refuse", "new-table"]),
+    def(
+        "floe.table.target.file.bytes",
+        T::Long,
+        "134217728",
+        "Size at which a table topic's Parquet data file is closed and the next one started.",
+    )
+    .between(1_048_576, 536_870_912),
     def(
         "flush.messages",
         T::Long,
@@ -2500,7 +2590,7 @@ const fn validator_fits_type(validator: Validator, config_type: ConfigType) -> b
         }
         Validator::GzipLevel => matches!(config_type, ConfigType::Int),
         Validator::DoubleBetween(..) => matches!(config_type, ConfigType::Double),
-        Validator::OneOf(_) => matches!(config_type, ConfigType::String),
+        Validator::OneOf(_) | Validator::TablePartitionBy => matches!(config_type, ConfigType::String),
         Validator::ListOf { .. } | Validator::ThrottledReplicas => matches!(config_type, ConfigType::List),
     }
 }

@@ -23,7 +23,7 @@ pub mod tls;
 pub use client::RemoteMetadata;
 
 /// The version of every persisted metadata format: the Raft log and snapshot files, the
-/// archive's state and command objects (`FLOEMST4`, `FLOEMLG4`), all holding postcard encodings
+/// archive's state and command objects (`FLOEMST5`, `FLOEMLG5`), all holding postcard encodings
 /// of [`State`] and [`Command`]. `tests/golden` holds each version's files; a change that stops
 /// the newest decoding needs the next version and a reader for this one.
 ///
@@ -33,9 +33,10 @@ pub use client::RemoteMetadata;
 /// - 3: schema registries (`State::registries`, `Command::RegisterSchema` and the registry
 ///   commands after it).
 /// - 4: transaction version 2 (`Command::EndTxnV2`); the state is format 3's.
+/// - 5: table topics (`State::tables`, `Command::CommitTableSnapshot`).
 ///
 /// Older formats' states are read by `state::formats`; their commands decode as they are.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).

@@ -100,3 +100,7 @@ pub const SUBJECT_VERSIONS_MAX: usize = 1_000;
 pub const REGISTRY_SUBJECT_COUNT_MAX: usize = 100_000;
 pub const REGISTRY_SCHEMA_COUNT_MAX: usize = 100_000;
 pub const REGISTRY_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// Bytes of a table's metadata location (an absolute URI under the bucket's `tables/` prefix).
+pub const TABLE_LOCATION_BYTES_MAX: usize = 1024;
+/// Retired generations one table topic keeps listing.
+pub const TABLE_GENERATIONS_MAX: usize = 16;

@@ -107,7 +107,8 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         | CommandError::InvalidIdempotencyKey(_)
         | CommandError::InvalidCredential(_)
         | CommandError::CredentialNotFound(_)
-        | CommandError::Registry(_) => {
+        | CommandError::Registry(_)
+        | CommandError::TableConflict(_) => {
             tracing::error!(error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
         }

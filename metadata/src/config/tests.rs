@@ -246,6 +246,13 @@ fn topic_synonyms_name_matching_broker_configs() {
         "confluent.value.schema.validation",
         "confluent.value.subject.name.strategy",
         "floe.schema.validation.mode",
+        // Table topics are set per topic only.
+        "floe.table.commit.interval.ms",
+        "floe.table.enable",
+        "floe.table.invalid.records",
+        "floe.table.partition.by",
+        "floe.table.schema.incompatible",
+        "floe.table.target.file.bytes",
         "remote.log.copy.disable",
         "remote.log.delete.on.disable",
         "remote.storage.enable",
@@ -433,4 +440,18 @@ fn the_catalog_holds_every_kafka_4_config_as_kafka_defines_it() {
     }
     assert_eq!(used_divergences, divergences.len(), "every divergence names a real difference");
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+}
+
+#[test]
+fn table_partitioning_names_a_transform_and_maybe_a_field() {
+    for ok in ["none", "hour", "day", "hour:created_at", "day:ts2"] {
+        check("floe.table.partition.by", ok, Ok(ok));
+    }
+    for bad in ["", "month", "hour:", "day:a.b", "none:x", "HOUR", "day:a b"] {
+        check("floe.table.partition.by", bad, Err(()));
+    }
+    assert_eq!(table_partition_by("day:ts"), Some(TablePartitionBy::Day(Some("ts"))));
+    assert_eq!(table_partition_by("hour"), Some(TablePartitionBy::Hour(None)));
+    check("floe.table.commit.interval.ms", "50", Err(()));
+    check("floe.table.target.file.bytes", "1048576", Ok("1048576"));
 }

@@ -50,9 +50,13 @@ impl State {
             _ => {}
         }
         let object_id = self.next_object_id;
+        let table_hold = self.table_hold(range.topic_id, range.partition);
         let log = self.partition_mut(range.topic_id, range.partition).ok_or(CommandError::UnknownTopicOrPartition)?;
         if last >= log.last_stable_offset() {
             return invalid("range reaches the last stable offset");
+        }
+        if table_hold.is_some_and(|hold| last >= hold) {
+            return invalid("range reaches records its table does not hold yet");
         }
         let at = log.index.partition_point(|e| e.base_offset < first);
         if at + range.replaced.len() >= log.index.len() {

@@ -15,6 +15,7 @@ mod offsets;
 mod registry;
 mod retention;
 mod security;
+mod tables;
 mod topics;
 mod transactions;
 
@@ -33,6 +34,7 @@ pub use registry::{
 pub use security::{
     ApiKeyQuotas, ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
 };
+pub use tables::{RetiredTable, TableCommit, TableRange, TableRecord};
 pub use topics::validate_topic_name;
 pub use transactions::{
     AbortedTransaction, ProducerRecord, ProducerSequences, SequencedChunk, TransactionRecord, TxnState,
@@ -107,6 +109,8 @@ pub struct State {
     pub api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
     /// Schema registries by namespace key (`""`: the cluster's without tenants) (format 3).
     pub registries: BTreeMap<String, SchemaRegistry>,
+    /// Table topics' tables by topic (format 5): offsets converted and the current snapshot.
+    pub tables: BTreeMap<TopicId, TableRecord>,
 }
 
 /// An agent as the cluster knows it.
@@ -348,6 +352,7 @@ impl State {
             Command::EndTxnV2 { transactional_id, producer, commit, now_ms } => {
                 self.end_txn_v2(&transactional_id, producer, commit, now_ms)
             }
+            Command::CommitTableSnapshot(commit) => self.commit_table_snapshot(commit),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

@@ -31,9 +31,10 @@ impl State {
 
     /// The log start offset retention gives `log` at `now_ms`: past every leading entry that is
     /// too old or that the partition can lose and still hold `retention.bytes`. Never past the
-    /// last stable offset, so an open transaction's records stay readable until it ends.
-    fn retention_start(log: &Partition, policy: RetentionPolicy, now_ms: i64) -> i64 {
-        let stable = log.last_stable_offset();
+    /// last stable offset, so an open transaction's records stay readable until it ends, and
+    /// never past `hold` (what a table topic's table does not hold yet).
+    fn retention_start(log: &Partition, policy: RetentionPolicy, now_ms: i64, hold: Option<i64>) -> i64 {
+        let stable = hold.map_or(log.last_stable_offset(), |hold| hold.min(log.last_stable_offset()));
         let mut size = log.index_bytes;
         let mut start = log.log_start_offset;
         for entry in log.entries_from(log.log_start_offset) {
@@ -58,9 +59,10 @@ impl State {
         for (topic_id, topic) in &self.topics {
             let Some(policy) = self.retention_policy(*topic_id) else { continue };
             for (index, log) in topic.partitions.iter().enumerate() {
-                let start = Self::retention_start(log, policy, now_ms);
+                let partition = i32::try_from(index).unwrap_or(i32::MAX);
+                let start = Self::retention_start(log, policy, now_ms, self.table_hold(*topic_id, partition));
                 if start > log.log_start_offset {
-                    moves.push((*topic_id, i32::try_from(index).unwrap_or(i32::MAX), start));
+                    moves.push((*topic_id, partition, start));
                 }
             }
         }

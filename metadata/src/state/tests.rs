@@ -829,111 +829,153 @@ fn golden_commands() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 4 (the current one): the archive's state and command
+/// Format 4's commands: [`golden_commands`], then a tenant with some of everything each format
+/// up to 4 added (the golden files of format 4 were made from these).
+fn golden_commands_through_format_4() -> Vec<Command> {
+    let mut commands = golden_commands();
+    // Then a tenant of format 2 with some of everything, whatever the random part left.
+    let (prefix, _) = run(commands.clone());
+    let key = crate::namespace::namespace_key("golden", prefix.last_tenant_id + 1);
+    let credential = crate::state::ScramCredential {
+        salt: vec![1; 16],
+        iterations: 4096,
+        stored_key: vec![2; 32],
+        server_key: vec![3; 32],
+    };
+    commands.extend([
+        Command::CreateTenant { name: "golden".into(), now_ms: 2 },
+        Command::UpsertScramCredential {
+            user: "golden-user".into(),
+            tenant: "golden".into(),
+            mechanism: crate::state::ScramMechanism::Sha256,
+            credential,
+        },
+        Command::CreateApiKey {
+            key_id: "golden-key".into(),
+            record: crate::state::ApiKeyRecord {
+                tenant: "golden".into(),
+                user: "golden-user".into(),
+                secret_sha256: vec![5; 32],
+                created_ms: 2,
+                expires_ms: None,
+            },
+        },
+        Command::SetApiKeyQuotas {
+            key_id: "golden-key".into(),
+            quotas: crate::state::ApiKeyQuotas { requests_per_sec: Some(10), ..Default::default() },
+        },
+        Command::CreateTopic {
+            name: format!("{key}~orders"),
+            topic_id: uuid::Uuid::from_u128(0x601d),
+            partition_count: 2,
+            configs: BTreeMap::new(),
+        },
+        Command::InitProducerId {
+            transactional_id: None,
+            transaction_timeout_ms: 10_000,
+            expected: None,
+            now_ms: 2,
+            tenant: Some(key.clone()),
+        },
+        // Format 3: a registry with a reference, a soft delete, configs and a mode.
+        Command::SetRegistryConfig {
+            namespace: key.clone(),
+            subject: None,
+            config: Some(crate::state::RegistryConfig {
+                compatibility: Some(crate::state::Compatibility::Full),
+                normalize: Some(true),
+            }),
+        },
+        golden_schema(&key, "golden-common", "{\"type\":\"fixed\",\"name\":\"Id\",\"size\":16}", vec![], 0),
+        golden_schema(
+            &key,
+            "golden-value",
+            "{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"id\",\"type\":\"Id\"}]}",
+            vec![crate::state::SchemaReference { name: "Id".into(), subject: "golden-common".into(), version: 1 }],
+            0,
+        ),
+        golden_schema(&key, "golden-value", "\"string\"", vec![], 1),
+        Command::DeleteSchemaVersions {
+            namespace: key.clone(),
+            subject: "golden-value".into(),
+            version: Some(2),
+            permanent: false,
+        },
+        Command::SetRegistryMode {
+            namespace: key.clone(),
+            subject: Some("golden-common".into()),
+            mode: Some(crate::state::RegistryMode::ReadOnly),
+            force: false,
+        },
+    ]);
+    // Format 4: a transaction ended by EndTxn of transaction version 2.
+    let (before, _) = run(commands.clone());
+    let (txn, producer_id) = (format!("{key}~txn"), before.next_producer_id);
+    let producer = crate::command::ProducerIdEpoch { producer_id, producer_epoch: 0 };
+    commands.extend([
+        Command::InitProducerId {
+            transactional_id: Some(txn.clone()),
+            transaction_timeout_ms: 10_000,
+            expected: None,
+            now_ms: 3,
+            tenant: Some(key.clone()),
+        },
+        Command::AddPartitionsToTxn {
+            transactional_id: txn.clone(),
+            producer,
+            partitions: vec![(uuid::Uuid::from_u128(0x601d), 0)],
+            now_ms: 3,
+        },
+        Command::EndTxnV2 { transactional_id: txn, producer, commit: true, now_ms: 4 },
+    ]);
+    commands
+}
+
+/// The persisted formats as of format 5 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_4_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v4.snap"), golden_dir().join("commands-v4.cmds"));
+fn golden_files_of_format_5_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v5.snap"), golden_dir().join("commands-v5.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let mut commands = golden_commands();
-        // Then a tenant of format 2 with some of everything, whatever the random part left.
-        let (prefix, _) = run(commands.clone());
-        let key = crate::namespace::namespace_key("golden", prefix.last_tenant_id + 1);
-        let credential = crate::state::ScramCredential {
-            salt: vec![1; 16],
-            iterations: 4096,
-            stored_key: vec![2; 32],
-            server_key: vec![3; 32],
+        let mut commands = golden_commands_through_format_4();
+        // Format 5: a table topic with two table commits, the second starting a new generation.
+        let table_topic = uuid::Uuid::from_u128(0x7ab1e);
+        let configs = BTreeMap::from([("floe.table.enable".to_owned(), "true".to_owned())]);
+        let batch = BatchSummary { offset_count: 3, timestamp_max: 5, base_sequence: -1 };
+        let range = |from, to| crate::state::TableRange { partition: 0, from, to };
+        let table_commit = |base_version, uuid: u8, ranges, new_generation| {
+            Command::CommitTableSnapshot(crate::state::TableCommit {
+                topic_id: table_topic,
+                table_uuid: [uuid; 16],
+                base_version,
+                metadata_location: format!("file:///golden/tables/{uuid}/metadata/{base_version}.metadata.json"),
+                dead_letter_location: None,
+                ranges,
+                new_generation,
+                now_ms: 6,
+            })
         };
         commands.extend([
-            Command::CreateTenant { name: "golden".into(), now_ms: 2 },
-            Command::UpsertScramCredential {
-                user: "golden-user".into(),
-                tenant: "golden".into(),
-                mechanism: crate::state::ScramMechanism::Sha256,
-                credential,
-            },
-            Command::CreateApiKey {
-                key_id: "golden-key".into(),
-                record: crate::state::ApiKeyRecord {
-                    tenant: "golden".into(),
-                    user: "golden-user".into(),
-                    secret_sha256: vec![5; 32],
-                    created_ms: 2,
-                    expires_ms: None,
-                },
-            },
-            Command::SetApiKeyQuotas {
-                key_id: "golden-key".into(),
-                quotas: crate::state::ApiKeyQuotas { requests_per_sec: Some(10), ..Default::default() },
-            },
-            Command::CreateTopic {
-                name: format!("{key}~orders"),
-                topic_id: uuid::Uuid::from_u128(0x601d),
-                partition_count: 2,
-                configs: BTreeMap::new(),
-            },
-            Command::InitProducerId {
-                transactional_id: None,
-                transaction_timeout_ms: 10_000,
-                expected: None,
-                now_ms: 2,
-                tenant: Some(key.clone()),
-            },
-            // Format 3: a registry with a reference, a soft delete, configs and a mode.
-            Command::SetRegistryConfig {
-                namespace: key.clone(),
-                subject: None,
-                config: Some(crate::state::RegistryConfig {
-                    compatibility: Some(crate::state::Compatibility::Full),
-                    normalize: Some(true),
-                }),
-            },
-            golden_schema(&key, "golden-common", "{\"type\":\"fixed\",\"name\":\"Id\",\"size\":16}", vec![], 0),
-            golden_schema(
-                &key,
-                "golden-value",
-                "{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"id\",\"type\":\"Id\"}]}",
-                vec![crate::state::SchemaReference { name: "Id".into(), subject: "golden-common".into(), version: 1 }],
-                0,
-            ),
-            golden_schema(&key, "golden-value", "\"string\"", vec![], 1),
-            Command::DeleteSchemaVersions {
-                namespace: key.clone(),
-                subject: "golden-value".into(),
-                version: Some(2),
-                permanent: false,
-            },
-            Command::SetRegistryMode {
-                namespace: key.clone(),
-                subject: Some("golden-common".into()),
-                mode: Some(crate::state::RegistryMode::ReadOnly),
-                force: false,
-            },
-        ]);
-        // Format 4: a transaction ended by EndTxn of transaction version 2.
-        let (before, _) = run(commands.clone());
-        let (txn, producer_id) = (format!("{key}~txn"), before.next_producer_id);
-        let producer = crate::command::ProducerIdEpoch { producer_id, producer_epoch: 0 };
-        commands.extend([
-            Command::InitProducerId {
-                transactional_id: Some(txn.clone()),
-                transaction_timeout_ms: 10_000,
-                expected: None,
-                now_ms: 3,
-                tenant: Some(key.clone()),
-            },
-            Command::AddPartitionsToTxn {
-                transactional_id: txn.clone(),
-                producer,
-                partitions: vec![(uuid::Uuid::from_u128(0x601d), 0)],
-                now_ms: 3,
-            },
-            Command::EndTxnV2 { transactional_id: txn, producer, commit: true, now_ms: 4 },
+            Command::CreateTopic { name: "golden-table".into(), topic_id: table_topic, partition_count: 1, configs },
+            Command::CommitSegment(SegmentCommit {
+                key: "golden-table-object".into(),
+                object_bytes: 124,
+                chunks: vec![ChunkCommit {
+                    topic_id: table_topic,
+                    partition: 0,
+                    byte_start: 0,
+                    byte_len: 100,
+                    crc32c: 7,
+                    batches: vec![batch, batch],
+                    producer: None,
+                }],
+            }),
+            table_commit(0, 1, vec![range(0, 3)], false),
+            table_commit(1, 2, vec![range(3, 6)], true),
         ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
@@ -943,11 +985,11 @@ fn golden_files_of_format_4_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 4 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 4 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 4 state encodes differently");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 5 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 5 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 5 state encodes differently");
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 4 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 5 commands encode differently");
     assert!(
         state.topics.len() > 1
             && state.tenants.values().any(|t| t.id > 0 && t.producer_ids > 0)
@@ -962,16 +1004,35 @@ fn golden_files_of_format_4_still_decode_and_replay() {
             && state
                 .transactions
                 .values()
-                .any(|t| t.state == crate::state::TxnState::CompleteCommit && t.producer_epoch == 1),
-        "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas",
+                .any(|t| t.state == crate::state::TxnState::CompleteCommit && t.producer_epoch == 1)
+            && state.tables.values().any(|t| t.version == 2 && t.offsets == [6] && t.retired.len() == 1),
+        "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas, {:?} tables",
         state.topics.len(),
         state.tenants,
         state.groups.len(),
         state.users.len(),
-        state.api_key_quotas.len()
+        state.api_key_quotas.len(),
+        state.tables,
     );
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 5 commands gives another state");
+}
+
+/// Format 4's files (before table topics): its state reads with no tables, and its commands, a
+/// prefix of today's, replay to that state.
+#[test]
+fn golden_files_of_format_4_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v4.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v4.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 4 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 4 commands no longer decode");
+    assert!(state.tables.is_empty());
+    assert!(state.transactions.values().any(|t| t.state == crate::state::TxnState::CompleteCommit));
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 4 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 fn golden_schema(

@@ -5,6 +5,7 @@
 
 mod v1;
 mod v2;
+mod v4;
 
 use serde::Deserialize;
 
@@ -35,8 +36,9 @@ pub(crate) struct Versioned(pub(crate) State);
 impl<'de> Deserialize<'de> for Versioned {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let state = match DECODING_FORMAT.get() {
-            1 => State::from(v2::StateV2::from(v1::StateV1::deserialize(d)?)),
-            2 => State::from(v2::StateV2::deserialize(d)?),
+            1 => State::from(v4::StateV4::from(v2::StateV2::from(v1::StateV1::deserialize(d)?))),
+            2 => State::from(v4::StateV4::from(v2::StateV2::deserialize(d)?)),
+            3 | 4 => State::from(v4::StateV4::deserialize(d)?),
             _ => State::deserialize(d)?,
         };
         Ok(Self(state))

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Deserialize;
 
+use super::v4::StateV4;
 use crate::state::{
     AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, State, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    ProducerRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
 /// `State` as format 2 encoded it, field for field.
@@ -39,7 +40,7 @@ pub(crate) struct StateV2 {
     pub(super) api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
 }
 
-impl From<StateV2> for State {
+impl From<StateV2> for StateV4 {
     fn from(v2: StateV2) -> Self {
         Self {
             applied_index: v2.applied_index,
