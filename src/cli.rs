@@ -518,6 +518,10 @@ pub(crate) struct AgentOptions {
     /// or `@FILE`: a file holding such a spec, read again every half second (floe-chaos).
     #[arg(long, hide = true)]
     pub(crate) test_object_store_faults: Option<floe_storage::FaultSource>,
+    /// Tests only: the table job pauses this long between writing a snapshot's files and
+    /// committing them, so a test can kill the agent in between.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub(crate) test_table_commit_delay_ms: u64,
     /// Test-only fault injection: `exit-before-commit` makes the agent exit right after a
     /// segment PUT succeeds, before committing it (leaves an orphan object).
     #[arg(long, hide = true)]

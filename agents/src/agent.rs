@@ -38,6 +38,7 @@ pub struct AgentConfig {
     pub zone: Option<String>,
     pub gc: crate::GcConfig,
     pub compaction: crate::CompactionConfig,
+    pub tables: crate::TableJobConfig,
     /// A fault to inject, for crash tests; `None` in production.
     pub fault: Option<Fault>,
     /// SASL on the Kafka listener; `None`: clients need not authenticate.
@@ -128,6 +129,7 @@ impl Agent {
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
         tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));
+        tokio::spawn(crate::tables::run(Arc::downgrade(&agent), agent.config.tables));
         agent
     }
 

@@ -15,7 +15,9 @@ pub mod metrics;
 pub mod produce;
 pub mod quotas;
 pub mod record_batch;
+pub mod tables;
 
 pub use agent::{Agent, AgentConfig, Fault, FlushConfig};
 pub use compaction::CompactionConfig;
 pub use gc::GcConfig;
+pub use tables::TableJobConfig;

@@ -64,3 +64,9 @@ pub const GC_LISTED_OBJECTS_MAX: usize = 1_000_000;
 /// Entries one ListTransactions or DescribeProducers partition answer lists; the response
 /// must stay far below the frame limit even with 100k transactional ids.
 pub const ADMIN_LIST_MAX: usize = 10_000;
+/// Record bytes one table commit reads at most; a table further behind is due again at once.
+pub const TABLE_COMMIT_READ_BYTES_MAX: usize = 512 * 1024 * 1024;
+/// Bytes one partition read of the table job asks for.
+pub const TABLE_READ_BYTES: usize = 8 * 1024 * 1024;
+/// Rows collected into one Arrow batch before it is closed (a file holds several).
+pub const TABLE_BATCH_ROWS: usize = 65_536;

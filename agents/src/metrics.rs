@@ -4,9 +4,9 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, exponential_buckets,
-    register_counter_vec, register_histogram, register_histogram_vec, register_int_counter, register_int_counter_vec,
-    register_int_gauge,
+    Counter, CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, exponential_buckets,
+    register_counter, register_counter_vec, register_histogram, register_histogram_vec, register_int_counter,
+    register_int_counter_vec, register_int_gauge,
 };
 
 /// Kafka requests handled, by API.
@@ -140,7 +140,31 @@ pub static MESSAGES_IN: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_broker_topic_messages_in_total", "Produced records committed, by topic", &["topic"])
         .expect("unique")
 });
-/// Segment objects garbage collection deleted, by why (`unreferenced`, `orphan`).
+/// Table commits of table topics, by outcome (`ok`, `failed`: lost a race, an I/O error).
+pub static TABLE_COMMITS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_table_commits_total", "Table commits of table topics, by outcome", &["outcome"])
+        .expect("unique")
+});
+/// Records written into table topics' tables (counted when their commit lands).
+pub static TABLE_ROWS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_table_rows_total", "Records committed into table topics' tables").expect("unique")
+});
+/// Parquet data files written for table topics.
+pub static TABLE_FILES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_table_files_total", "Parquet data files written for table topics").expect("unique")
+});
+/// Bytes of table files written (data, manifests, metadata).
+pub static TABLE_BYTES_WRITTEN: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_table_bytes_written_total", "Bytes of table files written (data and metadata)")
+        .expect("unique")
+});
+/// Wall time spent in successful table commits (reading, encoding, writing, committing).
+pub static TABLE_CONVERT_SECONDS: LazyLock<Counter> = LazyLock::new(|| {
+    register_counter!("floe_table_convert_seconds_total", "Wall time spent in successful table commits")
+        .expect("unique")
+});
+/// Segment objects garbage collection deleted, by why (`unreferenced`, `orphan`, `table`: a
+/// table file no metadata refers to).
 pub static GC_DELETED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "floe_gc_objects_deleted_total",

@@ -57,8 +57,8 @@ pub use state::{
     AbortedTransaction, AgentRecord, ApiKeyQuotas, ApiKeyRecord, AskedPartitions, CommitStamp, CommittedOffset,
     EntryData, FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord,
     OFFSET_METADATA_BYTES_MAX, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord,
-    ScramCredential, ScramMechanism, State, StoredChunk, TenantQuotas, TenantRecord, TenantTable, Topic, TopicId,
-    TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
+    ScramCredential, ScramMechanism, State, StoredChunk, TableCommit, TableRange, TableRecord, TenantQuotas,
+    TenantRecord, TenantTable, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
 };
 pub use state::{
     Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,

@@ -84,6 +84,10 @@ pub(crate) async fn run(
             interval: Duration::from_secs(options.gc_interval_secs.max(1)),
             orphan_grace: Duration::from_secs(options.orphan_grace_secs.max(1)),
         },
+        tables: floe_agent::TableJobConfig {
+            interval: Duration::from_millis(500),
+            commit_delay: Duration::from_millis(options.test_table_commit_delay_ms),
+        },
         fault: options.fault,
         sasl: (!options.sasl_mechanisms.is_empty()).then(|| floe_agent::kafka::sasl::SaslConfig {
             mechanisms: options.sasl_mechanisms.clone(),

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod metrics;
 pub mod segment;
 pub mod store;
+pub mod tables;
 
 pub use cache::{BlockCache, BlockCacheConfig, ChunkView};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
@@ -21,3 +22,4 @@ pub use keys::SegmentKey;
 pub use latency::LatencyProfile;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
 pub use store::{ListedSegment, ObjectStoreConfig, SegmentStore};
+pub use tables::{ListedTableObject, TableObjectKey};

@@ -86,11 +86,33 @@ impl SegmentStore {
     }
 
     fn path(&self, key: &SegmentKey) -> Path {
-        if self.prefix.as_ref().is_empty() {
-            Path::from(key.as_str())
-        } else {
-            Path::from(format!("{}/{}", self.prefix, key.as_str()))
+        self.object_path(key.as_str())
+    }
+
+    /// Where an object of any kind lives: `key` under the store's prefix.
+    pub(crate) fn object_path(&self, key: &str) -> Path {
+        if self.prefix.as_ref().is_empty() { Path::from(key) } else { Path::from(format!("{}/{key}", self.prefix)) }
+    }
+
+    /// Bytes of a listed location that are the prefix (and its slash), before the key.
+    pub(crate) fn prefix_len(&self) -> usize {
+        if self.prefix.as_ref().is_empty() { 0 } else { self.prefix.as_ref().len() + 1 }
+    }
+
+    pub(crate) fn object_store(&self) -> &dyn ObjectStore {
+        self.store.as_ref()
+    }
+
+    /// For `file://` stores, makes a written object durable (the local file system, unlike S3,
+    /// acknowledges a write before it is).
+    pub(crate) async fn sync_local(&self, path: &Path) -> Result<(), StorageError> {
+        if let Some(root) = &self.local_root {
+            let file = root.join(path.as_ref());
+            tokio::task::spawn_blocking(move || sync_file_and_parent(&file))
+                .await
+                .map_err(|e| StorageError::Io(std::io::Error::other(e)))??;
         }
+        Ok(())
     }
 
     /// Writes a segment with create-only semantics and returns once it is durable.
@@ -109,13 +131,7 @@ impl SegmentStore {
             }
             Err(e) => return Err(PutSegmentError::Io(e.into())),
         }
-        if let Some(root) = &self.local_root {
-            let file = root.join(path.as_ref());
-            tokio::task::spawn_blocking(move || sync_file_and_parent(&file))
-                .await
-                .map_err(|e| StorageError::Io(std::io::Error::other(e)))??;
-        }
-        Ok(())
+        Ok(self.sync_local(&path).await?)
     }
 
     /// Reads bytes `range` of a segment object (one ranged GET); callers check what they read.
@@ -152,8 +168,7 @@ impl SegmentStore {
 
 impl SegmentStore {
     fn archive_path(&self, name: &str) -> Path {
-        let key = format!("{ARCHIVE_DIR}/{name}");
-        if self.prefix.as_ref().is_empty() { Path::from(key) } else { Path::from(format!("{}/{key}", self.prefix)) }
+        self.object_path(&format!("{ARCHIVE_DIR}/{name}"))
     }
 
     /// Stores a metadata archive object (a state snapshot) under `metadata/NAME`, durably.
@@ -164,13 +179,7 @@ impl SegmentStore {
         metrics::OBJECT_PUTS.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
         result?;
         metrics::OBJECT_PUT_BYTES.inc_by(size);
-        if let Some(root) = &self.local_root {
-            let file = root.join(path.as_ref());
-            tokio::task::spawn_blocking(move || sync_file_and_parent(&file))
-                .await
-                .map_err(|e| StorageError::Io(std::io::Error::other(e)))??;
-        }
-        Ok(())
+        self.sync_local(&path).await
     }
 
     /// Names of the metadata archive objects, sorted.
@@ -209,7 +218,7 @@ impl SegmentStore {
         let dir = self.path(&SegmentKey::from_stored(crate::keys::SEGMENTS_DIR.to_owned()));
         let listed: Vec<_> = self.store.list(Some(&dir)).take(max).try_collect().await?;
         metrics::OBJECT_LISTS.inc();
-        let skip = if self.prefix.as_ref().is_empty() { 0 } else { self.prefix.as_ref().len() + 1 };
+        let skip = self.prefix_len();
         Ok(listed
             .into_iter()
             .filter_map(|m| {

@@ -159,6 +159,16 @@ impl RowsBuilder {
         Ok(())
     }
 
+    /// Appends a raw table's value (its one value column, `_value`, holds the bytes).
+    pub fn push_raw_value(&mut self, value: Option<&[u8]>) -> Result<(), TableError> {
+        let [column] = self.value_columns() else {
+            return Err(TableError::Invalid("a raw table has exactly one value column".into()));
+        };
+        builder::<BinaryBuilder>(column)?.append_option(value);
+        self.payload_bytes += value.map_or(0, <[u8]>::len);
+        Ok(())
+    }
+
     /// Builders of the value columns, in schema order after the metadata columns.
     pub fn value_columns(&mut self) -> &mut [Box<dyn ArrayBuilder>] {
         let start = METADATA_COLUMNS.min(self.columns.len());

@@ -11,6 +11,9 @@ pub mod manifest;
 pub mod metadata;
 pub mod schema;
 
+/// The rows of a data file being written, as Arrow arrays.
+pub use arrow_array::RecordBatch;
+
 #[cfg(test)]
 mod tests;
 

@@ -177,6 +177,8 @@ pub mod column {
     pub const HEADER_ELEMENT: i32 = 6;
     pub const HEADER_KEY: i32 = 7;
     pub const HEADER_VALUE: i32 = 8;
+    /// A raw table's value bytes (a topic whose values have no registry schema).
+    pub const RAW_VALUE: i32 = 9;
 }
 
 /// The Kafka metadata columns, in order: `_partition`, `_offset`, `_timestamp`, `_key` (required
@@ -246,4 +248,11 @@ impl<'de> Deserialize<'de> for IcebergType {
             TypeJson::Nested(NestedJson::Map(map)) => Self::Map(map),
         })
     }
+}
+
+/// The schema of a raw table: the metadata columns and the value's bytes as `_value`.
+pub fn raw_table_schema() -> IcebergSchema {
+    let mut fields = metadata_columns(false);
+    fields.push(NestedField::new(column::RAW_VALUE, "_value", false, IcebergType::Primitive(PrimitiveType::Binary)));
+    IcebergSchema { schema_id: 0, identifier_field_ids: Vec::new(), fields }
 }

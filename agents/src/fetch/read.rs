@@ -52,6 +52,9 @@ pub struct PartitionRead {
     pub leader_epoch: i32,
     /// For read_committed: aborted transactions overlapping what was read.
     pub aborted_transactions: Vec<AbortedTransaction>,
+    /// Where a reader that wants everything goes on: after the last batch read, or past
+    /// stretches without batches (markers, compacted-away ranges) up to the read's end.
+    pub next_offset: i64,
 }
 
 /// Where an entry's object is: its key and size (markers have none).
@@ -178,6 +181,8 @@ pub(crate) fn batches_with_offsets<'a>(
 struct Sink {
     out: BytesMut,
     offset: i64,
+    /// The offset after the last batch taken (`offset` before any).
+    taken_end: i64,
     read_end: i64,
     limits: ReadLimits,
     leader_epoch: i32,
@@ -203,10 +208,11 @@ impl Sink {
         }
     }
 
-    fn push(&mut self, batch: &[u8], base: i64) {
+    fn push(&mut self, batch: &[u8], base: i64, header: &BatchHeader) {
         let start = self.out.len();
         self.out.extend_from_slice(batch);
         record_batch::stamp(&mut self.out[start..], base, self.leader_epoch);
+        self.taken_end = self.taken_end.max(base + header.offset_count());
     }
 }
 
@@ -222,7 +228,7 @@ async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: 
             let (base, header, batch) = part?;
             match sink.want(base, &header) {
                 Want::Skip => {}
-                Want::Take => sink.push(&batch, base),
+                Want::Take => sink.push(&batch, base, &header),
                 Want::Stop => return Ok(false),
             }
         }
@@ -247,7 +253,7 @@ async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: 
                 if !view.written_here(at..end) && !record_batch::crc_matches(&batch, &header) {
                     return Err(view.damaged().into());
                 }
-                sink.push(&batch, base);
+                sink.push(&batch, base, &header);
             }
             Want::Stop => return Ok(false),
         }
@@ -285,12 +291,22 @@ pub async fn read_partition(
         // Room for the whole read up front: growing a megabyte buffer by doubling copies it
         // over and over.
         out.reserve(plan.bytes.min(limits.max_bytes));
-        let mut sink = Sink { out, offset, read_end: plan.read_end, limits, leader_epoch: plan.leader_epoch };
+        let mut sink =
+            Sink { out, offset, taken_end: offset, read_end: plan.read_end, limits, leader_epoch: plan.leader_epoch };
+        let mut stopped = false;
         for (entry, object) in &plan.entries {
             if !read_entry(agent, entry, object, &mut sink).await? {
+                stopped = true;
                 break;
             }
         }
+        // Stopped early: after what was taken. Otherwise every planned entry was walked, so the
+        // read covered up to the last one (or to its end), batches or not.
+        let next_offset = if stopped {
+            sink.taken_end
+        } else {
+            covered_to.map_or(from, |to| (to + 1).min(plan.read_end)).max(sink.taken_end)
+        };
         out = sink.out;
         rounds += 1;
         // Key compaction leaves stretches without batches; a read that found only those goes
@@ -306,6 +322,7 @@ pub async fn read_partition(
                     log_start_offset: plan.log_start_offset,
                     leader_epoch: plan.leader_epoch,
                     aborted_transactions: plan.aborted_transactions,
+                    next_offset,
                 });
             }
         }
