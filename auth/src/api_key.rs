@@ -20,7 +20,12 @@ pub fn generate() -> Result<(String, String), AuthError> {
     rand::fill(&mut id).map_err(|_| AuthError::Malformed("no randomness available"))?;
     rand::fill(&mut secret).map_err(|_| AuthError::Malformed("no randomness available"))?;
     let id = hex(&id);
-    Ok((id.clone(), format!("{PREFIX}{id}.{}", hex(&secret))))
+    Ok((id.clone(), join(&id, &hex(&secret))))
+}
+
+/// The token a client presents for key `id` with `secret` (what [`split`] takes apart).
+pub fn join(id: &str, secret: &str) -> String {
+    format!("{PREFIX}{id}.{secret}")
 }
 
 /// The key id and secret of a token.

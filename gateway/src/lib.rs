@@ -96,6 +96,7 @@ pub async fn serve_http(
         .merge(routes::admin::router(agent.clone()))
         .merge(routes::acls::router(agent.clone()))
         .merge(routes::schema_registry::router(agent.clone()))
+        .merge(routes::iceberg::router(agent.clone()))
         .merge(routes::openapi::router(agent.clone()))
         .merge(routes::health::router(agent.clone()))
         .merge(routes::metrics::router(agent.clone(), config.metrics_access, config.operator_token.clone())?)

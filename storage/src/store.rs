@@ -44,6 +44,7 @@ pub struct SegmentStore {
     /// the local file system, unlike S3, acknowledges a write before it is durable.
     local_root: Option<PathBuf>,
     url: String,
+    s3_endpoint: Option<String>,
 }
 
 impl SegmentStore {
@@ -77,12 +78,18 @@ impl SegmentStore {
             Some(profile) => Arc::new(SimulatedLatency::new(store, profile)),
             None => store,
         };
-        Ok(Self { store, prefix, local_root, url: config.url.clone() })
+        let s3_endpoint = config.s3_endpoint.clone().filter(|_| url.scheme() == "s3");
+        Ok(Self { store, prefix, local_root, url: config.url.clone(), s3_endpoint })
     }
 
     /// The URL the store was opened with, for logs and `floe admin`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The S3-compatible server an `s3://` store talks to, when not AWS itself.
+    pub fn s3_endpoint(&self) -> Option<&str> {
+        self.s3_endpoint.as_deref()
     }
 
     fn path(&self, key: &SegmentKey) -> Path {

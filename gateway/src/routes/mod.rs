@@ -3,6 +3,7 @@ pub(crate) mod admin;
 pub(crate) mod clusters;
 pub(crate) mod consume;
 pub(crate) mod health;
+pub(crate) mod iceberg;
 pub(crate) mod metrics;
 pub(crate) mod openapi;
 pub(crate) mod operator;
