@@ -175,6 +175,15 @@ pub(crate) enum AdminCommand {
         #[command(subcommand)]
         action: TenantsAction,
     },
+    /// Table topics: each one's table (version, metadata location, dead-letter table) and lag.
+    Tables {
+        /// Metadata nodes: HOST:PORT[,HOST:PORT...].
+        #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:9093")]
+        metadata: Vec<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Transactions: list them with their state and partitions, or abort a hanging one.
     Transactions {
         /// Metadata nodes: HOST:PORT[,HOST:PORT...].

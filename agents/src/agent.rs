@@ -107,6 +107,7 @@ impl Agent {
         };
         let buffer = FlushBuffer::start(pipeline, metadata.clone(), store.clone(), cache.clone());
         crate::metrics::GroupLagCollector::register(metadata.clone());
+        crate::metrics::TableLagCollector::register(metadata.clone());
         let auth_failures =
             floe_auth::failures::FailureLimiter::new(config.auth_failures_per_minute, Duration::from_secs(60));
         let quotas = crate::quotas::QuotaBuckets::default();

@@ -70,3 +70,5 @@ pub const TABLE_COMMIT_READ_BYTES_MAX: usize = 512 * 1024 * 1024;
 pub const TABLE_READ_BYTES: usize = 8 * 1024 * 1024;
 /// Rows collected into one Arrow batch before it is closed (a file holds several).
 pub const TABLE_BATCH_ROWS: usize = 65_536;
+/// Table topics `floe_table_lag_*` reports at most (one series each).
+pub const TABLE_LAG_SERIES_MAX: usize = 10_000;

@@ -149,6 +149,15 @@ pub static TABLE_COMMITS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 pub static TABLE_ROWS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_table_rows_total", "Records committed into table topics' tables").expect("unique")
 });
+/// Records of table topics that went to their dead-letter table (no schema, or one that does
+/// not decode or that the table cannot evolve to).
+pub static TABLE_DEAD_LETTERS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "floe_table_dead_letter_records_total",
+        "Records of table topics written to their dead-letter table"
+    )
+    .expect("unique")
+});
 /// Parquet data files written for table topics.
 pub static TABLE_FILES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_table_files_total", "Parquet data files written for table topics").expect("unique")
@@ -270,5 +279,77 @@ impl prometheus::core::Collector for GroupLagCollector {
             }
         }
         self.lag.collect().into_iter().chain(self.committed.collect()).collect()
+    }
+}
+
+/// Table topics' lag, computed from this agent's metadata mirror at each scrape: per table topic,
+/// the records its table does not hold yet (up to the last stable offset) and the age of the
+/// oldest of them (from the index: the newest timestamp of the first entry the table lacks, so
+/// a lower bound).
+#[derive(Debug)]
+pub struct TableLagCollector {
+    metadata: floe_metadata::Metadata,
+    records: prometheus::IntGaugeVec,
+    seconds: prometheus::GaugeVec,
+    scrape: std::sync::Mutex<()>,
+}
+
+impl TableLagCollector {
+    fn new(metadata: floe_metadata::Metadata) -> Self {
+        let opts = |name: &str, help: &str| prometheus::Opts::new(name, help);
+        Self {
+            metadata,
+            records: prometheus::IntGaugeVec::new(
+                opts("floe_table_lag_records", "Records of a table topic its table does not hold yet"),
+                &["topic"],
+            )
+            .expect("valid metric definition"),
+            seconds: prometheus::GaugeVec::new(
+                opts("floe_table_lag_seconds", "Age of the oldest record of a table topic its table does not hold yet"),
+                &["topic"],
+            )
+            .expect("valid metric definition"),
+            scrape: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// Registers a collector for `metadata` in the process-wide registry (once per process).
+    pub fn register(metadata: floe_metadata::Metadata) {
+        if let Err(e) = prometheus::register(Box::new(Self::new(metadata))) {
+            tracing::debug!(error = %e, "table lag collector already registered");
+        }
+    }
+}
+
+impl prometheus::core::Collector for TableLagCollector {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.records.desc().into_iter().chain(self.seconds.desc()).collect()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        self.records.reset();
+        self.seconds.reset();
+        let state = self.metadata.read();
+        let now_ms = floe_metadata::now_ms();
+        for (topic_id, topic) in
+            state.topics.iter().filter(|(_, t)| state.table_enabled(t)).take(crate::limits::TABLE_LAG_SERIES_MAX)
+        {
+            let (mut lag, mut oldest_ms) = (0i64, None::<i64>);
+            for (index, log) in topic.partitions.iter().enumerate() {
+                let from = state.table_hold(*topic_id, i32::try_from(index).unwrap_or(i32::MAX)).unwrap_or(0);
+                let behind = log.last_stable_offset().saturating_sub(from);
+                if behind > 0 {
+                    lag += behind;
+                    if let Some(entry) = log.entries_from(from).next() {
+                        oldest_ms = Some(oldest_ms.map_or(entry.timestamp_max, |t| t.min(entry.timestamp_max)));
+                    }
+                }
+            }
+            self.records.with_label_values(&[topic.name.as_str()]).set(lag);
+            let age = oldest_ms.map_or(0.0, |t| now_ms.saturating_sub(t).max(0) as f64 / 1000.0);
+            self.seconds.with_label_values(&[topic.name.as_str()]).set(age);
+        }
+        self.records.collect().into_iter().chain(self.seconds.collect()).collect()
     }
 }

@@ -582,13 +582,6 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         "Whether the topic's records also land in an Iceberg table of Parquet files under the bucket's tables/ prefix.",
     ),
     def(
-        "floe.table.invalid.records",
-        T::String,
-        "dead-letter",
-        "Where a table topic's records that do not decode with their schema go: a dead-letter table, or refused at produce (needs schema validation).",
-    )
-    .one_of(&["dead-letter", "refuse"]),
-    def(
         "floe.table.partition.by",
         T::String,
         "none",
@@ -599,9 +592,9 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         "floe.table.schema.incompatible",
         T::String,
         "refuse",
-        "What a schema version the table cannot evolve to does: refused at registration, or starts a new table generation.",
+        "What a schema version the table cannot evolve to does: refused at registration (records already written with one go to the dead-letter table).",
     )
-    .one_of(&["refuse", "new-table"]),
+    .one_of(&["refuse"]),
     def(
         "floe.table.target.file.bytes",
         T::Long,

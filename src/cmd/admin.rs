@@ -30,6 +30,7 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Groups { metadata, json, action } => groups(metadata, json, action).await?,
         AdminCommand::Transactions { metadata, json, action } => transactions(metadata, json, action).await?,
         AdminCommand::Tenants { metadata, action } => super::tenants::run(metadata, action).await?,
+        AdminCommand::Tables { metadata, json } => tables(metadata, json).await?,
     }
     Ok(())
 }
@@ -111,6 +112,68 @@ async fn transactions(addrs: Vec<String>, json: bool, action: TransactionsAction
                 Command::AbortTxn { transactional_id: transactional_id.clone(), now_ms: floe_metadata::now_ms() };
             metadata.propose(command).await.map_err(|e| anyhow!("aborting {transactional_id}: {e}"))?;
             println!("aborted the open transaction of {transactional_id}; its producer is fenced");
+        }
+    }
+    Ok(())
+}
+
+/// One table topic, as `floe admin tables` shows it.
+#[derive(Debug, Serialize)]
+struct TableView {
+    topic: String,
+    /// Commits so far; 0 before the first.
+    version: u64,
+    metadata_location: Option<String>,
+    dead_letter_location: Option<String>,
+    /// Records the table does not hold yet, up to the last stable offsets.
+    lag_records: i64,
+    last_commit_ms: Option<i64>,
+    retired_generations: usize,
+}
+
+async fn tables(addrs: Vec<String>, json: bool) -> anyhow::Result<()> {
+    let metadata = RemoteMetadata::connect(addrs).await?;
+    let views: Vec<TableView> = {
+        let state = metadata.read();
+        state
+            .topics
+            .iter()
+            .filter(|(_, topic)| state.table_enabled(topic))
+            .map(|(topic_id, topic)| {
+                let record = state.tables.get(topic_id);
+                let lag_records = topic
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(index, log)| {
+                        let from = state.table_hold(*topic_id, i32::try_from(index).unwrap_or(i32::MAX)).unwrap_or(0);
+                        log.last_stable_offset().saturating_sub(from).max(0)
+                    })
+                    .sum();
+                TableView {
+                    topic: topic.name.clone(),
+                    version: record.map_or(0, |r| r.version),
+                    metadata_location: record.map(|r| r.metadata_location.clone()),
+                    dead_letter_location: record.and_then(|r| r.dead_letter_location.clone()),
+                    lag_records,
+                    last_commit_ms: record.map(|r| r.committed_ms),
+                    retired_generations: record.map_or(0, |r| r.retired.len()),
+                }
+            })
+            .collect()
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&views)?);
+    } else {
+        println!("{:<40} {:>8} {:>12}  METADATA", "TOPIC", "VERSION", "LAG-RECORDS");
+        for v in views {
+            println!(
+                "{:<40} {:>8} {:>12}  {}",
+                v.topic,
+                v.version,
+                v.lag_records,
+                v.metadata_location.as_deref().unwrap_or("-")
+            );
         }
     }
     Ok(())

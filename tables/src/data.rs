@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_array::builder::{
-    ArrayBuilder, BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
-    TimestampMicrosecondBuilder, make_builder,
+    ArrayBuilder, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder,
+    Float32Builder, Float64Builder, Int32Builder, Int64Builder, ListBuilder, MapBuilder, StringBuilder, StructBuilder,
+    Time64MicrosecondBuilder, TimestampMicrosecondBuilder, make_builder,
 };
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
@@ -19,6 +20,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::TableError;
 use crate::manifest::{Content, DataFile, PartitionValue};
+use crate::metadata::{PartitionSpec, Transform};
 use crate::schema::{IcebergSchema, IcebergType, NestedField, PrimitiveType};
 
 /// Rows per Parquet row group: small enough to bound the writer's memory per column, large
@@ -112,10 +114,57 @@ impl std::fmt::Debug for RowsBuilder {
 const METADATA_COLUMNS: usize = 5;
 
 fn builder<T: 'static>(column: &mut Box<dyn ArrayBuilder>) -> Result<&mut T, TableError> {
-    column
+    downcast::<T>(column.as_mut())
+}
+
+pub(crate) fn downcast<T: 'static>(builder: &mut dyn ArrayBuilder) -> Result<&mut T, TableError> {
+    builder
         .as_any_mut()
         .downcast_mut::<T>()
-        .ok_or_else(|| TableError::Invalid("a table schema whose metadata columns are not Floe's".into()))
+        .ok_or_else(|| TableError::Invalid(format!("a column builder is not a {}", std::any::type_name::<T>())))
+}
+
+/// Appends a null of `field_type` (a struct's children get nulls too, as Arrow requires).
+/// The builder of a struct builder's field `index`.
+pub(crate) fn struct_child(structs: &mut StructBuilder, index: usize) -> Result<&mut dyn ArrayBuilder, TableError> {
+    structs
+        .field_builders_mut()
+        .get_mut(index)
+        .map(|child| child.as_mut())
+        .ok_or_else(|| TableError::Invalid("struct builder without a field".into()))
+}
+
+pub(crate) fn append_null(builder: &mut dyn ArrayBuilder, field_type: &IcebergType) -> Result<(), TableError> {
+    use PrimitiveType as P;
+    match field_type {
+        IcebergType::Primitive(p) => match p {
+            P::Boolean => downcast::<BooleanBuilder>(builder)?.append_null(),
+            P::Int => downcast::<Int32Builder>(builder)?.append_null(),
+            P::Long => downcast::<Int64Builder>(builder)?.append_null(),
+            P::Float => downcast::<Float32Builder>(builder)?.append_null(),
+            P::Double => downcast::<Float64Builder>(builder)?.append_null(),
+            P::Decimal { .. } => downcast::<Decimal128Builder>(builder)?.append_null(),
+            P::Date => downcast::<Date32Builder>(builder)?.append_null(),
+            P::Time => downcast::<Time64MicrosecondBuilder>(builder)?.append_null(),
+            P::Timestamp | P::Timestamptz => downcast::<TimestampMicrosecondBuilder>(builder)?.append_null(),
+            P::String => downcast::<StringBuilder>(builder)?.append_null(),
+            P::Uuid | P::Fixed(_) => downcast::<FixedSizeBinaryBuilder>(builder)?.append_null(),
+            P::Binary => downcast::<BinaryBuilder>(builder)?.append_null(),
+        },
+        IcebergType::Struct(inner) => {
+            let structs = downcast::<StructBuilder>(builder)?;
+            for (index, field) in inner.fields.iter().enumerate() {
+                let child = struct_child(structs, index)?;
+                append_null(child, &field.field_type)?;
+            }
+            structs.append_null();
+        }
+        IcebergType::List(_) => downcast::<ListBuilder<Box<dyn ArrayBuilder>>>(builder)?.append_null(),
+        IcebergType::Map(_) => downcast::<MapBuilder<Box<dyn ArrayBuilder>, Box<dyn ArrayBuilder>>>(builder)?
+            .append(false)
+            .map_err(|e| TableError::Invalid(e.to_string()))?,
+    }
+    Ok(())
 }
 
 impl RowsBuilder {
@@ -166,6 +215,17 @@ impl RowsBuilder {
         };
         builder::<BinaryBuilder>(column)?.append_option(value);
         self.payload_bytes += value.map_or(0, <[u8]>::len);
+        Ok(())
+    }
+
+    /// Appends a dead-letter row's value and error (its value columns are `_value`, `_error`).
+    pub fn push_dead_letter(&mut self, value: Option<&[u8]>, error: &str) -> Result<(), TableError> {
+        let [raw, reason] = self.value_columns() else {
+            return Err(TableError::Invalid("a dead-letter table has two value columns".into()));
+        };
+        builder::<BinaryBuilder>(raw)?.append_option(value);
+        builder::<StringBuilder>(reason)?.append_value(error);
+        self.payload_bytes += value.map_or(0, <[u8]>::len) + error.len();
         Ok(())
     }
 
@@ -327,4 +387,73 @@ impl Bounds {
             }
         }
     }
+}
+
+const MICROS_PER_HOUR: i64 = 3_600_000_000;
+const MICROS_PER_DAY: i64 = 24 * MICROS_PER_HOUR;
+
+/// The partition values of a row's source value: hours or days since the epoch of a
+/// timestamp (µs), days of a date.
+fn transform(value: Option<i64>, transform: Transform, is_date: bool) -> Option<PartitionValue> {
+    let value = value?;
+    Some(match (transform, is_date) {
+        (Transform::Hour, false) => PartitionValue::Int(i32::try_from(value.div_euclid(MICROS_PER_HOUR)).ok()?),
+        (Transform::Hour, true) => PartitionValue::Int(i32::try_from(value.checked_mul(24)?).ok()?),
+        (Transform::Day, false) => PartitionValue::Date(i32::try_from(value.div_euclid(MICROS_PER_DAY)).ok()?),
+        (Transform::Day, true) => PartitionValue::Date(i32::try_from(value).ok()?),
+        (Transform::Identity, _) => PartitionValue::Long(value),
+    })
+}
+
+/// One partition's values and its rows.
+pub type PartitionedRows = (Vec<Option<PartitionValue>>, RecordBatch);
+
+/// Splits a batch's rows by their partition under `spec` (whose sources are top-level
+/// timestamp or date columns of `schema`): each partition's values and its rows, in first-seen
+/// order. An unpartitioned spec gives the batch back whole.
+pub fn split_by_partition(
+    batch: RecordBatch,
+    spec: &PartitionSpec,
+    schema: &IcebergSchema,
+) -> Result<Vec<PartitionedRows>, TableError> {
+    if spec.fields.is_empty() {
+        return Ok(vec![(Vec::new(), batch)]);
+    }
+    let mut sources = Vec::with_capacity(spec.fields.len());
+    for field in &spec.fields {
+        let source = schema
+            .field(field.source_id)
+            .ok_or_else(|| TableError::Invalid(format!("partition source {} is not a column", field.source_id)))?;
+        let column = batch
+            .column_by_name(&source.name)
+            .ok_or_else(|| TableError::Invalid(format!("no column {}", source.name)))?;
+        let values: Vec<Option<i64>> = match column.data_type() {
+            DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                column.as_primitive::<TimestampMicrosecondType>().iter().collect()
+            }
+            DataType::Date32 => column.as_primitive::<Date32Type>().iter().map(|v| v.map(i64::from)).collect(),
+            other => return Err(TableError::Invalid(format!("cannot partition by a {other} column"))),
+        };
+        sources.push((values, field.transform, matches!(column.data_type(), DataType::Date32)));
+    }
+    let mut groups: Vec<(Vec<Option<PartitionValue>>, Vec<u32>)> = Vec::new();
+    let mut index_of: HashMap<Vec<Option<PartitionValue>>, usize> = HashMap::new();
+    for row in 0..batch.num_rows() {
+        let key: Vec<Option<PartitionValue>> =
+            sources.iter().map(|(values, t, is_date)| transform(values[row], *t, *is_date)).collect();
+        let at = *index_of.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[at].1.push(u32::try_from(row).unwrap_or(u32::MAX));
+    }
+    groups
+        .into_iter()
+        .map(|(key, rows)| {
+            let indices = arrow_array::UInt32Array::from(rows);
+            arrow_select::take::take_record_batch(&batch, &indices)
+                .map(|part| (key, part))
+                .map_err(|e| TableError::Invalid(e.to_string()))
+        })
+        .collect()
 }

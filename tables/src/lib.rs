@@ -6,9 +6,13 @@
 //! Written against the Iceberg table spec, format version 2. Floe writes every file itself
 //! (no `iceberg` crate: see docs/ARCHITECTURE.md, "Table topics").
 
+pub mod avro;
 pub mod data;
+pub mod evolution;
+pub mod json;
 pub mod manifest;
 pub mod metadata;
+pub mod protobuf;
 pub mod schema;
 
 /// The rows of a data file being written, as Arrow arrays.

@@ -37,7 +37,7 @@ impl Content {
 }
 
 /// One partition value of a data file, typed as its partition field's result.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PartitionValue {
     Int(i32),
     Long(i64),

@@ -241,6 +241,58 @@ impl TableMetadata {
         self.last_sequence_number + 1
     }
 
+    /// Makes the spec that partitions by `fields` ((source field id, transform) pairs) the
+    /// default, adding it when no spec does so yet; whether the default changed. Partition
+    /// field ids are reused for the same source and transform.
+    pub fn use_partitioning(&mut self, fields: &[(i32, Transform)]) -> Result<bool, TableError> {
+        let same = |spec: &PartitionSpec| {
+            spec.fields.len() == fields.len()
+                && spec.fields.iter().zip(fields).all(|(f, (source, t))| f.source_id == *source && f.transform == *t)
+        };
+        if let Some(existing) = self.partition_specs.iter().find(|spec| same(spec)) {
+            let changed = existing.spec_id != self.default_spec_id;
+            self.default_spec_id = existing.spec_id;
+            return Ok(changed);
+        }
+        let schema = self.current_schema().ok_or_else(|| TableError::Invalid("no current schema".into()))?.clone();
+        let mut partition_fields = Vec::with_capacity(fields.len());
+        for (source_id, transform) in fields {
+            let source = schema
+                .field(*source_id)
+                .ok_or_else(|| TableError::Invalid(format!("partition source {source_id} is not a column")))?;
+            let known = self
+                .partition_specs
+                .iter()
+                .flat_map(|spec| &spec.fields)
+                .find(|f| f.source_id == *source_id && f.transform == *transform)
+                .map(|f| f.field_id);
+            let field_id = match known {
+                Some(id) => id,
+                None => {
+                    self.last_partition_id += 1;
+                    self.last_partition_id
+                }
+            };
+            partition_fields.push(PartitionField {
+                source_id: *source_id,
+                field_id,
+                name: format!("{}_{}", source.name, transform.name()),
+                transform: *transform,
+            });
+        }
+        let spec_id = self.partition_specs.iter().map(|spec| spec.spec_id).max().map_or(0, |id| id + 1);
+        self.partition_specs.push(PartitionSpec { spec_id, fields: partition_fields });
+        self.default_spec_id = spec_id;
+        Ok(true)
+    }
+
+    /// Adds `schema` (a new version, from [`crate::avro::evolve`]) and makes it current.
+    pub fn add_schema(&mut self, schema: IcebergSchema, last_column_id: i32) {
+        self.last_column_id = self.last_column_id.max(last_column_id);
+        self.current_schema_id = schema.schema_id;
+        self.schemas.push(schema);
+    }
+
     /// Makes `snapshot` current on the main branch, remembering `previous_location` (the
     /// metadata file this one replaces, if any) in the metadata log.
     pub fn add_snapshot(&mut self, snapshot: Snapshot, previous_location: Option<String>) {

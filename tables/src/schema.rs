@@ -179,6 +179,8 @@ pub mod column {
     pub const HEADER_VALUE: i32 = 8;
     /// A raw table's value bytes (a topic whose values have no registry schema).
     pub const RAW_VALUE: i32 = 9;
+    /// Why a dead-letter table's record could not be decoded.
+    pub const ERROR: i32 = 10;
 }
 
 /// The Kafka metadata columns, in order: `_partition`, `_offset`, `_timestamp`, `_key` (required
@@ -255,4 +257,18 @@ pub fn raw_table_schema() -> IcebergSchema {
     let mut fields = metadata_columns(false);
     fields.push(NestedField::new(column::RAW_VALUE, "_value", false, IcebergType::Primitive(PrimitiveType::Binary)));
     IcebergSchema { schema_id: 0, identifier_field_ids: Vec::new(), fields }
+}
+
+/// The schema of a table topic's dead-letter table: the raw table's columns and `_error`, why
+/// the record could not be decoded with its schema.
+pub fn dead_letter_schema() -> IcebergSchema {
+    let mut schema = raw_table_schema();
+    schema.fields.push(NestedField::new(column::ERROR, "_error", true, IcebergType::Primitive(PrimitiveType::String)));
+    schema
+}
+
+/// The schema a typed table starts with, before any record: the metadata columns only; value
+/// columns come with the first writer schema ([`crate::avro::evolve`]).
+pub fn typed_table_schema() -> IcebergSchema {
+    IcebergSchema { schema_id: 0, identifier_field_ids: Vec::new(), fields: metadata_columns(false) }
 }

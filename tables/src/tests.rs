@@ -296,3 +296,256 @@ mod data_files {
         }
     }
 }
+
+mod avro_values {
+    use apache_avro::Schema;
+    use apache_avro::types::Value;
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, TimestampMicrosecondType};
+
+    use crate::avro::{NamedTypes, VALUE_FIELD_ID_START, append_value, evolve};
+    use crate::data::{KafkaRow, RowsBuilder};
+    use crate::schema::{IcebergType, PrimitiveType, typed_table_schema};
+
+    struct Names;
+    impl NamedTypes for Names {
+        fn named(&self, _: &str) -> Option<&Schema> {
+            None
+        }
+    }
+
+    const V1: &str = r#"{"type":"record","name":"Order","fields":[
+        {"name":"id","type":"long"},
+        {"name":"qty","type":"int"},
+        {"name":"when","type":{"type":"long","logicalType":"timestamp-millis"}},
+        {"name":"tags","type":{"type":"array","items":"string"}},
+        {"name":"attrs","type":{"type":"map","values":"long"}},
+        {"name":"shipping","type":["null",{"type":"record","name":"Ship","fields":[{"name":"city","type":"string"}]}],"default":null},
+        {"name":"either","type":["int","string"]},
+        {"name":"kind","type":{"type":"enum","name":"Kind","symbols":["A","B"]}}]}"#;
+
+    /// v2: adds an optional field and widens qty from int to long.
+    const V2: &str = r#"{"type":"record","name":"Order","fields":[
+        {"name":"id","type":"long"},
+        {"name":"qty","type":"long"},
+        {"name":"note","type":["null","string"],"default":null}]}"#;
+
+    fn v1_value(id: i64) -> Value {
+        Value::Record(vec![
+            ("id".into(), Value::Long(id)),
+            ("qty".into(), Value::Int(3)),
+            ("when".into(), Value::Long(1_700_000_000_123)),
+            ("tags".into(), Value::Array(vec![Value::String("a".into()), Value::String("b".into())])),
+            ("attrs".into(), Value::Map([("x".to_owned(), Value::Long(1))].into_iter().collect())),
+            (
+                "shipping".into(),
+                Value::Union(1, Box::new(Value::Record(vec![("city".into(), Value::String("Oslo".into()))]))),
+            ),
+            ("either".into(), Value::Union(1, Box::new(Value::String("s".into())))),
+            ("kind".into(), Value::Enum(1, "B".into())),
+        ])
+    }
+
+    #[test]
+    fn a_record_schema_becomes_columns_with_stable_ids_and_evolves() {
+        let v1 = Schema::parse_str(V1).unwrap();
+        let table = typed_table_schema();
+        let (s1, last1) = evolve(&table, table.highest_field_id(), &v1, &Names).unwrap().unwrap();
+        let names: Vec<&str> = s1.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(&names[5..], ["id", "qty", "when", "tags", "attrs", "shipping", "either", "kind"]);
+        assert_eq!(s1.fields[5].id, VALUE_FIELD_ID_START);
+        assert_eq!(s1.fields[7].field_type, IcebergType::Primitive(PrimitiveType::Timestamptz));
+        assert_eq!(s1.fields[11].field_type, IcebergType::Primitive(PrimitiveType::String), "a two-type union is JSON");
+        assert!(s1.fields[5..].iter().all(|f| !f.required));
+        assert_eq!(evolve(&s1, last1, &v1, &Names).unwrap(), None, "the same writer changes nothing");
+
+        let v2 = Schema::parse_str(V2).unwrap();
+        let (s2, last2) = evolve(&s1, last1, &v2, &Names).unwrap().unwrap();
+        assert_eq!(s2.schema_id, s1.schema_id + 1);
+        let qty = s2.fields.iter().find(|f| f.name == "qty").unwrap();
+        assert_eq!((qty.id, &qty.field_type), (s1.fields[6].id, &IcebergType::Primitive(PrimitiveType::Long)));
+        let note = s2.fields.iter().find(|f| f.name == "note").unwrap();
+        assert_eq!(note.id, last1 + 1, "a new field gets the next id");
+        assert!(s2.fields.iter().any(|f| f.name == "tags"), "fields the writer dropped stay");
+        assert_eq!(last2, last1 + 1);
+
+        // Narrowing back is fine (int fits long), a different type is not.
+        let v3 =
+            Schema::parse_str(r#"{"type":"record","name":"Order","fields":[{"name":"qty","type":"string"}]}"#).unwrap();
+        let refused = evolve(&s2, last2, &v3, &Names).unwrap_err();
+        assert_eq!(refused.path, "qty");
+        let clash =
+            Schema::parse_str(r#"{"type":"record","name":"R","fields":[{"name":"_offset","type":"long"}]}"#).unwrap();
+        assert!(evolve(&s2, last2, &clash, &Names).is_err(), "a field may not shadow a metadata column");
+    }
+
+    #[test]
+    fn values_fill_columns_widened_and_null_where_absent() {
+        let v1 = Schema::parse_str(V1).unwrap();
+        let v2 = Schema::parse_str(V2).unwrap();
+        let table = typed_table_schema();
+        let (s1, last1) = evolve(&table, table.highest_field_id(), &v1, &Names).unwrap().unwrap();
+        let (s2, _) = evolve(&s1, last1, &v2, &Names).unwrap().unwrap();
+        let mut rows = RowsBuilder::new(&s2);
+        let row = |offset| KafkaRow { partition: 0, offset, timestamp_ms: 1, key: None, headers: &[] };
+        rows.push_metadata(&row(0)).unwrap();
+        append_value(rows.value_columns(), &s2, &v1, &Names, Some(&v1_value(7))).unwrap();
+        rows.push_metadata(&row(1)).unwrap();
+        let v2_value = Value::Record(vec![
+            ("id".into(), Value::Long(8)),
+            ("qty".into(), Value::Long(1 << 40)),
+            ("note".into(), Value::Union(1, Box::new(Value::String("hi".into())))),
+        ]);
+        append_value(rows.value_columns(), &s2, &v2, &Names, Some(&v2_value)).unwrap();
+        rows.push_metadata(&row(2)).unwrap();
+        append_value(rows.value_columns(), &s2, &Schema::Null, &Names, None).unwrap();
+        let batch = rows.finish().unwrap();
+        assert_eq!(batch.num_rows(), 3);
+        let column = |name: &str| batch.column(batch.schema().index_of(name).unwrap()).clone();
+        let qty = column("qty");
+        let qty = qty.as_primitive::<Int64Type>();
+        assert_eq!((qty.value(0), qty.value(1), qty.is_null(2)), (3, 1 << 40, true));
+        let when = column("when");
+        assert_eq!(when.as_primitive::<TimestampMicrosecondType>().value(0), 1_700_000_000_123_000);
+        assert!(when.is_null(1), "v2 has no `when`");
+        let note = column("note");
+        assert_eq!((note.is_null(0), note.as_string::<i32>().value(1)), (true, "hi"));
+        let either = column("either");
+        assert_eq!(either.as_string::<i32>().value(0), r#"{"string":"s"}"#);
+        assert_eq!(column("kind").as_string::<i32>().value(0), "B");
+        let shipping = column("shipping");
+        let city = shipping.as_struct().column(0).clone();
+        assert_eq!(city.as_string::<i32>().value(0), "Oslo");
+        assert!(shipping.is_null(2));
+        let tags = column("tags");
+        assert_eq!(tags.as_list::<i32>().value(0).len(), 2);
+        let attrs = column("attrs");
+        assert_eq!(attrs.as_map().value(0).column(1).as_primitive::<Int64Type>().value(0), 1);
+        // The batch encodes, with the ids the table schema gave.
+        let file = crate::data::encode_parquet(&[batch]).unwrap();
+        assert!(file.value_counts.contains_key(&(VALUE_FIELD_ID_START)));
+    }
+}
+
+mod protobuf_values {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Date32Type, Decimal128Type, TimestampMicrosecondType};
+    use floe_registry::protobuf::ProtobufSchema;
+
+    use crate::data::{KafkaRow, RowsBuilder};
+    use crate::protobuf::{ReflectMessage, append_message, evolve};
+    use crate::schema::{IcebergType, PrimitiveType, typed_table_schema};
+
+    const PROTO: &str = r#"syntax = "proto3";
+package t;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+import "google/protobuf/struct.proto";
+import "google/type/date.proto";
+message Item { int32 v = 1; }
+message Node { string name = 1; Node next = 2; }
+message Event {
+  google.protobuf.Timestamp ts = 1;
+  google.protobuf.StringValue nick = 2;
+  map<string, int32> m = 3;
+  oneof choice { string a = 4; int32 b = 5; }
+  uint64 big = 6;
+  repeated Item items = 7;
+  google.protobuf.Struct extra = 8;
+  google.type.Date day = 9;
+  Node node = 10;
+  int32 plain = 11;
+}
+"#;
+
+    #[test]
+    fn messages_become_typed_columns() {
+        let schema = ProtobufSchema::parse(PROTO, &[]).unwrap();
+        let json = serde_json::json!({
+            "ts": "2024-01-01T00:00:00.5Z", "nick": "x", "m": {"k": 1}, "a": "y",
+            "big": "18446744073709551615", "items": [{"v": 1}, {"v": 2}], "extra": {"z": 1},
+            "day": {"year": 2024, "month": 2, "day": 29}, "node": {"name": "n", "next": {"name": "m"}}
+        });
+        let payload = schema.encode_json(&json, Some("t.Event")).unwrap();
+        let message = schema.decode_message(&payload).unwrap();
+        let table = typed_table_schema();
+        let (evolved, _) = evolve(&table, table.highest_field_id(), &message.descriptor()).unwrap().unwrap();
+        let field = |name: &str| evolved.fields.iter().find(|f| f.name == name).unwrap().field_type.clone();
+        assert_eq!(field("ts"), IcebergType::Primitive(PrimitiveType::Timestamptz));
+        assert_eq!(field("nick"), IcebergType::Primitive(PrimitiveType::String));
+        assert_eq!(field("big"), IcebergType::Primitive(PrimitiveType::Decimal { precision: 20, scale: 0 }));
+        assert_eq!(field("extra"), IcebergType::Primitive(PrimitiveType::String), "Struct is JSON text");
+        assert_eq!(field("day"), IcebergType::Primitive(PrimitiveType::Date));
+        let IcebergType::Struct(node) = field("node") else { panic!("a struct") };
+        assert_eq!(node.fields[1].field_type, IcebergType::Primitive(PrimitiveType::String), "recursion is JSON");
+
+        let mut rows = RowsBuilder::new(&evolved);
+        rows.push_metadata(&KafkaRow { partition: 0, offset: 0, timestamp_ms: 0, key: None, headers: &[] }).unwrap();
+        append_message(rows.value_columns(), &evolved, Some(&message)).unwrap();
+        rows.push_metadata(&KafkaRow { partition: 0, offset: 1, timestamp_ms: 0, key: None, headers: &[] }).unwrap();
+        append_message(rows.value_columns(), &evolved, None).unwrap();
+        let batch = rows.finish().unwrap();
+        let column = |name: &str| batch.column(batch.schema().index_of(name).unwrap()).clone();
+        assert_eq!(column("ts").as_primitive::<TimestampMicrosecondType>().value(0), 1_704_067_200_500_000);
+        assert_eq!(column("nick").as_string::<i32>().value(0), "x");
+        assert_eq!(column("a").as_string::<i32>().value(0), "y");
+        assert!(column("b").is_null(0), "the other oneof member is null");
+        assert_eq!(column("big").as_primitive::<Decimal128Type>().value(0), u64::MAX as i128);
+        assert_eq!(column("day").as_primitive::<Date32Type>().value(0), 19_782);
+        assert_eq!(column("items").as_list::<i32>().value(0).len(), 2);
+        assert_eq!(column("m").as_map().value(0).column(0).as_string::<i32>().value(0), "k");
+        assert_eq!(column("extra").as_string::<i32>().value(0), r#"{"z":1.0}"#);
+        assert_eq!(column("plain").as_primitive::<arrow_array::types::Int32Type>().value(0), 0, "defaults are written");
+        assert!(column("ts").is_null(1) && column("plain").is_null(1), "a tombstone is all null");
+        crate::data::encode_parquet(&[batch]).unwrap();
+    }
+}
+
+mod json_values {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Date32Type, Float64Type, Int64Type};
+
+    use crate::data::{KafkaRow, RowsBuilder};
+    use crate::json::{append_instance, evolve};
+    use crate::schema::{IcebergType, PrimitiveType, typed_table_schema};
+
+    #[test]
+    fn json_schema_objects_become_typed_columns() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "age": {"type": ["integer", "null"]}, "score": {"type": "number"},
+            "born": {"type": "string", "format": "date"}, "tags": {"type": "array", "items": {"type": "string"}},
+            "attrs": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+            "address": {"type": "object", "properties": {"city": {"type": "string"}}}
+        }});
+        let table = typed_table_schema();
+        let (evolved, last) = evolve(&table, table.highest_field_id(), &schema).unwrap().unwrap();
+        let field = |name: &str| evolved.fields.iter().find(|f| f.name == name).unwrap().field_type.clone();
+        assert_eq!(field("age"), IcebergType::Primitive(PrimitiveType::Long));
+        assert_eq!(field("born"), IcebergType::Primitive(PrimitiveType::Date));
+        assert_eq!(field("either"), IcebergType::Primitive(PrimitiveType::String));
+        assert!(matches!(field("attrs"), IcebergType::Map(_)));
+        assert_eq!(evolve(&evolved, last, &schema).unwrap(), None);
+
+        let mut rows = RowsBuilder::new(&evolved);
+        let instance = serde_json::json!({"name": "ada", "age": 36, "score": 1.5, "born": "1815-12-10",
+            "tags": ["a"], "attrs": {"k": 2}, "either": 3, "address": {"city": "London"}});
+        rows.push_metadata(&KafkaRow { partition: 0, offset: 0, timestamp_ms: 0, key: None, headers: &[] }).unwrap();
+        append_instance(rows.value_columns(), &evolved, Some(&instance)).unwrap();
+        rows.push_metadata(&KafkaRow { partition: 0, offset: 1, timestamp_ms: 0, key: None, headers: &[] }).unwrap();
+        append_instance(rows.value_columns(), &evolved, Some(&serde_json::json!({"name": "bob", "age": null})))
+            .unwrap();
+        let batch = rows.finish().unwrap();
+        let column = |name: &str| batch.column(batch.schema().index_of(name).unwrap()).clone();
+        assert_eq!(column("age").as_primitive::<Int64Type>().value(0), 36);
+        assert!(column("age").is_null(1));
+        assert_eq!(column("score").as_primitive::<Float64Type>().value(0), 1.5);
+        assert_eq!(column("born").as_primitive::<Date32Type>().value(0), -56_270);
+        assert_eq!(column("either").as_string::<i32>().value(0), "3");
+        assert_eq!(column("address").as_struct().column(0).as_string::<i32>().value(0), "London");
+        assert!(column("address").is_null(1));
+    }
+}

@@ -3,7 +3,9 @@ files, served by Floe's REST catalog under /iceberg. Read here with pyiceberg (t
 catalog) and duckdb (the Parquet files directly), and compared with what Kafka consumers read."""
 
 import base64
+import json
 import random
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import consume_confluent, create_topic, unique_name, wait_until
+from conftest import FLOE_BIN, consume_confluent, create_topic, metric_sum, unique_name, wait_until
 from test_auth import PASSWORD, admin_tenants
 
 pytest.importorskip("pyiceberg")
@@ -62,7 +64,7 @@ def wait_for_rows(load, count, timeout=60):
 
 def test_raw_table_holds_exactly_what_consumers_read(floe):
     topic = unique_name("sales.orders")
-    create_topic(floe.bootstrap, topic, partitions=3, config=TABLE)
+    create_topic(floe.bootstrap, topic, partitions=3, config={**TABLE, "floe.table.partition.by": "hour"})
     rng = random.Random(7)
     producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5})
     for i in range(3000):
@@ -98,6 +100,19 @@ def test_raw_table_holds_exactly_what_consumers_read(floe):
         f"select count(*), min(_offset), max(_offset) from read_parquet({files!r})").fetchall()[0]
     assert (count, low, high) == (len(expected), 0, max(r[1] for r in expected))
     assert table.metadata.format_version == 2
+    assert metric_sum(floe, "floe_table_lag_records") == 0
+    listed = subprocess.run([FLOE_BIN, "admin", "tables", "--metadata", f"127.0.0.1:{floe.metadata_port}", "--json"],
+                            capture_output=True, text=True, timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    [view] = [v for v in json.loads(listed.stdout) if v["topic"] == topic]
+    assert view["lag_records"] == 0 and view["version"] >= 1, view
+    assert view["metadata_location"] == table.metadata_location, view
+    # Partitioned by the hour of the record timestamp: each file holds one hour.
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("_timestamp_hour", "hour")]
+    for entry in table.inspect.files().to_pylist():
+        hours = duckdb.sql(f"select distinct epoch(_timestamp)::bigint // 3600 from "
+                           f"read_parquet('{entry['file_path'].removeprefix('file://')}')").fetchall()
+        assert hours == [(entry["partition"]["_timestamp_hour"],)], (hours, entry["partition"])
     assert table.metadata.properties["write.parquet.compression-codec"] == "zstd"
 
     # Writes are refused: the catalog lists only read endpoints, so pyiceberg does not send
@@ -145,8 +160,8 @@ def test_sigkill_between_files_and_commit_leaves_no_gap_and_no_duplicate(floe_fa
             producer.produce(topic, key=f"k{sent}".encode(), value=f"v{sent}".encode(), partition=sent % 2)
             sent += 1
         assert producer.flush(30) == 0
-        if round_ % 2 == 0:
-            # Right between a commit's files and its commit.
+        if round_ % 2 == 1:
+            # Right between a commit's files and its commit (the table exists by then).
             wait_until(pending_files, 20, "a table commit with its files written", interval=0.05)
         else:
             time.sleep(rng.uniform(0.2, 2.5))
@@ -184,7 +199,6 @@ def test_sigkill_between_files_and_commit_leaves_no_gap_and_no_duplicate(floe_fa
 def tenant_key(floe, tenant):
     admin_tenants(floe, "create", tenant)
     admin_tenants(floe, "add-user", "--tenant", tenant, f"{tenant}-user", "--password-stdin", stdin=PASSWORD + "\n")
-    import json
     token = json.loads(admin_tenants(floe, "create-api-key", "--tenant", tenant, "--user", f"{tenant}-user"))
     return token["token"]
 
@@ -230,3 +244,162 @@ def test_a_tenant_sees_and_loads_only_its_own_tables(floe_factory, tmp_path):
     wrong = requests.post(f"{floe.http_url}/iceberg/v1/oauth/tokens", timeout=10, data={
         "grant_type": "client_credentials", "client_id": key_id, "client_secret": "0" * len(secret)})
     assert wrong.status_code == 401, wrong.text
+
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "qty", "type": "int"},
+    {"name": "when", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "ship", "type": ["null", {"type": "record", "name": "Ship", "fields": [
+        {"name": "city", "type": "string"}]}], "default": None},
+]}
+# Adds an optional field and widens qty from int to long: both compatible.
+ORDER_V2 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "qty", "type": "long"},
+    {"name": "when", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "ship", "type": ["null", {"type": "record", "name": "Ship", "fields": [
+        {"name": "city", "type": "string"}]}], "default": None},
+    {"name": "note", "type": ["null", "string"], "default": None},
+]}
+
+
+def test_avro_table_has_typed_columns_evolves_and_keeps_undecodable_records_aside(floe):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = unique_name("shop.orders")
+    create_topic(floe.bootstrap, topic, partitions=2, config=TABLE)
+    sr = SchemaRegistryClient({"url": floe.http_url + "/schema-registry"})
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    v1 = AvroSerializer(sr, json.dumps(ORDER_V1))
+    sent = {}
+    for i in range(200):
+        order = {"id": i, "qty": i % 7, "when": 1_700_000_000_000 + i, "tags": [f"t{i % 3}"] * (i % 3),
+                 "ship": {"city": f"c{i}"} if i % 2 else None}
+        producer.produce(topic, key=f"o{i}".encode(), value=v1(order, ctx), partition=i % 2)
+        sent[i] = order
+    producer.produce(topic, key=b"gone", value=None, partition=0)
+    producer.produce(topic, key=b"junk", value=b"not an avro record", partition=1)
+    producer.flush()
+    v2 = AvroSerializer(sr, json.dumps(ORDER_V2))
+    for i in range(200, 300):
+        order = {"id": i, "qty": 5_000_000_000 + i, "when": 1_700_000_000_000 + i, "tags": [], "ship": None,
+                 "note": f"n{i}"}
+        producer.produce(topic, key=f"o{i}".encode(), value=v2(order, ctx), partition=i % 2)
+        sent[i] = order
+    producer.flush()
+
+    # What a Kafka consumer reads, decoded with the registry.
+    consumed = consume_confluent(floe.bootstrap, topic, 2)
+    deserialize = AvroDeserializer(sr)
+    expected = {}
+    for partition, records in consumed.items():
+        for offset, key, value, _headers, _ts in records:
+            if value is None or value.startswith(b"not"):
+                continue
+            expected[(partition, offset)] = deserialize(value, ctx)
+    assert len(expected) == 300
+
+    namespace, name = topic.rsplit(".", 1)
+    cat = catalog(floe)
+    table = wait_for_rows(lambda: cat.load_table(f"{namespace}.{name}"), 301)
+    schema = table.schema()
+    assert str(schema.find_field("qty").field_type) == "long", schema
+    assert str(schema.find_field("when").field_type) == "timestamptz", schema
+    assert str(schema.find_field("ship").field_type).startswith("struct"), schema
+    assert len(table.metadata.schemas) >= 2, "the table evolved"
+    rows = {(r["_partition"], r["_offset"]): r for r in table.scan().to_arrow().to_pylist()}
+    assert len(rows) == 301, "300 orders and the tombstone"
+    for at, order in expected.items():
+        row = rows[at]
+        assert (row["id"], row["qty"], row["tags"] or []) == (order["id"], order["qty"], order["tags"]), (row, order)
+        assert row["when"] == order["when"], (row, order)  # the deserializer reads timestamp-millis as a datetime
+        assert row["ship"] == order["ship"], (row, order)
+        assert row["note"] == order.get("note"), (row, order)
+    tombstone = [r for r in rows.values() if r["_key"] == b"gone"]
+    assert len(tombstone) == 1 and tombstone[0]["id"] is None
+
+    # The record that does not decode is in the dead-letter table, with why.
+    dead = wait_for_rows(lambda: cat.load_table(f"{namespace}.{name}__dlq"), 1).scan().to_arrow().to_pylist()
+    assert [(r["_key"], r["_value"]) for r in dead] == [(b"junk", b"not an avro record")]
+    assert "framing" in dead[0]["_error"], dead[0]
+
+    files = [p.removeprefix("file://") for p in table.inspect.files().column("file_path").to_pylist()]
+    (count,) = duckdb.sql(f"select count(*) from read_parquet({files!r}, union_by_name=true)").fetchall()[0]
+    assert count == 301
+
+    # A version the table cannot evolve to is refused at registration, even where the
+    # subject's compatibility level would let it through.
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    sr.set_compatibility(subject_name=f"{topic}-value", level="NONE")
+    v3 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "qty", "type": "string"}]}
+    with pytest.raises(SchemaRegistryError) as refused:
+        sr.register_schema(f"{topic}-value", Schema(json.dumps(v3), "AVRO"))
+    assert refused.value.http_status_code == 409 and "Iceberg" in refused.value.error_message, refused.value
+
+
+def test_protobuf_table_has_typed_columns(floe):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    F = descriptor_pb2.FieldDescriptorProto
+    pool = descriptor_pool.DescriptorPool()
+    file = descriptor_pb2.FileDescriptorProto(name=f"{unique_name('reading')}.proto", package="floe.dev",
+                                              syntax="proto3")
+    kind = file.enum_type.add(name="Kind")
+    kind.value.add(name="UNKNOWN", number=0)
+    kind.value.add(name="HOT", number=1)
+    place = file.message_type.add(name="Place")
+    place.field.add(name="city", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    message = file.message_type.add(name="Reading")
+    message.field.add(name="device", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    message.field.add(name="celsius", number=2, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
+    message.field.add(name="tags", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+    message.field.add(name="count", number=4, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    message.field.add(name="kind", number=5, type=F.TYPE_ENUM, type_name=".floe.dev.Kind", label=F.LABEL_OPTIONAL)
+    message.field.add(name="place", number=6, type=F.TYPE_MESSAGE, type_name=".floe.dev.Place",
+                      label=F.LABEL_OPTIONAL)
+    pool.Add(file)
+    Reading = message_factory.GetMessageClass(pool.FindMessageTypeByName("floe.dev.Reading"))
+
+    topic = unique_name("iot.readings")
+    create_topic(floe.bootstrap, topic, partitions=2, config=TABLE)
+    sr = SchemaRegistryClient({"url": floe.http_url + "/schema-registry"})
+    serialize = ProtobufSerializer(Reading, sr, {"use.deprecated.format": False})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5})
+    for i in range(150):
+        reading = Reading(device=f"d{i}", celsius=i / 4, tags=[f"t{j}" for j in range(i % 3)], count=i * 1_000_000_000,
+                          kind=i % 2)
+        if i % 5:
+            reading.place.city = f"c{i}"
+        producer.produce(topic, key=f"k{i}".encode(), value=serialize(reading, ctx), partition=i % 2)
+    producer.flush()
+
+    deserialize = ProtobufDeserializer(Reading, {"use.deprecated.format": False})
+    expected = {}
+    for partition, records in consume_confluent(floe.bootstrap, topic, 2).items():
+        for offset, _key, value, _headers, _ts in records:
+            expected[(partition, offset)] = deserialize(value, ctx)
+    assert len(expected) == 150
+
+    namespace, name = topic.rsplit(".", 1)
+    cat = catalog(floe)
+    table = wait_for_rows(lambda: cat.load_table(f"{namespace}.{name}"), 150)
+    assert str(table.schema().find_field("count").field_type) == "long"
+    rows = {(r["_partition"], r["_offset"]): r for r in table.scan().to_arrow().to_pylist()}
+    assert rows.keys() == expected.keys()
+    for at, reading in expected.items():
+        row = rows[at]
+        assert (row["device"], row["celsius"], row["tags"], row["count"]) == \
+            (reading.device, reading.celsius, list(reading.tags), reading.count), row
+        assert row["kind"] == ("HOT" if reading.kind == 1 else "UNKNOWN"), row
+        assert row["place"] == ({"city": reading.place.city} if reading.HasField("place") else None), row

@@ -1,24 +1,35 @@
 //! One table commit: read what the table lacks, write it as Parquet plus Iceberg metadata, and
 //! propose the snapshot with the offsets it adds.
+//!
+//! A table is raw (values as bytes, `_value`) when its topic had no value schema when the table
+//! was created, else typed: each record is decoded with the schema its framing names, and the
+//! table's schema evolves to hold new writer schemas. Records that do not decode, or whose
+//! schema the table cannot evolve to, go to the topic's dead-letter table in the same commit.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use floe_metadata::{Command, TableCommit, TableRange, TableRecord, TopicId};
+use floe_registry::ParsedSchema;
 use floe_storage::{StorageError, TableObjectKey};
 use floe_tables::TableError;
-use floe_tables::data::{KafkaRow, RowsBuilder, encode_parquet};
+use floe_tables::avro::{NamedTypes, Schema, Value, append_value};
+use floe_tables::data::{KafkaRow, RowsBuilder, encode_parquet, split_by_partition};
 use floe_tables::manifest::{
-    Content, DataFile, EntryStatus, ManifestEntry, ManifestFile, ManifestHeader, decode_manifest_list, encode_manifest,
-    encode_manifest_list,
+    Content, DataFile, EntryStatus, ManifestEntry, ManifestFile, ManifestHeader, PartitionValue, decode_manifest_list,
+    encode_manifest, encode_manifest_list,
 };
-use floe_tables::metadata::{Operation, PartitionSpec, Snapshot, Summary, TableMetadata, new_snapshot_id};
-use floe_tables::schema::raw_table_schema;
+use floe_tables::metadata::{Operation, PartitionSpec, Snapshot, Summary, TableMetadata, Transform, new_snapshot_id};
+use floe_tables::protobuf::{DynamicMessage, ReflectMessage};
+use floe_tables::schema::{IcebergSchema, column, dead_letter_schema, raw_table_schema, typed_table_schema};
 
 use crate::Agent;
-use crate::fetch::{FetchError, ReadLimits, fetched_records, read_partition};
+use crate::fetch::{FetchError, FetchedRecord, ReadLimits, fetched_records, read_partition};
 use crate::limits::{TABLE_BATCH_ROWS, TABLE_COMMIT_READ_BYTES_MAX, TABLE_READ_BYTES};
+use crate::produce::schemas::{SchemaName, VALUE_SCHEMA_ID_HEADER, framed, header_among, schema_id_of_guid};
+use crate::record_batch::records::Header;
 
 /// `floe.table.target.file.bytes` when unset.
 const TARGET_FILE_BYTES_DEFAULT: usize = 128 * 1024 * 1024;
@@ -46,14 +57,22 @@ pub(crate) enum TableJobError {
     Task(String),
 }
 
-/// A table as this job last committed it, so the next commit need not read it back.
+/// One Iceberg table as last committed: where its metadata is, the metadata, and the current
+/// snapshot's manifests (a new snapshot keeps them and adds its own).
+#[derive(Debug)]
+struct TableFiles {
+    /// Empty for a table not committed yet.
+    location: String,
+    metadata: TableMetadata,
+    manifests: Vec<ManifestFile>,
+}
+
+/// A topic's tables as this job last committed them, so the next commit need not read them.
 #[derive(Debug)]
 pub(crate) struct CachedTable {
     version: u64,
-    location: String,
-    metadata: TableMetadata,
-    /// The current snapshot's manifests (a new snapshot keeps them and adds its own).
-    manifests: Vec<ManifestFile>,
+    main: TableFiles,
+    dead_letter: Option<TableFiles>,
 }
 
 /// What a commit did.
@@ -71,6 +90,12 @@ struct Plan {
     /// (partition, first offset the table lacks, last stable offset).
     partitions: Vec<(i32, i64, i64)>,
     record: Option<TableRecord>,
+    /// The topic's registry namespace key.
+    namespace: String,
+    /// A new table is typed: the topic's value subject has a schema, or values are validated.
+    typed_if_new: bool,
+    /// `floe.table.partition.by`.
+    partition_by: String,
 }
 
 fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
@@ -90,7 +115,22 @@ fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
         .topic_config_value(topic, "floe.table.target.file.bytes")
         .and_then(|value| value.parse().ok())
         .unwrap_or(TARGET_FILE_BYTES_DEFAULT);
-    Ok(Plan { target_file_bytes, partitions, record })
+    let namespace = floe_metadata::namespace::key_of(&topic.name).unwrap_or("").to_owned();
+    let name = topic.name.split_once(floe_metadata::namespace::SEPARATOR).map_or(topic.name.as_str(), |(_, n)| n);
+    let has_value_schema = state
+        .schema_registry(&namespace)
+        .and_then(|registry| registry.subjects.get(&format!("{name}-value")))
+        .is_some_and(|subject| subject.latest_live().is_some());
+    let validated = state.topic_config_value(topic, "confluent.value.schema.validation") == Some("true");
+    let partition_by = state.topic_config_value(topic, "floe.table.partition.by").unwrap_or("none").to_owned();
+    Ok(Plan {
+        target_file_bytes,
+        partitions,
+        record,
+        namespace,
+        typed_if_new: has_value_schema || validated,
+        partition_by,
+    })
 }
 
 async fn get(agent: &Agent, location: &str) -> Result<Bytes, TableJobError> {
@@ -98,48 +138,70 @@ async fn get(agent: &Agent, location: &str) -> Result<Bytes, TableJobError> {
     Ok(agent.store.get_table_object(&key).await?)
 }
 
-/// Reads a table's current metadata and its current snapshot's manifest list.
-async fn load(agent: &Agent, record: &TableRecord) -> Result<CachedTable, TableJobError> {
-    let metadata = TableMetadata::parse(&get(agent, &record.metadata_location).await?)?;
+/// Reads a table's metadata at `location` and its current snapshot's manifest list.
+async fn load(agent: &Agent, location: &str) -> Result<TableFiles, TableJobError> {
+    let metadata = TableMetadata::parse(&get(agent, location).await?)?;
     let manifests = match metadata.current_snapshot() {
         Some(snapshot) => decode_manifest_list(&get(agent, &snapshot.manifest_list).await?)?,
         None => Vec::new(),
     };
-    Ok(CachedTable { version: record.version, location: record.metadata_location.clone(), metadata, manifests })
+    Ok(TableFiles { location: location.to_owned(), metadata, manifests })
 }
 
-/// Data files written so far and the rows still being collected for the next one.
-struct FileWriter<'a> {
-    agent: &'a Agent,
-    table_dir: String,
-    target_file_bytes: usize,
+/// A table not committed yet, in a directory of its own.
+fn new_table(agent: &Agent, topic_id: TopicId, schema: IcebergSchema) -> TableFiles {
+    let table_uuid = uuid::Uuid::new_v4();
+    let location = agent.store.table_uri(&TableObjectKey::new(&table_uuid.to_string()));
+    let properties = [
+        ("write.format.default", "parquet".to_owned()),
+        ("write.parquet.compression-codec", "zstd".to_owned()),
+        ("floe.managed", "true".to_owned()),
+        ("floe.topic-id", topic_id.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let metadata = TableMetadata::new(
+        table_uuid,
+        location,
+        schema,
+        PartitionSpec::unpartitioned(),
+        properties,
+        floe_metadata::now_ms(),
+    );
+    TableFiles { location: String::new(), metadata, manifests: Vec::new() }
+}
+
+/// A table this commit writes rows into.
+struct Target {
+    table: TableFiles,
+    /// The schema rows are collected with (the table's current one).
+    schema: IcebergSchema,
     rows: RowsBuilder,
     batches: Vec<floe_tables::RecordBatch>,
     batch_payload: usize,
     files: Vec<DataFile>,
-    first_put: Option<Instant>,
-    total_rows: u64,
+    /// The schema evolved: a new metadata file is due even without new files.
+    evolved: bool,
 }
 
-impl FileWriter<'_> {
-    fn push(&mut self, partition: i32, record: &crate::fetch::FetchedRecord) -> Result<(), TableJobError> {
-        let headers: Vec<(&[u8], Option<&[u8]>)> =
-            record.headers.iter().map(|(key, value)| (key.as_ref(), value.as_deref())).collect();
-        self.rows.push_metadata(&KafkaRow {
-            partition,
-            offset: record.offset,
-            timestamp_ms: record.timestamp,
-            key: record.key.as_deref(),
-            headers: &headers,
-        })?;
-        self.rows.push_raw_value(record.value.as_deref())?;
-        self.total_rows += 1;
-        if self.rows.rows() >= TABLE_BATCH_ROWS {
-            self.end_batch()?;
-        }
-        Ok(())
+impl Target {
+    fn new(table: TableFiles) -> Result<Self, TableJobError> {
+        let schema =
+            table.metadata.current_schema().cloned().ok_or_else(|| TableError::Invalid("no current schema".into()))?;
+        let rows = RowsBuilder::new(&schema);
+        Ok(Self { table, schema, rows, batches: Vec::new(), batch_payload: 0, files: Vec::new(), evolved: false })
     }
 
+    fn is_raw(&self) -> bool {
+        self.schema.field(column::RAW_VALUE).is_some()
+    }
+
+    fn dir(&self) -> String {
+        self.table.metadata.table_uuid.to_string()
+    }
+
+    /// Closes the rows collected so far into a batch.
     fn end_batch(&mut self) -> Result<(), TableJobError> {
         if self.rows.rows() > 0 {
             self.batch_payload += self.rows.payload_bytes;
@@ -148,43 +210,293 @@ impl FileWriter<'_> {
         Ok(())
     }
 
-    fn full(&self) -> bool {
-        self.batch_payload + self.rows.payload_bytes >= self.target_file_bytes
-    }
-
-    /// Encodes the collected rows as one Parquet file and stores it.
-    async fn write_file(&mut self) -> Result<(), TableJobError> {
-        self.end_batch()?;
-        if self.batches.is_empty() {
-            return Ok(());
+    /// Counts a row; closes the batch when it is full.
+    fn row_done(&mut self) -> Result<(), TableJobError> {
+        if self.rows.rows() >= TABLE_BATCH_ROWS {
+            self.end_batch()?;
         }
-        let batches = std::mem::take(&mut self.batches);
-        self.batch_payload = 0;
-        let encoded = tokio::task::spawn_blocking(move || encode_parquet(&batches))
-            .await
-            .map_err(|e| TableJobError::Task(e.to_string()))??;
-        let key = TableObjectKey::new(&format!("{}/data/{}.parquet", self.table_dir, uuid::Uuid::now_v7().simple()));
-        let data_file = encoded.data_file(self.agent.store.table_uri(&key), Vec::new());
-        self.first_put.get_or_insert_with(Instant::now);
-        let size = encoded.bytes.len() as u64;
-        self.agent.store.put_table_object(&key, Bytes::from(encoded.bytes)).await?;
-        crate::metrics::TABLE_FILES.inc();
-        crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
-        self.files.push(data_file);
         Ok(())
     }
 
-    async fn put(&mut self, relative: String, bytes: Vec<u8>) -> Result<String, TableJobError> {
-        let key = TableObjectKey::new(&format!("{}/{relative}", self.table_dir));
+    fn full(&self, target_file_bytes: usize) -> bool {
+        self.batch_payload + self.rows.payload_bytes >= target_file_bytes
+    }
+}
+
+/// What writes a commit's files, and when it wrote the first (for the commit deadline).
+struct Files<'a> {
+    agent: &'a Agent,
+    target_file_bytes: usize,
+    first_put: Option<Instant>,
+    /// Data files written.
+    written: usize,
+}
+
+impl Files<'_> {
+    /// Encodes the target's collected rows as Parquet, one file per partition of the table's
+    /// default spec, and stores them.
+    async fn write_file(&mut self, target: &mut Target) -> Result<(), TableJobError> {
+        target.end_batch()?;
+        if target.batches.is_empty() {
+            return Ok(());
+        }
+        let batches = std::mem::take(&mut target.batches);
+        target.batch_payload = 0;
+        let spec = target
+            .table
+            .metadata
+            .default_spec()
+            .cloned()
+            .ok_or_else(|| TableError::Invalid("no default spec".into()))?;
+        let schema = target.schema.clone();
+        let encoded = tokio::task::spawn_blocking(move || -> Result<Vec<_>, TableError> {
+            let mut groups: Vec<(Vec<Option<PartitionValue>>, Vec<floe_tables::RecordBatch>)> = Vec::new();
+            for batch in batches {
+                for (key, part) in split_by_partition(batch, &spec, &schema)? {
+                    match groups.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, parts)) => parts.push(part),
+                        None => groups.push((key, vec![part])),
+                    }
+                }
+            }
+            let names: Vec<String> = spec.fields.iter().map(|f| f.name.clone()).collect();
+            groups
+                .into_iter()
+                .map(|(key, parts)| {
+                    let path: Vec<String> = names
+                        .iter()
+                        .zip(&key)
+                        .map(|(name, value)| format!("{name}={}", partition_text(value.as_ref())))
+                        .collect();
+                    encode_parquet(&parts).map(|file| (key, path.join("/"), file))
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| TableJobError::Task(e.to_string()))??;
+        for (key, path, file) in encoded {
+            let name = format!("{}.parquet", uuid::Uuid::now_v7().simple());
+            let relative = if path.is_empty() {
+                format!("{}/data/{name}", target.dir())
+            } else {
+                format!("{}/data/{path}/{name}", target.dir())
+            };
+            let object = TableObjectKey::new(&relative);
+            let data_file = file.data_file(self.agent.store.table_uri(&object), key);
+            self.first_put.get_or_insert_with(Instant::now);
+            let size = file.bytes.len() as u64;
+            self.agent.store.put_table_object(&object, Bytes::from(file.bytes)).await?;
+            crate::metrics::TABLE_FILES.inc();
+            crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
+            self.written += 1;
+            target.files.push(data_file);
+        }
+        Ok(())
+    }
+
+    async fn write_file_if_full(&mut self, target: &mut Target) -> Result<(), TableJobError> {
+        if target.full(self.target_file_bytes) {
+            self.write_file(target).await?;
+        }
+        Ok(())
+    }
+
+    async fn put(&mut self, dir: &str, relative: String, bytes: Vec<u8>) -> Result<String, TableJobError> {
+        let key = TableObjectKey::new(&format!("{dir}/{relative}"));
         self.first_put.get_or_insert_with(Instant::now);
         let size = bytes.len() as u64;
         self.agent.store.put_table_object(&key, Bytes::from(bytes)).await?;
         crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
         Ok(self.agent.store.table_uri(&key))
     }
+
+    /// Writes the target's last file, then its manifest, manifest list and next metadata
+    /// file; the table's new metadata location, or the old one when nothing changed.
+    async fn publish(
+        &mut self,
+        target: &mut Target,
+        version: u64,
+        ranges: &[TableRange],
+    ) -> Result<String, TableJobError> {
+        self.write_file(target).await?;
+        let dir = target.dir();
+        let files = std::mem::take(&mut target.files);
+        let table = &mut target.table;
+        if files.is_empty() && !table.location.is_empty() && !target.evolved {
+            return Ok(table.location.clone());
+        }
+        if !files.is_empty() {
+            let spec =
+                table.metadata.default_spec().cloned().ok_or_else(|| TableError::Invalid("no default spec".into()))?;
+            let snapshot_id = new_snapshot_id();
+            let sequence_number = table.metadata.next_sequence_number();
+            let file_count = files.len();
+            let added_bytes: i64 = files.iter().map(|f| f.file_size_in_bytes).sum();
+            let added_rows: i64 = files.iter().map(|f| f.record_count).sum();
+            let entries: Vec<ManifestEntry> = files
+                .into_iter()
+                .map(|data_file| ManifestEntry {
+                    status: EntryStatus::Added,
+                    snapshot_id,
+                    sequence_number: None,
+                    file_sequence_number: None,
+                    data_file,
+                })
+                .collect();
+            let header = ManifestHeader { schema: &target.schema, spec: &spec, content: Content::Data };
+            let manifest = encode_manifest(header, &entries)?;
+            let manifest_length = manifest.len() as i64;
+            let manifest_uri =
+                self.put(&dir, format!("metadata/{}-m0.avro", uuid::Uuid::now_v7().simple()), manifest).await?;
+            table.manifests.push(ManifestFile::summarise(
+                manifest_uri,
+                manifest_length,
+                header,
+                sequence_number,
+                snapshot_id,
+                &entries,
+            ));
+            let parent = table.metadata.current_snapshot_id;
+            let list = encode_manifest_list(snapshot_id, parent, sequence_number, &table.manifests)?;
+            let list_uri = self
+                .put(&dir, format!("metadata/snap-{snapshot_id}-{}.avro", uuid::Uuid::now_v7().simple()), list)
+                .await?;
+            let total_rows: i64 = table.manifests.iter().map(|m| m.added_rows_count + m.existing_rows_count).sum();
+            let total_files: i64 =
+                table.manifests.iter().map(|m| i64::from(m.added_files_count + m.existing_files_count)).sum();
+            let offsets: Vec<String> = ranges.iter().map(|r| format!("{}:{}-{}", r.partition, r.from, r.to)).collect();
+            let properties = [
+                ("added-data-files", file_count.to_string()),
+                ("added-records", added_rows.to_string()),
+                ("added-files-size", added_bytes.to_string()),
+                ("total-records", total_rows.to_string()),
+                ("total-data-files", total_files.to_string()),
+                ("floe.offsets", offsets.join(",")),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+            let snapshot = Snapshot {
+                snapshot_id,
+                parent_snapshot_id: parent,
+                sequence_number,
+                timestamp_ms: floe_metadata::now_ms(),
+                manifest_list: list_uri,
+                summary: Summary { operation: Operation::Append, properties },
+                schema_id: Some(target.schema.schema_id),
+            };
+            let previous = (!table.location.is_empty()).then(|| table.location.clone());
+            table.metadata.add_snapshot(snapshot, previous);
+        }
+        let name = format!("metadata/{:05}-{}.metadata.json", version + 1, uuid::Uuid::now_v7().simple());
+        let location = self.put(&dir, name, table.metadata.to_json()?).await?;
+        table.location = location.clone();
+        target.evolved = false;
+        Ok(location)
+    }
 }
 
-/// Commits what the table of `topic_id` lacks (up to the read budget) as one snapshot.
+/// Where a record goes in a typed table.
+enum Decoded {
+    /// An Avro value of writer schema `id`.
+    Avro(i32, Arc<ParsedSchema>, Value),
+    /// A Protobuf message of writer schema `id`.
+    Protobuf(i32, Arc<ParsedSchema>, DynamicMessage),
+    /// A JSON instance of writer schema `id`, valid under it.
+    Json(i32, Arc<ParsedSchema>, serde_json::Value),
+    /// A null value: its value columns are null.
+    Tombstone,
+    /// Why it goes to the dead-letter table.
+    DeadLetter(String),
+}
+
+/// Parsed writer schemas of this commit by id (the agent's cache, without its lock per record).
+struct WriterSchemas {
+    namespace: String,
+    by_id: HashMap<i32, Result<Arc<ParsedSchema>, String>>,
+}
+
+impl WriterSchemas {
+    fn get(&mut self, agent: &Agent, id: i32) -> Result<Arc<ParsedSchema>, String> {
+        if let Some(found) = self.by_id.get(&id) {
+            return found.clone();
+        }
+        let parsed = {
+            let state = agent.metadata.read();
+            match state.schema_registry(&self.namespace) {
+                Some(registry) => agent.parsed_schemas.get(&self.namespace, id, registry),
+                None => Err(format!("schema {id} not found: the namespace has no registry")),
+            }
+        };
+        self.by_id.insert(id, parsed.clone());
+        parsed
+    }
+
+    fn decode(&mut self, agent: &Agent, record: &FetchedRecord) -> Decoded {
+        let Some(value) = record.value.as_deref() else { return Decoded::Tombstone };
+        let header = match header_among(&record.headers, VALUE_SCHEMA_ID_HEADER) {
+            Header::Absent => None,
+            Header::One(Some(header)) => Some(header),
+            Header::One(None) => return Decoded::DeadLetter("the value's schema id header is null".into()),
+            Header::Repeated => return Decoded::DeadLetter("more than one value schema id header".into()),
+        };
+        let Some(framing) = framed(value, header) else {
+            return Decoded::DeadLetter("the value does not carry a schema registry framing".into());
+        };
+        let id = match framing.schema {
+            SchemaName::Id(id) => id,
+            SchemaName::Guid(guid) => match schema_id_of_guid(&self.namespace, guid) {
+                Some(id) => id,
+                None => return Decoded::DeadLetter(format!("schema GUID {guid} is not registered")),
+            },
+        };
+        let parsed = match self.get(agent, id) {
+            Ok(parsed) => parsed,
+            Err(e) => return Decoded::DeadLetter(e),
+        };
+        let decoded = match parsed.as_ref() {
+            ParsedSchema::Avro(avro) => {
+                avro.decode_value(framing.payload).map(|v| Decoded::Avro(id, parsed.clone(), v))
+            }
+            ParsedSchema::Protobuf(protobuf) => {
+                // With the schema id in a header, the message indexes are there too.
+                let payload = match framing.header_indexes {
+                    Some(indexes) => [indexes, framing.payload].concat(),
+                    None => framing.payload.to_vec(),
+                };
+                protobuf.decode_message(&payload).map(|message| Decoded::Protobuf(id, parsed.clone(), message))
+            }
+            ParsedSchema::Json(json) => serde_json::from_slice::<serde_json::Value>(framing.payload)
+                .map_err(|e| format!("not JSON: {e}"))
+                .and_then(|instance| json.check_value(&instance).map(|()| instance))
+                .map(|instance| Decoded::Json(id, parsed.clone(), instance)),
+        };
+        decoded.unwrap_or_else(|e| Decoded::DeadLetter(format!("the value does not decode with schema {id}: {e}")))
+    }
+}
+
+/// Appends a record that could not be decoded to the dead-letter table, created on first use.
+async fn push_dead_letter(
+    files: &mut Files<'_>,
+    dead_letter: &mut Option<Target>,
+    topic_id: TopicId,
+    row: &KafkaRow<'_>,
+    value: Option<&[u8]>,
+    why: &str,
+) -> Result<(), TableJobError> {
+    if dead_letter.is_none() {
+        *dead_letter = Some(Target::new(new_table(files.agent, topic_id, dead_letter_schema()))?);
+    }
+    let Some(target) = dead_letter.as_mut() else { return Ok(()) };
+    target.rows.push_metadata(row)?;
+    target.rows.push_dead_letter(value, why)?;
+    target.row_done()?;
+    crate::metrics::TABLE_DEAD_LETTERS.inc();
+    files.write_file_if_full(target).await
+}
+
+/// Commits what the tables of `topic_id` lack (up to the read budget): one snapshot of the
+/// table, and of its dead-letter table when records went there, in one metadata command.
 pub(super) async fn commit_table(
     agent: &Agent,
     topic_id: TopicId,
@@ -193,54 +505,45 @@ pub(super) async fn commit_table(
 ) -> Result<CommitSummary, TableJobError> {
     let plan = plan(agent, topic_id)?;
     let cached = cache.remove(&topic_id);
-    let table = match (&plan.record, cached) {
+    let (version, main, dead_letter) = match (&plan.record, cached) {
         (Some(record), Some(cached))
-            if cached.version == record.version && cached.location == record.metadata_location =>
+            if cached.version == record.version
+                && cached.main.location == record.metadata_location
+                && cached.dead_letter.as_ref().map(|d| d.location.as_str())
+                    == record.dead_letter_location.as_deref() =>
         {
-            cached
+            (cached.version, cached.main, cached.dead_letter)
         }
-        (Some(record), _) => load(agent, record).await?,
+        (Some(record), _) => {
+            let main = load(agent, &record.metadata_location).await?;
+            let dead_letter = match &record.dead_letter_location {
+                Some(location) => Some(load(agent, location).await?),
+                None => None,
+            };
+            (record.version, main, dead_letter)
+        }
         (None, _) => {
-            let table_uuid = uuid::Uuid::new_v4();
-            let location = agent.store.table_uri(&TableObjectKey::new(&table_uuid.to_string()));
-            let properties = [
-                ("write.format.default", "parquet"),
-                ("write.parquet.compression-codec", "zstd"),
-                ("floe.managed", "true"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .chain([("floe.topic-id".to_owned(), topic_id.to_string())])
-            .collect();
-            let metadata = TableMetadata::new(
-                table_uuid,
-                location,
-                raw_table_schema(),
-                PartitionSpec::unpartitioned(),
-                properties,
-                floe_metadata::now_ms(),
-            );
-            CachedTable { version: 0, location: String::new(), metadata, manifests: Vec::new() }
+            let schema = if plan.typed_if_new { typed_table_schema() } else { raw_table_schema() };
+            (0, new_table(agent, topic_id, schema), None)
         }
     };
-    let table_uuid = table.metadata.table_uuid;
-    let schema =
-        table.metadata.current_schema().cloned().ok_or_else(|| TableError::Invalid("no current schema".into()))?;
-    let mut writer = FileWriter {
-        agent,
-        table_dir: table_uuid.to_string(),
-        target_file_bytes: plan.target_file_bytes,
-        rows: RowsBuilder::new(&schema),
-        batches: Vec::new(),
-        batch_payload: 0,
-        files: Vec::new(),
-        first_put: None,
-        total_rows: 0,
-    };
+    let mut main = Target::new(main)?;
+    if let Some(fields) = partitioning(&plan.partition_by, &main.schema)
+        && main.table.metadata.use_partitioning(&fields)?
+    {
+        main.evolved = true;
+    }
+    let mut dead_letter = dead_letter.map(Target::new).transpose()?;
+    let mut files = Files { agent, target_file_bytes: plan.target_file_bytes, first_put: None, written: 0 };
+    let mut writers = WriterSchemas { namespace: plan.namespace.clone(), by_id: HashMap::new() };
+    // Per writer schema id: whether the table holds its records (else why not).
+    let mut verdicts: HashMap<i32, Result<(), String>> = HashMap::new();
+    let raw = main.is_raw();
 
     let mut budget = TABLE_COMMIT_READ_BYTES_MAX;
     let mut backlogged = false;
     let mut ranges = Vec::new();
+    let mut rows = 0u64;
     for &(partition, from, last_stable) in &plan.partitions {
         let mut at = from;
         while at < last_stable {
@@ -255,10 +558,91 @@ pub(super) async fn commit_table(
             let records =
                 fetched_records(&read, at, true, usize::MAX).map_err(|e| TableJobError::Records(e.to_string()))?;
             for record in &records {
-                writer.push(partition, record)?;
-                if writer.full() {
-                    writer.write_file().await?;
+                let headers: Vec<(&[u8], Option<&[u8]>)> =
+                    record.headers.iter().map(|(key, value)| (key.as_ref(), value.as_deref())).collect();
+                let row = KafkaRow {
+                    partition,
+                    offset: record.offset,
+                    timestamp_ms: record.timestamp,
+                    key: record.key.as_deref(),
+                    headers: &headers,
+                };
+                let value = record.value.as_deref();
+                rows += 1;
+                if raw {
+                    main.rows.push_metadata(&row)?;
+                    main.rows.push_raw_value(value)?;
+                    main.row_done()?;
+                    files.write_file_if_full(&mut main).await?;
+                    continue;
                 }
+                let decoded = writers.decode(agent, record);
+                let id = match &decoded {
+                    Decoded::Avro(id, ..) | Decoded::Protobuf(id, ..) | Decoded::Json(id, ..) => *id,
+                    Decoded::Tombstone => {
+                        main.rows.push_metadata(&row)?;
+                        append_value(main.rows.value_columns(), &main.schema, &Schema::Null, &NoNames, None)?;
+                        main.row_done()?;
+                        continue;
+                    }
+                    Decoded::DeadLetter(why) => {
+                        push_dead_letter(&mut files, &mut dead_letter, topic_id, &row, value, why).await?;
+                        continue;
+                    }
+                };
+                if let std::collections::hash_map::Entry::Vacant(slot) = verdicts.entry(id) {
+                    let last_column_id = main.table.metadata.last_column_id;
+                    let evolved = match &decoded {
+                        Decoded::Avro(_, parsed, _) | Decoded::Json(_, parsed, _) => {
+                            super::evolve_table_schema(&main.schema, last_column_id, parsed, None)
+                        }
+                        Decoded::Protobuf(_, parsed, message) => super::evolve_table_schema(
+                            &main.schema,
+                            last_column_id,
+                            parsed,
+                            Some(&message.descriptor()),
+                        ),
+                        Decoded::Tombstone | Decoded::DeadLetter(_) => Ok(None),
+                    };
+                    let verdict = match evolved {
+                        Ok(None) => Ok(()),
+                        Ok(Some((schema, last_column_id))) => {
+                            // Rows so far keep the schema they were collected with.
+                            files.write_file(&mut main).await?;
+                            main.table.metadata.add_schema(schema.clone(), last_column_id);
+                            main.rows = RowsBuilder::new(&schema);
+                            main.schema = schema;
+                            main.evolved = true;
+                            Ok(())
+                        }
+                        Err(e) => Err(format!("schema {id} cannot be a version of the table's schema: {e}")),
+                    };
+                    slot.insert(verdict);
+                }
+                if let Some(Err(why)) = verdicts.get(&id) {
+                    let why = why.clone();
+                    push_dead_letter(&mut files, &mut dead_letter, topic_id, &row, value, &why).await?;
+                    continue;
+                }
+                main.rows.push_metadata(&row)?;
+                let columns = main.rows.value_columns();
+                match &decoded {
+                    Decoded::Avro(_, parsed, datum) => {
+                        if let ParsedSchema::Avro(avro) = parsed.as_ref() {
+                            append_value(columns, &main.schema, avro.root(), &super::AvroNames(avro), Some(datum))?;
+                        }
+                    }
+                    Decoded::Protobuf(_, _, message) => {
+                        floe_tables::protobuf::append_message(columns, &main.schema, Some(message))?;
+                    }
+                    Decoded::Json(_, _, instance) => {
+                        floe_tables::json::append_instance(columns, &main.schema, Some(instance))?;
+                    }
+                    Decoded::Tombstone | Decoded::DeadLetter(_) => {}
+                }
+                main.rows.payload_bytes += value.map_or(0, <[u8]>::len);
+                main.row_done()?;
+                files.write_file_if_full(&mut main).await?;
             }
             if read.next_offset <= at {
                 break;
@@ -269,86 +653,22 @@ pub(super) async fn commit_table(
             ranges.push(TableRange { partition, from, to: at });
         }
     }
-    writer.write_file().await?;
-    if ranges.is_empty() && plan.record.is_some() {
-        cache.insert(topic_id, table);
+    if ranges.is_empty() {
+        let main = main.table;
+        cache.insert(topic_id, CachedTable { version, main, dead_letter: dead_letter.map(|t| t.table) });
         return Ok(CommitSummary { rows: 0, files: 0, backlogged: false });
     }
-
-    let CachedTable { version, location: previous_location, mut metadata, mut manifests } = table;
-    let files = std::mem::take(&mut writer.files);
-    let file_count = files.len();
-    let location = if !files.is_empty() {
-        let spec = metadata.default_spec().cloned().ok_or_else(|| TableError::Invalid("no default spec".into()))?;
-        let snapshot_id = new_snapshot_id();
-        let sequence_number = metadata.next_sequence_number();
-        let added_bytes: i64 = files.iter().map(|f| f.file_size_in_bytes).sum();
-        let added_rows: i64 = files.iter().map(|f| f.record_count).sum();
-        let entries: Vec<ManifestEntry> = files
-            .into_iter()
-            .map(|data_file| ManifestEntry {
-                status: EntryStatus::Added,
-                snapshot_id,
-                sequence_number: None,
-                file_sequence_number: None,
-                data_file,
-            })
-            .collect();
-        let header = ManifestHeader { schema: &schema, spec: &spec, content: Content::Data };
-        let manifest = encode_manifest(header, &entries)?;
-        let manifest_length = manifest.len() as i64;
-        let manifest_uri = writer.put(format!("metadata/{}-m0.avro", uuid::Uuid::now_v7().simple()), manifest).await?;
-        manifests.push(ManifestFile::summarise(
-            manifest_uri,
-            manifest_length,
-            header,
-            sequence_number,
-            snapshot_id,
-            &entries,
-        ));
-        let parent = metadata.current_snapshot_id;
-        let list = encode_manifest_list(snapshot_id, parent, sequence_number, &manifests)?;
-        let list_uri =
-            writer.put(format!("metadata/snap-{snapshot_id}-{}.avro", uuid::Uuid::now_v7().simple()), list).await?;
-        let total_rows: i64 = manifests.iter().map(|m| m.added_rows_count + m.existing_rows_count).sum();
-        let total_files: i64 = manifests.iter().map(|m| i64::from(m.added_files_count + m.existing_files_count)).sum();
-        let offsets: Vec<String> = ranges.iter().map(|r| format!("{}:{}-{}", r.partition, r.from, r.to)).collect();
-        let properties = [
-            ("added-data-files", file_count.to_string()),
-            ("added-records", added_rows.to_string()),
-            ("added-files-size", added_bytes.to_string()),
-            ("total-records", total_rows.to_string()),
-            ("total-data-files", total_files.to_string()),
-            ("floe.offsets", offsets.join(",")),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let snapshot = Snapshot {
-            snapshot_id,
-            parent_snapshot_id: parent,
-            sequence_number,
-            timestamp_ms: floe_metadata::now_ms(),
-            manifest_list: list_uri,
-            summary: Summary { operation: Operation::Append, properties },
-            schema_id: Some(schema.schema_id),
-        };
-        metadata.add_snapshot(snapshot, (!previous_location.is_empty()).then(|| previous_location.clone()));
-        let name = format!("metadata/{:05}-{}.metadata.json", version + 1, uuid::Uuid::now_v7().simple());
-        writer.put(name, metadata.to_json()?).await?
-    } else if previous_location.is_empty() {
-        // A new table without rows yet: its first metadata file, so catalogs can list it.
-        let name = format!("metadata/{:05}-{}.metadata.json", version + 1, uuid::Uuid::now_v7().simple());
-        writer.put(name, metadata.to_json()?).await?
-    } else {
-        // Offsets moved past records no reader sees (markers, aborted transactions).
-        previous_location
+    let metadata_location = files.publish(&mut main, version, &ranges).await?;
+    let dead_letter_location = match dead_letter.as_mut() {
+        Some(target) => Some(files.publish(target, version, &ranges).await?),
+        None => None,
     };
+    let file_count = files.written;
 
     if !commit_delay.is_zero() {
         tokio::time::sleep(commit_delay).await;
     }
-    if let Some(first_put) = writer.first_put {
+    if let Some(first_put) = files.first_put {
         let deadline = agent.config.gc.commit_deadline();
         if first_put.elapsed() > deadline {
             return Err(TableJobError::DeadlinePassed(first_put.elapsed()));
@@ -356,16 +676,58 @@ pub(super) async fn commit_table(
     }
     let commit = TableCommit {
         topic_id,
-        table_uuid: *table_uuid.as_bytes(),
+        table_uuid: *main.table.metadata.table_uuid.as_bytes(),
         base_version: version,
-        metadata_location: location.clone(),
-        dead_letter_location: None,
+        metadata_location,
+        dead_letter_location,
         ranges,
         new_generation: false,
         now_ms: floe_metadata::now_ms(),
     };
     agent.metadata.propose(Command::CommitTableSnapshot(commit)).await?;
-    crate::metrics::TABLE_ROWS.inc_by(writer.total_rows);
-    cache.insert(topic_id, CachedTable { version: version + 1, location, metadata, manifests });
-    Ok(CommitSummary { rows: writer.total_rows, files: file_count, backlogged })
+    crate::metrics::TABLE_ROWS.inc_by(rows);
+    cache.insert(
+        topic_id,
+        CachedTable { version: version + 1, main: main.table, dead_letter: dead_letter.map(|t| t.table) },
+    );
+    Ok(CommitSummary { rows, files: file_count, backlogged })
+}
+
+/// A tombstone's writer: no named types.
+struct NoNames;
+
+impl NamedTypes for NoNames {
+    fn named(&self, _: &str) -> Option<&Schema> {
+        None
+    }
+}
+
+/// The partition fields `floe.table.partition.by` asks for, as (source id, transform); `None`
+/// while the field it names is not a top-level timestamp or date column of the table (yet).
+fn partitioning(config: &str, schema: &IcebergSchema) -> Option<Vec<(i32, Transform)>> {
+    use floe_metadata::config::TablePartitionBy;
+    use floe_tables::schema::{IcebergType, PrimitiveType};
+    let (transform, field) = match floe_metadata::config::table_partition_by(config)? {
+        TablePartitionBy::None => return Some(Vec::new()),
+        TablePartitionBy::Hour(field) => (Transform::Hour, field),
+        TablePartitionBy::Day(field) => (Transform::Day, field),
+    };
+    let Some(name) = field else { return Some(vec![(column::TIMESTAMP, transform)]) };
+    let source = schema.fields.iter().find(|f| f.name == name && f.id >= floe_tables::avro::VALUE_FIELD_ID_START)?;
+    let usable = match source.field_type {
+        IcebergType::Primitive(PrimitiveType::Timestamp | PrimitiveType::Timestamptz) => true,
+        IcebergType::Primitive(PrimitiveType::Date) => transform == Transform::Day,
+        _ => false,
+    };
+    usable.then(|| vec![(source.id, transform)])
+}
+
+/// A partition value as a path segment.
+fn partition_text(value: Option<&PartitionValue>) -> String {
+    match value {
+        None => "null".to_owned(),
+        Some(PartitionValue::Int(v) | PartitionValue::Date(v)) => v.to_string(),
+        Some(PartitionValue::Long(v)) => v.to_string(),
+        Some(PartitionValue::String(v)) => v.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect(),
+    }
 }

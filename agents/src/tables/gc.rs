@@ -17,7 +17,7 @@ use crate::limits::{GC_DELETES_PER_ROUND_MAX, GC_LISTED_OBJECTS_MAX};
 
 /// What a table directory is to metadata.
 enum Known {
-    /// A table's current generation, at this metadata location.
+    /// A table's current generation (or its dead-letter table), at this metadata location.
     Current(String),
     /// A retired generation: kept whole.
     Retired,
@@ -38,11 +38,15 @@ pub(super) async fn collect(agent: &Agent, grace: Duration) -> Result<(), TableJ
     let known: BTreeMap<String, Known> = {
         let state = agent.metadata.read();
         let mut known = BTreeMap::new();
+        let dir_of = |location: &str| {
+            agent.store.table_key_of_uri(location).and_then(|key| key.as_str().split('/').nth(1).map(str::to_owned))
+        };
         for table in state.tables.values() {
-            known.insert(
-                uuid::Uuid::from_bytes(table.table_uuid).to_string(),
-                Known::Current(table.metadata_location.clone()),
-            );
+            for location in std::iter::once(&table.metadata_location).chain(&table.dead_letter_location) {
+                if let Some(dir) = dir_of(location) {
+                    known.insert(dir, Known::Current(location.clone()));
+                }
+            }
             for retired in &table.retired {
                 known.insert(uuid::Uuid::from_bytes(retired.table_uuid).to_string(), Known::Retired);
             }

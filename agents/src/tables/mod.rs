@@ -16,10 +16,41 @@ use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use floe_metadata::{State, TopicId};
+use floe_registry::ParsedSchema;
+use floe_tables::schema::IcebergSchema;
 
 use crate::Agent;
 
 pub(crate) use commit::CachedTable;
+
+/// The table schema widened to hold values of writer schema `writer` (for Protobuf, of
+/// `message`, else the schema's first message), with the new `last-column-id`; `None` when the
+/// table holds them already; why not when no Iceberg evolution can.
+pub fn evolve_table_schema(
+    table: &IcebergSchema,
+    last_column_id: i32,
+    writer: &ParsedSchema,
+    message: Option<&floe_tables::protobuf::MessageDescriptor>,
+) -> Result<Option<(IcebergSchema, i32)>, String> {
+    let evolved = match writer {
+        ParsedSchema::Avro(avro) => floe_tables::avro::evolve(table, last_column_id, avro.root(), &AvroNames(avro)),
+        ParsedSchema::Protobuf(protobuf) => match message.cloned().or_else(|| protobuf.first_message()) {
+            Some(message) => floe_tables::protobuf::evolve(table, last_column_id, &message),
+            None => return Err("the Protobuf schema defines no message".into()),
+        },
+        ParsedSchema::Json(json) => floe_tables::json::evolve(table, last_column_id, json.root()),
+    };
+    evolved.map_err(|e| e.to_string())
+}
+
+/// An Avro writer schema's named types, as `floe_tables::avro` resolves references.
+pub(crate) struct AvroNames<'a>(pub(crate) &'a floe_registry::avro::AvroSchema);
+
+impl floe_tables::avro::NamedTypes for AvroNames<'_> {
+    fn named(&self, full_name: &str) -> Option<&floe_tables::avro::Schema> {
+        self.0.named(full_name)
+    }
+}
 
 /// How the table job runs.
 #[derive(Clone, Copy, Debug)]
@@ -83,8 +114,8 @@ pub(crate) async fn run(agent: Weak<Agent>, config: TableJobConfig) {
     }
 }
 
-/// Table topics due a commit: their commit interval has passed since this job's
-/// last attempt (or they are backlogged), and they have records the table lacks or no table yet.
+/// Table topics due a commit: their commit interval has passed since this job's last attempt
+/// (or they are backlogged), and they have records the table lacks.
 fn due_tables(state: &State, last_attempt: &HashMap<TopicId, Instant>, backlogged: &[TopicId]) -> Vec<TopicId> {
     let mut due = Vec::new();
     for (topic_id, topic) in &state.topics {
@@ -104,7 +135,9 @@ fn due_tables(state: &State, last_attempt: &HashMap<TopicId, Instant>, backlogge
             let committed = table.and_then(|t| t.offsets.get(index)).copied().unwrap_or(0);
             committed.max(log.log_start_offset) < log.last_stable_offset()
         });
-        if table.is_none() || behind {
+        // A table is created with its first records, so a typed table's first writer schema
+        // is registered by then.
+        if behind {
             due.push(*topic_id);
         }
     }

@@ -154,7 +154,8 @@ async fn oauth_token(
 /// A table the caller may see: the topic it comes from and the generation it is.
 struct Listed {
     topic: String,
-    /// `None`: the current table; `Some(n)`: retired generation `n` (`<table>__v<n>`).
+    /// `None`: the current table (or its dead-letter table, `<table>__dlq`); `Some(n)`:
+    /// retired generation `n` (`<table>__v<n>`).
     generation: Option<u32>,
     location: String,
 }
@@ -178,6 +179,12 @@ fn tables(state: &MetadataState, scope: &Scope) -> BTreeMap<Vec<String>, BTreeMa
                     generation: Some(retired.generation),
                     location: retired.metadata_location.clone(),
                 },
+            );
+        }
+        if let Some(location) = &table.dead_letter_location {
+            in_namespace.insert(
+                format!("{name}__dlq"),
+                Listed { topic: shown.to_owned(), generation: None, location: location.clone() },
             );
         }
         // A dotted topic wins over a dotless one of the same identifier (`default.x` and `x`).

@@ -24,6 +24,8 @@ use floe_metadata::{
     SchemaContent, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType,
 };
 use floe_registry::ParsedSchema;
+use floe_tables::metadata::TableMetadata;
+use floe_tables::schema::IcebergSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -843,9 +845,10 @@ async fn register_schema(
     body: &SchemaBody,
     normalize: bool,
 ) -> Result<(i32, i32), RegistryHttpError> {
+    let table = table_of_subject(agent, ns, subject).await?;
     for attempt in 0..=STALE_RETRIES {
         let registry = agent.metadata.read().schema_registry(ns).cloned().unwrap_or_default();
-        let command = match registration(agent, &registry, ns, subject, body, normalize)? {
+        let command = match registration(agent, &registry, ns, subject, body, normalize, table.as_ref())? {
             Ok(command) => command,
             Err(existing) => return Ok(existing),
         };
@@ -883,8 +886,40 @@ pub(crate) async fn register_for_produce(
     register_schema(agent, ns, subject, &body, false).await.map(|(id, _)| id).map_err(|e| e.message)
 }
 
+/// The value subject's table topic's typed table, as a new version must be able to evolve it
+/// (`floe.table.schema.incompatible=refuse`): its current schema and last column id. `None` for
+/// other subjects, tables not created yet and raw tables (which hold any value).
+async fn table_of_subject(
+    agent: &Agent,
+    ns: &str,
+    subject: &str,
+) -> Result<Option<(IcebergSchema, i32)>, RegistryHttpError> {
+    let Some(name) = subject.strip_suffix("-value") else { return Ok(None) };
+    let location = {
+        let state = agent.metadata.read();
+        let stored = if ns.is_empty() { name.to_owned() } else { floe_metadata::Namespace::of(ns).scope(name) };
+        let Some(topic) = state.topic_ids.get(&stored).and_then(|id| state.topics.get(id)) else { return Ok(None) };
+        if !state.table_enabled(topic) {
+            return Ok(None);
+        }
+        match state.tables.get(&topic.topic_id) {
+            Some(table) => table.metadata_location.clone(),
+            None => return Ok(None),
+        }
+    };
+    let unreadable = |why: String| RegistryHttpError::new(50001, format!("reading the topic's table: {why}"));
+    let key = agent.store.table_key_of_uri(&location).ok_or_else(|| unreadable(location.clone()))?;
+    let bytes = agent.store.get_table_object(&key).await.map_err(|e| unreadable(e.to_string()))?;
+    let metadata = TableMetadata::parse(&bytes).map_err(|e| unreadable(e.to_string()))?;
+    let schema = metadata.current_schema().cloned().ok_or_else(|| unreadable("no current schema".into()))?;
+    if schema.field(floe_tables::schema::column::RAW_VALUE).is_some() {
+        return Ok(None);
+    }
+    Ok(Some((schema, metadata.last_column_id)))
+}
+
 /// The command registering `body` under `subject`, or (`Err` inside) its id and version when
-/// the subject holds it already.
+/// the subject holds it already. `table`: the typed table the subject's records go to.
 fn registration(
     agent: &Agent,
     registry: &SchemaRegistry,
@@ -892,6 +927,7 @@ fn registration(
     subject: &str,
     body: &SchemaBody,
     normalize: bool,
+    table: Option<&(IcebergSchema, i32)>,
 ) -> Result<Result<Command, (i32, i32)>, RegistryHttpError> {
     let parsed = parse_schema(registry, body, normalize || registry.normalize(Some(subject)))?;
     if body.id.is_none()
@@ -909,6 +945,16 @@ fn registration(
             format!(
                 "Schema being registered is incompatible with an earlier schema for subject \"{subject}\", details: [{}]",
                 messages.join(", ")
+            ),
+        ));
+    }
+    if let Some((schema, last_column_id)) = table
+        && let Err(why) = floe_agent::tables::evolve_table_schema(schema, *last_column_id, &parsed.schema, None)
+    {
+        return Err(RegistryHttpError::new(
+            409,
+            format!(
+                "Schema being registered is incompatible with the Iceberg table of subject \"{subject}\"'s topic: {why} (floe.table.schema.incompatible=refuse)"
             ),
         ));
     }

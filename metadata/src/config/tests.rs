@@ -249,7 +249,6 @@ fn topic_synonyms_name_matching_broker_configs() {
         // Table topics are set per topic only.
         "floe.table.commit.interval.ms",
         "floe.table.enable",
-        "floe.table.invalid.records",
         "floe.table.partition.by",
         "floe.table.schema.incompatible",
         "floe.table.target.file.bytes",

@@ -11,6 +11,7 @@ use crate::{Difference, DifferenceKind, SchemaError};
 
 mod datum;
 mod json;
+mod value;
 
 pub use datum::DATUM_DEPTH_MAX;
 
@@ -114,6 +115,22 @@ impl AvroSchema {
     /// [`AvroSchema::check_datum`] is.
     pub fn decode_json(&self, bytes: &[u8]) -> Result<serde_json::Value, String> {
         datum::Datum::new(&self.names, bytes).into_json(&self.schema)
+    }
+
+    /// One datum in Avro's binary encoding as apache-avro's `Value`, bounded as
+    /// [`AvroSchema::check_datum`] is; logical types keep their physical values.
+    pub fn decode_value(&self, bytes: &[u8]) -> Result<apache_avro::types::Value, String> {
+        datum::Datum::new(&self.names, bytes).into_value(&self.schema)
+    }
+
+    /// The parsed schema.
+    pub fn root(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The named type a reference names (the schema's own, or one of its references').
+    pub fn named(&self, full_name: &str) -> Option<&Schema> {
+        self.names.get(full_name)
     }
 
     /// Whether data written with `writer` can be read with this schema: empty when it can,

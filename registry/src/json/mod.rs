@@ -80,6 +80,11 @@ impl JsonSchema {
         &self.canonical
     }
 
+    /// The schema document.
+    pub fn root(&self) -> &Value {
+        &self.root
+    }
+
     /// The schema's `title`, which Confluent's serializers use as the record name.
     pub fn title(&self) -> Option<String> {
         self.root.get("title").and_then(Value::as_str).map(str::to_owned)

@@ -307,6 +307,12 @@ impl ProtobufSchema {
         self.decode(payload).map(drop)
     }
 
+    /// A payload's message (after its message indexes), decoded, bounded as
+    /// [`ProtobufSchema::check_payload`] is.
+    pub fn decode_message(&self, payload: &[u8]) -> Result<DynamicMessage, String> {
+        self.decode(payload)
+    }
+
     fn decode(&self, payload: &[u8]) -> Result<DynamicMessage, String> {
         let (message, bytes) = self.message_of(payload)?;
         if bytes.len() > DECODED_PAYLOAD_BYTES_MAX {
@@ -320,6 +326,11 @@ impl ProtobufSchema {
             Ok(Err(e)) => Err(format!("not a valid message: {e}")),
             Err(_) => Err("not a valid message: the decoder failed".into()),
         }
+    }
+
+    /// The schema file's first message: what a payload with message indexes `[0]` holds.
+    pub fn first_message(&self) -> Option<prost_reflect::MessageDescriptor> {
+        self.main.messages().next()
     }
 
     /// Whether the schema's file defines message `name` (a full name, nested ones included).
