@@ -158,6 +158,15 @@ pub static TABLE_DEAD_LETTERS: LazyLock<IntCounter> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// Small table data files rewritten into larger ones.
+pub static TABLE_FILES_MERGED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_table_files_merged_total", "Small table data files merged into larger ones")
+        .expect("unique")
+});
+/// Times a table's manifests were merged into one per partition spec.
+pub static TABLE_MANIFEST_MERGES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_table_manifest_merges_total", "Times a table's manifests were merged").expect("unique")
+});
 /// Parquet data files written for table topics.
 pub static TABLE_FILES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_table_files_total", "Parquet data files written for table topics").expect("unique")

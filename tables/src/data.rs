@@ -331,6 +331,23 @@ pub fn encode_parquet(batches: &[RecordBatch]) -> Result<EncodedFile, TableError
     Ok(file)
 }
 
+/// The rows of a data file, if it was written with exactly `schema` (the same columns, ids and
+/// types); `None` for a file of another schema version, which a merge leaves as it is.
+pub fn decode_parquet(bytes: bytes::Bytes, schema: &IcebergSchema) -> Result<Option<Vec<RecordBatch>>, TableError> {
+    let parquet_error = |error: parquet::errors::ParquetError| TableError::Invalid(format!("parquet: {error}"));
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(parquet_error)?;
+    if reader.schema().fields() != arrow_schema(schema).fields() {
+        return Ok(None);
+    }
+    let batches = reader
+        .build()
+        .map_err(parquet_error)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TableError::Invalid(format!("parquet: {e}")))?;
+    Ok(Some(batches))
+}
+
 /// Lower and upper bounds of the top-level integer and timestamp columns: exact, unlike
 /// Parquet's string statistics, which may be truncated.
 #[derive(Default)]

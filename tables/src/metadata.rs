@@ -11,6 +11,10 @@ use crate::schema::IcebergSchema;
 /// The Iceberg format version Floe writes.
 pub const FORMAT_VERSION: u8 = 2;
 
+/// Earlier metadata files a metadata file lists (Iceberg's `write.metadata.previous-versions-max`
+/// default).
+pub const METADATA_LOG_MAX: usize = 100;
+
 /// Partition field ids start here (the spec's convention; 999 means "none yet").
 pub const PARTITION_FIELD_ID_START: i32 = 1000;
 
@@ -293,11 +297,43 @@ impl TableMetadata {
         self.schemas.push(schema);
     }
 
+    /// Remembers `previous_location`, the metadata file the next one replaces, in the metadata
+    /// log (the newest [`METADATA_LOG_MAX`] are kept).
+    pub fn replaces(&mut self, previous_location: String) {
+        self.metadata_log
+            .push(MetadataLogEntry { metadata_file: previous_location, timestamp_ms: self.last_updated_ms });
+        let excess = self.metadata_log.len().saturating_sub(METADATA_LOG_MAX);
+        self.metadata_log.drain(..excess);
+    }
+
+    /// Drops snapshots older than `now_ms - retention_ms` (the topic's `retention.ms`; `None`:
+    /// kept forever) and beyond the newest `keep_max`; the current snapshot always stays. Files
+    /// only they reached become garbage for the table's collector.
+    pub fn expire_snapshots(&mut self, now_ms: i64, retention_ms: Option<i64>, keep_max: usize) {
+        let current = self.current_snapshot_id;
+        let cutoff = retention_ms.map(|ms| now_ms.saturating_sub(ms));
+        let newest_kept = self.snapshots.len().saturating_sub(keep_max);
+        let mut index = 0;
+        self.snapshots.retain(|snapshot| {
+            let keep = Some(snapshot.snapshot_id) == current
+                || (index >= newest_kept && cutoff.is_none_or(|cutoff| snapshot.timestamp_ms >= cutoff));
+            index += 1;
+            keep
+        });
+        let kept: Vec<i64> = self.snapshots.iter().map(|s| s.snapshot_id).collect();
+        self.snapshot_log.retain(|entry| kept.contains(&entry.snapshot_id));
+        for snapshot in &mut self.snapshots {
+            if snapshot.parent_snapshot_id.is_some_and(|parent| !kept.contains(&parent)) {
+                snapshot.parent_snapshot_id = None;
+            }
+        }
+    }
+
     /// Makes `snapshot` current on the main branch, remembering `previous_location` (the
     /// metadata file this one replaces, if any) in the metadata log.
     pub fn add_snapshot(&mut self, snapshot: Snapshot, previous_location: Option<String>) {
         if let Some(metadata_file) = previous_location {
-            self.metadata_log.push(MetadataLogEntry { metadata_file, timestamp_ms: self.last_updated_ms });
+            self.replaces(metadata_file);
         }
         self.last_sequence_number = snapshot.sequence_number;
         self.last_updated_ms = snapshot.timestamp_ms;

@@ -233,6 +233,19 @@ mod data_files {
     }
 
     #[test]
+    fn files_of_the_current_schema_decode_for_merging() {
+        let schema = schema();
+        let file = encode_parquet(&[rows(&schema, 0, 30)]).unwrap();
+        let batches = crate::data::decode_parquet(bytes::Bytes::from(file.bytes.clone()), &schema).unwrap().unwrap();
+        assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 30);
+        let merged = encode_parquet(&batches).unwrap();
+        assert_eq!(merged.record_count, 30);
+        let mut other = schema.clone();
+        other.fields.pop();
+        assert!(crate::data::decode_parquet(bytes::Bytes::from(file.bytes), &other).unwrap().is_none());
+    }
+
+    #[test]
     fn empty_input_is_refused() {
         assert!(encode_parquet(&[]).is_err());
     }
@@ -548,4 +561,41 @@ mod json_values {
         assert_eq!(column("address").as_struct().column(0).as_string::<i32>().value(0), "London");
         assert!(column("address").is_null(1));
     }
+}
+
+#[test]
+fn snapshots_expire_by_age_and_count_but_the_current_one_stays() {
+    let mut metadata = TableMetadata::new(
+        uuid::Uuid::new_v4(),
+        "file:///t".into(),
+        schema(),
+        PartitionSpec::unpartitioned(),
+        BTreeMap::new(),
+        0,
+    );
+    for (i, at) in [10, 20, 30, 40, 50].into_iter().enumerate() {
+        let snapshot = Snapshot {
+            snapshot_id: i as i64 + 1,
+            parent_snapshot_id: metadata.current_snapshot_id,
+            sequence_number: metadata.next_sequence_number(),
+            timestamp_ms: at,
+            manifest_list: format!("file:///t/metadata/snap-{i}.avro"),
+            summary: Summary { operation: Operation::Append, properties: BTreeMap::new() },
+            schema_id: Some(0),
+        };
+        metadata.add_snapshot(snapshot, Some(format!("file:///t/metadata/{i}.metadata.json")));
+    }
+    metadata.expire_snapshots(60, Some(35), 10);
+    assert_eq!(metadata.snapshots.iter().map(|s| s.snapshot_id).collect::<Vec<_>>(), [3, 4, 5], "older than 25");
+    metadata.expire_snapshots(60, None, 2);
+    assert_eq!(metadata.snapshots.iter().map(|s| s.snapshot_id).collect::<Vec<_>>(), [4, 5], "the newest 2");
+    assert_eq!(metadata.snapshots[0].parent_snapshot_id, None, "no parent that is gone");
+    assert_eq!(metadata.snapshot_log.len(), 2);
+    metadata.expire_snapshots(1_000, Some(1), 10);
+    assert_eq!(metadata.snapshots.iter().map(|s| s.snapshot_id).collect::<Vec<_>>(), [5], "the current one stays");
+    for i in 0..200 {
+        metadata.replaces(format!("file:///t/metadata/x{i}.metadata.json"));
+    }
+    assert_eq!(metadata.metadata_log.len(), crate::metadata::METADATA_LOG_MAX);
+    assert!(metadata.metadata_log.last().unwrap().metadata_file.ends_with("x199.metadata.json"));
 }

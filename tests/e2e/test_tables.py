@@ -403,3 +403,73 @@ def test_protobuf_table_has_typed_columns(floe):
             (reading.device, reading.celsius, list(reading.tags), reading.count), row
         assert row["kind"] == ("HOT" if reading.kind == 1 else "UNKNOWN"), row
         assert row["place"] == ({"city": reading.place.city} if reading.HasField("place") else None), row
+
+
+def test_table_on_s3_reads_through_the_catalog_config(floe_s3):
+    """On an s3:// store the catalog hands out the S3 endpoint and region (never credentials):
+    pyiceberg reads the Parquet files from the S3-compatible server with its own keys."""
+    from conftest import S3_ENV
+
+    floe = floe_s3
+    topic = unique_name("s3.events")
+    create_topic(floe.bootstrap, topic, partitions=2, config=TABLE)
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 5})
+    for i in range(500):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
+    producer.flush()
+    expected = consumed_rows(floe.bootstrap, topic, 2)
+    cat = catalog(floe, **{"s3.access-key-id": S3_ENV["AWS_ACCESS_KEY_ID"],
+                           "s3.secret-access-key": S3_ENV["AWS_SECRET_ACCESS_KEY"]})
+    namespace, name = topic.rsplit(".", 1)
+    table = wait_for_rows(lambda: cat.load_table(f"{namespace}.{name}"), len(expected))
+    assert table.metadata_location.startswith(f"s3://{floe.moto.bucket}/floe/tables/"), table.metadata_location
+    assert rows_of(table) == expected
+    loaded = requests.get(f"{floe.http_url}/iceberg/v1/namespaces/{namespace}/tables/{name}", timeout=10).json()
+    assert loaded["config"]["s3.endpoint"] == floe.moto.endpoint, loaded["config"]
+    assert not any("secret" in key or "access-key" in key for key in loaded["config"]), loaded["config"]
+    assert any(k.startswith("floe/tables/") and k.endswith(".parquet") for k in floe.moto.list_keys("floe/tables/"))
+
+
+def test_small_files_and_manifests_merge_and_snapshots_expire_with_retention(floe):
+    """Many small commits: small files are merged into larger ones, the manifest list stays
+    bounded (merged past 16), snapshots older than retention.ms expire, and every record is
+    still in the table once retention has deleted it from the topic (retention waits for the
+    table)."""
+    config = {**TABLE, "floe.table.commit.interval.ms": "150", "retention.ms": "3000",
+              "floe.table.target.file.bytes": "1048576"}
+    # Small records make small files (merged); 300 KB per commit makes files over a quarter
+    # of the target (kept, their manifests merged).
+    small, large = unique_name("small"), unique_name("large")
+    for topic in (small, large):
+        create_topic(floe.bootstrap, topic, partitions=1, config=config)
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 1, "compression.type": "none"})
+    produced = {small: [], large: []}
+    rng = random.Random(3)
+    for round_ in range(30):
+        for i in range(10):
+            value = f"r{round_}-{i}".encode()
+            producer.produce(small, value=value, partition=0)
+            produced[small].append(value)
+            value = rng.randbytes(30_000)
+            producer.produce(large, value=value, partition=0)
+            produced[large].append(value)
+        producer.flush()
+        time.sleep(0.3)
+    cat = catalog(floe)
+    for topic, values in produced.items():
+        table = wait_for_rows(lambda: cat.load_table(f"default.{topic}"), len(values), timeout=60)
+        assert sorted(r[3] for r in rows_of(table)) == sorted(values)
+        manifests = table.current_snapshot().manifests(table.io)
+        assert len(manifests) <= 16, (topic, len(manifests))
+    assert metric_sum(floe, "floe_table_files_merged_total") >= 8
+    assert metric_sum(floe, "floe_table_manifest_merges_total") >= 1
+    small_table = cat.load_table(f"default.{small}")
+    assert int(small_table.current_snapshot().summary["total-data-files"]) < 20, small_table.current_snapshot()
+    assert any(s.summary.operation.value == "replace" for s in small_table.metadata.snapshots)
+    time.sleep(3.5)
+    # One more commit expires what is older than retention.ms.
+    producer.produce(small, value=b"last", partition=0)
+    producer.flush()
+    table = wait_for_rows(lambda: cat.load_table(f"default.{small}"), len(produced[small]) + 1)
+    assert len(table.metadata.snapshots) < 10, [s.timestamp_ms for s in table.metadata.snapshots]
+    assert sorted(r[3] for r in rows_of(table)) == sorted(produced[small] + [b"last"])

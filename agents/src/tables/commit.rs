@@ -18,8 +18,8 @@ use floe_tables::TableError;
 use floe_tables::avro::{NamedTypes, Schema, Value, append_value};
 use floe_tables::data::{KafkaRow, RowsBuilder, encode_parquet, split_by_partition};
 use floe_tables::manifest::{
-    Content, DataFile, EntryStatus, ManifestEntry, ManifestFile, ManifestHeader, PartitionValue, decode_manifest_list,
-    encode_manifest, encode_manifest_list,
+    Content, DataFile, EntryStatus, ManifestEntry, ManifestFile, ManifestHeader, PartitionValue, decode_manifest,
+    decode_manifest_list, encode_manifest, encode_manifest_list,
 };
 use floe_tables::metadata::{Operation, PartitionSpec, Snapshot, Summary, TableMetadata, Transform, new_snapshot_id};
 use floe_tables::protobuf::{DynamicMessage, ReflectMessage};
@@ -27,12 +27,14 @@ use floe_tables::schema::{IcebergSchema, column, dead_letter_schema, raw_table_s
 
 use crate::Agent;
 use crate::fetch::{FetchError, FetchedRecord, ReadLimits, fetched_records, read_partition};
-use crate::limits::{TABLE_BATCH_ROWS, TABLE_COMMIT_READ_BYTES_MAX, TABLE_READ_BYTES};
+use crate::limits::{
+    TABLE_BATCH_ROWS, TABLE_COMMIT_READ_BYTES_MAX, TABLE_MANIFESTS_MAX, TABLE_READ_BYTES, TABLE_SNAPSHOTS_MAX,
+};
 use crate::produce::schemas::{SchemaName, VALUE_SCHEMA_ID_HEADER, framed, header_among, schema_id_of_guid};
 use crate::record_batch::records::Header;
 
 /// `floe.table.target.file.bytes` when unset.
-const TARGET_FILE_BYTES_DEFAULT: usize = 128 * 1024 * 1024;
+pub(super) const TARGET_FILE_BYTES_DEFAULT: usize = 128 * 1024 * 1024;
 
 /// Why a table commit did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -60,19 +62,19 @@ pub(crate) enum TableJobError {
 /// One Iceberg table as last committed: where its metadata is, the metadata, and the current
 /// snapshot's manifests (a new snapshot keeps them and adds its own).
 #[derive(Debug)]
-struct TableFiles {
+pub(super) struct TableFiles {
     /// Empty for a table not committed yet.
-    location: String,
-    metadata: TableMetadata,
-    manifests: Vec<ManifestFile>,
+    pub(super) location: String,
+    pub(super) metadata: TableMetadata,
+    pub(super) manifests: Vec<ManifestFile>,
 }
 
 /// A topic's tables as this job last committed them, so the next commit need not read them.
 #[derive(Debug)]
 pub(crate) struct CachedTable {
-    version: u64,
-    main: TableFiles,
-    dead_letter: Option<TableFiles>,
+    pub(super) version: u64,
+    pub(super) main: TableFiles,
+    pub(super) dead_letter: Option<TableFiles>,
 }
 
 /// What a commit did.
@@ -96,6 +98,8 @@ struct Plan {
     typed_if_new: bool,
     /// `floe.table.partition.by`.
     partition_by: String,
+    /// The topic's `retention.ms` when it deletes: snapshots older than it expire.
+    retention_ms: Option<i64>,
 }
 
 fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
@@ -123,6 +127,13 @@ fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
         .is_some_and(|subject| subject.latest_live().is_some());
     let validated = state.topic_config_value(topic, "confluent.value.schema.validation") == Some("true");
     let partition_by = state.topic_config_value(topic, "floe.table.partition.by").unwrap_or("none").to_owned();
+    let deletes = state
+        .topic_config_value(topic, "cleanup.policy")
+        .is_some_and(|policy| policy.split(',').any(|p| p.trim() == "delete"));
+    let retention_ms = deletes
+        .then(|| state.topic_config_value(topic, "retention.ms").and_then(|ms| ms.parse::<i64>().ok()))
+        .flatten()
+        .filter(|ms| *ms >= 0);
     Ok(Plan {
         target_file_bytes,
         partitions,
@@ -130,10 +141,11 @@ fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
         namespace,
         typed_if_new: has_value_schema || validated,
         partition_by,
+        retention_ms,
     })
 }
 
-async fn get(agent: &Agent, location: &str) -> Result<Bytes, TableJobError> {
+pub(super) async fn get(agent: &Agent, location: &str) -> Result<Bytes, TableJobError> {
     let key = agent.store.table_key_of_uri(location).ok_or_else(|| TableJobError::ForeignLocation(location.into()))?;
     Ok(agent.store.get_table_object(&key).await?)
 }
@@ -224,7 +236,7 @@ impl Target {
 }
 
 /// What writes a commit's files, and when it wrote the first (for the commit deadline).
-struct Files<'a> {
+pub(super) struct Files<'a> {
     agent: &'a Agent,
     target_file_bytes: usize,
     first_put: Option<Instant>,
@@ -232,7 +244,11 @@ struct Files<'a> {
     written: usize,
 }
 
-impl Files<'_> {
+impl<'a> Files<'a> {
+    pub(super) fn new(agent: &'a Agent, target_file_bytes: usize) -> Self {
+        Self { agent, target_file_bytes, first_put: None, written: 0 }
+    }
+
     /// Encodes the target's collected rows as Parquet, one file per partition of the table's
     /// default spec, and stores them.
     async fn write_file(&mut self, target: &mut Target) -> Result<(), TableJobError> {
@@ -301,6 +317,96 @@ impl Files<'_> {
         Ok(())
     }
 
+    /// Writes a manifest for each (partition spec, entries) group, then the manifest list of
+    /// the table's manifests with them, and makes the snapshot current (expiring old ones).
+    pub(super) async fn add_snapshot(
+        &mut self,
+        dir: &str,
+        schema: &IcebergSchema,
+        table: &mut TableFiles,
+        groups: Vec<(i32, Vec<ManifestEntry>)>,
+        snapshot: NewSnapshot,
+        retention_ms: Option<i64>,
+    ) -> Result<(), TableJobError> {
+        let NewSnapshot { snapshot_id, sequence_number, operation, mut properties } = snapshot;
+        for (spec_id, entries) in groups {
+            let spec = table
+                .metadata
+                .partition_specs
+                .iter()
+                .find(|spec| spec.spec_id == spec_id)
+                .cloned()
+                .ok_or_else(|| TableError::Invalid(format!("unknown partition spec {spec_id}")))?;
+            let header = ManifestHeader { schema, spec: &spec, content: Content::Data };
+            let manifest = encode_manifest(header, &entries)?;
+            let length = manifest.len() as i64;
+            let uri = self.put(dir, format!("metadata/{}-m0.avro", uuid::Uuid::now_v7().simple()), manifest).await?;
+            table.manifests.push(ManifestFile::summarise(uri, length, header, sequence_number, snapshot_id, &entries));
+        }
+        let parent = table.metadata.current_snapshot_id;
+        let list = encode_manifest_list(snapshot_id, parent, sequence_number, &table.manifests)?;
+        let list_uri =
+            self.put(dir, format!("metadata/snap-{snapshot_id}-{}.avro", uuid::Uuid::now_v7().simple()), list).await?;
+        let total_rows: i64 = table.manifests.iter().map(|m| m.added_rows_count + m.existing_rows_count).sum();
+        let total_files: i64 =
+            table.manifests.iter().map(|m| i64::from(m.added_files_count + m.existing_files_count)).sum();
+        properties.push(("total-records", total_rows.to_string()));
+        properties.push(("total-data-files", total_files.to_string()));
+        let snapshot = Snapshot {
+            snapshot_id,
+            parent_snapshot_id: parent,
+            sequence_number,
+            timestamp_ms: floe_metadata::now_ms(),
+            manifest_list: list_uri,
+            summary: Summary {
+                operation,
+                properties: properties.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            },
+            schema_id: Some(schema.schema_id),
+        };
+        let previous = (!table.location.is_empty()).then(|| table.location.clone());
+        table.metadata.add_snapshot(snapshot, previous);
+        table.metadata.expire_snapshots(floe_metadata::now_ms(), retention_ms, TABLE_SNAPSHOTS_MAX);
+        Ok(())
+    }
+
+    /// Writes the table's next metadata file; its location.
+    pub(super) async fn put_metadata(
+        &mut self,
+        dir: &str,
+        table: &mut TableFiles,
+        version: u64,
+    ) -> Result<String, TableJobError> {
+        let name = format!("metadata/{:05}-{}.metadata.json", version + 1, uuid::Uuid::now_v7().simple());
+        let location = self.put(dir, name, table.metadata.to_json()?).await?;
+        table.location = location.clone();
+        Ok(location)
+    }
+
+    /// Every live file of the table's current snapshot as an existing entry (its sequence
+    /// numbers written out, as a rewritten manifest must), grouped by partition spec.
+    pub(super) async fn live_entries(
+        &self,
+        table: &TableFiles,
+    ) -> Result<Vec<(i32, Vec<ManifestEntry>)>, TableJobError> {
+        let mut by_spec: Vec<(i32, Vec<ManifestEntry>)> = Vec::new();
+        for manifest in &table.manifests {
+            for mut entry in decode_manifest(&get(self.agent, &manifest.manifest_path).await?)? {
+                if entry.status == EntryStatus::Deleted {
+                    continue;
+                }
+                entry.status = EntryStatus::Existing;
+                entry.sequence_number = Some(entry.sequence_number.unwrap_or(manifest.sequence_number));
+                entry.file_sequence_number = Some(entry.file_sequence_number.unwrap_or(manifest.sequence_number));
+                match by_spec.iter_mut().find(|(spec_id, _)| *spec_id == manifest.partition_spec_id) {
+                    Some((_, entries)) => entries.push(entry),
+                    None => by_spec.push((manifest.partition_spec_id, vec![entry])),
+                }
+            }
+        }
+        Ok(by_spec)
+    }
+
     async fn put(&mut self, dir: &str, relative: String, bytes: Vec<u8>) -> Result<String, TableJobError> {
         let key = TableObjectKey::new(&format!("{dir}/{relative}"));
         self.first_put.get_or_insert_with(Instant::now);
@@ -317,6 +423,7 @@ impl Files<'_> {
         target: &mut Target,
         version: u64,
         ranges: &[TableRange],
+        retention_ms: Option<i64>,
     ) -> Result<String, TableJobError> {
         self.write_file(target).await?;
         let dir = target.dir();
@@ -343,57 +450,43 @@ impl Files<'_> {
                     data_file,
                 })
                 .collect();
-            let header = ManifestHeader { schema: &target.schema, spec: &spec, content: Content::Data };
-            let manifest = encode_manifest(header, &entries)?;
-            let manifest_length = manifest.len() as i64;
-            let manifest_uri =
-                self.put(&dir, format!("metadata/{}-m0.avro", uuid::Uuid::now_v7().simple()), manifest).await?;
-            table.manifests.push(ManifestFile::summarise(
-                manifest_uri,
-                manifest_length,
-                header,
-                sequence_number,
-                snapshot_id,
-                &entries,
-            ));
-            let parent = table.metadata.current_snapshot_id;
-            let list = encode_manifest_list(snapshot_id, parent, sequence_number, &table.manifests)?;
-            let list_uri = self
-                .put(&dir, format!("metadata/snap-{snapshot_id}-{}.avro", uuid::Uuid::now_v7().simple()), list)
-                .await?;
-            let total_rows: i64 = table.manifests.iter().map(|m| m.added_rows_count + m.existing_rows_count).sum();
-            let total_files: i64 =
-                table.manifests.iter().map(|m| i64::from(m.added_files_count + m.existing_files_count)).sum();
+            // One manifest per commit; past TABLE_MANIFESTS_MAX they are rewritten as one per
+            // partition spec, so readers plan from a bounded list.
+            let mut groups = Vec::new();
+            if table.manifests.len() >= TABLE_MANIFESTS_MAX {
+                groups = self.live_entries(table).await?;
+                table.manifests.clear();
+                crate::metrics::TABLE_MANIFEST_MERGES.inc();
+            }
+            match groups.iter_mut().find(|(spec_id, _)| *spec_id == spec.spec_id) {
+                Some((_, existing)) => existing.extend(entries),
+                None => groups.push((spec.spec_id, entries)),
+            }
             let offsets: Vec<String> = ranges.iter().map(|r| format!("{}:{}-{}", r.partition, r.from, r.to)).collect();
-            let properties = [
+            let properties = vec![
                 ("added-data-files", file_count.to_string()),
                 ("added-records", added_rows.to_string()),
                 ("added-files-size", added_bytes.to_string()),
-                ("total-records", total_rows.to_string()),
-                ("total-data-files", total_files.to_string()),
                 ("floe.offsets", offsets.join(",")),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect();
-            let snapshot = Snapshot {
-                snapshot_id,
-                parent_snapshot_id: parent,
-                sequence_number,
-                timestamp_ms: floe_metadata::now_ms(),
-                manifest_list: list_uri,
-                summary: Summary { operation: Operation::Append, properties },
-                schema_id: Some(target.schema.schema_id),
-            };
-            let previous = (!table.location.is_empty()).then(|| table.location.clone());
-            table.metadata.add_snapshot(snapshot, previous);
+            ];
+            let snapshot = NewSnapshot { snapshot_id, sequence_number, operation: Operation::Append, properties };
+            self.add_snapshot(&dir, &target.schema, table, groups, snapshot, retention_ms).await?;
+        } else if !table.location.is_empty() {
+            table.metadata.replaces(table.location.clone());
         }
-        let name = format!("metadata/{:05}-{}.metadata.json", version + 1, uuid::Uuid::now_v7().simple());
-        let location = self.put(&dir, name, table.metadata.to_json()?).await?;
-        table.location = location.clone();
+        let location = self.put_metadata(&dir, table, version).await?;
         target.evolved = false;
         Ok(location)
     }
+}
+
+/// A snapshot about to be added: its id and sequence number, what it did, and its summary's
+/// counters (totals are added).
+pub(super) struct NewSnapshot {
+    pub(super) snapshot_id: i64,
+    pub(super) sequence_number: i64,
+    pub(super) operation: Operation,
+    pub(super) properties: Vec<(&'static str, String)>,
 }
 
 /// Where a record goes in a typed table.
@@ -534,7 +627,7 @@ pub(super) async fn commit_table(
         main.evolved = true;
     }
     let mut dead_letter = dead_letter.map(Target::new).transpose()?;
-    let mut files = Files { agent, target_file_bytes: plan.target_file_bytes, first_put: None, written: 0 };
+    let mut files = Files::new(agent, plan.target_file_bytes);
     let mut writers = WriterSchemas { namespace: plan.namespace.clone(), by_id: HashMap::new() };
     // Per writer schema id: whether the table holds its records (else why not).
     let mut verdicts: HashMap<i32, Result<(), String>> = HashMap::new();
@@ -658,9 +751,9 @@ pub(super) async fn commit_table(
         cache.insert(topic_id, CachedTable { version, main, dead_letter: dead_letter.map(|t| t.table) });
         return Ok(CommitSummary { rows: 0, files: 0, backlogged: false });
     }
-    let metadata_location = files.publish(&mut main, version, &ranges).await?;
+    let metadata_location = files.publish(&mut main, version, &ranges, plan.retention_ms).await?;
     let dead_letter_location = match dead_letter.as_mut() {
-        Some(target) => Some(files.publish(target, version, &ranges).await?),
+        Some(target) => Some(files.publish(target, version, &ranges, plan.retention_ms).await?),
         None => None,
     };
     let file_count = files.written;
@@ -723,7 +816,7 @@ fn partitioning(config: &str, schema: &IcebergSchema) -> Option<Vec<(i32, Transf
 }
 
 /// A partition value as a path segment.
-fn partition_text(value: Option<&PartitionValue>) -> String {
+pub(super) fn partition_text(value: Option<&PartitionValue>) -> String {
     match value {
         None => "null".to_owned(),
         Some(PartitionValue::Int(v) | PartitionValue::Date(v)) => v.to_string(),

@@ -10,6 +10,7 @@
 
 mod commit;
 mod gc;
+mod merge;
 
 use std::collections::HashMap;
 use std::sync::Weak;
@@ -100,6 +101,10 @@ pub(crate) async fn run(agent: Weak<Agent>, config: TableJobConfig) {
                         backlogged.push(topic_id);
                     }
                     tracing::debug!(topic = %topic_id, rows = summary.rows, files = summary.files, "table commit");
+                    if let Err(e) = merge::merge_small_files(&agent, topic_id, &mut cache).await {
+                        tracing::warn!(topic = %topic_id, error = %e, "merging a table's small files failed");
+                        cache.remove(&topic_id);
+                    }
                 }
                 Err(e) => {
                     crate::metrics::TABLE_COMMITS.with_label_values(&["failed"]).inc();
