@@ -74,7 +74,8 @@ def run(args, floe_bin):
                 time.sleep(0.1)
         bootstrap, base = f"127.0.0.1:{kafka}", f"http://127.0.0.1:{http}"
         topic = "bench.readings"
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 4, 1, config={
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 4, 1, config={
             "floe.table.enable": "true", "floe.table.commit.interval.ms": str(args.interval_ms)})])[topic].result()
         sr = SchemaRegistryClient({"url": f"{base}/schema-registry"})
         serialize = AvroSerializer(sr, json.dumps(SCHEMA))
@@ -106,23 +107,24 @@ def run(args, floe_bin):
             time.sleep(0.5)
         after = metrics(base)
         committed_at = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
-        appends = {s.snapshot_id for s in table.metadata.snapshots if s.summary.operation.value == "append"}
-        # Each row once: the file an append added it in (merges rewrite rows into new files later).
-        entries, seen = [], set()
-        for e in table.inspect.all_entries().to_pylist():
-            path = e["data_file"]["file_path"]
-            if e["status"] == 1 and e["snapshot_id"] in appends and path not in seen:
-                seen.add(path)
-                entries.append(e)
-        freshness = []
-        parquet_bytes = 0
-        for entry in entries:
-            path = entry["data_file"]["file_path"]
-            parquet_bytes += entry["data_file"]["file_size_in_bytes"]
-            commit_ms = committed_at[entry["snapshot_id"]]
-            with table.io.new_input(path).open() as f:
-                stamps = pq.read_table(f, columns=["_timestamp"]).column("_timestamp").to_pylist()
-            freshness += [(commit_ms - ts.timestamp() * 1000) / 1000 for ts in stamps]
+        # Each row once: read from the file an append snapshot added it in (merges rewrite rows
+        # into new files later).
+        freshness, parquet_bytes, seen = [], 0, set()
+        for snapshot in table.metadata.snapshots:
+            if snapshot.summary.operation.value != "append":
+                continue
+            for manifest in snapshot.manifests(table.io):
+                if manifest.added_snapshot_id != snapshot.snapshot_id:
+                    continue
+                for entry in manifest.fetch_manifest_entry(table.io):
+                    path = entry.data_file.file_path
+                    if entry.status.value != 1 or path in seen:
+                        continue
+                    seen.add(path)
+                    parquet_bytes += entry.data_file.file_size_in_bytes
+                    with table.io.new_input(path).open() as f:
+                        stamps = pq.read_table(f, columns=["_timestamp"]).column("_timestamp").to_pylist()
+                    freshness += [(snapshot.timestamp_ms - ts.timestamp() * 1000) / 1000 for ts in stamps]
         freshness.sort()
         gib = record_bytes / 2**30
         puts = after.get('floe_object_store_put_requests_total{outcome="ok"}', 0) - \
