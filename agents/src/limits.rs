@@ -75,6 +75,9 @@ pub const TABLE_LAG_SERIES_MAX: usize = 10_000;
 /// Manifests a table lists before a commit merges them into one per partition spec (each
 /// commit adds one).
 pub const TABLE_MANIFESTS_MAX: usize = 16;
+/// Live keys of an upsert table the job indexes (about 100 bytes each plus the key): past it
+/// the table's commits fail and its lag grows, rather than the job's memory.
+pub const TABLE_UPSERT_KEYS_MAX: usize = 20_000_000;
 /// Snapshots a table's metadata keeps at most (older ones expire sooner with `retention.ms`);
 /// each costs about 400 bytes of metadata JSON.
 pub const TABLE_SNAPSHOTS_MAX: usize = 500;

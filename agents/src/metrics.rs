@@ -158,6 +158,11 @@ pub static TABLE_DEAD_LETTERS: LazyLock<IntCounter> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// Rows of upsert tables deleted by position (a newer record or a tombstone of their key).
+pub static TABLE_ROWS_DELETED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_table_rows_deleted_total", "Upsert table rows deleted by a newer record or tombstone")
+        .expect("unique")
+});
 /// Small table data files rewritten into larger ones.
 pub static TABLE_FILES_MERGED: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_table_files_merged_total", "Small table data files merged into larger ones")

@@ -8,6 +8,7 @@
 
 pub mod avro;
 pub mod data;
+pub mod deletes;
 pub mod evolution;
 pub mod json;
 pub mod manifest;

@@ -246,6 +246,42 @@ mod data_files {
     }
 
     #[test]
+    fn row_keys_come_back_from_the_file_in_row_order() {
+        use crate::deletes::{decode_row_keys, keep_rows, row_keys, row_offsets};
+        let schema = schema();
+        let batch = rows(&schema, 0, 10);
+        let keys: Vec<(i32, Option<Vec<u8>>)> =
+            row_keys(&batch).unwrap().map(|(p, k)| (p, k.map(<[u8]>::to_vec))).collect();
+        assert_eq!(keys[0], (3, None), "offset 0 has no key");
+        assert_eq!(keys[1], (3, Some(b"k1".to_vec())));
+        assert_eq!(row_offsets(&batch).unwrap(), (0..10).collect::<Vec<i64>>());
+        let file = encode_parquet(std::slice::from_ref(&batch)).unwrap();
+        assert_eq!(decode_row_keys(bytes::Bytes::from(file.bytes)).unwrap(), keys);
+        let kept = keep_rows(&batch, (0..10).map(|i| i % 3 == 0).collect()).unwrap();
+        assert_eq!(row_offsets(&kept).unwrap(), [0, 3, 6, 9]);
+    }
+
+    #[test]
+    fn position_deletes_are_sorted_bounded_and_read_back() {
+        use crate::deletes::{DELETE_FILE_PATH_ID, DELETE_POS_ID, decode_position_deletes, encode_position_deletes};
+        let mut deletes = vec![("s3://b/t/data/b.parquet".to_owned(), 7), ("s3://b/t/data/a.parquet".to_owned(), 9)];
+        deletes.push(("s3://b/t/data/a.parquet".to_owned(), 2));
+        let file = encode_position_deletes(&mut deletes).unwrap();
+        assert_eq!(file.record_count, 3);
+        assert_eq!(file.lower_bounds[&DELETE_FILE_PATH_ID], b"s3://b/t/data/a.parquet");
+        assert_eq!(file.upper_bounds[&DELETE_FILE_PATH_ID], b"s3://b/t/data/b.parquet");
+        assert_eq!(file.lower_bounds[&DELETE_POS_ID], 2i64.to_le_bytes());
+        let entry = file.delete_file("s3://b/t/data/d.parquet".into(), Vec::new());
+        assert_eq!(entry.content, Content::PositionDeletes);
+        let read = decode_position_deletes(bytes::Bytes::from(file.bytes)).unwrap();
+        let expected: Vec<(String, i64)> = [("a", 2), ("a", 9), ("b", 7)]
+            .iter()
+            .map(|(name, pos)| (format!("s3://b/t/data/{name}.parquet"), *pos))
+            .collect();
+        assert_eq!(read, expected);
+    }
+
+    #[test]
     fn empty_input_is_refused() {
         assert!(encode_parquet(&[]).is_err());
     }

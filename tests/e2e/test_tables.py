@@ -473,3 +473,75 @@ def test_small_files_and_manifests_merge_and_snapshots_expire_with_retention(flo
     table = wait_for_rows(lambda: cat.load_table(f"default.{small}"), len(produced[small]) + 1)
     assert len(table.metadata.snapshots) < 10, [s.timestamp_ms for s in table.metadata.snapshots]
     assert sorted(r[3] for r in rows_of(table)) == sorted(produced[small] + [b"last"])
+
+
+def table_view(floe, topic):
+    """The topic's line of `floe admin tables --json`."""
+    listed = subprocess.run([FLOE_BIN, "admin", "tables", "--metadata", f"127.0.0.1:{floe.metadata_port}", "--json"],
+                            capture_output=True, text=True, timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    return next((v for v in json.loads(listed.stdout) if v["topic"] == topic), None)
+
+
+def test_compacted_topic_becomes_an_upsert_table_with_one_row_per_key(floe):
+    """A compacted topic's table holds the latest value of each key: updates replace the key's
+    row (a position delete of the old one), tombstones remove it. Across many small commits
+    (merged as they pile up) and an agent SIGKILL (the job rereads where each key's row is from
+    the table's files), pyiceberg and duckdb (applying the delete files itself) see exactly
+    the latest value per key."""
+    topic = unique_name("customers")
+    create_topic(floe.bootstrap, topic, partitions=2, config={
+        **TABLE, "cleanup.policy": "compact", "floe.table.commit.interval.ms": "150",
+        "floe.table.target.file.bytes": "1048576"})
+    rng = random.Random(5)
+    latest = {}
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 2})
+
+    def send(i, value):
+        key = f"c{i}".encode()
+        producer.produce(topic, key=key, value=value, partition=i % 2)
+        if value is None:
+            latest.pop((i % 2, key), None)
+        else:
+            latest[(i % 2, key)] = value
+
+    for i in range(300):
+        send(i, f"v0-{i}".encode())
+    assert producer.flush(30) == 0
+    for round_ in range(14):
+        # Some keys change twice in a round (one commit), some are deleted and come back.
+        for _ in range(60):
+            i = rng.randrange(300)
+            send(i, None if rng.random() < 0.2 else f"v{round_ + 1}-{i}-{rng.random()}".encode())
+        assert producer.flush(30) == 0
+        time.sleep(0.3)
+        if round_ == 7:
+            floe.kill()
+            floe.start()
+            producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 2})
+    wait_until(lambda: (table_view(floe, topic) or {}).get("lag_records") == 0, 60, "the table caught up",
+               interval=0.5)
+
+    cat = catalog(floe)
+    table = cat.load_table(f"default.{topic}")
+    assert table.metadata.properties["floe.table.mode"] == "upsert"
+    rows = table.scan().to_arrow().to_pylist()
+    got = {(r["_partition"], r["_key"]): r["_value"] for r in rows}
+    assert len(got) == len(rows), "a key has two rows"
+    assert got == latest
+    operations = {s.summary.operation.value for s in table.metadata.snapshots}
+    assert {"overwrite", "replace"} <= operations, operations
+    assert int(table.current_snapshot().summary["total-position-deletes"]) > 0
+    assert metric_sum(floe, "floe_table_rows_deleted_total") > 0
+
+    # duckdb: the data files minus the rows the position delete files name.
+    entries = table.inspect.files().to_pylist()
+    local = lambda path: path.removeprefix("file://")  # noqa: E731
+    data = [local(e["file_path"]) for e in entries if e["content"] == 0]
+    deletes = [local(e["file_path"]) for e in entries if e["content"] == 1]
+    assert deletes, "no position delete files"
+    (live,) = duckdb.sql(
+        f"select count(*) from read_parquet({data!r}, filename=true, file_row_number=true) d "
+        f"anti join read_parquet({deletes!r}) x "
+        f"on replace(x.file_path, 'file://', '') = d.filename and x.pos = d.file_row_number").fetchall()[0]
+    assert live == len(latest)

@@ -17,6 +17,7 @@ use floe_storage::{StorageError, TableObjectKey};
 use floe_tables::TableError;
 use floe_tables::avro::{NamedTypes, Schema, Value, append_value};
 use floe_tables::data::{KafkaRow, RowsBuilder, encode_parquet, split_by_partition};
+use floe_tables::deletes::{encode_position_deletes, row_keys};
 use floe_tables::manifest::{
     Content, DataFile, EntryStatus, ManifestEntry, ManifestFile, ManifestHeader, PartitionValue, decode_manifest,
     decode_manifest_list, encode_manifest, encode_manifest_list,
@@ -25,6 +26,7 @@ use floe_tables::metadata::{Operation, PartitionSpec, Snapshot, Summary, TableMe
 use floe_tables::protobuf::{DynamicMessage, ReflectMessage};
 use floe_tables::schema::{IcebergSchema, column, dead_letter_schema, raw_table_schema, typed_table_schema};
 
+use super::upsert::{KeyIndex, MODE_PROPERTY, MODE_UPSERT, PendingDeletes};
 use crate::Agent;
 use crate::fetch::{FetchError, FetchedRecord, ReadLimits, fetched_records, read_partition};
 use crate::limits::{
@@ -67,6 +69,14 @@ pub(super) struct TableFiles {
     pub(super) location: String,
     pub(super) metadata: TableMetadata,
     pub(super) manifests: Vec<ManifestFile>,
+    /// An upsert table's live rows by key, once read.
+    pub(super) keys: Option<KeyIndex>,
+}
+
+impl TableFiles {
+    fn is_upsert(&self) -> bool {
+        self.metadata.properties.get(MODE_PROPERTY).is_some_and(|mode| mode == MODE_UPSERT)
+    }
 }
 
 /// A topic's tables as this job last committed them, so the next commit need not read them.
@@ -100,6 +110,8 @@ struct Plan {
     partition_by: String,
     /// The topic's `retention.ms` when it deletes: snapshots older than it expire.
     retention_ms: Option<i64>,
+    /// `cleanup.policy` includes `compact`: a new table is an upsert table.
+    compacted: bool,
 }
 
 fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
@@ -127,9 +139,9 @@ fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
         .is_some_and(|subject| subject.latest_live().is_some());
     let validated = state.topic_config_value(topic, "confluent.value.schema.validation") == Some("true");
     let partition_by = state.topic_config_value(topic, "floe.table.partition.by").unwrap_or("none").to_owned();
-    let deletes = state
-        .topic_config_value(topic, "cleanup.policy")
-        .is_some_and(|policy| policy.split(',').any(|p| p.trim() == "delete"));
+    let policy = state.topic_config_value(topic, "cleanup.policy").unwrap_or("delete");
+    let deletes = policy.split(',').any(|p| p.trim() == "delete");
+    let compacted = policy.split(',').any(|p| p.trim() == "compact");
     let retention_ms = deletes
         .then(|| state.topic_config_value(topic, "retention.ms").and_then(|ms| ms.parse::<i64>().ok()))
         .flatten()
@@ -142,6 +154,7 @@ fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
         typed_if_new: has_value_schema || validated,
         partition_by,
         retention_ms,
+        compacted,
     })
 }
 
@@ -157,11 +170,11 @@ async fn load(agent: &Agent, location: &str) -> Result<TableFiles, TableJobError
         Some(snapshot) => decode_manifest_list(&get(agent, &snapshot.manifest_list).await?)?,
         None => Vec::new(),
     };
-    Ok(TableFiles { location: location.to_owned(), metadata, manifests })
+    Ok(TableFiles { location: location.to_owned(), metadata, manifests, keys: None })
 }
 
-/// A table not committed yet, in a directory of its own.
-fn new_table(agent: &Agent, topic_id: TopicId, schema: IcebergSchema) -> TableFiles {
+/// A table not committed yet, in a directory of its own; `upsert` for a compacted topic's.
+fn new_table(agent: &Agent, topic_id: TopicId, schema: IcebergSchema, upsert: bool) -> TableFiles {
     let table_uuid = uuid::Uuid::new_v4();
     let location = agent.store.table_uri(&TableObjectKey::new(&table_uuid.to_string()));
     let properties = [
@@ -169,6 +182,7 @@ fn new_table(agent: &Agent, topic_id: TopicId, schema: IcebergSchema) -> TableFi
         ("write.parquet.compression-codec", "zstd".to_owned()),
         ("floe.managed", "true".to_owned()),
         ("floe.topic-id", topic_id.to_string()),
+        (MODE_PROPERTY, if upsert { MODE_UPSERT } else { "append" }.to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -181,7 +195,7 @@ fn new_table(agent: &Agent, topic_id: TopicId, schema: IcebergSchema) -> TableFi
         properties,
         floe_metadata::now_ms(),
     );
-    TableFiles { location: String::new(), metadata, manifests: Vec::new() }
+    TableFiles { location: String::new(), metadata, manifests: Vec::new(), keys: upsert.then(KeyIndex::default) }
 }
 
 /// A table this commit writes rows into.
@@ -195,6 +209,8 @@ struct Target {
     files: Vec<DataFile>,
     /// The schema evolved: a new metadata file is due even without new files.
     evolved: bool,
+    /// An upsert table's tombstones and deleted rows not yet written.
+    pending: PendingDeletes,
 }
 
 impl Target {
@@ -202,7 +218,16 @@ impl Target {
         let schema =
             table.metadata.current_schema().cloned().ok_or_else(|| TableError::Invalid("no current schema".into()))?;
         let rows = RowsBuilder::new(&schema);
-        Ok(Self { table, schema, rows, batches: Vec::new(), batch_payload: 0, files: Vec::new(), evolved: false })
+        Ok(Self {
+            table,
+            schema,
+            rows,
+            batches: Vec::new(),
+            batch_payload: 0,
+            files: Vec::new(),
+            evolved: false,
+            pending: PendingDeletes::default(),
+        })
     }
 
     fn is_raw(&self) -> bool {
@@ -253,11 +278,15 @@ impl<'a> Files<'a> {
     /// default spec, and stores them.
     async fn write_file(&mut self, target: &mut Target) -> Result<(), TableJobError> {
         target.end_batch()?;
-        if target.batches.is_empty() {
+        let mut batches = std::mem::take(&mut target.batches);
+        target.batch_payload = 0;
+        let upsert = target.table.keys.is_some();
+        if let Some(keys) = target.table.keys.as_mut() {
+            batches = keys.supersede(batches, &mut target.pending)?;
+        }
+        if batches.is_empty() {
             return Ok(());
         }
-        let batches = std::mem::take(&mut target.batches);
-        target.batch_payload = 0;
         let spec = target
             .table
             .metadata
@@ -265,6 +294,7 @@ impl<'a> Files<'a> {
             .cloned()
             .ok_or_else(|| TableError::Invalid("no default spec".into()))?;
         let schema = target.schema.clone();
+        let spec_of_files = spec.clone();
         let encoded = tokio::task::spawn_blocking(move || -> Result<Vec<_>, TableError> {
             let mut groups: Vec<(Vec<Option<PartitionValue>>, Vec<floe_tables::RecordBatch>)> = Vec::new();
             for batch in batches {
@@ -275,29 +305,24 @@ impl<'a> Files<'a> {
                     }
                 }
             }
-            let names: Vec<String> = spec.fields.iter().map(|f| f.name.clone()).collect();
             groups
                 .into_iter()
                 .map(|(key, parts)| {
-                    let path: Vec<String> = names
-                        .iter()
-                        .zip(&key)
-                        .map(|(name, value)| format!("{name}={}", partition_text(value.as_ref())))
-                        .collect();
-                    encode_parquet(&parts).map(|file| (key, path.join("/"), file))
+                    // An upsert table indexes where each key's row lands.
+                    let mut keys = Vec::new();
+                    if upsert {
+                        for part in &parts {
+                            keys.extend(row_keys(part)?.map(|(p, key)| (p, key.map(<[u8]>::to_vec))));
+                        }
+                    }
+                    encode_parquet(&parts).map(|file| (key, file, keys))
                 })
                 .collect()
         })
         .await
         .map_err(|e| TableJobError::Task(e.to_string()))??;
-        for (key, path, file) in encoded {
-            let name = format!("{}.parquet", uuid::Uuid::now_v7().simple());
-            let relative = if path.is_empty() {
-                format!("{}/data/{name}", target.dir())
-            } else {
-                format!("{}/data/{path}/{name}", target.dir())
-            };
-            let object = TableObjectKey::new(&relative);
+        for (key, file, keys) in encoded {
+            let object = TableObjectKey::new(&data_file_key(&target.dir(), &spec_of_files, &key));
             let data_file = file.data_file(self.agent.store.table_uri(&object), key);
             self.first_put.get_or_insert_with(Instant::now);
             let size = file.bytes.len() as u64;
@@ -305,6 +330,11 @@ impl<'a> Files<'a> {
             crate::metrics::TABLE_FILES.inc();
             crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
             self.written += 1;
+            if let Some(index) = target.table.keys.as_mut() {
+                let rows = keys.iter().map(|(p, key)| (*p, key.as_deref()));
+                let spec_id = spec_of_files.spec_id;
+                index.add_file(data_file.file_path.clone(), spec_id, data_file.partition.clone(), rows)?;
+            }
             target.files.push(data_file);
         }
         Ok(())
@@ -317,8 +347,36 @@ impl<'a> Files<'a> {
         Ok(())
     }
 
-    /// Writes a manifest for each (partition spec, entries) group, then the manifest list of
-    /// the table's manifests with them, and makes the snapshot current (expiring old ones).
+    /// Writes an upsert table's position delete files for the rows this commit deleted, one
+    /// per partition of the data files they name.
+    async fn write_deletes(&mut self, target: &mut Target) -> Result<(), TableJobError> {
+        let dir = target.dir();
+        let Some(index) = target.table.keys.as_mut() else { return Ok(()) };
+        for mut group in index.delete_groups(&mut target.pending) {
+            let spec = target
+                .table
+                .metadata
+                .partition_specs
+                .iter()
+                .find(|spec| spec.spec_id == group.spec_id)
+                .ok_or_else(|| TableError::Invalid(format!("unknown partition spec {}", group.spec_id)))?;
+            let file = encode_position_deletes(&mut group.deletes)?;
+            let object = TableObjectKey::new(&data_file_key(&dir, spec, &group.partition));
+            let delete_file = file.delete_file(self.agent.store.table_uri(&object), group.partition);
+            self.first_put.get_or_insert_with(Instant::now);
+            let size = file.bytes.len() as u64;
+            self.agent.store.put_table_object(&object, Bytes::from(file.bytes)).await?;
+            crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
+            crate::metrics::TABLE_ROWS_DELETED.inc_by(delete_file.record_count.unsigned_abs());
+            index.add_delete_file(delete_file.file_path.clone(), group.files);
+            target.files.push(delete_file);
+        }
+        Ok(())
+    }
+
+    /// Writes a manifest for each (partition spec, entries) group (two when it holds data and
+    /// delete files), then the manifest list of the table's manifests with them, and makes the
+    /// snapshot current (expiring old ones).
     pub(super) async fn add_snapshot(
         &mut self,
         dir: &str,
@@ -337,21 +395,40 @@ impl<'a> Files<'a> {
                 .find(|spec| spec.spec_id == spec_id)
                 .cloned()
                 .ok_or_else(|| TableError::Invalid(format!("unknown partition spec {spec_id}")))?;
-            let header = ManifestHeader { schema, spec: &spec, content: Content::Data };
-            let manifest = encode_manifest(header, &entries)?;
-            let length = manifest.len() as i64;
-            let uri = self.put(dir, format!("metadata/{}-m0.avro", uuid::Uuid::now_v7().simple()), manifest).await?;
-            table.manifests.push(ManifestFile::summarise(uri, length, header, sequence_number, snapshot_id, &entries));
+            let (data, deletes): (Vec<_>, Vec<_>) =
+                entries.into_iter().partition(|entry| entry.data_file.content == Content::Data);
+            for (content, entries) in [(Content::Data, data), (Content::PositionDeletes, deletes)] {
+                if entries.is_empty() {
+                    continue;
+                }
+                let header = ManifestHeader { schema, spec: &spec, content };
+                let manifest = encode_manifest(header, &entries)?;
+                let length = manifest.len() as i64;
+                let name = format!("metadata/{}-m0.avro", uuid::Uuid::now_v7().simple());
+                let uri = self.put(dir, name, manifest).await?;
+                let summary = ManifestFile::summarise(uri, length, header, sequence_number, snapshot_id, &entries);
+                table.manifests.push(summary);
+            }
         }
         let parent = table.metadata.current_snapshot_id;
         let list = encode_manifest_list(snapshot_id, parent, sequence_number, &table.manifests)?;
         let list_uri =
             self.put(dir, format!("metadata/snap-{snapshot_id}-{}.avro", uuid::Uuid::now_v7().simple()), list).await?;
-        let total_rows: i64 = table.manifests.iter().map(|m| m.added_rows_count + m.existing_rows_count).sum();
-        let total_files: i64 =
-            table.manifests.iter().map(|m| i64::from(m.added_files_count + m.existing_files_count)).sum();
+        let totals = |content: Content| {
+            table.manifests.iter().filter(|m| m.content == content).fold((0i64, 0i64), |(rows, files), m| {
+                (
+                    rows + m.added_rows_count + m.existing_rows_count,
+                    files + i64::from(m.added_files_count + m.existing_files_count),
+                )
+            })
+        };
+        let (total_rows, total_files) = totals(Content::Data);
+        let (total_deletes, total_delete_files) = totals(Content::PositionDeletes);
         properties.push(("total-records", total_rows.to_string()));
         properties.push(("total-data-files", total_files.to_string()));
+        properties.push(("total-delete-files", total_delete_files.to_string()));
+        properties.push(("total-position-deletes", total_deletes.to_string()));
+        properties.push(("total-equality-deletes", "0".to_owned()));
         let snapshot = Snapshot {
             snapshot_id,
             parent_snapshot_id: parent,
@@ -383,30 +460,6 @@ impl<'a> Files<'a> {
         Ok(location)
     }
 
-    /// Every live file of the table's current snapshot as an existing entry (its sequence
-    /// numbers written out, as a rewritten manifest must), grouped by partition spec.
-    pub(super) async fn live_entries(
-        &self,
-        table: &TableFiles,
-    ) -> Result<Vec<(i32, Vec<ManifestEntry>)>, TableJobError> {
-        let mut by_spec: Vec<(i32, Vec<ManifestEntry>)> = Vec::new();
-        for manifest in &table.manifests {
-            for mut entry in decode_manifest(&get(self.agent, &manifest.manifest_path).await?)? {
-                if entry.status == EntryStatus::Deleted {
-                    continue;
-                }
-                entry.status = EntryStatus::Existing;
-                entry.sequence_number = Some(entry.sequence_number.unwrap_or(manifest.sequence_number));
-                entry.file_sequence_number = Some(entry.file_sequence_number.unwrap_or(manifest.sequence_number));
-                match by_spec.iter_mut().find(|(spec_id, _)| *spec_id == manifest.partition_spec_id) {
-                    Some((_, entries)) => entries.push(entry),
-                    None => by_spec.push((manifest.partition_spec_id, vec![entry])),
-                }
-            }
-        }
-        Ok(by_spec)
-    }
-
     async fn put(&mut self, dir: &str, relative: String, bytes: Vec<u8>) -> Result<String, TableJobError> {
         let key = TableObjectKey::new(&format!("{dir}/{relative}"));
         self.first_put.get_or_insert_with(Instant::now);
@@ -426,6 +479,7 @@ impl<'a> Files<'a> {
         retention_ms: Option<i64>,
     ) -> Result<String, TableJobError> {
         self.write_file(target).await?;
+        self.write_deletes(target).await?;
         let dir = target.dir();
         let files = std::mem::take(&mut target.files);
         let table = &mut target.table;
@@ -437,9 +491,13 @@ impl<'a> Files<'a> {
                 table.metadata.default_spec().cloned().ok_or_else(|| TableError::Invalid("no default spec".into()))?;
             let snapshot_id = new_snapshot_id();
             let sequence_number = table.metadata.next_sequence_number();
-            let file_count = files.len();
+            let data = || files.iter().filter(|f| f.content == Content::Data);
+            let deletes = || files.iter().filter(|f| f.content == Content::PositionDeletes);
+            let file_count = data().count();
             let added_bytes: i64 = files.iter().map(|f| f.file_size_in_bytes).sum();
-            let added_rows: i64 = files.iter().map(|f| f.record_count).sum();
+            let added_rows: i64 = data().map(|f| f.record_count).sum();
+            let delete_file_count = deletes().count();
+            let added_deletes: i64 = deletes().map(|f| f.record_count).sum();
             let entries: Vec<ManifestEntry> = files
                 .into_iter()
                 .map(|data_file| ManifestEntry {
@@ -454,7 +512,7 @@ impl<'a> Files<'a> {
             // partition spec, so readers plan from a bounded list.
             let mut groups = Vec::new();
             if table.manifests.len() >= TABLE_MANIFESTS_MAX {
-                groups = self.live_entries(table).await?;
+                groups = live_entries(self.agent, table).await?;
                 table.manifests.clear();
                 crate::metrics::TABLE_MANIFEST_MERGES.inc();
             }
@@ -463,13 +521,20 @@ impl<'a> Files<'a> {
                 None => groups.push((spec.spec_id, entries)),
             }
             let offsets: Vec<String> = ranges.iter().map(|r| format!("{}:{}-{}", r.partition, r.from, r.to)).collect();
-            let properties = vec![
+            let mut properties = vec![
                 ("added-data-files", file_count.to_string()),
                 ("added-records", added_rows.to_string()),
                 ("added-files-size", added_bytes.to_string()),
                 ("floe.offsets", offsets.join(",")),
             ];
-            let snapshot = NewSnapshot { snapshot_id, sequence_number, operation: Operation::Append, properties };
+            let mut operation = Operation::Append;
+            if delete_file_count > 0 {
+                properties.push(("added-delete-files", delete_file_count.to_string()));
+                properties.push(("added-position-delete-files", delete_file_count.to_string()));
+                properties.push(("added-position-deletes", added_deletes.to_string()));
+                operation = if file_count > 0 { Operation::Overwrite } else { Operation::Delete };
+            }
+            let snapshot = NewSnapshot { snapshot_id, sequence_number, operation, properties };
             self.add_snapshot(&dir, &target.schema, table, groups, snapshot, retention_ms).await?;
         } else if !table.location.is_empty() {
             table.metadata.replaces(table.location.clone());
@@ -478,6 +543,30 @@ impl<'a> Files<'a> {
         target.evolved = false;
         Ok(location)
     }
+}
+
+/// Every live file of the table's current snapshot as an existing entry (its sequence numbers
+/// written out, as a rewritten manifest must), grouped by partition spec.
+pub(super) async fn live_entries(
+    agent: &Agent,
+    table: &TableFiles,
+) -> Result<Vec<(i32, Vec<ManifestEntry>)>, TableJobError> {
+    let mut by_spec: Vec<(i32, Vec<ManifestEntry>)> = Vec::new();
+    for manifest in &table.manifests {
+        for mut entry in decode_manifest(&get(agent, &manifest.manifest_path).await?)? {
+            if entry.status == EntryStatus::Deleted {
+                continue;
+            }
+            entry.status = EntryStatus::Existing;
+            entry.sequence_number = Some(entry.sequence_number.unwrap_or(manifest.sequence_number));
+            entry.file_sequence_number = Some(entry.file_sequence_number.unwrap_or(manifest.sequence_number));
+            match by_spec.iter_mut().find(|(spec_id, _)| *spec_id == manifest.partition_spec_id) {
+                Some((_, entries)) => entries.push(entry),
+                None => by_spec.push((manifest.partition_spec_id, vec![entry])),
+            }
+        }
+    }
+    Ok(by_spec)
 }
 
 /// A snapshot about to be added: its id and sequence number, what it did, and its summary's
@@ -578,7 +667,7 @@ async fn push_dead_letter(
     why: &str,
 ) -> Result<(), TableJobError> {
     if dead_letter.is_none() {
-        *dead_letter = Some(Target::new(new_table(files.agent, topic_id, dead_letter_schema()))?);
+        *dead_letter = Some(Target::new(new_table(files.agent, topic_id, dead_letter_schema(), false))?);
     }
     let Some(target) = dead_letter.as_mut() else { return Ok(()) };
     target.rows.push_metadata(row)?;
@@ -617,9 +706,13 @@ pub(super) async fn commit_table(
         }
         (None, _) => {
             let schema = if plan.typed_if_new { typed_table_schema() } else { raw_table_schema() };
-            (0, new_table(agent, topic_id, schema), None)
+            (0, new_table(agent, topic_id, schema, plan.compacted), None)
         }
     };
+    let mut main = main;
+    if main.is_upsert() && main.keys.is_none() {
+        main.keys = Some(KeyIndex::build(agent, &main).await?);
+    }
     let mut main = Target::new(main)?;
     if let Some(fields) = partitioning(&plan.partition_by, &main.schema)
         && main.table.metadata.use_partitioning(&fields)?
@@ -632,6 +725,7 @@ pub(super) async fn commit_table(
     // Per writer schema id: whether the table holds its records (else why not).
     let mut verdicts: HashMap<i32, Result<(), String>> = HashMap::new();
     let raw = main.is_raw();
+    let upsert = main.table.keys.is_some();
 
     let mut budget = TABLE_COMMIT_READ_BYTES_MAX;
     let mut backlogged = false;
@@ -662,6 +756,11 @@ pub(super) async fn commit_table(
                 };
                 let value = record.value.as_deref();
                 rows += 1;
+                // An upsert table's tombstone deletes the key's row and adds none.
+                if let (Some(key), None, true) = (row.key, value, upsert) {
+                    main.pending.tombstone(partition, key, record.offset);
+                    continue;
+                }
                 if raw {
                     main.rows.push_metadata(&row)?;
                     main.rows.push_raw_value(value)?;
@@ -823,4 +922,16 @@ pub(super) fn partition_text(value: Option<&PartitionValue>) -> String {
         Some(PartitionValue::Long(v)) => v.to_string(),
         Some(PartitionValue::String(v)) => v.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect(),
     }
+}
+
+/// Where a new file of a table's partition goes: `<table>/data/<field>=<value>/.../<uuid>.parquet`.
+pub(super) fn data_file_key(dir: &str, spec: &PartitionSpec, partition: &[Option<PartitionValue>]) -> String {
+    let name = format!("{}.parquet", uuid::Uuid::now_v7().simple());
+    let path: Vec<String> = spec
+        .fields
+        .iter()
+        .zip(partition)
+        .map(|(field, value)| format!("{}={}", field.name, partition_text(value.as_ref())))
+        .collect();
+    if path.is_empty() { format!("{dir}/data/{name}") } else { format!("{dir}/data/{}/{name}", path.join("/")) }
 }

@@ -4,6 +4,9 @@
 //! as one file (up to the target size) in a `replace` snapshot: the same rows, fewer files. Only
 //! files written with the table's current schema are merged (older ones keep their layout);
 //! files merged away stay reachable from older snapshots until those expire.
+//!
+//! In an upsert table the merged file keeps only live rows; position delete files that named
+//! only merged files leave the snapshot with them.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -13,10 +16,13 @@ use floe_metadata::{Command, TableCommit, TopicId};
 use floe_storage::TableObjectKey;
 use floe_tables::TableError;
 use floe_tables::data::{decode_parquet, encode_parquet};
-use floe_tables::manifest::{EntryStatus, ManifestEntry, PartitionValue};
+use floe_tables::deletes::{keep_rows, row_keys};
+use floe_tables::manifest::{Content, EntryStatus, ManifestEntry, PartitionValue};
 use floe_tables::metadata::{Operation, new_snapshot_id};
 
-use super::commit::{CachedTable, Files, NewSnapshot, TARGET_FILE_BYTES_DEFAULT, TableJobError, get, partition_text};
+use super::commit::{
+    CachedTable, Files, NewSnapshot, TARGET_FILE_BYTES_DEFAULT, TableJobError, data_file_key, get, live_entries,
+};
 use crate::Agent;
 
 /// Small files of one partition that make a merge worth its GETs and PUTs.
@@ -44,7 +50,7 @@ pub(super) async fn merge_small_files(
     let table = &mut cached.main;
     let schema =
         table.metadata.current_schema().cloned().ok_or_else(|| TableError::Invalid("no current schema".into()))?;
-    let mut groups = files.live_entries(table).await?;
+    let mut groups = live_entries(agent, table).await?;
 
     // The first partition with enough small files.
     let small = target_file_bytes / 4;
@@ -52,7 +58,7 @@ pub(super) async fn merge_small_files(
     let mut chosen = None;
     'find: for (group, (spec_id, entries)) in groups.iter().enumerate() {
         for (index, entry) in entries.iter().enumerate() {
-            if entry.data_file.file_size_in_bytes >= small {
+            if entry.data_file.content != Content::Data || entry.data_file.file_size_in_bytes >= small {
                 continue;
             }
             let same = candidates.entry((*spec_id, entry.data_file.partition.clone())).or_default();
@@ -76,7 +82,24 @@ pub(super) async fn merge_small_files(
             break;
         }
         if let Some(rows) = decode_parquet(get(agent, &file.file_path).await?, &schema)? {
-            batches.extend(rows);
+            match &table.keys {
+                // An upsert table's merged file keeps only the live rows.
+                Some(keys) => {
+                    let mut live = Vec::new();
+                    for batch in &rows {
+                        live.extend(keys.live_rows(&file.file_path, row_keys(batch)?));
+                    }
+                    let mut at = 0;
+                    for batch in rows {
+                        let keep = live[at..at + batch.num_rows()].to_vec();
+                        at += batch.num_rows();
+                        if keep.iter().any(|k| *k) {
+                            batches.push(keep_rows(&batch, keep)?);
+                        }
+                    }
+                }
+                None => batches.extend(rows),
+            }
             merged.push(index);
             bytes += file.file_size_in_bytes;
         }
@@ -85,43 +108,61 @@ pub(super) async fn merge_small_files(
         cache.insert(topic_id, cached);
         return Ok(false);
     }
-    let encoded = tokio::task::spawn_blocking(move || encode_parquet(&batches))
-        .await
-        .map_err(|e| TableJobError::Task(e.to_string()))??;
     let dir = table.metadata.table_uuid.to_string();
-    let spec = table.metadata.partition_specs.iter().find(|s| s.spec_id == groups[group].0).cloned();
-    let path: Vec<String> = spec
+    let spec_id = groups[group].0;
+    let spec = table
+        .metadata
+        .partition_specs
         .iter()
-        .flat_map(|spec| &spec.fields)
-        .zip(&partition)
-        .map(|(field, value)| format!("{}={}", field.name, partition_text(value.as_ref())))
-        .collect();
-    let name = format!("{}.parquet", uuid::Uuid::now_v7().simple());
-    let relative =
-        if path.is_empty() { format!("{dir}/data/{name}") } else { format!("{dir}/data/{}/{name}", path.join("/")) };
-    let key = TableObjectKey::new(&relative);
+        .find(|s| s.spec_id == spec_id)
+        .cloned()
+        .ok_or_else(|| TableError::Invalid(format!("unknown partition spec {spec_id}")))?;
     let started = Instant::now();
-    let data_file = encoded.data_file(agent.store.table_uri(&key), partition);
-    let (added_rows, added_bytes) = (encoded.record_count, encoded.bytes.len() as i64);
-    agent.store.put_table_object(&key, Bytes::from(encoded.bytes)).await?;
-
     let snapshot_id = new_snapshot_id();
     let sequence_number = table.metadata.next_sequence_number();
-    let entries = &mut groups[group].1;
+    let mut merged_paths = Vec::new();
     let mut removed_rows = 0;
     for index in merged.iter().rev() {
-        removed_rows += entries.remove(*index).data_file.record_count;
+        let entry = groups[group].1.remove(*index);
+        removed_rows += entry.data_file.record_count;
+        merged_paths.push(entry.data_file.file_path);
     }
-    entries.push(ManifestEntry {
-        status: EntryStatus::Added,
-        snapshot_id,
-        sequence_number: None,
-        file_sequence_number: None,
-        data_file,
-    });
+    // Position deletes that named only merged files go with them.
+    if let Some(keys) = table.keys.as_mut() {
+        let obsolete = keys.retire(&merged_paths);
+        groups[group].1.retain(|entry| !obsolete.contains(&entry.data_file.file_path));
+    }
+    let (mut added_rows, mut added_bytes, mut added_files) = (0, 0, 0);
+    // Every merged row may have been deleted: then no file replaces them.
+    if !batches.is_empty() {
+        let mut keys = Vec::new();
+        if table.keys.is_some() {
+            for batch in &batches {
+                keys.extend(row_keys(batch)?.map(|(p, key)| (p, key.map(<[u8]>::to_vec))));
+            }
+        }
+        let encoded = tokio::task::spawn_blocking(move || encode_parquet(&batches))
+            .await
+            .map_err(|e| TableJobError::Task(e.to_string()))??;
+        let key = TableObjectKey::new(&data_file_key(&dir, &spec, &partition));
+        let data_file = encoded.data_file(agent.store.table_uri(&key), partition);
+        (added_rows, added_bytes, added_files) = (encoded.record_count, encoded.bytes.len() as i64, 1);
+        agent.store.put_table_object(&key, Bytes::from(encoded.bytes)).await?;
+        if let Some(index) = table.keys.as_mut() {
+            let rows = keys.iter().map(|(p, key)| (*p, key.as_deref()));
+            index.add_file(data_file.file_path.clone(), spec_id, data_file.partition.clone(), rows)?;
+        }
+        groups[group].1.push(ManifestEntry {
+            status: EntryStatus::Added,
+            snapshot_id,
+            sequence_number: None,
+            file_sequence_number: None,
+            data_file,
+        });
+    }
     table.manifests.clear();
     let properties = vec![
-        ("added-data-files", "1".to_owned()),
+        ("added-data-files", added_files.to_string()),
         ("deleted-data-files", merged.len().to_string()),
         ("added-records", added_rows.to_string()),
         ("deleted-records", removed_rows.to_string()),

@@ -11,6 +11,7 @@
 mod commit;
 mod gc;
 mod merge;
+mod upsert;
 
 use std::collections::HashMap;
 use std::sync::Weak;
