@@ -181,6 +181,20 @@ pub static TABLE_BYTES_WRITTEN: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_table_bytes_written_total", "Bytes of table files written (data and metadata)")
         .expect("unique")
 });
+/// Record bytes (as stored) the table job read from topics to convert.
+pub static TABLE_BYTES_READ: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_table_read_bytes_total", "Record bytes, as stored, the table job read to convert")
+        .expect("unique")
+});
+/// Object-store requests of the table job (its files, not the topic reads), by operation.
+pub static TABLE_OBJECT_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_table_object_requests_total",
+        "Object-store requests the table job made for table files",
+        &["operation"]
+    )
+    .expect("unique")
+});
 /// Wall time spent in successful table commits (reading, encoding, writing, committing).
 pub static TABLE_CONVERT_SECONDS: LazyLock<Counter> = LazyLock::new(|| {
     register_counter!("floe_table_convert_seconds_total", "Wall time spent in successful table commits")

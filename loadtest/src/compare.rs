@@ -76,6 +76,16 @@ const FIGURES: &[Figure] = &[
         value: |r| r.cost.as_ref().and_then(|c| c.agent_cpu_seconds_per_gib),
     },
     Figure { name: "USD per GiB", higher_is_better: false, value: |r| r.cost.as_ref().and_then(|c| c.usd_per_gib) },
+    Figure {
+        name: "table PUTs per GiB converted",
+        higher_is_better: false,
+        value: |r| r.cost.as_ref().and_then(|c| c.tables.as_ref()).map(|t| t.puts_per_gib_converted),
+    },
+    Figure {
+        name: "table job s per GiB converted",
+        higher_is_better: false,
+        value: |r| r.cost.as_ref().and_then(|c| c.tables.as_ref()).map(|t| t.job_seconds_per_gib_converted),
+    },
     Figure { name: "generator CPU s per GiB", higher_is_better: false, value: |r| r.generator.cpu_seconds_per_gib },
 ];
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::report::{Cost, Prices};
+use crate::report::{Cost, Prices, TableCost};
 use crate::run::RunArgs;
 
 /// Port of Floe's HTTP listener when nothing says otherwise (`--http-addr` default).
@@ -144,7 +144,32 @@ impl Cost {
             agent_cpu_seconds_per_gib: cpu.and_then(|c| per(c, gib_moved)),
             usd_per_gib: per(usd, gib_moved),
             prices,
+            tables: TableCost::between(before, after),
         }
+    }
+}
+
+impl TableCost {
+    fn between(before: &MetricsSnapshot, after: &MetricsSnapshot) -> Option<Self> {
+        let delta = |name: &str| (after.total(name) - before.total(name)).max(0.0);
+        let gib_converted = delta("floe_table_read_bytes_total") / GIB;
+        if gib_converted <= 0.0 {
+            return None;
+        }
+        let requests = |operation: &str| {
+            let series = format!("floe_table_object_requests_total{{operation=\"{operation}\"}}");
+            (after.get(&series).unwrap_or(0.0) - before.get(&series).unwrap_or(0.0)).max(0.0)
+        };
+        let (puts, gets) = (requests("put"), requests("get"));
+        Some(Self {
+            gib_converted,
+            put_requests: puts,
+            get_requests: gets,
+            puts_per_gib_converted: puts / gib_converted,
+            gets_per_gib_converted: gets / gib_converted,
+            bytes_written_per_byte_converted: delta("floe_table_bytes_written_total") / GIB / gib_converted,
+            job_seconds_per_gib_converted: delta("floe_table_convert_seconds_total") / gib_converted,
+        })
     }
 }
 
@@ -166,5 +191,26 @@ mod tests {
         assert_eq!(snapshot.total("floe_object_store_put_requests_total"), 13.0);
         assert_eq!(snapshot.total("floe_object_store_put"), 0.0);
         assert_eq!(snapshot.get("process_cpu_seconds_total"), Some(3.5));
+    }
+
+    #[test]
+    fn table_cost_is_per_gib_converted_and_absent_without_conversion() {
+        let page = |read: f64, puts: f64| {
+            let text = format!(
+                "floe_table_read_bytes_total {read}\nfloe_table_object_requests_total{{operation=\"put\"}} {puts}\n\
+                 floe_table_object_requests_total{{operation=\"get\"}} 2\nfloe_table_bytes_written_total {}\n\
+                 floe_table_convert_seconds_total 4\n",
+                read / 2.0
+            );
+            MetricsSnapshot(parse(&text).map(|(k, v)| (k.to_owned(), v)).collect())
+        };
+        let before = page(GIB, 10.0);
+        assert!(TableCost::between(&before, &before).is_none());
+        let after = page(3.0 * GIB, 30.0);
+        let cost = TableCost::between(&before, &after).unwrap();
+        assert_eq!(cost.gib_converted, 2.0);
+        assert_eq!(cost.puts_per_gib_converted, 10.0);
+        assert_eq!(cost.gets_per_gib_converted, 0.0);
+        assert_eq!(cost.bytes_written_per_byte_converted, 0.5);
     }
 }

@@ -141,6 +141,26 @@ pub(crate) struct Cost {
     /// override with --price-*), per GiB moved. Storage at rest is not included.
     pub usd_per_gib: Option<f64>,
     pub prices: Prices,
+    /// What table topics' conversion cost over the run, when the table job converted any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<TableCost>,
+}
+
+/// The table job's share: its object requests (table files only; the topic reads it makes go
+/// through the block cache and count above) and time, per GiB of records converted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct TableCost {
+    /// Record bytes (as stored) the job read and converted.
+    pub gib_converted: f64,
+    pub put_requests: f64,
+    pub get_requests: f64,
+    pub puts_per_gib_converted: f64,
+    pub gets_per_gib_converted: f64,
+    /// Table file bytes written per record byte converted.
+    pub bytes_written_per_byte_converted: f64,
+    /// Wall seconds of the job's commits per GiB: an upper bound of its CPU (one task does
+    /// the reading, encoding and writing; its waits on the object store are included).
+    pub job_seconds_per_gib_converted: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -158,9 +158,23 @@ fn plan(agent: &Agent, topic_id: TopicId) -> Result<Plan, TableJobError> {
     })
 }
 
+/// Reads the table object at `location` (a URI under this store's tables/ prefix).
 pub(super) async fn get(agent: &Agent, location: &str) -> Result<Bytes, TableJobError> {
     let key = agent.store.table_key_of_uri(location).ok_or_else(|| TableJobError::ForeignLocation(location.into()))?;
-    Ok(agent.store.get_table_object(&key).await?)
+    get_object(agent, &key).await
+}
+
+/// Reads a table object: one GET of the table job's, counted for its cost.
+pub(super) async fn get_object(agent: &Agent, key: &TableObjectKey) -> Result<Bytes, TableJobError> {
+    crate::metrics::TABLE_OBJECT_REQUESTS.with_label_values(&["get"]).inc();
+    Ok(agent.store.get_table_object(key).await?)
+}
+
+/// Stores a table object: one PUT of the table job's, counted for its cost.
+pub(super) async fn put_object(agent: &Agent, key: &TableObjectKey, bytes: Vec<u8>) -> Result<(), TableJobError> {
+    crate::metrics::TABLE_OBJECT_REQUESTS.with_label_values(&["put"]).inc();
+    crate::metrics::TABLE_BYTES_WRITTEN.inc_by(bytes.len() as u64);
+    Ok(agent.store.put_table_object(key, Bytes::from(bytes)).await?)
 }
 
 /// Reads a table's metadata at `location` and its current snapshot's manifest list.
@@ -325,10 +339,8 @@ impl<'a> Files<'a> {
             let object = TableObjectKey::new(&data_file_key(&target.dir(), &spec_of_files, &key));
             let data_file = file.data_file(self.agent.store.table_uri(&object), key);
             self.first_put.get_or_insert_with(Instant::now);
-            let size = file.bytes.len() as u64;
-            self.agent.store.put_table_object(&object, Bytes::from(file.bytes)).await?;
+            put_object(self.agent, &object, file.bytes).await?;
             crate::metrics::TABLE_FILES.inc();
-            crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
             self.written += 1;
             if let Some(index) = target.table.keys.as_mut() {
                 let rows = keys.iter().map(|(p, key)| (*p, key.as_deref()));
@@ -364,9 +376,7 @@ impl<'a> Files<'a> {
             let object = TableObjectKey::new(&data_file_key(&dir, spec, &group.partition));
             let delete_file = file.delete_file(self.agent.store.table_uri(&object), group.partition);
             self.first_put.get_or_insert_with(Instant::now);
-            let size = file.bytes.len() as u64;
-            self.agent.store.put_table_object(&object, Bytes::from(file.bytes)).await?;
-            crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
+            put_object(self.agent, &object, file.bytes).await?;
             crate::metrics::TABLE_ROWS_DELETED.inc_by(delete_file.record_count.unsigned_abs());
             index.add_delete_file(delete_file.file_path.clone(), group.files);
             target.files.push(delete_file);
@@ -463,9 +473,7 @@ impl<'a> Files<'a> {
     async fn put(&mut self, dir: &str, relative: String, bytes: Vec<u8>) -> Result<String, TableJobError> {
         let key = TableObjectKey::new(&format!("{dir}/{relative}"));
         self.first_put.get_or_insert_with(Instant::now);
-        let size = bytes.len() as u64;
-        self.agent.store.put_table_object(&key, Bytes::from(bytes)).await?;
-        crate::metrics::TABLE_BYTES_WRITTEN.inc_by(size);
+        put_object(self.agent, &key, bytes).await?;
         Ok(self.agent.store.table_uri(&key))
     }
 
@@ -742,6 +750,7 @@ pub(super) async fn commit_table(
                 ReadLimits { max_bytes: TABLE_READ_BYTES.min(budget), must_return_first: true, read_committed: true };
             let read = read_partition(agent, topic_id, partition, at, -1, limits).await?;
             budget = budget.saturating_sub(read.records.len());
+            crate::metrics::TABLE_BYTES_READ.inc_by(read.records.len() as u64);
             let records =
                 fetched_records(&read, at, true, usize::MAX).map_err(|e| TableJobError::Records(e.to_string()))?;
             for record in &records {

@@ -11,7 +11,7 @@ use floe_storage::{ListedTableObject, TableObjectKey};
 use floe_tables::manifest::{decode_manifest, decode_manifest_list};
 use floe_tables::metadata::TableMetadata;
 
-use super::commit::TableJobError;
+use super::commit::{TableJobError, get_object};
 use crate::Agent;
 use crate::limits::{GC_DELETES_PER_ROUND_MAX, GC_LISTED_OBJECTS_MAX};
 
@@ -24,6 +24,7 @@ enum Known {
 }
 
 pub(super) async fn collect(agent: &Agent, grace: Duration) -> Result<(), TableJobError> {
+    crate::metrics::TABLE_OBJECT_REQUESTS.with_label_values(&["list"]).inc();
     let listed = agent.store.list_table_objects("", GC_LISTED_OBJECTS_MAX).await?;
     let cutoff = floe_metadata::now_ms().saturating_sub(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
     let mut old: BTreeMap<String, Vec<ListedTableObject>> = BTreeMap::new();
@@ -64,6 +65,7 @@ pub(super) async fn collect(agent: &Agent, grace: Duration) -> Result<(), TableJ
             if deletes >= GC_DELETES_PER_ROUND_MAX {
                 return Ok(());
             }
+            crate::metrics::TABLE_OBJECT_REQUESTS.with_label_values(&["delete"]).inc();
             match agent.store.delete_table_object(&object.key).await {
                 Ok(()) => {
                     deletes += 1;
@@ -84,7 +86,7 @@ async fn reachable(agent: &Agent, location: &str) -> Result<HashSet<TableObjectK
         |uri: &str| agent.store.table_key_of_uri(uri).ok_or_else(|| TableJobError::ForeignLocation(uri.into()));
     let mut live = HashSet::new();
     let metadata_key = key_of(location)?;
-    let metadata = TableMetadata::parse(&agent.store.get_table_object(&metadata_key).await?)?;
+    let metadata = TableMetadata::parse(&get_object(agent, &metadata_key).await?)?;
     live.insert(metadata_key);
     for entry in &metadata.metadata_log {
         live.insert(key_of(&entry.metadata_file)?);
@@ -92,14 +94,14 @@ async fn reachable(agent: &Agent, location: &str) -> Result<HashSet<TableObjectK
     let mut manifests_seen = HashSet::new();
     for snapshot in &metadata.snapshots {
         let list_key = key_of(&snapshot.manifest_list)?;
-        let list = decode_manifest_list(&agent.store.get_table_object(&list_key).await?)?;
+        let list = decode_manifest_list(&get_object(agent, &list_key).await?)?;
         live.insert(list_key);
         for manifest in list {
             let manifest_key = key_of(&manifest.manifest_path)?;
             if !manifests_seen.insert(manifest_key.clone()) {
                 continue;
             }
-            for entry in decode_manifest(&agent.store.get_table_object(&manifest_key).await?)? {
+            for entry in decode_manifest(&get_object(agent, &manifest_key).await?)? {
                 live.insert(key_of(&entry.data_file.file_path)?);
             }
             live.insert(manifest_key);

@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use bytes::Bytes;
 use floe_metadata::{Command, TableCommit, TopicId};
 use floe_storage::TableObjectKey;
 use floe_tables::TableError;
@@ -22,6 +21,7 @@ use floe_tables::metadata::{Operation, new_snapshot_id};
 
 use super::commit::{
     CachedTable, Files, NewSnapshot, TARGET_FILE_BYTES_DEFAULT, TableJobError, data_file_key, get, live_entries,
+    put_object,
 };
 use crate::Agent;
 
@@ -147,7 +147,7 @@ pub(super) async fn merge_small_files(
         let key = TableObjectKey::new(&data_file_key(&dir, &spec, &partition));
         let data_file = encoded.data_file(agent.store.table_uri(&key), partition);
         (added_rows, added_bytes, added_files) = (encoded.record_count, encoded.bytes.len() as i64, 1);
-        agent.store.put_table_object(&key, Bytes::from(encoded.bytes)).await?;
+        put_object(agent, &key, encoded.bytes).await?;
         if let Some(index) = table.keys.as_mut() {
             let rows = keys.iter().map(|(p, key)| (*p, key.as_deref()));
             index.add_file(data_file.file_path.clone(), spec_id, data_file.partition.clone(), rows)?;
