@@ -24,6 +24,7 @@ import http.client
 import json
 import os
 import random
+import re
 import subprocess
 import threading
 import time
@@ -518,7 +519,9 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(floe, tmp_path
             break
     tail = run.stdout[-6000:]
     assert run.returncode == 0, tail
-    assert "passed" in tail and " failed" not in tail.split("SUMMARY")[-1], tail
+    # "N failed" counts failures; warnings such as "Authentication failed: ..." (operations
+    # that only ever answer 403, like the catalog's refused writes) are not.
+    assert "passed" in tail and not re.search(r"\b\d+ failed\b", tail.split("SUMMARY")[-1]), tail
     assert floe.alive()
 
 

@@ -244,6 +244,11 @@ def test_a_tenant_sees_and_loads_only_its_own_tables(floe_factory, tmp_path):
     wrong = requests.post(f"{floe.http_url}/iceberg/v1/oauth/tokens", timeout=10, data={
         "grant_type": "client_credentials", "client_id": key_id, "client_secret": "0" * len(secret)})
     assert wrong.status_code == 401, wrong.text
+    # A body that is not a token request is a 400 with the OAuth2 error JSON, not plain text.
+    for body, content_type in [("client_id=x", "application/x-www-form-urlencoded"), ("{}", "application/json")]:
+        bad = requests.post(f"{floe.http_url}/iceberg/v1/oauth/tokens", data=body, timeout=10,
+                            headers={"Content-Type": content_type})
+        assert bad.status_code == 400 and bad.json()["error"] == "invalid_request", (bad.status_code, bad.text)
 
 
 ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::rejection::FormRejection;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use axum::{Form, Json, Router};
@@ -44,21 +45,53 @@ pub(crate) fn router(agent: Arc<Agent>) -> Router {
     Router::new().nest("/iceberg/v1", api()).with_state(catalog)
 }
 
-fn read_only(route: MethodRouter<Catalog>) -> MethodRouter<Catalog> {
-    route.fallback(|| async { IcebergError::forbidden("this catalog is read-only: Floe writes table topics' tables") })
+/// A route of the spec's that this catalog serves read-only: `allow` is what it answers (the
+/// `Allow` header of a 405), `writes` the spec's writes on it, which are forbidden.
+fn read_only(route: MethodRouter<Catalog>, allow: &'static str, writes: &'static [Method]) -> MethodRouter<Catalog> {
+    // A forbidden write is the spec's answer to a write a catalog does not allow; methods the
+    // spec has no use for here are not allowed.
+    let options = move || async move { (StatusCode::NO_CONTENT, [(axum::http::header::ALLOW, allow)]) };
+    route.options(options).fallback(move |method: Method| async move {
+        if writes.contains(&method) {
+            return IcebergError::forbidden("this catalog is read-only: Floe writes table topics' tables")
+                .into_response();
+        }
+        let error = IcebergError {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            kind: "BadRequestException",
+            message: format!("{method} is not a method of this route"),
+        };
+        let mut response = error.into_response();
+        response.headers_mut().insert(axum::http::header::ALLOW, axum::http::HeaderValue::from_static(allow));
+        response
+    })
 }
 
 fn api() -> Router<Catalog> {
     Router::new()
         .route("/config", get(config))
         .route("/oauth/tokens", post(oauth_token))
-        .route("/namespaces", read_only(get(list_namespaces)))
-        .route("/namespaces/{namespace}", read_only(get(load_namespace).head(namespace_exists)))
-        .route("/namespaces/{namespace}/properties", read_only(MethodRouter::new()))
-        .route("/namespaces/{namespace}/tables", read_only(get(list_tables)))
-        .route("/namespaces/{namespace}/tables/{table}", read_only(get(load_table).head(table_exists)))
-        .route("/namespaces/{namespace}/tables/{table}/metrics", post(|| async { StatusCode::NO_CONTENT }))
-        .route("/tables/rename", read_only(MethodRouter::new()))
+        .route("/namespaces", read_only(get(list_namespaces), "GET, HEAD, POST", &[Method::POST]))
+        .route(
+            "/namespaces/{namespace}",
+            read_only(get(load_namespace).head(namespace_exists), "GET, HEAD, DELETE", &[Method::DELETE]),
+        )
+        .route("/namespaces/{namespace}/properties", read_only(MethodRouter::new(), "POST", &[Method::POST]))
+        .route("/namespaces/{namespace}/tables", read_only(get(list_tables), "GET, HEAD, POST", &[Method::POST]))
+        .route(
+            "/namespaces/{namespace}/tables/{table}",
+            read_only(get(load_table).head(table_exists), "GET, HEAD, POST, DELETE", &[Method::POST, Method::DELETE]),
+        )
+        .route("/namespaces/{namespace}/tables/{table}/metrics", post(report_metrics))
+        .route("/tables/rename", read_only(MethodRouter::new(), "POST", &[Method::POST]))
+}
+
+/// A client's scan or commit report: checked to be a JSON object, then dropped (Floe's own
+/// metrics say what the catalog serves).
+async fn report_metrics(body: crate::extract::SmallBody) -> Result<StatusCode, IcebergError> {
+    serde_json::from_slice::<serde_json::Map<String, Value>>(&body.0)
+        .map_err(|e| IcebergError::bad_request(format!("a metrics report is a JSON object: {e}")))?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The spec's error body: `{"error": {"message", "type", "code"}}`.
@@ -122,10 +155,15 @@ struct TokenRequest {
 async fn oauth_token(
     State(catalog): State<Catalog>,
     peer: axum::extract::ConnectInfo<crate::auth::Peer>,
-    Form(request): Form<TokenRequest>,
+    request: Result<Form<TokenRequest>, FormRejection>,
 ) -> Response {
     let refuse = |status: StatusCode, error: &str, description: &str| {
         (status, Json(json!({"error": error, "error_description": description}))).into_response()
+    };
+    // RFC 6749's error JSON for a body that is not a token request, not axum's plain text.
+    let request = match request {
+        Ok(Form(request)) => request,
+        Err(rejection) => return refuse(StatusCode::BAD_REQUEST, "invalid_request", &rejection.body_text()),
     };
     if request.grant_type != "client_credentials" {
         return refuse(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials is supported");
