@@ -8,7 +8,11 @@
 mod targets;
 
 fn replay(target: &str, run: fn(&[u8])) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions").join(target);
+    // The runner's CARGO_MANIFEST_DIR first: a binary reused from another checkout keeps its
+    // compile-time path.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), std::path::PathBuf::from);
+    let dir = root.join("fuzz/regressions").join(target);
     let mut inputs = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.expect("directory entry").path();

@@ -309,7 +309,7 @@ mod tests {
         let older =
             [("state-v1.snap", None), ("state-v2.snap", Some(*b"FLOESNB2")), ("state-v3.snap", Some(*b"FLOESNB3"))];
         for (file, magic) in older {
-            let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(file);
+            let golden = crate::state::tests::golden_dir().join(file);
             let archived = fs::read(golden).expect("the golden state file");
             let state = crate::archive::decode_state(&archived).expect("an old state");
             let last_applied = Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index));

@@ -41,7 +41,7 @@ pub use transactions::{
 };
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
 

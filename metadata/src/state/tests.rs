@@ -779,9 +779,13 @@ fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
     assert_eq!(state.agents[&1].last_heartbeat_ms, 5_000);
 }
 
-/// Where the golden files of the persisted formats live.
-fn golden_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+/// Where the golden files of the persisted formats live. The test runner's
+/// `CARGO_MANIFEST_DIR` first: cargo reuses a test binary built in another checkout of the same
+/// sources, whose compile-time path may no longer exist.
+pub(crate) fn golden_dir() -> std::path::PathBuf {
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), std::path::PathBuf::from);
+    crate_dir.join("tests").join("golden")
 }
 
 /// A fixed, varied command sequence: what the golden files of the current format are made from.
