@@ -22,6 +22,12 @@ pub(crate) enum Command {
     Agent(AgentArgs),
     /// Inspect a running cluster.
     Admin(AdminArgs),
+    /// Settings files: every flag of `dev`, `metadata` and `agent` may also come from a TOML
+    /// file (`--config FILE` or FLOE_CONFIG) or a FLOE_<FLAG> variable.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Run the load generator, `floe-loadtest` (found next to this binary or on PATH), with
     /// these arguments; `floe loadtest --help` shows its own help.
     #[command(disable_help_flag = true)]
@@ -74,6 +80,8 @@ pub(crate) struct MetadataArgs {
     /// the operator commands that API proposes, and this node accepts them only with it.
     #[arg(long)]
     pub(crate) operator_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
     #[command(subcommand)]
     pub(crate) action: Option<MetadataAction>,
 }
@@ -119,6 +127,36 @@ fn parse_peer(text: &str) -> Result<(u64, String), String> {
         return Err(format!("{text:?}: expected ID=HOST:PORT"));
     }
     Ok((id, addr.to_owned()))
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigAction {
+    /// Validates a settings file and prints the effective settings of a command (with this
+    /// environment): every flag, its value (secrets redacted) and where it came from.
+    Check {
+        /// The TOML file.
+        file: PathBuf,
+        /// The command whose settings to show.
+        #[arg(long, default_value = "agent", value_parser = ["agent", "metadata", "dev"])]
+        command: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// How the serving commands log.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LogArgs {
+    /// Log lines as text or as JSON objects (one per line, for log shippers). RUST_LOG filters.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -330,6 +368,8 @@ pub(crate) struct DevArgs {
     pub(crate) object_store: Option<String>,
     #[command(flatten)]
     pub(crate) agent: AgentOptions,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -347,6 +387,8 @@ pub(crate) struct AgentArgs {
     pub(crate) tls: MetadataTlsArgs,
     #[command(flatten)]
     pub(crate) agent: AgentOptions,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
 }
 
 /// Options of the agent, shared by `floe dev` and `floe agent`.

@@ -7,29 +7,34 @@
 mod alloc;
 mod cli;
 mod cmd;
+mod config;
 #[expect(unsafe_code, reason = "mallopt, once at start; see heap.rs")]
 mod heap;
 
 #[global_allocator]
 static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
 
-use clap::Parser;
-
 fn main() -> anyhow::Result<()> {
     heap::keep_freed_buffers();
-    let cli = cli::Cli::parse();
-    match cli.command {
-        cli::Command::Loadtest { args } => return cmd::companion::exec("floe-loadtest", args),
-        cli::Command::Chaos { args } => return cmd::companion::exec("floe-chaos", args),
-        _ => {}
+    let cli = config::parse()?;
+    let log_format = match &cli.command {
+        cli::Command::Loadtest { args } => return cmd::companion::exec("floe-loadtest", args.clone()),
+        cli::Command::Chaos { args } => return cmd::companion::exec("floe-chaos", args.clone()),
+        cli::Command::Config { action: cli::ConfigAction::Check { file, command, json } } => {
+            return config::check(file, command, *json);
+        }
+        cli::Command::Dev(args) => args.log.log_format,
+        cli::Command::Metadata(args) => args.log.log_format,
+        cli::Command::Agent(args) => args.log.log_format,
+        cli::Command::Admin(_) => cli::LogFormat::Text,
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match log_format {
+        cli::LogFormat::Text => logs.init(),
+        cli::LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         cli::Command::Dev(args) => runtime.block_on(cmd::dev::run(args)),
@@ -39,6 +44,6 @@ fn main() -> anyhow::Result<()> {
             cmd::install_metadata_tls(&args.tls)?;
             runtime.block_on(cmd::admin::run(args.command))
         }
-        cli::Command::Loadtest { .. } | cli::Command::Chaos { .. } => Ok(()),
+        cli::Command::Loadtest { .. } | cli::Command::Chaos { .. } | cli::Command::Config { .. } => Ok(()),
     }
 }
