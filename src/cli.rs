@@ -475,6 +475,14 @@ pub(crate) struct AgentOptions {
     /// Bytes the disk part may use.
     #[arg(long, default_value_t = 10 * 1024 * 1024 * 1024)]
     pub(crate) cache_disk_bytes: u64,
+    /// Directory of the usage journal: what this agent served, per tenant and minute, kept until
+    /// metadata has it, so a crash loses no count (default: CACHE_DIR/usage with --cache-dir,
+    /// DATA_DIR/usage under `floe dev`; without either, counts wait in memory).
+    #[arg(long)]
+    pub(crate) usage_dir: Option<std::path::PathBuf>,
+    /// How often the agent reports its usage counts to metadata.
+    #[arg(long, default_value_t = 5000)]
+    pub(crate) usage_report_interval_ms: u64,
     /// Kafka's auto.create.topics.enable.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub(crate) auto_create_topics: bool,

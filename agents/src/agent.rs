@@ -95,11 +95,19 @@ pub struct Agent {
     pub parsed_schemas: crate::produce::schemas::ParsedSchemas,
     /// Incremental fetch sessions of the Kafka listener's connections.
     pub fetch_sessions: crate::fetch::sessions::FetchSessions,
+    /// What this agent served, per tenant and minute, until reported.
+    pub usage: crate::usage::UsageMeter,
 }
 
 impl Agent {
     /// Builds the agent and starts its flush pipeline. Must run inside a Tokio runtime.
-    pub fn start(config: AgentConfig, metadata: Metadata, store: SegmentStore, cache: BlockCache) -> Arc<Self> {
+    pub fn start(
+        config: AgentConfig,
+        metadata: Metadata,
+        store: SegmentStore,
+        cache: BlockCache,
+        usage: crate::usage::UsageMeter,
+    ) -> Arc<Self> {
         let pipeline = crate::produce::Pipeline {
             flush: config.flush.clone(),
             commit_deadline: config.gc.commit_deadline(),
@@ -125,12 +133,14 @@ impl Agent {
             wakeups,
             parsed_schemas,
             fetch_sessions,
+            usage,
         });
         tokio::spawn(crate::fetch::wakeups::run(Arc::downgrade(&agent)));
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
         tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
         tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));
         tokio::spawn(crate::tables::run(Arc::downgrade(&agent), agent.config.tables));
+        tokio::spawn(crate::usage::run(Arc::downgrade(&agent)));
         agent
     }
 
@@ -147,6 +157,10 @@ impl Agent {
     /// Stops taking new batches and waits until every buffered batch is flushed and answered.
     pub async fn shutdown(&self) {
         self.buffer.close_and_drain().await;
+        // What was served is reported before leaving (a journal would keep it otherwise).
+        if let Err(e) = self.usage.report(&self.metadata).await {
+            tracing::warn!(error = %e, "last usage report not committed");
+        }
         self.cache.close().await;
     }
 }

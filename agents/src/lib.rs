@@ -16,8 +16,10 @@ pub mod produce;
 pub mod quotas;
 pub mod record_batch;
 pub mod tables;
+pub mod usage;
 
 pub use agent::{Agent, AgentConfig, Fault, FlushConfig};
 pub use compaction::CompactionConfig;
 pub use gc::GcConfig;
 pub use tables::TableJobConfig;
+pub use usage::{UsageConfig, UsageMeter};

@@ -381,3 +381,7 @@ impl prometheus::core::Collector for TableLagCollector {
         self.records.collect().into_iter().chain(self.seconds.collect()).collect()
     }
 }
+/// Usage reports this agent proposed (each a numbered batch of per-tenant, per-minute counts).
+pub static USAGE_REPORTS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_usage_reports_total", "Usage reports this agent proposed to metadata").expect("unique")
+});

@@ -81,6 +81,7 @@ pub(crate) fn run(args: CommitsArgs) -> anyhow::Result<()> {
                             crc32c: 0,
                             batches: vec![BatchSummary { offset_count: 10, timestamp_max: 0, base_sequence: -1 }],
                             producer: None,
+                            uncompressed_bytes: 1000,
                         }],
                     };
                     n += 1;

@@ -279,6 +279,17 @@ pub enum Command {
     /// metadata location and the offsets it now holds move together, if the table is still at
     /// `base_version` (compare-and-set) and each range starts where the table left off.
     CommitTableSnapshot(crate::state::TableCommit),
+    /// An agent's numbered report of what it served (format 6); a report number already applied
+    /// for its reporter changes nothing, so a journal may be sent again after a crash.
+    ReportUsage(crate::state::UsageReport),
+    /// Proposed by the leader once a minute has passed: files the counts commits made since the
+    /// last close under the minute before `now_ms`'s and samples storage and partitions
+    /// (format 6).
+    CloseUsageMinute {
+        now_ms: i64,
+    },
+    /// The storage-job agent wrote an hour's usage file (format 6).
+    MarkUsageExported(crate::state::UsageExport),
 }
 
 /// A range of one partition after key compaction.
@@ -357,7 +368,7 @@ pub struct SegmentCommit {
 }
 
 /// One partition's chunk within a segment commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ChunkCommit {
     pub topic_id: TopicId,
     pub partition: i32,
@@ -369,6 +380,54 @@ pub struct ChunkCommit {
     /// Set when the chunk holds one idempotent or transactional producer's batches of one
     /// request: the chunk is then sequenced, deduplicated or refused as a whole.
     pub producer: Option<ChunkProducer>,
+    /// Bytes of the chunk's batches with their records uncompressed, for usage metering
+    /// (format 6; read as `byte_len` from older formats).
+    pub uncompressed_bytes: u64,
+}
+
+impl<'de> Deserialize<'de> for ChunkCommit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// The fields of formats 1 to 5, which had no uncompressed size.
+        #[derive(Deserialize)]
+        struct ChunkCommitV5 {
+            topic_id: TopicId,
+            partition: i32,
+            byte_start: u64,
+            byte_len: u32,
+            crc32c: u32,
+            batches: Vec<BatchSummary>,
+            producer: Option<ChunkProducer>,
+        }
+        #[derive(Deserialize)]
+        struct ChunkCommitV6 {
+            topic_id: TopicId,
+            partition: i32,
+            byte_start: u64,
+            byte_len: u32,
+            crc32c: u32,
+            batches: Vec<BatchSummary>,
+            producer: Option<ChunkProducer>,
+            uncompressed_bytes: u64,
+        }
+        if (1..=5).contains(&crate::state::formats::decoding_format()) {
+            let c = ChunkCommitV5::deserialize(d)?;
+            let uncompressed_bytes = u64::from(c.byte_len);
+            let ChunkCommitV5 { topic_id, partition, byte_start, byte_len, crc32c, batches, producer } = c;
+            return Ok(Self {
+                topic_id,
+                partition,
+                byte_start,
+                byte_len,
+                crc32c,
+                batches,
+                producer,
+                uncompressed_bytes,
+            });
+        }
+        let ChunkCommitV6 { topic_id, partition, byte_start, byte_len, crc32c, batches, producer, uncompressed_bytes } =
+            ChunkCommitV6::deserialize(d)?;
+        Ok(Self { topic_id, partition, byte_start, byte_len, crc32c, batches, producer, uncompressed_bytes })
+    }
 }
 
 /// The producer whose batches make up a chunk.
@@ -515,6 +574,8 @@ pub enum CommandError {
     /// A table commit raced another writer or a moved log start: the writer rereads the table.
     #[error("table commit conflict: {0}")]
     TableConflict(String),
+    #[error("invalid usage report: {0}")]
+    InvalidUsage(String),
 }
 
 impl Command {

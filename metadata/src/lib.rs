@@ -34,9 +34,12 @@ pub use client::RemoteMetadata;
 ///   commands after it).
 /// - 4: transaction version 2 (`Command::EndTxnV2`); the state is format 3's.
 /// - 5: table topics (`State::tables`, `Command::CommitTableSnapshot`).
+/// - 6: usage metering (`State::usage`, `ChunkCommit::uncompressed_bytes`,
+///   `Command::ReportUsage` and the usage commands after it).
 ///
-/// Older formats' states are read by `state::formats`; their commands decode as they are.
-pub const FORMAT_VERSION: u32 = 5;
+/// Older formats' states and chunk commits are read by `state::formats`; their other commands
+/// decode as they are.
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).
@@ -64,4 +67,8 @@ pub use state::{
     Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,
     SchemaRecord, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, SubjectRecord, SubjectVersion,
     validate_subject,
+};
+pub use state::{
+    HOUR_MS, MINUTE_MS, Meter, Meters, UsageEntry, UsageExport, UsageHour, UsageLedger, UsageReport, add_meters,
+    tenant_of_stored_name,
 };

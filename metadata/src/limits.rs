@@ -104,3 +104,17 @@ pub const REGISTRY_BYTES_MAX: u64 = 256 * 1024 * 1024;
 pub const TABLE_LOCATION_BYTES_MAX: usize = 1024;
 /// Retired generations one table topic keeps listing.
 pub const TABLE_GENERATIONS_MAX: usize = 16;
+/// Entries (minute × tenant) in one agent usage report.
+pub const USAGE_REPORT_ENTRIES_MAX: usize = 10_000;
+/// Bytes of a usage reporter id (agents draw a UUID).
+pub const USAGE_REPORTER_ID_BYTES_MAX: usize = 64;
+/// Bytes of a tenant name in a usage report (tenant names are shorter).
+pub const USAGE_TENANT_BYTES_MAX: usize = 255;
+/// Minutes a usage close fills with storage samples after a pause of the leader (a day): a
+/// longer gap is not sampled.
+pub const USAGE_CLOSE_BACKFILL_MINUTES: i64 = 24 * 60;
+/// Exported usage minutes stay in the state this long (served by the usage API from memory);
+/// unexported ones up to seven times longer.
+pub const USAGE_MINUTES_KEPT_MS: i64 = 48 * 60 * 60 * 1000;
+/// A usage reporter silent this long is forgotten (its journal is long gone).
+pub const USAGE_REPORTER_FORGET_MS: i64 = 7 * 24 * 60 * 60 * 1000;

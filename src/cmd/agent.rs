@@ -15,5 +15,5 @@ pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow!("connecting to metadata {:?}: {e}", args.metadata))?;
     tracing::info!(metadata = ?args.metadata, zone = ?args.zone, "mirroring metadata");
-    super::serve_agent::run(&args.agent, &args.object_store, args.zone.clone(), Metadata::Remote(remote)).await
+    super::serve_agent::run(&args.agent, &args.object_store, args.zone.clone(), Metadata::Remote(remote), None).await
 }

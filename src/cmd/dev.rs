@@ -36,7 +36,14 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     })?;
     tokio::spawn(super::archive::run(metadata.clone(), archive_store));
     tracing::info!(data_dir = %data_dir.display(), metadata = %args.metadata_addr, "floe dev ready");
-    let result = super::serve_agent::run(&args.agent, &url, None, Metadata::Local(metadata.clone())).await;
+    let result = super::serve_agent::run(
+        &args.agent,
+        &url,
+        None,
+        Metadata::Local(metadata.clone()),
+        Some(data_dir.join("usage")),
+    )
+    .await;
     metadata.shutdown().await;
     result
 }

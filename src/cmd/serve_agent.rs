@@ -11,11 +11,13 @@ use tokio::net::TcpListener;
 
 use crate::cli::AgentOptions;
 
+/// `default_usage_dir` is where the usage journal goes unless `--usage-dir` or `--cache-dir` says.
 pub(crate) async fn run(
     options: &AgentOptions,
     object_store_url: &str,
     zone: Option<String>,
     metadata: Metadata,
+    default_usage_dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     let metadata_is_local = matches!(metadata, Metadata::Local(_));
     let store = SegmentStore::open(&ObjectStoreConfig {
@@ -126,7 +128,14 @@ pub(crate) async fn run(
     })
     .await
     .context("opening the block cache")?;
-    let agent = Agent::start(config, metadata, store, cache);
+    let usage_dir = (options.usage_dir.clone())
+        .or_else(|| options.cache_dir.as_ref().map(|dir| dir.join("usage")))
+        .or(default_usage_dir);
+    let usage = floe_agent::UsageMeter::open(floe_agent::UsageConfig {
+        journal_dir: usage_dir,
+        report_interval: Duration::from_millis(options.usage_report_interval_ms.max(100)),
+    })?;
+    let agent = Agent::start(config, metadata, store, cache, usage);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),

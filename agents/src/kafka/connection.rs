@@ -473,6 +473,19 @@ fn quota_throttle(
     }
 }
 
+/// Counts a response for usage metering, before it is written: one Kafka request, and a Fetch's
+/// record batches.
+fn meter_response(agent: &Agent, tenant: &str, response: &ResponseKind) {
+    let mut counts = vec![(floe_metadata::Meter::KafkaRequests, 1)];
+    if let ResponseKind::Fetch(fetch) = response {
+        let batches = fetch.responses.iter().flat_map(|t| &t.partitions).filter_map(|p| p.records.as_ref());
+        for records in batches {
+            counts.extend(crate::usage::fetched_batches(records));
+        }
+    }
+    agent.usage.record(tenant, &counts);
+}
+
 /// Writes responses in request order. Responses are buffered while the next one is already
 /// available, and flushed before any wait (for the next request or a pending handler), so a
 /// finished response never sits in the buffer behind a slow one.
@@ -494,8 +507,12 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
         };
         let api = format!("{:?}", request.api_key);
         crate::metrics::REQUESTS.with_label_values(&[&api]).inc();
+        let tenant = request.finish.tenant.as_deref().unwrap_or_default();
         let mut response = match request.reply {
-            Reply::None => continue,
+            Reply::None => {
+                agent.usage.record(tenant, &[(floe_metadata::Meter::KafkaRequests, 1)]);
+                continue;
+            }
             Reply::Now(response) => *response,
             Reply::Later(handle) => {
                 if !handle.is_finished() && writer.flush().await.is_err() {
@@ -524,6 +541,7 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
             Some(tenant) => quota_throttle(&agent, tenant, finish.throttle, request.version, &mut response),
             None => std::time::Duration::ZERO,
         };
+        meter_response(&agent, finish.tenant.as_deref().unwrap_or_default(), &response);
         if !throttle.is_zero() {
             // Held back as Kafka brokers before KIP-219 did: the client's in-flight window fills
             // and it sends no faster than its share. Responses after it on this connection wait too.

@@ -100,6 +100,7 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
             ResponseError::ClusterAuthorizationFailed
         }
         CommandError::InvalidCommit(_)
+        | CommandError::InvalidUsage(_)
         | CommandError::AlreadyInitialized
         | CommandError::CompactionConflict
         | CommandError::JobLeaseHeld { .. }

@@ -226,6 +226,7 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
         let mut batches = Vec::new();
         let mut route = Vec::with_capacity(parts.len());
         let mut offsets_before = 0i64;
+        let mut uncompressed_bytes = 0u64;
         let mut stats =
             ChunkStats { batch_count: 0, record_count: 0, timestamp_min: i64::MAX, timestamp_max: i64::MIN };
         for (a, p) in parts {
@@ -238,6 +239,7 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
                     base_sequence: batch.base_sequence,
                 });
                 offsets_before += i64::from(batch.offset_count);
+                uncompressed_bytes += batch.uncompressed_bytes;
                 stats.batch_count += 1;
                 stats.record_count += batch.record_count;
                 stats.timestamp_min = stats.timestamp_min.min(batch.timestamp_min);
@@ -254,6 +256,7 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
             crc32c: entry.crc32c,
             batches,
             producer,
+            uncompressed_bytes,
         });
         routes.push(route);
     }

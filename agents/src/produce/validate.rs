@@ -68,6 +68,8 @@ pub struct ValidatedBatch {
     pub timestamp_max: i64,
     /// `baseSequence`; -1 for batches without a producer id.
     pub base_sequence: i32,
+    /// The batch's bytes with its records uncompressed (usage metering).
+    pub uncompressed_bytes: u64,
 }
 
 /// Why a partition's batches were refused. Nothing of a refused partition is written.
@@ -250,6 +252,11 @@ fn batch(
     if !policy.log_append_time {
         timestamps_within_bounds(&records, policy, now_ms, place)?;
     }
+    // Records a check already decompressed are counted as they are.
+    let uncompressed_bytes = match records.payload.get() {
+        Some(payload) => (record_batch::HEADER_BYTES + payload.len()) as u64,
+        None => records::uncompressed_len(&header, &bytes, BATCH_DECOMPRESSED_BYTES_MAX),
+    };
     let (bytes, timestamp_min, timestamp_max) = if policy.log_append_time {
         (record_batch::set_log_append_time(&bytes, &header, now_ms), now_ms, now_ms)
     } else {
@@ -257,6 +264,7 @@ fn batch(
     };
     let count = u32::try_from(header.record_count).map_err(|_| ProduceError::InvalidRecord("record count".into()))?;
     Ok(ValidatedBatch {
+        uncompressed_bytes,
         bytes,
         offset_count: count,
         record_count: count,

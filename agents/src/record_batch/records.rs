@@ -100,6 +100,82 @@ pub fn decompress(header: &BatchHeader, batch: &Bytes, max_bytes: usize) -> Resu
     }
 }
 
+/// Bytes of the batch with its records uncompressed (usage metering). Sizes the codec's frame
+/// states are taken as stated: gzip's trailer, snappy's block lengths, the content size of an
+/// lz4 or zstd frame that carries one; frames without one are decompressed to count (into a
+/// scratch buffer, bounded by `max_bytes`). An unreadable payload counts as stored.
+pub fn uncompressed_len(header: &BatchHeader, batch: &[u8], max_bytes: usize) -> u64 {
+    let stored = header.batch_bytes as u64;
+    let Some(payload) = batch.get(HEADER_BYTES..header.batch_bytes) else { return stored };
+    let records = match header.compression() {
+        0 => return stored,
+        1 => payload
+            .len()
+            .checked_sub(4)
+            .and_then(|at| payload.get(at..))
+            .map(|t| u64::from(u32::from_le_bytes([t[0], t[1], t[2], t[3]]))),
+        2 => snappy_len(payload),
+        3 => lz4_content_size(payload).or_else(|| counted(lz4::Decoder::new(payload).ok()?, max_bytes)),
+        4 => zstd_content_size(payload)
+            .or_else(|| counted(zstd::stream::read::Decoder::with_buffer(payload).ok()?, max_bytes)),
+        _ => None,
+    };
+    records.map_or(stored, |len| HEADER_BYTES as u64 + len)
+}
+
+/// Bytes a reader yields, read through a scratch buffer; `None` past `max_bytes` or on an error.
+fn counted(mut reader: impl Read, max_bytes: usize) -> Option<u64> {
+    let mut scratch = [0u8; 16 * 1024];
+    let mut total = 0u64;
+    loop {
+        match reader.read(&mut scratch) {
+            Ok(0) => return Some(total),
+            Ok(n) => total += n as u64,
+            Err(_) => return None,
+        }
+        if total > max_bytes as u64 {
+            return None;
+        }
+    }
+}
+
+/// Sum of the stated lengths of a raw or framed snappy payload's blocks.
+fn snappy_len(payload: &[u8]) -> Option<u64> {
+    if !payload.starts_with(SNAPPY_FRAMING_MAGIC) {
+        return snap::raw::decompress_len(payload).ok().map(|n| n as u64);
+    }
+    let mut rest = payload.get(SNAPPY_FRAMING_HEADER_BYTES..)?;
+    let mut total = 0u64;
+    while !rest.is_empty() {
+        let (len, tail) = rest.split_at_checked(4)?;
+        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let (compressed, tail) = tail.split_at_checked(len)?;
+        total += snap::raw::decompress_len(compressed).ok()? as u64;
+        rest = tail;
+    }
+    Some(total)
+}
+
+/// The content size an lz4 frame states (its FLG byte's content-size bit), if it does.
+fn lz4_content_size(payload: &[u8]) -> Option<u64> {
+    const MAGIC: [u8; 4] = 0x184D_2204u32.to_le_bytes();
+    let flags = *payload.get(4)?;
+    if payload.get(..4)? != MAGIC || flags & 0x08 == 0 {
+        return None;
+    }
+    let size = payload.get(6..14)?;
+    Some(u64::from_le_bytes(size.try_into().ok()?))
+}
+
+/// The content size a zstd payload's frames state, if it is one frame that states it.
+fn zstd_content_size(payload: &[u8]) -> Option<u64> {
+    let frame = zstd::zstd_safe::find_frame_compressed_size(payload).ok()?;
+    if frame != payload.len() {
+        return None;
+    }
+    zstd::zstd_safe::get_frame_content_size(payload).ok().flatten()
+}
+
 /// The framing Java clients write around snappy blocks; clients may also send raw snappy.
 const SNAPPY_FRAMING_MAGIC: &[u8] = b"\x82SNAPPY\x00";
 const SNAPPY_FRAMING_HEADER_BYTES: usize = 16;

@@ -1236,6 +1236,13 @@ impl GroupCoordinator {
                     tracing::warn!(error = %e, "expiring transactions");
                 }
             }
+            // Each minute is closed once it has passed (usage metering), by whichever node leads.
+            let now = now_ms();
+            if node.read().usage_close_due(now)
+                && let Err(e) = node.propose(Command::CloseUsageMinute { now_ms: now }).await
+            {
+                tracing::warn!(error = %e, "closing a usage minute");
+            }
             if has_groups && last_expiry.elapsed() >= EXPIRE_OFFSETS_EVERY {
                 last_expiry = Instant::now();
                 if let Err(e) = node.propose(Command::ExpireOffsets { now_ms: now_ms() }).await {

@@ -18,6 +18,7 @@ mod security;
 mod tables;
 mod topics;
 mod transactions;
+mod usage;
 
 pub use groups::{
     AskedPartitions, CommitStamp, CommittedOffset, FetchedOffset, GroupKind, GroupMembership, GroupRecord,
@@ -38,6 +39,10 @@ pub use tables::{RetiredTable, TableCommit, TableRange, TableRecord};
 pub use topics::validate_topic_name;
 pub use transactions::{
     AbortedTransaction, ProducerRecord, ProducerSequences, SequencedChunk, TransactionRecord, TxnState,
+};
+pub use usage::{
+    HOUR_MS, MINUTE_MS, Meter, Meters, UsageEntry, UsageExport, UsageHour, UsageLedger, UsageReport, UsageReporter,
+    add_meters, tenant_of_stored_name,
 };
 
 #[cfg(test)]
@@ -111,6 +116,8 @@ pub struct State {
     pub registries: BTreeMap<String, SchemaRegistry>,
     /// Table topics' tables by topic (format 5): offsets converted and the current snapshot.
     pub tables: BTreeMap<TopicId, TableRecord>,
+    /// Tenants' usage per minute, until exported (format 6).
+    pub usage: UsageLedger,
 }
 
 /// An agent as the cluster knows it.
@@ -353,6 +360,9 @@ impl State {
                 self.end_txn_v2(&transactional_id, producer, commit, now_ms)
             }
             Command::CommitTableSnapshot(commit) => self.commit_table_snapshot(commit),
+            Command::ReportUsage(report) => self.report_usage(report),
+            Command::CloseUsageMinute { now_ms } => self.close_usage_minute(now_ms),
+            Command::MarkUsageExported(export) => self.mark_usage_exported(export),
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(

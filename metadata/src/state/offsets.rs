@@ -99,6 +99,16 @@ impl State {
             if let Some(producer) = chunk.producer {
                 self.record_producer_chunk(&chunk, producer, base_offset, last_offset, timestamp_max);
             }
+            if let Some(topic) = self.topics.get(&chunk.topic_id) {
+                self.usage.add_open(
+                    super::tenant_of_stored_name(&topic.name),
+                    [
+                        (super::Meter::ProducedBytes, u64::from(chunk.byte_len)),
+                        (super::Meter::ProducedUncompressedBytes, chunk.uncompressed_bytes),
+                        (super::Meter::ProducedRecords, offset_count as u64),
+                    ],
+                );
+            }
             results.push(Ok(base_offset));
         }
         if reference_count > 0 {

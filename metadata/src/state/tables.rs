@@ -172,6 +172,7 @@ impl State {
             table.dead_letter_location = commit.dead_letter_location;
         }
         table.committed_ms = table.committed_ms.max(commit.now_ms);
+        self.meter_table_ranges(commit.topic_id, &commit.ranges);
         Ok(Outcome::Done)
     }
 }

@@ -33,6 +33,7 @@ fn commit(key: &str, chunks: &[(u8, i32, &[u32])]) -> Command {
                     .map(|(i, n)| BatchSummary { offset_count: *n, timestamp_max: 1000 + i as i64, base_sequence: -1 })
                     .collect(),
                 producer: None,
+                uncompressed_bytes: 300,
             };
             byte_start += 100;
             chunk
@@ -935,51 +936,83 @@ fn golden_commands_through_format_4() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 5 (the current one): the archive's state and command
+/// Commands of every format up to 5: a varied history.
+fn golden_commands_through_format_5() -> Vec<Command> {
+    let mut commands = golden_commands_through_format_4();
+    // Format 5: a table topic with two table commits, the second starting a new generation.
+    let table_topic = uuid::Uuid::from_u128(0x7ab1e);
+    let configs = BTreeMap::from([("floe.table.enable".to_owned(), "true".to_owned())]);
+    let batch = BatchSummary { offset_count: 3, timestamp_max: 5, base_sequence: -1 };
+    let range = |from, to| crate::state::TableRange { partition: 0, from, to };
+    let table_commit = |base_version, uuid: u8, ranges, new_generation| {
+        Command::CommitTableSnapshot(crate::state::TableCommit {
+            topic_id: table_topic,
+            table_uuid: [uuid; 16],
+            base_version,
+            metadata_location: format!("file:///golden/tables/{uuid}/metadata/{base_version}.metadata.json"),
+            dead_letter_location: None,
+            ranges,
+            new_generation,
+            now_ms: 6,
+        })
+    };
+    commands.extend([
+        Command::CreateTopic { name: "golden-table".into(), topic_id: table_topic, partition_count: 1, configs },
+        Command::CommitSegment(SegmentCommit {
+            key: "golden-table-object".into(),
+            object_bytes: 124,
+            chunks: vec![ChunkCommit {
+                topic_id: table_topic,
+                partition: 0,
+                byte_start: 0,
+                byte_len: 100,
+                crc32c: 7,
+                batches: vec![batch, batch],
+                producer: None,
+                uncompressed_bytes: 300,
+            }],
+        }),
+        table_commit(0, 1, vec![range(0, 3)], false),
+        table_commit(1, 2, vec![range(3, 6)], true),
+    ]);
+    commands
+}
+
+/// The persisted formats as of format 6 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_5_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v5.snap"), golden_dir().join("commands-v5.cmds"));
+fn golden_files_of_format_6_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v6.snap"), golden_dir().join("commands-v6.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let mut commands = golden_commands_through_format_4();
-        // Format 5: a table topic with two table commits, the second starting a new generation.
-        let table_topic = uuid::Uuid::from_u128(0x7ab1e);
-        let configs = BTreeMap::from([("floe.table.enable".to_owned(), "true".to_owned())]);
-        let batch = BatchSummary { offset_count: 3, timestamp_max: 5, base_sequence: -1 };
-        let range = |from, to| crate::state::TableRange { partition: 0, from, to };
-        let table_commit = |base_version, uuid: u8, ranges, new_generation| {
-            Command::CommitTableSnapshot(crate::state::TableCommit {
-                topic_id: table_topic,
-                table_uuid: [uuid; 16],
-                base_version,
-                metadata_location: format!("file:///golden/tables/{uuid}/metadata/{base_version}.metadata.json"),
-                dead_letter_location: None,
-                ranges,
-                new_generation,
-                now_ms: 6,
+        let mut commands = golden_commands_through_format_5();
+        // Format 6: usage reports (one sent twice), minutes closed, an hour exported.
+        let minute = 29_000_000 * crate::state::MINUTE_MS;
+        let report = |seq| {
+            Command::ReportUsage(crate::state::UsageReport {
+                reporter: "golden-reporter".into(),
+                seq,
+                entries: vec![crate::state::UsageEntry {
+                    minute_ms: minute,
+                    tenant: "golden".into(),
+                    meters: vec![(crate::state::Meter::FetchedBytes, 1000), (crate::state::Meter::FetchedRecords, 10)],
+                }],
+                now_ms: minute + 5_000,
             })
         };
         commands.extend([
-            Command::CreateTopic { name: "golden-table".into(), topic_id: table_topic, partition_count: 1, configs },
-            Command::CommitSegment(SegmentCommit {
-                key: "golden-table-object".into(),
-                object_bytes: 124,
-                chunks: vec![ChunkCommit {
-                    topic_id: table_topic,
-                    partition: 0,
-                    byte_start: 0,
-                    byte_len: 100,
-                    crc32c: 7,
-                    batches: vec![batch, batch],
-                    producer: None,
-                }],
+            report(1),
+            report(1),
+            Command::CloseUsageMinute { now_ms: minute + 70_000 },
+            Command::CloseUsageMinute { now_ms: minute + 130_000 },
+            Command::MarkUsageExported(crate::state::UsageExport {
+                hour_ms: minute / crate::state::HOUR_MS * crate::state::HOUR_MS,
+                revision: 1,
+                changes: 2,
             }),
-            table_commit(0, 1, vec![range(0, 3)], false),
-            table_commit(1, 2, vec![range(3, 6)], true),
         ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
@@ -989,11 +1022,11 @@ fn golden_files_of_format_5_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 5 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 5 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 5 state encodes differently");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 6 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 6 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 6 state encodes differently");
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 5 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 6 commands encode differently");
     assert!(
         state.topics.len() > 1
             && state.tenants.values().any(|t| t.id > 0 && t.producer_ids > 0)
@@ -1009,17 +1042,50 @@ fn golden_files_of_format_5_still_decode_and_replay() {
                 .transactions
                 .values()
                 .any(|t| t.state == crate::state::TxnState::CompleteCommit && t.producer_epoch == 1)
-            && state.tables.values().any(|t| t.version == 2 && t.offsets == [6] && t.retired.len() == 1),
-        "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas, {:?} tables",
+            && state.tables.values().any(|t| t.version == 2 && t.offsets == [6] && t.retired.len() == 1)
+            && state.usage.minutes.len() == 2
+            && state.usage.reporters.len() == 1
+            && state.usage.hours.values().any(|h| h.revision == 1),
+        "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas, {:?} tables, {:?} usage",
         state.topics.len(),
         state.tenants,
         state.groups.len(),
         state.users.len(),
         state.api_key_quotas.len(),
         state.tables,
+        state.usage,
     );
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 6 commands gives another state");
+}
+
+/// Format 5's files (before usage metering): its state reads with no usage, its chunk commits
+/// with their stored size as their uncompressed size, and its commands replay to that state
+/// (apart from the usage the replay meters).
+#[test]
+fn golden_files_of_format_5_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v5.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v5.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 5 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 5 commands no longer decode");
+    assert_eq!(state.usage, crate::state::UsageLedger::default());
+    assert!(state.tables.values().any(|t| t.version == 2 && t.offsets == [6] && t.retired.len() == 1));
+    let chunks: Vec<&ChunkCommit> = log
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Command::CommitSegment(commit) => Some(commit.chunks.iter()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(!chunks.is_empty() && chunks.iter().all(|c| c.uncompressed_bytes == u64::from(c.byte_len)));
+    check_invariants(&state);
+    let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert!(!replayed.usage.open.is_empty(), "replayed commits are metered");
+    replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 5 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 /// Format 4's files (before table topics): its state reads with no tables, and its commands, a
@@ -1033,7 +1099,8 @@ fn golden_files_of_format_4_still_decode_and_replay() {
     assert!(state.tables.is_empty());
     assert!(state.transactions.values().any(|t| t.state == crate::state::TxnState::CompleteCommit));
     check_invariants(&state);
-    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 4 commands gives another state");
     let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
@@ -1070,7 +1137,8 @@ fn golden_files_of_format_3_still_decode_and_replay() {
     let log = crate::archive::decode_log(&log_bytes).expect("format 3 commands no longer decode");
     assert!(state.registries.values().any(|r| r.schemas.len() > 2));
     check_invariants(&state);
-    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 3 commands gives another state");
     let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
@@ -1086,7 +1154,8 @@ fn golden_files_of_format_2_still_decode_and_replay() {
     let log = crate::archive::decode_log(&log_bytes).expect("format 2 commands no longer decode");
     assert!(state.registries.is_empty() && state.tenants.values().any(|t| t.id > 0));
     check_invariants(&state);
-    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 2 commands gives another state");
     let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");

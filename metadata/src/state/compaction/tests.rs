@@ -17,6 +17,7 @@ pub(in crate::state) fn write(key: &str, records: u32) -> Command {
             crc32c: 0,
             batches: vec![BatchSummary { offset_count: records, timestamp_max: i64::from(records), base_sequence: -1 }],
             producer: None,
+            uncompressed_bytes: 300,
         }],
     })
 }

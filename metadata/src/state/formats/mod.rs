@@ -6,6 +6,7 @@
 mod v1;
 mod v2;
 mod v4;
+mod v5;
 
 use serde::Deserialize;
 
@@ -30,15 +31,21 @@ pub(crate) fn decoding<T>(version: u32, decode: impl FnOnce() -> T) -> T {
     decoded
 }
 
+/// The format this thread decodes (0: the current one).
+pub(crate) fn decoding_format() -> u32 {
+    DECODING_FORMAT.get()
+}
+
 /// A `State` read in the format being decoded ([`decoding`]).
 pub(crate) struct Versioned(pub(crate) State);
 
 impl<'de> Deserialize<'de> for Versioned {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let state = match DECODING_FORMAT.get() {
-            1 => State::from(v4::StateV4::from(v2::StateV2::from(v1::StateV1::deserialize(d)?))),
-            2 => State::from(v4::StateV4::from(v2::StateV2::deserialize(d)?)),
-            3 | 4 => State::from(v4::StateV4::deserialize(d)?),
+            1 => State::from(v5::StateV5::from(v4::StateV4::from(v2::StateV2::from(v1::StateV1::deserialize(d)?)))),
+            2 => State::from(v5::StateV5::from(v4::StateV4::from(v2::StateV2::deserialize(d)?))),
+            3 | 4 => State::from(v5::StateV5::from(v4::StateV4::deserialize(d)?)),
+            5 => State::from(v5::StateV5::deserialize(d)?),
             _ => State::deserialize(d)?,
         };
         Ok(Self(state))

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::state::{
     AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, State, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    ProducerRecord, SchemaRegistry, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
 /// `State` as formats 3 and 4 encoded it, field for field.
@@ -40,7 +40,7 @@ pub(crate) struct StateV4 {
     pub(super) registries: BTreeMap<String, SchemaRegistry>,
 }
 
-impl From<StateV4> for State {
+impl From<StateV4> for super::v5::StateV5 {
     fn from(v4: StateV4) -> Self {
         Self {
             applied_index: v4.applied_index,

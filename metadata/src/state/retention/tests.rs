@@ -28,6 +28,7 @@ fn write(key: &str, records: u32, bytes: u32, timestamp: i64) -> Command {
             crc32c: 0,
             batches: vec![BatchSummary { offset_count: records, timestamp_max: timestamp, base_sequence: -1 }],
             producer: None,
+            uncompressed_bytes: 300,
         }],
     })
 }

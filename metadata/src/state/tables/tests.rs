@@ -28,6 +28,7 @@ fn write(key: &str, partition: i32, records: u32, timestamp: i64) -> Command {
             crc32c: 0,
             batches: vec![BatchSummary { offset_count: records, timestamp_max: timestamp, base_sequence: -1 }],
             producer: None,
+            uncompressed_bytes: 300,
         }],
     })
 }
@@ -112,6 +113,7 @@ fn an_open_transaction_bounds_a_commit() {
                     producer_epoch: 0,
                     transactional: true,
                 }),
+                uncompressed_bytes: 300,
             }],
         }),
         commit(0, &[(0, 0, 4)]),

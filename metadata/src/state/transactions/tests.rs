@@ -22,6 +22,7 @@ fn produce(key: &str, partition: i32, producer: ChunkProducer, batches: &[(i32, 
         crc32c: 0,
         batches,
         producer: Some(producer),
+        uncompressed_bytes: 300,
     };
     Command::CommitSegment(SegmentCommit { key: key.to_owned(), object_bytes: 124, chunks: vec![chunk] })
 }
