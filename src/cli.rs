@@ -213,6 +213,28 @@ pub(crate) enum AdminCommand {
         #[command(subcommand)]
         action: TenantsAction,
     },
+    /// Tenants' metered usage per minute or hour (as billed): bytes and records produced and
+    /// fetched, requests, storage and partition minutes, table conversion.
+    Usage {
+        /// Metadata nodes: HOST:PORT[,HOST:PORT...].
+        #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:9093")]
+        metadata: Vec<String>,
+        /// One tenant (default: all).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Start, RFC 3339 or ms since the epoch (default: an hour before --to).
+        #[arg(long)]
+        from: Option<String>,
+        /// End, exclusive (default: now).
+        #[arg(long)]
+        to: Option<String>,
+        /// minute or hour.
+        #[arg(long, default_value = "hour")]
+        granularity: String,
+        /// Print JSON (as the operator API answers) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Table topics: each one's table (version, metadata location, dead-letter table) and lag.
     Tables {
         /// Metadata nodes: HOST:PORT[,HOST:PORT...].

@@ -306,15 +306,23 @@ impl UsageMeter {
     }
 }
 
-/// Reports the agent's usage every interval; runs until the agent is dropped.
+/// Reports what a replayed journal holds at once, then the agent's usage every interval; runs
+/// until the agent is dropped.
 pub(crate) async fn run(agent: Weak<crate::Agent>) {
     let Some(interval) = agent.upgrade().map(|a| a.usage.config.report_interval) else { return };
+    let mut retry = Duration::from_millis(100);
     loop {
-        tokio::time::sleep(interval).await;
-        let Some(agent) = agent.upgrade() else { return };
-        if let Err(e) = agent.usage.report(&agent.metadata).await {
-            tracing::debug!(error = %e, "usage report not committed yet; retrying next interval");
-        }
+        let Some(strong) = agent.upgrade() else { return };
+        let wait = match strong.usage.report(&strong.metadata).await {
+            Ok(()) => interval,
+            Err(e) => {
+                tracing::debug!(error = %e, "usage report not committed yet; retrying");
+                retry = (retry * 2).min(interval);
+                retry
+            }
+        };
+        drop(strong);
+        tokio::time::sleep(wait).await;
     }
 }
 

@@ -14,6 +14,7 @@ mod routes;
 mod schema_json;
 pub mod tenants;
 mod tls;
+pub mod usage;
 
 pub use connections::HttpConnectionLimits;
 pub use limits::CallerLimits;

@@ -64,6 +64,14 @@ pub(crate) fn admit(agent: &Agent, scope: &Scope, kind: QuotaKind) -> Result<(),
     refuse_while_over(agent, tenant, key_id, kind, Instant::now())
 }
 
+/// Counts records an HTTP read returns for usage metering: their number and their keys', values'
+/// and headers' bytes (uncompressed; an HTTP read returns records, not stored batches).
+pub(crate) fn meter_read(agent: &Agent, scope: &Scope, records: usize, bytes: usize) {
+    use floe_metadata::Meter;
+    let counts = [(Meter::FetchedRecords, records as u64), (Meter::FetchedUncompressedBytes, bytes as u64)];
+    agent.usage.record(scope.tenant().unwrap_or_default(), &counts);
+}
+
 /// Charges `bytes` to the caller's tenant and key and returns how long it is now over a share.
 pub(crate) fn charge(agent: &Agent, scope: &Scope, kind: QuotaKind, bytes: usize) -> Duration {
     let (Some(tenant), Some(key_id)) = (scope.tenant(), scope.key_id()) else { return Duration::ZERO };
@@ -72,10 +80,13 @@ pub(crate) fn charge(agent: &Agent, scope: &Scope, kind: QuotaKind, bytes: usize
 
 /// Counts each request of an API key against its own and its tenant's request rates, refusing
 /// it with 429 while either is over its share.
+/// Also counts the call for usage metering (under no tenant without API keys).
 pub(crate) async fn requests(State(agent): State<Arc<Agent>>, request: Request, next: Next) -> Response {
     let Some(caller) = request.extensions().get::<crate::auth::Caller>().cloned() else {
+        agent.usage.record("", &[(floe_metadata::Meter::HttpRequests, 1)]);
         return next.run(request).await;
     };
+    agent.usage.record(&caller.tenant, &[(floe_metadata::Meter::HttpRequests, 1)]);
     let now = Instant::now();
     if let Err(refused) = refuse_while_over(&agent, &caller.tenant, &caller.key_id, QuotaKind::Requests, now) {
         return refused.into_response();

@@ -69,6 +69,6 @@ pub use state::{
     validate_subject,
 };
 pub use state::{
-    HOUR_MS, MINUTE_MS, Meter, Meters, UsageEntry, UsageExport, UsageHour, UsageLedger, UsageReport, add_meters,
-    tenant_of_stored_name,
+    HOUR_MS, MINUTE_MS, Meter, Meters, UsageEntry, UsageExport, UsageHour, UsageLedger, UsageReport, UsageSummary,
+    add_meters, tenant_of_stored_name,
 };

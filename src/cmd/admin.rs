@@ -31,6 +31,9 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Transactions { metadata, json, action } => transactions(metadata, json, action).await?,
         AdminCommand::Tenants { metadata, action } => super::tenants::run(metadata, action).await?,
         AdminCommand::Tables { metadata, json } => tables(metadata, json).await?,
+        AdminCommand::Usage { metadata, tenant, from, to, granularity, json } => {
+            usage(metadata, tenant, from, to, granularity, json).await?
+        }
     }
     Ok(())
 }
@@ -307,4 +310,37 @@ fn print_view(view: &GroupView) {
             r.client_id.as_deref().unwrap_or("-")
         );
     }
+}
+
+async fn usage(
+    addrs: Vec<String>,
+    tenant: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    granularity: String,
+    json: bool,
+) -> anyhow::Result<()> {
+    let query = floe_gateway::usage::UsageQuery::parse(tenant, from.as_deref(), to.as_deref(), Some(&granularity))
+        .map_err(|e| anyhow!(e))?;
+    let metadata = RemoteMetadata::connect(addrs).await?;
+    metadata.catch_up().await?;
+    let answer = query.answer(&metadata.read().usage).map_err(|e| anyhow!(e))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(());
+    }
+    let columns: Vec<&str> = floe_metadata::Meter::ALL.iter().map(|m| m.name()).collect();
+    println!("{:<21} {:<16} {}", "start", "tenant", columns.join(" "));
+    for row in answer["rows"].as_array().into_iter().flatten() {
+        let values: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{:>width$}", row["meters"][c].as_u64().unwrap_or(0), width = c.len()))
+            .collect();
+        let tenant = row["tenant"].as_str().filter(|t| !t.is_empty()).unwrap_or("-");
+        println!("{:<21} {:<16} {}", row["start"].as_str().unwrap_or(""), tenant, values.join(" "));
+    }
+    if let Some(closed) = answer["closed_through"].as_str() {
+        println!("(minutes closed through {closed}; later ones may still grow)");
+    }
+    Ok(())
 }

@@ -234,15 +234,9 @@ async fn read(
         // Wait for the partition to move (or the deadline), then read again.
         let _ = tokio::time::timeout_at(deadline.into(), waiter.woken()).await;
     };
-    let bytes: usize = batch
-        .records
-        .iter()
-        .map(|r| {
-            let headers: usize = r.headers.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len())).sum();
-            r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len()) + headers
-        })
-        .sum();
+    let bytes: usize = batch.records.iter().map(record_bytes).sum();
     crate::quotas::charge(agent, &scope, QuotaKind::Fetch, bytes);
+    crate::quotas::meter_read(agent, &scope, batch.records.len(), bytes);
     let mut schemas = SchemaJson::for_topic(agent.clone(), &scope, &topic);
     let records: Vec<Value> =
         batch.records.iter().map(|r| record_json(&target, r, params.format, &mut schemas)).collect();
@@ -468,6 +462,12 @@ struct Follow {
     _permit: Reservation,
 }
 
+/// A record's key, value and header bytes: what a read is charged and metered by.
+fn record_bytes(r: &floe_agent::fetch::FetchedRecord) -> usize {
+    let headers: usize = r.headers.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len())).sum();
+    r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len()) + headers
+}
+
 impl Follow {
     async fn next_event(&mut self) -> Option<Event> {
         loop {
@@ -485,6 +485,7 @@ impl Follow {
             };
             let mut any = false;
             let mut bytes = 0;
+            let (mut records_read, mut record_bytes_read) = (0, 0);
             let count = self.cursors.len();
             let start = self.next_cursor % count.max(1);
             if std::mem::take(&mut self.waited) {
@@ -510,6 +511,8 @@ impl Follow {
                 let read = read_once(&self.agent, &cursor.target, cursor.offset, budget, 1000, self.params.isolation);
                 match read.await {
                     Ok(batch) => {
+                        records_read += batch.records.len();
+                        record_bytes_read += batch.records.iter().map(record_bytes).sum::<usize>();
                         for record in &batch.records {
                             let id = if self.whole_topic {
                                 format!("{}:{}", cursor.target.partition, record.offset)
@@ -534,6 +537,7 @@ impl Follow {
             }
             // Past the tenant's fetch quota the stream pauses, as a throttled Kafka fetch does.
             let wait = crate::quotas::charge(&self.agent, &self.scope, QuotaKind::Fetch, bytes);
+            crate::quotas::meter_read(&self.agent, &self.scope, records_read, record_bytes_read);
             if !wait.is_zero() {
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use crate::auth::Peer;
 use crate::error::HttpError;
-use crate::extract::{Path, SmallBody};
+use crate::extract::{Path, Query, SmallBody};
 use crate::routes::admin::json_body;
 use crate::tenants;
 
@@ -53,6 +53,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/users/{user}", delete(delete_user))
         .route("/v1/admin/api-keys/{key_id}", delete(delete_api_key))
         .route("/v1/admin/api-keys/{key_id}/quotas", put(set_api_key_quotas))
+        .route("/v1/admin/usage", get(usage))
         .layer(axum::middleware::from_fn_with_state((agent.clone(), Arc::new(token)), require_operator))
         .with_state(agent)
 }
@@ -288,4 +289,27 @@ async fn set_api_key_quotas(
 async fn delete_api_key(State(agent): State<Arc<Agent>>, Path(key_id): Path<String>) -> Result<StatusCode, HttpError> {
     propose(&agent, Command::DeleteApiKey { key_id }).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageParams {
+    tenant: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    granularity: Option<String>,
+}
+
+/// Tenants' metered usage (`crate::usage`), read after catching up with the metadata leader.
+async fn usage(State(agent): State<Arc<Agent>>, Query(params): Query<UsageParams>) -> Result<Response, HttpError> {
+    let query = crate::usage::UsageQuery::parse(
+        params.tenant,
+        params.from.as_deref(),
+        params.to.as_deref(),
+        params.granularity.as_deref(),
+    )
+    .map_err(HttpError::bad_request)?;
+    agent.metadata.catch_up().await.map_err(command_error)?;
+    let answer = query.answer(&agent.metadata.read().usage).map_err(HttpError::unprocessable)?;
+    Ok(Json(answer).into_response())
 }

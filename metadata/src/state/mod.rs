@@ -42,7 +42,7 @@ pub use transactions::{
 };
 pub use usage::{
     HOUR_MS, MINUTE_MS, Meter, Meters, UsageEntry, UsageExport, UsageHour, UsageLedger, UsageReport, UsageReporter,
-    add_meters, tenant_of_stored_name,
+    UsageSummary, add_meters, tenant_of_stored_name,
 };
 
 #[cfg(test)]

@@ -162,6 +162,14 @@ pub struct UsageExport {
     pub changes: u64,
 }
 
+/// Usage summed per period and tenant, and per tenant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UsageSummary {
+    /// (period start, tenant) → meters.
+    pub periods: BTreeMap<(i64, String), Meters>,
+    pub totals: BTreeMap<String, Meters>,
+}
+
 /// The tenant a stored topic name belongs to (`""` without tenants).
 pub fn tenant_of_stored_name(stored: &str) -> &str {
     match stored.split_once(crate::namespace::SEPARATOR) {
@@ -202,6 +210,22 @@ impl UsageLedger {
             }
         }
         rows
+    }
+
+    /// Meters of `tenant` (all: `None`) in `[from_ms, to_ms)` summed per period of `step_ms`
+    /// (a minute or an hour), and per tenant over the whole range.
+    pub fn summarize(&self, tenant: Option<&str>, from_ms: i64, to_ms: i64, step_ms: i64) -> UsageSummary {
+        let mut summary = UsageSummary::default();
+        let step_ms = step_ms.max(MINUTE_MS);
+        for (minute, name, meters) in self.query(tenant, from_ms, to_ms) {
+            let counts = || meters.iter().map(|(m, v)| (*m, *v));
+            add_meters(
+                summary.periods.entry((minute.div_euclid(step_ms) * step_ms, name.to_owned())).or_default(),
+                counts(),
+            );
+            add_meters(summary.totals.entry(name.to_owned()).or_default(), counts());
+        }
+        summary
     }
 
     /// Hours that ended before `before_ms` and whose counts changed since their last export.
