@@ -65,6 +65,10 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
         {
             tracing::warn!(error = %e, "collecting orphan objects");
         }
+        // The usage exports ride on the same lease: one writer of each hour's files.
+        if let Err(e) = crate::usage::export::export_due(&agent).await {
+            tracing::warn!(error = %e, "exporting usage hours");
+        }
         round += 1;
     }
 }

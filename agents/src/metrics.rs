@@ -385,3 +385,7 @@ impl prometheus::core::Collector for TableLagCollector {
 pub static USAGE_REPORTS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_usage_reports_total", "Usage reports this agent proposed to metadata").expect("unique")
 });
+/// Hourly usage files this agent wrote (first exports and corrected revisions).
+pub static USAGE_EXPORTS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_usage_exports_total", "Hourly usage Parquet files this agent wrote").expect("unique")
+});

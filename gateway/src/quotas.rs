@@ -80,10 +80,14 @@ pub(crate) fn charge(agent: &Agent, scope: &Scope, kind: QuotaKind, bytes: usize
 
 /// Counts each request of an API key against its own and its tenant's request rates, refusing
 /// it with 429 while either is over its share.
-/// Also counts the call for usage metering (under no tenant without API keys).
+/// Also counts the call for usage metering: a tenant's, or without API keys one of no tenant
+/// (the operator API and health, metrics and status probes are not usage).
 pub(crate) async fn requests(State(agent): State<Arc<Agent>>, request: Request, next: Next) -> Response {
     let Some(caller) = request.extensions().get::<crate::auth::Caller>().cloned() else {
-        agent.usage.record("", &[(floe_metadata::Meter::HttpRequests, 1)]);
+        const NOT_USAGE: [&str; 5] = ["/v1/admin/", "/metrics", "/healthz", "/readyz", "/v1/cluster"];
+        if !NOT_USAGE.iter().any(|p| request.uri().path().starts_with(p)) {
+            agent.usage.record("", &[(floe_metadata::Meter::HttpRequests, 1)]);
+        }
         return next.run(request).await;
     };
     agent.usage.record(&caller.tenant, &[(floe_metadata::Meter::HttpRequests, 1)]);

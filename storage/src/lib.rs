@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod segment;
 pub mod store;
 pub mod tables;
+pub mod usage;
 
 pub use cache::{BlockCache, BlockCacheConfig, ChunkView};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
@@ -23,3 +24,4 @@ pub use latency::LatencyProfile;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
 pub use store::{ListedSegment, ObjectStoreConfig, SegmentStore};
 pub use tables::{ListedTableObject, TableObjectKey};
+pub use usage::UsagePut;

@@ -133,3 +133,26 @@ def test_metered_totals_equal_what_clients_did_across_a_sigkill(metered):
     assert bad.status_code == 400 and "RFC 3339" in bad.json()["message"], bad.text
     table = usage_cli(floe, "--tenant", "globex", "--from", str(start))
     assert "globex" in table and "acme" not in table
+
+    # The hour's Parquet export (written on demand here; the storage-job agent writes each hour
+    # once it is over) holds the same rows; exporting again writes the next revision.
+    import duckdb
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    hour = time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime())
+    exports = f"{floe.http_url}/v1/admin/usage/exports"
+    first = requests.post(exports, json={"hour": hour}, headers=auth, timeout=30)
+    assert first.status_code == 201, first.text
+    assert first.json()["file"].endswith("/rev-000001.parquet")
+    path = floe.workdir / "objects" / first.json()["file"]
+    rows = duckdb.sql(f"select tenant, meter, sum(value)::bigint from '{path}' group by all").fetchall()
+    in_file = {(tenant, meter): value for tenant, meter, value in rows}
+    hourly = json.loads(usage_cli(floe, "--from", hour, "--to", str(int(time.time() * 1000) + 120_000),
+                                  "--granularity", "hour", "--json"))
+    compared = [row for row in hourly["rows"] if row["start"] == hour]
+    assert {row["tenant"] for row in compared} == set(TENANTS), hourly["rows"]
+    for row in compared:
+        for meter, value in row["meters"].items():
+            assert in_file.get((row["tenant"], meter), 0) == value, (row["tenant"], meter)
+    second = requests.post(exports, json={"hour": hour}, headers=auth, timeout=30)
+    assert second.status_code == 201 and second.json()["file"].endswith("/rev-000002.parquet"), second.text
+    assert requests.post(exports, json={"hour": "2001-01-01T00:00:00Z"}, headers=auth, timeout=30).status_code == 404

@@ -507,10 +507,15 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
         };
         let api = format!("{:?}", request.api_key);
         crate::metrics::REQUESTS.with_label_values(&[&api]).inc();
+        // With SASL, requests before authentication (and of users without a tenant) are not
+        // usage; without it every request is usage of no tenant.
+        let metered = agent.config.sasl.is_none() || request.finish.tenant.is_some();
         let tenant = request.finish.tenant.as_deref().unwrap_or_default();
         let mut response = match request.reply {
             Reply::None => {
-                agent.usage.record(tenant, &[(floe_metadata::Meter::KafkaRequests, 1)]);
+                if metered {
+                    agent.usage.record(tenant, &[(floe_metadata::Meter::KafkaRequests, 1)]);
+                }
                 continue;
             }
             Reply::Now(response) => *response,
@@ -541,7 +546,9 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
             Some(tenant) => quota_throttle(&agent, tenant, finish.throttle, request.version, &mut response),
             None => std::time::Duration::ZERO,
         };
-        meter_response(&agent, finish.tenant.as_deref().unwrap_or_default(), &response);
+        if metered {
+            meter_response(&agent, finish.tenant.as_deref().unwrap_or_default(), &response);
+        }
         if !throttle.is_zero() {
             // Held back as Kafka brokers before KIP-219 did: the client's in-flight window fills
             // and it sends no faster than its share. Responses after it on this connection wait too.

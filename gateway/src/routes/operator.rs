@@ -54,6 +54,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/api-keys/{key_id}", delete(delete_api_key))
         .route("/v1/admin/api-keys/{key_id}/quotas", put(set_api_key_quotas))
         .route("/v1/admin/usage", get(usage))
+        .route("/v1/admin/usage/exports", post(export_usage))
         .layer(axum::middleware::from_fn_with_state((agent.clone(), Arc::new(token)), require_operator))
         .with_state(agent)
 }
@@ -312,4 +313,31 @@ async fn usage(State(agent): State<Arc<Agent>>, Query(params): Query<UsageParams
     agent.metadata.catch_up().await.map_err(command_error)?;
     let answer = query.answer(&agent.metadata.read().usage).map_err(HttpError::unprocessable)?;
     Ok(Json(answer).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportUsage {
+    /// Any time within the hour: RFC 3339 or milliseconds since the epoch.
+    hour: String,
+}
+
+/// Writes the next revision of an hour's usage file now (the storage-job agent does so by itself
+/// once an hour is over): to check an export, or rebuild one.
+async fn export_usage(
+    State(agent): State<Arc<Agent>>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<Response, HttpError> {
+    let request: ExportUsage = json_body(&headers, &body)?;
+    let at = crate::usage::parse_time("hour", &request.hour).map_err(HttpError::bad_request)?;
+    let hour_ms = at.div_euclid(floe_metadata::HOUR_MS) * floe_metadata::HOUR_MS;
+    agent.metadata.catch_up().await.map_err(command_error)?;
+    match floe_agent::usage::export::export_hour(&agent, hour_ms).await {
+        Ok(Some(file)) => {
+            Ok((StatusCode::CREATED, Json(serde_json::json!({ "file": format!("usage/{file}") }))).into_response())
+        }
+        Ok(None) => Err(HttpError::not_found(format!("no usage in the hour of {}", crate::usage::rfc3339(hour_ms)))),
+        Err(e) => Err(HttpError::unavailable(format!("exporting the hour: {e}"))),
+    }
 }

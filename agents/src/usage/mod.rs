@@ -21,6 +21,8 @@ use std::time::Duration;
 use floe_metadata::{Command, Meter, Meters, UsageEntry, UsageReport, add_meters};
 use serde::{Deserialize, Serialize};
 
+pub mod export;
+
 const JOURNAL_MAGIC: &[u8; 8] = b"FLOEUSJ1";
 const JOURNAL_FILE: &str = "usage.journal";
 /// A journal past this size is rewritten with only what is not yet confirmed.
