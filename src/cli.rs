@@ -502,6 +502,22 @@ pub(crate) struct AgentOptions {
     /// DATA_DIR/usage under `floe dev`; without either, counts wait in memory).
     #[arg(long)]
     pub(crate) usage_dir: Option<std::path::PathBuf>,
+    /// Autoscaling signal: the share of the machine's CPU that counts as fully used
+    /// (`floe_agent_utilization` is the highest of CPU, buffer fill and produce p99, each over
+    /// its target).
+    #[arg(long, default_value_t = 0.6)]
+    pub(crate) autoscale_cpu_target: f64,
+    /// Autoscaling signal: the flush-buffer fill that counts as fully used.
+    #[arg(long, default_value_t = 0.5)]
+    pub(crate) autoscale_buffer_target: f64,
+    /// Autoscaling signal: the produce p99 latency that counts as fully used (0: four flush
+    /// intervals, at least 500 ms).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) autoscale_produce_p99_ms: u64,
+    /// On SIGTERM, how long the agent may take to flush and answer what it buffered after
+    /// leaving the cluster (keep an autoscaling group's termination hook longer).
+    #[arg(long, default_value_t = 30)]
+    pub(crate) drain_timeout_secs: u64,
     /// How often the agent reports its usage counts to metadata.
     #[arg(long, default_value_t = 5000)]
     pub(crate) usage_report_interval_ms: u64,

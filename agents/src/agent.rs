@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_metadata::Metadata;
+use floe_metadata::{Command, Metadata};
 use floe_storage::{BlockCache, SegmentStore};
 
 use crate::produce::FlushBuffer;
@@ -55,6 +55,8 @@ pub struct AgentConfig {
     pub connections: crate::kafka::connections::ConnectionLimits,
     /// Bounds of the incremental fetch session cache (KIP-227).
     pub fetch_sessions: crate::fetch::sessions::FetchSessionBounds,
+    /// What utilization 1.0 means (the autoscaling signal).
+    pub load_targets: crate::load::LoadTargets,
 }
 
 /// Faults an agent can be told to inject (test-only; off unless given on the command line).
@@ -97,6 +99,8 @@ pub struct Agent {
     pub fetch_sessions: crate::fetch::sessions::FetchSessions,
     /// What this agent served, per tenant and minute, until reported.
     pub usage: crate::usage::UsageMeter,
+    /// Set once the agent left the cluster to shut down: no more heartbeats, no longer listed.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Agent {
@@ -134,6 +138,7 @@ impl Agent {
             parsed_schemas,
             fetch_sessions,
             usage,
+            draining: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(crate::fetch::wakeups::run(Arc::downgrade(&agent)));
         tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
@@ -141,6 +146,7 @@ impl Agent {
         tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));
         tokio::spawn(crate::tables::run(Arc::downgrade(&agent), agent.config.tables));
         tokio::spawn(crate::usage::run(Arc::downgrade(&agent)));
+        tokio::spawn(crate::load::run(Arc::downgrade(&agent), agent.config.load_targets));
         agent
     }
 
@@ -151,6 +157,21 @@ impl Agent {
             host: self.config.advertised_host.clone(),
             port: self.config.advertised_port,
             zone: self.config.zone.clone(),
+        }
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Leaves the cluster before shutting down: heartbeats stop, and the agent is dropped from
+    /// metadata (and its job lease released), so other agents stop listing it at once and its
+    /// clients, told by its own Metadata answers too, move to them.
+    pub async fn leave(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+        let leave = Command::AgentLeave { agent_id: self.config.node_id, now_ms: floe_metadata::now_ms() };
+        if let Err(e) = self.metadata.propose(leave).await {
+            tracing::warn!(error = %e, "leaving the cluster: not committed; other agents drop this one within 10 s");
         }
     }
 

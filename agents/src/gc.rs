@@ -79,9 +79,7 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
 pub(crate) async fn is_job_runner(agent: &Agent) -> bool {
     let candidate = {
         let state = agent.metadata.read();
-        crate::membership::live_agents(&state, &agent.info())
-            .first()
-            .is_some_and(|a| a.agent_id == agent.config.node_id)
+        crate::membership::live_agents(&state, agent).first().is_some_and(|a| a.agent_id == agent.config.node_id)
     };
     let lease = Command::AcquireJobLease {
         agent_id: agent.config.node_id,

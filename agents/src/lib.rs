@@ -10,6 +10,7 @@ pub mod fetch;
 pub mod gc;
 pub mod kafka;
 pub mod limits;
+pub mod load;
 pub mod membership;
 pub mod metrics;
 pub mod produce;

@@ -61,6 +61,9 @@ pub(crate) async fn heartbeat(agent: Weak<Agent>) {
     loop {
         ticks.tick().await;
         let Some(strong) = agent.upgrade() else { return };
+        if strong.is_draining() {
+            return;
+        }
         let Ok(permit) = in_flight.clone().try_acquire_owned() else {
             tracing::warn!("agent heartbeats are not being committed; skipping one");
             continue;
@@ -77,15 +80,19 @@ pub(crate) async fn heartbeat(agent: Weak<Agent>) {
     }
 }
 
-/// The live agents, always including `this` one (it is serving the request), ordered by id.
-pub fn live_agents(state: &State, this: &AgentInfo) -> Vec<AgentInfo> {
+/// The live agents, ordered by id, including `agent` (it is serving the request) unless it is
+/// draining and another agent is live: clients then move off it.
+pub fn live_agents(state: &State, agent: &Agent) -> Vec<AgentInfo> {
+    let this = agent.info();
     let session_ms = i64::try_from(AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
     let mut agents: Vec<AgentInfo> = state
         .live_agents(now_ms(), session_ms)
         .map(|r: &AgentRecord| r.info.clone())
         .filter(|a| a.agent_id != this.agent_id)
         .collect();
-    agents.push(this.clone());
+    if !agent.is_draining() || agents.is_empty() {
+        agents.push(this);
+    }
     agents.sort_by_key(|a| a.agent_id);
     agents
 }

@@ -389,3 +389,32 @@ pub static USAGE_REPORTS: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static USAGE_EXPORTS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_usage_exports_total", "Hourly usage Parquet files this agent wrote").expect("unique")
 });
+/// This agent's utilization over the last window, as a ratio to its targets (1: at target): the
+/// highest of its components. What an autoscaler tracks.
+pub static AGENT_UTILIZATION: LazyLock<prometheus::Gauge> = LazyLock::new(|| {
+    prometheus::register_gauge!(
+        "floe_agent_utilization",
+        "Agent utilization over the last window as a ratio to its targets (1 = at target): the highest component"
+    )
+    .expect("unique")
+});
+/// The components of [`AGENT_UTILIZATION`].
+pub static AGENT_UTILIZATION_COMPONENT: LazyLock<prometheus::GaugeVec> = LazyLock::new(|| {
+    prometheus::register_gauge_vec!(
+        "floe_agent_utilization_component",
+        "Agent utilization by component (cpu, buffer, produce_latency) as a ratio to its target",
+        &["component"]
+    )
+    .expect("unique")
+});
+/// Agents the pool needs for each to run at its targets (cluster-wide, the same on every agent).
+pub static POOL_DESIRED_AGENTS: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "floe_agent_pool_desired_agents",
+        "Agents the pool needs for each to run at its targets: live agents' utilizations summed, rounded up"
+    )
+    .expect("unique")
+});
+/// Live agents, as the desired count is computed over.
+pub static POOL_LIVE_AGENTS: LazyLock<IntGauge> =
+    LazyLock::new(|| register_int_gauge!("floe_agent_pool_live_agents", "Live agents in the pool").expect("unique"));

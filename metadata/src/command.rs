@@ -290,6 +290,20 @@ pub enum Command {
     },
     /// The storage-job agent wrote an hour's usage file (format 6).
     MarkUsageExported(crate::state::UsageExport),
+    /// A draining agent leaves (format 6): it is no longer listed, its job lease is released,
+    /// and a late copy of one of its earlier heartbeats (stamped before `now_ms`) does not bring
+    /// it back.
+    AgentLeave {
+        agent_id: i32,
+        now_ms: i64,
+    },
+    /// An agent's utilization over its last window, in thousandths of its targets (format 6):
+    /// what `State::desired_agents` sums.
+    ReportAgentLoad {
+        agent_id: i32,
+        utilization_milli: u32,
+        now_ms: i64,
+    },
 }
 
 /// A range of one partition after key compaction.

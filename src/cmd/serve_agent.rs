@@ -114,6 +114,15 @@ pub(crate) async fn run(
             unauthenticated_frame_bytes_max: options.sasl_max_receive_bytes.max(64),
         },
         fetch_sessions: floe_agent::fetch::sessions::FetchSessionBounds::with_slots(options.fetch_session_slots),
+        load_targets: floe_agent::load::LoadTargets {
+            cpu: options.autoscale_cpu_target,
+            buffer_fill: options.autoscale_buffer_target,
+            // Produce latency follows the flush interval when idle: the target sits well above it.
+            produce_p99: match options.autoscale_produce_p99_ms {
+                0 => (flush_interval * 4).max(Duration::from_millis(500)),
+                ms => Duration::from_millis(ms),
+            },
+        },
         compaction: CompactionConfig {
             interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
             small_chunk_bytes: 1024 * 1024,
@@ -188,9 +197,21 @@ pub(crate) async fn run(
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");
 
     shutdown_signal().await;
-    tracing::info!("shutting down: flushing buffered batches");
+    // Draining: leave the cluster (other agents and this one stop listing it, so clients move),
+    // stop accepting connections, refuse new batches with NOT_LEADER_OR_FOLLOWER (retried
+    // elsewhere) and flush and answer the buffered ones, within the deadline.
+    let began = std::time::Instant::now();
+    tracing::info!("draining: leaving the cluster");
+    agent.leave().await;
     let _ = stop.send(true);
-    agent.shutdown().await;
+    let deadline = Duration::from_secs(options.drain_timeout_secs.max(1));
+    match tokio::time::timeout(deadline, agent.shutdown()).await {
+        Ok(()) => tracing::info!(seconds = began.elapsed().as_secs_f64(), "drained"),
+        Err(_) => tracing::warn!(
+            seconds = deadline.as_secs(),
+            "drain deadline passed with batches unflushed; exiting (their producers were not acknowledged and retry)"
+        ),
+    }
     server.abort();
     Ok(())
 }

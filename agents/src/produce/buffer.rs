@@ -147,6 +147,12 @@ impl FlushBuffer {
         Ok(Ticket(answer))
     }
 
+    /// The fraction of the buffer's memory held by batches not yet answered.
+    pub fn fill(&self) -> f64 {
+        let free = self.shared.memory.available_permits() as f64;
+        (1.0 - free / f64::from(self.shared.memory_permits)).clamp(0.0, 1.0)
+    }
+
     /// Refuses new appends, flushes what is buffered and waits until it is all answered.
     pub async fn close_and_drain(&self) {
         self.shared.pending.lock().unwrap_or_else(|p| p.into_inner()).closed = true;

@@ -118,6 +118,18 @@ pub struct State {
     pub tables: BTreeMap<TopicId, TableRecord>,
     /// Tenants' usage per minute, until exported (format 6).
     pub usage: UsageLedger,
+    /// Agents that left, with when (their clock), so an older heartbeat does not return them
+    /// (format 6).
+    pub agents_left: BTreeMap<i32, i64>,
+    /// Agents' last reported utilization (thousandths of their targets) and when (format 6).
+    pub agent_loads: BTreeMap<i32, AgentLoad>,
+}
+
+/// An agent's last load report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentLoad {
+    pub utilization_milli: u32,
+    pub reported_ms: i64,
 }
 
 /// An agent as the cluster knows it.
@@ -363,6 +375,22 @@ impl State {
             Command::ReportUsage(report) => self.report_usage(report),
             Command::CloseUsageMinute { now_ms } => self.close_usage_minute(now_ms),
             Command::MarkUsageExported(export) => self.mark_usage_exported(export),
+            Command::ReportAgentLoad { agent_id, utilization_milli, now_ms } => {
+                if !self.agents.contains_key(&agent_id) {
+                    return Err(CommandError::InvalidCommit(format!("agent {agent_id} is not in the cluster")));
+                }
+                self.agent_loads.insert(agent_id, AgentLoad { utilization_milli, reported_ms: now_ms });
+                Ok(Outcome::Done)
+            }
+            Command::AgentLeave { agent_id, now_ms } => {
+                self.agents.remove(&agent_id);
+                self.agent_loads.remove(&agent_id);
+                self.agents_left.insert(agent_id, now_ms);
+                if self.job_lease.is_some_and(|lease| lease.agent_id == agent_id) {
+                    self.job_lease = None;
+                }
+                Ok(Outcome::Done)
+            }
             Command::CommitSegments(commits) => {
                 if commits.len() > crate::limits::COMMIT_GROUP_MAX {
                     return Err(CommandError::InvalidCommit(format!(
@@ -416,6 +444,25 @@ impl State {
             .and_then(|v| v.parse().ok())
     }
 
+    /// How many agents the pool needs so that each runs at its targets: the live agents'
+    /// utilizations summed (one reported over a minute ago, or never, counts as at target),
+    /// rounded up, at least one.
+    pub fn desired_agents(&self, now_ms: i64, session_ms: i64) -> u32 {
+        let total_milli: u64 = self
+            .live_agents(now_ms, session_ms)
+            .map(|a| {
+                let load = self.agent_loads.get(&a.info.agent_id);
+                match load {
+                    Some(load) if now_ms.saturating_sub(load.reported_ms) <= 60_000 => {
+                        u64::from(load.utilization_milli)
+                    }
+                    _ => 1000,
+                }
+            })
+            .sum();
+        u32::try_from(total_milli.div_ceil(1000)).unwrap_or(u32::MAX).max(1)
+    }
+
     /// Agents whose last heartbeat is at most `session_ms` older than the newest heartbeat any
     /// agent got in (or than `now_ms`, if that is earlier), by id. Judged against the newest
     /// heartbeat, not the clock: while the metadata service commits nothing (an election, a paused
@@ -438,8 +485,16 @@ impl State {
         if !self.agents.contains_key(&agent.agent_id) && self.agents.len() >= crate::limits::AGENT_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {} agents", crate::limits::AGENT_COUNT_MAX)));
         }
+        // A heartbeat sent before the agent left is a late copy: it stays gone.
+        if self.agents_left.get(&agent.agent_id).is_some_and(|left| now_ms <= *left) {
+            return Ok(Outcome::Done);
+        }
         // Forget agents silent for a long time, judged by this heartbeat's clock.
         self.agents.retain(|_, a| now_ms.saturating_sub(a.last_heartbeat_ms) <= crate::limits::AGENT_FORGET_MS);
+        let agents = &self.agents;
+        self.agent_loads.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
+        self.agents_left.retain(|_, left| now_ms.saturating_sub(*left) <= crate::limits::AGENT_FORGET_MS);
+        self.agents_left.remove(&agent.agent_id);
         // A late copy of an older heartbeat (heartbeats are sent to a second node when the first is
         // slow) never moves the time back.
         let last_heartbeat_ms = self.agents.get(&agent.agent_id).map_or(now_ms, |a| a.last_heartbeat_ms.max(now_ms));

@@ -780,6 +780,52 @@ fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
     assert_eq!(state.agents[&1].last_heartbeat_ms, 5_000);
 }
 
+/// The pool's desired size sums the live agents' utilizations (an agent without a recent report
+/// counts as at target) and rounds up.
+#[test]
+fn the_desired_pool_size_sums_live_agents_utilizations() {
+    let agent = |id| crate::command::AgentInfo { agent_id: id, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let heartbeat = |id, now_ms: i64| Command::AgentHeartbeat { agent: agent(id), now_ms };
+    let load = |id, milli, now_ms| Command::ReportAgentLoad { agent_id: id, utilization_milli: milli, now_ms };
+    let (state, outcomes) = run(vec![
+        heartbeat(1, 1_000),
+        heartbeat(2, 1_000),
+        heartbeat(3, 1_000),
+        load(1, 500, 1_000),
+        load(2, 600, 1_000),
+        load(9, 900, 1_000),
+    ]);
+    assert!(matches!(outcomes.last(), Some(Err(CommandError::InvalidCommit(_)))), "unknown agents report nothing");
+    assert_eq!(state.desired_agents(2_000, 10_000), 3, "0.5 + 0.6 + 1 (no report) rounds up to 3");
+    let (state, _) = run(vec![heartbeat(1, 1_000), heartbeat(2, 1_000), load(1, 300, 1_000), load(2, 400, 1_000)]);
+    assert_eq!(state.desired_agents(2_000, 10_000), 1);
+    assert_eq!(state.desired_agents(70_000, 100_000), 2, "reports over a minute old count as at target");
+}
+
+/// A draining agent leaves: it is gone at once with its job lease, a late copy of a heartbeat
+/// it sent before leaving does not bring it back, and the same agent started again rejoins.
+#[test]
+fn an_agent_that_left_stays_gone_until_it_heartbeats_again() {
+    let agent = |id| crate::command::AgentInfo { agent_id: id, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let heartbeat = |id, now_ms: i64| Command::AgentHeartbeat { agent: agent(id), now_ms };
+    let mut commands = vec![
+        heartbeat(1, 1_000),
+        heartbeat(2, 1_000),
+        Command::AcquireJobLease { agent_id: 1, now_ms: 1_000, duration_ms: 90_000 },
+        Command::AgentLeave { agent_id: 1, now_ms: 2_000 },
+        heartbeat(1, 1_900),
+    ];
+    let (state, _) = run(commands.clone());
+    assert_eq!(state.agents.keys().copied().collect::<Vec<_>>(), vec![2]);
+    assert_eq!(state.job_lease, None, "the lease is free for another agent");
+    commands.push(Command::AcquireJobLease { agent_id: 2, now_ms: 2_500, duration_ms: 90_000 });
+    commands.push(heartbeat(1, 30_000));
+    let (state, outcomes) = run(commands);
+    assert!(outcomes.iter().all(Result::is_ok));
+    assert_eq!(state.agents.keys().copied().collect::<Vec<_>>(), vec![1, 2], "started again, it rejoins");
+    assert!(state.agents_left.is_empty());
+}
+
 /// Where the golden files of the persisted formats live. The test runner's
 /// `CARGO_MANIFEST_DIR` first: cargo reuses a test binary built in another checkout of the same
 /// sources, whose compile-time path may no longer exist.
@@ -1003,7 +1049,12 @@ fn golden_files_of_format_6_still_decode_and_replay() {
                 now_ms: minute + 5_000,
             })
         };
+        let agent = |agent_id| crate::command::AgentInfo { agent_id, host: "10.0.0.9".into(), port: 9092, zone: None };
         commands.extend([
+            Command::AgentHeartbeat { agent: agent(7), now_ms: minute },
+            Command::AgentHeartbeat { agent: agent(8), now_ms: minute },
+            Command::ReportAgentLoad { agent_id: 7, utilization_milli: 1250, now_ms: minute + 1 },
+            Command::AgentLeave { agent_id: 8, now_ms: minute + 2 },
             report(1),
             report(1),
             Command::CloseUsageMinute { now_ms: minute + 70_000 },
@@ -1045,7 +1096,9 @@ fn golden_files_of_format_6_still_decode_and_replay() {
             && state.tables.values().any(|t| t.version == 2 && t.offsets == [6] && t.retired.len() == 1)
             && state.usage.minutes.len() == 2
             && state.usage.reporters.len() == 1
-            && state.usage.hours.values().any(|h| h.revision == 1),
+            && state.usage.hours.values().any(|h| h.revision == 1)
+            && state.agent_loads.get(&7).is_some_and(|l| l.utilization_milli == 1250)
+            && state.agents_left.contains_key(&8),
         "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas, {:?} tables, {:?} usage",
         state.topics.len(),
         state.tenants,

@@ -18,7 +18,7 @@ pub(in crate::kafka) fn describe_cluster(agent: &Agent, request: DescribeCluster
     }
     let (agents, cluster_id) = {
         let state = agent.metadata.read();
-        (crate::membership::live_agents(&state, &agent.info()), state.cluster_id.clone())
+        (crate::membership::live_agents(&state, agent), state.cluster_id.clone())
     };
     let brokers = agents
         .iter()

@@ -81,7 +81,7 @@ pub(in crate::kafka) fn find_coordinator(
     let message = error.map(|_| str_bytes("only group (0) and transaction (1) coordinators are served"));
     let this = agent.info();
     let agents =
-        crate::membership::for_client_zone(crate::membership::live_agents(&agent.metadata.read(), &this), client_id);
+        crate::membership::for_client_zone(crate::membership::live_agents(&agent.metadata.read(), agent), client_id);
     // Any agent can coordinate any key; naming the same one whoever is asked keeps a client
     // on one coordinator connection, whose requests this agent then reads in order.
     let coordinator = |key: &str| crate::membership::coordinator(&agents, key).unwrap_or(&this).clone();

@@ -23,7 +23,7 @@ pub(in crate::kafka) async fn handle(
 ) -> MetadataResponse {
     let (agents, this) = {
         let this = agent.info();
-        let live = crate::membership::live_agents(&agent.metadata.read(), &this);
+        let live = crate::membership::live_agents(&agent.metadata.read(), agent);
         (crate::membership::for_client_zone(live, client_id.as_deref()), this)
     };
     // v0 has no null: an empty list means every topic. From v1 an empty list means none.

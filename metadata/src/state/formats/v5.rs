@@ -71,6 +71,8 @@ impl From<StateV5> for State {
             registries: v5.registries,
             tables: v5.tables,
             usage: Default::default(),
+            agents_left: BTreeMap::new(),
+            agent_loads: BTreeMap::new(),
         }
     }
 }
