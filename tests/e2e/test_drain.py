@@ -3,7 +3,8 @@ taking connections, finish its flushes and exit, while clients move to the other
 
 An idempotent producer sends through both agents of a cluster at a steady rate while agent 1 is
 sent SIGTERM. The producer sees no delivery error, every acknowledged record is read back once,
-agent 1 exits cleanly within its deadline, and the other agent stops listing it at once.
+agent 1 exits cleanly within its deadline, and the other agent stops listing it at once. Before
+the drain, both agents export the autoscaling gauges (utilization, desired and live pool size).
 """
 
 from __future__ import annotations
@@ -51,6 +52,18 @@ def test_an_agent_drains_on_sigterm_while_a_producer_runs(cluster):
     thread = threading.Thread(target=run)
     thread.start()
     wait_until(lambda: len(acked) > 2000, 30, "records flowing")
+
+    # The autoscaling signal: each agent's utilization, and the pool's desired size (both agents
+    # reported theirs, under load, within a sampling window of 10 s).
+    def gauge(agent, name):
+        for line in requests.get(f"{cluster.http_url(agent)}/metrics", timeout=5).text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+    wait_until(lambda: gauge(1, "floe_agent_utilization") is not None
+               and gauge(2, "floe_agent_pool_desired_agents") is not None, 25, "the autoscaling gauges")
+    assert gauge(1, "floe_agent_utilization") > 0
+    assert gauge(2, "floe_agent_pool_live_agents") == 2 and gauge(2, "floe_agent_pool_desired_agents") >= 1
 
     agent1 = cluster.agents[1]
     began = time.monotonic()

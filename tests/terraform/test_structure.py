@@ -403,6 +403,12 @@ def test_s3_permissions_name_only_the_bucket_and_prefix():
         for s in policy_statements(document):
             actions = s.get("actions", [])
             resources_ = s.get("resources", [])
+            if actions == ["cloudwatch:PutMetricData"]:
+                # PutMetricData has no resource ARNs: it must be held to Floe's namespace.
+                condition = one(s["condition"])
+                assert condition["variable"] == "cloudwatch:namespace" and condition["test"] == "StringEquals"
+                assert condition["values"] == ["${local.utilization_namespace}"]
+                continue
             assert "*" not in resources_, f"{doc_name}: statement with resource *"
             if not any(a.startswith("s3:") for a in actions):
                 continue
@@ -833,16 +839,23 @@ def test_three_metadata_nodes_with_own_volumes_and_names():
         "ami" in text(one(instance["lifecycle"])["ignore_changes"])
 
 
-def test_agents_autoscale_on_cpu_across_the_subnets():
+def test_agents_autoscale_on_their_utilization_across_the_subnets():
     asg = resources_of("aws_autoscaling_group")["agent"]
+    assert asg["name"] == "${local.agent_asg_name}"
     assert asg["vpc_zone_identifier"] == "${var.agent_subnet_ids}"
     assert asg["health_check_type"] == "ELB"
     assert one(asg["launch_template"])["version"] == "${aws_launch_template.agent.latest_version}"
     assert one(asg["instance_refresh"])["strategy"] == "Rolling"
-    policy = resources_of("aws_autoscaling_policy")["agent_cpu"]
+    policy = resources_of("aws_autoscaling_policy")["agent_utilization"]
     assert policy["policy_type"] == "TargetTrackingScaling"
-    spec = one(one(policy["target_tracking_configuration"])["predefined_metric_specification"])
-    assert spec["predefined_metric_type"] == "ASGAverageCPUUtilization"
+    tracking = one(policy["target_tracking_configuration"])
+    assert tracking["target_value"] == "${var.agent_utilization_target}"
+    spec = one(tracking["customized_metric_specification"])
+    # What floe-utilization.service publishes, for this group.
+    assert (spec["namespace"], spec["metric_name"], spec["statistic"]) == \
+        ("${local.utilization_namespace}", "AgentUtilization", "Average")
+    dimension = one(spec["metric_dimension"])
+    assert (dimension["name"], dimension["value"]) == ("AutoScalingGroupName", "${local.agent_asg_name}")
 
 
 def test_alarms_cover_cpu_targets_and_metadata_status():
@@ -1076,7 +1089,11 @@ RENDER_VALUES = {
                                  "object_store_url": "s3://b/floe", "allow_unauthenticated": False,
                                  "sasl_enable_plain": False, "tls_mode": "agent", "operator_token": True,
                                  "metadata_mtls": True, "max_connections": 10000, "max_connections_per_ip": 1000,
-                                 "auth_failures_per_minute": 10, "extra_args": " --flush-interval-ms 100"},
+                                 "auth_failures_per_minute": 10, "autoscale_cpu_target": 0.6,
+                                 "extra_args": " --flush-interval-ms 100"},
+    "publish-utilization.sh.tftpl": {"metrics_url": "https://127.0.0.1:8080/metrics", "region": "eu-west-1",
+                                     "namespace": "Floe", "asg_name": "floe-agent"},
+    "floe-utilization.service.tftpl": {"region": "eu-west-1"},
     "floe-metadata.service.tftpl": {"node_id": "2", "fqdn": "floe-metadata-2.floe.internal", "metadata_port": 9093,
                                     "peers": "1=m1:9093,2=m2:9093,3=m3:9093", "object_store_url": "s3://b/floe",
                                     "metadata_mtls": True, "operator_token": True},
@@ -1145,10 +1162,13 @@ def rendered(tmp_root: Path) -> dict[str, str]:
         {**RENDER_VALUES["prepare-metadata.sh.tftpl"], "metadata_tls_secret_arn": "", "operator_token_secret_arn": ""}))
     for role, prepare, unit in (("agent", "prepare-agent.sh.tftpl", "floe-agent.service.tftpl"),
                                 ("metadata", "prepare-metadata.sh.tftpl", "floe-metadata.service.tftpl")):
+        publisher = (outputs["publish-utilization.sh.tftpl"], outputs["floe-utilization.service.tftpl"]) \
+            if role == "agent" else ('""', '""')
         outputs[f"cloud-init-{role}"] = call("cloud-init.yaml.tftpl", "{" + ", ".join([
             f'role = "{role}"', f'unit_name = "floe-{role}.service"',
             f'install_script = {outputs["install-floe.sh.tftpl"]}',
-            f"prepare_script = {outputs[prepare]}", f"unit = {outputs[unit]}"]) + "}")
+            f"prepare_script = {outputs[prepare]}", f"unit = {outputs[unit]}",
+            f"publisher_script = {publisher[0]}", f"publisher_unit = {publisher[1]}"]) + "}")
     root = tmp_root / "render"
     root.mkdir()
     (root / "main.tf").write_text("\n".join(
@@ -1178,8 +1198,13 @@ def test_cloud_init_renders_to_valid_yaml_and_shell(renders, role, tmp_path):
     assert source.startswith("#cloud-config\n")
     doc = yaml.safe_load(source)
     files = {f["path"]: f for f in doc["write_files"]}
-    assert set(files) == {"/usr/local/sbin/floe-install", "/usr/local/sbin/floe-prepare", f"/etc/systemd/system/floe-{role}.service"}
-    for path in ("/usr/local/sbin/floe-install", "/usr/local/sbin/floe-prepare"):
+    scripts = ["/usr/local/sbin/floe-install", "/usr/local/sbin/floe-prepare"]
+    publisher = ["/usr/local/sbin/floe-publish-utilization", "/etc/systemd/system/floe-utilization.service"]
+    assert set(files) == {*scripts, f"/etc/systemd/system/floe-{role}.service", *(publisher if role == "agent" else [])}
+    if role == "agent":
+        scripts.append("/usr/local/sbin/floe-publish-utilization")
+        assert "systemctl enable --now floe-utilization.service" in doc["runcmd"][0][2]
+    for path in scripts:
         script = files[path]["content"]
         assert script.startswith("#!/bin/bash\n"), path
         target = tmp_path / Path(path).name
@@ -1704,3 +1729,43 @@ def test_module_validates_with_the_tls_resources_stood_in(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     run = subprocess.run(["terraform", "validate", "-no-color"], **env_args)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+STUB_CURL_METRICS = r"""#!/bin/bash
+for a in "$@"; do url=$a; done
+echo "curl $url" >>"$STUB_LOG"
+[ -n "${STUB_NO_METRICS:-}" ] && exit 7
+printf '# TYPE floe_agent_utilization gauge\nfloe_agent_utilization_component{component="cpu"} 0.4\nfloe_agent_utilization 1.25\n'
+"""
+STUB_AWS_LOG = '#!/bin/bash\necho "aws $*" >>"$STUB_LOG"\n'
+
+
+@pytest.mark.parametrize("metrics", [True, False])
+def test_the_utilization_publisher_sends_the_agents_figure_to_cloudwatch(renders, tmp_path, metrics):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("curl", STUB_CURL_METRICS), ("aws", STUB_AWS_LOG)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "publish.sh").write_text(renders["publish-utilization.sh.tftpl"])
+    log = tmp_path / "stub.log"
+    log.write_text("")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(log), "FLOE_PUBLISH_ONCE": "1"}
+    if not metrics:
+        env["STUB_NO_METRICS"] = "1"
+    run = subprocess.run(["bash", str(tmp_path / "publish.sh")], capture_output=True, text=True, env=env, timeout=30)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "curl https://127.0.0.1:8080/metrics"
+    if metrics:
+        assert calls[1:] == ["aws cloudwatch put-metric-data --region eu-west-1 --namespace Floe --metric-name "
+                             "AgentUtilization --dimensions AutoScalingGroupName=floe-agent --value 1.25 --unit None"]
+    else:
+        assert calls[1:] == [] and "no floe_agent_utilization" in run.stderr
+    unit = renders["floe-utilization.service.tftpl"]
+    assert "ExecStart=/usr/local/sbin/floe-publish-utilization" in unit and "User=floe" in unit
+
+
+def test_the_agent_unit_passes_its_cpu_target(renders):
+    assert "autoscale_cpu_target     = var.agent_cpu_target_percent / 100" in (MODULE_DIR / "agents.tf").read_text()
+    assert flag_value(agent_args(renders, "agent-tls"), "--autoscale-cpu-target") == "0.6"

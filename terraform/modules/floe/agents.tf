@@ -1,6 +1,14 @@
 # Stateless agents: a launch template and an autoscaling group across the agent
-# subnets, scaled by average CPU. Each agent learns its zone from instance
-# metadata at boot and passes it as --zone.
+# subnets, scaled on the agents' own utilization (CPU, flush-buffer fill and
+# produce latency against their targets; floe_agent_utilization, published to
+# CloudWatch by floe-utilization.service on each agent). Each agent learns its
+# zone from instance metadata at boot and passes it as --zone.
+
+locals {
+  agent_asg_name = "${var.name}-agent"
+  # Where the agents publish AgentUtilization.
+  utilization_namespace = "Floe"
+}
 
 resource "aws_launch_template" "agent" {
   name_prefix   = "${var.name}-agent-"
@@ -46,6 +54,15 @@ resource "aws_launch_template" "agent" {
     role           = "agent"
     unit_name      = "floe-agent.service"
     install_script = local.install_script
+    publisher_script = templatefile("${path.module}/templates/publish-utilization.sh.tftpl", {
+      metrics_url = "${local.tls_mode == "agent" ? "https" : "http"}://127.0.0.1:${local.http_port}/metrics"
+      region      = local.region
+      namespace   = local.utilization_namespace
+      asg_name    = local.agent_asg_name
+    })
+    publisher_unit = templatefile("${path.module}/templates/floe-utilization.service.tftpl", {
+      region = local.region
+    })
     prepare_script = templatefile("${path.module}/templates/prepare-agent.sh.tftpl", {
       advertised_address        = local.advertised_address
       advertised_host           = local.advertised_address == "load_balancer" ? local.endpoint_host : ""
@@ -69,6 +86,7 @@ resource "aws_launch_template" "agent" {
       max_connections          = var.max_connections
       max_connections_per_ip   = var.max_connections_per_ip
       auth_failures_per_minute = var.auth_failures_per_minute
+      autoscale_cpu_target     = var.agent_cpu_target_percent / 100
       extra_args               = join("", [for a in var.agent_extra_args : " ${a}"])
     })
   }))
@@ -129,7 +147,7 @@ resource "aws_launch_template" "agent" {
 }
 
 resource "aws_autoscaling_group" "agent" {
-  name                      = "${var.name}-agent"
+  name                      = local.agent_asg_name
   vpc_zone_identifier       = var.agent_subnet_ids
   min_size                  = var.agent_min_size
   max_size                  = var.agent_max_size
@@ -177,16 +195,32 @@ resource "aws_autoscaling_group" "agent" {
   }
 }
 
-resource "aws_autoscaling_policy" "agent_cpu" {
-  name                      = "${var.name}-agent-cpu"
+# The group follows the agents' average utilization (1 = every agent at its
+# CPU, buffer and latency targets) rather than CPU alone: an agent bound by
+# its flush buffer or by slow PUTs needs company before its CPU shows it.
+resource "aws_autoscaling_policy" "agent_utilization" {
+  name                      = "${var.name}-agent-utilization"
   autoscaling_group_name    = aws_autoscaling_group.agent.name
   policy_type               = "TargetTrackingScaling"
   estimated_instance_warmup = 120
 
   target_tracking_configuration {
-    predefined_metric_specification {
-      predefined_metric_type = "ASGAverageCPUUtilization"
+    customized_metric_specification {
+      namespace   = local.utilization_namespace
+      metric_name = "AgentUtilization"
+      statistic   = "Average"
+      unit        = "None"
+
+      metric_dimension {
+        name  = "AutoScalingGroupName"
+        value = local.agent_asg_name
+      }
     }
-    target_value = var.agent_cpu_target_percent
+    target_value = var.agent_utilization_target
   }
+}
+
+moved {
+  from = aws_autoscaling_policy.agent_cpu
+  to   = aws_autoscaling_policy.agent_utilization
 }

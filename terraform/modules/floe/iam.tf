@@ -101,6 +101,20 @@ data "aws_iam_policy_document" "objects" {
 data "aws_iam_policy_document" "agent" {
   source_policy_documents = [data.aws_iam_policy_document.objects.json]
 
+  # The autoscaling signal (floe-utilization.service): PutMetricData names no
+  # resource, so it is held to Floe's namespace by condition.
+  statement {
+    sid       = "FloeUtilizationMetric"
+    actions   = ["cloudwatch:PutMetricData"]
+    resources = ["*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "cloudwatch:namespace"
+      values   = [local.utilization_namespace]
+    }
+  }
+
   dynamic "statement" {
     for_each = length(local.agent_secret_arns) == 0 ? [] : [local.agent_secret_arns]
     content {

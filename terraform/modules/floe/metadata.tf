@@ -33,6 +33,9 @@ resource "aws_instance" "metadata" {
     role           = "metadata node ${each.key}"
     unit_name      = "floe-metadata.service"
     install_script = local.install_script
+    # Only agents publish the autoscaling signal.
+    publisher_script = ""
+    publisher_unit   = ""
     prepare_script = templatefile("${path.module}/templates/prepare-metadata.sh.tftpl", {
       node_id                   = each.key
       fqdn                      = each.value.fqdn

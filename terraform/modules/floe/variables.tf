@@ -454,8 +454,19 @@ variable "agent_max_size" {
   }
 }
 
+variable "agent_utilization_target" {
+  description = "Average agent utilization the autoscaling group tracks: each agent's floe_agent_utilization is the highest of its CPU, flush-buffer fill and produce p99 latency over their targets (1 = at target). Lower leaves more headroom for bursts; higher costs less."
+  type        = number
+  default     = 0.8
+
+  validation {
+    condition     = var.agent_utilization_target >= 0.3 && var.agent_utilization_target <= 1.0
+    error_message = "agent_utilization_target must be between 0.3 and 1.0."
+  }
+}
+
 variable "agent_cpu_target_percent" {
-  description = "Average CPU utilisation the agent autoscaling group tracks. Lower leaves more headroom for bursts; higher costs less."
+  description = "The CPU utilisation that counts as fully used in an agent's utilization (its --autoscale-cpu-target), which the autoscaling group tracks with agent_utilization_target. Lower leaves more headroom for bursts; higher costs less."
   type        = number
   default     = 60
 
