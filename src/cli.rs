@@ -22,6 +22,9 @@ pub(crate) enum Command {
     Agent(AgentArgs),
     /// Inspect a running cluster.
     Admin(AdminArgs),
+    /// Check an S3 bucket (and with --metadata the metadata cluster) before trusting it: each
+    /// check passes, warns or fails with its fix; any failure exits non-zero.
+    Doctor(DoctorArgs),
     /// Settings files: every flag of `dev`, `metadata` and `agent` may also come from a TOML
     /// file (`--config FILE` or FLOE_CONFIG) or a FLOE_<FLAG> variable.
     Config {
@@ -42,6 +45,36 @@ pub(crate) enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DoctorArgs {
+    /// The bucket and prefix Floe would use: s3://bucket/prefix.
+    #[arg(long)]
+    pub(crate) object_store: String,
+    /// An S3-compatible endpoint instead of AWS (addressed by path).
+    #[arg(long)]
+    pub(crate) s3_endpoint: Option<String>,
+    /// Metadata nodes to check too: HOST:PORT[,HOST:PORT...].
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) metadata: Option<Vec<String>>,
+    /// PUT and GET samples of 4 KiB (half as many of 8 MiB).
+    #[arg(long, default_value_t = 10)]
+    pub(crate) samples: usize,
+    /// The agents' --flush-bytes, for the cost of a GiB.
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub(crate) flush_bytes: u64,
+    /// USD per 1,000 PUTs (S3 Standard list price).
+    #[arg(long, default_value_t = 0.005)]
+    pub(crate) put_price: f64,
+    /// USD per 1,000 GETs (S3 Standard list price).
+    #[arg(long, default_value_t = 0.0004)]
+    pub(crate) get_price: f64,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) tls: MetadataTlsArgs,
 }
 
 #[derive(Debug, clap::Args)]

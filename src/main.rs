@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Dev(args) => args.log.log_format,
         cli::Command::Metadata(args) => args.log.log_format,
         cli::Command::Agent(args) => args.log.log_format,
-        cli::Command::Admin(_) => cli::LogFormat::Text,
+        cli::Command::Admin(_) | cli::Command::Doctor(_) => cli::LogFormat::Text,
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
@@ -43,6 +43,10 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Admin(args) => {
             cmd::install_metadata_tls(&args.tls)?;
             runtime.block_on(cmd::admin::run(args.command))
+        }
+        cli::Command::Doctor(args) => {
+            cmd::install_metadata_tls(&args.tls)?;
+            runtime.block_on(cmd::doctor::run(args))
         }
         cli::Command::Loadtest { .. } | cli::Command::Chaos { .. } | cli::Command::Config { .. } => Ok(()),
     }

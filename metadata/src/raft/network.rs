@@ -67,6 +67,8 @@ pub(crate) enum Request {
     /// A [`Request::ProposeAnywhere`] of an operator-only command by an agent serving the HTTP
     /// operator API, with the operator token it was given (checked by the node).
     ProposeAsOperator(Command, NotAfter, String),
+    /// The node's wall clock (`floe doctor` compares clocks).
+    Clock,
 }
 
 impl Request {
@@ -76,7 +78,7 @@ impl Request {
     /// the voters. Operator-only commands from an agent need the operator token.
     fn allowed(&self, role: &Role, operator_token: impl Fn(&str) -> bool) -> bool {
         match (role, self) {
-            (_, Request::Status) => true,
+            (_, Request::Status | Request::Clock) => true,
             (
                 Role::Peer(_),
                 Request::AppendEntries(_)
@@ -148,6 +150,8 @@ pub(crate) enum Response {
     Group(Result<(GroupResponse, u64), GroupError>),
     /// The answer to [`Request::ReadIndex`] and [`Request::ReadIndexAsLeader`].
     ReadIndex(Result<u64, String>),
+    /// The answer to [`Request::Clock`]: ms since the epoch.
+    Clock(i64),
 }
 
 /// How a leader answered a forwarded proposal.
@@ -286,6 +290,7 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                         Response::Propose(node.propose_as_leader(command, not_after).await)
                     }
                     Request::Status => Response::Status(node.status()),
+                    Request::Clock => Response::Clock(crate::now_ms()),
                     Request::ProposeAnywhere(command, not_after)
                     | Request::ProposeAsOperator(command, not_after, _) => {
                         Response::ProposeAnywhere(match node.propose_before(command, not_after).await {
@@ -458,6 +463,17 @@ pub async fn fetch_status(addr: &str) -> Result<ClusterStatus, String> {
     let mut client = PeerClient::new(addr.to_owned());
     match client.call(&Request::Status, Duration::from_secs(5)).await.map_err(|e| e.to_string())? {
         Response::Status(status) => Ok(status),
+        _ => Err(format!("{addr} answered with the wrong response kind")),
+    }
+}
+
+/// The clock of the node at `addr` and the round trip of asking it: the node read its clock
+/// somewhere within that round trip.
+pub async fn fetch_clock(addr: &str) -> Result<(i64, Duration), String> {
+    let mut client = PeerClient::new(addr.to_owned());
+    let sent = std::time::Instant::now();
+    match client.call(&Request::Clock, Duration::from_secs(5)).await.map_err(|e| e.to_string())? {
+        Response::Clock(ms) => Ok((ms, sent.elapsed())),
         _ => Err(format!("{addr} answered with the wrong response kind")),
     }
 }
