@@ -551,6 +551,11 @@ pub(crate) struct AgentOptions {
     /// leaving the cluster (keep an autoscaling group's termination hook longer).
     #[arg(long, default_value_t = 30)]
     pub(crate) drain_timeout_secs: u64,
+    /// Meter what this agent serves per tenant (requests, fetched bytes and records), for usage
+    /// billing. Off saves the journal writes where nobody bills (produced bytes and storage are
+    /// metered by metadata either way).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub(crate) usage_metering: bool,
     /// How often the agent reports its usage counts to metadata.
     #[arg(long, default_value_t = 5000)]
     pub(crate) usage_report_interval_ms: u64,

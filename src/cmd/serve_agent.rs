@@ -141,6 +141,7 @@ pub(crate) async fn run(
         .or_else(|| options.cache_dir.as_ref().map(|dir| dir.join("usage")))
         .or(default_usage_dir);
     let usage = floe_agent::UsageMeter::open(floe_agent::UsageConfig {
+        enabled: options.usage_metering,
         journal_dir: usage_dir,
         report_interval: Duration::from_millis(options.usage_report_interval_ms.max(100)),
     })?;

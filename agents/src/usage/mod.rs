@@ -33,6 +33,8 @@ const JOURNAL_RECORD_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// How usage is counted and reported.
 #[derive(Clone, Debug)]
 pub struct UsageConfig {
+    /// Off: this agent counts and reports nothing (commits are still metered by metadata).
+    pub enabled: bool,
     /// Where the journal lives; none: counts are kept in memory until reported.
     pub journal_dir: Option<PathBuf>,
     pub report_interval: Duration,
@@ -40,7 +42,7 @@ pub struct UsageConfig {
 
 impl Default for UsageConfig {
     fn default() -> Self {
-        Self { journal_dir: None, report_interval: Duration::from_secs(5) }
+        Self { enabled: true, journal_dir: None, report_interval: Duration::from_secs(5) }
     }
 }
 
@@ -184,7 +186,7 @@ impl UsageMeter {
     /// Opens (and replays) the journal, if the config names a directory.
     pub fn open(config: UsageConfig) -> Result<Self, UsageError> {
         let fresh = || uuid::Uuid::new_v4().simple().to_string();
-        let Some(dir) = &config.journal_dir else {
+        let Some(dir) = config.journal_dir.as_ref().filter(|_| config.enabled) else {
             let inner = Inner {
                 reporter: fresh(),
                 next_seq: 1,
@@ -230,6 +232,9 @@ impl UsageMeter {
 
     /// Counts what was served to `tenant` (`""`: no tenant) now. Journaled before it returns.
     pub fn record(&self, tenant: &str, counts: &[(Meter, u64)]) {
+        if !self.config.enabled {
+            return;
+        }
         let minute_ms = floe_metadata::now_ms().div_euclid(floe_metadata::MINUTE_MS) * floe_metadata::MINUTE_MS;
         let counts: Vec<(Meter, u64)> = counts.iter().copied().filter(|(_, v)| *v > 0).collect();
         if counts.is_empty() {
@@ -311,7 +316,10 @@ impl UsageMeter {
 /// Reports what a replayed journal holds at once, then the agent's usage every interval; runs
 /// until the agent is dropped.
 pub(crate) async fn run(agent: Weak<crate::Agent>) {
-    let Some(interval) = agent.upgrade().map(|a| a.usage.config.report_interval) else { return };
+    let Some(interval) = agent.upgrade().filter(|a| a.usage.config.enabled).map(|a| a.usage.config.report_interval)
+    else {
+        return;
+    };
     let mut retry = Duration::from_millis(100);
     loop {
         let Some(strong) = agent.upgrade() else { return };
@@ -372,7 +380,7 @@ mod tests {
     }
 
     fn config(dir: &Path) -> UsageConfig {
-        UsageConfig { journal_dir: Some(dir.to_owned()), report_interval: Duration::from_secs(1) }
+        UsageConfig { enabled: true, journal_dir: Some(dir.to_owned()), report_interval: Duration::from_secs(1) }
     }
 
     fn total(reports: &[UsageReport], meter: Meter) -> u64 {
