@@ -16,7 +16,6 @@ buffered) and to the process's exit.
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -29,17 +28,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_read import TARGET, Floe  # noqa: E402
+from bench_security import measured  # noqa: E402
 import bench_read  # noqa: E402
 
 OUT = "/var/tmp/floe-bench/metering"
 PASSWORD = "bench-password"
 CLIENT = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-512", "sasl.username=bench",
           f"sasl.password={PASSWORD}"]
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start(metering):
@@ -65,14 +60,7 @@ def overhead_run(metering, duration, i):
     floe = start(metering)
     try:
         path = f"{OUT}/{'on' if metering else 'off'}-{i}.json"
-        before = cpu_seconds(floe.proc.pid)
-        subprocess.run(loadtest_cmd(floe, duration, 1, path), check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-        cpu = cpu_seconds(floe.proc.pid) - before
-        with open(path) as f:
-            report = json.load(f)
-        report["agent_cpu_s_per_gib"] = cpu / (report["produce"]["bytes_total"] / 2**30)
-        return report
+        return measured(floe, loadtest_cmd(floe, duration, 1, path), path)
     finally:
         floe.stop()
 

@@ -69,6 +69,18 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def measured(floe, cmd, path):
+    """Runs the load generator `cmd`, which writes its report to `path`, and adds the agent's
+    CPU-seconds per GiB produced over the run."""
+    before = cpu_seconds(floe.proc.pid)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cpu = cpu_seconds(floe.proc.pid) - before
+    with open(path) as f:
+        report = json.load(f)
+    report["agent_cpu_s_per_gib"] = cpu / (report["produce"]["bytes_total"] / 2**30)
+    return report
+
+
 def run(mode, duration, i, cert, key):
     shutil.rmtree(f"{bench_read.WORK}/data", ignore_errors=True)
     extra = []
@@ -105,13 +117,7 @@ def run(mode, duration, i, cert, key):
                "--duration", f"{duration}s", "--warmup", "2s", "--partitions", "8", "--output", path, "--quiet"]
         for c in client:
             cmd += ["--client-config", c]
-        cpu_before = cpu_seconds(floe.proc.pid)
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cpu = cpu_seconds(floe.proc.pid) - cpu_before
-        with open(path) as f:
-            report = json.load(f)
-        report["agent_cpu_s_per_gib"] = cpu / (report["produce"]["bytes_total"] / 2**30)
-        return report
+        return measured(floe, cmd, path)
     finally:
         floe.stop()
 
