@@ -418,3 +418,8 @@ pub static POOL_DESIRED_AGENTS: LazyLock<IntGauge> = LazyLock::new(|| {
 /// Live agents, as the desired count is computed over.
 pub static POOL_LIVE_AGENTS: LazyLock<IntGauge> =
     LazyLock::new(|| register_int_gauge!("floe_agent_pool_live_agents", "Live agents in the pool").expect("unique"));
+/// Usage reports metadata refused (their counts are dropped; the log says why).
+pub static USAGE_REPORTS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_usage_reports_refused_total", "Usage reports metadata refused (counts dropped)")
+        .expect("unique")
+});

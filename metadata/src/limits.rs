@@ -114,7 +114,9 @@ pub const USAGE_TENANT_BYTES_MAX: usize = 255;
 /// longer gap is not sampled.
 pub const USAGE_CLOSE_BACKFILL_MINUTES: i64 = 24 * 60;
 /// Exported usage minutes stay in the state this long (served by the usage API from memory);
-/// unexported ones up to seven times longer.
-pub const USAGE_MINUTES_KEPT_MS: i64 = 48 * 60 * 60 * 1000;
+/// unexported ones up to seven times longer. Every tenant with topics has a row a minute (its
+/// storage sample), and every node and agent mirror holds them: six hours of 1,000 tenants is
+/// about 400,000 rows. Older usage is read from the hourly files.
+pub const USAGE_MINUTES_KEPT_MS: i64 = 6 * 60 * 60 * 1000;
 /// A usage reporter silent this long is forgotten (its journal is long gone).
 pub const USAGE_REPORTER_FORGET_MS: i64 = 7 * 24 * 60 * 60 * 1000;

@@ -29,6 +29,10 @@ const JOURNAL_FILE: &str = "usage.journal";
 const JOURNAL_COMPACT_BYTES: u64 = 4 * 1024 * 1024;
 /// Longest journal record read back: one report's entries at most.
 const JOURNAL_RECORD_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Counts (minute × tenant) sealed into one report at most: half of what metadata takes, so a
+/// report is never refused for its size (many tenants, or hours of counts kept through an
+/// outage, become several reports).
+const REPORT_ENTRIES_MAX: usize = floe_metadata::limits::USAGE_REPORT_ENTRIES_MAX / 2;
 
 /// How usage is counted and reported.
 #[derive(Clone, Debug)]
@@ -163,6 +167,24 @@ fn recover(records: Vec<JournalRecord>) -> Recovered {
     out
 }
 
+impl Inner {
+    /// Seals the open counts, if any, into the next numbered report.
+    fn seal(&mut self) {
+        if self.open.is_empty() {
+            return;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let open = std::mem::take(&mut self.open);
+        if let Some(journal) = &mut self.journal
+            && let Err(e) = journal.append(&JournalRecord::Sealed(seq))
+        {
+            tracing::warn!(path = %journal.path.display(), error = %e, "usage journal write failed");
+        }
+        self.sealed.push((seq, open));
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     reporter: String,
@@ -248,23 +270,16 @@ impl UsageMeter {
             }
         }
         add_meters(inner.open.entry((minute_ms, tenant.to_owned())).or_default(), counts);
+        if inner.open.len() >= REPORT_ENTRIES_MAX {
+            inner.seal();
+        }
     }
 
     /// Seals the open counts into the next report (if any) and returns the oldest report not
     /// yet confirmed.
     fn next_report(&self) -> Option<UsageReport> {
         let mut inner = self.inner.lock().ok()?;
-        if !inner.open.is_empty() {
-            let seq = inner.next_seq;
-            inner.next_seq += 1;
-            let open = std::mem::take(&mut inner.open);
-            if let Some(journal) = &mut inner.journal
-                && let Err(e) = journal.append(&JournalRecord::Sealed(seq))
-            {
-                tracing::warn!(path = %journal.path.display(), error = %e, "usage journal write failed");
-            }
-            inner.sealed.push((seq, open));
-        }
+        inner.seal();
         let (seq, pending) = inner.sealed.first()?;
         Some(UsageReport {
             reporter: inner.reporter.clone(),
@@ -300,13 +315,21 @@ impl UsageMeter {
         }
     }
 
-    /// Proposes reports until none is waiting. Stops at the first failure (the report stays
-    /// sealed and is proposed again, under its number, next time).
+    /// Proposes reports until none is waiting. Stops at the first failure to commit (the report
+    /// stays sealed and is proposed again, under its number, next time); a report metadata
+    /// refuses is dropped, or it would hold back every report after it.
     pub async fn report(&self, metadata: &floe_metadata::Metadata) -> Result<(), floe_metadata::NodeError> {
         while let Some(report) = self.next_report() {
             let seq = report.seq;
             crate::metrics::USAGE_REPORTS.inc();
-            metadata.propose(Command::ReportUsage(report)).await?;
+            match metadata.propose(Command::ReportUsage(report)).await {
+                Ok(_) => {}
+                Err(floe_metadata::NodeError::Rejected(e)) => {
+                    crate::metrics::USAGE_REPORTS_REFUSED.inc();
+                    tracing::error!(seq, error = %e, "usage report refused by metadata; its counts are dropped");
+                }
+                Err(e) => return Err(e),
+            }
             self.confirm(seq);
         }
         Ok(())
@@ -420,6 +443,26 @@ mod tests {
         drop(meter);
         let meter = UsageMeter::open(config(dir.path())).expect("reopen");
         assert!(meter.next_report().is_none(), "nothing confirmed comes back");
+    }
+
+    /// Counts for more (minute, tenant) pairs than a report may hold become several reports.
+    #[test]
+    fn many_tenants_seal_into_reports_metadata_accepts() {
+        let meter =
+            UsageMeter::open(UsageConfig { enabled: true, journal_dir: None, report_interval: Duration::from_secs(1) })
+                .expect("open");
+        let tenants = REPORT_ENTRIES_MAX * 2 + 7;
+        for t in 0..tenants {
+            meter.record(&format!("tenant-{t}"), &[(Meter::KafkaRequests, 1)]);
+        }
+        let mut reports = Vec::new();
+        while let Some(report) = meter.next_report() {
+            meter.confirm(report.seq);
+            reports.push(report);
+        }
+        assert_eq!(reports.len(), 3);
+        assert!(reports.iter().all(|r| r.entries.len() <= floe_metadata::limits::USAGE_REPORT_ENTRIES_MAX));
+        assert_eq!(total(&reports, Meter::KafkaRequests), tenants as u64);
     }
 
     #[test]

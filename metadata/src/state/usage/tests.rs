@@ -87,7 +87,7 @@ fn a_report_number_counts_once_and_numbers_are_checked() {
 }
 
 /// An exported hour that gets a late report is listed for export again; exported hours leave the
-/// state two days later, unexported ones stay.
+/// state once [`USAGE_MINUTES_KEPT_MS`] old, unexported ones stay longer.
 #[test]
 fn late_reports_reopen_an_exported_hour_and_old_exported_hours_are_dropped() {
     let hour = T0.div_euclid(HOUR_MS) * HOUR_MS;
@@ -101,9 +101,9 @@ fn late_reports_reopen_an_exported_hour_and_old_exported_hours_are_dropped() {
     let due: Vec<i64> = state.usage.hours_to_export(later + 2 * HOUR_MS).iter().map(|(h, _)| *h).collect();
     assert_eq!(due, vec![hour, later], "the late report reopens the hour");
     commands.push(Command::MarkUsageExported(UsageExport { hour_ms: hour, revision: 2, changes: 2 }));
-    commands.push(Command::CloseUsageMinute { now_ms: hour + 50 * HOUR_MS });
+    commands.push(Command::CloseUsageMinute { now_ms: hour + USAGE_MINUTES_KEPT_MS + 2 * HOUR_MS });
     let (state, _) = run(commands);
-    assert!(!state.usage.minutes.contains_key(&hour), "exported and two days old");
+    assert!(!state.usage.minutes.contains_key(&hour), "exported and past the time kept");
     assert!(state.usage.minutes.contains_key(&later), "not exported yet");
     assert_eq!(state.usage.hours[&hour].revision, 2);
 }
