@@ -113,6 +113,11 @@ pub(crate) struct MetadataArgs {
     /// the operator commands that API proposes, and this node accepts them only with it.
     #[arg(long)]
     pub(crate) operator_token_file: Option<PathBuf>,
+    /// Serve Prometheus metrics (`/metrics`: Raft term and leader, commit latency, follower
+    /// lag, snapshot and archive age, group and transaction counts) on this address; none
+    /// without it.
+    #[arg(long)]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub(crate) log: LogArgs,
     #[command(subcommand)]

@@ -54,6 +54,9 @@ pub const CLEANER_RANGE_BYTES_MAX: u64 = 512 * 1024 * 1024;
 /// Consumer group lag series exported per scrape (group × partition); past it the rest are
 /// left out so a cluster with very many groups cannot blow up a scrape.
 pub const GROUP_LAG_SERIES_MAX: usize = 100_000;
+/// Tenants with their own `floe_connections` series per listener; the rest are summed as
+/// `_other`, so a cluster of many tenants keeps a bounded scrape.
+pub const CONNECTION_TENANT_SERIES_MAX: usize = 50;
 /// How long the storage-job lease an agent takes lasts; renewed every job round (each 30 s or
 /// 60 s by default), so a dead runner's jobs move to another agent within about this long.
 pub const JOB_LEASE: Duration = Duration::from_secs(90);

@@ -106,9 +106,11 @@ pub(crate) async fn run(agent: Weak<Agent>, targets: LoadTargets) {
         };
         let p99 = p99_between(&last.2, &now.2).unwrap_or(0.0);
         last = now;
+        let fill = agent.buffer.fill();
+        crate::metrics::FLUSH_BUFFER_FILL.set(fill);
         let utilization = Utilization {
             cpu: cpu / targets.cpu.max(0.01),
-            buffer: agent.buffer.fill() / targets.buffer_fill.max(0.01),
+            buffer: fill / targets.buffer_fill.max(0.01),
             produce_latency: p99 / targets.produce_p99.as_secs_f64().max(0.001),
         };
         crate::metrics::AGENT_UTILIZATION.set(utilization.overall());

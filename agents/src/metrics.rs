@@ -4,9 +4,9 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Counter, CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, exponential_buckets,
-    register_counter, register_counter_vec, register_histogram, register_histogram_vec, register_int_counter,
-    register_int_counter_vec, register_int_gauge,
+    Counter, CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    exponential_buckets, register_counter, register_counter_vec, register_histogram, register_histogram_vec,
+    register_int_counter, register_int_counter_vec, register_int_gauge,
 };
 
 /// Kafka requests handled, by API.
@@ -240,6 +240,22 @@ pub static FLUSH_SEGMENT_BYTES: LazyLock<Histogram> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// Age of a flush's oldest batch when the flush starts: how long the flush interval or size
+/// made it wait.
+pub static FLUSH_AGE_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "floe_flush_age_seconds",
+        "Age of the oldest buffered batch when its flush starts",
+        exponential_buckets(0.001, 2.0, 16).expect("valid buckets")
+    )
+    .expect("unique")
+});
+/// The fraction of the flush buffer's memory held by batches not yet answered (sampled with
+/// the utilization): near 1, producers wait for room.
+pub static FLUSH_BUFFER_FILL: LazyLock<prometheus::Gauge> = LazyLock::new(|| {
+    prometheus::register_gauge!("floe_flush_buffer_fill_ratio", "Fraction of the flush buffer's memory in use")
+        .expect("unique")
+});
 /// Time from a flush being taken to its commit being answered (upload + commit).
 pub static FLUSH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
     register_histogram!(
@@ -423,3 +439,121 @@ pub static USAGE_REPORTS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_usage_reports_refused_total", "Usage reports metadata refused (counts dropped)")
         .expect("unique")
 });
+
+/// What a listener reports of its connections: how many it holds, and how many of them
+/// authenticated as each tenant's users.
+pub trait ListenerConnections: Send + Sync + std::fmt::Debug {
+    fn connection_counts(&self) -> (usize, Vec<(String, usize)>);
+}
+
+/// `floe_connections{listener, tenant}`, read from the listeners' own tables at each scrape.
+/// `tenant` is `_none` for connections not authenticated as a tenant (HTTP connections, whose
+/// requests authenticate one by one, are all `_none`); past
+/// [`crate::limits::CONNECTION_TENANT_SERIES_MAX`] tenants per listener, those with the fewest
+/// connections are summed as `_other`.
+#[derive(Debug)]
+struct ConnectionCollector {
+    open: IntGaugeVec,
+    listeners: std::sync::Mutex<Vec<(&'static str, std::sync::Weak<dyn ListenerConnections>)>>,
+}
+
+static CONNECTION_COLLECTOR: LazyLock<std::sync::Arc<ConnectionCollector>> = LazyLock::new(|| {
+    let open = IntGaugeVec::new(
+        prometheus::Opts::new("floe_connections", "Connections held, by listener and authenticated tenant"),
+        &["listener", "tenant"],
+    )
+    .expect("valid metric definition");
+    let collector = std::sync::Arc::new(ConnectionCollector { open, listeners: Default::default() });
+    if let Err(e) = prometheus::register(Box::new(SharedConnectionCollector(collector.clone()))) {
+        tracing::debug!(error = %e, "connection collector already registered");
+    }
+    collector
+});
+
+/// Reports `table`'s connections as `listener`'s while it lives.
+pub fn count_connections(listener: &'static str, table: std::sync::Weak<dyn ListenerConnections>) {
+    CONNECTION_COLLECTOR.listeners.lock().unwrap_or_else(|p| p.into_inner()).push((listener, table));
+}
+
+/// One listener's series: `_none` for connections with no tenant, the `max` tenants with the
+/// most connections, and `_other` for the rest.
+fn connection_series(total: usize, mut tenants: Vec<(String, usize)>, max: usize) -> Vec<(String, usize)> {
+    tenants.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let authenticated: usize = tenants.iter().map(|(_, n)| n).sum();
+    let mut series = vec![("_none".to_owned(), total.saturating_sub(authenticated))];
+    let shown = tenants.len().min(max);
+    let other: usize = tenants[shown..].iter().map(|(_, n)| n).sum();
+    tenants.truncate(shown);
+    series.extend(tenants);
+    if other > 0 {
+        series.push(("_other".to_owned(), other));
+    }
+    series
+}
+
+#[derive(Debug)]
+struct SharedConnectionCollector(std::sync::Arc<ConnectionCollector>);
+
+impl prometheus::core::Collector for SharedConnectionCollector {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.0.open.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let mut listeners = self.0.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        listeners.retain(|(_, table)| table.strong_count() > 0);
+        self.0.open.reset();
+        for (listener, table) in listeners.iter() {
+            let Some(table) = table.upgrade() else { continue };
+            let (total, tenants) = table.connection_counts();
+            for (tenant, n) in connection_series(total, tenants, crate::limits::CONNECTION_TENANT_SERIES_MAX) {
+                self.0.open.with_label_values(&[listener, tenant.as_str()]).add(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+        self.0.open.collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_past_the_cap_are_summed_as_other() {
+        let tenants = vec![("a".to_owned(), 1), ("b".to_owned(), 5), ("c".to_owned(), 3), ("d".to_owned(), 2)];
+        let series = connection_series(15, tenants, 2);
+        let expected = [("_none", 4), ("b", 5), ("c", 3), ("_other", 3)];
+        assert_eq!(series, expected.map(|(t, n)| (t.to_owned(), n)));
+        assert_eq!(connection_series(2, Vec::new(), 2), vec![("_none".to_owned(), 2)]);
+    }
+
+    /// A listener's table is read at each scrape, and forgotten once dropped.
+    #[test]
+    fn connections_are_read_from_live_tables() {
+        #[derive(Debug)]
+        struct Fixed;
+        impl ListenerConnections for Fixed {
+            fn connection_counts(&self) -> (usize, Vec<(String, usize)>) {
+                (3, vec![("acme".to_owned(), 2)])
+            }
+        }
+        let table = std::sync::Arc::new(Fixed);
+        let weak = std::sync::Arc::downgrade(&table);
+        count_connections("test_listener", weak);
+        let read = |tenant: &str| {
+            prometheus::gather()
+                .iter()
+                .filter(|f| f.name() == "floe_connections")
+                .flat_map(|f| f.get_metric().to_vec())
+                .find(|m| {
+                    let labels: Vec<(&str, &str)> = m.get_label().iter().map(|l| (l.name(), l.value())).collect();
+                    labels.contains(&("listener", "test_listener")) && labels.contains(&("tenant", tenant))
+                })
+                .map(|m| m.get_gauge().get_value())
+        };
+        assert_eq!(read("acme"), Some(2.0));
+        assert_eq!(read("_none"), Some(1.0));
+        drop(table);
+        assert_eq!(read("acme"), None);
+    }
+}

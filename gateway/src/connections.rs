@@ -73,6 +73,13 @@ impl Table {
     }
 }
 
+impl floe_agent::metrics::ListenerConnections for Table {
+    fn connection_counts(&self) -> (usize, Vec<(String, usize)>) {
+        // HTTP requests authenticate one by one; a connection has no tenant.
+        (self.held().total, Vec::new())
+    }
+}
+
 /// A connection's place; given back when dropped.
 #[derive(Debug)]
 struct Place {
@@ -101,8 +108,13 @@ pub(crate) struct LimitedListener {
 }
 
 impl LimitedListener {
-    pub(crate) fn new(listener: TcpListener, limits: HttpConnectionLimits) -> Self {
-        Self { listener, table: Arc::new(Table { limits, held: Mutex::default() }) }
+    /// A listener whose connections count as `name`'s in `floe_connections`.
+    pub(crate) fn new(listener: TcpListener, limits: HttpConnectionLimits, name: &'static str) -> Self {
+        let table = Arc::new(Table { limits, held: Mutex::default() });
+        let weak = Arc::downgrade(&table);
+        let counted: std::sync::Weak<dyn floe_agent::metrics::ListenerConnections> = weak;
+        floe_agent::metrics::count_connections(name, counted);
+        Self { listener, table }
     }
 
     pub(crate) fn local_addr(&self) -> std::io::Result<SocketAddr> {

@@ -106,7 +106,23 @@ pub async fn serve_http(
     if let Some(token) = config.operator_token.clone() {
         app = app.merge(routes::operator::router(agent.clone(), token));
     }
-    serve(app, agent, config, listener, stop).await
+    serve(app, agent, config, ("http", listener), stop).await
+}
+
+/// Serves `/metrics` alone (the process-wide registry, unauthenticated, as agents serve it by
+/// default) until `stop` turns true: for processes without the HTTP API, such as metadata nodes.
+pub async fn serve_metrics(listener: TcpListener, stop: watch::Receiver<bool>) -> std::io::Result<()> {
+    let app = routes::metrics::bare_router()
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn(connections::busy))
+        .into_make_service_with_connect_info::<auth::Peer>();
+    let listener = connections::LimitedListener::new(listener, HttpConnectionLimits::default(), "metrics");
+    let mut stop = stop;
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    axum::serve(listener, app).with_graceful_shutdown(stopped).await
 }
 
 /// Serves the schema registry alone, at the root of `listener` (`--schema-registry-addr`), with
@@ -120,16 +136,17 @@ pub async fn serve_schema_registry(
     let app = routes::schema_registry::api(agent.clone())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
-    serve(app, agent, config, listener, stop).await
+    serve(app, agent, config, ("schema_registry", listener), stop).await
 }
 
 /// Serves `app` behind the layers every HTTP listener has: API keys, ACL context, per-caller
-/// and per-tenant limits and quotas, metrics, connection limits, CORS and TLS.
+/// and per-tenant limits and quotas, metrics, connection limits, CORS and TLS. The listener's
+/// name labels its connections in `floe_connections`.
 async fn serve(
     mut app: Router,
     agent: Arc<Agent>,
     config: HttpConfig,
-    listener: TcpListener,
+    (name, listener): (&'static str, TcpListener),
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let agent_for_cors = agent.clone();
@@ -154,7 +171,7 @@ async fn serve(
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    let listener = connections::LimitedListener::new(listener, config.connection_limits);
+    let listener = connections::LimitedListener::new(listener, config.connection_limits, name);
     match config.tls {
         Some(acceptor) => {
             let app = app.into_make_service_with_connect_info::<auth::Peer>();

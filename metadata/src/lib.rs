@@ -14,6 +14,7 @@ pub mod config;
 pub mod groups;
 pub mod handle;
 pub mod limits;
+pub mod metrics;
 pub mod namespace;
 pub mod node;
 pub mod raft;

@@ -192,6 +192,7 @@ impl MetadataNode {
             server: Default::default(),
             groups: Default::default(),
         };
+        crate::metrics::NodeCollector::register(node.clone());
         tokio::spawn(group_commits(node.clone(), commit_queue));
         tokio::spawn(crate::groups::GroupCoordinator::run_timers(node.clone()));
         let (stop, stopped) = watch::channel(false);
@@ -301,18 +302,26 @@ impl MetadataNode {
             return Err(NodeError::Unavailable("the proposal arrived after its sender stopped waiting".into()));
         }
         let deadline = Instant::now() + limit;
+        let started = Instant::now();
         let write = self.raft.client_write(command);
         tokio::pin!(write);
         if let Ok(written) = tokio::time::timeout(LEADERSHIP_CHECK_AFTER.min(limit), &mut write).await {
+            if written.is_ok() {
+                crate::metrics::COMMIT_SECONDS.observe(started.elapsed().as_secs_f64());
+            }
             return Ok(written);
         }
         if self.leader_term().is_some() && self.confirm_linearizable_read().await.is_err() {
             tracing::warn!("this metadata leader cannot reach a quorum; refusing writes until it can");
             return Err(NodeError::Unavailable("the metadata leader cannot reach a quorum".into()));
         }
-        tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), write)
+        let written = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), write)
             .await
-            .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))
+            .map_err(|_| NodeError::Unavailable("metadata quorum did not commit within the deadline".into()))?;
+        if written.is_ok() {
+            crate::metrics::COMMIT_SECONDS.observe(started.elapsed().as_secs_f64());
+        }
+        Ok(written)
     }
 
     /// Confirms this node still leads (a quorum answers its heartbeats) and waits until it has
@@ -423,6 +432,12 @@ impl MetadataNode {
     /// Watches the index of the last applied entry.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.applied.clone()
+    }
+
+    /// How long ago this node wrote its snapshot file; `None` before its first.
+    pub(crate) fn snapshot_age(&self) -> Option<Duration> {
+        let written = std::fs::metadata(self.data_dir.join(state_machine::SNAPSHOT_FILE)).ok()?.modified().ok()?;
+        Some(written.elapsed().unwrap_or_default())
     }
 
     pub fn status(&self) -> ClusterStatus {

@@ -59,9 +59,15 @@ pub(crate) async fn run(node: MetadataNode, store: SegmentStore) {
             tracing::warn!(error = %e, pending = c.pending.len(), "archiving metadata commands");
             continue;
         }
+        if chain.as_ref().is_some_and(|c| c.pending.is_empty()) {
+            archived_now();
+        }
         if restart {
             match start_chain(&node, &store).await {
-                Ok(Some(new)) => chain = Some(new),
+                Ok(Some(new)) => {
+                    chain = Some(new);
+                    archived_now();
+                }
                 Ok(None) => chain = None,
                 Err(e) => {
                     tracing::warn!(error = %e, "archiving a metadata snapshot");
@@ -70,6 +76,11 @@ pub(crate) async fn run(node: MetadataNode, store: SegmentStore) {
             }
         }
     }
+}
+
+/// Everything applied so far is archived (`floe_metadata_archive_last_success_timestamp_seconds`).
+fn archived_now() {
+    floe_metadata::metrics::ARCHIVE_LAST_SUCCESS.set(floe_metadata::now_ms() as f64 / 1000.0);
 }
 
 /// Moves applied commands from the change stream into `pending`. False when the chain cannot

@@ -52,6 +52,19 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
     .await
     .with_context(|| format!("starting metadata node {} on {}", node_id, args.metadata_addr))?;
     tracing::info!(node_id = node_id, addr = %args.metadata_addr, data_dir = %args.data_dir.display(), "metadata node running");
+    crate::metrics::register_build_info();
+    crate::metrics::register_disk_space(vec![("metadata", args.data_dir.clone())]);
+    let (stop_metrics, metrics_stopped) = tokio::sync::watch::channel(false);
+    if let Some(addr) = args.metrics_addr {
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding --metrics-addr {addr}"))?;
+        tracing::info!(%addr, "serving /metrics");
+        tokio::spawn(async move {
+            if let Err(e) = floe_gateway::serve_metrics(listener, metrics_stopped).await {
+                tracing::warn!(error = %e, "metrics listener stopped");
+            }
+        });
+    }
     if let Some(url) = &args.object_store {
         let store = SegmentStore::open(&ObjectStoreConfig {
             url: url.clone(),
@@ -72,6 +85,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
         }
     });
     super::serve_agent::shutdown_signal().await;
+    stop_metrics.send_replace(true);
     node.shutdown().await;
     Ok(())
 }

@@ -140,6 +140,9 @@ pub(crate) async fn run(
     let usage_dir = (options.usage_dir.clone())
         .or_else(|| options.cache_dir.as_ref().map(|dir| dir.join("usage")))
         .or(default_usage_dir);
+    crate::metrics::register_build_info();
+    let dirs = [("cache", options.cache_dir.clone()), ("usage", usage_dir.clone())];
+    crate::metrics::register_disk_space(dirs.into_iter().filter_map(|(name, dir)| Some((name, dir?))).collect());
     let usage = floe_agent::UsageMeter::open(floe_agent::UsageConfig {
         enabled: options.usage_metering,
         journal_dir: usage_dir,

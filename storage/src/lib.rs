@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod segment;
 pub mod store;
 pub mod tables;
+pub mod timed;
 pub mod usage;
 
 pub use cache::{BlockCache, BlockCacheConfig, ChunkView};

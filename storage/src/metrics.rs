@@ -2,7 +2,10 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{IntCounter, IntCounterVec, register_int_counter, register_int_counter_vec};
+use prometheus::{
+    HistogramVec, IntCounter, IntCounterVec, exponential_buckets, register_histogram_vec, register_int_counter,
+    register_int_counter_vec,
+};
 
 /// PUT requests by outcome (`ok`, `error`).
 pub static OBJECT_PUTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
@@ -45,6 +48,17 @@ pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         "floe_block_cache_object_gets_total",
         "Blocks read from the object store by the block cache, by cause",
         &["cause"]
+    )
+    .expect("metric names are unique")
+});
+/// Object-store request latency by operation (`put`, `get`, `head`, `list`, `delete`, `copy`,
+/// `put_multipart`); a GET until its body is read. Buckets from 1 ms to about 33 s.
+pub static OBJECT_REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "floe_object_store_request_duration_seconds",
+        "Object-store request latency by operation",
+        &["operation"],
+        exponential_buckets(0.001, 2.0, 16).expect("valid buckets")
     )
     .expect("metric names are unique")
 });

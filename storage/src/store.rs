@@ -14,6 +14,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use crate::SegmentKey;
 use crate::faults::{FaultSource, InjectedFaults};
 use crate::latency::{LatencyProfile, SimulatedLatency};
+use crate::timed::TimedRequests;
 
 /// Directory under the store prefix holding metadata archives (state snapshots).
 pub const ARCHIVE_DIR: &str = "metadata";
@@ -78,6 +79,7 @@ impl SegmentStore {
             Some(profile) => Arc::new(SimulatedLatency::new(store, profile)),
             None => store,
         };
+        let store: Arc<dyn ObjectStore> = Arc::new(TimedRequests::new(store));
         let s3_endpoint = config.s3_endpoint.clone().filter(|_| url.scheme() == "s3");
         Ok(Self { store, prefix, local_root, url: config.url.clone(), s3_endpoint })
     }

@@ -149,6 +149,13 @@ impl Connections {
     }
 }
 
+impl crate::metrics::ListenerConnections for Connections {
+    fn connection_counts(&self) -> (usize, Vec<(String, usize)>) {
+        let held = self.held();
+        (held.total, held.per_tenant.iter().map(|(tenant, n)| (tenant.clone(), *n)).collect())
+    }
+}
+
 fn release_ip(per_ip: &mut HashMap<IpAddr, usize>, ip: IpAddr) {
     if let Some(n) = per_ip.get_mut(&ip) {
         *n -= 1;

@@ -19,6 +19,9 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let connections = Connections::new(agent.config.connections.clone());
+    let weak = Arc::downgrade(&connections);
+    let counted: std::sync::Weak<dyn crate::metrics::ListenerConnections> = weak;
+    crate::metrics::count_connections("kafka", counted);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,

@@ -180,6 +180,7 @@ async fn run_flusher(shared: Arc<Shared>, jobs: mpsc::Sender<FlushJob>, store: S
                 Some(oldest) => {
                     let due = oldest + shared.config.flush_interval;
                     if pending.closed || pending.bytes >= shared.config.flush_bytes || Instant::now() >= due {
+                        crate::metrics::FLUSH_AGE_SECONDS.observe(oldest.elapsed().as_secs_f64());
                         pending.bytes = 0;
                         pending.oldest = None;
                         Next::Flush(std::mem::take(&mut pending.appends))

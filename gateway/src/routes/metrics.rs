@@ -19,16 +19,7 @@ pub(crate) fn router(
     access: MetricsAccess,
     token: Option<OperatorToken>,
 ) -> std::io::Result<Router> {
-    // CPU seconds, resident memory and open files of this process (`process_*`), which the load
-    // generator's cost view divides by the bytes it moved. Registered once per process.
-    static PROCESS: std::sync::Once = std::sync::Once::new();
-    PROCESS.call_once(|| {
-        let registered = super::process::ProcessMetrics::new().and_then(|m| prometheus::register(Box::new(m)));
-        if let Err(e) = registered {
-            tracing::warn!(error = %e, "process metrics unavailable");
-        }
-    });
-    let router = Router::new().route("/metrics", get(metrics));
+    let router = bare_router();
     Ok(match (access, token) {
         (MetricsAccess::Open, _) => router,
         (MetricsAccess::Operator, Some(token)) => router
@@ -40,6 +31,20 @@ pub(crate) fn router(
             ));
         }
     })
+}
+
+/// `/metrics` with nothing in front of it.
+pub(crate) fn bare_router() -> Router {
+    // CPU seconds, resident memory and open files of this process (`process_*`), which the load
+    // generator's cost view divides by the bytes it moved. Registered once per process.
+    static PROCESS: std::sync::Once = std::sync::Once::new();
+    PROCESS.call_once(|| {
+        let registered = super::process::ProcessMetrics::new().and_then(|m| prometheus::register(Box::new(m)));
+        if let Err(e) = registered {
+            tracing::warn!(error = %e, "process metrics unavailable");
+        }
+    });
+    Router::new().route("/metrics", get(metrics))
 }
 
 async fn metrics() -> Result<impl IntoResponse, HttpError> {

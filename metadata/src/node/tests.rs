@@ -374,3 +374,45 @@ async fn a_copy_arriving_after_its_sender_gave_up_is_refused_and_a_mirror_catche
     }
     let _ = std::fs::remove_dir_all(&cluster.root);
 }
+
+/// The leader's collector reports it leads, each follower's lag, and what the state holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_reports_its_role_followers_and_state_as_metrics() {
+    use prometheus::core::Collector;
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader().await;
+    let node = &cluster.nodes[&leader];
+    node.ensure_initialized().await.expect("init");
+    for i in 0..3 {
+        node.propose(create(&format!("m{i}"))).await.expect("create");
+    }
+    cluster.converge(*node.subscribe().borrow()).await;
+    let families = crate::metrics::NodeCollector::new(node.clone()).collect();
+    let values = |name: &str| -> Vec<(Vec<(String, String)>, f64)> {
+        families
+            .iter()
+            .filter(|f| f.name() == name)
+            .flat_map(|f| f.get_metric().iter())
+            .map(|m| {
+                let labels = m.get_label().iter().map(|l| (l.name().to_owned(), l.value().to_owned())).collect();
+                (labels, m.get_gauge().get_value())
+            })
+            .collect()
+    };
+    assert_eq!(values("floe_metadata_raft_is_leader")[0].1, 1.0);
+    assert_eq!(values("floe_metadata_raft_leader_id")[0].1, leader as f64);
+    assert_eq!(values("floe_metadata_raft_voters")[0].1, 3.0);
+    assert_eq!(values("floe_metadata_topics")[0].1, 3.0);
+    let followers: Vec<String> =
+        values("floe_metadata_raft_follower_lag_entries").into_iter().map(|(labels, _)| labels[0].1.clone()).collect();
+    assert_eq!(followers.len(), 2, "one lag series per follower: {followers:?}");
+    assert!(!followers.contains(&leader.to_string()));
+    let follower = *cluster.nodes.keys().find(|id| **id != leader).expect("a follower");
+    let families = crate::metrics::NodeCollector::new(cluster.nodes[&follower].clone()).collect();
+    let is_leader = families.iter().find(|f| f.name() == "floe_metadata_raft_is_leader").expect("reported");
+    assert_eq!(is_leader.get_metric()[0].get_gauge().get_value(), 0.0);
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
+}

@@ -22,7 +22,7 @@ use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
 use crate::state::State;
 
-const SNAPSHOT_FILE: &str = "raft-snapshot";
+pub(crate) const SNAPSHOT_FILE: &str = "raft-snapshot";
 /// Applied commands buffered for slow change-stream subscribers; one that falls further behind
 /// is sent a fresh copy of the state instead.
 const CHANGES_BUFFERED_MAX: usize = 8192;

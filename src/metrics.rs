@@ -1,0 +1,89 @@
+//! Metrics every `floe` process exports, whatever it runs: `floe_build_info`, and the space left
+//! on the file systems holding its directories (the disk tier, the usage journal, the Raft log).
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{GaugeVec, IntGaugeVec, Opts};
+
+/// `floe_build_info{version, profile}` = 1, Prometheus's convention for what is running.
+pub(crate) fn register_build_info() {
+    let info = IntGaugeVec::new(
+        Opts::new("floe_build_info", "The running Floe's version and build profile (always 1)"),
+        &["version", "profile"],
+    )
+    .and_then(|info| {
+        let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+        info.with_label_values(&[env!("CARGO_PKG_VERSION"), profile]).set(1);
+        prometheus::register(Box::new(info))
+    });
+    if let Err(e) = registered_once(info) {
+        tracing::warn!(error = %e, "floe_build_info unavailable");
+    }
+}
+
+/// `floe_disk_available_bytes{dir}` and `floe_disk_capacity_bytes{dir}` for the file system of
+/// each named directory, read at each scrape (`dir` is the role: `cache`, `usage`, `metadata`,
+/// `data`).
+pub(crate) fn register_disk_space(dirs: Vec<(&'static str, PathBuf)>) {
+    let collector = DiskSpace::new(dirs).and_then(|c| prometheus::register(Box::new(c)));
+    if let Err(e) = registered_once(collector) {
+        tracing::warn!(error = %e, "disk space metrics unavailable");
+    }
+}
+
+/// A second registration (a second agent in one process) is not an error.
+fn registered_once(result: prometheus::Result<()>) -> prometheus::Result<()> {
+    match result {
+        Err(prometheus::Error::AlreadyReg) => Ok(()),
+        other => other,
+    }
+}
+
+#[derive(Debug)]
+struct DiskSpace {
+    dirs: Vec<(&'static str, PathBuf)>,
+    available: GaugeVec,
+    capacity: GaugeVec,
+    /// Scrapes reset the gauges; one at a time.
+    scrape: Mutex<()>,
+}
+
+impl DiskSpace {
+    fn new(dirs: Vec<(&'static str, PathBuf)>) -> prometheus::Result<Self> {
+        Ok(Self {
+            dirs,
+            available: GaugeVec::new(
+                Opts::new("floe_disk_available_bytes", "Bytes available to Floe on the file system of a directory"),
+                &["dir"],
+            )?,
+            capacity: GaugeVec::new(
+                Opts::new("floe_disk_capacity_bytes", "Size of the file system of a directory"),
+                &["dir"],
+            )?,
+            scrape: Mutex::new(()),
+        })
+    }
+}
+
+impl Collector for DiskSpace {
+    fn desc(&self) -> Vec<&Desc> {
+        self.available.desc().into_iter().chain(self.capacity.desc()).collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        self.available.reset();
+        self.capacity.reset();
+        for (name, dir) in &self.dirs {
+            // A directory not made yet (no usage journal written) is left out, not an error.
+            if let Ok(stats) = fs4::statvfs(dir) {
+                self.available.with_label_values(&[name]).set(stats.available_space() as f64);
+                self.capacity.with_label_values(&[name]).set(stats.total_space() as f64);
+            }
+        }
+        self.available.collect().into_iter().chain(self.capacity.collect()).collect()
+    }
+}
