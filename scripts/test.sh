@@ -49,6 +49,34 @@ install_kcat() {
   command -v kcat >/dev/null
 }
 
+# Prometheus and promtool: the alert rules' unit tests, and the dashboard test's real server.
+install_prometheus() {
+  if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+    echo "prometheus present: $(prometheus --version 2>&1 | head -1)"
+    return
+  fi
+  echo "installing prometheus (apt-get)"
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  command -v promtool >/dev/null
+}
+
+# Chromium and its WebDriver for the web console's browser test.
+install_browser() {
+  if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+    echo "chromium present: $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2)"
+    return
+  fi
+  echo "installing chromium, chromium-driver (apt-get)"
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+  command -v chromedriver >/dev/null
+}
+
 install_venv() {
   local venv="$ROOT/.venv" req="$ROOT/tests/requirements.txt"
   local stamp="$venv/.requirements.sha256" want have=""
@@ -68,8 +96,10 @@ install_venv() {
   echo "$want" >"$stamp"
 }
 
-step "test deps (kcat, python venv)"
+step "test deps (kcat, prometheus, chromium, python venv)"
 install_kcat
+install_prometheus
+install_browser
 install_venv
 if [[ "$MODE" == deps ]]; then
   echo "deps ready"
@@ -98,6 +128,10 @@ fi
 if [[ "$MODE" == all ]]; then
   step "terraform offline checks (fmt, structure, checkov)"
   bash scripts/test-terraform.sh
+
+  step "prometheus rules (promtool check rules, promtool test rules)"
+  promtool check rules deploy/prometheus/rules.yml
+  (cd deploy/prometheus && promtool test rules rules.test.yml)
 fi
 
 # ---------------------------------------------------------------- e2e

@@ -118,6 +118,7 @@ impl Agent {
             fault: config.fault,
         };
         let buffer = FlushBuffer::start(pipeline, metadata.clone(), store.clone(), cache.clone());
+        crate::metrics::register();
         crate::metrics::GroupLagCollector::register(metadata.clone());
         crate::metrics::TableLagCollector::register(metadata.clone());
         let auth_failures =

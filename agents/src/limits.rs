@@ -54,6 +54,9 @@ pub const CLEANER_RANGE_BYTES_MAX: u64 = 512 * 1024 * 1024;
 /// Consumer group lag series exported per scrape (group × partition); past it the rest are
 /// left out so a cluster with very many groups cannot blow up a scrape.
 pub const GROUP_LAG_SERIES_MAX: usize = 100_000;
+/// Topics with their own `floe_broker_topic_*` series in one agent; the rest are summed as
+/// `_other`.
+pub const TOPIC_SERIES_MAX: usize = 1_000;
 /// Tenants with their own `floe_connections` series per listener; the rest are summed as
 /// `_other`, so a cluster of many tenants keeps a bounded scrape.
 pub const CONNECTION_TENANT_SERIES_MAX: usize = 50;

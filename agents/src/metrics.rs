@@ -17,7 +17,7 @@ pub static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 pub static REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     register_histogram_vec!(
         "floe_kafka_request_duration_seconds",
-        "Time from reading a Kafka request to writing its response, by API",
+        "Time from reading a Kafka request to writing its response, by API, less any quota throttle hold",
         &["api"],
         exponential_buckets(0.0005, 2.0, 16).expect("valid buckets")
     )
@@ -440,6 +440,57 @@ pub static USAGE_REPORTS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
         .expect("unique")
 });
 
+/// Registers the agent's metrics without labels (and the storage layer's) now, at zero, rather
+/// than at their first use: a dashboard or alert on a rate sees 0 from the start, not no series.
+pub fn register() {
+    floe_storage::metrics::register();
+    for counter in [&FETCH_SESSIONS_CREATED, &FETCH_SESSION_PARTITIONS_OMITTED, &USAGE_REPORTS, &USAGE_EXPORTS] {
+        LazyLock::force(counter);
+    }
+    for histogram in [&FLUSH_SEGMENT_BYTES, &FLUSH_AGE_SECONDS, &FLUSH_SECONDS] {
+        LazyLock::force(histogram);
+    }
+    LazyLock::force(&FLUSH_BUFFER_FILL);
+    LazyLock::force(&AGENT_UTILIZATION);
+    LazyLock::force(&FETCH_SESSIONS);
+    LazyLock::force(&FETCH_SESSION_PARTITIONS);
+    LazyLock::force(&POOL_DESIRED_AGENTS);
+    LazyLock::force(&POOL_LIVE_AGENTS);
+}
+
+/// Label values of one kind (topics, tenants) that get series of their own: the first `max`
+/// seen in this process; later ones share `_other`, so a cluster of very many topics or tenants
+/// keeps a bounded scrape.
+#[derive(Debug)]
+pub struct LabelCap {
+    max: usize,
+    seen: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl LabelCap {
+    pub const fn new(max: usize) -> Self {
+        Self { max, seen: std::sync::Mutex::new(std::collections::BTreeSet::new()) }
+    }
+
+    /// The label for `value`: itself while it has or may get a series, else `_other`.
+    pub fn label<'a>(&self, value: &'a str) -> &'a str {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.contains(value) {
+            return value;
+        }
+        if seen.len() < self.max {
+            seen.insert(value.to_owned());
+            return value;
+        }
+        "_other"
+    }
+}
+
+/// Topics labelled in `floe_broker_topic_*` ([`crate::limits::TOPIC_SERIES_MAX`]).
+pub static TOPIC_LABELS: LabelCap = LabelCap::new(crate::limits::TOPIC_SERIES_MAX);
+/// Tenants labelled in `floe_quota_throttle_seconds_total`.
+pub static TENANT_LABELS: LabelCap = LabelCap::new(crate::limits::CONNECTION_TENANT_SERIES_MAX);
+
 /// What a listener reports of its connections: how many it holds, and how many of them
 /// authenticated as each tenant's users.
 pub trait ListenerConnections: Send + Sync + std::fmt::Debug {
@@ -517,6 +568,12 @@ impl prometheus::core::Collector for SharedConnectionCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_past_the_cap_are_other() {
+        let cap = LabelCap::new(2);
+        assert_eq!([cap.label("a"), cap.label("b"), cap.label("c"), cap.label("a")], ["a", "b", "_other", "a"]);
+    }
 
     #[test]
     fn tenants_past_the_cap_are_summed_as_other() {

@@ -106,7 +106,7 @@ impl QuotaBuckets {
         // Per tenant only: a fleet's keys would be too many labels.
         if let (false, QuotaHolder::Tenant(tenant)) = (throttle.is_zero(), holder) {
             crate::metrics::QUOTA_THROTTLE_SECONDS
-                .with_label_values(&[tenant, kind.name()])
+                .with_label_values(&[crate::metrics::TENANT_LABELS.label(tenant), kind.name()])
                 .inc_by(throttle.as_secs_f64());
         }
         throttle

@@ -54,7 +54,10 @@ impl Connected<IncomingStream<'_, crate::tls::TlsListener>> for Peer {
 /// addresses, the API description) needs a key.
 pub(crate) fn is_open(path: &str) -> bool {
     // The Iceberg catalog's token endpoint checks the key it is given itself.
+    // The console's page and scripts hold nothing secret; what they ask for carries a key.
     matches!(path, "/healthz" | "/readyz" | "/metrics" | "/iceberg/v1/oauth/tokens")
+        || path == "/console"
+        || path.starts_with("/console/")
         || path.starts_with("/v1/admin/")
         || path == "/v1/admin"
 }

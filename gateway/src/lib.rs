@@ -100,6 +100,7 @@ pub async fn serve_http(
         .merge(routes::iceberg::router(agent.clone()))
         .merge(routes::openapi::router(agent.clone()))
         .merge(routes::health::router(agent.clone()))
+        .merge(routes::console::router())
         .merge(routes::metrics::router(agent.clone(), config.metrics_access, config.operator_token.clone())?)
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);

@@ -84,7 +84,7 @@ pub(crate) fn charge(agent: &Agent, scope: &Scope, kind: QuotaKind, bytes: usize
 /// (the operator API and health, metrics and status probes are not usage).
 pub(crate) async fn requests(State(agent): State<Arc<Agent>>, request: Request, next: Next) -> Response {
     let Some(caller) = request.extensions().get::<crate::auth::Caller>().cloned() else {
-        const NOT_USAGE: [&str; 5] = ["/v1/admin/", "/metrics", "/healthz", "/readyz", "/v1/cluster"];
+        const NOT_USAGE: [&str; 6] = ["/v1/admin/", "/metrics", "/healthz", "/readyz", "/v1/cluster", "/console"];
         if !NOT_USAGE.iter().any(|p| request.uri().path().starts_with(p)) {
             agent.usage.record("", &[(floe_metadata::Meter::HttpRequests, 1)]);
         }

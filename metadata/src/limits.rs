@@ -120,3 +120,6 @@ pub const USAGE_CLOSE_BACKFILL_MINUTES: i64 = 24 * 60;
 pub const USAGE_MINUTES_KEPT_MS: i64 = 6 * 60 * 60 * 1000;
 /// A usage reporter silent this long is forgotten (its journal is long gone).
 pub const USAGE_REPORTER_FORGET_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Tenants with their own series in per-tenant metrics a metadata node exports (those nearest
+/// their storage quotas), so a cluster of many tenants keeps a bounded scrape.
+pub const TENANT_SERIES_MAX: usize = 100;

@@ -54,6 +54,8 @@ pub struct NodeCollector {
     tenants: IntGauge,
     groups: IntGaugeVec,
     transactions: IntGaugeVec,
+    tenant_storage: IntGaugeVec,
+    tenant_storage_quota: IntGaugeVec,
     /// Scrapes reset the labelled gauges; one at a time.
     scrape: Mutex<()>,
 }
@@ -100,6 +102,16 @@ impl NodeCollector {
                 "Transactional ids by transaction state",
                 &["state"],
             ),
+            tenant_storage: int_gauge_vec(
+                "floe_tenant_storage_bytes",
+                "Bytes stored by a tenant with a storage quota (the tenants nearest their quotas)",
+                &["tenant"],
+            ),
+            tenant_storage_quota: int_gauge_vec(
+                "floe_tenant_storage_quota_bytes",
+                "A tenant's storage quota (the tenants nearest their quotas)",
+                &["tenant"],
+            ),
             scrape: Mutex::new(()),
         }
     }
@@ -127,8 +139,8 @@ impl NodeCollector {
         ]
     }
 
-    fn vecs(&self) -> [&IntGaugeVec; 3] {
-        [&self.follower_lag, &self.groups, &self.transactions]
+    fn vecs(&self) -> [&IntGaugeVec; 5] {
+        [&self.follower_lag, &self.groups, &self.transactions, &self.tenant_storage, &self.tenant_storage_quota]
     }
 }
 
@@ -187,9 +199,32 @@ impl Collector for NodeCollector {
             for transaction in state.transactions.values() {
                 self.transactions.with_label_values(&[transaction.state.name()]).inc();
             }
+            self.tenant_storage.reset();
+            self.tenant_storage_quota.reset();
+            for (tenant, used, quota) in tenants_nearest_storage_quota(&state, crate::limits::TENANT_SERIES_MAX) {
+                self.tenant_storage.with_label_values(&[tenant]).set(as_i64(used));
+                self.tenant_storage_quota.with_label_values(&[tenant]).set(as_i64(quota));
+            }
         }
         families.extend(self.gauges().into_iter().flat_map(|g| g.collect()));
         families.extend(self.vecs().into_iter().flat_map(|v| v.collect()));
         families
     }
+}
+
+/// Tenants with a storage quota, with the bytes they store and the quota: the `max` that have
+/// used the largest share of it.
+fn tenants_nearest_storage_quota(state: &crate::State, max: usize) -> Vec<(&str, u64, u64)> {
+    let mut tenants: Vec<(&str, u64, u64)> = state
+        .tenants
+        .iter()
+        .filter_map(|(name, record)| {
+            let quota = record.quotas.storage_bytes?;
+            Some((name.as_str(), state.tenant_stored_bytes(name), quota))
+        })
+        .collect();
+    let share = |&(_, used, quota): &(&str, u64, u64)| used as f64 / quota.max(1) as f64;
+    tenants.sort_by(|a, b| share(b).total_cmp(&share(a)).then_with(|| a.0.cmp(b.0)));
+    tenants.truncate(max);
+    tenants
 }

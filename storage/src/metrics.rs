@@ -1,4 +1,6 @@
-//! Object-store traffic counters, registered in the process-wide Prometheus registry.
+//! Object-store traffic counters, registered in the process-wide Prometheus registry. Counters
+//! by outcome start with both outcomes at zero, so a rate of errors is 0, not missing, until the
+//! first error.
 
 use std::sync::LazyLock;
 
@@ -7,10 +9,24 @@ use prometheus::{
     register_int_counter_vec,
 };
 
+/// `counter` with its `ok` and `error` series made.
+fn with_outcomes(counter: IntCounterVec) -> IntCounterVec {
+    for outcome in ["ok", "error"] {
+        counter.with_label_values(&[outcome]);
+    }
+    counter
+}
+
 /// PUT requests by outcome (`ok`, `error`).
 pub static OBJECT_PUTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!("floe_object_store_put_requests_total", "Segment PUT requests by outcome", &["outcome"])
-        .expect("metric names are unique")
+    with_outcomes(
+        register_int_counter_vec!(
+            "floe_object_store_put_requests_total",
+            "Segment PUT requests by outcome",
+            &["outcome"]
+        )
+        .expect("metric names are unique"),
+    )
 });
 /// Bytes written by successful PUTs.
 pub static OBJECT_PUT_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
@@ -18,17 +34,25 @@ pub static OBJECT_PUT_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
 });
 /// Ranged GET requests by outcome.
 pub static OBJECT_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!("floe_object_store_get_requests_total", "Ranged GET requests by outcome", &["outcome"])
-        .expect("metric names are unique")
+    with_outcomes(
+        register_int_counter_vec!(
+            "floe_object_store_get_requests_total",
+            "Ranged GET requests by outcome",
+            &["outcome"]
+        )
+        .expect("metric names are unique"),
+    )
 });
 /// DELETE requests by outcome (garbage collection).
 pub static OBJECT_DELETES: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
-        "floe_object_store_delete_requests_total",
-        "Segment DELETE requests by outcome",
-        &["outcome"]
+    with_outcomes(
+        register_int_counter_vec!(
+            "floe_object_store_delete_requests_total",
+            "Segment DELETE requests by outcome",
+            &["outcome"]
+        )
+        .expect("metric names are unique"),
     )
-    .expect("metric names are unique")
 });
 /// LIST requests (garbage collection looking for orphans).
 pub static OBJECT_LISTS: LazyLock<IntCounter> = LazyLock::new(|| {
@@ -44,12 +68,16 @@ pub static BLOCK_READS: LazyLock<IntCounter> = LazyLock::new(|| {
 });
 /// Blocks read from the object store, by cause (`miss`: a read needed it; `prefetch`).
 pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+    let gets = register_int_counter_vec!(
         "floe_block_cache_object_gets_total",
         "Blocks read from the object store by the block cache, by cause",
         &["cause"]
     )
-    .expect("metric names are unique")
+    .expect("metric names are unique");
+    for cause in ["miss", "prefetch"] {
+        gets.with_label_values(&[cause]);
+    }
+    gets
 });
 /// Object-store request latency by operation (`put`, `get`, `head`, `list`, `delete`, `copy`,
 /// `put_multipart`); a GET until its body is read. Buckets from 1 ms to about 33 s.
@@ -62,3 +90,15 @@ pub static OBJECT_REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
     .expect("metric names are unique")
 });
+
+/// Registers every metric here now, at zero, rather than at its first use: a dashboard or an
+/// alert on a rate sees 0 from the start instead of no series.
+pub fn register() {
+    for counter in [&OBJECT_PUT_BYTES, &OBJECT_LISTS, &OBJECT_GET_BYTES, &BLOCK_READS] {
+        LazyLock::force(counter);
+    }
+    for counter in [&OBJECT_PUTS, &OBJECT_GETS, &OBJECT_DELETES, &BLOCK_GETS] {
+        LazyLock::force(counter);
+    }
+    LazyLock::force(&OBJECT_REQUEST_SECONDS);
+}

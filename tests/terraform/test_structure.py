@@ -51,7 +51,7 @@ EXAMPLE_DIR = TF_DIR / "examples" / "byoc"
 TEMPLATES_DIR = MODULE_DIR / "templates"
 CLI_RS = ROOT / "src" / "cli.rs"
 
-KAFKA_PORT, HTTP_PORT, METADATA_PORT = 9092, 8080, 9093
+KAFKA_PORT, HTTP_PORT, METADATA_PORT, METADATA_METRICS_PORT = 9092, 8080, 9093, 9094
 ANYWHERE = {"0.0.0.0/0", "::/0"}
 
 # Resource types that take no `tags` argument. Every other resource type must
@@ -722,9 +722,17 @@ def test_metadata_port_is_open_only_to_agents_and_metadata_nodes():
 
 
 def test_clients_reach_only_kafka_and_http():
+    """CIDRs reach the agents' Kafka and HTTP ports; the metadata nodes' metrics port only from
+    the monitoring CIDRs."""
+    assert module_locals()["metadata_metrics_port"] == METADATA_METRICS_PORT
     for name, rule in ingress_rules():
-        if rule_cidrs(rule):
-            assert possible_ports(rule) <= {KAFKA_PORT, HTTP_PORT}, name
+        if not rule_cidrs(rule):
+            continue
+        if possible_ports(rule) == {METADATA_METRICS_PORT}:
+            assert rule.get("security_group_id") == "${aws_security_group.metadata.id}", name
+            assert "var.monitoring_cidr_blocks" in str(rule.get("for_each")), f"{name}: {rule.get('for_each')}"
+            continue
+        assert possible_ports(rule) <= {KAFKA_PORT, HTTP_PORT}, name
 
 
 # ---------------------------------------------------------------- load balancer
@@ -1095,6 +1103,7 @@ RENDER_VALUES = {
                                      "namespace": "Floe", "asg_name": "floe-agent"},
     "floe-utilization.service.tftpl": {"region": "eu-west-1"},
     "floe-metadata.service.tftpl": {"node_id": "2", "fqdn": "floe-metadata-2.floe.internal", "metadata_port": 9093,
+                                    "metrics_port": 9094,
                                     "peers": "1=m1:9093,2=m2:9093,3=m3:9093", "object_store_url": "s3://b/floe",
                                     "metadata_mtls": True, "operator_token": True},
 }

@@ -61,6 +61,8 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 struct InFlight {
     started: std::time::Instant,
+    /// The connection's quota holds ([`Connection::holds`]) when it was read.
+    holds_before: u64,
     /// The request frame's length, for `floe_kafka_request_bytes_total`.
     request_bytes: u64,
     correlation_id: i32,
@@ -92,6 +94,9 @@ struct Connection {
     peer: SocketAddr,
     /// Its OffsetCommits, applied in the order it sent them.
     lane: CommitLane,
+    /// Nanoseconds its responses were held back for quotas so far (the writer adds them), so a
+    /// request's latency can leave out the holds it waited behind.
+    holds: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Closes a connection's fetch sessions when it goes, however it goes.
@@ -114,9 +119,10 @@ where
     // socket (or of the TLS layer) for many small requests rather than two each.
     let reader = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, reader);
     let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
-    let writer = tokio::spawn(write_responses(agent.clone(), writer, queue));
+    let holds = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = tokio::spawn(write_responses(agent.clone(), writer, queue, holds.clone()));
     let mut sasl = agent.config.sasl.clone().map(Session::new);
-    let connection = Connection { id: agent.fetch_sessions.connection(), peer, lane: CommitLane::default() };
+    let connection = Connection { id: agent.fetch_sessions.connection(), peer, lane: CommitLane::default(), holds };
     let _sessions = FetchSessionsOf(&agent, connection.id);
     let closed = tokio::select! {
         closed = read_requests(&agent, reader, in_flight, connection, &mut sasl, &admitted) => closed,
@@ -258,9 +264,10 @@ async fn read_requests(
                 let correlation_id = header.correlation_id;
                 let (api_key, version, finish) = (ApiKey::ApiVersions, 0, Finish::default());
                 let request_bytes = frame_bytes;
-                let _ = in_flight
-                    .send(InFlight { started, request_bytes, correlation_id, api_key, version, reply, finish })
-                    .await;
+                let holds_before = connection.holds.load(std::sync::atomic::Ordering::Relaxed);
+                let request =
+                    InFlight { started, holds_before, request_bytes, correlation_id, api_key, version, reply, finish };
+                let _ = in_flight.send(request).await;
                 continue;
             }
         };
@@ -312,7 +319,9 @@ async fn read_requests(
             (None, request) => start(agent, &header, request, None, frame_bytes, &mut connection).await,
         };
         let request_bytes = frame_bytes;
-        let in_flight_request = InFlight { started, request_bytes, correlation_id, api_key, version, reply, finish };
+        let holds_before = connection.holds.load(std::sync::atomic::Ordering::Relaxed);
+        let in_flight_request =
+            InFlight { started, holds_before, request_bytes, correlation_id, api_key, version, reply, finish };
         if in_flight.send(in_flight_request).await.is_err() || close {
             return Ok(());
         }
@@ -489,7 +498,12 @@ fn meter_response(agent: &Agent, tenant: &str, response: &ResponseKind) {
 /// Writes responses in request order. Responses are buffered while the next one is already
 /// available, and flushed before any wait (for the next request or a pending handler), so a
 /// finished response never sits in the buffer behind a slow one.
-async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut queue: mpsc::Receiver<InFlight>) {
+async fn write_responses(
+    agent: Arc<Agent>,
+    writer: impl AsyncWrite + Unpin,
+    mut queue: mpsc::Receiver<InFlight>,
+    holds: Arc<std::sync::atomic::AtomicU64>,
+) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     loop {
         let request = match queue.try_recv() {
@@ -556,6 +570,8 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
                 return;
             }
             tokio::time::sleep(throttle).await;
+            let nanos = u64::try_from(throttle.as_nanos()).unwrap_or(u64::MAX);
+            holds.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
         }
         let mut frame = match frame::encode(request.correlation_id, request.api_key, request.version, response) {
             Ok(frame) => frame,
@@ -569,7 +585,13 @@ async fn write_responses(agent: Arc<Agent>, writer: impl AsyncWrite + Unpin, mut
         if writer.write_all_buf(&mut frame).await.is_err() {
             return;
         }
-        crate::metrics::REQUEST_SECONDS.with_label_values(&[&api]).observe(request.started.elapsed().as_secs_f64());
+        // Quota holds (its own, and those of earlier responses it waited behind) are the tenant's
+        // wait, not the agent's: counted, they would make one tenant producing past its share
+        // look like an overloaded agent (autoscaling reads this histogram).
+        // `floe_quota_throttle_seconds_total` counts the holds.
+        let held = holds.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(request.holds_before);
+        let served = request.started.elapsed().saturating_sub(std::time::Duration::from_nanos(held));
+        crate::metrics::REQUEST_SECONDS.with_label_values(&[&api]).observe(served.as_secs_f64());
     }
     let _ = writer.flush().await;
 }

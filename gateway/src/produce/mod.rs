@@ -121,9 +121,10 @@ impl PendingGroup {
             Some(Err(e)) => Err(RecordError::from_append(&e)),
         };
         if let Ok(results) = &results {
+            let topic = floe_agent::metrics::TOPIC_LABELS.label(&self.topic);
             for ((bytes, records), _) in self.sizes.iter().zip(results).filter(|(_, r)| r.is_ok()) {
-                floe_agent::metrics::BYTES_IN.with_label_values(&[&self.topic]).inc_by(*bytes);
-                floe_agent::metrics::MESSAGES_IN.with_label_values(&[&self.topic]).inc_by(*records);
+                floe_agent::metrics::BYTES_IN.with_label_values(&[topic]).inc_by(*bytes);
+                floe_agent::metrics::MESSAGES_IN.with_label_values(&[topic]).inc_by(*records);
             }
         }
         self.slots

@@ -100,6 +100,9 @@ enum Isolation {
 struct ReadParams {
     /// A number, `earliest` or `latest`; the log start when absent.
     offset: Option<String>,
+    /// Instead of `offset`: the first record whose timestamp (ms since the epoch) is at least
+    /// this, as ListOffsets finds it; the log end when none is.
+    timestamp: Option<i64>,
     max_bytes: Option<usize>,
     max_records: Option<usize>,
     wait_ms: Option<usize>,
@@ -150,6 +153,18 @@ fn start_offset(agent: &Agent, target: &PartitionTarget, offset: Option<&str>) -
         Some(n) => {
             n.parse().map_err(|_| HttpError::bad_request(format!("offset {n:?} is not a number, earliest or latest")))
         }
+    }
+}
+
+/// The offset of the first record stamped `timestamp` or later; the log end when none is.
+async fn offset_at_timestamp(agent: &Agent, target: &PartitionTarget, timestamp: i64) -> Result<i64, HttpError> {
+    match floe_agent::fetch::records_at_timestamp(agent, target.topic_id, target.partition, timestamp).await {
+        Ok(Some(hit)) => Ok(hit.offset),
+        Ok(None) => start_offset(agent, target, Some("latest")),
+        Err(FetchError::UnknownTopicOrPartition) => {
+            Err(HttpError::not_found(format!("partition {} not found", target.partition)))
+        }
+        Err(e) => Err(HttpError::unavailable(format!("finding the offset of a timestamp: {e}"))),
     }
 }
 
@@ -215,7 +230,16 @@ async fn read(
     let agent = &reader.agent;
     let target = partition_target(agent, &cluster, &scope, &topic, partition)?;
     crate::quotas::admit(agent, &scope, QuotaKind::Fetch)?;
-    let offset = start_offset(agent, &target, params.offset.as_deref())?;
+    let offset = match params.timestamp {
+        None => start_offset(agent, &target, params.offset.as_deref())?,
+        Some(_) if params.offset.is_some() => {
+            return Err(HttpError::bad_request("give offset or timestamp, not both"));
+        }
+        Some(timestamp) if timestamp < 0 => {
+            return Err(HttpError::bad_request("timestamp is milliseconds since the Unix epoch, not negative"));
+        }
+        Some(timestamp) => offset_at_timestamp(agent, &target, timestamp).await?,
+    };
     let max_bytes = bounded("max_bytes", params.max_bytes, 1024 * 1024, CONSUME_BYTES_MAX)?;
     let max_records = bounded("max_records", params.max_records, 1000, CONSUME_RECORDS_MAX)?;
     let wait_ms = bounded("wait_ms", params.wait_ms, 0, CONSUME_WAIT_MAX.as_millis() as usize)?;

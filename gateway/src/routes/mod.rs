@@ -1,6 +1,7 @@
 pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod clusters;
+pub(crate) mod console;
 pub(crate) mod consume;
 pub(crate) mod health;
 pub(crate) mod iceberg;

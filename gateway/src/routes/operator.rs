@@ -53,6 +53,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/users/{user}", delete(delete_user))
         .route("/v1/admin/api-keys/{key_id}", delete(delete_api_key))
         .route("/v1/admin/api-keys/{key_id}/quotas", put(set_api_key_quotas))
+        .route("/v1/admin/cluster", get(cluster))
         .route("/v1/admin/usage", get(usage))
         .route("/v1/admin/usage/exports", post(export_usage))
         .layer(axum::middleware::from_fn_with_state((agent.clone(), Arc::new(token)), require_operator))
@@ -103,6 +104,12 @@ fn command_error(e: NodeError) -> HttpError {
 
 async fn propose(agent: &Agent, command: Command) -> Result<(), HttpError> {
     agent.metadata.propose(command).await.map(drop).map_err(command_error)
+}
+
+/// What `/v1/cluster` shows, for the operator (who has no API key): metadata nodes, agents
+/// and their zones.
+async fn cluster(State(agent): State<Arc<Agent>>) -> Json<serde_json::Value> {
+    Json(super::status::cluster_json(&agent.metadata))
 }
 
 async fn list(State(agent): State<Arc<Agent>>) -> Json<serde_json::Value> {

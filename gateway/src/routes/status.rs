@@ -10,6 +10,11 @@ pub(crate) fn router(metadata: Metadata) -> Router {
 }
 
 async fn status(State(metadata): State<Metadata>) -> Json<serde_json::Value> {
+    Json(cluster_json(&metadata))
+}
+
+/// The status `/v1/cluster` (and the operator's `/v1/admin/cluster`) answers.
+pub(crate) fn cluster_json(metadata: &Metadata) -> serde_json::Value {
     let raft = metadata.status();
     let state = metadata.read();
     let partition_count: usize = state.topics.values().map(|t| t.partitions.len()).sum();
@@ -18,7 +23,7 @@ async fn status(State(metadata): State<Metadata>) -> Json<serde_json::Value> {
     let session_ms = i64::try_from(floe_agent::membership::AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
     let live_agents: Vec<i32> =
         state.live_agents(floe_metadata::now_ms(), session_ms).map(|a| a.info.agent_id).collect();
-    Json(serde_json::json!({
+    serde_json::json!({
         "cluster_id": state.cluster_id,
         "applied_index": state.applied_index,
         "topic_count": state.topics.len(),
@@ -27,5 +32,5 @@ async fn status(State(metadata): State<Metadata>) -> Json<serde_json::Value> {
         "referenced_object_count": referenced,
         "live_agent_ids": live_agents,
         "raft": raft,
-    }))
+    })
 }

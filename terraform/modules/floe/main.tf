@@ -24,6 +24,8 @@ locals {
   kafka_port    = 9092
   http_port     = 8080
   metadata_port = 9093
+  # Metadata nodes' /metrics (--metrics-addr), for monitoring_cidr_blocks only.
+  metadata_metrics_port = 9094
 
   tags = merge(var.tags, { "floe:cluster" = var.name })
 

@@ -50,6 +50,7 @@ resource "aws_instance" "metadata" {
       node_id          = each.key
       fqdn             = each.value.fqdn
       metadata_port    = local.metadata_port
+      metrics_port     = local.metadata_metrics_port
       peers            = local.metadata_peers
       object_store_url = local.object_store_url
       metadata_mtls    = var.metadata_mtls

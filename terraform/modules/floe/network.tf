@@ -7,6 +7,7 @@
 #                                         so with TLS on the NLB, where the
 #                                         agents speak plaintext)
 #   monitoring (var.monitoring_cidr_blocks) -> agents: 8080 (/metrics)
+#   monitoring (var.monitoring_cidr_blocks) -> metadata nodes: 9094 (/metrics)
 #   NLB                                -> agents: 9092, 8080 (traffic and health checks)
 #   agents, metadata nodes             -> metadata nodes: 9093
 # Nothing is open to 0.0.0.0/0, and no SSH port exists (use Session Manager).
@@ -113,6 +114,18 @@ resource "aws_vpc_security_group_ingress_rule" "agent_monitoring" {
   cidr_ipv4         = each.value
 
   tags = merge(local.tags, { Name = "${var.name}-agent-monitoring-${each.value}" })
+}
+
+resource "aws_vpc_security_group_ingress_rule" "metadata_monitoring" {
+  for_each          = toset(var.monitoring_cidr_blocks)
+  security_group_id = aws_security_group.metadata.id
+  description       = "metrics scrape from ${each.value}"
+  ip_protocol       = "tcp"
+  from_port         = local.metadata_metrics_port
+  to_port           = local.metadata_metrics_port
+  cidr_ipv4         = each.value
+
+  tags = merge(local.tags, { Name = "${var.name}-metadata-monitoring-${each.value}" })
 }
 
 resource "aws_vpc_security_group_egress_rule" "agent_https" {

@@ -94,7 +94,7 @@ output "metadata_security_group_id" {
 }
 
 output "prometheus_scrape_config" {
-  description = "A Prometheus scrape_configs entry (YAML) that discovers the agents through EC2 tags and scrapes /metrics on port 8080, over HTTPS when the agents terminate TLS (add a tls_config with ca_file and server_name if their certificate is not from a CA Prometheus trusts or does not name their addresses). The Prometheus server needs ec2:DescribeInstances and must sit in monitoring_cidr_blocks (or client_cidr_blocks, unless agents advertise the load balancer)."
+  description = "Prometheus scrape_configs entries (YAML): the agents, discovered through EC2 tags, on port 8080, and the metadata nodes on port 9094 (plain HTTP; metrics only). Agents are scraped over HTTPS when the agents terminate TLS (add a tls_config with ca_file and server_name if their certificate is not from a CA Prometheus trusts or does not name their addresses). The Prometheus server needs ec2:DescribeInstances and must sit in monitoring_cidr_blocks (or client_cidr_blocks, unless agents advertise the load balancer)."
   value = yamlencode({
     scrape_configs = [{
       job_name        = "${var.name}-agents"
@@ -115,6 +115,12 @@ output "prometheus_scrape_config" {
         { source_labels = ["__meta_ec2_availability_zone"], target_label = "zone" },
         { source_labels = ["__meta_ec2_instance_id"], target_label = "instance_id" },
       ]
+      }, {
+      job_name        = "${var.name}-metadata"
+      metrics_path    = "/metrics"
+      scheme          = "http"
+      scrape_interval = "15s"
+      static_configs  = [{ targets = [for id, n in local.metadata_nodes : "${n.fqdn}:${local.metadata_metrics_port}"] }]
     }]
   })
 }

@@ -131,7 +131,9 @@ fn count_bytes_out(response: &FetchResponse) {
     for topic in &response.responses {
         let bytes: usize = topic.partitions.iter().filter_map(|p| p.records.as_ref()).map(|r| r.len()).sum();
         if bytes > 0 {
-            crate::metrics::BYTES_OUT.with_label_values(&[topic.topic.as_str()]).inc_by(bytes as u64);
+            crate::metrics::BYTES_OUT
+                .with_label_values(&[crate::metrics::TOPIC_LABELS.label(topic.topic.as_str())])
+                .inc_by(bytes as u64);
         }
     }
 }

@@ -228,6 +228,7 @@ fn respond(
                             Some(Ok(base_offset)) => {
                                 let (bytes, records) = sizes.get(i).copied().unwrap_or_default();
                                 let topic = state.topics.get(&topic_id).map_or("", |t| t.name.as_str());
+                                let topic = crate::metrics::TOPIC_LABELS.label(topic);
                                 crate::metrics::BYTES_IN.with_label_values(&[topic]).inc_by(bytes);
                                 crate::metrics::MESSAGES_IN.with_label_values(&[topic]).inc_by(records);
                                 let log_start_offset =
