@@ -34,6 +34,15 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/floe-target}"
 export FLOE_BIN="${FLOE_BIN:-$CARGO_TARGET_DIR/debug/floe}"
 
 # ---------------------------------------------------------------- deps
+# Debian packages the tests need, installed once: apt_install PACKAGE... (as root, or with sudo).
+apt_install() {
+  echo "installing $* (apt-get)"
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
 # kcat for the e2e tests; OpenSSL headers and pkg-config for the load generator's librdkafka,
 # which needs OpenSSL for SCRAM and TLS.
 install_kcat() {
@@ -41,11 +50,7 @@ install_kcat() {
     echo "kcat present: $(command -v kcat); OpenSSL headers present"
     return
   fi
-  echo "installing kcat, libssl-dev, pkg-config (apt-get)"
-  local sudo=""
-  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat libssl-dev pkg-config >/dev/null
+  apt_install kcat libssl-dev pkg-config
   command -v kcat >/dev/null
 }
 
@@ -55,11 +60,7 @@ install_prometheus() {
     echo "prometheus present: $(prometheus --version 2>&1 | head -1)"
     return
   fi
-  echo "installing prometheus (apt-get)"
-  local sudo=""
-  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  apt_install --no-install-recommends prometheus
   command -v promtool >/dev/null
 }
 
@@ -69,11 +70,7 @@ install_browser() {
     echo "chromium present: $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2)"
     return
   fi
-  echo "installing chromium, chromium-driver (apt-get)"
-  local sudo=""
-  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+  apt_install chromium chromium-driver
   command -v chromedriver >/dev/null
 }
 
