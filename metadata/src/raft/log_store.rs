@@ -2,8 +2,9 @@
 //!
 //! Record framing (little-endian): `payload_bytes: u32 | crc32c: u32 | payload`, the payload a
 //! postcard-encoded [`LogRecord`]. Every write is `fdatasync`ed before openraft hears it is done,
-//! so an acknowledged append or vote survives a crash. A torn tail is cut at the last whole record
-//! on open. When the file grows past [`REWRITE_BYTES_MIN`] it is rewritten with only the live
+//! so an acknowledged append or vote survives a crash. A torn tail (a short record, or one whose
+//! checksum fails) is cut at the last whole record on open; a whole record that does not decode
+//! stops the open instead, naming the format, since cutting it would lose committed entries. When the file grows past [`REWRITE_BYTES_MIN`] it is rewritten with only the live
 //! records (written to a temporary file, fsynced, renamed over the old one).
 
 use std::collections::BTreeMap;
@@ -111,14 +112,34 @@ fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64, u32)> {
         }
         let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
         let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-        if len > COMMAND_BYTES_MAX * 4 {
+        // Zeros where a crash left blocks allocated but unwritten read as an empty record with a
+        // matching checksum (CRC-32C of nothing is 0); no record encodes to nothing, so it is torn.
+        if len == 0 || len > COMMAND_BYTES_MAX * 4 {
             break;
         }
         let mut payload = vec![0u8; len];
         if reader.read_exact(&mut payload).is_err() || crc32c::crc32c(&payload) != crc {
             break;
         }
-        let Ok(record) = crate::state::formats::decoding(version, || postcard::from_bytes(&payload)) else { break };
+        // Whole and checksummed, so not torn: a record that does not decode was written by a
+        // newer Floe (or a bug), and cutting it would destroy committed entries.
+        let record =
+            crate::state::formats::decoding(version, || postcard::from_bytes::<LogRecord>(&payload)).map_err(|e| {
+                let newest = crate::FORMAT_VERSION;
+                let why = if version > newest {
+                    format!("it is format {version}, and this Floe reads up to format {newest}")
+                } else {
+                    format!("it does not decode as format {version} ({e})")
+                };
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: the record at byte {valid} passes its checksum but {why}: run the Floe version that \
+                         wrote this log (or one newer); nothing was cut",
+                        path.display()
+                    ),
+                )
+            })?;
         if let (true, LogRecord::Format(v)) = (records.is_empty(), &record) {
             version = *v;
         }
@@ -305,5 +326,62 @@ mod tests {
         assert!(matches!(records.first(), Some(LogRecord::Format(v)) if *v == crate::FORMAT_VERSION));
         assert!(records.iter().any(|r| matches!(r, LogRecord::Committed(c) if *c == committed)));
         fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    fn log_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("floe-log-{name}-{}", uuid::Uuid::new_v4().simple()));
+        fs::create_dir_all(&dir).expect("dir");
+        dir
+    }
+
+    /// A record whose checksum holds but which does not decode was written whole, by a newer
+    /// Floe or a buggy one: opening refuses, naming the format, and cuts nothing (it used to be
+    /// taken for a torn tail and cut, with every record after it).
+    #[test]
+    fn a_whole_record_that_does_not_decode_stops_the_open_and_cuts_nothing() {
+        let dir = log_dir("undecodable");
+        let path = dir.join("raft-log");
+        let committed = Some(LogId::new(openraft::CommittedLeaderId::new(2, 1), 7));
+        let mut bytes = encode(&LogRecord::Format(crate::FORMAT_VERSION)).expect("encode");
+        // A variant this Floe does not know, framed and checksummed as a real record.
+        let unknown = [200u8, 1, 2, 3];
+        bytes.extend_from_slice(&(unknown.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&unknown).to_le_bytes());
+        bytes.extend_from_slice(&unknown);
+        bytes.extend_from_slice(&encode(&LogRecord::Committed(committed)).expect("encode"));
+        fs::write(&path, &bytes).expect("write");
+        let error = FileLogStore::open(&path).expect_err("refused");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        let message = error.to_string();
+        assert!(message.contains("does not decode") && message.contains(&format!("format {}", crate::FORMAT_VERSION)));
+        assert_eq!(fs::read(&path).expect("read"), bytes, "nothing was cut");
+        fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// A tail that is short or fails its checksum is what a crash mid-write leaves: it is cut,
+    /// and what came before it is kept.
+    #[test]
+    fn a_short_or_damaged_tail_is_cut() {
+        for damage in ["short", "checksum", "zeros"] {
+            let dir = log_dir("torn");
+            let path = dir.join("raft-log");
+            let committed = Some(LogId::new(openraft::CommittedLeaderId::new(2, 1), 7));
+            let mut bytes = encode(&LogRecord::Format(crate::FORMAT_VERSION)).expect("encode");
+            bytes.extend_from_slice(&encode(&LogRecord::Committed(committed)).expect("encode"));
+            let whole = bytes.len();
+            let mut tail = encode(&LogRecord::Committed(None)).expect("encode");
+            match damage {
+                "short" => tail.truncate(tail.len() - 1),
+                "zeros" => tail.fill(0),
+                _ => *tail.last_mut().expect("payload") ^= 0xff,
+            }
+            bytes.extend_from_slice(&tail);
+            fs::write(&path, &bytes).expect("write");
+            drop(FileLogStore::open(&path).expect("opens"));
+            let (records, valid, _) = read_records(&path).expect("read");
+            assert_eq!(valid as usize, whole, "{damage}: cut at the last whole record");
+            assert!(records.iter().any(|r| matches!(r, LogRecord::Committed(c) if *c == committed)), "{damage}");
+            fs::remove_dir_all(&dir).expect("clean up");
+        }
     }
 }
