@@ -13,6 +13,7 @@ pub mod command;
 pub mod config;
 pub mod groups;
 pub mod handle;
+mod leader_duties;
 pub mod limits;
 pub mod metrics;
 pub mod namespace;

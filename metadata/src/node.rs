@@ -195,6 +195,7 @@ impl MetadataNode {
         crate::metrics::NodeCollector::register(node.clone());
         tokio::spawn(group_commits(node.clone(), commit_queue));
         tokio::spawn(crate::groups::GroupCoordinator::run_timers(node.clone()));
+        tokio::spawn(crate::leader_duties::run(node.clone()));
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));

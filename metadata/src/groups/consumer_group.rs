@@ -8,21 +8,19 @@ use super::consumer::{ASSIGNORS, AssignorMember, MemberAssignment, Partitions, a
 use super::coordinator::Tables;
 use super::{
     ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResponse, ConsumerMemberDescription, GroupError,
-    assigned_partitions, encode_assignment, encode_subscription, subscribed_topics,
+    assigned_partitions, encode_assignment, encode_subscription, setting, subscribed_topics,
 };
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
 use crate::state::{GroupKind, GroupMembership, MemberRecord, State, TopicId};
 
-/// Kafka broker defaults for consumer groups, overridable as dynamic broker configs.
-pub(super) const SESSION_TIMEOUT_MS: (&str, i64) = ("group.consumer.session.timeout.ms", 45_000);
-pub(super) const HEARTBEAT_INTERVAL_MS: (&str, i64) = ("group.consumer.heartbeat.interval.ms", 5_000);
-const MAX_SIZE: (&str, i64) = ("group.consumer.max.size", GROUP_MEMBERS_MAX as i64);
+/// The consumer-protocol groups' settings (dynamic broker configs; defaults in the config
+/// catalog).
+pub(super) const SESSION_TIMEOUT_MS: &str = "group.consumer.session.timeout.ms";
+pub(super) const HEARTBEAT_INTERVAL_MS: &str = "group.consumer.heartbeat.interval.ms";
+/// Capped at [`GROUP_MEMBERS_MAX`] whatever it is set to.
+pub(super) const MAX_SIZE: &str = "group.consumer.max.size";
 /// Topics one member may subscribe to by name.
 const SUBSCRIBED_TOPICS_MAX: usize = 10_000;
-
-fn setting(state: &State, (name, default): (&str, i64)) -> i64 {
-    state.broker_configs.get(name).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 pub(super) struct ConsumerMember {
     instance_id: Option<String>,
@@ -459,7 +457,7 @@ pub(super) fn heartbeat(
             group.targets.remove(old);
         }
         if group.members.remove(&member_id).is_none()
-            && group.members.len() >= usize::try_from(setting(state, MAX_SIZE)).unwrap_or(0)
+            && group.members.len() >= usize::try_from(setting(state, MAX_SIZE)).unwrap_or(0).min(GROUP_MEMBERS_MAX)
         {
             return Err(GroupError::GroupMaxSizeReached);
         }

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::{
     Described, DescribedMember, GroupDescription, GroupError, GroupRequest, GroupResponse, JoinRequest, JoinResponse,
-    JoinedMember, LeaveResult, LeavingMember, ListedGroup, MemberRef, Protocol, SyncRequest, SyncResponse,
+    JoinedMember, LeaveResult, LeavingMember, ListedGroup, MemberRef, Protocol, SyncRequest, SyncResponse, setting,
     subscribed_topics,
 };
 use crate::command::{Command, CommandError, Outcome};
@@ -23,23 +23,16 @@ use crate::state::{CommitStamp, GroupKind, GroupMembership, MemberRecord, Offset
 
 /// How often timers (sessions, rebalance deadlines) are checked.
 const TICK: Duration = Duration::from_millis(100);
-/// How often offsets past retention are dropped.
-const EXPIRE_OFFSETS_EVERY: Duration = Duration::from_secs(60);
-/// How often the leader looks for transactions past their timeout and idle producer ids.
-const EXPIRE_TRANSACTIONS_EVERY: Duration = Duration::from_secs(1);
 /// Extra time a waiting JoinGroup or SyncGroup gets beyond the rebalance timeout before it is
 /// answered REBALANCE_IN_PROGRESS (the member then rejoins).
 const WAIT_MARGIN: Duration = Duration::from_secs(5);
 
-/// Kafka broker defaults for the group settings, overridable as dynamic broker configs.
-const MIN_SESSION_TIMEOUT_MS: (&str, i64) = ("group.min.session.timeout.ms", 6_000);
-const MAX_SESSION_TIMEOUT_MS: (&str, i64) = ("group.max.session.timeout.ms", 1_800_000);
-const INITIAL_REBALANCE_DELAY_MS: (&str, i64) = ("group.initial.rebalance.delay.ms", 3_000);
-const MAX_GROUP_SIZE: (&str, i64) = ("group.max.size", crate::limits::GROUP_MEMBERS_MAX as i64);
-
-fn setting(state: &State, (name, default): (&str, i64)) -> i64 {
-    state.broker_configs.get(name).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+/// The classic groups' settings (dynamic broker configs; defaults in the config catalog).
+pub(super) const MIN_SESSION_TIMEOUT_MS: &str = "group.min.session.timeout.ms";
+pub(super) const MAX_SESSION_TIMEOUT_MS: &str = "group.max.session.timeout.ms";
+pub(super) const INITIAL_REBALANCE_DELAY_MS: &str = "group.initial.rebalance.delay.ms";
+/// Capped at [`crate::limits::GROUP_MEMBERS_MAX`] whatever it is set to.
+pub(super) const MAX_GROUP_SIZE: &str = "group.max.size";
 
 fn initial_delay(state: &State) -> Duration {
     Duration::from_millis(u64::try_from(setting(state, INITIAL_REBALANCE_DELAY_MS)).unwrap_or(0))
@@ -608,7 +601,8 @@ impl GroupCoordinator {
                 return Err(Err((GroupError::InvalidSessionTimeout, JoinResponse::default())));
             }
             let initial_delay = initial_delay(state);
-            let max_size = usize::try_from(setting(state, MAX_GROUP_SIZE)).unwrap_or(0);
+            let max_size =
+                usize::try_from(setting(state, MAX_GROUP_SIZE)).unwrap_or(0).min(crate::limits::GROUP_MEMBERS_MAX);
             let group = match groups.entry(request.group_id.clone()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => e.insert(
@@ -1157,13 +1151,10 @@ impl GroupCoordinator {
         }
     }
 
-    /// Runs the timers while the node lives: expires sessions and pending member ids, completes
-    /// rebalances at their deadline, periodically drops offsets past retention, aborts
-    /// transactions past their timeout, and applies topics' record retention.
+    /// Runs the group timers while the node lives: expires sessions and pending member ids and
+    /// completes rebalances at their deadline. (The leader's other periodic work is
+    /// `crate::leader_duties`.)
     pub(crate) async fn run_timers(node: MetadataNode) {
-        let mut last_expiry = Instant::now();
-        let mut last_transaction_check = Instant::now();
-        let mut last_retention_check = Instant::now();
         loop {
             tokio::time::sleep(TICK).await;
             let coordinator = node.groups();
@@ -1197,10 +1188,9 @@ impl GroupCoordinator {
                 }
                 // Empty groups live on in the replicated state alone.
                 groups.retain(|_, g| g.phase != Phase::Empty || !g.pending.is_empty());
-                !state.groups.is_empty()
             });
             effects.deliver();
-            let Ok(has_groups) = leading else {
+            let Ok(()) = leading else {
                 // No longer leading: drop the groups, so members waiting here for a join or a
                 // sync are answered NOT_COORDINATOR now and look for the new leader, instead of
                 // waiting out their rebalance timeout on a node that will never complete it.
@@ -1212,41 +1202,6 @@ impl GroupCoordinator {
             for (group_id, membership) in stores {
                 if let Err(e) = coordinator.store(&node, &group_id, membership).await {
                     tracing::warn!(group = %group_id, error = %e, "storing group membership");
-                }
-            }
-            let retention_every = node
-                .read()
-                .broker_config_i64("log.retention.check.interval.ms")
-                .and_then(|ms| u64::try_from(ms).ok())
-                .map_or(Duration::from_secs(300), Duration::from_millis);
-            if last_retention_check.elapsed() >= retention_every {
-                last_retention_check = Instant::now();
-                let now_ms = now_ms();
-                let due = node.read().retention_due(now_ms);
-                if due && let Err(e) = node.propose(Command::ApplyRetention { now_ms }).await {
-                    tracing::warn!(error = %e, "applying retention");
-                }
-            }
-            // Transaction timeouts are checked once a second (the scan covers every producer).
-            if last_transaction_check.elapsed() >= EXPIRE_TRANSACTIONS_EVERY {
-                last_transaction_check = Instant::now();
-                let now_ms = now_ms();
-                let due = node.read().transactions_due(now_ms);
-                if due && let Err(e) = node.propose(Command::ExpireTransactions { now_ms }).await {
-                    tracing::warn!(error = %e, "expiring transactions");
-                }
-            }
-            // Each minute is closed once it has passed (usage metering), by whichever node leads.
-            let now = now_ms();
-            if node.read().usage_close_due(now)
-                && let Err(e) = node.propose(Command::CloseUsageMinute { now_ms: now }).await
-            {
-                tracing::warn!(error = %e, "closing a usage minute");
-            }
-            if has_groups && last_expiry.elapsed() >= EXPIRE_OFFSETS_EVERY {
-                last_expiry = Instant::now();
-                if let Err(e) = node.propose(Command::ExpireOffsets { now_ms: now_ms() }).await {
-                    tracing::warn!(error = %e, "expiring committed offsets");
                 }
             }
         }

@@ -18,7 +18,14 @@ use serde::{Deserialize, Serialize};
 pub use consumer::ASSIGNORS;
 pub use coordinator::GroupCoordinator;
 
-use crate::state::{AskedPartitions, CommitStamp, FetchedOffset, OffsetCommit, TopicId};
+use crate::state::{AskedPartitions, CommitStamp, FetchedOffset, OffsetCommit, State, TopicId};
+
+/// A group setting: its dynamic broker config, or the default the config catalog declares
+/// (`crate::config`), so the coordinator re-declares none. Every name read here is in the
+/// catalog with a default (`group_settings_have_catalog_defaults`).
+fn setting(state: &State, name: &str) -> i64 {
+    state.broker_config_i64(name).unwrap_or(0)
+}
 
 /// Why a group request failed; each maps to the Kafka error code of the same name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

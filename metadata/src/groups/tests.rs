@@ -303,3 +303,26 @@ async fn consumer_protocol_members_reconcile_without_overlap_and_stale_epochs_ar
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The coordinator reads every group setting from the config catalog's defaults (it declares
+/// none of its own), so each must be there, with the default Kafka documents.
+#[test]
+fn group_settings_have_catalog_defaults() {
+    use super::consumer_group::{HEARTBEAT_INTERVAL_MS, MAX_SIZE, SESSION_TIMEOUT_MS};
+    use super::coordinator::{
+        INITIAL_REBALANCE_DELAY_MS, MAX_GROUP_SIZE, MAX_SESSION_TIMEOUT_MS, MIN_SESSION_TIMEOUT_MS,
+    };
+    let state = crate::State::default();
+    let expected = [
+        (MIN_SESSION_TIMEOUT_MS, 6_000),
+        (MAX_SESSION_TIMEOUT_MS, 1_800_000),
+        (INITIAL_REBALANCE_DELAY_MS, 3_000),
+        (MAX_GROUP_SIZE, i64::from(i32::MAX)),
+        (SESSION_TIMEOUT_MS, 45_000),
+        (HEARTBEAT_INTERVAL_MS, 5_000),
+        (MAX_SIZE, i64::from(i32::MAX)),
+    ];
+    for (name, default) in expected {
+        assert_eq!(state.broker_config_i64(name), Some(default), "{name}");
+    }
+}

@@ -1,0 +1,73 @@
+//! The metadata leader's periodic duties besides groups: record retention, transaction
+//! timeouts, offset expiry and closing usage minutes. Every node runs the loop; only the leader
+//! proposes, and each command carries the time it was proposed at, so every replica applies the
+//! same thing. (Group sessions and rebalances are `groups::GroupCoordinator::run_timers`; the
+//! archive is the binary's `cmd/archive.rs`; job leases are taken by the agents.)
+
+use std::time::{Duration, Instant};
+
+use crate::command::Command;
+use crate::node::MetadataNode;
+use crate::now_ms;
+
+/// How often the loop looks for due work.
+const TICK: Duration = Duration::from_millis(100);
+/// How often offsets past retention are dropped.
+const EXPIRE_OFFSETS_EVERY: Duration = Duration::from_secs(60);
+/// How often the leader looks for transactions past their timeout and idle producer ids (the
+/// scan covers every producer).
+const EXPIRE_TRANSACTIONS_EVERY: Duration = Duration::from_secs(1);
+/// Retention's check interval when `log.retention.check.interval.ms` does not parse.
+const RETENTION_CHECK_DEFAULT: Duration = Duration::from_secs(300);
+
+/// When each duty last ran.
+struct LastRun {
+    retention: Instant,
+    transactions: Instant,
+    offsets: Instant,
+}
+
+/// Runs while the node lives.
+pub(crate) async fn run(node: MetadataNode) {
+    let start = Instant::now();
+    let mut last = LastRun { retention: start, transactions: start, offsets: start };
+    loop {
+        tokio::time::sleep(TICK).await;
+        if node.leader_term().is_none() {
+            continue;
+        }
+        let retention_every = node
+            .read()
+            .broker_config_i64("log.retention.check.interval.ms")
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map_or(RETENTION_CHECK_DEFAULT, Duration::from_millis);
+        if last.retention.elapsed() >= retention_every {
+            last.retention = Instant::now();
+            let now_ms = now_ms();
+            let due = node.read().retention_due(now_ms);
+            propose_if(&node, due, Command::ApplyRetention { now_ms }, "applying retention").await;
+        }
+        if last.transactions.elapsed() >= EXPIRE_TRANSACTIONS_EVERY {
+            last.transactions = Instant::now();
+            let now_ms = now_ms();
+            let due = node.read().transactions_due(now_ms);
+            propose_if(&node, due, Command::ExpireTransactions { now_ms }, "expiring transactions").await;
+        }
+        // Each minute is closed once it has passed (usage metering).
+        let now_ms = now_ms();
+        let due = node.read().usage_close_due(now_ms);
+        propose_if(&node, due, Command::CloseUsageMinute { now_ms }, "closing a usage minute").await;
+        if last.offsets.elapsed() >= EXPIRE_OFFSETS_EVERY {
+            last.offsets = Instant::now();
+            let due = !node.read().groups.is_empty();
+            propose_if(&node, due, Command::ExpireOffsets { now_ms: crate::now_ms() }, "expiring committed offsets")
+                .await;
+        }
+    }
+}
+
+async fn propose_if(node: &MetadataNode, due: bool, command: Command, what: &str) {
+    if due && let Err(e) = node.propose(command).await {
+        tracing::warn!(error = %e, "{what}");
+    }
+}
