@@ -416,3 +416,54 @@ async fn the_leader_reports_its_role_followers_and_state_as_metrics() {
     }
     let _ = std::fs::remove_dir_all(&cluster.root);
 }
+
+/// A metadata node's data directory of format 6 (a snapshot, and a Raft log with entries past
+/// it), written once with `FLOE_WRITE_GOLDEN=1` and kept: today's node opens a copy, elects
+/// itself and serves what it held. A change that breaks this needs a new format and a reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_golden_data_directory_of_format_6_still_opens() {
+    let golden = crate::state::tests::golden_dir().join("raft-v6");
+    let files = ["raft-log", "raft-snapshot"];
+    if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
+        let cluster = Cluster::start(1).await;
+        let node = &cluster.nodes[&1];
+        cluster.leader().await;
+        node.ensure_initialized().await.expect("init");
+        for i in 0..5 {
+            node.propose(create(&format!("before-snapshot-{i}"))).await.expect("create");
+        }
+        let last = *node.subscribe().borrow();
+        node.raft.trigger().snapshot().await.expect("snapshot triggered");
+        node.raft
+            .wait(Some(Duration::from_secs(20)))
+            .metrics(|m| m.snapshot.is_some_and(|s| s.index >= last), "a snapshot")
+            .await
+            .expect("snapshot built");
+        node.propose(create("after-snapshot")).await.expect("create");
+        node.shutdown().await;
+        std::fs::create_dir_all(&golden).expect("golden dir");
+        for file in files {
+            std::fs::copy(cluster.root.join("node-1").join(file), golden.join(file)).expect("copy golden file");
+        }
+        let _ = std::fs::remove_dir_all(&cluster.root);
+    }
+    let root = std::env::temp_dir().join(format!("floe-golden-dir-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(root.join("node-1")).expect("dir");
+    for file in files {
+        std::fs::copy(golden.join(file), root.join("node-1").join(file)).expect("golden file (FLOE_WRITE_GOLDEN=1)");
+    }
+    let peers: BTreeMap<NodeId, String> = [(1, format!("127.0.0.1:{}", free_port()))].into();
+    let mut cluster = Cluster { root: root.clone(), peers, nodes: BTreeMap::new() };
+    cluster.start_node(1).await;
+    cluster.leader().await;
+    let node = &cluster.nodes[&1];
+    node.catch_up().await.expect("applied what it had");
+    let state = node.read().clone();
+    for i in 0..5 {
+        assert!(state.topic_by_name(&format!("before-snapshot-{i}")).is_some(), "from the snapshot");
+    }
+    assert!(state.topic_by_name("after-snapshot").is_some(), "from the log after the snapshot");
+    node.propose(create("today")).await.expect("and it takes new commands");
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(&root);
+}

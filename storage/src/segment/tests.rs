@@ -160,3 +160,42 @@ async fn unsupported_urls_are_rejected() {
         assert!(result.is_err(), "{url} should be rejected");
     }
 }
+
+/// Where the golden files live (the test runner's `CARGO_MANIFEST_DIR` first, as cargo may reuse
+/// a test binary built in another checkout).
+fn golden_dir() -> std::path::PathBuf {
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), std::path::PathBuf::from);
+    crate_dir.join("tests").join("golden")
+}
+
+/// A segment object of format 1, written once (`FLOE_WRITE_GOLDEN=1`) and kept: today's reader
+/// finds its footer, every chunk where the footer says, with its checksum and stats. A change to
+/// the layout that breaks this needs the next format version and a reader for this one.
+#[test]
+fn a_golden_segment_of_format_1_still_reads() {
+    let path = golden_dir().join("segment-v1.bin");
+    let chunks: Vec<Vec<Vec<u8>>> = vec![
+        vec![b"first batch".to_vec(), b"second batch of partition 0".to_vec()],
+        vec![],
+        vec![(0..=255u8).collect(), vec![0; 1000]],
+    ];
+    if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
+        let (_, bytes) = build(&chunks);
+        std::fs::create_dir_all(golden_dir()).expect("golden dir");
+        std::fs::write(&path, bytes).expect("write golden segment");
+    }
+    let bytes = std::fs::read(&path).expect("golden segment (FLOE_WRITE_GOLDEN=1 writes it)");
+    let trailer = SegmentTrailer::decode(&bytes[bytes.len() - TRAILER_BYTES..]).expect("trailer");
+    assert_eq!(trailer.chunk_count, 3);
+    let footer = decode(&bytes).expect("footer");
+    assert_eq!(footer.chunks.len(), 3);
+    for (i, (entry, batches)) in footer.chunks.iter().zip(&chunks).enumerate() {
+        assert_eq!(entry.topic_partition, tp(1, i as i32));
+        let data = &bytes[entry.byte_start as usize..][..entry.byte_len as usize];
+        assert_eq!(data, batches.concat().as_slice(), "chunk {i}");
+        assert_eq!(entry.crc32c, crc32c::crc32c(data), "chunk {i}");
+        assert_eq!(entry.batch_count, batches.len() as u32);
+        assert_eq!(entry.record_count, batches.len() as u32 * 2);
+    }
+}
