@@ -451,11 +451,10 @@ pub fn register() {
         LazyLock::force(histogram);
     }
     LazyLock::force(&FLUSH_BUFFER_FILL);
-    LazyLock::force(&AGENT_UTILIZATION);
     LazyLock::force(&FETCH_SESSIONS);
     LazyLock::force(&FETCH_SESSION_PARTITIONS);
-    LazyLock::force(&POOL_DESIRED_AGENTS);
-    LazyLock::force(&POOL_LIVE_AGENTS);
+    // Not the utilization and pool gauges: they appear with their first measurement, since an
+    // autoscaler reading 0 before it would scale the pool in.
 }
 
 /// Label values of one kind (topics, tenants) that get series of their own: the first `max`
