@@ -618,6 +618,11 @@ def test_cluster_status_needs_an_api_key_and_health_names_no_address(floe_factor
     r = requests.get(f"{base}/v1/cluster", headers={"Authorization": f"Bearer {token}"}, timeout=10)
     assert r.status_code == 200, r.text
     assert r.json()["cluster_id"], r.text
+    # A tenant's key sees its own counts and the agents' ids, not the metadata nodes' addresses,
+    # Raft's view or other tenants' topics: those are the operator's.
+    leaked = [a for a in internal if a in r.text]
+    assert not leaked and "raft" not in r.json(), f"/v1/cluster names {leaked}: {r.text}"
+    assert r.json()["topic_count"] == 0 and r.json()["live_agent_ids"], r.text
 
 
 def status_bytes(pid: int, field: str) -> int:
