@@ -119,9 +119,14 @@ const HOSTILE_BASELINE: Duration = Duration::from_secs(25);
 const HOSTILE_WARM_UP_MS: u64 = 10_000;
 
 /// The bound on the other tenant's produce p99 while the hostile tenant attacks: at most this
-/// many times its p99 before the attack, or this much above it, whichever is larger.
+/// many times its p99 before the attack, or this much above it, or the floor, whichever is
+/// largest. The floor: on 2 cores the attacker shares the CPU with the cluster, and the same
+/// binary measured 0.4 to 1.4 s under attack from run to run while its p99 before varied from
+/// 95 to 700 ms, so a bound from the baseline alone failed on the baseline's noise. The floor
+/// still fails the regressions this mode exists for (2.4 and 2.7 s, docs/RELIABILITY.md).
 const HOSTILE_P99_RATIO_MAX: u64 = 4;
 const HOSTILE_P99_EXTRA_MAX_MS: u64 = 500;
+const HOSTILE_P99_FLOOR_MS: u64 = 1_500;
 
 /// Creates tenants `chaos` (the workloads) and `hostile` (the attacker, with a produce quota and
 /// its topic), and makes every workload client act as `chaos`. Returns the attacker's target.
@@ -564,11 +569,14 @@ async fn main() -> anyhow::Result<()> {
                 let counts = running.stop().await?;
                 let (baseline, baseline_n) = history.produce_p99(baseline_from, attack_from);
                 let (attacked, attacked_n) = history.produce_p99(attack_from, attack_to);
-                let bound = (baseline * HOSTILE_P99_RATIO_MAX).max(baseline + HOSTILE_P99_EXTRA_MAX_MS);
+                let bound = (baseline * HOSTILE_P99_RATIO_MAX)
+                    .max(baseline + HOSTILE_P99_EXTRA_MAX_MS)
+                    .max(HOSTILE_P99_FLOOR_MS);
                 if attacked > bound || attacked_n == 0 {
                     problems.push(format!(
                         "tenant chaos's produce p99 under attack was {attacked} ms over {attacked_n} writes, past the \
-                         bound of {bound} ms ({HOSTILE_P99_RATIO_MAX} x or +{HOSTILE_P99_EXTRA_MAX_MS} ms of the {baseline} ms before)"
+                         bound of {bound} ms ({HOSTILE_P99_RATIO_MAX} x or +{HOSTILE_P99_EXTRA_MAX_MS} ms of the {baseline} ms before, at least \
+                         {HOSTILE_P99_FLOOR_MS} ms)"
                     ));
                 }
                 Some(serde_json::json!({

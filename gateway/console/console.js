@@ -388,9 +388,15 @@ async function render() {
     tenants: () => tenantsView(fresh),
     usage: () => usageView(fresh),
   };
+  // A refresh keeps the keyboard focus where it was (on the link of the same target).
+  const focused = view.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
   try {
     await renderers[parts[0]]();
     view.replaceWith(fresh);
+    if (focused) {
+      const again = [...fresh.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === focused);
+      if (again) again.focus();
+    }
     setStatus("");
   } catch (e) {
     if (e.status === 401) {

@@ -168,6 +168,12 @@ def test_console_shows_a_tenant_its_own_data_and_the_operator_the_cluster(tenant
     WebDriverWait(driver, 20).until(lambda d: d.execute_script(rate_cell) not in ("0", "…"))
     wait_text(driver, "210")  # the log end
     shot(driver, "acme-topics")
+    # The page refreshes every 5 s; a keyboard user's focus stays on the link it was on.
+    link = driver.find_element("css selector", "#view a[href='#/topics/orders']")
+    driver.execute_script("arguments[0].focus()", link)
+    assert driver.switch_to.active_element.get_attribute("href").endswith("#/topics/orders")
+    time.sleep(6)
+    assert driver.switch_to.active_element.get_attribute("href").endswith("#/topics/orders"), "focus lost on refresh"
 
     driver.get(f"{floe.http_url}/console#/groups/billing")
     wait_text(driver, "Lag by partition")
