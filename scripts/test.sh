@@ -111,6 +111,8 @@ if [[ "$MODE" == all ]]; then
 
   step "cargo build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
   cargo build -p floe -p floe-loadtest -p floe-chaos
+  step "the previous version's floe, for the rolling-upgrade test (scripts/build-previous.sh)"
+  bash scripts/build-previous.sh
 
   if cargo nextest --version >/dev/null 2>&1; then
     step "cargo nextest run --workspace"
@@ -139,6 +141,7 @@ if [[ ! -x "$FLOE_BIN" ]]; then
   exit 1
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
+export FLOE_PREVIOUS_BIN="${FLOE_PREVIOUS_BIN:-$(bash scripts/build-previous.sh | tail -1)}"
 set +e
 "$ROOT/.venv/bin/python" -m pytest tests/e2e -x -q -ra --durations=15 \
   -p no:cacheprovider "${PYTEST_EXTRA[@]}"

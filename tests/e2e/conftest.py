@@ -181,8 +181,9 @@ class FloeProcess:
     # -- lifecycle
     def start(self, timeout: float = READY_TIMEOUT_S) -> "FloeProcess":
         assert self.proc is None or self.proc.poll() is not None, "floe already running"
-        if not os.access(FLOE_BIN, os.X_OK):
-            pytest.fail(f"FLOE_BIN={FLOE_BIN} is not an executable (build it, or set FLOE_BIN)")
+        for p in [*self.meta.values(), *self.agents.values()]:
+            if not os.access(p.bin, os.X_OK):
+                pytest.fail(f"{p.bin} is not an executable (build it, or set FLOE_BIN)")
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts} at {time.strftime('%H:%M:%S')}: {' '.join(self.args())}\n".encode())
@@ -684,14 +685,21 @@ def check_order_per_partition(recs: list[Rec]):
 class Proc:
     """One floe process with its log file; can be SIGKILLed and started again."""
 
-    def __init__(self, name, args, log_dir):
+    def __init__(self, name, args, log_dir, bin=None):
+        """`bin`: the floe executable (FLOE_BIN unless given; the upgrade test swaps it)."""
         self.name, self.args, self.log = name, args, os.path.join(log_dir, f"{name}.log")
+        self.bin = bin or FLOE_BIN
         self.p = None
 
     def start(self):
         with open(self.log, "a") as log:
-            log.write(f"===== start at {time.strftime('%H:%M:%S')}: {' '.join(self.args)}\n")
-        self.p = subprocess.Popen([FLOE_BIN, *self.args], stdout=subprocess.DEVNULL, stderr=open(self.log, "a"))
+            log.write(f"===== start at {time.strftime('%H:%M:%S')}: {self.bin} {' '.join(self.args)}\n")
+        self.p = subprocess.Popen([self.bin, *self.args], stdout=subprocess.DEVNULL, stderr=open(self.log, "a"))
+
+    def terminate(self, timeout=30) -> int:
+        """SIGTERM, and the exit code once the process is gone."""
+        self.p.send_signal(signal.SIGTERM)
+        return self.p.wait(timeout)
 
     def kill(self):
         if self.p and self.p.poll() is None:
@@ -712,15 +720,16 @@ class Cluster:
     """Metadata nodes 1-3 (Raft voters) and agents 1-2 (zones a and b) on loopback, sharing a
     file:// object store under the test's tmp dir."""
 
-    def __init__(self, tmp, meta_args=lambda i: [], agent_args=lambda a: []):
-        """`meta_args(i)` and `agent_args(a)`: extra flags of metadata node i and agent a."""
+    def __init__(self, tmp, meta_args=lambda i: [], agent_args=lambda a: [], bin=None):
+        """`meta_args(i)` and `agent_args(a)`: extra flags of metadata node i and agent a; `bin`:
+        the floe executable every process starts with (FLOE_BIN unless given)."""
         self.tmp = str(tmp)
         self.meta_ports = {i: free_port() for i in (1, 2, 3)}
         peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
         self.meta = {
             i: Proc(f"metadata{i}", ["metadata", "--node-id", str(i), "--metadata-addr", f"127.0.0.1:{p}",
                                     "--data-dir", os.path.join(self.tmp, f"m{i}"), "--peers", peers,
-                                    "--object-store", f"file://{self.tmp}/objects", *meta_args(i)], self.tmp)
+                                    "--object-store", f"file://{self.tmp}/objects", *meta_args(i)], self.tmp, bin)
             for i, p in self.meta_ports.items()
         }
         addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
@@ -730,7 +739,7 @@ class Cluster:
             a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
                                   "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{self.http_ports[a]}",
                                   "--node-id", str(a), "--zone", "ab"[a - 1],
-                                  "--cache-dir", os.path.join(self.tmp, f"cache{a}"), *agent_args(a)], self.tmp)
+                                  "--cache-dir", os.path.join(self.tmp, f"cache{a}"), *agent_args(a)], self.tmp, bin)
             for a, kp in self.kafka_ports.items()
         }
 
@@ -746,8 +755,9 @@ class Cluster:
         return ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
 
     def start(self):
-        if not os.access(FLOE_BIN, os.X_OK):
-            pytest.fail(f"FLOE_BIN={FLOE_BIN} is not an executable (build it, or set FLOE_BIN)")
+        for p in [*self.meta.values(), *self.agents.values()]:
+            if not os.access(p.bin, os.X_OK):
+                pytest.fail(f"{p.bin} is not an executable (build it, or set FLOE_BIN)")
         for m in self.meta.values():
             m.start()
         for a, agent in self.agents.items():

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the previous version's `floe` (the commit in tests/upgrade/previous-version) for the
+# rolling-upgrade test, once: the binary is kept under $CARGO_TARGET_DIR/previous/<commit>/floe
+# and the path printed on the last line.
+#
+# The source is exported to one fixed directory and built in the same target directory as
+# today's code, so dependencies already built are reused (cargo hashes workspace crates relative
+# to the workspace root). Both builds write target/debug/floe, so today's binary there is put
+# back afterwards.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$(pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/floe-target}"
+
+rev="$(grep -v '^#' tests/upgrade/previous-version | head -1 | tr -d '[:space:]')"
+if ! commit="$(git -C "$ROOT" rev-parse --verify --quiet "$rev^{commit}")"; then
+  echo "the previous version $rev is not in this clone's history (a shallow clone?): fetch it" >&2
+  exit 1
+fi
+out="$CARGO_TARGET_DIR/previous/$commit"
+if [[ -x "$out/floe" ]]; then
+  echo "previous version present: $out/floe"
+  echo "$out/floe"
+  exit 0
+fi
+src="${FLOE_PREVIOUS_SRC:-/var/tmp/floe-previous-src}"
+echo "building the previous version ${commit:0:12} from $src (once; kept in $out)"
+rm -rf "$src"
+mkdir -p "$src" "$out"
+git -C "$ROOT" archive "$commit" | tar -x -C "$src"
+today="$CARGO_TARGET_DIR/debug/floe"
+if [[ -e "$today" ]]; then
+  mv "$today" "$out/today.floe"
+  trap 'mv -f "$out/today.floe" "$today"' EXIT
+fi
+(cd "$src" && cargo build --quiet -p floe --bin floe)
+mv "$today" "$out/floe.partial"
+mv "$out/floe.partial" "$out/floe"
+echo "$out/floe"

@@ -1,0 +1,295 @@
+"""Rolling upgrade and downgrade under load (issue 30).
+
+A 3-node metadata cluster and 2 agents start from the previous version's binary
+(tests/upgrade/previous-version, built by scripts/build-previous.sh and named by
+FLOE_PREVIOUS_BIN). While an idempotent producer, a transactional producer and a consumer group
+run, each process is stopped with SIGTERM and started again on the same data from today's binary:
+the metadata followers first, then the leader, then the agents, so for a while every mix of old
+and new talks to each other. Then one metadata node and one agent go back to the previous binary
+(a downgrade within one version), and the load runs on.
+
+At the end nothing acknowledged is lost: every acknowledged record is at its offset with its
+value, once; every committed transaction is visible to a read_committed consumer and nothing of
+an aborted one is; the group's committed offsets are within the log. No client saw a fatal or
+non-retriable error. After every step the load made progress, so no step stopped the service.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from conftest import FLOE_BIN, Cluster, unique_name, wait_until
+
+PREVIOUS_BIN = os.environ.get("FLOE_PREVIOUS_BIN", "")
+PARTITIONS = 4
+# Records each step must see acknowledged before the next one, and transactions committed.
+PROGRESS_RECORDS = 300
+PROGRESS_TRANSACTIONS = 3
+
+
+class Load:
+    """The clients that run through the upgrade, each on its own thread."""
+
+    def __init__(self, bootstrap: str, topic: str, txn_topic: str):
+        from confluent_kafka import Consumer, Producer
+
+        self.topic, self.txn_topic = topic, txn_topic
+        self.stop = threading.Event()
+        self.errors: list[tuple[str, str]] = []
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.committed_txns: list[list[bytes]] = []
+        self.aborted_txns: list[list[bytes]] = []
+        self.consumed = 0
+        self.consume_notes: list[str] = []
+
+        def fatal_only(who):
+            return lambda e: self.errors.append((who, str(e))) if e.fatal() else None
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                                  "message.timeout.ms": 120000, "error_cb": fatal_only("producer")})
+        self.txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("upgrade-txn"),
+                             "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
+                             "error_cb": fatal_only("transactional producer")})
+        self.group = unique_name("upgrade-group")
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": self.group,
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                                  "auto.commit.interval.ms": 500, "error_cb": fatal_only("consumer")})
+        self.threads = [threading.Thread(target=f, daemon=True) for f in (self._produce, self._transact, self._consume)]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(180)
+        assert not any(t.is_alive() for t in self.threads), "a client thread did not finish"
+
+    def _produce(self):
+        def on_delivery(err, msg):
+            if err is not None:
+                self.errors.append(("delivery", str(err)))
+            else:
+                self.acked[(msg.partition(), msg.offset())] = msg.value()
+
+        i = 0
+        while not self.stop.is_set():
+            self.producer.produce(self.topic, key=str(i % 64).encode(), value=f"v{i}".encode(),
+                                  on_delivery=on_delivery)
+            self.producer.poll(0)
+            i += 1
+            if i % 50 == 0:
+                time.sleep(0.05)  # about 1,000 records a second
+        if self.producer.flush(120) != 0:
+            self.errors.append(("producer", "records still unacknowledged after 120 s"))
+
+    def _transact(self):
+        """Transactions of 10 records; every fifth is aborted on purpose. A retriable error is
+        retried; an abortable one aborts the transaction (recorded, since the test expects none)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self.txn.init_transactions(60)
+        except KafkaException as e:
+            self.errors.append(("init_transactions", str(e)))
+            return
+        n = 0
+        while not self.stop.is_set():
+            values = [f"t{n}-{j}".encode() for j in range(10)]
+            abort = n % 5 == 4
+            n += 1
+            try:
+                self.txn.begin_transaction()
+                for j, v in enumerate(values):
+                    self.txn.produce(self.txn_topic, key=str(j).encode(), value=v)
+                self._retrying(self.txn.abort_transaction if abort else self.txn.commit_transaction)
+                (self.aborted_txns if abort else self.committed_txns).append(values)
+            except KafkaException as e:
+                err = e.args[0]
+                self.errors.append(("transaction", str(err)))
+                if err.fatal():
+                    return
+                if err.txn_requires_abort():
+                    self._retrying(self.txn.abort_transaction)
+                    self.aborted_txns.append(values)
+            time.sleep(0.1)
+
+    @staticmethod
+    def _retrying(call):
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                return call(30)
+            except KafkaException as e:
+                if not e.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def _consume(self):
+        self.consumer.subscribe([self.topic])
+        while not self.stop.is_set():
+            msg = self.consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                self.consume_notes.append(str(msg.error()))
+                if not (msg.error().retriable() or msg.error().code() < 0):
+                    self.errors.append(("consume", str(msg.error())))
+                continue
+            self.consumed += 1
+        self.consumer.close()
+
+    def wait_progress(self, what: str, timeout: float = 90):
+        """Waits until records were acknowledged, transactions committed and records consumed by
+        the group since now."""
+        records, txns, consumed = len(self.acked), len(self.committed_txns), self.consumed
+        wait_until(lambda: len(self.acked) >= records + PROGRESS_RECORDS
+                   and len(self.committed_txns) >= txns + PROGRESS_TRANSACTIONS
+                   and self.consumed >= consumed + PROGRESS_RECORDS,
+                   timeout, f"the load going on after {what}")
+        assert not self.errors, f"client errors after {what}: {self.errors[:5]}"
+
+
+def replace(cluster: Cluster, proc, binary: str, ready):
+    """Stops `proc` with SIGTERM and starts it again on the same data from `binary`."""
+    code = proc.terminate(60)
+    assert code == 0, f"{proc.name} exited with {code} on SIGTERM:\n{proc.tail()}"
+    proc.bin = binary
+    proc.start()
+    ready()
+
+
+def metadata_caught_up(cluster: Cluster, node: int):
+    """Node `node` is back: it knows the leader and has applied what the leader had applied when
+    it came back."""
+    leader = cluster.leader()
+    target = (cluster.status(leader) or {}).get("applied_index") or 0
+
+    def caught_up():
+        s = cluster.status(node)
+        return bool(s and s["leader"] and (s.get("applied_index") or 0) >= target)
+
+    wait_until(caught_up, 60, f"metadata node {node} caught up")
+
+
+def read_all(bootstrap: str, topic: str, isolation: str) -> list:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("upgrade-check"),
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "enable.partition.eof": True})
+    ends = {}
+    for p in range(PARTITIONS):
+        ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got, done = [], {p for p, end in ends.items() if end == 0}
+    deadline = time.monotonic() + 120
+    while len(done) < PARTITIONS and time.monotonic() < deadline:
+        msg = consumer.poll(1)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == -191:  # _PARTITION_EOF
+                done.add(msg.partition())
+            continue
+        got.append((msg.partition(), msg.offset(), msg.value()))
+    consumer.close()
+    assert len(done) == PARTITIONS, f"{topic}: read to the end of {sorted(done)} only"
+    return got
+
+
+def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    if not (PREVIOUS_BIN and os.access(PREVIOUS_BIN, os.X_OK)):
+        pytest.fail("FLOE_PREVIOUS_BIN must name the previous version's floe: "
+                    "FLOE_PREVIOUS_BIN=$(bash scripts/build-previous.sh | tail -1)")
+    cluster = Cluster(tmp_path, bin=PREVIOUS_BIN)
+    request.node._aux_logs = [(p.name, p.log) for p in [*cluster.meta.values(), *cluster.agents.values()]]
+    load = None
+    try:
+        cluster.start()
+        bootstrap = f"{cluster.bootstrap(1)},{cluster.bootstrap(2)}"
+        topic, txn_topic = unique_name("upgrade"), unique_name("upgrade-txn")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for name, f in admin.create_topics([NewTopic(topic, PARTITIONS), NewTopic(txn_topic, PARTITIONS)]).items():
+            f.result(30)
+
+        load = Load(bootstrap, topic, txn_topic)
+        load.start()
+        load.wait_progress("the start, on the previous version")
+
+        steps = []
+        leader = cluster.leader()
+        for node in [*(i for i in cluster.meta if i != leader), leader]:
+            replace(cluster, cluster.meta[node], FLOE_BIN, lambda node=node: metadata_caught_up(cluster, node))
+            steps.append(f"metadata {node} upgraded")
+            load.wait_progress(steps[-1])
+        for a, agent in cluster.agents.items():
+            replace(cluster, agent, FLOE_BIN, lambda a=a: wait_until(
+                lambda: _port_serves(cluster, a), 60, f"agent {a} serving"))
+            steps.append(f"agent {a} upgraded")
+            load.wait_progress(steps[-1])
+
+        # Downgrade within one version: a follower and an agent go back to the previous binary.
+        follower = next(i for i in cluster.meta if i != cluster.leader())
+        replace(cluster, cluster.meta[follower], PREVIOUS_BIN, lambda: metadata_caught_up(cluster, follower))
+        steps.append(f"metadata {follower} downgraded")
+        load.wait_progress(steps[-1])
+        replace(cluster, cluster.agents[2], PREVIOUS_BIN, lambda: wait_until(
+            lambda: _port_serves(cluster, 2), 60, "agent 2 serving"))
+        steps.append("agent 2 downgraded")
+        load.wait_progress(steps[-1])
+
+        load.finish()
+        assert not load.errors, f"client errors: {load.errors[:10]}"
+
+        # Every acknowledged record at its offset, once.
+        got = read_all(bootstrap, topic, "read_uncommitted")
+        at = {(p, o): v for p, o, v in got}
+        lost = [(k, v) for k, v in load.acked.items() if at.get(k) != v]
+        assert not lost, f"{len(lost)} of {len(load.acked)} acknowledged records lost or changed: {lost[:5]}"
+        values = [v for _, _, v in got]
+        assert len(values) == len(set(values)), "a record was written twice"
+
+        # Committed transactions whole, aborted ones invisible, under read_committed.
+        seen = {v for _, _, v in read_all(bootstrap, txn_topic, "read_committed")}
+        committed = {v for t in load.committed_txns for v in t}
+        aborted = {v for t in load.aborted_txns for v in t}
+        assert committed <= seen, f"{len(committed - seen)} records of committed transactions missing"
+        assert not (aborted & seen), f"{len(aborted & seen)} records of aborted transactions visible"
+        assert seen <= committed | aborted
+
+        # The group's commits survived the upgrade and are within the log.
+        check = Consumer({"bootstrap.servers": bootstrap, "group.id": load.group, "enable.auto.commit": False})
+        commits = check.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        ends = {p: check.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                for p in range(PARTITIONS)}
+        check.close()
+        assert load.consumed > 0, f"the group consumed nothing: {load.consume_notes[:10]}"
+        assert any(c.offset > 0 for c in commits), f"the group committed nothing ({load.consumed} consumed): {commits}"
+        assert all(c.offset <= ends[c.partition] for c in commits), f"commits {commits} past the ends {ends}"
+        print(f"upgrade: {len(load.acked)} records acknowledged, {len(load.committed_txns)} transactions "
+              f"committed and {len(load.aborted_txns)} aborted, {load.consumed} consumed; steps: {steps}")
+        assert load.consumed > 0
+    finally:
+        if load is not None:
+            load.stop.set()
+        cluster.stop()
+
+
+def _port_serves(cluster: Cluster, a: int) -> bool:
+    import requests
+
+    try:
+        return requests.get(f"{cluster.http_url(a)}/v1/cluster", timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
