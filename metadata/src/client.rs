@@ -16,7 +16,9 @@ use tokio::sync::watch;
 use crate::command::{Command, Outcome};
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::NodeError;
-use crate::raft::network::{CallError, ConnectionPool, NotAfter, Request, Response, read_frame, write_frame};
+use crate::raft::network::{
+    CallError, ConnectionPool, NotAfter, Request, Response, dial_with_hello, read_frame_in, write_frame,
+};
 use crate::state::State;
 
 /// How long a proposal keeps trying nodes before it is answered as unavailable.
@@ -254,7 +256,15 @@ async fn mirror(inner: Arc<Inner>, copied: watch::Sender<bool>) {
 }
 
 async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std::io::Result<()> {
-    let mut stream = crate::tls::dial(addr, FOLLOW_CONNECT_TIMEOUT).await?;
+    let (mut stream, node) = dial_with_hello(addr, FOLLOW_CONNECT_TIMEOUT).await?;
+    if node.format > crate::FORMAT_VERSION {
+        // Its states and commands may not decode, or decode wrong: follow another node.
+        tracing::error!(
+            %addr, node_format = node.format, node_release = %node.release, format = crate::FORMAT_VERSION,
+            "this agent cannot read the metadata format the node writes: upgrade agents before metadata nodes"
+        );
+        return Ok(());
+    }
     write_frame(&mut stream, &Request::Subscribe).await?;
     let subscribed = Instant::now();
     let mut first_copy: Option<Instant> = None;
@@ -271,7 +281,7 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
             inner.behind.notified().await;
         };
         let frame = tokio::select! {
-            frame = read_frame::<Response>(&mut stream) => frame?,
+            frame = read_frame_in::<Response>(&mut stream, node.format) => frame?,
             () = behind => {
                 tracing::info!(%addr, "metadata node behind the proposals; following another");
                 return Ok(());

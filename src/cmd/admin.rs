@@ -13,7 +13,21 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
     match command {
         AdminCommand::Cluster { metadata } => {
             let status = floe_metadata::raft::network::fetch_status(&metadata).await.map_err(|e| anyhow!(e))?;
-            println!("{}", serde_json::to_string_pretty(&status)?);
+            // Each member's versions, so a rolling upgrade's progress shows; an unreachable
+            // member's is the error.
+            let mut versions = serde_json::Map::new();
+            for (id, addr) in &status.members {
+                let hello = floe_metadata::raft::network::fetch_hello(addr).await;
+                versions.insert(
+                    id.to_string(),
+                    hello.map_or_else(|e| serde_json::json!({"error": e}), |h| serde_json::json!(h)),
+                );
+            }
+            let mut out = serde_json::to_value(&status)?;
+            if let Some(out) = out.as_object_mut() {
+                out.insert("versions".to_owned(), versions.into());
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
         }
         AdminCommand::AddMetadataNode { metadata, node_id, addr } => {
             floe_metadata::raft::network::change_membership(&metadata, Some((node_id, addr)), None)

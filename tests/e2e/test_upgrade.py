@@ -179,6 +179,13 @@ def metadata_caught_up(cluster: Cluster, node: int):
     wait_until(caught_up, 60, f"metadata node {node} caught up")
 
 
+def protocols(cluster: Cluster) -> dict[int, int]:
+    """Each metadata node's protocol version, as `floe admin cluster` reports it (0: before Hello)."""
+    status = cluster.status(cluster.leader())
+    assert status and "versions" in status, f"no versions in {status}"
+    return {int(i): v.get("protocol", -1) for i, v in status["versions"].items()}
+
+
 def read_all(bootstrap: str, topic: str, isolation: str) -> list:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -227,12 +234,23 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
         load.start()
         load.wait_progress("the start, on the previous version")
 
+        # `floe admin cluster` shows each node's protocol while the upgrade runs (the previous
+        # version's may be 0, before Hello).
+        old = set(protocols(cluster).values())
+        assert len(old) == 1, f"the previous version's nodes differ: {protocols(cluster)}"
+        old = old.pop()
+        new = None
         steps = []
         leader = cluster.leader()
+        upgraded = set()
         for node in [*(i for i in cluster.meta if i != leader), leader]:
             replace(cluster, cluster.meta[node], FLOE_BIN, lambda node=node: metadata_caught_up(cluster, node))
+            upgraded.add(node)
             steps.append(f"metadata {node} upgraded")
             load.wait_progress(steps[-1])
+            now = protocols(cluster)
+            new = now[node]
+            assert new >= old and now == {i: new if i in upgraded else old for i in cluster.meta}, (steps[-1], now)
         for a, agent in cluster.agents.items():
             replace(cluster, agent, FLOE_BIN, lambda a=a: wait_until(
                 lambda: _port_serves(cluster, a), 60, f"agent {a} serving"))
@@ -244,6 +262,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
         replace(cluster, cluster.meta[follower], PREVIOUS_BIN, lambda: metadata_caught_up(cluster, follower))
         steps.append(f"metadata {follower} downgraded")
         load.wait_progress(steps[-1])
+        assert protocols(cluster) == {i: old if i == follower else new for i in cluster.meta}, steps[-1]
         replace(cluster, cluster.agents[2], PREVIOUS_BIN, lambda: wait_until(
             lambda: _port_serves(cluster, 2), 60, "agent 2 serving"))
         steps.append("agent 2 downgraded")

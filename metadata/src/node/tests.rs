@@ -467,3 +467,31 @@ async fn a_golden_data_directory_of_format_6_still_opens() {
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A Hello is answered with the node's versions; a subscriber that reads only older formats
+/// than the node writes gets no change stream (and the node logs why), while one of today's gets
+/// the state's copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hello_is_answered_and_a_reader_of_older_formats_gets_no_change_stream() {
+    use crate::raft::network::{Hello, Request, Response, dial_with_hello, read_frame, write_frame};
+    let cluster = Cluster::start(1).await;
+    cluster.leader().await;
+    let addr = &cluster.peers[&1];
+
+    let (mut stream, hello) = dial_with_hello(addr, Duration::from_secs(5)).await.expect("hello");
+    assert_eq!(hello, Hello::this_process());
+    write_frame(&mut stream, &Request::Subscribe).await.expect("subscribe");
+    assert!(matches!(read_frame::<Response>(&mut stream).await, Ok(Some(Response::StateCopy(_)))));
+
+    let mut old = crate::tls::dial(addr, Duration::from_secs(5)).await.expect("dial");
+    let older = Hello { format: crate::FORMAT_VERSION - 1, ..Hello::this_process() };
+    write_frame(&mut old, &Request::Hello(older)).await.expect("hello");
+    assert!(matches!(read_frame::<Response>(&mut old).await, Ok(Some(Response::Hello(_)))));
+    write_frame(&mut old, &Request::Subscribe).await.expect("subscribe");
+    let answer = tokio::time::timeout(Duration::from_secs(5), read_frame::<Response>(&mut old)).await;
+    assert!(matches!(answer, Ok(Ok(None))), "the stream is closed unsent: {answer:?}");
+    for node in cluster.nodes.values() {
+        node.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&cluster.root);
+}

@@ -3,7 +3,16 @@
 //! response at a time per connection.
 //!
 //! Frame: `payload_bytes: u32 BE | payload`, at most [`FRAME_BYTES_MAX`]. The payload is a
-//! postcard-encoded [`Request`] or [`Response`]; both are versioned by adding variants at the end.
+//! postcard-encoded [`Request`] or [`Response`]; both grow by adding variants at the end, and
+//! [`PROTOCOL_VERSION`] counts those changes.
+//!
+//! Versions: a connection may open with [`Request::Hello`], which names the asker's protocol and
+//! metadata format and is answered with the node's. A process of protocol 0 cannot read a Hello
+//! and closes the connection on it; the asker then knows it as [`Hello::before_hello`]. A reader
+//! reads every older format (`state::formats`) and writes only its own, so in a change stream
+//! the agent decodes in the node's format when that is older, and a node refuses a subscriber
+//! that reads only older formats than it writes (it logs both versions): upgrade agents before
+//! metadata nodes when the format changes.
 
 use std::time::Duration;
 
@@ -35,6 +44,49 @@ pub const SERVED_CONNECTIONS_MAX: usize = 4096;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Time a forwarded proposal may take on the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The metadata protocol's version. 0: no version exchange; 1: [`Request::Hello`].
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The newest metadata format a process of protocol 0 may write.
+const FORMAT_BEFORE_HELLO: u32 = 6;
+/// Longest release string a Hello carries.
+const RELEASE_BYTES_MAX: usize = 64;
+
+/// What a process speaks: the metadata protocol, the newest metadata format it reads and
+/// writes ([`crate::FORMAT_VERSION`]) and its release, for people.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Hello {
+    pub protocol: u32,
+    pub format: u32,
+    pub release: String,
+}
+
+impl Hello {
+    /// This process.
+    pub fn this_process() -> Self {
+        Self {
+            protocol: PROTOCOL_VERSION,
+            format: crate::FORMAT_VERSION,
+            release: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+
+    /// A process that does not know Hello.
+    pub fn before_hello() -> Self {
+        Self { protocol: 0, format: FORMAT_BEFORE_HELLO, release: "before metadata protocol 1".to_owned() }
+    }
+
+    /// Why a change stream in this node's format cannot be read by `subscriber`, if it cannot.
+    fn cannot_serve(&self, subscriber: &Hello) -> Option<String> {
+        (subscriber.format < self.format).then(|| {
+            format!(
+                "the subscriber reads metadata formats up to {} ({}) and this node writes format {} ({}): \
+                 upgrade agents before metadata nodes",
+                subscriber.format, subscriber.release, self.format, self.release
+            )
+        })
+    }
+}
 
 /// A request to a metadata node.
 #[derive(Debug, Serialize, Deserialize)]
@@ -69,6 +121,8 @@ pub(crate) enum Request {
     ProposeAsOperator(Command, NotAfter, String),
     /// The node's wall clock (`floe doctor` compares clocks).
     Clock,
+    /// The asker's versions; answered with the node's ([`Response::Hello`]). Protocol 1.
+    Hello(Hello),
 }
 
 impl Request {
@@ -78,7 +132,7 @@ impl Request {
     /// the voters. Operator-only commands from an agent need the operator token.
     fn allowed(&self, role: &Role, operator_token: impl Fn(&str) -> bool) -> bool {
         match (role, self) {
-            (_, Request::Status | Request::Clock) => true,
+            (_, Request::Status | Request::Clock | Request::Hello(_)) => true,
             (
                 Role::Peer(_),
                 Request::AppendEntries(_)
@@ -142,7 +196,7 @@ pub(crate) enum Response {
     Status(ClusterStatus),
     /// The outcome and log index of a [`Request::ProposeAnywhere`], or why it is unknown.
     ProposeAnywhere(Result<(CommandResponse, u64), String>),
-    StateCopy(Box<State>),
+    StateCopy(#[serde(deserialize_with = "crate::state::formats::restored_state")] Box<State>),
     Change(u64, Command),
     /// The result of a membership change.
     Membership(Result<(), String>),
@@ -152,6 +206,8 @@ pub(crate) enum Response {
     ReadIndex(Result<u64, String>),
     /// The answer to [`Request::Clock`]: ms since the epoch.
     Clock(i64),
+    /// The answer to [`Request::Hello`].
+    Hello(Hello),
 }
 
 /// How a leader answered a forwarded proposal.
@@ -187,6 +243,14 @@ pub(crate) async fn write_frame(stream: &mut (impl AsyncWrite + Unpin), value: &
 pub(crate) async fn read_frame<T: DeserializeOwned>(
     stream: &mut (impl AsyncRead + Unpin),
 ) -> std::io::Result<Option<T>> {
+    read_frame_in(stream, crate::FORMAT_VERSION).await
+}
+
+/// [`read_frame`] of a frame whose states and commands were written in metadata format `format`.
+pub(crate) async fn read_frame_in<T: DeserializeOwned>(
+    stream: &mut (impl AsyncRead + Unpin),
+    format: u32,
+) -> std::io::Result<Option<T>> {
     let length = match stream.read_u32().await {
         Ok(length) => length as usize,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -208,7 +272,11 @@ pub(crate) async fn read_frame<T: DeserializeOwned>(
     if payload.len() != length {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    postcard::from_bytes(&payload).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    // 0: today's format.
+    let format = if format >= crate::FORMAT_VERSION { 0 } else { format };
+    crate::state::formats::decoding(format, || postcard::from_bytes(&payload))
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Serves the metadata protocol until `stop` turns true.
@@ -260,6 +328,7 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                 tracing::warn!(%peer, limit = SERVED_CONNECTIONS_MAX, "metadata connection refused: too many open");
                 return;
             };
+            let mut theirs = Hello::before_hello();
             loop {
                 let read = tokio::select! {
                     read = read_frame::<Request>(&mut stream) => read,
@@ -291,6 +360,11 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                     }
                     Request::Status => Response::Status(node.status()),
                     Request::Clock => Response::Clock(crate::now_ms()),
+                    Request::Hello(mut hello) => {
+                        hello.release.truncate(hello.release.floor_char_boundary(RELEASE_BYTES_MAX));
+                        theirs = hello;
+                        Response::Hello(Hello::this_process())
+                    }
                     Request::ProposeAnywhere(command, not_after)
                     | Request::ProposeAsOperator(command, not_after, _) => {
                         Response::ProposeAnywhere(match node.propose_before(command, not_after).await {
@@ -314,6 +388,10 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                         None => Err("not the metadata leader".into()),
                     }),
                     Request::Subscribe => {
+                        if let Some(why) = Hello::this_process().cannot_serve(&theirs) {
+                            tracing::error!(%peer, "change stream refused: {why}");
+                            return;
+                        }
                         if let Err(e) = stream_changes(&mut stream, &node, &mut stop).await {
                             tracing::debug!(%peer, error = %e, "change stream ended");
                         }
@@ -456,6 +534,33 @@ pub(crate) async fn forward_proposal(
         Response::Propose(reply) => Ok(reply),
         _ => Err(CallError::Mismatch { addr: addr.to_owned() }),
     }
+}
+
+/// Opens a connection to the node at `addr` and exchanges Hellos: the connection and the node's
+/// versions. A node of protocol 0 closes the connection on a Hello (it cannot read it); it is
+/// then dialled again and known as [`Hello::before_hello`].
+pub(crate) async fn dial_with_hello(addr: &str, timeout: Duration) -> std::io::Result<(MetadataStream, Hello)> {
+    let mut stream = crate::tls::dial(addr, timeout).await?;
+    write_frame(&mut stream, &Request::Hello(Hello::this_process())).await?;
+    let answer = tokio::time::timeout(timeout, read_frame::<Response>(&mut stream))
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?;
+    match answer {
+        Ok(Some(Response::Hello(hello))) => Ok((stream, hello)),
+        Ok(Some(_)) => {
+            Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "a Hello answered with another response"))
+        }
+        Ok(None) => Ok((crate::tls::dial(addr, timeout).await?, Hello::before_hello())),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Ok((crate::tls::dial(addr, timeout).await?, Hello::before_hello()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The versions of the node at `addr`.
+pub async fn fetch_hello(addr: &str) -> Result<Hello, String> {
+    dial_with_hello(addr, Duration::from_secs(5)).await.map(|(_, hello)| hello).map_err(|e| format!("{addr}: {e}"))
 }
 
 /// Asks the node at `addr` for its cluster status.

@@ -108,3 +108,70 @@ fn roles_may_send_their_own_requests_only() {
     ));
     assert!(vote_request(1).refusal(&agent).is_none(), "a refused Raft call closes the connection");
 }
+
+/// A change stream from a node of an older format is read in that format: an agent upgraded
+/// before the metadata nodes follows them.
+#[tokio::test]
+async fn a_state_copy_is_read_in_the_format_its_node_writes() {
+    let archive = include_bytes!("../../../tests/golden/state-v5.snap");
+    let expected = crate::archive::decode_state(archive).expect("the golden state decodes");
+    // Response::StateCopy is variant 6; its body is the state as format 5 encoded it.
+    let mut payload = vec![6u8];
+    payload.extend_from_slice(&archive[12..]);
+    let mut frame = (payload.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&payload);
+
+    let read = read_frame_in::<Response>(&mut &frame[..], 5).await.expect("reads");
+    match read {
+        Some(Response::StateCopy(state)) => assert_eq!(*state, expected),
+        other => panic!("unexpected frame {other:?}"),
+    }
+    let as_today = read_frame::<Response>(&mut &frame[..]).await;
+    assert!(
+        !matches!(as_today, Ok(Some(Response::StateCopy(ref s))) if **s == expected),
+        "format 5 read as today's format should not give the same state (the test would prove nothing)"
+    );
+}
+
+/// A node of protocol 0 closes a connection whose first request it cannot read; the asker dials
+/// again and knows it as such.
+#[tokio::test]
+async fn a_node_before_hello_is_dialled_again_and_known_as_such() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        // First connection: one frame read as bytes (an old node fails to decode it), then closed.
+        let Ok((mut first, _)) = listener.accept().await else { return };
+        let length = first.read_u32().await.expect("length");
+        let mut payload = vec![0; length as usize];
+        first.read_exact(&mut payload).await.expect("payload");
+        drop(first);
+        let Ok((mut second, _)) = listener.accept().await else { return };
+        while let Ok(Some(request)) = read_frame::<Request>(&mut second).await {
+            let answer = match request {
+                Request::Clock => Response::Clock(42),
+                _ => return,
+            };
+            if write_frame(&mut second, &answer).await.is_err() {
+                return;
+            }
+        }
+    });
+    let (mut stream, hello) = dial_with_hello(&addr, Duration::from_secs(5)).await.expect("dials");
+    assert_eq!(hello, Hello::before_hello());
+    write_frame(&mut stream, &Request::Clock).await.expect("write");
+    assert!(matches!(read_frame::<Response>(&mut stream).await, Ok(Some(Response::Clock(42)))));
+}
+
+#[test]
+fn a_node_serves_change_streams_to_readers_of_its_format_or_newer() {
+    let node = Hello::this_process();
+    let newer = Hello { format: node.format + 1, ..node.clone() };
+    let older = Hello { format: node.format - 1, ..node.clone() };
+    assert!(node.cannot_serve(&node).is_none());
+    assert!(node.cannot_serve(&newer).is_none());
+    let why = node.cannot_serve(&older).expect("an older reader is refused");
+    assert!(why.contains(&format!("up to {}", older.format)) && why.contains("upgrade agents before"), "{why}");
+    // Protocol 0 wrote format 6 at most, which today's node writes too.
+    assert!(Hello::before_hello().format <= crate::FORMAT_VERSION);
+}
