@@ -6,6 +6,8 @@ use std::time::Duration;
 use floe_metadata::{Command, Metadata};
 use floe_storage::{BlockCache, SegmentStore};
 
+use floe_metadata::tasks::TaskGroup;
+
 use crate::produce::FlushBuffer;
 
 /// When the flush buffer is written out, and how much memory it may hold.
@@ -101,7 +103,15 @@ pub struct Agent {
     pub usage: crate::usage::UsageMeter,
     /// Set once the agent left the cluster to shut down: no more heartbeats, no longer listed.
     draining: std::sync::atomic::AtomicBool,
+    /// Background tasks, stopped in this order: heartbeats (before the agent leaves the
+    /// cluster), jobs (while the flushes drain), reporters (after them).
+    heartbeats: TaskGroup,
+    jobs: TaskGroup,
+    reporters: TaskGroup,
 }
+
+/// How long leaving waits for heartbeats in flight.
+const HEARTBEATS_STOP_WAIT: Duration = Duration::from_secs(5);
 
 impl Agent {
     /// Builds the agent and starts its flush pipeline. Must run inside a Tokio runtime.
@@ -140,14 +150,20 @@ impl Agent {
             fetch_sessions,
             usage,
             draining: std::sync::atomic::AtomicBool::new(false),
+            heartbeats: TaskGroup::default(),
+            jobs: TaskGroup::default(),
+            reporters: TaskGroup::default(),
         });
-        tokio::spawn(crate::fetch::wakeups::run(Arc::downgrade(&agent)));
-        tokio::spawn(crate::membership::heartbeat(Arc::downgrade(&agent)));
-        tokio::spawn(crate::gc::run(Arc::downgrade(&agent), agent.config.gc));
-        tokio::spawn(crate::compaction::run(Arc::downgrade(&agent), agent.config.compaction));
-        tokio::spawn(crate::tables::run(Arc::downgrade(&agent), agent.config.tables));
-        tokio::spawn(crate::usage::run(Arc::downgrade(&agent)));
-        tokio::spawn(crate::load::run(Arc::downgrade(&agent), agent.config.load_targets));
+        // Each holds a weak reference: dropping the agent (tests) also ends them.
+        let weak = || Arc::downgrade(&agent);
+        let heartbeats = agent.heartbeats.clone();
+        agent.heartbeats.spawn(|stop| crate::membership::heartbeat(weak(), heartbeats, stop));
+        agent.jobs.spawn(|stop| crate::gc::run(weak(), agent.config.gc, stop));
+        agent.jobs.spawn(|stop| crate::compaction::run(weak(), agent.config.compaction, stop));
+        agent.jobs.spawn(|stop| crate::tables::run(weak(), agent.config.tables, stop));
+        agent.reporters.spawn_cancellable(crate::fetch::wakeups::run(weak()));
+        agent.reporters.spawn(|stop| crate::usage::run(weak(), stop));
+        agent.reporters.spawn(|stop| crate::load::run(weak(), agent.config.load_targets, stop));
         agent
     }
 
@@ -170,15 +186,22 @@ impl Agent {
     /// clients, told by its own Metadata answers too, move to them.
     pub async fn leave(&self) {
         self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+        // A heartbeat committed after the leave would list the agent again: the ones in flight
+        // are waited for (a while; past that the agent's session expires in the usual time).
+        if tokio::time::timeout(HEARTBEATS_STOP_WAIT, self.heartbeats.stop()).await.is_err() {
+            tracing::warn!("leaving the cluster: a heartbeat is still in flight");
+        }
         let leave = Command::AgentLeave { agent_id: self.config.node_id, now_ms: floe_metadata::now_ms() };
         if let Err(e) = self.metadata.propose(leave).await {
             tracing::warn!(error = %e, "leaving the cluster: not committed; other agents drop this one within 10 s");
         }
     }
 
-    /// Stops taking new batches and waits until every buffered batch is flushed and answered.
+    /// Stops taking new batches and waits until every buffered batch is flushed and answered,
+    /// while the jobs finish their step in progress; then stops the reporters.
     pub async fn shutdown(&self) {
-        self.buffer.close_and_drain().await;
+        tokio::join!(self.jobs.stop(), self.buffer.close_and_drain());
+        self.reporters.stop().await;
         // What was served is reported before leaving (a journal would keep it otherwise).
         if let Err(e) = self.usage.report(&self.metadata).await {
             tracing::warn!(error = %e, "last usage report not committed");

@@ -10,7 +10,10 @@
 //! object that garbage collection deletes.
 
 use std::sync::Weak;
+
+use floe_metadata::tasks::sleep_unless_stopped;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use bytes::BytesMut;
 use floe_metadata::{Command, CompactedRun, EntryData, NodeError, ObjectId, State, TopicId};
@@ -43,10 +46,9 @@ struct Run {
     codec: Option<i16>,
 }
 
-/// Runs until the agent is dropped.
-pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig) {
-    loop {
-        tokio::time::sleep(config.interval).await;
+/// Runs until `stop` (or the agent is dropped); a run in progress is finished.
+pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig, stop: CancellationToken) {
+    while sleep_unless_stopped(&stop, config.interval).await {
         let Some(agent) = agent.upgrade() else { return };
         if !crate::gc::is_job_runner(&agent).await {
             continue;

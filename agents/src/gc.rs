@@ -12,7 +12,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
+
+use floe_metadata::tasks::sleep_unless_stopped;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use floe_metadata::{Command, ObjectId, now_ms};
 use floe_storage::SegmentKey;
@@ -44,14 +47,13 @@ impl GcConfig {
     }
 }
 
-/// Runs until the agent is dropped.
-pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig) {
+/// Runs until `stop` (or the agent is dropped).
+pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig, stop: CancellationToken) {
     // When each unreferenced object was first seen so, by this collector (a new collector starts
     // the clock again: the safe direction).
     let mut unreferenced_since: HashMap<ObjectId, Instant> = HashMap::new();
     let mut round = 0u64;
-    loop {
-        tokio::time::sleep(config.interval).await;
+    while sleep_unless_stopped(&stop, config.interval).await {
         let Some(agent) = agent.upgrade() else { return };
         if !is_job_runner(&agent).await {
             unreferenced_since.clear();

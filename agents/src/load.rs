@@ -88,12 +88,12 @@ pub fn p99_between(before: &LatencySnapshot, after: &LatencySnapshot) -> Option<
         .or_else(|| after.buckets.last().map(|(bound, _)| bound * 2.0))
 }
 
-/// Measures and reports utilization every [`LOAD_SAMPLE_INTERVAL`] until the agent is dropped.
-pub(crate) async fn run(agent: Weak<Agent>, targets: LoadTargets) {
+/// Measures and reports utilization every [`LOAD_SAMPLE_INTERVAL`] until `stop` (or the agent is
+/// dropped).
+pub(crate) async fn run(agent: Weak<Agent>, targets: LoadTargets, stop: tokio_util::sync::CancellationToken) {
     let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
     let mut last = (Instant::now(), process_cpu_seconds(), produce_latency());
-    loop {
-        tokio::time::sleep(LOAD_SAMPLE_INTERVAL).await;
+    while floe_metadata::tasks::sleep_unless_stopped(&stop, LOAD_SAMPLE_INTERVAL).await {
         let Some(agent) = agent.upgrade() else { return };
         if agent.is_draining() {
             return;

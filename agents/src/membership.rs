@@ -9,7 +9,9 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use floe_metadata::now_ms;
+use floe_metadata::tasks::TaskGroup;
 use floe_metadata::{AgentInfo, AgentRecord, Command, State, TopicId};
+use tokio_util::sync::CancellationToken;
 
 use crate::Agent;
 
@@ -51,15 +53,15 @@ pub async fn announce(agent: &Agent) -> Result<(), floe_metadata::CommandError> 
     Ok(())
 }
 
-/// Runs until the agent is dropped. Ticks on a fixed interval and proposes each heartbeat in a
-/// task of its own, stamped when it is sent: waiting for a slow commit before the next would let
-/// two stamps lie further apart than [`AGENT_SESSION`], and the agent would drop out of Metadata.
-pub(crate) async fn heartbeat(agent: Weak<Agent>) {
+/// Runs until `stop` (or the agent is dropped). Ticks on a fixed interval and proposes each
+/// heartbeat in a task of its own in `tasks` (so stopping waits for it), stamped when it is sent:
+/// waiting for a slow commit before the next would let two stamps lie further apart than
+/// [`AGENT_SESSION`], and the agent would drop out of Metadata.
+pub(crate) async fn heartbeat(agent: Weak<Agent>, tasks: TaskGroup, stop: CancellationToken) {
     let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(HEARTBEATS_IN_FLIGHT_MAX));
     let mut ticks = tokio::time::interval(HEARTBEAT_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
+    while stop.run_until_cancelled(ticks.tick()).await.is_some() {
         let Some(strong) = agent.upgrade() else { return };
         if strong.is_draining() {
             return;
@@ -71,7 +73,7 @@ pub(crate) async fn heartbeat(agent: Weak<Agent>) {
         let command = heartbeat_command(&strong);
         let metadata = strong.metadata.clone();
         drop(strong);
-        tokio::spawn(async move {
+        tasks.spawn(|_| async move {
             if let Err(e) = metadata.propose(command).await {
                 tracing::warn!(error = %e, "agent heartbeat failed");
             }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use crate::command::Command;
 use crate::node::MetadataNode;
 use crate::now_ms;
+use crate::tasks::sleep_unless_stopped;
+use tokio_util::sync::CancellationToken;
 
 /// How often the loop looks for due work.
 const TICK: Duration = Duration::from_millis(100);
@@ -27,12 +29,11 @@ struct LastRun {
     offsets: Instant,
 }
 
-/// Runs while the node lives.
-pub(crate) async fn run(node: MetadataNode) {
+/// Runs until `stop`.
+pub(crate) async fn run(node: MetadataNode, stop: CancellationToken) {
     let start = Instant::now();
     let mut last = LastRun { retention: start, transactions: start, offsets: start };
-    loop {
-        tokio::time::sleep(TICK).await;
+    while sleep_unless_stopped(&stop, TICK).await {
         if node.leader_term().is_none() {
             continue;
         }

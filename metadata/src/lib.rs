@@ -20,6 +20,7 @@ pub mod namespace;
 pub mod node;
 pub mod raft;
 pub mod state;
+pub mod tasks;
 pub mod tls;
 
 pub use client::RemoteMetadata;

@@ -121,6 +121,8 @@ pub struct MetadataNode {
     server: Arc<std::sync::Mutex<Option<ServerHandle>>>,
     /// Consumer group coordination, active while this node leads.
     groups: Arc<crate::groups::GroupCoordinator>,
+    /// The commit grouping, group timers and leader duties; stopped by [`MetadataNode::shutdown`].
+    tasks: crate::tasks::TaskGroup,
 }
 
 impl std::fmt::Debug for MetadataNode {
@@ -191,11 +193,12 @@ impl MetadataNode {
             data_dir: config.data_dir.clone(),
             server: Default::default(),
             groups: Default::default(),
+            tasks: Default::default(),
         };
         crate::metrics::NodeCollector::register(node.clone());
-        tokio::spawn(group_commits(node.clone(), commit_queue));
-        tokio::spawn(crate::groups::GroupCoordinator::run_timers(node.clone()));
-        tokio::spawn(crate::leader_duties::run(node.clone()));
+        node.tasks.spawn_cancellable(group_commits(node.clone(), commit_queue));
+        node.tasks.spawn(|stop| crate::groups::GroupCoordinator::run_timers(node.clone(), stop));
+        node.tasks.spawn(|stop| crate::leader_duties::run(node.clone(), stop));
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
@@ -522,12 +525,14 @@ impl MetadataNode {
         self.raft.change_membership(change, false).await.map(|_| ()).map_err(|e| e.to_string())
     }
 
+    /// Stops serving, then the background tasks (each finishes its step), then Raft.
     pub async fn shutdown(&self) {
         let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((stop, handle)) = server {
             let _ = stop.send(true);
             let _ = handle.await;
         }
+        self.tasks.stop().await;
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }

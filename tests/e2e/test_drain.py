@@ -75,7 +75,12 @@ def test_an_agent_drains_on_sigterm_while_a_producer_runs(cluster):
     code = agent1.p.wait(60)
     drained_s = time.monotonic() - began
     assert unlisted_s < 3, f"agent 1 still listed {unlisted_s:.1f} s after SIGTERM"
-    time.sleep(3)  # the producer carries on through agent 2 alone
+    # The producer carries on through agent 2 alone, and agent 1 stays unlisted: no heartbeat
+    # of its was committed after it left.
+    for _ in range(6):
+        time.sleep(0.5)
+        listed = requests.get(f"{cluster.http_url(2)}/v1/cluster", timeout=5).json()["live_agent_ids"]
+        assert listed == [2], f"agent 1 listed again after it left: {listed}"
     stop.set()
     thread.join(90)
 

@@ -15,7 +15,10 @@ mod upsert;
 
 use std::collections::HashMap;
 use std::sync::Weak;
+
+use floe_metadata::tasks::sleep_unless_stopped;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use floe_metadata::{State, TopicId};
 use floe_registry::ParsedSchema;
@@ -67,15 +70,14 @@ pub struct TableJobConfig {
 /// Table GC runs every this many rounds: it lists the table prefixes.
 const GC_EVERY_ROUNDS: u64 = 30;
 
-/// Runs until the agent is dropped.
-pub(crate) async fn run(agent: Weak<Agent>, config: TableJobConfig) {
+/// Runs until `stop` (or the agent is dropped).
+pub(crate) async fn run(agent: Weak<Agent>, config: TableJobConfig, stop: CancellationToken) {
     let mut last_attempt: HashMap<TopicId, Instant> = HashMap::new();
     // Tables whose last round stopped at its byte budget: due again at once.
     let mut backlogged: Vec<TopicId> = Vec::new();
     let mut cache: HashMap<TopicId, CachedTable> = HashMap::new();
     let mut round = 0u64;
-    loop {
-        tokio::time::sleep(config.interval).await;
+    while sleep_unless_stopped(&stop, config.interval).await {
         let Some(agent) = agent.upgrade() else { return };
         round += 1;
         let due = {

@@ -337,8 +337,8 @@ impl UsageMeter {
 }
 
 /// Reports what a replayed journal holds at once, then the agent's usage every interval; runs
-/// until the agent is dropped.
-pub(crate) async fn run(agent: Weak<crate::Agent>) {
+/// until `stop` (or the agent is dropped).
+pub(crate) async fn run(agent: Weak<crate::Agent>, stop: tokio_util::sync::CancellationToken) {
     let Some(interval) = agent.upgrade().filter(|a| a.usage.config.enabled).map(|a| a.usage.config.report_interval)
     else {
         return;
@@ -355,7 +355,9 @@ pub(crate) async fn run(agent: Weak<crate::Agent>) {
             }
         };
         drop(strong);
-        tokio::time::sleep(wait).await;
+        if !floe_metadata::tasks::sleep_unless_stopped(&stop, wait).await {
+            return;
+        }
     }
 }
 

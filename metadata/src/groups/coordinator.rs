@@ -1151,12 +1151,11 @@ impl GroupCoordinator {
         }
     }
 
-    /// Runs the group timers while the node lives: expires sessions and pending member ids and
+    /// Runs the group timers until the node shuts down: expires sessions and pending member ids and
     /// completes rebalances at their deadline. (The leader's other periodic work is
     /// `crate::leader_duties`.)
-    pub(crate) async fn run_timers(node: MetadataNode) {
-        loop {
-            tokio::time::sleep(TICK).await;
+    pub(crate) async fn run_timers(node: MetadataNode, stop: tokio_util::sync::CancellationToken) {
+        while crate::tasks::sleep_unless_stopped(&stop, TICK).await {
             let coordinator = node.groups();
             let now = Instant::now();
             let mut stores = Vec::new();
