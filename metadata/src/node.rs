@@ -145,7 +145,7 @@ pub struct ClusterStatus {
     pub agents: Vec<crate::state::AgentRecord>,
 }
 
-fn raft_config(voter_count: usize) -> std::io::Result<openraft::Config> {
+pub(crate) fn raft_config(voter_count: usize) -> std::io::Result<openraft::Config> {
     // Generous for loaded 2-core machines: the heartbeat is also the append RPC timeout. A single
     // voter has nobody to wait for, so it elects itself quickly (`floe dev` starts in well under a
     // second).

@@ -4,6 +4,9 @@
 pub(crate) mod handshakes;
 pub(crate) mod log_store;
 pub mod network;
+pub mod runtime;
+#[cfg(test)]
+mod sim;
 pub mod state_machine;
 
 use std::io::Cursor;
@@ -36,7 +39,7 @@ openraft::declare_raft_types!(
         Node = BasicNode,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = openraft::TokioRuntime,
+        AsyncRuntime = runtime::FloeRuntime,
 );
 
 /// What `Raft::client_write` answers.

@@ -57,7 +57,7 @@ pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, Command
     (state, outcomes)
 }
 
-pub(super) fn check_invariants(state: &State) {
+pub(crate) fn check_invariants(state: &State) {
     super::registry::tests::check_registry_invariants(state);
     for (id, producer) in &state.producers {
         // (Sequences of a deleted topic may outlive it.)
