@@ -4,7 +4,7 @@
 //! state machine; this crate only turns values into bytes and back.
 //!
 //! Written against the Iceberg table spec, format version 2. Floe writes every file itself
-//! (no `iceberg` crate: see docs/ARCHITECTURE.md, "Table topics").
+//! (no `iceberg` crate: see docs/internals/table-topics.md, "Why no `iceberg` crate").
 
 pub mod avro;
 pub mod data;
