@@ -88,8 +88,16 @@ impl Cause {
     }
 }
 
+/// The hot tier's format, named in every block's key: a block is the bytes of the
+/// [`BLOCK_BYTES`]-aligned range `index` of an object, as they were read or written. The disk
+/// tier outlives the process, so a change to what a key names needs a new version (the block
+/// size is in the key too): a restarted agent then misses the old blocks, which age out, rather
+/// than reading a block of another layout. Version 1 keys are `b1.{BLOCK_BYTES}/{object}#{index}`;
+/// keys without a version (before it) are never read.
+const BLOCK_FORMAT: u32 = 1;
+
 fn block_key(key: &SegmentKey, block: u64) -> String {
-    format!("{}#{block}", key.as_str())
+    format!("b{BLOCK_FORMAT}.{BLOCK_BYTES}/{}#{block}", key.as_str())
 }
 
 /// Blocks `first..=last` that hold bytes `start..start + len`.

@@ -156,3 +156,31 @@ async fn a_small_last_block_comes_with_the_block_before_it() {
     let second = cache.read_chunk(&empty, &chunk_ref(&key, &chunks[1]), object_bytes).await.expect("across both");
     assert_eq!(&second, &datas[1]);
 }
+
+/// The disk tier outlives the process: a block cached under another format's key (here, the
+/// unversioned keys from before block formats) is never read, and today's key names its format
+/// and block size.
+#[tokio::test]
+async fn a_block_of_another_format_on_the_disk_tier_is_never_read() {
+    let store = memory_store();
+    let (object, _) = object();
+    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let key = SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+
+    let dir = std::env::temp_dir().join(format!("floe-cache-format-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = BlockCacheConfig { memory_bytes: 64 << 20, disk: Some((dir.clone(), 256 << 20)) };
+    let old = BlockCache::open(&config).await.expect("cache");
+    let garbage = Bytes::from(vec![0xee; BLOCK_BYTES as usize]);
+    old.cache.insert(format!("{}#0", key.as_str()), CachedBlock { bytes: garbage, written_here: false });
+    old.close().await;
+
+    let reopened = BlockCache::open(&config).await.expect("cache");
+    let mut view = reopened.view(&store, chunk_ref(&key, &chunks[0]), object_bytes);
+    let len = view.len();
+    let bytes = view.slice(0..len).await.expect("read from the store, not the old block");
+    assert!(!bytes.iter().all(|b| *b == 0xee), "the old format's block was read");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(block_key(&key, 3), format!("b1.4194304/{}#3", key.as_str()));
+}
