@@ -522,6 +522,15 @@ pub(crate) struct AgentOptions {
     /// Flush when this many bytes are buffered.
     #[arg(long, default_value_t = 8 * 1024 * 1024)]
     pub(crate) flush_bytes: usize,
+    /// Low-latency mode: also flush as soon as the previous flush was answered, so a lone batch
+    /// waits for no interval and batches grow with load. More PUTs at low load: at most one per
+    /// --min-flush-interval-ms.
+    #[arg(long)]
+    pub(crate) flush_adaptive: bool,
+    /// With --flush-adaptive, the least time between the starts of two flushes (bounds PUTs per
+    /// second, and their cost, when the agent is lightly loaded).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) min_flush_interval_ms: u64,
     /// Memory for buffered and uploading batches; producers wait beyond it (default 4 x flush-bytes, at least 64 MiB).
     #[arg(long)]
     pub(crate) buffer_bytes: Option<usize>,

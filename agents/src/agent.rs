@@ -21,6 +21,12 @@ pub struct FlushConfig {
     pub buffer_bytes_max: usize,
     /// Segment uploads running at once.
     pub uploads_in_flight_max: usize,
+    /// Adaptive batching (the low-latency mode): also flush as soon as no flush is in flight, at
+    /// most once per `min_flush_interval`.
+    pub adaptive: bool,
+    /// In adaptive mode, the least time between the starts of two flushes: bounds the PUT rate
+    /// (and its cost) at low load.
+    pub min_flush_interval: Duration,
 }
 
 /// Everything an agent is started with.

@@ -4,7 +4,8 @@ median of --runs runs, every run on a fresh data directory:
 
   flush    produce throughput and latency vs --flush-bytes and --flush-interval-ms (file://)
   latency  produce and end-to-end latency at a fixed rate under the simulated object-store
-           latency profiles (none, s3-express, s3-standard), at the s3:// default flush interval
+           latency profiles (none, s3-express, s3-standard), at the s3:// default flush interval,
+           with and without --flush-adaptive
   floor    the same max-rate produce against `floe-loadtest null-sink` (a Kafka endpoint that
            stores nothing) and against Floe: what the machine and the generator can do
 
@@ -84,23 +85,28 @@ def flush_sweep(runs, duration):
 
 def latency_profiles(runs, duration):
     print("\n### Latency under simulated object-store profiles (5,000 records/s of 1 KiB, "
-          "1 producer + 1 consumer, --flush-interval-ms 250)\n")
-    print("| profile | produce p50 | produce p99 | produce p99.9 | e2e p50 | e2e p99 | e2e p99.9 | PUTs/GiB | USD/GiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for profile in ("none", "s3-express", "s3-standard"):
-        extra = ["--flush-interval-ms", "250"] + ([] if profile == "none" else ["--object-store-latency", profile])
-        reports = []
-        for i in range(runs):
-            name = f"latency-{profile}-{i}"
-            reports.append(with_floe(extra, lambda f: run_loadtest(
-                name, f.bootstrap, ["--rate", "5000", "--duration", duration, "--warmup", "3s", "--partitions", "8"],
-                f"http://127.0.0.1:{f.http}/metrics")))
-        p = lambda q: lambda r: r["produce"]["latency_ms"][q]  # noqa: E731
-        e = lambda q: lambda r: r["consume"]["end_to_end_latency_ms"][q]  # noqa: E731
-        print(f"| {profile} | {fmt(med(reports, p('p50')))} | {fmt(med(reports, p('p99')))} "
-              f"| {fmt(med(reports, p('p999')))} | {fmt(med(reports, e('p50')))} | {fmt(med(reports, e('p99')))} "
-              f"| {fmt(med(reports, e('p999')))} | {fmt(med(reports, lambda r: r['cost']['puts_per_gib_produced']), 0)} "
-              f"| {fmt(med(reports, lambda r: r['cost']['usd_per_gib']), 4)} |", flush=True)
+          "1 producer + 1 consumer, --flush-interval-ms 250; adaptive: also --flush-adaptive)\n")
+    print("| flush | profile | produce p50 | produce p99 | produce p99.9 | e2e p50 | e2e p99 | e2e p99.9 "
+          "| PUTs/GiB | USD/GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for mode in ("interval", "adaptive"):
+        for profile in ("none", "s3-express", "s3-standard"):
+            extra = ["--flush-interval-ms", "250"] + ([] if profile == "none" else ["--object-store-latency", profile])
+            if mode == "adaptive":
+                extra.append("--flush-adaptive")
+            reports = []
+            for i in range(runs):
+                name = f"latency-{mode}-{profile}-{i}"
+                reports.append(with_floe(extra, lambda f: run_loadtest(
+                    name, f.bootstrap, ["--rate", "5000", "--duration", duration, "--warmup", "3s", "--partitions", "8"],
+                    f"http://127.0.0.1:{f.http}/metrics")))
+            p = lambda q: lambda r: r["produce"]["latency_ms"][q]  # noqa: E731
+            e = lambda q: lambda r: r["consume"]["end_to_end_latency_ms"][q]  # noqa: E731
+            print(f"| {mode} | {profile} | {fmt(med(reports, p('p50')))} | {fmt(med(reports, p('p99')))} "
+                  f"| {fmt(med(reports, p('p999')))} | {fmt(med(reports, e('p50')))} | {fmt(med(reports, e('p99')))} "
+                  f"| {fmt(med(reports, e('p999')))} "
+                  f"| {fmt(med(reports, lambda r: r['cost']['puts_per_gib_produced']), 0)} "
+                  f"| {fmt(med(reports, lambda r: r['cost']['usd_per_gib']), 4)} |", flush=True)
 
 
 def floor(runs, duration):

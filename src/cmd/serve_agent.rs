@@ -45,6 +45,8 @@ pub(crate) async fn run(
         flush_interval,
         buffer_bytes_max: options.buffer_bytes.unwrap_or((4 * options.flush_bytes).max(64 * 1024 * 1024)),
         uploads_in_flight_max: 4,
+        adaptive: options.flush_adaptive,
+        min_flush_interval: Duration::from_millis(options.min_flush_interval_ms),
     };
     let http = TcpListener::bind(options.http_addr)
         .await

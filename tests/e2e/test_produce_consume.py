@@ -182,3 +182,30 @@ def test_refused_records_are_named_and_the_others_may_be_sent_again(floe):
     answers = [json.loads(line) for line in r.text.splitlines() if line.strip()]
     assert [a.get("error_code") for a in answers] == [200, 422, 200], answers
     assert "message.timestamp.before.max.ms" in answers[1]["message"], answers[1]
+
+
+def test_adaptive_flush_sends_a_lone_record_without_waiting_for_the_interval(floe_factory):
+    """The low-latency mode (issue 28): with --flush-adaptive a lone record is flushed as soon as
+    no other flush is in flight, not when --flush-interval-ms has passed; without it, it waits
+    for the interval. Checked with a 3 s interval, so the two differ by seconds."""
+    from confluent_kafka import Producer
+
+    def ack_seconds(floe) -> list[float]:
+        create_topic(floe.bootstrap, "lone", partitions=1)
+        producer = Producer({"bootstrap.servers": floe.bootstrap, "acks": "all", "linger.ms": 0})
+        producer.list_topics("lone", timeout=10)
+        took = []
+        for i in range(3):
+            done = []
+            began = time.monotonic()
+            producer.produce("lone", value=f"v{i}".encode(), on_delivery=lambda err, msg: done.append(err))
+            producer.flush(30)
+            assert done == [None], done
+            took.append(time.monotonic() - began)
+        return took
+
+    adaptive = ack_seconds(floe_factory.new("adaptive", flush_interval_ms=3000, extra_args=["--flush-adaptive"]))
+    interval = ack_seconds(floe_factory.new("interval", flush_interval_ms=3000))
+    print(f"lone record acknowledged after {adaptive} s (adaptive) and {interval} s (interval)")
+    assert max(adaptive) < 1.5, adaptive
+    assert min(interval) > 2.0, interval

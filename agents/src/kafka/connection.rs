@@ -17,11 +17,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
 use super::api::groups::CommitLane;
-use super::api::{acls, scram_credentials};
 use super::authorize::{self, Refused};
 use super::connections::Admitted;
-use super::dispatch::{self, Extras, Reply};
-use super::error_code::{self, code};
+use super::dispatch::{self, Caller, Extras, Reply};
+use super::error_code;
 use super::frame;
 use super::namespace;
 use super::sasl::{Admission, Principal, Session, Verdict};
@@ -328,121 +327,85 @@ async fn read_requests(
     }
 }
 
-/// Starts one request that is not part of SASL: the credential and ACL APIs, which act for the
-/// caller, here; everything else checked against ACLs, charged to the tenant's produce quota,
-/// scoped to its namespace and dispatched.
+/// Starts one request that is not part of SASL. An API that acts for its caller (the credential
+/// and ACL APIs, `dispatch::acts_for_caller`) goes to dispatch as it is; every other is checked
+/// against ACLs, charged to the tenant's quotas, scoped to its namespace and then dispatched.
 async fn start(
     agent: &Arc<Agent>,
     header: &RequestHeader,
-    request: RequestKind,
+    mut request: RequestKind,
     principal: Option<&Principal>,
     frame_bytes: u64,
     connection: &mut Connection,
 ) -> (Reply, Finish) {
     let peer = connection.peer;
-    let now = |response| (Reply::Now(Box::new(response)), Finish::default());
-    fn later(future: impl std::future::Future<Output = ResponseKind> + Send + 'static) -> (Reply, Finish) {
-        (Reply::Later(tokio::spawn(future)), Finish::default())
-    }
     let user = principal.map(|p| p.user.as_str());
     let access = Access::new(&agent.config, user, principal.map(|p| p.tenant.as_str()), peer.ip());
-    match (principal, &access, request) {
-        (Some(principal), access, RequestKind::DescribeUserScramCredentials(request)) => {
-            let response = scram_credentials::describe(agent, principal, access.as_ref(), &request);
-            now(ResponseKind::DescribeUserScramCredentials(response))
-        }
-        (Some(principal), access, RequestKind::AlterUserScramCredentials(request)) => {
-            let (agent, principal, access) = (agent.clone(), principal.clone(), access.clone());
-            later(async move {
-                let response = scram_credentials::alter(&agent, &principal, access.as_ref(), request).await;
-                ResponseKind::AlterUserScramCredentials(response)
-            })
-        }
-        (_, Some(access), RequestKind::DescribeAcls(request)) => {
-            now(ResponseKind::DescribeAcls(acls::describe(agent, access, &request)))
-        }
-        (_, Some(access), RequestKind::CreateAcls(request)) => {
-            let (agent, access) = (agent.clone(), access.clone());
-            later(async move { ResponseKind::CreateAcls(acls::create(&agent, &access, request).await) })
-        }
-        (_, Some(access), RequestKind::DeleteAcls(request)) => {
-            let (agent, access) = (agent.clone(), access.clone());
-            later(async move { ResponseKind::DeleteAcls(acls::delete(&agent, &access, request).await) })
-        }
-        // Only decoded with an authorizer, which gives every request an access.
-        (_, None, RequestKind::DescribeAcls(_) | RequestKind::CreateAcls(_) | RequestKind::DeleteAcls(_)) => {
-            let answer =
-                kafka_protocol::messages::DescribeAclsResponse::default().with_error_code(code::SECURITY_DISABLED);
-            now(ResponseKind::DescribeAcls(answer))
-        }
-        (_, _, request) => {
-            let mut finish = Finish {
-                namespace: principal.map(|p| p.namespace.clone()),
-                tenant: principal.map(|p| p.tenant.clone()),
-                ..Finish::default()
-            };
-            let mut request = request;
-            if let RequestKind::Fetch(fetch) = &mut request {
-                // Before the authorizer: it checks every partition of the session, as Kafka does.
-                let (id, tenant, version) = (connection.id, finish.tenant.as_deref(), header.request_api_version);
-                match agent.fetch_sessions.begin(id, tenant, version, fetch, std::time::Instant::now()) {
-                    Ok(ticket) => finish.fetch_session = ticket,
-                    Err(e) => {
-                        let code = error_code::for_fetch_session(&e).code();
-                        let answer = FetchResponse::default().with_error_code(code);
-                        return (Reply::Now(Box::new(ResponseKind::Fetch(answer))), finish);
-                    }
-                }
+    if ApiKey::try_from(header.request_api_key).is_ok_and(dispatch::acts_for_caller) {
+        let caller = Caller { principal, access: access.as_ref(), peer, tenant: None };
+        return (dispatch::start(agent, header, request, &caller, &mut connection.lane).await, Finish::default());
+    }
+    let mut finish = Finish {
+        namespace: principal.map(|p| p.namespace.clone()),
+        tenant: principal.map(|p| p.tenant.clone()),
+        ..Finish::default()
+    };
+    if let RequestKind::Fetch(fetch) = &mut request {
+        // Before the authorizer: it checks every partition of the session, as Kafka does.
+        let (id, tenant, version) = (connection.id, finish.tenant.as_deref(), header.request_api_version);
+        match agent.fetch_sessions.begin(id, tenant, version, fetch, std::time::Instant::now()) {
+            Ok(ticket) => finish.fetch_session = ticket,
+            Err(e) => {
+                let code = error_code::for_fetch_session(&e).code();
+                let answer = FetchResponse::default().with_error_code(code);
+                return (Reply::Now(Box::new(ResponseKind::Fetch(answer))), finish);
             }
-            if let Some(access) = access {
-                let (state, ns) = (&agent.metadata.read(), finish.namespace.as_ref());
-                match authorize::request(&access, ns, state, header.request_api_version, &mut request) {
-                    Ok(refused) => finish.refused = Some((access, refused)),
-                    // An acks=0 producer reads no answers, even refusals.
-                    Err(_) if matches!(&request, RequestKind::Produce(p) if p.acks == 0) => {
-                        return (Reply::None, finish);
-                    }
-                    Err(answer) => return (Reply::Now(answer), finish),
-                }
-            }
-            if let Some(tenant) = &finish.tenant {
-                let share =
-                    QuotaBuckets::share(&agent.metadata.read(), QuotaHolder::Tenant(tenant), QuotaKind::Requests);
-                if let Some(rate) = share {
-                    let now = std::time::Instant::now();
-                    finish.throttle =
-                        agent.quotas.charge(QuotaHolder::Tenant(tenant), QuotaKind::Requests, rate, 1, now);
-                }
-            }
-            if let (Some(tenant), RequestKind::Produce(produce)) = (&finish.tenant, &request) {
-                let share =
-                    QuotaBuckets::share(&agent.metadata.read(), QuotaHolder::Tenant(tenant), QuotaKind::Produce);
-                if let Some(rate) = share {
-                    let now = std::time::Instant::now();
-                    let held =
-                        agent.quotas.charge(QuotaHolder::Tenant(tenant), QuotaKind::Produce, rate, frame_bytes, now);
-                    finish.throttle = finish.throttle.max(held);
-                }
-                if produce.acks == 0 && !finish.throttle.is_zero() {
-                    // No response to hold back: the connection is muted instead (its next
-                    // request is not read), as Kafka brokers mute a throttled channel.
-                    tokio::time::sleep(finish.throttle).await;
-                }
-            }
-            let scoped = match &finish.namespace {
-                Some(ns) => namespace::scope_request(ns, &agent.metadata.read(), &mut request),
-                None => Ok(()),
-            };
-            let reply = match scoped {
-                Ok(()) => {
-                    let key = finish.namespace.as_ref().map(Namespace::key);
-                    dispatch::start(agent, header, request, peer, &mut connection.lane, key).await
-                }
-                Err(answer) => Reply::Now(answer),
-            };
-            (reply, finish)
         }
     }
+    if let Some(access) = &access {
+        let (state, ns) = (&agent.metadata.read(), finish.namespace.as_ref());
+        match authorize::request(access, ns, state, header.request_api_version, &mut request) {
+            Ok(refused) => finish.refused = Some((access.clone(), refused)),
+            // An acks=0 producer reads no answers, even refusals.
+            Err(_) if matches!(&request, RequestKind::Produce(p) if p.acks == 0) => {
+                return (Reply::None, finish);
+            }
+            Err(answer) => return (Reply::Now(answer), finish),
+        }
+    }
+    if let Some(tenant) = &finish.tenant {
+        let share = QuotaBuckets::share(&agent.metadata.read(), QuotaHolder::Tenant(tenant), QuotaKind::Requests);
+        if let Some(rate) = share {
+            let now = std::time::Instant::now();
+            finish.throttle = agent.quotas.charge(QuotaHolder::Tenant(tenant), QuotaKind::Requests, rate, 1, now);
+        }
+    }
+    if let (Some(tenant), RequestKind::Produce(produce)) = (&finish.tenant, &request) {
+        let share = QuotaBuckets::share(&agent.metadata.read(), QuotaHolder::Tenant(tenant), QuotaKind::Produce);
+        if let Some(rate) = share {
+            let now = std::time::Instant::now();
+            let held = agent.quotas.charge(QuotaHolder::Tenant(tenant), QuotaKind::Produce, rate, frame_bytes, now);
+            finish.throttle = finish.throttle.max(held);
+        }
+        if produce.acks == 0 && !finish.throttle.is_zero() {
+            // No response to hold back: the connection is muted instead (its next
+            // request is not read), as Kafka brokers mute a throttled channel.
+            tokio::time::sleep(finish.throttle).await;
+        }
+    }
+    let scoped = match &finish.namespace {
+        Some(ns) => namespace::scope_request(ns, &agent.metadata.read(), &mut request),
+        None => Ok(()),
+    };
+    let reply = match scoped {
+        Ok(()) => {
+            let tenant = finish.namespace.as_ref().map(Namespace::key);
+            let caller = Caller { principal, access: access.as_ref(), peer, tenant };
+            dispatch::start(agent, header, request, &caller, &mut connection.lane).await
+        }
+        Err(answer) => Reply::Now(answer),
+    };
+    (reply, finish)
 }
 
 /// The time a tenant's response is held back: `held`, charged when its request was read (its

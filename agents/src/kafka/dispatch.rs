@@ -1,17 +1,22 @@
-//! The supported Kafka surface on one screen: the table ApiVersions advertises, and the one
-//! `match` that routes each request to its handler.
+//! The supported Kafka surface on one screen: the tables ApiVersions advertises, what each API
+//! acts on, and the one `match` that routes each request to its handler. (SaslHandshake and
+//! SaslAuthenticate change the connection's authentication, so the connection answers them.)
 
 use std::sync::Arc;
 
 use floe_metadata::groups::next_commit_stamp;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, DescribeAclsResponse, RequestHeader, RequestKind, ResponseKind,
+};
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinHandle;
 
 use super::api;
 use super::error_code::code;
+use super::sasl::Principal;
 use crate::Agent;
+use crate::access::Access;
 
 /// Every API Floe implements, with the versions it implements fully. ApiVersions is built from
 /// this table, so nothing is advertised that is not served.
@@ -54,18 +59,25 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 ];
 
 /// Served, and advertised, only when the listener has SASL: SaslHandshake v0 (raw tokens
-/// after the handshake) is not implemented; every client since Kafka 1.0 uses v1. The SCRAM
-/// credential APIs need an authenticated principal (a super user), so they live here too.
-pub const SASL: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::SaslHandshake, 1, 1),
-    (ApiKey::SaslAuthenticate, 0, 2),
-    (ApiKey::DescribeUserScramCredentials, 0, 0),
-    (ApiKey::AlterUserScramCredentials, 0, 0),
-];
+/// after the handshake) is not implemented; every client since Kafka 1.0 uses v1.
+pub const SASL: &[(ApiKey, i16, i16)] = &[(ApiKey::SaslHandshake, 1, 1), (ApiKey::SaslAuthenticate, 0, 2)];
+
+/// Served, and advertised, only when the listener has SASL: the SCRAM credential APIs need an
+/// authenticated principal (a super user). They act for their caller ([`acts_for_caller`]).
+pub const CREDENTIALS: &[(ApiKey, i16, i16)] =
+    &[(ApiKey::DescribeUserScramCredentials, 0, 0), (ApiKey::AlterUserScramCredentials, 0, 0)];
 
 /// Served, and advertised, only with `--authorizer`: without one there is nothing to manage.
+/// They act for their caller ([`acts_for_caller`]).
 pub const ACLS: &[(ApiKey, i16, i16)] =
     &[(ApiKey::DescribeAcls, 0, 3), (ApiKey::CreateAcls, 0, 3), (ApiKey::DeleteAcls, 0, 3)];
+
+/// Whether an API acts for its caller rather than on named resources: it checks the caller's
+/// rights itself, within the caller's tenant, so it is not walked by the authorizer, charged to
+/// a quota or scoped to a namespace. Every other API is, before it reaches its handler.
+pub fn acts_for_caller(api_key: ApiKey) -> bool {
+    CREDENTIALS.iter().chain(ACLS).any(|(key, _, _)| *key == api_key)
+}
 
 /// What a listener serves beyond [`SUPPORTED`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -76,9 +88,9 @@ pub struct Extras {
 
 impl Extras {
     fn table(self) -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
-        let sasl = if self.sasl { SASL } else { &[] };
+        let (sasl, credentials) = if self.sasl { (SASL, CREDENTIALS) } else { (&[][..], &[][..]) };
         let acls = if self.acls { ACLS } else { &[] };
-        SUPPORTED.iter().chain(sasl).chain(acls)
+        SUPPORTED.iter().chain(sasl).chain(credentials).chain(acls)
     }
 }
 
@@ -144,6 +156,18 @@ pub(super) enum Reply {
     Later(JoinHandle<ResponseKind>),
 }
 
+/// Who sent a request.
+pub(super) struct Caller<'a> {
+    /// Who the connection authenticated as (with SASL).
+    pub(super) principal: Option<&'a Principal>,
+    /// What its ACLs allow (with `--authorizer`).
+    pub(super) access: Option<&'a Access>,
+    pub(super) peer: std::net::SocketAddr,
+    /// The caller's namespace key (`floe_metadata::namespace`), which its producer ids are
+    /// bound to.
+    pub(super) tenant: Option<&'a str>,
+}
+
 fn later<F>(future: F) -> Reply
 where
     F: std::future::Future<Output = ResponseKind> + Send + 'static,
@@ -153,17 +177,17 @@ where
 
 /// Starts handling one request. Only Produce does work before returning (it appends to the
 /// flush buffer, in request order); everything else runs in its own task, OffsetCommits in
-/// `lane`, the connection's, in order.
+/// `lane`, the connection's, in order. A request of an API that does not act for its caller has
+/// been authorized and scoped to the caller's namespace by the connection.
 pub(super) async fn start(
     agent: &Arc<Agent>,
     header: &RequestHeader,
     request: RequestKind,
-    peer: std::net::SocketAddr,
+    caller: &Caller<'_>,
     lane: &mut api::groups::CommitLane,
-    // The caller's namespace key (`floe_metadata::namespace`), which its producer ids are bound to.
-    tenant: Option<&str>,
 ) -> Reply {
     let version = header.request_api_version;
+    let (peer, tenant) = (caller.peer, caller.tenant);
     let client = || api::groups::Client {
         client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
         host: format!("/{}", peer.ip()),
@@ -291,8 +315,44 @@ pub(super) async fn start(
                 async move { ResponseKind::DescribeTransactions(api::transactions::describe_transactions(&agent, req)) },
             )
         }
-        // The connection only decodes requests whose (key, version) is in SUPPORTED (or SASL,
-        // which the connection answers itself), and every entry of SUPPORTED has an arm above.
-        other => unreachable!("request {other:?} passed the SUPPORTED check without a handler"),
+        RequestKind::DescribeUserScramCredentials(req) => {
+            let response = match caller.principal {
+                Some(principal) => api::scram_credentials::describe(&agent, principal, caller.access, &req),
+                None => api::scram_credentials::describe_unauthenticated(&req),
+            };
+            Reply::Now(Box::new(ResponseKind::DescribeUserScramCredentials(response)))
+        }
+        RequestKind::AlterUserScramCredentials(req) => match caller.principal {
+            Some(principal) => {
+                let (principal, access) = (principal.clone(), caller.access.cloned());
+                later(async move {
+                    let response = api::scram_credentials::alter(&agent, &principal, access.as_ref(), req).await;
+                    ResponseKind::AlterUserScramCredentials(response)
+                })
+            }
+            None => Reply::Now(Box::new(ResponseKind::AlterUserScramCredentials(
+                api::scram_credentials::alter_unauthenticated(&req),
+            ))),
+        },
+        RequestKind::DescribeAcls(req) => Reply::Now(Box::new(ResponseKind::DescribeAcls(match caller.access {
+            Some(access) => api::acls::describe(&agent, access, &req),
+            // Not reached (decoded only with an authorizer); one error is DescribeAcls's answer.
+            None => DescribeAclsResponse::default().with_error_code(code::SECURITY_DISABLED),
+        }))),
+        RequestKind::CreateAcls(req) => match caller.access.cloned() {
+            Some(access) => {
+                later(async move { ResponseKind::CreateAcls(api::acls::create(&agent, &access, req).await) })
+            }
+            None => Reply::Now(Box::new(ResponseKind::CreateAcls(api::acls::create_without_authorizer(&req)))),
+        },
+        RequestKind::DeleteAcls(req) => match caller.access.cloned() {
+            Some(access) => {
+                later(async move { ResponseKind::DeleteAcls(api::acls::delete(&agent, &access, req).await) })
+            }
+            None => Reply::Now(Box::new(ResponseKind::DeleteAcls(api::acls::delete_without_authorizer(&req)))),
+        },
+        // The connection only decodes requests whose (key, version) its tables serve, answers
+        // SaslHandshake and SaslAuthenticate itself, and every other entry has an arm above.
+        other => unreachable!("request {other:?} passed the version check without a handler"),
     }
 }

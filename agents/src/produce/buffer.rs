@@ -4,8 +4,11 @@
 //! appended until their producers are answered (buffered, uploading and committing alike):
 //! [`FlushBuffer::append`] waits for room rather than grow, which stops the connection from
 //! reading further requests. A flush happens when `flush_bytes` are buffered or the oldest batch
-//! is `flush_interval` old. Each flush becomes one segment object; uploads run in parallel
-//! (up to `uploads_in_flight_max`), but commits are proposed strictly in flush order, so requests
+//! is `flush_interval` old; with `adaptive`, also as soon as no flush is in flight (none started
+//! and not yet answered) and `min_flush_interval` passed since the last one started, so an idle
+//! agent flushes a lone batch at once and a busy one lets batches grow while the previous flush
+//! is on its way. Each flush becomes one segment object; uploads run in parallel (up to
+//! `uploads_in_flight_max`), but commits are proposed strictly in flush order, so requests
 //! pipelined on one connection get offsets in the order they were sent.
 
 use std::collections::BTreeMap;
@@ -79,6 +82,10 @@ struct Pending {
     bytes: usize,
     oldest: Option<Instant>,
     closed: bool,
+    /// Flushes started and not yet answered.
+    in_flight: usize,
+    /// When the last flush started.
+    last_flush: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -178,11 +185,18 @@ async fn run_flusher(shared: Arc<Shared>, jobs: mpsc::Sender<FlushJob>, store: S
                 None if pending.closed => Next::Stop,
                 None => Next::Wait(None),
                 Some(oldest) => {
-                    let due = oldest + shared.config.flush_interval;
-                    if pending.closed || pending.bytes >= shared.config.flush_bytes || Instant::now() >= due {
+                    let mut due = oldest + shared.config.flush_interval;
+                    if shared.config.adaptive && pending.in_flight == 0 {
+                        let earliest = pending.last_flush.map_or(oldest, |at| at + shared.config.min_flush_interval);
+                        due = due.min(earliest.max(oldest));
+                    }
+                    let now = Instant::now();
+                    if pending.closed || pending.bytes >= shared.config.flush_bytes || now >= due {
                         crate::metrics::FLUSH_AGE_SECONDS.observe(oldest.elapsed().as_secs_f64());
                         pending.bytes = 0;
                         pending.oldest = None;
+                        pending.in_flight += 1;
+                        pending.last_flush = Some(now);
                         Next::Flush(std::mem::take(&mut pending.appends))
                     } else {
                         Next::Wait(Some(due))
@@ -339,6 +353,14 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
         crate::metrics::FLUSH_SECONDS.observe(job.started.elapsed().as_secs_f64());
         for (append, reply) in job.appends.into_iter().zip(replies) {
             let _ = append.reply.send(reply);
+        }
+        // The flush is answered: in adaptive mode the next one may start now.
+        let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.in_flight = pending.in_flight.saturating_sub(1);
+        let flush_now = shared.config.adaptive && pending.in_flight == 0 && pending.oldest.is_some();
+        drop(pending);
+        if flush_now {
+            shared.wake.notify_one();
         }
     }
     shared.drained.send_replace(true);

@@ -156,6 +156,48 @@ fn node_error(e: &NodeError) -> (ResponseError, String) {
     }
 }
 
+/// The answers to the credential APIs for a connection that did not authenticate. Not reached
+/// on a SASL listener (it admits no such request before authentication); here so that no
+/// request goes unanswered. Per user, as above.
+pub(crate) fn describe_unauthenticated(
+    request: &DescribeUserScramCredentialsRequest,
+) -> DescribeUserScramCredentialsResponse {
+    let mut users: Vec<String> =
+        request.users.iter().flatten().map(|u| u.name.to_string()).collect::<BTreeSet<_>>().into_iter().collect();
+    if users.is_empty() {
+        users.push(String::new());
+    }
+    let results = users
+        .into_iter()
+        .map(|user| {
+            DescribeUserScramCredentialsResult::default()
+                .with_user(StrBytes::from_string(user))
+                .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                .with_error_message(message("not authenticated"))
+        })
+        .collect();
+    DescribeUserScramCredentialsResponse::default().with_results(results)
+}
+
+pub(crate) fn alter_unauthenticated(request: &AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse {
+    let users: BTreeSet<String> = request
+        .deletions
+        .iter()
+        .map(|d| d.name.to_string())
+        .chain(request.upsertions.iter().map(|u| u.name.to_string()))
+        .collect();
+    let results = users
+        .into_iter()
+        .map(|user| {
+            AlterUserScramCredentialsResult::default()
+                .with_user(StrBytes::from_string(user))
+                .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                .with_error_message(message("not authenticated"))
+        })
+        .collect();
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
 pub(crate) async fn alter(
     agent: &Agent,
     principal: &Principal,
