@@ -563,12 +563,22 @@ pub async fn fetch_hello(addr: &str) -> Result<Hello, String> {
     dial_with_hello(addr, Duration::from_secs(5)).await.map(|(_, hello)| hello).map_err(|e| format!("{addr}: {e}"))
 }
 
-/// Asks the node at `addr` for its cluster status.
+/// Asks the node at `addr` for its cluster status. A connection that could not be made in time is
+/// tried again twice: under a flood of connections a node may take a while to reach an operator's
+/// handshake, and `floe admin` is what an operator reaches for then.
 pub async fn fetch_status(addr: &str) -> Result<ClusterStatus, String> {
-    let mut client = PeerClient::new(addr.to_owned());
-    match client.call(&Request::Status, Duration::from_secs(5)).await.map_err(|e| e.to_string())? {
-        Response::Status(status) => Ok(status),
-        _ => Err(format!("{addr} answered with the wrong response kind")),
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut client = PeerClient::new(addr.to_owned());
+        match client.call(&Request::Status, Duration::from_secs(5)).await {
+            Ok(Response::Status(status)) => return Ok(status),
+            Ok(_) => return Err(format!("{addr} answered with the wrong response kind")),
+            Err(e @ CallError::Connect { .. }) if attempts < 3 => {
+                tracing::info!(error = %e, "metadata node not reached; trying again");
+            }
+            Err(e) => return Err(e.to_string()),
+        }
     }
 }
 
