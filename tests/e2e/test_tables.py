@@ -450,6 +450,7 @@ def test_small_files_and_manifests_merge_and_snapshots_expire_with_retention(flo
     producer = Producer({"bootstrap.servers": floe.bootstrap, "linger.ms": 1, "compression.type": "none"})
     produced = {small: [], large: []}
     rng = random.Random(3)
+    cat = catalog(floe)
     for round_ in range(30):
         for i in range(10):
             value = f"r{round_}-{i}".encode()
@@ -459,8 +460,10 @@ def test_small_files_and_manifests_merge_and_snapshots_expire_with_retention(flo
             producer.produce(large, value=value, partition=0)
             produced[large].append(value)
         producer.flush()
-        time.sleep(0.3)
-    cat = catalog(floe)
+        # Each round is its own commit, however slow the machine: merging needs more than 16
+        # manifests, which a timed sleep did not guarantee on a loaded 2-core CI run.
+        for topic, values in produced.items():
+            wait_for_rows(lambda: cat.load_table(f"default.{topic}"), len(values), timeout=30)
     for topic, values in produced.items():
         table = wait_for_rows(lambda: cat.load_table(f"default.{topic}"), len(values), timeout=60)
         assert sorted(r[3] for r in rows_of(table)) == sorted(values)
