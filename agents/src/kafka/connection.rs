@@ -17,12 +17,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
 use super::api::groups::CommitLane;
-use super::authorize::{self, Refused};
 use super::connections::Admitted;
 use super::dispatch::{self, Caller, Extras, Reply};
 use super::error_code;
 use super::frame;
-use super::namespace;
+use super::resources::{self, Refused};
 use super::sasl::{Admission, Principal, Session, Verdict};
 use crate::Agent;
 use crate::access::Access;
@@ -364,7 +363,7 @@ async fn start(
     }
     if let Some(access) = &access {
         let (state, ns) = (&agent.metadata.read(), finish.namespace.as_ref());
-        match authorize::request(access, ns, state, header.request_api_version, &mut request) {
+        match resources::authorize_request(access, ns, state, header.request_api_version, &mut request) {
             Ok(refused) => finish.refused = Some((access.clone(), refused)),
             // An acks=0 producer reads no answers, even refusals.
             Err(_) if matches!(&request, RequestKind::Produce(p) if p.acks == 0) => {
@@ -394,7 +393,7 @@ async fn start(
         }
     }
     let scoped = match &finish.namespace {
-        Some(ns) => namespace::scope_request(ns, &agent.metadata.read(), &mut request),
+        Some(ns) => resources::scope_request(ns, &agent.metadata.read(), header.request_api_version, &mut request),
         None => Ok(()),
     };
     let reply = match scoped {
@@ -511,10 +510,16 @@ async fn write_responses(
         };
         let finish = request.finish;
         if let Some(ns) = &finish.namespace {
-            namespace::unscope_response(ns, &mut response);
+            resources::unscope_answer(ns, &mut response);
         }
         if let Some((access, refused)) = finish.refused {
-            authorize::complete(&access, finish.namespace.as_ref(), &agent.metadata.read(), refused, &mut response);
+            resources::complete_answer(
+                &access,
+                finish.namespace.as_ref(),
+                &agent.metadata.read(),
+                refused,
+                &mut response,
+            );
         }
         if let (Some(ticket), ResponseKind::Fetch(fetch)) = (finish.fetch_session, &mut response) {
             agent.fetch_sessions.finish(ticket, fetch);

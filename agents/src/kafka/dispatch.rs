@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use floe_metadata::groups::next_commit_stamp;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, DescribeAclsResponse, RequestHeader, RequestKind, ResponseKind,
-};
+use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinHandle;
 
 use super::api;
 use super::error_code::code;
+use super::resources::{AnswerWalk, Refused, Resources, Walk};
 use super::sasl::Principal;
 use crate::Agent;
 use crate::access::Access;
@@ -77,6 +76,89 @@ pub const ACLS: &[(ApiKey, i16, i16)] =
 /// a quota or scoped to a namespace. Every other API is, before it reaches its handler.
 pub fn acts_for_caller(api_key: ApiKey) -> bool {
     CREDENTIALS.iter().chain(ACLS).any(|(key, _, _)| *key == api_key)
+}
+
+/// Declares, for every API that does not act for its caller, where the resources it names are
+/// declared (`resources::Resources`, in the API's module): the authorizer and the namespace walk
+/// requests and answers through these two functions and know no API themselves.
+macro_rules! walked {
+    ($($api:ident: $request:ty),* $(,)?) => {
+        #[cfg(test)]
+        const WALKED: &[ApiKey] = &[$(ApiKey::$api),*];
+
+        /// Walks the resources `request` names. `Err`: the whole answer.
+        pub(super) fn walk_request(
+            request: &mut RequestKind,
+            version: i16,
+            walk: &mut Walk<'_>,
+        ) -> Result<(), Box<ResponseKind>> {
+            match request {
+                $(RequestKind::$api(r) => r.walk(version, walk).map_err(|a| Box::new(ResponseKind::$api(a))),)*
+                // SASL and the APIs that act for their caller never reach a walk.
+                _ => Ok(()),
+            }
+        }
+
+        /// Walks the names in `response`, then answers what the request's walk took out.
+        pub(super) fn walk_answer(response: &mut ResponseKind, walk: &AnswerWalk<'_>, refused: Option<Refused>) {
+            match response {
+                $(ResponseKind::$api(r) => {
+                    <$request as Resources>::walk_answer(r, walk);
+                    if let Some(refused) = refused {
+                        <$request as Resources>::answer_refused(r, refused);
+                    }
+                })*
+                _ => {}
+            }
+        }
+    };
+}
+
+walked! {
+    ApiVersions: ApiVersionsRequest,
+    Produce: ProduceRequest,
+    Fetch: FetchRequest,
+    ListOffsets: ListOffsetsRequest,
+    Metadata: MetadataRequest,
+    CreateTopics: CreateTopicsRequest,
+    DeleteTopics: DeleteTopicsRequest,
+    DeleteRecords: DeleteRecordsRequest,
+    OffsetForLeaderEpoch: OffsetForLeaderEpochRequest,
+    DescribeConfigs: DescribeConfigsRequest,
+    AlterConfigs: AlterConfigsRequest,
+    CreatePartitions: CreatePartitionsRequest,
+    IncrementalAlterConfigs: IncrementalAlterConfigsRequest,
+    DescribeCluster: DescribeClusterRequest,
+    FindCoordinator: FindCoordinatorRequest,
+    JoinGroup: JoinGroupRequest,
+    SyncGroup: SyncGroupRequest,
+    Heartbeat: HeartbeatRequest,
+    LeaveGroup: LeaveGroupRequest,
+    OffsetCommit: OffsetCommitRequest,
+    OffsetFetch: OffsetFetchRequest,
+    ListGroups: ListGroupsRequest,
+    DescribeGroups: DescribeGroupsRequest,
+    DeleteGroups: DeleteGroupsRequest,
+    OffsetDelete: OffsetDeleteRequest,
+    ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest,
+    ConsumerGroupDescribe: ConsumerGroupDescribeRequest,
+    InitProducerId: InitProducerIdRequest,
+    AddPartitionsToTxn: AddPartitionsToTxnRequest,
+    AddOffsetsToTxn: AddOffsetsToTxnRequest,
+    TxnOffsetCommit: TxnOffsetCommitRequest,
+    EndTxn: EndTxnRequest,
+    DescribeProducers: DescribeProducersRequest,
+    ListTransactions: ListTransactionsRequest,
+    DescribeTransactions: DescribeTransactionsRequest,
+}
+
+/// ApiVersions names nothing.
+impl Resources for ApiVersionsRequest {
+    fn walk(&mut self, _version: i16, _walk: &mut Walk<'_>) -> Result<(), ApiVersionsResponse> {
+        Ok(())
+    }
+
+    fn walk_answer(_response: &mut ApiVersionsResponse, _walk: &AnswerWalk<'_>) {}
 }
 
 /// What a listener serves beyond [`SUPPORTED`].
@@ -354,5 +436,21 @@ pub(super) async fn start(
         // The connection only decodes requests whose (key, version) its tables serve, answers
         // SaslHandshake and SaslAuthenticate itself, and every other entry has an arm above.
         other => unreachable!("request {other:?} passed the version check without a handler"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An API served but not declared in `walked!` would reach its handler unauthorized and
+    /// unscoped, in another tenant's names.
+    #[test]
+    fn every_served_api_is_walked_or_acts_for_its_caller() {
+        let extras = Extras { sasl: true, acls: true };
+        for (key, _, _) in extras.table() {
+            let sasl = SASL.iter().any(|(k, _, _)| k == key);
+            assert!(sasl || acts_for_caller(*key) || WALKED.contains(key), "{key:?} names resources nobody walks");
+        }
     }
 }

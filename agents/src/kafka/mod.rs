@@ -2,13 +2,12 @@
 //! one file per API family under `api/` translating wire types to the pipeline and back.
 
 mod api;
-mod authorize;
 mod connection;
 pub mod connections;
 pub use connection::{ConnectionError, Decoded, decode_request};
 pub mod dispatch;
 mod error_code;
 mod frame;
-mod namespace;
+mod resources;
 pub mod sasl;
 pub mod server;

@@ -4,6 +4,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::super::error_code::code;
+use super::super::resources::{AnswerWalk, Op, Resources, Walk};
 use super::str_bytes;
 use crate::Agent;
 
@@ -35,4 +36,12 @@ pub(in crate::kafka) fn describe_cluster(agent: &Agent, request: DescribeCluster
         .with_controller_id(BrokerId(agent.config.node_id))
         .with_brokers(brokers)
         .with_cluster_authorized_operations(i32::MIN)
+}
+
+impl Resources for DescribeClusterRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeClusterResponse> {
+        walk.cluster(Op::Describe).map_err(|refusal| DescribeClusterResponse::default().with_error_code(refusal.error))
+    }
+
+    fn walk_answer(_response: &mut DescribeClusterResponse, _walk: &AnswerWalk<'_>) {}
 }

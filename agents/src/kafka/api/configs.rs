@@ -19,10 +19,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::super::error_code::{self, code};
+use super::super::resources::{AnswerWalk, CONFIG_RESOURCE_TOPIC, Op, Refused, Resources, Walk};
 use super::str_bytes;
 use crate::Agent;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse;
 
-const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
 const SOURCE_TOPIC_CONFIG: i8 = 1;
@@ -176,7 +178,7 @@ pub(in crate::kafka) fn describe(agent: &Agent, request: DescribeConfigsRequest)
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             let listing = match resource.resource_type {
-                RESOURCE_TOPIC => {
+                CONFIG_RESOURCE_TOPIC => {
                     let state = agent.metadata.read();
                     match state.topic_by_name(name) {
                         Some(topic) => Ok(topic_listing(
@@ -225,7 +227,7 @@ enum Target {
 impl Target {
     fn resolve(agent: &Agent, resource_type: i8, name: &str) -> Result<Self, Failure> {
         match resource_type {
-            RESOURCE_TOPIC => Ok(Self::Topic(name.to_owned())),
+            CONFIG_RESOURCE_TOPIC => Ok(Self::Topic(name.to_owned())),
             RESOURCE_BROKER if is_this_broker(agent, name) => Ok(Self::Brokers),
             RESOURCE_BROKER => {
                 Err((code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id)))
@@ -392,4 +394,98 @@ pub(in crate::kafka) async fn incremental_alter(
         });
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+impl Resources for DescribeConfigsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeConfigsResponse> {
+        let walked =
+            walk.configs(&mut self.resources, Op::DescribeConfigs, |c| (c.resource_type, &mut c.resource_name));
+        walked.map_err(|refusal| {
+            let results = self.resources.iter().map(|c| {
+                DescribeConfigsResult::default()
+                    .with_error_code(refusal.error)
+                    .with_error_message(refusal.message.map(StrBytes::from_static_str))
+                    .with_resource_type(c.resource_type)
+                    .with_resource_name(c.resource_name.clone())
+            });
+            DescribeConfigsResponse::default().with_results(results.collect())
+        })
+    }
+
+    fn walk_answer(response: &mut DescribeConfigsResponse, walk: &AnswerWalk<'_>) {
+        for result in response.results.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
+            walk.name(&mut result.resource_name);
+        }
+    }
+
+    fn answer_refused(response: &mut DescribeConfigsResponse, refused: Refused) {
+        response.results.extend(refused.names.into_iter().map(|n| {
+            DescribeConfigsResult::default()
+                .with_error_code(n.error)
+                .with_resource_type(n.resource_type)
+                .with_resource_name(n.name)
+        }));
+    }
+}
+
+impl Resources for AlterConfigsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), AlterConfigsResponse> {
+        let walked = walk.configs(&mut self.resources, Op::AlterConfigs, |c| (c.resource_type, &mut c.resource_name));
+        walked.map_err(|refusal| {
+            let responses = self.resources.iter().map(|c| {
+                AlterConfigsResourceResponse::default()
+                    .with_error_code(refusal.error)
+                    .with_error_message(refusal.message.map(StrBytes::from_static_str))
+                    .with_resource_type(c.resource_type)
+                    .with_resource_name(c.resource_name.clone())
+            });
+            AlterConfigsResponse::default().with_responses(responses.collect())
+        })
+    }
+
+    fn walk_answer(response: &mut AlterConfigsResponse, walk: &AnswerWalk<'_>) {
+        for result in response.responses.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
+            walk.name(&mut result.resource_name);
+        }
+    }
+
+    fn answer_refused(response: &mut AlterConfigsResponse, refused: Refused) {
+        response.responses.extend(refused.names.into_iter().map(|n| {
+            AlterConfigsResourceResponse::default()
+                .with_error_code(n.error)
+                .with_resource_type(n.resource_type)
+                .with_resource_name(n.name)
+        }));
+    }
+}
+
+impl Resources for IncrementalAlterConfigsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), IncrementalAlterConfigsResponse> {
+        let walked = walk.configs(&mut self.resources, Op::AlterConfigs, |c| (c.resource_type, &mut c.resource_name));
+        walked.map_err(|refusal| {
+            let responses = self.resources.iter().map(|c| {
+                IncrementalAlterConfigsResourceResponse::default()
+                    .with_error_code(refusal.error)
+                    .with_error_message(refusal.message.map(StrBytes::from_static_str))
+                    .with_resource_type(c.resource_type)
+                    .with_resource_name(c.resource_name.clone())
+            });
+            IncrementalAlterConfigsResponse::default().with_responses(responses.collect())
+        })
+    }
+
+    fn walk_answer(response: &mut IncrementalAlterConfigsResponse, walk: &AnswerWalk<'_>) {
+        for result in response.responses.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
+            walk.name(&mut result.resource_name);
+        }
+    }
+
+    fn answer_refused(response: &mut IncrementalAlterConfigsResponse, refused: Refused) {
+        response.responses.extend(refused.names.into_iter().map(|n| {
+            IncrementalAlterConfigsResourceResponse::default()
+                .with_error_code(n.error)
+                .with_resource_type(n.resource_type)
+                .with_resource_name(n.name)
+        }));
+    }
 }

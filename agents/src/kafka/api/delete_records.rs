@@ -5,6 +5,7 @@ use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionRe
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::super::error_code::{self, code};
+use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
 
 pub(in crate::kafka) async fn handle(agent: &Agent, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
@@ -29,4 +30,34 @@ pub(in crate::kafka) async fn handle(agent: &Agent, request: DeleteRecordsReques
         topics.push(DeleteRecordsTopicResult::default().with_name(topic.name).with_partitions(partitions));
     }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+impl Resources for DeleteRecordsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DeleteRecordsResponse> {
+        walk.topics(
+            &mut self.topics,
+            Op::Delete,
+            |t| TopicRef::name(&mut t.name.0),
+            |t| t.partitions.iter().map(|p| p.partition_index).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut DeleteRecordsResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut DeleteRecordsResponse, refused: Refused) {
+        response.topics.extend(refused.topics.into_iter().map(|t| {
+            let partition = |p| {
+                DeleteRecordsPartitionResult::default()
+                    .with_partition_index(p)
+                    .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+                    .with_low_watermark(-1)
+            };
+            DeleteRecordsTopicResult::default()
+                .with_name(kafka_protocol::messages::TopicName(t.name))
+                .with_partitions(t.partitions.into_iter().map(partition).collect())
+        }));
+    }
 }

@@ -9,6 +9,7 @@ use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopi
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 
 use super::super::error_code::{self, code};
+use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
 use crate::fetch::{FetchError, ReadLimits, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
@@ -135,5 +136,45 @@ fn count_bytes_out(response: &FetchResponse) {
                 .with_label_values(&[crate::metrics::TOPIC_LABELS.label(topic.topic.as_str())])
                 .inc_by(bytes as u64);
         }
+    }
+}
+
+impl Resources for FetchRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), FetchResponse> {
+        walk.topics(
+            &mut self.topics,
+            Op::Read,
+            |t| TopicRef::with_id(&mut t.topic.0, &mut t.topic_id),
+            |t| t.partitions.iter().map(|p| p.partition).collect(),
+        );
+        for t in &mut self.forgotten_topics_data {
+            walk.mention(TopicRef::with_id(&mut t.topic.0, &mut t.topic_id));
+        }
+        if self.topics.is_empty() && walk.took_any() {
+            // Nothing left to wait for: answer now rather than after max_wait_ms.
+            let mut answer = FetchResponse::default();
+            Self::answer_refused(&mut answer, walk.take_refused());
+            return Err(answer);
+        }
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut FetchResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.responses, |t| &mut t.topic.0);
+    }
+
+    fn answer_refused(response: &mut FetchResponse, refused: Refused) {
+        response.responses.extend(refused.topics.into_iter().map(|t| {
+            let partition = |p| {
+                PartitionData::default()
+                    .with_partition_index(p)
+                    .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+                    .with_high_watermark(-1)
+            };
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(t.name))
+                .with_topic_id(t.id)
+                .with_partitions(t.partitions.into_iter().map(partition).collect())
+        }));
     }
 }

@@ -40,7 +40,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
 
+use super::super::error_code::code;
 use super::super::error_code::for_group;
+use super::super::resources::{AnswerWalk, Op, Refusal, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
 use super::str_bytes;
 use crate::Agent;
 
@@ -868,6 +870,342 @@ pub(in crate::kafka) async fn consumer_describe(
         })
         .collect();
     ConsumerGroupDescribeResponse::default().with_groups(groups)
+}
+
+impl Resources for FindCoordinatorRequest {
+    fn walk(&mut self, version: i16, walk: &mut Walk<'_>) -> Result<(), FindCoordinatorResponse> {
+        let resource_type = if self.key_type == KEY_TYPE_TRANSACTION { Res::TransactionalId } else { Res::Group };
+        // A key only picks an agent: checked, never scoped.
+        if version < 4 {
+            walk.key(Op::Describe, resource_type, &self.key).map_err(|refusal| {
+                let answer = FindCoordinatorResponse::default().with_error_code(refusal.error);
+                answer.with_node_id(BrokerId(-1)).with_port(-1)
+            })
+        } else {
+            walk.keys(&mut self.coordinator_keys, Op::Describe, resource_type, |k| k);
+            Ok(())
+        }
+    }
+
+    fn walk_answer(_response: &mut FindCoordinatorResponse, _walk: &AnswerWalk<'_>) {}
+
+    fn answer_refused(response: &mut FindCoordinatorResponse, refused: Refused) {
+        response.coordinators.extend(refused.names.into_iter().map(|n| {
+            Coordinator::default().with_key(n.name).with_node_id(BrokerId(-1)).with_port(-1).with_error_code(n.error)
+        }));
+    }
+}
+
+impl Resources for JoinGroupRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), JoinGroupResponse> {
+        let refused = |refusal: Refusal| JoinGroupResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Read, Res::Group, &mut self.group_id.0).map_err(refused)
+    }
+
+    fn walk_answer(_response: &mut JoinGroupResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl Resources for SyncGroupRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), SyncGroupResponse> {
+        let refused = |refusal: Refusal| SyncGroupResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Read, Res::Group, &mut self.group_id.0).map_err(refused)
+    }
+
+    fn walk_answer(_response: &mut SyncGroupResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl Resources for HeartbeatRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), HeartbeatResponse> {
+        let refused = |refusal: Refusal| HeartbeatResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Read, Res::Group, &mut self.group_id.0).map_err(refused)
+    }
+
+    fn walk_answer(_response: &mut HeartbeatResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl Resources for LeaveGroupRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), LeaveGroupResponse> {
+        let refused = |refusal: Refusal| LeaveGroupResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Read, Res::Group, &mut self.group_id.0).map_err(refused)
+    }
+
+    fn walk_answer(_response: &mut LeaveGroupResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+fn offset_commit_refusals(topics: impl Iterator<Item = RefusedTopic>, error: i16) -> Vec<OffsetCommitResponseTopic> {
+    topics
+        .map(|t| {
+            let partitions = t.partitions.into_iter();
+            OffsetCommitResponseTopic::default().with_name(TopicName(t.name)).with_topic_id(t.id).with_partitions(
+                partitions
+                    .map(|p| OffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(error))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+impl Resources for OffsetCommitRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), OffsetCommitResponse> {
+        if let Err(refusal) = walk.one(Op::Read, Res::Group, &mut self.group_id.0) {
+            let topics = self.topics.iter().map(|t| RefusedTopic {
+                name: t.name.0.clone(),
+                id: t.topic_id,
+                partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
+                within: None,
+            });
+            return Err(OffsetCommitResponse::default().with_topics(offset_commit_refusals(topics, refusal.error)));
+        }
+        walk.topics(
+            &mut self.topics,
+            Op::Read,
+            |t| TopicRef::name(&mut t.name.0),
+            |t| t.partitions.iter().map(|p| p.partition_index).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut OffsetCommitResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut OffsetCommitResponse, refused: Refused) {
+        let topics = offset_commit_refusals(refused.topics.into_iter(), code::TOPIC_AUTHORIZATION_FAILED);
+        response.topics.extend(topics);
+    }
+}
+
+impl Resources for OffsetFetchRequest {
+    fn walk(&mut self, version: i16, walk: &mut Walk<'_>) -> Result<(), OffsetFetchResponse> {
+        use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequestTopic, OffsetFetchRequestTopics};
+        if version < 8 {
+            let refused = |refusal: Refusal| OffsetFetchResponse::default().with_error_code(refusal.error);
+            walk.one(Op::Describe, Res::Group, &mut self.group_id.0).map_err(refused)?;
+            match self.topics.as_mut() {
+                None => walk.listing(),
+                Some(topics) => walk.topics(
+                    topics,
+                    Op::Describe,
+                    |t: &mut OffsetFetchRequestTopic| TopicRef::name(&mut t.name.0),
+                    |t| t.partition_indexes.clone(),
+                ),
+            }
+            return Ok(());
+        }
+        walk.names(&mut self.groups, Op::Describe, Res::Group, |g| &mut g.group_id.0);
+        for group in &mut self.groups {
+            match group.topics.as_mut() {
+                None => walk.listing(),
+                Some(topics) => walk.within(group.group_id.0.clone(), |walk| {
+                    walk.topics(
+                        topics,
+                        Op::Describe,
+                        |t: &mut OffsetFetchRequestTopics| TopicRef::name(&mut t.name.0),
+                        |t| t.partition_indexes.clone(),
+                    )
+                }),
+            }
+        }
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut OffsetFetchResponse, walk: &AnswerWalk<'_>) {
+        walk.listed(&mut response.topics, Res::Topic, |t| Some(&mut t.name.0));
+        for group in &mut response.groups {
+            walk.name(&mut group.group_id.0);
+            walk.listed(&mut group.topics, Res::Topic, |t| Some(&mut t.name.0));
+        }
+    }
+
+    fn answer_refused(response: &mut OffsetFetchResponse, refused: Refused) {
+        const TOPIC: i16 = code::TOPIC_AUTHORIZATION_FAILED;
+        let groups = refused.names.into_iter();
+        response.groups.extend(
+            groups.map(|n| OffsetFetchResponseGroup::default().with_group_id(GroupId(n.name)).with_error_code(n.error)),
+        );
+        for t in refused.topics {
+            match t.within {
+                Some(group) => {
+                    let partition = |p| {
+                        OffsetFetchResponsePartitions::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(-1)
+                            .with_error_code(TOPIC)
+                    };
+                    let answer = OffsetFetchResponseTopics::default()
+                        .with_name(TopicName(t.name))
+                        .with_partitions(t.partitions.into_iter().map(partition).collect());
+                    if let Some(g) = response.groups.iter_mut().find(|g| g.group_id.0 == group) {
+                        g.topics.push(answer);
+                    }
+                }
+                None => {
+                    let partition = |p| {
+                        OffsetFetchResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(-1)
+                            .with_error_code(TOPIC)
+                    };
+                    let answer = OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(t.name))
+                        .with_partitions(t.partitions.into_iter().map(partition).collect());
+                    response.topics.push(answer);
+                }
+            }
+        }
+    }
+}
+
+impl Resources for ListGroupsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ListGroupsResponse> {
+        if walk.cluster(Op::Describe).is_err() {
+            walk.listing();
+        }
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut ListGroupsResponse, walk: &AnswerWalk<'_>) {
+        walk.listed(&mut response.groups, Res::Group, |g| Some(&mut g.group_id.0));
+    }
+}
+
+impl Resources for DescribeGroupsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeGroupsResponse> {
+        walk.names(&mut self.groups, Op::Describe, Res::Group, |g| &mut g.0);
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut DescribeGroupsResponse, walk: &AnswerWalk<'_>) {
+        for group in &mut response.groups {
+            walk.name(&mut group.group_id.0);
+            if let Some(ns) = walk.namespace()
+                && group.protocol_type.as_str() == "consumer"
+            {
+                group.members.iter_mut().for_each(|m| unscope_consumer_protocol(ns, m));
+            }
+        }
+    }
+
+    fn answer_refused(response: &mut DescribeGroupsResponse, refused: Refused) {
+        response.groups.extend(
+            refused
+                .names
+                .into_iter()
+                .map(|n| DescribedGroup::default().with_group_id(GroupId(n.name)).with_error_code(n.error)),
+        );
+    }
+}
+
+/// A KIP-848 group described through DescribeGroups carries the subscription and assignment the
+/// coordinator encoded, with stored topic names; a classic member's are its client's own bytes
+/// (names as the client knows them, and possibly user data), left as they are.
+fn unscope_consumer_protocol(ns: &floe_metadata::Namespace, member: &mut DescribedGroupMember) {
+    use floe_metadata::groups::{assigned_partitions, encode_assignment, encode_subscription, subscribed_topics};
+    let topics = subscribed_topics(&member.member_metadata);
+    if topics.iter().any(|t| ns.owns(t)) {
+        let shown: Vec<String> = topics.iter().map(|t| ns.unscope(t).unwrap_or(t).to_owned()).collect();
+        member.member_metadata = encode_subscription(&shown).into();
+    }
+    let assigned = assigned_partitions(&member.member_assignment);
+    if assigned.iter().any(|(t, _)| ns.owns(t)) {
+        let shown: Vec<(String, Vec<i32>)> =
+            assigned.into_iter().map(|(t, p)| (ns.unscope(&t).unwrap_or(&t).to_owned(), p)).collect();
+        member.member_assignment = encode_assignment(&shown).into();
+    }
+}
+
+impl Resources for DeleteGroupsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DeleteGroupsResponse> {
+        walk.names(&mut self.groups_names, Op::Delete, Res::Group, |g| &mut g.0);
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut DeleteGroupsResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.results, |g| &mut g.group_id.0);
+    }
+
+    fn answer_refused(response: &mut DeleteGroupsResponse, refused: Refused) {
+        response.results.extend(
+            refused
+                .names
+                .into_iter()
+                .map(|n| DeletableGroupResult::default().with_group_id(GroupId(n.name)).with_error_code(n.error)),
+        );
+    }
+}
+
+impl Resources for OffsetDeleteRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), OffsetDeleteResponse> {
+        let refused = |refusal: Refusal| OffsetDeleteResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Delete, Res::Group, &mut self.group_id.0).map_err(refused)?;
+        walk.topics(
+            &mut self.topics,
+            Op::Read,
+            |t| TopicRef::name(&mut t.name.0),
+            |t| t.partitions.iter().map(|p| p.partition_index).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut OffsetDeleteResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut OffsetDeleteResponse, refused: Refused) {
+        response.topics.extend(refused.topics.into_iter().map(|t| {
+            let partition = |p| {
+                OffsetDeleteResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+            };
+            OffsetDeleteResponseTopic::default()
+                .with_name(TopicName(t.name))
+                .with_partitions(t.partitions.into_iter().map(partition).collect())
+        }));
+    }
+}
+
+impl Resources for ConsumerGroupHeartbeatRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ConsumerGroupHeartbeatResponse> {
+        let refused = |refusal: Refusal| ConsumerGroupHeartbeatResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Read, Res::Group, &mut self.group_id.0).map_err(refused)?;
+        for topic in self.subscribed_topic_names.iter_mut().flatten() {
+            walk.one(Op::Describe, Res::Topic, &mut topic.0).map_err(refused)?;
+        }
+        for owned in self.topic_partitions.iter_mut().flatten() {
+            walk.mention(TopicRef { name: None, id: Some(&mut owned.topic_id) });
+        }
+        Ok(())
+    }
+
+    fn walk_answer(_response: &mut ConsumerGroupHeartbeatResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl Resources for ConsumerGroupDescribeRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ConsumerGroupDescribeResponse> {
+        walk.names(&mut self.group_ids, Op::Describe, Res::Group, |g| &mut g.0);
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut ConsumerGroupDescribeResponse, walk: &AnswerWalk<'_>) {
+        for group in &mut response.groups {
+            walk.name(&mut group.group_id.0);
+            for member in &mut group.members {
+                walk.names(&mut member.subscribed_topic_names, |t| &mut t.0);
+                walk.names(&mut member.assignment.topic_partitions, |t| &mut t.topic_name.0);
+                walk.names(&mut member.target_assignment.topic_partitions, |t| &mut t.topic_name.0);
+            }
+        }
+    }
+
+    fn answer_refused(response: &mut ConsumerGroupDescribeResponse, refused: Refused) {
+        response.groups.extend(
+            refused
+                .names
+                .into_iter()
+                .map(|n| ConsumerDescribedGroup::default().with_group_id(GroupId(n.name)).with_error_code(n.error)),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionRespon
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::super::error_code::{self, code};
+use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
 use crate::fetch::records_at_timestamp;
 
@@ -79,5 +80,35 @@ async fn lookup(
             Err(e) => Err(error_code::for_fetch(&e).code()),
         },
         _ => Err(code::INVALID_REQUEST),
+    }
+}
+
+impl Resources for ListOffsetsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ListOffsetsResponse> {
+        walk.topics(
+            &mut self.topics,
+            Op::Describe,
+            |t| TopicRef::name(&mut t.name.0),
+            |t| t.partitions.iter().map(|p| p.partition_index).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut ListOffsetsResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut ListOffsetsResponse, refused: Refused) {
+        response.topics.extend(refused.topics.into_iter().map(|t| {
+            let partition = |p| {
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p)
+                    .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+                    .with_offset(-1)
+            };
+            ListOffsetsTopicResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(t.name))
+                .with_partitions(t.partitions.into_iter().map(partition).collect())
+        }));
     }
 }

@@ -10,7 +10,9 @@ use super::super::error_code::{self, code};
 use super::str_bytes;
 use floe_metadata::AgentInfo;
 
+use super::super::resources::{AnswerWalk, Op, Refused, Res, Resources, TopicRef, Walk};
 use crate::Agent;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 
 /// Authorized-operations value meaning "not requested / not computed".
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -127,4 +129,39 @@ fn missing(name: Option<String>, error: i16) -> MetadataResponseTopic {
         .with_name(name.map(|n| TopicName(str_bytes(n))))
         .with_error_code(error)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+impl Resources for MetadataRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), MetadataResponse> {
+        let Some(topics) = self.topics.as_mut() else {
+            walk.listing();
+            return Ok(());
+        };
+        walk.topics(
+            topics,
+            Op::Describe,
+            |t| TopicRef { name: t.name.as_mut().map(|n| &mut n.0), id: Some(&mut t.topic_id) },
+            |_| vec![],
+        );
+        // Auto-creation needs Create on the cluster or on each topic it would create.
+        if self.allow_auto_topic_creation && walk.cluster(Op::Create).is_err() {
+            let creatable =
+                |t: &MetadataRequestTopic| t.name.as_ref().is_some_and(|n| walk.may(Op::Create, Res::Topic, n));
+            self.allow_auto_topic_creation = topics.iter().all(creatable);
+        }
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut MetadataResponse, walk: &AnswerWalk<'_>) {
+        walk.listed(&mut response.topics, Res::Topic, |t| t.name.as_mut().map(|n| &mut n.0));
+    }
+
+    fn answer_refused(response: &mut MetadataResponse, refused: Refused) {
+        response.topics.extend(refused.topics.into_iter().map(|t| {
+            MetadataResponseTopic::default()
+                .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+                .with_name((!t.name.is_empty()).then_some(TopicName(t.name)))
+                .with_topic_id(t.id)
+        }));
+    }
 }

@@ -7,11 +7,12 @@
 //! the mirror catches up with the metadata leader first, and while it cannot, every partition is
 //! answered OFFSET_NOT_AVAILABLE, which clients retry.
 
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::super::error_code::code;
+use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 
 pub(in crate::kafka) async fn handle(
     agent: &Agent,
@@ -78,4 +79,35 @@ fn unavailable(request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResp
         })
         .collect();
     OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+impl Resources for OffsetForLeaderEpochRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), OffsetForLeaderEpochResponse> {
+        walk.topics(
+            &mut self.topics,
+            Op::Describe,
+            |t| TopicRef::name(&mut t.topic.0),
+            |t| t.partitions.iter().map(|p| p.partition).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut OffsetForLeaderEpochResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.topic.0);
+    }
+
+    fn answer_refused(response: &mut OffsetForLeaderEpochResponse, refused: Refused) {
+        response.topics.extend(refused.topics.into_iter().map(|t| {
+            let partition = |p| {
+                EpochEndOffset::default()
+                    .with_partition(p)
+                    .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+                    .with_end_offset(-1)
+                    .with_leader_epoch(-1)
+            };
+            OffsetForLeaderTopicResult::default()
+                .with_topic(kafka_protocol::messages::TopicName(t.name))
+                .with_partitions(t.partitions.into_iter().map(partition).collect())
+        }));
+    }
 }

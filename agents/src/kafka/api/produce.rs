@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::super::dispatch::Reply;
 use super::super::error_code::{self, code};
+use super::super::resources::{AnswerWalk, Op, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
 use crate::Agent;
 use crate::produce::schemas::{SchemaCheck, SchemaValidation};
 use crate::produce::{PartitionAppend, PartitionBatches, ProduceError, RecordError, TopicPolicy, validate};
@@ -255,4 +256,48 @@ fn respond(
         })
         .collect();
     ProduceResponse::default().with_responses(responses)
+}
+
+impl Resources for ProduceRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ProduceResponse> {
+        if let Some(id) = self.transactional_id.as_mut()
+            && let Err(refusal) = walk.one(Op::Write, Res::TransactionalId, &mut id.0)
+        {
+            let topics = self.topic_data.iter().map(|t| RefusedTopic {
+                name: t.name.0.clone(),
+                id: t.topic_id,
+                partitions: t.partition_data.iter().map(|p| p.index).collect(),
+                within: None,
+            });
+            return Err(ProduceResponse::default().with_responses(refusals(topics, refusal.error)));
+        }
+        walk.topics(
+            &mut self.topic_data,
+            Op::Write,
+            |t| TopicRef::with_id(&mut t.name.0, &mut t.topic_id),
+            |t| t.partition_data.iter().map(|p| p.index).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut ProduceResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.responses, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut ProduceResponse, refused: Refused) {
+        response.responses.extend(refusals(refused.topics.into_iter(), code::TOPIC_AUTHORIZATION_FAILED));
+    }
+}
+
+fn refusals(topics: impl Iterator<Item = RefusedTopic>, error: i16) -> Vec<TopicProduceResponse> {
+    let partition =
+        |p: i32| PartitionProduceResponse::default().with_index(p).with_error_code(error).with_base_offset(-1);
+    topics
+        .map(|t| {
+            TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(t.name))
+                .with_topic_id(t.id)
+                .with_partition_responses(t.partitions.into_iter().map(partition).collect())
+        })
+        .collect()
 }

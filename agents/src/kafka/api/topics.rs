@@ -3,9 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use floe_metadata::{Command, CommandError, NodeError, Outcome, TopicId, validate_topic_name};
-use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
-use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, TopicName,
@@ -13,9 +11,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::super::error_code::{self, code};
+use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use super::configs;
 use crate::Agent;
 use crate::limits::CREATE_TOPICS_COUNT_MAX;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 
 /// Creates a topic with validated configs; shared by CreateTopics and auto-creation.
 pub(super) async fn create(
@@ -241,4 +242,70 @@ pub(in crate::kafka) async fn create_partitions(
         });
     }
     CreatePartitionsResponse::default().with_results(results)
+}
+
+impl Resources for CreateTopicsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), CreateTopicsResponse> {
+        walk.topics_or_cluster(&mut self.topics, Op::Create, |t| TopicRef::name(&mut t.name.0), |_| vec![]);
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut CreateTopicsResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut CreateTopicsResponse, refused: Refused) {
+        response.topics.extend(refused.topics.into_iter().map(|t| {
+            CreatableTopicResult::default()
+                .with_name(TopicName(t.name))
+                .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+        }));
+    }
+}
+
+impl Resources for DeleteTopicsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DeleteTopicsResponse> {
+        walk.topics(
+            &mut self.topics,
+            Op::Delete,
+            |t| TopicRef { name: t.name.as_mut().map(|n| &mut n.0), id: Some(&mut t.topic_id) },
+            |_| vec![],
+        );
+        walk.topics(&mut self.topic_names, Op::Delete, |t| TopicRef::name(&mut t.0), |_| vec![]);
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut DeleteTopicsResponse, walk: &AnswerWalk<'_>) {
+        response.responses.iter_mut().filter_map(|t| t.name.as_mut()).for_each(|n| walk.name(&mut n.0));
+    }
+
+    fn answer_refused(response: &mut DeleteTopicsResponse, refused: Refused) {
+        response.responses.extend(refused.topics.into_iter().map(|t| {
+            DeletableTopicResult::default()
+                .with_name((!t.name.is_empty()).then_some(TopicName(t.name)))
+                .with_topic_id(t.id)
+                .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+        }));
+    }
+}
+
+impl Resources for CreatePartitionsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), CreatePartitionsResponse> {
+        walk.topics(&mut self.topics, Op::Alter, |t| TopicRef::name(&mut t.name.0), |_| vec![]);
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut CreatePartitionsResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.results, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut CreatePartitionsResponse, refused: Refused) {
+        response.results.extend(refused.topics.into_iter().map(|t| {
+            CreatePartitionsTopicResult::default()
+                .with_name(TopicName(t.name))
+                .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+        }));
+    }
 }

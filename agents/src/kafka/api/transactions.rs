@@ -26,7 +26,9 @@ use kafka_protocol::messages::{
     ListTransactionsResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 
+use super::super::error_code::code;
 use super::super::error_code::{for_command, for_group};
+use super::super::resources::{AnswerWalk, Op, Refusal, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
 use super::str_bytes;
 use crate::Agent;
 use crate::limits::ADMIN_LIST_MAX;
@@ -488,4 +490,214 @@ pub(in crate::kafka) fn describe_transactions(
         })
         .collect();
     DescribeTransactionsResponse::default().with_transaction_states(described)
+}
+
+impl Resources for InitProducerIdRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), InitProducerIdResponse> {
+        let refused = |refusal: Refusal| {
+            let answer = InitProducerIdResponse::default().with_error_code(refusal.error);
+            answer.with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
+        };
+        match self.transactional_id.as_mut() {
+            Some(id) => walk.one(Op::Write, Res::TransactionalId, &mut id.0).map_err(refused),
+            // An idempotent producer needs IdempotentWrite on the cluster or Write on some topic.
+            None => walk.cluster_or_some(Op::IdempotentWrite, Op::Write, Res::Topic).map_err(refused),
+        }
+    }
+
+    fn walk_answer(_response: &mut InitProducerIdResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+fn txn_topic_result(
+    name: kafka_protocol::protocol::StrBytes,
+    partitions: &[i32],
+    error: i16,
+) -> AddPartitionsToTxnTopicResult {
+    let results = partitions.iter().map(|p| {
+        AddPartitionsToTxnPartitionResult::default().with_partition_index(*p).with_partition_error_code(error)
+    });
+    AddPartitionsToTxnTopicResult::default().with_name(TopicName(name)).with_results_by_partition(results.collect())
+}
+
+impl Resources for AddPartitionsToTxnRequest {
+    fn walk(&mut self, version: i16, walk: &mut Walk<'_>) -> Result<(), AddPartitionsToTxnResponse> {
+        if version < 4 {
+            let txn = walk.one(Op::Write, Res::TransactionalId, &mut self.v3_and_below_transactional_id.0);
+            let topics = self.v3_and_below_topics.iter_mut();
+            let topic_errors: Vec<Option<i16>> =
+                topics.map(|t| walk.one(Op::Write, Res::Topic, &mut t.name.0).err().map(|r| r.error)).collect();
+            if txn.is_ok() && topic_errors.iter().all(Option::is_none) {
+                return Ok(());
+            }
+            // Kafka fails the refused topics and does not attempt the others.
+            let results = self.v3_and_below_topics.iter().zip(topic_errors).map(|(t, topic_error)| {
+                let error = match (txn, topic_error) {
+                    (Err(refusal), _) => refusal.error,
+                    (Ok(()), Some(error)) => error,
+                    (Ok(()), None) => code::OPERATION_NOT_ATTEMPTED,
+                };
+                txn_topic_result(t.name.0.clone(), &t.partitions, error)
+            });
+            return Err(AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results.collect()));
+        }
+        // Brokers verifying transactions: each transaction answered on its own.
+        let mut kept = Vec::with_capacity(self.transactions.len());
+        for mut txn in std::mem::take(&mut self.transactions) {
+            let refusal = walk.one(Op::Write, Res::TransactionalId, &mut txn.transactional_id.0).err().or_else(|| {
+                txn.topics
+                    .iter_mut()
+                    .find_map(|t: &mut AddPartitionsToTxnTopic| walk.one(Op::Write, Res::Topic, &mut t.name.0).err())
+            });
+            match refusal {
+                None => kept.push(txn),
+                Some(refusal) => {
+                    let topics = txn.topics.into_iter().map(|t| (t.name.0, t.partitions));
+                    walk.refused_item(txn.transactional_id.0, refusal, topics);
+                }
+            }
+        }
+        self.transactions = kept;
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut AddPartitionsToTxnResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.results_by_topic_v3_and_below, |t| &mut t.name.0);
+        for result in &mut response.results_by_transaction {
+            walk.name(&mut result.transactional_id.0);
+            walk.names(&mut result.topic_results, |t| &mut t.name.0);
+        }
+    }
+
+    fn answer_refused(response: &mut AddPartitionsToTxnResponse, refused: Refused) {
+        for n in refused.names {
+            let within = refused.topics.iter().filter(|t| t.within.as_ref() == Some(&n.name));
+            let results = within.map(|t| txn_topic_result(t.name.clone(), &t.partitions, n.error)).collect();
+            response.results_by_transaction.push(
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(TransactionalId(n.name))
+                    .with_topic_results(results),
+            );
+        }
+    }
+}
+
+impl Resources for AddOffsetsToTxnRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), AddOffsetsToTxnResponse> {
+        let refused = |refusal: Refusal| AddOffsetsToTxnResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Write, Res::TransactionalId, &mut self.transactional_id.0).map_err(refused)?;
+        walk.one(Op::Read, Res::Group, &mut self.group_id.0).map_err(refused)
+    }
+
+    fn walk_answer(_response: &mut AddOffsetsToTxnResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+fn txn_offset_commit_refusals(
+    topics: impl Iterator<Item = RefusedTopic>,
+    error: i16,
+) -> Vec<TxnOffsetCommitResponseTopic> {
+    topics
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| TxnOffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(error));
+            TxnOffsetCommitResponseTopic::default().with_name(TopicName(t.name)).with_partitions(partitions.collect())
+        })
+        .collect()
+}
+
+impl Resources for TxnOffsetCommitRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), TxnOffsetCommitResponse> {
+        let walked = walk
+            .one(Op::Write, Res::TransactionalId, &mut self.transactional_id.0)
+            .and_then(|()| walk.one(Op::Read, Res::Group, &mut self.group_id.0));
+        if let Err(refusal) = walked {
+            let topics = self.topics.iter().map(|t| RefusedTopic {
+                name: t.name.0.clone(),
+                id: uuid::Uuid::nil(),
+                partitions: t.partitions.iter().map(|p| p.partition_index).collect(),
+                within: None,
+            });
+            let answer = TxnOffsetCommitResponse::default();
+            return Err(answer.with_topics(txn_offset_commit_refusals(topics, refusal.error)));
+        }
+        walk.topics(
+            &mut self.topics,
+            Op::Read,
+            |t| TopicRef::name(&mut t.name.0),
+            |t| t.partitions.iter().map(|p| p.partition_index).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut TxnOffsetCommitResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut TxnOffsetCommitResponse, refused: Refused) {
+        let topics = txn_offset_commit_refusals(refused.topics.into_iter(), code::TOPIC_AUTHORIZATION_FAILED);
+        response.topics.extend(topics);
+    }
+}
+
+impl Resources for EndTxnRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), EndTxnResponse> {
+        let refused = |refusal: Refusal| EndTxnResponse::default().with_error_code(refusal.error);
+        walk.one(Op::Write, Res::TransactionalId, &mut self.transactional_id.0).map_err(refused)
+    }
+
+    fn walk_answer(_response: &mut EndTxnResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl Resources for DescribeProducersRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeProducersResponse> {
+        walk.topics(&mut self.topics, Op::Read, |t| TopicRef::name(&mut t.name.0), |t| t.partition_indexes.clone());
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut DescribeProducersResponse, walk: &AnswerWalk<'_>) {
+        walk.names(&mut response.topics, |t| &mut t.name.0);
+    }
+
+    fn answer_refused(response: &mut DescribeProducersResponse, refused: Refused) {
+        response.topics.extend(refused.topics.into_iter().map(|t| {
+            let partition = |p| {
+                PartitionResponse::default().with_partition_index(p).with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+            };
+            TopicResponse::default()
+                .with_name(TopicName(t.name))
+                .with_partitions(t.partitions.into_iter().map(partition).collect())
+        }));
+    }
+}
+
+impl Resources for ListTransactionsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ListTransactionsResponse> {
+        walk.listing();
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut ListTransactionsResponse, walk: &AnswerWalk<'_>) {
+        walk.listed(&mut response.transaction_states, Res::TransactionalId, |t| Some(&mut t.transactional_id.0));
+    }
+}
+
+impl Resources for DescribeTransactionsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeTransactionsResponse> {
+        walk.names(&mut self.transactional_ids, Op::Describe, Res::TransactionalId, |t| &mut t.0);
+        Ok(())
+    }
+
+    fn walk_answer(response: &mut DescribeTransactionsResponse, walk: &AnswerWalk<'_>) {
+        for state in &mut response.transaction_states {
+            walk.name(&mut state.transactional_id.0);
+            walk.names(&mut state.topics, |t| &mut t.topic.0);
+        }
+    }
+
+    fn answer_refused(response: &mut DescribeTransactionsResponse, refused: Refused) {
+        response.transaction_states.extend(refused.names.into_iter().map(|n| {
+            DescribedTransaction::default().with_transactional_id(TransactionalId(n.name)).with_error_code(n.error)
+        }));
+    }
 }
