@@ -1,10 +1,10 @@
-//! The supported Kafka surface on one screen: the tables ApiVersions advertises, what each API
-//! acts on, and the one `match` that routes each request to its handler. (SaslHandshake and
-//! SaslAuthenticate change the connection's authentication, so the connection answers them.)
+//! The supported Kafka surface on one screen: one line per API (`kafka_apis!`), from which the
+//! tables ApiVersions advertises, the routing of each request to its module in `api/`, and the
+//! walks of the authorizer and the namespace are made. (SaslHandshake and SaslAuthenticate
+//! change the connection's authentication, so the connection answers them.)
 
 use std::sync::Arc;
 
-use floe_metadata::groups::next_commit_stamp;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -17,74 +17,27 @@ use super::sasl::Principal;
 use crate::Agent;
 use crate::access::Access;
 
-/// Every API Floe implements, with the versions it implements fully. ApiVersions is built from
-/// this table, so nothing is advertised that is not served.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 13),
-    (ApiKey::Fetch, 4, 18),
-    (ApiKey::ListOffsets, 1, 10),
-    (ApiKey::Metadata, 0, 13),
-    (ApiKey::ApiVersions, 0, 4),
-    (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DeleteTopics, 1, 6),
-    (ApiKey::DeleteRecords, 0, 2),
-    (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::AlterConfigs, 0, 2),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 2),
-    (ApiKey::FindCoordinator, 0, 5),
-    (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
-    (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
-    (ApiKey::ConsumerGroupDescribe, 0, 1),
-    (ApiKey::InitProducerId, 0, 5),
-    (ApiKey::AddPartitionsToTxn, 0, 5),
-    (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 5),
-    (ApiKey::EndTxn, 0, 5),
-    (ApiKey::DescribeProducers, 0, 0),
-    (ApiKey::ListTransactions, 0, 1),
-    (ApiKey::DescribeTransactions, 0, 0),
-];
+/// Every Kafka API Floe serves, one line each: its `ApiKey` and the request type whose
+/// [`KafkaApi`] (its versions and handler) and `Resources` (what it names, walked by the
+/// authorizer and the namespace) its module in `api/` implements. The APIs `for_caller` check
+/// their caller's rights themselves and are walked by neither. ApiVersions is built from these
+/// lines, so nothing is advertised that is not served.
+macro_rules! kafka_apis {
+    (
+        walked { $($api:ident: $request:ty),* $(,)? }
+        for_caller { $($own:ident: $own_request:ty),* $(,)? }
+    ) => {
+        /// The APIs served on every listener, with the versions each implements fully.
+        pub const SUPPORTED: &[(ApiKey, i16, i16)] =
+            &[$((ApiKey::$api, <$request as KafkaApi>::VERSIONS.0, <$request as KafkaApi>::VERSIONS.1)),*];
 
-/// Served, and advertised, only when the listener has SASL: SaslHandshake v0 (raw tokens
-/// after the handshake) is not implemented; every client since Kafka 1.0 uses v1.
-pub const SASL: &[(ApiKey, i16, i16)] = &[(ApiKey::SaslHandshake, 1, 1), (ApiKey::SaslAuthenticate, 0, 2)];
-
-/// Served, and advertised, only when the listener has SASL: the SCRAM credential APIs need an
-/// authenticated principal (a super user). They act for their caller ([`acts_for_caller`]).
-pub const CREDENTIALS: &[(ApiKey, i16, i16)] =
-    &[(ApiKey::DescribeUserScramCredentials, 0, 0), (ApiKey::AlterUserScramCredentials, 0, 0)];
-
-/// Served, and advertised, only with `--authorizer`: without one there is nothing to manage.
-/// They act for their caller ([`acts_for_caller`]).
-pub const ACLS: &[(ApiKey, i16, i16)] =
-    &[(ApiKey::DescribeAcls, 0, 3), (ApiKey::CreateAcls, 0, 3), (ApiKey::DeleteAcls, 0, 3)];
-
-/// Whether an API acts for its caller rather than on named resources: it checks the caller's
-/// rights itself, within the caller's tenant, so it is not walked by the authorizer, charged to
-/// a quota or scoped to a namespace. Every other API is, before it reaches its handler.
-pub fn acts_for_caller(api_key: ApiKey) -> bool {
-    CREDENTIALS.iter().chain(ACLS).any(|(key, _, _)| *key == api_key)
-}
-
-/// Declares, for every API that does not act for its caller, where the resources it names are
-/// declared (`resources::Resources`, in the API's module): the authorizer and the namespace walk
-/// requests and answers through these two functions and know no API themselves.
-macro_rules! walked {
-    ($($api:ident: $request:ty),* $(,)?) => {
-        #[cfg(test)]
-        const WALKED: &[ApiKey] = &[$(ApiKey::$api),*];
+        /// The APIs that act for their caller, each with the listener feature it needs.
+        const FOR_CALLER: &[(ApiKey, i16, i16, ServedWith)] = &[$((
+            ApiKey::$own,
+            <$own_request as KafkaApi>::VERSIONS.0,
+            <$own_request as KafkaApi>::VERSIONS.1,
+            <$own_request as KafkaApi>::SERVED_WITH,
+        )),*];
 
         /// Walks the resources `request` names. `Err`: the whole answer.
         pub(super) fn walk_request(
@@ -111,45 +64,109 @@ macro_rules! walked {
                 _ => {}
             }
         }
+
+        async fn route(request: RequestKind, cx: Context<'_>) -> Reply {
+            match request {
+                $(RequestKind::$api(r) => r.start(cx).await,)*
+                $(RequestKind::$own(r) => r.start(cx).await,)*
+                // The connection only decodes requests whose (key, version) its tables serve,
+                // and answers SaslHandshake and SaslAuthenticate itself.
+                other => unreachable!("request {other:?} passed the version check without a handler"),
+            }
+        }
     };
 }
 
-walked! {
-    ApiVersions: ApiVersionsRequest,
-    Produce: ProduceRequest,
-    Fetch: FetchRequest,
-    ListOffsets: ListOffsetsRequest,
-    Metadata: MetadataRequest,
-    CreateTopics: CreateTopicsRequest,
-    DeleteTopics: DeleteTopicsRequest,
-    DeleteRecords: DeleteRecordsRequest,
-    OffsetForLeaderEpoch: OffsetForLeaderEpochRequest,
-    DescribeConfigs: DescribeConfigsRequest,
-    AlterConfigs: AlterConfigsRequest,
-    CreatePartitions: CreatePartitionsRequest,
-    IncrementalAlterConfigs: IncrementalAlterConfigsRequest,
-    DescribeCluster: DescribeClusterRequest,
-    FindCoordinator: FindCoordinatorRequest,
-    JoinGroup: JoinGroupRequest,
-    SyncGroup: SyncGroupRequest,
-    Heartbeat: HeartbeatRequest,
-    LeaveGroup: LeaveGroupRequest,
-    OffsetCommit: OffsetCommitRequest,
-    OffsetFetch: OffsetFetchRequest,
-    ListGroups: ListGroupsRequest,
-    DescribeGroups: DescribeGroupsRequest,
-    DeleteGroups: DeleteGroupsRequest,
-    OffsetDelete: OffsetDeleteRequest,
-    ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest,
-    ConsumerGroupDescribe: ConsumerGroupDescribeRequest,
-    InitProducerId: InitProducerIdRequest,
-    AddPartitionsToTxn: AddPartitionsToTxnRequest,
-    AddOffsetsToTxn: AddOffsetsToTxnRequest,
-    TxnOffsetCommit: TxnOffsetCommitRequest,
-    EndTxn: EndTxnRequest,
-    DescribeProducers: DescribeProducersRequest,
-    ListTransactions: ListTransactionsRequest,
-    DescribeTransactions: DescribeTransactionsRequest,
+kafka_apis! {
+    walked {
+        Produce: ProduceRequest,
+        Fetch: FetchRequest,
+        ListOffsets: ListOffsetsRequest,
+        Metadata: MetadataRequest,
+        ApiVersions: ApiVersionsRequest,
+        CreateTopics: CreateTopicsRequest,
+        DeleteTopics: DeleteTopicsRequest,
+        DeleteRecords: DeleteRecordsRequest,
+        OffsetForLeaderEpoch: OffsetForLeaderEpochRequest,
+        DescribeConfigs: DescribeConfigsRequest,
+        AlterConfigs: AlterConfigsRequest,
+        CreatePartitions: CreatePartitionsRequest,
+        IncrementalAlterConfigs: IncrementalAlterConfigsRequest,
+        DescribeCluster: DescribeClusterRequest,
+        FindCoordinator: FindCoordinatorRequest,
+        JoinGroup: JoinGroupRequest,
+        SyncGroup: SyncGroupRequest,
+        Heartbeat: HeartbeatRequest,
+        LeaveGroup: LeaveGroupRequest,
+        OffsetCommit: OffsetCommitRequest,
+        OffsetFetch: OffsetFetchRequest,
+        ListGroups: ListGroupsRequest,
+        DescribeGroups: DescribeGroupsRequest,
+        DeleteGroups: DeleteGroupsRequest,
+        OffsetDelete: OffsetDeleteRequest,
+        ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest,
+        ConsumerGroupDescribe: ConsumerGroupDescribeRequest,
+        InitProducerId: InitProducerIdRequest,
+        AddPartitionsToTxn: AddPartitionsToTxnRequest,
+        AddOffsetsToTxn: AddOffsetsToTxnRequest,
+        TxnOffsetCommit: TxnOffsetCommitRequest,
+        EndTxn: EndTxnRequest,
+        DescribeProducers: DescribeProducersRequest,
+        ListTransactions: ListTransactionsRequest,
+        DescribeTransactions: DescribeTransactionsRequest,
+    }
+    for_caller {
+        DescribeUserScramCredentials: DescribeUserScramCredentialsRequest,
+        AlterUserScramCredentials: AlterUserScramCredentialsRequest,
+        DescribeAcls: DescribeAclsRequest,
+        CreateAcls: CreateAclsRequest,
+        DeleteAcls: DeleteAclsRequest,
+    }
+}
+
+/// One Kafka API: the versions it serves and how a request starts. Implemented in the API's
+/// module in `api/`, next to its `Resources`.
+pub(super) trait KafkaApi: Sized {
+    /// The versions implemented fully, advertised in ApiVersions.
+    const VERSIONS: (i16, i16);
+
+    /// For an API that acts for its caller: the listener feature without which it has nothing
+    /// to act on, and is neither served nor advertised.
+    const SERVED_WITH: ServedWith = ServedWith::Always;
+
+    /// Starts handling the request. Only Produce does work before returning (it appends to the
+    /// flush buffer, in request order); every other API answers at once or in its own task.
+    fn start(self, cx: Context<'_>) -> impl Future<Output = Reply> + Send;
+}
+
+/// What a listener must have for an API to be served on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ServedWith {
+    Always,
+    /// SASL: the SCRAM credential APIs need an authenticated principal (a super user).
+    Sasl,
+    /// `--authorizer`: without one there are no ACLs to manage.
+    Authorizer,
+}
+
+/// Served, and advertised, only when the listener has SASL: SaslHandshake v0 (raw tokens
+/// after the handshake) is not implemented; every client since Kafka 1.0 uses v1. The
+/// connection answers these itself.
+pub const SASL: &[(ApiKey, i16, i16)] = &[(ApiKey::SaslHandshake, 1, 1), (ApiKey::SaslAuthenticate, 0, 2)];
+
+/// Whether an API acts for its caller rather than on named resources: it checks the caller's
+/// rights itself, within the caller's tenant, so it is not walked by the authorizer, charged to
+/// a quota or scoped to a namespace. Every other API is, before it reaches its handler.
+pub fn acts_for_caller(api_key: ApiKey) -> bool {
+    FOR_CALLER.iter().any(|(key, ..)| *key == api_key)
+}
+
+impl KafkaApi for ApiVersionsRequest {
+    const VERSIONS: (i16, i16) = (0, 4);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        Reply::Now(Box::new(ResponseKind::ApiVersions(api_versions(cx.agent, cx.version()))))
+    }
 }
 
 /// ApiVersions names nothing.
@@ -169,22 +186,27 @@ pub struct Extras {
 }
 
 impl Extras {
-    fn table(self) -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
-        let (sasl, credentials) = if self.sasl { (SASL, CREDENTIALS) } else { (&[][..], &[][..]) };
-        let acls = if self.acls { ACLS } else { &[] };
-        SUPPORTED.iter().chain(sasl).chain(credentials).chain(acls)
+    fn table(self) -> impl Iterator<Item = (ApiKey, i16, i16)> {
+        let sasl = if self.sasl { SASL } else { &[] };
+        let served = move |with: ServedWith| match with {
+            ServedWith::Always => true,
+            ServedWith::Sasl => self.sasl,
+            ServedWith::Authorizer => self.acls,
+        };
+        let for_caller = FOR_CALLER.iter().filter(move |(.., with)| served(*with));
+        SUPPORTED.iter().chain(sasl).copied().chain(for_caller.map(|(key, min, max, _)| (*key, *min, *max)))
     }
 }
 
 pub fn is_supported(api_key: ApiKey, version: i16, extras: Extras) -> bool {
-    extras.table().any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
+    extras.table().any(|(k, min, max)| k == api_key && (min..=max).contains(&version))
 }
 
 fn api_versions_table(extras: Extras) -> Vec<ApiVersion> {
     extras
         .table()
         .map(|(key, min, max)| {
-            ApiVersion::default().with_api_key(*key as i16).with_min_version(*min).with_max_version(*max)
+            ApiVersion::default().with_api_key(key as i16).with_min_version(min).with_max_version(max)
         })
         .collect()
 }
@@ -250,17 +272,45 @@ pub(super) struct Caller<'a> {
     pub(super) tenant: Option<&'a str>,
 }
 
-fn later<F>(future: F) -> Reply
-where
-    F: std::future::Future<Output = ResponseKind> + Send + 'static,
-{
-    Reply::Later(tokio::spawn(future))
+/// What a handler knows of its request beyond the request itself.
+pub(super) struct Context<'a> {
+    pub(super) agent: &'a Arc<Agent>,
+    pub(super) header: &'a RequestHeader,
+    pub(super) caller: &'a Caller<'a>,
+    /// The connection's lane of OffsetCommits, answered in request order.
+    pub(super) lane: &'a mut api::groups::CommitLane,
 }
 
-/// Starts handling one request. Only Produce does work before returning (it appends to the
-/// flush buffer, in request order); everything else runs in its own task, OffsetCommits in
-/// `lane`, the connection's, in order. A request of an API that does not act for its caller has
-/// been authorized and scoped to the caller's namespace by the connection.
+impl Context<'_> {
+    pub(super) fn version(&self) -> i16 {
+        self.header.request_api_version
+    }
+
+    pub(super) fn client_id(&self) -> Option<&str> {
+        self.header.client_id.as_deref()
+    }
+
+    /// The client as a group member is described: its client id and `/address`.
+    pub(super) fn client(&self) -> api::groups::Client {
+        api::groups::Client {
+            client_id: self.client_id().unwrap_or_default().to_owned(),
+            host: format!("/{}", self.caller.peer.ip()),
+        }
+    }
+
+    /// Answers in a task of its own: `handle` gets the agent and the request's version.
+    pub(super) fn later<F, Fut>(&self, handle: F) -> Reply
+    where
+        F: FnOnce(Arc<Agent>, i16) -> Fut,
+        Fut: Future<Output = ResponseKind> + Send + 'static,
+    {
+        Reply::Later(tokio::spawn(handle(self.agent.clone(), self.version())))
+    }
+}
+
+/// Starts handling one request ([`KafkaApi::start`]), OffsetCommits in `lane`, the
+/// connection's, in order. A request of an API that does not act for its caller has been
+/// authorized and scoped to the caller's namespace by the connection.
 pub(super) async fn start(
     agent: &Arc<Agent>,
     header: &RequestHeader,
@@ -268,189 +318,34 @@ pub(super) async fn start(
     caller: &Caller<'_>,
     lane: &mut api::groups::CommitLane,
 ) -> Reply {
-    let version = header.request_api_version;
-    let (peer, tenant) = (caller.peer, caller.tenant);
-    let client = || api::groups::Client {
-        client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
-        host: format!("/{}", peer.ip()),
-    };
-    let agent = agent.clone();
-    match request {
-        RequestKind::ApiVersions(_) => Reply::Now(Box::new(ResponseKind::ApiVersions(api_versions(&agent, version)))),
-        RequestKind::Produce(req) => api::produce::start(&agent, version, req).await,
-        RequestKind::Fetch(req) => {
-            later(async move { ResponseKind::Fetch(api::fetch::handle(&agent, version, req).await) })
-        }
-        RequestKind::ListOffsets(req) => {
-            later(async move { ResponseKind::ListOffsets(api::list_offsets::handle(&agent, version, req).await) })
-        }
-        RequestKind::Metadata(req) => {
-            let client_id = header.client_id.as_ref().map(|c| c.to_string());
-            later(async move { ResponseKind::Metadata(api::metadata::handle(&agent, version, req, client_id).await) })
-        }
-        RequestKind::CreateTopics(req) => {
-            later(async move { ResponseKind::CreateTopics(api::topics::create_topics(&agent, version, req).await) })
-        }
-        RequestKind::DeleteTopics(req) => {
-            later(async move { ResponseKind::DeleteTopics(api::topics::delete_topics(&agent, version, req).await) })
-        }
-        RequestKind::CreatePartitions(req) => {
-            later(async move { ResponseKind::CreatePartitions(api::topics::create_partitions(&agent, req).await) })
-        }
-        RequestKind::DeleteRecords(req) => {
-            later(async move { ResponseKind::DeleteRecords(api::delete_records::handle(&agent, req).await) })
-        }
-        RequestKind::OffsetForLeaderEpoch(req) => {
-            later(
-                async move { ResponseKind::OffsetForLeaderEpoch(api::offset_for_leader_epoch::handle(&agent, req).await) },
-            )
-        }
-        RequestKind::DescribeConfigs(req) => {
-            later(async move { ResponseKind::DescribeConfigs(api::configs::describe(&agent, req)) })
-        }
-        RequestKind::AlterConfigs(req) => {
-            later(async move { ResponseKind::AlterConfigs(api::configs::alter(&agent, req).await) })
-        }
-        RequestKind::IncrementalAlterConfigs(req) => {
-            later(
-                async move { ResponseKind::IncrementalAlterConfigs(api::configs::incremental_alter(&agent, req).await) },
-            )
-        }
-        RequestKind::DescribeCluster(req) => {
-            later(async move { ResponseKind::DescribeCluster(api::cluster::describe_cluster(&agent, req)) })
-        }
-        RequestKind::FindCoordinator(req) => {
-            let client_id = header.client_id.as_deref();
-            let response = api::groups::find_coordinator(&agent, version, req, client_id);
-            Reply::Now(Box::new(ResponseKind::FindCoordinator(response)))
-        }
-        RequestKind::JoinGroup(req) => {
-            let client = client();
-            later(async move { ResponseKind::JoinGroup(api::groups::join(&agent, version, req, client).await) })
-        }
-        RequestKind::SyncGroup(req) => {
-            later(async move { ResponseKind::SyncGroup(api::groups::sync(&agent, version, req).await) })
-        }
-        RequestKind::Heartbeat(req) => {
-            later(async move { ResponseKind::Heartbeat(api::groups::heartbeat(&agent, req).await) })
-        }
-        RequestKind::LeaveGroup(req) => {
-            later(async move { ResponseKind::LeaveGroup(api::groups::leave(&agent, version, req).await) })
-        }
-        RequestKind::OffsetCommit(req) => {
-            // Stamped here, in request order: the handler tasks may start in any order (tokio
-            // runs the newest spawned task first), and the state machine skips a commit whose
-            // stamp is older than one it applied.
-            let answer = lane.submit(&agent, req, next_commit_stamp());
-            later(async move { ResponseKind::OffsetCommit(answer.await) })
-        }
-        RequestKind::OffsetFetch(req) => {
-            later(async move { ResponseKind::OffsetFetch(api::groups::offset_fetch(&agent, version, req).await) })
-        }
-        RequestKind::ListGroups(req) => {
-            later(async move { ResponseKind::ListGroups(api::groups::list(&agent, version, req).await) })
-        }
-        RequestKind::DescribeGroups(req) => {
-            later(async move { ResponseKind::DescribeGroups(api::groups::describe(&agent, req).await) })
-        }
-        RequestKind::DeleteGroups(req) => {
-            later(async move { ResponseKind::DeleteGroups(api::groups::delete(&agent, req).await) })
-        }
-        RequestKind::OffsetDelete(req) => {
-            later(async move { ResponseKind::OffsetDelete(api::groups::offset_delete(&agent, req).await) })
-        }
-        RequestKind::ConsumerGroupHeartbeat(req) => {
-            let client = client();
-            later(async move {
-                ResponseKind::ConsumerGroupHeartbeat(api::groups::consumer_heartbeat(&agent, req, client).await)
-            })
-        }
-        RequestKind::ConsumerGroupDescribe(req) => later(async move {
-            ResponseKind::ConsumerGroupDescribe(api::groups::consumer_describe(&agent, version, req).await)
-        }),
-        RequestKind::InitProducerId(req) => {
-            let tenant = tenant.map(str::to_owned);
-            later(async move {
-                ResponseKind::InitProducerId(api::transactions::init_producer_id(&agent, version, req, tenant).await)
-            })
-        }
-        RequestKind::AddPartitionsToTxn(req) => later(async move {
-            ResponseKind::AddPartitionsToTxn(api::transactions::add_partitions_to_txn(&agent, version, req).await)
-        }),
-        RequestKind::AddOffsetsToTxn(req) => later(async move {
-            ResponseKind::AddOffsetsToTxn(api::transactions::add_offsets_to_txn(&agent, version, req).await)
-        }),
-        RequestKind::TxnOffsetCommit(req) => later(async move {
-            ResponseKind::TxnOffsetCommit(api::transactions::txn_offset_commit(&agent, version, req).await)
-        }),
-        RequestKind::EndTxn(req) => {
-            later(async move { ResponseKind::EndTxn(api::transactions::end_txn(&agent, version, req).await) })
-        }
-        RequestKind::DescribeProducers(req) => {
-            later(async move { ResponseKind::DescribeProducers(api::transactions::describe_producers(&agent, req)) })
-        }
-        RequestKind::ListTransactions(req) => {
-            later(async move { ResponseKind::ListTransactions(api::transactions::list_transactions(&agent, req)) })
-        }
-        RequestKind::DescribeTransactions(req) => {
-            later(
-                async move { ResponseKind::DescribeTransactions(api::transactions::describe_transactions(&agent, req)) },
-            )
-        }
-        RequestKind::DescribeUserScramCredentials(req) => {
-            let response = match caller.principal {
-                Some(principal) => api::scram_credentials::describe(&agent, principal, caller.access, &req),
-                None => api::scram_credentials::describe_unauthenticated(&req),
-            };
-            Reply::Now(Box::new(ResponseKind::DescribeUserScramCredentials(response)))
-        }
-        RequestKind::AlterUserScramCredentials(req) => match caller.principal {
-            Some(principal) => {
-                let (principal, access) = (principal.clone(), caller.access.cloned());
-                later(async move {
-                    let response = api::scram_credentials::alter(&agent, &principal, access.as_ref(), req).await;
-                    ResponseKind::AlterUserScramCredentials(response)
-                })
-            }
-            None => Reply::Now(Box::new(ResponseKind::AlterUserScramCredentials(
-                api::scram_credentials::alter_unauthenticated(&req),
-            ))),
-        },
-        RequestKind::DescribeAcls(req) => Reply::Now(Box::new(ResponseKind::DescribeAcls(match caller.access {
-            Some(access) => api::acls::describe(&agent, access, &req),
-            // Not reached (decoded only with an authorizer); one error is DescribeAcls's answer.
-            None => DescribeAclsResponse::default().with_error_code(code::SECURITY_DISABLED),
-        }))),
-        RequestKind::CreateAcls(req) => match caller.access.cloned() {
-            Some(access) => {
-                later(async move { ResponseKind::CreateAcls(api::acls::create(&agent, &access, req).await) })
-            }
-            None => Reply::Now(Box::new(ResponseKind::CreateAcls(api::acls::create_without_authorizer(&req)))),
-        },
-        RequestKind::DeleteAcls(req) => match caller.access.cloned() {
-            Some(access) => {
-                later(async move { ResponseKind::DeleteAcls(api::acls::delete(&agent, &access, req).await) })
-            }
-            None => Reply::Now(Box::new(ResponseKind::DeleteAcls(api::acls::delete_without_authorizer(&req)))),
-        },
-        // The connection only decodes requests whose (key, version) its tables serve, answers
-        // SaslHandshake and SaslAuthenticate itself, and every other entry has an arm above.
-        other => unreachable!("request {other:?} passed the version check without a handler"),
-    }
+    route(request, Context { agent, header, caller, lane }).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An API served but not declared in `walked!` would reach its handler unauthorized and
-    /// unscoped, in another tenant's names.
     #[test]
-    fn every_served_api_is_walked_or_acts_for_its_caller() {
-        let extras = Extras { sasl: true, acls: true };
-        for (key, _, _) in extras.table() {
-            let sasl = SASL.iter().any(|(k, _, _)| k == key);
-            assert!(sasl || acts_for_caller(*key) || WALKED.contains(key), "{key:?} names resources nobody walks");
+    fn apis_acting_for_their_caller_are_served_only_with_what_they_act_on() {
+        let plain = Extras::default();
+        let sasl = Extras { sasl: true, acls: false };
+        let acls = Extras { sasl: false, acls: true };
+        assert!(is_supported(ApiKey::Produce, 13, plain));
+        assert!(!is_supported(ApiKey::Produce, 14, plain));
+        for (key, served_with) in [
+            (ApiKey::SaslHandshake, sasl),
+            (ApiKey::DescribeUserScramCredentials, sasl),
+            (ApiKey::AlterUserScramCredentials, sasl),
+            (ApiKey::DescribeAcls, acls),
+            (ApiKey::CreateAcls, acls),
+            (ApiKey::DeleteAcls, acls),
+        ] {
+            let version = if key == ApiKey::SaslHandshake { 1 } else { 0 };
+            assert!(!is_supported(key, version, plain), "{key:?} served without what it acts on");
+            assert!(is_supported(key, version, served_with), "{key:?} not served");
         }
+        assert!(acts_for_caller(ApiKey::CreateAcls) && !acts_for_caller(ApiKey::Produce));
+        let advertised = api_versions_table(Extras { sasl: true, acls: true });
+        assert_eq!(advertised.len(), SUPPORTED.len() + SASL.len() + FOR_CALLER.len());
     }
 }

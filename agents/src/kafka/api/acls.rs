@@ -20,10 +20,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::super::dispatch::{Context, KafkaApi, Reply, ServedWith};
 use super::super::error_code;
 use super::str_bytes;
 use crate::Agent;
 use crate::access::Access;
+use kafka_protocol::messages::ResponseKind;
 
 /// The answers to CreateAcls and DeleteAcls without an authorizer, item by item. Not reached (the
 /// ACL APIs are decoded only with `--authorizer`); here so that no request goes unanswered.
@@ -358,6 +360,47 @@ pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: De
         })
         .collect();
     DeleteAclsResponse::default().with_filter_results(results)
+}
+
+impl KafkaApi for DescribeAclsRequest {
+    const VERSIONS: (i16, i16) = (0, 3);
+    const SERVED_WITH: ServedWith = ServedWith::Authorizer;
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        Reply::Now(Box::new(ResponseKind::DescribeAcls(match cx.caller.access {
+            Some(access) => describe(cx.agent, access, &self),
+            // Not reached (decoded only with an authorizer); one error is DescribeAcls's answer.
+            None => DescribeAclsResponse::default().with_error_code(error_code::code::SECURITY_DISABLED),
+        })))
+    }
+}
+
+impl KafkaApi for CreateAclsRequest {
+    const VERSIONS: (i16, i16) = (0, 3);
+    const SERVED_WITH: ServedWith = ServedWith::Authorizer;
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        match cx.caller.access.cloned() {
+            Some(access) => {
+                cx.later(move |agent, _| async move { ResponseKind::CreateAcls(create(&agent, &access, self).await) })
+            }
+            None => Reply::Now(Box::new(ResponseKind::CreateAcls(create_without_authorizer(&self)))),
+        }
+    }
+}
+
+impl KafkaApi for DeleteAclsRequest {
+    const VERSIONS: (i16, i16) = (0, 3);
+    const SERVED_WITH: ServedWith = ServedWith::Authorizer;
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        match cx.caller.access.cloned() {
+            Some(access) => {
+                cx.later(move |agent, _| async move { ResponseKind::DeleteAcls(delete(&agent, &access, self).await) })
+            }
+            None => Reply::Now(Box::new(ResponseKind::DeleteAcls(delete_without_authorizer(&self)))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,10 +3,12 @@
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::code;
 use super::super::resources::{AnswerWalk, Op, Resources, Walk};
 use super::str_bytes;
 use crate::Agent;
+use kafka_protocol::messages::ResponseKind;
 
 const ENDPOINT_BROKERS: i8 = 1;
 
@@ -36,6 +38,14 @@ pub(in crate::kafka) fn describe_cluster(agent: &Agent, request: DescribeCluster
         .with_controller_id(BrokerId(agent.config.node_id))
         .with_brokers(brokers)
         .with_cluster_authorized_operations(i32::MIN)
+}
+
+impl KafkaApi for DescribeClusterRequest {
+    const VERSIONS: (i16, i16) = (0, 2);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DescribeCluster(describe_cluster(&agent, self)) })
+    }
 }
 
 impl Resources for DescribeClusterRequest {

@@ -18,10 +18,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, CONFIG_RESOURCE_TOPIC, Op, Refused, Resources, Walk};
 use super::str_bytes;
 use crate::Agent;
+use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse;
 
@@ -396,6 +398,14 @@ pub(in crate::kafka) async fn incremental_alter(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
+impl KafkaApi for DescribeConfigsRequest {
+    const VERSIONS: (i16, i16) = (1, 4);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DescribeConfigs(describe(&agent, self)) })
+    }
+}
+
 impl Resources for DescribeConfigsRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeConfigsResponse> {
         let walked =
@@ -428,6 +438,14 @@ impl Resources for DescribeConfigsRequest {
     }
 }
 
+impl KafkaApi for AlterConfigsRequest {
+    const VERSIONS: (i16, i16) = (0, 2);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::AlterConfigs(alter(&agent, self).await) })
+    }
+}
+
 impl Resources for AlterConfigsRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), AlterConfigsResponse> {
         let walked = walk.configs(&mut self.resources, Op::AlterConfigs, |c| (c.resource_type, &mut c.resource_name));
@@ -456,6 +474,16 @@ impl Resources for AlterConfigsRequest {
                 .with_resource_type(n.resource_type)
                 .with_resource_name(n.name)
         }));
+    }
+}
+
+impl KafkaApi for IncrementalAlterConfigsRequest {
+    const VERSIONS: (i16, i16) = (0, 1);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(
+            move |agent, _| async move { ResponseKind::IncrementalAlterConfigs(incremental_alter(&agent, self).await) },
+        )
     }
 }
 

@@ -4,9 +4,11 @@ use floe_metadata::{Command, Outcome};
 use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
+use kafka_protocol::messages::ResponseKind;
 
 pub(in crate::kafka) async fn handle(agent: &Agent, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
@@ -30,6 +32,14 @@ pub(in crate::kafka) async fn handle(agent: &Agent, request: DeleteRecordsReques
         topics.push(DeleteRecordsTopicResult::default().with_name(topic.name).with_partitions(partitions));
     }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+impl KafkaApi for DeleteRecordsRequest {
+    const VERSIONS: (i16, i16) = (0, 2);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DeleteRecords(handle(&agent, self).await) })
+    }
 }
 
 impl Resources for DeleteRecordsRequest {

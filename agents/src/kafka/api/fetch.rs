@@ -8,11 +8,13 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
 use crate::fetch::{FetchError, ReadLimits, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
+use kafka_protocol::messages::ResponseKind;
 
 const READ_COMMITTED: i8 = 1;
 
@@ -136,6 +138,14 @@ fn count_bytes_out(response: &FetchResponse) {
                 .with_label_values(&[crate::metrics::TOPIC_LABELS.label(topic.topic.as_str())])
                 .inc_by(bytes as u64);
         }
+    }
+}
+
+impl KafkaApi for FetchRequest {
+    const VERSIONS: (i16, i16) = (4, 18);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move { ResponseKind::Fetch(handle(&agent, version, self).await) })
     }
 }
 

@@ -40,11 +40,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::code;
 use super::super::error_code::for_group;
 use super::super::resources::{AnswerWalk, Op, Refusal, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
 use super::str_bytes;
 use crate::Agent;
+use floe_metadata::groups::next_commit_stamp;
+use kafka_protocol::messages::ResponseKind;
 
 /// FindCoordinator key types: consumer groups and transactions (2, share groups, is not served).
 const KEY_TYPE_GROUP: i8 = 0;
@@ -872,6 +875,15 @@ pub(in crate::kafka) async fn consumer_describe(
     ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
+impl KafkaApi for FindCoordinatorRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        let response = find_coordinator(cx.agent, cx.version(), self, cx.client_id());
+        Reply::Now(Box::new(ResponseKind::FindCoordinator(response)))
+    }
+}
+
 impl Resources for FindCoordinatorRequest {
     fn walk(&mut self, version: i16, walk: &mut Walk<'_>) -> Result<(), FindCoordinatorResponse> {
         let resource_type = if self.key_type == KEY_TYPE_TRANSACTION { Res::TransactionalId } else { Res::Group };
@@ -896,6 +908,17 @@ impl Resources for FindCoordinatorRequest {
     }
 }
 
+impl KafkaApi for JoinGroupRequest {
+    const VERSIONS: (i16, i16) = (0, 9);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        let client = cx.client();
+        cx.later(
+            move |agent, version| async move { ResponseKind::JoinGroup(join(&agent, version, self, client).await) },
+        )
+    }
+}
+
 impl Resources for JoinGroupRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), JoinGroupResponse> {
         let refused = |refusal: Refusal| JoinGroupResponse::default().with_error_code(refusal.error);
@@ -903,6 +926,14 @@ impl Resources for JoinGroupRequest {
     }
 
     fn walk_answer(_response: &mut JoinGroupResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl KafkaApi for SyncGroupRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move { ResponseKind::SyncGroup(sync(&agent, version, self).await) })
+    }
 }
 
 impl Resources for SyncGroupRequest {
@@ -914,6 +945,14 @@ impl Resources for SyncGroupRequest {
     fn walk_answer(_response: &mut SyncGroupResponse, _walk: &AnswerWalk<'_>) {}
 }
 
+impl KafkaApi for HeartbeatRequest {
+    const VERSIONS: (i16, i16) = (0, 4);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::Heartbeat(heartbeat(&agent, self).await) })
+    }
+}
+
 impl Resources for HeartbeatRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), HeartbeatResponse> {
         let refused = |refusal: Refusal| HeartbeatResponse::default().with_error_code(refusal.error);
@@ -921,6 +960,14 @@ impl Resources for HeartbeatRequest {
     }
 
     fn walk_answer(_response: &mut HeartbeatResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl KafkaApi for LeaveGroupRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move { ResponseKind::LeaveGroup(leave(&agent, version, self).await) })
+    }
 }
 
 impl Resources for LeaveGroupRequest {
@@ -943,6 +990,18 @@ fn offset_commit_refusals(topics: impl Iterator<Item = RefusedTopic>, error: i16
             )
         })
         .collect()
+}
+
+impl KafkaApi for OffsetCommitRequest {
+    const VERSIONS: (i16, i16) = (2, 9);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        // Stamped here, in request order: the handler tasks may start in any order (tokio runs
+        // the newest spawned task first), and the state machine skips a commit whose stamp is
+        // older than one it applied.
+        let answer = cx.lane.submit(cx.agent, self, next_commit_stamp());
+        cx.later(move |_, _| async move { ResponseKind::OffsetCommit(answer.await) })
+    }
 }
 
 impl Resources for OffsetCommitRequest {
@@ -972,6 +1031,16 @@ impl Resources for OffsetCommitRequest {
     fn answer_refused(response: &mut OffsetCommitResponse, refused: Refused) {
         let topics = offset_commit_refusals(refused.topics.into_iter(), code::TOPIC_AUTHORIZATION_FAILED);
         response.topics.extend(topics);
+    }
+}
+
+impl KafkaApi for OffsetFetchRequest {
+    const VERSIONS: (i16, i16) = (1, 9);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(
+            move |agent, version| async move { ResponseKind::OffsetFetch(offset_fetch(&agent, version, self).await) },
+        )
     }
 }
 
@@ -1056,6 +1125,14 @@ impl Resources for OffsetFetchRequest {
     }
 }
 
+impl KafkaApi for ListGroupsRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move { ResponseKind::ListGroups(list(&agent, version, self).await) })
+    }
+}
+
 impl Resources for ListGroupsRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ListGroupsResponse> {
         if walk.cluster(Op::Describe).is_err() {
@@ -1066,6 +1143,14 @@ impl Resources for ListGroupsRequest {
 
     fn walk_answer(response: &mut ListGroupsResponse, walk: &AnswerWalk<'_>) {
         walk.listed(&mut response.groups, Res::Group, |g| Some(&mut g.group_id.0));
+    }
+}
+
+impl KafkaApi for DescribeGroupsRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DescribeGroups(describe(&agent, self).await) })
     }
 }
 
@@ -1114,6 +1199,14 @@ fn unscope_consumer_protocol(ns: &floe_metadata::Namespace, member: &mut Describ
     }
 }
 
+impl KafkaApi for DeleteGroupsRequest {
+    const VERSIONS: (i16, i16) = (0, 2);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DeleteGroups(delete(&agent, self).await) })
+    }
+}
+
 impl Resources for DeleteGroupsRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DeleteGroupsResponse> {
         walk.names(&mut self.groups_names, Op::Delete, Res::Group, |g| &mut g.0);
@@ -1131,6 +1224,14 @@ impl Resources for DeleteGroupsRequest {
                 .into_iter()
                 .map(|n| DeletableGroupResult::default().with_group_id(GroupId(n.name)).with_error_code(n.error)),
         );
+    }
+}
+
+impl KafkaApi for OffsetDeleteRequest {
+    const VERSIONS: (i16, i16) = (0, 0);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::OffsetDelete(offset_delete(&agent, self).await) })
     }
 }
 
@@ -1165,6 +1266,17 @@ impl Resources for OffsetDeleteRequest {
     }
 }
 
+impl KafkaApi for ConsumerGroupHeartbeatRequest {
+    const VERSIONS: (i16, i16) = (0, 1);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        let client = cx.client();
+        cx.later(move |agent, _| async move {
+            ResponseKind::ConsumerGroupHeartbeat(consumer_heartbeat(&agent, self, client).await)
+        })
+    }
+}
+
 impl Resources for ConsumerGroupHeartbeatRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ConsumerGroupHeartbeatResponse> {
         let refused = |refusal: Refusal| ConsumerGroupHeartbeatResponse::default().with_error_code(refusal.error);
@@ -1179,6 +1291,16 @@ impl Resources for ConsumerGroupHeartbeatRequest {
     }
 
     fn walk_answer(_response: &mut ConsumerGroupHeartbeatResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl KafkaApi for ConsumerGroupDescribeRequest {
+    const VERSIONS: (i16, i16) = (0, 1);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move {
+            ResponseKind::ConsumerGroupDescribe(consumer_describe(&agent, version, self).await)
+        })
+    }
 }
 
 impl Resources for ConsumerGroupDescribeRequest {

@@ -4,10 +4,12 @@
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
 use crate::fetch::records_at_timestamp;
+use kafka_protocol::messages::ResponseKind;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -80,6 +82,14 @@ async fn lookup(
             Err(e) => Err(error_code::for_fetch(&e).code()),
         },
         _ => Err(code::INVALID_REQUEST),
+    }
+}
+
+impl KafkaApi for ListOffsetsRequest {
+    const VERSIONS: (i16, i16) = (1, 10);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move { ResponseKind::ListOffsets(handle(&agent, version, self).await) })
     }
 }
 

@@ -10,8 +10,10 @@ use super::super::error_code::{self, code};
 use super::str_bytes;
 use floe_metadata::AgentInfo;
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::resources::{AnswerWalk, Op, Refused, Res, Resources, TopicRef, Walk};
 use crate::Agent;
+use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 
 /// Authorized-operations value meaning "not requested / not computed".
@@ -129,6 +131,17 @@ fn missing(name: Option<String>, error: i16) -> MetadataResponseTopic {
         .with_name(name.map(|n| TopicName(str_bytes(n))))
         .with_error_code(error)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+impl KafkaApi for MetadataRequest {
+    const VERSIONS: (i16, i16) = (0, 13);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        let client_id = cx.client_id().map(str::to_owned);
+        cx.later(
+            move |agent, version| async move { ResponseKind::Metadata(handle(&agent, version, self, client_id).await) },
+        )
+    }
 }
 
 impl Resources for MetadataRequest {

@@ -9,9 +9,11 @@
 
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::code;
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
+use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 
 pub(in crate::kafka) async fn handle(
@@ -79,6 +81,14 @@ fn unavailable(request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResp
         })
         .collect();
     OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+impl KafkaApi for OffsetForLeaderEpochRequest {
+    const VERSIONS: (i16, i16) = (2, 4);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::OffsetForLeaderEpoch(handle(&agent, self).await) })
+    }
 }
 
 impl Resources for OffsetForLeaderEpochRequest {

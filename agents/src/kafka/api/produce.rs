@@ -10,7 +10,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
-use super::super::dispatch::Reply;
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
 use crate::Agent;
@@ -256,6 +256,14 @@ fn respond(
         })
         .collect();
     ProduceResponse::default().with_responses(responses)
+}
+
+impl KafkaApi for ProduceRequest {
+    const VERSIONS: (i16, i16) = (3, 13);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        start(cx.agent, cx.version(), self).await
+    }
 }
 
 impl Resources for ProduceRequest {

@@ -19,9 +19,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::super::dispatch::{Context, KafkaApi, Reply, ServedWith};
 use crate::access::Access;
 use crate::agent::Agent;
 use crate::kafka::sasl::Principal;
+use kafka_protocol::messages::ResponseKind;
 
 /// Most users one request may name.
 const USERS_PER_REQUEST_MAX: usize = 1000;
@@ -282,4 +284,32 @@ pub(crate) async fn alter(
         });
     }
     AlterUserScramCredentialsResponse::default().with_results(results)
+}
+
+impl KafkaApi for DescribeUserScramCredentialsRequest {
+    const VERSIONS: (i16, i16) = (0, 0);
+    const SERVED_WITH: ServedWith = ServedWith::Sasl;
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        let response = match cx.caller.principal {
+            Some(principal) => describe(cx.agent, principal, cx.caller.access, &self),
+            None => describe_unauthenticated(&self),
+        };
+        Reply::Now(Box::new(ResponseKind::DescribeUserScramCredentials(response)))
+    }
+}
+
+impl KafkaApi for AlterUserScramCredentialsRequest {
+    const VERSIONS: (i16, i16) = (0, 0);
+    const SERVED_WITH: ServedWith = ServedWith::Sasl;
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        let Some(principal) = cx.caller.principal.cloned() else {
+            return Reply::Now(Box::new(ResponseKind::AlterUserScramCredentials(alter_unauthenticated(&self))));
+        };
+        let access = cx.caller.access.cloned();
+        cx.later(move |agent, _| async move {
+            ResponseKind::AlterUserScramCredentials(alter(&agent, &principal, access.as_ref(), self).await)
+        })
+    }
 }

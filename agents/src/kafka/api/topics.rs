@@ -10,11 +10,13 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use super::configs;
 use crate::Agent;
 use crate::limits::CREATE_TOPICS_COUNT_MAX;
+use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 
@@ -244,6 +246,16 @@ pub(in crate::kafka) async fn create_partitions(
     CreatePartitionsResponse::default().with_results(results)
 }
 
+impl KafkaApi for CreateTopicsRequest {
+    const VERSIONS: (i16, i16) = (2, 7);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(
+            move |agent, version| async move { ResponseKind::CreateTopics(create_topics(&agent, version, self).await) },
+        )
+    }
+}
+
 impl Resources for CreateTopicsRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), CreateTopicsResponse> {
         walk.topics_or_cluster(&mut self.topics, Op::Create, |t| TopicRef::name(&mut t.name.0), |_| vec![]);
@@ -262,6 +274,16 @@ impl Resources for CreateTopicsRequest {
                 .with_num_partitions(-1)
                 .with_replication_factor(-1)
         }));
+    }
+}
+
+impl KafkaApi for DeleteTopicsRequest {
+    const VERSIONS: (i16, i16) = (1, 6);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(
+            move |agent, version| async move { ResponseKind::DeleteTopics(delete_topics(&agent, version, self).await) },
+        )
     }
 }
 
@@ -288,6 +310,14 @@ impl Resources for DeleteTopicsRequest {
                 .with_topic_id(t.id)
                 .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
         }));
+    }
+}
+
+impl KafkaApi for CreatePartitionsRequest {
+    const VERSIONS: (i16, i16) = (0, 3);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::CreatePartitions(create_partitions(&agent, self).await) })
     }
 }
 

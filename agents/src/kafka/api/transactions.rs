@@ -26,6 +26,7 @@ use kafka_protocol::messages::{
     ListTransactionsResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 
+use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::code;
 use super::super::error_code::{for_command, for_group};
 use super::super::resources::{AnswerWalk, Op, Refusal, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
@@ -35,6 +36,7 @@ use crate::limits::ADMIN_LIST_MAX;
 use crate::produce::PartitionAppend;
 use floe_metadata::now_ms;
 use floe_storage::TopicPartition;
+use kafka_protocol::messages::ResponseKind;
 
 /// The error code for a refused transaction command. PRODUCER_FENCED exists on the wire from
 /// `fenced_since`; older clients get INVALID_PRODUCER_EPOCH for it, as Kafka answers them. A
@@ -492,6 +494,17 @@ pub(in crate::kafka) fn describe_transactions(
     DescribeTransactionsResponse::default().with_transaction_states(described)
 }
 
+impl KafkaApi for InitProducerIdRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        let tenant = cx.caller.tenant.map(str::to_owned);
+        cx.later(move |agent, version| async move {
+            ResponseKind::InitProducerId(init_producer_id(&agent, version, self, tenant).await)
+        })
+    }
+}
+
 impl Resources for InitProducerIdRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), InitProducerIdResponse> {
         let refused = |refusal: Refusal| {
@@ -517,6 +530,16 @@ fn txn_topic_result(
         AddPartitionsToTxnPartitionResult::default().with_partition_index(*p).with_partition_error_code(error)
     });
     AddPartitionsToTxnTopicResult::default().with_name(TopicName(name)).with_results_by_partition(results.collect())
+}
+
+impl KafkaApi for AddPartitionsToTxnRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move {
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn(&agent, version, self).await)
+        })
+    }
 }
 
 impl Resources for AddPartitionsToTxnRequest {
@@ -581,6 +604,16 @@ impl Resources for AddPartitionsToTxnRequest {
     }
 }
 
+impl KafkaApi for AddOffsetsToTxnRequest {
+    const VERSIONS: (i16, i16) = (0, 4);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn(&agent, version, self).await)
+        })
+    }
+}
+
 impl Resources for AddOffsetsToTxnRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), AddOffsetsToTxnResponse> {
         let refused = |refusal: Refusal| AddOffsetsToTxnResponse::default().with_error_code(refusal.error);
@@ -604,6 +637,16 @@ fn txn_offset_commit_refusals(
             TxnOffsetCommitResponseTopic::default().with_name(TopicName(t.name)).with_partitions(partitions.collect())
         })
         .collect()
+}
+
+impl KafkaApi for TxnOffsetCommitRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit(&agent, version, self).await)
+        })
+    }
 }
 
 impl Resources for TxnOffsetCommitRequest {
@@ -640,6 +683,14 @@ impl Resources for TxnOffsetCommitRequest {
     }
 }
 
+impl KafkaApi for EndTxnRequest {
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, version| async move { ResponseKind::EndTxn(end_txn(&agent, version, self).await) })
+    }
+}
+
 impl Resources for EndTxnRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), EndTxnResponse> {
         let refused = |refusal: Refusal| EndTxnResponse::default().with_error_code(refusal.error);
@@ -647,6 +698,14 @@ impl Resources for EndTxnRequest {
     }
 
     fn walk_answer(_response: &mut EndTxnResponse, _walk: &AnswerWalk<'_>) {}
+}
+
+impl KafkaApi for DescribeProducersRequest {
+    const VERSIONS: (i16, i16) = (0, 0);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DescribeProducers(describe_producers(&agent, self)) })
+    }
 }
 
 impl Resources for DescribeProducersRequest {
@@ -671,6 +730,14 @@ impl Resources for DescribeProducersRequest {
     }
 }
 
+impl KafkaApi for ListTransactionsRequest {
+    const VERSIONS: (i16, i16) = (0, 1);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::ListTransactions(list_transactions(&agent, self)) })
+    }
+}
+
 impl Resources for ListTransactionsRequest {
     fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ListTransactionsResponse> {
         walk.listing();
@@ -679,6 +746,14 @@ impl Resources for ListTransactionsRequest {
 
     fn walk_answer(response: &mut ListTransactionsResponse, walk: &AnswerWalk<'_>) {
         walk.listed(&mut response.transaction_states, Res::TransactionalId, |t| Some(&mut t.transactional_id.0));
+    }
+}
+
+impl KafkaApi for DescribeTransactionsRequest {
+    const VERSIONS: (i16, i16) = (0, 0);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DescribeTransactions(describe_transactions(&agent, self)) })
     }
 }
 
