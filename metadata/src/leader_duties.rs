@@ -4,11 +4,12 @@
 //! same thing. (Group sessions and rebalances are `groups::GroupCoordinator::run_timers`; the
 //! archive is the binary's `cmd/archive.rs`; job leases are taken by the agents.)
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::command::Command;
 use crate::node::MetadataNode;
-use crate::now_ms;
 use crate::tasks::sleep_unless_stopped;
 use tokio_util::sync::CancellationToken;
 
@@ -44,25 +45,30 @@ pub(crate) async fn run(node: MetadataNode, stop: CancellationToken) {
             .map_or(RETENTION_CHECK_DEFAULT, Duration::from_millis);
         if last.retention.elapsed() >= retention_every {
             last.retention = Instant::now();
-            let now_ms = now_ms();
+            let now_ms = node.clock().now_ms();
             let due = node.read().retention_due(now_ms);
             propose_if(&node, due, Command::ApplyRetention { now_ms }, "applying retention").await;
         }
         if last.transactions.elapsed() >= EXPIRE_TRANSACTIONS_EVERY {
             last.transactions = Instant::now();
-            let now_ms = now_ms();
+            let now_ms = node.clock().now_ms();
             let due = node.read().transactions_due(now_ms);
             propose_if(&node, due, Command::ExpireTransactions { now_ms }, "expiring transactions").await;
         }
         // Each minute is closed once it has passed (usage metering).
-        let now_ms = now_ms();
+        let now_ms = node.clock().now_ms();
         let due = node.read().usage_close_due(now_ms);
         propose_if(&node, due, Command::CloseUsageMinute { now_ms }, "closing a usage minute").await;
         if last.offsets.elapsed() >= EXPIRE_OFFSETS_EVERY {
             last.offsets = Instant::now();
             let due = !node.read().groups.is_empty();
-            propose_if(&node, due, Command::ExpireOffsets { now_ms: crate::now_ms() }, "expiring committed offsets")
-                .await;
+            propose_if(
+                &node,
+                due,
+                Command::ExpireOffsets { now_ms: node.clock().now_ms() },
+                "expiring committed offsets",
+            )
+            .await;
         }
     }
 }

@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod archive;
 pub mod client;
+pub mod clock;
 pub mod command;
 pub mod config;
 pub mod groups;

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
@@ -99,6 +101,8 @@ pub struct MetadataNodeConfig {
     /// Joins an existing cluster (added later with `floe admin add-metadata-node`) instead of
     /// forming one on first start.
     pub join: bool,
+    /// Protocol time (`crate::clock`): the system's, except in tests.
+    pub clock: crate::clock::Clock,
 }
 
 /// The protocol server's stop signal and task.
@@ -123,6 +127,7 @@ pub struct MetadataNode {
     groups: Arc<crate::groups::GroupCoordinator>,
     /// The commit grouping, group timers and leader duties; stopped by [`MetadataNode::shutdown`].
     tasks: crate::tasks::TaskGroup,
+    clock: crate::clock::Clock,
 }
 
 impl std::fmt::Debug for MetadataNode {
@@ -194,6 +199,7 @@ impl MetadataNode {
             server: Default::default(),
             groups: Default::default(),
             tasks: Default::default(),
+            clock: config.clock.clone(),
         };
         crate::metrics::NodeCollector::register(node.clone());
         node.tasks.spawn_cancellable(group_commits(node.clone(), commit_queue));
@@ -343,6 +349,11 @@ impl MetadataNode {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         (m.current_leader == Some(self.node_id)).then_some(m.current_term)
+    }
+
+    /// Protocol time: what the group coordinator and the leader's duties read.
+    pub fn clock(&self) -> &crate::clock::Clock {
+        &self.clock
     }
 
     pub(crate) fn groups(&self) -> Arc<crate::groups::GroupCoordinator> {

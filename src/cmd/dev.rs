@@ -23,6 +23,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
         data_dir: data_dir.join("metadata"),
         peers: [(1, metadata_addr)].into_iter().collect(),
         join: false,
+        clock: floe_metadata::clock::Clock::system(),
     })
     .await
     .with_context(|| format!("starting the metadata node on {}", args.metadata_addr))?;

@@ -48,6 +48,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         peers,
         join: args.join,
+        clock: floe_metadata::clock::Clock::system(),
     })
     .await
     .with_context(|| format!("starting metadata node {} on {}", node_id, args.metadata_addr))?;

@@ -18,11 +18,10 @@ use super::{
 };
 use crate::command::{Command, CommandError, Outcome};
 use crate::node::{MetadataNode, NodeError};
-use crate::now_ms;
 use crate::state::{CommitStamp, GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
 
 /// How often timers (sessions, rebalance deadlines) are checked.
-const TICK: Duration = Duration::from_millis(100);
+pub(super) const TICK: Duration = Duration::from_millis(100);
 /// Extra time a waiting JoinGroup or SyncGroup gets beyond the rebalance timeout before it is
 /// answered REBALANCE_IN_PROGRESS (the member then rejoins).
 const WAIT_MARGIN: Duration = Duration::from_secs(5);
@@ -531,7 +530,7 @@ impl GroupCoordinator {
             }
             GroupRequest::ConsumerHeartbeat(request) => {
                 let group_id = request.group_id.clone();
-                let now = Instant::now();
+                let now = node.clock().now();
                 let result = self
                     .with_tables(node, |tables, state| super::consumer_group::heartbeat(tables, state, request, now))?;
                 match result {
@@ -549,7 +548,7 @@ impl GroupCoordinator {
                 }
             }
             GroupRequest::ConsumerDescribe(ids) => {
-                let now = Instant::now();
+                let now = node.clock().now();
                 let described = self.with_tables(node, |tables, state| {
                     ids.into_iter()
                         .map(|id| match super::consumer_group::load(tables, state, &id, now) {
@@ -587,7 +586,7 @@ impl GroupCoordinator {
         if let Err(why) = check_join_sizes(&request) {
             return fail(GroupError::InvalidRequest(why));
         }
-        let now = Instant::now();
+        let now = node.clock().now();
         let mut effects = Effects::default();
         // The closure's error is the immediate answer (no waiting); it is moved once, not hot.
         #[allow(clippy::result_large_err)]
@@ -728,12 +727,12 @@ impl GroupCoordinator {
     }
 
     async fn store(&self, node: &MetadataNode, group_id: &str, membership: GroupMembership) -> Result<u64, GroupError> {
-        let command = Command::StoreGroup { group_id: group_id.to_owned(), membership, now_ms: now_ms() };
+        let command = Command::StoreGroup { group_id: group_id.to_owned(), membership, now_ms: node.clock().now_ms() };
         node.propose_indexed(command).await.map(|(_, index)| index).map_err(store_error)
     }
 
     async fn sync(&self, node: &MetadataNode, request: SyncRequest) -> Result<SyncReply, GroupError> {
-        let now = Instant::now();
+        let now = node.clock().now();
         let mut effects = Effects::default();
         let outcome =
             self.with_groups(node, |groups, _state| -> Result<(oneshot::Receiver<SyncReply>, Duration), SyncReply> {
@@ -808,7 +807,7 @@ impl GroupCoordinator {
                     {
                         let delay = initial_delay(state);
                         let mut more = Effects::default();
-                        group.prepare_rebalance(Instant::now(), delay, &mut more);
+                        group.prepare_rebalance(node.clock().now(), delay, &mut more);
                         more.deliver();
                     }
                 });
@@ -823,7 +822,7 @@ impl GroupCoordinator {
     }
 
     fn heartbeat(&self, node: &MetadataNode, request: &MemberRef) -> Result<Result<(), GroupError>, GroupError> {
-        let now = Instant::now();
+        let now = node.clock().now();
         self.with_groups(node, |groups, state| {
             if !groups.contains_key(&request.group_id)
                 && let Some(group) = Group::from_state(state, &request.group_id, now)
@@ -852,7 +851,7 @@ impl GroupCoordinator {
         group_id: &str,
         leaving: Vec<LeavingMember>,
     ) -> Result<Result<Vec<LeaveResult>, GroupError>, GroupError> {
-        let now = Instant::now();
+        let now = node.clock().now();
         let mut effects = Effects::default();
         let result = self.with_groups(node, |groups, state| {
             if !groups.contains_key(group_id)
@@ -903,7 +902,7 @@ impl GroupCoordinator {
         if member.group_id.is_empty() || member.group_id.len() > crate::limits::GROUP_ID_BYTES_MAX {
             return Ok((Err(GroupError::InvalidGroupId), 0));
         }
-        let now = Instant::now();
+        let now = node.clock().now();
         let unchecked = matches!(commit, Commit::Transactional(_)) && member.generation < 0;
         let allowed = self.with_tables(node, |tables, state| {
             if unchecked {
@@ -950,14 +949,14 @@ impl GroupCoordinator {
         let group_id = member.group_id.clone();
         let command = match commit {
             Commit::Offsets(stamp) => {
-                Command::CommitOffsets { group_id, offsets, stamp: Some(stamp), now_ms: now_ms() }
+                Command::CommitOffsets { group_id, offsets, stamp: Some(stamp), now_ms: node.clock().now_ms() }
             }
             Commit::Transactional(t) => Command::TxnCommitOffsets {
                 transactional_id: t.transactional_id,
                 producer: t.producer,
                 group_id,
                 offsets,
-                now_ms: now_ms(),
+                now_ms: node.clock().now_ms(),
             },
         };
         match node.propose_indexed(command).await {
@@ -971,7 +970,7 @@ impl GroupCoordinator {
     }
 
     fn describe(&self, node: &MetadataNode, ids: &[String]) -> Result<Vec<Described>, GroupError> {
-        let now = Instant::now();
+        let now = node.clock().now();
         self.with_tables(node, |tables, state| {
             ids.iter()
                 .map(|id| {
@@ -1101,7 +1100,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: Vec<(String, i32)>,
     ) -> Result<(Result<Vec<Result<(), GroupError>>, GroupError>, u64), GroupError> {
-        let now = Instant::now();
+        let now = node.clock().now();
         let checked = self.with_groups(node, |groups, state| {
             if !state.groups.contains_key(group_id) && !groups.contains_key(group_id) {
                 return Err(GroupError::GroupIdNotFound);
@@ -1157,7 +1156,7 @@ impl GroupCoordinator {
     pub(crate) async fn run_timers(node: MetadataNode, stop: tokio_util::sync::CancellationToken) {
         while crate::tasks::sleep_unless_stopped(&stop, TICK).await {
             let coordinator = node.groups();
-            let now = Instant::now();
+            let now = node.clock().now();
             let mut stores = Vec::new();
             let mut effects = Effects::default();
             let leading = coordinator.with_tables(&node, |tables, state| {

@@ -7,6 +7,10 @@ use super::*;
 use crate::node::{MetadataNode, MetadataNodeConfig};
 
 async fn node() -> (MetadataNode, std::path::PathBuf) {
+    node_with(crate::clock::Clock::system()).await
+}
+
+async fn node_with(clock: crate::clock::Clock) -> (MetadataNode, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("floe-groups-{}", uuid::Uuid::new_v4().simple()));
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
     let addr = format!("127.0.0.1:{port}");
@@ -16,6 +20,7 @@ async fn node() -> (MetadataNode, std::path::PathBuf) {
         data_dir: dir.clone(),
         peers: [(1, addr)].into_iter().collect(),
         join: false,
+        clock,
     })
     .await
     .expect("node starts");
@@ -154,6 +159,35 @@ async fn members_join_sync_heartbeat_and_rebalance_when_one_expires() {
     heartbeat_until(&node, 2, &first.member_id, GroupError::RebalanceInProgress).await;
     let GroupResponse::Join(Ok(alone)) = call(&node, join(&first.member_id, 60_000)).await else { panic!("rejoin") };
     assert_eq!((alone.generation, alone.members.len()), (3, 1));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Sessions are protocol time: a member's session ends when the node's clock passes it, however
+/// little real time went by (and not before, however much).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_expire_by_the_nodes_clock() {
+    let clock = crate::clock::Clock::manual(1_700_000_000_000);
+    let (node, dir) = node_with(clock.clone()).await;
+    let member = join_new(&node, 60_000).await;
+    let sync = GroupRequest::Sync(SyncRequest {
+        group_id: "g".into(),
+        generation: member.generation,
+        member_id: member.member_id.clone(),
+        instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol: Some("range".into()),
+        assignments: vec![(member.member_id.clone(), b"all".to_vec())],
+    });
+    assert!(matches!(call(&node, sync).await, GroupResponse::Sync(Ok(_))));
+    clock.advance(Duration::from_secs(59));
+    tokio::time::sleep(coordinator::TICK * 3).await;
+    let alive = call(&node, heartbeat(member.generation, &member.member_id)).await;
+    assert_eq!(alive, GroupResponse::Heartbeat(Ok(())), "59 s of a 60 s session");
+    clock.advance(Duration::from_secs(61));
+    tokio::time::sleep(coordinator::TICK * 3).await;
+    let expired = call(&node, heartbeat(member.generation, &member.member_id)).await;
+    assert_eq!(expired, GroupResponse::Heartbeat(Err(GroupError::UnknownMemberId)));
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -33,6 +33,7 @@ impl Cluster {
             data_dir: self.root.join(format!("node-{id}")),
             peers: self.peers.clone(),
             join: false,
+            clock: crate::clock::Clock::system(),
         };
         self.nodes.insert(id, MetadataNode::start(config).await.expect("node starts"));
     }
@@ -208,6 +209,7 @@ async fn voters_are_added_and_removed_at_runtime() {
         data_dir: cluster.root.join("node-4"),
         peers: cluster.peers.clone(),
         join: true,
+        clock: crate::clock::Clock::system(),
     };
     cluster.nodes.insert(4, MetadataNode::start(config).await.expect("node 4 starts"));
     let any_addr = cluster.peers[&1].clone();
