@@ -321,3 +321,44 @@ def test_registry_subjects_are_authorized_by_subject_acls(guarded):
         "resource_type": "SUBJECT", "pattern_type": "ANY", "operation": "ANY", "permission": "ANY"}).json()["data"]
     assert len(gone) == 2, gone
     assert registry_call(guarded, "GET", "/subjects").json() == []
+
+
+def metadata_request(floe, user, request):
+    """The answer to one Metadata `request` of a fixed version (kafka-python's encoding), sent
+    as `user`."""
+    from kafka.admin import KafkaAdminClient
+    client = KafkaAdminClient(bootstrap_servers=floe.bootstrap, security_protocol="SASL_PLAINTEXT",
+                              sasl_mechanism="PLAIN", sasl_plain_username=user, sasl_plain_password=PASSWORD)
+
+    async def send():
+        return await client._manager.send(request)
+
+    try:
+        return client._manager.run(send)
+    finally:
+        client.close()
+
+
+def test_old_metadata_versions_neither_list_nor_create_what_acls_forbid(guarded):
+    """Found in review (failed before the fix): Metadata v0's empty list asks for every topic and
+    was not filtered by ACLs, and Metadata v0-v3 (which cannot refuse auto-creation) created
+    topics for a user without Create."""
+    from confluent_kafka.admin import NewTopic
+    from kafka.protocol.metadata import MetadataRequest
+    floe = guarded
+    root = admin(floe, SUPER)
+    for f in root.create_topics([NewTopic(t, 1) for t in ("visible", "hidden")]).values():
+        f.result(30)
+    acls = [binding("TOPIC", "visible", "alice", "DESCRIBE"), binding("TOPIC", "alice-", "alice", "DESCRIBE",
+                                                                      pattern="PREFIXED")]
+    for f in root.create_acls(acls).values():
+        f.result(30)
+    listed = [t.name for t in metadata_request(floe, "alice", MetadataRequest[0](topics=[])).topics]
+    assert listed == ["visible"], listed
+    for version in (1, 3):
+        topic = f"alice-new-v{version}"
+        asked = MetadataRequest[version](topics=[MetadataRequest.MetadataRequestTopic(name=topic)])
+        answer = metadata_request(floe, "alice", asked)
+        # UNKNOWN_TOPIC_OR_PARTITION: Create is refused, so nothing was created.
+        assert [(t.name, t.error_code) for t in answer.topics] == [(topic, 3)], answer
+        assert topic not in root.list_topics(timeout=10).topics

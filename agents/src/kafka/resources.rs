@@ -265,8 +265,13 @@ impl<'a> Walk<'a> {
                 for mut item in std::mem::take(items) {
                     let named = topic(&mut item);
                     let name = named.name.map(|n| n.clone()).unwrap_or_default();
-                    let id = named.id.map_or(Uuid::nil(), |id| *id);
-                    if check.topic(operation, &name, id) {
+                    // Only a request that can name a topic by id has an unknown id let through
+                    // (for the handler to answer); a name is always checked, even an empty one.
+                    let (allowed, id) = match named.id {
+                        Some(id) => (check.topic(operation, &name, *id), *id),
+                        None => (check.may(operation, Res::Topic, &name), Uuid::nil()),
+                    };
+                    if allowed {
                         kept.push(item);
                     } else {
                         let partitions = partitions(&item);
@@ -484,6 +489,20 @@ impl<'a> AnswerWalk<'a> {
     /// Items that each carry one name.
     pub(super) fn names<T>(&self, items: &mut [T], name: fn(&mut T) -> &mut StrBytes) {
         items.iter_mut().for_each(|item| self.name(name(item)));
+    }
+
+    /// Items of an answer the caller may see only part of when its request asked for a listing
+    /// ([`Walk::listing`]): names unscoped, and left out when the caller may not describe them.
+    /// Unlike [`AnswerWalk::listed`], nothing is left out for belonging to another namespace (the
+    /// handler answered only names of the caller's).
+    pub(super) fn described<T>(&self, items: &mut Vec<T>, resource_type: Res, name: fn(&mut T) -> &mut StrBytes) {
+        match &self.pass {
+            AnswerPass::Unscope(_) => self.names(items, name),
+            AnswerPass::Complete { check, filter: true } => {
+                items.retain_mut(|item| check.may(Op::Describe, resource_type, name(item)));
+            }
+            AnswerPass::Complete { filter: false, .. } => {}
+        }
     }
 
     /// A listing of resources of `resource_type`: the caller sees only what it may (an item
@@ -849,5 +868,35 @@ mod tests {
         let refused = authorize_request(&access, Some(&ns(&state)), &state, 4, &mut request).expect("served");
         assert_eq!(refused.names.len(), 1);
         assert_eq!(refused.names[0].name.as_str(), "audit");
+    }
+
+    /// Found in review: a topic named only by name was let through when its name was empty
+    /// (looked up as an unknown id), instead of being checked.
+    #[test]
+    fn an_empty_topic_name_is_checked_like_any_other() {
+        use kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
+        let (state, access) = setup();
+        let topics = ["orders", ""].map(|t| ListOffsetsTopic::default().with_name(TopicName(name(t))));
+        let mut request = RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(topics.to_vec()));
+        let refused = authorize_request(&access, Some(&ns(&state)), &state, 7, &mut request).expect("served");
+        let RequestKind::ListOffsets(served) = &request else { unreachable!() };
+        assert_eq!(served.topics.len(), 1);
+        assert_eq!(refused.topics.len(), 1, "the empty name is refused");
+    }
+
+    /// Found in review: Metadata v0's empty topic list asks for every topic, and the authorizer
+    /// did not filter that listing.
+    #[test]
+    fn metadata_v0_of_every_topic_is_a_filtered_listing() {
+        let (state, access) = setup();
+        let mut request = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![])));
+        let refused = authorize_request(&access, Some(&ns(&state)), &state, 0, &mut request).expect("served");
+        let topics = ["orders", "payments"]
+            .map(|t| metadata_response::MetadataResponseTopic::default().with_name(Some(TopicName(name(t)))));
+        let mut response = ResponseKind::Metadata(MetadataResponse::default().with_topics(topics.to_vec()));
+        complete_answer(&access, Some(&ns(&state)), &state, refused, &mut response);
+        let ResponseKind::Metadata(response) = response else { unreachable!() };
+        let listed: Vec<&str> = response.topics.iter().filter_map(|t| t.name.as_ref()).map(|n| n.as_str()).collect();
+        assert_eq!(listed, vec!["orders"]);
     }
 }

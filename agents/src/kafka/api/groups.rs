@@ -1018,7 +1018,7 @@ impl Resources for OffsetCommitRequest {
         walk.topics(
             &mut self.topics,
             Op::Read,
-            |t| TopicRef::name(&mut t.name.0),
+            |t| TopicRef::with_id(&mut t.name.0, &mut t.topic_id),
             |t| t.partitions.iter().map(|p| p.partition_index).collect(),
         );
         Ok(())
@@ -1079,10 +1079,10 @@ impl Resources for OffsetFetchRequest {
     }
 
     fn walk_answer(response: &mut OffsetFetchResponse, walk: &AnswerWalk<'_>) {
-        walk.listed(&mut response.topics, Res::Topic, |t| Some(&mut t.name.0));
+        walk.described(&mut response.topics, Res::Topic, |t| &mut t.name.0);
         for group in &mut response.groups {
             walk.name(&mut group.group_id.0);
-            walk.listed(&mut group.topics, Res::Topic, |t| Some(&mut t.name.0));
+            walk.described(&mut group.topics, Res::Topic, |t| &mut t.name.0);
         }
     }
 

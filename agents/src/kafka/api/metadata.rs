@@ -36,7 +36,9 @@ pub(in crate::kafka) async fn handle(
         Some(topics) if topics.is_empty() && version == 0 => None,
         Some(topics) => Some(topics),
     };
-    let allow_auto_create = (version < 4 || request.allow_auto_topic_creation) && agent.config.auto_create_topics;
+    // Below v4 a client cannot refuse auto-creation: the flag is decoded as true there, and only
+    // the authorizer clears it (Create refused).
+    let allow_auto_create = request.allow_auto_topic_creation && agent.config.auto_create_topics;
     let mut topics = Vec::new();
     match requested {
         None => {
@@ -145,7 +147,11 @@ impl KafkaApi for MetadataRequest {
 }
 
 impl Resources for MetadataRequest {
-    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), MetadataResponse> {
+    fn walk(&mut self, version: i16, walk: &mut Walk<'_>) -> Result<(), MetadataResponse> {
+        // v0 has no null: an empty list asks for every topic, a listing like null from v1.
+        if version == 0 && self.topics.as_ref().is_some_and(Vec::is_empty) {
+            self.topics = None;
+        }
         let Some(topics) = self.topics.as_mut() else {
             walk.listing();
             return Ok(());
