@@ -1,5 +1,5 @@
 //! The Kafka protocol front end: listener, connections, the dispatch table, error codes, and
-//! one file per API family under `api/` translating wire types to the pipeline and back.
+//! one module per API under `api/` translating wire types to the pipeline and back.
 
 mod api;
 mod connection;

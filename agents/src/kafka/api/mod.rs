@@ -1,4 +1,5 @@
-//! One file per Kafka API family: wire types in, pipeline calls, wire types out.
+//! One module per Kafka API (grouped by family where APIs share helpers): wire types in,
+//! pipeline calls, wire types out, and the API's `KafkaApi` and `Resources`.
 
 pub(super) mod acls;
 pub(super) mod cluster;

@@ -1,0 +1,87 @@
+//! DescribeConfigs: topic and broker configs with their sources, synonyms and documentation.
+
+use super::*;
+
+pub(in crate::kafka) fn describe(agent: &Agent, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let results = request
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let keys = resource.configuration_keys.as_deref();
+            let name = resource.resource_name.as_str();
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            let listing = match resource.resource_type {
+                CONFIG_RESOURCE_TOPIC => {
+                    let state = agent.metadata.read();
+                    match state.topic_by_name(name) {
+                        Some(topic) => Ok(topic_listing(
+                            &topic.configs,
+                            &state.broker_configs,
+                            keys,
+                            request.include_synonyms,
+                            request.include_documentation,
+                        )),
+                        None => Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}"))),
+                    }
+                }
+                RESOURCE_BROKER if is_this_broker(agent, name) => {
+                    let dynamic = agent.metadata.read().broker_configs.clone();
+                    Ok(broker_listing(agent, &dynamic, keys, request.include_synonyms, request.include_documentation))
+                }
+                RESOURCE_BROKER => {
+                    Err((code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id)))
+                }
+                other => Err((code::INVALID_REQUEST, format!("resource type {other} is not supported"))),
+            };
+            match listing {
+                Ok(configs) => result.with_configs(configs),
+                Err((error, message)) => {
+                    result.with_error_code(error).with_error_message(Some(StrBytes::from_string(message)))
+                }
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+impl KafkaApi for DescribeConfigsRequest {
+    const VERSIONS: (i16, i16) = (1, 4);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::DescribeConfigs(describe(&agent, self)) })
+    }
+}
+
+impl Resources for DescribeConfigsRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeConfigsResponse> {
+        let walked =
+            walk.configs(&mut self.resources, Op::DescribeConfigs, |c| (c.resource_type, &mut c.resource_name));
+        walked.map_err(|refusal| {
+            let results = self.resources.iter().map(|c| {
+                DescribeConfigsResult::default()
+                    .with_error_code(refusal.error)
+                    .with_error_message(refusal.message.map(StrBytes::from_static_str))
+                    .with_resource_type(c.resource_type)
+                    .with_resource_name(c.resource_name.clone())
+            });
+            DescribeConfigsResponse::default().with_results(results.collect())
+        })
+    }
+
+    fn walk_answer(response: &mut DescribeConfigsResponse, walk: &AnswerWalk<'_>) {
+        for result in response.results.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
+            walk.name(&mut result.resource_name);
+        }
+    }
+
+    fn answer_refused(response: &mut DescribeConfigsResponse, refused: Refused) {
+        response.results.extend(refused.names.into_iter().map(|n| {
+            DescribeConfigsResult::default()
+                .with_error_code(n.error)
+                .with_resource_type(n.resource_type)
+                .with_resource_name(n.name)
+        }));
+    }
+}
