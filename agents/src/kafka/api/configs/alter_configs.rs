@@ -45,33 +45,11 @@ impl KafkaApi for AlterConfigsRequest {
     }
 }
 
-impl Resources for AlterConfigsRequest {
-    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), AlterConfigsResponse> {
-        let walked = walk.configs(&mut self.resources, Op::AlterConfigs, |c| (c.resource_type, &mut c.resource_name));
-        walked.map_err(|refusal| {
-            let responses = self.resources.iter().map(|c| {
-                AlterConfigsResourceResponse::default()
-                    .with_error_code(refusal.error)
-                    .with_error_message(refusal.message.map(StrBytes::from_static_str))
-                    .with_resource_type(c.resource_type)
-                    .with_resource_name(c.resource_name.clone())
-            });
-            AlterConfigsResponse::default().with_responses(responses.collect())
-        })
-    }
-
-    fn walk_answer(response: &mut AlterConfigsResponse, walk: &AnswerWalk<'_>) {
-        for result in response.responses.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
-            walk.name(&mut result.resource_name);
-        }
-    }
-
-    fn answer_refused(response: &mut AlterConfigsResponse, refused: Refused) {
-        response.responses.extend(refused.names.into_iter().map(|n| {
-            AlterConfigsResourceResponse::default()
-                .with_error_code(n.error)
-                .with_resource_type(n.resource_type)
-                .with_resource_name(n.name)
-        }));
-    }
-}
+config_resources!(
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    responses,
+    with_responses,
+    AlterConfigsResourceResponse,
+    Op::AlterConfigs
+);

@@ -54,34 +54,11 @@ impl KafkaApi for DescribeConfigsRequest {
     }
 }
 
-impl Resources for DescribeConfigsRequest {
-    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), DescribeConfigsResponse> {
-        let walked =
-            walk.configs(&mut self.resources, Op::DescribeConfigs, |c| (c.resource_type, &mut c.resource_name));
-        walked.map_err(|refusal| {
-            let results = self.resources.iter().map(|c| {
-                DescribeConfigsResult::default()
-                    .with_error_code(refusal.error)
-                    .with_error_message(refusal.message.map(StrBytes::from_static_str))
-                    .with_resource_type(c.resource_type)
-                    .with_resource_name(c.resource_name.clone())
-            });
-            DescribeConfigsResponse::default().with_results(results.collect())
-        })
-    }
-
-    fn walk_answer(response: &mut DescribeConfigsResponse, walk: &AnswerWalk<'_>) {
-        for result in response.results.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
-            walk.name(&mut result.resource_name);
-        }
-    }
-
-    fn answer_refused(response: &mut DescribeConfigsResponse, refused: Refused) {
-        response.results.extend(refused.names.into_iter().map(|n| {
-            DescribeConfigsResult::default()
-                .with_error_code(n.error)
-                .with_resource_type(n.resource_type)
-                .with_resource_name(n.name)
-        }));
-    }
-}
+config_resources!(
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    results,
+    with_results,
+    DescribeConfigsResult,
+    Op::DescribeConfigs
+);

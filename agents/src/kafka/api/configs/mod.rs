@@ -5,6 +5,44 @@
 //! documentation says so. Only explicitly set topic configs are stored; everything else is
 //! reported with its default and source DEFAULT_CONFIG, as Kafka does.
 
+/// The config APIs name resources alike: a list of (type, name) answered one by one; topics by
+/// their own ACLs and scoped to the tenant, anything else through the cluster's (a tenant may
+/// alter no broker config). Each config API declares its `Resources` with one line of this.
+macro_rules! config_resources {
+    ($request:ty, $response:ty, $answers:ident, $with_answers:ident, $answer:ty, $operation:expr) => {
+        impl Resources for $request {
+            fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), $response> {
+                let walked = walk.configs(&mut self.resources, $operation, |c| (c.resource_type, &mut c.resource_name));
+                walked.map_err(|refusal| {
+                    let answers = self.resources.iter().map(|c| {
+                        <$answer>::default()
+                            .with_error_code(refusal.error)
+                            .with_error_message(refusal.message.map(StrBytes::from_static_str))
+                            .with_resource_type(c.resource_type)
+                            .with_resource_name(c.resource_name.clone())
+                    });
+                    <$response>::default().$with_answers(answers.collect())
+                })
+            }
+
+            fn walk_answer(response: &mut $response, walk: &AnswerWalk<'_>) {
+                for answer in response.$answers.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
+                    walk.name(&mut answer.resource_name);
+                }
+            }
+
+            fn answer_refused(response: &mut $response, refused: Refused) {
+                response.$answers.extend(refused.names.into_iter().map(|n| {
+                    <$answer>::default()
+                        .with_error_code(n.error)
+                        .with_resource_type(n.resource_type)
+                        .with_resource_name(n.name)
+                }));
+            }
+        }
+    };
+}
+
 mod alter_configs;
 mod describe_configs;
 mod incremental_alter_configs;
