@@ -1,5 +1,5 @@
-//! CreateTopics: topics with their partitions and configs, validated whole before any is
-//! created (and only validated with `validate_only`).
+//! CreateTopics: each topic's name, partitions and configs checked, then the topic created (or
+//! only checked, with `validate_only`); answered topic by topic.
 
 use super::*;
 
