@@ -304,6 +304,12 @@ pub enum Command {
         utilization_milli: u32,
         now_ms: i64,
     },
+    /// Share groups' acquisitions, acknowledgements and lock expiries, gathered from many
+    /// requests (format 7); answered with [`Outcome::ShareUpdated`].
+    ShareUpdate {
+        now_ms: i64,
+        ops: Vec<crate::state::ShareOp>,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -505,6 +511,9 @@ pub enum Outcome {
     RegistryConfigSet(Option<crate::state::RegistryConfig>),
     /// The mode a [`Command::SetRegistryMode`] replaced or removed.
     RegistryModeSet(Option<crate::state::RegistryMode>),
+    /// Per operation of a [`Command::ShareUpdate`], in order: the records it acquired (empty for
+    /// the other operations).
+    ShareUpdated(Vec<Result<Vec<crate::state::AcquiredRange>, CommandError>>),
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;
@@ -590,6 +599,9 @@ pub enum CommandError {
     TableConflict(String),
     #[error("invalid usage report: {0}")]
     InvalidUsage(String),
+    /// A share acknowledgement of records the member does not hold locked.
+    #[error("invalid record state: {0}")]
+    InvalidRecordState(String),
 }
 
 impl Command {

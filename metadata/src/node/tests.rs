@@ -419,14 +419,21 @@ async fn the_leader_reports_its_role_followers_and_state_as_metrics() {
     let _ = std::fs::remove_dir_all(&cluster.root);
 }
 
-/// A metadata node's data directory of format 6 (a snapshot, and a Raft log with entries past
-/// it), written once with `FLOE_WRITE_GOLDEN=1` and kept: today's node opens a copy, elects
-/// itself and serves what it held. A change that breaks this needs a new format and a reader.
+/// Metadata nodes' data directories of formats 6 and on (a snapshot, and a Raft log with
+/// entries past it), each written once with `FLOE_WRITE_GOLDEN=1` by the binary of its format
+/// and kept: today's node opens a copy of each, elects itself and serves what it held. A change
+/// that breaks this needs a new format and a reader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_golden_data_directory_of_format_6_still_opens() {
-    let golden = crate::state::tests::golden_dir().join("raft-v6");
+async fn golden_data_directories_still_open() {
+    for format in 6..=crate::FORMAT_VERSION {
+        golden_data_directory_opens(format).await;
+    }
+}
+
+async fn golden_data_directory_opens(format: u32) {
+    let golden = crate::state::tests::golden_dir().join(format!("raft-v{format}"));
     let files = ["raft-log", "raft-snapshot"];
-    if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
+    if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() && format == crate::FORMAT_VERSION {
         let cluster = Cluster::start(1).await;
         let node = &cluster.nodes[&1];
         cluster.leader().await;

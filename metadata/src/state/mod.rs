@@ -15,6 +15,7 @@ mod offsets;
 mod registry;
 mod retention;
 mod security;
+mod share;
 mod tables;
 mod topics;
 mod transactions;
@@ -34,6 +35,10 @@ pub use registry::{
 };
 pub use security::{
     ApiKeyQuotas, ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
+};
+pub use share::{
+    AckBatch, AcquiredRange, InFlight, RecordState, SHARE_RECORD_LOCKS_MAX, ShareAck, ShareOp, SharePartition,
+    SharePartitionKey, ShareSettings,
 };
 pub use tables::{RetiredTable, TableCommit, TableRange, TableRecord};
 pub use topics::validate_topic_name;
@@ -123,6 +128,8 @@ pub struct State {
     pub agents_left: BTreeMap<i32, i64>,
     /// Agents' last reported utilization (thousandths of their targets) and when (format 6).
     pub agent_loads: BTreeMap<i32, AgentLoad>,
+    /// Share groups' partitions (format 7): records in flight, their states and locks.
+    pub share_partitions: BTreeMap<SharePartitionKey, SharePartition>,
 }
 
 /// An agent's last load report.
@@ -382,6 +389,7 @@ impl State {
                 self.agent_loads.insert(agent_id, AgentLoad { utilization_milli, reported_ms: now_ms });
                 Ok(Outcome::Done)
             }
+            Command::ShareUpdate { now_ms, ops } => self.share_update(now_ms, ops),
             Command::AgentLeave { agent_id, now_ms } => {
                 self.agents.remove(&agent_id);
                 self.agent_loads.remove(&agent_id);

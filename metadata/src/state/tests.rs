@@ -1024,46 +1024,81 @@ fn golden_commands_through_format_5() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 6 (the current one): the archive's state and command
+fn golden_commands_through_format_6() -> Vec<Command> {
+    let mut commands = golden_commands_through_format_5();
+    // Format 6: usage reports (one sent twice), minutes closed, an hour exported.
+    let minute = 29_000_000 * crate::state::MINUTE_MS;
+    let report = |seq| {
+        Command::ReportUsage(crate::state::UsageReport {
+            reporter: "golden-reporter".into(),
+            seq,
+            entries: vec![crate::state::UsageEntry {
+                minute_ms: minute,
+                tenant: "golden".into(),
+                meters: vec![(crate::state::Meter::FetchedBytes, 1000), (crate::state::Meter::FetchedRecords, 10)],
+            }],
+            now_ms: minute + 5_000,
+        })
+    };
+    let agent = |agent_id| crate::command::AgentInfo { agent_id, host: "10.0.0.9".into(), port: 9092, zone: None };
+    commands.extend([
+        Command::AgentHeartbeat { agent: agent(7), now_ms: minute },
+        Command::AgentHeartbeat { agent: agent(8), now_ms: minute },
+        Command::ReportAgentLoad { agent_id: 7, utilization_milli: 1250, now_ms: minute + 1 },
+        Command::AgentLeave { agent_id: 8, now_ms: minute + 2 },
+        report(1),
+        report(1),
+        Command::CloseUsageMinute { now_ms: minute + 70_000 },
+        Command::CloseUsageMinute { now_ms: minute + 130_000 },
+        Command::MarkUsageExported(crate::state::UsageExport {
+            hour_ms: minute / crate::state::HOUR_MS * crate::state::HOUR_MS,
+            revision: 1,
+            changes: 2,
+        }),
+    ]);
+    commands
+}
+
+/// The persisted formats as of format 7 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_6_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v6.snap"), golden_dir().join("commands-v6.cmds"));
+fn golden_files_of_format_7_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v7.snap"), golden_dir().join("commands-v7.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let mut commands = golden_commands_through_format_5();
-        // Format 6: usage reports (one sent twice), minutes closed, an hour exported.
-        let minute = 29_000_000 * crate::state::MINUTE_MS;
-        let report = |seq| {
-            Command::ReportUsage(crate::state::UsageReport {
-                reporter: "golden-reporter".into(),
-                seq,
-                entries: vec![crate::state::UsageEntry {
-                    minute_ms: minute,
-                    tenant: "golden".into(),
-                    meters: vec![(crate::state::Meter::FetchedBytes, 1000), (crate::state::Meter::FetchedRecords, 10)],
-                }],
-                now_ms: minute + 5_000,
-            })
+        let mut commands = golden_commands_through_format_6();
+        // Format 7: a share group acquires, acknowledges, releases and expires locks.
+        let (group, topic) = ("golden-share".to_owned(), topic_id(40));
+        commands.extend([create("golden-share-topic", 40, 1), commit("golden-share-object", &[(40, 0, &[4])])]);
+        let settings = crate::state::ShareSettings {
+            lock_duration_ms: 30_000,
+            delivery_limit: 5,
+            max_in_flight: 2_000,
+            start_at_earliest: true,
         };
-        let agent = |agent_id| crate::command::AgentInfo { agent_id, host: "10.0.0.9".into(), port: 9092, zone: None };
+        let acquire = |member: &str| crate::state::ShareOp::Acquire {
+            key: (group.clone(), topic, 0),
+            member: member.into(),
+            max_records: 2,
+            read_committed: false,
+            settings,
+        };
+        let ack = |first, last, ack| crate::state::AckBatch { first, last, ack };
         commands.extend([
-            Command::AgentHeartbeat { agent: agent(7), now_ms: minute },
-            Command::AgentHeartbeat { agent: agent(8), now_ms: minute },
-            Command::ReportAgentLoad { agent_id: 7, utilization_milli: 1250, now_ms: minute + 1 },
-            Command::AgentLeave { agent_id: 8, now_ms: minute + 2 },
-            report(1),
-            report(1),
-            Command::CloseUsageMinute { now_ms: minute + 70_000 },
-            Command::CloseUsageMinute { now_ms: minute + 130_000 },
-            Command::MarkUsageExported(crate::state::UsageExport {
-                hour_ms: minute / crate::state::HOUR_MS * crate::state::HOUR_MS,
-                revision: 1,
-                changes: 2,
-            }),
+            Command::ShareUpdate { now_ms: 1_000, ops: vec![acquire("m1"), acquire("m2")] },
+            Command::ShareUpdate {
+                now_ms: 2_000,
+                ops: vec![crate::state::ShareOp::Acknowledge {
+                    key: (group.clone(), topic, 0),
+                    member: "m1".into(),
+                    batches: vec![ack(0, 0, crate::state::ShareAck::Accept), ack(1, 1, crate::state::ShareAck::Release)],
+                }],
+            },
+            Command::ShareUpdate { now_ms: 40_000, ops: vec![crate::state::ShareOp::ExpireLocks] },
+            Command::ShareUpdate { now_ms: 41_000, ops: vec![acquire("m3")] },
         ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
@@ -1073,43 +1108,39 @@ fn golden_files_of_format_6_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 7 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 7 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 7 state encodes differently");
+    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 7 commands encode differently");
+    assert!(
+        state.usage.minutes.len() == 2
+            && state.share_partitions.values().any(|s| s.start_offset == 1
+                && s.ranges.values().any(|r| r.delivery_count == 2)
+                && s.lock_deadline_ms.is_some()),
+        "a varied state: {:?} share partitions",
+        state.share_partitions,
+    );
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 7 commands gives another state");
+}
+
+/// Format 6's files (before share groups): its state reads with no share partitions, and its
+/// commands, a prefix of today's, replay to that state.
+#[test]
+fn golden_files_of_format_6_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v6.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v6.cmds")).expect("the golden command file");
     let state = crate::archive::decode_state(&state_bytes).expect("format 6 state no longer decodes");
     let log = crate::archive::decode_log(&log_bytes).expect("format 6 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 6 state encodes differently");
-    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 6 commands encode differently");
-    assert!(
-        state.topics.len() > 1
-            && state.tenants.values().any(|t| t.id > 0 && t.producer_ids > 0)
-            && state.topic_ids.keys().any(|t| t.starts_with("golden#"))
-            && !state.groups.is_empty()
-            && !state.users.is_empty()
-            && !state.api_key_quotas.is_empty()
-            && state
-                .registries
-                .values()
-                .any(|r| { r.schemas.len() > 2 && !r.referenced_by.is_empty() && !r.subject_modes.is_empty() })
-            && state
-                .transactions
-                .values()
-                .any(|t| t.state == crate::state::TxnState::CompleteCommit && t.producer_epoch == 1)
-            && state.tables.values().any(|t| t.version == 2 && t.offsets == [6] && t.retired.len() == 1)
-            && state.usage.minutes.len() == 2
-            && state.usage.reporters.len() == 1
-            && state.usage.hours.values().any(|h| h.revision == 1)
-            && state.agent_loads.get(&7).is_some_and(|l| l.utilization_milli == 1250)
-            && state.agents_left.contains_key(&8),
-        "a varied state: {} topics, {:?} tenants, {} groups, {} users, {} key quotas, {:?} tables, {:?} usage",
-        state.topics.len(),
-        state.tenants,
-        state.groups.len(),
-        state.users.len(),
-        state.api_key_quotas.len(),
-        state.tables,
-        state.usage,
-    );
+    assert!(state.share_partitions.is_empty());
+    assert!(state.usage.minutes.len() == 2 && state.agent_loads.get(&7).is_some_and(|l| l.utilization_milli == 1250));
+    check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 6 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 /// Format 5's files (before usage metering): its state reads with no usage, its chunk commits

@@ -7,6 +7,7 @@ mod v1;
 mod v2;
 mod v4;
 mod v5;
+mod v6;
 
 use serde::Deserialize;
 
@@ -46,6 +47,7 @@ impl<'de> Deserialize<'de> for Versioned {
             2 => State::from(v5::StateV5::from(v4::StateV4::from(v2::StateV2::deserialize(d)?))),
             3 | 4 => State::from(v5::StateV5::from(v4::StateV4::deserialize(d)?)),
             5 => State::from(v5::StateV5::deserialize(d)?),
+            6 => State::from(v6::StateV6::deserialize(d)?),
             _ => State::deserialize(d)?,
         };
         Ok(Self(state))

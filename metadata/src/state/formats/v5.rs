@@ -73,6 +73,7 @@ impl From<StateV5> for State {
             usage: Default::default(),
             agents_left: BTreeMap::new(),
             agent_loads: BTreeMap::new(),
+            share_partitions: BTreeMap::new(),
         }
     }
 }
