@@ -464,7 +464,7 @@ const METRICS_ENDPOINT: &str = "Floe exports Prometheus metrics at /metrics";
 const NO_DELEGATION_TOKENS: &str = "Floe does not issue delegation tokens";
 const CONNECTION_FLAGS: &str = "agents take connection limits from --max-connections, --max-connections-per-ip and --max-connections-per-ip-overrides";
 const NO_GROUP_CONFIGS: &str = "Floe has no per-group configs for this bound to limit";
-const NO_SHARE_GROUPS: &str = "Floe does not implement share groups (KIP-932) yet";
+const NO_SHARE_GROUPS: &str = "Floe has no per-group configs for share groups yet, nor a second assignor";
 const NO_STREAMS_GROUPS: &str = "Floe does not implement streams groups (KIP-1071) yet";
 const NO_CLIENT_TELEMETRY: &str = "Floe does not serve client telemetry (KIP-714) yet";
 const NO_BROKER_CONNECTIONS: &str = "agents open no Kafka connections to other brokers or controllers";
@@ -1050,6 +1050,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .read_only()
         .not_applicable(NO_PURGATORY),
     def(
+        "floe.share.auto.offset.reset",
+        T::String,
+        "latest",
+        "Where a share group starts reading a partition it has not read before (Kafka's per-group share.auto.offset.reset, cluster-wide).",
+    )
+    .one_of(&["earliest", "latest"]),
+    def(
         "follower.replication.throttled.rate",
         T::Long,
         "9223372036854775807",
@@ -1170,16 +1177,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "5",
         "Times a record is delivered to share consumers before it is given up on.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .between(2, 10),
     def(
         "group.share.heartbeat.interval.ms",
         T::Int,
         "5000",
         "How often the members of a share group send a heartbeat.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def(
         "group.share.max.groups",
         T::Short,
@@ -1215,10 +1220,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("group.share.max.share.sessions", T::Int, "2000", "Most share fetch sessions the broker keeps at once.")
         .read_only()
         .not_applicable(NO_SHARE_GROUPS),
-    def("group.share.max.size", T::Int, "200", "Most members a single share group may have.")
-        .between(1, 1000)
-        .read_only()
-        .not_applicable(NO_SHARE_GROUPS),
+    def("group.share.max.size", T::Int, "200", "Most members a single share group may have.").between(1, 1000),
     def(
         "group.share.min.heartbeat.interval.ms",
         T::Int,
@@ -1249,24 +1251,21 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "2000",
         "Most records of one partition that share consumers may hold locked at once.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .between(100, 10000),
     def(
         "group.share.record.lock.duration.ms",
         T::Int,
         "30000",
         "How long a share consumer holds a record before it may go to another member.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .between(1000, 3600000),
     def(
         "group.share.session.timeout.ms",
         T::Int,
         "45000",
         "How long a share group member may go without a heartbeat before it is removed.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def(
         "group.streams.heartbeat.interval.ms",
         T::Int,

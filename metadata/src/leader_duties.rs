@@ -1,7 +1,7 @@
 //! The metadata leader's periodic duties besides groups: record retention, transaction
-//! timeouts, offset expiry and closing usage minutes. Every node runs the loop; only the leader
-//! proposes, and each command carries the time it was proposed at, so every replica applies the
-//! same thing. (Group sessions and rebalances are `groups::GroupCoordinator::run_timers`; the
+//! timeouts, offset expiry, share record lock expiry and closing usage minutes. Every node runs
+//! the loop; only the leader proposes, and each command carries the time it was proposed at, so
+//! every replica applies the same thing. (Group sessions and rebalances are `groups::GroupCoordinator::run_timers`; the
 //! archive is the binary's `cmd/archive.rs`; job leases are taken by the agents.)
 
 use std::time::Duration;
@@ -55,6 +55,11 @@ pub(crate) async fn run(node: MetadataNode, stop: CancellationToken) {
             let due = node.read().transactions_due(now_ms);
             propose_if(&node, due, Command::ExpireTransactions { now_ms }, "expiring transactions").await;
         }
+        // Share groups' records whose acquisition lock passed go back to the group.
+        let now_ms = node.clock().now_ms();
+        let due = node.read().share_locks_due(now_ms);
+        let expire = Command::ShareUpdate { now_ms, ops: vec![crate::state::ShareOp::ExpireLocks] };
+        propose_if(&node, due, expire, "expiring share record locks").await;
         // Each minute is closed once it has passed (usage metering).
         let now_ms = node.clock().now_ms();
         let due = node.read().usage_close_due(now_ms);

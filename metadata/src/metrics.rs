@@ -191,6 +191,7 @@ impl Collector for NodeCollector {
                 let kind = match group.membership.kind {
                     crate::GroupKind::Classic => "classic",
                     crate::GroupKind::Consumer => "consumer",
+                    crate::GroupKind::Share => "share",
                 };
                 let status = if group.membership.members.is_empty() { "empty" } else { "active" };
                 self.groups.with_label_values(&[kind, status]).inc();

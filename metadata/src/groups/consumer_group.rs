@@ -102,8 +102,8 @@ impl ConsumerGroup {
         let Some(record) = state.groups.get(group_id) else { return Ok(Self::empty(0)) };
         let m = &record.membership;
         match (m.kind, m.members.is_empty()) {
-            (GroupKind::Classic, false) => return Err(GroupError::GroupIdNotFound),
-            (GroupKind::Classic, true) => return Ok(Self::empty(m.generation)),
+            (GroupKind::Classic | GroupKind::Share, false) => return Err(GroupError::GroupIdNotFound),
+            (GroupKind::Classic | GroupKind::Share, true) => return Ok(Self::empty(m.generation)),
             (GroupKind::Consumer, _) => {}
         }
         let mut group = Self::empty(m.generation);
@@ -409,7 +409,9 @@ pub(super) fn heartbeat(
     now: Instant,
 ) -> Result<(ConsumerHeartbeatResponse, Option<GroupMembership>), GroupError> {
     validate(&request)?;
-    if tables.classic.get(&request.group_id).is_some_and(|g| g.has_members()) {
+    if tables.classic.get(&request.group_id).is_some_and(|g| g.has_members())
+        || super::share_group::has_members(tables, state, &request.group_id)
+    {
         return Err(GroupError::GroupIdNotFound);
     }
     let group = match tables.consumer.entry(request.group_id.clone()) {

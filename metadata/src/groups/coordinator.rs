@@ -149,7 +149,7 @@ impl Group {
         let m = &record.membership;
         // A consumer-protocol group with members is not a classic group; an empty one may become
         // one (its generation carries on).
-        if m.kind == GroupKind::Consumer && !m.members.is_empty() {
+        if m.kind != GroupKind::Classic && !m.members.is_empty() {
             return None;
         }
         let members: BTreeMap<String, Member> = m
@@ -430,11 +430,13 @@ struct Inner {
 pub(super) struct Tables {
     pub(super) classic: HashMap<String, Group>,
     pub(super) consumer: HashMap<String, super::consumer_group::ConsumerGroup>,
+    pub(super) share: HashMap<String, super::share_group::ShareGroup>,
 }
 
 /// Group coordination for the node it runs on (active only while that node leads).
 pub struct GroupCoordinator {
     inner: Mutex<Inner>,
+    share: super::ShareWriter,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -445,7 +447,7 @@ impl std::fmt::Debug for GroupCoordinator {
 
 impl Default for GroupCoordinator {
     fn default() -> Self {
-        Self { inner: Mutex::new(Inner { term: None, tables: Tables::default() }) }
+        Self { inner: Mutex::new(Inner { term: None, tables: Tables::default() }), share: super::ShareWriter::default() }
     }
 }
 
@@ -472,6 +474,10 @@ fn command_error(e: &CommandError) -> GroupError {
 }
 
 impl GroupCoordinator {
+    pub(super) fn share_writer(&self) -> &super::ShareWriter {
+        &self.share
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -563,6 +569,38 @@ impl GroupCoordinator {
                 let (result, index) = self.delete_offsets(node, &group_id, partitions).await?;
                 (GroupResponse::DeleteOffsets(result), index)
             }
+            GroupRequest::ShareHeartbeat(request) => {
+                let group_id = request.group_id.clone();
+                let now = node.clock().now();
+                let result =
+                    self.with_tables(node, |tables, state| super::share_group::heartbeat(tables, state, request, now))?;
+                match result {
+                    Err(e) => (GroupResponse::ShareHeartbeat(Err(e)), 0),
+                    Ok((answer, (membership, left))) => {
+                        let mut index = 0;
+                        if let Some(membership) = membership {
+                            match self.store(node, &group_id, membership).await {
+                                Ok(i) => index = i,
+                                Err(e) => {
+                                    let _ = self.with_tables(node, |tables, _| tables.share.remove(&group_id));
+                                    return Ok((GroupResponse::ShareHeartbeat(Err(e)), 0));
+                                }
+                            }
+                        }
+                        self.release_members(node, &group_id, left).await;
+                        (GroupResponse::ShareHeartbeat(Ok(answer)), index)
+                    }
+                }
+            }
+            GroupRequest::ShareWork(work) => {
+                let now = node.clock().now();
+                let ops = self.with_tables(node, |tables, state| super::share_group::work_ops(tables, state, &work, now))?;
+                let answer = match ops {
+                    Err(e) => Err(e),
+                    Ok(ops) => self.share.write(node, ops).await.map(|r| super::share_group::work_result(&work, r)),
+                };
+                (GroupResponse::ShareWork(answer), 0)
+            }
             GroupRequest::FetchOffsets { groups, require_stable } => {
                 node.confirm_linearizable_read()
                     .await
@@ -591,7 +629,9 @@ impl GroupCoordinator {
         // The closure's error is the immediate answer (no waiting); it is moved once, not hot.
         #[allow(clippy::result_large_err)]
         let outcome = self.with_tables(node, |tables, state| -> Result<_, JoinReply> {
-            if super::consumer_group::has_members(tables, state, &request.group_id) {
+            if super::consumer_group::has_members(tables, state, &request.group_id)
+                || super::share_group::has_members(tables, state, &request.group_id)
+            {
                 return Err(Err((GroupError::InconsistentGroupProtocol, JoinResponse::default())));
             }
             let groups = &mut tables.classic;
@@ -723,6 +763,18 @@ impl GroupCoordinator {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(GroupError::NotCoordinator),
             Err(_) => Ok(Err((GroupError::RebalanceInProgress, JoinResponse::default()))),
+        }
+    }
+
+    /// Ends the record locks of share group members that left; their records are redelivered.
+    async fn release_members(&self, node: &MetadataNode, group_id: &str, members: Vec<String>) {
+        let ops: Vec<crate::state::ShareOp> = members
+            .into_iter()
+            .map(|member| crate::state::ShareOp::ReleaseMember { group_id: group_id.to_owned(), member })
+            .collect();
+        if let Err(e) = self.share.write(node, ops).await {
+            // The locks still end at their deadline.
+            tracing::warn!(group = %group_id, error = %e, "releasing a share group member's records");
         }
     }
 
@@ -1020,7 +1072,11 @@ impl GroupCoordinator {
 
     fn list(&self, node: &MetadataNode, states: &[String], types: &[String]) -> Result<Vec<ListedGroup>, GroupError> {
         self.with_tables(node, |tables, state| {
-            let kind_name = |kind: GroupKind| if kind == GroupKind::Consumer { "consumer" } else { "classic" };
+            let kind_name = |kind: GroupKind| match kind {
+                GroupKind::Classic => "classic",
+                GroupKind::Consumer => "consumer",
+                GroupKind::Share => "share",
+            };
             let mut listed: BTreeMap<String, ListedGroup> = state
                 .groups
                 .iter()
@@ -1053,6 +1109,15 @@ impl GroupCoordinator {
                 };
                 listed.insert(id.clone(), entry);
             }
+            for (id, group) in &tables.share {
+                let entry = ListedGroup {
+                    group_id: id.clone(),
+                    protocol_type: "share".into(),
+                    state: group.state_label().into(),
+                    group_type: "share".into(),
+                };
+                listed.insert(id.clone(), entry);
+            }
             listed
                 .into_values()
                 .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(&g.state)))
@@ -1072,6 +1137,7 @@ impl GroupCoordinator {
             let live = self.with_tables(node, |tables, state| {
                 tables.classic.get(&id).is_some_and(|g| !g.members.is_empty())
                     || super::consumer_group::has_members(tables, state, &id)
+                    || super::share_group::has_members(tables, state, &id)
             })?;
             if live {
                 results.push((id, Err(GroupError::NonEmptyGroup)));
@@ -1083,8 +1149,11 @@ impl GroupCoordinator {
                     self.with_tables(node, |tables, _| {
                         tables.classic.remove(&id);
                         tables.consumer.remove(&id);
+                        tables.share.remove(&id);
                     })?;
-                    Ok(())
+                    // A share group's records in flight go with it.
+                    let ops = vec![crate::state::ShareOp::DeleteGroup { group_id: id.clone() }];
+                    self.share.write(node, ops).await.map(|_| ())
                 }
                 Err(NodeError::Rejected(e)) => Err(command_error(&e)),
                 Err(e) => Err(store_error(e)),
@@ -1158,6 +1227,7 @@ impl GroupCoordinator {
             let coordinator = node.groups();
             let now = node.clock().now();
             let mut stores = Vec::new();
+            let mut releases = Vec::new();
             let mut effects = Effects::default();
             let leading = coordinator.with_tables(&node, |tables, state| {
                 let delay = initial_delay(state);
@@ -1167,6 +1237,13 @@ impl GroupCoordinator {
                     }
                 }
                 tables.consumer.retain(|_, g| !g.is_empty());
+                for (id, group) in &mut tables.share {
+                    if let Some((membership, left)) = group.expire(id, state, now) {
+                        stores.push((id.clone(), membership));
+                        releases.push((id.clone(), left));
+                    }
+                }
+                tables.share.retain(|_, g| !g.is_empty());
                 let groups = &mut tables.classic;
                 for (id, group) in groups.iter_mut() {
                     let mut group_effects = Effects::default();
@@ -1201,6 +1278,9 @@ impl GroupCoordinator {
                 if let Err(e) = coordinator.store(&node, &group_id, membership).await {
                     tracing::warn!(group = %group_id, error = %e, "storing group membership");
                 }
+            }
+            for (group_id, left) in releases {
+                coordinator.release_members(&node, &group_id, left).await;
             }
         }
     }

@@ -10,6 +10,7 @@
 mod consumer;
 mod consumer_group;
 mod coordinator;
+mod share_group;
 #[cfg(test)]
 mod tests;
 
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use consumer::ASSIGNORS;
 pub use coordinator::GroupCoordinator;
+pub use share_group::ShareWriter;
 
 use crate::state::{AskedPartitions, CommitStamp, FetchedOffset, OffsetCommit, State, TopicId};
 
@@ -76,6 +78,10 @@ pub enum GroupError {
     /// share of the groups table.
     #[error(transparent)]
     Transaction(crate::command::CommandError),
+    /// A share acknowledgement of records the member does not hold locked (or whose lock
+    /// passed).
+    #[error("invalid record state: {0}")]
+    InvalidRecordState(String),
 }
 
 /// A stamp for this process's next offset commit: later than all its earlier ones.
@@ -240,6 +246,51 @@ pub struct ConsumerMemberDescription {
     pub target_assignment: Vec<(TopicId, String, Vec<i32>)>,
 }
 
+/// One ShareGroupHeartbeat (KIP-932). `None` fields are "unchanged since the last one".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareHeartbeat {
+    pub group_id: String,
+    pub member_id: String,
+    /// 0 joins, -1 leaves; otherwise the member's epoch.
+    pub member_epoch: i32,
+    pub rack_id: Option<String>,
+    pub subscribed_topics: Option<Vec<String>>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareHeartbeatResponse {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// The partitions the member reads from now on, when that changed.
+    pub assignment: Option<Vec<(TopicId, Vec<i32>)>>,
+}
+
+/// What one ShareFetch or ShareAcknowledge asks of the share partitions, for one member.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareWork {
+    pub group_id: String,
+    pub member_id: String,
+    /// Records acquired by an earlier request but never sent (no room in its response).
+    pub unsent: Vec<(TopicId, i32, Vec<(i64, i64)>)>,
+    pub acknowledgements: Vec<(TopicId, i32, Vec<crate::state::AckBatch>)>,
+    /// The member closed its share session: every lock it holds ends.
+    pub release_all: bool,
+    /// Partitions to acquire records from, up to `max_records` each.
+    pub acquire: Vec<(TopicId, i32)>,
+    pub max_records: i64,
+    pub read_committed: bool,
+}
+
+/// The answer to a [`ShareWork`], part for part in request order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareWorkResult {
+    pub acknowledged: Vec<Result<(), GroupError>>,
+    pub acquired: Vec<Result<Vec<crate::state::AcquiredRange>, GroupError>>,
+}
+
 /// A request to the group coordinator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupRequest {
@@ -283,6 +334,8 @@ pub enum GroupRequest {
         groups: Vec<(String, AskedPartitions)>,
         require_stable: bool,
     },
+    ShareHeartbeat(ShareHeartbeat),
+    ShareWork(ShareWork),
 }
 
 /// The transaction a TxnOffsetCommit belongs to.
@@ -316,6 +369,8 @@ pub enum GroupResponse {
     ConsumerDescribe(Vec<Result<ConsumerGroupDescription, (String, GroupError)>>),
     /// Per group in request order: its offsets by topic.
     FetchOffsets(Vec<Vec<(String, Vec<FetchedOffset>)>>),
+    ShareHeartbeat(Result<ShareHeartbeatResponse, GroupError>),
+    ShareWork(Result<ShareWorkResult, GroupError>),
 }
 
 /// The partitions a `consumer` protocol assignment gives a member, read from its assignment

@@ -50,6 +50,10 @@ pub enum GroupKind {
     /// assignor, and each member's subscription and assignment use the consumer protocol's
     /// encodings (the assignment includes partitions still being revoked).
     Consumer,
+    /// KIP-932 ShareGroupHeartbeat; `generation` is the group epoch, each member's subscription
+    /// and assignment use the consumer protocol's encodings. The records' states are
+    /// `State::share_partitions`.
+    Share,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use crate::limits::{GROUP_ID_BYTES_MAX, GROUP_NAME_BYTES_MAX};
 /// Share partitions the cluster holds (each bounded by its in-flight records).
 pub(crate) const SHARE_PARTITIONS_MAX: usize = 100_000;
 /// Operations in one `ShareUpdate`.
-pub(crate) const SHARE_OPS_MAX: usize = 10_000;
+pub const SHARE_OPS_MAX: usize = 10_000;
 /// Acknowledgement batches in one operation.
 pub(crate) const SHARE_ACK_BATCHES_MAX: usize = 10_000;
 /// Highest `group.share.partition.max.record.locks` (Kafka's bound too): also bounds the
