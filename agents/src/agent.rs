@@ -105,6 +105,8 @@ pub struct Agent {
     pub parsed_schemas: crate::produce::schemas::ParsedSchemas,
     /// Incremental fetch sessions of the Kafka listener's connections.
     pub fetch_sessions: crate::fetch::sessions::FetchSessions,
+    /// Share sessions of share group members reading through this agent.
+    pub share_sessions: crate::share_sessions::ShareSessions,
     /// What this agent served, per tenant and minute, until reported.
     pub usage: crate::usage::UsageMeter,
     /// Set once the agent left the cluster to shut down: no more heartbeats, no longer listed.
@@ -154,6 +156,7 @@ impl Agent {
             wakeups,
             parsed_schemas,
             fetch_sessions,
+            share_sessions: crate::share_sessions::ShareSessions::default(),
             usage,
             draining: std::sync::atomic::AtomicBool::new(false),
             heartbeats: TaskGroup::default(),

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod produce;
 pub mod quotas;
 pub mod record_batch;
+pub mod share_sessions;
 pub mod tables;
 pub mod usage;
 

@@ -1057,6 +1057,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     )
     .one_of(&["earliest", "latest"]),
     def(
+        "floe.share.isolation.level",
+        T::String,
+        "read_uncommitted",
+        "Whether share groups deliver records of open and aborted transactions (Kafka's per-group share.isolation.level, cluster-wide).",
+    )
+    .one_of(&["read_committed", "read_uncommitted"]),
+    def(
         "follower.replication.throttled.rate",
         T::Long,
         "9223372036854775807",

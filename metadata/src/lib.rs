@@ -69,6 +69,9 @@ pub use state::{
     TenantRecord, TenantTable, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
 };
 pub use state::{
+    AckBatch, AcquiredRange, RecordState, SHARE_OPS_MAX, ShareAck, ShareOp, SharePartition, SharePartitionKey,
+};
+pub use state::{
     Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,
     SchemaRecord, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, SubjectRecord, SubjectVersion,
     validate_subject,

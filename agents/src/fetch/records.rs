@@ -21,13 +21,12 @@ pub struct FetchedRecord {
     pub headers: Vec<(Bytes, Option<Bytes>)>,
 }
 
-/// The records of `read` at or after `from_offset`, in offset order, at most `max_records`.
-pub fn fetched_records(
+/// The batches of `read` in order, each with whether a consumer gets its records: not a control
+/// batch, and for read_committed not in an aborted transaction.
+pub fn consumer_batches(
     read: &PartitionRead,
-    from_offset: i64,
     read_committed: bool,
-    max_records: usize,
-) -> Result<Vec<FetchedRecord>, RecordsError> {
+) -> Result<Vec<(BatchHeader, Bytes, bool)>, RecordsError> {
     let mut aborted: Vec<_> = if read_committed { read.aborted_transactions.clone() } else { Vec::new() };
     aborted.sort_by_key(|a| a.first_offset);
     let mut aborted = aborted.into_iter().peekable();
@@ -42,13 +41,26 @@ pub fn fetched_records(
         if header.is_control() {
             // A marker ends its producer's transaction either way.
             aborting.retain(|p| *p != header.producer_id);
+            out.push((header, bytes, false));
             continue;
         }
         let transactional = header.attributes & ATTRIBUTE_TRANSACTIONAL != 0;
-        if transactional && aborting.contains(&header.producer_id) {
-            continue;
-        }
-        if header.base_offset + i64::from(header.last_offset_delta) < from_offset {
+        let delivered = !(transactional && aborting.contains(&header.producer_id));
+        out.push((header, bytes, delivered));
+    }
+    Ok(out)
+}
+
+/// The records of `read` at or after `from_offset`, in offset order, at most `max_records`.
+pub fn fetched_records(
+    read: &PartitionRead,
+    from_offset: i64,
+    read_committed: bool,
+    max_records: usize,
+) -> Result<Vec<FetchedRecord>, RecordsError> {
+    let mut out = Vec::new();
+    for (header, bytes, delivered) in consumer_batches(read, read_committed)? {
+        if !delivered || header.base_offset + i64::from(header.last_offset_delta) < from_offset {
             continue;
         }
         push_records(&header, &bytes, from_offset, max_records, &mut out)?;

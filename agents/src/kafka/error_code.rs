@@ -94,6 +94,7 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         CommandError::OperationNotAttempted => ResponseError::OperationNotAttempted,
         CommandError::InvalidAcl(_) => ResponseError::InvalidRequest,
+        CommandError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
         // This agent's metadata certificate does not allow the command: a deployment fault.
         CommandError::NotAuthorized(_) => {
             tracing::error!(error = %error, "the metadata port refused this agent's command");
@@ -142,6 +143,7 @@ pub(super) fn for_group(error: &GroupError) -> ResponseError {
         GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
         GroupError::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
         GroupError::Transaction(e) => for_command(e),
+        GroupError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
     }
 }
 

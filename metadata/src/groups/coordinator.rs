@@ -447,7 +447,10 @@ impl std::fmt::Debug for GroupCoordinator {
 
 impl Default for GroupCoordinator {
     fn default() -> Self {
-        Self { inner: Mutex::new(Inner { term: None, tables: Tables::default() }), share: super::ShareWriter::default() }
+        Self {
+            inner: Mutex::new(Inner { term: None, tables: Tables::default() }),
+            share: super::ShareWriter::default(),
+        }
     }
 }
 
@@ -594,7 +597,8 @@ impl GroupCoordinator {
             }
             GroupRequest::ShareWork(work) => {
                 let now = node.clock().now();
-                let ops = self.with_tables(node, |tables, state| super::share_group::work_ops(tables, state, &work, now))?;
+                let ops =
+                    self.with_tables(node, |tables, state| super::share_group::work_ops(tables, state, &work, now))?;
                 let answer = match ops {
                     Err(e) => Err(e),
                     Ok(ops) => self.share.write(node, ops).await.map(|r| super::share_group::work_result(&work, r)),

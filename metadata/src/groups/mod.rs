@@ -268,13 +268,16 @@ pub struct ShareHeartbeatResponse {
     pub assignment: Option<Vec<(TopicId, Vec<i32>)>>,
 }
 
+/// Offsets `first..=last`.
+pub type OffsetRange = (i64, i64);
+
 /// What one ShareFetch or ShareAcknowledge asks of the share partitions, for one member.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShareWork {
     pub group_id: String,
     pub member_id: String,
     /// Records acquired by an earlier request but never sent (no room in its response).
-    pub unsent: Vec<(TopicId, i32, Vec<(i64, i64)>)>,
+    pub unsent: Vec<(TopicId, i32, Vec<OffsetRange>)>,
     pub acknowledgements: Vec<(TopicId, i32, Vec<crate::state::AckBatch>)>,
     /// The member closed its share session: every lock it holds ends.
     pub release_all: bool,

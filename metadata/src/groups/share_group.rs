@@ -19,8 +19,8 @@ use crate::command::{Command, CommandError, Outcome};
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
 use crate::node::MetadataNode;
 use crate::state::{
-    AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareOp, ShareSettings, State,
-    TopicId,
+    AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareOp,
+    ShareSettings, State, TopicId,
 };
 
 /// The share groups' settings (dynamic broker configs; defaults in the config catalog).
@@ -273,7 +273,12 @@ fn validate(request: &ShareHeartbeat) -> Result<(), GroupError> {
     Ok(())
 }
 
-fn load<'a>(tables: &'a mut Tables, state: &State, group_id: &str, now: Instant) -> Result<&'a mut ShareGroup, GroupError> {
+fn load<'a>(
+    tables: &'a mut Tables,
+    state: &State,
+    group_id: &str,
+    now: Instant,
+) -> Result<&'a mut ShareGroup, GroupError> {
     if super::consumer_group::has_members(tables, state, group_id)
         || tables.classic.get(group_id).is_some_and(|g| g.has_members())
     {
@@ -374,7 +379,12 @@ pub(super) fn heartbeat(
         member_epoch: member.epoch,
         heartbeat_interval_ms: interval,
         assignment: (changed || request.member_epoch != member.epoch).then(|| {
-            member.assigned.iter().filter(|(_, ps)| !ps.is_empty()).map(|(t, ps)| (*t, ps.iter().copied().collect())).collect()
+            member
+                .assigned
+                .iter()
+                .filter(|(_, ps)| !ps.is_empty())
+                .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+                .collect()
         }),
     };
     Ok((answer, (group.changed_membership(state), Vec::new())))
@@ -392,7 +402,12 @@ fn settings(state: &State) -> ShareSettings {
 
 /// The operations one ShareFetch or ShareAcknowledge asks for, after checking its member is in
 /// the group. Acknowledgements come first, so records released are acquirable at once.
-pub(super) fn work_ops(tables: &mut Tables, state: &State, work: &ShareWork, now: Instant) -> Result<Vec<ShareOp>, GroupError> {
+pub(super) fn work_ops(
+    tables: &mut Tables,
+    state: &State,
+    work: &ShareWork,
+    now: Instant,
+) -> Result<Vec<ShareOp>, GroupError> {
     let group = load(tables, state, &work.group_id, now)?;
     if !group.members.contains_key(&work.member_id) {
         return Err(GroupError::UnknownMemberId);
@@ -422,10 +437,7 @@ pub(super) fn work_ops(tables: &mut Tables, state: &State, work: &ShareWork, now
 }
 
 /// Splits the results of [`work_ops`] back into the request's parts.
-pub(super) fn work_result(
-    work: &ShareWork,
-    results: Vec<Result<Vec<AcquiredRange>, CommandError>>,
-) -> ShareWorkResult {
+pub(super) fn work_result(work: &ShareWork, results: Vec<Result<Vec<AcquiredRange>, CommandError>>) -> ShareWorkResult {
     let mut results = results.into_iter().skip(work.unsent.len());
     let error = |e: CommandError| match e {
         CommandError::InvalidRecordState(why) => GroupError::InvalidRecordState(why),
@@ -439,9 +451,8 @@ pub(super) fn work_result(
     if work.release_all {
         results.next();
     }
-    let acquired = (0..work.acquire.len())
-        .map(|_| results.next().map_or_else(|| Err(missing()), |r| r.map_err(error)))
-        .collect();
+    let acquired =
+        (0..work.acquire.len()).map(|_| results.next().map_or_else(|| Err(missing()), |r| r.map_err(error))).collect();
     ShareWorkResult { acknowledged, acquired }
 }
 

@@ -108,13 +108,7 @@ pub struct ShareSettings {
 pub enum ShareOp {
     /// Locks up to `max_records` records for `member`: released ones first, then new ones below
     /// the high watermark (the last stable offset for read_committed).
-    Acquire {
-        key: SharePartitionKey,
-        member: String,
-        max_records: i64,
-        read_committed: bool,
-        settings: ShareSettings,
-    },
+    Acquire { key: SharePartitionKey, member: String, max_records: i64, read_committed: bool, settings: ShareSettings },
     /// All batches or none: each must lie in records `member` holds locked.
     Acknowledge { key: SharePartitionKey, member: String, batches: Vec<AckBatch> },
     /// Records acquired but never sent (the response had no room): available again with the
@@ -249,12 +243,8 @@ impl SharePartition {
         };
         let mut budget = max_records;
         let mut out = Vec::new();
-        let available: Vec<i64> = self
-            .ranges
-            .iter()
-            .filter(|(_, r)| r.state == RecordState::Available)
-            .map(|(first, _)| *first)
-            .collect();
+        let available: Vec<i64> =
+            self.ranges.iter().filter(|(_, r)| r.state == RecordState::Available).map(|(first, _)| *first).collect();
         for first in available {
             if budget <= 0 {
                 break;
@@ -294,9 +284,7 @@ impl SharePartition {
             if b.first < self.start_offset || b.last >= self.end_offset {
                 return invalid(format!("offsets {}..={} are not in flight", b.first, b.last));
             }
-            let holds = |r: &InFlight| {
-                matches!(&r.state, RecordState::Acquired { member: m, lock_until_ms } if m == member && *lock_until_ms > now_ms)
-            };
+            let holds = |r: &InFlight| matches!(&r.state, RecordState::Acquired { member: m, lock_until_ms } if m == member && *lock_until_ms > now_ms);
             let before = self.ranges.range(..b.first).next_back().filter(|(_, r)| r.last >= b.first);
             if !before.into_iter().chain(self.ranges.range(b.first..=b.last)).all(|(_, r)| holds(r)) {
                 return invalid(format!("offsets {}..={} are not locked by this member", b.first, b.last));
@@ -392,9 +380,10 @@ impl State {
                 if batches.len() > SHARE_ACK_BATCHES_MAX {
                     return Err(CommandError::LimitReached(format!("more than {SHARE_ACK_BATCHES_MAX} batches")));
                 }
-                let share = self.share_partitions.get_mut(&key).ok_or_else(|| {
-                    CommandError::InvalidRecordState("nothing of this partition was acquired".into())
-                })?;
+                let share = self
+                    .share_partitions
+                    .get_mut(&key)
+                    .ok_or_else(|| CommandError::InvalidRecordState("nothing of this partition was acquired".into()))?;
                 share.acknowledge(&member, &batches, now_ms)?;
                 share.normalize();
                 share.assert_sound();

@@ -1094,7 +1094,10 @@ fn golden_files_of_format_7_still_decode_and_replay() {
                 ops: vec![crate::state::ShareOp::Acknowledge {
                     key: (group.clone(), topic, 0),
                     member: "m1".into(),
-                    batches: vec![ack(0, 0, crate::state::ShareAck::Accept), ack(1, 1, crate::state::ShareAck::Release)],
+                    batches: vec![
+                        ack(0, 0, crate::state::ShareAck::Accept),
+                        ack(1, 1, crate::state::ShareAck::Release),
+                    ],
                 }],
             },
             Command::ShareUpdate { now_ms: 40_000, ops: vec![crate::state::ShareOp::ExpireLocks] },

@@ -12,6 +12,7 @@ pub(super) mod metadata;
 pub(super) mod offset_for_leader_epoch;
 pub(super) mod produce;
 pub(super) mod scram_credentials;
+pub(super) mod share;
 pub(super) mod topics;
 pub(super) mod transactions;
 

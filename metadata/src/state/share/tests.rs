@@ -131,7 +131,10 @@ fn expired_locks_free_records_and_late_acknowledgements_are_refused() {
     assert!(state.share_locks_due(1_000));
     assert!(!state.share_locks_due(999));
     update(&mut state, 1_000, ShareOp::ExpireLocks).expect("expire");
-    assert!(matches!(ack(&mut state, 1_001, "a", &[(0, 2, ShareAck::Accept)]), Err(CommandError::InvalidRecordState(_))));
+    assert!(matches!(
+        ack(&mut state, 1_001, "a", &[(0, 2, ShareAck::Accept)]),
+        Err(CommandError::InvalidRecordState(_))
+    ));
     assert_eq!(acquire(&mut state, 1_002, "b", 3), [(0, 2, 2)]);
     // A lock past its deadline is refused even before the leader expires it.
     assert!(ack(&mut state, 2_002, "b", &[(0, 0, ShareAck::Accept)]).is_err());

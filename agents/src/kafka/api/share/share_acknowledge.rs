@@ -1,0 +1,128 @@
+//! ShareAcknowledge (KIP-932): acknowledgements outside a ShareFetch, in the member's share
+//! session; epoch -1 also closes the session and releases what the member still holds.
+
+use std::collections::BTreeMap;
+
+use floe_metadata::TopicId;
+use floe_metadata::groups::ShareWork;
+use kafka_protocol::messages::share_acknowledge_response::{PartitionData, ShareAcknowledgeTopicResponse};
+use kafka_protocol::messages::{ResponseKind, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::super::super::dispatch::{Context, KafkaApi, Reply};
+use super::super::super::error_code::{code, for_group};
+use super::super::super::resources::{AnswerWalk, Op, Refusal, Refused, Res, Resources, TopicRef, Walk};
+use super::{ack_batches, for_session, gap_acks, share_work};
+use crate::Agent;
+
+async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse {
+    let answer = ShareAcknowledgeResponse::default();
+    let (Some(group), Some(member)) = (request.group_id.as_ref(), request.member_id.as_ref()) else {
+        return answer
+            .with_error_code(code::INVALID_REQUEST)
+            .with_error_message(Some(StrBytes::from_static_str("a share acknowledgement names its group and member")));
+    };
+    let (group, member) = (group.to_string(), member.to_string());
+    if request.share_session_epoch == 0 {
+        return answer.with_error_code(for_session(crate::share_sessions::ShareSessionError::InvalidEpoch {
+            expected: 1,
+            found: 0,
+        }));
+    }
+    let turn = match agent.share_sessions.turn(&group, &member, request.share_session_epoch, [], []) {
+        Ok(turn) => turn,
+        Err(e) => {
+            return answer
+                .with_error_code(for_session(e))
+                .with_error_message(Some(super::super::str_bytes(e.to_string())));
+        }
+    };
+    let mut acknowledgements = gap_acks(&turn.gaps);
+    let mut codes: BTreeMap<(TopicId, i32), i16> = BTreeMap::new();
+    let mut acked = Vec::new();
+    for t in &request.topics {
+        for p in &t.partitions {
+            let batches =
+                p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
+            match ack_batches(batches) {
+                Some(batches) => {
+                    acknowledgements.push((t.topic_id, p.partition_index, batches));
+                    acked.push((t.topic_id, p.partition_index));
+                }
+                None => {
+                    codes.insert((t.topic_id, p.partition_index), code::INVALID_REQUEST);
+                }
+            }
+        }
+    }
+    let work = ShareWork {
+        group_id: group,
+        member_id: member,
+        acknowledgements,
+        release_all: turn.closing,
+        ..ShareWork::default()
+    };
+    let result = match share_work(agent, work).await {
+        Ok(result) => result,
+        Err(e) => {
+            return answer
+                .with_error_code(for_group(&e).code())
+                .with_error_message(Some(super::super::str_bytes(e.to_string())));
+        }
+    };
+    for (i, p) in acked.into_iter().enumerate() {
+        let code = result
+            .acknowledged
+            .get(turn.gaps.len() + i)
+            .map_or(0, |r| r.as_ref().err().map_or(0, |e| for_group(e).code()));
+        codes.insert(p, code);
+    }
+    let mut by_topic: BTreeMap<TopicId, Vec<PartitionData>> = BTreeMap::new();
+    for ((t, p), code) in codes {
+        by_topic.entry(t).or_default().push(PartitionData::default().with_partition_index(p).with_error_code(code));
+    }
+    answer.with_responses(
+        by_topic
+            .into_iter()
+            .map(|(topic_id, partitions)| {
+                ShareAcknowledgeTopicResponse::default().with_topic_id(topic_id).with_partitions(partitions)
+            })
+            .collect(),
+    )
+}
+
+impl KafkaApi for ShareAcknowledgeRequest {
+    const VERSIONS: (i16, i16) = (1, 1);
+
+    async fn start(self, cx: Context<'_>) -> Reply {
+        cx.later(move |agent, _| async move { ResponseKind::ShareAcknowledge(share_acknowledge(&agent, self).await) })
+    }
+}
+
+impl Resources for ShareAcknowledgeRequest {
+    fn walk(&mut self, _version: i16, walk: &mut Walk<'_>) -> Result<(), ShareAcknowledgeResponse> {
+        let refused = |refusal: Refusal| ShareAcknowledgeResponse::default().with_error_code(refusal.error);
+        if let Some(group) = self.group_id.as_mut() {
+            walk.one(Op::Read, Res::Group, &mut group.0).map_err(refused)?;
+        }
+        walk.topics(
+            &mut self.topics,
+            Op::Read,
+            |t| TopicRef { name: None, id: Some(&mut t.topic_id) },
+            |t| t.partitions.iter().map(|p| p.partition_index).collect(),
+        );
+        Ok(())
+    }
+
+    fn walk_answer(_response: &mut ShareAcknowledgeResponse, _walk: &AnswerWalk<'_>) {}
+
+    fn answer_refused(response: &mut ShareAcknowledgeResponse, refused: Refused) {
+        response.responses.extend(refused.topics.into_iter().map(|t| {
+            let partition =
+                |p| PartitionData::default().with_partition_index(p).with_error_code(code::TOPIC_AUTHORIZATION_FAILED);
+            ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(t.id)
+                .with_partitions(t.partitions.into_iter().map(partition).collect())
+        }));
+    }
+}

@@ -1,0 +1,177 @@
+//! Share sessions (KIP-932) on this agent: for each (share group, member), the partitions its
+//! ShareFetch requests read and the epoch its next request must carry. Epoch 0 opens a session,
+//! each request moves it on by one (wrapping to 1), -1 closes it. A client that reaches another
+//! agent gets SHARE_SESSION_NOT_FOUND and opens a new session there.
+//!
+//! The session also keeps what the records' states still need to hear from this agent: offsets
+//! acquired without a deliverable record (markers, aborted or compacted records), archived with
+//! the member's next request.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use floe_metadata::TopicId;
+
+/// Sessions one agent keeps (Kafka's `group.share.max.share.sessions` default).
+pub const SHARE_SESSIONS_MAX: usize = 2_000;
+/// Partitions one session may read.
+pub const SHARE_SESSION_PARTITIONS_MAX: usize = 10_000;
+/// A session idle this long may be evicted to make room for a new one.
+const SESSION_IDLE_EVICT: Duration = Duration::from_secs(120);
+
+pub type SharePartitionRef = (TopicId, i32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShareSessionError {
+    #[error("share session not found")]
+    NotFound,
+    #[error("share session epoch {found} is not the expected {expected}")]
+    InvalidEpoch { expected: i32, found: i32 },
+    #[error("the agent holds {SHARE_SESSIONS_MAX} share sessions")]
+    LimitReached,
+    #[error("a share session reads at most {SHARE_SESSION_PARTITIONS_MAX} partitions")]
+    TooManyPartitions,
+}
+
+#[derive(Debug)]
+struct Session {
+    next_epoch: i32,
+    partitions: BTreeSet<SharePartitionRef>,
+    /// Offsets acquired by this member without a record to deliver, to archive.
+    gaps: Vec<(SharePartitionRef, i64, i64)>,
+    last_used: Instant,
+}
+
+/// What a request may do in its session.
+#[derive(Debug, Default)]
+pub struct SessionTurn {
+    /// The partitions to read (empty when the session closes).
+    pub partitions: Vec<SharePartitionRef>,
+    pub closing: bool,
+    /// Gaps left by earlier requests, to archive now.
+    pub gaps: Vec<(SharePartitionRef, i64, i64)>,
+}
+
+#[derive(Debug, Default)]
+pub struct ShareSessions {
+    sessions: Mutex<HashMap<(String, String), Session>>,
+}
+
+fn next(epoch: i32) -> i32 {
+    if epoch == i32::MAX { 1 } else { epoch + 1 }
+}
+
+impl ShareSessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Session>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the member's session on by one request with `epoch`, adding `added` partitions and
+    /// dropping `forgotten` ones.
+    pub fn turn(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        epoch: i32,
+        added: impl IntoIterator<Item = SharePartitionRef>,
+        forgotten: impl IntoIterator<Item = SharePartitionRef>,
+    ) -> Result<SessionTurn, ShareSessionError> {
+        let key = (group_id.to_owned(), member_id.to_owned());
+        let mut sessions = self.lock();
+        let now = Instant::now();
+        if epoch == 0 {
+            if !sessions.contains_key(&key) && sessions.len() >= SHARE_SESSIONS_MAX {
+                sessions.retain(|_, s| now.duration_since(s.last_used) < SESSION_IDLE_EVICT);
+                if sessions.len() >= SHARE_SESSIONS_MAX {
+                    return Err(ShareSessionError::LimitReached);
+                }
+            }
+            // A new session replaces the old one; its gaps are still owed.
+            let gaps = sessions.remove(&key).map(|s| s.gaps).unwrap_or_default();
+            let partitions: BTreeSet<SharePartitionRef> = added.into_iter().collect();
+            if partitions.len() > SHARE_SESSION_PARTITIONS_MAX {
+                return Err(ShareSessionError::TooManyPartitions);
+            }
+            let turn = SessionTurn { partitions: partitions.iter().copied().collect(), closing: false, gaps };
+            sessions.insert(key, Session { next_epoch: 1, partitions, gaps: Vec::new(), last_used: now });
+            return Ok(turn);
+        }
+        let Some(session) = sessions.get_mut(&key) else { return Err(ShareSessionError::NotFound) };
+        if epoch == -1 {
+            let session = sessions.remove(&key).ok_or(ShareSessionError::NotFound)?;
+            return Ok(SessionTurn { partitions: Vec::new(), closing: true, gaps: session.gaps });
+        }
+        if epoch != session.next_epoch {
+            return Err(ShareSessionError::InvalidEpoch { expected: session.next_epoch, found: epoch });
+        }
+        session.partitions.extend(added);
+        for p in forgotten {
+            session.partitions.remove(&p);
+        }
+        if session.partitions.len() > SHARE_SESSION_PARTITIONS_MAX {
+            return Err(ShareSessionError::TooManyPartitions);
+        }
+        session.next_epoch = next(epoch);
+        session.last_used = now;
+        Ok(SessionTurn {
+            partitions: session.partitions.iter().copied().collect(),
+            closing: false,
+            gaps: std::mem::take(&mut session.gaps),
+        })
+    }
+
+    /// Keeps gaps to archive with the member's next request (dropped if its session is gone:
+    /// their locks then expire and they are archived on a later delivery).
+    pub fn owe_gaps(&self, group_id: &str, member_id: &str, gaps: Vec<(SharePartitionRef, i64, i64)>) {
+        if gaps.is_empty() {
+            return;
+        }
+        if let Some(session) = self.lock().get_mut(&(group_id.to_owned(), member_id.to_owned())) {
+            session.gaps.extend(gaps);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(n: i32) -> SharePartitionRef {
+        (TopicId::from_u128(1), n)
+    }
+
+    #[test]
+    fn epochs_open_move_on_and_close_a_session() {
+        let sessions = ShareSessions::default();
+        assert_eq!(sessions.turn("g", "m", 1, [], []).err(), Some(ShareSessionError::NotFound));
+        let turn = sessions.turn("g", "m", 0, [p(0)], []).expect("open");
+        assert_eq!(turn.partitions, [p(0)]);
+        let turn = sessions.turn("g", "m", 1, [p(1)], []).expect("epoch 1");
+        assert_eq!(turn.partitions, [p(0), p(1)]);
+        assert_eq!(
+            sessions.turn("g", "m", 1, [], []).err(),
+            Some(ShareSessionError::InvalidEpoch { expected: 2, found: 1 })
+        );
+        let turn = sessions.turn("g", "m", 2, [], [p(0)]).expect("epoch 2");
+        assert_eq!(turn.partitions, [p(1)]);
+        sessions.owe_gaps("g", "m", vec![(p(1), 5, 6)]);
+        let turn = sessions.turn("g", "m", -1, [], []).expect("close");
+        assert!(turn.closing && turn.gaps == [(p(1), 5, 6)]);
+        assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn the_epoch_wraps_to_one() {
+        assert_eq!(next(i32::MAX), 1);
+        assert_eq!(next(1), 2);
+    }
+}

@@ -1,0 +1,289 @@
+"""Share groups (KIP-932, issue 31) with librdkafka's share consumer (confluent-kafka's
+ShareConsumer): consumers sharing one partition, acknowledgement by record (accept, release,
+reject), redelivery with delivery counts, lock expiry after a consumer is SIGKILLed, the
+delivery limit, a consumer group beside a share group, and acknowledgements surviving a SIGKILL
+of the metadata leader and agent."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from conftest import create_topic, unique_name, wait_until
+
+HOLDER = os.path.join(os.path.dirname(__file__), "helpers", "share_holder.py")
+
+
+def set_broker_configs(bootstrap: str, configs: dict):
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    for f in a.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=entries)]).values():
+        f.result(10)
+
+
+def produce_values(bootstrap: str, topic: str, n: int, tag: str = "r"):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, value=f"{tag}-{i}".encode())
+    assert p.flush(30) == 0, "records left unacknowledged"
+
+
+def share_consumer(bootstrap: str, group: str, topic: str):
+    from confluent_kafka import ShareConsumer
+
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    return c
+
+
+def poll_records(consumer, timeout: float = 1.0):
+    return [m for m in consumer.poll(timeout) or [] if not m.error()]
+
+
+def start_earliest(bootstrap: str, **extra):
+    set_broker_configs(bootstrap, {"floe.share.auto.offset.reset": "earliest", **extra})
+
+
+def test_four_share_consumers_split_one_partition_and_each_record_is_delivered_once(floe):
+    from confluent_kafka import AcknowledgeType
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap)
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 1)
+    total = 3000
+    produce_values(bootstrap, topic, total)
+    seen: dict[int, list[int]] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def work(i: int):
+        c = share_consumer(bootstrap, group, topic)
+        try:
+            while not stop.is_set():
+                messages = poll_records(c, 0.5)
+                for m in messages:
+                    with lock:
+                        seen.setdefault(m.offset(), []).append(i)
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if messages:
+                    c.commit_sync()
+                    time.sleep(0.05)  # so that no one consumer takes everything
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: len(seen) >= total, 90, f"{total} records delivered")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert sorted(seen) == list(range(total)), "every offset delivered"
+    twice = {o: who for o, who in seen.items() if len(who) > 1}
+    assert not twice, f"accepted records delivered again: {list(twice.items())[:5]}"
+    consumers = {who[0] for who in seen.values()}
+    assert len(consumers) >= 2, f"one partition shared by several consumers, not only {consumers}"
+
+
+def test_release_redelivers_with_a_higher_count_and_reject_archives(floe):
+    from confluent_kafka import AcknowledgeType
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap)
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 1)
+    produce_values(bootstrap, topic, 10)
+    c = share_consumer(bootstrap, group, topic)
+    deliveries: dict[int, list[int]] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (len(deliveries) == 10 and 2 in deliveries
+                                                  and len(deliveries[2]) == 2):
+            for m in poll_records(c):
+                deliveries.setdefault(m.offset(), []).append(m.delivery_count())
+                first = len(deliveries[m.offset()]) == 1
+                if m.offset() == 2 and first:
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+                elif m.offset() == 5:
+                    c.acknowledge(m, AcknowledgeType.REJECT)
+                else:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        # A while longer: nothing rejected or accepted comes back.
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            for m in poll_records(c, 0.5):
+                deliveries.setdefault(m.offset(), []).append(m.delivery_count())
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+    finally:
+        c.close()
+    assert deliveries.get(2) == [1, 2], f"the released record came back once, counted: {deliveries}"
+    assert deliveries.get(5) == [1], f"the rejected record was delivered once: {deliveries}"
+    assert all(counts == [1] for o, counts in deliveries.items() if o != 2), deliveries
+
+
+def test_a_killed_consumers_records_are_redelivered_after_the_lock(floe):
+    from confluent_kafka import AcknowledgeType
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap, **{"group.share.record.lock.duration.ms": "2000"})
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 1)
+    produce_values(bootstrap, topic, 20)
+    holder = subprocess.Popen([sys.executable, HOLDER, "--bootstrap", bootstrap, "--group", group, "--topic", topic],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = holder.stdout.readline()
+        held = json.loads(line)["offsets"]
+        assert held, "the holder took records"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        killed_at = time.monotonic()
+        c = share_consumer(bootstrap, group, topic)
+        got: dict[int, int] = {}
+        first_redelivery = None
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(got) < 20:
+                for m in poll_records(c):
+                    got[m.offset()] = m.delivery_count()
+                    if m.offset() in held and first_redelivery is None:
+                        first_redelivery = time.monotonic() - killed_at
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                c.commit_sync()
+        finally:
+            c.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert sorted(got) == list(range(20)), f"every record delivered to the survivor: {sorted(got)}"
+    assert all(got[o] == 2 for o in held), f"held records redelivered as second deliveries: {got}"
+    assert first_redelivery is not None and first_redelivery >= 1.0, \
+        f"redelivered only after the lock passed ({first_redelivery} s after the kill)"
+
+
+def test_the_delivery_limit_archives_a_poison_record(floe):
+    from confluent_kafka import AcknowledgeType
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap, **{"group.share.delivery.count.limit": "3"})
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 1)
+    produce_values(bootstrap, topic, 5)
+    c = share_consumer(bootstrap, group, topic)
+    poison: list[int] = []
+    accepted = set()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for m in poll_records(c, 0.5):
+                if m.offset() == 0:
+                    poison.append(m.delivery_count())
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+                else:
+                    accepted.add(m.offset())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+            if len(poison) >= 3 and len(accepted) == 4:
+                # A few more rounds to see it is not delivered a fourth time.
+                end = time.monotonic() + 2
+                while time.monotonic() < end:
+                    for m in poll_records(c, 0.5):
+                        poison.append(m.delivery_count()) if m.offset() == 0 else None
+                        c.acknowledge(m, AcknowledgeType.ACCEPT)
+                    c.commit_sync()
+                break
+    finally:
+        c.close()
+    assert poison == [1, 2, 3], f"the poison record was delivered up to the limit, then archived: {poison}"
+    assert accepted == {1, 2, 3, 4}
+
+
+def test_a_consumer_group_and_a_share_group_read_the_same_topic_apart(floe):
+    from confluent_kafka import AcknowledgeType, Consumer
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap)
+    topic = unique_name("queue")
+    create_topic(bootstrap, topic, 2)
+    produce_values(bootstrap, topic, 200)
+    group_consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("classic"),
+                               "auto.offset.reset": "earliest"})
+    group_consumer.subscribe([topic])
+    share = share_consumer(bootstrap, unique_name("workers"), topic)
+    by_group, by_share = set(), set()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (len(by_group) < 200 or len(by_share) < 200):
+            m = group_consumer.poll(0.2)
+            if m is not None and not m.error():
+                by_group.add(m.value())
+            for m in poll_records(share, 0.2):
+                by_share.add(m.value())
+                share.acknowledge(m, AcknowledgeType.ACCEPT)
+            share.commit_sync()
+    finally:
+        group_consumer.close()
+        share.close()
+    assert len(by_group) == 200 and len(by_share) == 200, (len(by_group), len(by_share))
+
+
+def test_acknowledgements_survive_a_sigkill_of_metadata_and_agent(floe):
+    """`floe dev` is the metadata leader and the agent in one process: SIGKILL it after half the
+    records are accepted; after the restart only the others are delivered."""
+    from confluent_kafka import AcknowledgeType
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap)
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 1)
+    produce_values(bootstrap, topic, 100)
+    c = share_consumer(bootstrap, group, topic)
+    accepted = set()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(accepted) < 50:
+            messages = poll_records(c)
+            for m in messages:
+                if len(accepted) < 50:
+                    accepted.add(m.offset())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                else:
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+            if messages:
+                c.commit_sync()
+    finally:
+        c.close()
+    assert len(accepted) == 50
+    floe.kill()
+    floe.start()
+    c = share_consumer(floe.bootstrap, group, topic)
+    again = {}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(again) < 50:
+            for m in poll_records(c):
+                again[m.offset()] = m.delivery_count()
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for m in poll_records(c, 0.5):
+                again[m.offset()] = m.delivery_count()
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+    finally:
+        c.close()
+    assert not (set(again) & accepted), f"accepted records delivered again: {sorted(set(again) & accepted)[:10]}"
+    assert set(again) | accepted == set(range(100)), "no unacknowledged record lost"
