@@ -31,7 +31,14 @@ const CONFIG_BYTES_MAX: u64 = 1024 * 1024;
 pub(crate) fn parse() -> anyhow::Result<Cli> {
     use clap::FromArgMatches;
     let argv: Vec<OsString> = std::env::args_os().collect();
-    let mut command = with_environment(Cli::command());
+    // The versions an upgrade depends on, for operators and the upgrade test.
+    let version = format!(
+        "{} (metadata format {}, metadata protocol {})",
+        env!("CARGO_PKG_VERSION"),
+        floe_metadata::FORMAT_VERSION,
+        floe_metadata::raft::network::PROTOCOL_VERSION,
+    );
+    let mut command = with_environment(Cli::command()).version(version);
     if let Some(name) = argv.get(1).and_then(|a| a.to_str()).filter(|a| SERVING.contains(a))
         && let Some(path) = config_path(&argv)
     {

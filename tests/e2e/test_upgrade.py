@@ -8,6 +8,13 @@ the metadata followers first, then the leader, then the agents, so for a while e
 and new talks to each other. Then one metadata node and one agent go back to the previous binary
 (a downgrade within one version), and the load runs on.
 
+A release that changes the metadata format (`floe --version` names it) is rolled out as
+docs/OPERATIONS.md says: agents first (a new agent reads an older node's change stream, an old
+agent cannot read a newer one), then the metadata nodes. Going back is then refused rather than
+done: a previous-version metadata node stops with an error naming the format it cannot read, and
+a previous-version agent never serves and logs why; both are checked, then go back to today's
+binary.
+
 At the end nothing acknowledged is lost: every acknowledged record is at its offset with its
 value, once; every committed transaction is visible to a read_committed consumer and nothing of
 an aborted one is; the group's committed offsets are within the log. No client saw a fatal or
@@ -17,6 +24,8 @@ non-retriable error. After every step the load made progress, so no step stopped
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import threading
 import time
 
@@ -179,6 +188,38 @@ def metadata_caught_up(cluster: Cluster, node: int):
     wait_until(caught_up, 60, f"metadata node {node} caught up")
 
 
+def format_of(binary: str) -> int | None:
+    """The metadata format `binary` writes, from `floe --version` (None if it does not say)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+    found = re.search(r"metadata format (\d+)", out)
+    return int(found.group(1)) if found else None
+
+
+def formats(cluster: Cluster) -> dict[int, int]:
+    status = cluster.status(cluster.leader())
+    return {int(i): v.get("format", -1) for i, v in (status or {}).get("versions", {}).items()}
+
+
+def since_start(proc) -> str:
+    """`proc`'s log since it was last started."""
+    with open(proc.log, errors="replace") as f:
+        text = f.read()
+    return text[text.rfind("===== start"):]
+
+
+def refused_downgrade(proc, what: str, refused):
+    """Starts `proc` from the previous binary on data today's wrote: `refused()` must see it
+    refuse the newer format; then `proc` runs today's binary again."""
+    code = proc.terminate(60)
+    assert code == 0, f"{proc.name} exited with {code} on SIGTERM:\n{proc.tail()}"
+    proc.bin = PREVIOUS_BIN
+    proc.start()
+    wait_until(refused, 60, f"{what} refusing the newer format")
+    proc.kill()
+    proc.bin = FLOE_BIN
+    proc.start()
+
+
 def protocols(cluster: Cluster) -> dict[int, int]:
     """Each metadata node's protocol version, as `floe admin cluster` reports it (0: before Hello)."""
     status = cluster.status(cluster.leader())
@@ -241,6 +282,20 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
         old = old.pop()
         new = None
         steps = []
+        old_format = set(formats(cluster).values())
+        assert len(old_format) == 1, f"the previous version's nodes differ: {formats(cluster)}"
+        old_format = old_format.pop()
+        format_changes = (format_of(FLOE_BIN) or old_format) > old_format
+
+        def upgrade_agents():
+            for a, agent in cluster.agents.items():
+                replace(cluster, agent, FLOE_BIN, lambda a=a: wait_until(
+                    lambda: _port_serves(cluster, a), 60, f"agent {a} serving"))
+                steps.append(f"agent {a} upgraded")
+                load.wait_progress(steps[-1])
+
+        if format_changes:
+            upgrade_agents()
         leader = cluster.leader()
         upgraded = set()
         for node in [*(i for i in cluster.meta if i != leader), leader]:
@@ -251,22 +306,37 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
             now = protocols(cluster)
             new = now[node]
             assert new >= old and now == {i: new if i in upgraded else old for i in cluster.meta}, (steps[-1], now)
-        for a, agent in cluster.agents.items():
-            replace(cluster, agent, FLOE_BIN, lambda a=a: wait_until(
-                lambda: _port_serves(cluster, a), 60, f"agent {a} serving"))
-            steps.append(f"agent {a} upgraded")
-            load.wait_progress(steps[-1])
+        if not format_changes:
+            upgrade_agents()
 
-        # Downgrade within one version: a follower and an agent go back to the previous binary.
         follower = next(i for i in cluster.meta if i != cluster.leader())
-        replace(cluster, cluster.meta[follower], PREVIOUS_BIN, lambda: metadata_caught_up(cluster, follower))
-        steps.append(f"metadata {follower} downgraded")
-        load.wait_progress(steps[-1])
-        assert protocols(cluster) == {i: old if i == follower else new for i in cluster.meta}, steps[-1]
-        replace(cluster, cluster.agents[2], PREVIOUS_BIN, lambda: wait_until(
-            lambda: _port_serves(cluster, 2), 60, "agent 2 serving"))
-        steps.append("agent 2 downgraded")
-        load.wait_progress(steps[-1])
+        if format_changes:
+            # Across a format change, going back is refused, not done.
+            node = cluster.meta[follower]
+            # It stops, naming the format of the log it cannot read.
+            refused_downgrade(node, f"metadata {follower}", lambda: not node.alive() and node.p.returncode != 0
+                              and re.search(r"format \d+, newer than", since_start(node)))
+            metadata_caught_up(cluster, follower)
+            steps.append(f"metadata {follower} refused the downgrade")
+            load.wait_progress(steps[-1])
+            # The metadata nodes refuse it their change stream, saying why; it never serves.
+            refusal = f"reads metadata formats up to {old_format} "
+            before = sum(since_start(m).count(refusal) for m in cluster.meta.values())
+            refused_downgrade(cluster.agents[2], "agent 2", lambda: not _port_serves(cluster, 2) and sum(
+                since_start(m).count(refusal) for m in cluster.meta.values()) > before)
+            wait_until(lambda: _port_serves(cluster, 2), 60, "agent 2 serving again")
+            steps.append("agent 2 refused the downgrade")
+            load.wait_progress(steps[-1])
+        else:
+            # Downgrade within one version: a follower and an agent go back to the previous binary.
+            replace(cluster, cluster.meta[follower], PREVIOUS_BIN, lambda: metadata_caught_up(cluster, follower))
+            steps.append(f"metadata {follower} downgraded")
+            load.wait_progress(steps[-1])
+            assert protocols(cluster) == {i: old if i == follower else new for i in cluster.meta}, steps[-1]
+            replace(cluster, cluster.agents[2], PREVIOUS_BIN, lambda: wait_until(
+                lambda: _port_serves(cluster, 2), 60, "agent 2 serving"))
+            steps.append("agent 2 downgraded")
+            load.wait_progress(steps[-1])
 
         load.finish()
         assert not load.errors, f"client errors: {load.errors[:10]}"
