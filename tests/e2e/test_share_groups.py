@@ -287,3 +287,56 @@ def test_acknowledgements_survive_a_sigkill_of_metadata_and_agent(floe):
         c.close()
     assert not (set(again) & accepted), f"accepted records delivered again: {sorted(set(again) & accepted)[:10]}"
     assert set(again) | accepted == set(range(100)), "no unacknowledged record lost"
+
+
+def test_acknowledgements_survive_a_sigkill_of_the_metadata_leader_and_an_agent(cluster):
+    """Three metadata nodes and two agents: the metadata leader and the agent the consumer used
+    are SIGKILLed after half the records are accepted; a consumer through the other agent gets
+    exactly the others."""
+    from confluent_kafka import AcknowledgeType
+
+    first = cluster.bootstrap(1)
+    start_earliest(first)
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(first, topic, 1)
+    produce_values(first, topic, 200)
+    c = share_consumer(first, group, topic)
+    accepted = set()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(accepted) < 100:
+            messages = poll_records(c)
+            for m in messages:
+                if len(accepted) < 100:
+                    accepted.add(m.offset())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                else:
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+            if messages:
+                c.commit_sync()
+    finally:
+        c.close()
+    assert len(accepted) == 100
+    leader = cluster.leader()
+    cluster.meta[leader].kill()
+    cluster.agents[1].kill()
+    cluster.leader(exclude=(leader,))
+    c = share_consumer(cluster.bootstrap(2), group, topic)
+    again = {}
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(again) < 100:
+            for m in poll_records(c):
+                again[m.offset()] = m.delivery_count()
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for m in poll_records(c, 0.5):
+                again[m.offset()] = m.delivery_count()
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+    finally:
+        c.close()
+    assert not (set(again) & accepted), f"accepted records delivered again: {sorted(set(again) & accepted)[:10]}"
+    assert set(again) | accepted == set(range(200)), f"unacknowledged records lost: {len(again)} after the kill"
