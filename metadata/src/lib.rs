@@ -69,7 +69,7 @@ pub use state::{
     TenantRecord, TenantTable, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
 };
 pub use state::{
-    AckBatch, AcquiredRange, RecordState, SHARE_OPS_MAX, ShareAck, ShareOp, SharePartition, SharePartitionKey,
+    AckBatch, AcquiredRange, RecordState, SHARE_OPS_MAX, ShareAck, ShareLag, ShareOp, SharePartition, SharePartitionKey,
 };
 pub use state::{
     Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,

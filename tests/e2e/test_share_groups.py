@@ -340,3 +340,199 @@ def test_acknowledgements_survive_a_sigkill_of_the_metadata_leader_and_an_agent(
         c.close()
     assert not (set(again) & accepted), f"accepted records delivered again: {sorted(set(again) & accepted)[:10]}"
     assert set(again) | accepted == set(range(200)), f"unacknowledged records lost: {len(again)} after the kill"
+
+
+def _share_describe(bootstrap, group):
+    from helpers.kafka_wire import Writer, call
+
+    body = Writer().array([group], Writer.string).boolean(False).tags()
+    r = call(bootstrap, 77, 1, body)
+    r.i32()
+
+    def topic_partitions(r):
+        t = {"id": r.uuid(), "name": r.string(), "partitions": r.array(Reader.i32)}
+        r.tags()
+        return t
+
+    def member(r):
+        m = {"member_id": r.string(), "rack": r.string(), "epoch": r.i32(), "client_id": r.string(),
+             "host": r.string(), "subscribed": r.array(Reader.string)}
+        m["assignment"] = r.array(topic_partitions)
+        r.tags()
+        r.tags()
+        return m
+
+    def described(r):
+        g = {"error": r.i16(), "message": r.string(), "group_id": r.string(), "state": r.string(),
+             "epoch": r.i32(), "assignment_epoch": r.i32(), "assignor": r.string(), "members": r.array(member),
+             "operations": r.i32()}
+        r.tags()
+        return g
+
+    from helpers.kafka_wire import Reader
+    return r.array(described)[0]
+
+
+def _share_offsets(bootstrap, group, topics=None):
+    from helpers.kafka_wire import Reader, Writer, call
+
+    def topic(w, t):
+        w.string(t[0]).array(t[1], Writer.i32).tags()
+
+    def group_entry(w, g):
+        w.string(g).array(topics, topic).tags()
+
+    r = call(bootstrap, 90, 0, Writer().array([group], group_entry).tags())
+    r.i32()
+
+    def partition(r):
+        p = {"partition": r.i32(), "start_offset": r.i64(), "leader_epoch": r.i32(), "error": r.i16(),
+             "message": r.string()}
+        r.tags()
+        return p
+
+    def topic_answer(r):
+        t = {"name": r.string(), "id": r.uuid(), "partitions": r.array(partition)}
+        r.tags()
+        return t
+
+    def group_answer(r):
+        g = {"group_id": r.string(), "topics": r.array(topic_answer), "error": r.i16(), "message": r.string()}
+        r.tags()
+        return g
+
+    return r.array(group_answer)[0]
+
+
+def _alter_share_offsets(bootstrap, group, topic, partition, offset):
+    from helpers.kafka_wire import Reader, Writer, call
+
+    def partition_entry(w, p):
+        w.i32(p[0]).i64(p[1]).tags()
+
+    def topic_entry(w, t):
+        w.string(t).array([(partition, offset)], partition_entry).tags()
+
+    r = call(bootstrap, 91, 0, Writer().string(group).array([topic], topic_entry).tags())
+    r.i32()
+    top = {"error": r.i16(), "message": r.string()}
+
+    def partition_answer(r):
+        p = {"partition": r.i32(), "error": r.i16(), "message": r.string()}
+        r.tags()
+        return p
+
+    def topic_answer(r):
+        t = {"name": r.string(), "id": r.uuid(), "partitions": r.array(partition_answer)}
+        r.tags()
+        return t
+
+    top["responses"] = r.array(topic_answer)
+    return top
+
+
+def _delete_share_offsets(bootstrap, group, topic):
+    from helpers.kafka_wire import Writer, call
+
+    r = call(bootstrap, 92, 0, Writer().string(group).array([topic], lambda w, t: w.string(t).tags()).tags())
+    r.i32()
+    top = {"error": r.i16(), "message": r.string()}
+
+    def topic_answer(r):
+        t = {"name": r.string(), "id": r.uuid(), "error": r.i16(), "message": r.string()}
+        r.tags()
+        return t
+
+    top["responses"] = r.array(topic_answer)
+    return top
+
+
+def _list_groups(bootstrap, types):
+    """ListGroups v5 with a types filter (confluent-kafka has no share type to ask for)."""
+    from helpers.kafka_wire import Writer, call
+
+    r = call(bootstrap, 16, 5, Writer().array([], Writer.string).array(types, Writer.string).tags())
+    r.i32()
+    assert r.i16() == 0
+
+    def listed(r):
+        g = (r.string(), r.string(), r.string(), r.string())
+        r.tags()
+        return g
+
+    return r.array(listed)
+
+
+def test_share_group_admin_apis_describe_alter_and_delete(floe):
+    """ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets and
+    DeleteShareGroupOffsets, spoken with an encoder of our own; ListGroups lists the group as a
+    share group."""
+    from confluent_kafka import AcknowledgeType
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap)
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 2)
+    produce_values(bootstrap, topic, 40)
+    c = share_consumer(bootstrap, group, topic)
+    got = 0
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and got < 40:
+            for m in poll_records(c):
+                got += 1
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        described = _share_describe(bootstrap, group)
+        assert described["error"] == 0 and described["state"] == "Stable", described
+        assert described["assignor"] == "simple" and len(described["members"]) == 1, described
+        member = described["members"][0]
+        assert member["subscribed"] == [topic]
+        assert sorted(p for t in member["assignment"] for p in t["partitions"]) == [0, 1], member
+        # Alter needs an empty group.
+        busy = _alter_share_offsets(bootstrap, group, topic, 0, 0)
+        assert busy["error"] == 68, f"NON_EMPTY_GROUP while a member is in: {busy}"
+    finally:
+        c.close()
+    assert got == 40
+    listed = _list_groups(bootstrap, ["share"])
+    assert (group, "share", "share") in {(g, p, t) for g, p, _, t in listed}, listed
+    assert group not in {g for g, _, _, _ in _list_groups(bootstrap, ["consumer", "classic"])}
+
+    def offsets_at_end():
+        o = _share_offsets(bootstrap, group)
+        starts = {p["partition"]: p["start_offset"] for t in (o["topics"] or []) for p in t["partitions"]}
+        return starts if o["error"] == 0 and len(starts) == 2 else None
+
+    wait_until(lambda: offsets_at_end() is not None, 30, "share offsets of both partitions")
+    starts = offsets_at_end()
+    assert sum(starts.values()) == 40, f"every record accepted, so the starts are the log ends: {starts}"
+
+    # The member left (its session timed out or it closed): alter moves partition 0 back.
+    def alter_back():
+        return _alter_share_offsets(bootstrap, group, topic, 0, 0)["error"] == 0
+    wait_until(alter_back, 60, "the share group empty, so its offsets can be altered")
+    assert _share_offsets(bootstrap, group, [(topic, [0])])["topics"][0]["partitions"][0]["start_offset"] == 0
+    out_of_range = _alter_share_offsets(bootstrap, group, topic, 0, 10_000)
+    assert out_of_range["responses"][0]["partitions"][0]["error"] != 0, out_of_range
+
+    c = share_consumer(bootstrap, group, topic)
+    again = set()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(again) < starts[0]:
+            for m in poll_records(c):
+                if m.partition() == 0:
+                    again.add(m.offset())
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+    finally:
+        c.close()
+    assert again == set(range(starts[0])), "partition 0 read again from offset 0"
+
+    def deleted():
+        d = _delete_share_offsets(bootstrap, group, topic)
+        return d["error"] == 0 and d["responses"][0]["error"] == 0
+    wait_until(deleted, 60, "the share group's offsets of the topic deleted")
+    assert not (_share_offsets(bootstrap, group)["topics"] or []), "no share partitions left"
+    assert _share_describe(bootstrap, unique_name("nobody"))["error"] == 69, "GROUP_ID_NOT_FOUND"

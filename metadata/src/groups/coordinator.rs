@@ -465,6 +465,8 @@ fn command_error(e: &CommandError) -> GroupError {
         CommandError::GroupNotFound => GroupError::GroupIdNotFound,
         CommandError::GroupNotEmpty => GroupError::NonEmptyGroup,
         CommandError::InvalidGroup(_) => GroupError::InvalidGroupId,
+        // A share group's start offset set outside the log.
+        CommandError::OffsetOutOfRange { .. } => GroupError::InvalidRequest(e.to_string()),
         CommandError::ProducerFenced
         | CommandError::InvalidProducerEpoch { .. }
         | CommandError::InvalidProducerIdMapping
@@ -604,6 +606,56 @@ impl GroupCoordinator {
                     Ok(ops) => self.share.write(node, ops).await.map(|r| super::share_group::work_result(&work, r)),
                 };
                 (GroupResponse::ShareWork(answer), 0)
+            }
+            GroupRequest::ShareDescribe(ids) => {
+                let now = node.clock().now();
+                let described = self.with_tables(node, |tables, state| {
+                    ids.into_iter()
+                        .map(|id| super::share_group::describe(tables, state, &id, now).map_err(|e| (id, e)))
+                        .collect()
+                })?;
+                (GroupResponse::ShareDescribe(described), 0)
+            }
+            GroupRequest::ShareOffsets(groups) => {
+                node.confirm_linearizable_read()
+                    .await
+                    .map_err(|e| GroupError::CoordinatorNotAvailable(e.to_string()))?;
+                let offsets = self.with_tables(node, |tables, state| {
+                    groups
+                        .into_iter()
+                        .map(|(id, asked)| super::share_group::offsets(tables, state, &id, asked))
+                        .collect()
+                })?;
+                (GroupResponse::ShareOffsets(offsets), 0)
+            }
+            GroupRequest::AlterShareOffsets { group_id, offsets } => {
+                let planned = self.with_tables(node, |tables, state| {
+                    super::share_group::check_alterable(tables, state, &group_id)?;
+                    Ok(offsets
+                        .iter()
+                        .map(|(topic, partition, offset)| {
+                            let topic_id =
+                                state.topic_by_name(topic).ok_or(GroupError::UnknownTopicOrPartition)?.topic_id;
+                            let key = (group_id.clone(), topic_id, *partition);
+                            Ok(crate::state::ShareOp::SetStartOffset { key, offset: *offset })
+                        })
+                        .collect::<Vec<Result<_, GroupError>>>())
+                })?;
+                (GroupResponse::AlterShareOffsets(self.write_planned(node, planned).await), 0)
+            }
+            GroupRequest::DeleteShareOffsets { group_id, topics } => {
+                let planned = self.with_tables(node, |tables, state| {
+                    super::share_group::check_alterable(tables, state, &group_id)?;
+                    Ok(topics
+                        .iter()
+                        .map(|topic| {
+                            let topic_id =
+                                state.topic_by_name(topic).ok_or(GroupError::UnknownTopicOrPartition)?.topic_id;
+                            Ok(crate::state::ShareOp::DeleteTopicState { group_id: group_id.clone(), topic_id })
+                        })
+                        .collect::<Vec<Result<_, GroupError>>>())
+                })?;
+                (GroupResponse::DeleteShareOffsets(self.write_planned(node, planned).await), 0)
             }
             GroupRequest::FetchOffsets { groups, require_stable } => {
                 node.confirm_linearizable_read()
@@ -768,6 +820,28 @@ impl GroupCoordinator {
             Ok(Err(_)) => Err(GroupError::NotCoordinator),
             Err(_) => Ok(Err((GroupError::RebalanceInProgress, JoinResponse::default()))),
         }
+    }
+
+    /// Writes the share operations of items that could be planned; each item's outcome in order.
+    async fn write_planned(
+        &self,
+        node: &MetadataNode,
+        planned: Result<Vec<Result<crate::state::ShareOp, GroupError>>, GroupError>,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let planned = planned?;
+        let ops: Vec<crate::state::ShareOp> = planned.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
+        let mut written = self.share.write(node, ops).await?.into_iter();
+        Ok(planned
+            .into_iter()
+            .map(|p| {
+                p?;
+                match written.next() {
+                    Some(Ok(_)) => Ok(()),
+                    Some(Err(e)) => Err(command_error(&e)),
+                    None => Err(GroupError::CoordinatorNotAvailable("no result for a share operation".into())),
+                }
+            })
+            .collect())
     }
 
     /// Ends the record locks of share group members that left; their records are redelivered.

@@ -294,6 +294,29 @@ pub struct ShareWorkResult {
     pub acquired: Vec<Result<Vec<crate::state::AcquiredRange>, GroupError>>,
 }
 
+/// A share group as ShareGroupDescribe shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareGroupDescription {
+    pub group_id: String,
+    pub state: String,
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<ShareMemberDescription>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareMemberDescription {
+    pub member_id: String,
+    pub rack_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topics: Vec<String>,
+    /// (topic id, topic name, partitions).
+    pub assignment: Vec<(TopicId, String, Vec<i32>)>,
+}
+
 /// A request to the group coordinator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupRequest {
@@ -339,6 +362,20 @@ pub enum GroupRequest {
     },
     ShareHeartbeat(ShareHeartbeat),
     ShareWork(ShareWork),
+    ShareDescribe(Vec<String>),
+    /// DescribeShareGroupOffsets: each group's share partitions (all of them, or those asked by
+    /// topic name), read on the leader.
+    ShareOffsets(Vec<(String, AskedPartitions)>),
+    /// AlterShareGroupOffsets of an empty share group: (topic, partition, start offset).
+    AlterShareOffsets {
+        group_id: String,
+        offsets: Vec<(String, i32, i64)>,
+    },
+    /// DeleteShareGroupOffsets of an empty share group: every partition of each topic.
+    DeleteShareOffsets {
+        group_id: String,
+        topics: Vec<String>,
+    },
 }
 
 /// The transaction a TxnOffsetCommit belongs to.
@@ -374,6 +411,12 @@ pub enum GroupResponse {
     FetchOffsets(Vec<Vec<(String, Vec<FetchedOffset>)>>),
     ShareHeartbeat(Result<ShareHeartbeatResponse, GroupError>),
     ShareWork(Result<ShareWorkResult, GroupError>),
+    ShareDescribe(Vec<Result<ShareGroupDescription, (String, GroupError)>>),
+    /// Per group in request order: its share partitions, or why not.
+    ShareOffsets(Vec<Result<Vec<crate::state::ShareLag>, GroupError>>),
+    /// Per item in request order (offsets or topics).
+    AlterShareOffsets(Result<Vec<Result<(), GroupError>>, GroupError>),
+    DeleteShareOffsets(Result<Vec<Result<(), GroupError>>, GroupError>),
 }
 
 /// The partitions a `consumer` protocol assignment gives a member, read from its assignment

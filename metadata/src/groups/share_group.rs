@@ -12,14 +12,14 @@ use tokio::sync::oneshot;
 use super::consumer::Partitions;
 use super::coordinator::Tables;
 use super::{
-    GroupError, ShareHeartbeat, ShareHeartbeatResponse, ShareWork, ShareWorkResult, assigned_partitions,
-    encode_assignment, encode_subscription, setting, subscribed_topics,
+    GroupError, ShareGroupDescription, ShareHeartbeat, ShareHeartbeatResponse, ShareMemberDescription, ShareWork,
+    ShareWorkResult, assigned_partitions, encode_assignment, encode_subscription, setting, subscribed_topics,
 };
 use crate::command::{Command, CommandError, Outcome};
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
 use crate::node::MetadataNode;
 use crate::state::{
-    AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareOp,
+    AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareLag, ShareOp,
     ShareSettings, State, TopicId,
 };
 
@@ -540,4 +540,102 @@ impl ShareWriter {
             }
         }
     }
+}
+
+/// A share group as ShareGroupDescribe shows it; a group that is not a share group (or none at
+/// all) is GROUP_ID_NOT_FOUND, as in Kafka.
+pub(super) fn describe(
+    tables: &mut Tables,
+    state: &State,
+    group_id: &str,
+    now: Instant,
+) -> Result<ShareGroupDescription, GroupError> {
+    let is_share = tables.share.contains_key(group_id)
+        || state.groups.get(group_id).is_some_and(|g| g.membership.kind == GroupKind::Share);
+    if !is_share {
+        return Err(GroupError::GroupIdNotFound);
+    }
+    let group = load(tables, state, group_id, now)?;
+    let named = |partitions: &Partitions| -> Vec<(TopicId, String, Vec<i32>)> {
+        partitions
+            .iter()
+            .filter(|(_, ps)| !ps.is_empty())
+            .map(|(t, ps)| {
+                let name = state.topics.get(t).map(|t| t.name.clone()).unwrap_or_default();
+                (*t, name, ps.iter().copied().collect())
+            })
+            .collect()
+    };
+    Ok(ShareGroupDescription {
+        group_id: group_id.to_owned(),
+        state: group.state_name().into(),
+        epoch: group.epoch,
+        assignment_epoch: group.assignment_epoch.max(0),
+        assignor: ASSIGNOR.into(),
+        members: group
+            .members
+            .iter()
+            .map(|(id, m)| ShareMemberDescription {
+                member_id: id.clone(),
+                rack_id: m.rack_id.clone(),
+                member_epoch: m.epoch,
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                subscribed_topics: m.subscribed.clone(),
+                assignment: named(&m.assigned),
+            })
+            .collect(),
+    })
+}
+
+/// A share group's partitions with their start offsets and lag: all it has state for, or
+/// those asked (start offset -1 where it has none).
+pub(super) fn offsets(
+    tables: &Tables,
+    state: &State,
+    group_id: &str,
+    asked: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<Vec<ShareLag>, GroupError> {
+    if super::consumer_group::has_members(tables, state, group_id)
+        || tables.classic.get(group_id).is_some_and(|g| g.has_members())
+        || state.groups.get(group_id).is_some_and(|g| g.membership.kind != GroupKind::Share && !g.offsets.is_empty())
+    {
+        return Err(GroupError::GroupIdNotFound);
+    }
+    let known = state.share_lag(group_id);
+    let Some(asked) = asked else { return Ok(known) };
+    let mut out = Vec::new();
+    for (topic, partitions) in asked {
+        let topic_id = state.topic_by_name(&topic).map(|t| t.topic_id);
+        for partition in partitions {
+            let row = known.iter().find(|l| l.topic == topic && l.partition == partition).cloned();
+            out.push(row.unwrap_or_else(|| ShareLag {
+                topic: topic.clone(),
+                topic_id: topic_id.unwrap_or_default(),
+                partition,
+                start_offset: -1,
+                log_end: topic_id.and_then(|t| state.partition(t, partition)).map_or(-1, |p| p.next_offset),
+                lag: 0,
+            }));
+        }
+    }
+    Ok(out)
+}
+
+/// Checks `group_id` may have its share offsets changed: a share group (or none yet) without
+/// members.
+pub(super) fn check_alterable(tables: &Tables, state: &State, group_id: &str) -> Result<(), GroupError> {
+    if group_id.is_empty() || group_id.len() > crate::limits::GROUP_ID_BYTES_MAX {
+        return Err(GroupError::InvalidGroupId);
+    }
+    if super::consumer_group::has_members(tables, state, group_id)
+        || tables.classic.get(group_id).is_some_and(|g| g.has_members())
+        || state.groups.get(group_id).is_some_and(|g| g.membership.kind != GroupKind::Share && !g.offsets.is_empty())
+    {
+        return Err(GroupError::GroupIdNotFound);
+    }
+    if has_members(tables, state, group_id) {
+        return Err(GroupError::NonEmptyGroup);
+    }
+    Ok(())
 }

@@ -37,7 +37,7 @@ pub use security::{
     ApiKeyQuotas, ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
 };
 pub use share::{
-    AckBatch, AcquiredRange, InFlight, RecordState, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareAck, ShareOp,
+    AckBatch, AcquiredRange, InFlight, RecordState, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareAck, ShareLag, ShareOp,
     SharePartition, SharePartitionKey, ShareSettings,
 };
 pub use tables::{RetiredTable, TableCommit, TableRange, TableRecord};

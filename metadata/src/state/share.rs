@@ -120,6 +120,10 @@ pub enum ShareOp {
     ExpireLocks,
     /// A deleted share group's partitions.
     DeleteGroup { group_id: String },
+    /// AlterShareGroupOffsets: the partition starts again at `offset`, nothing in flight.
+    SetStartOffset { key: SharePartitionKey, offset: i64 },
+    /// DeleteShareGroupOffsets: the group's state of every partition of a topic.
+    DeleteTopicState { group_id: String, topic_id: TopicId },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +131,18 @@ pub struct AckBatch {
     pub first: i64,
     pub last: i64,
     pub ack: ShareAck,
+}
+
+/// How far a share group is behind on one partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareLag {
+    pub topic: String,
+    pub topic_id: TopicId,
+    pub partition: i32,
+    pub start_offset: i64,
+    pub log_end: i64,
+    /// Records between the start offset and the log end not yet acknowledged or archived.
+    pub lag: i64,
 }
 
 /// Records locked for a member by one acquisition.
@@ -420,6 +436,28 @@ impl State {
                 self.share_partitions.retain(|(g, _, _), _| *g != group_id);
                 Ok(Vec::new())
             }
+            ShareOp::SetStartOffset { key, offset } => {
+                validate_names(&key.0, "")?;
+                let log = self.partition(key.1, key.2).ok_or(CommandError::UnknownTopicOrPartition)?;
+                if offset < log.log_start_offset || offset > log.next_offset {
+                    return Err(CommandError::OffsetOutOfRange {
+                        offset,
+                        log_start_offset: log.log_start_offset,
+                        high_watermark: log.next_offset,
+                    });
+                }
+                if !self.share_partitions.contains_key(&key) && self.share_partitions.len() >= SHARE_PARTITIONS_MAX {
+                    return Err(CommandError::LimitReached(format!("{SHARE_PARTITIONS_MAX} share partitions")));
+                }
+                let limit = self.share_partitions.get(&key).map_or(1, |s| s.delivery_limit);
+                self.share_partitions
+                    .insert(key, SharePartition { delivery_limit: limit, ..SharePartition::starting_at(offset) });
+                Ok(Vec::new())
+            }
+            ShareOp::DeleteTopicState { group_id, topic_id } => {
+                self.share_partitions.retain(|(g, t, _), _| !(*g == group_id && *t == topic_id));
+                Ok(Vec::new())
+            }
         }
     }
 
@@ -438,6 +476,27 @@ impl State {
     ) -> impl Iterator<Item = (&'a SharePartitionKey, &'a SharePartition)> + 'a {
         let from = (group_id.to_owned(), TopicId::nil(), i32::MIN);
         self.share_partitions.range(from..).take_while(move |((g, _, _), _)| g == group_id)
+    }
+
+    /// Each share partition of `group_id` with its start offset and the records not yet
+    /// acknowledged (from the start to the high watermark, less those finished in flight).
+    pub fn share_lag(&self, group_id: &str) -> Vec<ShareLag> {
+        self.share_partitions_of(group_id)
+            .filter_map(|((_, topic_id, partition), share)| {
+                let topic = self.topics.get(topic_id)?;
+                let log_end = self.partition(*topic_id, *partition)?.next_offset;
+                let done: i64 =
+                    share.ranges.iter().filter(|(_, r)| r.state.is_done()).map(|(first, r)| r.last - first + 1).sum();
+                Some(ShareLag {
+                    topic: topic.name.clone(),
+                    topic_id: *topic_id,
+                    partition: *partition,
+                    start_offset: share.start_offset,
+                    log_end,
+                    lag: (log_end - share.start_offset - done).max(0),
+                })
+            })
+            .collect()
     }
 
     /// Whether an acquisition lock has passed its deadline (the leader then expires them).

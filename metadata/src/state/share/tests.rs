@@ -268,3 +268,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_altered_start_drops_what_was_in_flight_and_lag_counts_what_is_left() {
+    let mut state = with_records(10);
+    acquire(&mut state, 0, "a", 4);
+    ack(&mut state, 1, "a", &[(2, 3, ShareAck::Accept)]).expect("held");
+    let lag = state.share_lag(GROUP);
+    assert_eq!((lag[0].start_offset, lag[0].log_end, lag[0].lag), (0, 10, 8));
+    let set = |offset| ShareOp::SetStartOffset { key: key(), offset };
+    assert!(matches!(update(&mut state, 2, set(11)), Err(CommandError::OffsetOutOfRange { .. })));
+    update(&mut state, 2, set(7)).expect("within the log");
+    assert_eq!((share(&state).start_offset, share(&state).end_offset, share(&state).ranges.len()), (7, 7, 0));
+    assert_eq!(acquire(&mut state, 3, "b", 10), [(7, 9, 1)]);
+    update(&mut state, 4, ShareOp::DeleteTopicState { group_id: GROUP.into(), topic_id: topic_id(0) }).expect("delete");
+    assert!(state.share_lag(GROUP).is_empty());
+}

@@ -5,7 +5,9 @@
 
 mod share_acknowledge;
 mod share_fetch;
+mod share_group_describe;
 mod share_group_heartbeat;
+mod share_group_offsets;
 
 use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, ShareWork, ShareWorkResult};
 use floe_metadata::{AckBatch, ShareAck, TopicId};
