@@ -362,3 +362,61 @@ def test_old_metadata_versions_neither_list_nor_create_what_acls_forbid(guarded)
         # UNKNOWN_TOPIC_OR_PARTITION: Create is refused, so nothing was created.
         assert [(t.name, t.error_code) for t in answer.topics] == [(topic, 3)], answer
         assert topic not in root.list_topics(timeout=10).topics
+
+
+def test_share_groups_need_read_on_the_group_and_the_topic(guarded):
+    """A share consumer reads only with Read on its share group and on the topic, as a
+    consumer group member does: without the group ACL it gets nothing and hears why."""
+    import threading
+
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import NewTopic
+
+    floe = guarded
+    root = admin(floe, SUPER)
+    for f in root.create_topics([NewTopic("jobs", 1)]).values():
+        f.result(30)
+    for f in root.create_acls([binding("TOPIC", "jobs", "alice", "READ")]).values():
+        f.result(10)
+
+    def share_read(group, expected):
+        errors = []
+        c = ShareConsumer({**conf(floe, "alice"), "group.id": group, "share.acknowledgement.mode": "explicit",
+                           "error_cb": lambda e: errors.append(e)})
+        c.subscribe(["jobs"])
+        got = []
+        deadline = time.monotonic() + 20
+        try:
+            while time.monotonic() < deadline and (len(got) < expected or (expected == 0 and not errors)):
+                try:
+                    messages = c.poll(0.5) or []
+                except Exception as e:  # the client raises what the broker refused
+                    errors.append(e)
+                    messages = []
+                for m in messages:
+                    if m.error():
+                        errors.append(m.error())
+                        continue
+                    got.append(m.value().decode())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if messages:
+                    c.commit_sync()
+        finally:
+            c.close()
+        return got, errors
+
+    got, errors = share_read("workers", 0)
+    assert not got and any("GROUP_AUTHORIZATION" in str(e).upper() or "AUTHORIZ" in str(e).upper()
+                           for e in errors), errors
+    for f in root.create_acls([binding("GROUP", "workers", "alice", "READ")]).values():
+        f.result(10)
+    # The share group starts at the log end: the records come after it first fetched.
+    def produce_later():
+        time.sleep(4)
+        assert all(err is None for err in produce(floe, SUPER, "jobs", ["a", "b", "c"]).values())
+
+    t = threading.Thread(target=produce_later)
+    t.start()
+    c_got, errors = share_read("workers", 3)
+    t.join()
+    assert sorted(c_got) == ["a", "b", "c"], (c_got, errors)
