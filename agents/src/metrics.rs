@@ -267,12 +267,15 @@ pub static FLUSH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
 });
 
 /// Consumer group lag, computed from this agent's metadata mirror at each scrape: per group and
-/// partition, the committed offset and how far the log end is past it (Kafka's consumer lag).
+/// partition, the committed offset and how far the log end is past it (Kafka's consumer lag);
+/// and per share group and partition, its start offset and the records not yet acknowledged.
 #[derive(Debug)]
 pub struct GroupLagCollector {
     metadata: floe_metadata::Metadata,
     lag: prometheus::IntGaugeVec,
     committed: prometheus::IntGaugeVec,
+    share_lag: prometheus::IntGaugeVec,
+    share_start: prometheus::IntGaugeVec,
     /// Scrapes rebuild the gauges from scratch; one at a time.
     scrape: std::sync::Mutex<()>,
 }
@@ -287,6 +290,11 @@ impl GroupLagCollector {
             metadata,
             lag: gauge("floe_consumer_group_lag", "Log end offset minus the group's committed offset"),
             committed: gauge("floe_consumer_group_committed_offset", "The group's committed offset"),
+            share_lag: gauge(
+                "floe_share_group_lag",
+                "Records of a partition a share group has not acknowledged yet (start offset to log end)",
+            ),
+            share_start: gauge("floe_share_group_start_offset", "A share group's start offset in a partition"),
             scrape: std::sync::Mutex::new(()),
         }
     }
@@ -301,13 +309,13 @@ impl GroupLagCollector {
 
 impl prometheus::core::Collector for GroupLagCollector {
     fn desc(&self) -> Vec<&prometheus::core::Desc> {
-        self.lag.desc().into_iter().chain(self.committed.desc()).collect()
+        [&self.lag, &self.committed, &self.share_lag, &self.share_start].into_iter().flat_map(|g| g.desc()).collect()
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
         let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
-        self.lag.reset();
-        self.committed.reset();
+        let gauges = [&self.lag, &self.committed, &self.share_lag, &self.share_start];
+        gauges.iter().for_each(|g| g.reset());
         let state = self.metadata.read();
         let mut series = 0;
         'groups: for group in state.groups.keys() {
@@ -322,7 +330,21 @@ impl prometheus::core::Collector for GroupLagCollector {
                 self.committed.with_label_values(&labels).set(p.committed);
             }
         }
-        self.lag.collect().into_iter().chain(self.committed.collect()).collect()
+        let share_groups: std::collections::BTreeSet<&str> =
+            state.share_partitions.keys().map(|(group, _, _)| group.as_str()).collect();
+        'share: for group in share_groups {
+            for p in state.share_lag(group) {
+                if series >= crate::limits::GROUP_LAG_SERIES_MAX {
+                    break 'share;
+                }
+                series += 1;
+                let partition = p.partition.to_string();
+                let labels = [group, p.topic.as_str(), partition.as_str()];
+                self.share_lag.with_label_values(&labels).set(p.lag);
+                self.share_start.with_label_values(&labels).set(p.start_offset);
+            }
+        }
+        gauges.iter().flat_map(|g| g.collect()).collect()
     }
 }
 

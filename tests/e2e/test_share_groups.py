@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from conftest import create_topic, unique_name, wait_until
+from conftest import create_topic, scrape_metrics, unique_name, wait_until
 
 HOLDER = os.path.join(os.path.dirname(__file__), "helpers", "share_holder.py")
 
@@ -513,6 +513,12 @@ def test_share_group_admin_apis_describe_alter_and_delete(floe):
         return _alter_share_offsets(bootstrap, group, topic, 0, 0)["error"] == 0
     wait_until(alter_back, 60, "the share group empty, so its offsets can be altered")
     assert _share_offsets(bootstrap, group, [(topic, [0])])["topics"][0]["partitions"][0]["start_offset"] == 0
+    # /metrics: partition 0's records are all unacknowledged again, partition 1's none.
+    def share_lag():
+        series = scrape_metrics(floe)
+        return {p: series.get(f'floe_share_group_lag{{group="{group}",partition="{p}",topic="{topic}"}}')
+                for p in (0, 1)}
+    wait_until(lambda: share_lag() == {0: starts[0], 1: 0}, 10, f"share lag {starts[0]} and 0 in /metrics")
     out_of_range = _alter_share_offsets(bootstrap, group, topic, 0, 10_000)
     assert out_of_range["responses"][0]["partitions"][0]["error"] != 0, out_of_range
 
