@@ -232,7 +232,8 @@ pub(crate) enum AdminCommand {
         #[arg(long)]
         node_id: u64,
     },
-    /// Consumer groups: list them, or show one's members, offsets and lag.
+    /// Consumer and share groups: list them, or show one's members, offsets and lag (for a share
+    /// group, each partition's start offset and the records not yet acknowledged).
     Groups {
         /// Metadata nodes: HOST:PORT[,HOST:PORT...].
         #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:9093")]

@@ -236,6 +236,21 @@ async fn groups(addrs: Vec<String>, json: bool, action: GroupsAction) -> anyhow:
                 }
             }
         }
+        GroupsAction::Describe { group } if is_share_group(&metadata, &group) => {
+            let GroupResponse::ShareDescribe(mut described) =
+                metadata.group_request(GroupRequest::ShareDescribe(vec![group.clone()])).await?
+            else {
+                bail!("the coordinator answered another request's kind");
+            };
+            let description = described.pop().ok_or_else(|| anyhow!("no description of {group}"))?;
+            let description = description.map_err(|(_, e)| anyhow!("describing {group}: {e}"))?;
+            let view = describe_share(&metadata, description);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&view)?);
+            } else {
+                print_view(&view);
+            }
+        }
         GroupsAction::Describe { group } => {
             let GroupResponse::Describe(mut described) =
                 metadata.group_request(GroupRequest::Describe(vec![group.clone()])).await?
@@ -296,6 +311,56 @@ fn describe(metadata: &RemoteMetadata, group: GroupDescription) -> GroupView {
         state: group.state,
         protocol_type: group.protocol_type,
         protocol: group.protocol,
+        members: group.members.len(),
+        partitions: rows.into_values().collect(),
+    }
+}
+
+fn is_share_group(metadata: &RemoteMetadata, group: &str) -> bool {
+    let state = metadata.read();
+    state.groups.get(group).is_some_and(|g| g.membership.kind == floe_metadata::GroupKind::Share)
+        || state.share_partitions.keys().any(|(g, _, _)| g == group)
+}
+
+/// A share group's members and, per partition, its start offset (as CURRENT-OFFSET), the log
+/// end and the records not yet acknowledged (LAG), with every member the partition is assigned
+/// to.
+fn describe_share(metadata: &RemoteMetadata, group: floe_metadata::groups::ShareGroupDescription) -> GroupView {
+    let state = metadata.read();
+    let mut rows: BTreeMap<(String, i32), PartitionRow> = BTreeMap::new();
+    for lag in state.share_lag(&group.group_id) {
+        let row = PartitionRow {
+            topic: lag.topic.clone(),
+            partition: lag.partition,
+            committed_offset: Some(lag.start_offset),
+            log_end_offset: Some(lag.log_end),
+            lag: Some(lag.lag),
+            ..Default::default()
+        };
+        rows.insert((lag.topic, lag.partition), row);
+    }
+    for member in &group.members {
+        for (_, topic, partitions) in &member.assignment {
+            for partition in partitions {
+                let row = rows.entry((topic.clone(), *partition)).or_insert_with(|| PartitionRow {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    ..Default::default()
+                });
+                let joined = |old: Option<String>, new: &str| {
+                    Some(old.map_or_else(|| new.to_owned(), |old| format!("{old},{new}")))
+                };
+                row.member_id = joined(row.member_id.take(), &member.member_id);
+                row.client_id = joined(row.client_id.take(), &member.client_id);
+                row.host = joined(row.host.take(), &member.client_host);
+            }
+        }
+    }
+    GroupView {
+        group: group.group_id,
+        state: group.state,
+        protocol_type: "share".into(),
+        protocol: group.assignor,
         members: group.members.len(),
         partitions: rows.into_values().collect(),
     }

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from conftest import create_topic, scrape_metrics, unique_name, wait_until
+from conftest import FLOE_BIN, create_topic, scrape_metrics, unique_name, wait_until
 
 HOLDER = os.path.join(os.path.dirname(__file__), "helpers", "share_holder.py")
 
@@ -519,6 +519,14 @@ def test_share_group_admin_apis_describe_alter_and_delete(floe):
         return {p: series.get(f'floe_share_group_lag{{group="{group}",partition="{p}",topic="{topic}"}}')
                 for p in (0, 1)}
     wait_until(lambda: share_lag() == {0: starts[0], 1: 0}, 10, f"share lag {starts[0]} and 0 in /metrics")
+    # `floe admin groups describe` shows the same.
+    out = subprocess.run([FLOE_BIN, "admin", "groups", "--metadata", f"127.0.0.1:{floe.metadata_port}", "--json",
+                          "describe", group], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    view = json.loads(out.stdout)
+    assert view["protocol_type"] == "share" and view["protocol"] == "simple", view
+    rows = {r["partition"]: (r["committed_offset"], r["lag"]) for r in view["partitions"]}
+    assert rows == {0: (0, starts[0]), 1: (starts[1], 0)}, rows
     out_of_range = _alter_share_offsets(bootstrap, group, topic, 0, 10_000)
     assert out_of_range["responses"][0]["partitions"][0]["error"] != 0, out_of_range
 
