@@ -527,6 +527,15 @@ def test_share_group_admin_apis_describe_alter_and_delete(floe):
     assert view["protocol_type"] == "share" and view["protocol"] == "simple", view
     rows = {r["partition"]: (r["committed_offset"], r["lag"]) for r in view["partitions"]}
     assert rows == {0: (0, starts[0]), 1: (starts[1], 0)}, rows
+    # And the HTTP group endpoints.
+    import requests
+    base = f"{floe.http_url}/v3/clusters"
+    cluster_id = requests.get(base, timeout=10).json()["data"][0]["cluster_id"]
+    listed = requests.get(f"{base}/{cluster_id}/consumer-groups", timeout=10).json()["data"]
+    assert any(g["consumer_group_id"] == group and g["type"] == "share" for g in listed), listed
+    described = requests.get(f"{base}/{cluster_id}/consumer-groups/{group}", timeout=10).json()
+    assert described["protocol_type"] == "share" and described["total_lag"] == starts[0], described
+    assert {(l["partition_id"], l["current_offset"]) for l in described["lags"]} == {(0, 0), (1, starts[1])}
     out_of_range = _alter_share_offsets(bootstrap, group, topic, 0, 10_000)
     assert out_of_range["responses"][0]["partitions"][0]["error"] != 0, out_of_range
 

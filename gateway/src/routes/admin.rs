@@ -356,6 +356,63 @@ async fn list_groups(
     Ok(Json(serde_json::json!({ "kind": "KafkaConsumerGroupList", "data": data })))
 }
 
+/// A share group in the shape of a consumer group: its members, and per partition its start
+/// offset (as `current_offset`) and the records not yet acknowledged (as `lag`).
+async fn describe_share_group(
+    agent: &Agent,
+    scope: &Scope,
+    cluster_id: String,
+    shown: &str,
+    group: String,
+) -> Result<Json<Value>, HttpError> {
+    let described = match agent.metadata.group_request(GroupRequest::ShareDescribe(vec![group.clone()])).await {
+        Ok(GroupResponse::ShareDescribe(mut groups)) if groups.len() == 1 => groups.remove(0),
+        Ok(other) => {
+            return Err(HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("unexpected answer {other:?}")));
+        }
+        Err(e) => return Err(HttpError::unavailable(e.to_string())),
+    };
+    let description = described.map_err(|(_, e)| HttpError::not_found(format!("share group {shown:?}: {e}")))?;
+    let state = agent.metadata.read();
+    let members: Vec<Value> = description
+        .members
+        .iter()
+        .map(|m| serde_json::json!({ "consumer_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host }))
+        .collect();
+    let lag: Vec<_> = state
+        .share_lag(&group)
+        .into_iter()
+        .filter(|l| {
+            let topic = scope.shown(&l.topic).unwrap_or(&l.topic);
+            scope.may(&state, AclOperation::Describe, AclResourceType::Topic, topic)
+        })
+        .collect();
+    let partitions: Vec<Value> = lag
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "topic_name": scope.shown(&l.topic).unwrap_or(&l.topic),
+                "partition_id": l.partition,
+                "current_offset": l.start_offset,
+                "log_end_offset": l.log_end,
+                "lag": l.lag,
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "kind": "KafkaConsumerGroup",
+        "cluster_id": cluster_id,
+        "consumer_group_id": shown,
+        "state": description.state,
+        "protocol_type": "share",
+        "type": "share",
+        "partition_assignor": description.assignor,
+        "members": members,
+        "total_lag": lag.iter().map(|l| l.lag).sum::<i64>(),
+        "lags": partitions,
+    })))
+}
+
 async fn describe_group(
     State(agent): State<Arc<Agent>>,
     scope: Scope,
@@ -364,6 +421,13 @@ async fn describe_group(
     let cluster_id = check_cluster(&agent, &cluster)?;
     scope.authorize(&agent.metadata.read(), AclOperation::Describe, AclResourceType::Group, &shown)?;
     let group = scope.stored(&shown);
+    let is_share = {
+        let state = agent.metadata.read();
+        state.groups.get(&group).is_some_and(|g| g.membership.kind == floe_metadata::GroupKind::Share)
+    };
+    if is_share {
+        return describe_share_group(&agent, &scope, cluster_id, &shown, group).await;
+    }
     let described = match agent.metadata.group_request(GroupRequest::Describe(vec![group.clone()])).await {
         Ok(GroupResponse::Describe(mut groups)) if groups.len() == 1 => groups.remove(0),
         Ok(other) => {
