@@ -239,24 +239,18 @@ def test_a_consumer_group_and_a_share_group_read_the_same_topic_apart(floe):
     assert len(by_group) == 200 and len(by_share) == 200, (len(by_group), len(by_share))
 
 
-def test_acknowledgements_survive_a_sigkill_of_metadata_and_agent(floe):
-    """`floe dev` is the metadata leader and the agent in one process: SIGKILL it after half the
-    records are accepted; after the restart only the others are delivered."""
+def accept_some(bootstrap: str, group: str, topic: str, n: int) -> set:
+    """Accepts the first `n` records delivered (releasing the rest) and closes: the offsets."""
     from confluent_kafka import AcknowledgeType
 
-    bootstrap = floe.bootstrap
-    start_earliest(bootstrap)
-    topic, group = unique_name("queue"), unique_name("workers")
-    create_topic(bootstrap, topic, 1)
-    produce_values(bootstrap, topic, 100)
     c = share_consumer(bootstrap, group, topic)
     accepted = set()
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(accepted) < 50:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(accepted) < n:
             messages = poll_records(c)
             for m in messages:
-                if len(accepted) < 50:
+                if len(accepted) < n:
                     accepted.add(m.offset())
                     c.acknowledge(m, AcknowledgeType.ACCEPT)
                 else:
@@ -265,26 +259,43 @@ def test_acknowledgements_survive_a_sigkill_of_metadata_and_agent(floe):
                 c.commit_sync()
     finally:
         c.close()
-    assert len(accepted) == 50
-    floe.kill()
-    floe.start()
-    c = share_consumer(floe.bootstrap, group, topic)
-    again = {}
+    assert len(accepted) == n
+    return accepted
+
+
+def accept_rest(bootstrap: str, group: str, topic: str, expected: int, timeout: float = 90) -> dict:
+    """Accepts what is delivered until `expected` records came, and 2 s more: offset -> count."""
+    from confluent_kafka import AcknowledgeType
+
+    c = share_consumer(bootstrap, group, topic)
+    got = {}
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(again) < 50:
-            for m in poll_records(c):
-                again[m.offset()] = m.delivery_count()
-                c.acknowledge(m, AcknowledgeType.ACCEPT)
-            c.commit_sync()
-        end = time.monotonic() + 2
-        while time.monotonic() < end:
+        deadline = time.monotonic() + timeout
+        settle = None
+        while time.monotonic() < (settle or deadline):
             for m in poll_records(c, 0.5):
-                again[m.offset()] = m.delivery_count()
+                got[m.offset()] = m.delivery_count()
                 c.acknowledge(m, AcknowledgeType.ACCEPT)
             c.commit_sync()
+            if settle is None and len(got) >= expected:
+                settle = time.monotonic() + 2
     finally:
         c.close()
+    return got
+
+
+def test_acknowledgements_survive_a_sigkill_of_metadata_and_agent(floe):
+    """`floe dev` is the metadata leader and the agent in one process: SIGKILL it after half the
+    records are accepted; after the restart only the others are delivered."""
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap)
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 1)
+    produce_values(bootstrap, topic, 100)
+    accepted = accept_some(bootstrap, group, topic, 50)
+    floe.kill()
+    floe.start()
+    again = accept_rest(floe.bootstrap, group, topic, 50)
     assert not (set(again) & accepted), f"accepted records delivered again: {sorted(set(again) & accepted)[:10]}"
     assert set(again) | accepted == set(range(100)), "no unacknowledged record lost"
 
@@ -293,51 +304,17 @@ def test_acknowledgements_survive_a_sigkill_of_the_metadata_leader_and_an_agent(
     """Three metadata nodes and two agents: the metadata leader and the agent the consumer used
     are SIGKILLed after half the records are accepted; a consumer through the other agent gets
     exactly the others."""
-    from confluent_kafka import AcknowledgeType
-
     first = cluster.bootstrap(1)
     start_earliest(first)
     topic, group = unique_name("queue"), unique_name("workers")
     create_topic(first, topic, 1)
     produce_values(first, topic, 200)
-    c = share_consumer(first, group, topic)
-    accepted = set()
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(accepted) < 100:
-            messages = poll_records(c)
-            for m in messages:
-                if len(accepted) < 100:
-                    accepted.add(m.offset())
-                    c.acknowledge(m, AcknowledgeType.ACCEPT)
-                else:
-                    c.acknowledge(m, AcknowledgeType.RELEASE)
-            if messages:
-                c.commit_sync()
-    finally:
-        c.close()
-    assert len(accepted) == 100
+    accepted = accept_some(first, group, topic, 100)
     leader = cluster.leader()
     cluster.meta[leader].kill()
     cluster.agents[1].kill()
     cluster.leader(exclude=(leader,))
-    c = share_consumer(cluster.bootstrap(2), group, topic)
-    again = {}
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(again) < 100:
-            for m in poll_records(c):
-                again[m.offset()] = m.delivery_count()
-                c.acknowledge(m, AcknowledgeType.ACCEPT)
-            c.commit_sync()
-        end = time.monotonic() + 2
-        while time.monotonic() < end:
-            for m in poll_records(c, 0.5):
-                again[m.offset()] = m.delivery_count()
-                c.acknowledge(m, AcknowledgeType.ACCEPT)
-            c.commit_sync()
-    finally:
-        c.close()
+    again = accept_rest(cluster.bootstrap(2), group, topic, 100)
     assert not (set(again) & accepted), f"accepted records delivered again: {sorted(set(again) & accepted)[:10]}"
     assert set(again) | accepted == set(range(200)), f"unacknowledged records lost: {len(again)} after the kill"
 

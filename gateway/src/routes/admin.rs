@@ -356,6 +356,32 @@ async fn list_groups(
     Ok(Json(serde_json::json!({ "kind": "KafkaConsumerGroupList", "data": data })))
 }
 
+/// A group's lag rows (topic, partition, current offset, log end, lag) as JSON, with their total.
+/// A topic the caller may not describe is left out, as OffsetFetch does.
+fn lag_rows(
+    scope: &Scope,
+    state: &floe_metadata::State,
+    rows: impl Iterator<Item = (String, i32, i64, i64, i64)>,
+) -> (Vec<Value>, i64) {
+    let mut total = 0;
+    let mut out = Vec::new();
+    for (topic, partition, current, log_end, lag) in rows {
+        let shown = scope.shown(&topic).unwrap_or(&topic);
+        if !scope.may(state, AclOperation::Describe, AclResourceType::Topic, shown) {
+            continue;
+        }
+        total += lag;
+        out.push(serde_json::json!({
+            "topic_name": shown,
+            "partition_id": partition,
+            "current_offset": current,
+            "log_end_offset": log_end,
+            "lag": lag,
+        }));
+    }
+    (out, total)
+}
+
 /// A share group in the shape of a consumer group: its members, and per partition its start
 /// offset (as `current_offset`) and the records not yet acknowledged (as `lag`).
 async fn describe_share_group(
@@ -379,26 +405,8 @@ async fn describe_share_group(
         .iter()
         .map(|m| serde_json::json!({ "consumer_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host }))
         .collect();
-    let lag: Vec<_> = state
-        .share_lag(&group)
-        .into_iter()
-        .filter(|l| {
-            let topic = scope.shown(&l.topic).unwrap_or(&l.topic);
-            scope.may(&state, AclOperation::Describe, AclResourceType::Topic, topic)
-        })
-        .collect();
-    let partitions: Vec<Value> = lag
-        .iter()
-        .map(|l| {
-            serde_json::json!({
-                "topic_name": scope.shown(&l.topic).unwrap_or(&l.topic),
-                "partition_id": l.partition,
-                "current_offset": l.start_offset,
-                "log_end_offset": l.log_end,
-                "lag": l.lag,
-            })
-        })
-        .collect();
+    let rows = state.share_lag(&group).into_iter().map(|l| (l.topic, l.partition, l.start_offset, l.log_end, l.lag));
+    let (partitions, total_lag) = lag_rows(scope, &state, rows);
     Ok(Json(serde_json::json!({
         "kind": "KafkaConsumerGroup",
         "cluster_id": cluster_id,
@@ -408,7 +416,7 @@ async fn describe_share_group(
         "type": "share",
         "partition_assignor": description.assignor,
         "members": members,
-        "total_lag": lag.iter().map(|l| l.lag).sum::<i64>(),
+        "total_lag": total_lag,
         "lags": partitions,
     })))
 }
@@ -453,26 +461,8 @@ async fn describe_group(
             })
         })
         .collect();
-    // A group's lag on a topic the caller may not describe is left out, as OffsetFetch does.
-    let lag: Vec<_> = lag
-        .into_iter()
-        .filter(|l| {
-            let topic = scope.shown(&l.topic).unwrap_or(&l.topic);
-            scope.may(&state, AclOperation::Describe, AclResourceType::Topic, topic)
-        })
-        .collect();
-    let partitions: Vec<Value> = lag
-        .iter()
-        .map(|l| {
-            serde_json::json!({
-                "topic_name": scope.shown(&l.topic).unwrap_or(&l.topic),
-                "partition_id": l.partition,
-                "current_offset": l.committed,
-                "log_end_offset": l.log_end,
-                "lag": l.lag,
-            })
-        })
-        .collect();
+    let rows = lag.into_iter().map(|l| (l.topic, l.partition, l.committed, l.log_end, l.lag));
+    let (partitions, total_lag) = lag_rows(&scope, &state, rows);
     Ok(Json(serde_json::json!({
         "kind": "KafkaConsumerGroup",
         "cluster_id": cluster_id,
@@ -481,7 +471,7 @@ async fn describe_group(
         "protocol_type": description.protocol_type,
         "partition_assignor": description.protocol,
         "members": members,
-        "total_lag": lag.iter().map(|l| l.lag).sum::<i64>(),
+        "total_lag": total_lag,
         "lags": partitions,
     })))
 }

@@ -13,8 +13,11 @@ use floe_metadata::groups::{GroupError, GroupRequest, GroupResponse, ShareWork, 
 use floe_metadata::{AckBatch, ShareAck, TopicId};
 use kafka_protocol::ResponseError;
 
+use std::collections::BTreeMap;
+
+use super::super::error_code::for_group;
 use crate::Agent;
-use crate::share_sessions::ShareSessionError;
+use crate::share_sessions::{SharePartitionRef, ShareSessionError};
 
 /// Where share groups read committed records only (Kafka's per-group `share.isolation.level`,
 /// cluster-wide here).
@@ -66,6 +69,50 @@ fn ack_batches<'a>(batches: impl IntoIterator<Item = (i64, i64, &'a [i8])>) -> O
         }
     }
     Some(out)
+}
+
+/// A request's acknowledgements, after the session's owed gaps.
+struct Acknowledgements {
+    /// Gaps first, then the request's partitions that parsed.
+    work: Vec<(TopicId, i32, Vec<AckBatch>)>,
+    gaps: usize,
+    acked: Vec<SharePartitionRef>,
+    /// Partitions whose batches do not parse: INVALID_REQUEST.
+    bad: Vec<SharePartitionRef>,
+}
+
+impl Acknowledgements {
+    /// `partitions`: each partition's batches as (first, last, types) from the wire.
+    fn parse<'a, B>(
+        gaps: &[(SharePartitionRef, i64, i64)],
+        partitions: impl IntoIterator<Item = (TopicId, i32, B)>,
+    ) -> Self
+    where
+        B: IntoIterator<Item = (i64, i64, &'a [i8])>,
+    {
+        let mut acks = Self { work: gap_acks(gaps), gaps: gaps.len(), acked: Vec::new(), bad: Vec::new() };
+        for (topic_id, partition, batches) in partitions {
+            match ack_batches(batches) {
+                Some(batches) => {
+                    acks.work.push((topic_id, partition, batches));
+                    acks.acked.push((topic_id, partition));
+                }
+                None => acks.bad.push((topic_id, partition)),
+            }
+        }
+        acks
+    }
+
+    /// Each acknowledged partition's error code, from the coordinator's results in order.
+    fn codes(&self, results: &[Result<(), GroupError>]) -> BTreeMap<SharePartitionRef, i16> {
+        let mut codes: BTreeMap<SharePartitionRef, i16> =
+            self.bad.iter().map(|p| (*p, ResponseError::InvalidRequest.code())).collect();
+        for (i, p) in self.acked.iter().enumerate() {
+            let code = results.get(self.gaps + i).map_or(0, |r| r.as_ref().err().map_or(0, |e| for_group(e).code()));
+            codes.insert(*p, code);
+        }
+        codes
+    }
 }
 
 /// Sends `work` to the coordinator.

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::super::error_code::{code, for_group};
 use super::super::super::resources::{AnswerWalk, Op, Refusal, Refused, Res, Resources, TopicRef, Walk};
-use super::{ack_batches, for_session, gap_acks, share_work};
+use super::{Acknowledgements, for_session, share_work};
 use crate::Agent;
 
 async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse {
@@ -37,28 +37,20 @@ async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> S
                 .with_error_message(Some(super::super::str_bytes(e.to_string())));
         }
     };
-    let mut acknowledgements = gap_acks(&turn.gaps);
-    let mut codes: BTreeMap<(TopicId, i32), i16> = BTreeMap::new();
-    let mut acked = Vec::new();
-    for t in &request.topics {
-        for p in &t.partitions {
-            let batches =
-                p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
-            match ack_batches(batches) {
-                Some(batches) => {
-                    acknowledgements.push((t.topic_id, p.partition_index, batches));
-                    acked.push((t.topic_id, p.partition_index));
-                }
-                None => {
-                    codes.insert((t.topic_id, p.partition_index), code::INVALID_REQUEST);
-                }
-            }
-        }
-    }
+    let acks = Acknowledgements::parse(
+        &turn.gaps,
+        request.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let batches =
+                    p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
+                (t.topic_id, p.partition_index, batches)
+            })
+        }),
+    );
     let work = ShareWork {
         group_id: group,
         member_id: member,
-        acknowledgements,
+        acknowledgements: acks.work.clone(),
         release_all: turn.closing,
         ..ShareWork::default()
     };
@@ -70,13 +62,7 @@ async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> S
                 .with_error_message(Some(super::super::str_bytes(e.to_string())));
         }
     };
-    for (i, p) in acked.into_iter().enumerate() {
-        let code = result
-            .acknowledged
-            .get(turn.gaps.len() + i)
-            .map_or(0, |r| r.as_ref().err().map_or(0, |e| for_group(e).code()));
-        codes.insert(p, code);
-    }
+    let codes = acks.codes(&result.acknowledged);
     let mut by_topic: BTreeMap<TopicId, Vec<PartitionData>> = BTreeMap::new();
     for ((t, p), code) in codes {
         by_topic.entry(t).or_default().push(PartitionData::default().with_partition_index(p).with_error_code(code));

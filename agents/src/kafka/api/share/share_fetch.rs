@@ -18,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::super::error_code::{code, for_group};
 use super::super::super::resources::{AnswerWalk, Op, Refusal, Refused, Res, Resources, TopicRef, Walk};
-use super::{MAX_RECORDS_DEFAULT, ack_batches, for_session, gap_acks, lock_duration_ms, read_committed, share_work};
+use super::{Acknowledgements, MAX_RECORDS_DEFAULT, for_session, lock_duration_ms, read_committed, share_work};
 use crate::Agent;
 use crate::fetch::{ReadLimits, consumer_batches, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
@@ -151,22 +151,16 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchRes
         }
     };
     // Acknowledgements, by partition; a partition whose batches do not parse is answered alone.
-    let mut acknowledgements = gap_acks(&turn.gaps);
-    let mut bad_acks: Vec<SharePartitionRef> = Vec::new();
-    let mut acked: Vec<SharePartitionRef> = Vec::new();
-    for t in &request.topics {
-        for p in t.partitions.iter().filter(|p| !p.acknowledgement_batches.is_empty()) {
-            let batches =
-                p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
-            match ack_batches(batches) {
-                Some(batches) => {
-                    acknowledgements.push((t.topic_id, p.partition_index, batches));
-                    acked.push((t.topic_id, p.partition_index));
-                }
-                None => bad_acks.push((t.topic_id, p.partition_index)),
-            }
-        }
-    }
+    let acks = Acknowledgements::parse(
+        &turn.gaps,
+        request.topics.iter().flat_map(|t| {
+            t.partitions.iter().filter(|p| !p.acknowledgement_batches.is_empty()).map(|p| {
+                let batches =
+                    p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
+                (t.topic_id, p.partition_index, batches)
+            })
+        }),
+    );
     let read_committed = read_committed(agent);
     let max_records = if request.max_records > 0 { request.max_records } else { MAX_RECORDS_DEFAULT };
     let partitions = turn.partitions.clone();
@@ -177,7 +171,7 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchRes
         group_id: group.clone(),
         member_id: member.clone(),
         unsent: Vec::new(),
-        acknowledgements,
+        acknowledgements: acks.work.clone(),
         release_all: turn.closing,
         acquire: partitions.clone(),
         max_records: per_partition.max(1),
@@ -211,17 +205,7 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchRes
             () = tokio::time::sleep(RETRY_EVERY.min(deadline.saturating_duration_since(Instant::now()))) => {}
         }
     };
-    let ack_results = ack_results.unwrap_or_default();
-    // Acknowledgement outcomes of the request's partitions (the session's gaps come first).
-    let mut ack_error = std::collections::BTreeMap::new();
-    for (i, p) in acked.iter().enumerate() {
-        let code =
-            ack_results.get(turn.gaps.len() + i).map_or(0, |r| r.as_ref().err().map_or(0, |e| for_group(e).code()));
-        ack_error.insert(*p, code);
-    }
-    for p in &bad_acks {
-        ack_error.insert(*p, code::INVALID_REQUEST);
-    }
+    let mut ack_error = acks.codes(&ack_results.unwrap_or_default());
     // Read what was acquired.
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
     let mut by_topic: std::collections::BTreeMap<TopicId, Vec<PartitionData>> = std::collections::BTreeMap::new();
