@@ -15,8 +15,11 @@ use floe_metadata::TopicId;
 
 /// Sessions one agent keeps (Kafka's `group.share.max.share.sessions` default).
 pub const SHARE_SESSIONS_MAX: usize = 2_000;
-/// Partitions one session may read.
-pub const SHARE_SESSION_PARTITIONS_MAX: usize = 10_000;
+/// Partitions one session may read, and partitions one request may acknowledge: together with
+/// the gaps and unsent records of a request, well within one `ShareUpdate`'s operations.
+pub const SHARE_SESSION_PARTITIONS_MAX: usize = 1_000;
+/// Gap ranges a session keeps owed; past it they are dropped (their locks expire instead).
+const OWED_GAPS_MAX: usize = 10_000;
 /// A session idle this long may be evicted to make room for a new one.
 const SESSION_IDLE_EVICT: Duration = Duration::from_secs(120);
 
@@ -26,8 +29,8 @@ pub type SharePartitionRef = (TopicId, i32);
 pub enum ShareSessionError {
     #[error("share session not found")]
     NotFound,
-    #[error("share session epoch {found} is not the expected {expected}")]
-    InvalidEpoch { expected: i32, found: i32 },
+    #[error("share session epoch {found} is not the expected one")]
+    InvalidEpoch { found: i32 },
     #[error("the agent holds {SHARE_SESSIONS_MAX} share sessions")]
     LimitReached,
     #[error("a share session reads at most {SHARE_SESSION_PARTITIONS_MAX} partitions")]
@@ -36,6 +39,8 @@ pub enum ShareSessionError {
 
 #[derive(Debug)]
 struct Session {
+    /// Who opened it (tenant and user): a session answers no one else.
+    owner: String,
     next_epoch: i32,
     partitions: BTreeSet<SharePartitionRef>,
     /// Offsets acquired by this member without a record to deliver, to archive.
@@ -58,6 +63,21 @@ pub struct ShareSessions {
     sessions: Mutex<HashMap<(String, String), Session>>,
 }
 
+/// `into` with `added`, unless that is more than a session may read (counted as it is built, so a
+/// huge request costs no more than the limit).
+fn bounded(
+    added: impl Iterator<Item = SharePartitionRef>,
+    mut into: BTreeSet<SharePartitionRef>,
+) -> Result<BTreeSet<SharePartitionRef>, ShareSessionError> {
+    for p in added {
+        into.insert(p);
+        if into.len() > SHARE_SESSION_PARTITIONS_MAX {
+            return Err(ShareSessionError::TooManyPartitions);
+        }
+    }
+    Ok(into)
+}
+
 fn next(epoch: i32) -> i32 {
     if epoch == i32::MAX { 1 } else { epoch + 1 }
 }
@@ -67,12 +87,12 @@ impl ShareSessions {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Moves the member's session on by one request with `epoch`, adding `added` partitions and
-    /// dropping `forgotten` ones.
+    /// Moves the member's session on by one request with `epoch` from `owner`, adding `added`
+    /// partitions and dropping `forgotten` ones. Nothing changes when it fails.
     pub fn turn(
         &self,
-        group_id: &str,
-        member_id: &str,
+        owner: &str,
+        (group_id, member_id): (&str, &str),
         epoch: i32,
         added: impl IntoIterator<Item = SharePartitionRef>,
         forgotten: impl IntoIterator<Item = SharePartitionRef>,
@@ -80,6 +100,10 @@ impl ShareSessions {
         let key = (group_id.to_owned(), member_id.to_owned());
         let mut sessions = self.lock();
         let now = Instant::now();
+        // Another caller's session is not found, and not replaced.
+        if sessions.get(&key).is_some_and(|s| s.owner != owner) {
+            return Err(ShareSessionError::NotFound);
+        }
         if epoch == 0 {
             if !sessions.contains_key(&key) && sessions.len() >= SHARE_SESSIONS_MAX {
                 sessions.retain(|_, s| now.duration_since(s.last_used) < SESSION_IDLE_EVICT);
@@ -87,14 +111,12 @@ impl ShareSessions {
                     return Err(ShareSessionError::LimitReached);
                 }
             }
+            let partitions = bounded(added.into_iter(), BTreeSet::new())?;
             // A new session replaces the old one; its gaps are still owed.
             let gaps = sessions.remove(&key).map(|s| s.gaps).unwrap_or_default();
-            let partitions: BTreeSet<SharePartitionRef> = added.into_iter().collect();
-            if partitions.len() > SHARE_SESSION_PARTITIONS_MAX {
-                return Err(ShareSessionError::TooManyPartitions);
-            }
             let turn = SessionTurn { partitions: partitions.iter().copied().collect(), closing: false, gaps };
-            sessions.insert(key, Session { next_epoch: 1, partitions, gaps: Vec::new(), last_used: now });
+            let owner = owner.to_owned();
+            sessions.insert(key, Session { owner, next_epoch: 1, partitions, gaps: Vec::new(), last_used: now });
             return Ok(turn);
         }
         let Some(session) = sessions.get_mut(&key) else { return Err(ShareSessionError::NotFound) };
@@ -103,15 +125,13 @@ impl ShareSessions {
             return Ok(SessionTurn { partitions: Vec::new(), closing: true, gaps: session.gaps });
         }
         if epoch != session.next_epoch {
-            return Err(ShareSessionError::InvalidEpoch { expected: session.next_epoch, found: epoch });
+            return Err(ShareSessionError::InvalidEpoch { found: epoch });
         }
-        session.partitions.extend(added);
+        let mut partitions = bounded(added.into_iter(), session.partitions.clone())?;
         for p in forgotten {
-            session.partitions.remove(&p);
+            partitions.remove(&p);
         }
-        if session.partitions.len() > SHARE_SESSION_PARTITIONS_MAX {
-            return Err(ShareSessionError::TooManyPartitions);
-        }
+        session.partitions = partitions;
         session.next_epoch = next(epoch);
         session.last_used = now;
         Ok(SessionTurn {
@@ -128,8 +148,14 @@ impl ShareSessions {
             return;
         }
         if let Some(session) = self.lock().get_mut(&(group_id.to_owned(), member_id.to_owned())) {
-            session.gaps.extend(gaps);
+            let room = OWED_GAPS_MAX.saturating_sub(session.gaps.len());
+            session.gaps.extend(gaps.into_iter().take(room));
         }
+    }
+
+    /// Forgets a session the coordinator does not know the member of.
+    pub fn forget(&self, group_id: &str, member_id: &str) {
+        self.lock().remove(&(group_id.to_owned(), member_id.to_owned()));
     }
 
     pub fn len(&self) -> usize {
@@ -152,21 +178,33 @@ mod tests {
     #[test]
     fn epochs_open_move_on_and_close_a_session() {
         let sessions = ShareSessions::default();
-        assert_eq!(sessions.turn("g", "m", 1, [], []).err(), Some(ShareSessionError::NotFound));
-        let turn = sessions.turn("g", "m", 0, [p(0)], []).expect("open");
+        let gm = ("g", "m");
+        assert_eq!(sessions.turn("alice", gm, 1, [], []).err(), Some(ShareSessionError::NotFound));
+        let turn = sessions.turn("alice", gm, 0, [p(0)], []).expect("open");
         assert_eq!(turn.partitions, [p(0)]);
-        let turn = sessions.turn("g", "m", 1, [p(1)], []).expect("epoch 1");
+        let turn = sessions.turn("alice", gm, 1, [p(1)], []).expect("epoch 1");
         assert_eq!(turn.partitions, [p(0), p(1)]);
-        assert_eq!(
-            sessions.turn("g", "m", 1, [], []).err(),
-            Some(ShareSessionError::InvalidEpoch { expected: 2, found: 1 })
-        );
-        let turn = sessions.turn("g", "m", 2, [], [p(0)]).expect("epoch 2");
+        assert_eq!(sessions.turn("alice", gm, 1, [], []).err(), Some(ShareSessionError::InvalidEpoch { found: 1 }));
+        let turn = sessions.turn("alice", gm, 2, [], [p(0)]).expect("epoch 2");
         assert_eq!(turn.partitions, [p(1)]);
         sessions.owe_gaps("g", "m", vec![(p(1), 5, 6)]);
-        let turn = sessions.turn("g", "m", -1, [], []).expect("close");
+        let turn = sessions.turn("alice", gm, -1, [], []).expect("close");
         assert!(turn.closing && turn.gaps == [(p(1), 5, 6)]);
         assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn a_session_answers_only_its_owner_and_stays_whole_when_a_request_is_refused() {
+        let sessions = ShareSessions::default();
+        let gm = ("g", "m");
+        sessions.turn("alice", gm, 0, [p(0)], []).expect("open");
+        for epoch in [0, 1, -1] {
+            assert_eq!(sessions.turn("mallory", gm, epoch, [p(9)], []).err(), Some(ShareSessionError::NotFound));
+        }
+        let too_many = (0..=i32::try_from(SHARE_SESSION_PARTITIONS_MAX).expect("small")).map(p);
+        assert_eq!(sessions.turn("alice", gm, 1, too_many, []).err(), Some(ShareSessionError::TooManyPartitions));
+        let turn = sessions.turn("alice", gm, 1, [], []).expect("epoch 1 still expected");
+        assert_eq!(turn.partitions, [p(0)]);
     }
 
     #[test]

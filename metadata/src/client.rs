@@ -161,6 +161,11 @@ impl RemoteMetadata {
                 }
                 Ok(Response::Group(Err(e))) => return Err(e),
                 Ok(_) => last_error = format!("{addr} answered with the wrong response kind"),
+                // Share work is not idempotent (acquiring twice locks twice): once it may have
+                // reached a node, the client asks again rather than this agent.
+                Err(e) if matches!(request, GroupRequest::ShareWork(_)) && !e.is_connect() => {
+                    return Err(GroupError::CoordinatorNotAvailable(e.to_string()));
+                }
                 Err(e) => last_error = e.to_string(),
             }
         }

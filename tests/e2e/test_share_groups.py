@@ -239,6 +239,31 @@ def test_a_consumer_group_and_a_share_group_read_the_same_topic_apart(floe):
     assert len(by_group) == 200 and len(by_share) == 200, (len(by_group), len(by_share))
 
 
+def test_read_committed_share_groups_skip_aborted_transactions_and_markers(floe):
+    """With floe.share.isolation.level=read_committed a share group gets committed records only;
+    aborted records and transaction markers are archived, so nothing is left unacknowledged."""
+    from confluent_kafka import Producer
+
+    bootstrap = floe.bootstrap
+    start_earliest(bootstrap, **{"floe.share.isolation.level": "read_committed"})
+    topic, group = unique_name("queue"), unique_name("workers")
+    create_topic(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("txn")})
+    p.init_transactions(30)
+    for tag, commit in (("a", True), ("b", False), ("c", True)):
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, value=f"{tag}-{i}".encode())
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    got = accept_rest(bootstrap, group, topic, 10)
+    # a-0..4 at offsets 0-4, a marker, b-0..4 (aborted) at 6-10, a marker, c-0..4 at 12-16.
+    assert sorted(got) == [*range(0, 5), *range(12, 17)], f"the committed records only: {sorted(got)}"
+    # The aborted batch's offsets and the 3 markers are archived: the group has nothing left.
+    key = f'floe_share_group_lag{{group="{group}",partition="0",topic="{topic}"}}'
+    wait_until(lambda: scrape_metrics(floe).get(key) == 0, 15, "no share lag left")
+
+
 def accept_some(bootstrap: str, group: str, topic: str, n: int) -> set:
     """Accepts the first `n` records delivered (releasing the rest) and closes: the offsets."""
     from confluent_kafka import AcknowledgeType

@@ -19,8 +19,8 @@ use crate::command::{Command, CommandError, Outcome};
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
 use crate::node::MetadataNode;
 use crate::state::{
-    AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareLag, ShareOp,
-    ShareSettings, State, TopicId,
+    AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX,
+    SHARE_UPDATE_WEIGHT_MAX, ShareLag, ShareOp, ShareSettings, State, TopicId,
 };
 
 /// The share groups' settings (dynamic broker configs; defaults in the config catalog).
@@ -461,7 +461,8 @@ type Results = Result<Vec<Result<Vec<AcquiredRange>, CommandError>>, GroupError>
 #[derive(Default)]
 struct Pending {
     ops: Vec<ShareOp>,
-    waiters: Vec<(usize, oneshot::Sender<Results>)>,
+    /// Each request's operation count, weight and answer.
+    waiters: Vec<(usize, usize, oneshot::Sender<Results>)>,
     writing: bool,
 }
 
@@ -488,10 +489,17 @@ impl ShareWriter {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
+        let weight: usize = ops.iter().map(ShareOp::weight).sum();
+        if ops.len() > SHARE_OPS_MAX || weight > SHARE_UPDATE_WEIGHT_MAX {
+            return Err(GroupError::InvalidRequest(format!(
+                "a share request of {} operations and weight {weight} is over the limits",
+                ops.len()
+            )));
+        }
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut pending = self.lock();
-            pending.waiters.push((ops.len(), tx));
+            pending.waiters.push((ops.len(), weight, tx));
             pending.ops.extend(ops);
             !std::mem::replace(&mut pending.writing, true)
         };
@@ -511,13 +519,14 @@ impl ShareWriter {
                     pending.writing = false;
                     return;
                 }
-                let mut count = 0;
-                let mut take = 0;
-                for (n, _) in &pending.waiters {
-                    if take > 0 && count + n > SHARE_OPS_MAX {
+                // Whole requests, as many as fit one entry (at least one).
+                let (mut count, mut weight, mut take) = (0, 0, 0);
+                for (n, w, _) in &pending.waiters {
+                    if take > 0 && (count + n > SHARE_OPS_MAX || weight + w > SHARE_UPDATE_WEIGHT_MAX) {
                         break;
                     }
                     count += n;
+                    weight += w;
                     take += 1;
                 }
                 let waiters: Vec<_> = pending.waiters.drain(..take).collect();
@@ -531,7 +540,7 @@ impl ShareWriter {
                 Ok(other) => Err(GroupError::CoordinatorNotAvailable(format!("unexpected outcome {other:?}"))),
                 Err(e) => Err(GroupError::CoordinatorNotAvailable(e.to_string())),
             };
-            for (n, tx) in waiters {
+            for (n, _, tx) in waiters {
                 let answer = match &mut results {
                     Ok(all) => Ok(all.by_ref().take(n).collect()),
                     Err(e) => Err(e.clone()),

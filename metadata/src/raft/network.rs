@@ -229,6 +229,13 @@ pub(crate) enum CallError {
     Mismatch { addr: String },
 }
 
+impl CallError {
+    /// Whether the request never left this process.
+    pub(crate) fn is_connect(&self) -> bool {
+        matches!(self, Self::Connect { .. })
+    }
+}
+
 pub(crate) async fn write_frame(stream: &mut (impl AsyncWrite + Unpin), value: &impl Serialize) -> std::io::Result<()> {
     let payload = postcard::to_stdvec(value).map_err(std::io::Error::other)?;
     if payload.len() > FRAME_BYTES_MAX {

@@ -37,8 +37,8 @@ pub use security::{
     ApiKeyQuotas, ApiKeyRecord, ScramCredential, ScramMechanism, TenantQuotas, TenantRecord, TenantTable, UserRecord,
 };
 pub use share::{
-    AckBatch, AcquiredRange, InFlight, RecordState, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, ShareAck, ShareLag, ShareOp,
-    SharePartition, SharePartitionKey, ShareSettings,
+    AckBatch, AcquiredRange, InFlight, RecordState, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, SHARE_UPDATE_WEIGHT_MAX,
+    ShareAck, ShareLag, ShareOp, SharePartition, SharePartitionKey, ShareSettings,
 };
 pub use tables::{RetiredTable, TableCommit, TableRange, TableRecord};
 pub use topics::validate_topic_name;

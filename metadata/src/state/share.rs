@@ -19,6 +19,9 @@ use crate::limits::{GROUP_ID_BYTES_MAX, GROUP_NAME_BYTES_MAX};
 pub(crate) const SHARE_PARTITIONS_MAX: usize = 100_000;
 /// Operations in one `ShareUpdate`.
 pub const SHARE_OPS_MAX: usize = 10_000;
+/// Weight of one `ShareUpdate` ([`ShareOp::weight`]: an operation and its batches or ranges),
+/// so an entry stays a few megabytes whatever its requests carried.
+pub const SHARE_UPDATE_WEIGHT_MAX: usize = 100_000;
 /// Acknowledgement batches in one operation.
 pub(crate) const SHARE_ACK_BATCHES_MAX: usize = 10_000;
 /// Highest `group.share.partition.max.record.locks` (Kafka's bound too): also bounds the
@@ -124,6 +127,17 @@ pub enum ShareOp {
     SetStartOffset { key: SharePartitionKey, offset: i64 },
     /// DeleteShareGroupOffsets: the group's state of every partition of a topic.
     DeleteTopicState { group_id: String, topic_id: TopicId },
+}
+
+impl ShareOp {
+    /// What the operation adds to an entry: one, plus its batches or ranges.
+    pub fn weight(&self) -> usize {
+        1 + match self {
+            Self::Acknowledge { batches, .. } => batches.len(),
+            Self::ReturnUnsent { ranges, .. } => ranges.len(),
+            _ => 0,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -321,7 +335,9 @@ impl SharePartition {
 
     fn return_unsent(&mut self, member: &str, ranges: &[(i64, i64)]) {
         for &(first, last) in ranges {
-            if first > last || first < self.start_offset || last >= self.end_offset {
+            // Only what is in flight; the rest of a range is not this partition's to return.
+            let (first, last) = (first.max(self.start_offset), last.min(self.end_offset - 1));
+            if first > last {
                 continue;
             }
             for at in self.isolate(first, last) {
@@ -358,8 +374,10 @@ fn validate_names(group_id: &str, member: &str) -> Result<(), CommandError> {
 impl State {
     /// Applies a `ShareUpdate`: each operation on its own, answered in order.
     pub(super) fn share_update(&mut self, now_ms: i64, ops: Vec<ShareOp>) -> Result<Outcome, CommandError> {
-        if ops.len() > SHARE_OPS_MAX {
-            return Err(CommandError::LimitReached(format!("more than {SHARE_OPS_MAX} share operations")));
+        if ops.len() > SHARE_OPS_MAX || ops.iter().map(ShareOp::weight).sum::<usize>() > SHARE_UPDATE_WEIGHT_MAX {
+            return Err(CommandError::LimitReached(format!(
+                "more than {SHARE_OPS_MAX} share operations or {SHARE_UPDATE_WEIGHT_MAX} batches"
+            )));
         }
         let results = ops.into_iter().map(|op| self.share_op(now_ms, op)).collect();
         Ok(Outcome::ShareUpdated(results))
@@ -438,6 +456,7 @@ impl State {
             }
             ShareOp::SetStartOffset { key, offset } => {
                 validate_names(&key.0, "")?;
+                self.check_share_group_idle(&key.0)?;
                 let log = self.partition(key.1, key.2).ok_or(CommandError::UnknownTopicOrPartition)?;
                 if offset < log.log_start_offset || offset > log.next_offset {
                     return Err(CommandError::OffsetOutOfRange {
@@ -455,6 +474,7 @@ impl State {
                 Ok(Vec::new())
             }
             ShareOp::DeleteTopicState { group_id, topic_id } => {
+                self.check_share_group_idle(&group_id)?;
                 self.share_partitions.retain(|(g, t, _), _| !(*g == group_id && *t == topic_id));
                 Ok(Vec::new())
             }
@@ -467,6 +487,17 @@ impl State {
     ) -> impl Iterator<Item = (&'a SharePartitionKey, &'a mut SharePartition)> + 'a {
         let from = (group_id.to_owned(), TopicId::nil(), i32::MIN);
         self.share_partitions.range_mut(from..).take_while(move |((g, _, _), _)| g == group_id)
+    }
+
+    /// Offsets of a share group are changed only while it has no members and holds no lock
+    /// (checked here too, as a member may join between the coordinator's check and this).
+    fn check_share_group_idle(&self, group_id: &str) -> Result<(), CommandError> {
+        let members = self.groups.get(group_id).is_some_and(|g| !g.membership.members.is_empty());
+        let locked = self.share_partitions_of(group_id).any(|(_, s)| s.lock_deadline_ms.is_some());
+        if members || locked {
+            return Err(CommandError::GroupNotEmpty);
+        }
+        Ok(())
     }
 
     /// A share group's partitions, in key order.

@@ -276,11 +276,33 @@ fn an_altered_start_drops_what_was_in_flight_and_lag_counts_what_is_left() {
     ack(&mut state, 1, "a", &[(2, 3, ShareAck::Accept)]).expect("held");
     let lag = state.share_lag(GROUP);
     assert_eq!((lag[0].start_offset, lag[0].log_end, lag[0].lag), (0, 10, 8));
+    update(&mut state, 2, ShareOp::ReleaseMember { group_id: GROUP.into(), member: "a".into() }).expect("release");
     let set = |offset| ShareOp::SetStartOffset { key: key(), offset };
     assert!(matches!(update(&mut state, 2, set(11)), Err(CommandError::OffsetOutOfRange { .. })));
     update(&mut state, 2, set(7)).expect("within the log");
     assert_eq!((share(&state).start_offset, share(&state).end_offset, share(&state).ranges.len()), (7, 7, 0));
     assert_eq!(acquire(&mut state, 3, "b", 10), [(7, 9, 1)]);
+    ack(&mut state, 4, "b", &[(7, 9, ShareAck::Accept)]).expect("held");
     update(&mut state, 4, ShareOp::DeleteTopicState { group_id: GROUP.into(), topic_id: topic_id(0) }).expect("delete");
     assert!(state.share_lag(GROUP).is_empty());
+}
+
+#[test]
+fn offsets_change_only_while_no_record_is_locked_and_entries_stay_bounded() {
+    let mut state = with_records(10);
+    acquire(&mut state, 0, "a", 2);
+    let set = ShareOp::SetStartOffset { key: key(), offset: 5 };
+    assert!(matches!(update(&mut state, 1, set.clone()), Err(CommandError::GroupNotEmpty)));
+    let delete = ShareOp::DeleteTopicState { group_id: GROUP.into(), topic_id: topic_id(0) };
+    assert!(matches!(update(&mut state, 1, delete), Err(CommandError::GroupNotEmpty)));
+    update(&mut state, 1, ShareOp::ReleaseMember { group_id: GROUP.into(), member: "a".into() }).expect("release");
+    update(&mut state, 1, set).expect("no lock left");
+    // One entry carries at most SHARE_UPDATE_WEIGHT_MAX batches, whatever its requests held.
+    let batches = vec![AckBatch { first: 5, last: 5, ack: ShareAck::Accept }; SHARE_UPDATE_WEIGHT_MAX];
+    let op = ShareOp::Acknowledge { key: key(), member: "a".into(), batches };
+    let index = state.applied_index + 1;
+    assert!(matches!(
+        state.apply(index, Command::ShareUpdate { now_ms: 2, ops: vec![op] }),
+        Err(CommandError::LimitReached(_))
+    ));
 }

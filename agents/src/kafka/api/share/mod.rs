@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use super::super::error_code::for_group;
 use crate::Agent;
-use crate::share_sessions::{SharePartitionRef, ShareSessionError};
+use crate::share_sessions::{SHARE_SESSION_PARTITIONS_MAX, SharePartitionRef, ShareSessionError};
 
 /// Where share groups read committed records only (Kafka's per-group `share.isolation.level`,
 /// cluster-wide here).
@@ -43,61 +43,93 @@ fn for_session(error: ShareSessionError) -> i16 {
     }
 }
 
+/// Acknowledgement batches one request may carry, over all its partitions: bounds the
+/// metadata entry it becomes.
+const ACK_BATCHES_MAX: usize = 10_000;
+
 /// A partition's acknowledgement batches from the wire: each batch's types apply one to the
-/// whole range, or one per offset. `None` when they do not fit the range or name no known type.
-fn ack_batches<'a>(batches: impl IntoIterator<Item = (i64, i64, &'a [i8])>) -> Option<Vec<AckBatch>> {
-    let mut out = Vec::new();
+/// whole range, or one per offset. `None` when they do not fit the range, name no known type,
+/// or take more than `budget` batches (which they use up).
+fn ack_batches<'a>(
+    batches: impl IntoIterator<Item = (i64, i64, &'a [i8])>,
+    budget: &mut usize,
+) -> Option<Vec<AckBatch>> {
+    let mut out: Vec<AckBatch> = Vec::new();
     for (first, last, types) in batches {
         if first > last || first < 0 {
             return None;
         }
         match types {
             [one] => out.push(AckBatch { first, last, ack: ShareAck::from_wire(*one)? }),
-            many if i64::try_from(many.len()).ok() == Some(last - first + 1) => {
+            many if i64::try_from(many.len()).ok() == last.checked_sub(first)?.checked_add(1) => {
                 for (offset, t) in (first..=last).zip(many) {
                     let ack = ShareAck::from_wire(*t)?;
                     match out.last_mut() {
-                        Some(b) if b.ack == ack && b.last + 1 == offset => b.last = offset,
+                        Some(b) if b.ack == ack && b.last.checked_add(1) == Some(offset) => b.last = offset,
                         _ => out.push(AckBatch { first: offset, last: offset, ack }),
+                    }
+                    if out.len() > *budget {
+                        return None;
                     }
                 }
             }
             _ => return None,
         }
-        if out.len() > floe_metadata::SHARE_OPS_MAX {
+        if out.len() > *budget {
             return None;
         }
     }
+    *budget -= out.len();
     Some(out)
 }
 
 /// A request's acknowledgements, after the session's owed gaps.
 struct Acknowledgements {
-    /// Gaps first, then the request's partitions that parsed.
+    /// The gaps, one entry per partition, then the request's partitions that parsed.
     work: Vec<(TopicId, i32, Vec<AckBatch>)>,
     gaps: usize,
     acked: Vec<SharePartitionRef>,
-    /// Partitions whose batches do not parse: INVALID_REQUEST.
-    bad: Vec<SharePartitionRef>,
+    /// Partitions answered without asking the coordinator, with their error code.
+    refused: Vec<(SharePartitionRef, i16)>,
 }
 
 impl Acknowledgements {
-    /// `partitions`: each partition's batches as (first, last, types) from the wire.
+    /// `partitions`: each partition's batches as (first, last, types) from the wire; `known`:
+    /// whether a topic id names a topic.
     fn parse<'a, B>(
         gaps: &[(SharePartitionRef, i64, i64)],
         partitions: impl IntoIterator<Item = (TopicId, i32, B)>,
+        known: impl Fn(TopicId) -> bool,
     ) -> Self
     where
         B: IntoIterator<Item = (i64, i64, &'a [i8])>,
     {
-        let mut acks = Self { work: gap_acks(gaps), gaps: gaps.len(), acked: Vec::new(), bad: Vec::new() };
+        let mut by_partition: BTreeMap<SharePartitionRef, Vec<AckBatch>> = BTreeMap::new();
+        for ((t, p), first, last) in gaps {
+            by_partition.entry((*t, *p)).or_default().push(AckBatch { first: *first, last: *last, ack: ShareAck::Gap });
+        }
+        let gaps = by_partition.len();
+        let mut acks = Self {
+            work: by_partition.into_iter().map(|((t, p), b)| (t, p, b)).collect(),
+            gaps,
+            acked: Vec::new(),
+            refused: Vec::new(),
+        };
+        let mut budget = ACK_BATCHES_MAX;
         for (topic_id, partition, batches) in partitions {
-            match ack_batches(batches) {
-                Some(batches) => {
-                    acks.work.push((topic_id, partition, batches));
-                    acks.acked.push((topic_id, partition));
+            let at = (topic_id, partition);
+            if acks.acked.len() + acks.refused.len() >= SHARE_SESSION_PARTITIONS_MAX {
+                acks.refused.push((at, ResponseError::InvalidRequest.code()));
+            } else if !known(topic_id) {
+                acks.refused.push((at, ResponseError::UnknownTopicId.code()));
+            } else {
+                match ack_batches(batches, &mut budget) {
+                    Some(batches) => {
+                        acks.work.push((topic_id, partition, batches));
+                        acks.acked.push(at);
+                    }
+                    None => acks.refused.push((at, ResponseError::InvalidRequest.code())),
                 }
-                None => acks.bad.push((topic_id, partition)),
             }
         }
         acks
@@ -105,14 +137,68 @@ impl Acknowledgements {
 
     /// Each acknowledged partition's error code, from the coordinator's results in order.
     fn codes(&self, results: &[Result<(), GroupError>]) -> BTreeMap<SharePartitionRef, i16> {
-        let mut codes: BTreeMap<SharePartitionRef, i16> =
-            self.bad.iter().map(|p| (*p, ResponseError::InvalidRequest.code())).collect();
+        let mut codes: BTreeMap<SharePartitionRef, i16> = self.refused.iter().copied().collect();
         for (i, p) in self.acked.iter().enumerate() {
             let code = results.get(self.gaps + i).map_or(0, |r| r.as_ref().err().map_or(0, |e| for_group(e).code()));
             codes.insert(*p, code);
         }
         codes
     }
+
+    /// The owed gaps, to keep owing when the request failed.
+    fn gaps(&self) -> Vec<(SharePartitionRef, i64, i64)> {
+        self.work[..self.gaps]
+            .iter()
+            .flat_map(|(t, p, batches)| batches.iter().map(move |b| ((*t, *p), b.first, b.last)))
+            .collect()
+    }
+}
+
+/// Who sends a share request: its session's owner, and what it may read (checked again for the
+/// session's partitions at every request, as ACLs may have changed since they were added).
+struct Caller {
+    owner: String,
+    access: Option<crate::access::Access>,
+    namespace: Option<floe_metadata::Namespace>,
+}
+
+impl Caller {
+    fn of(cx: &super::super::dispatch::Context<'_>) -> Self {
+        let principal = cx.caller.principal;
+        Self {
+            owner: principal.map(|p| format!("{}/{}", p.tenant, p.user)).unwrap_or_default(),
+            access: cx.caller.access.cloned(),
+            namespace: principal.map(|p| p.namespace.clone()),
+        }
+    }
+
+    /// Whether the caller may read `topic_id` (an unknown id is left for the handler to answer).
+    fn may_read(&self, state: &floe_metadata::State, topic_id: TopicId) -> bool {
+        let Some(topic) = state.topics.get(&topic_id) else { return true };
+        let name = match &self.namespace {
+            Some(ns) => match ns.unscope(&topic.name) {
+                Some(name) => name,
+                None => return false,
+            },
+            None => topic.name.as_str(),
+        };
+        self.access.as_ref().is_none_or(|a| {
+            a.allows(state, floe_metadata::acl::AclOperation::Read, floe_metadata::acl::AclResourceType::Topic, name)
+        })
+    }
+}
+
+/// Sends `work` to the coordinator; a member the coordinator does not know loses its session
+/// here, and owed gaps of a request that failed stay owed.
+async fn send_work(agent: &Agent, work: ShareWork, acks: &Acknowledgements) -> Result<ShareWorkResult, GroupError> {
+    let (group, member) = (work.group_id.clone(), work.member_id.clone());
+    let result = share_work(agent, work).await;
+    match &result {
+        Err(GroupError::UnknownMemberId | GroupError::GroupIdNotFound) => agent.share_sessions.forget(&group, &member),
+        Err(_) => agent.share_sessions.owe_gaps(&group, &member, acks.gaps()),
+        Ok(_) => {}
+    }
+    result
 }
 
 /// Sends `work` to the coordinator.
@@ -124,22 +210,16 @@ async fn share_work(agent: &Agent, work: ShareWork) -> Result<ShareWorkResult, G
     }
 }
 
-/// Gaps owed by the session, as acknowledgements that archive them.
-fn gap_acks(gaps: &[((TopicId, i32), i64, i64)]) -> Vec<(TopicId, i32, Vec<AckBatch>)> {
-    gaps.iter()
-        .map(|((t, p), first, last)| (*t, *p, vec![AckBatch { first: *first, last: *last, ack: ShareAck::Gap }]))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn acknowledgement_types_apply_to_a_range_or_offset_by_offset() {
-        let whole = ack_batches([(5, 9, &[1i8][..])]).expect("valid");
+        let budget = &mut ACK_BATCHES_MAX.clone();
+        let whole = ack_batches([(5, 9, &[1i8][..])], budget).expect("valid");
         assert_eq!(whole, [AckBatch { first: 5, last: 9, ack: ShareAck::Accept }]);
-        let each = ack_batches([(0, 3, &[1i8, 1, 2, 3][..])]).expect("valid");
+        let each = ack_batches([(0, 3, &[1i8, 1, 2, 3][..])], budget).expect("valid");
         assert_eq!(
             each,
             [
@@ -148,8 +228,12 @@ mod tests {
                 AckBatch { first: 3, last: 3, ack: ShareAck::Reject },
             ]
         );
-        assert!(ack_batches([(0, 3, &[1i8, 1][..])]).is_none(), "two types for four offsets");
-        assert!(ack_batches([(0, 0, &[4i8][..])]).is_none(), "no such type");
-        assert!(ack_batches([(3, 2, &[1i8][..])]).is_none(), "reversed");
+        assert_eq!(*budget, ACK_BATCHES_MAX - 4);
+        assert!(ack_batches([(0, 3, &[1i8, 1][..])], budget).is_none(), "two types for four offsets");
+        assert!(ack_batches([(0, 0, &[4i8][..])], budget).is_none(), "no such type");
+        assert!(ack_batches([(3, 2, &[1i8][..])], budget).is_none(), "reversed");
+        assert!(ack_batches([(0, i64::MAX, &[1i8, 1][..])], budget).is_none(), "a range too long to count");
+        let alternating: Vec<i8> = (0..20).map(|i| 1 + (i % 2)).collect();
+        assert!(ack_batches([(0, 19, &alternating[..])], &mut 10).is_none(), "more batches than the budget");
     }
 }

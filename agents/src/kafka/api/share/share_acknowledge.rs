@@ -12,10 +12,14 @@ use kafka_protocol::protocol::StrBytes;
 use super::super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::super::error_code::{code, for_group};
 use super::super::super::resources::{AnswerWalk, Op, Refusal, Refused, Res, Resources, TopicRef, Walk};
-use super::{Acknowledgements, for_session, share_work};
+use super::{Acknowledgements, Caller, for_session, send_work};
 use crate::Agent;
 
-async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse {
+async fn share_acknowledge(
+    agent: &Agent,
+    request: ShareAcknowledgeRequest,
+    caller: Caller,
+) -> ShareAcknowledgeResponse {
     let answer = ShareAcknowledgeResponse::default();
     let (Some(group), Some(member)) = (request.group_id.as_ref(), request.member_id.as_ref()) else {
         return answer
@@ -24,12 +28,10 @@ async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> S
     };
     let (group, member) = (group.to_string(), member.to_string());
     if request.share_session_epoch == 0 {
-        return answer.with_error_code(for_session(crate::share_sessions::ShareSessionError::InvalidEpoch {
-            expected: 1,
-            found: 0,
-        }));
+        return answer
+            .with_error_code(for_session(crate::share_sessions::ShareSessionError::InvalidEpoch { found: 0 }));
     }
-    let turn = match agent.share_sessions.turn(&group, &member, request.share_session_epoch, [], []) {
+    let turn = match agent.share_sessions.turn(&caller.owner, (&group, &member), request.share_session_epoch, [], []) {
         Ok(turn) => turn,
         Err(e) => {
             return answer
@@ -37,16 +39,22 @@ async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> S
                 .with_error_message(Some(super::super::str_bytes(e.to_string())));
         }
     };
-    let acks = Acknowledgements::parse(
-        &turn.gaps,
-        request.topics.iter().flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                let batches =
-                    p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
-                (t.topic_id, p.partition_index, batches)
-            })
-        }),
-    );
+    let acks = {
+        let state = agent.metadata.read();
+        Acknowledgements::parse(
+            &turn.gaps,
+            request.topics.iter().flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    let batches = p
+                        .acknowledgement_batches
+                        .iter()
+                        .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
+                    (t.topic_id, p.partition_index, batches)
+                })
+            }),
+            |t| state.topics.contains_key(&t),
+        )
+    };
     let work = ShareWork {
         group_id: group,
         member_id: member,
@@ -54,7 +62,7 @@ async fn share_acknowledge(agent: &Agent, request: ShareAcknowledgeRequest) -> S
         release_all: turn.closing,
         ..ShareWork::default()
     };
-    let result = match share_work(agent, work).await {
+    let result = match send_work(agent, work, &acks).await {
         Ok(result) => result,
         Err(e) => {
             return answer
@@ -81,7 +89,10 @@ impl KafkaApi for ShareAcknowledgeRequest {
     const VERSIONS: (i16, i16) = (1, 1);
 
     async fn start(self, cx: Context<'_>) -> Reply {
-        cx.later(move |agent, _| async move { ResponseKind::ShareAcknowledge(share_acknowledge(&agent, self).await) })
+        let caller = Caller::of(&cx);
+        cx.later(move |agent, _| async move {
+            ResponseKind::ShareAcknowledge(share_acknowledge(&agent, self, caller).await)
+        })
     }
 }
 

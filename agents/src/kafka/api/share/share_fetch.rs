@@ -18,7 +18,9 @@ use kafka_protocol::protocol::StrBytes;
 use super::super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::super::error_code::{code, for_group};
 use super::super::super::resources::{AnswerWalk, Op, Refusal, Refused, Res, Resources, TopicRef, Walk};
-use super::{Acknowledgements, MAX_RECORDS_DEFAULT, for_session, lock_duration_ms, read_committed, share_work};
+use super::{
+    Acknowledgements, Caller, MAX_RECORDS_DEFAULT, for_session, lock_duration_ms, read_committed, send_work, share_work,
+};
 use crate::Agent;
 use crate::fetch::{ReadLimits, consumer_batches, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
@@ -125,7 +127,7 @@ async fn serve(
     Ok(served)
 }
 
-async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchResponse {
+async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) -> ShareFetchResponse {
     let answer = ShareFetchResponse::default().with_acquisition_lock_timeout_ms(lock_duration_ms(agent));
     let (Some(group), Some(member)) = (request.group_id.as_ref(), request.member_id.as_ref()) else {
         return answer
@@ -142,7 +144,13 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchRes
     let added = request.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, p.partition_index)));
     let forgotten =
         request.forgotten_topics_data.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)));
-    let turn = match agent.share_sessions.turn(&group, &member, request.share_session_epoch, added, forgotten) {
+    let turn = match agent.share_sessions.turn(
+        &caller.owner,
+        (&group, &member),
+        request.share_session_epoch,
+        added,
+        forgotten,
+    ) {
         Ok(turn) => turn,
         Err(e) => {
             return answer
@@ -151,19 +159,28 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchRes
         }
     };
     // Acknowledgements, by partition; a partition whose batches do not parse is answered alone.
-    let acks = Acknowledgements::parse(
-        &turn.gaps,
-        request.topics.iter().flat_map(|t| {
-            t.partitions.iter().filter(|p| !p.acknowledgement_batches.is_empty()).map(|p| {
-                let batches =
-                    p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
-                (t.topic_id, p.partition_index, batches)
-            })
-        }),
-    );
+    let (acks, partitions, unreadable) = {
+        let state = agent.metadata.read();
+        let acks = Acknowledgements::parse(
+            &turn.gaps,
+            request.topics.iter().flat_map(|t| {
+                t.partitions.iter().filter(|p| !p.acknowledgement_batches.is_empty()).map(|p| {
+                    let batches = p
+                        .acknowledgement_batches
+                        .iter()
+                        .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types[..]));
+                    (t.topic_id, p.partition_index, batches)
+                })
+            }),
+            |t| state.topics.contains_key(&t),
+        );
+        // The session's partitions the caller may read now.
+        let (partitions, unreadable): (Vec<SharePartitionRef>, Vec<SharePartitionRef>) =
+            turn.partitions.iter().partition(|(t, _)| caller.may_read(&state, *t));
+        (acks, partitions, unreadable)
+    };
     let read_committed = read_committed(agent);
     let max_records = if request.max_records > 0 { request.max_records } else { MAX_RECORDS_DEFAULT };
-    let partitions = turn.partitions.clone();
     let per_partition = i64::from(max_records) / i64::try_from(partitions.len().max(1)).unwrap_or(1);
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
@@ -183,7 +200,7 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchRes
     });
     let mut ack_results: Option<Vec<_>> = None;
     let acquired = loop {
-        let result = match share_work(agent, work.clone()).await {
+        let result = match send_work(agent, work.clone(), &acks).await {
             Ok(result) => result,
             Err(e) => {
                 let message = Some(super::super::str_bytes(e.to_string()));
@@ -258,6 +275,14 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest) -> ShareFetchRes
         }
         by_topic.entry(p.0).or_default().push(data);
     }
+    for (t, p) in unreadable {
+        by_topic.entry(t).or_default().push(
+            PartitionData::default()
+                .with_partition_index(p)
+                .with_error_code(code::TOPIC_AUTHORIZATION_FAILED)
+                .with_records(Some(Bytes::new())),
+        );
+    }
     // Acknowledgements of partitions the session does not read (forgotten in this request).
     for ((t, p), code) in ack_error {
         by_topic.entry(t).or_default().push(
@@ -290,7 +315,8 @@ impl KafkaApi for ShareFetchRequest {
     const VERSIONS: (i16, i16) = (1, 1);
 
     async fn start(self, cx: Context<'_>) -> Reply {
-        cx.later(move |agent, _| async move { ResponseKind::ShareFetch(share_fetch(&agent, self).await) })
+        let caller = Caller::of(&cx);
+        cx.later(move |agent, _| async move { ResponseKind::ShareFetch(share_fetch(&agent, self, caller).await) })
     }
 }
 
