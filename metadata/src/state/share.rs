@@ -17,6 +17,9 @@ use crate::limits::{GROUP_ID_BYTES_MAX, GROUP_NAME_BYTES_MAX};
 
 /// Share partitions the cluster holds (each bounded by its in-flight records).
 pub(crate) const SHARE_PARTITIONS_MAX: usize = 100_000;
+/// Share partitions one share group holds. Its groups are within its tenant's groups quota
+/// (a share group is stored like any group), so a tenant's share partitions are bounded too.
+pub(crate) const GROUP_SHARE_PARTITIONS_MAX: usize = 10_000;
 /// Operations in one `ShareUpdate`.
 pub const SHARE_OPS_MAX: usize = 10_000;
 /// Weight of one `ShareUpdate` ([`ShareOp::weight`]: an operation and its batches or ranges),
@@ -379,19 +382,41 @@ impl State {
                 "more than {SHARE_OPS_MAX} share operations or {SHARE_UPDATE_WEIGHT_MAX} batches"
             )));
         }
-        let results = ops.into_iter().map(|op| self.share_op(now_ms, op)).collect();
+        // Each group's share partitions, counted once per command when an acquisition needs it.
+        let mut per_group: BTreeMap<String, usize> = BTreeMap::new();
+        let results = ops.into_iter().map(|op| self.share_op(now_ms, op, &mut per_group)).collect();
         Ok(Outcome::ShareUpdated(results))
     }
 
-    fn share_op(&mut self, now_ms: i64, op: ShareOp) -> Result<Vec<AcquiredRange>, CommandError> {
+    fn share_op(
+        &mut self,
+        now_ms: i64,
+        op: ShareOp,
+        per_group: &mut BTreeMap<String, usize>,
+    ) -> Result<Vec<AcquiredRange>, CommandError> {
         match op {
             ShareOp::Acquire { key, member, max_records, read_committed, settings } => {
                 validate_names(&key.0, &member)?;
                 let log = self.partition(key.1, key.2).ok_or(CommandError::UnknownTopicOrPartition)?;
                 let stable_end = if read_committed { log.last_stable_offset() } else { log.next_offset };
                 let (log_start, log_end) = (log.log_start_offset, log.next_offset);
-                if !self.share_partitions.contains_key(&key) && self.share_partitions.len() >= SHARE_PARTITIONS_MAX {
-                    return Err(CommandError::LimitReached(format!("{SHARE_PARTITIONS_MAX} share partitions")));
+                if !self.share_partitions.contains_key(&key) {
+                    if self.share_partitions.len() >= SHARE_PARTITIONS_MAX {
+                        return Err(CommandError::LimitReached(format!("{SHARE_PARTITIONS_MAX} share partitions")));
+                    }
+                    let held = match per_group.get_mut(&key.0) {
+                        Some(held) => held,
+                        None => {
+                            let counted = self.share_partitions_of(&key.0).count();
+                            per_group.entry(key.0.clone()).or_insert(counted)
+                        }
+                    };
+                    if *held >= GROUP_SHARE_PARTITIONS_MAX {
+                        return Err(CommandError::LimitReached(format!(
+                            "{GROUP_SHARE_PARTITIONS_MAX} share partitions in one share group"
+                        )));
+                    }
+                    *held += 1;
                 }
                 let settings = ShareSettings {
                     max_in_flight: settings.max_in_flight.clamp(1, SHARE_RECORD_LOCKS_MAX),

@@ -306,3 +306,36 @@ fn offsets_change_only_while_no_record_is_locked_and_entries_stay_bounded() {
         Err(CommandError::LimitReached(_))
     ));
 }
+
+#[test]
+fn one_share_group_holds_a_bounded_number_of_partitions() {
+    let mut state = State::default();
+    let per_topic = 5_001;
+    state.apply(1, create("a", 0, per_topic)).expect("create");
+    state.apply(2, create("b", 1, per_topic)).expect("create");
+    let op = |group: &str, topic: u8, partition: i32| ShareOp::Acquire {
+        key: (group.to_owned(), topic_id(topic), partition),
+        member: "m".into(),
+        max_records: 1,
+        read_committed: false,
+        settings: settings(),
+    };
+    let mut refused = 0;
+    for t in 0..2u8 {
+        let ops: Vec<ShareOp> = (0..per_topic).map(|p| op(GROUP, t, p)).collect();
+        let index = state.applied_index + 1;
+        let Ok(Outcome::ShareUpdated(results)) = state.apply(index, Command::ShareUpdate { now_ms: 0, ops }) else {
+            panic!("applied")
+        };
+        refused += results.iter().filter(|r| matches!(r, Err(CommandError::LimitReached(_)))).count();
+    }
+    assert_eq!(refused, 2 * usize::try_from(per_topic).expect("small") - GROUP_SHARE_PARTITIONS_MAX);
+    // Another group is not held back by this one.
+    let index = state.applied_index + 1;
+    let Ok(Outcome::ShareUpdated(results)) =
+        state.apply(index, Command::ShareUpdate { now_ms: 0, ops: vec![op("other", 0, 0)] })
+    else {
+        panic!("applied")
+    };
+    assert!(results[0].is_ok());
+}
