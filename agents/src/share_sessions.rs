@@ -15,6 +15,8 @@ use floe_metadata::TopicId;
 
 /// Sessions one agent keeps (Kafka's `group.share.max.share.sessions` default).
 pub const SHARE_SESSIONS_MAX: usize = 2_000;
+/// Sessions one tenant may hold on one agent, so a tenant cannot take them all.
+pub const TENANT_SHARE_SESSIONS_MAX: usize = SHARE_SESSIONS_MAX / 4;
 /// Partitions one session may read, and partitions one request may acknowledge: together with
 /// the gaps and unsent records of a request, well within one `ShareUpdate`'s operations.
 pub const SHARE_SESSION_PARTITIONS_MAX: usize = 1_000;
@@ -31,7 +33,7 @@ pub enum ShareSessionError {
     NotFound,
     #[error("share session epoch {found} is not the expected one")]
     InvalidEpoch { found: i32 },
-    #[error("the agent holds {SHARE_SESSIONS_MAX} share sessions")]
+    #[error("the agent holds {SHARE_SESSIONS_MAX} share sessions, or the tenant its share of them")]
     LimitReached,
     #[error("a share session reads at most {SHARE_SESSION_PARTITIONS_MAX} partitions")]
     TooManyPartitions,
@@ -78,6 +80,10 @@ fn bounded(
     Ok(into)
 }
 
+fn tenant_of(owner: &str) -> &str {
+    owner.split_once('/').map_or("", |(tenant, _)| tenant)
+}
+
 fn next(epoch: i32) -> i32 {
     if epoch == i32::MAX { 1 } else { epoch + 1 }
 }
@@ -87,8 +93,9 @@ impl ShareSessions {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Moves the member's session on by one request with `epoch` from `owner`, adding `added`
-    /// partitions and dropping `forgotten` ones. Nothing changes when it fails.
+    /// Moves the member's session on by one request with `epoch` from `owner` (`TENANT/USER`,
+    /// empty without SASL), adding `added` partitions and dropping `forgotten` ones. Nothing
+    /// changes when it fails.
     pub fn turn(
         &self,
         owner: &str,
@@ -105,10 +112,19 @@ impl ShareSessions {
             return Err(ShareSessionError::NotFound);
         }
         if epoch == 0 {
-            if !sessions.contains_key(&key) && sessions.len() >= SHARE_SESSIONS_MAX {
-                sessions.retain(|_, s| now.duration_since(s.last_used) < SESSION_IDLE_EVICT);
-                if sessions.len() >= SHARE_SESSIONS_MAX {
-                    return Err(ShareSessionError::LimitReached);
+            if !sessions.contains_key(&key) {
+                let tenant = tenant_of(owner);
+                let full = |sessions: &HashMap<(String, String), Session>| {
+                    sessions.len() >= SHARE_SESSIONS_MAX
+                        || (!tenant.is_empty()
+                            && sessions.values().filter(|s| tenant_of(&s.owner) == tenant).count()
+                                >= TENANT_SHARE_SESSIONS_MAX)
+                };
+                if full(&sessions) {
+                    sessions.retain(|_, s| now.duration_since(s.last_used) < SESSION_IDLE_EVICT);
+                    if full(&sessions) {
+                        return Err(ShareSessionError::LimitReached);
+                    }
                 }
             }
             let partitions = bounded(added.into_iter(), BTreeSet::new())?;
@@ -205,6 +221,17 @@ mod tests {
         assert_eq!(sessions.turn("alice", gm, 1, too_many, []).err(), Some(ShareSessionError::TooManyPartitions));
         let turn = sessions.turn("alice", gm, 1, [], []).expect("epoch 1 still expected");
         assert_eq!(turn.partitions, [p(0)]);
+    }
+
+    #[test]
+    fn a_tenant_holds_at_most_its_share_of_the_sessions() {
+        let sessions = ShareSessions::default();
+        for m in 0..TENANT_SHARE_SESSIONS_MAX {
+            sessions.turn("acme/alice", ("g", &m.to_string()), 0, [p(0)], []).expect("within the share");
+        }
+        let over = sessions.turn("acme/bob", ("g", "one-more"), 0, [p(0)], []);
+        assert_eq!(over.err(), Some(ShareSessionError::LimitReached));
+        sessions.turn("globex/carol", ("g", "other"), 0, [p(0)], []).expect("another tenant is not held back");
     }
 
     #[test]
