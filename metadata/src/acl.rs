@@ -111,9 +111,15 @@ impl AclBinding {
                 !matches!(self.operation, AclOperation::ClusterAction | AclOperation::IdempotentWrite)
             }
             AclResourceType::Group => {
+                // DescribeConfigs and AlterConfigs: the group's configs (format 8).
                 matches!(
                     self.operation,
-                    AclOperation::All | AclOperation::Read | AclOperation::Describe | AclOperation::Delete
+                    AclOperation::All
+                        | AclOperation::Read
+                        | AclOperation::Describe
+                        | AclOperation::Delete
+                        | AclOperation::DescribeConfigs
+                        | AclOperation::AlterConfigs
                 )
             }
             AclResourceType::Cluster => {

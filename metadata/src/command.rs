@@ -310,6 +310,11 @@ pub enum Command {
         now_ms: i64,
         ops: Vec<crate::state::ShareOp>,
     },
+    /// Replaces a group's whole set of configs (format 8); an empty set removes them.
+    SetGroupConfigs {
+        group_id: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// A range of one partition after key compaction.

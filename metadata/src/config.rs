@@ -1,5 +1,5 @@
-//! The catalog of Kafka topic and broker configs: every standard name, its type, the default Kafka
-//! reports for it, and whether it means anything in Floe.
+//! The catalog of Kafka topic, broker and group configs: every standard name, its type, the
+//! default Kafka reports for it, and whether it means anything in Floe.
 //!
 //! Floe accepts, type-checks, stores and reports every config a Kafka tool may send, including
 //! the many that only describe Kafka's local log files or replication (`segment.bytes`,
@@ -49,7 +49,7 @@ pub enum Applicability {
 
 /// One Kafka config: its name, type, default, and what Floe does with it.
 ///
-/// Instances live only in [`TOPIC_CONFIGS`] and [`BROKER_CONFIGS`]; `sensitive` is true exactly
+/// Instances live only in [`TOPIC_CONFIGS`], [`BROKER_CONFIGS`] and [`GROUP_CONFIGS`]; `sensitive` is true exactly
 /// for [`ConfigType::Password`], and the private validator always fits `config_type` (both are
 /// checked at compile time).
 #[derive(Debug)]
@@ -70,6 +70,9 @@ pub struct ConfigDef {
     /// has fallbacks in other units (`log.retention.hours`), this names the preferred one, whose
     /// own default may be null; the topic's `default` is then the effective value.
     pub broker_synonym: Option<&'static str>,
+    /// For group configs: the broker configs holding the lowest and highest value a group may
+    /// set (`group.share.min.record.lock.duration.ms` and `...max...`).
+    pub bounds: Option<(&'static str, &'static str)>,
     validator: Validator,
 }
 
@@ -95,6 +98,9 @@ enum Validator {
     /// String: how a table topic partitions its table (`none`, `hour`, `day`, or `hour:FIELD`
     /// and `day:FIELD` for a timestamp field of the value).
     TablePartitionBy,
+    /// String: where a share group starts (`earliest`, `latest` or `by_duration:` an ISO-8601
+    /// duration).
+    ShareOffsetReset,
 }
 
 /// A config name or value that Floe refuses.
@@ -164,6 +170,11 @@ pub fn broker_config(name: &str) -> Option<&'static ConfigDef> {
     lookup(BROKER_CONFIGS, name)
 }
 
+/// Looks up a group config by its exact name.
+pub fn group_config(name: &str) -> Option<&'static ConfigDef> {
+    lookup(GROUP_CONFIGS, name)
+}
+
 /// Validates a topic config value; see [`ConfigDef::validate`].
 pub fn validate_topic_config(name: &str, value: &str) -> Result<String, ConfigError> {
     topic_config(name).ok_or_else(|| unknown(name))?.validate(value)
@@ -172,6 +183,12 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<String, ConfigEr
 /// Validates a broker config value; see [`ConfigDef::validate`].
 pub fn validate_broker_config(name: &str, value: &str) -> Result<String, ConfigError> {
     broker_config(name).ok_or_else(|| unknown(name))?.validate(value)
+}
+
+/// Validates a group config value; see [`ConfigDef::validate`]. Its bounds, broker configs,
+/// are the caller's to check ([`ConfigDef::bounds`]).
+pub fn validate_group_config(name: &str, value: &str) -> Result<String, ConfigError> {
+    group_config(name).ok_or_else(|| unknown(name))?.validate(value)
 }
 
 fn lookup(table: &'static [ConfigDef], name: &str) -> Option<&'static ConfigDef> {
@@ -221,7 +238,8 @@ fn normalize_integer(value: &str, min: i64, max: i64, kind: &str, validator: Val
         | Validator::OneOf(_)
         | Validator::ListOf { .. }
         | Validator::ThrottledReplicas
-        | Validator::TablePartitionBy => {
+        | Validator::TablePartitionBy
+        | Validator::ShareOffsetReset => {
             unreachable!("validator_fits_type is checked at compile time")
         }
     }
@@ -246,7 +264,8 @@ fn normalize_double(value: &str, validator: Validator) -> Result<String, String>
         | Validator::OneOf(_)
         | Validator::ListOf { .. }
         | Validator::ThrottledReplicas
-        | Validator::TablePartitionBy => unreachable!("validator_fits_type is checked at compile time"),
+        | Validator::TablePartitionBy
+        | Validator::ShareOffsetReset => unreachable!("validator_fits_type is checked at compile time"),
     }
     // Kept as written: reformatting would turn 1.7976931348623157E308 into 309 digits.
     Ok(value.to_owned())
@@ -262,6 +281,11 @@ fn normalize_text(value: &str, validator: Validator) -> Result<String, String> {
         Validator::TablePartitionBy => {
             if table_partition_by(value).is_none() {
                 return Err("expected none, hour, day, hour:FIELD or day:FIELD".to_owned());
+            }
+        }
+        Validator::ShareOffsetReset => {
+            if share_offset_reset(value).is_none() {
+                return Err("expected earliest, latest or by_duration:PnDTnHnMn.nS".to_owned());
             }
         }
         Validator::AtLeast(_)
@@ -305,7 +329,8 @@ fn normalize_list(value: &str, validator: Validator) -> Result<String, String> {
         | Validator::GzipLevel
         | Validator::DoubleBetween(..)
         | Validator::OneOf(_)
-        | Validator::TablePartitionBy => unreachable!("validator_fits_type is checked at compile time"),
+        | Validator::TablePartitionBy
+        | Validator::ShareOffsetReset => unreachable!("validator_fits_type is checked at compile time"),
     }
     Ok(items.join(","))
 }
@@ -343,6 +368,71 @@ pub fn table_partition_by(value: &str) -> Option<TablePartitionBy<'_>> {
     }
 }
 
+/// Where a share group starts reading a partition it has not read before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareOffsetReset {
+    Earliest,
+    Latest,
+    /// The first record written at most this many milliseconds ago.
+    ByDuration(i64),
+}
+
+/// Parses a `share.auto.offset.reset` value: `earliest`, `latest`, or `by_duration:` and an
+/// ISO-8601 duration of days, hours, minutes and seconds (`P1DT2H`, `PT30M`, `PT0.5S`), as
+/// Java's `Duration.parse` reads them, without a sign.
+pub fn share_offset_reset(value: &str) -> Option<ShareOffsetReset> {
+    match value {
+        "earliest" => Some(ShareOffsetReset::Earliest),
+        "latest" => Some(ShareOffsetReset::Latest),
+        _ => value.strip_prefix("by_duration:").and_then(iso_duration_ms).map(ShareOffsetReset::ByDuration),
+    }
+}
+
+/// Milliseconds of a `PnDTnHnMn.nS` duration; `None` unless it names at least one part, each
+/// at most once and in that order.
+fn iso_duration_ms(text: &str) -> Option<i64> {
+    let upper = text.to_ascii_uppercase();
+    let rest = upper.strip_prefix('P')?;
+    let (date, time) = match rest.split_once('T') {
+        Some((date, time)) if !time.is_empty() => (date, Some(time)),
+        Some(_) => return None,
+        None => (rest, None),
+    };
+    let mut total: i64 = 0;
+    let mut parts = 0;
+    if !date.is_empty() {
+        let days: i64 = date.strip_suffix('D').filter(|d| is_digits(d))?.parse().ok()?;
+        total = days.checked_mul(86_400_000)?;
+        parts += 1;
+    }
+    if let Some(mut time) = time {
+        for (unit, ms) in [('H', 3_600_000_i64), ('M', 60_000)] {
+            if let Some((number, after)) = time.split_once(unit)
+                && is_digits(number)
+            {
+                total = total.checked_add(number.parse::<i64>().ok()?.checked_mul(ms)?)?;
+                time = after;
+                parts += 1;
+            }
+        }
+        if !time.is_empty() {
+            let seconds = time.strip_suffix('S')?;
+            let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, ""));
+            if !is_digits(whole) || !(fraction.is_empty() || (is_digits(fraction) && fraction.len() <= 9)) {
+                return None;
+            }
+            let millis: i64 = format!("{fraction:0<3}").get(..3)?.parse().ok()?;
+            total = total.checked_add(whole.parse::<i64>().ok()?.checked_mul(1_000)?)?.checked_add(millis)?;
+            parts += 1;
+        }
+    }
+    (parts > 0).then_some(total)
+}
+
+fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// `partition:broker`, both decimal digits, as in a throttled-replicas list.
 fn is_replica_pair(item: &str) -> bool {
     let all_digits = |text: &str| !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit());
@@ -375,6 +465,7 @@ const fn def_with(
         read_only: false,
         doc,
         broker_synonym: None,
+        bounds: None,
         validator: Validator::Any,
     }
 }
@@ -402,6 +493,16 @@ impl ConfigDef {
 
     const fn table_partition_by(mut self) -> Self {
         self.validator = Validator::TablePartitionBy;
+        self
+    }
+
+    const fn share_offset_reset(mut self) -> Self {
+        self.validator = Validator::ShareOffsetReset;
+        self
+    }
+
+    const fn bounded_by(mut self, min: &'static str, max: &'static str) -> Self {
+        self.bounds = Some((min, max));
         self
     }
 
@@ -463,8 +564,8 @@ const CODEC_DEFAULT_LEVELS: &str = "compaction recompresses with each codec's de
 const METRICS_ENDPOINT: &str = "Floe exports Prometheus metrics at /metrics";
 const NO_DELEGATION_TOKENS: &str = "Floe does not issue delegation tokens";
 const CONNECTION_FLAGS: &str = "agents take connection limits from --max-connections, --max-connections-per-ip and --max-connections-per-ip-overrides";
-const NO_GROUP_CONFIGS: &str = "Floe has no per-group configs for this bound to limit";
-const NO_SHARE_GROUPS: &str = "Floe has no per-group configs for share groups yet, nor a second assignor";
+const ONE_SHARE_ASSIGNOR: &str = "share groups have one assignor, simple";
+const SHARE_STATE_IN_METADATA: &str = "share-partition state lives in the metadata service, not in a state topic";
 const NO_STREAMS_GROUPS: &str = "Floe does not implement streams groups (KIP-1071) yet";
 const NO_CLIENT_TELEMETRY: &str = "Floe does not serve client telemetry (KIP-714) yet";
 const NO_BROKER_CONNECTIONS: &str = "agents open no Kafka connections to other brokers or controllers";
@@ -1053,14 +1154,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "floe.share.auto.offset.reset",
         T::String,
         "latest",
-        "Where a share group starts reading a partition it has not read before (Kafka's per-group share.auto.offset.reset, cluster-wide).",
+        "Where share groups start reading a partition they have not read before, unless a group sets share.auto.offset.reset.",
     )
-    .one_of(&["earliest", "latest"]),
+    .share_offset_reset(),
     def(
         "floe.share.isolation.level",
         T::String,
         "read_uncommitted",
-        "Whether share groups deliver records of open and aborted transactions (Kafka's per-group share.isolation.level, cluster-wide).",
+        "Whether share groups deliver records of open and aborted transactions, unless a group sets share.isolation.level.",
     )
     .one_of(&["read_committed", "read_uncommitted"]),
     def(
@@ -1094,16 +1195,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "15000",
         "Highest heartbeat interval a consumer-protocol group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_GROUP_CONFIGS),
+    .at_least(1),
     def(
         "group.consumer.max.session.timeout.ms",
         T::Int,
         "60000",
         "Longest session timeout a consumer-protocol group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_GROUP_CONFIGS),
+    .at_least(1),
     def("group.consumer.max.size", T::Int, "2147483647", "Most members one consumer-protocol group may have.")
         .at_least(1),
     def(
@@ -1120,16 +1219,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "5000",
         "Lowest heartbeat interval a consumer-protocol group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_GROUP_CONFIGS),
+    .at_least(1),
     def(
         "group.consumer.min.session.timeout.ms",
         T::Int,
         "45000",
         "Shortest session timeout a consumer-protocol group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_GROUP_CONFIGS),
+    .at_least(1),
     def(
         "group.consumer.session.timeout.ms",
         T::Int,
@@ -1177,7 +1274,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Assignors that spread partitions among the members of a share group.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(ONE_SHARE_ASSIGNOR),
     def(
         "group.share.delivery.count.limit",
         T::Int,
@@ -1199,34 +1296,31 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Most share groups the cluster may hold (Kafka 4.0 only; gone in 4.1).",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable("Floe bounds share groups by the groups quota of each tenant"),
     def(
         "group.share.max.heartbeat.interval.ms",
         T::Int,
         "15000",
         "Highest heartbeat interval a share group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def(
         "group.share.max.record.lock.duration.ms",
         T::Int,
         "60000",
         "Longest record lock duration a share group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def(
         "group.share.max.session.timeout.ms",
         T::Int,
         "60000",
         "Longest session timeout a share group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def("group.share.max.share.sessions", T::Int, "2000", "Most share fetch sessions the broker keeps at once.")
         .read_only()
-        .not_applicable(NO_SHARE_GROUPS),
+        .not_applicable("agents keep at most 2,000 share sessions each, 500 of them for one tenant"),
     def("group.share.max.size", T::Int, "200", "Most members a single share group may have.").between(1, 1000),
     def(
         "group.share.min.heartbeat.interval.ms",
@@ -1234,24 +1328,21 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "5000",
         "Lowest heartbeat interval a share group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def(
         "group.share.min.record.lock.duration.ms",
         T::Int,
         "15000",
         "Shortest record lock duration a share group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def(
         "group.share.min.session.timeout.ms",
         T::Int,
         "45000",
         "Shortest session timeout a share group may set for itself.",
     )
-    .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .at_least(1),
     def(
         "group.share.partition.max.record.locks",
         T::Int,
@@ -2316,7 +2407,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How long the share coordinator gathers writes before appending them.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.coordinator.load.buffer.size",
         T::Int,
@@ -2324,7 +2415,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Read buffer for loading the share-group state topic into memory.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.coordinator.snapshot.update.records.per.snapshot",
         T::Int,
@@ -2332,7 +2423,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Updates to a share partition's state between two full snapshots of it.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.coordinator.state.topic.compression.codec",
         T::Int,
@@ -2340,10 +2431,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Compression codec of the share-group state topic.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def("share.coordinator.state.topic.min.isr", T::Short, "2", "min.insync.replicas of the share-group state topic.")
         .read_only()
-        .not_applicable(NO_SHARE_GROUPS),
+        .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.coordinator.state.topic.num.partitions",
         T::Int,
@@ -2351,7 +2442,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Partition count of the share-group state topic.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.coordinator.state.topic.replication.factor",
         T::Short,
@@ -2359,7 +2450,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Replication factor of the share-group state topic.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.coordinator.state.topic.segment.bytes",
         T::Int,
@@ -2367,10 +2458,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Log file size of the share-group state topic.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def("share.coordinator.threads", T::Int, "1", "Threads that run the share coordinator's work.")
         .read_only()
-        .not_applicable(NO_SHARE_GROUPS),
+        .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.coordinator.write.timeout.ms",
         T::Int,
@@ -2378,7 +2469,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How long a share state write waits for the state topic's replicas.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(SHARE_STATE_IN_METADATA),
     def(
         "share.fetch.purgatory.purge.interval.requests",
         T::Int,
@@ -2386,7 +2477,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How often Kafka sweeps completed ShareFetch waits.",
     )
     .read_only()
-    .not_applicable(NO_SHARE_GROUPS),
+    .not_applicable(NO_PURGATORY),
     def(
         "socket.connection.setup.timeout.max.ms",
         T::Long,
@@ -2545,10 +2636,102 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         .not_applicable(NO_LEADERS),
 ];
 
+/// Kafka's group configs (the GROUP config resource, KIP-848 and KIP-932), sorted by name: each
+/// falls back to the broker config of its `broker_synonym` and, where it has `bounds`, must lie
+/// between the values of those two broker configs when it is set. Kafka 4.3's share.delivery.count.limit
+/// and share.partition.max.record.locks are here too.
+pub static GROUP_CONFIGS: &[ConfigDef] = &[
+    def("consumer.heartbeat.interval.ms", T::Int, "5000", "How often this consumer-protocol group's members heartbeat.")
+        .at_least(1)
+        .synonym("group.consumer.heartbeat.interval.ms")
+        .bounded_by("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
+    def(
+        "consumer.session.timeout.ms",
+        T::Int,
+        "45000",
+        "How long a member of this consumer-protocol group may go without a heartbeat before it is removed.",
+    )
+    .at_least(1)
+    .synonym("group.consumer.session.timeout.ms")
+    .bounded_by("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+    def(
+        "share.auto.offset.reset",
+        T::String,
+        "latest",
+        "Where this share group starts reading a partition it has not read before: earliest, latest, or by_duration: and an ISO-8601 duration back from now.",
+    )
+    .share_offset_reset()
+    .synonym("floe.share.auto.offset.reset"),
+    def(
+        "share.delivery.count.limit",
+        T::Int,
+        "5",
+        "Times this share group delivers a record before it gives up on it (archives it).",
+    )
+    .between(2, 10)
+    .synonym("group.share.delivery.count.limit"),
+    def("share.heartbeat.interval.ms", T::Int, "5000", "How often this share group's members heartbeat.")
+        .at_least(1)
+        .synonym("group.share.heartbeat.interval.ms")
+        .bounded_by("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    def(
+        "share.isolation.level",
+        T::String,
+        "read_uncommitted",
+        "Whether this share group delivers records of open and aborted transactions (read_uncommitted) or only committed ones.",
+    )
+    .one_of(&["read_committed", "read_uncommitted"])
+    .synonym("floe.share.isolation.level"),
+    def(
+        "share.partition.max.record.locks",
+        T::Int,
+        "2000",
+        "Most records of one partition this share group may hold in flight at once.",
+    )
+    .between(100, 10000)
+    .synonym("group.share.partition.max.record.locks"),
+    def(
+        "share.record.lock.duration.ms",
+        T::Int,
+        "30000",
+        "How long a member of this share group holds a record before it may go to another member.",
+    )
+    .at_least(1000)
+    .synonym("group.share.record.lock.duration.ms")
+    .bounded_by("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+    def(
+        "share.session.timeout.ms",
+        T::Int,
+        "45000",
+        "How long a member of this share group may go without a heartbeat before it is removed.",
+    )
+    .at_least(1)
+    .synonym("group.share.session.timeout.ms")
+    .bounded_by("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    def("streams.heartbeat.interval.ms", T::Int, "5000", "How often this streams group's members heartbeat.")
+        .at_least(1)
+        .synonym("group.streams.heartbeat.interval.ms")
+        .not_applicable(NO_STREAMS_GROUPS),
+    def("streams.num.standby.replicas", T::Int, "0", "Standby task replicas of this streams group.")
+        .at_least(0)
+        .synonym("group.streams.num.standby.replicas")
+        .not_applicable(NO_STREAMS_GROUPS),
+    def(
+        "streams.session.timeout.ms",
+        T::Int,
+        "45000",
+        "How long a member of this streams group may go without a heartbeat before it is removed.",
+    )
+    .at_least(1)
+    .synonym("group.streams.session.timeout.ms")
+    .not_applicable(NO_STREAMS_GROUPS),
+];
+
 // Lookups binary-search by name and the normalizers trust that each validator fits its type;
 // both rest on these checks, which fail the build rather than a request.
 const _: () = assert!(table_is_well_formed(TOPIC_CONFIGS), "TOPIC_CONFIGS must be sorted, unique and well-typed");
 const _: () = assert!(table_is_well_formed(BROKER_CONFIGS), "BROKER_CONFIGS must be sorted, unique and well-typed");
+const _: () = assert!(table_is_well_formed(GROUP_CONFIGS), "GROUP_CONFIGS must be sorted, unique and well-typed");
 
 const fn table_is_well_formed(table: &[ConfigDef]) -> bool {
     let mut index = 0;
@@ -2589,7 +2772,9 @@ const fn validator_fits_type(validator: Validator, config_type: ConfigType) -> b
         }
         Validator::GzipLevel => matches!(config_type, ConfigType::Int),
         Validator::DoubleBetween(..) => matches!(config_type, ConfigType::Double),
-        Validator::OneOf(_) | Validator::TablePartitionBy => matches!(config_type, ConfigType::String),
+        Validator::OneOf(_) | Validator::TablePartitionBy | Validator::ShareOffsetReset => {
+            matches!(config_type, ConfigType::String)
+        }
         Validator::ListOf { .. } | Validator::ThrottledReplicas => matches!(config_type, ConfigType::List),
     }
 }

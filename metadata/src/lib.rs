@@ -41,10 +41,12 @@ pub use client::RemoteMetadata;
 /// - 6: usage metering (`State::usage`, `ChunkCommit::uncompressed_bytes`,
 ///   `Command::ReportUsage` and the usage commands after it).
 /// - 7: share groups' partitions (`State::share_partitions`, `Command::ShareUpdate`).
+/// - 8: group configs (`State::group_configs`, `Command::SetGroupConfigs`) and
+///   `ShareOp::StartAt`.
 ///
 /// Older formats' states and chunk commits are read by `state::formats`; their other commands
 /// decode as they are.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).

@@ -364,6 +364,37 @@ def test_old_metadata_versions_neither_list_nor_create_what_acls_forbid(guarded)
         assert topic not in root.list_topics(timeout=10).topics
 
 
+def test_group_configs_need_describe_and_alter_configs_on_the_group(guarded):
+    """Describing a group's configs needs DescribeConfigs on the group, altering them
+    AlterConfigs: without, GROUP_AUTHORIZATION_FAILED, and nothing changes."""
+    from confluent_kafka import KafkaException
+    from test_share_groups import alter_group_configs, describe_group_configs
+
+    floe = guarded
+    root = admin(floe, SUPER)
+
+    def refused(call):
+        try:
+            call()
+        except KafkaException as e:
+            return e.args[0].code() == 30  # GROUP_AUTHORIZATION_FAILED  # noqa: PLR2004
+        return False
+
+    alice = conf(floe, "alice")
+    assert refused(lambda: describe_group_configs(floe.bootstrap, "workers", alice))
+    assert refused(lambda: alter_group_configs(floe.bootstrap, "workers", {"share.isolation.level": "read_committed"},
+                                               alice))
+    for f in root.create_acls([binding("GROUP", "workers", "alice", "DESCRIBE_CONFIGS")]).values():
+        f.result(10)
+    assert describe_group_configs(floe.bootstrap, "workers", alice)["share.isolation.level"][0] == "read_uncommitted"
+    assert refused(lambda: alter_group_configs(floe.bootstrap, "workers", {"share.isolation.level": "read_committed"},
+                                               alice))
+    for f in root.create_acls([binding("GROUP", "workers", "alice", "ALTER_CONFIGS")]).values():
+        f.result(10)
+    alter_group_configs(floe.bootstrap, "workers", {"share.isolation.level": "read_committed"}, alice)
+    assert describe_group_configs(floe.bootstrap, "workers", alice)["share.isolation.level"][0] == "read_committed"
+
+
 def test_share_groups_need_read_on_the_group_and_the_topic(guarded):
     """A share consumer reads only with Read on its share group and on the topic, as a
     consumer group member does: without the group ACL it gets nothing and hears why."""

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 from conftest import FLOE_BIN, create_topic, scrape_metrics, unique_name, wait_until
 
@@ -561,3 +562,194 @@ def test_share_group_admin_apis_describe_alter_and_delete(floe):
     wait_until(deleted, 60, "the share group's offsets of the topic deleted")
     assert not (_share_offsets(bootstrap, group)["topics"] or []), "no share partitions left"
     assert _share_describe(bootstrap, unique_name("nobody"))["error"] == 69, "GROUP_ID_NOT_FOUND"
+
+
+def alter_group_configs(bootstrap: str, group: str, configs: dict, conf: dict | None = None):
+    """IncrementalAlterConfigs on the GROUP resource, as `kafka-configs --entity-type groups`
+    sends it: SET each value, DELETE where the value is None."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    a = AdminClient({"bootstrap.servers": bootstrap, **(conf or {})})
+    entries = [ConfigEntry(k, v if v is not None else "",
+                           incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+               for k, v in configs.items()]
+    for f in a.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                         incremental_configs=entries)]).values():
+        f.result(10)
+
+
+def describe_group_configs(bootstrap: str, group: str, conf: dict | None = None) -> dict:
+    """DescribeConfigs of a GROUP resource: name -> (value, source)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    a = AdminClient({"bootstrap.servers": bootstrap, **(conf or {})})
+    for f in a.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values():
+        return {name: (e.value, getattr(e.source, "value", e.source)) for name, e in f.result(10).items()}
+    raise AssertionError("no answer")
+
+
+def _share_heartbeat_interval(bootstrap: str, group: str, topic: str) -> int:
+    """Joins share group `group` with ShareGroupHeartbeat v1 and leaves it: the heartbeat
+    interval the coordinator gave."""
+    from helpers.kafka_wire import Writer, call
+
+    member = str(uuid.uuid4())
+
+    def heartbeat(epoch, topics):
+        body = Writer().string(group).string(member).i32(epoch).string(None).array(topics, Writer.string).tags()
+        r = call(bootstrap, 76, 1, body)
+        r.i32()
+        error, message = r.i16(), r.string()
+        assert error == 0, (error, message)
+        r.string()
+        return r.i32(), r.i32()
+
+    epoch, interval = heartbeat(0, [topic])
+    heartbeat(-1, None)
+    return interval
+
+
+def _consumer_heartbeat_interval(bootstrap: str, group: str, topic: str) -> int:
+    """Joins consumer-protocol group `group` with ConsumerGroupHeartbeat v0 and leaves it: the
+    heartbeat interval the coordinator gave."""
+    from helpers.kafka_wire import Writer, call
+
+    member = str(uuid.uuid4())
+
+    def heartbeat(epoch, topics):
+        body = (Writer().string(group).string(member).i32(epoch).string(None).string(None).i32(30_000)
+                .array(topics, Writer.string).string(None).array(None, Writer.string).tags())
+        r = call(bootstrap, 68, 0, body)
+        r.i32()
+        error, message = r.i16(), r.string()
+        assert error == 0, (error, message)
+        r.string()
+        return r.i32(), r.i32()
+
+    epoch, interval = heartbeat(0, [topic])
+    heartbeat(-1, None)
+    return interval
+
+
+def test_group_configs_set_one_groups_start_lock_and_heartbeat_within_the_broker_bounds(floe):
+    """Kafka's GROUP config resource: share.auto.offset.reset, share.record.lock.duration.ms and
+    the heartbeat intervals set for one group apply to it alone, are described with source
+    GROUP_CONFIG, and are refused outside the bounds the broker configs set."""
+    from confluent_kafka import AcknowledgeType, KafkaException
+    from confluent_kafka.admin import ConfigSource
+
+    bootstrap = floe.bootstrap
+    topic = unique_name("queue")
+    create_topic(bootstrap, topic, 1)
+    produce_values(bootstrap, topic, 5, "old")
+    configured, plain = unique_name("configured"), unique_name("plain")
+
+    # Kafka's bounds hold by default: 2 s is under group.share.min.record.lock.duration.ms.
+    try:
+        alter_group_configs(bootstrap, configured, {"share.record.lock.duration.ms": "2000"})
+        raise AssertionError("a lock duration under the broker's minimum was accepted")
+    except KafkaException as e:
+        assert "group.share.min.record.lock.duration.ms" in str(e), e
+    set_broker_configs(bootstrap, {"group.share.min.record.lock.duration.ms": "1000"})
+    alter_group_configs(bootstrap, configured, {"share.auto.offset.reset": "earliest",
+                                                "share.record.lock.duration.ms": "2000",
+                                                "share.heartbeat.interval.ms": "7000"})
+    described = describe_group_configs(bootstrap, configured)
+    assert described["share.record.lock.duration.ms"] == ("2000", ConfigSource.GROUP_CONFIG.value), described
+    assert described["share.auto.offset.reset"][0] == "earliest", described
+    assert described["share.session.timeout.ms"] == ("45000", ConfigSource.DEFAULT_CONFIG.value), described
+    assert describe_group_configs(bootstrap, plain)["share.auto.offset.reset"][0] == "latest"
+
+    # share.auto.offset.reset: the configured group reads the records written before it
+    # started; the plain one starts at the log end (Kafka's default, latest).
+    def first_records(group, want):
+        c = share_consumer(bootstrap, group, topic)
+        got = []
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len(got) < want:
+                for m in poll_records(c):
+                    got.append(m.value().decode())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                c.commit_sync()
+                if group == plain and not got:
+                    produce_values(bootstrap, topic, 1, "new")
+        finally:
+            c.close()
+        return got
+
+    assert first_records(configured, 5)[:5] == [f"old-{i}" for i in range(5)]
+    assert all(v.startswith("new") for v in first_records(plain, 1)), "the plain group started at the end"
+
+    # share.record.lock.duration.ms: records a SIGKILLed consumer held come back after 2 s,
+    # not the 30 s the cluster's default would take.
+    produce_values(bootstrap, topic, 10, "held")
+    holder = subprocess.Popen([sys.executable, HOLDER, "--bootstrap", bootstrap, "--group", configured,
+                               "--topic", topic], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        held = json.loads(holder.stdout.readline())["offsets"]
+        assert held, "the holder took records"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        killed_at = time.monotonic()
+        c = share_consumer(bootstrap, configured, topic)
+        redelivered_after = None
+        try:
+            while time.monotonic() - killed_at < 20 and redelivered_after is None:
+                for m in poll_records(c, 0.5):
+                    if m.offset() in held and redelivered_after is None:
+                        redelivered_after = time.monotonic() - killed_at
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                c.commit_sync()
+        finally:
+            c.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert redelivered_after is not None and 1.0 <= redelivered_after < 15, \
+        f"held records redelivered after the group's 2 s lock, not 30 s: {redelivered_after}"
+
+    # Heartbeat intervals: the configured groups get theirs, others the broker's.
+    assert _share_heartbeat_interval(bootstrap, configured, topic) == 7000
+    assert _share_heartbeat_interval(bootstrap, plain, topic) == 5000
+    consumers = unique_name("consumers")
+    alter_group_configs(bootstrap, consumers, {"consumer.heartbeat.interval.ms": "6000"})
+    assert _consumer_heartbeat_interval(bootstrap, consumers, topic) == 6000
+    assert _consumer_heartbeat_interval(bootstrap, unique_name("other"), topic) == 5000
+
+    # DELETE goes back to the broker's value; unknown names and bad values are refused.
+    alter_group_configs(bootstrap, configured, {"share.heartbeat.interval.ms": None})
+    assert _share_heartbeat_interval(bootstrap, configured, topic) == 5000
+    for bad in ({"retention.ms": "1000"}, {"share.auto.offset.reset": "by_duration:-PT1H"},
+                {"share.isolation.level": "serializable"}, {"consumer.session.timeout.ms": "1000"}):
+        try:
+            alter_group_configs(bootstrap, configured, bad)
+            raise AssertionError(f"{bad} was accepted")
+        except KafkaException as e:
+            assert e.args[0].code() == 40, f"INVALID_CONFIG for {bad}: {e}"  # noqa: PLR2004
+
+
+def test_share_auto_offset_reset_by_duration_starts_at_records_that_recent(floe):
+    """share.auto.offset.reset=by_duration:PT... starts a share group at the records written in
+    that window before it first read the partition, not at the log start or end."""
+    from confluent_kafka import AcknowledgeType
+
+    bootstrap = floe.bootstrap
+    topic, group = unique_name("queue"), unique_name("recent")
+    create_topic(bootstrap, topic, 1)
+    produce_values(bootstrap, topic, 5, "old")
+    time.sleep(12)
+    produce_values(bootstrap, topic, 5, "recent")
+    alter_group_configs(bootstrap, group, {"share.auto.offset.reset": "by_duration:PT6S"})
+    c = share_consumer(bootstrap, group, topic)
+    got = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got) < 5:
+            for m in poll_records(c):
+                got.append(m.value().decode())
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+    finally:
+        c.close()
+    assert got == [f"recent-{i}" for i in range(5)], got

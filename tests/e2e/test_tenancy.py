@@ -463,3 +463,31 @@ def test_share_groups_of_two_tenants_with_the_same_names_stay_apart(tenants):
         c.close()
     for tenant in TENANTS:
         assert sorted(got[tenant]) == sorted(f"{tenant}-{i}" for i in range(10)), got
+
+
+def test_group_configs_belong_to_the_tenant_that_set_them(tenants):
+    """acme sets a config on its group `workers`: globex's `workers` keeps the default, globex
+    cannot reach acme's by the stored name, and neither may alter the cluster's configs."""
+    from confluent_kafka import KafkaException
+    from test_share_groups import alter_group_configs, describe_group_configs
+
+    floe = tenants
+    alter_group_configs(floe.bootstrap, "workers", {"share.auto.offset.reset": "earliest"}, conf(floe, "acme"))
+    reset = lambda tenant, group: describe_group_configs(floe.bootstrap, group, conf(floe, tenant))[  # noqa: E731
+        "share.auto.offset.reset"][0]
+    assert reset("acme", "workers") == "earliest"
+    assert reset("globex", "workers") == "latest"
+    assert reset("globex", "acme~workers") == "latest", "the stored name is just another name in globex"
+    alter_group_configs(floe.bootstrap, "acme~workers", {"share.auto.offset.reset": "latest"}, conf(floe, "globex"))
+    assert reset("acme", "workers") == "earliest", "globex's change landed in its own namespace"
+    try:
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+        a = AdminClient(conf(floe, "acme"))
+        entry = ConfigEntry("group.share.min.record.lock.duration.ms", "1000",
+                            incremental_operation=AlterConfigOpType.SET)
+        for f in a.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1",
+                                                             incremental_configs=[entry])]).values():
+            f.result(10)
+        raise AssertionError("a tenant altered a broker config")
+    except KafkaException as e:
+        assert e.args[0].code() == 31, e  # CLUSTER_AUTHORIZATION_FAILED  # noqa: PLR2004

@@ -8,4 +8,4 @@ pub mod wakeups;
 
 pub use read::{FetchError, PartitionRead, ReadLimits, TimestampHit, read_partition, records_at_timestamp};
 pub(crate) use read::{ObjectAt, batches_with_offsets, entry_bytes};
-pub use records::{FetchedRecord, consumer_batches, fetched_records};
+pub use records::{FetchedRecord, consumer_batches, fetched_records, record_runs};

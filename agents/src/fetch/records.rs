@@ -71,6 +71,25 @@ pub fn fetched_records(
     Ok(out)
 }
 
+/// The offsets a batch holds records at, as runs of consecutive offsets: the batch's whole span,
+/// or, where key compaction removed records inside it, the runs around the holes.
+pub fn record_runs(header: &BatchHeader, batch: &Bytes) -> Result<Vec<(i64, i64)>, RecordsError> {
+    let end = header.base_offset + i64::from(header.last_offset_delta);
+    if i64::from(header.record_count) > i64::from(header.last_offset_delta) {
+        return Ok(vec![(header.base_offset, end)]);
+    }
+    let payload = records::decompress(header, batch, BATCH_DECOMPRESSED_BYTES_MAX)?;
+    let mut runs: Vec<(i64, i64)> = Vec::new();
+    for view in records::records(&payload) {
+        let offset = header.base_offset + i64::from(view?.offset_delta);
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == offset => *last = offset,
+            _ => runs.push((offset, offset)),
+        }
+    }
+    Ok(runs)
+}
+
 fn push_records(
     header: &BatchHeader,
     batch: &Bytes,
@@ -98,4 +117,32 @@ fn push_records(
         out.push(FetchedRecord { offset, timestamp, log_append_time, key: view.key, value: view.value, headers });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::records::Compression;
+
+    use super::*;
+    use crate::record_batch::tests::encode_batch;
+
+    /// A whole batch is one run; one key compaction left holes in splits around them, in every
+    /// codec.
+    #[test]
+    fn record_runs_skip_the_holes_key_compaction_left_inside_a_batch() {
+        for (compression, codec) in [(Compression::None, 0), (Compression::Lz4, 3), (Compression::Zstd, 4)] {
+            let batch = encode_batch(8, compression);
+            let header = BatchHeader::parse(&batch).expect("parses");
+            assert_eq!(record_runs(&header, &batch).expect("runs"), vec![(0, 7)]);
+            let payload = records::decompress(&header, &batch, 1 << 20).expect("decompresses");
+            let kept: Vec<records::RecordView> = records::records(&payload)
+                .filter_map(Result::ok)
+                .filter(|r| ![1, 2, 5].contains(&r.offset_delta))
+                .collect();
+            let cleaned = records::rebuild(&header, &batch, 100, &kept, codec, None).expect("rebuilds");
+            let header = BatchHeader::parse(&cleaned).expect("parses");
+            let runs = record_runs(&header, &cleaned).expect("runs");
+            assert_eq!(runs, vec![(100, 100), (103, 104), (106, 107)], "{compression:?}");
+        }
+    }
 }

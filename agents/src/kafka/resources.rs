@@ -24,8 +24,16 @@ use crate::access::Access;
 
 /// DescribeConfigs/AlterConfigs resource type of a topic.
 pub(super) const CONFIG_RESOURCE_TOPIC: i8 = 2;
+/// DescribeConfigs/AlterConfigs resource type of a group (KIP-848).
+pub(super) const CONFIG_RESOURCE_GROUP: i8 = 32;
 
-const BROKER_CONFIGS_REFUSED: &str = "a tenant may alter only its own topics' configs";
+/// Config resources named like topics and groups: authorized by their own ACLs and scoped to
+/// the caller's tenant.
+pub(super) fn is_named_resource(resource_type: i8) -> bool {
+    matches!(resource_type, CONFIG_RESOURCE_TOPIC | CONFIG_RESOURCE_GROUP)
+}
+
+const BROKER_CONFIGS_REFUSED: &str = "a tenant may alter only its own topics' and groups' configs";
 
 /// What one Kafka API names, declared in the API's module.
 pub(super) trait Resources: Request {
@@ -383,9 +391,9 @@ impl<'a> Walk<'a> {
         result
     }
 
-    /// Config resources: a topic by its own ACLs, a broker (or its loggers) through the
-    /// cluster's; a refused one is taken out. A tenant may alter only its topics' configs:
-    /// `Err` when it tries to alter another resource.
+    /// Config resources: a topic or group by its own ACLs, a broker (or its loggers) through
+    /// the cluster's; a refused one is taken out. A tenant may alter only its topics' and
+    /// groups' configs: `Err` when it tries to alter another resource.
     pub(super) fn configs<T>(
         &mut self,
         items: &mut Vec<T>,
@@ -395,10 +403,10 @@ impl<'a> Walk<'a> {
         let Walk { pass, refused, .. } = self;
         match pass {
             Pass::Scope(scope) => {
-                let mut topics = Vec::with_capacity(items.len());
+                let mut names = Vec::with_capacity(items.len());
                 for item in items.iter_mut() {
                     match resource(item) {
-                        (CONFIG_RESOURCE_TOPIC, name) => topics.push(name),
+                        (resource_type, name) if is_named_resource(resource_type) => names.push(name),
                         _ if operation == Op::AlterConfigs => {
                             let error = code::CLUSTER_AUTHORIZATION_FAILED;
                             return Err(Refusal { error, message: Some(BROKER_CONFIGS_REFUSED) });
@@ -406,7 +414,7 @@ impl<'a> Walk<'a> {
                         _ => {}
                     }
                 }
-                topics.into_iter().for_each(|name| scope.name(name));
+                names.into_iter().for_each(|name| scope.name(name));
             }
             Pass::Authorize(check) => {
                 let mut kept = Vec::with_capacity(items.len());
@@ -414,6 +422,8 @@ impl<'a> Walk<'a> {
                     let (resource_type, name) = resource(&mut item);
                     let (allowed, error) = if resource_type == CONFIG_RESOURCE_TOPIC {
                         (check.may(operation, Res::Topic, name), code::TOPIC_AUTHORIZATION_FAILED)
+                    } else if resource_type == CONFIG_RESOURCE_GROUP {
+                        (check.may(operation, Res::Group, name), code::GROUP_AUTHORIZATION_FAILED)
                     } else {
                         let allowed = check.access.allows_cluster(check.state, operation);
                         (allowed, code::CLUSTER_AUTHORIZATION_FAILED)

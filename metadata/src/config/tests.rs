@@ -454,3 +454,59 @@ fn table_partitioning_names_a_transform_and_maybe_a_field() {
     check("floe.table.commit.interval.ms", "50", Err(()));
     check("floe.table.target.file.bytes", "1048576", Ok("1048576"));
 }
+
+#[test]
+fn share_offset_reset_reads_earliest_latest_and_iso_durations() {
+    use ShareOffsetReset::{ByDuration, Earliest, Latest};
+    let cases = [
+        ("earliest", Some(Earliest)),
+        ("latest", Some(Latest)),
+        ("by_duration:PT15M", Some(ByDuration(900_000))),
+        ("by_duration:P1DT2H", Some(ByDuration(93_600_000))),
+        ("by_duration:pt0.5s", Some(ByDuration(500))),
+        ("by_duration:P2D", Some(ByDuration(172_800_000))),
+        ("by_duration:PT1H30M20.125S", Some(ByDuration(5_420_125))),
+        ("by_duration:PT0S", Some(ByDuration(0))),
+        ("by_duration:", None),
+        ("by_duration:P", None),
+        ("by_duration:PT", None),
+        ("by_duration:PT-5M", None),
+        ("by_duration:-PT5M", None),
+        ("by_duration:PT5M1H", None),
+        ("by_duration:P1H", None),
+        ("by_duration:PT1.S", Some(ByDuration(1_000))),
+        ("by_duration:PT.5S", None),
+        ("by_duration:P106751991167301D", None),
+        ("Earliest", None),
+        ("none", None),
+    ];
+    for (value, want) in cases {
+        assert_eq!(share_offset_reset(value), want, "{value}");
+        let checked = validate_group_config("share.auto.offset.reset", value);
+        assert_eq!(checked.is_ok(), want.is_some(), "{value}: {checked:?}");
+    }
+    assert!(validate_broker_config("floe.share.auto.offset.reset", "by_duration:PT1H").is_ok());
+}
+
+/// Every group config falls back to a broker config of its type and default, and names as
+/// bounds two dynamic broker configs whose defaults hold its default.
+#[test]
+fn group_configs_fall_back_to_broker_configs_within_their_bounds() {
+    for def in GROUP_CONFIGS {
+        let broker = def.broker_synonym.and_then(broker_config);
+        let broker = broker.unwrap_or_else(|| panic!("{} has no broker fallback", def.name));
+        assert_eq!((broker.config_type, broker.default), (def.config_type, def.default), "{}", def.name);
+        if let Some((min, max)) = def.bounds {
+            let bound = |name: &str| {
+                let b = broker_config(name).unwrap_or_else(|| panic!("{name} is not a broker config"));
+                assert!(!b.read_only && b.applicability == Applicability::Applied, "{name} must apply");
+                b.default.and_then(|d| d.parse::<i64>().ok()).unwrap_or_else(|| panic!("{name} default"))
+            };
+            let value: i64 = def.default.and_then(|d| d.parse().ok()).unwrap_or_default();
+            assert!((bound(min)..=bound(max)).contains(&value), "{} default outside its bounds", def.name);
+        }
+    }
+    assert!(validate_group_config("share.record.lock.duration.ms", "999").is_err());
+    assert!(validate_group_config("share.isolation.level", "read_committed").is_ok());
+    assert!(matches!(validate_group_config("retention.ms", "1"), Err(ConfigError::UnknownName { .. })));
+}

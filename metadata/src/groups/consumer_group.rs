@@ -13,10 +13,10 @@ use super::{
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
 use crate::state::{GroupKind, GroupMembership, MemberRecord, State, TopicId};
 
-/// The consumer-protocol groups' settings (dynamic broker configs; defaults in the config
-/// catalog).
-pub(super) const SESSION_TIMEOUT_MS: &str = "group.consumer.session.timeout.ms";
-pub(super) const HEARTBEAT_INTERVAL_MS: &str = "group.consumer.heartbeat.interval.ms";
+/// A consumer-protocol group's settings: group configs, which fall back to the
+/// `group.consumer.*` broker configs when the group sets none.
+pub(super) const SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
+pub(super) const HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
 /// Capped at [`GROUP_MEMBERS_MAX`] whatever it is set to.
 pub(super) const MAX_SIZE: &str = "group.consumer.max.size";
 /// Topics one member may subscribe to by name.
@@ -233,8 +233,9 @@ impl ConsumerGroup {
     }
 
     /// The membership to store, with what each member holds or is still revoking.
-    fn membership(&self, state: &State) -> GroupMembership {
-        let session = i32::try_from(setting(state, SESSION_TIMEOUT_MS)).unwrap_or(i32::MAX);
+    fn membership(&self, state: &State, group_id: &str) -> GroupMembership {
+        let session = state.group_config_i64(group_id, SESSION_TIMEOUT_MS).unwrap_or(0);
+        let session = i32::try_from(session).unwrap_or(i32::MAX);
         let members = self
             .members
             .iter()
@@ -273,8 +274,8 @@ impl ConsumerGroup {
     }
 
     /// The membership to store if it differs from what was stored last.
-    fn changed_membership(&mut self, state: &State) -> Option<GroupMembership> {
-        let now = self.membership(state);
+    fn changed_membership(&mut self, state: &State, group_id: &str) -> Option<GroupMembership> {
+        let now = self.membership(state, group_id);
         (self.stored.as_ref() != Some(&now)).then(|| {
             self.stored = Some(now.clone());
             now
@@ -308,7 +309,7 @@ impl ConsumerGroup {
 
     /// The group as the classic DescribeGroups shows it.
     pub(super) fn describe_classic(&self, group_id: &str, state: &State) -> super::GroupDescription {
-        let membership = self.membership(state);
+        let membership = self.membership(state, group_id);
         super::GroupDescription {
             group_id: group_id.to_owned(),
             state: self.state_name().into(),
@@ -345,7 +346,8 @@ impl ConsumerGroup {
     /// Removes members whose session passed or who did not revoke in time. Returns the
     /// membership to store when anything changed.
     pub(super) fn expire(&mut self, group_id: &str, state: &State, now: Instant) -> Option<GroupMembership> {
-        let session = Duration::from_millis(u64::try_from(setting(state, SESSION_TIMEOUT_MS)).unwrap_or(0));
+        let session = state.group_config_i64(group_id, SESSION_TIMEOUT_MS).unwrap_or(0);
+        let session = Duration::from_millis(u64::try_from(session).unwrap_or(0));
         let gone: Vec<String> = self
             .members
             .iter()
@@ -356,7 +358,7 @@ impl ConsumerGroup {
             tracing::info!(group = %group_id, member = %id, "consumer group member removed (session or revocation timeout)");
             self.remove(id);
         }
-        if gone.is_empty() { None } else { self.changed_membership(state) }
+        if gone.is_empty() { None } else { self.changed_membership(state, group_id) }
     }
 }
 
@@ -421,7 +423,8 @@ pub(super) fn heartbeat(
         }
     };
     tables.classic.remove(&request.group_id);
-    let interval = i32::try_from(setting(state, HEARTBEAT_INTERVAL_MS)).unwrap_or(5_000);
+    let interval = state.group_config_i64(&request.group_id, HEARTBEAT_INTERVAL_MS).unwrap_or(5_000);
+    let interval = i32::try_from(interval).unwrap_or(5_000);
     if request.member_epoch < 0 {
         let is_static = group.members.get(&request.member_id).map(|m| m.instance_id.is_some());
         match (request.member_epoch, is_static) {
@@ -439,7 +442,7 @@ pub(super) fn heartbeat(
             heartbeat_interval_ms: interval,
             assignment: None,
         };
-        return Ok((answer, group.changed_membership(state)));
+        return Ok((answer, group.changed_membership(state, &request.group_id)));
     }
     let owned = request
         .owned
@@ -541,7 +544,7 @@ pub(super) fn heartbeat(
         heartbeat_interval_ms: interval,
         assignment: (changed || joining || out_of_sync).then(|| to_wire(&member.assignment.assigned)),
     };
-    Ok((answer, group.changed_membership(state)))
+    Ok((answer, group.changed_membership(state, &request.group_id)))
 }
 
 /// The consumer group `group_id`, live or as stored, if it is one.

@@ -598,12 +598,18 @@ impl GroupCoordinator {
                 }
             }
             GroupRequest::ShareWork(work) => {
-                let now = node.clock().now();
-                let ops =
-                    self.with_tables(node, |tables, state| super::share_group::work_ops(tables, state, &work, now))?;
+                let (now, now_ms) = (node.clock().now(), node.clock().now_ms());
+                let ops = self.with_tables(node, |tables, state| {
+                    super::share_group::work_ops(tables, state, &work, now, now_ms)
+                })?;
                 let answer = match ops {
                     Err(e) => Err(e),
-                    Ok(ops) => self.share.write(node, ops).await.map(|r| super::share_group::work_result(&work, r)),
+                    // Every partition idle, nothing acknowledged: nothing to write.
+                    Ok(plan) if plan.ops.is_empty() => Ok(super::share_group::work_result(&work, &plan, Vec::new())),
+                    Ok(mut plan) => {
+                        let ops = std::mem::take(&mut plan.ops);
+                        self.share.write(node, ops).await.map(|r| super::share_group::work_result(&work, &plan, r))
+                    }
                 };
                 (GroupResponse::ShareWork(answer), 0)
             }

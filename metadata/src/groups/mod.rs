@@ -75,7 +75,7 @@ pub enum GroupError {
     UnsupportedAssignor,
     /// Refused by the state machine for a reason the client sees as that command's Kafka error:
     /// a transactional offset commit refused by the transaction's state, or a tenant at its
-    /// share of the groups table.
+    /// share of the groups or share partitions tables.
     #[error(transparent)]
     Transaction(crate::command::CommandError),
     /// A share acknowledgement of records the member does not hold locked (or whose lock

@@ -16,6 +16,7 @@ use super::{
     ShareWorkResult, assigned_partitions, encode_assignment, encode_subscription, setting, subscribed_topics,
 };
 use crate::command::{Command, CommandError, Outcome};
+use crate::config::{self, ShareOffsetReset};
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
 use crate::node::MetadataNode;
 use crate::state::{
@@ -23,16 +24,16 @@ use crate::state::{
     SHARE_UPDATE_WEIGHT_MAX, ShareLag, ShareOp, ShareSettings, State, TopicId,
 };
 
-/// The share groups' settings (dynamic broker configs; defaults in the config catalog).
-const SESSION_TIMEOUT_MS: &str = "group.share.session.timeout.ms";
-const HEARTBEAT_INTERVAL_MS: &str = "group.share.heartbeat.interval.ms";
+/// A share group's settings: group configs, which fall back to the `group.share.*` broker
+/// configs (and `floe.share.auto.offset.reset`) when the group sets none.
+const SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
+const HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
+const LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
+const DELIVERY_LIMIT: &str = "share.delivery.count.limit";
+const MAX_RECORD_LOCKS: &str = "share.partition.max.record.locks";
+const AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+/// Members of one share group (a broker config only).
 const MAX_SIZE: &str = "group.share.max.size";
-const LOCK_DURATION_MS: &str = "group.share.record.lock.duration.ms";
-const DELIVERY_LIMIT: &str = "group.share.delivery.count.limit";
-const MAX_RECORD_LOCKS: &str = "group.share.partition.max.record.locks";
-/// Where a share partition starts when first read: Floe's cluster-wide default for the group
-/// config of the same meaning (`share.auto.offset.reset`), `latest` as in Kafka.
-const AUTO_OFFSET_RESET: &str = "floe.share.auto.offset.reset";
 /// Topics one member may subscribe to by name.
 const SUBSCRIBED_TOPICS_MAX: usize = 10_000;
 /// The only assignor share groups have (Kafka's `group.share.assignors` default).
@@ -176,8 +177,8 @@ impl ShareGroup {
         removed
     }
 
-    fn membership(&self, state: &State) -> GroupMembership {
-        let session = i32::try_from(setting(state, SESSION_TIMEOUT_MS)).unwrap_or(i32::MAX);
+    fn membership(&self, state: &State, group_id: &str) -> GroupMembership {
+        let session = i32::try_from(session_timeout_ms(state, group_id)).unwrap_or(i32::MAX);
         let members = self
             .members
             .iter()
@@ -211,8 +212,8 @@ impl ShareGroup {
         }
     }
 
-    fn changed_membership(&mut self, state: &State) -> Option<GroupMembership> {
-        let now = self.membership(state);
+    fn changed_membership(&mut self, state: &State, group_id: &str) -> Option<GroupMembership> {
+        let now = self.membership(state, group_id);
         (self.stored.as_ref() != Some(&now)).then(|| {
             self.stored = Some(now.clone());
             now
@@ -234,7 +235,7 @@ impl ShareGroup {
         state: &State,
         now: Instant,
     ) -> Option<(GroupMembership, Vec<String>)> {
-        let session = Duration::from_millis(u64::try_from(setting(state, SESSION_TIMEOUT_MS)).unwrap_or(0));
+        let session = Duration::from_millis(u64::try_from(session_timeout_ms(state, group_id)).unwrap_or(0));
         let gone: Vec<String> = self
             .members
             .iter()
@@ -245,7 +246,7 @@ impl ShareGroup {
             tracing::info!(group = %group_id, member = %id, "share group member removed (session timeout)");
             self.remove(id);
         }
-        if gone.is_empty() { None } else { self.changed_membership(state).map(|m| (m, gone)) }
+        if gone.is_empty() { None } else { self.changed_membership(state, group_id).map(|m| (m, gone)) }
     }
 }
 
@@ -303,7 +304,7 @@ pub(super) fn heartbeat(
 ) -> Result<(ShareHeartbeatResponse, HeartbeatEffects), GroupError> {
     validate(&request)?;
     let group = load(tables, state, &request.group_id, now)?;
-    let interval = i32::try_from(setting(state, HEARTBEAT_INTERVAL_MS)).unwrap_or(5_000);
+    let interval = i32::try_from(group_setting(state, &request.group_id, HEARTBEAT_INTERVAL_MS)).unwrap_or(5_000);
     if request.member_epoch < 0 {
         if !group.remove(&request.member_id) {
             return Err(GroupError::UnknownMemberId);
@@ -314,7 +315,7 @@ pub(super) fn heartbeat(
             heartbeat_interval_ms: interval,
             assignment: None,
         };
-        return Ok((answer, (group.changed_membership(state), vec![request.member_id])));
+        return Ok((answer, (group.changed_membership(state, &request.group_id), vec![request.member_id])));
     }
     let joining = request.member_epoch == 0;
     let member_id = if request.member_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { request.member_id };
@@ -387,33 +388,80 @@ pub(super) fn heartbeat(
                 .collect()
         }),
     };
-    Ok((answer, (group.changed_membership(state), Vec::new())))
+    Ok((answer, (group.changed_membership(state, &request.group_id), Vec::new())))
 }
 
-/// The settings an acquisition for this cluster applies now.
-fn settings(state: &State) -> ShareSettings {
+/// A numeric setting of share group `group_id` ([`State::group_config_i64`]).
+fn group_setting(state: &State, group_id: &str, name: &str) -> i64 {
+    state.group_config_i64(group_id, name).unwrap_or(0)
+}
+
+/// The session timeout of share group `group_id`.
+fn session_timeout_ms(state: &State, group_id: &str) -> i64 {
+    group_setting(state, group_id, SESSION_TIMEOUT_MS)
+}
+
+/// Where share group `group_id` starts a partition it has not read before.
+fn offset_reset(state: &State, group_id: &str) -> ShareOffsetReset {
+    state
+        .group_config(group_id, AUTO_OFFSET_RESET)
+        .and_then(config::share_offset_reset)
+        .unwrap_or(ShareOffsetReset::Latest)
+}
+
+/// The settings an acquisition for share group `group_id` applies now.
+fn settings(state: &State, group_id: &str) -> ShareSettings {
     ShareSettings {
-        lock_duration_ms: setting(state, LOCK_DURATION_MS).max(1),
-        delivery_limit: i16::try_from(setting(state, DELIVERY_LIMIT)).unwrap_or(i16::MAX).max(1),
-        max_in_flight: setting(state, MAX_RECORD_LOCKS).clamp(1, SHARE_RECORD_LOCKS_MAX),
-        start_at_earliest: state.broker_configs.get(AUTO_OFFSET_RESET).is_some_and(|v| v == "earliest"),
+        lock_duration_ms: group_setting(state, group_id, LOCK_DURATION_MS).max(1),
+        delivery_limit: i16::try_from(group_setting(state, group_id, DELIVERY_LIMIT)).unwrap_or(i16::MAX).max(1),
+        max_in_flight: group_setting(state, group_id, MAX_RECORD_LOCKS).clamp(1, SHARE_RECORD_LOCKS_MAX),
+        start_at_earliest: offset_reset(state, group_id) == ShareOffsetReset::Earliest,
     }
+}
+
+/// Where a share partition not read before starts when the group resets `by_duration:`: at the
+/// first stored chunk holding a record written at or after `now_ms - duration` (a few earlier
+/// records of that chunk may be delivered too), or at the log end.
+fn start_by_duration(state: &State, topic_id: TopicId, partition: i32, duration_ms: i64, now_ms: i64) -> Option<i64> {
+    let log = state.partition(topic_id, partition)?;
+    let since = now_ms.saturating_sub(duration_ms);
+    Some(log.entry_for_timestamp(since).map_or(log.next_offset, |e| e.base_offset.max(log.log_start_offset)))
 }
 
 /// The operations one ShareFetch or ShareAcknowledge asks for, after checking its member is in
 /// the group. Acknowledgements come first, so records released are acquirable at once.
+/// The operations one request becomes, and how to read their results back.
+pub(super) struct WorkPlan {
+    pub(super) ops: Vec<ShareOp>,
+    /// Operations that come first to start share partitions at a time (`by_duration:`).
+    started: usize,
+    /// For each partition to acquire from: whether it was left out, as it would take nothing.
+    idle: Vec<bool>,
+}
+
 pub(super) fn work_ops(
     tables: &mut Tables,
     state: &State,
     work: &ShareWork,
     now: Instant,
-) -> Result<Vec<ShareOp>, GroupError> {
+    now_ms: i64,
+) -> Result<WorkPlan, GroupError> {
     let group = load(tables, state, &work.group_id, now)?;
     if !group.members.contains_key(&work.member_id) {
         return Err(GroupError::UnknownMemberId);
     }
     let key = |t: TopicId, p: i32| (work.group_id.clone(), t, p);
     let mut ops = Vec::new();
+    if let ShareOffsetReset::ByDuration(duration_ms) = offset_reset(state, &work.group_id) {
+        for (t, p) in &work.acquire {
+            if !state.share_partitions.contains_key(&key(*t, *p))
+                && let Some(offset) = start_by_duration(state, *t, *p, duration_ms, now_ms)
+            {
+                ops.push(ShareOp::StartAt { key: key(*t, *p), offset });
+            }
+        }
+    }
+    let started = ops.len();
     for (t, p, ranges) in &work.unsent {
         ops.push(ShareOp::ReturnUnsent { key: key(*t, *p), member: work.member_id.clone(), ranges: ranges.clone() });
     }
@@ -423,25 +471,37 @@ pub(super) fn work_ops(
     if work.release_all {
         ops.push(ShareOp::ReleaseMember { group_id: work.group_id.clone(), member: work.member_id.clone() });
     }
-    let settings = settings(state);
+    let settings = settings(state, &work.group_id);
+    let mut idle = Vec::with_capacity(work.acquire.len());
     for (t, p) in &work.acquire {
-        ops.push(ShareOp::Acquire {
-            key: key(*t, *p),
-            member: work.member_id.clone(),
-            max_records: work.max_records,
-            read_committed: work.read_committed,
-            settings,
-        });
+        let key = key(*t, *p);
+        let nothing = state.acquires_nothing(&key, work.read_committed, &settings, now_ms);
+        idle.push(nothing);
+        if !nothing {
+            ops.push(ShareOp::Acquire {
+                key,
+                member: work.member_id.clone(),
+                max_records: work.max_records,
+                read_committed: work.read_committed,
+                settings,
+            });
+        }
     }
-    Ok(ops)
+    Ok(WorkPlan { ops, started, idle })
 }
 
 /// Splits the results of [`work_ops`] back into the request's parts.
-pub(super) fn work_result(work: &ShareWork, results: Vec<Result<Vec<AcquiredRange>, CommandError>>) -> ShareWorkResult {
-    let mut results = results.into_iter().skip(work.unsent.len());
+pub(super) fn work_result(
+    work: &ShareWork,
+    plan: &WorkPlan,
+    results: Vec<Result<Vec<AcquiredRange>, CommandError>>,
+) -> ShareWorkResult {
+    let mut results = results.into_iter().skip(plan.started + work.unsent.len());
     let error = |e: CommandError| match e {
         CommandError::InvalidRecordState(why) => GroupError::InvalidRecordState(why),
         CommandError::UnknownTopicOrPartition => GroupError::UnknownTopicOrPartition,
+        // A tenant or group at its share of share partitions: POLICY_VIOLATION.
+        e @ (CommandError::QuotaExceeded(_) | CommandError::LimitReached(_)) => GroupError::Transaction(e),
         other => GroupError::InvalidRequest(other.to_string()),
     };
     let missing = || GroupError::CoordinatorNotAvailable("no result for a share operation".into());
@@ -452,7 +512,12 @@ pub(super) fn work_result(work: &ShareWork, results: Vec<Result<Vec<AcquiredRang
         results.next();
     }
     let acquired =
-        (0..work.acquire.len()).map(|_| results.next().map_or_else(|| Err(missing()), |r| r.map_err(error))).collect();
+        plan.idle
+            .iter()
+            .map(|&idle| {
+                if idle { Ok(Vec::new()) } else { results.next().map_or_else(|| Err(missing()), |r| r.map_err(error)) }
+            })
+            .collect();
     ShareWorkResult { acknowledged, acquired }
 }
 

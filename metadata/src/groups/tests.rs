@@ -364,11 +364,12 @@ fn group_settings_have_catalog_defaults() {
         (MAX_SESSION_TIMEOUT_MS, 1_800_000),
         (INITIAL_REBALANCE_DELAY_MS, 3_000),
         (MAX_GROUP_SIZE, i64::from(i32::MAX)),
-        (SESSION_TIMEOUT_MS, 45_000),
-        (HEARTBEAT_INTERVAL_MS, 5_000),
         (MAX_SIZE, i64::from(i32::MAX)),
     ];
     for (name, default) in expected {
         assert_eq!(state.broker_config_i64(name), Some(default), "{name}");
+    }
+    for (name, default) in [(SESSION_TIMEOUT_MS, 45_000), (HEARTBEAT_INTERVAL_MS, 5_000)] {
+        assert_eq!(state.group_config_i64("any", name), Some(default), "{name}");
     }
 }

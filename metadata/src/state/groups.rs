@@ -249,6 +249,7 @@ impl State {
             return Err(CommandError::GroupNotEmpty);
         }
         self.groups.remove(group_id);
+        self.group_configs.remove(group_id);
         Ok(Outcome::Done)
     }
 

@@ -8,6 +8,7 @@ mod acls;
 mod cleaning;
 mod compaction;
 pub(crate) mod formats;
+mod group_configs;
 mod groups;
 mod idempotency;
 mod jobs;
@@ -130,6 +131,9 @@ pub struct State {
     pub agent_loads: BTreeMap<i32, AgentLoad>,
     /// Share groups' partitions (format 7): records in flight, their states and locks.
     pub share_partitions: BTreeMap<SharePartitionKey, SharePartition>,
+    /// Configs set on groups (the GROUP config resource, format 8), by group id; a group may
+    /// have configs before it has members, and loses them when it is deleted.
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// An agent's last load report.
@@ -390,6 +394,7 @@ impl State {
                 Ok(Outcome::Done)
             }
             Command::ShareUpdate { now_ms, ops } => self.share_update(now_ms, ops),
+            Command::SetGroupConfigs { group_id, configs } => self.set_group_configs(group_id, configs),
             Command::AgentLeave { agent_id, now_ms } => {
                 self.agents.remove(&agent_id);
                 self.agent_loads.remove(&agent_id);

@@ -81,6 +81,10 @@ pub enum TenantTable {
     /// Schema registry subjects and schemas (format 3; not settable per tenant yet).
     Subjects,
     Schemas,
+    /// Groups with configs set (format 8): as many as the tenant may have groups.
+    GroupConfigs,
+    /// Share partitions of the tenant's share groups (not settable per tenant yet).
+    SharePartitions,
 }
 
 impl TenantTable {
@@ -99,6 +103,8 @@ impl TenantTable {
             Self::Acls => (ACL_COUNT_MAX / 100) as u64,
             Self::Subjects => tenth(crate::limits::REGISTRY_SUBJECT_COUNT_MAX),
             Self::Schemas => tenth(crate::limits::REGISTRY_SCHEMA_COUNT_MAX),
+            Self::GroupConfigs => tenth(GROUP_COUNT_MAX),
+            Self::SharePartitions => tenth(super::share::SHARE_PARTITIONS_MAX),
         }
     }
 
@@ -111,6 +117,8 @@ impl TenantTable {
             Self::Acls => "ACL bindings",
             Self::Subjects => "schema subjects",
             Self::Schemas => "schemas",
+            Self::GroupConfigs => "groups with configs",
+            Self::SharePartitions => "share partitions",
         }
     }
 }
@@ -120,11 +128,11 @@ impl TenantQuotas {
     pub fn table_limit(&self, table: TenantTable) -> u64 {
         let set = match table {
             TenantTable::Topics => self.topics,
-            TenantTable::Groups => self.groups,
+            TenantTable::Groups | TenantTable::GroupConfigs => self.groups,
             TenantTable::TransactionalIds => self.transactional_ids,
             TenantTable::ProducerIds => self.producer_ids,
             TenantTable::Acls => self.acls,
-            TenantTable::Subjects | TenantTable::Schemas => None,
+            TenantTable::Subjects | TenantTable::Schemas | TenantTable::SharePartitions => None,
         };
         set.unwrap_or_else(|| table.default_limit())
     }
@@ -322,6 +330,10 @@ impl State {
             TenantTable::Acls => self.acls.get(tenant).map_or(0, |b| b.len()),
             TenantTable::Subjects => self.registries.get(ns.key()).map_or(0, |r| r.subjects.len()),
             TenantTable::Schemas => self.registries.get(ns.key()).map_or(0, |r| r.schemas.len()),
+            TenantTable::GroupConfigs => {
+                self.group_configs.range(prefix.to_owned()..).take_while(|(n, _)| in_namespace(n)).count()
+            }
+            TenantTable::SharePartitions => self.share_partitions_in(&ns).count(),
         } as u64;
         if used >= max {
             return Err(CommandError::QuotaExceeded(format!(
@@ -384,6 +396,7 @@ impl State {
             self.delete_topic(&topic)?;
         }
         self.groups.retain(|g, _| !ns.owns(g));
+        self.group_configs.retain(|g, _| !ns.owns(g));
         self.transactions.retain(|t, _| !ns.owns(t));
         self.idempotency_keys.retain(|k, _| !ns.owns(k));
         self.registries.remove(ns.key());

@@ -17,8 +17,8 @@ use crate::limits::{GROUP_ID_BYTES_MAX, GROUP_NAME_BYTES_MAX};
 
 /// Share partitions the cluster holds (each bounded by its in-flight records).
 pub(crate) const SHARE_PARTITIONS_MAX: usize = 100_000;
-/// Share partitions one share group holds. Its groups are within its tenant's groups quota
-/// (a share group is stored like any group), so a tenant's share partitions are bounded too.
+/// Share partitions one share group holds; a tenant's together are bounded by its share of
+/// the cluster's ([`super::TenantTable::SharePartitions`]).
 pub(crate) const GROUP_SHARE_PARTITIONS_MAX: usize = 10_000;
 /// Operations in one `ShareUpdate`.
 pub const SHARE_OPS_MAX: usize = 10_000;
@@ -130,6 +130,9 @@ pub enum ShareOp {
     SetStartOffset { key: SharePartitionKey, offset: i64 },
     /// DeleteShareGroupOffsets: the group's state of every partition of a topic.
     DeleteTopicState { group_id: String, topic_id: TopicId },
+    /// A share partition not read before starts at `offset`, within the log (format 8: the
+    /// group's `share.auto.offset.reset` is `by_duration:`); one that exists is left as it is.
+    StartAt { key: SharePartitionKey, offset: i64 },
 }
 
 impl ShareOp {
@@ -367,6 +370,14 @@ impl SharePartition {
     }
 }
 
+/// Share partitions counted once per command, as new ones are admitted: per group, and per
+/// tenant with its limit.
+#[derive(Default)]
+struct ShareCounts {
+    per_group: BTreeMap<String, usize>,
+    per_tenant: BTreeMap<String, (u64, u64)>,
+}
+
 fn validate_names(group_id: &str, member: &str) -> Result<(), CommandError> {
     if group_id.is_empty() || group_id.len() > GROUP_ID_BYTES_MAX || member.len() > GROUP_NAME_BYTES_MAX {
         return Err(CommandError::InvalidGroup("share group id or member id empty or over the limit".into()));
@@ -382,17 +393,57 @@ impl State {
                 "more than {SHARE_OPS_MAX} share operations or {SHARE_UPDATE_WEIGHT_MAX} batches"
             )));
         }
-        // Each group's share partitions, counted once per command when an acquisition needs it.
-        let mut per_group: BTreeMap<String, usize> = BTreeMap::new();
-        let results = ops.into_iter().map(|op| self.share_op(now_ms, op, &mut per_group)).collect();
+        let mut counts = ShareCounts::default();
+        let results = ops.into_iter().map(|op| self.share_op(now_ms, op, &mut counts)).collect();
         Ok(Outcome::ShareUpdated(results))
+    }
+
+    /// Admits a new share partition `key` within the cluster's, its group's and its tenant's
+    /// limits; one that exists needs nothing.
+    fn admit_share_partition(&self, key: &SharePartitionKey, counts: &mut ShareCounts) -> Result<(), CommandError> {
+        if self.share_partitions.contains_key(key) {
+            return Ok(());
+        }
+        if self.share_partitions.len() >= SHARE_PARTITIONS_MAX {
+            return Err(CommandError::LimitReached(format!("{SHARE_PARTITIONS_MAX} share partitions")));
+        }
+        let held = match counts.per_group.get_mut(&key.0) {
+            Some(held) => held,
+            None => {
+                let counted = self.share_partitions_of(&key.0).count();
+                counts.per_group.entry(key.0.clone()).or_insert(counted)
+            }
+        };
+        if *held >= GROUP_SHARE_PARTITIONS_MAX {
+            return Err(CommandError::LimitReached(format!(
+                "{GROUP_SHARE_PARTITIONS_MAX} share partitions in one share group"
+            )));
+        }
+        if let Some((tenant, record)) = crate::namespace::key_of(&key.0).and_then(|k| self.tenant_of_key(k)) {
+            let (used, max) = match counts.per_tenant.get_mut(tenant) {
+                Some(counted) => counted,
+                None => {
+                    let used = self.share_partitions_in(&record.namespace(tenant)).count() as u64;
+                    let max = record.quotas.table_limit(super::TenantTable::SharePartitions);
+                    counts.per_tenant.entry(tenant.to_owned()).or_insert((used, max))
+                }
+            };
+            if *used >= *max {
+                return Err(CommandError::QuotaExceeded(format!(
+                    "tenant {tenant:?} may have {max} share partitions; it has {used}"
+                )));
+            }
+            *used += 1;
+        }
+        *held += 1;
+        Ok(())
     }
 
     fn share_op(
         &mut self,
         now_ms: i64,
         op: ShareOp,
-        per_group: &mut BTreeMap<String, usize>,
+        counts: &mut ShareCounts,
     ) -> Result<Vec<AcquiredRange>, CommandError> {
         match op {
             ShareOp::Acquire { key, member, max_records, read_committed, settings } => {
@@ -400,24 +451,7 @@ impl State {
                 let log = self.partition(key.1, key.2).ok_or(CommandError::UnknownTopicOrPartition)?;
                 let stable_end = if read_committed { log.last_stable_offset() } else { log.next_offset };
                 let (log_start, log_end) = (log.log_start_offset, log.next_offset);
-                if !self.share_partitions.contains_key(&key) {
-                    if self.share_partitions.len() >= SHARE_PARTITIONS_MAX {
-                        return Err(CommandError::LimitReached(format!("{SHARE_PARTITIONS_MAX} share partitions")));
-                    }
-                    let held = match per_group.get_mut(&key.0) {
-                        Some(held) => held,
-                        None => {
-                            let counted = self.share_partitions_of(&key.0).count();
-                            per_group.entry(key.0.clone()).or_insert(counted)
-                        }
-                    };
-                    if *held >= GROUP_SHARE_PARTITIONS_MAX {
-                        return Err(CommandError::LimitReached(format!(
-                            "{GROUP_SHARE_PARTITIONS_MAX} share partitions in one share group"
-                        )));
-                    }
-                    *held += 1;
-                }
+                self.admit_share_partition(&key, counts)?;
                 let settings = ShareSettings {
                     max_in_flight: settings.max_in_flight.clamp(1, SHARE_RECORD_LOCKS_MAX),
                     delivery_limit: settings.delivery_limit.max(1),
@@ -490,9 +524,7 @@ impl State {
                         high_watermark: log.next_offset,
                     });
                 }
-                if !self.share_partitions.contains_key(&key) && self.share_partitions.len() >= SHARE_PARTITIONS_MAX {
-                    return Err(CommandError::LimitReached(format!("{SHARE_PARTITIONS_MAX} share partitions")));
-                }
+                self.admit_share_partition(&key, counts)?;
                 let limit = self.share_partitions.get(&key).map_or(1, |s| s.delivery_limit);
                 self.share_partitions
                     .insert(key, SharePartition { delivery_limit: limit, ..SharePartition::starting_at(offset) });
@@ -503,7 +535,27 @@ impl State {
                 self.share_partitions.retain(|(g, t, _), _| !(*g == group_id && *t == topic_id));
                 Ok(Vec::new())
             }
+            ShareOp::StartAt { key, offset } => {
+                validate_names(&key.0, "")?;
+                let log = self.partition(key.1, key.2).ok_or(CommandError::UnknownTopicOrPartition)?;
+                let offset = offset.clamp(log.log_start_offset, log.next_offset);
+                if !self.share_partitions.contains_key(&key) {
+                    self.admit_share_partition(&key, counts)?;
+                    self.share_partitions
+                        .insert(key, SharePartition { delivery_limit: 1, ..SharePartition::starting_at(offset) });
+                }
+                Ok(Vec::new())
+            }
         }
+    }
+
+    /// The share partitions of every share group in namespace `ns`.
+    pub(super) fn share_partitions_in<'a>(
+        &'a self,
+        ns: &'a crate::namespace::Namespace,
+    ) -> impl Iterator<Item = (&'a SharePartitionKey, &'a SharePartition)> + 'a {
+        let from = (ns.prefix().to_owned(), TopicId::nil(), i32::MIN);
+        self.share_partitions.range(from..).take_while(move |((g, _, _), _)| ns.owns(g))
     }
 
     fn share_partitions_mut<'a>(
@@ -553,6 +605,29 @@ impl State {
                 })
             })
             .collect()
+    }
+
+    /// Whether an `Acquire` of `key` with these settings would take nothing and change nothing
+    /// at `now_ms`: the share partition exists, follows the log start, holds no available
+    /// record and no lock past its deadline, and has no new record it may take. The coordinator
+    /// then answers it without a Raft entry, so idle share consumers write nothing.
+    pub fn acquires_nothing(
+        &self,
+        key: &SharePartitionKey,
+        read_committed: bool,
+        settings: &ShareSettings,
+        now_ms: i64,
+    ) -> bool {
+        let (Some(share), Some(log)) = (self.share_partitions.get(key), self.partition(key.1, key.2)) else {
+            return false;
+        };
+        let stable_end = if read_committed { log.last_stable_offset() } else { log.next_offset };
+        let room = share.start_offset + settings.max_in_flight.clamp(1, SHARE_RECORD_LOCKS_MAX) - share.end_offset;
+        share.start_offset >= log.log_start_offset
+            && share.delivery_limit == settings.delivery_limit.max(1)
+            && share.lock_deadline_ms.is_none_or(|d| d > now_ms)
+            && !share.ranges.values().any(|r| r.state == RecordState::Available)
+            && (share.end_offset >= stable_end || room <= 0)
     }
 
     /// Whether an acquisition lock has passed its deadline (the leader then expires them).

@@ -1059,49 +1059,83 @@ fn golden_commands_through_format_6() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 7 (the current one): the archive's state and command
+fn golden_commands_through_format_7() -> Vec<Command> {
+    let mut commands = golden_commands_through_format_6();
+    // Format 7: a share group acquires, acknowledges, releases and expires locks.
+    let (group, topic) = ("golden-share".to_owned(), topic_id(40));
+    commands.extend([create("golden-share-topic", 40, 1), commit("golden-share-object", &[(40, 0, &[4])])]);
+    let settings = crate::state::ShareSettings {
+        lock_duration_ms: 30_000,
+        delivery_limit: 5,
+        max_in_flight: 2_000,
+        start_at_earliest: true,
+    };
+    let acquire = |member: &str| crate::state::ShareOp::Acquire {
+        key: (group.clone(), topic, 0),
+        member: member.into(),
+        max_records: 2,
+        read_committed: false,
+        settings,
+    };
+    let ack = |first, last, ack| crate::state::AckBatch { first, last, ack };
+    commands.extend([
+        Command::ShareUpdate { now_ms: 1_000, ops: vec![acquire("m1"), acquire("m2")] },
+        Command::ShareUpdate {
+            now_ms: 2_000,
+            ops: vec![crate::state::ShareOp::Acknowledge {
+                key: (group.clone(), topic, 0),
+                member: "m1".into(),
+                batches: vec![ack(0, 0, crate::state::ShareAck::Accept), ack(1, 1, crate::state::ShareAck::Release)],
+            }],
+        },
+        Command::ShareUpdate { now_ms: 40_000, ops: vec![crate::state::ShareOp::ExpireLocks] },
+        Command::ShareUpdate { now_ms: 41_000, ops: vec![acquire("m3")] },
+    ]);
+    commands
+}
+
+/// The persisted formats as of format 8 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_7_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v7.snap"), golden_dir().join("commands-v7.cmds"));
+fn golden_files_of_format_8_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v8.snap"), golden_dir().join("commands-v8.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let mut commands = golden_commands_through_format_6();
-        // Format 7: a share group acquires, acknowledges, releases and expires locks.
-        let (group, topic) = ("golden-share".to_owned(), topic_id(40));
-        commands.extend([create("golden-share-topic", 40, 1), commit("golden-share-object", &[(40, 0, &[4])])]);
-        let settings = crate::state::ShareSettings {
-            lock_duration_ms: 30_000,
-            delivery_limit: 5,
-            max_in_flight: 2_000,
-            start_at_earliest: true,
-        };
-        let acquire = |member: &str| crate::state::ShareOp::Acquire {
-            key: (group.clone(), topic, 0),
-            member: member.into(),
-            max_records: 2,
-            read_committed: false,
-            settings,
-        };
-        let ack = |first, last, ack| crate::state::AckBatch { first, last, ack };
+        let mut commands = golden_commands_through_format_7();
+        // Format 8: configs set on groups (one replaced, one removed), and a share partition
+        // started at an offset.
+        let configs = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         commands.extend([
-            Command::ShareUpdate { now_ms: 1_000, ops: vec![acquire("m1"), acquire("m2")] },
+            Command::SetGroupConfigs {
+                group_id: "golden-share".into(),
+                configs: configs(&[
+                    ("share.isolation.level", "read_committed"),
+                    ("share.auto.offset.reset", "earliest"),
+                ]),
+            },
+            Command::SetGroupConfigs {
+                group_id: "golden-other".into(),
+                configs: configs(&[("consumer.session.timeout.ms", "50000")]),
+            },
+            Command::SetGroupConfigs {
+                group_id: "golden-share".into(),
+                configs: configs(&[("share.auto.offset.reset", "by_duration:PT1H")]),
+            },
+            Command::SetGroupConfigs {
+                group_id: "golden-gone".into(),
+                configs: configs(&[("share.delivery.count.limit", "3")]),
+            },
+            Command::SetGroupConfigs { group_id: "golden-gone".into(), configs: BTreeMap::new() },
             Command::ShareUpdate {
-                now_ms: 2_000,
-                ops: vec![crate::state::ShareOp::Acknowledge {
-                    key: (group.clone(), topic, 0),
-                    member: "m1".into(),
-                    batches: vec![
-                        ack(0, 0, crate::state::ShareAck::Accept),
-                        ack(1, 1, crate::state::ShareAck::Release),
-                    ],
+                now_ms: 42_000,
+                ops: vec![crate::state::ShareOp::StartAt {
+                    key: ("golden-started".into(), topic_id(40), 0),
+                    offset: 1,
                 }],
             },
-            Command::ShareUpdate { now_ms: 40_000, ops: vec![crate::state::ShareOp::ExpireLocks] },
-            Command::ShareUpdate { now_ms: 41_000, ops: vec![acquire("m3")] },
         ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
@@ -1111,22 +1145,40 @@ fn golden_files_of_format_7_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 7 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 7 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 7 state encodes differently");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 8 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 8 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 8 state encodes differently");
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 7 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 8 commands encode differently");
     assert!(
-        state.usage.minutes.len() == 2
-            && state.share_partitions.values().any(|s| s.start_offset == 1
-                && s.ranges.values().any(|r| r.delivery_count == 2)
-                && s.lock_deadline_ms.is_some()),
-        "a varied state: {:?} share partitions",
-        state.share_partitions,
+        state.group_configs.len() == 2
+            && state.group_config("golden-share", "share.auto.offset.reset") == Some("by_duration:PT1H")
+            && state.group_config("golden-share", "share.isolation.level") == Some("read_uncommitted")
+            && state.share_partitions.keys().any(|(g, _, _)| g == "golden-started")
+            && state.share_partitions.values().any(|s| s.ranges.values().any(|r| r.delivery_count == 2)),
+        "a varied state: {:?} group configs",
+        state.group_configs,
     );
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 8 commands gives another state");
+}
+
+/// Format 7's files (before group configs): its state reads with none, and its commands, a
+/// prefix of today's, replay to that state.
+#[test]
+fn golden_files_of_format_7_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v7.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v7.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 7 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 7 commands no longer decode");
+    assert!(state.group_configs.is_empty());
+    assert!(state.share_partitions.values().any(|s| s.start_offset == 1 && s.lock_deadline_ms.is_some()));
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 7 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 /// Format 6's files (before share groups): its state reads with no share partitions, and its

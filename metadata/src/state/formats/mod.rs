@@ -8,6 +8,7 @@ mod v2;
 mod v4;
 mod v5;
 mod v6;
+mod v7;
 
 use serde::Deserialize;
 
@@ -48,6 +49,7 @@ impl<'de> Deserialize<'de> for Versioned {
             3 | 4 => State::from(v5::StateV5::from(v4::StateV4::deserialize(d)?)),
             5 => State::from(v5::StateV5::deserialize(d)?),
             6 => State::from(v6::StateV6::deserialize(d)?),
+            7 => State::from(v7::StateV7::deserialize(d)?),
             _ => State::deserialize(d)?,
         };
         Ok(Self(state))

@@ -74,6 +74,7 @@ impl From<StateV5> for State {
             agents_left: BTreeMap::new(),
             agent_loads: BTreeMap::new(),
             share_partitions: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }

@@ -77,6 +77,7 @@ impl From<StateV6> for State {
             agents_left: v6.agents_left,
             agent_loads: v6.agent_loads,
             share_partitions: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
         }
     }
 }

@@ -214,7 +214,14 @@ proptest! {
                 Step::Produce(n) => append(&mut state, n),
                 Step::Acquire(m, n) => {
                     let member = format!("m{m}");
-                    for (first, last, count) in acquire(&mut state, now, &member, n) {
+                    let idle = state.acquires_nothing(&key(), false, &settings(), now);
+                    let before = state.share_partitions.clone();
+                    let acquired = acquire(&mut state, now, &member, n);
+                    if idle {
+                        prop_assert!(acquired.is_empty(), "an acquisition judged idle took {:?}", acquired);
+                        prop_assert_eq!(&before, &state.share_partitions, "an acquisition judged idle changed the state");
+                    }
+                    for (first, last, count) in acquired {
                         prop_assert!((1..=settings().delivery_limit).contains(&count));
                         for offset in first..=last {
                             prop_assert!(!done.contains(&offset), "offset {offset} delivered after it was done");
@@ -338,4 +345,56 @@ fn one_share_group_holds_a_bounded_number_of_partitions() {
         panic!("applied")
     };
     assert!(results[0].is_ok());
+}
+
+/// A tenant's share groups together hold at most its share of the cluster's share partitions
+/// (a tenth, 10,000): the next one is refused, another tenant's and a tenant-less group's are
+/// not. (Before, ten share groups of one tenant could fill the cluster's 100,000.)
+#[test]
+fn a_tenants_share_groups_stay_within_its_share_of_share_partitions() {
+    let mut state = State::default();
+    let apply = |state: &mut State, command| {
+        let index = state.applied_index + 1;
+        state.apply(index, command)
+    };
+    for tenant in ["acme", "globex"] {
+        apply(&mut state, Command::CreateTenant { name: tenant.into(), now_ms: 0 }).expect("tenant");
+    }
+    let topic = |name: &str, id: u8| Command::CreateTopic {
+        name: name.into(),
+        topic_id: topic_id(id),
+        partition_count: 5_000,
+        configs: BTreeMap::new(),
+    };
+    for (name, id) in [("acme#1~a", 1), ("acme#1~b", 2), ("globex#2~c", 3), ("plain", 4)] {
+        apply(&mut state, topic(name, id)).expect("topic");
+    }
+    let acquire_all = |group: &str, topic: u8, partitions: std::ops::Range<i32>| Command::ShareUpdate {
+        now_ms: 0,
+        ops: partitions
+            .map(|p| ShareOp::Acquire {
+                key: (group.to_owned(), topic_id(topic), p),
+                member: "m".into(),
+                max_records: 1,
+                read_committed: false,
+                settings: settings(),
+            })
+            .collect(),
+    };
+    let results = |outcome: Result<Outcome, CommandError>| match outcome {
+        Ok(Outcome::ShareUpdated(results)) => results,
+        other => panic!("unexpected {other:?}"),
+    };
+    for (group, topic) in [("acme#1~g1", 1), ("acme#1~g2", 2)] {
+        let done = results(apply(&mut state, acquire_all(group, topic, 0..5_000)));
+        assert!(done.iter().all(Result::is_ok), "10,000 in two groups fit");
+    }
+    let over = results(apply(&mut state, acquire_all("acme#1~g3", 1, 0..2)));
+    assert!(over.iter().all(|r| matches!(r, Err(CommandError::QuotaExceeded(_)))), "{over:?}");
+    let again = results(apply(&mut state, acquire_all("acme#1~g1", 1, 0..1)));
+    assert!(again[0].is_ok(), "a share partition it holds is not a new one");
+    let others = results(apply(&mut state, acquire_all("globex#2~g1", 3, 0..10)));
+    assert!(others.iter().all(Result::is_ok), "another tenant's share is its own");
+    let plain = results(apply(&mut state, acquire_all("g1", 4, 0..10)));
+    assert!(plain.iter().all(Result::is_ok), "a group outside tenants has no tenant share");
 }

@@ -1,4 +1,5 @@
-//! DescribeConfigs: topic and broker configs with their sources, synonyms and documentation.
+//! DescribeConfigs: topic, group and broker configs with their sources, synonyms and
+//! documentation.
 
 use super::*;
 
@@ -25,6 +26,15 @@ pub(in crate::kafka) fn describe(agent: &Agent, request: DescribeConfigsRequest)
                         )),
                         None => Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}"))),
                     }
+                }
+                CONFIG_RESOURCE_GROUP if name.is_empty() => {
+                    Err((code::INVALID_REQUEST, "a group config resource names a group".to_owned()))
+                }
+                CONFIG_RESOURCE_GROUP => {
+                    let state = agent.metadata.read();
+                    let configs = state.group_configs.get(name).cloned().unwrap_or_default();
+                    let shown = Shown { keys, synonyms: request.include_synonyms, docs: request.include_documentation };
+                    Ok(group_listing(&configs, &state.broker_configs, shown))
                 }
                 RESOURCE_BROKER if is_this_broker(agent, name) => {
                     let dynamic = agent.metadata.read().broker_configs.clone();

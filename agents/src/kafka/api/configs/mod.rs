@@ -1,13 +1,13 @@
 //! DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 //!
-//! Every standard Kafka topic config is accepted, type-checked and reported (the catalog in
-//! `floe_metadata::config`), including those with no meaning for Floe's storage; their
-//! documentation says so. Only explicitly set topic configs are stored; everything else is
-//! reported with its default and source DEFAULT_CONFIG, as Kafka does.
+//! Every standard Kafka topic, broker and group config is accepted, type-checked and reported
+//! (the catalog in `floe_metadata::config`), including those with no meaning for Floe's
+//! storage; their documentation says so. Only explicitly set configs are stored; everything
+//! else is reported with its cluster-wide value or default, as Kafka does.
 
-/// The config APIs name resources alike: a list of (type, name) answered one by one; topics by
-/// their own ACLs and scoped to the tenant, anything else through the cluster's (a tenant may
-/// alter no broker config). Each config API declares its `Resources` with one line of this.
+/// The config APIs name resources alike: a list of (type, name) answered one by one; topics and
+/// groups by their own ACLs and scoped to the tenant, anything else through the cluster's (a
+/// tenant may alter no broker config). Each config API declares its `Resources` with one line of this.
 macro_rules! config_resources {
     ($request:ty, $response:ty, $answers:ident, $with_answers:ident, $answer:ty, $operation:expr) => {
         impl Resources for $request {
@@ -26,7 +26,7 @@ macro_rules! config_resources {
             }
 
             fn walk_answer(response: &mut $response, walk: &AnswerWalk<'_>) {
-                for answer in response.$answers.iter_mut().filter(|r| r.resource_type == CONFIG_RESOURCE_TOPIC) {
+                for answer in response.$answers.iter_mut().filter(|r| is_named_resource(r.resource_type)) {
                     walk.name(&mut answer.resource_name);
                 }
             }
@@ -62,7 +62,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
-use super::super::resources::{AnswerWalk, CONFIG_RESOURCE_TOPIC, Op, Refused, Resources, Walk};
+use super::super::resources::{
+    AnswerWalk, CONFIG_RESOURCE_GROUP, CONFIG_RESOURCE_TOPIC, Op, Refused, Resources, Walk, is_named_resource,
+};
 use super::str_bytes;
 use crate::Agent;
 
@@ -79,6 +81,8 @@ const SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
 const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
 
 const SOURCE_DEFAULT_CONFIG: i8 = 5;
+
+const SOURCE_GROUP_CONFIG: i8 = 8;
 
 const OP_SET: i8 = 0;
 
@@ -167,13 +171,43 @@ pub(super) fn topic_listing(
     synonyms: bool,
     docs: bool,
 ) -> Vec<DescribeConfigsResourceResult> {
-    config::TOPIC_CONFIGS
+    let shown = Shown { keys, synonyms, docs };
+    resource_listing(config::TOPIC_CONFIGS, SOURCE_TOPIC_CONFIG, configs, broker_configs, shown)
+}
+
+/// Every group config with its effective value and source, as for a topic.
+fn group_listing(
+    configs: &BTreeMap<String, String>,
+    broker_configs: &BTreeMap<String, String>,
+    shown: Shown<'_>,
+) -> Vec<DescribeConfigsResourceResult> {
+    resource_listing(config::GROUP_CONFIGS, SOURCE_GROUP_CONFIG, configs, broker_configs, shown)
+}
+
+/// What a DescribeConfigs request asks to see.
+#[derive(Clone, Copy)]
+struct Shown<'a> {
+    keys: Option<&'a [StrBytes]>,
+    synonyms: bool,
+    docs: bool,
+}
+
+/// The configs of `table` for one resource: set on it (reported with `set_source`), set for the
+/// cluster through the broker synonym, or Kafka's default.
+fn resource_listing(
+    table: &'static [ConfigDef],
+    set_source: i8,
+    configs: &BTreeMap<String, String>,
+    broker_configs: &BTreeMap<String, String>,
+    Shown { keys, synonyms, docs }: Shown<'_>,
+) -> Vec<DescribeConfigsResourceResult> {
+    table
         .iter()
         .filter(|def| wanted(keys, def.name))
         .map(|def| {
             let broker_value = def.broker_synonym.and_then(|b| broker_configs.get(b)).map(String::as_str);
             match (configs.get(def.name), broker_value) {
-                (Some(value), _) => entry(def, Some(value), SOURCE_TOPIC_CONFIG, broker_value, synonyms, docs),
+                (Some(value), _) => entry(def, Some(value), set_source, broker_value, synonyms, docs),
                 (None, Some(dynamic)) => {
                     entry(def, Some(dynamic), SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, broker_value, synonyms, docs)
                 }
@@ -227,6 +261,8 @@ fn invalid_config(message: impl Into<String>) -> Failure {
 /// A resource whose configs can be altered.
 enum Target {
     Topic(String),
+    /// A group's configs (its stored id); the group need not exist yet.
+    Group(String),
     /// The cluster-wide dynamic broker configs (resource name "" or this agent's id).
     Brokers,
 }
@@ -235,6 +271,10 @@ impl Target {
     fn resolve(agent: &Agent, resource_type: i8, name: &str) -> Result<Self, Failure> {
         match resource_type {
             CONFIG_RESOURCE_TOPIC => Ok(Self::Topic(name.to_owned())),
+            CONFIG_RESOURCE_GROUP if name.is_empty() => {
+                Err((code::INVALID_REQUEST, "a group config resource names a group".to_owned()))
+            }
+            CONFIG_RESOURCE_GROUP => Ok(Self::Group(name.to_owned())),
             RESOURCE_BROKER if is_this_broker(agent, name) => Ok(Self::Brokers),
             RESOURCE_BROKER => {
                 Err((code::INVALID_REQUEST, format!("this agent is broker {}, not {name}", agent.config.node_id)))
@@ -246,6 +286,7 @@ impl Target {
     fn definition(&self, name: &str) -> Result<&'static ConfigDef, Failure> {
         let def = match self {
             Self::Topic(_) => config::topic_config(name),
+            Self::Group(_) => config::group_config(name),
             Self::Brokers => config::broker_config(name),
         };
         let def = def.ok_or_else(|| invalid_config(format!("unknown config {name}")))?;
@@ -263,6 +304,7 @@ impl Target {
                 .topic_by_name(name)
                 .map(|t| t.configs.clone())
                 .ok_or_else(|| (code::UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}"))),
+            Self::Group(group_id) => Ok(state.group_configs.get(group_id).cloned().unwrap_or_default()),
             Self::Brokers => Ok(state.broker_configs.clone()),
         }
     }
@@ -275,11 +317,17 @@ impl Target {
         validate_only: bool,
     ) -> Result<(), Failure> {
         self.current(agent)?;
+        if let Self::Group(group_id) = self {
+            // Bounds (broker configs) are checked here too, so validate_only answers as a change would.
+            let checked = agent.metadata.read().check_group_configs(group_id, &configs);
+            checked.map_err(|e| (error_code::for_command(&e).code(), e.to_string()))?;
+        }
         if validate_only {
             return Ok(());
         }
         let command = match self {
             Self::Topic(name) => Command::SetTopicConfigs { name: name.clone(), configs },
+            Self::Group(group_id) => Command::SetGroupConfigs { group_id: group_id.clone(), configs },
             Self::Brokers => Command::SetBrokerConfigs { configs },
         };
         agent.metadata.propose(command).await.map(|_| ()).map_err(|e| (error_code::for_node(&e).code(), e.to_string()))

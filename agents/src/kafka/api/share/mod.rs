@@ -19,19 +19,22 @@ use super::super::error_code::for_group;
 use crate::Agent;
 use crate::share_sessions::{SHARE_SESSION_PARTITIONS_MAX, SharePartitionRef, ShareSessionError};
 
-/// Where share groups read committed records only (Kafka's per-group `share.isolation.level`,
-/// cluster-wide here).
-const ISOLATION_LEVEL: &str = "floe.share.isolation.level";
-const LOCK_DURATION_MS: &str = "group.share.record.lock.duration.ms";
+/// Group configs, which fall back to broker configs (`floe.share.isolation.level`,
+/// `group.share.record.lock.duration.ms`) when the group sets none.
+const ISOLATION_LEVEL: &str = "share.isolation.level";
+const LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 /// Records one ShareFetch acquires per partition when the request does not say.
 const MAX_RECORDS_DEFAULT: i32 = 500;
 
-fn read_committed(agent: &Agent) -> bool {
-    agent.metadata.read().broker_configs.get(ISOLATION_LEVEL).is_some_and(|v| v == "read_committed")
+/// Whether share group `group` (its stored id) reads committed records only.
+fn read_committed(agent: &Agent, group: &str) -> bool {
+    agent.metadata.read().group_config(group, ISOLATION_LEVEL) == Some("read_committed")
 }
 
-fn lock_duration_ms(agent: &Agent) -> i32 {
-    agent.metadata.read().broker_config_i64(LOCK_DURATION_MS).and_then(|v| i32::try_from(v).ok()).unwrap_or(30_000)
+/// How long share group `group` holds the records it acquires.
+fn lock_duration_ms(agent: &Agent, group: &str) -> i32 {
+    let state = agent.metadata.read();
+    state.group_config_i64(group, LOCK_DURATION_MS).and_then(|v| i32::try_from(v).ok()).unwrap_or(30_000)
 }
 
 fn for_session(error: ShareSessionError) -> i16 {

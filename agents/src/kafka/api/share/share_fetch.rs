@@ -1,8 +1,9 @@
 //! ShareFetch (KIP-932): moves the member's share session on, sends the acknowledgements it
 //! carries and asks the coordinator to lock records of the session's partitions for the member,
 //! then reads those records like a fetch. Offsets locked without a record to deliver (markers,
-//! aborted or compacted records) are archived with the member's next request; records that did
-//! not fit the response are returned unsent, with their delivery count as it was.
+//! aborted records, records key compaction removed, between batches or inside one) are archived
+//! with the member's next request; records that did not fit the response are returned unsent,
+//! with their delivery count as it was.
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ use super::{
     Acknowledgements, Caller, MAX_RECORDS_DEFAULT, for_session, lock_duration_ms, read_committed, send_work, share_work,
 };
 use crate::Agent;
-use crate::fetch::{ReadLimits, consumer_batches, read_partition};
+use crate::fetch::{ReadLimits, consumer_batches, read_partition, record_runs};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
 use crate::share_sessions::SharePartitionRef;
 
@@ -84,8 +85,10 @@ async fn serve(
             }
             covered_to = covered_to.max(end);
             if deliverable && ranges.iter().any(|r| r.first <= end && base <= r.last) {
+                let runs = record_runs(&header, &bytes)
+                    .map_err(|e| crate::fetch::FetchError::CorruptStoredBatch(e.to_string()))?;
                 out.extend_from_slice(&bytes);
-                delivered.push((base, end));
+                delivered.extend(runs);
             }
         }
         // Past stretches without batches too (markers, compacted-away ranges).
@@ -128,7 +131,8 @@ async fn serve(
 }
 
 async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) -> ShareFetchResponse {
-    let answer = ShareFetchResponse::default().with_acquisition_lock_timeout_ms(lock_duration_ms(agent));
+    let lock_ms = lock_duration_ms(agent, request.group_id.as_ref().map_or("", |g| g.as_str()));
+    let answer = ShareFetchResponse::default().with_acquisition_lock_timeout_ms(lock_ms);
     let (Some(group), Some(member)) = (request.group_id.as_ref(), request.member_id.as_ref()) else {
         return answer
             .with_error_code(code::INVALID_REQUEST)
@@ -179,7 +183,7 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) 
             turn.partitions.iter().partition(|(t, _)| caller.may_read(&state, *t));
         (acks, partitions, unreadable)
     };
-    let read_committed = read_committed(agent);
+    let read_committed = read_committed(agent, &group);
     let max_records = if request.max_records > 0 { request.max_records } else { MAX_RECORDS_DEFAULT };
     let per_partition = i64::from(max_records) / i64::try_from(partitions.len().max(1)).unwrap_or(1);
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
