@@ -41,13 +41,14 @@ def metrics(http):
 
 
 class Floe:
-    def __init__(self, extra=()):
+    def __init__(self, extra=(), binary=None):
         self.kafka, self.http, self.meta = free_port(), free_port(), free_port()
         self.extra = list(extra)
+        self.binary = binary or f"{TARGET}/release/floe"
         self.proc = None
 
     def start(self):
-        cmd = [f"{TARGET}/release/floe", "dev", "--data-dir", f"{WORK}/data", "--kafka-addr", f"127.0.0.1:{self.kafka}",
+        cmd = [self.binary, "dev", "--data-dir", f"{WORK}/data", "--kafka-addr", f"127.0.0.1:{self.kafka}",
                "--http-addr", f"127.0.0.1:{self.http}", "--metadata-addr", f"127.0.0.1:{self.meta}", *self.extra]
         self.proc = subprocess.Popen(cmd, stderr=open(f"{WORK}/floe.log", "a"))
         deadline = time.time() + 20

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Share groups (KIP-932): records acknowledged per second with 1, 4 and 16 share consumers on
-one partition, and Raft entries per 1,000 acknowledgements.
+one partition, and Raft entries per 1,000 acknowledgements; with --idle, the Raft entries per
+second that share consumers waiting on an empty topic cause.
 
 Each run starts a fresh release `floe dev` (`floe.share.auto.offset.reset=earliest`), writes
 --records records of 100 B to a new one-partition topic, then starts N share consumer processes
@@ -13,6 +14,7 @@ acknowledgements' own. Prints a markdown table of medians over --runs, with prog
 
     cargo build --release -p floe
     .venv/bin/python loadtest/scripts/bench_share_groups.py --runs 3 --records 50000
+    .venv/bin/python loadtest/scripts/bench_share_groups.py --idle 20 --consumers 0,4,16 [--bin OLD/floe]
 """
 
 import argparse
@@ -103,19 +105,59 @@ def run_once(floe, consumers, records, seq):
     return {"acks_per_sec": records / elapsed, "entries_per_1000": entries * 1000 / records, "seconds": elapsed}
 
 
+def idle_once(floe, consumers, seconds, seq):
+    """Raft entries per second while `consumers` share consumers wait on an empty topic (after a
+    settling period of 15 s for the processes to start, join and fetch)."""
+    topic, group = f"share-idle-{consumers}-{seq}", f"idle-{consumers}-{seq}"
+    produce(floe.bootstrap, topic, 0)
+    procs = [subprocess.Popen([sys.executable, "-c", CONSUMER, floe.bootstrap, group, topic, str(seconds + 25)],
+                              stderr=subprocess.DEVNULL) for _ in range(consumers)]
+    try:
+        time.sleep(15)
+        applied = floe.metrics().get("floe_metadata_raft_applied_index", 0.0)
+        time.sleep(seconds)
+        entries = floe.metrics().get("floe_metadata_raft_applied_index", 0.0) - applied
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    return entries / seconds
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--consumers", default="1,4,16")
+    parser.add_argument("--idle", type=float, default=0, help="measure idle consumers for this many seconds")
+    parser.add_argument("--bin", help="the floe binary (default: the release build)")
     args = parser.parse_args()
     counts = [int(c) for c in args.consumers.split(",")]
+    if args.idle:
+        rates = {c: [] for c in counts}
+        for run in range(args.runs):
+            for consumers in counts:
+                shutil.rmtree(bench_read.WORK, ignore_errors=True)
+                os.makedirs(bench_read.WORK)
+                floe = Floe(binary=args.bin)
+                floe.start()
+                try:
+                    rates[consumers].append(idle_once(floe, consumers, args.idle, run))
+                finally:
+                    floe.stop()
+                print(f"run {run + 1}/{args.runs}, {consumers} idle consumers: {rates[consumers][-1]:.2f} entries/s",
+                      file=sys.stderr)
+        print("| idle share consumers | Raft entries/s |")
+        print("|---:|---:|")
+        for consumers in counts:
+            print(f"| {consumers} | {statistics.median(rates[consumers]):.2f} |")
+        return
     results = {c: [] for c in counts}
     for run in range(args.runs):
         for consumers in counts:
             shutil.rmtree(bench_read.WORK, ignore_errors=True)
             os.makedirs(bench_read.WORK)
-            floe = Floe()
+            floe = Floe(binary=args.bin)
             floe.start()
             try:
                 set_configs(floe.bootstrap, {"floe.share.auto.offset.reset": "earliest"})

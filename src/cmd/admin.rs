@@ -216,6 +216,8 @@ struct GroupView {
     protocol_type: String,
     protocol: String,
     members: usize,
+    /// Configs set on the group (the GROUP config resource); the rest are the cluster's.
+    configs: BTreeMap<String, String>,
     partitions: Vec<PartitionRow>,
 }
 
@@ -307,6 +309,7 @@ fn describe(metadata: &RemoteMetadata, group: GroupDescription) -> GroupView {
         }
     }
     GroupView {
+        configs: state.group_configs.get(&group.group_id).cloned().unwrap_or_default(),
         group: group.group_id,
         state: group.state,
         protocol_type: group.protocol_type,
@@ -357,6 +360,7 @@ fn describe_share(metadata: &RemoteMetadata, group: floe_metadata::groups::Share
         }
     }
     GroupView {
+        configs: state.group_configs.get(&group.group_id).cloned().unwrap_or_default(),
         group: group.group_id,
         state: group.state,
         protocol_type: "share".into(),
@@ -371,6 +375,10 @@ fn print_view(view: &GroupView) {
         "group {} is {} ({} members, protocol {} {})\n",
         view.group, view.state, view.members, view.protocol_type, view.protocol
     );
+    if !view.configs.is_empty() {
+        let set: Vec<String> = view.configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("configs: {}\n", set.join(", "));
+    }
     let dash = |v: Option<i64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
     println!(
         "{:<30} {:>9} {:>14} {:>14} {:>10}  {:<50} {:<16} CLIENT-ID",

@@ -720,6 +720,11 @@ def test_group_configs_set_one_groups_start_lock_and_heartbeat_within_the_broker
     # DELETE goes back to the broker's value; unknown names and bad values are refused.
     alter_group_configs(bootstrap, configured, {"share.heartbeat.interval.ms": None})
     assert _share_heartbeat_interval(bootstrap, configured, topic) == 5000
+    out = subprocess.run([FLOE_BIN, "admin", "groups", "--metadata", f"127.0.0.1:{floe.metadata_port}", "--json",
+                          "describe", configured], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["configs"] == {"share.auto.offset.reset": "earliest",
+                                                 "share.record.lock.duration.ms": "2000"}, out.stdout
     for bad in ({"retention.ms": "1000"}, {"share.auto.offset.reset": "by_duration:-PT1H"},
                 {"share.isolation.level": "serializable"}, {"consumer.session.timeout.ms": "1000"}):
         try:
@@ -753,3 +758,123 @@ def test_share_auto_offset_reset_by_duration_starts_at_records_that_recent(floe)
     finally:
         c.close()
     assert got == [f"recent-{i}" for i in range(5)], got
+
+
+def _raw_share_fetch(bootstrap: str, group: str, topic: str) -> list[tuple[int, int]]:
+    """Joins `group` with ShareGroupHeartbeat v1 and opens a share session with one ShareFetch
+    v1 of the assigned partition: the acquired ranges it answers, merged where adjacent."""
+    from helpers.kafka_wire import Reader, Writer, call
+
+    member = str(uuid.uuid4())
+    body = Writer().string(group).string(member).i32(0).string(None).array([topic], Writer.string).tags()
+    r = call(bootstrap, 76, 1, body)
+    r.i32()
+    assert r.i16() == 0
+    r.string(), r.string(), r.i32(), r.i32()
+    assert r.i8() == 1, "an assignment on joining"
+
+    def assigned(r):
+        t = (r.uuid(), r.array(Reader.i32))
+        r.tags()
+        return t
+
+    topic_id, partitions = r.array(assigned)[0]
+    assert partitions == [0]
+
+    def topic_entry(w, t):
+        w.uuid(t).array([0], lambda w, p: w.i32(p).array([], Writer.i8).tags()).tags()
+
+    body = (Writer().string(group).string(member).i32(0).i32(2000).i32(1).i32(1 << 20).i32(500).i32(500)
+            .array([topic_id], topic_entry).array([], Writer.i8).tags())
+    r = call(bootstrap, 78, 1, body)
+    r.i32()
+    assert r.i16() == 0, r.string()
+    r.string(), r.i32()
+    ranges = []
+
+    def acquired(r):
+        ranges.append((r.i64(), r.i64()))
+        r.i16()
+        r.tags()
+
+    def partition(r):
+        r.i32()
+        assert r.i16() == 0, r.string()
+        r.string(), r.i16(), r.string(), r.i32(), r.i32()
+        r.tags()
+        r.bytes()
+        r.array(acquired)
+        r.tags()
+
+    r.array(lambda r: (r.uuid(), r.array(partition), r.tags()))
+    merged = []
+    for first, last in sorted(ranges):
+        if merged and merged[-1][1] + 1 == first:
+            merged[-1] = (merged[-1][0], last)
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def test_offsets_key_compaction_emptied_inside_a_batch_are_not_left_locked(floe_factory, tmp_path):
+    """A compacted topic whose first batch lost records inside it: a share group reads every
+    record left once, and the emptied offsets are archived with the acknowledgements, so the
+    share-partition start reaches the log end at once rather than after the lock (30 s)."""
+    from confluent_kafka import AcknowledgeType, Producer
+
+    from test_storage_lifecycle import read_partition, set_broker_configs as set_brokers
+
+    objects = tmp_path / "objects"
+    floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=["--compaction-interval-secs", "1"])
+    bootstrap = floe.bootstrap
+    set_brokers(bootstrap, log_segment_delete_delay_ms="0")
+    topic, group = unique_name("table"), unique_name("workers")
+    create_topic(bootstrap, topic, 1, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+
+    def produce(pairs):
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+        for k, v in pairs:
+            p.produce(topic, key=k.encode(), value=v.encode())
+        assert p.flush(30) == 0
+
+    produce([(f"k{i}", f"v0-{i}") for i in range(20)])  # one batch, offsets 0-19
+    updated = [1, 2, 5, 6, 7]
+    produce([(f"k{i}", f"v1-{i}") for i in updated])  # offsets 20-24
+    produce([("heartbeat", "hb")])  # offset 25: the last entry is never compacted
+    survivors = [i for i in range(20) if i not in updated] + list(range(20, 26))
+
+    def compacted():
+        return [m.offset() for m in read_partition(bootstrap, topic, 0, 0, 26, timeout=5)] == survivors
+    wait_until(compacted, 90, "key compaction to empty offsets 1, 2 and 5-7 inside the first batch")
+
+    # The offsets acquired for a member are those holding records: the emptied ones are not
+    # handed to the client as acquired (a client that does not acknowledge them as gaps would
+    # leave them locked until the lock passes, delivery after delivery).
+    raw_group = unique_name("raw")
+    alter_group_configs(bootstrap, raw_group, {"share.auto.offset.reset": "earliest"})
+    acquired = _raw_share_fetch(bootstrap, raw_group, topic)
+    assert acquired == [(0, 0), (3, 4), (8, 25)], acquired
+
+    alter_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    c = share_consumer(bootstrap, group, topic)
+    got = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got) < len(survivors):
+            for m in poll_records(c):
+                got.append(m.offset())
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        assert sorted(got) == survivors, f"each record left delivered once: {got}"
+
+        def start():
+            o = _share_offsets(bootstrap, group)
+            return [p["start_offset"] for t in (o["topics"] or []) for p in t["partitions"]]
+        # One more round trip carries the archived gaps.
+        end = time.monotonic() + 8
+        while time.monotonic() < end and start() != [26]:
+            poll_records(c, 0.5)
+            c.commit_sync()
+        assert start() == [26], f"the start offset reached the log end, no offset left locked: {start()}"
+    finally:
+        c.close()

@@ -45,6 +45,10 @@ class Writer:
     def tags(self):
         return self.uvarint(0)
 
+    def uuid(self, v):
+        self.out += v.bytes
+        return self
+
 
 class Reader:
     def __init__(self, data: bytes):
@@ -82,6 +86,15 @@ class Reader:
         v = uuid.UUID(bytes=bytes(self.data[self.at:self.at + 16]))
         self.at += 16
         return v
+
+    def bytes(self):
+        """Compact (nullable) bytes."""
+        n = self.uvarint()
+        if n == 0:
+            return None
+        b = bytes(self.data[self.at:self.at + n - 1])
+        self.at += n - 1
+        return b
 
     def array(self, each):
         n = self.uvarint()
