@@ -3,15 +3,50 @@
 //! the loop; only the leader proposes, and each command carries the time it was proposed at, so
 //! every replica applies the same thing. (Group sessions and rebalances are `groups::GroupCoordinator::run_timers`; the
 //! archive is the binary's `cmd/archive.rs`; job leases are taken by the agents.)
+//!
+//! The loop sees its node only as a [`DutyNode`], so the deterministic simulation
+//! (`raft/sim.rs`) runs this same code on its simulated nodes and virtual time.
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::command::Command;
 use crate::node::MetadataNode;
+use crate::state::State;
 use crate::tasks::sleep_unless_stopped;
 use tokio_util::sync::CancellationToken;
+
+/// What the duties need of a metadata node.
+pub(crate) trait DutyNode: Send + Sync + 'static {
+    /// Whether this node leads now (only the leader proposes).
+    fn leads(&self) -> bool;
+    /// Reads the node's state.
+    fn with_state<R>(&self, read: impl FnOnce(&State) -> R) -> R;
+    /// Protocol time, as the commands carry it.
+    fn now_ms(&self) -> i64;
+    /// Proposes `command`; `Err` says why it did not commit.
+    fn propose(&self, command: Command) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+impl DutyNode for MetadataNode {
+    fn leads(&self) -> bool {
+        self.leader_term().is_some()
+    }
+
+    fn with_state<R>(&self, read: impl FnOnce(&State) -> R) -> R {
+        read(&self.read())
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock().now_ms()
+    }
+
+    async fn propose(&self, command: Command) -> Result<(), String> {
+        MetadataNode::propose(self, command).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
 
 /// How often the loop looks for due work.
 const TICK: Duration = Duration::from_millis(100);
@@ -31,54 +66,48 @@ struct LastRun {
 }
 
 /// Runs until `stop`.
-pub(crate) async fn run(node: MetadataNode, stop: CancellationToken) {
+pub(crate) async fn run(node: impl DutyNode, stop: CancellationToken) {
     let start = Instant::now();
     let mut last = LastRun { retention: start, transactions: start, offsets: start };
     while sleep_unless_stopped(&stop, TICK).await {
-        if node.leader_term().is_none() {
+        if !node.leads() {
             continue;
         }
         let retention_every = node
-            .read()
-            .broker_config_i64("log.retention.check.interval.ms")
+            .with_state(|s| s.broker_config_i64("log.retention.check.interval.ms"))
             .and_then(|ms| u64::try_from(ms).ok())
             .map_or(RETENTION_CHECK_DEFAULT, Duration::from_millis);
         if last.retention.elapsed() >= retention_every {
             last.retention = Instant::now();
-            let now_ms = node.clock().now_ms();
-            let due = node.read().retention_due(now_ms);
+            let now_ms = node.now_ms();
+            let due = node.with_state(|s| s.retention_due(now_ms));
             propose_if(&node, due, Command::ApplyRetention { now_ms }, "applying retention").await;
         }
         if last.transactions.elapsed() >= EXPIRE_TRANSACTIONS_EVERY {
             last.transactions = Instant::now();
-            let now_ms = node.clock().now_ms();
-            let due = node.read().transactions_due(now_ms);
+            let now_ms = node.now_ms();
+            let due = node.with_state(|s| s.transactions_due(now_ms));
             propose_if(&node, due, Command::ExpireTransactions { now_ms }, "expiring transactions").await;
         }
         // Share groups' records whose acquisition lock passed go back to the group.
-        let now_ms = node.clock().now_ms();
-        let due = node.read().share_locks_due(now_ms);
+        let now_ms = node.now_ms();
+        let due = node.with_state(|s| s.share_locks_due(now_ms));
         let expire = Command::ShareUpdate { now_ms, ops: vec![crate::state::ShareOp::ExpireLocks] };
         propose_if(&node, due, expire, "expiring share record locks").await;
         // Each minute is closed once it has passed (usage metering).
-        let now_ms = node.clock().now_ms();
-        let due = node.read().usage_close_due(now_ms);
+        let now_ms = node.now_ms();
+        let due = node.with_state(|s| s.usage_close_due(now_ms));
         propose_if(&node, due, Command::CloseUsageMinute { now_ms }, "closing a usage minute").await;
         if last.offsets.elapsed() >= EXPIRE_OFFSETS_EVERY {
             last.offsets = Instant::now();
-            let due = !node.read().groups.is_empty();
-            propose_if(
-                &node,
-                due,
-                Command::ExpireOffsets { now_ms: node.clock().now_ms() },
-                "expiring committed offsets",
-            )
-            .await;
+            let due = node.with_state(|s| !s.groups.is_empty());
+            let expire = Command::ExpireOffsets { now_ms: node.now_ms() };
+            propose_if(&node, due, expire, "expiring committed offsets").await;
         }
     }
 }
 
-async fn propose_if(node: &MetadataNode, due: bool, command: Command, what: &str) {
+async fn propose_if(node: &impl DutyNode, due: bool, command: Command, what: &str) {
     if due && let Err(e) = node.propose(command).await {
         tracing::warn!(error = %e, "{what}");
     }

@@ -17,6 +17,9 @@
 //! - transactions are atomic: a transactional producer writes to two partitions per transaction
 //!   and commits or aborts; every chunk of an aborted one is in an aborted range, none of a
 //!   committed one is, and none is left open;
+//! - the leader's duties (`leader_duties::run`, the same code as a real node's, on every node
+//!   and on virtual time) abort a transaction its producer abandoned once its timeout passes,
+//!   whichever node leads then;
 //! - the log applied afresh gives the state the node holds;
 //! - a seed replays the same history (`a_seed_replays_its_history`).
 //!
@@ -24,8 +27,8 @@
 //! `FLOE_SIM_SEED=S` one seed, and a failing seed is printed with how to run it alone.
 //!
 //! Not simulated: snapshots (built on a blocking thread, outside virtual time), disk errors
-//! other than a torn tail, transaction timeouts (the leader's duties do not run), and the
-//! agents' TCP protocol (agents call a node's Raft directly).
+//! other than a torn tail, the group coordinator, and the agents' TCP protocol (agents call a
+//! node's Raft directly).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -43,11 +46,13 @@ use openraft::{BasicNode, EntryPayload, Raft};
 use rand08::rngs::StdRng;
 use rand08::{Rng, SeedableRng};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::log_store::FileLogStore;
 use super::state_machine::StateMachine;
 use super::{NodeId, TypeConfig};
 use crate::command::{BatchSummary, ChunkCommit, Command, Outcome, SegmentCommit};
+use crate::leader_duties::DutyNode;
 use crate::state::State;
 
 const NODES: [NodeId; 3] = [1, 2, 3];
@@ -75,6 +80,8 @@ struct NodeFiles {
     dir: PathBuf,
     log: FileLogStore,
     state: Arc<RwLock<State>>,
+    /// Stops the node's leader duties when it crashes.
+    duties: CancellationToken,
 }
 
 #[derive(Clone)]
@@ -151,7 +158,9 @@ impl Sim {
                 NODES.iter().map(|n| (*n, BasicNode::new(format!("sim-{n}")))).collect();
             let _ = raft.initialize(members).await;
         }
-        lock(&self.nodes).insert(id, NodeFiles { dir, log, state });
+        let duties = CancellationToken::new();
+        tokio::spawn(crate::leader_duties::run(SimDutyNode { sim: self.clone(), id }, duties.clone()));
+        lock(&self.nodes).insert(id, NodeFiles { dir, log, state, duties });
         lock(&self.net).rafts.insert(id, raft);
         self.record(format!("start {id}"));
     }
@@ -159,6 +168,9 @@ impl Sim {
     /// Stops node `id` where it is; with `torn`, a partial record is left at its log's end.
     async fn crash(&self, id: NodeId, torn: Option<Vec<u8>>) {
         let Some(raft) = lock(&self.net).rafts.remove(&id) else { return };
+        if let Some(node) = lock(&self.nodes).get(&id) {
+            node.duties.cancel();
+        }
         let _ = raft.shutdown().await;
         if let Some(bytes) = torn {
             let path = lock(&self.nodes)[&id].dir.join("raft-log");
@@ -203,6 +215,48 @@ impl Sim {
             }
         }
         None
+    }
+}
+
+/// A node as the leader's duties see it: its Raft, its state and the simulation's virtual time.
+struct SimDutyNode {
+    sim: Sim,
+    id: NodeId,
+}
+
+impl DutyNode for SimDutyNode {
+    fn leads(&self) -> bool {
+        let raft = lock(&self.sim.net).rafts.get(&self.id).cloned();
+        raft.is_some_and(|r| r.metrics().borrow().current_leader == Some(self.id))
+    }
+
+    fn with_state<R>(&self, read: impl FnOnce(&State) -> R) -> R {
+        let state = lock(&self.sim.nodes).get(&self.id).map(|n| n.state.clone()).unwrap_or_default();
+        let state = state.read().unwrap_or_else(PoisonError::into_inner);
+        read(&state)
+    }
+
+    fn now_ms(&self) -> i64 {
+        i64::try_from(self.sim.now_ms()).unwrap_or(i64::MAX)
+    }
+
+    async fn propose(&self, command: Command) -> Result<(), String> {
+        let raft = lock(&self.sim.net).rafts.get(&self.id).cloned().ok_or("the node is down")?;
+        let what = match &command {
+            Command::ExpireTransactions { .. } => "expire transactions",
+            Command::ExpireOffsets { .. } => "expire offsets",
+            Command::ApplyRetention { .. } => "apply retention",
+            _ => "another duty",
+        };
+        self.sim.record(format!("duty of {}: {what}", self.id));
+        match tokio::time::timeout(Duration::from_secs(2), raft.client_write(command)).await {
+            Ok(Ok(response)) => {
+                self.sim.record(format!("duty of {}: {what} at {}", self.id, response.log_id.index));
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer in 2 s".into()),
+        }
     }
 }
 
@@ -397,6 +451,64 @@ async fn transactional_agent(
     }
 }
 
+/// A producer that writes one transaction to partitions 0 and 1 and is gone before it ends it:
+/// the leader's duties abort it once its 3 s timeout passes. Returned as the transaction it
+/// must end as (aborted).
+async fn abandoned_transaction(sim: Sim, acks: Arc<Mutex<Vec<Ack>>>, far: Instant) -> EndedTxn {
+    use crate::command::ChunkProducer;
+    let transactional_id = "sim-abandoned".to_owned();
+    let now_ms = |sim: &Sim| i64::try_from(sim.now_ms()).unwrap_or(i64::MAX);
+    let init = Command::InitProducerId {
+        transactional_id: Some(transactional_id.clone()),
+        transaction_timeout_ms: 3_000,
+        expected: None,
+        now_ms: now_ms(&sim),
+        tenant: None,
+    };
+    let Some((_, Ok(Outcome::ProducerId(producer)))) = sim.propose(TXN_AGENT + 1, &init, far).await else {
+        panic!("InitProducerId of the abandoned producer failed");
+    };
+    let partitions = [0, 1];
+    let add = Command::AddPartitionsToTxn {
+        transactional_id,
+        producer,
+        partitions: partitions.iter().map(|p| (topic_id(), *p)).collect(),
+        now_ms: now_ms(&sim),
+    };
+    let added = sim.propose(TXN_AGENT + 1, &add, far).await;
+    assert!(matches!(&added, Some((_, Ok(Outcome::PartitionsAdded(_))))), "AddPartitionsToTxn: {added:?}");
+    let key = "abandoned/object".to_owned();
+    let chunks = partitions
+        .iter()
+        .map(|p| ChunkCommit {
+            topic_id: topic_id(),
+            partition: *p,
+            byte_start: 100 * u64::try_from(*p).unwrap_or(0),
+            byte_len: 100,
+            crc32c: 0,
+            batches: vec![BatchSummary { offset_count: 5, timestamp_max: 1_000, base_sequence: 0 }],
+            producer: Some(ChunkProducer {
+                producer_id: producer.producer_id,
+                producer_epoch: producer.producer_epoch,
+                transactional: true,
+            }),
+            uncompressed_bytes: 100,
+        })
+        .collect();
+    let command = Command::CommitSegment(SegmentCommit { key: key.clone(), object_bytes: 224, chunks });
+    let sent_ms = sim.now_ms();
+    let Some((index, Ok(Outcome::SegmentCommitted { chunks: bases }))) =
+        sim.propose(TXN_AGENT + 1, &command, far).await
+    else {
+        panic!("the abandoned transaction's commit failed");
+    };
+    let chunks: Vec<(i32, i64, i64)> =
+        partitions.iter().zip(bases).map(|(p, base)| (*p, base.expect("sequenced"), 5)).collect();
+    sim.record(format!("ack {key} at {index}, then the producer is gone"));
+    lock(&acks).push(Ack { command, key, index, sent_ms, acked_ms: sim.now_ms(), chunks: chunks.clone() });
+    EndedTxn { producer_id: producer.producer_id, chunks, committed: false }
+}
+
 /// Each ended transaction is whole: its chunks all readable under read_committed when it
 /// committed, all within an aborted range when it aborted, and none left open.
 fn check_transactions(state: &State, txns: &[EndedTxn]) -> Vec<String> {
@@ -425,14 +537,27 @@ fn check_transactions(state: &State, txns: &[EndedTxn]) -> Vec<String> {
     problems
 }
 
+/// The group the agents race on, with a member, so the leader's offset expiry keeps it.
 fn group(generation: i32) -> crate::state::GroupMembership {
+    let member = crate::state::MemberRecord {
+        member_id: "sim-member".into(),
+        instance_id: None,
+        client_id: "sim".into(),
+        client_host: "sim".into(),
+        session_timeout_ms: 45_000,
+        rebalance_timeout_ms: 60_000,
+        subscription: Vec::new(),
+        assignment: Vec::new(),
+        member_epoch: 0,
+        rack_id: None,
+    };
     crate::state::GroupMembership {
         kind: crate::state::GroupKind::default(),
         protocol_type: "consumer".into(),
         generation,
         protocol: Some("range".into()),
         leader: None,
-        members: Vec::new(),
+        members: vec![member],
     }
 }
 
@@ -537,6 +662,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         let rng = StdRng::seed_from_u64(seed.wrapping_mul(3).wrapping_add(7_777_777));
         agents.push(tokio::spawn(transactional_agent(sim, rng, acks, txns, far)));
     }
+    let abandoned = tokio::spawn(abandoned_transaction(sim.clone(), acks.clone(), far));
 
     // Faults until FAULTY_FOR; at most two nodes down at once.
     let faulty_until = Instant::now() + FAULTY_FOR;
@@ -598,6 +724,20 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     for agent in agents {
         agent.await.expect("agent task");
     }
+    let abandoned = abandoned.await.expect("abandoned producer task");
+    // The leader's duties abort it once its timeout passed (every node is back by now).
+    let aborted_by = Instant::now() + Duration::from_secs(30);
+    let open = |sim: &Sim| {
+        let nodes = lock(&sim.nodes);
+        let state = nodes[&1].state.read().unwrap_or_else(PoisonError::into_inner);
+        (0..PARTITIONS)
+            .filter_map(|p| state.partition(topic_id(), p))
+            .any(|p| p.open_transactions.contains_key(&abandoned.producer_id))
+    };
+    while open(&sim) && Instant::now() < aborted_by {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    lock(&txns).push(abandoned);
     let done = Command::CreateTopic {
         name: "done".into(),
         topic_id: uuid::Uuid::from_bytes([9; 16]),
@@ -628,6 +768,9 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         && stored < Some(*highest)
     {
         problems.push(format!("group generation {highest} was acknowledged, {stored:?} is stored"));
+    }
+    for node in lock(&sim.nodes).values() {
+        node.duties.cancel();
     }
     let rafts: Vec<Raft<TypeConfig>> = std::mem::take(&mut lock(&sim.net).rafts).into_values().collect();
     for raft in rafts {
@@ -789,7 +932,7 @@ fn a_seed_replays_its_history() {
         let (first, second) = (run_seed(seed), run_seed(seed));
         let saw = |what: &str| first.history.iter().any(|e| e.contains(what));
         assert!(
-            saw("crash") && saw("ack") && saw("group generation") && saw("txn"),
+            saw("crash") && saw("ack") && saw("group generation") && saw("txn") && saw("expire transactions"),
             "seed {seed} did little: {:?}",
             first.history
         );
