@@ -85,6 +85,13 @@ pub struct AclBinding {
 
 impl AclBinding {
     /// Why Kafka would refuse to create this binding, if it would.
+    /// A binding format 8 allows and earlier formats refused: DescribeConfigs or AlterConfigs
+    /// on a group.
+    pub fn is_group_config_acl(&self) -> bool {
+        self.resource_type == AclResourceType::Group
+            && matches!(self.operation, AclOperation::DescribeConfigs | AclOperation::AlterConfigs)
+    }
+
     pub fn invalid(&self) -> Option<String> {
         let principal_type = self.principal.split_once(':').map(|(t, n)| (t, n.is_empty()));
         if self.resource_name.is_empty() || self.resource_name.len() > ACL_RESOURCE_NAME_BYTES_MAX {

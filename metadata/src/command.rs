@@ -310,10 +310,16 @@ pub enum Command {
         now_ms: i64,
         ops: Vec<crate::state::ShareOp>,
     },
-    /// Replaces a group's whole set of configs (format 8); an empty set removes them.
+    /// Replaces a group's whole set of configs (format 8); an empty set removes them. Proposed
+    /// only once the cluster applies format 8 (`State::applies_format`).
     SetGroupConfigs {
         group_id: String,
         configs: BTreeMap<String, String>,
+    },
+    /// Every voter runs a binary of metadata format `format`: its rules apply from here on
+    /// (format 8; proposed by the leader's duties).
+    SetFormat {
+        format: u32,
     },
 }
 

@@ -72,7 +72,8 @@ pub struct ConfigDef {
     pub broker_synonym: Option<&'static str>,
     /// For group configs: the broker configs holding the lowest and highest value a group may
     /// set (`group.share.min.record.lock.duration.ms` and `...max...`).
-    pub bounds: Option<(&'static str, &'static str)>,
+    pub min_bound: Option<&'static str>,
+    pub max_bound: Option<&'static str>,
     validator: Validator,
 }
 
@@ -170,6 +171,27 @@ pub fn broker_config(name: &str) -> Option<&'static ConfigDef> {
     lookup(BROKER_CONFIGS, name)
 }
 
+/// Broker configs format 8 made dynamic (a group config's bounds), and values it added.
+const DYNAMIC_SINCE_FORMAT_8: &[&str] = &[
+    "group.consumer.max.heartbeat.interval.ms",
+    "group.consumer.max.session.timeout.ms",
+    "group.consumer.min.heartbeat.interval.ms",
+    "group.consumer.min.session.timeout.ms",
+    "group.share.max.heartbeat.interval.ms",
+    "group.share.max.record.lock.duration.ms",
+    "group.share.max.session.timeout.ms",
+    "group.share.min.heartbeat.interval.ms",
+    "group.share.min.record.lock.duration.ms",
+    "group.share.min.session.timeout.ms",
+];
+
+/// Whether a broker config value is one only format 8 accepts, so a cluster applies it only
+/// once every metadata node runs format 8.
+pub fn needs_format_8(name: &str, value: &str) -> bool {
+    DYNAMIC_SINCE_FORMAT_8.contains(&name)
+        || (name == "floe.share.auto.offset.reset" && !matches!(value, "earliest" | "latest"))
+}
+
 /// Looks up a group config by its exact name.
 pub fn group_config(name: &str) -> Option<&'static ConfigDef> {
     lookup(GROUP_CONFIGS, name)
@@ -186,7 +208,7 @@ pub fn validate_broker_config(name: &str, value: &str) -> Result<String, ConfigE
 }
 
 /// Validates a group config value; see [`ConfigDef::validate`]. Its bounds, broker configs,
-/// are the caller's to check ([`ConfigDef::bounds`]).
+/// are the caller's to check ([`ConfigDef::min_bound`], [`ConfigDef::max_bound`]).
 pub fn validate_group_config(name: &str, value: &str) -> Result<String, ConfigError> {
     group_config(name).ok_or_else(|| unknown(name))?.validate(value)
 }
@@ -465,7 +487,8 @@ const fn def_with(
         read_only: false,
         doc,
         broker_synonym: None,
-        bounds: None,
+        min_bound: None,
+        max_bound: None,
         validator: Validator::Any,
     }
 }
@@ -502,7 +525,13 @@ impl ConfigDef {
     }
 
     const fn bounded_by(mut self, min: &'static str, max: &'static str) -> Self {
-        self.bounds = Some((min, max));
+        self.min_bound = Some(min);
+        self.max_bound = Some(max);
+        self
+    }
+
+    const fn at_most_broker(mut self, max: &'static str) -> Self {
+        self.max_bound = Some(max);
         self
     }
 
@@ -2637,8 +2666,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
 ];
 
 /// Kafka's group configs (the GROUP config resource, KIP-848 and KIP-932), sorted by name: each
-/// falls back to the broker config of its `broker_synonym` and, where it has `bounds`, must lie
-/// between the values of those two broker configs when it is set. Kafka 4.3's share.delivery.count.limit
+/// falls back to the broker config of its `broker_synonym` and, where it has bounds, must lie
+/// within the values of those broker configs when it is set. Kafka 4.3's share.delivery.count.limit
 /// and share.partition.max.record.locks are here too.
 pub static GROUP_CONFIGS: &[ConfigDef] = &[
     def("consumer.heartbeat.interval.ms", T::Int, "5000", "How often this consumer-protocol group's members heartbeat.")
@@ -2689,7 +2718,8 @@ pub static GROUP_CONFIGS: &[ConfigDef] = &[
         "Most records of one partition this share group may hold in flight at once.",
     )
     .between(100, 10000)
-    .synonym("group.share.partition.max.record.locks"),
+    .synonym("group.share.partition.max.record.locks")
+    .at_most_broker("group.share.partition.max.record.locks"),
     def(
         "share.record.lock.duration.ms",
         T::Int,

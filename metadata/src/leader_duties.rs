@@ -1,5 +1,6 @@
 //! The metadata leader's periodic duties besides groups: record retention, transaction
-//! timeouts, offset expiry, share record lock expiry and closing usage minutes. Every node runs
+//! timeouts, offset expiry, share record lock expiry, closing usage minutes, and raising the
+//! cluster's format once every voter runs this binary's (`Command::SetFormat`). Every node runs
 //! the loop; only the leader proposes, and each command carries the time it was proposed at, so
 //! every replica applies the same thing. (Group sessions and rebalances are `groups::GroupCoordinator::run_timers`; the
 //! archive is the binary's `cmd/archive.rs`; job leases are taken by the agents.)
@@ -28,6 +29,8 @@ pub(crate) trait DutyNode: Send + Sync + 'static {
     fn now_ms(&self) -> i64;
     /// Proposes `command`; `Err` says why it did not commit.
     fn propose(&self, command: Command) -> impl Future<Output = Result<(), String>> + Send;
+    /// The oldest metadata format the voters run, `None` while one cannot be asked.
+    fn voters_format(&self) -> impl Future<Output = Option<u32>> + Send;
 }
 
 impl DutyNode for MetadataNode {
@@ -46,6 +49,17 @@ impl DutyNode for MetadataNode {
     async fn propose(&self, command: Command) -> Result<(), String> {
         MetadataNode::propose(self, command).await.map(|_| ()).map_err(|e| e.to_string())
     }
+
+    async fn voters_format(&self) -> Option<u32> {
+        let status = self.status();
+        let mut oldest = crate::FORMAT_VERSION;
+        for voter in status.voters.iter().filter(|v| **v != status.node_id) {
+            let addr = status.members.get(voter)?;
+            let hello = crate::raft::network::fetch_hello(addr).await.ok()?;
+            oldest = oldest.min(hello.format);
+        }
+        Some(oldest)
+    }
 }
 
 /// How often the loop looks for due work.
@@ -57,21 +71,34 @@ const EXPIRE_OFFSETS_EVERY: Duration = Duration::from_secs(60);
 const EXPIRE_TRANSACTIONS_EVERY: Duration = Duration::from_secs(1);
 /// Retention's check interval when `log.retention.check.interval.ms` does not parse.
 const RETENTION_CHECK_DEFAULT: Duration = Duration::from_secs(300);
+/// How often a leader whose cluster applies an older format asks the voters theirs.
+const FORMAT_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 /// When each duty last ran.
 struct LastRun {
     retention: Instant,
     transactions: Instant,
     offsets: Instant,
+    /// `None` until the first check, which runs at once.
+    format: Option<Instant>,
 }
 
 /// Runs until `stop`.
 pub(crate) async fn run(node: impl DutyNode, stop: CancellationToken) {
     let start = Instant::now();
-    let mut last = LastRun { retention: start, transactions: start, offsets: start };
+    let mut last = LastRun { retention: start, transactions: start, offsets: start, format: None };
     while sleep_unless_stopped(&stop, TICK).await {
         if !node.leads() {
             continue;
+        }
+        if node.with_state(|s| !s.applies_format(crate::FORMAT_VERSION))
+            && last.format.is_none_or(|at| at.elapsed() >= FORMAT_CHECK_EVERY)
+        {
+            last.format = Some(Instant::now());
+            if node.voters_format().await.is_some_and(|oldest| oldest >= crate::FORMAT_VERSION) {
+                let raise = Command::SetFormat { format: crate::FORMAT_VERSION };
+                propose_if(&node, true, raise, "raising the cluster's metadata format").await;
+            }
         }
         let retention_every = node
             .with_state(|s| s.broker_config_i64("log.retention.check.interval.ms"))

@@ -294,8 +294,26 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
                 steps.append(f"agent {a} upgraded")
                 load.wait_progress(steps[-1])
 
+        def group_config_error():
+            """Error code of setting a group config (format 8 and on), 0 when it is taken."""
+            from confluent_kafka import KafkaException
+            from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                               ResourceType)
+            entry = ConfigEntry("share.isolation.level", "read_committed", incremental_operation=AlterConfigOpType.SET)
+            a = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+            try:
+                for f in a.incremental_alter_configs(
+                        [ConfigResource(ResourceType.GROUP, "upgraded", incremental_configs=[entry])]).values():
+                    f.result(10)
+                return 0
+            except KafkaException as e:
+                return e.args[0].code()
+
         if format_changes:
             upgrade_agents()
+            if old_format < 8:
+                # The new agents do not propose what the old nodes could not read.
+                assert group_config_error() == 40, "a group config taken while the nodes run format " + str(old_format)
         leader = cluster.leader()
         upgraded = set()
         for node in [*(i for i in cluster.meta if i != leader), leader]:
@@ -308,6 +326,10 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
             assert new >= old and now == {i: new if i in upgraded else old for i in cluster.meta}, (steps[-1], now)
         if not format_changes:
             upgrade_agents()
+        if format_changes and old_format < 8:
+            # Every node runs the new format: the leader raises the cluster's, and its rules apply.
+            wait_until(lambda: group_config_error() == 0, 60, "the cluster to take up format 8")
+            steps.append("the cluster applies the new format")
 
         follower = next(i for i in cluster.meta if i != cluster.leader())
         if format_changes:
@@ -315,7 +337,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
             node = cluster.meta[follower]
             # It stops, naming the format of the log it cannot read.
             refused_downgrade(node, f"metadata {follower}", lambda: not node.alive() and node.p.returncode != 0
-                              and re.search(r"format \d+, newer than", since_start(node)))
+                              and re.search(r"format \d+, newer than|is format \d+, and this Floe reads up to", since_start(node)))
             metadata_caught_up(cluster, follower)
             steps.append(f"metadata {follower} refused the downgrade")
             load.wait_progress(steps[-1])

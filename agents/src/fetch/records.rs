@@ -71,19 +71,27 @@ pub fn fetched_records(
     Ok(out)
 }
 
-/// The offsets a batch holds records at, as runs of consecutive offsets: the batch's whole span,
-/// or, where key compaction removed records inside it, the runs around the holes.
+/// The offsets a batch holds records at, as sorted runs of consecutive offsets within the
+/// batch's span: the whole span, or, where key compaction removed records inside it, the runs
+/// around the holes. Offset deltas are the producer's, so they are sorted and clipped here.
 pub fn record_runs(header: &BatchHeader, batch: &Bytes) -> Result<Vec<(i64, i64)>, RecordsError> {
     let end = header.base_offset + i64::from(header.last_offset_delta);
     if i64::from(header.record_count) > i64::from(header.last_offset_delta) {
         return Ok(vec![(header.base_offset, end)]);
     }
     let payload = records::decompress(header, batch, BATCH_DECOMPRESSED_BYTES_MAX)?;
-    let mut runs: Vec<(i64, i64)> = Vec::new();
+    let mut offsets = Vec::new();
     for view in records::records(&payload) {
         let offset = header.base_offset + i64::from(view?.offset_delta);
+        if (header.base_offset..=end).contains(&offset) {
+            offsets.push(offset);
+        }
+    }
+    offsets.sort_unstable();
+    let mut runs: Vec<(i64, i64)> = Vec::new();
+    for offset in offsets {
         match runs.last_mut() {
-            Some((_, last)) if *last + 1 == offset => *last = offset,
+            Some((_, last)) if *last >= offset - 1 => *last = (*last).max(offset),
             _ => runs.push((offset, offset)),
         }
     }

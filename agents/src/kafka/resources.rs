@@ -406,7 +406,12 @@ impl<'a> Walk<'a> {
                 let mut names = Vec::with_capacity(items.len());
                 for item in items.iter_mut() {
                     match resource(item) {
-                        (resource_type, name) if is_named_resource(resource_type) => names.push(name),
+                        // An empty name stays empty, so the handler refuses it rather than
+                        // taking the bare namespace for a group.
+                        (resource_type, name) if is_named_resource(resource_type) && !name.is_empty() => {
+                            names.push(name)
+                        }
+                        (resource_type, _) if is_named_resource(resource_type) => {}
                         _ if operation == Op::AlterConfigs => {
                             let error = code::CLUSTER_AUTHORIZATION_FAILED;
                             return Err(Refusal { error, message: Some(BROKER_CONFIGS_REFUSED) });

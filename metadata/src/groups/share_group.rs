@@ -452,7 +452,9 @@ pub(super) fn work_ops(
     }
     let key = |t: TopicId, p: i32| (work.group_id.clone(), t, p);
     let mut ops = Vec::new();
-    if let ShareOffsetReset::ByDuration(duration_ms) = offset_reset(state, &work.group_id) {
+    if let ShareOffsetReset::ByDuration(duration_ms) = offset_reset(state, &work.group_id)
+        && state.applies_format(8)
+    {
         for (t, p) in &work.acquire {
             if !state.share_partitions.contains_key(&key(*t, *p))
                 && let Some(offset) = start_by_duration(state, *t, *p, duration_ms, now_ms)
@@ -472,10 +474,16 @@ pub(super) fn work_ops(
         ops.push(ShareOp::ReleaseMember { group_id: work.group_id.clone(), member: work.member_id.clone() });
     }
     let settings = settings(state, &work.group_id);
+    // A partition this request acknowledges or returns records of may have some to give at once.
+    let touched = |t: &TopicId, p: &i32| {
+        work.release_all
+            || work.acknowledgements.iter().any(|(at, ap, _)| at == t && ap == p)
+            || work.unsent.iter().any(|(at, ap, _)| at == t && ap == p)
+    };
     let mut idle = Vec::with_capacity(work.acquire.len());
     for (t, p) in &work.acquire {
         let key = key(*t, *p);
-        let nothing = state.acquires_nothing(&key, work.read_committed, &settings, now_ms);
+        let nothing = !touched(t, p) && state.acquires_nothing(&key, work.read_committed, &settings, now_ms);
         idle.push(nothing);
         if !nothing {
             ops.push(ShareOp::Acquire {

@@ -240,9 +240,14 @@ impl DutyNode for SimDutyNode {
         i64::try_from(self.sim.now_ms()).unwrap_or(i64::MAX)
     }
 
+    async fn voters_format(&self) -> Option<u32> {
+        Some(crate::FORMAT_VERSION)
+    }
+
     async fn propose(&self, command: Command) -> Result<(), String> {
         let raft = lock(&self.sim.net).rafts.get(&self.id).cloned().ok_or("the node is down")?;
         let what = match &command {
+            Command::SetFormat { .. } => "raise the format",
             Command::ExpireTransactions { .. } => "expire transactions",
             Command::ExpireOffsets { .. } => "expire offsets",
             Command::ApplyRetention { .. } => "apply retention",

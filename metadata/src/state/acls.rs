@@ -19,6 +19,8 @@ impl State {
         for binding in bindings {
             let result = if let Some(why) = binding.invalid() {
                 Err(CommandError::InvalidAcl(why))
+            } else if !self.applies_format(8) && binding.is_group_config_acl() {
+                Err(CommandError::InvalidAcl("ACLs on group configs need every metadata node on format 8".into()))
             } else if self.acls.get(&tenant).is_some_and(|b| b.contains(&binding)) {
                 Ok(())
             } else if count >= ACL_COUNT_MAX {

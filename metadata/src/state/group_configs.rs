@@ -16,6 +16,9 @@ impl State {
         group_id: String,
         configs: BTreeMap<String, String>,
     ) -> Result<Outcome, CommandError> {
+        if !self.applies_format(8) {
+            return Err(CommandError::InvalidConfig("group configs need every metadata node on format 8".into()));
+        }
         let stored = self.check_group_configs(&group_id, &configs)?;
         if stored.is_empty() {
             self.group_configs.remove(&group_id);
@@ -53,24 +56,21 @@ impl State {
         Ok(checked)
     }
 
-    /// A group config with bounds must lie between the two broker configs naming them.
+    /// A group config with bounds must lie within the broker configs naming them.
     fn check_group_config_bounds(&self, def: &ConfigDef, value: &str) -> Result<(), CommandError> {
-        let Some((min_name, max_name)) = def.bounds else { return Ok(()) };
-        let value: i64 = value.parse().map_err(|_| CommandError::InvalidConfig(format!("{} is a number", def.name)))?;
-        let (min, max) = (self.broker_config_i64(min_name), self.broker_config_i64(max_name));
-        if min.is_some_and(|min| value < min) {
-            return Err(CommandError::InvalidConfig(format!(
-                "{} must be at least {min_name} ({})",
-                def.name,
-                min.unwrap_or_default()
-            )));
+        if def.min_bound.is_none() && def.max_bound.is_none() {
+            return Ok(());
         }
-        if max.is_some_and(|max| value > max) {
-            return Err(CommandError::InvalidConfig(format!(
-                "{} must be at most {max_name} ({})",
-                def.name,
-                max.unwrap_or_default()
-            )));
+        let value: i64 = value.parse().map_err(|_| CommandError::InvalidConfig(format!("{} is a number", def.name)))?;
+        if let Some((name, min)) = def.min_bound.and_then(|n| Some((n, self.broker_config_i64(n)?)))
+            && value < min
+        {
+            return Err(CommandError::InvalidConfig(format!("{} must be at least {name} ({min})", def.name)));
+        }
+        if let Some((name, max)) = def.max_bound.and_then(|n| Some((n, self.broker_config_i64(n)?)))
+            && value > max
+        {
+            return Err(CommandError::InvalidConfig(format!("{} must be at most {name} ({max})", def.name)));
         }
         Ok(())
     }
@@ -85,13 +85,15 @@ impl State {
         self.broker_configs.get(broker).map(String::as_str).or_else(|| config::broker_config(broker)?.default)
     }
 
-    /// A numeric group config ([`State::group_config`]), kept within its bounds as they are now:
-    /// an operator who narrows a bound narrows the groups that set a value before.
+    /// A numeric group config ([`State::group_config`]). A value set on the group is kept within
+    /// its bounds as they are now (an operator who narrows a bound narrows the groups that set a
+    /// value before); the cluster's value, used when the group sets none, is taken as it is.
     pub fn group_config_i64(&self, group_id: &str, name: &str) -> Option<i64> {
         let value: i64 = self.group_config(group_id, name)?.parse().ok()?;
-        let Some((min, max)) = config::group_config(name).and_then(|d| d.bounds) else { return Some(value) };
-        let value = self.broker_config_i64(min).map_or(value, |min| value.max(min));
-        Some(self.broker_config_i64(max).map_or(value, |max| value.min(max)))
+        let set_on_group = self.group_configs.get(group_id).is_some_and(|c| c.contains_key(name));
+        let Some(def) = config::group_config(name).filter(|_| set_on_group) else { return Some(value) };
+        let value = def.min_bound.and_then(|min| self.broker_config_i64(min)).map_or(value, |min| value.max(min));
+        Some(def.max_bound.and_then(|max| self.broker_config_i64(max)).map_or(value, |max| value.min(max)))
     }
 }
 
@@ -99,7 +101,14 @@ impl State {
 mod tests {
     use super::*;
     use crate::command::Command;
-    use crate::state::tests::run;
+
+    /// Runs `commands` on a cluster that applies format 8: their outcomes.
+    fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, CommandError>>) {
+        let (state, mut outcomes) =
+            crate::state::tests::run([vec![Command::SetFormat { format: 8 }], commands].concat());
+        assert!(outcomes.remove(0).is_ok(), "the format is raised");
+        (state, outcomes)
+    }
 
     fn set(group: &str, pairs: &[(&str, &str)]) -> Command {
         let configs = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
@@ -140,9 +149,51 @@ mod tests {
         ]);
         assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
         assert_eq!(state.group_config_i64("g", "share.record.lock.duration.ms"), Some(10_000), "clamped to the bound");
+        assert_eq!(state.group_config_i64("other", "share.record.lock.duration.ms"), Some(30_000));
         let index = state.applied_index + 1;
         assert!(state.apply(index, set("g", &[])).is_ok());
         assert!(state.group_configs.is_empty());
+    }
+
+    /// Until every metadata node runs format 8, its new rules stay off: no group configs, no ACLs
+    /// on them, none of the bounds made dynamic; replicas of format 7 would refuse them. A format
+    /// this binary does not know is refused too.
+    #[test]
+    fn format_8_rules_wait_for_the_cluster_to_apply_format_8() {
+        use crate::acl::{AclBinding, AclOperation, AclPatternType, AclPermission, AclResourceType};
+        let binding = AclBinding {
+            resource_type: AclResourceType::Group,
+            resource_name: "g".into(),
+            pattern_type: AclPatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: AclOperation::AlterConfigs,
+            permission: AclPermission::Allow,
+        };
+        let commands = || {
+            vec![
+                set("g", &[("share.isolation.level", "read_committed")]),
+                Command::CreateAcls { tenant: String::new(), bindings: vec![binding.clone()] },
+                Command::SetBrokerConfigs {
+                    configs: [("group.share.min.record.lock.duration.ms".to_owned(), "1000".to_owned())].into(),
+                },
+                Command::SetBrokerConfigs {
+                    configs: [("floe.share.auto.offset.reset".to_owned(), "by_duration:PT1H".to_owned())].into(),
+                },
+            ]
+        };
+        let refused = |outcome: &Result<Outcome, CommandError>| match outcome {
+            Ok(Outcome::AclsCreated(results)) => results.iter().all(Result::is_err),
+            other => other.is_err(),
+        };
+        let (before, outcomes) = crate::state::tests::run(commands());
+        assert!(outcomes.iter().all(refused), "{outcomes:?}");
+        assert!(before.acls.is_empty() && before.broker_configs.is_empty() && before.group_configs.is_empty());
+        let (after, outcomes) = run(commands());
+        assert!(!outcomes.iter().any(refused), "{outcomes:?}");
+        assert!(!after.acls.is_empty() && after.broker_configs.len() == 1 && after.group_configs.len() == 1);
+        let (_, newer) = crate::state::tests::run(vec![Command::SetFormat { format: crate::FORMAT_VERSION + 1 }]);
+        assert!(newer[0].is_err());
     }
 
     /// Deleting a group or its tenant deletes its configs; a tenant configures at most as many

@@ -134,6 +134,10 @@ pub struct State {
     /// Configs set on groups (the GROUP config resource, format 8), by group id; a group may
     /// have configs before it has members, and loses them when it is deleted.
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The metadata format whose rules every replica applies (format 8): raised by
+    /// `SetFormat` once every voter runs a binary of that format, so a replica of an older
+    /// binary never applies a command another way than the others. 0 before format 8.
+    pub format: u32,
 }
 
 /// An agent's last load report.
@@ -395,6 +399,16 @@ impl State {
             }
             Command::ShareUpdate { now_ms, ops } => self.share_update(now_ms, ops),
             Command::SetGroupConfigs { group_id, configs } => self.set_group_configs(group_id, configs),
+            Command::SetFormat { format } => {
+                if format > crate::FORMAT_VERSION {
+                    return Err(CommandError::InvalidCommit(format!(
+                        "format {format} is newer than this Floe's ({})",
+                        crate::FORMAT_VERSION
+                    )));
+                }
+                self.format = self.format.max(format);
+                Ok(Outcome::Done)
+            }
             Command::AgentLeave { agent_id, now_ms } => {
                 self.agents.remove(&agent_id);
                 self.agent_loads.remove(&agent_id);
@@ -414,6 +428,11 @@ impl State {
                 Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
             }
         }
+    }
+
+    /// Whether the cluster applies the rules of metadata format `format` (every voter runs it).
+    pub fn applies_format(&self, format: u32) -> bool {
+        self.format >= format
     }
 
     /// Orders states of one history: a later generation, then a later applied index.

@@ -419,7 +419,10 @@ impl State {
                 "{GROUP_SHARE_PARTITIONS_MAX} share partitions in one share group"
             )));
         }
-        if let Some((tenant, record)) = crate::namespace::key_of(&key.0).and_then(|k| self.tenant_of_key(k)) {
+        // The tenant's share of share partitions (format 8).
+        if let Some((tenant, record)) =
+            crate::namespace::key_of(&key.0).and_then(|k| self.tenant_of_key(k)).filter(|_| self.applies_format(8))
+        {
             let (used, max) = match counts.per_tenant.get_mut(tenant) {
                 Some(counted) => counted,
                 None => {
@@ -537,6 +540,9 @@ impl State {
             }
             ShareOp::StartAt { key, offset } => {
                 validate_names(&key.0, "")?;
+                if !self.applies_format(8) {
+                    return Err(CommandError::InvalidCommit("a start offset by time needs format 8".into()));
+                }
                 let log = self.partition(key.1, key.2).ok_or(CommandError::UnknownTopicOrPartition)?;
                 let offset = offset.clamp(log.log_start_offset, log.next_offset);
                 if !self.share_partitions.contains_key(&key) {

@@ -1109,6 +1109,7 @@ fn golden_files_of_format_8_still_decode_and_replay() {
         // started at an offset.
         let configs = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         commands.extend([
+            Command::SetFormat { format: 8 },
             Command::SetGroupConfigs {
                 group_id: "golden-share".into(),
                 configs: configs(&[
@@ -1152,6 +1153,7 @@ fn golden_files_of_format_8_still_decode_and_replay() {
     assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 8 commands encode differently");
     assert!(
         state.group_configs.len() == 2
+            && state.format == 8
             && state.group_config("golden-share", "share.auto.offset.reset") == Some("by_duration:PT1H")
             && state.group_config("golden-share", "share.isolation.level") == Some("read_uncommitted")
             && state.share_partitions.keys().any(|(g, _, _)| g == "golden-started")

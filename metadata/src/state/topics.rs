@@ -164,6 +164,11 @@ impl State {
             if crate::config::broker_config(name).is_some_and(|d| d.read_only) {
                 return Err(CommandError::InvalidConfig(format!("{name} cannot be changed dynamically")));
             }
+            if !self.applies_format(8) && crate::config::needs_format_8(name, &normalized) {
+                return Err(CommandError::InvalidConfig(format!(
+                    "{name}={normalized} needs every metadata node on format 8"
+                )));
+            }
             // A broker value that backs a topic default must also be a valid topic value.
             if let Some(topic_def) =
                 crate::config::TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(name.as_str()))

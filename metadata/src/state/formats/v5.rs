@@ -75,6 +75,7 @@ impl From<StateV5> for State {
             agent_loads: BTreeMap::new(),
             share_partitions: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            format: 0,
         }
     }
 }

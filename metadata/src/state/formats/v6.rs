@@ -78,6 +78,7 @@ impl From<StateV6> for State {
             agent_loads: v6.agent_loads,
             share_partitions: BTreeMap::new(),
             group_configs: BTreeMap::new(),
+            format: 0,
         }
     }
 }

@@ -79,6 +79,7 @@ impl From<StateV7> for State {
             agent_loads: v7.agent_loads,
             share_partitions: v7.share_partitions,
             group_configs: BTreeMap::new(),
+            format: 0,
         }
     }
 }

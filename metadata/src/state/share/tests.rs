@@ -357,6 +357,7 @@ fn a_tenants_share_groups_stay_within_its_share_of_share_partitions() {
         let index = state.applied_index + 1;
         state.apply(index, command)
     };
+    apply(&mut state, Command::SetFormat { format: 8 }).expect("format 8");
     for tenant in ["acme", "globex"] {
         apply(&mut state, Command::CreateTenant { name: tenant.into(), now_ms: 0 }).expect("tenant");
     }

@@ -318,6 +318,12 @@ impl Target {
     ) -> Result<(), Failure> {
         self.current(agent)?;
         if let Self::Group(group_id) = self {
+            // A node of an older format could not read the command: none is proposed until the
+            // cluster applies format 8.
+            if !agent.metadata.read().applies_format(8) {
+                let why = "group configs need every metadata node on format 8 (an upgrade is under way)";
+                return Err((code::INVALID_CONFIG, why.to_owned()));
+            }
             // Bounds (broker configs) are checked here too, so validate_only answers as a change would.
             let checked = agent.metadata.read().check_group_configs(group_id, &configs);
             checked.map_err(|e| (error_code::for_command(&e).code(), e.to_string()))?;
