@@ -588,38 +588,21 @@ def describe_group_configs(bootstrap: str, group: str, conf: dict | None = None)
     raise AssertionError("no answer")
 
 
-def _share_heartbeat_interval(bootstrap: str, group: str, topic: str) -> int:
-    """Joins share group `group` with ShareGroupHeartbeat v1 and leaves it: the heartbeat
-    interval the coordinator gave."""
+def _heartbeat_interval(bootstrap: str, group: str, topic: str, share: bool) -> int:
+    """Joins `group` with ShareGroupHeartbeat v1 (`share`) or ConsumerGroupHeartbeat v0 and
+    leaves it: the heartbeat interval the coordinator gave."""
     from helpers.kafka_wire import Writer, call
 
     member = str(uuid.uuid4())
 
     def heartbeat(epoch, topics):
-        body = Writer().string(group).string(member).i32(epoch).string(None).array(topics, Writer.string).tags()
-        r = call(bootstrap, 76, 1, body)
-        r.i32()
-        error, message = r.i16(), r.string()
-        assert error == 0, (error, message)
-        r.string()
-        return r.i32(), r.i32()
-
-    epoch, interval = heartbeat(0, [topic])
-    heartbeat(-1, None)
-    return interval
-
-
-def _consumer_heartbeat_interval(bootstrap: str, group: str, topic: str) -> int:
-    """Joins consumer-protocol group `group` with ConsumerGroupHeartbeat v0 and leaves it: the
-    heartbeat interval the coordinator gave."""
-    from helpers.kafka_wire import Writer, call
-
-    member = str(uuid.uuid4())
-
-    def heartbeat(epoch, topics):
-        body = (Writer().string(group).string(member).i32(epoch).string(None).string(None).i32(30_000)
-                .array(topics, Writer.string).string(None).array(None, Writer.string).tags())
-        r = call(bootstrap, 68, 0, body)
+        w = Writer().string(group).string(member).i32(epoch)
+        if share:  # rack, topics
+            body = w.string(None).array(topics, Writer.string).tags()
+        else:  # instance, rack, rebalance timeout, topics, assignor, owned partitions
+            body = (w.string(None).string(None).i32(30_000).array(topics, Writer.string).string(None)
+                    .array(None, Writer.string).tags())
+        r = call(bootstrap, 76 if share else 68, 1 if share else 0, body)
         r.i32()
         error, message = r.i16(), r.string()
         assert error == 0, (error, message)
@@ -710,16 +693,16 @@ def test_group_configs_set_one_groups_start_lock_and_heartbeat_within_the_broker
         f"held records redelivered after the group's 2 s lock, not 30 s: {redelivered_after}"
 
     # Heartbeat intervals: the configured groups get theirs, others the broker's.
-    assert _share_heartbeat_interval(bootstrap, configured, topic) == 7000
-    assert _share_heartbeat_interval(bootstrap, plain, topic) == 5000
+    assert _heartbeat_interval(bootstrap, configured, topic, share=True) == 7000
+    assert _heartbeat_interval(bootstrap, plain, topic, share=True) == 5000
     consumers = unique_name("consumers")
     alter_group_configs(bootstrap, consumers, {"consumer.heartbeat.interval.ms": "6000"})
-    assert _consumer_heartbeat_interval(bootstrap, consumers, topic) == 6000
-    assert _consumer_heartbeat_interval(bootstrap, unique_name("other"), topic) == 5000
+    assert _heartbeat_interval(bootstrap, consumers, topic, share=False) == 6000
+    assert _heartbeat_interval(bootstrap, unique_name("other"), topic, share=False) == 5000
 
     # DELETE goes back to the broker's value; unknown names and bad values are refused.
     alter_group_configs(bootstrap, configured, {"share.heartbeat.interval.ms": None})
-    assert _share_heartbeat_interval(bootstrap, configured, topic) == 5000
+    assert _heartbeat_interval(bootstrap, configured, topic, share=True) == 5000
     out = subprocess.run([FLOE_BIN, "admin", "groups", "--metadata", f"127.0.0.1:{floe.metadata_port}", "--json",
                           "describe", configured], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
