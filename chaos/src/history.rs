@@ -129,6 +129,22 @@ impl History {
         (p99, window.len())
     }
 
+    /// [`History::produce_p99`] of each `window_ms` window of `from..to` (a last shorter window
+    /// only if it holds writes).
+    pub(crate) fn produce_p99_windows(&self, from: u64, to: u64, window_ms: u64) -> Vec<(u64, usize)> {
+        let mut out = Vec::new();
+        let mut at = from;
+        while at < to {
+            let end = (at + window_ms.max(1)).min(to);
+            let (p99, n) = self.produce_p99(at, end);
+            if n > 0 {
+                out.push((p99, n));
+            }
+            at = end;
+        }
+        out
+    }
+
     pub(crate) fn now_ms(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
     }

@@ -153,4 +153,19 @@ mod tests {
             assert_eq!(runs, vec![(100, 100), (103, 104), (106, 107)], "{compression:?}");
         }
     }
+
+    /// Offset deltas are the producer's: out of order, repeated or past the batch's span, the
+    /// runs still come out sorted, apart and within the batch.
+    #[test]
+    fn record_runs_are_sorted_and_clipped_whatever_the_deltas() {
+        let batch = encode_batch(8, Compression::None);
+        let header = BatchHeader::parse(&batch).expect("parses");
+        let payload = records::decompress(&header, &batch, 1 << 20).expect("decompresses");
+        let views: Vec<records::RecordView> = records::records(&payload).filter_map(Result::ok).collect();
+        let pick = |delta: i32| views.iter().find(|v| v.offset_delta == delta).cloned().expect("a record");
+        let kept = [pick(7), pick(0), pick(4), pick(3), pick(4)];
+        let shuffled = records::rebuild(&header, &batch, 100, &kept, 0, None).expect("rebuilds");
+        let header = BatchHeader::parse(&shuffled).expect("parses");
+        assert_eq!(record_runs(&header, &shuffled).expect("runs"), vec![(100, 100), (103, 104), (107, 107)]);
+    }
 }
