@@ -124,6 +124,18 @@ def idle_once(floe, consumers, seconds, seq):
     return entries / seconds
 
 
+def on_fresh_floe(binary, measure):
+    """Runs `measure(floe)` on a fresh `floe dev` and returns what it returns."""
+    shutil.rmtree(bench_read.WORK, ignore_errors=True)
+    os.makedirs(bench_read.WORK)
+    floe = Floe(binary=binary)
+    floe.start()
+    try:
+        return measure(floe)
+    finally:
+        floe.stop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
@@ -137,14 +149,7 @@ def main():
         rates = {c: [] for c in counts}
         for run in range(args.runs):
             for consumers in counts:
-                shutil.rmtree(bench_read.WORK, ignore_errors=True)
-                os.makedirs(bench_read.WORK)
-                floe = Floe(binary=args.bin)
-                floe.start()
-                try:
-                    rates[consumers].append(idle_once(floe, consumers, args.idle, run))
-                finally:
-                    floe.stop()
+                rates[consumers].append(on_fresh_floe(args.bin, lambda f: idle_once(f, consumers, args.idle, run)))
                 print(f"run {run + 1}/{args.runs}, {consumers} idle consumers: {rates[consumers][-1]:.2f} entries/s",
                       file=sys.stderr)
         print("| idle share consumers | Raft entries/s |")
@@ -152,18 +157,15 @@ def main():
         for consumers in counts:
             print(f"| {consumers} | {statistics.median(rates[consumers]):.2f} |")
         return
+
+    def acknowledged(floe, consumers, run):
+        set_configs(floe.bootstrap, {"floe.share.auto.offset.reset": "earliest"})
+        return run_once(floe, consumers, args.records, run)
+
     results = {c: [] for c in counts}
     for run in range(args.runs):
         for consumers in counts:
-            shutil.rmtree(bench_read.WORK, ignore_errors=True)
-            os.makedirs(bench_read.WORK)
-            floe = Floe(binary=args.bin)
-            floe.start()
-            try:
-                set_configs(floe.bootstrap, {"floe.share.auto.offset.reset": "earliest"})
-                r = run_once(floe, consumers, args.records, run)
-            finally:
-                floe.stop()
+            r = on_fresh_floe(args.bin, lambda f: acknowledged(f, consumers, run))
             results[consumers].append(r)
             print(f"run {run + 1}/{args.runs}, {consumers} consumers: {r['acks_per_sec']:.0f} acks/s, "
                   f"{r['entries_per_1000']:.2f} Raft entries per 1,000 acks", file=sys.stderr)
