@@ -3,7 +3,8 @@
 //!
 //! All bookkeeping happens under one mutex without awaiting; proposals and waiting for other
 //! members (JoinGroup waits for the rebalance, a follower's SyncGroup for the leader's
-//! assignment) happen after it is released.
+//! assignment) happen after it is released. A group's membership writes keep the order its
+//! changes were made in (`super::write_turns`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::write_turns::{WriteTurn, WriteTurns};
 use super::{
     Described, DescribedMember, GroupDescription, GroupError, GroupRequest, GroupResponse, JoinRequest, JoinResponse,
     JoinedMember, LeaveResult, LeavingMember, ListedGroup, MemberRef, Protocol, SyncRequest, SyncResponse, setting,
@@ -431,6 +433,28 @@ pub(super) struct Tables {
     pub(super) classic: HashMap<String, Group>,
     pub(super) consumer: HashMap<String, super::consumer_group::ConsumerGroup>,
     pub(super) share: HashMap<String, super::share_group::ShareGroup>,
+    /// Outlives a change of term: a write proposed in the old term may still land.
+    turns: WriteTurns,
+}
+
+/// A group's membership to store, with its place in the group's order of writes.
+pub(super) struct GroupWrite {
+    group_id: String,
+    membership: GroupMembership,
+    turn: WriteTurn,
+}
+
+impl Tables {
+    /// The write of a change just made to `group_id` (under the tables' lock, so writes take
+    /// turns in the order the changes were made).
+    pub(super) fn write(&mut self, group_id: &str, membership: GroupMembership) -> GroupWrite {
+        GroupWrite { group_id: group_id.to_owned(), membership, turn: self.turns.take(group_id) }
+    }
+
+    /// Forgets every live group (keeping the order of writes still under way).
+    fn clear(&mut self) {
+        *self = Tables { turns: std::mem::take(&mut self.turns), ..Tables::default() };
+    }
 }
 
 /// Group coordination for the node it runs on (active only while that node leads).
@@ -507,11 +531,27 @@ impl GroupCoordinator {
         let term = node.leader_term().ok_or(GroupError::NotCoordinator)?;
         let mut inner = self.lock();
         if inner.term != Some(term) {
-            inner.tables = Tables::default();
+            inner.tables.clear();
             inner.term = Some(term);
         }
         let state = node.read();
         Ok(f(&mut inner.tables, &state))
+    }
+
+    /// [`Self::with_tables`] for a change to `group_id` that may leave a membership to store in
+    /// `effects`; its write takes its turn before the lock is released.
+    fn changing<T>(
+        &self,
+        node: &MetadataNode,
+        group_id: &str,
+        effects: &mut Effects,
+        f: impl FnOnce(&mut Tables, &State, &mut Effects) -> T,
+    ) -> Result<(T, Option<GroupWrite>), GroupError> {
+        self.with_tables(node, |tables, state| {
+            let out = f(tables, state, effects);
+            let write = effects.store.take().map(|membership| tables.write(group_id, membership));
+            (out, write)
+        })
     }
 
     /// Handles one request; the `u64` is the log index of the last write it made (0 if none),
@@ -542,12 +582,14 @@ impl GroupCoordinator {
             GroupRequest::ConsumerHeartbeat(request) => {
                 let group_id = request.group_id.clone();
                 let now = node.clock().now();
-                let result = self
-                    .with_tables(node, |tables, state| super::consumer_group::heartbeat(tables, state, request, now))?;
+                let result = self.with_tables(node, |tables, state| {
+                    super::consumer_group::heartbeat(tables, state, request, now)
+                        .map(|(answer, membership)| (answer, membership.map(|m| tables.write(&group_id, m))))
+                })?;
                 match result {
                     Err(e) => (GroupResponse::ConsumerHeartbeat(Err(e)), 0),
                     Ok((answer, None)) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), 0),
-                    Ok((answer, Some(membership))) => match self.store(node, &group_id, membership).await {
+                    Ok((answer, Some(write))) => match self.store(node, write).await {
                         Ok(index) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), index),
                         Err(e) => {
                             // Not durable: forget the live group so the next heartbeat starts
@@ -577,14 +619,17 @@ impl GroupCoordinator {
             GroupRequest::ShareHeartbeat(request) => {
                 let group_id = request.group_id.clone();
                 let now = node.clock().now();
-                let result =
-                    self.with_tables(node, |tables, state| super::share_group::heartbeat(tables, state, request, now))?;
+                let result = self.with_tables(node, |tables, state| {
+                    super::share_group::heartbeat(tables, state, request, now).map(|(answer, (membership, left))| {
+                        (answer, (membership.map(|m| tables.write(&group_id, m)), left))
+                    })
+                })?;
                 match result {
                     Err(e) => (GroupResponse::ShareHeartbeat(Err(e)), 0),
-                    Ok((answer, (membership, left))) => {
+                    Ok((answer, (write, left))) => {
                         let mut index = 0;
-                        if let Some(membership) = membership {
-                            match self.store(node, &group_id, membership).await {
+                        if let Some(write) = write {
+                            match self.store(node, write).await {
                                 Ok(i) => index = i,
                                 Err(e) => {
                                     let _ = self.with_tables(node, |tables, _| tables.share.remove(&group_id));
@@ -690,132 +735,137 @@ impl GroupCoordinator {
         let mut effects = Effects::default();
         // The closure's error is the immediate answer (no waiting); it is moved once, not hot.
         #[allow(clippy::result_large_err)]
-        let outcome = self.with_tables(node, |tables, state| -> Result<_, JoinReply> {
-            if super::consumer_group::has_members(tables, state, &request.group_id)
-                || super::share_group::has_members(tables, state, &request.group_id)
-            {
-                return Err(Err((GroupError::InconsistentGroupProtocol, JoinResponse::default())));
-            }
-            let groups = &mut tables.classic;
-            let session = i64::from(request.session_timeout_ms);
-            if session < setting(state, MIN_SESSION_TIMEOUT_MS) || session > setting(state, MAX_SESSION_TIMEOUT_MS) {
-                return Err(Err((GroupError::InvalidSessionTimeout, JoinResponse::default())));
-            }
-            let initial_delay = initial_delay(state);
-            let max_size =
-                usize::try_from(setting(state, MAX_GROUP_SIZE)).unwrap_or(0).min(crate::limits::GROUP_MEMBERS_MAX);
-            let group = match groups.entry(request.group_id.clone()) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                    Group::from_state(state, &request.group_id, now)
-                        .unwrap_or_else(|| Group::empty(&request.protocol_type)),
-                ),
-            };
-            let inconsistent = Err(Err((GroupError::InconsistentGroupProtocol, JoinResponse::default())));
-            if group.members.is_empty() {
-                group.protocol_type.clone_from(&request.protocol_type);
-            } else if group.protocol_type != request.protocol_type
-                || group.common_protocols(Some(&request.protocols)).is_empty()
-            {
-                return inconsistent;
-            }
-            let full = group.members.len() >= max_size;
-            let new_id = || {
-                let client: String = request.client_id.chars().take(255).collect();
-                format!("{client}-{}", uuid::Uuid::new_v4())
-            };
-            let member_id = if request.member_id.is_empty() {
-                if let Some(instance) = request.instance_id.as_deref()
-                    && let Some(old_id) = group.static_member(instance).map(str::to_owned)
+        let (outcome, write) =
+            self.changing(node, &request.group_id, &mut effects, |tables, state, effects| -> Result<_, JoinReply> {
+                if super::consumer_group::has_members(tables, state, &request.group_id)
+                    || super::share_group::has_members(tables, state, &request.group_id)
                 {
-                    // A static member restarted: it takes over its old membership and the old
-                    // instance is fenced.
-                    let id = new_id();
-                    let Some(mut member) = group.members.remove(&old_id) else {
-                        return Err(Err((GroupError::UnknownMemberId, JoinResponse::default())));
-                    };
-                    if let Some(tx) = member.join_waiter.take() {
-                        effects.joins.push((tx, Err((GroupError::FencedInstanceId, JoinResponse::default()))));
+                    return Err(Err((GroupError::InconsistentGroupProtocol, JoinResponse::default())));
+                }
+                let groups = &mut tables.classic;
+                let session = i64::from(request.session_timeout_ms);
+                if session < setting(state, MIN_SESSION_TIMEOUT_MS) || session > setting(state, MAX_SESSION_TIMEOUT_MS)
+                {
+                    return Err(Err((GroupError::InvalidSessionTimeout, JoinResponse::default())));
+                }
+                let initial_delay = initial_delay(state);
+                let max_size =
+                    usize::try_from(setting(state, MAX_GROUP_SIZE)).unwrap_or(0).min(crate::limits::GROUP_MEMBERS_MAX);
+                let group = match groups.entry(request.group_id.clone()) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                        Group::from_state(state, &request.group_id, now)
+                            .unwrap_or_else(|| Group::empty(&request.protocol_type)),
+                    ),
+                };
+                let inconsistent = Err(Err((GroupError::InconsistentGroupProtocol, JoinResponse::default())));
+                if group.members.is_empty() {
+                    group.protocol_type.clone_from(&request.protocol_type);
+                } else if group.protocol_type != request.protocol_type
+                    || group.common_protocols(Some(&request.protocols)).is_empty()
+                {
+                    return inconsistent;
+                }
+                let full = group.members.len() >= max_size;
+                let new_id = || {
+                    let client: String = request.client_id.chars().take(255).collect();
+                    format!("{client}-{}", uuid::Uuid::new_v4())
+                };
+                let member_id = if request.member_id.is_empty() {
+                    if let Some(instance) = request.instance_id.as_deref()
+                        && let Some(old_id) = group.static_member(instance).map(str::to_owned)
+                    {
+                        // A static member restarted: it takes over its old membership and the old
+                        // instance is fenced.
+                        let id = new_id();
+                        let Some(mut member) = group.members.remove(&old_id) else {
+                            return Err(Err((GroupError::UnknownMemberId, JoinResponse::default())));
+                        };
+                        if let Some(tx) = member.join_waiter.take() {
+                            effects.joins.push((tx, Err((GroupError::FencedInstanceId, JoinResponse::default()))));
+                        }
+                        if let Some(tx) = member.sync_waiter.take() {
+                            effects.syncs.push((tx, Err(GroupError::FencedInstanceId)));
+                        }
+                        let unchanged = group.protocol.as_deref().is_some_and(|p| {
+                            request.protocols.iter().any(|(n, m)| n == p && *m == member.record.subscription)
+                        });
+                        member.record.member_id.clone_from(&id);
+                        member.record.client_id.clone_from(&request.client_id);
+                        member.record.client_host.clone_from(&request.client_host);
+                        member.record.session_timeout_ms = request.session_timeout_ms;
+                        member.record.rebalance_timeout_ms = request.rebalance_timeout_ms;
+                        member.protocols.clone_from(&request.protocols);
+                        member.last_seen = now;
+                        group.members.insert(id.clone(), member);
+                        if group.leader.as_deref() == Some(old_id.as_str()) {
+                            group.leader = Some(id.clone());
+                        }
+                        if group.phase == Phase::Stable && unchanged {
+                            effects.store = Some(group.membership());
+                            return Err(Ok(group.current_join(&id)));
+                        }
+                        id
+                    } else if request.instance_id.is_none() && request.require_known_member {
+                        let id = new_id();
+                        group.pending.insert(id.clone(), now + millis(request.session_timeout_ms));
+                        return Err(Err((
+                            GroupError::MemberIdRequired,
+                            JoinResponse { member_id: id, ..Default::default() },
+                        )));
+                    } else {
+                        if full {
+                            return Err(Err((GroupError::GroupMaxSizeReached, JoinResponse::default())));
+                        }
+                        let id = new_id();
+                        group.add_member(id.clone(), &request, now);
+                        id
                     }
-                    if let Some(tx) = member.sync_waiter.take() {
-                        effects.syncs.push((tx, Err(GroupError::FencedInstanceId)));
-                    }
-                    let unchanged = group.protocol.as_deref().is_some_and(|p| {
-                        request.protocols.iter().any(|(n, m)| n == p && *m == member.record.subscription)
-                    });
-                    member.record.member_id.clone_from(&id);
-                    member.record.client_id.clone_from(&request.client_id);
-                    member.record.client_host.clone_from(&request.client_host);
-                    member.record.session_timeout_ms = request.session_timeout_ms;
-                    member.record.rebalance_timeout_ms = request.rebalance_timeout_ms;
-                    member.protocols.clone_from(&request.protocols);
-                    member.last_seen = now;
-                    group.members.insert(id.clone(), member);
-                    if group.leader.as_deref() == Some(old_id.as_str()) {
-                        group.leader = Some(id.clone());
-                    }
-                    if group.phase == Phase::Stable && unchanged {
-                        effects.store = Some(group.membership());
-                        return Err(Ok(group.current_join(&id)));
-                    }
-                    id
-                } else if request.instance_id.is_none() && request.require_known_member {
-                    let id = new_id();
-                    group.pending.insert(id.clone(), now + millis(request.session_timeout_ms));
-                    return Err(Err((
-                        GroupError::MemberIdRequired,
-                        JoinResponse { member_id: id, ..Default::default() },
-                    )));
-                } else {
+                } else if group.pending.remove(&request.member_id).is_some() {
                     if full {
                         return Err(Err((GroupError::GroupMaxSizeReached, JoinResponse::default())));
                     }
-                    let id = new_id();
-                    group.add_member(id.clone(), &request, now);
-                    id
-                }
-            } else if group.pending.remove(&request.member_id).is_some() {
-                if full {
-                    return Err(Err((GroupError::GroupMaxSizeReached, JoinResponse::default())));
-                }
-                group.add_member(request.member_id.clone(), &request, now);
-                request.member_id.clone()
-            } else {
-                if let Err(e) = group.check_member(&request.member_id, request.instance_id.as_deref()) {
-                    return Err(Err((e, JoinResponse::default())));
-                }
-                let leader = group.leader.clone();
-                let Some(member) = group.members.get_mut(&request.member_id) else {
-                    return Err(Err((GroupError::UnknownMemberId, JoinResponse::default())));
+                    group.add_member(request.member_id.clone(), &request, now);
+                    request.member_id.clone()
+                } else {
+                    if let Err(e) = group.check_member(&request.member_id, request.instance_id.as_deref()) {
+                        return Err(Err((e, JoinResponse::default())));
+                    }
+                    let leader = group.leader.clone();
+                    let Some(member) = group.members.get_mut(&request.member_id) else {
+                        return Err(Err((GroupError::UnknownMemberId, JoinResponse::default())));
+                    };
+                    let unchanged = member.protocols == request.protocols;
+                    member.protocols.clone_from(&request.protocols);
+                    member.record.session_timeout_ms = request.session_timeout_ms;
+                    member.record.rebalance_timeout_ms = request.rebalance_timeout_ms;
+                    member.last_seen = now;
+                    let is_leader = leader.as_deref() == Some(request.member_id.as_str());
+                    match group.phase {
+                        Phase::CompletingRebalance if unchanged => {
+                            return Err(Ok(group.current_join(&request.member_id)));
+                        }
+                        Phase::Stable if unchanged && !is_leader => {
+                            return Err(Ok(group.current_join(&request.member_id)));
+                        }
+                        _ => {}
+                    }
+                    request.member_id.clone()
                 };
-                let unchanged = member.protocols == request.protocols;
-                member.protocols.clone_from(&request.protocols);
-                member.record.session_timeout_ms = request.session_timeout_ms;
-                member.record.rebalance_timeout_ms = request.rebalance_timeout_ms;
-                member.last_seen = now;
-                let is_leader = leader.as_deref() == Some(request.member_id.as_str());
-                match group.phase {
-                    Phase::CompletingRebalance if unchanged => return Err(Ok(group.current_join(&request.member_id))),
-                    Phase::Stable if unchanged && !is_leader => return Err(Ok(group.current_join(&request.member_id))),
-                    _ => {}
+                if group.phase != Phase::PreparingRebalance || group.initial_join_started.is_some() {
+                    group.prepare_rebalance(now, initial_delay, effects);
                 }
-                request.member_id.clone()
-            };
-            if group.phase != Phase::PreparingRebalance || group.initial_join_started.is_some() {
-                group.prepare_rebalance(now, initial_delay, &mut effects);
-            }
-            let (tx, rx) = oneshot::channel();
-            if let Some(member) = group.members.get_mut(&member_id) {
-                member.join_waiter = Some(tx);
-            }
-            let wait = group.max_rebalance_timeout().max(initial_delay) + WAIT_MARGIN;
-            group.maybe_complete_join(now, &mut effects);
-            Ok((rx, wait))
-        })?;
-        let store = effects.store.take();
+                let (tx, rx) = oneshot::channel();
+                if let Some(member) = group.members.get_mut(&member_id) {
+                    member.join_waiter = Some(tx);
+                }
+                let wait = group.max_rebalance_timeout().max(initial_delay) + WAIT_MARGIN;
+                group.maybe_complete_join(now, effects);
+                Ok((rx, wait))
+            })?;
         effects.deliver();
-        if let Some(membership) = store {
-            self.store(node, &request.group_id, membership).await?;
+        if let Some(write) = write {
+            self.store(node, write).await?;
         }
         let (rx, wait) = match outcome {
             Ok(waiting) => waiting,
@@ -862,16 +912,25 @@ impl GroupCoordinator {
         }
     }
 
-    async fn store(&self, node: &MetadataNode, group_id: &str, membership: GroupMembership) -> Result<u64, GroupError> {
-        let command = Command::StoreGroup { group_id: group_id.to_owned(), membership, now_ms: node.clock().now_ms() };
-        node.propose_indexed(command).await.map(|(_, index)| index).map_err(store_error)
+    /// Writes a group's membership once the group's earlier writes are over.
+    async fn store(&self, node: &MetadataNode, write: GroupWrite) -> Result<u64, GroupError> {
+        let GroupWrite { group_id, membership, turn } = write;
+        turn.wait().await;
+        let command = Command::StoreGroup { group_id, membership, now_ms: node.clock().now_ms() };
+        let written = node.propose_indexed(command).await.map(|(_, index)| index).map_err(store_error);
+        drop(turn);
+        written
     }
 
     async fn sync(&self, node: &MetadataNode, request: SyncRequest) -> Result<SyncReply, GroupError> {
         let now = node.clock().now();
         let mut effects = Effects::default();
-        let outcome =
-            self.with_groups(node, |groups, _state| -> Result<(oneshot::Receiver<SyncReply>, Duration), SyncReply> {
+        let (outcome, write) = self.changing(
+            node,
+            &request.group_id,
+            &mut effects,
+            |tables, _state, effects| -> Result<(oneshot::Receiver<SyncReply>, Duration), SyncReply> {
+                let groups = &mut tables.classic;
                 let group = groups.get_mut(&request.group_id).ok_or(Err(GroupError::UnknownMemberId))?;
                 group.check_member(&request.member_id, request.instance_id.as_deref()).map_err(Err)?;
                 if request.generation != group.generation {
@@ -925,14 +984,15 @@ impl GroupCoordinator {
                     }
                 }
                 Ok((rx, wait))
-            })?;
+            },
+        )?;
         let (rx, wait) = match outcome {
             Ok(waiting) => waiting,
             Err(answer) => return Ok(answer),
         };
-        if let Some(membership) = effects.store.take() {
-            let generation = membership.generation;
-            if let Err(e) = self.store(node, &request.group_id, membership).await {
+        if let Some(write) = write {
+            let generation = write.membership.generation;
+            if let Err(e) = self.store(node, write).await {
                 // The generation is not durable: fail this round and rebalance.
                 for (_, reply) in &mut effects.syncs {
                     *reply = Err(e.clone());
@@ -989,7 +1049,8 @@ impl GroupCoordinator {
     ) -> Result<Result<Vec<LeaveResult>, GroupError>, GroupError> {
         let now = node.clock().now();
         let mut effects = Effects::default();
-        let result = self.with_groups(node, |groups, state| {
+        let (result, write) = self.changing(node, group_id, &mut effects, |tables, state, effects| {
+            let groups = &mut tables.classic;
             if !groups.contains_key(group_id)
                 && let Some(group) = Group::from_state(state, group_id, now)
             {
@@ -1013,16 +1074,15 @@ impl GroupCoordinator {
                     _ => Err(GroupError::UnknownMemberId),
                 };
                 if let Ok(id) = &target {
-                    group.remove_member(id, now, delay, &mut effects);
+                    group.remove_member(id, now, delay, effects);
                 }
                 results.push((member, target.map(|_| ())));
             }
             Ok(results)
         })?;
-        let store = effects.store.take();
         effects.deliver();
-        if let Some(membership) = store {
-            self.store(node, group_id, membership).await?;
+        if let Some(write) = write {
+            self.store(node, write).await?;
         }
         Ok(result)
     }
@@ -1310,24 +1370,22 @@ impl GroupCoordinator {
         while crate::tasks::sleep_unless_stopped(&stop, TICK).await {
             let coordinator = node.groups();
             let now = node.clock().now();
-            let mut stores = Vec::new();
             let mut releases = Vec::new();
             let mut effects = Effects::default();
             let leading = coordinator.with_tables(&node, |tables, state| {
                 let delay = initial_delay(state);
+                let mut stores = Vec::new();
                 for (id, group) in &mut tables.consumer {
                     if let Some(membership) = group.expire(id, state, now) {
                         stores.push((id.clone(), membership));
                     }
                 }
-                tables.consumer.retain(|_, g| !g.is_empty());
                 for (id, group) in &mut tables.share {
                     if let Some((membership, left)) = group.expire(id, state, now) {
                         stores.push((id.clone(), membership));
                         releases.push((id.clone(), left));
                     }
                 }
-                tables.share.retain(|_, g| !g.is_empty());
                 let groups = &mut tables.classic;
                 for (id, group) in groups.iter_mut() {
                     let mut group_effects = Effects::default();
@@ -1345,21 +1403,27 @@ impl GroupCoordinator {
                     effects.joins.append(&mut group_effects.joins);
                     effects.syncs.append(&mut group_effects.syncs);
                 }
-                // Empty groups live on in the replicated state alone.
-                groups.retain(|_, g| g.phase != Phase::Empty || !g.pending.is_empty());
+                let writes: Vec<GroupWrite> = stores.into_iter().map(|(id, m)| tables.write(&id, m)).collect();
+                // Empty groups live on in the replicated state alone, once it shows them.
+                let turns = &tables.turns;
+                tables.consumer.retain(|id, g| !g.is_empty() || turns.busy(id));
+                tables.share.retain(|id, g| !g.is_empty() || turns.busy(id));
+                tables.classic.retain(|id, g| g.phase != Phase::Empty || !g.pending.is_empty() || turns.busy(id));
+                writes
             });
             effects.deliver();
-            let Ok(()) = leading else {
+            let Ok(writes) = leading else {
                 // No longer leading: drop the groups, so members waiting here for a join or a
                 // sync are answered NOT_COORDINATOR now and look for the new leader, instead of
                 // waiting out their rebalance timeout on a node that will never complete it.
                 let mut inner = coordinator.lock();
                 inner.term = None;
-                inner.tables = Tables::default();
+                inner.tables.clear();
                 continue;
             };
-            for (group_id, membership) in stores {
-                if let Err(e) = coordinator.store(&node, &group_id, membership).await {
+            for write in writes {
+                let group_id = write.group_id.clone();
+                if let Err(e) = coordinator.store(&node, write).await {
                     tracing::warn!(group = %group_id, error = %e, "storing group membership");
                 }
             }

@@ -13,6 +13,7 @@ mod coordinator;
 mod share_group;
 #[cfg(test)]
 mod tests;
+mod write_turns;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,123 @@
+//! The order in which a group's membership reaches Raft.
+//!
+//! The coordinator changes a group under its table lock and writes the new membership
+//! (`StoreGroup`) after releasing the lock, so that one slow Raft write does not stall every
+//! group. Two changes made one after the other could then be proposed the other way round: the
+//! older write is refused (`StoreGroup` keeps generations monotonic) and its member is told the
+//! coordinator is unavailable, or, with an equal generation, it overwrites the newer membership,
+//! which a new leader would then resume from. So each change takes a turn while the lock is held,
+//! and a turn's write starts once the group's earlier turns are written or given up.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+/// Below this many groups with a turn record, the records are not swept.
+const SWEEP_FLOOR: usize = 1024;
+
+#[derive(Default)]
+struct Progress {
+    /// Turns handed out.
+    issued: u64,
+    /// Every turn below this one is over.
+    done: u64,
+    /// Turns over while an earlier one was not.
+    over_early: BTreeSet<u64>,
+}
+
+impl Progress {
+    fn busy(&self) -> bool {
+        self.done < self.issued
+    }
+}
+
+/// The turns of every group (held with the coordinator's tables).
+#[derive(Default)]
+pub(super) struct WriteTurns {
+    groups: HashMap<String, Arc<watch::Sender<Progress>>>,
+    sweep_at: usize,
+}
+
+impl WriteTurns {
+    /// The next turn of `group_id`'s writes; call it under the lock the change was made under.
+    pub(super) fn take(&mut self, group_id: &str) -> WriteTurn {
+        if self.groups.len() >= self.sweep_at.max(SWEEP_FLOOR) {
+            self.groups.retain(|_, progress| progress.borrow().busy());
+            self.sweep_at = self.groups.len() * 2;
+        }
+        let progress = self
+            .groups
+            .entry(group_id.to_owned())
+            .or_insert_with(|| Arc::new(watch::Sender::new(Progress::default())))
+            .clone();
+        let mut turn = 0;
+        progress.send_modify(|p| {
+            turn = p.issued;
+            p.issued += 1;
+        });
+        WriteTurn { turn, progress }
+    }
+
+    /// Whether a write of `group_id` is waiting or under way: the live group must stay in memory
+    /// until it lands, since the stored state does not show it yet.
+    pub(super) fn busy(&self, group_id: &str) -> bool {
+        self.groups.get(group_id).is_some_and(|p| p.borrow().busy())
+    }
+}
+
+/// One write's place in its group's order; dropping it (written, failed or abandoned) lets the
+/// next one go.
+pub(super) struct WriteTurn {
+    turn: u64,
+    progress: Arc<watch::Sender<Progress>>,
+}
+
+impl WriteTurn {
+    /// Waits until every earlier write of the group is over.
+    pub(super) async fn wait(&self) {
+        let mut seen = self.progress.subscribe();
+        // The sender lives as long as `self`, so this ends only when the turn comes.
+        let _ = seen.wait_for(|p| p.done >= self.turn).await;
+    }
+}
+
+impl Drop for WriteTurn {
+    fn drop(&mut self) {
+        let turn = self.turn;
+        self.progress.send_modify(|p| {
+            p.over_early.insert(turn);
+            while p.over_early.remove(&p.done) {
+                p.done += 1;
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn turns_go_in_the_order_taken_even_when_one_is_given_up() {
+        let mut turns = WriteTurns::default();
+        let (first, second, third) = (turns.take("g"), turns.take("g"), turns.take("g"));
+        let other = turns.take("h");
+        // Another group's first turn does not wait for this one's.
+        tokio::time::timeout(std::time::Duration::from_secs(1), other.wait()).await.expect("h goes at once");
+        let waiting = tokio::spawn(async move {
+            third.wait().await;
+        });
+        drop(second); // given up before its turn came
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the third waits for the first");
+        assert!(turns.busy("g"));
+        first.wait().await;
+        drop(first);
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
+            .await
+            .expect("the third goes once the first is over")
+            .expect("task");
+        assert!(!turns.busy("g"), "every turn of g is over");
+    }
+}
