@@ -52,13 +52,21 @@ impl DutyNode for MetadataNode {
 
     async fn voters_format(&self) -> Option<u32> {
         let status = self.status();
-        let mut oldest = crate::FORMAT_VERSION;
+        let mut asks = tokio::task::JoinSet::new();
         for voter in status.voters.iter().filter(|v| **v != status.node_id) {
-            let addr = status.members.get(voter)?;
-            let hello = crate::raft::network::fetch_hello(addr).await.ok()?;
-            oldest = oldest.min(hello.format);
+            let addr = status.members.get(voter)?.clone();
+            asks.spawn(async move { crate::raft::network::fetch_hello(&addr).await.ok().map(|hello| hello.format) });
         }
-        Some(oldest)
+        // All at once and briefly: the other duties wait meanwhile, and a voter that is down
+        // must not hold them up for long (the check comes again in FORMAT_CHECK_EVERY).
+        let oldest = async move {
+            let mut oldest = crate::FORMAT_VERSION;
+            while let Some(asked) = asks.join_next().await {
+                oldest = oldest.min(asked.ok()??);
+            }
+            Some(oldest)
+        };
+        tokio::time::timeout(VOTERS_FORMAT_TIMEOUT, oldest).await.ok()?
     }
 }
 
@@ -73,6 +81,8 @@ const EXPIRE_TRANSACTIONS_EVERY: Duration = Duration::from_secs(1);
 const RETENTION_CHECK_DEFAULT: Duration = Duration::from_secs(300);
 /// How often a leader whose cluster applies an older format asks the voters theirs.
 const FORMAT_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// How long the leader waits for the voters' formats.
+const VOTERS_FORMAT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// When each duty last ran.
 struct LastRun {
