@@ -441,15 +441,51 @@ pub(crate) struct AgentArgs {
     /// Object store URL: file:///dir, s3://bucket/prefix or memory://.
     #[arg(long)]
     pub(crate) object_store: String,
-    /// Availability zone of this agent (reported as its rack).
-    #[arg(long)]
-    pub(crate) zone: Option<String>,
+    #[command(flatten)]
+    pub(crate) placement: Placement,
     #[command(flatten)]
     pub(crate) tls: MetadataTlsArgs,
     #[command(flatten)]
     pub(crate) agent: AgentOptions,
     #[command(flatten)]
     pub(crate) log: LogArgs,
+}
+
+/// Where an agent stands among the others: its zone, roles and agent group (`floe agent`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Placement {
+    /// Availability zone of this agent (reported as its rack). A client is given the agents of
+    /// its zone: the one it states (`floe_az=ZONE` in its client.id, or its address in
+    /// --zone-cidrs), else the zone of the agent it reached.
+    #[arg(long)]
+    pub(crate) zone: Option<String>,
+    /// Clients' zones by address, for clients whose client.id states none:
+    /// ZONE=CIDR[,ZONE=CIDR...] (the narrowest range wins).
+    #[arg(long, default_value = "")]
+    pub(crate) zone_cidrs: floe_agent::membership::ZoneCidrs,
+    /// The work this agent takes: produce, fetch, jobs (comma-separated). Partition leaders
+    /// given to a client are agents of the roles of the agent it reached; an agent without fetch
+    /// sends consumers that set client.rack to a fetch agent (KIP-392); only jobs agents run
+    /// compaction, garbage collection, tables and usage exports. Any agent still serves any
+    /// request. Takes effect once every metadata node runs metadata format 9.
+    #[arg(long, default_value = "produce,fetch,jobs")]
+    pub(crate) roles: floe_metadata::AgentRoles,
+    /// Agent group: clients are told only of the agents of the group of the agent they reached
+    /// (letters, digits, '.', '_', '-'; empty: the default group).
+    #[arg(long, default_value = "")]
+    pub(crate) agent_group: String,
+}
+
+impl Placement {
+    /// One agent of every role, in no zone (`floe dev`).
+    pub(crate) fn single() -> Self {
+        Self {
+            zone: None,
+            zone_cidrs: Default::default(),
+            roles: floe_metadata::AgentRoles::ALL,
+            agent_group: String::new(),
+        }
+    }
 }
 
 /// Options of the agent, shared by `floe dev` and `floe agent`.

@@ -308,7 +308,7 @@ mod tests {
         let matches = command.try_get_matches_from(["floe", "agent", "--zone", "z2"]).unwrap();
         let cli = Cli::from_arg_matches(&matches).unwrap();
         let crate::cli::Command::Agent(agent) = cli.command else { panic!("not agent") };
-        assert_eq!(agent.zone.as_deref(), Some("z2"), "the flag wins");
+        assert_eq!(agent.placement.zone.as_deref(), Some("z2"), "the flag wins");
         assert_eq!(agent.agent.kafka_addr.to_string(), "127.0.0.1:19092", "the file beats the default");
         assert_eq!(agent.metadata, ["m:9093"], "a required flag may come from the file");
     }

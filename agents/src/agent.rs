@@ -44,6 +44,12 @@ pub struct AgentConfig {
     pub default_partition_count: i32,
     /// Availability zone, reported as the broker's rack.
     pub zone: Option<String>,
+    /// Clients' zones by their address, for clients that do not state theirs.
+    pub zone_cidrs: crate::membership::ZoneCidrs,
+    /// The work this agent takes (clients are steered by it; only jobs agents run the jobs).
+    pub roles: floe_metadata::AgentRoles,
+    /// The agent group: clients are told only of the agents of the group they reached.
+    pub agent_group: String,
     pub gc: crate::GcConfig,
     pub compaction: crate::CompactionConfig,
     pub tables: crate::TableJobConfig,
@@ -184,6 +190,11 @@ impl Agent {
             port: self.config.advertised_port,
             zone: self.config.zone.clone(),
         }
+    }
+
+    /// This agent's roles and group, as it announces them.
+    pub fn profile(&self) -> floe_metadata::AgentProfile {
+        floe_metadata::AgentProfile { roles: self.config.roles, group: self.config.agent_group.clone() }
     }
 
     pub fn is_draining(&self) -> bool {

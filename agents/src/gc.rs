@@ -76,19 +76,29 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig, stop: Cancellation
 }
 
 /// Whether this agent runs the storage jobs (garbage collection, compaction) now: the live
-/// agent with the lowest id does, once it has taken or renewed the job lease in metadata, so
-/// two agents that briefly disagree about who is live never both run jobs.
+/// agent of the jobs role with the lowest id does (of any agent group), once it has taken or
+/// renewed the job lease in metadata, so two agents that briefly disagree about who is live
+/// never both run jobs. Without a live jobs agent no jobs run.
 pub(crate) async fn is_job_runner(agent: &Agent) -> bool {
+    if !agent.config.roles.jobs {
+        crate::metrics::JOB_RUNNER.set(0);
+        return false;
+    }
     let candidate = {
         let state = agent.metadata.read();
-        crate::membership::live_agents(&state, agent).first().is_some_and(|a| a.agent_id == agent.config.node_id)
+        crate::membership::live_agents(&state, agent)
+            .iter()
+            .find(|a| a.profile.roles.jobs)
+            .is_some_and(|a| a.info.agent_id == agent.config.node_id)
     };
     let lease = Command::AcquireJobLease {
         agent_id: agent.config.node_id,
         now_ms: now_ms(),
         duration_ms: i64::try_from(JOB_LEASE.as_millis()).unwrap_or(i64::MAX),
     };
-    candidate && agent.metadata.propose(lease).await.is_ok()
+    let runs = candidate && agent.metadata.propose(lease).await.is_ok();
+    crate::metrics::JOB_RUNNER.set(i64::from(runs));
+    runs
 }
 
 async fn collect_unreferenced(agent: &Agent, since: &mut HashMap<ObjectId, Instant>) -> Result<(), String> {

@@ -4,13 +4,21 @@
 //! from within [`AGENT_SESSION`]. Each partition's nominal leader is chosen among them by
 //! rendezvous hashing, so load spreads and moves little when agents come and go. Any agent still
 //! accepts writes and reads for any partition: the leader only steers clients.
+//!
+//! Agents have roles (produce, fetch, jobs) and an agent group (format 9). A client is told of
+//! the agents of the group of the agent it reached ([`client_pool`]); its partition leaders,
+//! coordinators and read replicas are those of its zone. Leaders are the agents with the reached
+//! agent's client roles, so producers that bootstrap to produce agents and consumers that
+//! bootstrap to fetch agents each stay on theirs. A produce-only agent moves a consumer that names
+//! its rack to a fetch agent (KIP-392, [`read_replica`]).
 
+use std::net::IpAddr;
 use std::sync::Weak;
 use std::time::Duration;
 
 use floe_metadata::now_ms;
 use floe_metadata::tasks::TaskGroup;
-use floe_metadata::{AgentInfo, AgentRecord, Command, State, TopicId};
+use floe_metadata::{AgentInfo, AgentProfile, AgentRecord, AgentRoles, Command, State, TopicId};
 use tokio_util::sync::CancellationToken;
 
 use crate::Agent;
@@ -27,8 +35,13 @@ const HEARTBEATS_IN_FLIGHT_MAX: usize = 8;
 /// mirror has: mirrors are pushed each commit, so this is a margin, not a guarantee.
 const ANNOUNCE_SETTLE: Duration = Duration::from_millis(250);
 
+/// With the agent's profile once the cluster applies format 9 (before, no node could read it).
 fn heartbeat_command(agent: &Agent) -> Command {
-    Command::AgentHeartbeat { agent: agent.info(), now_ms: now_ms() }
+    if agent.metadata.read().applies_format(9) {
+        Command::AgentHeartbeatWithProfile { agent: agent.info(), profile: agent.profile(), now_ms: now_ms() }
+    } else {
+        Command::AgentHeartbeat { agent: agent.info(), now_ms: now_ms() }
+    }
 }
 
 /// Returns once this agent's first heartbeat is committed (and applied by its own mirror), so
@@ -82,34 +95,143 @@ pub(crate) async fn heartbeat(agent: Weak<Agent>, tasks: TaskGroup, stop: Cancel
     }
 }
 
+/// Zones by client address: `ZONE=CIDR` pairs, comma-separated.
+#[derive(Clone, Debug, Default)]
+pub struct ZoneCidrs(Vec<(ipnet::IpNet, String)>);
+
+impl ZoneCidrs {
+    /// The zone of the narrowest range holding `address`.
+    pub fn zone_of(&self, address: IpAddr) -> Option<&str> {
+        let address = match address {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
+            v4 => v4,
+        };
+        self.0
+            .iter()
+            .filter(|(net, _)| net.contains(&address))
+            .max_by_key(|(net, _)| net.prefix_len())
+            .map(|(_, z)| z.as_str())
+    }
+}
+
+impl std::str::FromStr for ZoneCidrs {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let pairs = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(|pair| {
+            let (zone, cidr) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not ZONE=CIDR"))?;
+            let net = cidr.trim().parse::<ipnet::IpNet>().map_err(|e| format!("{cidr:?}: {e}"))?;
+            let zone = zone.trim();
+            if zone.is_empty() || zone.len() > 255 {
+                return Err(format!("{pair:?}: a zone name is 1 to 255 bytes"));
+            }
+            Ok((net, zone.to_owned()))
+        });
+        let pairs = pairs.collect::<Result<Vec<_>, String>>()?;
+        if pairs.len() > ZONE_CIDRS_MAX {
+            return Err(format!("at most {ZONE_CIDRS_MAX} ranges"));
+        }
+        Ok(Self(pairs))
+    }
+}
+
+/// Ranges `--zone-cidrs` may map (each client's zone is a scan of them).
+const ZONE_CIDRS_MAX: usize = 256;
+
+/// A live agent: how clients reach it and what it does.
+#[derive(Clone, Debug)]
+pub struct LiveAgent {
+    pub info: AgentInfo,
+    pub profile: AgentProfile,
+}
+
 /// The live agents, ordered by id, including `agent` (it is serving the request) unless it is
 /// draining and another agent is live: clients then move off it.
-pub fn live_agents(state: &State, agent: &Agent) -> Vec<AgentInfo> {
+pub fn live_agents(state: &State, agent: &Agent) -> Vec<LiveAgent> {
     let this = agent.info();
     let session_ms = i64::try_from(AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
-    let mut agents: Vec<AgentInfo> = state
+    let mut agents: Vec<LiveAgent> = state
         .live_agents(now_ms(), session_ms)
-        .map(|r: &AgentRecord| r.info.clone())
-        .filter(|a| a.agent_id != this.agent_id)
+        .filter(|r: &&AgentRecord| r.info.agent_id != this.agent_id)
+        .map(|r| LiveAgent { info: r.info.clone(), profile: state.agent_profile(r.info.agent_id) })
         .collect();
     if !agent.is_draining() || agents.is_empty() {
-        agents.push(this);
+        agents.push(LiveAgent { info: this, profile: agent.profile() });
     }
-    agents.sort_by_key(|a| a.agent_id);
+    agents.sort_by_key(|a| a.info.agent_id);
     agents
 }
 
-/// The agents a client should use: those of its zone when its `client.id` carries
-/// `floe_az=ZONE` and that zone has live agents (so no byte crosses zones), otherwise all.
-pub fn for_client_zone(agents: Vec<AgentInfo>, client_id: Option<&str>) -> Vec<AgentInfo> {
-    let zone = client_id.and_then(|id| {
+/// What an agent knows of the client it serves.
+#[derive(Clone, Debug, Default)]
+pub struct ClientHints {
+    pub client_id: Option<String>,
+    pub address: Option<IpAddr>,
+}
+
+/// The zone a client says it is in: `floe_az=ZONE` in its client id, else its address's zone in
+/// `--zone-cidrs`.
+fn stated_zone<'a>(agent: &'a Agent, hints: &'a ClientHints) -> Option<&'a str> {
+    let from_id = hints.client_id.as_deref().and_then(|id| {
         id.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
             .find_map(|part| part.strip_prefix("floe_az="))
             .filter(|z| !z.is_empty())
     });
-    let Some(zone) = zone else { return agents };
-    let local: Vec<AgentInfo> = agents.iter().filter(|a| a.zone.as_deref() == Some(zone)).cloned().collect();
-    if local.is_empty() { agents } else { local }
+    from_id.or_else(|| hints.address.and_then(|ip| agent.config.zone_cidrs.zone_of(ip)))
+}
+
+/// The agents a client is told of.
+#[derive(Clone, Debug)]
+pub struct ClientPool {
+    /// The live agents of the reached agent's group: the brokers a client may connect to (all
+    /// zones, so it can move when its zone's agents are gone).
+    pub group: Vec<LiveAgent>,
+    /// Those of the client's zone (the one it states, else the reached agent's) when that zone
+    /// has any, else all of `group`: its leaders, coordinators and read replicas come from here,
+    /// so no byte crosses zones.
+    pub local: Vec<LiveAgent>,
+}
+
+/// The pool of a client that reached `agent`.
+pub fn client_pool(state: &State, agent: &Agent, hints: &ClientHints) -> ClientPool {
+    let group_name = &agent.config.agent_group;
+    let group: Vec<LiveAgent> =
+        live_agents(state, agent).into_iter().filter(|a| a.profile.group == *group_name).collect();
+    let local = in_zone(group.clone(), stated_zone(agent, hints).or(agent.config.zone.as_deref()));
+    ClientPool { group, local }
+}
+
+/// The agents of `pool` in `zone`, or all of them when it has none there.
+fn in_zone(pool: Vec<LiveAgent>, zone: Option<&str>) -> Vec<LiveAgent> {
+    let Some(zone) = zone else { return pool };
+    let local: Vec<LiveAgent> = pool.iter().filter(|a| a.info.zone.as_deref() == Some(zone)).cloned().collect();
+    if local.is_empty() { pool } else { local }
+}
+
+/// The agents of `pool` whose roles pass `wanted`; all of `pool` when none does (any agent
+/// can serve anything: a missing role costs locality, not availability).
+pub fn with_roles(pool: &[LiveAgent], wanted: impl Fn(&AgentRoles) -> bool) -> Vec<AgentInfo> {
+    let chosen: Vec<AgentInfo> = pool.iter().filter(|a| wanted(&a.profile.roles)).map(|a| a.info.clone()).collect();
+    if chosen.is_empty() { pool.iter().map(|a| a.info.clone()).collect() } else { chosen }
+}
+
+/// The partition leaders for a client that reached an agent of `roles`: agents with the same
+/// client roles (produce, fetch), so a client stays on the kind of agent it bootstrapped to.
+pub fn leaders(pool: &[LiveAgent], roles: AgentRoles) -> Vec<AgentInfo> {
+    let serves_clients = |r: &AgentRoles| r.produce || r.fetch;
+    let same = |r: &AgentRoles| serves_clients(r) && (!roles.produce || r.produce) && (!roles.fetch || r.fetch);
+    if pool.iter().any(|a| same(&a.profile.roles)) { with_roles(pool, same) } else { with_roles(pool, serves_clients) }
+}
+
+/// The fetch agent a consumer should read `partition` from instead of an agent of `roles`
+/// (KIP-392's preferred read replica), when that agent does not fetch and a fetch agent of
+/// `pool` does; `None`: the agent serves the read itself.
+pub fn read_replica(pool: &[LiveAgent], roles: AgentRoles, topic_id: TopicId, partition: i32) -> Option<i32> {
+    if roles.fetch {
+        return None;
+    }
+    let fetchers: Vec<AgentInfo> = pool.iter().filter(|a| a.profile.roles.fetch).map(|a| a.info.clone()).collect();
+    (!fetchers.is_empty()).then(|| partition_leader(&fetchers, topic_id, partition))
 }
 
 /// The agent with the highest rendezvous score for this partition.
@@ -150,17 +272,67 @@ mod tests {
         ids.iter().map(|id| AgentInfo { agent_id: *id, host: "h".into(), port: 1, zone: None }).collect()
     }
 
+    fn live(specs: &[(i32, Option<&str>, &str)]) -> Vec<LiveAgent> {
+        specs
+            .iter()
+            .map(|(id, zone, roles)| LiveAgent {
+                info: AgentInfo { agent_id: *id, host: "h".into(), port: 1, zone: zone.map(str::to_owned) },
+                profile: AgentProfile { roles: roles.parse().expect("roles"), group: String::new() },
+            })
+            .collect()
+    }
+
+    fn ids<'a>(list: impl IntoIterator<Item = &'a AgentInfo>) -> Vec<i32> {
+        list.into_iter().map(|a| a.agent_id).collect()
+    }
+
     #[test]
-    fn clients_naming_a_zone_get_that_zones_agents() {
-        let mut all = agents(&[1, 2, 3]);
-        all[0].zone = Some("a".into());
-        all[1].zone = Some("b".into());
-        all[2].zone = Some("a".into());
-        let ids = |list: Vec<AgentInfo>| list.into_iter().map(|a| a.agent_id).collect::<Vec<_>>();
-        assert_eq!(ids(for_client_zone(all.clone(), Some("app-7,floe_az=a"))), vec![1, 3]);
-        assert_eq!(ids(for_client_zone(all.clone(), Some("floe_az=b"))), vec![2]);
-        assert_eq!(ids(for_client_zone(all.clone(), Some("floe_az=c"))), vec![1, 2, 3], "unknown zone: everyone");
-        assert_eq!(ids(for_client_zone(all, None)), vec![1, 2, 3]);
+    fn client_addresses_map_to_the_narrowest_zone_range() {
+        let cidrs: ZoneCidrs = "a=10.0.0.0/16, b=10.0.5.0/24,v6=fd00::/8".parse().expect("parses");
+        let zone = |ip: &str| cidrs.zone_of(ip.parse().expect("ip")).map(str::to_owned);
+        assert_eq!(zone("10.0.1.9").as_deref(), Some("a"));
+        assert_eq!(zone("10.0.5.9").as_deref(), Some("b"));
+        assert_eq!(zone("::ffff:10.0.5.9").as_deref(), Some("b"), "IPv4-mapped");
+        assert_eq!(zone("fd00::1").as_deref(), Some("v6"));
+        assert_eq!(zone("192.168.0.1"), None);
+        assert!("a=10.0.0.0".parse::<ZoneCidrs>().is_err() && "10.0.0.0/8".parse::<ZoneCidrs>().is_err());
+        assert!("=10.0.0.0/8".parse::<ZoneCidrs>().is_err());
+    }
+
+    #[test]
+    fn clients_get_their_zones_agents_or_everyone_when_it_has_none() {
+        let all = live(&[(1, Some("a"), "produce,fetch"), (2, Some("b"), "produce,fetch"), (3, Some("a"), "fetch")]);
+        let zone = |z| ids(in_zone(all.clone(), z).iter().map(|a| &a.info));
+        assert_eq!(zone(Some("a")), vec![1, 3]);
+        assert_eq!(zone(Some("b")), vec![2]);
+        assert_eq!(zone(Some("c")), vec![1, 2, 3], "unknown zone: everyone");
+        assert_eq!(zone(None), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn leaders_have_the_reached_agents_client_roles() {
+        let pool = live(&[(1, None, "produce"), (2, None, "fetch"), (3, None, "fetch,jobs"), (4, None, "jobs")]);
+        let roles = |r: &str| r.parse::<AgentRoles>().expect("roles");
+        assert_eq!(ids(&leaders(&pool, roles("produce"))), vec![1]);
+        assert_eq!(ids(&leaders(&pool, roles("fetch"))), vec![2, 3]);
+        // No agent does both: every agent that serves clients leads; a jobs agent never does.
+        assert_eq!(ids(&leaders(&pool, roles("produce,fetch,jobs"))), vec![1, 2, 3]);
+        assert_eq!(ids(&leaders(&pool, roles("jobs"))), vec![1, 2, 3]);
+        let jobs_only = live(&[(4, None, "jobs")]);
+        assert_eq!(ids(&leaders(&jobs_only, roles("produce"))), vec![4], "someone leads");
+        assert_eq!(ids(&with_roles(&pool, |r| r.produce)), vec![1]);
+    }
+
+    #[test]
+    fn a_produce_agent_names_a_fetch_agent_per_partition_and_a_fetch_agent_none() {
+        let topic = uuid::Uuid::from_bytes([3; 16]);
+        let pool = live(&[(1, None, "produce"), (2, None, "fetch"), (3, None, "fetch")]);
+        let produce = "produce".parse::<AgentRoles>().expect("roles");
+        let chosen: Vec<Option<i32>> = (0..40).map(|p| read_replica(&pool, produce, topic, p)).collect();
+        assert!(chosen.iter().all(|c| matches!(c, Some(2 | 3))), "{chosen:?}");
+        assert!(chosen.contains(&Some(2)) && chosen.contains(&Some(3)), "partitions spread: {chosen:?}");
+        assert_eq!(read_replica(&pool, AgentRoles::ALL, topic, 0), None, "a fetch agent serves");
+        assert_eq!(read_replica(&live(&[(1, None, "produce")]), produce, topic, 0), None, "no fetch agent");
     }
 
     #[test]

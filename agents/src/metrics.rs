@@ -71,6 +71,22 @@ pub static FETCH_SESSION_PARTITIONS: LazyLock<IntGauge> = LazyLock::new(|| {
     register_int_gauge!("floe_fetch_session_partitions", "Partitions cached over all fetch sessions").expect("unique")
 });
 
+/// 1 while this agent holds the job lease and runs the storage jobs, else 0.
+pub static JOB_RUNNER: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!("floe_agent_job_runner", "1 while this agent runs the storage jobs (holds the job lease)")
+        .expect("unique")
+});
+
+/// Fetched partitions answered with a fetch agent to read from instead (KIP-392), on an agent
+/// without the fetch role.
+pub static FETCHES_SENT_TO_READ_REPLICAS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "floe_fetch_read_replica_redirects_total",
+        "Fetched partitions answered with a preferred read replica (a fetch agent)"
+    )
+    .expect("unique")
+});
+
 /// Fetch sessions opened.
 pub static FETCH_SESSIONS_CREATED: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_fetch_sessions_created_total", "Fetch sessions opened").expect("unique")
@@ -466,7 +482,13 @@ pub static USAGE_REPORTS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
 /// than at their first use: a dashboard or alert on a rate sees 0 from the start, not no series.
 pub fn register() {
     floe_storage::metrics::register();
-    for counter in [&FETCH_SESSIONS_CREATED, &FETCH_SESSION_PARTITIONS_OMITTED, &USAGE_REPORTS, &USAGE_EXPORTS] {
+    for counter in [
+        &FETCH_SESSIONS_CREATED,
+        &FETCH_SESSION_PARTITIONS_OMITTED,
+        &USAGE_REPORTS,
+        &USAGE_EXPORTS,
+        &FETCHES_SENT_TO_READ_REPLICAS,
+    ] {
         LazyLock::force(counter);
     }
     for histogram in [&FLUSH_SEGMENT_BYTES, &FLUSH_AGE_SECONDS, &FLUSH_SECONDS] {

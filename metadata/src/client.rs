@@ -100,7 +100,10 @@ impl RemoteMetadata {
         // Both are safe to apply twice: segment commits are deduplicated by key, a heartbeat only
         // moves a time forward. A heartbeat held 12 s by a paused node would let the agent drop
         // out of Metadata, and clients drop their connections to it.
-        let hedge = matches!(command, Command::CommitSegment(_) | Command::AgentHeartbeat { .. });
+        let hedge = matches!(
+            command,
+            Command::CommitSegment(_) | Command::AgentHeartbeat { .. } | Command::AgentHeartbeatWithProfile { .. }
+        );
         let mut attempt = self.inner.preferred.load(Ordering::Relaxed);
         let mut last_error = String::from("no metadata node answered");
         while Instant::now() < deadline {

@@ -321,6 +321,14 @@ pub enum Command {
     SetFormat {
         format: u32,
     },
+    /// [`Command::AgentHeartbeat`] with the agent's roles and agent group (format 9). Proposed
+    /// only once the cluster applies format 9; before that every agent counts as one of all
+    /// roles in the default group.
+    AgentHeartbeatWithProfile {
+        agent: AgentInfo,
+        profile: AgentProfile,
+        now_ms: i64,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -388,6 +396,69 @@ pub struct AgentInfo {
     pub host: String,
     pub port: u16,
     pub zone: Option<String>,
+}
+
+/// What an agent does and which agents it is pooled with (format 9).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentProfile {
+    pub roles: AgentRoles,
+    /// The agent group: clients that reach an agent are told only of its group's agents
+    /// (`""`: the default group).
+    pub group: String,
+}
+
+impl Default for AgentProfile {
+    fn default() -> Self {
+        Self { roles: AgentRoles::ALL, group: String::new() }
+    }
+}
+
+/// The work an agent takes: clients' writes, clients' reads, the storage jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRoles {
+    pub produce: bool,
+    pub fetch: bool,
+    pub jobs: bool,
+}
+
+impl AgentRoles {
+    pub const ALL: Self = Self { produce: true, fetch: true, jobs: true };
+
+    /// Whether the agent takes no work at all (refused).
+    pub fn is_empty(&self) -> bool {
+        !(self.produce || self.fetch || self.jobs)
+    }
+}
+
+impl std::fmt::Display for AgentRoles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = [(self.produce, "produce"), (self.fetch, "fetch"), (self.jobs, "jobs")]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl std::str::FromStr for AgentRoles {
+    type Err = String;
+
+    /// A comma-separated list of `produce`, `fetch` and `jobs` (at least one).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut roles = Self { produce: false, fetch: false, jobs: false };
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "produce" => roles.produce = true,
+                "fetch" => roles.fetch = true,
+                "jobs" => roles.jobs = true,
+                other => return Err(format!("unknown agent role {other:?}; known: produce, fetch, jobs")),
+            }
+        }
+        if roles.is_empty() {
+            return Err("an agent needs at least one role (produce, fetch, jobs)".into());
+        }
+        Ok(roles)
+    }
 }
 
 /// One uploaded segment object and the partition chunks it holds.

@@ -43,10 +43,12 @@ pub use client::RemoteMetadata;
 /// - 7: share groups' partitions (`State::share_partitions`, `Command::ShareUpdate`).
 /// - 8: group configs (`State::group_configs`, `Command::SetGroupConfigs`) and
 ///   `ShareOp::StartAt`.
+/// - 9: agents' roles and agent groups (`State::agent_profiles`,
+///   `Command::AgentHeartbeatWithProfile`).
 ///
 /// Older formats' states and chunk commits are read by `state::formats`; their other commands
 /// decode as they are.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).
@@ -56,8 +58,8 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 pub use command::{
-    AgentInfo, BatchSummary, ChunkCommit, ChunkProducer, CleanedData, CleanedEntry, CleanedRange, Command,
-    CommandError, CommittedChunk, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
+    AgentInfo, AgentProfile, AgentRoles, BatchSummary, ChunkCommit, ChunkProducer, CleanedData, CleanedEntry,
+    CleanedRange, Command, CommandError, CommittedChunk, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
 };
 pub use handle::Metadata;
 pub use namespace::Namespace;

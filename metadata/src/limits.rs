@@ -26,6 +26,15 @@ pub const COMMIT_GROUP_MAX: usize = 1024;
 pub const AGENT_COUNT_MAX: usize = 10_000;
 /// An agent silent this long is forgotten (it is no longer listed as live long before that).
 pub const AGENT_FORGET_MS: i64 = 60 * 60 * 1000;
+/// Longest agent group name (format 9).
+pub const AGENT_GROUP_BYTES_MAX: usize = 64;
+
+/// An agent group name: empty (the default group) or up to [`AGENT_GROUP_BYTES_MAX`] bytes of
+/// letters, digits, `.`, `_` and `-`.
+pub fn valid_agent_group(name: &str) -> bool {
+    name.len() <= AGENT_GROUP_BYTES_MAX
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
 /// Consumer groups per cluster (each also bounded by its offsets: one per partition at most).
 pub const GROUP_COUNT_MAX: usize = 100_000;
 /// Bytes of a group id.

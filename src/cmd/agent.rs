@@ -14,6 +14,12 @@ pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let remote = RemoteMetadata::connect(args.metadata.clone())
         .await
         .map_err(|e| anyhow!("connecting to metadata {:?}: {e}", args.metadata))?;
-    tracing::info!(metadata = ?args.metadata, zone = ?args.zone, "mirroring metadata");
-    super::serve_agent::run(&args.agent, &args.object_store, args.zone.clone(), Metadata::Remote(remote), None).await
+    tracing::info!(
+        metadata = ?args.metadata,
+        zone = ?args.placement.zone,
+        roles = %args.placement.roles,
+        agent_group = %args.placement.agent_group,
+        "mirroring metadata"
+    );
+    super::serve_agent::run(&args.agent, &args.object_store, args.placement, Metadata::Remote(remote), None).await
 }

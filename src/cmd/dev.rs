@@ -40,7 +40,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let result = super::serve_agent::run(
         &args.agent,
         &url,
-        None,
+        crate::cli::Placement::single(),
         Metadata::Local(metadata.clone()),
         Some(data_dir.join("usage")),
     )

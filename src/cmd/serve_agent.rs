@@ -9,13 +9,13 @@ use floe_metadata::Metadata;
 use floe_storage::{BlockCache, BlockCacheConfig, ObjectStoreConfig, SegmentStore};
 use tokio::net::TcpListener;
 
-use crate::cli::AgentOptions;
+use crate::cli::{AgentOptions, Placement};
 
 /// `default_usage_dir` is where the usage journal goes unless `--usage-dir` or `--cache-dir` says.
 pub(crate) async fn run(
     options: &AgentOptions,
     object_store_url: &str,
-    zone: Option<String>,
+    placement: Placement,
     metadata: Metadata,
     default_usage_dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
@@ -37,6 +37,12 @@ pub(crate) async fn run(
     }
     if options.num_partitions < 1 {
         anyhow::bail!("--num-partitions must be at least 1");
+    }
+    if !floe_metadata::limits::valid_agent_group(&placement.agent_group) {
+        anyhow::bail!(
+            "--agent-group is up to {} bytes of letters, digits, '.', '_' and '-'",
+            floe_metadata::limits::AGENT_GROUP_BYTES_MAX
+        );
     }
     let default_interval = if object_store_url.starts_with("s3://") { 250 } else { 10 };
     let flush_interval = Duration::from_millis(options.flush_interval_ms.unwrap_or(default_interval));
@@ -83,7 +89,10 @@ pub(crate) async fn run(
         flush,
         auto_create_topics: options.auto_create_topics,
         default_partition_count: options.num_partitions,
-        zone,
+        zone: placement.zone,
+        zone_cidrs: placement.zone_cidrs,
+        roles: placement.roles,
+        agent_group: placement.agent_group,
         gc: GcConfig {
             interval: Duration::from_secs(options.gc_interval_secs.max(1)),
             orphan_grace: Duration::from_secs(options.orphan_grace_secs.max(1)),

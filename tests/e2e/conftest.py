@@ -719,9 +719,10 @@ class Cluster:
     """Metadata nodes 1-3 (Raft voters) and agents 1-2 (zones a and b) on loopback, sharing a
     file:// object store under the test's tmp dir."""
 
-    def __init__(self, tmp, meta_args=lambda i: [], agent_args=lambda a: [], bin=None):
+    def __init__(self, tmp, meta_args=lambda i: [], agent_args=lambda a: [], bin=None, zones=("a", "b")):
         """`meta_args(i)` and `agent_args(a)`: extra flags of metadata node i and agent a; `bin`:
-        the floe executable every process starts with (FLOE_BIN unless given)."""
+        the floe executable every process starts with (FLOE_BIN unless given); `zones`: agent 1's
+        and agent 2's."""
         self.tmp = str(tmp)
         self.meta_ports = {i: free_port() for i in (1, 2, 3)}
         peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
@@ -737,7 +738,7 @@ class Cluster:
         self.agents = {
             a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
                                   "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{self.http_ports[a]}",
-                                  "--node-id", str(a), "--zone", "ab"[a - 1],
+                                  "--node-id", str(a), "--zone", zones[a - 1],
                                   "--cache-dir", os.path.join(self.tmp, f"cache{a}"), *agent_args(a)], self.tmp, bin)
             for a, kp in self.kafka_ports.items()
         }

@@ -149,21 +149,26 @@ def test_no_quorum_acknowledges_nothing_and_service_resumes(cluster):
 @pytest.mark.timeout(120)
 def test_agents_are_listed_and_zone_clients_get_their_zone(cluster):
     from confluent_kafka.admin import AdminClient
+    topic = unique_name("zones")
+    create_topic(cluster.bootstrap(1), topic, 16)
 
-    def brokers(client_id):
-        a = AdminClient({"bootstrap.servers": cluster.bootstrap(2), "client.id": client_id})
-        md = a.list_topics(timeout=10)
-        return {b.id: b.port for b in md.brokers.values()}
+    def seen(client_id, via=2):
+        """(partition leaders, brokers) a client with this client.id is told by agent `via`."""
+        a = AdminClient({"bootstrap.servers": cluster.bootstrap(via), "client.id": client_id})
+        md = a.list_topics(topic, timeout=10)
+        return {p.leader for p in md.topics[topic].partitions.values()}, {b.id for b in md.brokers.values()}
 
-    both = {1: cluster.kafka_ports[1], 2: cluster.kafka_ports[2]}
     # Each agent answers Metadata from its own mirror of the metadata state, and a mirror may not
     # have applied the other agent's first heartbeat yet (the client picks which agent to ask), so
     # every answer is waited for rather than asserted once: a wrong answer still fails after 20 s.
-    wait_until(lambda: brokers("plain") == both, 20, "both agents listed as brokers")
-    # A client in zone a (agent 1) is given only zone-a agents, even when it bootstraps elsewhere.
-    wait_until(lambda: brokers("app-1,floe_az=a") == {1: cluster.kafka_ports[1]}, 20, "zone a gets agent 1 only")
-    wait_until(lambda: brokers("floe_az=b") == {2: cluster.kafka_ports[2]}, 20, "zone b gets agent 2 only")
-    wait_until(lambda: brokers("floe_az=nowhere") == both, 20, "an unknown zone falls back to every agent")
+    # Every agent is listed as a broker (a client can move when its zone's agents are gone); the
+    # leaders are of the client's zone, even when it bootstraps elsewhere.
+    wait_until(lambda: seen("app-1,floe_az=a") == ({1}, {1, 2}), 20, "zone a led by agent 1 only")
+    wait_until(lambda: seen("floe_az=b") == ({2}, {1, 2}), 20, "zone b led by agent 2 only")
+    wait_until(lambda: seen("floe_az=nowhere") == ({1, 2}, {1, 2}), 20, "an unknown zone: every agent leads")
+    # A client that states no zone is in the zone of the agent it reached.
+    wait_until(lambda: seen("plain", via=1) == ({1}, {1, 2}), 20, "a client of agent 1 led by zone a")
+    wait_until(lambda: seen("plain", via=2) == ({2}, {1, 2}), 20, "a client of agent 2 led by zone b")
     status = cluster.status(1)
     assert sorted((a["info"]["agent_id"], a["info"]["zone"]) for a in status["agents"]) == [(1, "a"), (2, "b")]
 

@@ -329,6 +329,14 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path, request):
         if format_changes and old_format < 8:
             # Every node runs the new format: the leader raises the cluster's, and its rules apply.
             wait_until(lambda: group_config_error() == 0, 60, "the cluster to take up format 8")
+        if format_changes:
+            new_format = format_of(FLOE_BIN)
+
+            def applied():
+                import requests
+                body = requests.get(f"{cluster.http_url(1)}/v1/cluster", timeout=5).json()
+                return body.get("metadata_format") == new_format
+            wait_until(applied, 60, f"the cluster to apply format {new_format}")
             steps.append("the cluster applies the new format")
 
         follower = next(i for i in cluster.meta if i != cluster.leader())

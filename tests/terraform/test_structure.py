@@ -52,6 +52,7 @@ TEMPLATES_DIR = MODULE_DIR / "templates"
 CLI_RS = ROOT / "src" / "cli.rs"
 
 KAFKA_PORT, HTTP_PORT, METADATA_PORT, METADATA_METRICS_PORT = 9092, 8080, 9093, 9094
+FETCH_BOOTSTRAP_PORT = 9095  # the load balancer's bootstrap of the fetch agents (agent_fetch_pool)
 ANYWHERE = {"0.0.0.0/0", "::/0"}
 
 # Resource types that take no `tags` argument. Every other resource type must
@@ -732,7 +733,8 @@ def test_clients_reach_only_kafka_and_http():
             assert rule.get("security_group_id") == "${aws_security_group.metadata.id}", name
             assert "var.monitoring_cidr_blocks" in str(rule.get("for_each")), f"{name}: {rule.get('for_each')}"
             continue
-        assert possible_ports(rule) <= {KAFKA_PORT, HTTP_PORT}, name
+        # (The load balancer's fetch bootstrap forwards to the agents' Kafka port.)
+        assert possible_ports(rule) <= {KAFKA_PORT, HTTP_PORT, FETCH_BOOTSTRAP_PORT}, name
 
 
 # ---------------------------------------------------------------- load balancer
@@ -759,7 +761,12 @@ def test_target_groups_check_readyz():
         assert hc["protocol"] == '${local.tls_mode == "agent" ? "HTTPS" : "HTTP"}', name
         assert hc["path"] == "/readyz", name
         assert resolve(hc["port"]) == HTTP_PORT, name
-    assert groups["agent"]["for_each"] == {"kafka": "${local.kafka_port}", "http": "${local.http_port}"}
+    assert groups["agent"]["for_each"] == "${local.nlb_targets}"
+    targets = module_locals()["nlb_targets"]
+    assert "kafka = {port = local.kafka_port, listener_port = local.kafka_port}" in text(targets)
+    assert "http = {port = local.http_port, listener_port = local.http_port}" in text(targets)
+    # The fetch agents' bootstrap is a listener port of its own, onto the same agent port.
+    assert "fetch = {port = local.kafka_port, listener_port = local.fetch_bootstrap_port}" in text(targets)
 
 
 def test_listeners_terminate_tls_with_the_acm_certificate_or_pass_through():
@@ -775,6 +782,7 @@ def test_listeners_terminate_tls_with_the_acm_certificate_or_pass_through():
     assert tls["ssl_policy"] == "${var.nlb_tls_policy}"
     for body in (tcp, tls):
         assert one(body["default_action"])["target_group_arn"] == "${each.value.arn}"
+        assert body["port"] == "${local.nlb_targets[each.key].listener_port}"
     policy = labelled(MODULE_DIR, "variable")["nlb_tls_policy"]
     assert policy["default"].startswith("ELBSecurityPolicy-TLS13-")
     assert "TLS13-|TLS-1-2-|FS-1-2-" in policy["validation"][0]["condition"]
@@ -849,10 +857,14 @@ def test_three_metadata_nodes_with_own_volumes_and_names():
 
 def test_agents_autoscale_on_their_utilization_across_the_subnets():
     asg = resources_of("aws_autoscaling_group")["agent"]
-    assert asg["name"] == "${local.agent_asg_name}"
+    assert asg["for_each"] == "${local.agent_pools}"
+    assert asg["name"] == "${each.value.asg_name}"
     assert asg["vpc_zone_identifier"] == "${var.agent_subnet_ids}"
     assert asg["health_check_type"] == "ELB"
-    assert one(asg["launch_template"])["version"] == "${aws_launch_template.agent.latest_version}"
+    assert one(asg["launch_template"])["version"] == "${aws_launch_template.agent[each.key].latest_version}"
+    # Each pool's own Kafka bootstrap, and the HTTP API.
+    assert asg["target_group_arns"] == \
+        ["${aws_lb_target_group.agent[each.value.kafka_target].arn}", '${aws_lb_target_group.agent["http"].arn}']
     assert one(asg["instance_refresh"])["strategy"] == "Rolling"
     policy = resources_of("aws_autoscaling_policy")["agent_utilization"]
     assert policy["policy_type"] == "TargetTrackingScaling"
@@ -863,7 +875,25 @@ def test_agents_autoscale_on_their_utilization_across_the_subnets():
     assert (spec["namespace"], spec["metric_name"], spec["statistic"]) == \
         ("${local.utilization_namespace}", "AgentUtilization", "Average")
     dimension = one(spec["metric_dimension"])
-    assert (dimension["name"], dimension["value"]) == ("AutoScalingGroupName", "${local.agent_asg_name}")
+    assert (dimension["name"], dimension["value"]) == ("AutoScalingGroupName", "${each.value.asg_name}")
+    assert policy["for_each"] == "${local.agent_pools}"
+
+
+def test_agent_pools_are_all_roles_or_produce_and_jobs_beside_fetch():
+    pools = text(module_locals()["agent_pools"])
+    assert 'roles = var.agent_fetch_pool == null ? "produce,fetch,jobs" : "produce,jobs"' in pools
+    assert 'roles = "fetch"' in pools and 'kafka_target = "fetch"' in pools
+    assert template("floe-agent.service.tftpl").count("--roles ${roles}") == 1
+    assert templatefile_args()["floe-agent.service.tftpl"]["roles"] == "each.value.roles"
+    # Behind one load balancer address a client cannot pick a fetch agent.
+    conditions = [p["condition"] for p in launch_template_preconditions()]
+    assert '${var.agent_fetch_pool == null || local.advertised_address != "load_balancer"}' in conditions
+    # Resources that became per pool keep the single pool's state.
+    moved = [b for doc in module_files(MODULE_DIR).values() for b in doc.get("moved", [])]
+    pairs = {(m["from"], m["to"]) for m in moved}
+    for address in ("aws_launch_template.agent", "aws_autoscaling_group.agent",
+                    "aws_autoscaling_policy.agent_utilization", "aws_cloudwatch_metric_alarm.agent_cpu_high"):
+        assert any(f == f"${{{address}}}" or f == address for f, _ in pairs), f"{address} not moved: {pairs}"
 
 
 def test_alarms_cover_cpu_targets_and_metadata_status():
@@ -1098,7 +1128,7 @@ RENDER_VALUES = {
                                  "sasl_enable_plain": False, "tls_mode": "agent", "operator_token": True,
                                  "metadata_mtls": True, "max_connections": 10000, "max_connections_per_ip": 1000,
                                  "auth_failures_per_minute": 10, "autoscale_cpu_target": 0.6,
-                                 "extra_args": " --flush-interval-ms 100"},
+                                 "roles": "produce,fetch,jobs", "extra_args": " --flush-interval-ms 100"},
     "publish-utilization.sh.tftpl": {"metrics_url": "https://127.0.0.1:8080/metrics", "region": "eu-west-1",
                                      "namespace": "Floe", "asg_name": "floe-agent"},
     "floe-utilization.service.tftpl": {"region": "eu-west-1"},

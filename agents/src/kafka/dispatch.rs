@@ -297,6 +297,14 @@ impl Context<'_> {
         self.header.client_id.as_deref()
     }
 
+    /// What steers the client to agents: its client id and address.
+    pub(super) fn hints(&self) -> crate::membership::ClientHints {
+        crate::membership::ClientHints {
+            client_id: self.client_id().map(str::to_owned),
+            address: Some(self.caller.peer.ip()),
+        }
+    }
+
     /// The client as a group member is described: its client id and `/address`.
     pub(super) fn client(&self) -> api::groups::Client {
         api::groups::Client {

@@ -59,6 +59,25 @@ pub(crate) fn cluster_json(metadata: &Metadata) -> serde_json::Value {
         "object_count": state.objects.len(),
         "referenced_object_count": referenced,
         "live_agent_ids": live_agent_ids(&state),
+        "metadata_format": state.format,
+        "agents": agents_json(&state),
         "raft": raft,
     })
+}
+
+/// Each live agent's zone, roles and agent group (not its address).
+fn agents_json(state: &floe_metadata::State) -> Vec<serde_json::Value> {
+    let session_ms = i64::try_from(floe_agent::membership::AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
+    state
+        .live_agents(floe_metadata::now_ms(), session_ms)
+        .map(|a| {
+            let profile = state.agent_profile(a.info.agent_id);
+            serde_json::json!({
+                "agent_id": a.info.agent_id,
+                "zone": a.info.zone,
+                "roles": profile.roles.to_string(),
+                "agent_group": profile.group,
+            })
+        })
+        .collect()
 }

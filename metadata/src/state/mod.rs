@@ -138,6 +138,9 @@ pub struct State {
     /// `SetFormat` once every voter runs a binary of that format, so a replica of an older
     /// binary never applies a command another way than the others. 0 before format 8.
     pub format: u32,
+    /// Agents' roles and agent groups (format 9), for agents that are not of all roles in the
+    /// default group; forgotten with the agent.
+    pub agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
 }
 
 /// An agent's last load report.
@@ -311,7 +314,13 @@ impl State {
             Command::CommitSegment(commit) => self.commit_segment(commit),
             Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
             Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
-            Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, now_ms),
+            Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, None, now_ms),
+            Command::AgentHeartbeatWithProfile { agent, profile, now_ms } => {
+                if !self.applies_format(9) {
+                    return Err(CommandError::InvalidCommit("agent roles need every metadata node on format 9".into()));
+                }
+                self.agent_heartbeat(agent, Some(profile), now_ms)
+            }
             Command::RestoreState(seed) => {
                 if !self.cluster_id.is_empty() || !self.topics.is_empty() {
                     return Err(CommandError::AlreadyInitialized);
@@ -412,6 +421,7 @@ impl State {
             Command::AgentLeave { agent_id, now_ms } => {
                 self.agents.remove(&agent_id);
                 self.agent_loads.remove(&agent_id);
+                self.agent_profiles.remove(&agent_id);
                 self.agents_left.insert(agent_id, now_ms);
                 if self.job_lease.is_some_and(|lease| lease.agent_id == agent_id) {
                     self.job_lease = None;
@@ -507,12 +517,35 @@ impl State {
         self.agents.values().filter(move |a| judged_at.saturating_sub(a.last_heartbeat_ms) <= session_ms)
     }
 
-    fn agent_heartbeat(&mut self, agent: crate::command::AgentInfo, now_ms: i64) -> Result<Outcome, CommandError> {
+    /// An agent's roles and agent group (all roles in the default group unless it said otherwise).
+    pub fn agent_profile(&self, agent_id: i32) -> crate::command::AgentProfile {
+        self.agent_profiles.get(&agent_id).cloned().unwrap_or_default()
+    }
+
+    /// `profile` is `None` for a heartbeat without one (before format 9): the agent keeps the
+    /// profile it has.
+    fn agent_heartbeat(
+        &mut self,
+        agent: crate::command::AgentInfo,
+        profile: Option<crate::command::AgentProfile>,
+        now_ms: i64,
+    ) -> Result<Outcome, CommandError> {
         if agent.agent_id < 0 || agent.host.is_empty() || agent.host.len() > 255 || agent.port == 0 {
             return Err(CommandError::InvalidCommit(format!("invalid agent {agent:?}")));
         }
         if agent.zone.as_ref().is_some_and(|z| z.len() > 255) {
             return Err(CommandError::InvalidCommit("zone name longer than 255 bytes".into()));
+        }
+        if let Some(profile) = &profile {
+            if profile.roles.is_empty() {
+                return Err(CommandError::InvalidCommit("an agent needs at least one role".into()));
+            }
+            if !crate::limits::valid_agent_group(&profile.group) {
+                return Err(CommandError::InvalidCommit(format!(
+                    "agent group names are up to {} bytes of letters, digits, '.', '_' and '-'",
+                    crate::limits::AGENT_GROUP_BYTES_MAX
+                )));
+            }
         }
         if !self.agents.contains_key(&agent.agent_id) && self.agents.len() >= crate::limits::AGENT_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {} agents", crate::limits::AGENT_COUNT_MAX)));
@@ -525,6 +558,16 @@ impl State {
         self.agents.retain(|_, a| now_ms.saturating_sub(a.last_heartbeat_ms) <= crate::limits::AGENT_FORGET_MS);
         let agents = &self.agents;
         self.agent_loads.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
+        self.agent_profiles.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
+        match profile {
+            Some(profile) if profile == crate::command::AgentProfile::default() => {
+                self.agent_profiles.remove(&agent.agent_id);
+            }
+            Some(profile) => {
+                self.agent_profiles.insert(agent.agent_id, profile);
+            }
+            None => {}
+        }
         self.agents_left.retain(|_, left| now_ms.saturating_sub(*left) <= crate::limits::AGENT_FORGET_MS);
         self.agents_left.remove(&agent.agent_id);
         // A late copy of an older heartbeat (heartbeats are sent to a second node when the first is

@@ -59,6 +59,10 @@ pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, Command
 
 pub(crate) fn check_invariants(state: &State) {
     super::registry::tests::check_registry_invariants(state);
+    for (id, profile) in &state.agent_profiles {
+        assert!(state.agents.contains_key(id), "agent {id}'s profile outlives it");
+        assert_ne!(*profile, crate::command::AgentProfile::default(), "agent {id}'s default profile is stored");
+    }
     for (id, producer) in &state.producers {
         // (Sequences of a deleted topic may outlive it.)
         for topic in producer.partitions.keys().filter_map(|(topic_id, _)| state.topics.get(topic_id)) {
@@ -780,6 +784,53 @@ fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
     assert_eq!(state.agents[&1].last_heartbeat_ms, 5_000);
 }
 
+/// An agent's roles and group (format 9): refused until the cluster applies format 9, kept by
+/// heartbeats without one, back to the default when said so, forgotten with the agent.
+#[test]
+fn agent_profiles_wait_for_format_9_and_go_with_the_agent() {
+    use crate::command::{AgentInfo, AgentProfile};
+    let agent = AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let fetch = AgentProfile { roles: "fetch".parse().expect("roles"), group: "edge".into() };
+    let with = |profile: &AgentProfile, now_ms| Command::AgentHeartbeatWithProfile {
+        agent: agent.clone(),
+        profile: profile.clone(),
+        now_ms,
+    };
+    let without = |now_ms| Command::AgentHeartbeat { agent: agent.clone(), now_ms };
+    let (state, outcomes) = run(vec![without(1_000), with(&fetch, 2_000)]);
+    assert!(matches!(outcomes[1], Err(CommandError::InvalidCommit(_))), "format 8 cluster: {:?}", outcomes[1]);
+    assert_eq!(state.agent_profile(1), AgentProfile::default());
+
+    let (state, outcomes) = run(vec![Command::SetFormat { format: 9 }, with(&fetch, 1_000), without(2_000)]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(state.agent_profile(1), fetch, "a heartbeat without a profile keeps it");
+    let (state, _) =
+        run(vec![Command::SetFormat { format: 9 }, with(&fetch, 1_000), with(&AgentProfile::default(), 2_000)]);
+    assert!(state.agent_profiles.is_empty());
+    let (state, _) = run(vec![
+        Command::SetFormat { format: 9 },
+        with(&fetch, 1_000),
+        Command::AgentLeave { agent_id: 1, now_ms: 2_000 },
+    ]);
+    assert!(state.agent_profiles.is_empty(), "gone with the agent");
+
+    for bad in [
+        AgentProfile {
+            roles: crate::command::AgentRoles { produce: false, fetch: false, jobs: false },
+            group: String::new(),
+        },
+        AgentProfile { roles: crate::command::AgentRoles::ALL, group: "no spaces".into() },
+        AgentProfile { roles: crate::command::AgentRoles::ALL, group: "g".repeat(65) },
+    ] {
+        let (_, outcomes) = run(vec![Command::SetFormat { format: 9 }, with(&bad, 1_000)]);
+        assert!(matches!(outcomes[1], Err(CommandError::InvalidCommit(_))), "{bad:?}: {:?}", outcomes[1]);
+    }
+    assert_eq!("jobs, fetch".parse::<crate::command::AgentRoles>().map(|r| r.to_string()), Ok("fetch,jobs".into()));
+    assert!(
+        "".parse::<crate::command::AgentRoles>().is_err() && "store".parse::<crate::command::AgentRoles>().is_err()
+    );
+}
+
 /// The pool's desired size sums the live agents' utilizations (an agent without a recent report
 /// counts as at target) and rounds up.
 #[test]
@@ -1094,49 +1145,70 @@ fn golden_commands_through_format_7() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 8 (the current one): the archive's state and command
+fn golden_commands_through_format_8() -> Vec<Command> {
+    let mut commands = golden_commands_through_format_7();
+    // Format 8: configs set on groups (one replaced, one removed), and a share partition
+    // started at an offset.
+    let configs = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    commands.extend([
+        Command::SetFormat { format: 8 },
+        Command::SetGroupConfigs {
+            group_id: "golden-share".into(),
+            configs: configs(&[("share.isolation.level", "read_committed"), ("share.auto.offset.reset", "earliest")]),
+        },
+        Command::SetGroupConfigs {
+            group_id: "golden-other".into(),
+            configs: configs(&[("consumer.session.timeout.ms", "50000")]),
+        },
+        Command::SetGroupConfigs {
+            group_id: "golden-share".into(),
+            configs: configs(&[("share.auto.offset.reset", "by_duration:PT1H")]),
+        },
+        Command::SetGroupConfigs {
+            group_id: "golden-gone".into(),
+            configs: configs(&[("share.delivery.count.limit", "3")]),
+        },
+        Command::SetGroupConfigs { group_id: "golden-gone".into(), configs: BTreeMap::new() },
+        Command::ShareUpdate {
+            now_ms: 42_000,
+            ops: vec![crate::state::ShareOp::StartAt { key: ("golden-started".into(), topic_id(40), 0), offset: 1 }],
+        },
+    ]);
+    commands
+}
+
+/// The persisted formats as of format 9 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_8_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v8.snap"), golden_dir().join("commands-v8.cmds"));
+fn golden_files_of_format_9_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v9.snap"), golden_dir().join("commands-v9.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let mut commands = golden_commands_through_format_7();
-        // Format 8: configs set on groups (one replaced, one removed), and a share partition
-        // started at an offset.
-        let configs = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let mut commands = golden_commands_through_format_8();
+        // Format 9: agents' profiles: a fetch agent of a group, one back to the default
+        // profile, one that leaves.
+        let agent = |agent_id| crate::command::AgentInfo {
+            agent_id,
+            host: "10.0.0.10".into(),
+            port: 9092,
+            zone: Some("zone-a".into()),
+        };
+        let profile = |roles: &str, group: &str| crate::command::AgentProfile {
+            roles: roles.parse().expect("roles"),
+            group: group.into(),
+        };
+        let beat =
+            |agent_id, profile, now_ms| Command::AgentHeartbeatWithProfile { agent: agent(agent_id), profile, now_ms };
         commands.extend([
-            Command::SetFormat { format: 8 },
-            Command::SetGroupConfigs {
-                group_id: "golden-share".into(),
-                configs: configs(&[
-                    ("share.isolation.level", "read_committed"),
-                    ("share.auto.offset.reset", "earliest"),
-                ]),
-            },
-            Command::SetGroupConfigs {
-                group_id: "golden-other".into(),
-                configs: configs(&[("consumer.session.timeout.ms", "50000")]),
-            },
-            Command::SetGroupConfigs {
-                group_id: "golden-share".into(),
-                configs: configs(&[("share.auto.offset.reset", "by_duration:PT1H")]),
-            },
-            Command::SetGroupConfigs {
-                group_id: "golden-gone".into(),
-                configs: configs(&[("share.delivery.count.limit", "3")]),
-            },
-            Command::SetGroupConfigs { group_id: "golden-gone".into(), configs: BTreeMap::new() },
-            Command::ShareUpdate {
-                now_ms: 42_000,
-                ops: vec![crate::state::ShareOp::StartAt {
-                    key: ("golden-started".into(), topic_id(40), 0),
-                    offset: 1,
-                }],
-            },
+            Command::SetFormat { format: 9 },
+            beat(11, profile("fetch", "edge"), 50_000),
+            beat(12, profile("produce,jobs", ""), 50_000),
+            beat(13, profile("jobs", "batch"), 50_000),
+            beat(12, crate::command::AgentProfile::default(), 51_000),
+            Command::AgentLeave { agent_id: 13, now_ms: 52_000 },
         ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
@@ -1146,11 +1218,39 @@ fn golden_files_of_format_8_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 9 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 9 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 9 state encodes differently");
+    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 9 commands encode differently");
+    let fetch_in_edge = crate::command::AgentProfile {
+        roles: crate::command::AgentRoles { produce: false, fetch: true, jobs: false },
+        group: "edge".into(),
+    };
+    assert!(
+        state.format == 9
+            && state.agent_profiles.len() == 1
+            && state.agent_profile(11) == fetch_in_edge
+            && state.agent_profile(12) == crate::command::AgentProfile::default()
+            && !state.agents.contains_key(&13)
+            && state.group_configs.len() == 2,
+        "a varied state: {:?} agent profiles",
+        state.agent_profiles,
+    );
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 9 commands gives another state");
+}
+
+/// Format 8's files (before agents' profiles): its state reads with none, and its commands, a
+/// prefix of today's, replay to that state.
+#[test]
+fn golden_files_of_format_8_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v8.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v8.cmds")).expect("the golden command file");
     let state = crate::archive::decode_state(&state_bytes).expect("format 8 state no longer decodes");
     let log = crate::archive::decode_log(&log_bytes).expect("format 8 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 8 state encodes differently");
-    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 8 commands encode differently");
+    assert!(state.agent_profiles.is_empty());
     assert!(
         state.group_configs.len() == 2
             && state.format == 8
@@ -1158,12 +1258,14 @@ fn golden_files_of_format_8_still_decode_and_replay() {
             && state.group_config("golden-share", "share.isolation.level") == Some("read_uncommitted")
             && state.share_partitions.keys().any(|(g, _, _)| g == "golden-started")
             && state.share_partitions.values().any(|s| s.ranges.values().any(|r| r.delivery_count == 2)),
-        "a varied state: {:?} group configs",
+        "the group configs of format 8: {:?}",
         state.group_configs,
     );
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 8 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 /// Format 7's files (before group configs): its state reads with none, and its commands, a

@@ -1,20 +1,37 @@
-# Stateless agents: a launch template and an autoscaling group across the agent
-# subnets, scaled on the agents' own utilization (CPU, flush-buffer fill and
-# produce latency against their targets; floe_agent_utilization, published to
-# CloudWatch by floe-utilization.service on each agent). Each agent learns its
-# zone from instance metadata at boot and passes it as --zone.
+# Stateless agents: per pool (local.agent_pools: one of all roles, or produce
+# and jobs agents beside fetch agents) a launch template and an autoscaling
+# group across the agent subnets, scaled on the agents' own utilization (CPU,
+# flush-buffer fill and produce latency against their targets;
+# floe_agent_utilization, published to CloudWatch by floe-utilization.service
+# on each agent). Each agent learns its zone from instance metadata at boot and
+# passes it as --zone.
 
 locals {
-  agent_asg_name = "${var.name}-agent"
   # Where the agents publish AgentUtilization.
   utilization_namespace = "Floe"
 }
 
+moved {
+  from = aws_launch_template.agent
+  to   = aws_launch_template.agent["main"]
+}
+
+moved {
+  from = aws_autoscaling_group.agent
+  to   = aws_autoscaling_group.agent["main"]
+}
+
+moved {
+  from = aws_autoscaling_policy.agent_utilization
+  to   = aws_autoscaling_policy.agent_utilization["main"]
+}
+
 resource "aws_launch_template" "agent" {
-  name_prefix   = "${var.name}-agent-"
-  description   = "Floe agent"
+  for_each      = local.agent_pools
+  name_prefix   = "${each.value.asg_name}-"
+  description   = "Floe agent (${each.value.roles})"
   image_id      = local.ami_id
-  instance_type = var.agent_instance_type
+  instance_type = each.value.instance_type
   ebs_optimized = true
 
   iam_instance_profile {
@@ -58,7 +75,7 @@ resource "aws_launch_template" "agent" {
       metrics_url = "${local.tls_mode == "agent" ? "https" : "http"}://127.0.0.1:${local.http_port}/metrics"
       region      = local.region
       namespace   = local.utilization_namespace
-      asg_name    = local.agent_asg_name
+      asg_name    = each.value.asg_name
     })
     publisher_unit = templatefile("${path.module}/templates/floe-utilization.service.tftpl", {
       region = local.region
@@ -87,26 +104,27 @@ resource "aws_launch_template" "agent" {
       max_connections_per_ip   = var.max_connections_per_ip
       auth_failures_per_minute = var.auth_failures_per_minute
       autoscale_cpu_target     = var.agent_cpu_target_percent / 100
+      roles                    = each.value.roles
       extra_args               = join("", [for a in var.agent_extra_args : " ${a}"])
     })
   }))
 
   tag_specifications {
     resource_type = "instance"
-    tags          = merge(local.tags, { Name = "${var.name}-agent", "floe:role" = "agent" })
+    tags          = merge(local.tags, { Name = each.value.asg_name, "floe:role" = "agent", "floe:agent-roles" = each.value.roles })
   }
 
   tag_specifications {
     resource_type = "volume"
-    tags          = merge(local.tags, { Name = "${var.name}-agent", "floe:role" = "agent" })
+    tags          = merge(local.tags, { Name = each.value.asg_name, "floe:role" = "agent" })
   }
 
   tag_specifications {
     resource_type = "network-interface"
-    tags          = merge(local.tags, { Name = "${var.name}-agent", "floe:role" = "agent" })
+    tags          = merge(local.tags, { Name = each.value.asg_name, "floe:role" = "agent" })
   }
 
-  tags = merge(local.tags, { Name = "${var.name}-agent" })
+  tags = merge(local.tags, { Name = each.value.asg_name })
 
   # Agents read their metadata certificate at first boot: the secret must hold it.
   depends_on = [aws_secretsmanager_secret_version.metadata_tls]
@@ -140,6 +158,11 @@ resource "aws_launch_template" "agent" {
     }
 
     precondition {
+      condition     = var.agent_fetch_pool == null || local.advertised_address != "load_balancer"
+      error_message = "agent_fetch_pool needs agents that advertise their own addresses (agent_advertised_address private_ip or private_dns, and tls_secret_arn rather than tls_certificate_arn): behind one load balancer address a client cannot choose a fetch agent."
+    }
+
+    precondition {
       condition     = var.operator_token_secret_arn == null || var.tls_certificate_arn != null || var.tls_secret_arn != null
       error_message = "operator_token_secret_arn serves the operator API on the client port: it needs TLS (tls_certificate_arn or tls_secret_arn) so the token never crosses the network in the clear."
     }
@@ -147,20 +170,22 @@ resource "aws_launch_template" "agent" {
 }
 
 resource "aws_autoscaling_group" "agent" {
-  name                      = local.agent_asg_name
+  for_each                  = local.agent_pools
+  name                      = each.value.asg_name
   vpc_zone_identifier       = var.agent_subnet_ids
-  min_size                  = var.agent_min_size
-  max_size                  = var.agent_max_size
+  min_size                  = each.value.min_size
+  max_size                  = each.value.max_size
   health_check_type         = "ELB"
   health_check_grace_period = 300
   default_instance_warmup   = 120
-  target_group_arns         = [for tg in aws_lb_target_group.agent : tg.arn]
-  termination_policies      = ["OldestLaunchTemplate", "OldestInstance"]
-  enabled_metrics           = ["GroupDesiredCapacity", "GroupInServiceInstances", "GroupMaxSize", "GroupMinSize"]
+  # Its own Kafka bootstrap, and the HTTP API (any agent serves it).
+  target_group_arns    = [aws_lb_target_group.agent[each.value.kafka_target].arn, aws_lb_target_group.agent["http"].arn]
+  termination_policies = ["OldestLaunchTemplate", "OldestInstance"]
+  enabled_metrics      = ["GroupDesiredCapacity", "GroupInServiceInstances", "GroupMaxSize", "GroupMinSize"]
 
   launch_template {
-    id      = aws_launch_template.agent.id
-    version = aws_launch_template.agent.latest_version
+    id      = aws_launch_template.agent[each.key].id
+    version = aws_launch_template.agent[each.key].latest_version
   }
 
   # A new launch template version (binary, AMI, flags) rolls the group: at
@@ -176,7 +201,7 @@ resource "aws_autoscaling_group" "agent" {
   }
 
   dynamic "tag" {
-    for_each = merge(local.tags, { Name = "${var.name}-agent", "floe:role" = "agent" })
+    for_each = merge(local.tags, { Name = each.value.asg_name, "floe:role" = "agent" })
     content {
       key                 = tag.key
       value               = tag.value
@@ -189,7 +214,7 @@ resource "aws_autoscaling_group" "agent" {
     ignore_changes = [desired_capacity]
 
     precondition {
-      condition     = var.agent_min_size <= var.agent_max_size
+      condition     = each.value.min_size <= each.value.max_size
       error_message = "agent_min_size must not exceed agent_max_size."
     }
   }
@@ -199,8 +224,9 @@ resource "aws_autoscaling_group" "agent" {
 # CPU, buffer and latency targets) rather than CPU alone: an agent bound by
 # its flush buffer or by slow PUTs needs company before its CPU shows it.
 resource "aws_autoscaling_policy" "agent_utilization" {
-  name                      = "${var.name}-agent-utilization"
-  autoscaling_group_name    = aws_autoscaling_group.agent.name
+  for_each                  = local.agent_pools
+  name                      = "${each.value.asg_name}-utilization"
+  autoscaling_group_name    = aws_autoscaling_group.agent[each.key].name
   policy_type               = "TargetTrackingScaling"
   estimated_instance_warmup = 120
 
@@ -213,7 +239,7 @@ resource "aws_autoscaling_policy" "agent_utilization" {
 
       metric_dimension {
         name  = "AutoScalingGroupName"
-        value = local.agent_asg_name
+        value = each.value.asg_name
       }
     }
     target_value = var.agent_utilization_target

@@ -13,12 +13,18 @@ locals {
   agent_azs = toset([for s in data.aws_subnet.agent : s.availability_zone])
 }
 
+moved {
+  from = aws_cloudwatch_metric_alarm.agent_cpu_high
+  to   = aws_cloudwatch_metric_alarm.agent_cpu_high["main"]
+}
+
 resource "aws_cloudwatch_metric_alarm" "agent_cpu_high" {
-  alarm_name          = "${var.name}-agent-cpu-high"
-  alarm_description   = "Floe agents average above ${var.agent_cpu_alarm_percent}% CPU for 15 minutes: the group is at agent_max_size or cannot scale out. Produce latency will rise."
+  for_each            = local.agent_pools
+  alarm_name          = "${each.value.asg_name}-cpu-high"
+  alarm_description   = "Floe agents (${each.value.roles}) average above ${var.agent_cpu_alarm_percent}% CPU for 15 minutes: the group is at its max size or cannot scale out. Latency will rise."
   namespace           = "AWS/EC2"
   metric_name         = "CPUUtilization"
-  dimensions          = { AutoScalingGroupName = aws_autoscaling_group.agent.name }
+  dimensions          = { AutoScalingGroupName = aws_autoscaling_group.agent[each.key].name }
   statistic           = "Average"
   period              = 300
   evaluation_periods  = 3
@@ -28,7 +34,7 @@ resource "aws_cloudwatch_metric_alarm" "agent_cpu_high" {
   alarm_actions       = var.alarm_actions
   ok_actions          = var.alarm_actions
 
-  tags = merge(local.tags, { Name = "${var.name}-agent-cpu-high" })
+  tags = merge(local.tags, { Name = "${each.value.asg_name}-cpu-high" })
 }
 
 resource "aws_cloudwatch_metric_alarm" "nlb_unhealthy_hosts" {

@@ -26,6 +26,47 @@ locals {
   metadata_port = 9093
   # Metadata nodes' /metrics (--metrics-addr), for monitoring_cidr_blocks only.
   metadata_metrics_port = 9094
+  # The load balancer's Kafka bootstrap for consumers when fetch agents have a
+  # pool of their own (agent_fetch_pool); they still listen on kafka_port.
+  fetch_bootstrap_port = 9095
+
+  # One autoscaling group per agent pool: all roles in one, or (with
+  # agent_fetch_pool) produce and jobs agents beside fetch agents.
+  agent_pools = merge(
+    {
+      main = {
+        asg_name       = "${var.name}-agent"
+        roles          = var.agent_fetch_pool == null ? "produce,fetch,jobs" : "produce,jobs"
+        instance_type  = var.agent_instance_type
+        min_size       = var.agent_min_size
+        max_size       = var.agent_max_size
+        kafka_target   = "kafka"
+        bootstrap_port = local.kafka_port
+      }
+    },
+    var.agent_fetch_pool == null ? {} : {
+      fetch = {
+        asg_name       = "${var.name}-agent-fetch"
+        roles          = "fetch"
+        instance_type  = coalesce(var.agent_fetch_pool.instance_type, var.agent_instance_type)
+        min_size       = var.agent_fetch_pool.min_size
+        max_size       = var.agent_fetch_pool.max_size
+        kafka_target   = "fetch"
+        bootstrap_port = local.fetch_bootstrap_port
+      }
+    },
+  )
+
+  # Load balancer target groups: name => (agent port, listener port).
+  nlb_targets = merge(
+    {
+      kafka = { port = local.kafka_port, listener_port = local.kafka_port }
+      http  = { port = local.http_port, listener_port = local.http_port }
+    },
+    var.agent_fetch_pool == null ? {} : {
+      fetch = { port = local.kafka_port, listener_port = local.fetch_bootstrap_port }
+    },
+  )
 
   tags = merge(var.tags, { "floe:cluster" = var.name })
 

@@ -48,12 +48,19 @@ locals {
       "${name}-${cidr}" => { cidr = cidr, port = port, name = name }
     }
   ]...)
+  # And the load balancer's listeners (the fetch agents' bootstrap too).
+  nlb_client_ingress = merge([
+    for cidr in var.client_cidr_blocks : {
+      for name, target in local.nlb_targets :
+      "${name}-${cidr}" => { cidr = cidr, port = target.listener_port, name = name }
+    }
+  ]...)
 }
 
 # ---------------------------------------------------------------- NLB
 
 resource "aws_vpc_security_group_ingress_rule" "nlb_clients" {
-  for_each          = local.client_ingress
+  for_each          = local.nlb_client_ingress
   security_group_id = aws_security_group.nlb.id
   description       = "${each.value.name} from client ${each.value.cidr}"
   ip_protocol       = "tcp"

@@ -1,5 +1,5 @@
-# An internal Network Load Balancer for bootstrap (Kafka 9092) and the HTTP API
-# (8080). Cross-zone load balancing is off: a client reaches the agents of the
+# An internal Network Load Balancer for bootstrap (Kafka 9092, and 9095 for the
+# fetch agents with agent_fetch_pool) and the HTTP API (8080). Cross-zone load balancing is off: a client reaches the agents of the
 # zone its NLB address lives in, and no load balancer hop crosses a zone
 # (inter-AZ traffic is billed, and Floe's design keeps bytes zone-local).
 #
@@ -29,9 +29,9 @@ resource "aws_lb" "this" {
 }
 
 resource "aws_lb_target_group" "agent" {
-  for_each             = { kafka = local.kafka_port, http = local.http_port }
+  for_each             = local.nlb_targets
   name                 = "${var.name}-${each.key}"
-  port                 = each.value
+  port                 = each.value.port
   protocol             = "TCP"
   target_type          = "instance"
   vpc_id               = var.vpc_id
@@ -61,7 +61,7 @@ resource "aws_lb_listener" "agent" {
   #checkov:skip=CKV2_AWS_74:TCP passthrough has no TLS policy: TLS, when on, is the agents' own (rustls, TLS 1.2 and 1.3).
   for_each          = local.tls_mode == "nlb" ? {} : aws_lb_target_group.agent
   load_balancer_arn = aws_lb.this.arn
-  port              = each.value.port
+  port              = local.nlb_targets[each.key].listener_port
   protocol          = "TCP"
 
   default_action {
@@ -77,7 +77,7 @@ resource "aws_lb_listener" "agent" {
 resource "aws_lb_listener" "agent_tls" {
   for_each          = local.tls_mode == "nlb" ? aws_lb_target_group.agent : {}
   load_balancer_arn = aws_lb.this.arn
-  port              = each.value.port
+  port              = local.nlb_targets[each.key].listener_port
   protocol          = "TLS"
   certificate_arn   = var.tls_certificate_arn
   ssl_policy        = var.nlb_tls_policy

@@ -79,8 +79,18 @@ output "metadata_instance_ids" {
 }
 
 output "autoscaling_group_name" {
-  description = "Name of the agent autoscaling group (for instance refreshes)."
-  value       = aws_autoscaling_group.agent.name
+  description = "Name of the (main) agent autoscaling group (for instance refreshes)."
+  value       = aws_autoscaling_group.agent["main"].name
+}
+
+output "fetch_autoscaling_group_name" {
+  description = "Name of the fetch agents' autoscaling group (agent_fetch_pool), or null."
+  value       = try(aws_autoscaling_group.agent["fetch"].name, null)
+}
+
+output "fetch_bootstrap_servers" {
+  description = "Kafka bootstrap for consumers that should read through the fetch agents (agent_fetch_pool), or null."
+  value       = var.agent_fetch_pool == null ? null : "${local.endpoint_host}:${local.fetch_bootstrap_port}"
 }
 
 output "agent_security_group_id" {

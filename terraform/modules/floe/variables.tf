@@ -454,6 +454,26 @@ variable "agent_max_size" {
   }
 }
 
+variable "agent_fetch_pool" {
+  description = "A second autoscaling group of fetch agents (floe agent --roles fetch) with a Kafka bootstrap of its own on the load balancer (port 9095, output fetch_bootstrap_servers); the main group then runs produce and jobs agents. Consumers that bootstrap there read through fetch agents, and consumers that set client.rack are sent to them by the produce agents (KIP-392). Split when catch-up reads or consumer fan-out should not share CPU and cache with produce (docs/OPERATIONS.md, \"Zones, agent roles and agent groups\"). Null: one group of all roles. Needs agents to advertise their own addresses (not load_balancer)."
+  type = object({
+    min_size      = number
+    max_size      = number
+    instance_type = optional(string)
+  })
+  default = null
+
+  validation {
+    condition     = var.agent_fetch_pool == null || try(var.agent_fetch_pool.min_size >= 1 && var.agent_fetch_pool.max_size <= 500 && var.agent_fetch_pool.min_size <= var.agent_fetch_pool.max_size && floor(var.agent_fetch_pool.min_size) == var.agent_fetch_pool.min_size && floor(var.agent_fetch_pool.max_size) == var.agent_fetch_pool.max_size, false)
+    error_message = "agent_fetch_pool needs whole numbers 1 <= min_size <= max_size <= 500."
+  }
+
+  validation {
+    condition     = try(var.agent_fetch_pool.instance_type, null) == null || can(regex("^[a-z][a-z0-9-]*\\.[a-z0-9]+$", var.agent_fetch_pool.instance_type))
+    error_message = "agent_fetch_pool.instance_type must look like c7i.large."
+  }
+}
+
 variable "agent_utilization_target" {
   description = "Average agent utilization the autoscaling group tracks: each agent's floe_agent_utilization is the highest of its CPU, flush-buffer fill and produce p99 latency over their targets (1 = at target). Lower leaves more headroom for bursts; higher costs less."
   type        = number
@@ -498,8 +518,8 @@ variable "agent_extra_args" {
   }
 
   validation {
-    condition     = alltrue([for a in var.agent_extra_args : !can(regex("^--(tls-cert|tls-key|sasl-mechanisms|http-require-api-key|operator-token-file|max-connections|max-connections-per-ip|auth-failures-per-minute|node-id|advertised-addr|kafka-addr|http-addr|metadata|metadata-tls-cert|metadata-tls-key|metadata-tls-ca|object-store|zone)(=.*)?$", a))])
-    error_message = "agent_extra_args may not set flags the module manages (--tls-cert, --tls-key, --sasl-mechanisms, --http-require-api-key, --operator-token-file, --max-connections, --max-connections-per-ip, --auth-failures-per-minute, --node-id, --advertised-addr, --kafka-addr, --http-addr, --metadata, --metadata-tls-cert, --metadata-tls-key, --metadata-tls-ca, --object-store, --zone): use the module's variables."
+    condition     = alltrue([for a in var.agent_extra_args : !can(regex("^--(tls-cert|tls-key|sasl-mechanisms|http-require-api-key|operator-token-file|max-connections|max-connections-per-ip|auth-failures-per-minute|node-id|advertised-addr|kafka-addr|http-addr|metadata|metadata-tls-cert|metadata-tls-key|metadata-tls-ca|object-store|zone|roles)(=.*)?$", a))])
+    error_message = "agent_extra_args may not set flags the module manages (--tls-cert, --tls-key, --sasl-mechanisms, --http-require-api-key, --operator-token-file, --max-connections, --max-connections-per-ip, --auth-failures-per-minute, --node-id, --advertised-addr, --kafka-addr, --http-addr, --metadata, --metadata-tls-cert, --metadata-tls-key, --metadata-tls-ca, --object-store, --zone, --roles): use the module's variables (agent_fetch_pool for roles)."
   }
 }
 

@@ -25,7 +25,7 @@ pub(in crate::kafka) fn describe_cluster(agent: &Agent, request: DescribeCluster
     };
     let brokers = agents
         .iter()
-        .map(|a| {
+        .map(|crate::membership::LiveAgent { info: a, .. }| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(a.agent_id))
                 .with_host(str_bytes(a.host.clone()))

@@ -1,6 +1,9 @@
 //! Fetch: whole batches from each requested partition, stamped with their offsets, long-polling
 //! until `min_bytes` are available or `max_wait_ms` passes. A waiting fetch is woken only when
 //! a partition it asked for moves (`crate::fetch::wakeups`); an idle fetch costs no work.
+//!
+//! An agent without the fetch role answers a consumer that names its rack (Fetch v11+) with a
+//! fetch agent of its pool as the preferred read replica (KIP-392), and no records.
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +21,14 @@ use kafka_protocol::messages::ResponseKind;
 
 const READ_COMMITTED: i8 = 1;
 
-pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: FetchRequest) -> FetchResponse {
+pub(in crate::kafka) async fn handle(
+    agent: &Agent,
+    version: i16,
+    request: FetchRequest,
+    hints: crate::membership::ClientHints,
+) -> FetchResponse {
+    let replicas = (version >= 11 && !request.rack_id.is_empty() && !agent.config.roles.fetch)
+        .then(|| crate::membership::client_pool(&agent.metadata.read(), agent, &hints).local);
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
@@ -36,8 +46,8 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Fetch
         if !std::mem::take(&mut first) {
             crate::metrics::LONG_POLL_READS.with_label_values(&["kafka"]).inc();
         }
-        let (response, bytes, errors) = read_once(agent, version, &request).await;
-        let done = bytes >= min_bytes.max(1) || errors || Instant::now() >= deadline;
+        let (response, bytes, answer_now) = read_once(agent, version, &request, replicas.as_deref()).await;
+        let done = bytes >= min_bytes.max(1) || answer_now || Instant::now() >= deadline;
         let Some(waiter) = waiter.as_ref().filter(|_| !done) else {
             count_bytes_out(&response);
             return response;
@@ -50,8 +60,13 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: Fetch
 }
 
 /// One pass over every requested partition: the response, its record bytes, and whether any
-/// partition failed (which answers at once rather than waiting).
-async fn read_once(agent: &Agent, version: i16, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+/// partition failed or was sent to a read replica (either answers at once rather than waiting).
+async fn read_once(
+    agent: &Agent,
+    version: i16,
+    request: &FetchRequest,
+    replicas: Option<&[crate::membership::LiveAgent]>,
+) -> (FetchResponse, usize, bool) {
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
     let mut total = 0usize;
     let mut errors = false;
@@ -75,6 +90,11 @@ async fn read_once(agent: &Agent, version: i16, request: &FetchRequest) -> (Fetc
                 partitions.push(failed(data, error));
                 continue;
             };
+            if let Some(redirected) = replicas.and_then(|pool| redirect(agent, pool, *topic_id, data.clone())) {
+                errors = true;
+                partitions.push(redirected);
+                continue;
+            }
             let limits = ReadLimits {
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0).min(budget),
                 must_return_first: total == 0,
@@ -122,6 +142,28 @@ async fn read_once(agent: &Agent, version: i16, request: &FetchRequest) -> (Fetc
     (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors)
 }
 
+/// The partition's answer naming its read replica, with the log's offsets and no records; `None`
+/// when this agent serves it (no fetch agent, or an unknown partition, whose error the read
+/// gives).
+fn redirect(
+    agent: &Agent,
+    pool: &[crate::membership::LiveAgent],
+    topic_id: floe_metadata::TopicId,
+    data: PartitionData,
+) -> Option<PartitionData> {
+    let replica = crate::membership::read_replica(pool, agent.config.roles, topic_id, data.partition_index)?;
+    let state = agent.metadata.read();
+    let log = state.partition(topic_id, data.partition_index)?;
+    crate::metrics::FETCHES_SENT_TO_READ_REPLICAS.inc();
+    Some(
+        data.with_high_watermark(log.next_offset)
+            .with_last_stable_offset(log.last_stable_offset())
+            .with_log_start_offset(log.log_start_offset)
+            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(replica))
+            .with_records(Some(Bytes::new())),
+    )
+}
+
 fn failed(data: PartitionData, error: i16) -> PartitionData {
     data.with_error_code(error)
         .with_high_watermark(-1)
@@ -145,7 +187,8 @@ impl KafkaApi for FetchRequest {
     const VERSIONS: (i16, i16) = (4, 18);
 
     async fn start(self, cx: Context<'_>) -> Reply {
-        cx.later(move |agent, version| async move { ResponseKind::Fetch(handle(&agent, version, self).await) })
+        let hints = cx.hints();
+        cx.later(move |agent, version| async move { ResponseKind::Fetch(handle(&agent, version, self, hints).await) })
     }
 }
 

@@ -1,4 +1,5 @@
-//! Metadata: the agent as the single broker, topics with ids, partitions led by this agent,
+//! Metadata: the client's pool of agents as brokers, topics with ids, partitions led by the pool's
+//! agents of the reached agent's roles (`crate::membership`),
 //! and auto-creation of requested topics (`auto.create.topics.enable`).
 
 use kafka_protocol::messages::metadata_response::{
@@ -23,12 +24,13 @@ pub(in crate::kafka) async fn handle(
     agent: &Agent,
     version: i16,
     request: MetadataRequest,
-    client_id: Option<String>,
+    hints: crate::membership::ClientHints,
 ) -> MetadataResponse {
-    let (agents, this) = {
+    let (brokers, leaders, this) = {
         let this = agent.info();
-        let live = crate::membership::live_agents(&agent.metadata.read(), agent);
-        (crate::membership::for_client_zone(live, client_id.as_deref()), this)
+        let pool = crate::membership::client_pool(&agent.metadata.read(), agent, &hints);
+        let leaders = crate::membership::leaders(&pool.local, agent.config.roles);
+        (pool.group.into_iter().map(|a| a.info).collect::<Vec<AgentInfo>>(), leaders, this)
     };
     // v0 has no null: an empty list means every topic. From v1 an empty list means none.
     let requested = match request.topics {
@@ -43,7 +45,7 @@ pub(in crate::kafka) async fn handle(
     match requested {
         None => {
             let state = agent.metadata.read();
-            topics.extend(state.topics.values().map(|t| describe(&agents, t)));
+            topics.extend(state.topics.values().map(|t| describe(&brokers, &leaders, t)));
         }
         Some(requested) => {
             for wanted in requested {
@@ -51,8 +53,8 @@ pub(in crate::kafka) async fn handle(
                 let found = {
                     let state = agent.metadata.read();
                     match &name {
-                        Some(name) => state.topic_by_name(name).map(|t| describe(&agents, t)),
-                        None => state.topics.get(&wanted.topic_id).map(|t| describe(&agents, t)),
+                        Some(name) => state.topic_by_name(name).map(|t| describe(&brokers, &leaders, t)),
+                        None => state.topics.get(&wanted.topic_id).map(|t| describe(&brokers, &leaders, t)),
                     }
                 };
                 let topic = match (found, name) {
@@ -65,7 +67,7 @@ pub(in crate::kafka) async fn handle(
                                 let state = agent.metadata.read();
                                 state
                                     .topic_by_name(&name)
-                                    .map(|t| describe(&agents, t))
+                                    .map(|t| describe(&brokers, &leaders, t))
                                     .unwrap_or_else(|| missing(Some(name), code::UNKNOWN_TOPIC_OR_PARTITION))
                             }
                             Err(e) => {
@@ -88,7 +90,7 @@ pub(in crate::kafka) async fn handle(
     }
     let cluster_id = agent.metadata.read().cluster_id.clone();
     MetadataResponse::default()
-        .with_brokers(agents.iter().map(broker).collect())
+        .with_brokers(brokers.iter().map(broker).collect())
         .with_cluster_id(Some(str_bytes(cluster_id)))
         .with_controller_id(BrokerId(this.agent_id))
         .with_topics(topics)
@@ -103,16 +105,16 @@ fn broker(agent: &AgentInfo) -> MetadataResponseBroker {
         .with_rack(agent.zone.clone().map(str_bytes))
 }
 
-/// A topic with each partition led (nominally) by its rendezvous-chosen agent; every agent is a
-/// replica and in sync, since every agent can serve every partition.
-fn describe(agents: &[AgentInfo], topic: &floe_metadata::Topic) -> MetadataResponseTopic {
-    let all: Vec<BrokerId> = agents.iter().map(|a| BrokerId(a.agent_id)).collect();
+/// A topic with each partition led (nominally) by its rendezvous-chosen agent among `leaders`;
+/// every broker is a replica and in sync, since every agent can serve every partition.
+fn describe(brokers: &[AgentInfo], leaders: &[AgentInfo], topic: &floe_metadata::Topic) -> MetadataResponseTopic {
+    let all: Vec<BrokerId> = brokers.iter().map(|a| BrokerId(a.agent_id)).collect();
     let partitions = topic
         .partitions
         .iter()
         .enumerate()
         .map(|(index, p)| {
-            let leader = crate::membership::partition_leader(agents, topic.topic_id, index as i32);
+            let leader = crate::membership::partition_leader(leaders, topic.topic_id, index as i32);
             MetadataResponsePartition::default()
                 .with_partition_index(index as i32)
                 .with_leader_id(BrokerId(leader))
@@ -139,9 +141,9 @@ impl KafkaApi for MetadataRequest {
     const VERSIONS: (i16, i16) = (0, 13);
 
     async fn start(self, cx: Context<'_>) -> Reply {
-        let client_id = cx.client_id().map(str::to_owned);
+        let hints = cx.hints();
         cx.later(
-            move |agent, version| async move { ResponseKind::Metadata(handle(&agent, version, self, client_id).await) },
+            move |agent, version| async move { ResponseKind::Metadata(handle(&agent, version, self, hints).await) },
         )
     }
 }

@@ -9,6 +9,7 @@ mod v4;
 mod v5;
 mod v6;
 mod v7;
+mod v8;
 
 use serde::Deserialize;
 
@@ -50,6 +51,7 @@ impl<'de> Deserialize<'de> for Versioned {
             5 => State::from(v5::StateV5::deserialize(d)?),
             6 => State::from(v6::StateV6::deserialize(d)?),
             7 => State::from(v7::StateV7::deserialize(d)?),
+            8 => State::from(v8::StateV8::deserialize(d)?),
             _ => State::deserialize(d)?,
         };
         Ok(Self(state))

@@ -76,6 +76,7 @@ impl From<StateV5> for State {
             share_partitions: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             format: 0,
+            agent_profiles: BTreeMap::new(),
         }
     }
 }

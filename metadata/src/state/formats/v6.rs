@@ -79,6 +79,7 @@ impl From<StateV6> for State {
             share_partitions: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             format: 0,
+            agent_profiles: BTreeMap::new(),
         }
     }
 }

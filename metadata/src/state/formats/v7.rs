@@ -80,6 +80,7 @@ impl From<StateV7> for State {
             share_partitions: v7.share_partitions,
             group_configs: BTreeMap::new(),
             format: 0,
+            agent_profiles: BTreeMap::new(),
         }
     }
 }

@@ -13,14 +13,19 @@ pub(in crate::kafka) fn find_coordinator(
     agent: &Agent,
     version: i16,
     request: FindCoordinatorRequest,
-    client_id: Option<&str>,
+    hints: &crate::membership::ClientHints,
 ) -> FindCoordinatorResponse {
     let served = matches!(request.key_type, KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION);
     let error = (!served).then_some(ResponseError::InvalidRequest);
     let message = error.map(|_| str_bytes("only group (0) and transaction (1) coordinators are served"));
     let this = agent.info();
-    let agents =
-        crate::membership::for_client_zone(crate::membership::live_agents(&agent.metadata.read(), agent), client_id);
+    // Groups are consumers' business, transactions producers'.
+    let pool = crate::membership::client_pool(&agent.metadata.read(), agent, hints);
+    let agents = if request.key_type == KEY_TYPE_TRANSACTION {
+        crate::membership::with_roles(&pool.local, |r| r.produce)
+    } else {
+        crate::membership::with_roles(&pool.local, |r| r.fetch)
+    };
     // Any agent can coordinate any key; naming the same one whoever is asked keeps a client
     // on one coordinator connection, whose requests this agent then reads in order.
     let coordinator = |key: &str| crate::membership::coordinator(&agents, key).unwrap_or(&this).clone();
@@ -60,7 +65,7 @@ impl KafkaApi for FindCoordinatorRequest {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn start(self, cx: Context<'_>) -> Reply {
-        let response = find_coordinator(cx.agent, cx.version(), self, cx.client_id());
+        let response = find_coordinator(cx.agent, cx.version(), self, &cx.hints());
         Reply::Now(Box::new(ResponseKind::FindCoordinator(response)))
     }
 }

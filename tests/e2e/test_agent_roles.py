@@ -1,0 +1,137 @@
+"""Agent roles and agent groups (`floe agent --roles`, `--agent-group`): partition leaders,
+coordinators and KIP-392 read replicas follow the roles of the agent a client reached, only jobs
+agents run the storage jobs, and every client still reads everything."""
+
+import random
+import time
+
+import pytest
+import requests
+
+from conftest import (Cluster, consume_confluent, consume_kafka_python, create_topic, make_records, produce,
+                      unique_name, wait_until)
+
+
+def metrics(cluster, a) -> dict[str, float]:
+    out = {}
+    for line in requests.get(f"{cluster.http_url(a)}/metrics", timeout=5).text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def metric(cluster, a, name) -> float:
+    return sum(v for k, v in metrics(cluster, a).items() if k == name or k.startswith(name + "{"))
+
+
+def profiles(cluster, a) -> dict[int, tuple[str, str]]:
+    """Agent a's view of every live agent: {id: (roles, agent group)}."""
+    body = requests.get(f"{cluster.http_url(a)}/v1/cluster", timeout=5).json()
+    return {x["agent_id"]: (x["roles"], x["agent_group"]) for x in body.get("agents", [])}
+
+
+def leaders(bootstrap, topic, client_id="roles-test"):
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": bootstrap, "client.id": client_id}).list_topics(topic, timeout=10)
+    return {p.leader for p in md.topics[topic].partitions.values()}, {b.id for b in md.brokers.values()}
+
+
+def coordinator(bootstrap, key_type, key):
+    """FindCoordinator v4 for one key: the node id named."""
+    from helpers.kafka_wire import Writer, call
+    body = Writer().i8(key_type).array([key], lambda w, k: w.string(k)).tags()
+    r = call(bootstrap, 10, 4, body)
+    r.i32()  # throttle
+
+    def one(r):
+        got = (r.string(), r.i32(), r.string(), r.i32(), r.i16(), r.string())
+        r.tags()
+        return got
+    (k, node, _host, _port, error, message), = r.array(one)
+    assert error == 0, (error, message)
+    return node
+
+
+@pytest.fixture
+def split(request, tmp_path):
+    """Agent 1 produces, agent 2 fetches and runs the jobs; both in zone a."""
+    roles = {1: "produce", 2: "fetch,jobs"}
+    c = Cluster(tmp_path, agent_args=lambda a: ["--roles", roles[a]], zones=("a", "a"))
+    request.node._aux_logs = [(p.name, p.log) for p in [*c.meta.values(), *c.agents.values()]]
+    try:
+        c.start()
+        # The roles count once every metadata node applies format 9 and the agents said theirs.
+        want = {1: ("produce", ""), 2: ("fetch,jobs", "")}
+        for a in (1, 2):
+            wait_until(lambda a=a: profiles(c, a) == want, 30, f"agent {a} seeing both agents' roles")
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(240)
+def test_roles_steer_leaders_coordinators_and_read_replicas(split):
+    c = split
+    topic = unique_name("roles")
+    create_topic(c.bootstrap(1), topic, 8)
+    # Producers bootstrapped to the produce agent are led there, consumers at the fetch agent there.
+    assert leaders(c.bootstrap(1), topic) == ({1}, {1, 2})
+    assert leaders(c.bootstrap(2), topic) == ({2}, {1, 2})
+    # Groups are coordinated by fetch agents, transactions by produce agents, whoever is asked.
+    for via in (1, 2):
+        assert coordinator(c.bootstrap(via), 0, unique_name("g")) == 2
+        assert coordinator(c.bootstrap(via), 1, unique_name("txn")) == 1
+
+    recs = make_records(random.Random(28), 400, 8, "roles", int(time.time() * 1000))
+    produce(c.bootstrap(1), topic, recs)
+    out_before = {a: metric(c, a, "floe_broker_topic_bytes_out_total") for a in (1, 2)}
+    # librdkafka with client.rack follows the produce agent's preferred read replica (KIP-392):
+    # the records come from the fetch agent.
+    got = consume_confluent_rack(c.bootstrap(1), topic, 8, rack="a")
+    assert sum(len(v) for v in got.values()) == 400
+    assert metric(c, 1, "floe_fetch_read_replica_redirects_total") >= 1
+    moved = {a: metric(c, a, "floe_broker_topic_bytes_out_total") - out_before[a] for a in (1, 2)}
+    assert moved[1] == 0 and moved[2] > 0, f"record bytes served per agent: {moved}"
+    # A client that names no rack (kafka-python) is served by the agent it asks, redirects or not.
+    got = consume_kafka_python(c.bootstrap(1), topic, 8, timeout=120)
+    assert sum(len(v) for v in got.values()) == 400
+    # Only the jobs agent bids for the job lease: the produce agent never runs garbage collection.
+    wait_until(lambda: metric(c, 2, "floe_agent_job_runner") == 1, 30, "the jobs agent running the jobs")
+    assert metric(c, 1, "floe_agent_job_runner") == 0
+
+
+def consume_confluent_rack(bootstrap, topic, partitions, rack):
+    """consume_confluent with client.rack set."""
+    import conftest
+    original = conftest.confluent_consumer
+
+    def with_rack(b, extra=None):
+        return original(b, {**(extra or {}), "client.rack": rack})
+    conftest.confluent_consumer = with_rack
+    try:
+        return consume_confluent(bootstrap, topic, partitions)
+    finally:
+        conftest.confluent_consumer = original
+
+
+@pytest.mark.timeout(180)
+def test_agent_groups_keep_their_clients(tmp_path, request):
+    """Two agent groups sharing one metadata cluster: each group's clients are told of its own
+    agents only, and both read the same topics."""
+    groups = {1: "blue", 2: "green"}
+    c = Cluster(tmp_path, agent_args=lambda a: ["--agent-group", groups[a]], zones=("a", "a"))
+    request.node._aux_logs = [(p.name, p.log) for p in [*c.meta.values(), *c.agents.values()]]
+    try:
+        c.start()
+        want = {1: ("produce,fetch,jobs", "blue"), 2: ("produce,fetch,jobs", "green")}
+        wait_until(lambda: profiles(c, 1) == want, 30, "both agents' groups applied")
+        topic = unique_name("groups")
+        create_topic(c.bootstrap(1), topic, 4)
+        wait_until(lambda: leaders(c.bootstrap(1), topic) == ({1}, {1}), 20, "blue clients see blue agents")
+        wait_until(lambda: leaders(c.bootstrap(2), topic) == ({2}, {2}), 20, "green clients see green agents")
+        recs = make_records(random.Random(5), 100, 4, "groups", int(time.time() * 1000))
+        produce(c.bootstrap(1), topic, recs)
+        assert sum(len(v) for v in consume_confluent(c.bootstrap(2), topic, 4).values()) == 100
+    finally:
+        c.stop()
