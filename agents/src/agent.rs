@@ -197,6 +197,14 @@ impl Agent {
         floe_metadata::AgentProfile { roles: self.config.roles, group: self.config.agent_group.clone() }
     }
 
+    /// The profile this agent acts by: its own once the cluster applies format 9, else every
+    /// role in the default group, as every other agent sees it until then (acting by its own
+    /// alone would disagree with them: two produce agents naming each other as read replicas,
+    /// or nobody bidding for the jobs).
+    pub fn effective_profile(&self, state: &floe_metadata::State) -> floe_metadata::AgentProfile {
+        if state.applies_format(9) { self.profile() } else { floe_metadata::AgentProfile::default() }
+    }
+
     pub fn is_draining(&self) -> bool {
         self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }

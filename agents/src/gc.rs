@@ -80,10 +80,6 @@ pub(crate) async fn run(agent: Weak<Agent>, config: GcConfig, stop: Cancellation
 /// renewed the job lease in metadata, so two agents that briefly disagree about who is live
 /// never both run jobs. Without a live jobs agent no jobs run.
 pub(crate) async fn is_job_runner(agent: &Agent) -> bool {
-    if !agent.config.roles.jobs {
-        crate::metrics::JOB_RUNNER.set(0);
-        return false;
-    }
     let candidate = {
         let state = agent.metadata.read();
         crate::membership::live_agents(&state, agent)

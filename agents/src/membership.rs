@@ -145,18 +145,24 @@ pub struct LiveAgent {
     pub profile: AgentProfile,
 }
 
-/// The live agents, ordered by id, including `agent` (it is serving the request) unless it is
-/// draining and another agent is live: clients then move off it.
+/// The live agents of every group, ordered by id, including `agent` (it is serving the request)
+/// unless it is draining and another agent is live: clients then move off it.
 pub fn live_agents(state: &State, agent: &Agent) -> Vec<LiveAgent> {
-    let this = agent.info();
+    live(state, agent, false)
+}
+
+/// [`live_agents`] of `agent`'s own group only.
+fn live(state: &State, agent: &Agent, own_group: bool) -> Vec<LiveAgent> {
+    let this = LiveAgent { info: agent.info(), profile: agent.effective_profile(state) };
     let session_ms = i64::try_from(AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
     let mut agents: Vec<LiveAgent> = state
         .live_agents(now_ms(), session_ms)
-        .filter(|r: &&AgentRecord| r.info.agent_id != this.agent_id)
+        .filter(|r: &&AgentRecord| r.info.agent_id != this.info.agent_id)
         .map(|r| LiveAgent { info: r.info.clone(), profile: state.agent_profile(r.info.agent_id) })
+        .filter(|a| !own_group || a.profile.group == this.profile.group)
         .collect();
     if !agent.is_draining() || agents.is_empty() {
-        agents.push(LiveAgent { info: this, profile: agent.profile() });
+        agents.push(this);
     }
     agents.sort_by_key(|a| a.info.agent_id);
     agents
@@ -167,17 +173,21 @@ pub fn live_agents(state: &State, agent: &Agent) -> Vec<LiveAgent> {
 pub struct ClientHints {
     pub client_id: Option<String>,
     pub address: Option<IpAddr>,
+    /// The rack a Fetch names (`client.rack`, Fetch v11+).
+    pub rack: Option<String>,
 }
 
-/// The zone a client says it is in: `floe_az=ZONE` in its client id, else its address's zone in
-/// `--zone-cidrs`.
+/// The zone a client says it is in: `floe_az=ZONE` in its client id, else the rack its Fetch
+/// names, else its address's zone in `--zone-cidrs`.
 fn stated_zone<'a>(agent: &'a Agent, hints: &'a ClientHints) -> Option<&'a str> {
     let from_id = hints.client_id.as_deref().and_then(|id| {
         id.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
             .find_map(|part| part.strip_prefix("floe_az="))
             .filter(|z| !z.is_empty())
     });
-    from_id.or_else(|| hints.address.and_then(|ip| agent.config.zone_cidrs.zone_of(ip)))
+    from_id
+        .or(hints.rack.as_deref().filter(|r| !r.is_empty()))
+        .or_else(|| hints.address.and_then(|ip| agent.config.zone_cidrs.zone_of(ip)))
 }
 
 /// The agents a client is told of.
@@ -194,9 +204,7 @@ pub struct ClientPool {
 
 /// The pool of a client that reached `agent`.
 pub fn client_pool(state: &State, agent: &Agent, hints: &ClientHints) -> ClientPool {
-    let group_name = &agent.config.agent_group;
-    let group: Vec<LiveAgent> =
-        live_agents(state, agent).into_iter().filter(|a| a.profile.group == *group_name).collect();
+    let group = live(state, agent, true);
     let local = in_zone(group.clone(), stated_zone(agent, hints).or(agent.config.zone.as_deref()));
     ClientPool { group, local }
 }

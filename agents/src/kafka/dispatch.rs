@@ -302,6 +302,7 @@ impl Context<'_> {
         crate::membership::ClientHints {
             client_id: self.client_id().map(str::to_owned),
             address: Some(self.caller.peer.ip()),
+            rack: None,
         }
     }
 

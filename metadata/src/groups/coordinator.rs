@@ -593,8 +593,13 @@ impl GroupCoordinator {
                         Ok(index) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), index),
                         Err(e) => {
                             // Not durable: forget the live group so the next heartbeat starts
-                            // again from the stored state.
-                            let _ = self.with_tables(node, |tables, _| tables.consumer.remove(&group_id));
+                            // again from the stored state, unless later writes of it are under
+                            // way (the stored state would then be older than theirs).
+                            let _ = self.with_tables(node, |tables, _| {
+                                if !tables.turns.busy(&group_id) {
+                                    tables.consumer.remove(&group_id);
+                                }
+                            });
                             (GroupResponse::ConsumerHeartbeat(Err(e)), 0)
                         }
                     },
@@ -632,7 +637,11 @@ impl GroupCoordinator {
                             match self.store(node, write).await {
                                 Ok(i) => index = i,
                                 Err(e) => {
-                                    let _ = self.with_tables(node, |tables, _| tables.share.remove(&group_id));
+                                    let _ = self.with_tables(node, |tables, _| {
+                                        if !tables.turns.busy(&group_id) {
+                                            tables.share.remove(&group_id);
+                                        }
+                                    });
                                     return Ok((GroupResponse::ShareHeartbeat(Err(e)), 0));
                                 }
                             }
@@ -1421,12 +1430,18 @@ impl GroupCoordinator {
                 inner.tables.clear();
                 continue;
             };
+            // Each group's write waits for that group's earlier ones only, not for other groups'.
+            let mut stores = tokio::task::JoinSet::new();
             for write in writes {
-                let group_id = write.group_id.clone();
-                if let Err(e) = coordinator.store(&node, write).await {
-                    tracing::warn!(group = %group_id, error = %e, "storing group membership");
-                }
+                let node = node.clone();
+                stores.spawn(async move {
+                    let group_id = write.group_id.clone();
+                    if let Err(e) = node.groups().store(&node, write).await {
+                        tracing::warn!(group = %group_id, error = %e, "storing group membership");
+                    }
+                });
             }
+            while stores.join_next().await.is_some() {}
             for (group_id, left) in releases {
                 coordinator.release_members(&node, &group_id, left).await;
             }

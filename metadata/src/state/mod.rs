@@ -559,7 +559,9 @@ impl State {
         let agents = &self.agents;
         self.agent_loads.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
         self.agent_profiles.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
-        match profile {
+        // A late copy of an older heartbeat does not roll the profile back either.
+        let late = self.agents.get(&agent.agent_id).is_some_and(|a| now_ms < a.last_heartbeat_ms);
+        match profile.filter(|_| !late) {
             Some(profile) if profile == crate::command::AgentProfile::default() => {
                 self.agent_profiles.remove(&agent.agent_id);
             }

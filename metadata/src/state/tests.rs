@@ -807,6 +807,10 @@ fn agent_profiles_wait_for_format_9_and_go_with_the_agent() {
     let (state, _) =
         run(vec![Command::SetFormat { format: 9 }, with(&fetch, 1_000), with(&AgentProfile::default(), 2_000)]);
     assert!(state.agent_profiles.is_empty());
+    // A late copy of an older heartbeat (sent again to another node) does not roll it back.
+    let (state, _) =
+        run(vec![Command::SetFormat { format: 9 }, with(&fetch, 2_000), with(&AgentProfile::default(), 1_000)]);
+    assert_eq!(state.agent_profile(1), fetch);
     let (state, _) = run(vec![
         Command::SetFormat { format: 9 },
         with(&fetch, 1_000),

@@ -27,8 +27,14 @@ pub(in crate::kafka) async fn handle(
     request: FetchRequest,
     hints: crate::membership::ClientHints,
 ) -> FetchResponse {
-    let replicas = (version >= 11 && !request.rack_id.is_empty() && !agent.config.roles.fetch)
-        .then(|| crate::membership::client_pool(&agent.metadata.read(), agent, &hints).local);
+    let replicas = (version >= 11 && !request.rack_id.is_empty())
+        .then(|| {
+            let state = agent.metadata.read();
+            let roles = agent.effective_profile(&state).roles;
+            let hints = crate::membership::ClientHints { rack: Some(request.rack_id.to_string()), ..hints };
+            (!roles.fetch).then(|| (crate::membership::client_pool(&state, agent, &hints).local, roles))
+        })
+        .flatten();
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
@@ -46,7 +52,8 @@ pub(in crate::kafka) async fn handle(
         if !std::mem::take(&mut first) {
             crate::metrics::LONG_POLL_READS.with_label_values(&["kafka"]).inc();
         }
-        let (response, bytes, answer_now) = read_once(agent, version, &request, replicas.as_deref()).await;
+        let redirect = replicas.as_ref().map(|(pool, roles)| (pool.as_slice(), *roles));
+        let (response, bytes, answer_now) = read_once(agent, version, &request, redirect).await;
         let done = bytes >= min_bytes.max(1) || answer_now || Instant::now() >= deadline;
         let Some(waiter) = waiter.as_ref().filter(|_| !done) else {
             count_bytes_out(&response);
@@ -65,7 +72,7 @@ async fn read_once(
     agent: &Agent,
     version: i16,
     request: &FetchRequest,
-    replicas: Option<&[crate::membership::LiveAgent]>,
+    replicas: Option<(&[crate::membership::LiveAgent], floe_metadata::AgentRoles)>,
 ) -> (FetchResponse, usize, bool) {
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
     let mut total = 0usize;
@@ -90,7 +97,9 @@ async fn read_once(
                 partitions.push(failed(data, error));
                 continue;
             };
-            if let Some(redirected) = replicas.and_then(|pool| redirect(agent, pool, *topic_id, data.clone())) {
+            if let Some(redirected) =
+                replicas.and_then(|(pool, roles)| redirect(agent, pool, roles, *topic_id, data.clone()))
+            {
                 errors = true;
                 partitions.push(redirected);
                 continue;
@@ -148,10 +157,11 @@ async fn read_once(
 fn redirect(
     agent: &Agent,
     pool: &[crate::membership::LiveAgent],
+    roles: floe_metadata::AgentRoles,
     topic_id: floe_metadata::TopicId,
     data: PartitionData,
 ) -> Option<PartitionData> {
-    let replica = crate::membership::read_replica(pool, agent.config.roles, topic_id, data.partition_index)?;
+    let replica = crate::membership::read_replica(pool, roles, topic_id, data.partition_index)?;
     let state = agent.metadata.read();
     let log = state.partition(topic_id, data.partition_index)?;
     crate::metrics::FETCHES_SENT_TO_READ_REPLICAS.inc();

@@ -28,8 +28,9 @@ pub(in crate::kafka) async fn handle(
 ) -> MetadataResponse {
     let (brokers, leaders, this) = {
         let this = agent.info();
-        let pool = crate::membership::client_pool(&agent.metadata.read(), agent, &hints);
-        let leaders = crate::membership::leaders(&pool.local, agent.config.roles);
+        let state = agent.metadata.read();
+        let pool = crate::membership::client_pool(&state, agent, &hints);
+        let leaders = crate::membership::leaders(&pool.local, agent.effective_profile(&state).roles);
         (pool.group.into_iter().map(|a| a.info).collect::<Vec<AgentInfo>>(), leaders, this)
     };
     // v0 has no null: an empty list means every topic. From v1 an empty list means none.
