@@ -27,7 +27,9 @@ pub(in crate::kafka) async fn handle(
     request: FetchRequest,
     hints: crate::membership::ClientHints,
 ) -> FetchResponse {
-    let replicas = (version >= 11 && !request.rack_id.is_empty())
+    // An agent started with the fetch role serves every read (before format 9 every agent counts
+    // as one of all roles), so most Fetches skip this without reading the state.
+    let replicas = (version >= 11 && !request.rack_id.is_empty() && !agent.config.roles.fetch)
         .then(|| {
             let state = agent.metadata.read();
             let roles = agent.effective_profile(&state).roles;
