@@ -18,8 +18,9 @@ use std::collections::BTreeMap;
 use crate::command::Command;
 use crate::state::State;
 
-/// The last digit of both magics is the format version ([`crate::FORMAT_VERSION`]); objects of
-/// every earlier version are read too.
+/// The last byte of both magics is `b'0'` plus the format version ([`crate::FORMAT_VERSION`]):
+/// a digit up to format 9, `:` for format 10, and on in ASCII; objects of every earlier version
+/// are read too.
 const STATE_MAGIC: [u8; 7] = *b"FLOEMST";
 const LOG_MAGIC: [u8; 7] = *b"FLOEMLG";
 const STATE_PREFIX: &str = "state-";

@@ -102,7 +102,10 @@ impl RemoteMetadata {
         // out of Metadata, and clients drop their connections to it.
         let hedge = matches!(
             command,
-            Command::CommitSegment(_) | Command::AgentHeartbeat { .. } | Command::AgentHeartbeatWithProfile { .. }
+            Command::CommitSegment(_)
+                | Command::AgentHeartbeat { .. }
+                | Command::AgentHeartbeatWithProfile { .. }
+                | Command::AgentHeartbeatWithPeer { .. }
         );
         let mut attempt = self.inner.preferred.load(Ordering::Relaxed);
         let mut last_error = String::from("no metadata node answered");

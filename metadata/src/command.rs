@@ -329,6 +329,15 @@ pub enum Command {
         profile: AgentProfile,
         now_ms: i64,
     },
+    /// [`Command::AgentHeartbeatWithProfile`] with the address of the agent's peer listener
+    /// (format 10), where agents of its zone ask it for the object blocks it owns; `None`: it
+    /// has none. Proposed only once the cluster applies format 10.
+    AgentHeartbeatWithPeer {
+        agent: AgentInfo,
+        profile: AgentProfile,
+        peer_addr: Option<String>,
+        now_ms: i64,
+    },
 }
 
 /// A range of one partition after key compaction.

@@ -45,10 +45,11 @@ pub use client::RemoteMetadata;
 ///   `ShareOp::StartAt`.
 /// - 9: agents' roles and agent groups (`State::agent_profiles`,
 ///   `Command::AgentHeartbeatWithProfile`).
+/// - 10: agents' peer listeners (`State::agent_peers`, `Command::AgentHeartbeatWithPeer`).
 ///
 /// Older formats' states and chunk commits are read by `state::formats`; their other commands
 /// decode as they are.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).

@@ -35,6 +35,18 @@ pub fn valid_agent_group(name: &str) -> bool {
     name.len() <= AGENT_GROUP_BYTES_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
+/// Bytes of an agent's peer address (`HOST:PORT`).
+pub const PEER_ADDR_BYTES_MAX: usize = 255;
+
+/// An agent's peer address: `HOST:PORT` (an IPv6 host in brackets), a port other than 0, no
+/// spaces, at most [`PEER_ADDR_BYTES_MAX`] bytes.
+pub fn valid_peer_addr(addr: &str) -> bool {
+    let Some((host, port)) = addr.rsplit_once(':') else { return false };
+    addr.len() <= PEER_ADDR_BYTES_MAX
+        && !host.is_empty()
+        && !addr.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        && port.parse::<u16>().is_ok_and(|p| p != 0)
+}
 /// Consumer groups per cluster (each also bounded by its offsets: one per partition at most).
 pub const GROUP_COUNT_MAX: usize = 100_000;
 /// Bytes of a group id.

@@ -141,6 +141,8 @@ pub struct State {
     /// Agents' roles and agent groups (format 9), for agents that are not of all roles in the
     /// default group; forgotten with the agent.
     pub agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
+    /// Agents' peer listeners (format 10), for agents that have one; forgotten with the agent.
+    pub agent_peers: BTreeMap<i32, String>,
 }
 
 /// An agent's last load report.
@@ -314,12 +316,18 @@ impl State {
             Command::CommitSegment(commit) => self.commit_segment(commit),
             Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
             Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
-            Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, None, now_ms),
+            Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, None, None, now_ms),
             Command::AgentHeartbeatWithProfile { agent, profile, now_ms } => {
                 if !self.applies_format(9) {
                     return Err(CommandError::InvalidCommit("agent roles need every metadata node on format 9".into()));
                 }
-                self.agent_heartbeat(agent, Some(profile), now_ms)
+                self.agent_heartbeat(agent, Some(profile), None, now_ms)
+            }
+            Command::AgentHeartbeatWithPeer { agent, profile, peer_addr, now_ms } => {
+                if !self.applies_format(10) {
+                    return Err(CommandError::InvalidCommit("agent peer listeners need every metadata node on format 10".into()));
+                }
+                self.agent_heartbeat(agent, Some(profile), Some(peer_addr), now_ms)
             }
             Command::RestoreState(seed) => {
                 if !self.cluster_id.is_empty() || !self.topics.is_empty() {
@@ -422,6 +430,7 @@ impl State {
                 self.agents.remove(&agent_id);
                 self.agent_loads.remove(&agent_id);
                 self.agent_profiles.remove(&agent_id);
+                self.agent_peers.remove(&agent_id);
                 self.agents_left.insert(agent_id, now_ms);
                 if self.job_lease.is_some_and(|lease| lease.agent_id == agent_id) {
                     self.job_lease = None;
@@ -522,12 +531,18 @@ impl State {
         self.agent_profiles.get(&agent_id).cloned().unwrap_or_default()
     }
 
+    /// The address of an agent's peer listener, if it has one (format 10).
+    pub fn agent_peer(&self, agent_id: i32) -> Option<&str> {
+        self.agent_peers.get(&agent_id).map(String::as_str)
+    }
+
     /// `profile` is `None` for a heartbeat without one (before format 9): the agent keeps the
-    /// profile it has.
+    /// profile it has; `peer` likewise (before format 10), `Some(None)` says it has no listener.
     fn agent_heartbeat(
         &mut self,
         agent: crate::command::AgentInfo,
         profile: Option<crate::command::AgentProfile>,
+        peer: Option<Option<String>>,
         now_ms: i64,
     ) -> Result<Outcome, CommandError> {
         if agent.agent_id < 0 || agent.host.is_empty() || agent.host.len() > 255 || agent.port == 0 {
@@ -547,6 +562,14 @@ impl State {
                 )));
             }
         }
+        if let Some(Some(addr)) = &peer
+            && !crate::limits::valid_peer_addr(addr)
+        {
+            return Err(CommandError::InvalidCommit(format!(
+                "a peer address is HOST:PORT of up to {} bytes",
+                crate::limits::PEER_ADDR_BYTES_MAX
+            )));
+        }
         if !self.agents.contains_key(&agent.agent_id) && self.agents.len() >= crate::limits::AGENT_COUNT_MAX {
             return Err(CommandError::LimitReached(format!("at most {} agents", crate::limits::AGENT_COUNT_MAX)));
         }
@@ -559,8 +582,18 @@ impl State {
         let agents = &self.agents;
         self.agent_loads.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
         self.agent_profiles.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
+        self.agent_peers.retain(|id, _| agents.contains_key(id) || *id == agent.agent_id);
         // A late copy of an older heartbeat does not roll the profile back either.
         let late = self.agents.get(&agent.agent_id).is_some_and(|a| now_ms < a.last_heartbeat_ms);
+        match peer.filter(|_| !late) {
+            Some(Some(addr)) => {
+                self.agent_peers.insert(agent.agent_id, addr);
+            }
+            Some(None) => {
+                self.agent_peers.remove(&agent.agent_id);
+            }
+            None => {}
+        }
         match profile.filter(|_| !late) {
             Some(profile) if profile == crate::command::AgentProfile::default() => {
                 self.agent_profiles.remove(&agent.agent_id);

@@ -784,6 +784,42 @@ fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
     assert_eq!(state.agents[&1].last_heartbeat_ms, 5_000);
 }
 
+/// An agent's peer listener (format 10): refused until the cluster applies format 10 or when
+/// not HOST:PORT, kept by heartbeats without one, dropped when said so, forgotten with the agent.
+#[test]
+fn agent_peers_wait_for_format_10_and_go_with_the_agent() {
+    let agent = crate::command::AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let with = |peer: Option<&str>, now_ms| Command::AgentHeartbeatWithPeer {
+        agent: agent.clone(),
+        profile: crate::command::AgentProfile::default(),
+        peer_addr: peer.map(str::to_owned),
+        now_ms,
+    };
+    let without = |now_ms| Command::AgentHeartbeat { agent: agent.clone(), now_ms };
+    let (state, outcomes) = run(vec![Command::SetFormat { format: 9 }, with(Some("10.0.0.1:9096"), 1_000)]);
+    assert!(matches!(outcomes[1], Err(CommandError::InvalidCommit(_))), "format 9 cluster: {:?}", outcomes[1]);
+    assert!(state.agent_peers.is_empty());
+
+    let ten = || Command::SetFormat { format: 10 };
+    let (state, outcomes) = run(vec![ten(), with(Some("10.0.0.1:9096"), 1_000), without(2_000)]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(state.agent_peer(1), Some("10.0.0.1:9096"), "a heartbeat without one keeps it");
+    let (state, _) = run(vec![ten(), with(Some("10.0.0.1:9096"), 1_000), with(None, 2_000)]);
+    assert!(state.agent_peers.is_empty());
+    let (state, _) = run(vec![ten(), with(Some("10.0.0.1:9096"), 2_000), with(None, 1_000)]);
+    assert_eq!(state.agent_peer(1), Some("10.0.0.1:9096"), "a late copy does not roll it back");
+    let (state, _) =
+        run(vec![ten(), with(Some("10.0.0.1:9096"), 1_000), Command::AgentLeave { agent_id: 1, now_ms: 2_000 }]);
+    assert!(state.agent_peers.is_empty(), "gone with the agent");
+
+    let long = format!("{}:9096", "h".repeat(300));
+    for bad in ["10.0.0.1", "10.0.0.1:0", ":9096", "10.0.0.1:port", "10.0.0.1 :9096", long.as_str()] {
+        let (state, outcomes) = run(vec![ten(), with(Some(bad), 1_000)]);
+        assert!(matches!(outcomes[1], Err(CommandError::InvalidCommit(_))), "{bad:?}: {:?}", outcomes[1]);
+        assert!(state.agent_peers.is_empty() && state.agents.is_empty());
+    }
+}
+
 /// An agent's roles and group (format 9): refused until the cluster applies format 9, kept by
 /// heartbeats without one, back to the default when said so, forgotten with the agent.
 #[test]
@@ -1181,38 +1217,59 @@ fn golden_commands_through_format_8() -> Vec<Command> {
     commands
 }
 
-/// The persisted formats as of format 9 (the current one): the archive's state and command
+fn golden_commands_through_format_9() -> Vec<Command> {
+    let mut commands = golden_commands_through_format_8();
+    // Format 9: agents' profiles: a fetch agent of a group, one back to the default profile, one
+    // that leaves.
+    let beat = |agent_id, profile, now_ms| Command::AgentHeartbeatWithProfile {
+        agent: golden_agent(agent_id),
+        profile,
+        now_ms,
+    };
+    commands.extend([
+        Command::SetFormat { format: 9 },
+        beat(11, golden_profile("fetch", "edge"), 50_000),
+        beat(12, golden_profile("produce,jobs", ""), 50_000),
+        beat(13, golden_profile("jobs", "batch"), 50_000),
+        beat(12, crate::command::AgentProfile::default(), 51_000),
+        Command::AgentLeave { agent_id: 13, now_ms: 52_000 },
+    ]);
+    commands
+}
+
+fn golden_agent(agent_id: i32) -> crate::command::AgentInfo {
+    crate::command::AgentInfo { agent_id, host: "10.0.0.10".into(), port: 9092, zone: Some("zone-a".into()) }
+}
+
+fn golden_profile(roles: &str, group: &str) -> crate::command::AgentProfile {
+    crate::command::AgentProfile { roles: roles.parse().expect("roles"), group: group.into() }
+}
+
+/// The persisted formats as of format 10 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_9_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v9.snap"), golden_dir().join("commands-v9.cmds"));
+fn golden_files_of_format_10_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v10.snap"), golden_dir().join("commands-v10.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let mut commands = golden_commands_through_format_8();
-        // Format 9: agents' profiles: a fetch agent of a group, one back to the default
-        // profile, one that leaves.
-        let agent = |agent_id| crate::command::AgentInfo {
-            agent_id,
-            host: "10.0.0.10".into(),
-            port: 9092,
-            zone: Some("zone-a".into()),
+        let mut commands = golden_commands_through_format_9();
+        // Format 10: peer listeners: two agents name theirs, one drops it, one leaves.
+        let beat = |agent_id, peer: Option<&str>, now_ms| Command::AgentHeartbeatWithPeer {
+            agent: golden_agent(agent_id),
+            profile: golden_profile("fetch", ""),
+            peer_addr: peer.map(str::to_owned),
+            now_ms,
         };
-        let profile = |roles: &str, group: &str| crate::command::AgentProfile {
-            roles: roles.parse().expect("roles"),
-            group: group.into(),
-        };
-        let beat =
-            |agent_id, profile, now_ms| Command::AgentHeartbeatWithProfile { agent: agent(agent_id), profile, now_ms };
         commands.extend([
-            Command::SetFormat { format: 9 },
-            beat(11, profile("fetch", "edge"), 50_000),
-            beat(12, profile("produce,jobs", ""), 50_000),
-            beat(13, profile("jobs", "batch"), 50_000),
-            beat(12, crate::command::AgentProfile::default(), 51_000),
-            Command::AgentLeave { agent_id: 13, now_ms: 52_000 },
+            Command::SetFormat { format: 10 },
+            beat(21, Some("10.0.0.21:9096"), 60_000),
+            beat(22, Some("[fd00::22]:9096"), 60_000),
+            beat(23, Some("10.0.0.23:9096"), 60_000),
+            beat(22, None, 61_000),
+            Command::AgentLeave { agent_id: 23, now_ms: 62_000 },
         ]);
         let (state, _) = run(commands.clone());
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
@@ -1222,19 +1279,37 @@ fn golden_files_of_format_9_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 10 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 10 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 10 state encodes differently");
+    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 10 commands encode differently");
+    assert!(
+        state.format == 10
+            && state.agent_peers.len() == 1
+            && state.agent_peer(21) == Some("10.0.0.21:9096")
+            && state.agent_profile(11) == golden_profile("fetch", "edge"),
+        "a varied state: {:?} agent peers",
+        state.agent_peers,
+    );
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 10 commands gives another state");
+}
+
+/// Format 9's files (before peer listeners): its state reads with none, and its commands, a
+/// prefix of today's, replay to that state.
+#[test]
+fn golden_files_of_format_9_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v9.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v9.cmds")).expect("the golden command file");
     let state = crate::archive::decode_state(&state_bytes).expect("format 9 state no longer decodes");
     let log = crate::archive::decode_log(&log_bytes).expect("format 9 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 9 state encodes differently");
-    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 9 commands encode differently");
-    let fetch_in_edge = crate::command::AgentProfile {
-        roles: crate::command::AgentRoles { produce: false, fetch: true, jobs: false },
-        group: "edge".into(),
-    };
+    assert!(state.agent_peers.is_empty());
     assert!(
         state.format == 9
             && state.agent_profiles.len() == 1
-            && state.agent_profile(11) == fetch_in_edge
+            && state.agent_profile(11) == golden_profile("fetch", "edge")
             && state.agent_profile(12) == crate::command::AgentProfile::default()
             && !state.agents.contains_key(&13)
             && state.group_configs.len() == 2,
@@ -1244,6 +1319,8 @@ fn golden_files_of_format_9_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 9 commands gives another state");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 /// Format 8's files (before agents' profiles): its state reads with none, and its commands, a

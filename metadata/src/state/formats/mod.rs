@@ -10,6 +10,7 @@ mod v5;
 mod v6;
 mod v7;
 mod v8;
+mod v9;
 
 use serde::Deserialize;
 
@@ -52,6 +53,7 @@ impl<'de> Deserialize<'de> for Versioned {
             6 => State::from(v6::StateV6::deserialize(d)?),
             7 => State::from(v7::StateV7::deserialize(d)?),
             8 => State::from(v8::StateV8::deserialize(d)?),
+            9 => State::from(v9::StateV9::deserialize(d)?),
             _ => State::deserialize(d)?,
         };
         Ok(Self(state))

@@ -77,6 +77,7 @@ impl From<StateV5> for State {
             group_configs: BTreeMap::new(),
             format: 0,
             agent_profiles: BTreeMap::new(),
+            agent_peers: BTreeMap::new(),
         }
     }
 }

@@ -80,6 +80,7 @@ impl From<StateV6> for State {
             group_configs: BTreeMap::new(),
             format: 0,
             agent_profiles: BTreeMap::new(),
+            agent_peers: BTreeMap::new(),
         }
     }
 }

@@ -81,6 +81,7 @@ impl From<StateV7> for State {
             group_configs: BTreeMap::new(),
             format: 0,
             agent_profiles: BTreeMap::new(),
+            agent_peers: BTreeMap::new(),
         }
     }
 }

@@ -83,6 +83,7 @@ impl From<StateV8> for State {
             group_configs: v8.group_configs,
             format: v8.format,
             agent_profiles: BTreeMap::new(),
+            agent_peers: BTreeMap::new(),
         }
     }
 }
