@@ -474,6 +474,17 @@ pub(crate) struct Placement {
     /// (letters, digits, '.', '_', '-'; empty: the default group).
     #[arg(long, default_value = "")]
     pub(crate) agent_group: String,
+    /// Peer listener (HOST:PORT): fetch agents of one zone and agent group ask each other for
+    /// object blocks here, so each block is read from the object store once per zone. Served
+    /// with the metadata mutual TLS identities (agent certificates need serverAuth), or in
+    /// plaintext with --metadata-allow-plaintext. Takes effect once every metadata node runs
+    /// metadata format 10. Unset: this agent reads every block it misses from the store.
+    #[arg(long)]
+    pub(crate) peer_addr: Option<std::net::SocketAddr>,
+    /// The address other agents dial for --peer-addr (HOST:PORT); default: --peer-addr, or the
+    /// advertised host with its port when --peer-addr listens on every address.
+    #[arg(long)]
+    pub(crate) peer_advertised_addr: Option<String>,
 }
 
 impl Placement {
@@ -484,6 +495,8 @@ impl Placement {
             zone_cidrs: Default::default(),
             roles: floe_metadata::AgentRoles::ALL,
             agent_group: String::new(),
+            peer_addr: None,
+            peer_advertised_addr: None,
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct AgentConfig {
     pub roles: floe_metadata::AgentRoles,
     /// The agent group: clients are told only of the agents of the group they reached.
     pub agent_group: String,
+    /// Where other agents of the zone reach this one's peer listener for the blocks it owns
+    /// (`block_peers`); `None`: it owns none and asks nobody.
+    pub peer_addr: Option<String>,
     pub gc: crate::GcConfig,
     pub compaction: crate::CompactionConfig,
     pub tables: crate::TableJobConfig,
@@ -171,6 +174,10 @@ impl Agent {
         });
         // Each holds a weak reference: dropping the agent (tests) also ends them.
         let weak = || Arc::downgrade(&agent);
+        if agent.config.peer_addr.is_some() {
+            let peers = crate::block_peers::ZonePeers::new(weak(), crate::block_peers::OWNER_DEADLINE);
+            agent.cache.set_peers(Arc::new(peers));
+        }
         let heartbeats = agent.heartbeats.clone();
         agent.heartbeats.spawn(|stop| crate::membership::heartbeat(weak(), heartbeats, stop));
         agent.jobs.spawn(|stop| crate::gc::run(weak(), agent.config.gc, stop));

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod agent;
+pub mod block_peers;
 pub mod cleaner;
 pub mod compaction;
 pub mod fetch;

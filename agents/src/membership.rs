@@ -35,9 +35,18 @@ const HEARTBEATS_IN_FLIGHT_MAX: usize = 8;
 /// mirror has: mirrors are pushed each commit, so this is a margin, not a guarantee.
 const ANNOUNCE_SETTLE: Duration = Duration::from_millis(250);
 
-/// With the agent's profile once the cluster applies format 9 (before, no node could read it).
+/// With the agent's profile once the cluster applies format 9, and its peer listener once it
+/// applies format 10 (before, no node could read them).
 fn heartbeat_command(agent: &Agent) -> Command {
-    if agent.metadata.read().applies_format(9) {
+    let state = agent.metadata.read();
+    if state.applies_format(10) {
+        Command::AgentHeartbeatWithPeer {
+            agent: agent.info(),
+            profile: agent.profile(),
+            peer_addr: agent.config.peer_addr.clone(),
+            now_ms: now_ms(),
+        }
+    } else if state.applies_format(9) {
         Command::AgentHeartbeatWithProfile { agent: agent.info(), profile: agent.profile(), now_ms: now_ms() }
     } else {
         Command::AgentHeartbeat { agent: agent.info(), now_ms: now_ms() }
@@ -152,6 +161,11 @@ pub fn live_agents(state: &State, agent: &Agent) -> Vec<LiveAgent> {
 }
 
 /// [`live_agents`] of `agent`'s own group only.
+pub fn live_agents_of_group(state: &State, agent: &Agent) -> Vec<LiveAgent> {
+    live(state, agent, true)
+}
+
+/// [`live_agents`], of `agent`'s own group only when `own_group`.
 fn live(state: &State, agent: &Agent, own_group: bool) -> Vec<LiveAgent> {
     let this = LiveAgent { info: agent.info(), profile: agent.effective_profile(state) };
     let session_ms = i64::try_from(AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
@@ -179,7 +193,7 @@ pub struct ClientHints {
 
 /// The zone a client says it is in: `floe_az=ZONE` in its client id, else the rack its Fetch
 /// names, else its address's zone in `--zone-cidrs`.
-fn stated_zone<'a>(agent: &'a Agent, hints: &'a ClientHints) -> Option<&'a str> {
+pub fn stated_zone<'a>(agent: &'a Agent, hints: &'a ClientHints) -> Option<&'a str> {
     let from_id = hints.client_id.as_deref().and_then(|id| {
         id.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
             .find_map(|part| part.strip_prefix("floe_az="))
@@ -255,6 +269,11 @@ pub fn partition_leader(agents: &[AgentInfo], topic_id: TopicId, partition: i32)
 /// pipelined commits travel, and are stamped, in the order it sent them.
 pub fn coordinator<'a>(agents: &'a [AgentInfo], key: &str) -> Option<&'a AgentInfo> {
     rendezvous(agents, u64::from(crc32c::crc32c(key.as_bytes())))
+}
+
+/// The agent of `agents` that owns `key` (an object block's name): the same whichever agent asks.
+pub fn owner_of(agents: &[AgentInfo], key: &[u8]) -> Option<i32> {
+    rendezvous(agents, u64::from(crc32c::crc32c(key))).map(|a| a.agent_id)
 }
 
 /// The agent with the highest rendezvous score for `key_hash`.

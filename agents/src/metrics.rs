@@ -87,6 +87,61 @@ pub static FETCHES_SENT_TO_READ_REPLICAS: LazyLock<IntCounter> = LazyLock::new(|
     .expect("unique")
 });
 
+/// Blocks this agent asked their owner for (`block_peers`), by result: `served`, or why it read
+/// the block from the object store instead (`timeout`, `error`, `owner_down`,
+/// `owner_unavailable`, `refused`, `wrong_length`).
+pub static PEER_BLOCK_ASKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let asks = register_int_counter_vec!(
+        "floe_block_peer_asks_total",
+        "Blocks asked of their owner agent, by result",
+        &["result"]
+    )
+    .expect("unique");
+    for result in ["served", "timeout", "error", "owner_down", "owner_unavailable", "refused", "wrong_length"] {
+        asks.with_label_values(&[result]);
+    }
+    asks
+});
+
+/// Block bytes received from owners.
+pub static PEER_BLOCK_BYTES_RECEIVED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_block_peer_received_bytes_total", "Block bytes received from owner agents")
+        .expect("unique")
+});
+
+/// Other agents' requests for blocks this agent owns, by outcome (`served`, `invalid`,
+/// `unavailable`, `connection_refused`).
+pub static PEER_BLOCK_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let requests = register_int_counter_vec!(
+        "floe_block_peer_requests_total",
+        "Block requests from other agents, by outcome",
+        &["outcome"]
+    )
+    .expect("unique");
+    for outcome in ["served", "invalid", "unavailable", "connection_refused"] {
+        requests.with_label_values(&[outcome]);
+    }
+    requests
+});
+
+/// Block bytes sent to other agents.
+pub static PEER_BLOCK_BYTES_SERVED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_block_peer_served_bytes_total", "Block bytes sent to other agents").expect("unique")
+});
+
+/// Record bytes this agent answered Fetch requests with, by the client's zone and this agent's
+/// (`client_zone` is the zone the client stated, by `floe_az=`, its rack or `--zone-cidrs`, when
+/// an agent is in it, else `unknown`; `agent_zone` is `none` for an agent without one). A pair of
+/// two different zones is bytes that crossed zones.
+pub static FETCH_ZONE_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_fetch_zone_bytes_total",
+        "Fetched record bytes by client zone and agent zone",
+        &["client_zone", "agent_zone"]
+    )
+    .expect("unique")
+});
+
 /// Fetch sessions opened.
 pub static FETCH_SESSIONS_CREATED: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_fetch_sessions_created_total", "Fetch sessions opened").expect("unique")
@@ -488,6 +543,8 @@ pub fn register() {
         &USAGE_REPORTS,
         &USAGE_EXPORTS,
         &FETCHES_SENT_TO_READ_REPLICAS,
+        &PEER_BLOCK_BYTES_RECEIVED,
+        &PEER_BLOCK_BYTES_SERVED,
     ] {
         LazyLock::force(counter);
     }
@@ -495,6 +552,9 @@ pub fn register() {
         LazyLock::force(histogram);
     }
     LazyLock::force(&FLUSH_BUFFER_FILL);
+    LazyLock::force(&PEER_BLOCK_ASKS);
+    LazyLock::force(&PEER_BLOCK_REQUESTS);
+    LazyLock::force(&FETCH_ZONE_BYTES);
     LazyLock::force(&FETCH_SESSIONS);
     LazyLock::force(&FETCH_SESSION_PARTITIONS);
     // Not the utilization and pool gauges: they appear with their first measurement, since an

@@ -9,7 +9,9 @@
 //!
 //! The configuration is process-wide ([`install`]): one process speaks the metadata protocol
 //! with one identity, and every connection it opens (Raft replication, forwarding, the agent's
-//! proposals and change stream, `floe admin`) uses it.
+//! proposals and change stream, `floe admin`) uses it. Agents also ask each other for object
+//! blocks with it ([`dial_agent`], [`accept_agent`]): both sides must be of role agent, and an
+//! agent's certificate, which names no address, is checked for its chain and role only.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -22,7 +24,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// Time a TLS handshake may take, either side: a stranger cannot hold a connection open longer.
-pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// PEM files for this process's identity and the cluster CA.
 #[derive(Clone, Debug)]
@@ -56,6 +58,8 @@ pub enum TlsError {
 pub struct MetadataTls {
     acceptor: tokio_rustls::TlsAcceptor,
     connector: tokio_rustls::TlsConnector,
+    /// For another agent's peer listener: the chain is checked, not the address.
+    agent_connector: tokio_rustls::TlsConnector,
     domain: String,
     role: Role,
 }
@@ -134,6 +138,16 @@ impl MetadataTls {
             .with_client_cert_verifier(verifier)
             .with_single_cert(certs.clone(), key.clone_key())
             .map_err(config)?;
+        let chain_only = rustls::client::WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let agent_client = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(config)?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(ChainOnly(chain_only)))
+            .with_client_auth_cert(certs.clone(), key.clone_key())
+            .map_err(config)?;
         let client = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(config)?
@@ -143,6 +157,7 @@ impl MetadataTls {
         Ok(Self {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
             connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+            agent_connector: tokio_rustls::TlsConnector::from(Arc::new(agent_client)),
             domain,
             role,
         })
@@ -187,6 +202,86 @@ impl MetadataTls {
     }
 }
 
+/// Checks a server certificate's chain to the cluster CA, its validity and its serverAuth usage,
+/// but not the name dialled: agents' certificates name no address (their role is checked after
+/// the handshake, [`dial_agent`]).
+#[derive(Debug)]
+struct ChainOnly(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        // webpki checks the name last, after the chain, validity and usage.
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// Dials another agent's peer listener at `addr`: with TLS installed, mutual TLS whose server
+/// must be of role agent; else plaintext (as the metadata port is then).
+pub async fn dial_agent(addr: &str, timeout: Duration) -> std::io::Result<MetadataStream> {
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = installed() else { return Ok(MetadataStream::Plain(stream)) };
+    // Any name: the verifier checks the chain only, and the role is checked below.
+    let name =
+        ServerName::try_from("floe-agent").map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let stream = tokio::time::timeout(timeout.min(HANDSHAKE_TIMEOUT), tls.agent_connector.connect(name, stream))
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    match tls.role_of(stream.get_ref().1.peer_certificates()) {
+        Some(Role::Agent(_)) => Ok(MetadataStream::Client(Box::new(stream))),
+        _ => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, format!("{addr} is not an agent"))),
+    }
+}
+
+/// Accepts a connection to this agent's peer listener: with TLS installed, only another agent of
+/// the trust domain gets through the handshake; else plaintext.
+pub async fn accept_agent(stream: TcpStream) -> std::io::Result<MetadataStream> {
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = installed() else { return Ok(MetadataStream::Plain(stream)) };
+    match tls.accept(stream).await? {
+        (stream, Role::Agent(_)) => Ok(stream),
+        (_, role) => {
+            Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, format!("{role:?} is not an agent")))
+        }
+    }
+}
+
 /// The trust domain and role in a certificate's `spiffe://DOMAIN/floe/ROLE/ID` URI SAN.
 fn identity(cert: &CertificateDer<'_>) -> Option<(String, Role)> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
@@ -214,8 +309,9 @@ fn parse_spiffe(uri: &str) -> Option<(String, Role)> {
     Some((domain.to_owned(), role))
 }
 
-/// A metadata-protocol connection: plaintext (no TLS installed) or either side of mutual TLS.
-pub(crate) enum MetadataStream {
+/// A metadata-protocol (or agent-to-agent) connection: plaintext (no TLS installed) or either
+/// side of mutual TLS.
+pub enum MetadataStream {
     Plain(TcpStream),
     Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),

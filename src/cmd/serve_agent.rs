@@ -78,6 +78,22 @@ pub(crate) async fn run(
         }
         None => (bound.ip().to_string(), bound.port()),
     };
+    let peer = match placement.peer_addr {
+        Some(bind) => {
+            let listener =
+                TcpListener::bind(bind).await.with_context(|| format!("binding the peer listener {bind}"))?;
+            let advertised = match &placement.peer_advertised_addr {
+                Some(addr) => addr.clone(),
+                None if bind.ip().is_unspecified() => format!("{}:{}", advertised_host, bind.port()),
+                None => bind.to_string(),
+            };
+            if !floe_metadata::limits::valid_peer_addr(&advertised) {
+                anyhow::bail!("--peer-advertised-addr {advertised:?} is not HOST:PORT");
+            }
+            Some((listener, advertised))
+        }
+        None => None,
+    };
     // Agents of a fleet started from one template get distinct ids from their addresses.
     let derived_id =
         || (crc32c::crc32c(format!("{advertised_host}:{advertised_port}").as_bytes()) & 0x7fff_ffff) as i32;
@@ -93,6 +109,7 @@ pub(crate) async fn run(
         zone_cidrs: placement.zone_cidrs,
         roles: placement.roles,
         agent_group: placement.agent_group,
+        peer_addr: peer.as_ref().map(|(_, advertised)| advertised.clone()),
         gc: GcConfig {
             interval: Duration::from_secs(options.gc_interval_secs.max(1)),
             orphan_grace: Duration::from_secs(options.orphan_grace_secs.max(1)),
@@ -204,6 +221,10 @@ pub(crate) async fn run(
         }
     }
     let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, tls, stopped.clone()));
+    if let Some((listener, advertised)) = peer {
+        tracing::info!(peer = %advertised, "peer listener ready");
+        tokio::spawn(floe_agent::block_peers::server::serve(agent.clone(), listener, stopped.clone()));
+    }
     if let Some(listener) = registry {
         let (agent, config, stopped) = (agent.clone(), http_config.clone(), stopped.clone());
         tokio::spawn(floe_gateway::serve_schema_registry(agent, config, listener, stopped));

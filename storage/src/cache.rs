@@ -5,12 +5,17 @@
 //! - A miss reads the whole block with one ranged GET; concurrent misses on one block share it.
 //!   A small last block of an object comes with the block before it.
 //! - Reading a block prefetches the next one, so a sequential reader finds it cached.
+//! - With peers ([`PeerBlocks`]), a miss first asks the block's owner among the agents of the
+//!   zone, which reads it from the object store at most once for all of them.
 //! - A chunk is assembled from its blocks and checked against the CRC-32C recorded at write
 //!   time, so a damaged cache entry is never served. Blocks this agent wrote itself never left
 //!   its memory and are marked as such ([`ChunkView::written_here`]): a reader may skip
 //!   checking them again.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use foyer::{BlockEngineConfig, Code, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder, RecoverMode};
@@ -38,6 +43,34 @@ pub struct BlockCacheConfig {
 #[derive(Clone)]
 pub struct BlockCache {
     cache: HybridCache<String, CachedBlock>,
+    /// Set once the agent knows its peers ([`BlockCache::set_peers`]); none: every miss GETs.
+    peers: Arc<OnceLock<Arc<dyn PeerBlocks>>>,
+}
+
+/// The other agents of this zone, asked for a block before the object store: each block has one
+/// owner among them, which reads it from the store at most once for all.
+pub trait PeerBlocks: Send + Sync + std::fmt::Debug {
+    /// Block `index` of the object `key` (`object_bytes` long) from its owner; `None` when this
+    /// agent owns it, no owner is known, or the owner failed or was slow: the caller GETs it.
+    fn fetch(&self, key: &SegmentKey, object_bytes: u64, index: u64) -> PeerFetch;
+}
+
+/// What [`PeerBlocks::fetch`] returns.
+pub type PeerFetch = Pin<Box<dyn Future<Output = Option<Bytes>> + Send + 'static>>;
+
+/// The block whose owner also owns block `index`: an object's small last block goes with the
+/// block before it, which one GET reads together with it.
+pub fn owner_block(object_bytes: u64, index: u64) -> u64 {
+    let start = index * BLOCK_BYTES;
+    let small_tail = index > 0 && start < object_bytes && object_bytes - start <= TAIL_WITH_PREVIOUS_BYTES_MAX;
+    let last = object_bytes.div_ceil(BLOCK_BYTES).saturating_sub(1);
+    if small_tail && index == last { index - 1 } else { index }
+}
+
+/// Bytes of block `index` of an object `object_bytes` long (0 past its end).
+pub fn block_len(object_bytes: u64, index: u64) -> u64 {
+    let start = index.saturating_mul(BLOCK_BYTES);
+    object_bytes.min(start.saturating_add(BLOCK_BYTES)).saturating_sub(start)
 }
 
 /// A block's bytes, and whether this agent wrote them (every batch in them was checked at produce
@@ -66,7 +99,10 @@ impl Code for CachedBlock {
 
 impl std::fmt::Debug for BlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlockCache").field("hybrid", &self.cache.is_hybrid()).finish()
+        f.debug_struct("BlockCache")
+            .field("hybrid", &self.cache.is_hybrid())
+            .field("peers", &self.peers.get().is_some())
+            .finish()
     }
 }
 
@@ -77,6 +113,8 @@ enum Cause {
     Miss,
     /// A read of the block before it.
     Prefetch,
+    /// Another agent asked for it: this one owns it. Never asked of peers again.
+    Peer,
 }
 
 impl Cause {
@@ -84,6 +122,7 @@ impl Cause {
         match self {
             Self::Miss => "miss",
             Self::Prefetch => "prefetch",
+            Self::Peer => "peer",
         }
     }
 }
@@ -130,7 +169,25 @@ impl BlockCache {
             None => builder,
         };
         let cache = builder.build().await.map_err(|e| StorageError::Io(std::io::Error::other(e)))?;
-        Ok(Self { cache })
+        Ok(Self { cache, peers: Arc::default() })
+    }
+
+    /// Asks `peers` for missed blocks from now on (set once; later calls are ignored).
+    pub fn set_peers(&self, peers: Arc<dyn PeerBlocks>) {
+        let _ = self.peers.set(peers);
+    }
+
+    /// Block `index` of an object `object_bytes` long, for another agent that asked this one, its
+    /// owner: from the cache, or read from the object store here (never asked of a peer, so two
+    /// agents with different views of the zone never ask each other in a circle).
+    pub async fn block_for_peer(
+        &self,
+        store: &SegmentStore,
+        key: &SegmentKey,
+        object_bytes: u64,
+        index: u64,
+    ) -> Result<Bytes, StorageError> {
+        Ok(self.block(store, key, object_bytes, index, Cause::Peer).await?.bytes)
     }
 
     /// Writes memory-resident blocks to the disk tier (on shutdown).
@@ -177,9 +234,16 @@ impl BlockCache {
         let tail = object_bytes - end;
         let with_tail = tail > 0 && tail <= TAIL_WITH_PREVIOUS_BYTES_MAX;
         let (store, path_key, cache) = (store.clone(), key.clone(), self.cache.clone());
+        let peers = self.peers.get().filter(|_| !matches!(cause, Cause::Peer)).cloned();
         let entry = self
             .cache
             .get_or_fetch(&block_key(key, index), move || async move {
+                if let Some(peers) = peers
+                    && let Some(bytes) = peers.fetch(&path_key, object_bytes, index).await
+                    && bytes.len() as u64 == end - start
+                {
+                    return Ok(CachedBlock { bytes, written_here: false });
+                }
                 metrics::BLOCK_GETS.with_label_values(&[cause.label()]).inc();
                 let mut bytes = store.get_range(&path_key, start..if with_tail { object_bytes } else { end }).await?;
                 if with_tail && bytes.len() as u64 > BLOCK_BYTES {

@@ -35,6 +35,15 @@ impl SegmentKey {
         Self(key)
     }
 
+    /// A key another agent names (asking this one for a block of it): only a segment key's
+    /// shape is taken, so nothing outside the segments is ever read on a peer's word.
+    pub fn parse(key: &str) -> Option<Self> {
+        let name = key.strip_prefix(SEGMENTS_DIR)?.strip_prefix('/')?;
+        let stem = name.strip_suffix(COMPACTED_SUFFIX).or_else(|| name.strip_suffix(".seg"))?;
+        (!stem.is_empty() && stem.len() <= 64 && stem.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+            .then(|| Self(key.to_owned()))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -43,5 +52,22 @@ impl SegmentKey {
 impl fmt::Display for SegmentKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_segment_keys_parse_from_a_peer() {
+        for key in [SegmentKey::generate(), SegmentKey::generate_compacted()] {
+            assert_eq!(SegmentKey::parse(key.as_str()), Some(key));
+        }
+        for bad in
+            ["segments/.seg", "segments/../tables/x.seg", "tables/abc.seg", "segments/abc", "segments/a b.seg", ""]
+        {
+            assert_eq!(SegmentKey::parse(bad), None, "{bad:?}");
+        }
     }
 }

@@ -17,7 +17,7 @@ pub mod tables;
 pub mod timed;
 pub mod usage;
 
-pub use cache::{BlockCache, BlockCacheConfig, ChunkView};
+pub use cache::{BLOCK_BYTES, BlockCache, BlockCacheConfig, ChunkView, PeerBlocks, PeerFetch, block_len, owner_block};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 pub use faults::{FaultPlan, FaultSource};
 pub use keys::SegmentKey;

@@ -66,7 +66,8 @@ pub static OBJECT_GET_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static BLOCK_READS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_block_cache_reads_total", "Blocks read through the block cache").expect("unique")
 });
-/// Blocks read from the object store, by cause (`miss`: a read needed it; `prefetch`).
+/// Blocks read from the object store, by cause (`miss`: a read needed it; `prefetch`; `peer`:
+/// another agent of the zone asked this one, the block's owner).
 pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     let gets = register_int_counter_vec!(
         "floe_block_cache_object_gets_total",
@@ -74,7 +75,7 @@ pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         &["cause"]
     )
     .expect("metric names are unique");
-    for cause in ["miss", "prefetch"] {
+    for cause in ["miss", "prefetch", "peer"] {
         gets.with_label_values(&[cause]);
     }
     gets

@@ -325,7 +325,9 @@ impl State {
             }
             Command::AgentHeartbeatWithPeer { agent, profile, peer_addr, now_ms } => {
                 if !self.applies_format(10) {
-                    return Err(CommandError::InvalidCommit("agent peer listeners need every metadata node on format 10".into()));
+                    return Err(CommandError::InvalidCommit(
+                        "agent peer listeners need every metadata node on format 10".into(),
+                    ));
                 }
                 self.agent_heartbeat(agent, Some(profile), Some(peer_addr), now_ms)
             }

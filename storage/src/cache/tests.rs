@@ -184,3 +184,77 @@ async fn a_block_of_another_format_on_the_disk_tier_is_never_read() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(block_key(&key, 3), format!("b1.4194304/{}#3", key.as_str()));
 }
+
+/// Stands in for the zone's owner of every block: another agent's cache and store.
+#[derive(Debug)]
+struct Owner {
+    cache: BlockCache,
+    store: SegmentStore,
+    /// What it answers instead of the block: `None` the real block, `Some(None)` nothing (down),
+    /// `Some(Some(b))` the bytes `b`.
+    answer: Option<Option<Bytes>>,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl PeerBlocks for Owner {
+    fn fetch(&self, key: &SegmentKey, object_bytes: u64, index: u64) -> PeerFetch {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(answer) = self.answer.clone() {
+            return Box::pin(std::future::ready(answer));
+        }
+        let (cache, store, key) = (self.cache.clone(), self.store.clone(), key.clone());
+        Box::pin(async move { cache.block_for_peer(&store, &key, object_bytes, index).await.ok() })
+    }
+}
+
+#[tokio::test]
+async fn missed_blocks_come_from_their_owner_which_reads_each_once_and_a_failed_owner_falls_back() {
+    let store = memory_store();
+    let (object, datas) = object();
+    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let key = SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+    let owner = |answer| {
+        let cache = memory_cache(64 << 20);
+        let store = store.clone();
+        async move { Owner { cache: cache.await, store, answer, asked: Default::default() } }
+    };
+    let peer_gets = || metrics::BLOCK_GETS.with_label_values(&["peer"]).get();
+
+    // Three askers whose own store has nothing: every byte they read came from the owner, which
+    // read the object's two blocks (the small last one with the first) with one GET for all.
+    let zone_owner = Arc::new(owner(None).await);
+    for _ in 0..3 {
+        let asker = memory_cache(64 << 20).await;
+        asker.set_peers(zone_owner.clone());
+        for (entry, data) in chunks.iter().zip(&datas) {
+            let read = asker.read_chunk(&memory_store(), &chunk_ref(&key, entry), object_bytes).await;
+            assert_eq!(&read.expect("from the owner"), data);
+        }
+    }
+    assert_eq!(peer_gets(), 1, "one GET for all askers");
+    assert_eq!(zone_owner.asked.load(std::sync::atomic::Ordering::Relaxed), 6, "two blocks per asker");
+
+    // An owner that is down, or answers a block of the wrong length: the asker GETs it itself.
+    for answer in [None, Some(Bytes::from_static(b"short"))] {
+        let asker = memory_cache(64 << 20).await;
+        asker.set_peers(Arc::new(owner(Some(answer)).await));
+        for (entry, data) in chunks.iter().zip(&datas) {
+            assert_eq!(&asker.read_chunk(&store, &chunk_ref(&key, entry), object_bytes).await.expect("GET"), data);
+        }
+    }
+    assert_eq!(peer_gets(), 1);
+}
+
+#[test]
+fn a_small_last_block_has_the_owner_of_the_block_before() {
+    let tail = TAIL_WITH_PREVIOUS_BYTES_MAX;
+    assert_eq!(owner_block(2 * BLOCK_BYTES + tail, 2), 1);
+    assert_eq!(owner_block(2 * BLOCK_BYTES + tail + 1, 2), 2, "a large last block has its own");
+    assert_eq!(owner_block(2 * BLOCK_BYTES + 10, 1), 1);
+    assert_eq!(owner_block(10, 0), 0, "a one-block object");
+    assert_eq!(block_len(2 * BLOCK_BYTES + 10, 2), 10);
+    assert_eq!(block_len(2 * BLOCK_BYTES + 10, 1), BLOCK_BYTES);
+    assert_eq!(block_len(2 * BLOCK_BYTES + 10, 3), 0, "past the end");
+    assert_eq!(block_len(10, u64::MAX), 0);
+}

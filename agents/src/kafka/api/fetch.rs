@@ -27,13 +27,16 @@ pub(in crate::kafka) async fn handle(
     request: FetchRequest,
     hints: crate::membership::ClientHints,
 ) -> FetchResponse {
+    let hints = crate::membership::ClientHints {
+        rack: (version >= 11 && !request.rack_id.is_empty()).then(|| request.rack_id.to_string()),
+        ..hints
+    };
     // An agent started with the fetch role serves every read (before format 9 every agent counts
     // as one of all roles), so most Fetches skip this without reading the state.
     let replicas = (version >= 11 && !request.rack_id.is_empty() && !agent.config.roles.fetch)
         .then(|| {
             let state = agent.metadata.read();
             let roles = agent.effective_profile(&state).roles;
-            let hints = crate::membership::ClientHints { rack: Some(request.rack_id.to_string()), ..hints };
             (!roles.fetch).then(|| (crate::membership::client_pool(&state, agent, &hints).local, roles))
         })
         .flatten();
@@ -58,7 +61,7 @@ pub(in crate::kafka) async fn handle(
         let (response, bytes, answer_now) = read_once(agent, version, &request, redirect).await;
         let done = bytes >= min_bytes.max(1) || answer_now || Instant::now() >= deadline;
         let Some(waiter) = waiter.as_ref().filter(|_| !done) else {
-            count_bytes_out(&response);
+            count_bytes_out(agent, &response, &hints);
             return response;
         };
         tokio::select! {
@@ -184,7 +187,8 @@ fn failed(data: PartitionData, error: i16) -> PartitionData {
         .with_records(Some(Bytes::new()))
 }
 
-fn count_bytes_out(response: &FetchResponse) {
+fn count_bytes_out(agent: &Agent, response: &FetchResponse, hints: &crate::membership::ClientHints) {
+    let mut total = 0;
     for topic in &response.responses {
         let bytes: usize = topic.partitions.iter().filter_map(|p| p.records.as_ref()).map(|r| r.len()).sum();
         if bytes > 0 {
@@ -192,6 +196,19 @@ fn count_bytes_out(response: &FetchResponse) {
                 .with_label_values(&[crate::metrics::TOPIC_LABELS.label(topic.topic.as_str())])
                 .inc_by(bytes as u64);
         }
+        total += bytes;
+    }
+    if total > 0 {
+        let agent_zone = agent.config.zone.as_deref().unwrap_or("none");
+        // Only zones agents are in get series of their own: the client names its zone.
+        let stated = crate::membership::stated_zone(agent, hints);
+        let known = stated.filter(|zone| {
+            Some(*zone) == agent.config.zone.as_deref()
+                || agent.metadata.read().agents.values().any(|a| a.info.zone.as_deref() == Some(*zone))
+        });
+        crate::metrics::FETCH_ZONE_BYTES
+            .with_label_values(&[known.unwrap_or("unknown"), agent_zone])
+            .inc_by(total as u64);
     }
 }
 

@@ -1,0 +1,109 @@
+//! The peer listener: other agents of the zone ask this one for the blocks it owns.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_storage::SegmentKey;
+use tokio::net::TcpListener;
+
+use super::wire::{self, status};
+use crate::Agent;
+use crate::metrics::{PEER_BLOCK_BYTES_SERVED, PEER_BLOCK_REQUESTS};
+
+/// Connections from other agents at once; more are closed when accepted.
+const CONNECTIONS_MAX: usize = 512;
+/// Blocks being read for peers at once (each up to a block in memory); more wait.
+const SERVING_MAX: usize = 64;
+/// A connection with no request for this long is closed.
+const IDLE: Duration = Duration::from_secs(60);
+/// Time to read a block for a request, and to write the answer.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Objects larger than this are not segments (compaction and flushes write megabytes).
+const OBJECT_BYTES_MAX: u64 = 1 << 40;
+
+/// Serves the peer listener until `stopped` turns true.
+pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let connections = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    let serving = Arc::new(tokio::sync::Semaphore::new(SERVING_MAX));
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped.wait_for(|s| *s) => return,
+        };
+        let (stream, from) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "peer listener accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            PEER_BLOCK_REQUESTS.with_label_values(&["connection_refused"]).inc();
+            continue;
+        };
+        let (agent, serving) = (agent.clone(), serving.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            match floe_metadata::tls::accept_agent(stream).await {
+                Ok(stream) => connection(&agent, stream, &serving).await,
+                Err(e) => tracing::info!(%from, error = %e, "peer connection refused"),
+            }
+        });
+    }
+}
+
+async fn connection(agent: &Agent, mut stream: floe_metadata::tls::MetadataStream, serving: &tokio::sync::Semaphore) {
+    loop {
+        let request = match tokio::time::timeout(IDLE, wire::read_request(&mut stream)).await {
+            Err(_) | Ok(Ok(None)) => return,
+            Ok(Ok(Some(request))) => request,
+            Ok(Err(e)) => {
+                let code = if matches!(e, wire::WireError::Version(_)) { status::UNSUPPORTED } else { status::INVALID };
+                PEER_BLOCK_REQUESTS.with_label_values(&["invalid"]).inc();
+                let _ = wire::write_response(&mut stream, code, e.to_string().as_bytes()).await;
+                return;
+            }
+        };
+        let key = SegmentKey::parse(&request.key);
+        let (code, body) = match key {
+            Some(key)
+                if request.object_bytes <= OBJECT_BYTES_MAX
+                    && floe_storage::block_len(request.object_bytes, request.index) > 0 =>
+            {
+                let read = async {
+                    let _permit = serving.acquire().await.map_err(|_| "closing".to_owned())?;
+                    agent
+                        .cache
+                        .block_for_peer(&agent.store, &key, request.object_bytes, request.index)
+                        .await
+                        .map_err(|e| e.to_string())
+                };
+                match tokio::time::timeout(READ_TIMEOUT, read).await {
+                    Ok(Ok(bytes)) => {
+                        PEER_BLOCK_REQUESTS.with_label_values(&["served"]).inc();
+                        PEER_BLOCK_BYTES_SERVED.inc_by(bytes.len() as u64);
+                        (status::OK, bytes)
+                    }
+                    Ok(Err(why)) => {
+                        PEER_BLOCK_REQUESTS.with_label_values(&["unavailable"]).inc();
+                        (status::UNAVAILABLE, bytes::Bytes::from(why))
+                    }
+                    Err(_) => {
+                        PEER_BLOCK_REQUESTS.with_label_values(&["unavailable"]).inc();
+                        (status::UNAVAILABLE, bytes::Bytes::from_static(b"reading the block timed out"))
+                    }
+                }
+            }
+            _ => {
+                PEER_BLOCK_REQUESTS.with_label_values(&["invalid"]).inc();
+                (status::INVALID, bytes::Bytes::from_static(b"no segment block of that object"))
+            }
+        };
+        let written = tokio::time::timeout(WRITE_TIMEOUT, wire::write_response(&mut stream, code, &body)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            return;
+        }
+    }
+}
