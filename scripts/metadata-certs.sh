@@ -13,7 +13,8 @@
 # a certificate signed by that CA (--days, 365 by default), replacing any earlier one:
 #   peer-N.pem         spiffe://DOMAIN/floe/peer/N and ADDRESS (an IP or DNS SAN:
 #                      the address agents, peers and floe admin dial); serverAuth, clientAuth
-#   agent-N.pem        spiffe://DOMAIN/floe/agent/N; clientAuth
+#   agent-N.pem        spiffe://DOMAIN/floe/agent/N; serverAuth (agents serve each
+#                      other blocks on --peer-addr), clientAuth
 #   operator-NAME.pem  spiffe://DOMAIN/floe/operator/NAME; clientAuth
 # each with its key in -key.pem (ECDSA P-256, PKCS#8, mode 0600). Identities not
 # named are left as they are.
@@ -124,7 +125,7 @@ done
 for id in "${agents[@]+"${agents[@]}"}"; do
   [[ $id =~ ^(0|[1-9][0-9]{0,18})$ ]] || die "--agent $id: agent ids are whole numbers"
   uri=spiffe://$domain/floe/agent/$id
-  add "agent-$id" "URI.1 = $uri" "clientAuth" "URI:$uri"
+  add "agent-$id" "URI.1 = $uri" "serverAuth, clientAuth" "URI:$uri"
 done
 for name in "${operators[@]+"${operators[@]}"}"; do
   [[ $name =~ ^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$ ]] ||

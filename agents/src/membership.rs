@@ -161,11 +161,6 @@ pub fn live_agents(state: &State, agent: &Agent) -> Vec<LiveAgent> {
 }
 
 /// [`live_agents`] of `agent`'s own group only.
-pub fn live_agents_of_group(state: &State, agent: &Agent) -> Vec<LiveAgent> {
-    live(state, agent, true)
-}
-
-/// [`live_agents`], of `agent`'s own group only when `own_group`.
 fn live(state: &State, agent: &Agent, own_group: bool) -> Vec<LiveAgent> {
     let this = LiveAgent { info: agent.info(), profile: agent.effective_profile(state) };
     let session_ms = i64::try_from(AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);

@@ -716,13 +716,13 @@ class Proc:
 
 
 class Cluster:
-    """Metadata nodes 1-3 (Raft voters) and agents 1-2 (zones a and b) on loopback, sharing a
-    file:// object store under the test's tmp dir."""
+    """Metadata nodes 1-3 (Raft voters) and agents 1-2 (zones a and b; more with `zones`) on
+    loopback, sharing a file:// object store under the test's tmp dir."""
 
     def __init__(self, tmp, meta_args=lambda i: [], agent_args=lambda a: [], bin=None, zones=("a", "b")):
         """`meta_args(i)` and `agent_args(a)`: extra flags of metadata node i and agent a; `bin`:
-        the floe executable every process starts with (FLOE_BIN unless given); `zones`: agent 1's
-        and agent 2's."""
+        the floe executable every process starts with (FLOE_BIN unless given); `zones`: the zone
+        of each agent, agent 1's first (one agent per entry)."""
         self.tmp = str(tmp)
         self.meta_ports = {i: free_port() for i in (1, 2, 3)}
         peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.meta_ports.items())
@@ -733,8 +733,8 @@ class Cluster:
             for i, p in self.meta_ports.items()
         }
         addrs = ",".join(f"127.0.0.1:{p}" for p in self.meta_ports.values())
-        self.kafka_ports = {a: free_port() for a in (1, 2)}
-        self.http_ports = {a: free_port() for a in (1, 2)}
+        self.kafka_ports = {a: free_port() for a in range(1, len(zones) + 1)}
+        self.http_ports = {a: free_port() for a in self.kafka_ports}
         self.agents = {
             a: Proc(f"agent{a}", ["agent", "--metadata", addrs, "--object-store", f"file://{self.tmp}/objects",
                                   "--kafka-addr", f"127.0.0.1:{kp}", "--http-addr", f"127.0.0.1:{self.http_ports[a]}",

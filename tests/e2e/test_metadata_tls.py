@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOE_BIN, Cluster, Proc, create_topic, free_port, port_open, produce, consume_confluent, Rec
+from conftest import (FLOE_BIN, Cluster, Proc, create_topic, free_port, port_open, produce, consume_confluent, Rec,
+                      wait_until)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOMAIN = "floe-test"
@@ -213,3 +214,84 @@ def test_unfinished_handshakes_cannot_keep_an_operator_out_of_the_metadata_port(
             time.sleep(1)
         print(f"{flood.opened} connections opened by the flood; operator commands: {answers}")
     assert all(code == 0 for code, _, _ in answers), f"an operator was kept out: {answers}"
+
+
+def ask_block(port, certs, name, key, object_bytes, index):
+    """One request of the agent-to-agent block protocol (version 1) over TLS, presenting `name`'s
+    certificate (none: no certificate): (status, body), or None when the agent hung up."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # agents' certificates name no address: the chain is what counts
+    ctx.load_verify_locations(f"{certs}/ca.pem")
+    if name:
+        ctx.load_cert_chain(f"{certs}/{name}.pem", f"{certs}/{name}-key.pem")
+    body = bytes([1]) + len(key).to_bytes(2, "big") + key.encode() + object_bytes.to_bytes(8, "big") \
+        + index.to_bytes(8, "big")
+
+    def exactly(s, n):
+        got = b""
+        while len(got) < n:
+            chunk = s.recv(n - len(got))
+            if not chunk:
+                return None
+            got += chunk
+        return got
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw) as s:
+            s.sendall(len(body).to_bytes(4, "big") + body)
+            head = exactly(s, 5)
+            if head is None:
+                return None
+            return head[0], exactly(s, int.from_bytes(head[1:], "big"))
+    except (ssl.SSLError, OSError):
+        return None
+
+
+@pytest.mark.timeout(240)
+def test_agents_share_blocks_over_mutual_tls_and_nobody_else_reads_them(tmp_path):
+    """Fetch agents with peer listeners (`--peer-addr`) ask each other for blocks on the metadata
+    identities' mutual TLS: an agent's certificate gets a block; an operator's, another CA's or
+    none gets nothing."""
+    certs = make_certs(tmp_path / "certs", "--peer", "1=127.0.0.1", "--peer", "2=127.0.0.1", "--peer", "3=127.0.0.1",
+                       "--agent", "1", "--agent", "2", "--operator", "alice")
+    peer_ports = {1: free_port(), 2: free_port()}
+    c = Cluster(tmp_path, meta_args=lambda i: tls_args(certs, f"peer-{i}"), zones=("a", "a"),
+                agent_args=lambda a: [*tls_args(certs, f"agent-{a}"), "--peer-addr", f"127.0.0.1:{peer_ports[a]}",
+                                      # A consumer reaching agent 2 reads everything through it.
+                                      *(["--agent-group", "readers"] if a == 2 else [])])
+    try:
+        c.start()
+
+        def peers_known(a):
+            with urllib.request.urlopen(f"http://127.0.0.1:{c.http_ports[a]}/v1/cluster", timeout=5) as r:
+                body = json.loads(r.read())
+            return body.get("metadata_format") == 10 and all(x.get("peer_listener") for x in body["agents"])
+        for a in (1, 2):
+            wait_until(lambda a=a: peers_known(a), 30, f"agent {a} seeing both peer listeners")
+        topic = "peer-blocks"
+        create_topic(c.bootstrap(1), topic, 4)
+        recs = [Rec(partition=i % 4, key=None, value=os.urandom(1024), headers=None, timestamp=None)
+                for i in range(8192)]
+        produce(c.bootstrap(1), topic, recs)
+        # Agent 2 reads what agent 1 wrote: the blocks agent 1 owns come from its cache over TLS.
+        got = consume_confluent(c.bootstrap(2), topic, 4, timeout=120)
+        assert sum(len(v) for v in got.values()) == len(recs)
+
+        def metric(a, series):
+            text = urllib.request.urlopen(f"http://127.0.0.1:{c.http_ports[a]}/metrics", timeout=5).read().decode()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(series))
+        assert metric(2, 'floe_block_peer_asks_total{result="served"}') > 0
+        assert metric(1, 'floe_block_peer_requests_total{outcome="served"}') > 0
+
+        root = tmp_path / "objects"
+        key, size = next((str(p.relative_to(root)), p.stat().st_size) for p in root.glob("segments/*.seg"))
+        status, body = ask_block(peer_ports[1], certs, "agent-2", key, size, 0)
+        assert status == 0 and len(body) == min(size, 4 << 20)
+        assert body == (root / key).read_bytes()[:len(body)]
+        # Not a segment's key: refused, nothing read.
+        assert ask_block(peer_ports[1], certs, "agent-2", "tables/x.parquet", size, 0)[0] == 1
+        other = make_certs(tmp_path / "other-ca", "--agent", "1")
+        for who, name in ((certs, "operator-alice"), (other, "agent-1"), (certs, None)):
+            assert ask_block(peer_ports[1], who, name, key, size, 0) is None, name
+    finally:
+        c.stop()

@@ -619,8 +619,9 @@ def test_certificates_are_ecdsa_p256_from_one_ca_with_the_roles_uses():
     identities = module_locals()["metadata_tls_identities"]
     assert 'uri = "spiffe://${local.metadata_trust_domain}/floe/peer/${id}", dns_names = [n.fqdn], ' \
         'uses = ["digital_signature", "server_auth", "client_auth"]' in identities
+    # Agents serve each other blocks on the peer port with it, so it has serverAuth too.
     assert 'agent = {uri = "spiffe://${local.metadata_trust_domain}/floe/agent/0", dns_names = [], ' \
-        'uses = ["digital_signature", "client_auth"]}' in identities
+        'uses = ["digital_signature", "server_auth", "client_auth"]}' in identities
     assert 'operator = {uri = "spiffe://${local.metadata_trust_domain}/floe/operator/admin", dns_names = [], ' \
         'uses = ["digital_signature", "client_auth"]}' in identities
     bundles = text(module_locals()["metadata_tls_bundles"])
@@ -896,6 +897,19 @@ def test_agent_pools_are_all_roles_or_produce_and_jobs_beside_fetch():
         assert any(f == f"${{{address}}}" or f == address for f, _ in pairs), f"{address} not moved: {pairs}"
 
 
+def test_fetch_agents_listen_for_peers_on_their_private_address_reachable_by_agents_only():
+    unit = template("floe-agent.service.tftpl")
+    assert "%{ if peer_port != 0 } --peer-addr 0.0.0.0:${peer_port} " \
+        "--peer-advertised-addr $${FLOE_PRIVATE_IP}:${peer_port}%{ endif }" in unit
+    assert templatefile_args()["floe-agent.service.tftpl"]["peer_port"] == \
+        'strcontains(each.value.roles, "fetch") ? local.peer_port : 0'
+    assert "FLOE_PRIVATE_IP=$ipv4" in template("prepare-agent.sh.tftpl")
+    rule = resources_of("aws_vpc_security_group_ingress_rule")["agent_from_agents"]
+    assert rule["from_port"] == rule["to_port"] == "${local.peer_port}"
+    assert rule["security_group_id"] == rule["referenced_security_group_id"] == "${aws_security_group.agent.id}"
+    assert "cidr_ipv4" not in rule
+
+
 def test_alarms_cover_cpu_targets_and_metadata_status():
     alarms = resources_of("aws_cloudwatch_metric_alarm")
     metrics = {a["metric_name"] for a in alarms.values()}
@@ -1128,7 +1142,7 @@ RENDER_VALUES = {
                                  "sasl_enable_plain": False, "tls_mode": "agent", "operator_token": True,
                                  "metadata_mtls": True, "max_connections": 10000, "max_connections_per_ip": 1000,
                                  "auth_failures_per_minute": 10, "autoscale_cpu_target": 0.6,
-                                 "roles": "produce,fetch,jobs", "extra_args": " --flush-interval-ms 100"},
+                                 "roles": "produce,fetch,jobs", "peer_port": 9096, "extra_args": " --flush-interval-ms 100"},
     "publish-utilization.sh.tftpl": {"metrics_url": "https://127.0.0.1:8080/metrics", "region": "eu-west-1",
                                      "namespace": "Floe", "asg_name": "floe-agent"},
     "floe-utilization.service.tftpl": {"region": "eu-west-1"},
@@ -1252,7 +1266,7 @@ def test_cloud_init_renders_to_valid_yaml_and_shell(renders, role, tmp_path):
         assert check.returncode == 0, f"{path}: {check.stderr}"
     unit = files[f"/etc/systemd/system/floe-{role}.service"]["content"]
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-    for env in ("${FLOE_ZONE}", "${FLOE_ADVERTISED_HOST}", "${FLOE_NODE_ID}"):
+    for env in ("${FLOE_ZONE}", "${FLOE_ADVERTISED_HOST}", "${FLOE_NODE_ID}", "${FLOE_PRIVATE_IP}"):
         exec_start = exec_start.replace(env, "")
     assert "${" not in exec_start and "%{" not in exec_start
     assert " --metadata-tls-cert /etc/floe/metadata-tls/cert.pem" in exec_start
@@ -1709,7 +1723,7 @@ def test_metadata_identities_are_spiffe_ids_of_the_cluster(identity_root):
                                     "dns_names": [f"floe-metadata-{n}.floe.internal"],
                                     "uses": ["digital_signature", "server_auth", "client_auth"]}
     assert ids["agent"] == {"uri": "spiffe://floe.floe.internal/floe/agent/0", "dns_names": [],
-                            "uses": ["digital_signature", "client_auth"]}
+                            "uses": ["digital_signature", "server_auth", "client_auth"]}
     assert ids["operator"] == {"uri": "spiffe://floe.floe.internal/floe/operator/admin", "dns_names": [],
                                "uses": ["digital_signature", "client_auth"]}
     other = evaluate(identity_root, {"name": "prod", "dns_zone_name": "corp.example"})

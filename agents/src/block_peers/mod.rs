@@ -1,5 +1,5 @@
 //! One GET per block per zone. Each object block has an owner among the zone's live fetch agents
-//! of this agent's group that have a peer listener (rendezvous hashing, [`block_owner`]). An agent
+//! (of any agent group) that have a peer listener (rendezvous hashing, [`block_owner`]). An agent
 //! that misses a block in its hot tier asks the owner ([`client`]), which reads it from the object
 //! store at most once for all askers and keeps it ([`server`]); when the owner fails or is slow,
 //! the asker reads the block itself, so no client sees an error.
@@ -51,12 +51,12 @@ impl PeerBlocks for ZonePeers {
 }
 
 /// The peer address of the owner of block `block` of object `key`, among the live fetch agents
-/// with a peer listener in `agent`'s zone and group; `None` when `agent` owns it itself or there
+/// with a peer listener in `agent`'s zone (any agent group: blocks are the zone's); `None` when `agent` owns it itself or there
 /// is no such agent (before format 10, or without `--peer-addr`).
 pub fn block_owner(state: &State, agent: &Agent, key: &str, block: u64) -> Option<String> {
     let own = agent.config.peer_addr.as_deref()?;
     let zone = agent.config.zone.as_deref();
-    let candidates: Vec<(AgentInfo, String)> = crate::membership::live_agents_of_group(state, agent)
+    let candidates: Vec<(AgentInfo, String)> = crate::membership::live_agents(state, agent)
         .into_iter()
         .filter(|a| a.profile.roles.fetch && a.info.zone.as_deref() == zone)
         .filter_map(|a| {

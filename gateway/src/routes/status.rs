@@ -65,7 +65,8 @@ pub(crate) fn cluster_json(metadata: &Metadata) -> serde_json::Value {
     })
 }
 
-/// Each live agent's zone, roles and agent group (not its address).
+/// Each live agent's zone, roles, agent group and whether it has a peer listener (not its
+/// addresses).
 fn agents_json(state: &floe_metadata::State) -> Vec<serde_json::Value> {
     let session_ms = i64::try_from(floe_agent::membership::AGENT_SESSION.as_millis()).unwrap_or(i64::MAX);
     state
@@ -77,6 +78,7 @@ fn agents_json(state: &floe_metadata::State) -> Vec<serde_json::Value> {
                 "zone": a.info.zone,
                 "roles": profile.roles.to_string(),
                 "agent_group": profile.group,
+                "peer_listener": state.agent_peer(a.info.agent_id).is_some(),
             })
         })
         .collect()

@@ -105,6 +105,7 @@ resource "aws_launch_template" "agent" {
       auth_failures_per_minute = var.auth_failures_per_minute
       autoscale_cpu_target     = var.agent_cpu_target_percent / 100
       roles                    = each.value.roles
+      peer_port                = strcontains(each.value.roles, "fetch") ? local.peer_port : 0
       extra_args               = join("", [for a in var.agent_extra_args : " ${a}"])
     })
   }))

@@ -24,6 +24,9 @@ locals {
   kafka_port    = 9092
   http_port     = 8080
   metadata_port = 9093
+  # Fetch agents' peer listener (--peer-addr): agents of a zone ask a block's
+  # owner for it there, so each block is read from S3 once per zone.
+  peer_port = 9096
   # Metadata nodes' /metrics (--metrics-addr), for monitoring_cidr_blocks only.
   metadata_metrics_port = 9094
   # The load balancer's Kafka bootstrap for consumers when fetch agents have a
@@ -122,11 +125,13 @@ locals {
       # Agents are an autoscaling group: instances come and go without a
       # Terraform apply, so Terraform cannot issue each its own certificate.
       # They share one identity, agent 0, and are told apart by their node
-      # ids (--node-id), not by their certificates.
+      # ids (--node-id), not by their certificates. Agents also serve each
+      # other blocks (server_auth); they check a peer's chain and role, not
+      # an address, and metadata clients still require the peer role.
       agent = {
         uri       = "spiffe://${local.metadata_trust_domain}/floe/agent/0"
         dns_names = []
-        uses      = ["digital_signature", "client_auth"]
+        uses      = ["digital_signature", "server_auth", "client_auth"]
       }
       # For people running floe admin; no instance role can read it.
       operator = {

@@ -111,6 +111,19 @@ resource "aws_vpc_security_group_ingress_rule" "agent_from_nlb" {
   tags = merge(local.tags, { Name = "${var.name}-agent-from-nlb-${each.key}" })
 }
 
+# Fetch agents ask each other for object blocks (one S3 GET per block per
+# zone); only agents reach the peer port.
+resource "aws_vpc_security_group_ingress_rule" "agent_from_agents" {
+  security_group_id            = aws_security_group.agent.id
+  description                  = "block requests between agents"
+  ip_protocol                  = "tcp"
+  from_port                    = local.peer_port
+  to_port                      = local.peer_port
+  referenced_security_group_id = aws_security_group.agent.id
+
+  tags = merge(local.tags, { Name = "${var.name}-agent-from-agents" })
+}
+
 resource "aws_vpc_security_group_ingress_rule" "agent_monitoring" {
   for_each          = toset(var.monitoring_cidr_blocks)
   security_group_id = aws_security_group.agent.id

@@ -56,8 +56,8 @@ resource "tls_cert_request" "metadata" {
   }
 }
 
-# Peers serve and connect (serverAuth and clientAuth); agents and the
-# operator only connect (clientAuth).
+# Peers and agents serve and connect (serverAuth and clientAuth: agents serve
+# each other blocks); the operator only connects (clientAuth).
 resource "tls_locally_signed_cert" "metadata" {
   for_each           = local.metadata_tls_identities
   cert_request_pem   = tls_cert_request.metadata[each.key].cert_request_pem

@@ -1,0 +1,194 @@
+"""One GET per block per zone (`floe agent --peer-addr`): fetch agents of a zone ask each block's
+owner among them instead of the object store, so three consumer groups reading cold data through
+three agents cost about one GET per block; no byte crosses zones for clients that state theirs;
+and when an owner is SIGKILLed its askers read from the store with no error reaching a client."""
+
+import os
+import random
+import threading
+import time
+
+import pytest
+import requests
+from kafka.record._crc32c import crc as crc32c
+
+from conftest import Cluster, create_topic, free_port, produce, unique_name, wait_until
+from conftest import Rec
+
+BLOCK = 4 * 1024 * 1024
+TAIL_WITH_PREVIOUS = 1024 * 1024
+FETCHERS = (2, 3, 4)
+PARTITIONS = 8
+RECORD = 1024
+
+
+def metrics(c, a) -> dict[str, float]:
+    out = {}
+    for line in requests.get(f"{c.http_url(a)}/metrics", timeout=5).text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def metric(c, a, name, labels="") -> float:
+    """The sum of `name`'s series on agent a whose labels contain `labels`."""
+    return sum(v for k, v in metrics(c, a).items() if (k == name or k.startswith(name + "{")) and labels in k)
+
+
+def owner_blocks(size: int) -> list[int]:
+    """The blocks of an object that have an owner of their own (a small last block goes with the one
+    before it, as `floe_storage::owner_block` says)."""
+    count = -(-size // BLOCK)
+    last_small = count > 1 and size - (count - 1) * BLOCK <= TAIL_WITH_PREVIOUS
+    return list(range(count - 1 if last_small else count))
+
+
+def segment_objects(c) -> dict[str, int]:
+    """Every segment object in the store: {key: size}."""
+    root = os.path.join(c.tmp, "objects")
+    out = {}
+    for d, _, files in os.walk(os.path.join(root, "segments")):
+        for f in files:
+            path = os.path.join(d, f)
+            out[os.path.relpath(path, root)] = os.path.getsize(path)
+    return out
+
+
+def owner(key: str, block: int, agents) -> int:
+    """The owner agent of a block, as `block_peers::block_owner` picks it (rendezvous hashing)."""
+    mask = (1 << 64) - 1
+
+    def score(agent_id):
+        h = crc32c(key.encode() + b"#" + block.to_bytes(8, "big")) ^ ((agent_id * 0x9E3779B97F4A7C15) & mask)
+        h ^= h >> 33
+        h = (h * 0xFF51AFD7ED558CCD) & mask
+        h ^= h >> 33
+        h = (h * 0xC4CEB9FE1A85EC53) & mask
+        return h ^ (h >> 33)
+    return max(agents, key=lambda a: (score(a), a))
+
+
+@pytest.fixture
+def zone(request, tmp_path):
+    """Agent 1 produces and runs the jobs; agents 2-4 fetch, each in an agent group of its own (so a
+    consumer that reaches one reads everything through it), with peer listeners on 127.0.0.2-4."""
+    peer_ports = {a: free_port() for a in FETCHERS}
+
+    def args(a):
+        if a == 1:
+            # Large objects, and no compaction rewriting them while the GETs are counted.
+            return ["--roles", "produce,jobs", "--flush-bytes", str(8 * 1024 * 1024), "--flush-interval-ms", "1000",
+                    "--compaction-interval-secs", "3600"]
+        return ["--roles", "fetch", "--agent-group", f"g{a}", "--peer-addr", f"127.0.0.{a}:{peer_ports[a]}"]
+    c = Cluster(tmp_path, agent_args=args, zones=("a",) * 4)
+    request.node._aux_logs = [(p.name, p.log) for p in [*c.meta.values(), *c.agents.values()]]
+    try:
+        c.start()
+
+        def peers_known(a):
+            body = requests.get(f"{c.http_url(a)}/v1/cluster", timeout=5).json()
+            listeners = {x["agent_id"] for x in body.get("agents", []) if x.get("peer_listener")}
+            return body.get("metadata_format") == 10 and listeners == set(FETCHERS)
+        for a in FETCHERS:
+            wait_until(lambda a=a: peers_known(a), 30, f"agent {a} seeing every peer listener")
+        yield c
+    finally:
+        c.stop()
+
+
+def produce_topic(c, topic, mib, seed):
+    rng = random.Random(seed)
+    create_topic(c.bootstrap(1), topic, PARTITIONS)
+    count = mib * 1024 * 1024 // RECORD
+    recs = [Rec(partition=i % PARTITIONS, key=None, value=rng.randbytes(RECORD), headers=None, timestamp=None)
+            for i in range(count)]
+    produce(c.bootstrap(1), topic, recs, conf={"linger.ms": 50, "batch.size": 1_000_000, "compression.type": "none"})
+    return count
+
+
+def read_all(c, a, topic, count, errors, subscribe=True, timeout=180):
+    """Reads `count` records of `topic` through agent a (stating zone a) as a consumer group of its
+    own (subscribe) or by assignment; every error event goes to `errors`."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({
+        "bootstrap.servers": c.bootstrap(a), "group.id": unique_name(f"peers-{a}"), "client.id": "floe_az=a",
+        "client.rack": "a", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "error_cb": lambda e: errors.append((a, str(e))),
+    })
+    got = 0
+    try:
+        if subscribe:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + timeout
+        while got < count and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=10_000, timeout=0.5):
+                if m.error():
+                    errors.append((a, str(m.error())))
+                else:
+                    got += 1
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.timeout(420)
+def test_three_groups_through_three_agents_cost_one_get_per_block_and_a_killed_owner_costs_no_error(zone):
+    c = zone
+    topic, later = unique_name("peers"), unique_name("peers-later")
+    count = produce_topic(c, topic, 32, seed=1)
+    objects = segment_objects(c)
+    later_count = produce_topic(c, later, 16, seed=2)
+    gets_before = sum(metric(c, a, "floe_object_store_get_requests_total") for a in FETCHERS)
+
+    # Three consumer groups, one through each fetch agent, read the first topic cold at once.
+    errors, counts = [], {}
+
+    def run(a):
+        counts[a] = read_all(c, a, topic, count, errors)
+    threads = [threading.Thread(target=run, args=(a,)) for a in FETCHERS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counts == {a: count for a in FETCHERS}, counts
+    assert not errors, errors[:5]
+
+    # Every block of the objects written so far held some of the topic's records; each was read
+    # from the store about once, not once per agent.
+    distinct = sum(len(owner_blocks(size)) for size in objects.values())
+    gets = sum(metric(c, a, "floe_object_store_get_requests_total") for a in FETCHERS) - gets_before
+    served = sum(metric(c, a, "floe_block_peer_asks_total", 'result="served"') for a in FETCHERS)
+    print(f"{len(objects)} objects, {distinct} blocks with an owner, {gets:.0f} GETs by 3 agents, "
+          f"{served:.0f} blocks from owners")
+    assert gets <= 1.1 * distinct, f"{gets} GETs for {distinct} blocks"
+    assert served > 0
+    for a in FETCHERS:
+        zones = {k: v for k, v in metrics(c, a).items() if k.startswith("floe_fetch_zone_bytes_total{")}
+        assert zones and all('client_zone="a"' in k and 'agent_zone="a"' in k for k in zones), zones
+
+    # The owner of most of the later topic's blocks is SIGKILLed; the other two agents, which
+    # still count it live for its session, read that topic at once, by assignment: no error, all
+    # records, and the blocks it owned read from the store instead.
+    later_blocks = [(k, b) for k, size in segment_objects(c).items() if k not in objects for b in owner_blocks(size)]
+    owned = {a: sum(owner(k, b, FETCHERS) == a for k, b in later_blocks) for a in FETCHERS}
+    killed = max(owned, key=owned.get)
+    readers = [a for a in FETCHERS if a != killed]
+    c.agents[killed].kill()
+    errors, counts = [], {}
+
+    def run_later(a):
+        counts[a] = read_all(c, a, later, later_count, errors, subscribe=False)
+    threads = [threading.Thread(target=run_later, args=(a,)) for a in readers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counts == {a: later_count for a in readers}, counts
+    assert not errors, errors[:5]
+    fell_back = sum(metric(c, a, "floe_block_peer_asks_total", f'result="{r}"')
+                    for a in readers for r in ("owner_down", "error", "timeout"))
+    print(f"agent {killed} owned {owned[killed]} of {len(later_blocks)} later blocks; {fell_back:.0f} asks fell back")
+    assert fell_back > 0
