@@ -15,6 +15,12 @@ of medians over --runs, with progress on stderr.
 
     cargo build -p floe
     .venv/bin/python loadtest/scripts/bench_block_peers.py --mib 1024 --runs 3
+    .venv/bin/python loadtest/scripts/bench_block_peers.py --tail --runs 3 [--profile s3-standard]
+
+--tail measures what the other choice, the writer pushing each block it writes to its owner,
+would save: tail consumers' end-to-end latency through the writer (its blocks are in its memory,
+as pushed blocks would be at the owner) and through a fetch agent (the owner reads each new
+block from the store on first read), at --rate records/s of 1 KiB with floe-loadtest.
 """
 
 import argparse
@@ -83,11 +89,61 @@ def run_once(mib: int, peers: bool) -> dict:
             c.stop()
 
 
+def tail_runs(runs: int, seconds: int, rate: int, loadtest: str, profile: str) -> None:
+    """What a writer pushing its blocks to their owners would save tail consumers: end-to-end
+    latency through the writer (its blocks are in its memory, as pushed blocks would be at an
+    owner) against through a fetch agent of the zone (the owner reads a new block from the store
+    on its first read), with every agent's object store delayed by `profile`."""
+    import json
+    import subprocess
+    with tempfile.TemporaryDirectory(prefix="floe-bench-tail-") as tmp:
+        ports = {a: free_port() for a in (2, 3)}
+
+        def args(a):
+            latency = ["--object-store-latency", profile]
+            if a == 1:
+                # The flush interval agents default to on s3://.
+                return ["--roles", "produce,jobs", "--flush-interval-ms", "250", *latency]
+            return ["--roles", "fetch", "--agent-group", f"g{a}", "--peer-addr", f"127.0.0.{a}:{ports[a]}", *latency]
+        c = Cluster(tmp, agent_args=args, zones=("a",) * 3)
+        try:
+            c.start()
+            results = {"writer": [], "fetch agent": []}
+            for i in range(runs):
+                for path, reader in (("writer", 1), ("fetch agent", 2)):
+                    out = os.path.join(tmp, f"{path.replace(' ', '-')}-{i}.json")
+                    print(f"tail run {i + 1}/{runs} through the {path}", file=sys.stderr)
+                    subprocess.run([loadtest, "--bootstrap", c.bootstrap(1), "--topic", scenario.unique_name("tail"),
+                                    "--duration", f"{seconds}s", "--rate", str(rate), "--consumers", "1",
+                                    "--consumer-config", f"bootstrap.servers={c.bootstrap(reader)}",
+                                    "--output", out, "--quiet"], check=True, timeout=seconds + 120)
+                    with open(out) as f:
+                        report = json.load(f)
+                    e2e = report["consume"]["end_to_end_latency_ms"]
+                    results[path].append((e2e["p50"], e2e["p99"], report["produce"]["latency_ms"]["p99"]))
+            print(f"| tail consumer reads through | end-to-end p50 ms | end-to-end p99 ms | produce p99 ms |")
+            print("|---|---:|---:|---:|")
+            for path, rows in results.items():
+                med = [statistics.median(r[k] for r in rows) for k in range(3)]
+                print(f"| {path} | {med[0]:.0f} | {med[1]:.0f} | {med[2]:.0f} |")
+        finally:
+            c.stop()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mib", type=int, default=1024)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--tail", action="store_true",
+                   help="measure tail consumers' latency through the writer vs a fetch agent instead")
+    p.add_argument("--seconds", type=int, default=20)
+    p.add_argument("--rate", type=int, default=5000)
+    p.add_argument("--profile", default="s3-standard")
+    p.add_argument("--loadtest", default=os.environ.get("FLOE_LOADTEST", "target/debug/floe-loadtest"))
     a = p.parse_args()
+    if a.tail:
+        tail_runs(a.runs, a.seconds, a.rate, a.loadtest, a.profile)
+        return
     print("| peer listeners | objects | blocks | GETs by 3 agents | GETs per GiB | GETs per block | cross-zone bytes | read seconds |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for peers in (False, True):

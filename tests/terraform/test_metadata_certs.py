@@ -97,13 +97,21 @@ def test_peers_carry_their_id_and_address_and_serve_and_connect(issued):
     assert days_valid(issued / "peer-1.pem") == 365
 
 
-def test_agents_and_operators_are_clients_only(issued):
-    for name, uri in (("agent-1", "agent/1"), ("agent-2", "agent/2"), ("operator-alice", "operator/alice")):
+def test_agents_serve_each_other_and_operators_are_clients_only(issued):
+    # Agents serve each other blocks on their peer listeners: serverAuth as well; no DNS or IP
+    # name, since agents check each other's role, not an address.
+    for name, uri in (("agent-1", "agent/1"), ("agent-2", "agent/2")):
         ext = extensions(issued / f"{name}.pem")
         assert f"Subject Alternative Name: URI:spiffe://{DOMAIN}/floe/{uri} " in ext + " "
-        assert "Extended Key Usage: TLS Web Client Authentication" in ext and "Server" not in ext
+        assert "Extended Key Usage: TLS Web Server Authentication, TLS Web Client Authentication" in ext
+        assert "DNS:" not in ext and "IP Address:" not in ext
         assert verify(issued, name, "-purpose", "sslclient")
-        assert not verify(issued, name, "-purpose", "sslserver")
+        assert verify(issued, name, "-purpose", "sslserver")
+    ext = extensions(issued / "operator-alice.pem")
+    assert f"Subject Alternative Name: URI:spiffe://{DOMAIN}/floe/operator/alice " in ext + " "
+    assert "Extended Key Usage: TLS Web Client Authentication" in ext and "Server" not in ext
+    assert verify(issued, "operator-alice", "-purpose", "sslclient")
+    assert not verify(issued, "operator-alice", "-purpose", "sslserver")
 
 
 def test_a_second_run_reuses_the_ca_and_touches_only_what_it_names(issued, tmp_path):

@@ -904,10 +904,11 @@ def test_fetch_agents_listen_for_peers_on_their_private_address_reachable_by_age
     assert templatefile_args()["floe-agent.service.tftpl"]["peer_port"] == \
         'strcontains(each.value.roles, "fetch") ? local.peer_port : 0'
     assert "FLOE_PRIVATE_IP=$ipv4" in template("prepare-agent.sh.tftpl")
-    rule = resources_of("aws_vpc_security_group_ingress_rule")["agent_from_agents"]
-    assert rule["from_port"] == rule["to_port"] == "${local.peer_port}"
-    assert rule["security_group_id"] == rule["referenced_security_group_id"] == "${aws_security_group.agent.id}"
-    assert "cidr_ipv4" not in rule
+    for rule in (resources_of("aws_vpc_security_group_ingress_rule")["agent_from_agents"],
+                 resources_of("aws_vpc_security_group_egress_rule")["agent_to_agents"]):
+        assert rule["from_port"] == rule["to_port"] == "${local.peer_port}"
+        assert rule["security_group_id"] == rule["referenced_security_group_id"] == "${aws_security_group.agent.id}"
+        assert "cidr_ipv4" not in rule
 
 
 def test_alarms_cover_cpu_targets_and_metadata_status():

@@ -170,6 +170,17 @@ resource "aws_vpc_security_group_egress_rule" "agent_to_metadata" {
   tags = merge(local.tags, { Name = "${var.name}-agent-to-metadata" })
 }
 
+resource "aws_vpc_security_group_egress_rule" "agent_to_agents" {
+  security_group_id            = aws_security_group.agent.id
+  description                  = "block requests to other agents' peer listeners"
+  ip_protocol                  = "tcp"
+  from_port                    = local.peer_port
+  to_port                      = local.peer_port
+  referenced_security_group_id = aws_security_group.agent.id
+
+  tags = merge(local.tags, { Name = "${var.name}-agent-to-agents" })
+}
+
 # ---------------------------------------------------------------- metadata nodes
 
 resource "aws_vpc_security_group_ingress_rule" "metadata_from_agents" {
