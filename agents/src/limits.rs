@@ -24,6 +24,9 @@ pub const FETCH_WAIT_MAX: Duration = Duration::from_secs(60);
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 55 * 1024 * 1024;
 /// Index entries one partition read may walk before answering with what it has.
 pub const FETCH_PARTITION_ENTRIES_MAX: usize = 1024;
+/// Chunks of one partition read whose blocks are loaded ahead, at once: the GETs one Fetch
+/// starts together.
+pub const FETCH_PREFETCH_CHUNKS_MAX: usize = 16;
 /// Times one partition read moves past index entries that held nothing at or after the fetch
 /// offset (stretches key compaction emptied) before answering empty.
 pub const FETCH_EMPTY_ROUNDS_MAX: usize = 16;

@@ -89,7 +89,7 @@ def run_once(mib: int, peers: bool) -> dict:
             c.stop()
 
 
-def tail_runs(runs: int, seconds: int, rate: int, loadtest: str, profile: str) -> None:
+def tail_runs(runs: int, seconds: int, rate: int, loadtest: str, profile: str, flush_ms: int) -> None:
     """What a writer pushing its blocks to their owners would save tail consumers: end-to-end
     latency through the writer (its blocks are in its memory, as pushed blocks would be at an
     owner) against through a fetch agent of the zone (the owner reads a new block from the store
@@ -102,8 +102,7 @@ def tail_runs(runs: int, seconds: int, rate: int, loadtest: str, profile: str) -
         def args(a):
             latency = ["--object-store-latency", profile]
             if a == 1:
-                # The flush interval agents default to on s3://.
-                return ["--roles", "produce,jobs", "--flush-interval-ms", "250", *latency]
+                return ["--roles", "produce,jobs", "--flush-interval-ms", str(flush_ms), *latency]
             return ["--roles", "fetch", "--agent-group", f"g{a}", "--peer-addr", f"127.0.0.{a}:{ports[a]}", *latency]
         c = Cluster(tmp, agent_args=args, zones=("a",) * 3)
         try:
@@ -139,10 +138,11 @@ def main():
     p.add_argument("--seconds", type=int, default=20)
     p.add_argument("--rate", type=int, default=5000)
     p.add_argument("--profile", default="s3-standard")
+    p.add_argument("--flush-interval-ms", type=int, default=250, help="the writer's (250: agents' default on s3://)")
     p.add_argument("--loadtest", default=os.environ.get("FLOE_LOADTEST", "target/debug/floe-loadtest"))
     a = p.parse_args()
     if a.tail:
-        tail_runs(a.runs, a.seconds, a.rate, a.loadtest, a.profile)
+        tail_runs(a.runs, a.seconds, a.rate, a.loadtest, a.profile, a.flush_interval_ms)
         return
     print("| peer listeners | objects | blocks | GETs by 3 agents | GETs per GiB | GETs per block | cross-zone bytes | read seconds |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -257,6 +257,20 @@ impl BlockCache {
         Ok(entry.value().clone())
     }
 
+    /// Starts loading the block holding byte `at` of an object `object_bytes` long unless it is
+    /// cached: a reader that will need blocks of several objects has them loaded at once rather
+    /// than one GET after another.
+    pub fn prefetch(&self, store: &SegmentStore, key: &SegmentKey, object_bytes: u64, at: u64) {
+        let index = at / BLOCK_BYTES;
+        if at >= object_bytes || self.cache.contains(&block_key(key, index)) {
+            return;
+        }
+        let (cache, store, key) = (self.clone(), store.clone(), key.clone());
+        tokio::spawn(async move {
+            let _ = cache.block(&store, &key, object_bytes, index, Cause::Prefetch).await;
+        });
+    }
+
     /// A view of one chunk that loads its blocks as they are needed.
     pub fn view(&self, store: &SegmentStore, chunk: ChunkRef, object_bytes: u64) -> ChunkView {
         ChunkView { cache: self.clone(), store: store.clone(), chunk, object_bytes, blocks: Vec::new() }
@@ -355,14 +369,7 @@ impl ChunkView {
         }
         metrics::BLOCK_READS.inc();
         let block = self.cache.block(&self.store, &self.chunk.key, self.object_bytes, index, Cause::Miss).await?;
-        let next = index + 1;
-        if next * BLOCK_BYTES < self.object_bytes && !self.cache.cache.contains(&block_key(&self.chunk.key, next)) {
-            let (cache, store, key, object_bytes) =
-                (self.cache.clone(), self.store.clone(), self.chunk.key.clone(), self.object_bytes);
-            tokio::spawn(async move {
-                let _ = cache.block(&store, &key, object_bytes, next, Cause::Prefetch).await;
-            });
-        }
+        self.cache.prefetch(&self.store, &self.chunk.key, self.object_bytes, (index + 1) * BLOCK_BYTES);
         self.blocks.push((index, block.clone()));
         Ok(block)
     }

@@ -192,3 +192,31 @@ def test_three_groups_through_three_agents_cost_one_get_per_block_and_a_killed_o
                     for a in readers for r in ("owner_down", "error", "timeout"))
     print(f"agent {killed} owned {owned[killed]} of {len(later_blocks)} later blocks; {fell_back:.0f} asks fell back")
     assert fell_back > 0
+
+
+@pytest.mark.timeout(180)
+def test_a_cold_read_across_many_small_objects_loads_the_next_ones_ahead(floe_factory, tmp_path):
+    """Found by bench_block_peers.py --tail: a reader that is not the writer read the chunks of a
+    partition one GET after another, so with an object every 10 ms and 20 ms GETs a tail consumer
+    fell 8 s behind. The blocks of the next chunks now load while one is read. Objects here are
+    one block each, so before the fix nothing was ever prefetched."""
+    from conftest import consume_confluent, scrape_metrics
+    floe = floe_factory.new("floe", object_store=f"file://{tmp_path / 'objects'}", flush_interval_ms=5)
+    topic = unique_name("cold")
+    create_topic(floe.bootstrap, topic, 2)
+    rng = random.Random(3)
+    for round_ in range(40):  # a flush, and an object, per round
+        produce(floe.bootstrap, topic, [Rec(partition=i % 2, key=None, value=rng.randbytes(512), headers=None,
+                                            timestamp=None) for i in range(20)])
+    assert len(segment_objects_under(tmp_path / "objects")) >= 30
+    floe.restart()  # a reader with nothing in memory
+    got = consume_confluent(floe.bootstrap, topic, 2, timeout=60)
+    assert sum(len(v) for v in got.values()) == 40 * 20
+    metrics = scrape_metrics(floe)
+    ahead = metrics.get('floe_block_cache_object_gets_total{cause="prefetch"}', 0)
+    missed = metrics.get('floe_block_cache_object_gets_total{cause="miss"}', 0)
+    assert ahead > missed, f"{ahead} blocks loaded ahead, {missed} waited for"
+
+
+def segment_objects_under(root) -> list[str]:
+    return [f for _, _, files in os.walk(os.path.join(root, "segments")) for f in files]

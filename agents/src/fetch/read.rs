@@ -6,7 +6,7 @@ use floe_storage::{ChunkRef, ReadChunkError, SegmentKey};
 use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 
 use crate::Agent;
-use crate::limits::{FETCH_EMPTY_ROUNDS_MAX, FETCH_PARTITION_ENTRIES_MAX};
+use crate::limits::{FETCH_EMPTY_ROUNDS_MAX, FETCH_PARTITION_ENTRIES_MAX, FETCH_PREFETCH_CHUNKS_MAX};
 use crate::record_batch::{self, BatchHeader};
 
 /// Why a partition read failed.
@@ -288,13 +288,24 @@ pub async fn read_partition(
             planned => planned?,
         };
         let covered_to = plan.entries.last().map(|(e, _)| e.last_offset);
+        // Consecutive chunks are in different objects, as a rule: the blocks of the next ones
+        // load while one is read (a window of them), not one GET after another.
+        let prefetch = |(entry, object): &(IndexEntry, ObjectAt)| {
+            if let (Some(chunk), Some((key, object_bytes))) = (entry.chunk(), object) {
+                agent.cache.prefetch(&agent.store, key, *object_bytes, chunk.byte_start);
+            }
+        };
+        plan.entries.iter().skip(1).take(FETCH_PREFETCH_CHUNKS_MAX).for_each(prefetch);
         // Room for the whole read up front: growing a megabyte buffer by doubling copies it
         // over and over.
         out.reserve(plan.bytes.min(limits.max_bytes));
         let mut sink =
             Sink { out, offset, taken_end: offset, read_end: plan.read_end, limits, leader_epoch: plan.leader_epoch };
         let mut stopped = false;
-        for (entry, object) in &plan.entries {
+        for (i, (entry, object)) in plan.entries.iter().enumerate() {
+            if let Some(ahead) = plan.entries.get(i + 1 + FETCH_PREFETCH_CHUNKS_MAX) {
+                prefetch(ahead);
+            }
             if !read_entry(agent, entry, object, &mut sink).await? {
                 stopped = true;
                 break;
