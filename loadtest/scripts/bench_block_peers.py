@@ -28,7 +28,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,14 +63,8 @@ def run_once(mib: int, peers: bool) -> dict:
             print(f"  produced {mib} MiB in {time.monotonic() - began:.1f} s", file=sys.stderr)
             objects = scenario.segment_objects(c)
             before = sum(scenario.metric(c, a, "floe_object_store_get_requests_total") for a in scenario.FETCHERS)
-            errors, counts = [], {}
             began = time.monotonic()
-            threads = [threading.Thread(target=lambda a=a: counts.__setitem__(
-                a, scenario.read_all(c, a, topic, count, errors, timeout=1800))) for a in scenario.FETCHERS]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            counts, errors = scenario.read_through(c, scenario.FETCHERS, topic, count, timeout=1800)
             seconds = time.monotonic() - began
             if errors or any(n != count for n in counts.values()):
                 raise SystemExit(f"read failed: {counts} {errors[:3]}")

@@ -431,6 +431,21 @@ def scrape_metrics(floe) -> dict[str, float]:
     return out
 
 
+def agent_metrics(cluster, a) -> dict[str, float]:
+    """Agent a's /metrics in a Cluster, as {series with labels: value}."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"{cluster.http_url(a)}/metrics", timeout=5).read().decode()
+    series = (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return {name: float(value) for name, value in series}
+
+
+def agent_metric(cluster, a, name: str, labels: str = "") -> float:
+    """The sum of metric `name`'s series on agent a whose labels contain `labels`."""
+    return sum(v for k, v in agent_metrics(cluster, a).items()
+               if (k == name or k.startswith(name + "{")) and labels in k)
+
+
 def metric_sum(floe, name: str) -> float:
     """The sum of every series of metric `name`, or of the one series `name` names with labels."""
     return sum(v for k, v in scrape_metrics(floe).items() if k == name or k.startswith(name + "{"))

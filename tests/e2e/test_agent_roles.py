@@ -10,19 +10,7 @@ import requests
 
 from conftest import (Cluster, consume_confluent, consume_kafka_python, create_topic, make_records, produce,
                       unique_name, wait_until)
-
-
-def metrics(cluster, a) -> dict[str, float]:
-    out = {}
-    for line in requests.get(f"{cluster.http_url(a)}/metrics", timeout=5).text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
-def metric(cluster, a, name) -> float:
-    return sum(v for k, v in metrics(cluster, a).items() if k == name or k.startswith(name + "{"))
+from conftest import agent_metric as metric
 
 
 def profiles(cluster, a) -> dict[int, tuple[str, str]]:

@@ -12,28 +12,15 @@ import pytest
 import requests
 from kafka.record._crc32c import crc as crc32c
 
-from conftest import Cluster, create_topic, free_port, produce, unique_name, wait_until
-from conftest import Rec
+from conftest import Cluster, Rec, create_topic, free_port, produce, unique_name, wait_until
+from conftest import agent_metric as metric
+from conftest import agent_metrics as metrics
 
 BLOCK = 4 * 1024 * 1024
 TAIL_WITH_PREVIOUS = 1024 * 1024
 FETCHERS = (2, 3, 4)
 PARTITIONS = 8
 RECORD = 1024
-
-
-def metrics(c, a) -> dict[str, float]:
-    out = {}
-    for line in requests.get(f"{c.http_url(a)}/metrics", timeout=5).text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
-def metric(c, a, name, labels="") -> float:
-    """The sum of `name`'s series on agent a whose labels contain `labels`."""
-    return sum(v for k, v in metrics(c, a).items() if (k == name or k.startswith(name + "{")) and labels in k)
 
 
 def owner_blocks(size: int) -> list[int]:
@@ -134,6 +121,18 @@ def read_all(c, a, topic, count, errors, subscribe=True, timeout=180):
     return got
 
 
+def read_through(c, agents, topic, count, subscribe=True, timeout=180):
+    """One reader through each of `agents` at once (read_all): ({agent: records read}, errors)."""
+    errors, counts = [], {}
+    threads = [threading.Thread(target=lambda a=a: counts.__setitem__(
+        a, read_all(c, a, topic, count, errors, subscribe=subscribe, timeout=timeout))) for a in agents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts, errors
+
+
 @pytest.mark.timeout(420)
 def test_three_groups_through_three_agents_cost_one_get_per_block_and_a_killed_owner_costs_no_error(zone):
     c = zone
@@ -144,15 +143,7 @@ def test_three_groups_through_three_agents_cost_one_get_per_block_and_a_killed_o
     gets_before = sum(metric(c, a, "floe_object_store_get_requests_total") for a in FETCHERS)
 
     # Three consumer groups, one through each fetch agent, read the first topic cold at once.
-    errors, counts = [], {}
-
-    def run(a):
-        counts[a] = read_all(c, a, topic, count, errors)
-    threads = [threading.Thread(target=run, args=(a,)) for a in FETCHERS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    counts, errors = read_through(c, FETCHERS, topic, count)
     assert counts == {a: count for a in FETCHERS}, counts
     assert not errors, errors[:5]
 
@@ -177,15 +168,7 @@ def test_three_groups_through_three_agents_cost_one_get_per_block_and_a_killed_o
     killed = max(owned, key=owned.get)
     readers = [a for a in FETCHERS if a != killed]
     c.agents[killed].kill()
-    errors, counts = [], {}
-
-    def run_later(a):
-        counts[a] = read_all(c, a, later, later_count, errors, subscribe=False)
-    threads = [threading.Thread(target=run_later, args=(a,)) for a in readers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    counts, errors = read_through(c, readers, later, later_count, subscribe=False)
     assert counts == {a: later_count for a in readers}, counts
     assert not errors, errors[:5]
     fell_back = sum(metric(c, a, "floe_block_peer_asks_total", f'result="{r}"')
