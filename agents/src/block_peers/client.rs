@@ -17,7 +17,8 @@ const IN_FLIGHT_PER_OWNER_MAX: usize = 8;
 const IDLE_PER_OWNER_MAX: usize = 4;
 /// Owners remembered; past this the pool starts again (addresses change as agents come and go).
 const OWNERS_MAX: usize = 256;
-/// How long an owner that refused a connection or failed a request is not asked again.
+/// How long an owner that refused a connection, failed a request or let one time out (a paused
+/// or overloaded owner would cost every ask the whole deadline) is not asked again.
 const DOWN_FOR: Duration = Duration::from_secs(2);
 
 /// Connections to the owners this agent asks.
@@ -83,9 +84,7 @@ impl PeerClient {
             Ok(Err(_)) => "error",
             Err(_) => "timeout",
         };
-        if reason != "timeout" {
-            *owner.down_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + DOWN_FOR);
-        }
+        *owner.down_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + DOWN_FOR);
         tracing::debug!(
             owner = addr,
             key = request.key,
