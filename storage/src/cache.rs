@@ -198,12 +198,24 @@ impl BlockCache {
     }
 
     /// Caches the data of an object this agent just wrote: `parts` are its bytes from offset 0.
+    /// A block that lies within one part shares its bytes (so the part's memory lives while any
+    /// of its blocks is cached: at most an object's worth more than the cache counts); only
+    /// blocks across parts are copied.
     pub fn insert_object(&self, key: &SegmentKey, parts: &[Bytes]) {
-        let mut block = BytesMut::with_capacity(BLOCK_BYTES as usize);
+        let mut block = BytesMut::new();
         let mut index = 0u64;
         for part in parts {
             let mut rest = &part[..];
             while !rest.is_empty() {
+                if block.is_empty() && rest.len() >= BLOCK_BYTES as usize {
+                    let at = part.len() - rest.len();
+                    let bytes = part.slice(at..at + BLOCK_BYTES as usize);
+                    self.cache.insert(block_key(key, index), CachedBlock { bytes, written_here: true });
+                    index += 1;
+                    rest = &rest[BLOCK_BYTES as usize..];
+                    continue;
+                }
+                block.reserve(BLOCK_BYTES as usize - block.len());
                 let take = rest.len().min(BLOCK_BYTES as usize - block.len());
                 block.extend_from_slice(&rest[..take]);
                 rest = &rest[take..];

@@ -241,9 +241,14 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     let mut writer = SegmentWriter::new();
     let mut chunks = Vec::with_capacity(by_partition.len());
     let mut routes = Vec::with_capacity(by_partition.len());
+    // Every chunk's bytes in one buffer, in object order: no buffer grows by copying, and the hot
+    // tier takes its blocks from it without copying them again (`insert_object`).
+    let data_bytes = appends.iter().flat_map(|a| &a.partitions).flat_map(|p| &p.batches).map(|b| b.bytes.len()).sum();
+    let mut data = BytesMut::with_capacity(data_bytes);
+    let mut pending = Vec::with_capacity(by_partition.len());
     for ((topic_partition, own_chunk), parts) in by_partition {
         let producer = own_chunk.and_then(|(a, p)| appends[a].partitions[p].producer);
-        let mut bytes = BytesMut::new();
+        let chunk_start = data.len();
         let mut batches = Vec::new();
         let mut route = Vec::with_capacity(parts.len());
         let mut offsets_before = 0i64;
@@ -253,7 +258,7 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
         for (a, p) in parts {
             route.push((a, p, offsets_before));
             for batch in &appends[a].partitions[p].batches {
-                bytes.extend_from_slice(&batch.bytes);
+                data.extend_from_slice(&batch.bytes);
                 batches.push(BatchSummary {
                     offset_count: batch.offset_count,
                     timestamp_max: batch.timestamp_max,
@@ -267,8 +272,11 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
                 stats.timestamp_max = stats.timestamp_max.max(batch.timestamp_max);
             }
         }
-        let bytes = bytes.freeze();
-        let entry = *writer.push_chunk(topic_partition, [bytes], stats);
+        pending.push((topic_partition, chunk_start..data.len(), stats, batches, producer, uncompressed_bytes, route));
+    }
+    let data = data.freeze();
+    for (topic_partition, range, stats, batches, producer, uncompressed_bytes, route) in pending {
+        let entry = *writer.push_chunk(topic_partition, [data.slice(range)], stats);
         chunks.push(ChunkCommit {
             topic_id: topic_partition.topic_id,
             partition: topic_partition.partition,
@@ -284,7 +292,9 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     let object = writer.finish();
     crate::metrics::FLUSH_SEGMENT_BYTES.observe(object.object_bytes as f64);
     let commit = SegmentCommit { key: key.as_str().to_owned(), object_bytes: object.object_bytes, chunks };
-    let parts: Vec<bytes::Bytes> = object.payload.iter().cloned().collect();
+    // The object is the chunks, in push order from byte 0, then footer and trailer.
+    let parts: Vec<bytes::Bytes> =
+        std::iter::once(data).chain(object.payload.iter().skip(commit.chunks.len()).cloned()).collect();
     let (store, upload_key) = (store.clone(), key.clone());
     let upload = tokio::spawn(async move { store.put_segment(&upload_key, object).await });
     FlushJob { started: Instant::now(), commit, upload, key, parts, routes, appends }

@@ -258,3 +258,30 @@ fn a_small_last_block_has_the_owner_of_the_block_before() {
     assert_eq!(block_len(2 * BLOCK_BYTES + 10, 3), 0, "past the end");
     assert_eq!(block_len(10, u64::MAX), 0);
 }
+
+/// The writer hands the hot tier its chunks as one buffer: whole blocks inside it are shared,
+/// the block across its end and the footer is copied; every chunk reads back without the store.
+#[tokio::test]
+async fn a_writers_buffer_is_cached_in_shared_and_copied_blocks_alike() {
+    let sizes = [2 * BLOCK_BYTES as usize + 10, 100, BLOCK_BYTES as usize];
+    let stats = ChunkStats { batch_count: 1, record_count: 1, timestamp_min: 0, timestamp_max: 0 };
+    let mut writer = SegmentWriter::new();
+    let mut data = bytes::BytesMut::new();
+    let mut datas = Vec::new();
+    for (i, size) in sizes.iter().enumerate() {
+        let chunk = Bytes::from((0..*size).map(|b| (b * 13 + i) as u8).collect::<Vec<u8>>());
+        data.extend_from_slice(&chunk);
+        writer.push_chunk(TopicPartition { topic_id: uuid::Uuid::nil(), partition: i as i32 }, [chunk.clone()], stats);
+        datas.push(chunk);
+    }
+    let object = writer.finish();
+    let parts: Vec<Bytes> =
+        std::iter::once(data.freeze()).chain(object.payload.iter().skip(sizes.len()).cloned()).collect();
+    let key = SegmentKey::generate();
+    let warm = memory_cache(64 << 20).await;
+    warm.insert_object(&key, &parts);
+    for (entry, data) in object.chunks.iter().zip(&datas) {
+        let read = warm.read_chunk(&memory_store(), &chunk_ref(&key, entry), object.object_bytes).await;
+        assert_eq!(&read.expect("cached"), data);
+    }
+}
