@@ -51,8 +51,9 @@ impl PeerBlocks for ZonePeers {
 }
 
 /// The peer address of the owner of block `block` of object `key`, among the live fetch agents
-/// with a peer listener in `agent`'s zone (any agent group: blocks are the zone's); `None` when `agent` owns it itself or there
-/// is no such agent (before format 10, or without `--peer-addr`).
+/// with a peer listener in `agent`'s zone (any agent group: blocks are the zone's); `None` when
+/// `agent` owns it itself or there is no such agent (before format 10, or without
+/// `--peer-addr`).
 pub fn block_owner(state: &State, agent: &Agent, key: &str, block: u64) -> Option<String> {
     let own = agent.config.peer_addr.as_deref()?;
     let zone = agent.config.zone.as_deref();
