@@ -485,6 +485,10 @@ pub(crate) struct Placement {
     /// advertised host with its port when --peer-addr listens on every address.
     #[arg(long)]
     pub(crate) peer_advertised_addr: Option<String>,
+    /// Serve --peer-addr without TLS on a non-loopback address: whoever reaches it can read
+    /// segment blocks. Only for networks nobody else can reach.
+    #[arg(long)]
+    pub(crate) peer_allow_plaintext: bool,
 }
 
 impl Placement {
@@ -497,6 +501,7 @@ impl Placement {
             agent_group: String::new(),
             peer_addr: None,
             peer_advertised_addr: None,
+            peer_allow_plaintext: false,
         }
     }
 }

@@ -6,7 +6,18 @@ use floe_metadata::{Metadata, RemoteMetadata};
 use crate::cli::AgentArgs;
 
 pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
-    super::install_metadata_tls(&args.tls)?;
+    let tls = super::install_metadata_tls(&args.tls)?;
+    if let Some(peer) = args.placement.peer_addr
+        && !tls
+        && !args.placement.peer_allow_plaintext
+        && !peer.ip().is_loopback()
+    {
+        anyhow::bail!(
+            "--peer-addr {peer} is not a loopback address: give --metadata-tls-cert, --metadata-tls-key and \
+             --metadata-tls-ca (the peer listener uses the metadata identities), or --peer-allow-plaintext on a \
+             network nobody else reaches"
+        );
+    }
     if let Some(path) = &args.agent.operator_token_file {
         // Relayed with the operator commands the HTTP operator API proposes (over TLS only).
         floe_metadata::tls::install_operator_token(&super::read_operator_token(path)?)?;

@@ -203,3 +203,21 @@ def test_a_cold_read_across_many_small_objects_loads_the_next_ones_ahead(floe_fa
 
 def segment_objects_under(root) -> list[str]:
     return [f for _, _, files in os.walk(os.path.join(root, "segments")) for f in files]
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_listener_beyond_loopback_needs_tls_or_an_explicit_plaintext_flag(tmp_path):
+    """Found in review: an agent without metadata TLS served its peer listener in plaintext on any
+    address, so whoever reached it could read segment blocks. Now it refuses to start, as a
+    metadata node on a non-loopback address does, unless --peer-allow-plaintext says so."""
+    import subprocess
+
+    from conftest import FLOE_BIN
+    args = [FLOE_BIN, "agent", "--metadata", f"127.0.0.1:{free_port()}", "--object-store",
+            f"file://{tmp_path}/objects", "--kafka-addr", f"127.0.0.1:{free_port()}",
+            "--http-addr", f"127.0.0.1:{free_port()}", "--peer-addr", f"0.0.0.0:{free_port()}"]
+    try:
+        run = subprocess.run(args, capture_output=True, text=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("an agent with a plaintext peer listener on 0.0.0.0 started")
+    assert run.returncode != 0 and "--peer-allow-plaintext" in run.stderr, run.stderr[-2000:]

@@ -899,8 +899,10 @@ def test_agent_pools_are_all_roles_or_produce_and_jobs_beside_fetch():
 
 def test_fetch_agents_listen_for_peers_on_their_private_address_reachable_by_agents_only():
     unit = template("floe-agent.service.tftpl")
+    # Over the metadata TLS identities; plaintext only where the metadata port is plaintext too.
     assert "%{ if peer_port != 0 } --peer-addr 0.0.0.0:${peer_port} " \
-        "--peer-advertised-addr $${FLOE_PRIVATE_IP}:${peer_port}%{ endif }" in unit
+        "--peer-advertised-addr $${FLOE_PRIVATE_IP}:${peer_port}%{ if !metadata_mtls } --peer-allow-plaintext" \
+        "%{ endif }%{ endif }" in unit
     assert templatefile_args()["floe-agent.service.tftpl"]["peer_port"] == \
         'strcontains(each.value.roles, "fetch") ? local.peer_port : 0'
     assert "FLOE_PRIVATE_IP=$ipv4" in template("prepare-agent.sh.tftpl")
@@ -1303,12 +1305,13 @@ def flag_value(args: list[str], flag: str) -> str:
 def test_agent_start_command_in_each_security_mode(renders, mode):
     args = agent_args(renders, mode)
     assert args[:2] == ["/usr/local/bin/floe", "agent"]
-    # Every flag once, each followed by its value (--http-require-api-key takes none).
+    # Every flag once, each followed by its value (--http-require-api-key and
+    # --peer-allow-plaintext take none).
     flags, i = [], 2
     while i < len(args):
         assert args[i].startswith("--"), (args[i], args)
         flags.append(args[i])
-        i += 1 if args[i] == "--http-require-api-key" else 2
+        i += 1 if args[i] in ("--http-require-api-key", "--peer-allow-plaintext") else 2
     assert i == len(args) and len(flags) == len(set(flags)), args
     assert flag_value(args, "--node-id") == "${FLOE_NODE_ID}"
     assert flag_value(args, "--max-connections") == "10000"
@@ -1336,6 +1339,8 @@ def test_agent_start_command_in_each_security_mode(renders, mode):
             assert flag not in args, (mode, flag)
         else:
             assert flag_value(args, flag) == path, (mode, flag)
+    # The peer listener uses the same identities; plaintext only where they are off.
+    assert ("--peer-allow-plaintext" in args) == (mode == "no-metadata-mtls"), (mode, args)
     if mode == "agent-tls":
         assert flag_value(args, "--operator-token-file") == "/etc/floe/operator-token"
     else:
