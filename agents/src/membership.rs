@@ -31,8 +31,12 @@ pub const AGENT_SESSION: Duration = Duration::from_secs(10);
 /// Heartbeats proposed at once at most: a commit can take up to the propose deadline while the
 /// metadata service fails over, and later ticks must not wait for it (see [`heartbeat`]).
 const HEARTBEATS_IN_FLIGHT_MAX: usize = 8;
-/// How long other agents' mirrors are given to apply this agent's first heartbeat after its own
-/// mirror has: mirrors are pushed each commit, so this is a margin, not a guarantee.
+/// How long an announcing agent waits for every metadata node to apply its first heartbeat: a
+/// follower learns of a commit only with the leader's next message, and an agent mirroring it
+/// would list this agent that much later.
+const ANNOUNCE_NODES_PATIENCE: Duration = Duration::from_secs(5);
+/// How long other agents' mirrors are then given to receive it: nodes push each applied command
+/// at once, so this is a margin for the push, not a guarantee.
 const ANNOUNCE_SETTLE: Duration = Duration::from_millis(250);
 
 /// With the agent's profile once the cluster applies format 9, and its peer listener once it
@@ -53,7 +57,7 @@ fn heartbeat_command(agent: &Agent) -> Command {
     }
 }
 
-/// Returns once this agent's first heartbeat is committed (and applied by its own mirror), so
+/// Returns once this agent's first heartbeat is committed and applied by every metadata node, so
 /// that every agent's Metadata answer lists it before any client is told about it: librdkafka
 /// drops a broker that a Metadata answer leaves out, failing what it had in flight there.
 /// Retries while the metadata service is unavailable (an agent it cannot hear has nothing to
@@ -70,6 +74,10 @@ pub async fn announce(agent: &Agent) -> Result<(), floe_metadata::CommandError> 
                 backoff = (backoff * 2).min(HEARTBEAT_INTERVAL);
             }
         }
+    }
+    let behind = agent.metadata.wait_applied_by_every_node(ANNOUNCE_NODES_PATIENCE).await;
+    if !behind.is_empty() {
+        tracing::warn!(?behind, "metadata nodes have not applied this agent's first heartbeat; serving anyway");
     }
     tokio::time::sleep(ANNOUNCE_SETTLE).await;
     Ok(())

@@ -39,6 +39,10 @@ const MIRROR_BEHIND_AFTER: Duration = Duration::from_secs(2);
 const FIRST_COPY_PATIENCE: Duration = Duration::from_secs(10);
 /// How long [`RemoteMetadata::catch_up`] may take.
 const CATCH_UP_DEADLINE: Duration = Duration::from_secs(5);
+/// Time one node has to answer a status request.
+const STATUS_CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// Pause between asking the nodes behind for their applied index again.
+const APPLIED_POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How long `connect` waits for the first copy of the state.
 const FIRST_COPY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -200,6 +204,31 @@ impl RemoteMetadata {
             }
         }
         Err(NodeError::Unavailable(last_error))
+    }
+
+    /// Waits until every metadata node has applied what this mirror has, or `patience` runs
+    /// out; returns the nodes still behind (or unreachable) then. Change streams push each
+    /// applied command at once, so afterwards every agent's mirror, whichever node it follows,
+    /// shows it within a round trip.
+    pub async fn wait_applied_by_every_node(&self, patience: Duration) -> Vec<String> {
+        let index = *self.inner.applied.borrow();
+        let deadline = Instant::now() + patience;
+        let mut behind: Vec<&String> = self.inner.addrs.iter().collect();
+        loop {
+            let mut still = Vec::new();
+            for addr in behind {
+                let wait = deadline.saturating_duration_since(Instant::now()).min(STATUS_CALL_TIMEOUT);
+                match self.inner.pool.call(addr, &Request::Status, wait).await {
+                    Ok(Response::Status(status)) if status.applied_index.unwrap_or(0) >= index => {}
+                    _ => still.push(addr),
+                }
+            }
+            behind = still;
+            if behind.is_empty() || Instant::now() >= deadline {
+                return behind.into_iter().cloned().collect();
+            }
+            tokio::time::sleep(APPLIED_POLL_INTERVAL).await;
+        }
     }
 
     /// Sends a proposal to node `attempt % count`. With `hedge`, a node that has not answered

@@ -64,6 +64,16 @@ impl Metadata {
         }
     }
 
+    /// Waits until every metadata node has applied what this process sees, or `patience` runs
+    /// out; returns the nodes still behind then. A node in this process has nobody to wait for:
+    /// it serves the only agent that reads it.
+    pub async fn wait_applied_by_every_node(&self, patience: std::time::Duration) -> Vec<String> {
+        match self {
+            Self::Local(_) => Vec::new(),
+            Self::Remote(remote) => remote.wait_applied_by_every_node(patience).await,
+        }
+    }
+
     /// Whether this process holds the metadata leader, whose applied state no other copy is
     /// ahead of. A mirror, or a follower, may lag.
     pub fn is_leader(&self) -> bool {

@@ -20,9 +20,37 @@ def profiles(cluster, a) -> dict[int, tuple[str, str]]:
 
 
 def leaders(bootstrap, topic, client_id="roles-test"):
-    from confluent_kafka.admin import AdminClient
-    md = AdminClient({"bootstrap.servers": bootstrap, "client.id": client_id}).list_topics(topic, timeout=10)
-    return {p.leader for p in md.topics[topic].partitions.values()}, {b.id for b in md.brokers.values()}
+    """The partition leaders and the brokers of one agent's Metadata v12 answer, over a raw socket:
+    a client library may send its Metadata request to another broker than the one bootstrapped."""
+    import uuid
+    from helpers.kafka_wire import Writer, call
+    body = Writer().array([topic], lambda w, t: w.uuid(uuid.UUID(int=0)).string(t).tags())
+    r = call(bootstrap, 3, 12, body.boolean(False).boolean(False).tags(), client_id=client_id)
+    r.i32()  # throttle
+
+    def broker(r):
+        node, _host, _port, _rack = r.i32(), r.string(), r.i32(), r.string()
+        r.tags()
+        return node
+
+    def partition(r):
+        _error, _index, leader, _epoch = r.i16(), r.i32(), r.i32(), r.i32()
+        r.array(lambda r: r.i32()), r.array(lambda r: r.i32()), r.array(lambda r: r.i32())
+        r.tags()
+        return leader
+
+    def one_topic(r):
+        error, _name, _id, _internal = r.i16(), r.string(), r.uuid(), r.i8()
+        got = r.array(partition)
+        r.i32()  # authorized operations
+        r.tags()
+        assert error == 0, error
+        return got
+
+    brokers = r.array(broker)
+    r.string(), r.i32()  # cluster id, controller
+    (partitions,) = r.array(one_topic)
+    return set(partitions), set(brokers)
 
 
 def coordinator(bootstrap, key_type, key):

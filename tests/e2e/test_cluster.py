@@ -345,44 +345,57 @@ def _broker_ids(body: bytes) -> set[int]:
 
 
 @pytest.mark.timeout(120)
-def test_a_new_agent_is_listed_by_every_agent_before_it_answers_anyone(cluster):
+@pytest.mark.parametrize("paused", ["followers", "mirrored"])
+def test_a_new_agent_is_listed_by_every_agent_before_it_answers_anyone(cluster, paused):
     """librdkafka drops a broker that a Metadata answer leaves out. So from the first answer a new
-    agent gives, every other agent's Metadata must list it too. The two metadata followers are
-    paused for 3 s from the moment its port opens, so nothing commits meanwhile: an agent that
-    answered before its first heartbeat committed would be seen by no other agent."""
+    agent gives, every other agent's Metadata must list it too. From the moment its port opens,
+    for 3 s, either the two metadata followers are paused, so nothing commits meanwhile (an agent
+    that answered before its first heartbeat committed would be seen by no other agent), or the
+    node the other agents mirror is (node 1, the first they were given, whatever its role), while
+    the new agent talks to the others: an agent that answered once its heartbeat committed, but
+    before every node applied it, would be seen by no other agent."""
     import socket
     from conftest import Proc, free_port
     from test_bad_input import Conn, i32
     leader = cluster.leader()
-    followers = [m for i, m in cluster.meta.items() if i != leader]
+    if paused == "followers":
+        to_pause = [m for i, m in cluster.meta.items() if i != leader]
+        metadata_addrs = cluster.metadata_addrs
+    else:
+        assert cluster.metadata_addrs.startswith(f"127.0.0.1:{cluster.meta_ports[1]},"), "agents mirror node 1 first"
+        to_pause = [cluster.meta[1]]
+        metadata_addrs = ",".join(f"127.0.0.1:{cluster.meta_ports[i]}" for i in (2, 3, 1))
     kafka_port = free_port()
-    agent3 = Proc("agent3", ["agent", "--metadata", cluster.metadata_addrs,
+    agent3 = Proc("agent3", ["agent", "--metadata", metadata_addrs,
                              "--object-store", f"file://{cluster.tmp}/objects",
                              "--kafka-addr", f"127.0.0.1:{kafka_port}", "--http-addr", f"127.0.0.1:{free_port()}",
                              "--node-id", "3", "--zone", "a"], cluster.tmp)
+    paused_now = []
     try:
         agent3.start()
         # The listeners are bound before the agent's first heartbeat is proposed.
         wait_until(lambda: port_open(kafka_port), 30, "agent 3 listening", interval=0.001)
-        for m in followers:
+        for m in to_pause:
             os.kill(m.p.pid, signal.SIGSTOP)
+            paused_now.append(m)
         c = Conn(kafka_port)
         corr = c.request(3, 1, i32(0))
         c.sock.settimeout(3)
         try:
             early = c.response(corr)
+            from_old_early = {a: _metadata_broker_ids(cluster.kafka_ports[a]) for a in (1, 2)}
         except socket.timeout:
-            early = None
-        for m in followers:
+            early, from_old_early = None, None
+        for m in paused_now:
             os.kill(m.p.pid, signal.SIGCONT)
-        followers = []
+        paused_now = []
         c.sock.settimeout(30)
         from_new = _broker_ids(early if early is not None else c.response(corr))
         c.close()
-        from_old = {a: _metadata_broker_ids(cluster.kafka_ports[a]) for a in (1, 2)}
+        from_old = from_old_early or {a: _metadata_broker_ids(cluster.kafka_ports[a]) for a in (1, 2)}
         assert 3 in from_new
         assert from_old == {1: {1, 2, 3}, 2: {1, 2, 3}}, f"agent 3 answered {from_new}, the others {from_old}"
     finally:
-        for m in followers:
+        for m in paused_now:
             os.kill(m.p.pid, signal.SIGCONT)
         agent3.kill()

@@ -331,10 +331,10 @@ async fn a_node_behind_the_purged_log_catches_up_by_snapshot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_copy_arriving_after_its_sender_gave_up_is_refused_and_a_mirror_catches_up() {
+async fn a_copy_arriving_after_its_sender_gave_up_is_refused_and_a_mirror_catches_up_and_waits_for_every_node() {
     use crate::groups::{GroupError, GroupRequest};
     use crate::raft::network::{ConnectionPool, NotAfter, Request, Response};
-    let cluster = Cluster::start(3).await;
+    let mut cluster = Cluster::start(3).await;
     let leader = cluster.leader().await;
     cluster.nodes[&leader].ensure_initialized().await.expect("init");
     let (_, index) = cluster.nodes[&leader].propose_indexed(create("first")).await.expect("topic");
@@ -371,6 +371,19 @@ async fn a_copy_arriving_after_its_sender_gave_up_is_refused_and_a_mirror_catche
     mirror.catch_up().await.expect("the mirror catches up");
     assert!(*mirror.subscribe().borrow() >= index);
     assert!(mirror.read().topic_by_name("fresher").is_some());
+
+    // Once every node is said to have applied what the mirror has, each has; a node that is
+    // down is named.
+    mirror.propose(create("everywhere")).await.expect("topic");
+    let mirrored = *mirror.subscribe().borrow();
+    assert!(mirror.wait_applied_by_every_node(Duration::from_secs(10)).await.is_empty());
+    for (id, node) in &cluster.nodes {
+        assert!(*node.subscribe().borrow() >= mirrored, "node {id} is behind the mirror");
+    }
+    cluster.nodes.remove(&follower).expect("running").shutdown().await;
+    mirror.propose(create("without-one")).await.expect("topic");
+    let behind = mirror.wait_applied_by_every_node(Duration::from_millis(500)).await;
+    assert_eq!(behind, vec![cluster.peers[&follower].clone()]);
     for node in cluster.nodes.values() {
         node.shutdown().await;
     }

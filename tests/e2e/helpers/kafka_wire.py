@@ -106,10 +106,11 @@ class Reader:
             self.at += self.uvarint()
 
 
-def call(bootstrap: str, api_key: int, version: int, body: Writer, correlation: int = 7) -> Reader:
+def call(bootstrap: str, api_key: int, version: int, body: Writer, correlation: int = 7,
+         client_id: str = "e2e-wire") -> Reader:
     """Sends one request with header v2 and returns a Reader past the response header v1."""
     header = Writer().i16(api_key).i16(version).i32(correlation)
-    client = b"e2e-wire"
+    client = client_id.encode()
     header.out += struct.pack(">h", len(client)) + client
     header.tags()
     payload = bytes(header.out) + bytes(body.out)
