@@ -283,6 +283,15 @@ pub(crate) enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Links: source clusters mirrored here with identical offsets. Create one, see each mirror
+    /// partition's lag and the link's last error, promote it (its topics become writable), delete it.
+    Links {
+        /// Metadata nodes: HOST:PORT[,HOST:PORT...].
+        #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:9093")]
+        metadata: Vec<String>,
+        #[command(subcommand)]
+        action: LinksAction,
+    },
     /// Transactions: list them with their state and partitions, or abort a hanging one.
     Transactions {
         /// Metadata nodes: HOST:PORT[,HOST:PORT...].
@@ -294,6 +303,47 @@ pub(crate) enum AdminCommand {
         #[command(subcommand)]
         action: TransactionsAction,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LinksAction {
+    /// Every link with its state, error and lag (JSON).
+    List,
+    /// One link, with each mirror partition's log end here, the source's and the lag (JSON).
+    Status { name: String },
+    /// Creates a link (or changes the config of one that mirrors). Jobs agents start mirroring
+    /// matching topics at once, each source batch at its source offset.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// The source's bootstrap servers, HOST:PORT[,HOST:PORT...].
+        #[arg(long)]
+        source_bootstrap: String,
+        /// Source topics to mirror: a regular expression matching whole names.
+        #[arg(long)]
+        topics: String,
+        /// Groups whose committed offsets are copied (a regular expression); none by default.
+        #[arg(long)]
+        groups: Option<String>,
+        /// Connect to the source over TLS.
+        #[arg(long)]
+        source_tls: bool,
+        /// A PEM CA bundle for the source's certificates (default: the system's roots).
+        #[arg(long)]
+        source_ca_file: Option<std::path::PathBuf>,
+        /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password is read from stdin.
+        #[arg(long, requires = "source_sasl_username")]
+        source_sasl_mechanism: Option<String>,
+        #[arg(long, requires = "source_sasl_mechanism")]
+        source_sasl_username: Option<String>,
+        /// Keep the mirror topics' configs as they are here instead of following the source's.
+        #[arg(long)]
+        no_sync_configs: bool,
+    },
+    /// Stops a link and makes its topics writable: failover to this cluster.
+    Promote { name: String },
+    /// Deletes a link that mirrors no topic any more (promote it first).
+    Delete { name: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -56,6 +56,7 @@ pub struct AgentConfig {
     pub gc: crate::GcConfig,
     pub compaction: crate::CompactionConfig,
     pub tables: crate::TableJobConfig,
+    pub links: crate::links::LinkJobConfig,
     /// A fault to inject, for crash tests; `None` in production.
     pub fault: Option<Fault>,
     /// SASL on the Kafka listener; `None`: clients need not authenticate.
@@ -148,6 +149,7 @@ impl Agent {
         crate::metrics::register();
         crate::metrics::GroupLagCollector::register(metadata.clone());
         crate::metrics::TableLagCollector::register(metadata.clone());
+        crate::metrics::LinkLagCollector::register(metadata.clone());
         let auth_failures =
             floe_auth::failures::FailureLimiter::new(config.auth_failures_per_minute, Duration::from_secs(60));
         let quotas = crate::quotas::QuotaBuckets::default();
@@ -183,6 +185,7 @@ impl Agent {
         agent.jobs.spawn(|stop| crate::gc::run(weak(), agent.config.gc, stop));
         agent.jobs.spawn(|stop| crate::compaction::run(weak(), agent.config.compaction, stop));
         agent.jobs.spawn(|stop| crate::tables::run(weak(), agent.config.tables, stop));
+        agent.jobs.spawn(|stop| crate::links::run(weak(), agent.config.links, stop));
         agent.reporters.spawn_cancellable(crate::fetch::wakeups::run(weak()));
         agent.reporters.spawn(|stop| crate::usage::run(weak(), stop));
         agent.reporters.spawn(|stop| crate::load::run(weak(), agent.config.load_targets, stop));

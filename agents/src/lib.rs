@@ -11,6 +11,7 @@ pub mod fetch;
 pub mod gc;
 pub mod kafka;
 pub mod limits;
+pub mod links;
 pub mod load;
 pub mod membership;
 pub mod metrics;

@@ -81,6 +81,8 @@ pub const TABLE_READ_BYTES: usize = 8 * 1024 * 1024;
 pub const TABLE_BATCH_ROWS: usize = 65_536;
 /// Table topics `floe_table_lag_*` reports at most (one series each).
 pub const TABLE_LAG_SERIES_MAX: usize = 10_000;
+/// Mirror partitions `floe_link_lag_records` reports at most (one series each).
+pub const LINK_LAG_SERIES_MAX: usize = 10_000;
 /// Manifests a table lists before a commit merges them into one per partition spec (each
 /// commit adds one).
 pub const TABLE_MANIFESTS_MAX: usize = 16;

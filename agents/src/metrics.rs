@@ -490,6 +490,79 @@ impl prometheus::core::Collector for TableLagCollector {
         self.records.collect().into_iter().chain(self.seconds.collect()).collect()
     }
 }
+/// Link lag, computed from this agent's metadata mirror at each scrape: per mirror partition,
+/// the source's log end as the link's job last reported it minus the mirror's log end.
+#[derive(Debug)]
+pub struct LinkLagCollector {
+    metadata: floe_metadata::Metadata,
+    records: prometheus::IntGaugeVec,
+    scrape: std::sync::Mutex<()>,
+}
+
+impl LinkLagCollector {
+    fn new(metadata: floe_metadata::Metadata) -> Self {
+        let opts = prometheus::Opts::new(
+            "floe_link_lag_records",
+            "Records of a mirror partition the link has not mirrored yet, as of its last report",
+        );
+        Self {
+            metadata,
+            records: prometheus::IntGaugeVec::new(opts, &["link", "topic", "partition"])
+                .expect("valid metric definition"),
+            scrape: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// Registers a collector for `metadata` in the process-wide registry (once per process).
+    pub fn register(metadata: floe_metadata::Metadata) {
+        if let Err(e) = prometheus::register(Box::new(Self::new(metadata))) {
+            tracing::debug!(error = %e, "link lag collector already registered");
+        }
+    }
+}
+
+impl prometheus::core::Collector for LinkLagCollector {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.records.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        self.records.reset();
+        let state = self.metadata.read();
+        let mut series = 0usize;
+        for (name, link) in &state.links {
+            for ((topic_id, partition), source_end) in &link.source_ends {
+                if series >= crate::limits::LINK_LAG_SERIES_MAX {
+                    break;
+                }
+                let (Some(topic), Some(log)) = (state.topics.get(topic_id), state.partition(*topic_id, *partition))
+                else {
+                    continue;
+                };
+                let lag = source_end.saturating_sub(log.next_offset).max(0);
+                self.records.with_label_values(&[name.as_str(), topic.name.as_str(), &partition.to_string()]).set(lag);
+                series += 1;
+            }
+        }
+        self.records.collect()
+    }
+}
+
+/// Record bytes links wrote into mirror topics, by link.
+pub static LINK_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_link_mirrored_bytes_total",
+        "Record bytes links wrote into mirror topics",
+        &["link"]
+    )
+    .expect("unique")
+});
+/// Link rounds that failed (unreachable source, refused credentials, a refused commit), by link.
+pub static LINK_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!("floe_link_errors_total", "Link rounds that failed, by link", &["link"]).expect("unique")
+});
+
 /// Usage reports this agent proposed (each a numbered batch of per-tenant, per-minute counts).
 pub static USAGE_REPORTS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_usage_reports_total", "Usage reports this agent proposed to metadata").expect("unique")

@@ -1,6 +1,6 @@
-//! SCRAM-SHA-256 and SCRAM-SHA-512, server side, as Kafka clients speak them: no channel
-//! binding (`n,,`), optional extensions in the client-first message (ignored), no authzid
-//! other than the user itself.
+//! SCRAM-SHA-256 and SCRAM-SHA-512 as Kafka clients speak them: no channel binding (`n,,`),
+//! optional extensions in the client-first message (ignored), no authzid other than the user
+//! itself. The server side for Floe's listeners, the client side for links to other clusters.
 
 use aws_lc_rs::{constant_time, digest, hmac, pbkdf2, rand};
 use base64::Engine;
@@ -245,9 +245,139 @@ impl ScramServer {
     }
 }
 
+/// Most PBKDF2 iterations a server may ask of a client: a hostile server must not make a link
+/// spend seconds of CPU per connection.
+pub const CLIENT_ITERATIONS_MAX: u32 = 65_536;
+
+/// One client-side SCRAM exchange.
+#[derive(Debug)]
+pub struct ScramClient {
+    mechanism: ScramMechanism,
+    password: String,
+    client_first_bare: String,
+    nonce: String,
+    /// The server signature the server-final message must carry, once client-final was sent.
+    server_signature: Option<Vec<u8>>,
+}
+
+/// SCRAM's `saslname`: `,` as `=2C` and `=` as `=3D`.
+fn encode_name(name: &str) -> String {
+    name.replace('=', "=3D").replace(',', "=2C")
+}
+
+impl ScramClient {
+    /// Starts an exchange; returns it and the client-first message.
+    pub fn start(mechanism: ScramMechanism, user: &str, password: &str) -> Result<(Self, Vec<u8>), AuthError> {
+        let mut nonce = [0u8; NONCE_BYTES];
+        rand::fill(&mut nonce).map_err(|_| AuthError::Malformed("no randomness available"))?;
+        Ok(Self::with_nonce(mechanism, user, password, &B64.encode(nonce)))
+    }
+
+    fn with_nonce(mechanism: ScramMechanism, user: &str, password: &str, nonce: &str) -> (Self, Vec<u8>) {
+        let client_first_bare = format!("n={},r={nonce}", encode_name(user));
+        let first = format!("n,,{client_first_bare}").into_bytes();
+        let client = Self {
+            mechanism,
+            password: password.to_owned(),
+            client_first_bare,
+            nonce: nonce.to_owned(),
+            server_signature: None,
+        };
+        (client, first)
+    }
+
+    /// Takes the server-first message and answers with client-final.
+    pub fn server_first(&mut self, message: &[u8]) -> Result<Vec<u8>, AuthError> {
+        if self.server_signature.is_some() {
+            return Err(AuthError::Malformed("server-first message out of order"));
+        }
+        let message = std::str::from_utf8(message).map_err(|_| AuthError::Malformed("not UTF-8"))?;
+        if message.len() > MESSAGE_BYTES_MAX {
+            return Err(AuthError::Malformed("message too long"));
+        }
+        if attribute(message, 'e').is_some() {
+            return Err(AuthError::Failed);
+        }
+        let nonce = attribute(message, 'r').ok_or(AuthError::Malformed("no nonce"))?;
+        if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
+            return Err(AuthError::Malformed("the server's nonce does not extend ours"));
+        }
+        let salt = attribute(message, 's').and_then(|s| B64.decode(s).ok()).ok_or(AuthError::Malformed("no salt"))?;
+        let iterations: u32 =
+            attribute(message, 'i').and_then(|i| i.parse().ok()).ok_or(AuthError::Malformed("no iteration count"))?;
+        if iterations == 0 || iterations > CLIENT_ITERATIONS_MAX {
+            return Err(AuthError::Malformed("iteration count out of range"));
+        }
+        let m = self.mechanism;
+        let salted = salted_password(m, &self.password, &salt, iterations);
+        let credential = credential_from_salted(m, &salted, &salt, iterations);
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth_message = format!("{},{message},{without_proof}", self.client_first_bare);
+        let client_key = hmac(m, &salted, b"Client Key");
+        let signature = hmac(m, &credential.stored_key, auth_message.as_bytes());
+        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(k, s)| k ^ s).collect();
+        self.server_signature = Some(hmac(m, &credential.server_key, auth_message.as_bytes()));
+        Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
+    }
+
+    /// Checks the server-final message: the server proved it knows the credential.
+    pub fn server_final(&self, message: &[u8]) -> Result<(), AuthError> {
+        let expected =
+            self.server_signature.as_ref().ok_or(AuthError::Malformed("server-final message out of order"))?;
+        let message = std::str::from_utf8(message).map_err(|_| AuthError::Malformed("not UTF-8"))?;
+        if attribute(message, 'e').is_some() {
+            return Err(AuthError::Failed);
+        }
+        let verifier = attribute(message, 'v')
+            .and_then(|v| B64.decode(v).ok())
+            .ok_or(AuthError::Malformed("no server signature"))?;
+        constant_time::verify_slices_are_equal(&verifier, expected)
+            .map_err(|_| AuthError::Malformed("the server's signature is wrong"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 7677's SCRAM-SHA-256 example from the client's side, and against Floe's server with
+    /// a name that needs escaping.
+    #[test]
+    fn client_exchange_matches_rfc_7677_and_floes_server() {
+        let (mut client, first) =
+            ScramClient::with_nonce(ScramMechanism::Sha256, "user", "pencil", "rOprNGfwEbeRWgbNEkqO");
+        assert_eq!(first, b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+        let last = client
+            .server_first(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+            .expect("client-final");
+        assert_eq!(
+            String::from_utf8(last).expect("utf-8"),
+            "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+        );
+        client.server_final(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=").expect("the server is genuine");
+        assert!(client.server_final(b"v=AAAA").is_err());
+
+        for (password, ok) in [("s3cret", true), ("wrong", false)] {
+            let credential = derive_credential(ScramMechanism::Sha512, "s3cret", b"salt-salt-salt", 4096);
+            let (mut client, first) = ScramClient::start(ScramMechanism::Sha512, "a,b=c", password).expect("start");
+            let mut server = ScramServer::new(ScramMechanism::Sha512);
+            let server_first = server
+                .client_first(&first, |u| (u == "a,b=c").then(|| credential.clone()), |_| vec![1])
+                .expect("server-first");
+            let client_final = client.server_first(&server_first).expect("client-final");
+            match server.client_final(&client_final) {
+                Ok((user, server_final)) => {
+                    assert!(ok && user == "a,b=c");
+                    client.server_final(&server_final).expect("verified");
+                }
+                Err(e) => assert!(!ok, "{e}"),
+            }
+        }
+        let (mut client, _) = ScramClient::start(ScramMechanism::Sha256, "u", "p").expect("start");
+        assert!(client.server_first(b"r=someone-else,s=c2FsdA==,i=4096").is_err(), "a nonce not extending ours");
+        let (mut client, _) = ScramClient::with_nonce(ScramMechanism::Sha256, "u", "p", "abc");
+        assert!(client.server_first(b"r=abcdef,s=c2FsdA==,i=100000000").is_err(), "too many iterations");
+    }
 
     /// RFC 7677's SCRAM-SHA-256 example, end to end.
     #[test]

@@ -7,6 +7,7 @@ mod connections;
 mod error;
 mod extract;
 mod limits;
+pub mod links;
 mod metrics;
 mod produce;
 mod quotas;

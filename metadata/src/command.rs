@@ -338,6 +338,50 @@ pub enum Command {
         peer_addr: Option<String>,
         now_ms: i64,
     },
+    /// Creates a link, or replaces the config of one that still mirrors (format 11; operator
+    /// only). The proposer checked its patterns compile.
+    SetLink {
+        name: String,
+        config: crate::state::LinkConfig,
+        now_ms: i64,
+    },
+    /// Deletes a link that mirrors no topic (format 11; operator only).
+    DeleteLink {
+        name: String,
+    },
+    /// A link's job creates the mirror of a source topic (format 11).
+    CreateMirrorTopic {
+        link: String,
+        name: String,
+        topic_id: TopicId,
+        partition_count: i32,
+        configs: BTreeMap<String, String>,
+    },
+    /// A link's job grows a mirror topic to the source's partition count and, with
+    /// `configs`, sets the source's configs (format 11).
+    UpdateMirrorTopic {
+        link: String,
+        topic_id: TopicId,
+        partition_count: i32,
+        configs: Option<BTreeMap<String, String>>,
+    },
+    /// Source batches written at their source offsets (format 11); answered with
+    /// [`Outcome::Mirrored`].
+    MirrorCommit(crate::state::MirrorCommit),
+    /// What a link's job saw of its source: log ends, an error, deleted topics (format 11).
+    ReportLink(crate::state::LinkReport),
+    /// Stops a link and makes its topics writable (format 11; operator only).
+    PromoteLink {
+        name: String,
+        now_ms: i64,
+    },
+    /// A source group's committed offsets, copied by a link's job (format 11).
+    MirrorGroupOffsets {
+        link: String,
+        group_id: String,
+        offsets: Vec<crate::state::OffsetCommit>,
+        now_ms: i64,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -605,6 +649,8 @@ pub enum Outcome {
     /// Per operation of a [`Command::ShareUpdate`], in order: the records it acquired (empty for
     /// the other operations).
     ShareUpdated(Vec<Result<Vec<crate::state::AcquiredRange>, CommandError>>),
+    /// Per chunk of a [`Command::MirrorCommit`], in order: appended (`true`) or already there.
+    Mirrored(crate::state::MirroredChunks),
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;
@@ -693,6 +739,11 @@ pub enum CommandError {
     /// A share acknowledgement of records the member does not hold locked.
     #[error("invalid record state: {0}")]
     InvalidRecordState(String),
+    #[error("invalid link: {0}")]
+    InvalidLink(String),
+    /// A write to a mirror topic by anyone but its link.
+    #[error("the topic is a mirror of link {link:?}: it takes writes once the link is promoted")]
+    MirrorTopic { link: String },
 }
 
 impl Command {
@@ -714,6 +765,9 @@ impl Command {
                 | Command::RestoreState(_)
                 | Command::InitCluster { .. }
                 | Command::InitScramDecoyKey { .. }
+                | Command::SetLink { .. }
+                | Command::DeleteLink { .. }
+                | Command::PromoteLink { .. }
         )
     }
 }

@@ -46,10 +46,12 @@ pub use client::RemoteMetadata;
 /// - 9: agents' roles and agent groups (`State::agent_profiles`,
 ///   `Command::AgentHeartbeatWithProfile`).
 /// - 10: agents' peer listeners (`State::agent_peers`, `Command::AgentHeartbeatWithPeer`).
+/// - 11: links (`State::links`, `State::mirror_topics`, `Command::SetLink` and the commands
+///   after it).
 ///
 /// Older formats' states and chunk commits are read by `state::formats`; their other commands
 /// decode as they are.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).
@@ -84,4 +86,7 @@ pub use state::{
 pub use state::{
     HOUR_MS, MINUTE_MS, Meter, Meters, UsageEntry, UsageExport, UsageHour, UsageLedger, UsageReport, UsageSummary,
     add_meters, tenant_of_stored_name,
+};
+pub use state::{
+    LinkConfig, LinkRecord, LinkReport, LinkSasl, LinkState, MirrorChunk, MirrorCommit, MirrorTxnEvent, MirroredChunks,
 };

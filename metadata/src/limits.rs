@@ -144,3 +144,16 @@ pub const USAGE_REPORTER_FORGET_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// Tenants with their own series in per-tenant metrics a metadata node exports (those nearest
 /// their storage quotas), so a cluster of many tenants keeps a bounded scrape.
 pub const TENANT_SERIES_MAX: usize = 100;
+
+/// Links a cluster holds (format 11).
+pub const LINK_COUNT_MAX: usize = 100;
+/// A link's name.
+pub const LINK_NAME_BYTES_MAX: usize = 128;
+/// A link's bootstrap servers and each of its patterns.
+pub const LINK_FIELD_BYTES_MAX: usize = 4096;
+/// A link's CA bundle.
+pub const LINK_CA_BYTES_MAX: usize = 64 * 1024;
+/// The error a link's job reports.
+pub const LINK_ERROR_BYTES_MAX: usize = 1024;
+/// Transaction events of one mirrored chunk.
+pub const LINK_TXN_EVENTS_MAX: usize = 100_000;

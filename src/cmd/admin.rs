@@ -45,6 +45,7 @@ pub(crate) async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Transactions { metadata, json, action } => transactions(metadata, json, action).await?,
         AdminCommand::Tenants { metadata, action } => super::tenants::run(metadata, action).await?,
         AdminCommand::Tables { metadata, json } => tables(metadata, json).await?,
+        AdminCommand::Links { metadata, action } => links(metadata, action).await?,
         AdminCommand::Usage { metadata, tenant, from, to, granularity, json } => {
             usage(metadata, tenant, from, to, granularity, json).await?
         }
@@ -428,6 +429,81 @@ async fn usage(
     }
     if let Some(closed) = answer["closed_through"].as_str() {
         println!("(minutes closed through {closed}; later ones may still grow)");
+    }
+    Ok(())
+}
+
+async fn links(addrs: Vec<String>, action: crate::cli::LinksAction) -> anyhow::Result<()> {
+    use crate::cli::LinksAction;
+    use floe_gateway::links;
+    let metadata = RemoteMetadata::connect(addrs).await?;
+    let propose = |command: Command| {
+        let metadata = metadata.clone();
+        async move { metadata.propose(command).await.map_err(|e| anyhow::anyhow!("{e}")) }
+    };
+    let show = |name: Option<&str>| -> anyhow::Result<()> {
+        let mut listed = links::links_json(&metadata.read(), name);
+        let json = match name {
+            Some(name) => listed.pop().ok_or_else(|| anyhow::anyhow!("link {name:?} not found"))?,
+            None => serde_json::Value::Array(listed),
+        };
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        Ok(())
+    };
+    match action {
+        LinksAction::List => show(None)?,
+        LinksAction::Status { name } => show(Some(&name))?,
+        LinksAction::Create {
+            name,
+            source_bootstrap,
+            topics,
+            groups,
+            source_tls,
+            source_ca_file,
+            source_sasl_mechanism,
+            source_sasl_username,
+            no_sync_configs,
+        } => {
+            let source_ca_pem = match source_ca_file {
+                Some(path) => Some(
+                    std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?,
+                ),
+                None => None,
+            };
+            let source_sasl_password = match source_sasl_mechanism {
+                Some(_) => {
+                    let mut password = String::new();
+                    std::io::stdin()
+                        .read_line(&mut password)
+                        .map_err(|e| anyhow::anyhow!("reading the source password from stdin: {e}"))?;
+                    Some(password.trim_end_matches(['\r', '\n']).to_owned())
+                }
+                None => None,
+            };
+            let request = links::LinkRequest {
+                name: name.clone(),
+                source_bootstrap,
+                topics,
+                groups,
+                source_tls,
+                source_ca_pem,
+                source_sasl_mechanism,
+                source_sasl_username,
+                source_sasl_password,
+                sync_configs: !no_sync_configs,
+            };
+            let command = links::set_link_command(request, floe_metadata::now_ms()).map_err(|e| anyhow::anyhow!(e))?;
+            propose(command).await?;
+            show(Some(&name))?;
+        }
+        LinksAction::Promote { name } => {
+            propose(Command::PromoteLink { name: name.clone(), now_ms: floe_metadata::now_ms() }).await?;
+            show(Some(&name))?;
+        }
+        LinksAction::Delete { name } => {
+            propose(Command::DeleteLink { name: name.clone() }).await?;
+            println!("link {name} deleted");
+        }
     }
     Ok(())
 }

@@ -118,6 +118,7 @@ pub(crate) async fn run(
             interval: Duration::from_millis(500),
             commit_delay: Duration::from_millis(options.test_table_commit_delay_ms),
         },
+        links: floe_agent::links::LinkJobConfig::default(),
         fault: options.fault,
         sasl: (!options.sasl_mechanisms.is_empty()).then(|| floe_agent::kafka::sasl::SaslConfig {
             mechanisms: options.sasl_mechanisms.clone(),

@@ -44,6 +44,7 @@ pub(super) fn for_produce(error: &ProduceError) -> ResponseError {
         ProduceError::InvalidRequiredAcks(_) => ResponseError::InvalidRequiredAcks,
         // Not retriable: waiting does not free space, retention or deletion does.
         ProduceError::StorageQuotaExceeded(_) => ResponseError::PolicyViolation,
+        ProduceError::MirrorTopic(_) => ResponseError::InvalidRequest,
         ProduceError::RecordsRefused {
             why: crate::produce::RecordRefusal::NoKey | crate::produce::RecordRefusal::Schema,
             ..
@@ -95,6 +96,9 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::OperationNotAttempted => ResponseError::OperationNotAttempted,
         CommandError::InvalidAcl(_) => ResponseError::InvalidRequest,
         CommandError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
+        // Not retriable: the topic takes no writes until its link is promoted.
+        CommandError::MirrorTopic { .. } => ResponseError::InvalidRequest,
+        CommandError::InvalidLink(_) => ResponseError::InvalidRequest,
         // This agent's metadata certificate does not allow the command: a deployment fault.
         CommandError::NotAuthorized(_) => {
             tracing::error!(error = %error, "the metadata port refused this agent's command");

@@ -91,6 +91,9 @@ pub enum ProduceError {
     TransactionalIdRequired,
     #[error("{0}")]
     StorageQuotaExceeded(String),
+    /// The topic mirrors another cluster through a link: it takes no writes until promoted.
+    #[error("topic is a mirror of link {0:?}; it takes writes once the link is promoted")]
+    MirrorTopic(String),
     /// Some records of the batches are refused, and with them the whole request's partition;
     /// each is named by its index among the partition's records.
     #[error("{} of the records refused: {}", .records.len(), .records.first().map_or("", |r| r.message.as_str()))]

@@ -1,4 +1,4 @@
-//! The operator API: tenants, their SASL users and HTTP API keys, under `/v1/admin`. Served
+//! The operator API: tenants, their SASL users and HTTP API keys, and links, under `/v1/admin`. Served
 //! only with `--operator-token-file`, and every request must carry that token
 //! (`Authorization: Bearer <token>`); failures count toward the per-source limit on failed
 //! authentication. The commands are the ones `floe admin tenants` proposes.
@@ -56,6 +56,9 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/cluster", get(cluster))
         .route("/v1/admin/usage", get(usage))
         .route("/v1/admin/usage/exports", post(export_usage))
+        .route("/v1/admin/links", get(list_links).post(set_link))
+        .route("/v1/admin/links/{name}", get(show_link).delete(delete_link))
+        .route("/v1/admin/links/{name}/promote", post(promote_link))
         .layer(axum::middleware::from_fn_with_state((agent.clone(), Arc::new(token)), require_operator))
         .with_state(agent)
 }
@@ -97,6 +100,10 @@ fn command_error(e: NodeError) -> HttpError {
         }
         NodeError::Rejected(CommandError::InvalidCredential(why)) => HttpError::new(StatusCode::CONFLICT, why),
         NodeError::Rejected(CommandError::LimitReached(why)) => HttpError::unprocessable(why),
+        NodeError::Rejected(CommandError::InvalidLink(why)) if why.starts_with("no link named") => {
+            HttpError::not_found(why)
+        }
+        NodeError::Rejected(CommandError::InvalidLink(why)) => HttpError::new(StatusCode::CONFLICT, why),
         NodeError::Rejected(e) => HttpError::bad_request(e.to_string()),
         other => HttpError::unavailable(format!("metadata unavailable: {other}")),
     }
@@ -104,6 +111,47 @@ fn command_error(e: NodeError) -> HttpError {
 
 async fn propose(agent: &Agent, command: Command) -> Result<(), HttpError> {
     agent.metadata.propose(command).await.map(drop).map_err(command_error)
+}
+
+async fn list_links(State(agent): State<Arc<Agent>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "links": crate::links::links_json(&agent.metadata.read(), None) }))
+}
+
+async fn show_link(
+    State(agent): State<Arc<Agent>>,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, HttpError> {
+    let mut found = crate::links::links_json(&agent.metadata.read(), Some(&name));
+    found.pop().map(Json).ok_or_else(|| HttpError::not_found(format!("link {name:?} not found")))
+}
+
+/// Creates a link, or replaces the config of one that still mirrors.
+async fn set_link(
+    State(agent): State<Arc<Agent>>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<Response, HttpError> {
+    let request: crate::links::LinkRequest = json_body(&headers, &body)?;
+    let name = request.name.clone();
+    let command = crate::links::set_link_command(request, floe_metadata::now_ms()).map_err(HttpError::bad_request)?;
+    propose(&agent, command).await?;
+    let shown = crate::links::links_json(&agent.metadata.read(), Some(&name)).pop().unwrap_or_default();
+    Ok((StatusCode::CREATED, Json(shown)).into_response())
+}
+
+async fn delete_link(State(agent): State<Arc<Agent>>, Path(name): Path<String>) -> Result<StatusCode, HttpError> {
+    propose(&agent, Command::DeleteLink { name }).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stops a link and makes its topics writable.
+async fn promote_link(
+    State(agent): State<Arc<Agent>>,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, HttpError> {
+    propose(&agent, Command::PromoteLink { name: name.clone(), now_ms: floe_metadata::now_ms() }).await?;
+    let shown = crate::links::links_json(&agent.metadata.read(), Some(&name)).pop().unwrap_or_default();
+    Ok(Json(shown))
 }
 
 /// What `/v1/cluster` shows, for the operator (who has no API key): metadata nodes, agents

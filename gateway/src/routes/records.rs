@@ -73,6 +73,12 @@ fn target(agent: &Agent, cluster: &str, scope: Scope, topic: &str) -> Result<Tar
         // A quota, so 429; retrying helps only once retention or deletion frees space.
         return Err(HttpError::new(StatusCode::TOO_MANY_REQUESTS, why).with_retry_after(60));
     }
+    if let Some(link) = agent.metadata.read().mirror_link(resolved.topic_id) {
+        return Err(HttpError::new(
+            StatusCode::CONFLICT,
+            format!("topic {topic:?} is a mirror of link {link:?}; it takes writes once the link is promoted"),
+        ));
+    }
     Ok(Target { cluster_id, topic: resolved, shown: topic.to_owned(), scope })
 }
 

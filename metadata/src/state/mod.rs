@@ -12,6 +12,7 @@ mod group_configs;
 mod groups;
 mod idempotency;
 mod jobs;
+mod links;
 mod offsets;
 mod registry;
 mod retention;
@@ -29,6 +30,9 @@ pub use groups::{
 
 pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
+pub use links::{
+    LinkConfig, LinkRecord, LinkReport, LinkSasl, LinkState, MirrorChunk, MirrorCommit, MirrorTxnEvent, MirroredChunks,
+};
 pub use registry::{
     Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,
     SchemaRecord, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, SubjectRecord, SubjectVersion,
@@ -143,6 +147,11 @@ pub struct State {
     pub agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
     /// Agents' peer listeners (format 10), for agents that have one; forgotten with the agent.
     pub agent_peers: BTreeMap<i32, String>,
+    /// Links by name (format 11): source clusters mirrored here with identical offsets.
+    pub links: BTreeMap<String, LinkRecord>,
+    /// Mirror topics and the link that writes them (format 11); a topic leaves this map when its
+    /// link is promoted or the topic is deleted.
+    pub mirror_topics: BTreeMap<TopicId, String>,
 }
 
 /// An agent's last load report.
@@ -311,10 +320,19 @@ impl State {
                 self.create_topic(name, topic_id, partition_count, configs)
             }
             Command::DeleteTopic { name } => self.delete_topic(&name),
-            Command::CreatePartitions { name, partition_count } => self.create_partitions(&name, partition_count),
-            Command::SetTopicConfigs { name, configs } => self.set_topic_configs(&name, configs),
+            Command::CreatePartitions { name, partition_count } => {
+                self.refuse_mirror_by_name(&name)?;
+                self.create_partitions(&name, partition_count)
+            }
+            Command::SetTopicConfigs { name, configs } => {
+                self.refuse_mirror_by_name(&name)?;
+                self.set_topic_configs(&name, configs)
+            }
             Command::CommitSegment(commit) => self.commit_segment(commit),
-            Command::DeleteRecords { topic_id, partition, offset } => self.delete_records(topic_id, partition, offset),
+            Command::DeleteRecords { topic_id, partition, offset } => {
+                self.refuse_mirror(topic_id)?;
+                self.delete_records(topic_id, partition, offset)
+            }
             Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
             Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, None, None, now_ms),
             Command::AgentHeartbeatWithProfile { agent, profile, now_ms } => {
@@ -447,6 +465,20 @@ impl State {
                     )));
                 }
                 Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
+            }
+            Command::SetLink { name, config, now_ms } => self.set_link(name, config, now_ms),
+            Command::DeleteLink { name } => self.delete_link(&name),
+            Command::CreateMirrorTopic { link, name, topic_id, partition_count, configs } => {
+                self.create_mirror_topic(link, name, topic_id, partition_count, configs)
+            }
+            Command::UpdateMirrorTopic { link, topic_id, partition_count, configs } => {
+                self.update_mirror_topic(&link, topic_id, partition_count, configs)
+            }
+            Command::MirrorCommit(commit) => self.mirror_commit(commit),
+            Command::ReportLink(report) => self.report_link(report),
+            Command::PromoteLink { name, now_ms } => self.promote_link(&name, now_ms),
+            Command::MirrorGroupOffsets { link, group_id, offsets, now_ms } => {
+                self.mirror_group_offsets(&link, &group_id, offsets, now_ms)
             }
         }
     }

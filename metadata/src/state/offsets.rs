@@ -54,6 +54,10 @@ impl State {
                 results.push(Err(CommandError::UnknownTopicOrPartition));
                 continue;
             }
+            if let Err(e) = self.refuse_mirror(chunk.topic_id) {
+                results.push(Err(e));
+                continue;
+            }
             if let Some(producer) = chunk.producer {
                 match self.admit_producer_chunk(&chunk, producer) {
                     Ok(Admission::Append) => {}

@@ -110,11 +110,14 @@ pub(crate) fn check_invariants(state: &State) {
             assert_eq!(index_bytes, p.index_bytes, "the partition's size is its chunks' bytes");
             for (producer_id, first) in &p.open_transactions {
                 assert!(*first < p.next_offset, "an open transaction starts at a written offset");
-                let ongoing = state.transactions.values().any(|t| {
-                    t.producer_id == *producer_id
-                        && t.state == TxnState::Ongoing
-                        && t.partitions.iter().any(|(t, _)| t == id)
-                });
+                // A mirror topic's transactions are the source's: ended by its markers, or aborted
+                // when the link is promoted.
+                let ongoing = state.mirror_topics.contains_key(id)
+                    || state.transactions.values().any(|t| {
+                        t.producer_id == *producer_id
+                            && t.state == TxnState::Ongoing
+                            && t.partitions.iter().any(|(t, _)| t == id)
+                    });
                 assert!(ongoing, "partition holds an open transaction of producer {producer_id} that is not ongoing");
             }
             assert!(p.last_stable_offset() <= p.next_offset);
@@ -125,6 +128,13 @@ pub(crate) fn check_invariants(state: &State) {
                 last_marker = a.last_offset;
             }
         }
+    }
+    for (topic_id, link) in &state.mirror_topics {
+        assert!(state.topics.contains_key(topic_id), "a mirror topic outlived its topic");
+        assert!(
+            state.links.get(link).is_some_and(|l| l.state == LinkState::Mirroring),
+            "mirror topic of a missing or promoted link"
+        );
     }
     for (id, count) in &references {
         assert_eq!(
@@ -1245,33 +1255,119 @@ fn golden_profile(roles: &str, group: &str) -> crate::command::AgentProfile {
     crate::command::AgentProfile { roles: roles.parse().expect("roles"), group: group.into() }
 }
 
-/// The persisted formats as of format 10 (the current one): the archive's state and command
+fn golden_commands_through_format_10() -> Vec<Command> {
+    let mut commands = golden_commands_through_format_9();
+    // Format 10: peer listeners: two agents name theirs, one drops it, one leaves.
+    let beat = |agent_id, peer: Option<&str>, now_ms| Command::AgentHeartbeatWithPeer {
+        agent: golden_agent(agent_id),
+        profile: golden_profile("fetch", ""),
+        peer_addr: peer.map(str::to_owned),
+        now_ms,
+    };
+    commands.extend([
+        Command::SetFormat { format: 10 },
+        beat(21, Some("10.0.0.21:9096"), 60_000),
+        beat(22, Some("[fd00::22]:9096"), 60_000),
+        beat(23, Some("10.0.0.23:9096"), 60_000),
+        beat(22, None, 61_000),
+        Command::AgentLeave { agent_id: 23, now_ms: 62_000 },
+    ]);
+    commands
+}
+
+/// Format 11's commands: a link with SASL that mirrors a topic with a gap and a source
+/// transaction, copies a group's offsets and reports; a second link promoted and deleted.
+fn golden_link_commands() -> Vec<Command> {
+    use crate::state::{LinkConfig, LinkReport, LinkSasl, MirrorChunk, MirrorCommit, MirrorTxnEvent};
+    // Not of `topic_id`'s pattern, which the commands before use.
+    let mirrored_id = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+    let config = |topics: &str| LinkConfig {
+        bootstrap: "kafka-a.example:9092,kafka-b.example:9092".into(),
+        tls: true,
+        tls_ca_pem: Some("-----BEGIN CERTIFICATE-----\nZ29sZGVu\n-----END CERTIFICATE-----\n".into()),
+        sasl: Some(LinkSasl { mechanism: "SCRAM-SHA-512".into(), username: "mirror".into(), password: "pw".into() }),
+        topics: topics.into(),
+        groups: Some("app-.*".into()),
+        sync_configs: true,
+    };
+    let chunk = |base_offset, last_offset, transactions| MirrorChunk {
+        topic_id: mirrored_id,
+        partition: 0,
+        byte_start: 0,
+        byte_len: 200,
+        crc32c: 0x1234_5678,
+        base_offset,
+        last_offset,
+        timestamp_max: 70_000 + last_offset,
+        record_count: 9,
+        transactions,
+    };
+    let commit = |key: &str, chunk| {
+        Command::MirrorCommit(MirrorCommit {
+            link: "east".into(),
+            key: key.into(),
+            object_bytes: 224,
+            chunks: vec![chunk],
+        })
+    };
+    let offsets = vec![OffsetCommit {
+        topic: "mirrored".into(),
+        partition: 0,
+        offset: 12,
+        leader_epoch: -1,
+        metadata: "m".into(),
+    }];
+    vec![
+        Command::SetFormat { format: 11 },
+        Command::SetLink { name: "east".into(), config: config("mirrored|other"), now_ms: 70_000 },
+        Command::CreateMirrorTopic {
+            link: "east".into(),
+            name: "mirrored".into(),
+            topic_id: mirrored_id,
+            partition_count: 1,
+            configs: [("retention.ms".to_owned(), "86400000".to_owned())].into(),
+        },
+        commit("links/east/1", chunk(100, 109, vec![MirrorTxnEvent::Data { producer_id: 77, offset: 105 }])),
+        commit(
+            "links/east/2",
+            chunk(
+                115,
+                120,
+                vec![MirrorTxnEvent::Marker { producer_id: 77, producer_epoch: 2, offset: 115, commit: false }],
+            ),
+        ),
+        Command::UpdateMirrorTopic { link: "east".into(), topic_id: mirrored_id, partition_count: 2, configs: None },
+        Command::MirrorGroupOffsets { link: "east".into(), group_id: "app-1".into(), offsets, now_ms: 70_100 },
+        Command::ReportLink(LinkReport {
+            link: "east".into(),
+            source_ends: vec![(mirrored_id, 0, 130), (mirrored_id, 1, 0)],
+            error: Some("source broker kafka-b.example:9092 unreachable".into()),
+            deleted_at_source: vec!["gone".into()],
+            now_ms: 70_200,
+        }),
+        Command::SetLink { name: "west".into(), config: config("w.*"), now_ms: 70_300 },
+        Command::PromoteLink { name: "west".into(), now_ms: 70_400 },
+        Command::SetLink { name: "south".into(), config: config("s.*"), now_ms: 70_500 },
+        Command::DeleteLink { name: "south".into() },
+    ]
+}
+
+/// The persisted formats as of format 11 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_10_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v10.snap"), golden_dir().join("commands-v10.cmds"));
+fn golden_files_of_format_11_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v11.snap"), golden_dir().join("commands-v11.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let mut commands = golden_commands_through_format_9();
-        // Format 10: peer listeners: two agents name theirs, one drops it, one leaves.
-        let beat = |agent_id, peer: Option<&str>, now_ms| Command::AgentHeartbeatWithPeer {
-            agent: golden_agent(agent_id),
-            profile: golden_profile("fetch", ""),
-            peer_addr: peer.map(str::to_owned),
-            now_ms,
-        };
-        commands.extend([
-            Command::SetFormat { format: 10 },
-            beat(21, Some("10.0.0.21:9096"), 60_000),
-            beat(22, Some("[fd00::22]:9096"), 60_000),
-            beat(23, Some("10.0.0.23:9096"), 60_000),
-            beat(22, None, 61_000),
-            Command::AgentLeave { agent_id: 23, now_ms: 62_000 },
-        ]);
-        let (state, _) = run(commands.clone());
+        let mut commands = golden_commands_through_format_10();
+        commands.extend(golden_link_commands());
+        let (state, outcomes) = run(commands.clone());
+        let links = &outcomes[outcomes.len() - golden_link_commands().len()..];
+        let failed: Vec<_> = links.iter().zip(golden_link_commands()).filter(|(o, _)| o.is_err()).collect();
+        assert!(failed.is_empty(), "every link command applies: {failed:?}");
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
         std::fs::write(&state_path, crate::archive::encode_state(&state).expect("encode")).expect("write");
@@ -1279,16 +1375,39 @@ fn golden_files_of_format_10_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 11 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 11 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 11 state encodes differently");
+    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 11 commands encode differently");
+    let mirrored = state.topic_by_name("mirrored").expect("the mirror topic");
+    assert!(
+        state.format == 11
+            && state.links.len() == 2
+            && state.mirror_link(mirrored.topic_id) == Some("east")
+            && mirrored.partitions[0].next_offset == 121
+            && mirrored.partitions[0].aborted_transactions.len() == 1
+            && state.links["east"].error.is_some()
+            && state.agent_peer(21) == Some("10.0.0.21:9096"),
+        "a varied state: {:?} links",
+        state.links,
+    );
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 11 commands gives another state");
+}
+
+/// Format 10's files (before links): its state reads with none, and its commands, a prefix of
+/// today's, replay to that state.
+#[test]
+fn golden_files_of_format_10_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v10.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v10.cmds")).expect("the golden command file");
     let state = crate::archive::decode_state(&state_bytes).expect("format 10 state no longer decodes");
     let log = crate::archive::decode_log(&log_bytes).expect("format 10 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 10 state encodes differently");
-    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 10 commands encode differently");
+    assert!(state.links.is_empty() && state.mirror_topics.is_empty());
     assert!(
-        state.format == 10
-            && state.agent_peers.len() == 1
-            && state.agent_peer(21) == Some("10.0.0.21:9096")
-            && state.agent_profile(11) == golden_profile("fetch", "edge"),
+        state.format == 10 && state.agent_peers.len() == 1 && state.agent_peer(21) == Some("10.0.0.21:9096"),
         "a varied state: {:?} agent peers",
         state.agent_peers,
     );

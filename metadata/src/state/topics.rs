@@ -115,6 +115,7 @@ impl State {
         self.forget_topic_producers(topic_id);
         self.tables.remove(&topic_id);
         self.forget_topic_share_partitions(topic_id);
+        self.mirror_topics.remove(&topic_id);
         Ok(Outcome::Done)
     }
 

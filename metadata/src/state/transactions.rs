@@ -462,6 +462,9 @@ impl State {
         now_ms: i64,
     ) -> Result<Outcome, CommandError> {
         let known: Vec<bool> = partitions.iter().map(|(t, p)| self.partition(*t, *p).is_some()).collect();
+        if let Some((topic_id, _)) = partitions.iter().find(|(t, _)| self.mirror_link(*t).is_some()) {
+            self.refuse_mirror(*topic_id)?;
+        }
         let txn = self.current_txn(id, producer)?;
         if known.iter().any(|k| !k) {
             return Ok(Outcome::PartitionsAdded(

@@ -135,17 +135,23 @@ fn validate_request(agent: &Agent, version: i16, request: &ProduceRequest, now_m
             } else {
                 state.topic_by_name(topic.name.as_str())
             };
-            let over_quota = resolved.and_then(|t| state.storage_quota_exceeded(&t.name));
+            // A topic over its tenant's storage quota, or a mirror topic, takes no writes.
+            let refused = resolved.and_then(|t| {
+                state
+                    .storage_quota_exceeded(&t.name)
+                    .map(ProduceError::StorageQuotaExceeded)
+                    .or_else(|| state.mirror_link(t.topic_id).map(|link| ProduceError::MirrorTopic(link.to_owned())))
+            });
             let mut slots = Vec::with_capacity(topic.partition_data.len());
             for partition in &topic.partition_data {
-                let slot = match (resolved, &over_quota) {
+                let slot = match (resolved, &refused) {
                     _ if !matches!(acks, -1..=1) => failed(&ProduceError::InvalidRequiredAcks(acks)),
                     (None, _) if version >= 13 => Slot::Failed(code::UNKNOWN_TOPIC_ID, "unknown topic id".into()),
                     (None, _) => failed(&ProduceError::UnknownTopicOrPartition),
                     (Some(t), _) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
                         failed(&ProduceError::UnknownTopicOrPartition)
                     }
-                    (Some(_), Some(why)) => failed(&ProduceError::StorageQuotaExceeded(why.clone())),
+                    (Some(_), Some(why)) => failed(why),
                     (Some(t), None) => {
                         let policy = TopicPolicy::for_topic(&state, t);
                         let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());

@@ -4,6 +4,7 @@
 //! state, needs to know which format it is read in ([`decoding`]).
 
 mod v1;
+mod v10;
 mod v2;
 mod v4;
 mod v5;
@@ -54,6 +55,7 @@ impl<'de> Deserialize<'de> for Versioned {
             7 => State::from(v7::StateV7::deserialize(d)?),
             8 => State::from(v8::StateV8::deserialize(d)?),
             9 => State::from(v9::StateV9::deserialize(d)?),
+            10 => State::from(v10::StateV10::deserialize(d)?),
             _ => State::deserialize(d)?,
         };
         Ok(Self(state))

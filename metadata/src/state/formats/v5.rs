@@ -78,6 +78,8 @@ impl From<StateV5> for State {
             format: 0,
             agent_profiles: BTreeMap::new(),
             agent_peers: BTreeMap::new(),
+            links: BTreeMap::new(),
+            mirror_topics: BTreeMap::new(),
         }
     }
 }

@@ -82,6 +82,8 @@ impl From<StateV7> for State {
             format: 0,
             agent_profiles: BTreeMap::new(),
             agent_peers: BTreeMap::new(),
+            links: BTreeMap::new(),
+            mirror_topics: BTreeMap::new(),
         }
     }
 }

@@ -84,6 +84,8 @@ impl From<StateV8> for State {
             format: v8.format,
             agent_profiles: BTreeMap::new(),
             agent_peers: BTreeMap::new(),
+            links: BTreeMap::new(),
+            mirror_topics: BTreeMap::new(),
         }
     }
 }

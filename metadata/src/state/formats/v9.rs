@@ -85,6 +85,8 @@ impl From<StateV9> for State {
             format: v9.format,
             agent_profiles: v9.agent_profiles,
             agent_peers: BTreeMap::new(),
+            links: BTreeMap::new(),
+            mirror_topics: BTreeMap::new(),
         }
     }
 }

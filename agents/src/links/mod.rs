@@ -1,0 +1,338 @@
+//! Links: the job that mirrors a source cluster into mirror topics here, each source batch at
+//! its source offset, run by the agent holding the job lease.
+//!
+//! A round per link: refresh the source's topics (creating, growing and configuring mirror
+//! topics), fetch from each mirror partition's log end, write what came back into one object
+//! and commit it with `MirrorCommit`, then report the source's log ends and copy group offsets
+//! now and then. Progress is the mirror partitions' log ends, committed with the data: a job
+//! that crashes after its commit reads on from there, one that crashes before it wrote an
+//! object nothing refers to (collected as an orphan), so no batch is skipped or written twice.
+
+mod source;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe_metadata::tasks::sleep_unless_stopped;
+use floe_metadata::{Command, LinkConfig, LinkReport, LinkState, MirrorChunk, MirrorCommit, Outcome, State, TopicId};
+use floe_storage::segment::ChunkStats;
+use floe_storage::{SegmentKey, SegmentWriter, TopicPartition};
+use tokio_util::sync::CancellationToken;
+
+use crate::Agent;
+pub use source::{LinkBatches, link_batches};
+
+/// How the link job runs.
+#[derive(Clone, Copy, Debug)]
+pub struct LinkJobConfig {
+    /// Pause between rounds when a round brought nothing.
+    pub idle_interval: Duration,
+    /// How long a fetch waits at the source for new data.
+    pub fetch_max_wait: Duration,
+    /// Bytes asked per partition and fetch.
+    pub partition_max_bytes: i32,
+}
+
+impl Default for LinkJobConfig {
+    fn default() -> Self {
+        Self {
+            idle_interval: Duration::from_millis(200),
+            fetch_max_wait: Duration::from_millis(500),
+            partition_max_bytes: 1 << 20,
+        }
+    }
+}
+
+/// How often a link rereads the source's topics, reports and copies group offsets.
+const REFRESH_EVERY: Duration = Duration::from_secs(5);
+/// Pause after a link failed before it tries its source again.
+const RETRY_AFTER: Duration = Duration::from_secs(2);
+/// How often the job renews its hold on the job lease (which lasts 90 s): a proposal each
+/// round would load the metadata service for nothing.
+const LEASE_CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// One link's connection and timers, kept across rounds.
+struct LinkWorker {
+    config: LinkConfig,
+    source: Option<floe_kafka_client::SourceCluster>,
+    /// Mirror topics by source name, with the source's partition leaders.
+    leaders: BTreeMap<String, Vec<floe_kafka_client::SourcePartition>>,
+    refreshed: Option<Instant>,
+    /// The source's log end of each partition, from the last fetches.
+    source_ends: BTreeMap<(TopicId, i32), i64>,
+    deleted_at_source: Vec<String>,
+    /// Where to read a partition from when the source no longer has its log end here (a gap).
+    positions: BTreeMap<(TopicId, i32), i64>,
+    failed_until: Option<Instant>,
+}
+
+impl LinkWorker {
+    fn new(config: LinkConfig) -> Self {
+        Self {
+            config,
+            source: None,
+            leaders: BTreeMap::new(),
+            refreshed: None,
+            source_ends: BTreeMap::new(),
+            deleted_at_source: Vec::new(),
+            positions: BTreeMap::new(),
+            failed_until: None,
+        }
+    }
+}
+
+/// Runs until `stop` (or the agent is dropped).
+pub(crate) async fn run(agent: Weak<Agent>, config: LinkJobConfig, stop: CancellationToken) {
+    let mut workers: HashMap<String, LinkWorker> = HashMap::new();
+    let mut pause = config.idle_interval;
+    let mut lease_checked: Option<Instant> = None;
+    while sleep_unless_stopped(&stop, pause).await {
+        pause = config.idle_interval;
+        let Some(agent) = agent.upgrade() else { return };
+        let links: Vec<(String, LinkConfig)> = {
+            let state = agent.metadata.read();
+            state
+                .links
+                .iter()
+                .filter(|(_, l)| l.state == LinkState::Mirroring)
+                .map(|(name, l)| (name.clone(), l.config.clone()))
+                .collect()
+        };
+        if links.is_empty() {
+            workers.clear();
+            lease_checked = None;
+            continue;
+        }
+        if lease_checked.is_none_or(|t| t.elapsed() >= LEASE_CHECK_EVERY) {
+            if !crate::gc::is_job_runner(&agent).await {
+                workers.clear();
+                lease_checked = None;
+                continue;
+            }
+            lease_checked = Some(Instant::now());
+        }
+        workers.retain(|name, w| links.iter().any(|(n, c)| n == name && *c == w.config));
+        for (name, link_config) in links {
+            let worker = workers.entry(name.clone()).or_insert_with(|| LinkWorker::new(link_config));
+            if worker.failed_until.is_some_and(|t| Instant::now() < t) {
+                continue;
+            }
+            match round(&agent, &name, worker, &config).await {
+                Ok(mirrored) => {
+                    worker.failed_until = None;
+                    if mirrored > 0 {
+                        // More may be waiting at the source: go on at once.
+                        pause = Duration::ZERO;
+                    }
+                }
+                Err(e) => {
+                    crate::metrics::LINK_ERRORS.with_label_values(&[&name]).inc();
+                    tracing::warn!(link = %name, error = %e, "link round failed");
+                    worker.source = None;
+                    worker.refreshed = None;
+                    worker.failed_until = Some(Instant::now() + RETRY_AFTER);
+                    report(&agent, &name, worker, Some(e)).await;
+                }
+            }
+        }
+    }
+}
+
+/// One round of one link; returns the bytes mirrored.
+async fn round(agent: &Agent, name: &str, worker: &mut LinkWorker, config: &LinkJobConfig) -> Result<u64, String> {
+    if worker.source.is_none() {
+        let source_config = source::source_config(&worker.config, agent.config.node_id);
+        let cluster = floe_kafka_client::SourceCluster::connect(source_config).await.map_err(|e| e.to_string())?;
+        worker.source = Some(cluster);
+    }
+    let due = worker.refreshed.is_none_or(|t| t.elapsed() >= REFRESH_EVERY);
+    if due {
+        source::refresh_topics(agent, name, worker).await?;
+        if worker.config.groups.is_some() {
+            source::copy_group_offsets(agent, name, worker).await?;
+        }
+        report(agent, name, worker, None).await;
+        worker.refreshed = Some(Instant::now());
+    }
+    mirror_once(agent, name, worker, config).await
+}
+
+/// Fetches from every mirror partition's log end and commits what came back as one object.
+async fn mirror_once(
+    agent: &Agent,
+    name: &str,
+    worker: &mut LinkWorker,
+    config: &LinkJobConfig,
+) -> Result<u64, String> {
+    // Where each mirror partition ends here, by source leader.
+    let mut by_leader: BTreeMap<i32, Vec<(String, i32, i64)>> = BTreeMap::new();
+    let mut topic_ids: BTreeMap<String, TopicId> = BTreeMap::new();
+    {
+        let state = agent.metadata.read();
+        for (topic, partitions) in &worker.leaders {
+            let Some(local) = state.topic_by_name(topic).filter(|t| state.mirror_link(t.topic_id) == Some(name)) else {
+                continue;
+            };
+            topic_ids.insert(topic.clone(), local.topic_id);
+            for p in partitions.iter().filter(|p| p.leader >= 0) {
+                let Some(log) = usize::try_from(p.index).ok().and_then(|i| local.partitions.get(i)) else { continue };
+                let skip_to = worker.positions.get(&(local.topic_id, p.index)).copied().unwrap_or(0);
+                by_leader.entry(p.leader).or_default().push((topic.clone(), p.index, log.next_offset.max(skip_to)));
+            }
+        }
+    }
+    let Some(source) = worker.source.as_mut() else { return Ok(0) };
+    let mut chunks: Vec<(TopicPartition, LinkBatches)> = Vec::new();
+    let mut stale_leaders = false;
+    for (leader, wants) in by_leader {
+        let fetched = source
+            .fetch(leader, &wants, config.partition_max_bytes, config.fetch_max_wait)
+            .await
+            .map_err(|e| e.to_string())?;
+        for part in fetched {
+            let Some(topic_id) = topic_ids.get(&part.topic).copied() else { continue };
+            let from = wants.iter().find(|(t, p, _)| *t == part.topic && *p == part.partition).map(|w| w.2);
+            let Some(from) = from else { continue };
+            match part.error_code {
+                0 => {}
+                // OFFSET_OUT_OF_RANGE: the source removed what was not mirrored yet (or its log
+                // was cut below ours); where it starts decides.
+                1 => {
+                    let to =
+                        source::position_after_out_of_range(source, &part.topic, part.partition, leader, from).await?;
+                    worker.positions.insert((topic_id, part.partition), to);
+                    continue;
+                }
+                // Leadership moved, or the topic is being recreated: reread the source's topics.
+                3 | 5 | 6 | 74 | 75 | 100 => {
+                    stale_leaders = true;
+                    continue;
+                }
+                code => {
+                    return Err(format!(
+                        "fetching {}-{} from the source: Kafka error {code}",
+                        part.topic, part.partition
+                    ));
+                }
+            }
+            worker.source_ends.insert((topic_id, part.partition), part.high_watermark);
+            let batches =
+                link_batches(&part.records, from).map_err(|e| format!("{}-{}: {e}", part.topic, part.partition))?;
+            if !batches.batches.is_empty() {
+                chunks.push((TopicPartition { topic_id, partition: part.partition }, batches));
+            }
+        }
+    }
+    if stale_leaders {
+        worker.refreshed = None;
+    }
+    if chunks.is_empty() {
+        return Ok(0);
+    }
+    commit(agent, name, chunks).await
+}
+
+/// Writes the chunks into one object and commits them at their source offsets.
+async fn commit(agent: &Agent, name: &str, chunks: Vec<(TopicPartition, LinkBatches)>) -> Result<u64, String> {
+    let mut writer = SegmentWriter::new();
+    let mut mirror_chunks = Vec::with_capacity(chunks.len());
+    let mut bytes = 0u64;
+    for (tp, batches) in chunks {
+        let stats = ChunkStats {
+            batch_count: u32::try_from(batches.batches.len()).unwrap_or(u32::MAX),
+            record_count: u32::try_from(batches.record_count).unwrap_or(u32::MAX),
+            timestamp_min: batches.timestamp_min,
+            timestamp_max: batches.timestamp_max,
+        };
+        let entry = *writer.push_chunk(tp, batches.batches.iter().cloned(), stats);
+        bytes += u64::from(entry.byte_len);
+        mirror_chunks.push(MirrorChunk {
+            topic_id: tp.topic_id,
+            partition: tp.partition,
+            byte_start: entry.byte_start,
+            byte_len: entry.byte_len,
+            crc32c: entry.crc32c,
+            base_offset: batches.base_offset,
+            last_offset: batches.last_offset,
+            timestamp_max: batches.timestamp_max,
+            record_count: batches.record_count,
+            transactions: batches.transactions,
+        });
+    }
+    let object = writer.finish();
+    let object_bytes = object.object_bytes;
+    let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
+    let key = SegmentKey::generate();
+    agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
+    agent.cache.insert_object(&key, &parts);
+    let command = Command::MirrorCommit(MirrorCommit {
+        link: name.to_owned(),
+        key: key.as_str().to_owned(),
+        object_bytes,
+        chunks: mirror_chunks,
+    });
+    match agent.metadata.propose(command).await {
+        Ok(Outcome::Mirrored(results)) => {
+            if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+                return Err(format!("the mirror commit was refused for a partition: {e}"));
+            }
+            crate::metrics::LINK_BYTES.with_label_values(&[name]).inc_by(bytes);
+            Ok(bytes)
+        }
+        Ok(other) => Err(format!("unexpected outcome of a mirror commit: {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Tells metadata what the link saw of its source; a failure to is only logged (the next
+/// round reports again).
+async fn report(agent: &Agent, name: &str, worker: &mut LinkWorker, error: Option<String>) {
+    let report = LinkReport {
+        link: name.to_owned(),
+        source_ends: worker.source_ends.iter().map(|((t, p), end)| (*t, *p, *end)).collect(),
+        error: error.map(|e| truncated(&e, floe_metadata::limits::LINK_ERROR_BYTES_MAX)),
+        deleted_at_source: std::mem::take(&mut worker.deleted_at_source),
+        now_ms: floe_metadata::now_ms(),
+    };
+    if let Err(e) = agent.metadata.propose(Command::ReportLink(report)).await {
+        tracing::warn!(link = %name, error = %e, "link report not committed");
+    }
+}
+
+fn truncated(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// Whether `name` matches a link's pattern as a whole.
+pub fn pattern_matches(pattern: &regex::Regex, name: &str) -> bool {
+    pattern.find(name).is_some_and(|m| m.start() == 0 && m.end() == name.len())
+}
+
+/// A link's pattern, compiled; an invalid one is an operator's error, told when the link is set.
+pub fn compile_pattern(pattern: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| format!("pattern {pattern:?}: {e}"))
+}
+
+/// Mirror topics of `link` as the state has them, by name.
+fn mirror_topics<'a>(state: &'a State, link: &'a str) -> impl Iterator<Item = (&'a str, TopicId)> + 'a {
+    state
+        .mirror_topics
+        .iter()
+        .filter(move |(_, l)| l.as_str() == link)
+        .filter_map(|(id, _)| state.topics.get(id).map(|t| (t.name.as_str(), *id)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,240 @@
+"""Links (issue 29): a source cluster (a second Floe, `floe dev`) mirrored into a Floe cluster with
+identical offsets.
+
+- While producers write keys, headers, five codecs, idempotent batches and transactions (one
+  aborted) into the source, a link mirrors the matching topics; the agent running the link is
+  SIGKILLed twice. At the end every partition holds the same batches at the same offsets on both
+  sides (compared batch by batch over raw Fetch requests; only partitionLeaderEpoch, which each
+  cluster stamps itself, is left out), read_committed consumers see the same records, and the
+  copied group offsets match.
+- A mirror topic refuses producers, naming the link, until the link is promoted; then it takes
+  writes after the source's offsets.
+- An unreachable source and wrong credentials show as the link's error in its status.
+"""
+
+import json
+import struct
+import subprocess
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from conftest import FLOE_BIN, create_topic, unique_name, wait_until
+from helpers.kafka_wire import Writer, call
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def links_cli(cluster, *args, stdin=None, check=True):
+    out = subprocess.run([FLOE_BIN, "admin", "links", "--metadata", cluster.metadata_addrs, *args],
+                         input=stdin, capture_output=True, text=True, timeout=60)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def status(cluster, name):
+    return json.loads(links_cli(cluster, "status", name).stdout)
+
+
+def raw_batches(bootstrap, topic, partition, end):
+    """Every batch of a partition up to `end`, over Fetch v12 read_uncommitted: (base offset,
+    the batch without partitionLeaderEpoch)."""
+    batches, offset = [], 0
+    deadline = time.monotonic() + 60
+    while offset < end:
+        assert time.monotonic() < deadline, f"{topic}-{partition}: stuck at offset {offset} of {end}"
+        # replica id, max wait, min bytes, max bytes, isolation (read_uncommitted), session, epoch
+        body = Writer().i32(-1).i32(100).i32(1).i32(16 << 20).i8(0).i32(0).i32(-1)
+        # One topic of one partition: current leader epoch, offset, last fetched epoch, log start, max bytes.
+        body.uvarint(2).string(topic).uvarint(2)
+        body.i32(partition).i32(-1).i64(offset).i32(-1).i64(-1).i32(8 << 20).tags().tags()
+        body.uvarint(1).string("").tags()  # no forgotten topics, no rack
+        r = call(bootstrap, 1, 12, body)
+        r.i32(), r.i16(), r.i32()  # throttle, error, session
+        records = None
+
+        def partition_data(r):
+            nonlocal records
+            index, error = r.i32(), r.i16()
+            r.i64(), r.i64(), r.i64()  # high watermark, last stable, log start
+            r.array(lambda r: (r.i64(), r.i64(), r.tags()))
+            r.i32()  # preferred read replica
+            data = r.bytes()
+            r.tags()
+            assert error == 0, f"{topic}-{index}: error {error}"
+            records = data or b""
+
+        r.array(lambda r: (r.string(), r.array(partition_data), r.tags()))
+        at = 0
+        while at + 61 <= len(records):
+            (base,) = struct.unpack_from(">q", records, at)
+            (length,) = struct.unpack_from(">i", records, at + 8)
+            whole = records[at:at + 12 + length]
+            if len(whole) < 12 + length:
+                break
+            (delta,) = struct.unpack_from(">i", whole, 23)
+            if base + delta >= offset:
+                batches.append((base, whole[:12] + whole[16:]))
+            offset = max(offset, base + delta + 1)
+            at += 12 + length
+    return batches
+
+
+def high_watermarks(bootstrap, topic, partitions):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw-" + uuid.uuid4().hex})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)]
+    finally:
+        c.close()
+
+
+def committed_records(bootstrap, topic, partitions, expect):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rc-" + uuid.uuid4().hex,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = []
+    deadline = time.monotonic() + 90
+    while len(got) < expect and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        got.append((m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ())))
+    c.close()
+    return sorted(got)
+
+
+@pytest.mark.timeout(600)
+def test_a_link_mirrors_every_batch_at_its_offset_through_agent_kills_and_promotes(cluster, floe_factory, tmp_path):
+    source = floe_factory.new("source", object_store=f"file://{tmp_path}/source-objects")
+    topic, skipped, partitions = unique_name("orders"), unique_name("private"), 3
+    create_topic(source.bootstrap, topic, partitions, config={"retention.ms": "86400000"})
+    create_topic(source.bootstrap, skipped, 1)
+    links_cli(cluster, "create", "--name", "east", "--source-bootstrap", source.bootstrap,
+              "--topics", "orders.*", "--groups", "app-.*")
+
+    produced = 0
+
+    def produce(conf, n, tag):
+        nonlocal produced
+        p = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 5, **conf})
+        for i in range(n):
+            p.produce(topic, key=f"{tag}-{i % 17}".encode(), value=f"{tag}-{i}-".encode() * (1 + i % 5),
+                      headers=[("tag", tag.encode()), ("i", str(i).encode())])
+            p.poll(0)
+        assert p.flush(60) == 0
+        produced += n
+
+    runner = cluster.agents[1]
+    for round_, codec in enumerate(CODECS):
+        produce({"compression.type": codec, "enable.idempotence": True}, 300, codec)
+        if round_ in (1, 3):
+            # The agent running the link (the lowest id of the jobs role) dies mid-stream.
+            runner.kill()
+            time.sleep(1)
+            runner.start()
+    txn = Producer({"bootstrap.servers": source.bootstrap, "transactional.id": "mirror-txn", "linger.ms": 5})
+    txn.init_transactions(30)
+    for commit, n in ((True, 40), (False, 25), (True, 30)):
+        txn.begin_transaction()
+        for i in range(n):
+            txn.produce(topic, key=f"t{i}".encode(), value=f"txn-{commit}-{i}".encode())
+        txn.commit_transaction(30) if commit else txn.abort_transaction(30)
+    txn.flush(30)
+
+    # A consumer group of the source, whose offsets the link copies.
+    group = "app-" + uuid.uuid4().hex[:8]
+    c = Consumer({"bootstrap.servers": source.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 500 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen += 1
+    c.commit(asynchronous=False)
+    source_offsets = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], 15)}
+    c.close()
+
+    source_ends = high_watermarks(source.bootstrap, topic, partitions)
+    wait_until(lambda: high_watermarks(cluster.bootstrap(2), topic, partitions) == source_ends, 180,
+               f"the mirror reaching the source's log ends {source_ends}")
+    for p in range(partitions):
+        here = raw_batches(cluster.bootstrap(2), topic, p, source_ends[p])
+        there = raw_batches(source.bootstrap, topic, p, source_ends[p])
+        assert [b[0] for b in here] == [b[0] for b in there], f"partition {p}: batch offsets differ"
+        assert here == there, f"partition {p}: batch bytes differ"
+    expect = produced + 70
+    assert committed_records(cluster.bootstrap(2), topic, partitions, expect) == \
+        committed_records(source.bootstrap, topic, partitions, expect)
+    topics_here = [t["topic"] for t in status(cluster, "east")["topics"]]
+    assert topics_here == [topic], f"only matching topics are mirrored: {topics_here}"
+
+    def group_offsets_copied():
+        c = Consumer({"bootstrap.servers": cluster.bootstrap(2), "group.id": group})
+        try:
+            got = c.committed([TopicPartition(topic, p) for p in range(partitions)], 15)
+            return {tp.partition: tp.offset for tp in got} == source_offsets
+        finally:
+            c.close()
+    wait_until(group_offsets_copied, 60, f"group {group}'s offsets copied: {source_offsets}")
+    link = status(cluster, "east")
+    assert link["lag"] == 0 and link["error"] is None, link
+
+    # Producers are refused, with the link named, until it is promoted.
+    errors = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap(1), "retries": 0})
+    p.produce(topic, value=b"not yet", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_REQUEST, errors
+    promoted = json.loads(links_cli(cluster, "promote", "east").stdout)
+    assert promoted["state"] == "promoted"
+    assert promoted["promoted"]["fork_offsets"][topic] == source_ends
+    delivered = []
+    p.produce(topic, partition=0, value=b"now", on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    p.flush(30)
+    assert delivered == [(None, source_ends[0])], delivered
+    links_cli(cluster, "delete", "east")
+
+
+@pytest.mark.timeout(240)
+def test_an_unreachable_source_and_wrong_credentials_show_in_the_links_status(cluster, floe_factory, tmp_path):
+    from conftest import free_port
+    links_cli(cluster, "create", "--name", "nowhere", "--source-bootstrap", f"127.0.0.1:{free_port()}",
+              "--topics", ".*")
+
+    def error_of(name, needle):
+        return needle in (status(cluster, name).get("error") or "")
+    wait_until(lambda: error_of("nowhere", "connect"), 60, "the unreachable source reported")
+    assert status(cluster, "nowhere")["topics"] == []
+
+    password = "correct horse battery staple"
+    source = floe_factory.new("secured", object_store=f"file://{tmp_path}/secured-objects",
+                              extra_args=["--sasl-mechanisms", "SCRAM-SHA-512", "--auth-failures-per-minute", "0"])
+    tenants = [FLOE_BIN, "admin", "tenants", "--metadata", f"127.0.0.1:{source.metadata_port}"]
+    subprocess.run([*tenants, "create", "acme"], check=True, capture_output=True, timeout=30)
+    subprocess.run([*tenants, "add-user", "--tenant", "acme", "alice", "--password-stdin"], input=password + "\n",
+                   check=True, capture_output=True, text=True, timeout=30)
+    links_cli(cluster, "create", "--name", "wrong", "--source-bootstrap", source.bootstrap, "--topics", ".*",
+              "--source-sasl-mechanism", "SCRAM-SHA-512", "--source-sasl-username", "alice", stdin="not it\n")
+    wait_until(lambda: error_of("wrong", "authentication"), 60, "refused credentials reported")
+    # With the right password the same link mirrors the tenant's topic.
+    sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+            "sasl.password": password}
+    from confluent_kafka.admin import AdminClient, NewTopic
+    AdminClient({"bootstrap.servers": source.bootstrap, **sasl}).create_topics(
+        [NewTopic("acme-events", num_partitions=1, replication_factor=1)])["acme-events"].result(30)
+    p = Producer({"bootstrap.servers": source.bootstrap, **sasl})
+    for i in range(10):
+        p.produce("acme-events", value=str(i).encode())
+    assert p.flush(30) == 0
+    links_cli(cluster, "create", "--name", "wrong", "--source-bootstrap", source.bootstrap, "--topics", ".*",
+              "--source-sasl-mechanism", "SCRAM-SHA-512", "--source-sasl-username", "alice", stdin=password + "\n")
+    wait_until(lambda: high_watermarks(cluster.bootstrap(1), "acme-events", 1) == [10], 90, "mirrored over SCRAM")
+    assert status(cluster, "wrong")["error"] is None
+    bad = links_cli(cluster, "create", "--name", "bad", "--source-bootstrap", source.bootstrap, "--topics", "(",
+                    check=False)
+    assert bad.returncode != 0 and "pattern" in bad.stderr
