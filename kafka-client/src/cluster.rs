@@ -163,7 +163,9 @@ impl SourceCluster {
 
     /// Every topic of the source, with partition leaders; refreshes the brokers known.
     pub async fn metadata(&mut self) -> Result<SourceMetadata, ClientError> {
-        let request = MetadataRequest::default();
+        let mut request = MetadataRequest::default();
+        // Null asks for every topic (an empty list for none).
+        request.topics = None;
         let response = self.call(None, "Metadata", 12, &request, REQUEST_TIMEOUT).await?;
         let brokers: BTreeMap<i32, String> =
             response.brokers.iter().map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port))).collect();

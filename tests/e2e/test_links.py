@@ -162,14 +162,20 @@ def test_a_link_mirrors_every_batch_at_its_offset_through_agent_kills_and_promot
     source_ends = high_watermarks(source.bootstrap, topic, partitions)
     wait_until(lambda: high_watermarks(cluster.bootstrap(2), topic, partitions) == source_ends, 180,
                f"the mirror reaching the source's log ends {source_ends}")
+    batches = markers = 0
     for p in range(partitions):
         here = raw_batches(cluster.bootstrap(2), topic, p, source_ends[p])
         there = raw_batches(source.bootstrap, topic, p, source_ends[p])
         assert [b[0] for b in here] == [b[0] for b in there], f"partition {p}: batch offsets differ"
         assert here == there, f"partition {p}: batch bytes differ"
+        batches += len(there)
+        # Attributes sit at byte 21 of a batch, 17 once partitionLeaderEpoch is cut out.
+        markers += sum(1 for _, b in there if struct.unpack_from(">h", b, 17)[0] & 0x20)
+    assert batches > 20 and markers >= 3, f"{batches} batches, {markers} transaction markers compared"
     expect = produced + 70
-    assert committed_records(cluster.bootstrap(2), topic, partitions, expect) == \
-        committed_records(source.bootstrap, topic, partitions, expect)
+    mirrored = committed_records(cluster.bootstrap(2), topic, partitions, expect)
+    assert len(mirrored) == expect, f"{len(mirrored)} committed records read, {expect} written"
+    assert mirrored == committed_records(source.bootstrap, topic, partitions, expect)
     topics_here = [t["topic"] for t in status(cluster, "east")["topics"]]
     assert topics_here == [topic], f"only matching topics are mirrored: {topics_here}"
 
@@ -225,8 +231,8 @@ def test_an_unreachable_source_and_wrong_credentials_show_in_the_links_status(cl
     sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
             "sasl.password": password}
     from confluent_kafka.admin import AdminClient, NewTopic
-    AdminClient({"bootstrap.servers": source.bootstrap, **sasl}).create_topics(
-        [NewTopic("acme-events", num_partitions=1, replication_factor=1)])["acme-events"].result(30)
+    admin = AdminClient({"bootstrap.servers": source.bootstrap, **sasl})
+    admin.create_topics([NewTopic("acme-events", num_partitions=1, replication_factor=1)])["acme-events"].result(30)
     p = Producer({"bootstrap.servers": source.bootstrap, **sasl})
     for i in range(10):
         p.produce("acme-events", value=str(i).encode())
