@@ -316,34 +316,57 @@ pub(crate) enum LinksAction {
     Create {
         #[arg(long)]
         name: String,
-        /// The source's bootstrap servers, HOST:PORT[,HOST:PORT...].
-        #[arg(long)]
-        source_bootstrap: String,
+        #[command(flatten)]
+        source: LinkSourceArgs,
         /// Source topics to mirror: a regular expression matching whole names.
         #[arg(long)]
         topics: String,
         /// Groups whose committed offsets are copied (a regular expression); none by default.
         #[arg(long)]
         groups: Option<String>,
-        /// Connect to the source over TLS.
-        #[arg(long)]
-        source_tls: bool,
-        /// A PEM CA bundle for the source's certificates (default: the system's roots).
-        #[arg(long)]
-        source_ca_file: Option<std::path::PathBuf>,
-        /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password is read from stdin.
-        #[arg(long, requires = "source_sasl_username")]
-        source_sasl_mechanism: Option<String>,
-        #[arg(long, requires = "source_sasl_mechanism")]
-        source_sasl_username: Option<String>,
         /// Keep the mirror topics' configs as they are here instead of following the source's.
         #[arg(long)]
         no_sync_configs: bool,
+    },
+    /// Failback: on this cluster (the old primary), a link back from the cluster where link
+    /// --promoted-link was promoted. Its topics here become mirrors again, cut back to the offsets
+    /// both sides share (the fork offsets), and catch up with what was written there since.
+    Reverse {
+        /// The new link's name here.
+        #[arg(long)]
+        name: String,
+        /// The promoted link, on the other cluster.
+        #[arg(long)]
+        promoted_link: String,
+        /// The other cluster's metadata nodes: HOST:PORT[,HOST:PORT...].
+        #[arg(long, value_delimiter = ',')]
+        promoted_metadata: Vec<String>,
+        #[command(flatten)]
+        source: LinkSourceArgs,
     },
     /// Stops a link and makes its topics writable: failover to this cluster.
     Promote { name: String },
     /// Deletes a link that mirrors no topic any more (promote it first).
     Delete { name: String },
+}
+
+/// How a link reaches its source.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LinkSourceArgs {
+    /// The source's bootstrap servers, HOST:PORT[,HOST:PORT...].
+    #[arg(long)]
+    pub(crate) source_bootstrap: String,
+    /// Connect to the source over TLS.
+    #[arg(long)]
+    pub(crate) source_tls: bool,
+    /// A PEM CA bundle for the source's certificates (default: the system's roots).
+    #[arg(long)]
+    pub(crate) source_ca_file: Option<std::path::PathBuf>,
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password is read from stdin.
+    #[arg(long, requires = "source_sasl_username")]
+    pub(crate) source_sasl_mechanism: Option<String>,
+    #[arg(long, requires = "source_sasl_mechanism")]
+    pub(crate) source_sasl_username: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

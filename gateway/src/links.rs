@@ -65,6 +65,26 @@ pub fn set_link_command(request: LinkRequest, now_ms: i64) -> Result<Command, St
     Ok(Command::SetLink { name: request.name, config, now_ms })
 }
 
+/// Failback: the topics of a promoted link that exist here become mirrors of link `name`, cut
+/// back to their fork offsets; the others the link creates as it finds them.
+pub fn adopt_commands(
+    state: &State,
+    name: &str,
+    fork_offsets: &std::collections::BTreeMap<String, Vec<i64>>,
+) -> Vec<Command> {
+    fork_offsets
+        .iter()
+        .filter_map(|(topic, offsets)| {
+            let topic = state.topic_by_name(topic)?;
+            Some(Command::AdoptMirrorTopic {
+                link: name.to_owned(),
+                topic_id: topic.topic_id,
+                fork_offsets: offsets.clone(),
+            })
+        })
+        .collect()
+}
+
 /// Every link (or the one named) with its state, error and per-partition lag; no secrets.
 pub fn links_json(state: &State, only: Option<&str>) -> Vec<Value> {
     state

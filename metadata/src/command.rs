@@ -382,6 +382,23 @@ pub enum Command {
         offsets: Vec<crate::state::OffsetCommit>,
         now_ms: i64,
     },
+    /// Failback (format 11; operator only): an ordinary topic becomes a mirror of `link` (the
+    /// link back from the promoted cluster), to be cut back to `fork_offsets` (per partition, the
+    /// log end the promoted side had when promoted) before the link writes it.
+    AdoptMirrorTopic {
+        link: String,
+        topic_id: TopicId,
+        fork_offsets: Vec<i64>,
+    },
+    /// A link's job cuts an adopted partition back to `offset` (format 11). `cut`: the bytes
+    /// kept of the entry that spans `offset`, which only a reader of the object knows.
+    TruncateMirrorPartition {
+        link: String,
+        topic_id: TopicId,
+        partition: i32,
+        offset: i64,
+        cut: Option<crate::state::ChunkCut>,
+    },
 }
 
 /// A range of one partition after key compaction.
@@ -768,6 +785,7 @@ impl Command {
                 | Command::SetLink { .. }
                 | Command::DeleteLink { .. }
                 | Command::PromoteLink { .. }
+                | Command::AdoptMirrorTopic { .. }
         )
     }
 }

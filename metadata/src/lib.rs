@@ -79,6 +79,10 @@ pub use state::{
     AckBatch, AcquiredRange, RecordState, SHARE_OPS_MAX, ShareAck, ShareLag, ShareOp, SharePartition, SharePartitionKey,
 };
 pub use state::{
+    ChunkCut, LinkConfig, LinkRecord, LinkReport, LinkSasl, LinkState, MirrorChunk, MirrorCommit, MirrorTxnEvent,
+    MirroredChunks,
+};
+pub use state::{
     Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,
     SchemaRecord, SchemaReference, SchemaRegistration, SchemaRegistry, SchemaType, SubjectRecord, SubjectVersion,
     validate_subject,
@@ -86,7 +90,4 @@ pub use state::{
 pub use state::{
     HOUR_MS, MINUTE_MS, Meter, Meters, UsageEntry, UsageExport, UsageHour, UsageLedger, UsageReport, UsageSummary,
     add_meters, tenant_of_stored_name,
-};
-pub use state::{
-    LinkConfig, LinkRecord, LinkReport, LinkSasl, LinkState, MirrorChunk, MirrorCommit, MirrorTxnEvent, MirroredChunks,
 };

@@ -453,47 +453,32 @@ async fn links(addrs: Vec<String>, action: crate::cli::LinksAction) -> anyhow::R
     match action {
         LinksAction::List => show(None)?,
         LinksAction::Status { name } => show(Some(&name))?,
-        LinksAction::Create {
-            name,
-            source_bootstrap,
-            topics,
-            groups,
-            source_tls,
-            source_ca_file,
-            source_sasl_mechanism,
-            source_sasl_username,
-            no_sync_configs,
-        } => {
-            let source_ca_pem = match source_ca_file {
-                Some(path) => Some(
-                    std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?,
-                ),
-                None => None,
-            };
-            let source_sasl_password = match source_sasl_mechanism {
-                Some(_) => {
-                    let mut password = String::new();
-                    std::io::stdin()
-                        .read_line(&mut password)
-                        .map_err(|e| anyhow::anyhow!("reading the source password from stdin: {e}"))?;
-                    Some(password.trim_end_matches(['\r', '\n']).to_owned())
-                }
-                None => None,
-            };
-            let request = links::LinkRequest {
-                name: name.clone(),
-                source_bootstrap,
-                topics,
-                groups,
-                source_tls,
-                source_ca_pem,
-                source_sasl_mechanism,
-                source_sasl_username,
-                source_sasl_password,
-                sync_configs: !no_sync_configs,
-            };
+        LinksAction::Create { name, source, topics, groups, no_sync_configs } => {
+            let request = link_request(name.clone(), source, topics, groups, !no_sync_configs)?;
             let command = links::set_link_command(request, floe_metadata::now_ms()).map_err(|e| anyhow::anyhow!(e))?;
             propose(command).await?;
+            show(Some(&name))?;
+        }
+        LinksAction::Reverse { name, promoted_link, promoted_metadata, source } => {
+            let there = RemoteMetadata::connect(promoted_metadata).await?;
+            let promoted = there
+                .read()
+                .links
+                .get(&promoted_link)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("no link {promoted_link:?} on the promoted cluster"))?;
+            let floe_metadata::LinkState::Promoted { fork_offsets, .. } = &promoted.state else {
+                bail!("link {promoted_link:?} is not promoted: promote it there first");
+            };
+            let topics = floe_agent::links::exact_names_pattern(fork_offsets.keys());
+            let groups = promoted.config.groups.clone();
+            let request = link_request(name.clone(), source, topics, groups, promoted.config.sync_configs)?;
+            let command = links::set_link_command(request, floe_metadata::now_ms()).map_err(|e| anyhow::anyhow!(e))?;
+            propose(command).await?;
+            let adopt = links::adopt_commands(&metadata.read(), &name, fork_offsets);
+            for command in adopt {
+                propose(command).await?;
+            }
             show(Some(&name))?;
         }
         LinksAction::Promote { name } => {
@@ -506,4 +491,40 @@ async fn links(addrs: Vec<String>, action: crate::cli::LinksAction) -> anyhow::R
         }
     }
     Ok(())
+}
+
+/// A link request from the CLI's flags; the source password, if any, is read from stdin.
+fn link_request(
+    name: String,
+    source: crate::cli::LinkSourceArgs,
+    topics: String,
+    groups: Option<String>,
+    sync_configs: bool,
+) -> anyhow::Result<floe_gateway::links::LinkRequest> {
+    let source_ca_pem = match source.source_ca_file {
+        Some(path) => Some(std::fs::read_to_string(&path).map_err(|e| anyhow!("reading {}: {e}", path.display()))?),
+        None => None,
+    };
+    let source_sasl_password = match source.source_sasl_mechanism {
+        Some(_) => {
+            let mut password = String::new();
+            std::io::stdin()
+                .read_line(&mut password)
+                .map_err(|e| anyhow!("reading the source password from stdin: {e}"))?;
+            Some(password.trim_end_matches(['\r', '\n']).to_owned())
+        }
+        None => None,
+    };
+    Ok(floe_gateway::links::LinkRequest {
+        name,
+        source_bootstrap: source.source_bootstrap,
+        topics,
+        groups,
+        source_tls: source.source_tls,
+        source_ca_pem,
+        source_sasl_mechanism: source.source_sasl_mechanism,
+        source_sasl_username: source.source_sasl_username,
+        source_sasl_password,
+        sync_configs,
+    })
 }

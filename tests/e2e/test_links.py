@@ -8,7 +8,8 @@ identical offsets.
   cluster stamps itself, is left out), read_committed consumers see the same records, and the
   copied group offsets match.
 - A mirror topic refuses producers, naming the link, until the link is promoted; then it takes
-  writes after the source's offsets.
+  writes after the source's offsets. Failback: `reverse` makes the old primary mirror the
+  promoted side, cut back to the fork offsets (its writes the mirror never saw are dropped).
 - An unreachable source and wrong credentials show as the link's error in its status.
 """
 
@@ -203,6 +204,27 @@ def test_a_link_mirrors_every_batch_at_its_offset_through_agent_kills_and_promot
     p.produce(topic, partition=0, value=b"now", on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
     p.flush(30)
     assert delivered == [(None, source_ends[0])], delivered
+
+    # Failback. The old primary took writes the mirror never saw (lost to the failover); a link
+    # back from the promoted side cuts them off at the fork offsets and catches up.
+    lost = Producer({"bootstrap.servers": source.bootstrap})
+    for i in range(10):
+        lost.produce(topic, partition=1, value=f"never mirrored {i}".encode())
+    assert lost.flush(30) == 0
+    out = subprocess.run([FLOE_BIN, "admin", "links", "--metadata", f"127.0.0.1:{source.metadata_port}", "reverse",
+                          "--name", "back", "--promoted-link", "east", "--promoted-metadata", cluster.metadata_addrs,
+                          "--source-bootstrap", cluster.bootstrap(1)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    new_ends = high_watermarks(cluster.bootstrap(2), topic, partitions)
+    wait_until(lambda: high_watermarks(source.bootstrap, topic, partitions) == new_ends, 120,
+               f"the old primary back at the new primary's log ends {new_ends}")
+    for p in range(partitions):
+        assert raw_batches(source.bootstrap, topic, p, new_ends[p]) == \
+            raw_batches(cluster.bootstrap(2), topic, p, new_ends[p]), f"partition {p} after failback"
+    refused = []
+    lost.produce(topic, value=b"a mirror again", on_delivery=lambda err, msg: refused.append(err))
+    lost.flush(30)
+    assert refused and refused[0] is not None, "the old primary is a mirror now"
     links_cli(cluster, "delete", "east")
 
 

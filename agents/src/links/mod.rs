@@ -156,7 +156,51 @@ async fn round(agent: &Agent, name: &str, worker: &mut LinkWorker, config: &Link
         report(agent, name, worker, None).await;
         worker.refreshed = Some(Instant::now());
     }
+    cut_adopted_partitions(agent, name).await?;
     mirror_once(agent, name, worker, config).await
+}
+
+/// Cuts partitions a reversed link adopted back to their fork offsets, before writing them:
+/// the entry spanning the fork offset is read to find the byte where its batch there starts.
+async fn cut_adopted_partitions(agent: &Agent, name: &str) -> Result<(), String> {
+    let due: Vec<(TopicId, i32, i64)> = {
+        let state = agent.metadata.read();
+        state
+            .mirror_truncations
+            .iter()
+            .filter(|((topic_id, _), _)| state.mirror_link(*topic_id) == Some(name))
+            .map(|((t, p), offset)| (*t, *p, *offset))
+            .collect()
+    };
+    for (topic_id, partition, offset) in due {
+        let spanning = {
+            let state = agent.metadata.read();
+            let log = state.partition(topic_id, partition).ok_or("an adopted partition is gone")?;
+            log.index.iter().find(|e| e.base_offset < offset && offset <= e.last_offset).and_then(|e| {
+                let chunk = e.chunk()?;
+                let object = state.objects.get(&chunk.object_id)?;
+                Some((e.base_offset, chunk, object.key.clone(), object.object_bytes))
+            })
+        };
+        let cut = match spanning {
+            None => None,
+            Some((base_offset, chunk, key, object_bytes)) => {
+                let chunk_ref = floe_storage::ChunkRef {
+                    key: SegmentKey::from_stored(key),
+                    byte_start: chunk.byte_start,
+                    byte_len: chunk.byte_len,
+                    crc32c: chunk.crc32c,
+                };
+                let bytes =
+                    agent.cache.read_chunk(&agent.store, &chunk_ref, object_bytes).await.map_err(|e| e.to_string())?;
+                Some(source::cut_at(&bytes, base_offset, chunk.offsets_in_batches, offset)?)
+            }
+        };
+        let command = Command::TruncateMirrorPartition { link: name.to_owned(), topic_id, partition, offset, cut };
+        agent.metadata.propose(command).await.map_err(|e| e.to_string())?;
+        tracing::info!(link = %name, topic = %topic_id, partition, offset, "cut an adopted partition back to its fork offset");
+    }
+    Ok(())
 }
 
 /// Fetches from every mirror partition's log end and commits what came back as one object.
@@ -323,6 +367,11 @@ pub fn compile_pattern(pattern: &str) -> Result<regex::Regex, String> {
         .size_limit(1 << 20)
         .build()
         .map_err(|e| format!("pattern {pattern:?}: {e}"))
+}
+
+/// A pattern matching exactly the given names.
+pub fn exact_names_pattern<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
+    names.into_iter().map(|n| regex::escape(n)).collect::<Vec<_>>().join("|")
 }
 
 /// Mirror topics of `link` as the state has them, by name.

@@ -83,6 +83,32 @@ pub fn link_batches(records: &Bytes, from: i64) -> Result<LinkBatches, String> {
     Ok(out)
 }
 
+/// The bytes of a stored chunk (its first batch at `base_offset`) that come before `offset`,
+/// which must be where one of its batches starts.
+pub(super) fn cut_at(
+    chunk: &Bytes,
+    base_offset: i64,
+    offsets_in_batches: bool,
+    offset: i64,
+) -> Result<floe_metadata::ChunkCut, String> {
+    let mut next_base = base_offset;
+    let mut at = 0usize;
+    for batch in record_batch::split(chunk) {
+        let (header, bytes) = batch.map_err(|e| e.to_string())?;
+        let base = if offsets_in_batches { header.base_offset } else { next_base };
+        next_base = base + header.offset_count();
+        if base >= offset {
+            break;
+        }
+        if next_base > offset {
+            return Err(format!("offset {offset} falls inside a batch ({base}..{next_base}): not a fork point"));
+        }
+        at += bytes.len();
+    }
+    let byte_len = u32::try_from(at).map_err(|e| e.to_string())?;
+    Ok(floe_metadata::ChunkCut { byte_len, crc32c: crc32c::crc32c(&chunk[..at]) })
+}
+
 /// What a batch means for its producer's transaction: a control batch ends it (its record's
 /// key says commit or abort), a transactional data batch opens it unless open.
 fn transaction_event(header: &BatchHeader, batch: &Bytes) -> Option<MirrorTxnEvent> {

@@ -75,3 +75,17 @@ fn a_batch_across_the_log_end_or_with_a_bad_checksum_is_refused() {
     damaged[last] ^= 0xff;
     assert!(link_batches(&damaged.freeze(), 10).is_err_and(|e| e.contains("checksum")));
 }
+
+#[test]
+fn a_cut_keeps_the_batches_before_the_fork_offset() {
+    let parts = [batch(10, 3, false), batch(13, 2, false), marker(15, false)];
+    let chunk = answer(&parts);
+    let cut = super::source::cut_at(&chunk, 10, true, 15).expect("a batch boundary");
+    let kept = parts[0].len() + parts[1].len();
+    assert_eq!((cut.byte_len as usize, cut.crc32c), (kept, crc32c::crc32c(&chunk[..kept])));
+    assert!(super::source::cut_at(&chunk, 10, true, 14).is_err(), "inside a batch");
+    // Stored by a producer, batches carry no offsets: they follow from the entry's base.
+    let stored = answer(&[batch(0, 3, false), batch(0, 2, false)]);
+    let cut = super::source::cut_at(&stored, 100, false, 103).expect("a batch boundary");
+    assert_eq!(cut.byte_len as usize, parts[0].len());
+}

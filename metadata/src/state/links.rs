@@ -127,6 +127,14 @@ pub struct LinkReport {
     pub now_ms: i64,
 }
 
+/// The first `byte_len` bytes of an index entry's chunk, and their checksum: what is kept of an
+/// entry a truncation cuts through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkCut {
+    pub byte_len: u32,
+    pub crc32c: u32,
+}
+
 /// What a mirror commit did with each chunk, in order: `true` if appended, `false` if it was
 /// already there (a retry).
 pub type MirroredChunks = Vec<Result<bool, CommandError>>;
@@ -357,6 +365,14 @@ impl State {
                 continue;
             }
             let tenant_name = self.topics.get(&chunk.topic_id).map(|t| t.name.clone());
+            if self.partition(chunk.topic_id, chunk.partition).is_none() {
+                results.push(Err(CommandError::UnknownTopicOrPartition));
+                continue;
+            }
+            if self.mirror_truncations.contains_key(&(chunk.topic_id, chunk.partition)) {
+                results.push(Err(CommandError::InvalidLink("the partition is to be cut back first".into())));
+                continue;
+            }
             let Some(partition) = self.partition_mut(chunk.topic_id, chunk.partition) else {
                 results.push(Err(CommandError::UnknownTopicOrPartition));
                 continue;
@@ -480,6 +496,7 @@ impl State {
         let mut fork_offsets = BTreeMap::new();
         for topic_id in topics {
             self.mirror_topics.remove(&topic_id);
+            self.mirror_truncations.retain(|(t, _), _| *t != topic_id);
             let Some(topic) = self.topics.get_mut(&topic_id) else { continue };
             fork_offsets.insert(topic.name.clone(), topic.partitions.iter().map(|p| p.next_offset).collect());
             for partition in &mut topic.partitions {
@@ -509,6 +526,133 @@ impl State {
         if let Some(link) = self.links.get_mut(name) {
             link.state = LinkState::Promoted { at_ms: now_ms, fork_offsets };
         }
+        Ok(Outcome::Done)
+    }
+
+    /// Failback: makes an ordinary topic a mirror of `link`, its partitions to be cut back to
+    /// the fork offsets first. Refused while a transaction of this cluster is open on it.
+    pub(super) fn adopt_mirror_topic(
+        &mut self,
+        link: &str,
+        topic_id: TopicId,
+        fork_offsets: Vec<i64>,
+    ) -> Result<Outcome, CommandError> {
+        self.require_links()?;
+        self.mirroring_link(link)?;
+        let topic = self.topics.get(&topic_id).ok_or(CommandError::UnknownTopicOrPartition)?;
+        if let Some(other) = self.mirror_link(topic_id) {
+            return Err(CommandError::InvalidLink(format!(
+                "topic {} is a mirror of link {other:?} already",
+                topic.name
+            )));
+        }
+        if fork_offsets.len() > topic.partitions.len() || fork_offsets.iter().any(|o| *o < 0) {
+            return Err(CommandError::InvalidLink(format!(
+                "{} fork offsets for {} partitions",
+                fork_offsets.len(),
+                topic.partitions.len()
+            )));
+        }
+        let open = self
+            .transactions
+            .values()
+            .any(|t| t.state == super::TxnState::Ongoing && t.partitions.iter().any(|(t, _)| *t == topic_id));
+        if open || topic.partitions.iter().any(|p| !p.open_transactions.is_empty()) {
+            return Err(CommandError::InvalidLink(format!(
+                "topic {} has open transactions: end them before the link takes it over",
+                topic.name
+            )));
+        }
+        let cuts: Vec<(i32, i64)> = fork_offsets
+            .iter()
+            .enumerate()
+            .filter(|(p, fork)| topic.partitions.get(*p).is_some_and(|log| log.next_offset > **fork))
+            .map(|(p, fork)| (i32::try_from(p).unwrap_or(i32::MAX), *fork))
+            .collect();
+        for (partition, fork) in cuts {
+            self.mirror_truncations.insert((topic_id, partition), fork);
+        }
+        // Its producers wrote on this side; from here on the topic holds what the link writes.
+        self.forget_topic_producers(topic_id);
+        self.mirror_topics.insert(topic_id, link.to_owned());
+        Ok(Outcome::Done)
+    }
+
+    /// Cuts an adopted partition back to its fork offset: entries past it are dropped, the one
+    /// spanning it keeps `cut`'s bytes, and transactions past it are forgotten.
+    pub(super) fn truncate_mirror_partition(
+        &mut self,
+        link: &str,
+        topic_id: TopicId,
+        partition: i32,
+        offset: i64,
+        cut: Option<ChunkCut>,
+    ) -> Result<Outcome, CommandError> {
+        self.require_links()?;
+        self.mirroring_link(link)?;
+        if self.mirror_link(topic_id) != Some(link)
+            || self.mirror_truncations.get(&(topic_id, partition)) != Some(&offset)
+        {
+            return Err(CommandError::InvalidLink(format!("no cut of {topic_id}-{partition} at {offset} is due")));
+        }
+        let log = self.partition_mut(topic_id, partition).ok_or(CommandError::UnknownTopicOrPartition)?;
+        let spanning = log.index.iter().find(|e| e.base_offset < offset && offset <= e.last_offset);
+        let kept = match (spanning.map(|e| &e.data), cut) {
+            (None, _) => None,
+            (Some(EntryData::Removed), _) => Some(EntryData::Removed),
+            (
+                Some(
+                    EntryData::Chunk { object_id, byte_start, byte_len, .. }
+                    | EntryData::CleanedChunk { object_id, byte_start, byte_len, .. }
+                    | EntryData::CleanedChunkWithTombstones { object_id, byte_start, byte_len, .. },
+                ),
+                Some(cut),
+            ) if cut.byte_len > 0 && cut.byte_len < *byte_len => {
+                let offsets_in_batches = !matches!(spanning.map(|e| &e.data), Some(EntryData::Chunk { .. }));
+                let (object_id, byte_start) = (*object_id, *byte_start);
+                Some(if offsets_in_batches {
+                    EntryData::CleanedChunk { object_id, byte_start, byte_len: cut.byte_len, crc32c: cut.crc32c }
+                } else {
+                    EntryData::Chunk { object_id, byte_start, byte_len: cut.byte_len, crc32c: cut.crc32c }
+                })
+            }
+            (Some(_), _) => {
+                return Err(CommandError::InvalidCommit(format!(
+                    "cutting {topic_id}-{partition} at {offset} needs the bytes kept of the entry spanning it"
+                )));
+            }
+        };
+        let mut released = Vec::new();
+        while log.index.back().is_some_and(|e| e.base_offset >= offset || e.last_offset >= offset) {
+            let Some(entry) = log.index.pop_back() else { break };
+            log.index_bytes -= entry.stored_bytes();
+            if entry.base_offset < offset {
+                // The spanning entry: its kept part goes back, holding its object.
+                let data = kept.clone().unwrap_or(EntryData::Removed);
+                let replacement = IndexEntry {
+                    base_offset: entry.base_offset,
+                    last_offset: offset - 1,
+                    timestamp_max: entry.timestamp_max,
+                    data,
+                };
+                log.index_bytes += replacement.stored_bytes();
+                if replacement.object_id().is_none() {
+                    released.extend(entry.object_id());
+                }
+                log.index.push_back(replacement);
+                break;
+            }
+            released.extend(entry.object_id());
+        }
+        log.next_offset = offset.max(log.log_start_offset);
+        log.open_transactions.retain(|_, first| *first < offset);
+        while log.aborted_transactions.back().is_some_and(|a| a.last_offset >= offset) {
+            log.aborted_transactions.pop_back();
+        }
+        for object_id in released {
+            self.release_object(object_id);
+        }
+        self.mirror_truncations.remove(&(topic_id, partition));
         Ok(Outcome::Done)
     }
 

@@ -31,7 +31,8 @@ pub use groups::{
 pub use idempotency::IdempotencyKeyRecord;
 pub use jobs::JobLease;
 pub use links::{
-    LinkConfig, LinkRecord, LinkReport, LinkSasl, LinkState, MirrorChunk, MirrorCommit, MirrorTxnEvent, MirroredChunks,
+    ChunkCut, LinkConfig, LinkRecord, LinkReport, LinkSasl, LinkState, MirrorChunk, MirrorCommit, MirrorTxnEvent,
+    MirroredChunks,
 };
 pub use registry::{
     Compatibility, DEFAULT_COMPATIBILITY, RegistryConfig, RegistryError, RegistryMode, RegistryRevision, SchemaContent,
@@ -152,6 +153,9 @@ pub struct State {
     /// Mirror topics and the link that writes them (format 11); a topic leaves this map when its
     /// link is promoted or the topic is deleted.
     pub mirror_topics: BTreeMap<TopicId, String>,
+    /// Partitions of topics a reversed link adopted that must be cut back to the offset both
+    /// sides share before the link writes them (format 11); the link's job cuts them.
+    pub mirror_truncations: BTreeMap<(TopicId, i32), i64>,
 }
 
 /// An agent's last load report.
@@ -479,6 +483,12 @@ impl State {
             Command::PromoteLink { name, now_ms } => self.promote_link(&name, now_ms),
             Command::MirrorGroupOffsets { link, group_id, offsets, now_ms } => {
                 self.mirror_group_offsets(&link, &group_id, offsets, now_ms)
+            }
+            Command::AdoptMirrorTopic { link, topic_id, fork_offsets } => {
+                self.adopt_mirror_topic(&link, topic_id, fork_offsets)
+            }
+            Command::TruncateMirrorPartition { link, topic_id, partition, offset, cut } => {
+                self.truncate_mirror_partition(&link, topic_id, partition, offset, cut)
             }
         }
     }

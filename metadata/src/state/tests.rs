@@ -1281,6 +1281,7 @@ fn golden_link_commands() -> Vec<Command> {
     use crate::state::{LinkConfig, LinkReport, LinkSasl, MirrorChunk, MirrorCommit, MirrorTxnEvent};
     // Not of `topic_id`'s pattern, which the commands before use.
     let mirrored_id = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+    let adopted_id = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_ce00);
     let config = |topics: &str| LinkConfig {
         bootstrap: "kafka-a.example:9092,kafka-b.example:9092".into(),
         tls: true,
@@ -1349,6 +1350,39 @@ fn golden_link_commands() -> Vec<Command> {
         Command::PromoteLink { name: "west".into(), now_ms: 70_400 },
         Command::SetLink { name: "south".into(), config: config("s.*"), now_ms: 70_500 },
         Command::DeleteLink { name: "south".into() },
+        // Failback: an ordinary topic adopted by a link back, cut inside its one chunk.
+        Command::CreateTopic {
+            name: "adopted".into(),
+            topic_id: adopted_id,
+            partition_count: 1,
+            configs: BTreeMap::new(),
+        },
+        Command::CommitSegment(SegmentCommit {
+            key: "segments/adopted".into(),
+            object_bytes: 124,
+            chunks: vec![ChunkCommit {
+                topic_id: adopted_id,
+                partition: 0,
+                byte_start: 0,
+                byte_len: 100,
+                crc32c: 5,
+                batches: vec![
+                    BatchSummary { offset_count: 3, timestamp_max: 70_600, base_sequence: -1 },
+                    BatchSummary { offset_count: 2, timestamp_max: 70_601, base_sequence: -1 },
+                ],
+                producer: None,
+                uncompressed_bytes: 100,
+            }],
+        }),
+        Command::SetLink { name: "back".into(), config: config("adopted"), now_ms: 70_700 },
+        Command::AdoptMirrorTopic { link: "back".into(), topic_id: adopted_id, fork_offsets: vec![3] },
+        Command::TruncateMirrorPartition {
+            link: "back".into(),
+            topic_id: adopted_id,
+            partition: 0,
+            offset: 3,
+            cut: Some(crate::state::ChunkCut { byte_len: 60, crc32c: 6 }),
+        },
     ]
 }
 
@@ -1383,7 +1417,8 @@ fn golden_files_of_format_11_still_decode_and_replay() {
     let mirrored = state.topic_by_name("mirrored").expect("the mirror topic");
     assert!(
         state.format == 11
-            && state.links.len() == 2
+            && state.links.len() == 3
+            && state.topic_by_name("adopted").is_some_and(|t| t.partitions[0].next_offset == 3)
             && state.mirror_link(mirrored.topic_id) == Some("east")
             && mirrored.partitions[0].next_offset == 121
             && mirrored.partitions[0].aborted_transactions.len() == 1

@@ -116,6 +116,7 @@ impl State {
         self.tables.remove(&topic_id);
         self.forget_topic_share_partitions(topic_id);
         self.mirror_topics.remove(&topic_id);
+        self.mirror_truncations.retain(|(t, _), _| *t != topic_id);
         Ok(Outcome::Done)
     }
 

@@ -88,6 +88,7 @@ impl From<StateV10> for State {
             agent_peers: v10.agent_peers,
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),
+            mirror_truncations: BTreeMap::new(),
         }
     }
 }

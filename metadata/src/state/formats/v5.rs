@@ -80,6 +80,7 @@ impl From<StateV5> for State {
             agent_peers: BTreeMap::new(),
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),
+            mirror_truncations: BTreeMap::new(),
         }
     }
 }

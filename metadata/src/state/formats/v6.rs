@@ -83,6 +83,7 @@ impl From<StateV6> for State {
             agent_peers: BTreeMap::new(),
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),
+            mirror_truncations: BTreeMap::new(),
         }
     }
 }

@@ -86,6 +86,7 @@ impl From<StateV8> for State {
             agent_peers: BTreeMap::new(),
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),
+            mirror_truncations: BTreeMap::new(),
         }
     }
 }

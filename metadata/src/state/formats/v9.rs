@@ -87,6 +87,7 @@ impl From<StateV9> for State {
             agent_peers: BTreeMap::new(),
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),
+            mirror_truncations: BTreeMap::new(),
         }
     }
 }

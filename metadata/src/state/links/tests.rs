@@ -327,3 +327,62 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn failback_adopts_a_topic_cut_back_to_its_fork_offset_then_mirrors_on() {
+    let mut state = linked();
+    let batches = |counts: &[u32]| {
+        counts.iter().map(|n| BatchSummary { offset_count: *n, timestamp_max: 5, base_sequence: -1 }).collect()
+    };
+    // Topic `local` holds 0..=8 in one chunk of three batches (2, 3 and 4 offsets) and 9..=13 in another.
+    for (key, counts) in [("l1", vec![2, 3, 4]), ("l2", vec![5])] {
+        let chunk = ChunkCommit {
+            topic_id: topic_id(1),
+            partition: 0,
+            byte_start: 0,
+            byte_len: 90,
+            crc32c: 7,
+            batches: batches(&counts),
+            producer: None,
+            uncompressed_bytes: 90,
+        };
+        let commit = SegmentCommit { key: key.into(), object_bytes: 100, chunks: vec![chunk] };
+        apply(&mut state, Command::CommitSegment(commit)).expect("local writes");
+    }
+    apply(&mut state, Command::SetLink { name: "back".into(), config: config(), now_ms: 2 }).expect("link back");
+    let adopt = |topic: u8, fork: i64| Command::AdoptMirrorTopic {
+        link: "back".into(),
+        topic_id: topic_id(topic),
+        fork_offsets: vec![fork],
+    };
+    assert!(matches!(apply(&mut state, adopt(0, 0)), Err(CommandError::InvalidLink(_))), "a mirror of another link");
+    // The promoted side mirrored up to offset 5 (a batch boundary): 5..=13 were never seen there.
+    apply(&mut state, adopt(1, 5)).expect("adopted");
+    assert_eq!(state.mirror_link(topic_id(1)), Some("back"));
+    let mut early = mirror("b1", vec![chunk(0, 5, 6)]);
+    if let Command::MirrorCommit(c) = &mut early {
+        c.link = "back".into();
+        c.chunks[0].topic_id = topic_id(1);
+    }
+    assert!(matches!(mirrored(apply(&mut state, early.clone()))[..], [Err(CommandError::InvalidLink(_))]), "cut first");
+    let truncate = |offset, cut| Command::TruncateMirrorPartition {
+        link: "back".into(),
+        topic_id: topic_id(1),
+        partition: 0,
+        offset,
+        cut,
+    };
+    assert!(apply(&mut state, truncate(4, None)).is_err(), "only the fork offset");
+    assert!(apply(&mut state, truncate(5, None)).is_err(), "the entry spanning 5 needs its kept bytes");
+    let objects_before = state.objects.values().filter(|o| o.reference_count > 0).count();
+    apply(&mut state, truncate(5, Some(ChunkCut { byte_len: 40, crc32c: 9 }))).expect("cut");
+    let log = state.partition(topic_id(1), 0).expect("local");
+    let entries: Vec<_> = log.index.iter().map(|e| (e.base_offset, e.last_offset, e.stored_bytes())).collect();
+    assert_eq!((entries, log.next_offset), (vec![(0, 4, 40)], 5));
+    assert_eq!(state.objects.values().filter(|o| o.reference_count > 0).count(), objects_before - 1, "l2 released");
+    assert!(state.mirror_truncations.is_empty());
+    if let Command::MirrorCommit(c) = &mut early {
+        c.key = "b2".into();
+    }
+    assert_eq!(mirrored(apply(&mut state, early)), vec![Ok(true)], "then the link writes on from the fork offset");
+}
