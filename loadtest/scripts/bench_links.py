@@ -185,6 +185,9 @@ def run_once(perf, backlog_mib, rate_mb, seconds):
                 reached = next((s for s, e in samples_src if e[p] >= offset), t)
                 worst = max(worst, t - reached)
             lags.append(worst)
+        if os.environ.get("BENCH_LINKS_TRACE"):
+            for (ts, se), (td, de) in zip(samples_src, samples_dst):
+                log(f"    {ts - started:6.2f} src {sum(se):>9} | {td - started:6.2f} dst {sum(de):>9}")
         lags.sort()
         total = sum(samples_src[-1][1]) * RECORD / 1e6
         result.update({

@@ -29,7 +29,9 @@ pub use source::{LinkBatches, link_batches};
 pub struct LinkJobConfig {
     /// Pause between rounds when a round brought nothing.
     pub idle_interval: Duration,
-    /// How long a fetch waits at the source for new data.
+    /// How long a fetch waits at the source for new data. Links take their rounds one after
+    /// another, so a fetch that waited would hold up every other link: none waits, and the job
+    /// pauses `idle_interval` once a pass over all links brought nothing.
     pub fetch_max_wait: Duration,
     /// Bytes asked per partition and fetch.
     pub partition_max_bytes: i32,
@@ -38,8 +40,8 @@ pub struct LinkJobConfig {
 impl Default for LinkJobConfig {
     fn default() -> Self {
         Self {
-            idle_interval: Duration::from_millis(200),
-            fetch_max_wait: Duration::from_millis(500),
+            idle_interval: Duration::from_millis(100),
+            fetch_max_wait: Duration::ZERO,
             partition_max_bytes: 1 << 20,
         }
     }
@@ -228,6 +230,7 @@ async fn mirror_once(
         }
     }
     let Some(source) = worker.source.as_mut() else { return Ok(0) };
+    let fetch_started = Instant::now();
     let mut chunks: Vec<(TopicPartition, LinkBatches)> = Vec::new();
     let mut stale_leaders = false;
     for (leader, wants) in by_leader {
@@ -275,7 +278,10 @@ async fn mirror_once(
     if chunks.is_empty() {
         return Ok(0);
     }
-    commit(agent, name, chunks).await
+    let fetched = fetch_started.elapsed();
+    let committed = commit(agent, name, chunks).await?;
+    tracing::debug!(link = %name, bytes = committed, ?fetched, total = ?fetch_started.elapsed(), "link round");
+    Ok(committed)
 }
 
 /// Writes the chunks into one object and commits them at their source offsets.
