@@ -39,11 +39,7 @@ pub struct LinkJobConfig {
 
 impl Default for LinkJobConfig {
     fn default() -> Self {
-        Self {
-            idle_interval: Duration::from_millis(100),
-            fetch_max_wait: Duration::ZERO,
-            partition_max_bytes: 1 << 20,
-        }
+        Self { idle_interval: Duration::from_millis(100), fetch_max_wait: Duration::ZERO, partition_max_bytes: 1 << 20 }
     }
 }
 
