@@ -501,25 +501,10 @@ impl State {
             fork_offsets.insert(topic.name.clone(), topic.partitions.iter().map(|p| p.next_offset).collect());
             for partition in &mut topic.partitions {
                 for (producer_id, first_offset) in std::mem::take(&mut partition.open_transactions) {
-                    let offset = partition.next_offset;
-                    if offset >= PARTITION_OFFSET_MAX {
-                        continue;
-                    }
                     // The source producer's epoch is not known here; any epoch ends its
                     // transaction for readers.
                     let marker = TxnMarker { producer_id, producer_epoch: 0, commit: false };
-                    partition.index.push_back(IndexEntry {
-                        base_offset: offset,
-                        last_offset: offset,
-                        timestamp_max: now_ms,
-                        data: EntryData::Marker(marker),
-                    });
-                    partition.next_offset = offset + 1;
-                    partition.aborted_transactions.push_back(AbortedTransaction {
-                        producer_id,
-                        first_offset,
-                        last_offset: offset,
-                    });
+                    partition.append_marker(marker, Some(first_offset), now_ms);
                 }
             }
         }

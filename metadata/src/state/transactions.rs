@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::{EntryData, IndexEntry, State, TopicId, TxnMarker};
+use super::{EntryData, IndexEntry, Partition, State, TopicId, TxnMarker};
 use crate::command::{ChunkCommit, ChunkProducer, CommandError, Outcome, ProducerIdEpoch};
 use crate::limits::{
     PARTITION_OFFSET_MAX, PRODUCER_COUNT_MAX, PRODUCER_SEQUENCES_KEPT, TRANSACTION_COUNT_MAX, TRANSACTION_GROUPS_MAX,
@@ -100,6 +100,33 @@ pub struct AbortedTransaction {
     pub first_offset: i64,
     /// The abort marker's offset.
     pub last_offset: i64,
+}
+
+impl Partition {
+    /// Appends a transaction marker at the log end; an abort of a transaction that wrote here
+    /// (from `first_offset`) becomes an aborted range. Nothing past the offset limit.
+    pub(super) fn append_marker(&mut self, marker: TxnMarker, first_offset: Option<i64>, now_ms: i64) {
+        let offset = self.next_offset;
+        if offset >= PARTITION_OFFSET_MAX {
+            return;
+        }
+        self.index.push_back(IndexEntry {
+            base_offset: offset,
+            last_offset: offset,
+            timestamp_max: now_ms,
+            data: EntryData::Marker(marker),
+        });
+        self.next_offset = offset + 1;
+        if !marker.commit
+            && let Some(first_offset) = first_offset
+        {
+            self.aborted_transactions.push_back(AbortedTransaction {
+                producer_id: marker.producer_id,
+                first_offset,
+                last_offset: offset,
+            });
+        }
+    }
 }
 
 /// What to do with a producer's chunk.
@@ -653,24 +680,7 @@ impl State {
         for (topic_id, index) in partitions {
             let Some(partition) = self.partition_mut(topic_id, index) else { continue };
             let first_offset = partition.open_transactions.remove(&producer_id);
-            let offset = partition.next_offset;
-            if offset >= PARTITION_OFFSET_MAX {
-                continue;
-            }
-            partition.index.push_back(IndexEntry {
-                base_offset: offset,
-                last_offset: offset,
-                timestamp_max: now_ms,
-                data: EntryData::Marker(marker),
-            });
-            partition.next_offset = offset + 1;
-            if !commit && let Some(first_offset) = first_offset {
-                partition.aborted_transactions.push_back(AbortedTransaction {
-                    producer_id,
-                    first_offset,
-                    last_offset: offset,
-                });
-            }
+            partition.append_marker(marker, first_offset, now_ms);
         }
         if commit {
             for (group_id, offsets) in pending {
