@@ -76,7 +76,7 @@ def zone(request, tmp_path):
         def peers_known(a):
             body = requests.get(f"{c.http_url(a)}/v1/cluster", timeout=5).json()
             listeners = {x["agent_id"] for x in body.get("agents", []) if x.get("peer_listener")}
-            return body.get("metadata_format") == 10 and listeners == set(FETCHERS)
+            return body.get("metadata_format", 0) >= 10 and listeners == set(FETCHERS)
         for a in FETCHERS:
             wait_until(lambda a=a: peers_known(a), 30, f"agent {a} seeing every peer listener")
         yield c

@@ -265,7 +265,7 @@ def test_agents_share_blocks_over_mutual_tls_and_nobody_else_reads_them(tmp_path
         def peers_known(a):
             with urllib.request.urlopen(f"http://127.0.0.1:{c.http_ports[a]}/v1/cluster", timeout=5) as r:
                 body = json.loads(r.read())
-            return body.get("metadata_format") == 10 and all(x.get("peer_listener") for x in body["agents"])
+            return body.get("metadata_format", 0) >= 10 and all(x.get("peer_listener") for x in body["agents"])
         for a in (1, 2):
             wait_until(lambda a=a: peers_known(a), 30, f"agent {a} seeing both peer listeners")
         topic = "peer-blocks"
