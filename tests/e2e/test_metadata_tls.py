@@ -270,9 +270,15 @@ def test_agents_share_blocks_over_mutual_tls_and_nobody_else_reads_them(tmp_path
             wait_until(lambda a=a: peers_known(a), 30, f"agent {a} seeing both peer listeners")
         topic = "peer-blocks"
         create_topic(c.bootstrap(1), topic, 4)
-        recs = [Rec(partition=i % 4, key=None, value=os.urandom(1024), headers=None, timestamp=None)
-                for i in range(8192)]
-        produce(c.bootstrap(1), topic, recs)
+        # A produce call per round, so at least 12 objects: each block's owner is one of the two
+        # agents by hash, and with a couple of objects all of them were agent 2's often enough to
+        # fail CI (agent 2 then asked nobody).
+        recs = []
+        for _ in range(12):
+            batch = [Rec(partition=i % 4, key=None, value=os.urandom(1024), headers=None, timestamp=None)
+                     for i in range(512)]
+            produce(c.bootstrap(1), topic, batch)
+            recs += batch
         # Agent 2 reads what agent 1 wrote: the blocks agent 1 owns come from its cache over TLS.
         got = consume_confluent(c.bootstrap(2), topic, 4, timeout=120)
         assert sum(len(v) for v in got.values()) == len(recs)
