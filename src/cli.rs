@@ -327,6 +327,8 @@ pub(crate) enum LinksAction {
         /// Keep the mirror topics' configs as they are here instead of following the source's.
         #[arg(long)]
         no_sync_configs: bool,
+        #[command(flatten)]
+        target: LinkTargetArgs,
     },
     /// Failback: on this cluster (the old primary), a link back from the cluster where link
     /// --promoted-link was promoted. Its topics here become mirrors again, cut back to the offsets
@@ -343,11 +345,26 @@ pub(crate) enum LinksAction {
         promoted_metadata: Vec<String>,
         #[command(flatten)]
         source: LinkSourceArgs,
+        #[command(flatten)]
+        target: LinkTargetArgs,
     },
     /// Stops a link and makes its topics writable: failover to this cluster.
     Promote { name: String },
     /// Deletes a link that mirrors no topic any more (promote it first).
     Delete { name: String },
+}
+
+/// Where a link writes, and what else it copies.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LinkTargetArgs {
+    /// Mirror into this tenant's namespace (the source's names become the names its clients
+    /// use), under its quotas; default: the cluster's own names.
+    #[arg(long)]
+    pub(crate) tenant: Option<String>,
+    /// Copy the source's ACLs on the mirrored topics and groups (and keep them the source's
+    /// while the link mirrors).
+    #[arg(long)]
+    pub(crate) acls: bool,
 }
 
 /// How a link reaches its source.

@@ -3,6 +3,8 @@
 //! the status listing, per mirror partition: its log end here, the source's as last reported,
 //! and the lag between them. The source password is never shown.
 
+use std::collections::BTreeMap;
+
 use floe_metadata::{Command, LinkConfig, LinkSasl, LinkState, State};
 use serde::Deserialize;
 use serde_json::Value;
@@ -11,10 +13,14 @@ use serde_json::Value;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkRequest {
+    /// Given by the path when reversing a link.
+    #[serde(default)]
     pub name: String,
     /// The source's bootstrap servers, `HOST:PORT[,HOST:PORT...]`.
     pub source_bootstrap: String,
-    /// Source topics to mirror: a regular expression matching whole names.
+    /// Source topics to mirror: a regular expression matching whole names (a reversed link
+    /// takes the promoted link's topics).
+    #[serde(default)]
     pub topics: String,
     /// Groups whose committed offsets are copied.
     #[serde(default)]
@@ -33,6 +39,23 @@ pub struct LinkRequest {
     /// Topic configs follow the source's (default true).
     #[serde(default = "yes")]
     pub sync_configs: bool,
+    /// Mirror into this tenant's namespace, under its quotas (default: the cluster's names).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Copy the source's ACLs on the mirrored topics and groups.
+    #[serde(default)]
+    pub acls: bool,
+}
+
+/// Failback: a link from the cluster a link was promoted on, back into this one.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReverseRequest {
+    /// The new link; its source is the promoted cluster, its topics the promoted link's.
+    pub link: LinkRequest,
+    /// The promoted link's fork offsets (`promoted.fork_offsets` of its status there): per
+    /// topic, each partition's last offset both sides share.
+    pub fork_offsets: BTreeMap<String, Vec<i64>>,
 }
 
 fn yes() -> bool {
@@ -41,6 +64,9 @@ fn yes() -> bool {
 
 /// The command creating (or reconfiguring) the link `request` describes.
 pub fn set_link_command(request: LinkRequest, now_ms: i64) -> Result<Command, String> {
+    if request.topics.is_empty() {
+        return Err("a link needs a topics pattern".into());
+    }
     floe_agent::links::compile_pattern(&request.topics)?;
     if let Some(groups) = &request.groups {
         floe_agent::links::compile_pattern(groups)?;
@@ -61,28 +87,41 @@ pub fn set_link_command(request: LinkRequest, now_ms: i64) -> Result<Command, St
         topics: request.topics,
         groups: request.groups,
         sync_configs: request.sync_configs,
+        tenant: request.tenant,
+        acls: request.acls,
     };
     Ok(Command::SetLink { name: request.name, config, now_ms })
 }
 
-/// Failback: the topics of a promoted link that exist here become mirrors of link `name`, cut
-/// back to their fork offsets; the others the link creates as it finds them.
-pub fn adopt_commands(
-    state: &State,
-    name: &str,
-    fork_offsets: &std::collections::BTreeMap<String, Vec<i64>>,
-) -> Vec<Command> {
-    fork_offsets
-        .iter()
-        .filter_map(|(topic, offsets)| {
-            let topic = state.topic_by_name(topic)?;
-            Some(Command::AdoptMirrorTopic {
-                link: name.to_owned(),
+/// Failback, in order: the reversed link, then for each of the promoted link's topics that
+/// exists here, its adoption (cut back to its fork offsets, then mirrored on); the others the
+/// link creates as it finds them.
+pub fn reverse_commands(state: &State, request: ReverseRequest, now_ms: i64) -> Result<Vec<Command>, String> {
+    let ReverseRequest { mut link, fork_offsets } = request;
+    if fork_offsets.is_empty() {
+        return Err("the promoted link has no fork offsets: it mirrored no topic".into());
+    }
+    if !link.topics.is_empty() {
+        return Err("a reversed link mirrors the promoted link's topics: leave the topics pattern out".into());
+    }
+    link.topics = floe_agent::links::exact_names_pattern(fork_offsets.keys());
+    let ns = match &link.tenant {
+        Some(tenant) => Some(state.tenant_namespace(tenant).ok_or_else(|| format!("no tenant named {tenant:?}"))?),
+        None => None,
+    };
+    let name = link.name.clone();
+    let mut commands = vec![set_link_command(link, now_ms)?];
+    for (topic, offsets) in fork_offsets {
+        let stored = ns.as_ref().map_or_else(|| topic.clone(), |ns| ns.scope(&topic));
+        if let Some(topic) = state.topic_by_name(&stored) {
+            commands.push(Command::AdoptMirrorTopic {
+                link: name.clone(),
                 topic_id: topic.topic_id,
-                fork_offsets: offsets.clone(),
-            })
-        })
-        .collect()
+                fork_offsets: offsets,
+            });
+        }
+    }
+    Ok(commands)
 }
 
 /// Every link (or the one named) with its state, error and per-partition lag; no secrets.
@@ -93,6 +132,7 @@ pub fn links_json(state: &State, only: Option<&str>) -> Vec<Value> {
         .filter(|(name, _)| only.is_none_or(|o| o == name.as_str()))
         .map(|(name, link)| {
             let mut total_lag = 0i64;
+            let ns = link.config.tenant.as_deref().and_then(|t| state.tenant_namespace(t));
             let topics: Vec<Value> = state
                 .mirror_topics
                 .iter()
@@ -116,7 +156,8 @@ pub fn links_json(state: &State, only: Option<&str>) -> Vec<Value> {
                             })
                         })
                         .collect();
-                    serde_json::json!({ "topic": topic.name, "partitions": partitions })
+                    let shown = ns.as_ref().and_then(|ns| ns.unscope(&topic.name)).unwrap_or(&topic.name);
+                    serde_json::json!({ "topic": shown, "partitions": partitions })
                 })
                 .collect();
             let (state_name, promoted) = match &link.state {
@@ -136,6 +177,8 @@ pub fn links_json(state: &State, only: Option<&str>) -> Vec<Value> {
                 "topics_pattern": c.topics,
                 "groups_pattern": c.groups,
                 "sync_configs": c.sync_configs,
+                "tenant": c.tenant,
+                "acls": c.acls,
                 "created_ms": link.created_ms,
                 "reported_ms": link.reported_ms,
                 "error": link.error,

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    BrokerId, DescribeConfigsRequest, FetchRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
+    BrokerId, DescribeAclsRequest, DescribeConfigsRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -60,6 +60,19 @@ pub struct GroupOffset {
     pub partition: i32,
     pub offset: i64,
     pub metadata: String,
+}
+
+/// One ACL binding of the source, in Kafka's wire codes (resource type 2 topic, 3 group, ...;
+/// pattern type 3 literal, 4 prefixed; operation and permission as Kafka numbers them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceAcl {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    pub principal: String,
+    pub host: String,
+    pub operation: i8,
+    pub permission: i8,
 }
 
 /// A source cluster and the connections open to it.
@@ -322,6 +335,42 @@ impl SourceCluster {
                 .filter_map(|c| Some((c.name.to_string(), c.value?.to_string())))
                 .collect();
             out.insert(result.resource_name.to_string(), set);
+        }
+        Ok(out)
+    }
+
+    /// Every ACL binding of the source (DescribeAcls with a filter matching all).
+    pub async fn describe_acls(&mut self) -> Result<Vec<SourceAcl>, ClientError> {
+        const ANY: i8 = 1;
+        let mut request = DescribeAclsRequest::default();
+        request.resource_type_filter = ANY;
+        request.resource_name_filter = None;
+        request.pattern_type_filter = ANY;
+        request.principal_filter = None;
+        request.host_filter = None;
+        request.operation = ANY;
+        request.permission_type = ANY;
+        let response = self.call(None, "DescribeAcls", 3, &request, REQUEST_TIMEOUT).await?;
+        if response.error_code != 0 {
+            return Err(ClientError::Kafka {
+                api: "DescribeAcls",
+                code: response.error_code,
+                message: response.error_message.map(|m| m.to_string()),
+            });
+        }
+        let mut out = Vec::new();
+        for resource in response.resources {
+            for acl in resource.acls {
+                out.push(SourceAcl {
+                    resource_type: resource.resource_type,
+                    resource_name: resource.resource_name.to_string(),
+                    pattern_type: resource.pattern_type,
+                    principal: acl.principal.to_string(),
+                    host: acl.host.to_string(),
+                    operation: acl.operation,
+                    permission: acl.permission_type,
+                });
+            }
         }
         Ok(out)
     }

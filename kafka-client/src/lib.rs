@@ -1,13 +1,15 @@
 //! A Kafka protocol client for reading another cluster, as a link does: the brokers and
 //! partitions, log start and end offsets, record batches as raw bytes (never decoded or
-//! re-encoded, so they can be stored byte for byte), topic configs, and groups' committed
+//! re-encoded, so they can be stored byte for byte), topic configs, ACLs, and groups' committed
 //! offsets. Over TCP or TLS, with SASL PLAIN or SCRAM. Each broker's ApiVersions answer picks
 //! the versions used.
 
 mod cluster;
 mod connection;
 
-pub use cluster::{FetchedPartition, GroupOffset, SourceCluster, SourceMetadata, SourcePartition, SourceTopic};
+pub use cluster::{
+    FetchedPartition, GroupOffset, SourceAcl, SourceCluster, SourceMetadata, SourcePartition, SourceTopic,
+};
 pub use connection::{BrokerConnection, Sasl, SourceConfig};
 
 /// Why a request to the source failed.

@@ -48,10 +48,11 @@ pub use client::RemoteMetadata;
 /// - 10: agents' peer listeners (`State::agent_peers`, `Command::AgentHeartbeatWithPeer`).
 /// - 11: links (`State::links`, `State::mirror_topics`, `Command::SetLink` and the commands
 ///   after it).
+/// - 12: a link's tenant and ACL copying (`LinkConfig::tenant`, `LinkConfig::acls`).
 ///
 /// Older formats' states and chunk commits are read by `state::formats`; their other commands
 /// decode as they are.
-pub const FORMAT_VERSION: u32 = 11;
+pub const FORMAT_VERSION: u32 = 12;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).

@@ -453,13 +453,13 @@ async fn links(addrs: Vec<String>, action: crate::cli::LinksAction) -> anyhow::R
     match action {
         LinksAction::List => show(None)?,
         LinksAction::Status { name } => show(Some(&name))?,
-        LinksAction::Create { name, source, topics, groups, no_sync_configs } => {
-            let request = link_request(name.clone(), source, topics, groups, !no_sync_configs)?;
+        LinksAction::Create { name, source, topics, groups, no_sync_configs, target } => {
+            let request = link_request(name.clone(), source, topics, groups, !no_sync_configs, target)?;
             let command = links::set_link_command(request, floe_metadata::now_ms()).map_err(|e| anyhow::anyhow!(e))?;
             propose(command).await?;
             show(Some(&name))?;
         }
-        LinksAction::Reverse { name, promoted_link, promoted_metadata, source } => {
+        LinksAction::Reverse { name, promoted_link, promoted_metadata, source, target } => {
             let there = RemoteMetadata::connect(promoted_metadata).await?;
             let promoted = there
                 .read()
@@ -470,13 +470,12 @@ async fn links(addrs: Vec<String>, action: crate::cli::LinksAction) -> anyhow::R
             let floe_metadata::LinkState::Promoted { fork_offsets, .. } = &promoted.state else {
                 bail!("link {promoted_link:?} is not promoted: promote it there first");
             };
-            let topics = floe_agent::links::exact_names_pattern(fork_offsets.keys());
             let groups = promoted.config.groups.clone();
-            let request = link_request(name.clone(), source, topics, groups, promoted.config.sync_configs)?;
-            let command = links::set_link_command(request, floe_metadata::now_ms()).map_err(|e| anyhow::anyhow!(e))?;
-            propose(command).await?;
-            let adopt = links::adopt_commands(&metadata.read(), &name, fork_offsets);
-            for command in adopt {
+            let link = link_request(name.clone(), source, String::new(), groups, promoted.config.sync_configs, target)?;
+            let request = links::ReverseRequest { link, fork_offsets: fork_offsets.clone() };
+            let commands = links::reverse_commands(&metadata.read(), request, floe_metadata::now_ms())
+                .map_err(|e| anyhow::anyhow!(e))?;
+            for command in commands {
                 propose(command).await?;
             }
             show(Some(&name))?;
@@ -500,6 +499,7 @@ fn link_request(
     topics: String,
     groups: Option<String>,
     sync_configs: bool,
+    target: crate::cli::LinkTargetArgs,
 ) -> anyhow::Result<floe_gateway::links::LinkRequest> {
     let source_ca_pem = match source.source_ca_file {
         Some(path) => Some(std::fs::read_to_string(&path).map_err(|e| anyhow!("reading {}: {e}", path.display()))?),
@@ -526,5 +526,7 @@ fn link_request(
         source_sasl_username: source.source_sasl_username,
         source_sasl_password,
         sync_configs,
+        tenant: target.tenant,
+        acls: target.acls,
     })
 }

@@ -222,10 +222,10 @@ pub(crate) async fn run(
         }
     }
     let server = tokio::spawn(floe_agent::kafka::server::run(agent.clone(), kafka, tls, stopped.clone()));
-    if let Some((listener, advertised)) = peer {
+    let peer_server = peer.map(|(listener, advertised)| {
         tracing::info!(peer = %advertised, "peer listener ready");
-        tokio::spawn(floe_agent::block_peers::server::serve(agent.clone(), listener, stopped.clone()));
-    }
+        tokio::spawn(floe_agent::block_peers::server::serve(agent.clone(), listener, stopped.clone()))
+    });
     if let Some(listener) = registry {
         let (agent, config, stopped) = (agent.clone(), http_config.clone(), stopped.clone());
         tokio::spawn(floe_gateway::serve_schema_registry(agent, config, listener, stopped));
@@ -242,7 +242,14 @@ pub(crate) async fn run(
     agent.leave().await;
     let _ = stop.send(true);
     let deadline = Duration::from_secs(options.drain_timeout_secs.max(1));
-    match tokio::time::timeout(deadline, agent.shutdown()).await {
+    let drained = async {
+        agent.shutdown().await;
+        // Blocks being sent to other agents go out; then the peer listener's connections close.
+        if let Some(peer_server) = peer_server {
+            let _ = peer_server.await;
+        }
+    };
+    match tokio::time::timeout(deadline, drained).await {
         Ok(()) => tracing::info!(seconds = began.elapsed().as_secs_f64(), "drained"),
         Err(_) => tracing::warn!(
             seconds = deadline.as_secs(),

@@ -8,8 +8,14 @@ identical offsets.
   cluster stamps itself, is left out), read_committed consumers see the same records, and the
   copied group offsets match.
 - A mirror topic refuses producers, naming the link, until the link is promoted; then it takes
-  writes after the source's offsets. Failback: `reverse` makes the old primary mirror the
-  promoted side, cut back to the fork offsets (its writes the mirror never saw are dropped).
+  writes after the source's offsets. Failback over the operator API (`POST
+  /v1/admin/links/NAME/reverse`) makes the old primary mirror the promoted side, cut back to the
+  fork offsets (its writes the mirror never saw are dropped).
+- A tenant's link (`--tenant`, `--acls`) between two clusters with SASL and ACLs: mirror topics
+  land in the tenant's namespace under the source's names; a source topic past the tenant's
+  partition quota is named in the link's error and nothing of it is created, while the others
+  mirror; the source's ACLs on mirrored topics and groups are copied (a user reads with them
+  alone) and follow deletions; failback with `floe admin links reverse` into the source's tenant.
 - An unreachable source and wrong credentials show as the link's error in its status.
 """
 
@@ -20,6 +26,7 @@ import time
 import uuid
 
 import pytest
+import requests
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from conftest import FLOE_BIN, create_topic, unique_name, wait_until
@@ -29,7 +36,12 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def links_cli(cluster, *args, stdin=None, check=True):
-    out = subprocess.run([FLOE_BIN, "admin", "links", "--metadata", cluster.metadata_addrs, *args],
+    return links_at(cluster.metadata_addrs, *args, stdin=stdin, check=check)
+
+
+def links_at(metadata, *args, stdin=None, check=True):
+    """`floe admin links` against the metadata nodes `metadata` (HOST:PORT[,...])."""
+    out = subprocess.run([FLOE_BIN, "admin", "links", "--metadata", metadata, *args],
                          input=stdin, capture_output=True, text=True, timeout=60)
     if check:
         assert out.returncode == 0, out.stderr
@@ -109,7 +121,10 @@ def committed_records(bootstrap, topic, partitions, expect):
 
 @pytest.mark.timeout(600)
 def test_a_link_mirrors_every_batch_at_its_offset_through_agent_kills_and_promotes(cluster, floe_factory, tmp_path):
-    source = floe_factory.new("source", object_store=f"file://{tmp_path}/source-objects")
+    operator = "operator-" + uuid.uuid4().hex
+    (tmp_path / "operator-token").write_text(operator + "\n")
+    source = floe_factory.new("source", object_store=f"file://{tmp_path}/source-objects",
+                              extra_args=["--operator-token-file", str(tmp_path / "operator-token")])
     topic, skipped, partitions = unique_name("orders"), unique_name("private"), 3
     create_topic(source.bootstrap, topic, partitions, config={"retention.ms": "86400000"})
     create_topic(source.bootstrap, skipped, 1)
@@ -211,10 +226,20 @@ def test_a_link_mirrors_every_batch_at_its_offset_through_agent_kills_and_promot
     for i in range(10):
         lost.produce(topic, partition=1, value=f"never mirrored {i}".encode())
     assert lost.flush(30) == 0
-    out = subprocess.run([FLOE_BIN, "admin", "links", "--metadata", f"127.0.0.1:{source.metadata_port}", "reverse",
-                          "--name", "back", "--promoted-link", "east", "--promoted-metadata", cluster.metadata_addrs,
-                          "--source-bootstrap", cluster.bootstrap(1)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    # Over the old primary's operator API, with the fork offsets the promoted side shows.
+    reverse = f"{source.http_url}/v1/admin/links/back/reverse"
+    op = {"Authorization": f"Bearer {operator}"}
+    fork_offsets = status(cluster, "east")["promoted"]["fork_offsets"]
+    bad = requests.post(reverse, headers=op, timeout=30,
+                        json={"link": {"source_bootstrap": cluster.bootstrap(1), "topics": ".*"},
+                              "fork_offsets": fork_offsets})
+    assert bad.status_code == 400 and "topics" in bad.json()["message"], bad.text
+    assert requests.post(reverse, json={"link": {"source_bootstrap": cluster.bootstrap(1)},
+                                        "fork_offsets": fork_offsets}, timeout=30).status_code == 401
+    r = requests.post(reverse, headers=op, timeout=30,
+                      json={"link": {"source_bootstrap": cluster.bootstrap(1)}, "fork_offsets": fork_offsets})
+    assert r.status_code == 201, r.text
+    assert r.json()["state"] == "mirroring" and r.json()["topics_pattern"].replace("\\", "") == topic, r.json()
     new_ends = high_watermarks(cluster.bootstrap(2), topic, partitions)
     wait_until(lambda: high_watermarks(source.bootstrap, topic, partitions) == new_ends, 120,
                f"the old primary back at the new primary's log ends {new_ends}")
@@ -266,3 +291,102 @@ def test_an_unreachable_source_and_wrong_credentials_show_in_the_links_status(cl
     bad = links_cli(cluster, "create", "--name", "bad", "--source-bootstrap", source.bootstrap, "--topics", "(",
                     check=False)
     assert bad.returncode != 0 and "pattern" in bad.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_tenant_link_copies_acls_and_keeps_to_the_tenants_quotas(floe_factory, tmp_path):
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic,
+                                       ResourcePatternType, ResourceType)
+    from test_acls import binding, conf, consume
+    from test_auth import PASSWORD, admin_tenants
+
+    secured = ["--sasl-mechanisms", "SCRAM-SHA-256", "--auth-failures-per-minute", "0", "--authorizer",
+               "--super-users", "root"]
+    source = floe_factory.new("acl-source", object_store=f"file://{tmp_path}/source-objects", extra_args=secured)
+    dest = floe_factory.new("acl-dest", object_store=f"file://{tmp_path}/dest-objects", extra_args=secured)
+    for floe, tenant, users in ((source, "src", ["root"]), (dest, "acme", ["root", "bob"])):
+        admin_tenants(floe, "create", tenant)
+        for user in users:
+            admin_tenants(floe, "add-user", "--tenant", tenant, user, "--password-stdin", stdin=PASSWORD + "\n")
+    admin_tenants(dest, "set-quotas", "--tenant", "acme", "--partitions", "4")
+
+    source_admin = AdminClient(conf(source, "root"))
+    created = source_admin.create_topics([NewTopic("t-small", num_partitions=2, replication_factor=1),
+                                          NewTopic("t-big", num_partitions=8, replication_factor=1),
+                                          NewTopic("other", num_partitions=1, replication_factor=1)])
+    for f in created.values():
+        f.result(30)
+    p = Producer(conf(source, "root"))
+    for i in range(20):
+        p.produce("t-small", value=f"v{i}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    copied = [binding("TOPIC", "t-small", "bob", "READ"), binding("TOPIC", "t-", "bob", "DESCRIBE", pattern="PREFIXED"),
+              binding("GROUP", "t-app", "bob", "READ")]
+    for f in source_admin.create_acls([*copied, binding("TOPIC", "other", "bob", "READ")]).values():
+        f.result(30)
+
+    dest_meta, source_meta = f"127.0.0.1:{dest.metadata_port}", f"127.0.0.1:{source.metadata_port}"
+    sasl_root = ["--source-sasl-mechanism", "SCRAM-SHA-256", "--source-sasl-username", "root"]
+    links_at(dest_meta, "create", "--name", "acme-in", "--source-bootstrap", source.bootstrap, "--topics", "t-.*",
+             "--groups", "t-.*", "--tenant", "acme", "--acls", *sasl_root, stdin=PASSWORD + "\n")
+
+    def link():
+        return json.loads(links_at(dest_meta, "status", "acme-in").stdout)
+
+    def watermarks(floe, topic, partitions=2):
+        c = Consumer({**conf(floe, "root"), "group.id": "hw-" + uuid.uuid4().hex})
+        try:
+            return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)]
+        finally:
+            c.close()
+
+    wait_until(lambda: "t-big" in (link()["error"] or "") and [t["topic"] for t in link()["topics"]] == ["t-small"],
+               60, "t-big refused by acme's partition quota while t-small is mirrored")
+    error = link()["error"]
+    assert "quota" in error and "acme" in error, error
+    assert link()["tenant"] == "acme" and link()["acls"] is True
+    # The tenant sees the source's names, and nothing of the refused topic.
+    dest_admin = AdminClient(conf(dest, "root"))
+    listed = dest_admin.list_topics(timeout=15).topics
+    assert "t-small" in listed and "t-big" not in listed and "other" not in listed, sorted(listed)
+    wait_until(lambda: watermarks(dest, "t-small") == [10, 10], 60, "t-small mirrored into acme")
+
+    def key(b):
+        return (b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type)
+
+    def acls_here():
+        every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                 AclPermissionType.ANY)
+        return sorted(map(key, dest_admin.describe_acls(every).result(30)))
+    wait_until(lambda: acls_here() == sorted(map(key, copied)), 60, "the source's ACLs on t-* copied into acme")
+    # The destination's authorizer closes what no ACL names: bob reads with the copied ACLs alone.
+    got, errors = consume(dest, "bob", "t-small", "t-app", 20)
+    assert len(got) == 20 and not errors, (len(got), errors)
+    # A binding removed at the source goes here too.
+    for f in source_admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "t-small", ResourcePatternType.LITERAL,
+                                                        None, None, AclOperation.ANY,
+                                                        AclPermissionType.ANY)]).values():
+        f.result(30)
+    wait_until(lambda: acls_here() == sorted(map(key, copied[1:])), 60, "a removed source ACL removed here")
+
+    # Failover to acme, writes there, then failback with the CLI into the source's tenant.
+    assert json.loads(links_at(dest_meta, "promote", "acme-in").stdout)["promoted"]["fork_offsets"] == \
+        {"t-small": [10, 10]}
+    p = Producer(conf(dest, "root"))
+    for i in range(6):
+        p.produce("t-small", value=f"after-{i}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    links_at(source_meta, "reverse", "--name", "back", "--promoted-link", "acme-in", "--promoted-metadata", dest_meta,
+             "--source-bootstrap", dest.bootstrap, "--tenant", "src", *sasl_root, stdin=PASSWORD + "\n")
+    wait_until(lambda: watermarks(source, "t-small") == [13, 13], 90, "the old primary caught up in tenant src")
+    c = Consumer({**conf(source, "root"), "group.id": "check-" + uuid.uuid4().hex, "enable.auto.commit": False})
+    c.assign([TopicPartition("t-small", p, 10) for p in range(2)])
+    values, deadline = set(), time.monotonic() + 30
+    while len(values) < 6 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            values.add(m.value().decode())
+    c.close()
+    assert values == {f"after-{i}" for i in range(6)}, values
+    back = json.loads(links_at(source_meta, "status", "back").stdout)
+    assert back["tenant"] == "src" and back["error"] is None and back["lag"] == 0, back

@@ -22,14 +22,15 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Objects larger than this are not segments (compaction and flushes write megabytes).
 const OBJECT_BYTES_MAX: u64 = 1 << 40;
 
-/// Serves the peer listener until `stopped` turns true.
+/// Serves the peer listener until `stopped` turns true, then waits for its connections: each
+/// ends once the answer it is writing (if any) is out, so none outlives the agent's shutdown.
 pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut stopped: tokio::sync::watch::Receiver<bool>) {
     let connections = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
     let serving = Arc::new(tokio::sync::Semaphore::new(SERVING_MAX));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            _ = stopped.wait_for(|s| *s) => return,
+            _ = stopped.wait_for(|s| *s) => break,
         };
         let (stream, from) = match accepted {
             Ok(accepted) => accepted,
@@ -43,20 +44,37 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut stopped: tokio:
             PEER_BLOCK_REQUESTS.with_label_values(&["connection_refused"]).inc();
             continue;
         };
-        let (agent, serving) = (agent.clone(), serving.clone());
+        let (agent, serving, mut stopped) = (agent.clone(), serving.clone(), stopped.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            match floe_metadata::tls::accept_agent(stream).await {
-                Ok(stream) => connection(&agent, stream, &serving).await,
+            let accepted = tokio::select! {
+                accepted = floe_metadata::tls::accept_agent(stream) => accepted,
+                _ = stopped.wait_for(|s| *s) => return,
+            };
+            match accepted {
+                Ok(stream) => connection(&agent, stream, &serving, stopped).await,
                 Err(e) => tracing::info!(%from, error = %e, "peer connection refused"),
             }
         });
     }
+    let all = u32::try_from(CONNECTIONS_MAX).unwrap_or(u32::MAX);
+    if tokio::time::timeout(READ_TIMEOUT + WRITE_TIMEOUT, connections.acquire_many(all)).await.is_err() {
+        tracing::warn!("peer connections still open at shutdown");
+    }
 }
 
-async fn connection(agent: &Agent, mut stream: floe_metadata::tls::MetadataStream, serving: &tokio::sync::Semaphore) {
+async fn connection(
+    agent: &Agent,
+    mut stream: floe_metadata::tls::MetadataStream,
+    serving: &tokio::sync::Semaphore,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
-        let request = match tokio::time::timeout(IDLE, wire::read_request(&mut stream)).await {
+        let read = tokio::select! {
+            read = tokio::time::timeout(IDLE, wire::read_request(&mut stream)) => read,
+            _ = stopped.wait_for(|s| *s) => return,
+        };
+        let request = match read {
             Err(_) | Ok(Ok(None)) => return,
             Ok(Ok(Some(request))) => request,
             Ok(Err(e)) => {

@@ -2,6 +2,8 @@
 //! one module per API under `api/` translating wire types to the pipeline and back.
 
 mod api;
+
+pub(crate) use api::acls::{KafkaAcl, binding_of};
 mod connection;
 pub mod connections;
 pub use connection::{ConnectionError, Decoded, decode_request};

@@ -8,6 +8,7 @@
 //! that crashes after its commit reads on from there, one that crashes before it wrote an
 //! object nothing refers to (collected as an orphan), so no batch is skipped or written twice.
 
+mod acls;
 mod source;
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,6 +16,7 @@ use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use floe_metadata::namespace::Namespace;
 use floe_metadata::tasks::sleep_unless_stopped;
 use floe_metadata::{Command, LinkConfig, LinkReport, LinkState, MirrorChunk, MirrorCommit, Outcome, State, TopicId};
 use floe_storage::segment::ChunkStats;
@@ -147,11 +149,17 @@ async fn round(agent: &Agent, name: &str, worker: &mut LinkWorker, config: &Link
     }
     let due = worker.refreshed.is_none_or(|t| t.elapsed() >= REFRESH_EVERY);
     if due {
-        source::refresh_topics(agent, name, worker).await?;
+        // What one topic or the ACLs cannot do is shown in status; the rest mirrors on.
+        let mut problems = source::refresh_topics(agent, name, worker).await?;
+        if worker.config.acls
+            && let Err(e) = acls::copy_acls(agent, name, worker).await
+        {
+            problems.push(e);
+        }
         if worker.config.groups.is_some() {
             source::copy_group_offsets(agent, name, worker).await?;
         }
-        report(agent, name, worker, None).await;
+        report(agent, name, worker, (!problems.is_empty()).then(|| problems.join("; "))).await;
         worker.refreshed = Some(Instant::now());
     }
     cut_adopted_partitions(agent, name).await?;
@@ -213,10 +221,16 @@ async fn mirror_once(
     let mut topic_ids: BTreeMap<String, TopicId> = BTreeMap::new();
     {
         let state = agent.metadata.read();
+        let ns = link_namespace(&state, &worker.config)?;
         for (topic, partitions) in &worker.leaders {
-            let Some(local) = state.topic_by_name(topic).filter(|t| state.mirror_link(t.topic_id) == Some(name)) else {
+            let stored = stored_name(ns.as_ref(), topic);
+            let Some(local) = state.topic_by_name(&stored).filter(|t| state.mirror_link(t.topic_id) == Some(name))
+            else {
                 continue;
             };
+            if let Some(why) = state.storage_quota_exceeded(&stored) {
+                return Err(format!("mirroring paused: {why}"));
+            }
             topic_ids.insert(topic.clone(), local.topic_id);
             for p in partitions.iter().filter(|p| p.leader >= 0) {
                 let Some(log) = usize::try_from(p.index).ok().and_then(|i| local.partitions.get(i)) else { continue };
@@ -376,7 +390,22 @@ pub fn exact_names_pattern<'a>(names: impl IntoIterator<Item = &'a String>) -> S
     names.into_iter().map(|n| regex::escape(n)).collect::<Vec<_>>().join("|")
 }
 
-/// Mirror topics of `link` as the state has them, by name.
+/// The tenant namespace a link mirrors into (`None`: the cluster's own names).
+fn link_namespace(state: &State, config: &LinkConfig) -> Result<Option<Namespace>, String> {
+    match &config.tenant {
+        None => Ok(None),
+        Some(tenant) => {
+            state.tenant_namespace(tenant).map(Some).ok_or_else(|| format!("the link's tenant {tenant:?} is gone"))
+        }
+    }
+}
+
+/// The name stored here for the source's topic or group `name`.
+fn stored_name(ns: Option<&Namespace>, name: &str) -> String {
+    ns.map_or_else(|| name.to_owned(), |ns| ns.scope(name))
+}
+
+/// Mirror topics of `link` as the state has them, by stored name.
 fn mirror_topics<'a>(state: &'a State, link: &'a str) -> impl Iterator<Item = (&'a str, TopicId)> + 'a {
     state
         .mirror_topics

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use floe_kafka_client::{Sasl, SourceCluster, SourceConfig};
 use floe_metadata::{Command, CommandError, LinkConfig, MirrorTxnEvent, NodeError, OffsetCommit, TopicId};
 
-use super::{LinkWorker, compile_pattern, mirror_topics};
+use super::{LinkWorker, compile_pattern, link_namespace, mirror_topics, stored_name};
 use crate::Agent;
 use crate::record_batch::{self, ATTRIBUTE_TRANSACTIONAL, BatchHeader, HEADER_BYTES};
 
@@ -157,9 +157,12 @@ pub(super) async fn position_after_out_of_range(
 
 /// Rereads the source's topics: creates mirrors of new matching topics, follows partition
 /// counts and (with `sync_configs`) configs, and notes mirror topics the source deleted.
-pub(super) async fn refresh_topics(agent: &Agent, name: &str, worker: &mut LinkWorker) -> Result<(), String> {
+/// Returns what was refused for single topics (a quota, a name taken here): those topics are
+/// not mirrored (a refused creation leaves nothing behind), the others are.
+pub(super) async fn refresh_topics(agent: &Agent, name: &str, worker: &mut LinkWorker) -> Result<Vec<String>, String> {
     let pattern = compile_pattern(&worker.config.topics)?;
-    let Some(source) = worker.source.as_mut() else { return Ok(()) };
+    let ns = link_namespace(&agent.metadata.read(), &worker.config)?;
+    let Some(source) = worker.source.as_mut() else { return Ok(Vec::new()) };
     let metadata = source.metadata().await.map_err(|e| e.to_string())?;
     let matching: Vec<&floe_kafka_client::SourceTopic> = metadata
         .topics
@@ -174,15 +177,17 @@ pub(super) async fn refresh_topics(agent: &Agent, name: &str, worker: &mut LinkW
     };
     let mut leaders = BTreeMap::new();
     let mut conflicts = Vec::new();
+    let mut problems = Vec::new();
     for topic in matching {
         let wanted_configs = configs.get(&topic.name).map(storable_configs).unwrap_or_default();
         let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        let stored = stored_name(ns.as_ref(), &topic.name);
         let command = {
             let state = agent.metadata.read();
-            match state.topic_by_name(&topic.name) {
+            match state.topic_by_name(&stored) {
                 None => Some(Command::CreateMirrorTopic {
                     link: name.to_owned(),
-                    name: topic.name.clone(),
+                    name: stored.clone(),
                     topic_id: uuid::Uuid::new_v4(),
                     partition_count: count,
                     configs: wanted_configs,
@@ -204,10 +209,14 @@ pub(super) async fn refresh_topics(agent: &Agent, name: &str, worker: &mut LinkW
             }
         };
         if let Some(command) = command {
+            let created = matches!(command, Command::CreateMirrorTopic { .. });
             match agent.metadata.propose(command).await {
                 Ok(_) => {}
                 Err(NodeError::Rejected(e)) => {
-                    return Err(format!("mirroring topic {}: {e}", topic.name));
+                    problems.push(format!("mirroring topic {}: {e}", topic.name));
+                    if created {
+                        continue;
+                    }
                 }
                 Err(e) => return Err(e.to_string()),
             }
@@ -217,16 +226,19 @@ pub(super) async fn refresh_topics(agent: &Agent, name: &str, worker: &mut LinkW
     {
         let state = agent.metadata.read();
         let at_source: std::collections::BTreeSet<&str> = metadata.topics.iter().map(|t| t.name.as_str()).collect();
-        worker.deleted_at_source =
-            mirror_topics(&state, name).filter(|(n, _)| !at_source.contains(n)).map(|(n, _)| n.to_owned()).collect();
+        worker.deleted_at_source = mirror_topics(&state, name)
+            .map(|(n, _)| ns.as_ref().and_then(|ns| ns.unscope(n)).unwrap_or(n))
+            .filter(|n| !at_source.contains(n))
+            .map(str::to_owned)
+            .collect();
     }
     worker.leaders = leaders;
     if !conflicts.is_empty() {
-        return Err(format!(
+        problems.push(format!(
             "topics {conflicts:?} exist here and are not mirrors of this link: rename or delete them to mirror them"
         ));
     }
-    Ok(())
+    Ok(problems)
 }
 
 /// The source configs Floe keeps on a topic: those it knows, each valid on its own.
@@ -246,6 +258,7 @@ fn storable_configs(source: &BTreeMap<String, String>) -> BTreeMap<String, Strin
 pub(super) async fn copy_group_offsets(agent: &Agent, name: &str, worker: &mut LinkWorker) -> Result<(), String> {
     let Some(pattern) = worker.config.groups.as_deref() else { return Ok(()) };
     let pattern = compile_pattern(pattern)?;
+    let ns = link_namespace(&agent.metadata.read(), &worker.config)?;
     let Some(source) = worker.source.as_mut() else { return Ok(()) };
     let groups = source.list_groups().await.map_err(|e| e.to_string())?;
     for group in groups.into_iter().filter(|g| super::pattern_matches(&pattern, g)).take(GROUPS_PER_ROUND_MAX) {
@@ -255,9 +268,10 @@ pub(super) async fn copy_group_offsets(agent: &Agent, name: &str, worker: &mut L
             let mirrored: BTreeMap<&str, TopicId> = mirror_topics(&state, name).collect();
             offsets
                 .into_iter()
-                .filter(|o| mirrored.contains_key(o.topic.as_str()))
-                .map(|o| OffsetCommit {
-                    topic: o.topic,
+                .map(|o| (stored_name(ns.as_ref(), &o.topic), o))
+                .filter(|(stored, _)| mirrored.contains_key(stored.as_str()))
+                .map(|(stored, o)| OffsetCommit {
+                    topic: stored,
                     partition: o.partition,
                     offset: o.offset,
                     leader_epoch: -1,
@@ -270,7 +284,7 @@ pub(super) async fn copy_group_offsets(agent: &Agent, name: &str, worker: &mut L
         }
         let command = Command::MirrorGroupOffsets {
             link: name.to_owned(),
-            group_id: group.clone(),
+            group_id: stored_name(ns.as_ref(), &group),
             offsets,
             now_ms: floe_metadata::now_ms(),
         };

@@ -59,6 +59,7 @@ pub(crate) fn router(agent: Arc<Agent>, token: OperatorToken) -> Router {
         .route("/v1/admin/links", get(list_links).post(set_link))
         .route("/v1/admin/links/{name}", get(show_link).delete(delete_link))
         .route("/v1/admin/links/{name}/promote", post(promote_link))
+        .route("/v1/admin/links/{name}/reverse", post(reverse_link))
         .layer(axum::middleware::from_fn_with_state((agent.clone(), Arc::new(token)), require_operator))
         .with_state(agent)
 }
@@ -152,6 +153,28 @@ async fn promote_link(
     propose(&agent, Command::PromoteLink { name: name.clone(), now_ms: floe_metadata::now_ms() }).await?;
     let shown = crate::links::links_json(&agent.metadata.read(), Some(&name)).pop().unwrap_or_default();
     Ok(Json(shown))
+}
+
+/// Failback: link `name` from the cluster where a link was promoted (its source), given the
+/// promoted link's fork offsets; this cluster's copies of its topics are cut back to them.
+async fn reverse_link(
+    State(agent): State<Arc<Agent>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    SmallBody(body): SmallBody,
+) -> Result<Response, HttpError> {
+    let mut request: crate::links::ReverseRequest = json_body(&headers, &body)?;
+    if !request.link.name.is_empty() && request.link.name != name {
+        return Err(HttpError::bad_request(format!("the link is named {name:?} by the path")));
+    }
+    request.link.name = name.clone();
+    let commands = crate::links::reverse_commands(&agent.metadata.read(), request, floe_metadata::now_ms())
+        .map_err(HttpError::bad_request)?;
+    for command in commands {
+        propose(&agent, command).await?;
+    }
+    let shown = crate::links::links_json(&agent.metadata.read(), Some(&name)).pop().unwrap_or_default();
+    Ok((StatusCode::CREATED, Json(shown)).into_response())
 }
 
 /// What `/v1/cluster` shows, for the operator (who has no API key): metadata nodes, agents

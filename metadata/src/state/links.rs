@@ -20,7 +20,7 @@ use crate::limits::{
 };
 
 /// What an operator sets on a link.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LinkConfig {
     /// The source's bootstrap servers, `HOST:PORT[,HOST:PORT...]`.
     pub bootstrap: String,
@@ -38,6 +38,58 @@ pub struct LinkConfig {
     pub groups: Option<String>,
     /// Topic configs follow the source's.
     pub sync_configs: bool,
+    /// The tenant whose namespace the mirror topics and groups go into (format 12): the source's
+    /// names are the names its clients use, and its quotas apply. `None`: the cluster's own.
+    pub tenant: Option<String>,
+    /// The source's ACLs on mirrored topics and groups are copied (format 12): those resources'
+    /// bindings here are the source's while the link mirrors.
+    pub acls: bool,
+}
+
+impl<'de> Deserialize<'de> for LinkConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// Format 11's link config: no tenant, no ACL copying.
+        #[derive(Deserialize)]
+        struct LinkConfigV11 {
+            bootstrap: String,
+            tls: bool,
+            tls_ca_pem: Option<String>,
+            sasl: Option<LinkSasl>,
+            topics: String,
+            groups: Option<String>,
+            sync_configs: bool,
+        }
+        #[derive(Deserialize)]
+        struct LinkConfigV12 {
+            bootstrap: String,
+            tls: bool,
+            tls_ca_pem: Option<String>,
+            sasl: Option<LinkSasl>,
+            topics: String,
+            groups: Option<String>,
+            sync_configs: bool,
+            tenant: Option<String>,
+            acls: bool,
+        }
+        if (1..=11).contains(&super::formats::decoding_format()) {
+            let LinkConfigV11 { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs } =
+                LinkConfigV11::deserialize(d)?;
+            return Ok(Self {
+                bootstrap,
+                tls,
+                tls_ca_pem,
+                sasl,
+                topics,
+                groups,
+                sync_configs,
+                tenant: None,
+                acls: false,
+            });
+        }
+        let LinkConfigV12 { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls } =
+            LinkConfigV12::deserialize(d)?;
+        Ok(Self { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls })
+    }
 }
 
 /// SASL credentials a link presents to its source.
@@ -196,6 +248,12 @@ impl State {
         }
     }
 
+    /// The tenant namespace `link` mirrors into; `None` for the cluster's own (or a tenant that
+    /// is gone, whose topics went with it).
+    fn link_namespace(&self, link: &LinkRecord) -> Option<crate::namespace::Namespace> {
+        link.config.tenant.as_deref().and_then(|t| self.tenant_namespace(t))
+    }
+
     fn require_links(&self) -> Result<(), CommandError> {
         if self.applies_format(11) {
             Ok(())
@@ -219,11 +277,23 @@ impl State {
         self.require_links()?;
         validate_link_name(&name)?;
         validate_link_config(&config)?;
+        if (config.tenant.is_some() || config.acls) && !self.applies_format(12) {
+            return Err(CommandError::InvalidLink(
+                "a link's tenant and ACL copying need every metadata node on format 12".into(),
+            ));
+        }
+        if let Some(tenant) = config.tenant.as_ref().filter(|t| !self.tenants.contains_key(*t)) {
+            return Err(CommandError::InvalidLink(format!("no tenant named {tenant:?}")));
+        }
         let count = self.links.len();
+        let mirrored = self.mirror_topics.values().filter(|l| **l == name).count();
         match self.links.get_mut(&name) {
             Some(link) if link.state != LinkState::Mirroring => {
                 Err(CommandError::InvalidLink(format!("link {name:?} was promoted; delete it and create another")))
             }
+            Some(link) if link.config.tenant != config.tenant && mirrored > 0 => Err(CommandError::InvalidLink(
+                format!("link {name:?} mirrors {mirrored} topics into its namespace: its tenant cannot change"),
+            )),
             Some(link) => {
                 link.config = config;
                 Ok(Outcome::Done)
@@ -273,12 +343,26 @@ impl State {
         configs: BTreeMap<String, String>,
     ) -> Result<Outcome, CommandError> {
         self.require_links()?;
-        self.mirroring_link(&link)?;
-        if crate::namespace::key_of(&name).is_some() {
-            return Err(CommandError::InvalidTopicName {
-                name,
-                reason: "links mirror into the cluster's own namespace, not a tenant's".into(),
-            });
+        let tenant = self.mirroring_link(&link)?.config.tenant.clone();
+        match tenant {
+            None if crate::namespace::key_of(&name).is_some() => {
+                return Err(CommandError::InvalidTopicName {
+                    name,
+                    reason: format!("link {link:?} mirrors into the cluster's own namespace, not a tenant's"),
+                });
+            }
+            None => {}
+            Some(tenant) => {
+                let ns = self.tenant_namespace(&tenant).ok_or_else(|| {
+                    CommandError::InvalidLink(format!("tenant {tenant:?} of link {link:?} no longer exists"))
+                })?;
+                if !ns.owns(&name) {
+                    return Err(CommandError::InvalidTopicName {
+                        name,
+                        reason: format!("link {link:?} mirrors into tenant {tenant:?}'s namespace"),
+                    });
+                }
+            }
         }
         let outcome = self.create_topic(name, topic_id, partition_count, configs)?;
         self.mirror_topics.insert(topic_id, link);
@@ -491,14 +575,16 @@ impl State {
     /// move on.
     pub(super) fn promote_link(&mut self, name: &str, now_ms: i64) -> Result<Outcome, CommandError> {
         self.require_links()?;
-        self.mirroring_link(name)?;
+        let ns = self.link_namespace(self.mirroring_link(name)?);
         let topics: Vec<TopicId> = self.mirror_topics.iter().filter(|(_, l)| *l == name).map(|(t, _)| *t).collect();
         let mut fork_offsets = BTreeMap::new();
         for topic_id in topics {
             self.mirror_topics.remove(&topic_id);
             self.mirror_truncations.retain(|(t, _), _| *t != topic_id);
             let Some(topic) = self.topics.get_mut(&topic_id) else { continue };
-            fork_offsets.insert(topic.name.clone(), topic.partitions.iter().map(|p| p.next_offset).collect());
+            // By the name the source (and a link reading this cluster back) knows it.
+            let shown = ns.as_ref().and_then(|ns| ns.unscope(&topic.name)).unwrap_or(&topic.name).to_owned();
+            fork_offsets.insert(shown, topic.partitions.iter().map(|p| p.next_offset).collect());
             for partition in &mut topic.partitions {
                 for (producer_id, first_offset) in std::mem::take(&mut partition.open_transactions) {
                     // The source producer's epoch is not known here; any epoch ends its
@@ -523,8 +609,19 @@ impl State {
         fork_offsets: Vec<i64>,
     ) -> Result<Outcome, CommandError> {
         self.require_links()?;
-        self.mirroring_link(link)?;
+        let record = self.mirroring_link(link)?;
+        let (tenant, ns) = (record.config.tenant.is_some(), self.link_namespace(record));
         let topic = self.topics.get(&topic_id).ok_or(CommandError::UnknownTopicOrPartition)?;
+        let in_namespace = match &ns {
+            Some(ns) => ns.owns(&topic.name),
+            None => !tenant && crate::namespace::key_of(&topic.name).is_none(),
+        };
+        if !in_namespace {
+            return Err(CommandError::InvalidLink(format!(
+                "topic {} is outside link {link:?}'s namespace",
+                topic.name
+            )));
+        }
         if let Some(other) = self.mirror_link(topic_id) {
             return Err(CommandError::InvalidLink(format!(
                 "topic {} is a mirror of link {other:?} already",

@@ -1290,6 +1290,8 @@ fn golden_link_commands() -> Vec<Command> {
         topics: topics.into(),
         groups: Some("app-.*".into()),
         sync_configs: true,
+        tenant: None,
+        acls: false,
     };
     let chunk = |base_offset, last_offset, transactions| MirrorChunk {
         topic_id: mirrored_id,
@@ -1386,22 +1388,25 @@ fn golden_link_commands() -> Vec<Command> {
     ]
 }
 
-/// The persisted formats as of format 11 (the current one): the archive's state and command
+/// The persisted formats as of format 12 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_11_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v11.snap"), golden_dir().join("commands-v11.cmds"));
+fn golden_files_of_format_12_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v12.snap"), golden_dir().join("commands-v12.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
         let mut commands = golden_commands_through_format_10();
         commands.extend(golden_link_commands());
+        let (before, _) = run(commands.clone());
+        let added = golden_commands_of_format_12(&before);
+        commands.extend(added.clone());
         let (state, outcomes) = run(commands.clone());
-        let links = &outcomes[outcomes.len() - golden_link_commands().len()..];
-        let failed: Vec<_> = links.iter().zip(golden_link_commands()).filter(|(o, _)| o.is_err()).collect();
-        assert!(failed.is_empty(), "every link command applies: {failed:?}");
+        let failed: Vec<_> =
+            outcomes[outcomes.len() - added.len()..].iter().zip(added).filter(|(o, _)| o.is_err()).collect();
+        assert!(failed.is_empty(), "every command of format 12 applies: {failed:?}");
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
         std::fs::write(&state_path, crate::archive::encode_state(&state).expect("encode")).expect("write");
@@ -1409,15 +1414,69 @@ fn golden_files_of_format_11_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 12 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 12 commands no longer decode");
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 12 state encodes differently");
+    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 12 commands encode differently");
+    let tenant_link = &state.links["tenant-in"].config;
+    let ns = state.tenant_namespace("tenant0").expect("the tenant");
+    let mirrored = state.topic_by_name(&ns.scope("t-orders")).expect("the tenant's mirror topic");
+    assert!(
+        state.format == 12
+            && tenant_link.tenant.as_deref() == Some("tenant0")
+            && tenant_link.acls
+            && state.mirror_link(mirrored.topic_id) == Some("tenant-in")
+            && state.links["east"].config.tenant.is_none(),
+        "a varied state: {:?} links",
+        state.links,
+    );
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 12 commands gives another state");
+}
+
+/// A link into a tenant's namespace that copies ACLs (format 12).
+fn golden_commands_of_format_12(before: &State) -> Vec<Command> {
+    let ns = before.tenant_namespace("tenant0").expect("the golden commands keep tenant0");
+    let config = crate::state::LinkConfig {
+        bootstrap: "kafka-c.example:9092".into(),
+        tls: false,
+        tls_ca_pem: None,
+        sasl: None,
+        topics: "t-.*".into(),
+        groups: Some("t-app".into()),
+        sync_configs: false,
+        tenant: Some("tenant0".into()),
+        acls: true,
+    };
+    vec![
+        Command::SetFormat { format: 12 },
+        Command::SetLink { name: "tenant-in".into(), config, now_ms: 80_000 },
+        Command::CreateMirrorTopic {
+            link: "tenant-in".into(),
+            name: ns.scope("t-orders"),
+            topic_id: uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_ce01),
+            partition_count: 2,
+            configs: BTreeMap::new(),
+        },
+    ]
+}
+
+/// Format 11's files (links, before their tenant and ACL copying): its links read with neither,
+/// and its commands replay to that state.
+#[test]
+fn golden_files_of_format_11_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v11.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v11.cmds")).expect("the golden command file");
     let state = crate::archive::decode_state(&state_bytes).expect("format 11 state no longer decodes");
     let log = crate::archive::decode_log(&log_bytes).expect("format 11 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 11 state encodes differently");
-    let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 11 commands encode differently");
     let mirrored = state.topic_by_name("mirrored").expect("the mirror topic");
     assert!(
         state.format == 11
             && state.links.len() == 3
+            && state.links.values().all(|l| l.config.tenant.is_none() && !l.config.acls)
+            && state.links["east"].config.groups.as_deref() == Some("app-.*")
             && state.topic_by_name("adopted").is_some_and(|t| t.partitions[0].next_offset == 3)
             && state.mirror_link(mirrored.topic_id) == Some("east")
             && mirrored.partitions[0].next_offset == 121

@@ -223,6 +223,35 @@ fn node_error(e: &NodeError) -> (ResponseError, String) {
     (error_code::for_node(e), e.to_string())
 }
 
+/// An ACL binding as Kafka's protocol spells it (wire codes).
+pub(crate) struct KafkaAcl<'a> {
+    pub resource_type: i8,
+    pub resource_name: &'a str,
+    pub pattern_type: i8,
+    pub principal: &'a str,
+    pub host: &'a str,
+    pub operation: i8,
+    pub permission: i8,
+}
+
+/// The binding `acl` spells, or why Floe cannot keep it.
+pub(crate) fn binding_of(acl: KafkaAcl<'_>) -> Result<AclBinding, String> {
+    let resource_type = resource_type(acl.resource_type)
+        .ok_or_else(|| format!("resource type {} cannot be given ACLs here", acl.resource_type))?;
+    let pattern_type = pattern_type(acl.pattern_type).ok_or("an ACL's pattern type is LITERAL or PREFIXED")?;
+    let operation = operation(acl.operation).ok_or_else(|| format!("operation {} cannot be granted", acl.operation))?;
+    let permission = permission(acl.permission).ok_or("an ACL's permission is ALLOW or DENY")?;
+    Ok(AclBinding {
+        resource_type,
+        resource_name: acl.resource_name.to_owned(),
+        pattern_type,
+        principal: acl.principal.to_owned(),
+        host: acl.host.to_owned(),
+        operation,
+        permission,
+    })
+}
+
 pub(in crate::kafka) async fn create(agent: &Agent, access: &Access, request: CreateAclsRequest) -> CreateAclsResponse {
     let failed = |error: ResponseError, why: &str| {
         AclCreationResult::default().with_error_code(error.code()).with_error_message(Some(str_bytes(why)))
@@ -239,21 +268,14 @@ pub(in crate::kafka) async fn create(agent: &Agent, access: &Access, request: Cr
         .creations
         .iter()
         .map(|c| {
-            let resource_type = resource_type(c.resource_type)
-                .ok_or_else(|| format!("resource type {} cannot be given ACLs here", c.resource_type))?;
-            let pattern_type =
-                pattern_type(c.resource_pattern_type).ok_or("an ACL's pattern type is LITERAL or PREFIXED")?;
-            let operation =
-                operation(c.operation).ok_or_else(|| format!("operation {} cannot be granted", c.operation))?;
-            let permission = permission(c.permission_type).ok_or("an ACL's permission is ALLOW or DENY")?;
-            Ok(AclBinding {
-                resource_type,
-                resource_name: c.resource_name.to_string(),
-                pattern_type,
-                principal: c.principal.to_string(),
-                host: c.host.to_string(),
-                operation,
-                permission,
+            binding_of(KafkaAcl {
+                resource_type: c.resource_type,
+                resource_name: &c.resource_name,
+                pattern_type: c.resource_pattern_type,
+                principal: &c.principal,
+                host: &c.host,
+                operation: c.operation,
+                permission: c.permission_type,
             })
         })
         .collect();

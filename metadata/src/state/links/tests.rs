@@ -22,6 +22,8 @@ fn config() -> LinkConfig {
         topics: "orders.*".into(),
         groups: Some(".*".into()),
         sync_configs: true,
+        tenant: None,
+        acls: false,
     }
 }
 
@@ -113,6 +115,47 @@ fn links_wait_for_format_11_and_names_and_configs_are_checked() {
     let other = LinkConfig { topics: "payments".into(), ..config() };
     apply(&mut state, set(LINK, other.clone())).expect("its config replaced");
     assert_eq!(state.links[LINK].config, other);
+}
+
+#[test]
+fn a_tenant_link_mirrors_into_its_namespace_within_its_quotas() {
+    let mut state = linked();
+    let tenant_link = LinkConfig { tenant: Some("acme".into()), acls: true, ..config() };
+    let set = |config: LinkConfig| Command::SetLink { name: "acme-in".into(), config, now_ms: 1 };
+    let refused = apply(&mut state, set(tenant_link.clone()));
+    assert!(matches!(refused, Err(CommandError::InvalidLink(ref why)) if why.contains("format 12")), "{refused:?}");
+    apply(&mut state, Command::SetFormat { format: 12 }).expect("format");
+    let refused = apply(&mut state, set(tenant_link.clone()));
+    assert!(matches!(refused, Err(CommandError::InvalidLink(ref why)) if why.contains("no tenant")), "{refused:?}");
+    apply(&mut state, Command::CreateTenant { name: "acme".into(), now_ms: 1 }).expect("tenant");
+    let quotas = crate::state::TenantQuotas { partitions: Some(4), ..Default::default() };
+    apply(&mut state, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    apply(&mut state, set(tenant_link.clone())).expect("a tenant link");
+    let ns = state.tenant_namespace("acme").expect("namespace");
+    let create = |link: &str, name: String, id: u8, partition_count| Command::CreateMirrorTopic {
+        link: link.into(),
+        name,
+        topic_id: topic_id(id),
+        partition_count,
+        configs: BTreeMap::new(),
+    };
+    // Outside the tenant's namespace, or past its partition quota: refused, nothing created.
+    let outside = apply(&mut state, create("acme-in", "orders-eu".into(), 7, 1));
+    assert!(matches!(outside, Err(CommandError::InvalidTopicName { .. })), "{outside:?}");
+    let too_big = apply(&mut state, create("acme-in", ns.scope("orders-big"), 8, 5));
+    assert!(matches!(too_big, Err(CommandError::QuotaExceeded(_))), "{too_big:?}");
+    assert!(state.topic_by_name(&ns.scope("orders-big")).is_none() && !state.mirror_topics.contains_key(&topic_id(8)));
+    apply(&mut state, create("acme-in", ns.scope("orders-eu"), 9, 3)).expect("within the quota");
+    assert_eq!(state.mirror_link(topic_id(9)), Some("acme-in"));
+    let grow =
+        Command::UpdateMirrorTopic { link: "acme-in".into(), topic_id: topic_id(9), partition_count: 5, configs: None };
+    assert!(matches!(apply(&mut state, grow), Err(CommandError::QuotaExceeded(_))));
+    assert_eq!(state.topics[&topic_id(9)].partitions.len(), 3);
+    // A cluster link keeps out of tenants' namespaces; a link's tenant is fixed once it mirrors.
+    let cluster_create = create(LINK, ns.scope("orders-x"), 10, 1);
+    assert!(matches!(apply(&mut state, cluster_create), Err(CommandError::InvalidTopicName { .. })));
+    let moved = apply(&mut state, set(LinkConfig { tenant: None, ..tenant_link }));
+    assert!(matches!(moved, Err(CommandError::InvalidLink(ref why)) if why.contains("cannot change")), "{moved:?}");
 }
 
 #[test]
