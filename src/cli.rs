@@ -659,6 +659,8 @@ pub(crate) struct AgentOptions {
     #[arg(long)]
     pub(crate) operator_token_file: Option<std::path::PathBuf>,
     /// Endpoint of an S3-compatible server for s3:// URLs (credentials from AWS_* variables).
+    /// Request bodies are sent unsigned over HTTPS (TLS and Floe's CRC-32C protect them) and
+    /// signed over plain HTTP; AWS_UNSIGNED_PAYLOAD=true|false decides instead.
     #[arg(long)]
     pub(crate) s3_endpoint: Option<String>,
     /// Flush when the oldest buffered batch is this old (default 250 for s3://, 10 otherwise).

@@ -8,6 +8,9 @@ median of --runs runs, every run on a fresh data directory:
            with and without --flush-adaptive
   floor    the same max-rate produce against `floe-loadtest null-sink` (a Kafka endpoint that
            stores nothing) and against Floe: what the machine and the generator can do
+  s3       the same max-rate produce on file:// and on s3:// (a moto server, in memory, on the
+           same cores; MOTO_SERVER or `moto_server` on PATH), with payloads signed (SigV4's
+           SHA-256 of the body: plain-HTTP endpoints' default) and unsigned (the HTTPS default)
 
 Reports (JSON + SVG per run) go to /var/tmp/floe-bench/loadtest/; a markdown table is printed.
 
@@ -23,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_read import TARGET, Floe  # noqa: E402
@@ -42,9 +46,9 @@ def run_loadtest(name, bootstrap, args, metrics=None):
         return json.load(f)
 
 
-def with_floe(extra, fn):
+def with_floe(extra, fn, env=None):
     shutil.rmtree(f"{bench_read.WORK}/data", ignore_errors=True)
-    floe = Floe(extra)
+    floe = Floe(extra, env=env)
     floe.start()
     try:
         return fn(floe)
@@ -134,6 +138,60 @@ def floor(runs, duration):
                   flush=True)
 
 
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def s3_store(runs, duration):
+    print("\n### Produce on file:// and on s3:// (moto), 1 producer, 1 KiB records, max rate\n")
+    print("| store | payload | MB/s | agent CPU s/GiB | S3 server CPU s/GiB | PUTs/GiB |")
+    print("|---|---|---|---|---|---|")
+    moto = os.environ.get("MOTO_SERVER") or shutil.which("moto_server")
+    if not moto:
+        raise SystemExit("no moto_server: set MOTO_SERVER or put it on PATH (scripts/test.sh installs it in .venv)")
+    creds = {"AWS_ACCESS_KEY_ID": "floe-bench", "AWS_SECRET_ACCESS_KEY": "floe-bench-secret",
+             "AWS_REGION": "us-east-1"}
+    args = ["--consumers", "0", "--duration", duration, "--warmup", "2s", "--partitions", "8"]
+    for store, payload in (("file://", "-"), ("s3://", "signed"), ("s3://", "unsigned")):
+        reports, server_cpu = [], []
+        for i in range(runs):
+            name = f"s3-{store.rstrip(':/')}-{payload}-{i}"
+            if store == "file://":
+                reports.append(with_floe([], lambda f: run_loadtest(name, f.bootstrap, args,
+                                                                    f"http://127.0.0.1:{f.http}/metrics")))
+                continue
+            port = bench_read.free_port()
+            server = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], env={**os.environ, **creds},
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                endpoint = f"http://127.0.0.1:{port}"
+                deadline = time.time() + 20
+                while True:
+                    try:
+                        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/bench", method="PUT"), timeout=2)
+                        break
+                    except OSError:
+                        if time.time() > deadline:
+                            raise SystemExit("moto_server did not start")
+                        time.sleep(0.2)
+                before = cpu_seconds(server.pid)
+                env = {**creds, "AWS_UNSIGNED_PAYLOAD": "true" if payload == "unsigned" else "false"}
+                report = with_floe(["--object-store", "s3://bench", "--s3-endpoint", endpoint],
+                                   lambda f: run_loadtest(name, f.bootstrap, args, f"http://127.0.0.1:{f.http}/metrics"),
+                                   env)
+                reports.append(report)
+                server_cpu.append((cpu_seconds(server.pid) - before) / report["cost"]["gib_produced"])
+            finally:
+                server.kill()
+                server.wait()
+        print(f"| {store} | {payload} | {fmt(med(reports, lambda r: r['produce']['mb_per_second']))} "
+              f"| {fmt(med(reports, lambda r: r['cost']['agent_cpu_seconds_per_gib']), 2)} "
+              f"| {fmt(statistics.median(server_cpu) if server_cpu else None, 2)} "
+              f"| {fmt(med(reports, lambda r: r['cost']['puts_per_gib_produced']), 0)} |", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=3)
@@ -145,7 +203,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     os.makedirs(bench_read.WORK, exist_ok=True)
     print(f"cores: {os.cpu_count()}; reports in {OUT}", flush=True)
-    parts = {"flush": flush_sweep, "latency": latency_profiles, "floor": floor}
+    parts = {"flush": flush_sweep, "latency": latency_profiles, "floor": floor, "s3": s3_store}
     for part in args.only.split(","):
         if part not in parts:
             raise SystemExit(f"unknown part {part!r}; known: {', '.join(parts)}")

@@ -41,16 +41,17 @@ def metrics(http):
 
 
 class Floe:
-    def __init__(self, extra=(), binary=None):
+    def __init__(self, extra=(), binary=None, env=None):
         self.kafka, self.http, self.meta = free_port(), free_port(), free_port()
         self.extra = list(extra)
+        self.env = {**os.environ, **(env or {})}
         self.binary = binary or f"{TARGET}/release/floe"
         self.proc = None
 
     def start(self):
         cmd = [self.binary, "dev", "--data-dir", f"{WORK}/data", "--kafka-addr", f"127.0.0.1:{self.kafka}",
                "--http-addr", f"127.0.0.1:{self.http}", "--metadata-addr", f"127.0.0.1:{self.meta}", *self.extra]
-        self.proc = subprocess.Popen(cmd, stderr=open(f"{WORK}/floe.log", "a"))
+        self.proc = subprocess.Popen(cmd, stderr=open(f"{WORK}/floe.log", "a"), env=self.env)
         deadline = time.time() + 20
         while True:
             try:

@@ -37,6 +37,23 @@ pub struct ObjectStoreConfig {
 }
 
 /// Segment objects in one bucket and prefix.
+/// An S3 client for `bucket` at `endpoint` (default: AWS), configured from `AWS_*` variables.
+/// Over HTTPS the request body is sent unsigned (`UNSIGNED-PAYLOAD`): TLS protects it in transit
+/// and every chunk carries its own CRC-32C, while signing it means a SHA-256 of every byte, a
+/// third of an agent's produce CPU when measured. Plain-HTTP endpoints (local servers, tests)
+/// keep the signed payload; `AWS_UNSIGNED_PAYLOAD` (`unsigned_payload`) decides when set.
+fn s3_builder(bucket: &str, endpoint: Option<&str>, unsigned_payload: Option<std::ffi::OsString>) -> AmazonS3Builder {
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    if let Some(endpoint) = endpoint {
+        builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
+    }
+    let https = endpoint.is_none_or(|e| e.starts_with("https://"));
+    if unsigned_payload.is_none() {
+        builder = builder.with_unsigned_payload(https);
+    }
+    builder
+}
+
 #[derive(Clone, Debug)]
 pub struct SegmentStore {
     store: Arc<dyn ObjectStore>,
@@ -62,10 +79,8 @@ impl SegmentStore {
             "memory" => (Arc::new(InMemory::new()), Path::default(), None),
             "s3" => {
                 let bucket = url.host_str().filter(|b| !b.is_empty()).ok_or_else(|| invalid("no bucket name"))?;
-                let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-                if let Some(endpoint) = &config.s3_endpoint {
-                    builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
-                }
+                let builder =
+                    s3_builder(bucket, config.s3_endpoint.as_deref(), std::env::var_os("AWS_UNSIGNED_PAYLOAD"));
                 let prefix = Path::from(url.path().trim_matches('/'));
                 (Arc::new(builder.build()?), prefix, None)
             }
@@ -257,4 +272,25 @@ fn sync_file_and_parent(file: &std::path::Path) -> Result<(), StorageError> {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::aws::AmazonS3ConfigKey;
+
+    use super::s3_builder;
+
+    fn unsigned(endpoint: Option<&str>, env: Option<&str>) -> Option<String> {
+        s3_builder("b", endpoint, env.map(Into::into)).get_config_value(&AmazonS3ConfigKey::UnsignedPayload)
+    }
+
+    #[test]
+    fn payloads_are_signed_only_over_plain_http_unless_the_environment_says() {
+        assert_eq!(unsigned(None, None).as_deref(), Some("true"), "AWS itself: HTTPS");
+        assert_eq!(unsigned(Some("https://s3.example:9000"), None).as_deref(), Some("true"));
+        assert_eq!(unsigned(Some("http://127.0.0.1:9000"), None).as_deref(), Some("false"));
+        // Set in the environment, `from_env` has read it (here: not set, so the client's default,
+        // signed) and the HTTPS default stays out of the way.
+        assert_eq!(unsigned(Some("https://s3.example:9000"), Some("false")).as_deref(), Some("false"));
+    }
 }
