@@ -16,7 +16,8 @@ identical offsets.
   partition quota is named in the link's error and nothing of it is created, while the others
   mirror; the source's ACLs on mirrored topics and groups are copied (a user reads with them
   alone) and follow deletions; failback with `floe admin links reverse` into the source's tenant.
-- An unreachable source and wrong credentials show as the link's error in its status.
+- An unreachable source and wrong credentials show as the link's error in its status; a source
+  that accepts connections and never answers holds up only its own link.
 """
 
 import json
@@ -390,3 +391,47 @@ def test_a_tenant_link_copies_acls_and_keeps_to_the_tenants_quotas(floe_factory,
     assert values == {f"after-{i}" for i in range(6)}, values
     back = json.loads(links_at(source_meta, "status", "back").stdout)
     assert back["tenant"] == "src" and back["error"] is None and back["lag"] == 0, back
+
+
+@pytest.mark.timeout(240)
+def test_a_source_that_never_answers_does_not_hold_up_other_links(cluster, floe_factory, tmp_path):
+    """Found in review: the links took their rounds in turn, so a source that accepts connections
+    and never answers held every other link for its request timeout (30 s) each attempt."""
+    import socket
+    import threading
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held = []
+
+    def accept_and_say_nothing():
+        while True:
+            try:
+                conn, _ = silent.accept()
+            except OSError:
+                return
+            held.append(conn)
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    try:
+        source = floe_factory.new("lively", object_store=f"file://{tmp_path}/lively-objects")
+        topic = unique_name("lively")
+        create_topic(source.bootstrap, topic, 1)
+        links_cli(cluster, "create", "--name", "silent", "--source-bootstrap", f"127.0.0.1:{silent.getsockname()[1]}",
+                  "--topics", ".*")
+        time.sleep(1)  # the silent link's first round is waiting on its source
+        links_cli(cluster, "create", "--name", "lively", "--source-bootstrap", source.bootstrap, "--topics", topic)
+        p = Producer({"bootstrap.servers": source.bootstrap})
+        for i in range(4):
+            for j in range(10):
+                p.produce(topic, value=f"{i}-{j}".encode())
+            assert p.flush(30) == 0
+            # Mirrored in well under a second when alone; the silent source's connection attempts
+            # take 10 s each.
+            wait_until(lambda i=i: high_watermarks(cluster.bootstrap(1), topic, 1) == [10 * (i + 1)], 5,
+                       f"round {i} mirrored while the other link's source says nothing")
+            time.sleep(1)
+    finally:
+        silent.close()
+        for conn in held:
+            conn.close()
