@@ -62,8 +62,17 @@ fn yes() -> bool {
     true
 }
 
-/// The command creating (or reconfiguring) the link `request` describes.
-pub fn set_link_command(request: LinkRequest, now_ms: i64) -> Result<Command, String> {
+/// The command creating (or reconfiguring) the link `request` describes, for a cluster in
+/// `state`. Refused until every metadata node runs format 12: a link's config is written in that
+/// format's layout, which a node still on format 11 cannot read.
+pub fn set_link_command(state: &State, request: LinkRequest, now_ms: i64) -> Result<Command, String> {
+    if !state.applies_format(12) {
+        return Err(format!(
+            "links are set once every metadata node runs metadata format 12 (the cluster applies {}): finish \
+             the upgrade first",
+            state.format
+        ));
+    }
     if request.topics.is_empty() {
         return Err("a link needs a topics pattern".into());
     }
@@ -110,7 +119,7 @@ pub fn reverse_commands(state: &State, request: ReverseRequest, now_ms: i64) -> 
         None => None,
     };
     let name = link.name.clone();
-    let mut commands = vec![set_link_command(link, now_ms)?];
+    let mut commands = vec![set_link_command(state, link, now_ms)?];
     for (topic, offsets) in fork_offsets {
         let stored = ns.as_ref().map_or_else(|| topic.clone(), |ns| ns.scope(&topic));
         if let Some(topic) = state.topic_by_name(&stored) {
@@ -188,4 +197,25 @@ pub fn links_json(state: &State, only: Option<&str>) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> LinkRequest {
+        serde_json::from_value(serde_json::json!({ "name": "east", "source_bootstrap": "kafka:9092", "topics": "a.*" }))
+            .expect("a link request")
+    }
+
+    #[test]
+    fn links_are_set_only_once_every_node_writes_format_12() {
+        let mut state = State { format: 11, ..State::default() };
+        let refused = set_link_command(&state, request(), 1).expect_err("format 11 refuses");
+        assert!(refused.contains("format 12") && refused.contains("applies 11"), "{refused}");
+        state.format = 12;
+        assert!(matches!(set_link_command(&state, request(), 1), Ok(Command::SetLink { .. })));
+        let no_topics = LinkRequest { topics: String::new(), ..request() };
+        assert!(set_link_command(&state, no_topics, 1).is_err_and(|e| e.contains("topics")));
+    }
 }

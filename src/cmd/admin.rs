@@ -437,6 +437,7 @@ async fn links(addrs: Vec<String>, action: crate::cli::LinksAction) -> anyhow::R
     use crate::cli::LinksAction;
     use floe_gateway::links;
     let metadata = RemoteMetadata::connect(addrs).await?;
+    metadata.catch_up().await?;
     let propose = |command: Command| {
         let metadata = metadata.clone();
         async move { metadata.propose(command).await.map_err(|e| anyhow::anyhow!("{e}")) }
@@ -455,7 +456,8 @@ async fn links(addrs: Vec<String>, action: crate::cli::LinksAction) -> anyhow::R
         LinksAction::Status { name } => show(Some(&name))?,
         LinksAction::Create { name, source, topics, groups, no_sync_configs, target } => {
             let request = link_request(name.clone(), source, topics, groups, !no_sync_configs, target)?;
-            let command = links::set_link_command(request, floe_metadata::now_ms()).map_err(|e| anyhow::anyhow!(e))?;
+            let command = links::set_link_command(&metadata.read(), request, floe_metadata::now_ms())
+                .map_err(|e| anyhow::anyhow!(e))?;
             propose(command).await?;
             show(Some(&name))?;
         }

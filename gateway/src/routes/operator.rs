@@ -134,7 +134,8 @@ async fn set_link(
 ) -> Result<Response, HttpError> {
     let request: crate::links::LinkRequest = json_body(&headers, &body)?;
     let name = request.name.clone();
-    let command = crate::links::set_link_command(request, floe_metadata::now_ms()).map_err(HttpError::bad_request)?;
+    let command = crate::links::set_link_command(&agent.metadata.read(), request, floe_metadata::now_ms())
+        .map_err(HttpError::bad_request)?;
     propose(&agent, command).await?;
     let shown = crate::links::links_json(&agent.metadata.read(), Some(&name)).pop().unwrap_or_default();
     Ok((StatusCode::CREATED, Json(shown)).into_response())
