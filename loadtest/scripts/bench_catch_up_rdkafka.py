@@ -22,15 +22,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_read  # noqa: E402
-from bench_read import WORK, Floe  # noqa: E402
+from bench_read import WORK, Floe, cpu_seconds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_once(perf: str, binary: str | None, records: int, size: int, partitions: int, cache_bytes: int,

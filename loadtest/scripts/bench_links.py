@@ -23,12 +23,14 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_read import Floe, cpu_seconds  # noqa: E402
 
 TARGET = os.environ.get("CARGO_TARGET_DIR", "/var/tmp/floe-target")
 WORK = "/var/tmp/floe-bench-links"
@@ -36,50 +38,13 @@ PARTITIONS = 8
 RECORD = 1024
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class Floe:
-    def __init__(self, name):
-        self.name = name
-        self.kafka, self.http, self.meta = free_port(), free_port(), free_port()
-        self.proc = None
-
-    def start(self):
-        cmd = [f"{TARGET}/release/floe", "dev", "--data-dir", f"{WORK}/{self.name}", "--kafka-addr",
-               f"127.0.0.1:{self.kafka}", "--http-addr", f"127.0.0.1:{self.http}", "--metadata-addr",
-               f"127.0.0.1:{self.meta}"]
-        self.proc = subprocess.Popen(cmd, stderr=open(f"{WORK}/{self.name}.log", "a"))
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.kafka), timeout=0.2).close()
-                return
-            except OSError:
-                if time.time() > deadline:
-                    raise SystemExit(f"{self.name} did not start")
-                time.sleep(0.05)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(60)
-
-    @property
-    def bootstrap(self):
-        return f"127.0.0.1:{self.kafka}"
+def floe(name):
+    """A release `floe dev` with its data and log under WORK."""
+    return Floe(data=f"{WORK}/{name}", log=f"{WORK}/{name}.log")
 
 
 def create_topic(floe, topic):
@@ -125,7 +90,7 @@ def produce(perf, floe, topic, count, rate=None):
 def run_once(perf, backlog_mib, rate_mb, seconds):
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
-    source, dest = Floe("source"), Floe("dest")
+    source, dest = floe("source"), floe("dest")
     source.start()
     dest.start()
     try:

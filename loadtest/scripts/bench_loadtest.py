@@ -29,7 +29,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_read import TARGET, Floe  # noqa: E402
+from bench_read import TARGET, Floe, cpu_seconds  # noqa: E402
 import bench_read  # noqa: E402
 
 OUT = "/var/tmp/floe-bench/loadtest"
@@ -136,12 +136,6 @@ def floor(runs, duration):
                   f"| {fmt(med(reports, lambda r: r['generator']['cpu_seconds_per_gib']), 2)} "
                   f"| {fmt(med(reports, lambda r: (r['cost'] or {}).get('agent_cpu_seconds_per_gib')), 2)} |",
                   flush=True)
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def s3_store(runs, duration):

@@ -40,19 +40,28 @@ def metrics(http):
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Floe:
-    def __init__(self, extra=(), binary=None, env=None):
+    """A release `floe dev` on free ports, its data in `data` and its log in `log`."""
+
+    def __init__(self, extra=(), binary=None, env=None, data=f"{WORK}/data", log=f"{WORK}/floe.log"):
         self.kafka, self.http, self.meta = free_port(), free_port(), free_port()
         self.extra = list(extra)
         self.env = {**os.environ, **(env or {})}
         self.binary = binary or f"{TARGET}/release/floe"
+        self.data, self.log = data, log
         self.proc = None
 
     def start(self):
-        cmd = [self.binary, "dev", "--data-dir", f"{WORK}/data", "--kafka-addr", f"127.0.0.1:{self.kafka}",
+        cmd = [self.binary, "dev", "--data-dir", self.data, "--kafka-addr", f"127.0.0.1:{self.kafka}",
                "--http-addr", f"127.0.0.1:{self.http}", "--metadata-addr", f"127.0.0.1:{self.meta}", *self.extra]
-        self.proc = subprocess.Popen(cmd, stderr=open(f"{WORK}/floe.log", "a"), env=self.env)
-        deadline = time.time() + 20
+        self.proc = subprocess.Popen(cmd, stderr=open(self.log, "a"), env=self.env)
+        deadline = time.time() + 30
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.kafka), timeout=0.2).close()
