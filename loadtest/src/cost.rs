@@ -107,8 +107,9 @@ impl Cost {
         gib_consumed: f64,
     ) -> Self {
         let delta = |name: &str| (after.total(name) - before.total(name)).max(0.0);
-        // Every outcome counts: a failed request is billed too.
-        let puts = delta("floe_object_store_put_requests_total");
+        // Every outcome counts: a failed request is billed too, and so is the losing attempt of
+        // a hedged PUT, which is dropped unanswered.
+        let puts = delta("floe_object_store_put_requests_total") + delta("floe_object_store_put_abandoned_total");
         let gets = delta("floe_object_store_get_requests_total");
         let other = delta("floe_object_store_delete_requests_total") + delta("floe_object_store_list_requests_total");
         let put_bytes = delta("floe_object_store_put_bytes_total");

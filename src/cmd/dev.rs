@@ -32,8 +32,7 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let archive_store = SegmentStore::open(&ObjectStoreConfig {
         url: url.clone(),
         s3_endpoint: args.agent.s3_endpoint.clone(),
-        latency: None,
-        faults: None,
+        ..Default::default()
     })?;
     tokio::spawn(super::archive::run(metadata.clone(), archive_store));
     tracing::info!(data_dir = %data_dir.display(), metadata = %args.metadata_addr, "floe dev ready");

@@ -14,8 +14,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
         let store = SegmentStore::open(&ObjectStoreConfig {
             url: object_store.clone(),
             s3_endpoint: s3_endpoint.clone(),
-            latency: None,
-            faults: None,
+            ..Default::default()
         })?;
         return super::archive::restore(&store, data_dir).await;
     }
@@ -70,8 +69,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
         let store = SegmentStore::open(&ObjectStoreConfig {
             url: url.clone(),
             s3_endpoint: args.s3_endpoint.clone(),
-            latency: None,
-            faults: None,
+            ..Default::default()
         })
         .with_context(|| format!("opening the archive store {url}"))?;
         tokio::spawn(super::archive::run(node.clone(), store));

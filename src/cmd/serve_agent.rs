@@ -6,10 +6,35 @@ use std::time::Duration;
 use anyhow::Context;
 use floe_agent::{Agent, AgentConfig, CompactionConfig, FlushConfig, GcConfig};
 use floe_metadata::Metadata;
-use floe_storage::{BlockCache, BlockCacheConfig, ObjectStoreConfig, SegmentStore};
+use floe_storage::{BlockCache, BlockCacheConfig, ObjectStoreConfig, SegmentStore, StoreClass};
 use tokio::net::TcpListener;
 
 use crate::cli::{AgentOptions, Placement};
+
+/// How an agent flushes unless told otherwise, by the store it writes to.
+struct FlushDefaults {
+    interval_ms: u64,
+    adaptive: bool,
+    min_interval_ms: u64,
+    hedge_puts: bool,
+}
+
+impl FlushDefaults {
+    fn of(class: StoreClass) -> Self {
+        match class {
+            // Local disk: flushes are cheap and quick, so a short interval is low latency enough.
+            StoreClass::Local => Self { interval_ms: 10, adaptive: false, min_interval_ms: 20, hedge_puts: false },
+            // A PUT takes tens of milliseconds with a long tail and is billed: flush when the
+            // last flush is answered but at most ten times a second, and hedge slow PUTs. This
+            // keeps produce p99 under 300 ms (docs/BENCHMARKS.md, "Produce latency at s3://
+            // defaults").
+            StoreClass::S3Standard => Self { interval_ms: 250, adaptive: true, min_interval_ms: 100, hedge_puts: true },
+            // Single-digit-millisecond PUTs: flushing up to 50 times a second is the low-latency
+            // mode's point.
+            StoreClass::S3Express => Self { interval_ms: 250, adaptive: true, min_interval_ms: 20, hedge_puts: true },
+        }
+    }
+}
 
 /// `default_usage_dir` is where the usage journal goes unless `--usage-dir` or `--cache-dir` says.
 pub(crate) async fn run(
@@ -20,11 +45,13 @@ pub(crate) async fn run(
     default_usage_dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     let metadata_is_local = matches!(metadata, Metadata::Local(_));
+    let defaults = FlushDefaults::of(StoreClass::of(object_store_url, options.object_store_latency));
     let store = SegmentStore::open(&ObjectStoreConfig {
         url: object_store_url.to_owned(),
         s3_endpoint: options.s3_endpoint.clone(),
         latency: options.object_store_latency,
         faults: options.test_object_store_faults.clone(),
+        hedge_puts: options.hedge_puts.unwrap_or(defaults.hedge_puts),
     })?;
     if let Some(faults) = &options.test_object_store_faults {
         tracing::warn!(?faults, "object store requests fail on purpose (--test-object-store-faults: tests only)");
@@ -44,15 +71,15 @@ pub(crate) async fn run(
             floe_metadata::limits::AGENT_GROUP_BYTES_MAX
         );
     }
-    let default_interval = if object_store_url.starts_with("s3://") { 250 } else { 10 };
-    let flush_interval = Duration::from_millis(options.flush_interval_ms.unwrap_or(default_interval));
+    let flush_interval = Duration::from_millis(options.flush_interval_ms.unwrap_or(defaults.interval_ms));
+    let adaptive = options.flush_adaptive.unwrap_or(defaults.adaptive);
     let flush = FlushConfig {
         flush_bytes: options.flush_bytes.max(1),
         flush_interval,
         buffer_bytes_max: options.buffer_bytes.unwrap_or((4 * options.flush_bytes).max(64 * 1024 * 1024)),
         uploads_in_flight_max: 4,
-        adaptive: options.flush_adaptive,
-        min_flush_interval: Duration::from_millis(options.min_flush_interval_ms),
+        adaptive,
+        min_flush_interval: Duration::from_millis(options.min_flush_interval_ms.unwrap_or(defaults.min_interval_ms)),
     };
     let http = TcpListener::bind(options.http_addr)
         .await
@@ -231,7 +258,7 @@ pub(crate) async fn run(
         tokio::spawn(floe_gateway::serve_schema_registry(agent, config, listener, stopped));
     }
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
-    tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, "agent ready");
+    tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, adaptive, "agent ready");
 
     shutdown_signal().await;
     // Draining: leave the cluster (other agents and this one stop listing it, so clients move),

@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ use prometheus::{IntCounterVec, register_int_counter_vec};
 
 /// Longest injected PUT delay or hang.
 const DELAY_MS_MAX: u64 = 120_000;
+/// Largest `slow-put-every`.
+const SLOW_PUT_EVERY_MAX: u64 = 1_000_000;
 /// How often a fault file is read again.
 const FAULT_FILE_POLL: Duration = Duration::from_millis(500);
 /// Longest fault spec accepted.
@@ -53,6 +56,8 @@ pub struct FaultPlan {
     /// A PUT waits `slow_put_ms` before it is sent.
     pub slow_put: f64,
     pub slow_put_ms: u64,
+    /// Every this many PUTs, one waits `slow_put_ms` (0: none): a slow tail a test can count on.
+    pub slow_put_every: u64,
     /// A PUT or GET hangs for `timeout_ms`, then fails as timed out (nothing stored).
     pub timeout: f64,
     pub timeout_ms: u64,
@@ -61,7 +66,7 @@ pub struct FaultPlan {
 impl FromStr for FaultPlan {
     type Err = String;
 
-    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000,timeout=0.01,timeout-ms=10000`
+    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000,slow-put-every=20,timeout=0.01,timeout-ms=10000`
     fn from_str(spec: &str) -> Result<Self, String> {
         if spec.len() > SPEC_BYTES_MAX {
             return Err(format!("fault spec longer than {SPEC_BYTES_MAX} bytes"));
@@ -69,6 +74,14 @@ impl FromStr for FaultPlan {
         let mut plan = FaultPlan { slow_put_ms: 2000, timeout_ms: 10_000, ..FaultPlan::default() };
         for part in spec.trim().split(',').filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').ok_or_else(|| format!("{part:?} is not KEY=VALUE"))?;
+            if key == "slow-put-every" {
+                plan.slow_put_every = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n <= SLOW_PUT_EVERY_MAX)
+                    .ok_or_else(|| format!("slow-put-every must be 0..={SLOW_PUT_EVERY_MAX}"))?;
+                continue;
+            }
             if let Some(delay) = match key {
                 "slow-put-ms" => Some(&mut plan.slow_put_ms),
                 "timeout-ms" => Some(&mut plan.timeout_ms),
@@ -96,7 +109,7 @@ impl FromStr for FaultPlan {
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: put-error, put-lost-ack, slowdown, get-error, slow-put, \
-                         slow-put-ms, timeout, timeout-ms"
+                         slow-put-ms, slow-put-every, timeout, timeout-ms"
                     ));
                 }
             }
@@ -176,6 +189,8 @@ fn injected(what: &str) -> object_store::Error {
 pub struct InjectedFaults {
     inner: Arc<dyn ObjectStore>,
     plan: Arc<RwLock<FaultPlan>>,
+    /// PUTs so far, for `slow_put_every`.
+    puts: AtomicU64,
 }
 
 impl InjectedFaults {
@@ -188,7 +203,7 @@ impl InjectedFaults {
         if let FaultSource::File(path) = source {
             watch_fault_file(path, Arc::downgrade(&plan));
         }
-        Self { inner, plan }
+        Self { inner, plan, puts: AtomicU64::new(0) }
     }
 
     fn plan(&self) -> FaultPlan {
@@ -226,7 +241,12 @@ impl ObjectStore for InjectedFaults {
         if roll(plan.timeout, "timeout") {
             return Err(hang(&plan).await);
         }
-        if roll(plan.slow_put, "slow_put") {
+        let nth = self.puts.fetch_add(1, Ordering::Relaxed) + 1;
+        let every = plan.slow_put_every > 0 && nth.is_multiple_of(plan.slow_put_every);
+        if every {
+            INJECTED.with_label_values(&["slow_put"]).inc();
+        }
+        if every || roll(plan.slow_put, "slow_put") {
             tokio::time::sleep(Duration::from_millis(plan.slow_put_ms)).await;
         }
         let result = self.inner.put_opts(location, payload, opts).await?;
@@ -304,6 +324,8 @@ mod tests {
         {
             assert!(bad.parse::<FaultPlan>().is_err(), "{bad}");
         }
+        assert_eq!("slow-put-every=20".parse::<FaultPlan>().map(|p| p.slow_put_every), Ok(20));
+        assert!("slow-put-every=-1".parse::<FaultPlan>().is_err());
         assert_eq!("@/tmp/f".parse::<FaultSource>(), Ok(FaultSource::File("/tmp/f".into())));
         assert!("@".parse::<FaultSource>().is_err());
     }
@@ -333,6 +355,19 @@ mod tests {
         tokio::time::timeout(FAULT_FILE_POLL * 20, plan_becomes(0.0)).await.expect("faults switched off in time");
         assert!(store.put(&path, PutPayload::from_static(b"x")).await.is_ok(), "faults switched off");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_nth_put_is_slow() {
+        let plan = FaultPlan { slow_put_every: 3, slow_put_ms: 1000, ..FaultPlan::default() };
+        let store = InjectedFaults::new(Arc::new(InMemory::new()), FaultSource::Fixed(plan));
+        let mut slow = Vec::new();
+        for n in 1..=7 {
+            let started = tokio::time::Instant::now();
+            store.put(&Path::from(format!("o{n}")), PutPayload::from_static(b"x")).await.expect("put");
+            slow.push(started.elapsed() >= Duration::from_secs(1));
+        }
+        assert_eq!(slow, [false, false, true, false, false, true, false]);
     }
 
     #[tokio::test]

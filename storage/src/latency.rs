@@ -14,6 +14,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
+
+use crate::store::StoreClass;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
     PutOptions, PutPayload, PutResult,
@@ -53,6 +55,8 @@ fn standard_normal() -> f64 {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LatencyProfile {
     pub name: &'static str,
+    /// The kind of store it simulates, whose defaults apply under it.
+    pub class: StoreClass,
     pub put: RequestLatency,
     pub get: RequestLatency,
     /// HEAD, LIST, DELETE and COPY.
@@ -66,12 +70,14 @@ impl LatencyProfile {
     pub const PROFILES: [LatencyProfile; 2] = [
         LatencyProfile {
             name: "s3-standard",
+            class: StoreClass::S3Standard,
             put: RequestLatency { p50_ms: 40.0, p99_ms: 200.0, ms_per_mib: 10.0 },
             get: RequestLatency { p50_ms: 20.0, p99_ms: 100.0, ms_per_mib: 10.0 },
             other: RequestLatency { p50_ms: 15.0, p99_ms: 60.0, ms_per_mib: 0.0 },
         },
         LatencyProfile {
             name: "s3-express",
+            class: StoreClass::S3Express,
             put: RequestLatency { p50_ms: 5.0, p99_ms: 15.0, ms_per_mib: 2.5 },
             get: RequestLatency { p50_ms: 3.0, p99_ms: 10.0, ms_per_mib: 2.5 },
             other: RequestLatency { p50_ms: 3.0, p99_ms: 10.0, ms_per_mib: 0.0 },

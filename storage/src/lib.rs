@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod error;
 pub mod faults;
+pub mod hedge;
 pub mod keys;
 pub mod latency;
 pub mod limits;
@@ -23,6 +24,6 @@ pub use faults::{FaultPlan, FaultSource};
 pub use keys::SegmentKey;
 pub use latency::LatencyProfile;
 pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
-pub use store::{ListedSegment, ObjectStoreConfig, SegmentStore};
+pub use store::{ListedSegment, ObjectStoreConfig, SegmentStore, StoreClass};
 pub use tables::{ListedTableObject, TableObjectKey};
 pub use usage::UsagePut;

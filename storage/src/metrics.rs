@@ -28,6 +28,28 @@ pub static OBJECT_PUTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         .expect("metric names are unique"),
     )
 });
+/// Segment PUT requests dropped unanswered: the losing attempt of a hedged PUT. Requests sent
+/// are these plus the answered ones (`floe_object_store_put_requests_total`).
+pub static OBJECT_PUTS_ABANDONED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "floe_object_store_put_abandoned_total",
+        "Segment PUT requests dropped unanswered (the losing attempt of a hedged PUT)"
+    )
+    .expect("unique")
+});
+/// Hedged segment PUTs by which attempt landed (`won`: the hedge, `lost`: the first).
+pub static PUT_HEDGES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let hedges = register_int_counter_vec!(
+        "floe_object_store_put_hedges_total",
+        "Segment PUTs sent a second time for being slow, by whether the second attempt landed first",
+        &["result"]
+    )
+    .expect("metric names are unique");
+    for result in ["won", "lost"] {
+        hedges.with_label_values(&[result]);
+    }
+    hedges
+});
 /// Bytes written by successful PUTs.
 pub static OBJECT_PUT_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_object_store_put_bytes_total", "Bytes written to the object store").expect("unique")
@@ -95,10 +117,10 @@ pub static OBJECT_REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
 /// Registers every metric here now, at zero, rather than at its first use: a dashboard or an
 /// alert on a rate sees 0 from the start instead of no series.
 pub fn register() {
-    for counter in [&OBJECT_PUT_BYTES, &OBJECT_LISTS, &OBJECT_GET_BYTES, &BLOCK_READS] {
+    for counter in [&OBJECT_PUT_BYTES, &OBJECT_PUTS_ABANDONED, &OBJECT_LISTS, &OBJECT_GET_BYTES, &BLOCK_READS] {
         LazyLock::force(counter);
     }
-    for counter in [&OBJECT_PUTS, &OBJECT_GETS, &OBJECT_DELETES, &BLOCK_GETS] {
+    for counter in [&OBJECT_PUTS, &PUT_HEDGES, &OBJECT_GETS, &OBJECT_DELETES, &BLOCK_GETS] {
         LazyLock::force(counter);
     }
     LazyLock::force(&OBJECT_REQUEST_SECONDS);

@@ -13,6 +13,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 
 use crate::SegmentKey;
 use crate::faults::{FaultSource, InjectedFaults};
+use crate::hedge::PutHedging;
 use crate::latency::{LatencyProfile, SimulatedLatency};
 use crate::timed::TimedRequests;
 
@@ -34,9 +35,39 @@ pub struct ObjectStoreConfig {
     pub latency: Option<LatencyProfile>,
     /// Reliability tests only: make requests fail as this plan says.
     pub faults: Option<FaultSource>,
+    /// Send a slow segment PUT a second time (`hedge`): for remote stores, whose PUTs have a
+    /// long tail.
+    pub hedge_puts: bool,
 }
 
-/// Segment objects in one bucket and prefix.
+/// What kind of store objects go to, for the defaults that depend on its latency and request
+/// prices (how often to flush, whether to hedge PUTs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreClass {
+    /// A local directory (or memory): fast, and requests cost nothing.
+    Local,
+    /// S3 Standard or an S3-compatible server: tens of milliseconds a PUT, with a long tail.
+    S3Standard,
+    /// S3 Express One Zone, a directory bucket (`NAME--ZONE--x-s3`): a few milliseconds a PUT.
+    S3Express,
+}
+
+impl StoreClass {
+    /// The class of the store at `url`, or of the remote store `simulated` stands for.
+    pub fn of(url: &str, simulated: Option<LatencyProfile>) -> Self {
+        if let Some(profile) = simulated {
+            return profile.class;
+        }
+        match url::Url::parse(url) {
+            Ok(url) if url.scheme() == "s3" => match url.host_str() {
+                Some(bucket) if bucket.ends_with("--x-s3") => Self::S3Express,
+                _ => Self::S3Standard,
+            },
+            _ => Self::Local,
+        }
+    }
+}
+
 /// An S3 client for `bucket` at `endpoint` (default: AWS), configured from `AWS_*` variables.
 /// Over HTTPS the request body is sent unsigned (`UNSIGNED-PAYLOAD`): TLS protects it in transit
 /// and every chunk carries its own CRC-32C, while signing it means a SHA-256 of every byte, a
@@ -54,6 +85,7 @@ fn s3_builder(bucket: &str, endpoint: Option<&str>, unsigned_payload: Option<std
     builder
 }
 
+/// Segment objects in one bucket and prefix.
 #[derive(Clone, Debug)]
 pub struct SegmentStore {
     store: Arc<dyn ObjectStore>,
@@ -63,6 +95,8 @@ pub struct SegmentStore {
     local_root: Option<PathBuf>,
     url: String,
     s3_endpoint: Option<String>,
+    /// Set when slow segment PUTs are hedged.
+    hedging: Option<Arc<PutHedging>>,
 }
 
 impl SegmentStore {
@@ -96,7 +130,8 @@ impl SegmentStore {
         };
         let store: Arc<dyn ObjectStore> = Arc::new(TimedRequests::new(store));
         let s3_endpoint = config.s3_endpoint.clone().filter(|_| url.scheme() == "s3");
-        Ok(Self { store, prefix, local_root, url: config.url.clone(), s3_endpoint })
+        let hedging = config.hedge_puts.then(|| Arc::new(PutHedging::default()));
+        Ok(Self { store, prefix, local_root, url: config.url.clone(), s3_endpoint, hedging })
     }
 
     /// The URL the store was opened with, for logs and `floe admin`.
@@ -145,17 +180,29 @@ impl SegmentStore {
             return Err(PutSegmentError::TooLarge { bytes: object.object_bytes, max: SEGMENT_BYTES_MAX });
         }
         let path = self.path(key);
-        let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
-        let result = self.store.put_opts(&path, object.payload, options).await;
-        metrics::OBJECT_PUTS.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
+        let result = match &self.hedging {
+            Some(hedging) => {
+                let payload = object.payload;
+                hedging.put(object.object_bytes, || self.put_create(&path, payload.clone())).await
+            }
+            None => self.put_create(&path, object.payload).await,
+        };
         match result {
-            Ok(_) => metrics::OBJECT_PUT_BYTES.inc_by(object.object_bytes),
+            Ok(()) => metrics::OBJECT_PUT_BYTES.inc_by(object.object_bytes),
             Err(object_store::Error::AlreadyExists { .. }) => {
                 return Err(PutSegmentError::KeyExists { key: key.clone() });
             }
             Err(e) => return Err(PutSegmentError::Io(e.into())),
         }
         Ok(self.sync_local(&path).await?)
+    }
+
+    /// One create-only PUT, counted by its outcome.
+    async fn put_create(&self, path: &Path, payload: object_store::PutPayload) -> object_store::Result<()> {
+        let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        let result = self.store.put_opts(path, payload, options).await.map(drop);
+        metrics::OBJECT_PUTS.with_label_values(&[if result.is_ok() { "ok" } else { "error" }]).inc();
+        result
     }
 
     /// Reads bytes `range` of a segment object (one ranged GET); callers check what they read.
@@ -282,6 +329,19 @@ mod tests {
 
     fn unsigned(endpoint: Option<&str>, env: Option<&str>) -> Option<String> {
         s3_builder("b", endpoint, env.map(Into::into)).get_config_value(&AmazonS3ConfigKey::UnsignedPayload)
+    }
+
+    #[test]
+    fn store_classes_come_from_the_url_or_the_simulated_profile() {
+        use super::StoreClass;
+        use crate::LatencyProfile;
+        assert_eq!(StoreClass::of("file:///tmp/x", None), StoreClass::Local);
+        assert_eq!(StoreClass::of("memory://", None), StoreClass::Local);
+        assert_eq!(StoreClass::of("s3://bucket/prefix", None), StoreClass::S3Standard);
+        assert_eq!(StoreClass::of("s3://logs--use1-az4--x-s3/p", None), StoreClass::S3Express);
+        let express = LatencyProfile::named("s3-express");
+        assert_eq!(StoreClass::of("file:///tmp/x", express), StoreClass::S3Express);
+        assert_eq!(StoreClass::of("file:///tmp/x", LatencyProfile::named("s3-standard")), StoreClass::S3Standard);
     }
 
     #[test]

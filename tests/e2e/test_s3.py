@@ -8,10 +8,12 @@ import pytest
 
 from conftest import (
     CODECS,
+    S3_ENV,
     assert_records_match,
     consume_confluent,
     create_topic,
     make_records,
+    metric_sum,
     produce,
 )
 
@@ -76,3 +78,63 @@ def test_s3_floe_starts_and_serves(floe_s3):
     got = consume_confluent(floe_s3.bootstrap, "smoke", 1, timeout=30)
     assert_records_match(recs, got, 1, "confluent-kafka via s3")
     assert floe_s3.moto.list_keys(), "no object written to the bucket"
+
+
+def _ack_seconds(producer, topic, count, start):
+    """Produces `count` records one at a time; the seconds each took to be acknowledged."""
+    seconds = []
+    for i in range(start, start + count):
+        began = time.monotonic()
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+        assert producer.flush(30) == 0, f"record {i} not acknowledged"
+        seconds.append(time.monotonic() - began)
+    return seconds
+
+
+@pytest.mark.timeout(240)
+def test_slow_puts_are_hedged_at_s3_defaults(floe_factory, moto, tmp_path):
+    """Issue 28: at the s3:// defaults a segment PUT slower than nine in ten recent ones is sent
+    again, so an object store's slow tail does not become produce latency. Every 10th PUT waits
+    5 s (a deterministic fault); with hedging no acknowledgement waits for one, and without it
+    (`--hedge-puts=false`, the control) each slow PUT holds its record for 5 s."""
+    from confluent_kafka import Producer
+
+    faults = tmp_path / "faults"
+    slow = "slow-put-every=10,slow-put-ms=5000"
+
+    def start(name, *extra):
+        return floe_factory.new(
+            name, object_store=f"s3://{moto.bucket}/{name}", s3_endpoint=moto.endpoint, env=S3_ENV,
+            extra_args=["--test-object-store-faults", f"@{faults}", *extra],
+        )
+
+    def faults_on(floe):
+        faults.write_text(slow)
+        # The agent reads the fault file every 0.5 s.
+        time.sleep(1.5)
+
+    hedged = start("hedged")
+    create_topic(hedged.bootstrap, "t", 1)
+    producer = Producer({"bootstrap.servers": hedged.bootstrap, "linger.ms": 0, "acks": "all"})
+    # Twenty PUTs of a size teach the agent that size's usual time; only then does it hedge.
+    _ack_seconds(producer, "t", 30, 0)
+    faults_on(hedged)
+    seconds = _ack_seconds(producer, "t", 40, 30)
+    injected = metric_sum(hedged, "floe_object_store_injected_faults_total")
+    won = metric_sum(hedged, 'floe_object_store_put_hedges_total{result="won"}')
+    print(f"hedged: slowest ack {max(seconds):.2f} s, {injected:.0f} slow PUTs, {won:.0f} hedges won")
+    assert injected >= 3, "the fault did not make PUTs slow"
+    assert max(seconds) < 2.5, f"an acknowledgement waited for a slow PUT: {sorted(seconds)[-5:]}"
+    assert won >= injected - 1, f"{won} hedges won for {injected} slow PUTs"
+    got = consume_confluent(hedged.bootstrap, "t", 1, timeout=60)
+    assert [r[2] for r in got[0]] == [b"v%d" % i for i in range(70)], "records lost or reordered"
+
+    faults.unlink()
+    control = start("control", "--hedge-puts=false")
+    create_topic(control.bootstrap, "t", 1)
+    producer = Producer({"bootstrap.servers": control.bootstrap, "linger.ms": 0, "acks": "all"})
+    _ack_seconds(producer, "t", 5, 0)
+    faults_on(control)
+    seconds = _ack_seconds(producer, "t", 20, 5)
+    print(f"control: slowest ack {max(seconds):.2f} s")
+    assert max(seconds) >= 4.5, "without hedging a slow PUT must hold its record: the fault did not bite"

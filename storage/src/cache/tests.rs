@@ -8,7 +8,7 @@ use crate::segment::{ChunkStats, SegmentWriter, TopicPartition};
 
 /// An empty in-memory object store of its own.
 fn memory_store() -> SegmentStore {
-    let config = ObjectStoreConfig { url: "memory://".into(), s3_endpoint: None, latency: None, faults: None };
+    let config = ObjectStoreConfig { url: "memory://".into(), ..Default::default() };
     SegmentStore::open(&config).expect("store")
 }
 

@@ -99,8 +99,7 @@ async fn store_round_trip_and_damage_detection_on_file_store() {
     let store = SegmentStore::open(&ObjectStoreConfig {
         url: format!("file://{}", root.display()),
         s3_endpoint: None,
-        latency: None,
-        faults: None,
+        ..Default::default()
     })
     .expect("opens");
     let (object, _) = build(&[vec![b"first".to_vec()], vec![b"second".to_vec()]]);
@@ -151,12 +150,8 @@ async fn store_round_trip_and_damage_detection_on_file_store() {
 #[tokio::test]
 async fn unsupported_urls_are_rejected() {
     for url in ["ftp://x/y", "not a url", "s3:///prefix"] {
-        let result = SegmentStore::open(&ObjectStoreConfig {
-            url: url.to_owned(),
-            s3_endpoint: None,
-            latency: None,
-            faults: None,
-        });
+        let result =
+            SegmentStore::open(&ObjectStoreConfig { url: url.to_owned(), s3_endpoint: None, ..Default::default() });
         assert!(result.is_err(), "{url} should be rejected");
     }
 }
