@@ -4,8 +4,9 @@ median of --runs runs, every run on a fresh data directory:
 
   flush    produce throughput and latency vs --flush-bytes and --flush-interval-ms (file://)
   latency  produce and end-to-end latency at a fixed rate under the simulated object-store
-           latency profiles (none, s3-express, s3-standard), at the s3:// default flush interval,
-           with and without --flush-adaptive
+           latency profiles (none, s3-express, s3-standard): the old s3:// defaults (a 250 ms
+           interval) against today's defaults for the store each profile simulates (adaptive
+           flushing, hedged PUTs), and each change alone
   floor    the same max-rate produce against `floe-loadtest null-sink` (a Kafka endpoint that
            stores nothing) and against Floe: what the machine and the generator can do
   s3       the same max-rate produce on file:// and on s3:// (a moto server, in memory, on the
@@ -87,30 +88,41 @@ def flush_sweep(runs, duration):
               f"| {fmt(med(reports, lambda r: r['cost']['agent_cpu_seconds_per_gib']), 2)} |", flush=True)
 
 
+# (row name, profile, flags): the s3:// defaults before hedging and adaptive flushing, today's
+# defaults of the store the profile simulates, and what each of today's two changes gives alone.
+LATENCY_ROWS = [
+    ("interval 250 ms (old s3:// defaults)", profile, ["--flush-interval-ms", "250", "--flush-adaptive=false",
+                                                      "--hedge-puts=false"])
+    for profile in ("none", "s3-express", "s3-standard")
+] + [
+    ("defaults", profile, []) for profile in ("none", "s3-express", "s3-standard")
+] + [
+    ("defaults, no hedging", "s3-standard", ["--hedge-puts=false"]),
+    ("defaults, min flush interval 20 ms", "s3-standard", ["--min-flush-interval-ms", "20"]),
+]
+
+
 def latency_profiles(runs, duration):
     print("\n### Latency under simulated object-store profiles (5,000 records/s of 1 KiB, "
-          "1 producer + 1 consumer, --flush-interval-ms 250; adaptive: also --flush-adaptive)\n")
+          "1 producer + 1 consumer, 8 partitions)\n")
     print("| flush | profile | produce p50 | produce p99 | produce p99.9 | e2e p50 | e2e p99 | e2e p99.9 "
           "| PUTs/GiB | USD/GiB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for mode in ("interval", "adaptive"):
-        for profile in ("none", "s3-express", "s3-standard"):
-            extra = ["--flush-interval-ms", "250"] + ([] if profile == "none" else ["--object-store-latency", profile])
-            if mode == "adaptive":
-                extra.append("--flush-adaptive")
-            reports = []
-            for i in range(runs):
-                name = f"latency-{mode}-{profile}-{i}"
-                reports.append(with_floe(extra, lambda f: run_loadtest(
-                    name, f.bootstrap, ["--rate", "5000", "--duration", duration, "--warmup", "3s", "--partitions", "8"],
-                    f"http://127.0.0.1:{f.http}/metrics")))
-            p = lambda q: lambda r: r["produce"]["latency_ms"][q]  # noqa: E731
-            e = lambda q: lambda r: r["consume"]["end_to_end_latency_ms"][q]  # noqa: E731
-            print(f"| {mode} | {profile} | {fmt(med(reports, p('p50')))} | {fmt(med(reports, p('p99')))} "
-                  f"| {fmt(med(reports, p('p999')))} | {fmt(med(reports, e('p50')))} | {fmt(med(reports, e('p99')))} "
-                  f"| {fmt(med(reports, e('p999')))} "
-                  f"| {fmt(med(reports, lambda r: r['cost']['puts_per_gib_produced']), 0)} "
-                  f"| {fmt(med(reports, lambda r: r['cost']['usd_per_gib']), 4)} |", flush=True)
+    for mode, profile, flags in LATENCY_ROWS:
+        extra = flags + ([] if profile == "none" else ["--object-store-latency", profile])
+        reports = []
+        for i in range(runs):
+            name = f"latency-{len(flags)}-{mode.split()[0]}-{profile}-{i}"
+            reports.append(with_floe(extra, lambda f: run_loadtest(
+                name, f.bootstrap, ["--rate", "5000", "--duration", duration, "--warmup", "3s", "--partitions", "8"],
+                f"http://127.0.0.1:{f.http}/metrics")))
+        p = lambda q: lambda r: r["produce"]["latency_ms"][q]  # noqa: E731
+        e = lambda q: lambda r: r["consume"]["end_to_end_latency_ms"][q]  # noqa: E731
+        print(f"| {mode} | {profile} | {fmt(med(reports, p('p50')))} | {fmt(med(reports, p('p99')))} "
+              f"| {fmt(med(reports, p('p999')))} | {fmt(med(reports, e('p50')))} | {fmt(med(reports, e('p99')))} "
+              f"| {fmt(med(reports, e('p999')))} "
+              f"| {fmt(med(reports, lambda r: r['cost']['puts_per_gib_produced']), 0)} "
+              f"| {fmt(med(reports, lambda r: r['cost']['usd_per_gib']), 4)} |", flush=True)
 
 
 def floor(runs, duration):

@@ -9,10 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The node's clock: the system's, or one that moves only when told.
+/// The node's clock: the system's, one that moves only when told, or Tokio's.
 #[derive(Clone, Debug, Default)]
 pub struct Clock {
     manual: Option<Arc<ManualTime>>,
+    /// Tokio's clock from this instant, standing for this wall time then: virtual time in a
+    /// paused runtime (the simulation).
+    tokio: Option<(tokio::time::Instant, i64)>,
 }
 
 #[derive(Debug)]
@@ -32,7 +35,13 @@ impl Clock {
     /// share it.
     pub fn manual(epoch_ms: i64) -> Self {
         let time = ManualTime { started: Instant::now(), epoch_ms, elapsed_ms: AtomicU64::new(0) };
-        Self { manual: Some(Arc::new(time)) }
+        Self { manual: Some(Arc::new(time)), tokio: None }
+    }
+
+    /// Tokio's clock, standing at `epoch_ms` (wall time) now: it moves with a paused runtime's
+    /// virtual time.
+    pub fn tokio(epoch_ms: i64) -> Self {
+        Self { manual: None, tokio: Some((tokio::time::Instant::now(), epoch_ms)) }
     }
 
     /// Moves a manual clock forward by `by`; the system clock moves by itself and ignores it.
@@ -45,20 +54,25 @@ impl Clock {
 
     /// The monotonic now, for deadlines.
     pub fn now(&self) -> Instant {
-        match &self.manual {
-            None => Instant::now(),
-            Some(time) => time.started + Duration::from_millis(time.elapsed_ms.load(Ordering::SeqCst)),
+        match (&self.manual, self.tokio) {
+            (Some(time), _) => time.started + Duration::from_millis(time.elapsed_ms.load(Ordering::SeqCst)),
+            (None, Some(_)) => tokio::time::Instant::now().into_std(),
+            (None, None) => Instant::now(),
         }
     }
 
     /// Wall time in milliseconds since the Unix epoch, as commands carry it.
     pub fn now_ms(&self) -> i64 {
-        match &self.manual {
-            None => crate::now_ms(),
-            Some(time) => {
+        match (&self.manual, self.tokio) {
+            (Some(time), _) => {
                 let elapsed = i64::try_from(time.elapsed_ms.load(Ordering::SeqCst)).unwrap_or(i64::MAX);
                 time.epoch_ms.saturating_add(elapsed)
             }
+            (None, Some((started, epoch_ms))) => {
+                let elapsed = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+                epoch_ms.saturating_add(elapsed)
+            }
+            (None, None) => crate::now_ms(),
         }
     }
 }
@@ -76,5 +90,14 @@ mod tests {
         shared.advance(Duration::from_secs(3));
         assert_eq!(clock.now() - at, Duration::from_secs(3));
         assert_eq!(clock.now_ms(), 4_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tokio_clock_moves_with_virtual_time() {
+        let clock = Clock::tokio(1_000);
+        let at = clock.now();
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        assert_eq!(clock.now() - at, Duration::from_secs(90));
+        assert_eq!(clock.now_ms(), 91_000);
     }
 }

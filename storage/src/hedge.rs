@@ -62,7 +62,7 @@ impl Default for PutHedging {
 impl PutHedging {
     /// How long a PUT of `bytes` waits before its hedge; `None` while its size class has too
     /// few samples to know its tail.
-    pub fn delay(&self, bytes: u64) -> Option<Duration> {
+    fn delay(&self, bytes: u64) -> Option<Duration> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let samples = &state.samples[size_class(bytes)];
         if samples.len() < SAMPLES_MIN {
@@ -75,7 +75,7 @@ impl PutHedging {
     }
 
     /// Takes one hedge from the budget; `false` when it is spent.
-    pub fn take(&self) -> bool {
+    fn take(&self) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.budget < 1.0 {
             return false;
@@ -84,11 +84,13 @@ impl PutHedging {
         true
     }
 
-    /// Remembers that a PUT of `bytes` took `elapsed` (from its first attempt to its answer: a
-    /// hedged PUT counts as at least that slow) and earns the budget its share.
-    pub fn record(&self, bytes: u64, elapsed: Duration) {
+    /// Earns the budget a PUT's share and remembers that a PUT of `bytes` succeeded in `elapsed`
+    /// (from its first attempt to its answer: a hedged PUT counts as at least that slow). A
+    /// failed PUT's time says nothing of the store's usual latency.
+    fn record(&self, bytes: u64, succeeded_in: Option<Duration>) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.budget = (state.budget + 1.0 / f64::from(PUTS_PER_HEDGE)).min(BUDGET_MAX);
+        let Some(elapsed) = succeeded_in else { return };
         let samples = &mut state.samples[size_class(bytes)];
         if samples.len() == SAMPLES_MAX {
             samples.pop_front();
@@ -119,7 +121,7 @@ impl PutHedging {
                 }
             },
         };
-        self.record(bytes, started.elapsed());
+        self.record(bytes, result.is_ok().then(|| started.elapsed()));
         result
     }
 }
@@ -161,11 +163,11 @@ mod tests {
     fn the_delay_is_the_90th_percentile_of_the_size_class() {
         let hedging = PutHedging::default();
         for ms in 1..=(SAMPLES_MIN as u64 - 1) {
-            hedging.record(1000, Duration::from_millis(ms * 10));
+            hedging.record(1000, Some(Duration::from_millis(ms * 10)));
         }
         assert_eq!(hedging.delay(1000), None, "too few samples to know the tail");
         for ms in 1..=100 {
-            hedging.record(2000, Duration::from_millis(ms));
+            hedging.record(2000, Some(Duration::from_millis(ms)));
         }
         // 119 samples, 10..190 ms in tens and 1..100 ms: the 107th smallest is 99 ms.
         assert_eq!(hedging.delay(500), Some(Duration::from_millis(99)));
@@ -176,7 +178,7 @@ mod tests {
     fn warmed() -> PutHedging {
         let hedging = PutHedging::default();
         for _ in 0..SAMPLES_MIN {
-            hedging.record(10, Duration::from_millis(40));
+            hedging.record(10, Some(Duration::from_millis(40)));
         }
         hedging
     }
@@ -252,7 +254,7 @@ mod tests {
     fn the_delay_is_never_below_the_floor() {
         let hedging = PutHedging::default();
         for _ in 0..SAMPLES_MIN {
-            hedging.record(10, Duration::from_micros(100));
+            hedging.record(10, Some(Duration::from_micros(100)));
         }
         assert_eq!(hedging.delay(10), Some(DELAY_MIN));
     }
@@ -267,7 +269,7 @@ mod tests {
         assert_eq!(hedges, BUDGET_MAX as u32);
         let mut later = 0;
         for _ in 0..1000 {
-            hedging.record(10, Duration::from_millis(1));
+            hedging.record(10, None);
             if hedging.take() {
                 later += 1;
             }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::GroupNode;
 use super::write_turns::{WriteTurn, WriteTurns};
 use super::{
     Described, DescribedMember, GroupDescription, GroupError, GroupRequest, GroupResponse, JoinRequest, JoinResponse,
@@ -19,7 +20,7 @@ use super::{
     subscribed_topics,
 };
 use crate::command::{Command, CommandError, Outcome};
-use crate::node::{MetadataNode, NodeError};
+use crate::node::NodeError;
 use crate::state::{CommitStamp, GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
 
 /// How often timers (sessions, rebalance deadlines) are checked.
@@ -515,7 +516,7 @@ impl GroupCoordinator {
     /// on the group table.
     fn with_groups<T>(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         f: impl FnOnce(&mut HashMap<String, Group>, &State) -> T,
     ) -> Result<T, GroupError> {
         self.with_tables(node, |tables, state| f(&mut tables.classic, state))
@@ -525,7 +526,7 @@ impl GroupCoordinator {
     /// on both group tables.
     pub(super) fn with_tables<T>(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         f: impl FnOnce(&mut Tables, &State) -> T,
     ) -> Result<T, GroupError> {
         let term = node.leader_term().ok_or(GroupError::NotCoordinator)?;
@@ -542,7 +543,7 @@ impl GroupCoordinator {
     /// `effects`; its write takes its turn before the lock is released.
     fn changing<T>(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         group_id: &str,
         effects: &mut Effects,
         f: impl FnOnce(&mut Tables, &State, &mut Effects) -> T,
@@ -556,7 +557,11 @@ impl GroupCoordinator {
 
     /// Handles one request; the `u64` is the log index of the last write it made (0 if none),
     /// so the caller can wait until its own view includes it.
-    pub async fn handle(&self, node: &MetadataNode, request: GroupRequest) -> Result<(GroupResponse, u64), GroupError> {
+    pub(crate) async fn handle(
+        &self,
+        node: &impl GroupNode,
+        request: GroupRequest,
+    ) -> Result<(GroupResponse, u64), GroupError> {
         Ok(match request {
             GroupRequest::Join(r) => (GroupResponse::Join(self.join(node, r).await?), 0),
             GroupRequest::Sync(r) => (GroupResponse::Sync(self.sync(node, r).await?), 0),
@@ -729,7 +734,7 @@ impl GroupCoordinator {
         })
     }
 
-    async fn join(&self, node: &MetadataNode, request: JoinRequest) -> Result<JoinReply, GroupError> {
+    async fn join(&self, node: &impl GroupNode, request: JoinRequest) -> Result<JoinReply, GroupError> {
         let fail = |e: GroupError| Ok(Err((e, JoinResponse::default())));
         if request.group_id.is_empty() || request.group_id.len() > crate::limits::GROUP_ID_BYTES_MAX {
             return fail(GroupError::InvalidGroupId);
@@ -890,7 +895,7 @@ impl GroupCoordinator {
     /// Writes the share operations of items that could be planned; each item's outcome in order.
     async fn write_planned(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         planned: Result<Vec<Result<crate::state::ShareOp, GroupError>>, GroupError>,
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         let planned = planned?;
@@ -910,7 +915,7 @@ impl GroupCoordinator {
     }
 
     /// Ends the record locks of share group members that left; their records are redelivered.
-    async fn release_members(&self, node: &MetadataNode, group_id: &str, members: Vec<String>) {
+    async fn release_members(&self, node: &impl GroupNode, group_id: &str, members: Vec<String>) {
         let ops: Vec<crate::state::ShareOp> = members
             .into_iter()
             .map(|member| crate::state::ShareOp::ReleaseMember { group_id: group_id.to_owned(), member })
@@ -922,7 +927,7 @@ impl GroupCoordinator {
     }
 
     /// Writes a group's membership once the group's earlier writes are over.
-    async fn store(&self, node: &MetadataNode, write: GroupWrite) -> Result<u64, GroupError> {
+    async fn store(&self, node: &impl GroupNode, write: GroupWrite) -> Result<u64, GroupError> {
         let GroupWrite { group_id, membership, turn } = write;
         turn.wait().await;
         let command = Command::StoreGroup { group_id, membership, now_ms: node.clock().now_ms() };
@@ -931,7 +936,7 @@ impl GroupCoordinator {
         written
     }
 
-    async fn sync(&self, node: &MetadataNode, request: SyncRequest) -> Result<SyncReply, GroupError> {
+    async fn sync(&self, node: &impl GroupNode, request: SyncRequest) -> Result<SyncReply, GroupError> {
         let now = node.clock().now();
         let mut effects = Effects::default();
         let (outcome, write) = self.changing(
@@ -1026,7 +1031,7 @@ impl GroupCoordinator {
         }
     }
 
-    fn heartbeat(&self, node: &MetadataNode, request: &MemberRef) -> Result<Result<(), GroupError>, GroupError> {
+    fn heartbeat(&self, node: &impl GroupNode, request: &MemberRef) -> Result<Result<(), GroupError>, GroupError> {
         let now = node.clock().now();
         self.with_groups(node, |groups, state| {
             if !groups.contains_key(&request.group_id)
@@ -1052,7 +1057,7 @@ impl GroupCoordinator {
 
     async fn leave(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         group_id: &str,
         leaving: Vec<LeavingMember>,
     ) -> Result<Result<Vec<LeaveResult>, GroupError>, GroupError> {
@@ -1099,7 +1104,7 @@ impl GroupCoordinator {
     /// OffsetCommit, or TxnOffsetCommit when `transaction` is set.
     async fn commit_offsets(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         member: &MemberRef,
         commit: Commit,
         offsets: Vec<OffsetCommit>,
@@ -1174,7 +1179,7 @@ impl GroupCoordinator {
         }
     }
 
-    fn describe(&self, node: &MetadataNode, ids: &[String]) -> Result<Vec<Described>, GroupError> {
+    fn describe(&self, node: &impl GroupNode, ids: &[String]) -> Result<Vec<Described>, GroupError> {
         let now = node.clock().now();
         self.with_tables(node, |tables, state| {
             ids.iter()
@@ -1223,7 +1228,7 @@ impl GroupCoordinator {
         })
     }
 
-    fn list(&self, node: &MetadataNode, states: &[String], types: &[String]) -> Result<Vec<ListedGroup>, GroupError> {
+    fn list(&self, node: &impl GroupNode, states: &[String], types: &[String]) -> Result<Vec<ListedGroup>, GroupError> {
         self.with_tables(node, |tables, state| {
             let kind_name = |kind: GroupKind| match kind {
                 GroupKind::Classic => "classic",
@@ -1281,7 +1286,7 @@ impl GroupCoordinator {
 
     async fn delete(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         ids: Vec<String>,
     ) -> Result<(Vec<(String, Result<(), GroupError>)>, u64), GroupError> {
         let mut results = Vec::new();
@@ -1318,7 +1323,7 @@ impl GroupCoordinator {
 
     async fn delete_offsets(
         &self,
-        node: &MetadataNode,
+        node: &impl GroupNode,
         group_id: &str,
         partitions: Vec<(String, i32)>,
     ) -> Result<(Result<Vec<Result<(), GroupError>>, GroupError>, u64), GroupError> {
@@ -1375,7 +1380,7 @@ impl GroupCoordinator {
     /// Runs the group timers until the node shuts down: expires sessions and pending member ids and
     /// completes rebalances at their deadline. (The leader's other periodic work is
     /// `crate::leader_duties`.)
-    pub(crate) async fn run_timers(node: MetadataNode, stop: tokio_util::sync::CancellationToken) {
+    pub(crate) async fn run_timers(node: impl GroupNode, stop: tokio_util::sync::CancellationToken) {
         while crate::tasks::sleep_unless_stopped(&stop, TICK).await {
             let coordinator = node.groups();
             let now = node.clock().now();

@@ -10,6 +10,7 @@
 mod consumer;
 mod consumer_group;
 mod coordinator;
+mod node;
 mod share_group;
 #[cfg(test)]
 mod tests;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use consumer::ASSIGNORS;
 pub use coordinator::GroupCoordinator;
+pub(crate) use node::GroupNode;
 pub use share_group::ShareWriter;
 
 use crate::state::{AskedPartitions, CommitStamp, FetchedOffset, OffsetCommit, State, TopicId};

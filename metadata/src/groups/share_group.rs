@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::GroupNode;
 use super::consumer::Partitions;
 use super::coordinator::Tables;
 use super::{
@@ -18,7 +19,6 @@ use super::{
 use crate::command::{Command, CommandError, Outcome};
 use crate::config::{self, ShareOffsetReset};
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
-use crate::node::MetadataNode;
 use crate::state::{
     AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX,
     SHARE_UPDATE_WEIGHT_MAX, ShareLag, ShareOp, ShareSettings, State, TopicId,
@@ -558,7 +558,7 @@ impl ShareWriter {
     }
 
     /// Writes `ops` with whatever else is waiting; their results in order.
-    pub(super) async fn write(&self, node: &MetadataNode, ops: Vec<ShareOp>) -> Results {
+    pub(super) async fn write(&self, node: &impl GroupNode, ops: Vec<ShareOp>) -> Results {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
@@ -584,7 +584,7 @@ impl ShareWriter {
         rx.await.map_err(|_| GroupError::CoordinatorNotAvailable("the share writer stopped".into()))?
     }
 
-    async fn drain(&self, node: &MetadataNode) {
+    async fn drain(&self, node: &impl GroupNode) {
         loop {
             let (ops, waiters) = {
                 let mut pending = self.lock();

@@ -20,6 +20,11 @@
 //! - the leader's duties (`leader_duties::run`, the same code as a real node's, on every node
 //!   and on virtual time) abort a transaction its producer abandoned once its timeout passes,
 //!   whichever node leads then;
+//! - the group coordinator (`groups::GroupCoordinator`, the same code with its timers, on every
+//!   node, seeing it as a [`GroupNode`]) never gives a KIP-848 member a partition another member
+//!   still holds, a member's epoch never goes back, the members settle with every partition held
+//!   once the faults stop, and the stored group assigns no partition twice. Three members
+//!   heartbeat through whichever node leads; answers are lost as messages are;
 //! - the log applied afresh gives the state the node holds;
 //! - a seed replays the same history (`a_seed_replays_its_history`).
 //!
@@ -27,8 +32,8 @@
 //! `FLOE_SIM_SEED=S` one seed, and a failing seed is printed with how to run it alone.
 //!
 //! Not simulated: snapshots (built on a blocking thread, outside virtual time), disk errors
-//! other than a torn tail, the group coordinator, and the agents' TCP protocol (agents call a
-//! node's Raft directly).
+//! other than a torn tail, classic and share groups, and the agents' TCP protocol (agents call
+//! a node's Raft and group members its coordinator directly).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -51,8 +56,11 @@ use tokio_util::sync::CancellationToken;
 use super::log_store::FileLogStore;
 use super::state_machine::StateMachine;
 use super::{NodeId, TypeConfig};
+use crate::clock::Clock;
 use crate::command::{BatchSummary, ChunkCommit, Command, Outcome, SegmentCommit};
+use crate::groups::{GroupCoordinator, GroupError, GroupNode, GroupRequest, GroupResponse};
 use crate::leader_duties::DutyNode;
+use crate::node::NodeError;
 use crate::state::State;
 
 const NODES: [NodeId; 3] = [1, 2, 3];
@@ -80,8 +88,11 @@ struct NodeFiles {
     dir: PathBuf,
     log: FileLogStore,
     state: Arc<RwLock<State>>,
-    /// Stops the node's leader duties when it crashes.
+    /// Stops the node's leader duties and group timers when it crashes.
     duties: CancellationToken,
+    /// The node as its group coordinator sees it (a fresh coordinator per start, as a real
+    /// node's).
+    groups: SimGroupNode,
 }
 
 #[derive(Clone)]
@@ -91,6 +102,8 @@ struct Sim {
     history: Arc<Mutex<Vec<String>>>,
     root: PathBuf,
     start: Instant,
+    /// Protocol time on virtual time: [`Sim::now_ms`] as wall time.
+    clock: Clock,
 }
 
 /// A transaction whose end was acknowledged: its producer, its chunks (partition, base offset,
@@ -160,7 +173,14 @@ impl Sim {
         }
         let duties = CancellationToken::new();
         tokio::spawn(crate::leader_duties::run(SimDutyNode { sim: self.clone(), id }, duties.clone()));
-        lock(&self.nodes).insert(id, NodeFiles { dir, log, state, duties });
+        let groups = SimGroupNode {
+            sim: self.clone(),
+            id,
+            state: state.clone(),
+            coordinator: Arc::new(GroupCoordinator::default()),
+        };
+        tokio::spawn(GroupCoordinator::run_timers(groups.clone(), duties.clone()));
+        lock(&self.nodes).insert(id, NodeFiles { dir, log, state, duties, groups });
         lock(&self.net).rafts.insert(id, raft);
         self.record(format!("start {id}"));
     }
@@ -261,6 +281,67 @@ impl DutyNode for SimDutyNode {
             }
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("no answer in 2 s".into()),
+        }
+    }
+}
+
+/// A node as its group coordinator sees it.
+#[derive(Clone)]
+struct SimGroupNode {
+    sim: Sim,
+    id: NodeId,
+    state: Arc<RwLock<State>>,
+    coordinator: Arc<GroupCoordinator>,
+}
+
+impl SimGroupNode {
+    fn raft(&self) -> Result<Raft<TypeConfig>, NodeError> {
+        lock(&self.sim.net)
+            .rafts
+            .get(&self.id)
+            .cloned()
+            .ok_or_else(|| NodeError::Unavailable("the node is down".into()))
+    }
+}
+
+impl GroupNode for SimGroupNode {
+    fn leader_term(&self) -> Option<u64> {
+        let raft = self.raft().ok()?;
+        let metrics = raft.metrics();
+        let m = metrics.borrow();
+        (m.current_leader == Some(self.id)).then_some(m.current_term)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.sim.clock
+    }
+
+    fn groups(&self) -> Arc<GroupCoordinator> {
+        self.coordinator.clone()
+    }
+
+    async fn propose_indexed(&self, command: Command) -> Result<(Outcome, u64), NodeError> {
+        let raft = self.raft()?;
+        match tokio::time::timeout(Duration::from_secs(2), raft.client_write(command)).await {
+            Ok(Ok(response)) => {
+                let index = response.log_id.index;
+                response.data.0.map(|outcome| (outcome, index)).map_err(NodeError::Rejected)
+            }
+            Ok(Err(e)) => Err(NodeError::Unavailable(e.to_string())),
+            Err(_) => Err(NodeError::Unavailable("no answer in 2 s".into())),
+        }
+    }
+
+    async fn confirm_linearizable_read(&self) -> Result<(), NodeError> {
+        let raft = self.raft()?;
+        match tokio::time::timeout(Duration::from_secs(2), raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(NodeError::Unavailable(e.to_string())),
+            Err(_) => Err(NodeError::Unavailable("no quorum in 2 s".into())),
         }
     }
 }
@@ -542,6 +623,116 @@ fn check_transactions(state: &State, txns: &[EndedTxn]) -> Vec<String> {
     problems
 }
 
+/// KIP-848 consumer members of one group, through the coordinator of whichever node leads.
+const MEMBERS: usize = 3;
+const CONSUMER_GROUP: &str = "sim-consumers";
+/// A member that heard no answer for this long gives its partitions up, as clients do (the
+/// group's default session timeout).
+const MEMBER_SESSION: Duration = Duration::from_secs(45);
+
+/// Which member holds each partition of the consumer group, as the members believe, and what
+/// went wrong: a partition given to one member while another still held it, or a member's
+/// epoch going back.
+#[derive(Default)]
+struct Holdings {
+    holder: BTreeMap<i32, String>,
+    problems: Vec<String>,
+}
+
+impl Holdings {
+    /// `member` holds `now` instead of `before`.
+    fn hold(&mut self, member: &str, before: &BTreeSet<i32>, now: &BTreeSet<i32>) {
+        for p in before.difference(now) {
+            if self.holder.get(p).is_some_and(|h| h == member) {
+                self.holder.remove(p);
+            }
+        }
+        for p in now.difference(before) {
+            if let Some(other) = self.holder.get(p).filter(|h| *h != member) {
+                self.problems.push(format!("{member} was given partition {p} while {other} held it"));
+            }
+            self.holder.insert(*p, member.to_owned());
+        }
+    }
+}
+
+/// One consumer-protocol member, heartbeating until `stop`: it holds what its answers assign,
+/// reports what it holds, rejoins when fenced, and looks for the coordinator on another node
+/// when told this one is not it. An answer may be lost on its way back.
+async fn consumer_member(sim: Sim, n: usize, mut rng: StdRng, holdings: Arc<Mutex<Holdings>>, stop: CancellationToken) {
+    let member_id = format!("member-{n}");
+    let (mut epoch, mut owned, mut heard) = (0, BTreeSet::new(), Instant::now());
+    let mut target = n;
+    let release = |owned: &mut BTreeSet<i32>, why: &str| {
+        lock(&holdings).hold(&member_id, owned, &BTreeSet::new());
+        owned.clear();
+        sim.record(format!("{member_id} gives its partitions up: {why}"));
+    };
+    while crate::tasks::sleep_unless_stopped(&stop, Duration::from_millis(rng.gen_range(200..600))).await {
+        if !owned.is_empty() && heard.elapsed() > MEMBER_SESSION {
+            release(&mut owned, "no answer for a session");
+            epoch = 0;
+        }
+        let node = NODES[target % NODES.len()];
+        let running = lock(&sim.net).rafts.contains_key(&node);
+        let Some(group_node) = lock(&sim.nodes).get(&node).filter(|_| running).map(|n| n.groups.clone()) else {
+            target += 1;
+            continue;
+        };
+        let request = GroupRequest::ConsumerHeartbeat(crate::groups::ConsumerHeartbeat {
+            group_id: CONSUMER_GROUP.into(),
+            member_id: member_id.clone(),
+            member_epoch: epoch,
+            instance_id: None,
+            rack_id: None,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topics: Some(vec!["sim".into()]),
+            subscribed_regex: None,
+            server_assignor: None,
+            owned: Some(vec![(topic_id(), owned.iter().copied().collect())]),
+            client_id: "sim".into(),
+            client_host: "sim".into(),
+        });
+        let answer = group_node.groups().handle(&group_node, request).await;
+        let lost = {
+            let mut net = lock(&sim.net);
+            let loss = net.loss;
+            net.rng.gen_bool(loss)
+        };
+        if lost {
+            continue;
+        }
+        match answer {
+            Ok((GroupResponse::ConsumerHeartbeat(Ok(answer)), _)) => {
+                heard = Instant::now();
+                if answer.member_epoch < epoch {
+                    lock(&holdings)
+                        .problems
+                        .push(format!("{member_id}'s epoch went back from {epoch} to {}", answer.member_epoch));
+                }
+                if answer.member_epoch != epoch {
+                    sim.record(format!("{member_id} epoch {} from node {node}", answer.member_epoch));
+                }
+                epoch = answer.member_epoch;
+                if let Some(assignment) = answer.assignment {
+                    let now: BTreeSet<i32> = assignment.iter().flat_map(|(_, ps)| ps.iter().copied()).collect();
+                    lock(&holdings).hold(&member_id, &owned, &now);
+                    sim.record(format!("{member_id} holds {now:?} at epoch {epoch}"));
+                    owned = now;
+                }
+            }
+            Ok((
+                GroupResponse::ConsumerHeartbeat(Err(GroupError::FencedMemberEpoch | GroupError::UnknownMemberId)),
+                _,
+            )) => {
+                release(&mut owned, "fenced");
+                epoch = 0;
+            }
+            _ => target += 1,
+        }
+    }
+}
+
 /// The group the agents race on, with a member, so the leader's offset expiry keeps it.
 fn group(generation: i32) -> crate::state::GroupMembership {
     let member = crate::state::MemberRecord {
@@ -603,6 +794,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         history: Arc::default(),
         root,
         start: Instant::now(),
+        clock: Clock::tokio(0),
     };
     for id in NODES {
         sim.start_node(id, true).await;
@@ -668,6 +860,14 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         agents.push(tokio::spawn(transactional_agent(sim, rng, acks, txns, far)));
     }
     let abandoned = tokio::spawn(abandoned_transaction(sim.clone(), acks.clone(), far));
+    let holdings: Arc<Mutex<Holdings>> = Arc::default();
+    let members_stop = CancellationToken::new();
+    let members: Vec<_> = (0..MEMBERS)
+        .map(|n| {
+            let rng = StdRng::seed_from_u64(seed.wrapping_mul(3).wrapping_add(5_000_011 + n as u64));
+            tokio::spawn(consumer_member(sim.clone(), n, rng, holdings.clone(), members_stop.clone()))
+        })
+        .collect();
 
     // Faults until FAULTY_FOR; at most two nodes down at once.
     let faulty_until = Instant::now() + FAULTY_FOR;
@@ -743,6 +943,15 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     lock(&txns).push(abandoned);
+    // The members settle: every partition held by one of them.
+    let settled_by = Instant::now() + Duration::from_secs(60);
+    while lock(&holdings).holder.len() < PARTITIONS as usize && Instant::now() < settled_by {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    members_stop.cancel();
+    for member in members {
+        member.await.expect("member task");
+    }
     let done = Command::CreateTopic {
         name: "done".into(),
         topic_id: uuid::Uuid::from_bytes([9; 16]),
@@ -758,6 +967,14 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     }
     let acks = lock(&acks).clone();
     let mut problems = check(&sim, &acks, last).await;
+    let holdings = std::mem::take(&mut *lock(&holdings));
+    problems.extend(holdings.problems);
+    if holdings.holder.len() < PARTITIONS as usize {
+        problems.push(format!("the consumer group never settled: partitions held {:?}", holdings.holder));
+    }
+    problems.extend(check_stored_consumer_group(
+        &lock(&sim.nodes)[&1].state.read().unwrap_or_else(PoisonError::into_inner),
+    ));
     problems.extend(check_transactions(
         &lock(&sim.nodes)[&1].state.read().unwrap_or_else(PoisonError::into_inner),
         &lock(&txns),
@@ -783,6 +1000,25 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     }
     let history = std::mem::take(&mut *lock(&sim.history));
     Run { history, problems }
+}
+
+/// The consumer group as stored: no partition assigned to two members.
+fn check_stored_consumer_group(state: &State) -> Vec<String> {
+    let Some(group) = state.groups.get(CONSUMER_GROUP) else {
+        return vec!["the consumer group was never stored".into()];
+    };
+    let mut seen: BTreeMap<(String, i32), &str> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for member in &group.membership.members {
+        for (topic, partitions) in crate::groups::assigned_partitions(&member.assignment) {
+            for p in partitions {
+                if let Some(other) = seen.insert((topic.clone(), p), &member.member_id) {
+                    problems.push(format!("partition {p} is stored as {other}'s and {}'s", member.member_id));
+                }
+            }
+        }
+    }
+    problems
 }
 
 async fn check(sim: &Sim, acks: &[Ack], last: u64) -> Vec<String> {
@@ -937,7 +1173,12 @@ fn a_seed_replays_its_history() {
         let (first, second) = (run_seed(seed), run_seed(seed));
         let saw = |what: &str| first.history.iter().any(|e| e.contains(what));
         assert!(
-            saw("crash") && saw("ack") && saw("group generation") && saw("txn") && saw("expire transactions"),
+            saw("crash")
+                && saw("ack")
+                && saw("group generation")
+                && saw("txn")
+                && saw("expire transactions")
+                && saw("member-0 holds"),
             "seed {seed} did little: {:?}",
             first.history
         );
