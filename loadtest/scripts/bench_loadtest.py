@@ -151,19 +151,21 @@ def floor(runs, duration):
 
 
 def s3_store(runs, duration):
-    print("\n### Produce on file:// and on s3:// (moto), 1 producer, 1 KiB records, max rate\n")
-    print("| store | payload | MB/s | agent CPU s/GiB | S3 server CPU s/GiB | PUTs/GiB |")
-    print("|---|---|---|---|---|---|")
+    print("\n### Produce on file:// and on s3:// (moto), 1 producer, 1 KiB records, max rate; the last row "
+          "adds a consumer group of 1 (CPU per GiB produced plus consumed)\n")
+    print("| store | payload | consumers | MB/s | agent CPU s/GiB | S3 server CPU s/GiB | PUTs/GiB |")
+    print("|---|---|---|---|---|---|---|")
     moto = os.environ.get("MOTO_SERVER") or shutil.which("moto_server")
     if not moto:
         raise SystemExit("no moto_server: set MOTO_SERVER or put it on PATH (scripts/test.sh installs it in .venv)")
     creds = {"AWS_ACCESS_KEY_ID": "floe-bench", "AWS_SECRET_ACCESS_KEY": "floe-bench-secret",
              "AWS_REGION": "us-east-1"}
-    args = ["--consumers", "0", "--duration", duration, "--warmup", "2s", "--partitions", "8"]
-    for store, payload in (("file://", "-"), ("s3://", "signed"), ("s3://", "unsigned")):
+    rows = (("file://", "-", 0), ("s3://", "signed", 0), ("s3://", "unsigned", 0), ("s3://", "unsigned", 1))
+    for store, payload, consumers in rows:
+        args = ["--consumers", str(consumers), "--duration", duration, "--warmup", "2s", "--partitions", "8"]
         reports, server_cpu = [], []
         for i in range(runs):
-            name = f"s3-{store.rstrip(':/')}-{payload}-{i}"
+            name = f"s3-{store.rstrip(':/')}-{payload}-{consumers}c-{i}"
             if store == "file://":
                 reports.append(with_floe([], lambda f: run_loadtest(name, f.bootstrap, args,
                                                                     f"http://127.0.0.1:{f.http}/metrics")))
@@ -192,7 +194,7 @@ def s3_store(runs, duration):
             finally:
                 server.kill()
                 server.wait()
-        print(f"| {store} | {payload} | {fmt(med(reports, lambda r: r['produce']['mb_per_second']))} "
+        print(f"| {store} | {payload} | {consumers} | {fmt(med(reports, lambda r: r['produce']['mb_per_second']))} "
               f"| {fmt(med(reports, lambda r: r['cost']['agent_cpu_seconds_per_gib']), 2)} "
               f"| {fmt(statistics.median(server_cpu) if server_cpu else None, 2)} "
               f"| {fmt(med(reports, lambda r: r['cost']['puts_per_gib_produced']), 0)} |", flush=True)
