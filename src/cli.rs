@@ -689,9 +689,10 @@ pub(crate) struct AgentOptions {
     /// Memory for buffered and uploading batches; producers wait beyond it (default 4 x flush-bytes, at least 64 MiB).
     #[arg(long)]
     pub(crate) buffer_bytes: Option<usize>,
-    /// Memory for the hot tier: recently written and read object blocks.
-    #[arg(long, default_value_t = 256 * 1024 * 1024)]
-    pub(crate) cache_bytes: u64,
+    /// Memory for the hot tier: recently written and read object blocks (default: a quarter of
+    /// the memory the process may use, its cgroup's limit or the machine's RAM; at least 256 MiB).
+    #[arg(long)]
+    pub(crate) cache_bytes: Option<u64>,
     /// Local directory for the hot tier's disk part (an NVMe drive); none: memory only. What
     /// it holds survives a restart.
     #[arg(long)]

@@ -10,6 +10,7 @@ mod cmd;
 mod config;
 #[expect(unsafe_code, reason = "mallopt, once at start; see heap.rs")]
 mod heap;
+mod memory;
 mod metrics;
 
 #[global_allocator]

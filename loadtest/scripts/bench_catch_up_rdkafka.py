@@ -2,7 +2,7 @@
 """Catch-up reads of small records measured with librdkafka's own client (issue 28): a fresh
 release `floe dev` per run, 600,000 records of 1 KiB written into 8 partitions by
 `rdkafka_performance -P`, then one `rdkafka_performance -C` consumer of all 8 partitions from the
-beginning, served from the writer's hot tier (--cache-bytes, 1 GiB: the whole topic), --passes
+beginning, served from the writer's hot tier (the agent's default size unless --cache-bytes), --passes
 times one after the other. Reports the consumer's MB/s (its own figure) and the agent's CPU
 seconds (user + system, from /proc) per GiB read for the first pass (right after the writes,
 beside compaction merging their chunks) and the later ones, medians over --runs, with progress on
@@ -27,11 +27,11 @@ from bench_read import WORK, Floe, cpu_seconds  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_once(perf: str, binary: str | None, records: int, size: int, partitions: int, cache_bytes: int,
+def run_once(perf: str, binary: str | None, records: int, size: int, partitions: int, cache_bytes: int | None,
              passes: int) -> dict:
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
-    floe = Floe(extra=["--cache-bytes", str(cache_bytes)], binary=binary)
+    floe = Floe(extra=[] if cache_bytes is None else ["--cache-bytes", str(cache_bytes)], binary=binary)
     floe.start()
     try:
         broker = f"127.0.0.1:{floe.kafka}"
@@ -75,7 +75,8 @@ def main():
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--bin", default=None, help="the floe binary (default: the release build)")
-    p.add_argument("--cache-bytes", type=int, default=1 << 30, help="the agent's hot tier: the whole topic fits")
+    p.add_argument("--cache-bytes", type=int, default=None,
+                   help="the agent's hot tier (default: the agent's own, a quarter of the machine's memory)")
     p.add_argument("--passes", type=int, default=3, help="reads of the topic per run, one after the other")
     a = p.parse_args()
     perf = subprocess.run([os.path.join(HERE, "build-rdkafka-performance.sh")], check=True, capture_output=True,

@@ -11,6 +11,14 @@ use tokio::net::TcpListener;
 
 use crate::cli::{AgentOptions, Placement};
 
+/// The hot tier's memory unless told: a quarter of what the process may use, so reads of recent
+/// data come from memory as a broker's page cache would serve them, within [256 MiB, 64 GiB].
+fn default_cache_bytes() -> u64 {
+    const MIN: u64 = 256 << 20;
+    const MAX: u64 = 64 << 30;
+    crate::memory::available_bytes().map_or(MIN, |bytes| (bytes / 4).clamp(MIN, MAX))
+}
+
 /// How an agent flushes unless told otherwise, by the store it writes to.
 struct FlushDefaults {
     interval_ms: u64,
@@ -187,8 +195,10 @@ pub(crate) async fn run(
             target_object_bytes: 8 * 1024 * 1024,
         },
     };
+    let cache_bytes = options.cache_bytes.unwrap_or_else(default_cache_bytes);
+    tracing::info!(cache_bytes, "hot tier memory");
     let cache = BlockCache::open(&BlockCacheConfig {
-        memory_bytes: options.cache_bytes,
+        memory_bytes: cache_bytes,
         disk: options.cache_dir.clone().map(|dir| (dir, options.cache_disk_bytes)),
     })
     .await
