@@ -128,6 +128,9 @@ pub struct MetadataNode {
     /// The commit grouping, group timers and leader duties; stopped by [`MetadataNode::shutdown`].
     tasks: crate::tasks::TaskGroup,
     clock: crate::clock::Clock,
+    /// Tests: the log store, to inject disk faults.
+    #[cfg(test)]
+    log: log_store::FileLogStore,
 }
 
 impl std::fmt::Debug for MetadataNode {
@@ -183,6 +186,8 @@ impl MetadataNode {
         let changes = state_machine.changes();
         let (commit_group, commit_queue) = tokio::sync::mpsc::channel(COMMIT_QUEUE_MAX);
         let raft_config = Arc::new(raft_config(config.peers.len())?);
+        #[cfg(test)]
+        let log = log_store.clone();
         let raft = openraft::Raft::new(config.node_id, raft_config, network::Network, log_store, state_machine)
             .await
             .map_err(std::io::Error::other)?;
@@ -200,6 +205,8 @@ impl MetadataNode {
             groups: Default::default(),
             tasks: Default::default(),
             clock: config.clock.clone(),
+            #[cfg(test)]
+            log,
         };
         crate::metrics::NodeCollector::register(node.clone());
         node.tasks.spawn_cancellable(group_commits(node.clone(), commit_queue));
@@ -534,6 +541,27 @@ impl MetadataNode {
     pub async fn remove_voter(&self, node_id: NodeId) -> Result<(), String> {
         let change = openraft::ChangeMembers::RemoveVoters([node_id].into_iter().collect());
         self.raft.change_membership(change, false).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// Resolves, with the reason, once Raft stopped on a fatal error (a log or state write that
+    /// failed, say). The node then serves nothing and never recovers by itself: its process
+    /// should exit so that it starts again from its files.
+    pub async fn stopped_by_fault(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "Raft stopped".into();
+            }
+        }
+    }
+
+    /// Tests: the node's next log write fails halfway, as on a failing disk.
+    #[cfg(test)]
+    pub(crate) async fn fail_next_log_write(&self) {
+        self.log.fail_next_write(true).await;
     }
 
     /// Stops serving, then the background tasks (each finishes its step), then Raft.

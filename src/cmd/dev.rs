@@ -36,14 +36,17 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     })?;
     tokio::spawn(super::archive::run(metadata.clone(), archive_store));
     tracing::info!(data_dir = %data_dir.display(), metadata = %args.metadata_addr, "floe dev ready");
-    let result = super::serve_agent::run(
+    let serve = super::serve_agent::run(
         &args.agent,
         &url,
         crate::cli::Placement::single(),
         Metadata::Local(metadata.clone()),
         Some(data_dir.join("usage")),
-    )
-    .await;
+    );
+    let result = tokio::select! {
+        result = serve => result,
+        fault = metadata.stopped_by_fault() => Err(super::metadata::stopped_by_fault(&fault)),
+    };
     metadata.shutdown().await;
     result
 }

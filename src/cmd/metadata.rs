@@ -83,10 +83,20 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
             tracing::warn!(error = %e, "initializing cluster state");
         }
     });
-    super::serve_agent::shutdown_signal().await;
+    let result = tokio::select! {
+        () = super::serve_agent::shutdown_signal() => Ok(()),
+        fault = node.stopped_by_fault() => Err(stopped_by_fault(&fault)),
+    };
     stop_metrics.send_replace(true);
     node.shutdown().await;
-    Ok(())
+    result
+}
+
+/// A node whose Raft stopped on a fatal error serves nothing until it starts again from its
+/// files: the process exits non-zero so that its supervisor restarts it.
+pub(crate) fn stopped_by_fault(fault: &str) -> anyhow::Error {
+    tracing::error!(%fault, "the metadata node's Raft stopped; exiting so that it restarts from its files");
+    anyhow::anyhow!("the metadata node's Raft stopped: {fault}")
 }
 
 /// Whether `addr` (HOST:PORT) only listens on this machine.

@@ -77,6 +77,9 @@ struct LogFile {
     file: File,
     bytes: u64,
     contents: LogContents,
+    /// Tests: the next write stops halfway with an I/O error, as a failing disk's would.
+    #[cfg(test)]
+    fail_next_write: bool,
 }
 
 /// The Raft log store. Clones share one file; openraft's replication tasks read through clones.
@@ -168,7 +171,14 @@ impl FileLogStore {
             file.set_len(valid)?;
             file.sync_all()?;
         }
-        let mut log = LogFile { path: path.to_owned(), file, bytes: valid, contents };
+        let mut log = LogFile {
+            path: path.to_owned(),
+            file,
+            bytes: valid,
+            contents,
+            #[cfg(test)]
+            fail_next_write: false,
+        };
         if valid == 0 {
             log.write(LogRecord::Format(crate::FORMAT_VERSION))?;
         } else if version < crate::FORMAT_VERSION {
@@ -185,12 +195,23 @@ impl FileLogStore {
     pub(crate) async fn entries(&self) -> Vec<Entry<TypeConfig>> {
         self.inner.lock().await.contents.entries.values().cloned().collect()
     }
+
+    /// Makes the next write fail halfway with an I/O error (a disk fault), or not.
+    #[cfg(test)]
+    pub(crate) async fn fail_next_write(&self, fail: bool) {
+        self.inner.lock().await.fail_next_write = fail;
+    }
 }
 
 impl LogFile {
     /// Makes `record` durable, then applies it to the in-memory contents.
     fn write(&mut self, record: LogRecord) -> io::Result<()> {
         let bytes = encode(&record)?;
+        #[cfg(test)]
+        if std::mem::take(&mut self.fail_next_write) {
+            self.file.write_all(&bytes[..bytes.len() / 2])?;
+            return Err(io::Error::other("injected disk fault"));
+        }
         self.file.write_all(&bytes)?;
         self.file.sync_data()?;
         self.bytes += bytes.len() as u64;

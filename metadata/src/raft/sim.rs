@@ -2,7 +2,8 @@
 //! log store and state machine, in one process on virtual time (a paused current-thread Tokio
 //! runtime), joined by a simulated network that loses, delays and reorders messages and cuts
 //! links. Nodes crash (their Raft stops at an await point) and come back from their files, some
-//! with a torn record appended to their log (a write in progress when the power went). Two
+//! with a torn record appended to their log (a write in progress when the power went); a disk
+//! fault makes a node's next log write fail halfway, which stops its Raft and so its process. Two
 //! simulated agents commit segments throughout, retrying through whichever node they can reach.
 //!
 //! A seed decides the faults, the network's draws, the agents' commits and openraft's election
@@ -32,7 +33,8 @@
 //! `FLOE_SIM_SEED=S` one seed, and a failing seed is printed with how to run it alone.
 //!
 //! Not simulated: snapshots (built on a blocking thread, outside virtual time), disk errors
-//! other than a torn tail, classic and share groups, and the agents' TCP protocol (agents call
+//! other than a torn tail or a failed log write, state machine write errors, classic and share
+//! groups, and the agents' TCP protocol (agents call
 //! a node's Raft and group members its coordinator directly).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -183,6 +185,21 @@ impl Sim {
         lock(&self.nodes).insert(id, NodeFiles { dir, log, state, duties, groups });
         lock(&self.net).rafts.insert(id, raft);
         self.record(format!("start {id}"));
+    }
+
+    /// Crashes every node whose Raft stopped on a fatal error (a failed log write), as its
+    /// process exits on it (`floe metadata`).
+    async fn crash_stopped_nodes(&self) {
+        let stopped: Vec<NodeId> = lock(&self.net)
+            .rafts
+            .iter()
+            .filter(|(_, raft)| raft.metrics().borrow().running_state.is_err())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stopped {
+            self.record(format!("{id} stopped on a fault; its process exits"));
+            self.crash(id, None).await;
+        }
     }
 
     /// Stops node `id` where it is; with `torn`, a partial record is left at its log's end.
@@ -873,9 +890,10 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     let faulty_until = Instant::now() + FAULTY_FOR;
     while Instant::now() < faulty_until {
         tokio::time::sleep(Duration::from_millis(faults.gen_range(100..800))).await;
+        sim.crash_stopped_nodes().await;
         let running: Vec<NodeId> = lock(&sim.net).rafts.keys().copied().collect();
         let down: Vec<NodeId> = NODES.iter().copied().filter(|n| !running.contains(n)).collect();
-        match faults.gen_range(0..6) {
+        match faults.gen_range(0..7) {
             0 | 1 if running.len() > 1 => {
                 let id = running[faults.gen_range(0..running.len())];
                 let torn = faults.gen_bool(0.5).then(|| {
@@ -908,6 +926,15 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                     sim.record(format!("cut {a}->{b}"));
                 }
             }
+            5 if !running.is_empty() => {
+                // The node's next log write fails halfway: its Raft stops, and so its process.
+                let id = running[faults.gen_range(0..running.len())];
+                let log = lock(&sim.nodes).get(&id).map(|n| n.log.clone());
+                if let Some(log) = log {
+                    log.fail_next_write(true).await;
+                    sim.record(format!("disk fault {id}"));
+                }
+            }
             _ => {
                 lock(&sim.net).cut.clear();
                 sim.record("heal".into());
@@ -922,6 +949,11 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         net.loss = 0.0;
     }
     sim.record("heal all".into());
+    let logs: Vec<FileLogStore> = lock(&sim.nodes).values().map(|n| n.log.clone()).collect();
+    for log in logs {
+        log.fail_next_write(false).await;
+    }
+    sim.crash_stopped_nodes().await;
     let running: Vec<NodeId> = lock(&sim.net).rafts.keys().copied().collect();
     for id in NODES.into_iter().filter(|n| !running.contains(n)) {
         sim.start_node(id, false).await;
