@@ -1,14 +1,16 @@
-//! The SVG plot of one or more reports: throughput over time above, latency percentiles over
-//! time below, the warm-up shaded.
+//! The SVG plot of one or more reports: throughput over time, latency percentiles over time (the
+//! warm-up shaded), and the latency distributions of the measured time, percentile by percentile.
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::report::{Report, Sample};
+use crate::report::{Percentiles, Report, Sample};
 
 const WIDTH: u32 = 1000;
-const HEIGHT: u32 = 720;
+const HEIGHT: u32 = 1080;
+/// The distribution panel's x axis: evenly spaced, so each step adds a nine.
+const LADDER: [&str; 5] = ["p50", "p90", "p99", "p99.9", "max"];
 /// Line colours, in order: distinct on white and for the common forms of colour blindness.
 const COLOURS: [RGBColor; 6] = [
     RGBColor(0, 114, 178),
@@ -30,10 +32,20 @@ pub(crate) fn write(path: &Path, reports: &[(&str, &Report)]) -> anyhow::Result<
     let points = |r: &Report, value: fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {
         r.timeline.iter().filter_map(|s| value(s).map(|v| (s.t, v))).collect()
     };
+    let ladder = |p: &Percentiles| -> Vec<(f64, f64)> {
+        [p.p50, p.p90, p.p99, p.p999, p.max].into_iter().enumerate().map(|(i, ms)| (i as f64, ms)).collect()
+    };
     let mut throughput: Vec<Series<'_>> = Vec::new();
     let mut latency: Vec<Series<'_>> = Vec::new();
+    let mut distribution: Vec<Series<'_>> = Vec::new();
     for (label, r) in reports {
         let name = |what: &str| if label.is_empty() { what.to_owned() } else { format!("{label}: {what}") };
+        if let Some(produce) = &r.produce {
+            distribution.push((name("produce"), ladder(&produce.latency_ms)));
+        }
+        if let Some(end_to_end) = r.consume.as_ref().and_then(|c| c.end_to_end_latency_ms.as_ref()) {
+            distribution.push((name("end-to-end"), ladder(end_to_end)));
+        }
         if r.produce.is_some() {
             throughput.push((name("produce MB/s"), points(r, |s| Some(s.produce_mb_per_second))));
             latency.push((name("produce p99"), points(r, |s| s.produce_p99_ms)));
@@ -53,10 +65,55 @@ pub(crate) fn write(path: &Path, reports: &[(&str, &Report)]) -> anyhow::Result<
     }
     let root = SVGBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (upper, lower) = root.split_vertically(HEIGHT / 2);
+    let (upper, rest) = root.split_vertically(HEIGHT / 3);
+    let (middle, lower) = rest.split_vertically(HEIGHT / 3);
     panel(&upper, "Throughput", "MB/s", t_max, warmup, &throughput)?;
-    panel(&lower, "Latency", "ms", t_max, warmup, &latency)?;
+    panel(&middle, "Latency", "ms", t_max, warmup, &latency)?;
+    distribution_panel(&lower, &distribution)?;
     root.present()?;
+    Ok(())
+}
+
+/// Latency by percentile over the measured time, one line per report and kind.
+fn distribution_panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    series: &[Series<'_>],
+) -> anyhow::Result<()> {
+    let y_max = series.iter().flat_map(|(_, p)| p.iter().map(|(_, y)| *y)).fold(0.0, f64::max).max(1e-3) * 1.1;
+    let last = (LADDER.len() - 1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption("Latency distribution (measured time)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.1..last + 0.1, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_labels(LADDER.len())
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && (0.0..=last).contains(&i) { LADDER[i as usize].to_owned() } else { String::new() }
+        })
+        .x_desc("percentile")
+        .y_desc("ms")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = COLOURS[i % COLOURS.len()];
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+    }
+    if !series.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+    }
     Ok(())
 }
 
