@@ -92,24 +92,46 @@ fn distribution_panel(
         .x_labels(LADDER.len())
         .x_label_formatter(&|x| {
             let i = x.round();
-            if (x - i).abs() < 1e-6 && (0.0..=last).contains(&i) { LADDER[i as usize].to_owned() } else { String::new() }
+            if (x - i).abs() < 1e-6 && (0.0..=last).contains(&i) {
+                LADDER[i as usize].to_owned()
+            } else {
+                String::new()
+            }
         })
         .x_desc("percentile")
         .y_desc("ms")
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
+    lines(&mut chart, series, true, SeriesLabelPosition::UpperLeft)
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws `series` as lines (with a dot at each point if `dots`) and their legend.
+fn lines<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    series: &[Series<'_>],
+    dots: bool,
+    legend: SeriesLabelPosition,
+) -> anyhow::Result<()> {
     for (i, (name, points)) in series.iter().enumerate() {
         let color = COLOURS[i % COLOURS.len()];
         chart
             .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
             .label(name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        if dots {
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        }
     }
     if !series.is_empty() {
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(legend)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
             .draw()?;
@@ -139,20 +161,5 @@ fn panel(
             BLACK.mix(0.06).filled(),
         )))?;
     }
-    for (i, (name, points)) in series.iter().enumerate() {
-        let color = COLOURS[i % COLOURS.len()];
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-    }
-    if !series.is_empty() {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
-    }
-    Ok(())
+    lines(&mut chart, series, false, SeriesLabelPosition::UpperRight)
 }

@@ -605,6 +605,17 @@ async fn abandoned_transaction(sim: Sim, acks: Arc<Mutex<Vec<Ack>>>, far: Instan
     else {
         panic!("the abandoned transaction's commit failed");
     };
+    if let Some(Err(refused)) = bases.iter().find(|b| b.is_err()) {
+        // The commit took longer than the transaction's 3 s timeout (the faults held it up):
+        // the leader's duties aborted the transaction and fenced the producer first, as Kafka
+        // does. Nothing of it was written; it must still end up closed.
+        assert!(
+            matches!(refused, crate::command::CommandError::InvalidProducerEpoch { .. }),
+            "the abandoned transaction's commit was refused: {refused:?}"
+        );
+        sim.record(format!("{key} refused at {index}: its transaction had timed out"));
+        return EndedTxn { producer_id: producer.producer_id, chunks: Vec::new(), committed: false };
+    }
     let chunks: Vec<(i32, i64, i64)> =
         partitions.iter().zip(bases).map(|(p, base)| (*p, base.expect("sequenced"), 5)).collect();
     sim.record(format!("ack {key} at {index}, then the producer is gone"));
