@@ -425,6 +425,9 @@ enum Commit {
 struct Inner {
     /// The Raft term in which this node leads and holds the tables; `None` when not leading.
     term: Option<u64>,
+    /// The term in which this node has applied everything committed before it led
+    /// ([`GroupCoordinator::catch_up`]); until then its state may be older than the groups'.
+    caught_up: Option<u64>,
     tables: Tables,
 }
 
@@ -473,7 +476,7 @@ impl std::fmt::Debug for GroupCoordinator {
 impl Default for GroupCoordinator {
     fn default() -> Self {
         Self {
-            inner: Mutex::new(Inner { term: None, tables: Tables::default() }),
+            inner: Mutex::new(Inner { term: None, caught_up: None, tables: Tables::default() }),
             share: super::ShareWriter::default(),
         }
     }
@@ -531,12 +534,32 @@ impl GroupCoordinator {
     ) -> Result<T, GroupError> {
         let term = node.leader_term().ok_or(GroupError::NotCoordinator)?;
         let mut inner = self.lock();
+        if inner.caught_up != Some(term) {
+            return Err(GroupError::CoordinatorNotAvailable("the new metadata leader is catching up".into()));
+        }
         if inner.term != Some(term) {
             inner.tables.clear();
             inner.term = Some(term);
         }
         let state = node.read();
         Ok(f(&mut inner.tables, &state))
+    }
+
+    /// Once per term: waits until this node, newly leader, has applied every entry committed
+    /// before its term. A new leader's applied state may lag the log it leads, and groups loaded
+    /// from it would hand out partitions a later stored membership gave to others (the
+    /// simulation's seed 1703: a member was given a partition its stale load showed free).
+    async fn catch_up(&self, node: &impl GroupNode) -> Result<(), GroupError> {
+        let term = node.leader_term().ok_or(GroupError::NotCoordinator)?;
+        if self.lock().caught_up == Some(term) {
+            return Ok(());
+        }
+        node.confirm_linearizable_read().await.map_err(|e| GroupError::CoordinatorNotAvailable(e.to_string()))?;
+        let mut inner = self.lock();
+        if node.leader_term() == Some(term) && inner.caught_up.is_none_or(|t| t < term) {
+            inner.caught_up = Some(term);
+        }
+        Ok(())
     }
 
     /// [`Self::with_tables`] for a change to `group_id` that may leave a membership to store in
@@ -562,6 +585,7 @@ impl GroupCoordinator {
         node: &impl GroupNode,
         request: GroupRequest,
     ) -> Result<(GroupResponse, u64), GroupError> {
+        self.catch_up(node).await?;
         Ok(match request {
             GroupRequest::Join(r) => (GroupResponse::Join(self.join(node, r).await?), 0),
             GroupRequest::Sync(r) => (GroupResponse::Sync(self.sync(node, r).await?), 0),
@@ -1383,6 +1407,9 @@ impl GroupCoordinator {
     pub(crate) async fn run_timers(node: impl GroupNode, stop: tokio_util::sync::CancellationToken) {
         while crate::tasks::sleep_unless_stopped(&stop, TICK).await {
             let coordinator = node.groups();
+            if node.leader_term().is_some() && coordinator.catch_up(&node).await.is_err() {
+                continue;
+            }
             let now = node.clock().now();
             let mut releases = Vec::new();
             let mut effects = Effects::default();

@@ -59,7 +59,7 @@ use super::log_store::FileLogStore;
 use super::state_machine::StateMachine;
 use super::{NodeId, TypeConfig};
 use crate::clock::Clock;
-use crate::command::{BatchSummary, ChunkCommit, Command, Outcome, SegmentCommit};
+use crate::command::{BatchSummary, ChunkCommit, Command, CommandError, Outcome, SegmentCommit};
 use crate::groups::{GroupCoordinator, GroupError, GroupNode, GroupRequest, GroupResponse};
 use crate::leader_duties::DutyNode;
 use crate::node::NodeError;
@@ -579,7 +579,20 @@ async fn abandoned_transaction(sim: Sim, acks: Arc<Mutex<Vec<Ack>>>, far: Instan
         now_ms: now_ms(&sim),
     };
     let added = sim.propose(TXN_AGENT + 1, &add, far).await;
-    assert!(matches!(&added, Some((_, Ok(Outcome::PartitionsAdded(_))))), "AddPartitionsToTxn: {added:?}");
+    let timed_out = |sim: &Sim, what: &str, index: u64| {
+        // The faults held the producer up past its 3 s transaction timeout (an earlier copy of
+        // the command may have landed and started it): the leader's duties aborted the
+        // transaction and fenced the producer, as Kafka does. It must still end up closed.
+        sim.record(format!("abandoned producer's {what} refused at {index}: its transaction had timed out"));
+        EndedTxn { producer_id: producer.producer_id, chunks: Vec::new(), committed: false }
+    };
+    match &added {
+        Some((_, Ok(Outcome::PartitionsAdded(_)))) => {}
+        Some((index, Err(CommandError::ProducerFenced | CommandError::InvalidProducerEpoch { .. }))) => {
+            return timed_out(&sim, "AddPartitionsToTxn", *index);
+        }
+        other => panic!("AddPartitionsToTxn: {other:?}"),
+    }
     let key = "abandoned/object".to_owned();
     let chunks = partitions
         .iter()
@@ -606,15 +619,11 @@ async fn abandoned_transaction(sim: Sim, acks: Arc<Mutex<Vec<Ack>>>, far: Instan
         panic!("the abandoned transaction's commit failed");
     };
     if let Some(Err(refused)) = bases.iter().find(|b| b.is_err()) {
-        // The commit took longer than the transaction's 3 s timeout (the faults held it up):
-        // the leader's duties aborted the transaction and fenced the producer first, as Kafka
-        // does. Nothing of it was written; it must still end up closed.
         assert!(
-            matches!(refused, crate::command::CommandError::InvalidProducerEpoch { .. }),
+            matches!(refused, CommandError::InvalidProducerEpoch { .. } | CommandError::ProducerFenced),
             "the abandoned transaction's commit was refused: {refused:?}"
         );
-        sim.record(format!("{key} refused at {index}: its transaction had timed out"));
-        return EndedTxn { producer_id: producer.producer_id, chunks: Vec::new(), committed: false };
+        return timed_out(&sim, "commit", index);
     }
     let chunks: Vec<(i32, i64, i64)> =
         partitions.iter().zip(bases).map(|(p, base)| (*p, base.expect("sequenced"), 5)).collect();
@@ -835,7 +844,8 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         configs: BTreeMap::new(),
     };
     let (_, created) = sim.propose(0, &create, far).await.expect("the topic is proposed");
-    created.expect("the topic is created");
+    // A copy whose answer was lost may have created it already.
+    assert!(matches!(created, Ok(_) | Err(CommandError::TopicExists(_))), "the topic is created: {created:?}");
 
     // The agents commit while the faults run.
     let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
@@ -1208,6 +1218,26 @@ fn simulated_faults_break_no_invariant_even_seeds() {
 #[test]
 fn simulated_faults_break_no_invariant_odd_seeds() {
     run_seeds(1, 2);
+}
+
+/// Seeds of the long mode that once failed, run in every `.ci/run`: 1703 found a new metadata
+/// leader's group coordinator answering from state older than the log it led; the others found
+/// flaws of this harness (a transaction timed out under the faults, a topic created by a copy
+/// whose answer was lost).
+#[test]
+fn seeds_that_once_failed_pass() {
+    let mut failed = Vec::new();
+    for seed in [1415, 1698, 1703, 1796, 1889] {
+        match std::panic::catch_unwind(|| run_seed(seed)) {
+            Ok(run) if run.problems.is_empty() => {}
+            Ok(run) => {
+                eprintln!("seed {seed}: {:?}", run.problems);
+                failed.push(seed);
+            }
+            Err(_) => failed.push(seed),
+        }
+    }
+    assert!(failed.is_empty(), "seeds failed: {failed:?}");
 }
 
 #[test]
