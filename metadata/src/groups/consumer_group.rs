@@ -273,6 +273,12 @@ impl ConsumerGroup {
         }
     }
 
+    /// Forgets what was last handed to Raft (a write of it failed): the next check writes the
+    /// whole membership.
+    pub(super) fn rewrite_next(&mut self) {
+        self.stored = None;
+    }
+
     /// The membership to store if it differs from what was stored last.
     fn changed_membership(&mut self, state: &State, group_id: &str) -> Option<GroupMembership> {
         let now = self.membership(state, group_id);

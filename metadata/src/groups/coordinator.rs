@@ -455,6 +455,17 @@ impl Tables {
         GroupWrite { group_id: group_id.to_owned(), membership, turn: self.turns.take(group_id) }
     }
 
+    /// Makes `group_id`'s next membership check write the whole membership, whatever it was
+    /// last handed to Raft.
+    fn rewrite_next(&mut self, group_id: &str) {
+        if let Some(group) = self.consumer.get_mut(group_id) {
+            group.rewrite_next();
+        }
+        if let Some(group) = self.share.get_mut(group_id) {
+            group.rewrite_next();
+        }
+    }
+
     /// Forgets every live group (keeping the order of writes still under way).
     fn clear(&mut self) {
         *self = Tables { turns: std::mem::take(&mut self.turns), ..Tables::default() };
@@ -504,6 +515,11 @@ fn command_error(e: &CommandError) -> GroupError {
         | CommandError::LimitReached(_) => GroupError::Transaction(e.clone()),
         other => GroupError::CoordinatorNotAvailable(other.to_string()),
     }
+}
+
+/// An answer resting on an earlier write of its group that failed: the member asks again.
+fn earlier_write_failed() -> GroupError {
+    GroupError::CoordinatorNotAvailable("an earlier write of the group failed".into())
 }
 
 impl GroupCoordinator {
@@ -612,13 +628,25 @@ impl GroupCoordinator {
                 let group_id = request.group_id.clone();
                 let now = node.clock().now();
                 let result = self.with_tables(node, |tables, state| {
-                    super::consumer_group::heartbeat(tables, state, request, now)
-                        .map(|(answer, membership)| (answer, membership.map(|m| tables.write(&group_id, m))))
+                    super::consumer_group::heartbeat(tables, state, request, now).map(|(answer, membership)| {
+                        let write = match membership {
+                            Some(m) => Ok(tables.write(&group_id, m)),
+                            None => Err(tables.turns.barrier(&group_id)),
+                        };
+                        (answer, write)
+                    })
                 })?;
                 match result {
                     Err(e) => (GroupResponse::ConsumerHeartbeat(Err(e)), 0),
-                    Ok((answer, None)) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), 0),
-                    Ok((answer, Some(write))) => match self.store(node, write).await {
+                    // No write of its own, but it may rest on earlier ones under way.
+                    Ok((answer, Err(barrier))) => {
+                        if barrier.passed().await {
+                            (GroupResponse::ConsumerHeartbeat(Ok(answer)), 0)
+                        } else {
+                            (GroupResponse::ConsumerHeartbeat(Err(earlier_write_failed())), 0)
+                        }
+                    }
+                    Ok((answer, Ok(write))) => match self.store(node, write).await {
                         Ok(index) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), index),
                         Err(e) => {
                             // Not durable: forget the live group so the next heartbeat starts
@@ -655,15 +683,24 @@ impl GroupCoordinator {
                 let now = node.clock().now();
                 let result = self.with_tables(node, |tables, state| {
                     super::share_group::heartbeat(tables, state, request, now).map(|(answer, (membership, left))| {
-                        (answer, (membership.map(|m| tables.write(&group_id, m)), left))
+                        let write = match membership {
+                            Some(m) => Ok(tables.write(&group_id, m)),
+                            None => Err(tables.turns.barrier(&group_id)),
+                        };
+                        (answer, (write, left))
                     })
                 })?;
                 match result {
                     Err(e) => (GroupResponse::ShareHeartbeat(Err(e)), 0),
                     Ok((answer, (write, left))) => {
                         let mut index = 0;
-                        if let Some(write) = write {
-                            match self.store(node, write).await {
+                        match write {
+                            Err(barrier) => {
+                                if !barrier.passed().await {
+                                    return Ok((GroupResponse::ShareHeartbeat(Err(earlier_write_failed())), 0));
+                                }
+                            }
+                            Ok(write) => match self.store(node, write).await {
                                 Ok(i) => index = i,
                                 Err(e) => {
                                     let _ = self.with_tables(node, |tables, _| {
@@ -673,7 +710,7 @@ impl GroupCoordinator {
                                     });
                                     return Ok((GroupResponse::ShareHeartbeat(Err(e)), 0));
                                 }
-                            }
+                            },
                         }
                         self.release_members(node, &group_id, left).await;
                         (GroupResponse::ShareHeartbeat(Ok(answer)), index)
@@ -954,9 +991,14 @@ impl GroupCoordinator {
     async fn store(&self, node: &impl GroupNode, write: GroupWrite) -> Result<u64, GroupError> {
         let GroupWrite { group_id, membership, turn } = write;
         turn.wait().await;
-        let command = Command::StoreGroup { group_id, membership, now_ms: node.clock().now_ms() };
+        let command = Command::StoreGroup { group_id: group_id.clone(), membership, now_ms: node.clock().now_ms() };
         let written = node.propose_indexed(command).await.map(|(_, index)| index).map_err(store_error);
-        drop(turn);
+        if written.is_err() {
+            // The live group holds a change no stored membership shows: its next check writes the
+            // whole membership again, and (in this order) answers waiting on this write fail.
+            let _ = self.with_tables(node, |tables, _| tables.rewrite_next(&group_id));
+            turn.failed();
+        }
         written
     }
 

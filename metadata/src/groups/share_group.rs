@@ -212,6 +212,12 @@ impl ShareGroup {
         }
     }
 
+    /// Forgets what was last handed to Raft (a write of it failed): the next check writes the
+    /// whole membership.
+    pub(super) fn rewrite_next(&mut self) {
+        self.stored = None;
+    }
+
     fn changed_membership(&mut self, state: &State, group_id: &str) -> Option<GroupMembership> {
         let now = self.membership(state, group_id);
         (self.stored.as_ref() != Some(&now)).then(|| {

@@ -7,6 +7,10 @@
 //! coordinator is unavailable, or, with an equal generation, it overwrites the newer membership,
 //! which a new leader would then resume from. So each change takes a turn while the lock is held,
 //! and a turn's write starts once the group's earlier turns are written or given up.
+//!
+//! A change that needs no write of its own may still rest on earlier changes whose writes are
+//! under way: its answer waits for them ([`WriteBarrier`]) and is not given if one failed, since
+//! the member would then act on a membership no new leader would know.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -24,6 +28,8 @@ struct Progress {
     done: u64,
     /// Turns over while an earlier one was not.
     over_early: BTreeSet<u64>,
+    /// Turns whose write failed, so far.
+    failed: u64,
 }
 
 impl Progress {
@@ -59,6 +65,17 @@ impl WriteTurns {
         WriteTurn { turn, progress }
     }
 
+    /// What a change made now, needing no write of its own, waits for before it is answered:
+    /// the writes of `group_id` under way.
+    pub(super) fn barrier(&self, group_id: &str) -> WriteBarrier {
+        let progress = self.groups.get(group_id).cloned();
+        let (upto, failed) = progress.as_ref().map_or((0, 0), |p| {
+            let p = p.borrow();
+            (p.issued, p.failed)
+        });
+        WriteBarrier { upto, failed, progress }
+    }
+
     /// Whether a write of `group_id` is waiting or under way: the live group must stay in memory
     /// until it lands, since the stored state does not show it yet.
     pub(super) fn busy(&self, group_id: &str) -> bool {
@@ -79,6 +96,29 @@ impl WriteTurn {
         let mut seen = self.progress.subscribe();
         // The sender lives as long as `self`, so this ends only when the turn comes.
         let _ = seen.wait_for(|p| p.done >= self.turn).await;
+    }
+
+    /// Ends the turn with its write failed.
+    pub(super) fn failed(self) {
+        self.progress.send_modify(|p| p.failed += 1);
+    }
+}
+
+/// The writes of a group under way when a change needing none was made.
+pub(super) struct WriteBarrier {
+    upto: u64,
+    failed: u64,
+    progress: Option<Arc<watch::Sender<Progress>>>,
+}
+
+impl WriteBarrier {
+    /// Waits until those writes are over; `false` if a write of the group failed meanwhile.
+    pub(super) async fn passed(self) -> bool {
+        let Some(progress) = self.progress else { return true };
+        let mut seen = progress.subscribe();
+        // `progress` is held here, so the channel stays open until the turns are done.
+        let _ = seen.wait_for(|p| p.done >= self.upto).await;
+        seen.borrow().failed == self.failed
     }
 }
 
@@ -119,5 +159,22 @@ mod tests {
             .expect("the third goes once the first is over")
             .expect("task");
         assert!(!turns.busy("g"), "every turn of g is over");
+    }
+
+    #[tokio::test]
+    async fn a_barrier_waits_for_earlier_writes_and_fails_if_one_failed() {
+        let mut turns = WriteTurns::default();
+        assert!(turns.barrier("g").passed().await, "nothing under way");
+        let (first, second) = (turns.take("g"), turns.take("g"));
+        let barrier = turns.barrier("g");
+        let later = turns.take("g");
+        let waiting = tokio::spawn(barrier.passed());
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the barrier waits for the second write");
+        second.failed();
+        assert!(!waiting.await.expect("task"), "an earlier write failed");
+        drop(later);
+        assert!(turns.barrier("g").passed().await, "a barrier taken after the failure passes");
     }
 }
