@@ -422,6 +422,9 @@ pub(super) fn heartbeat(
     {
         return Err(GroupError::GroupIdNotFound);
     }
+    if !tables.consumer.contains_key(&request.group_id) {
+        tables.may_load(&request.group_id)?;
+    }
     let group = match tables.consumer.entry(request.group_id.clone()) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::hash_map::Entry::Vacant(e) => {
@@ -559,14 +562,15 @@ pub(super) fn load<'a>(
     state: &State,
     group_id: &str,
     now: Instant,
-) -> Option<&'a mut ConsumerGroup> {
+) -> Result<Option<&'a mut ConsumerGroup>, GroupError> {
     if !tables.consumer.contains_key(group_id) {
-        let stored = state.groups.get(group_id)?;
+        let Some(stored) = state.groups.get(group_id) else { return Ok(None) };
         if stored.membership.kind != GroupKind::Consumer {
-            return None;
+            return Ok(None);
         }
-        let group = ConsumerGroup::from_state(state, group_id, now).ok()?;
+        tables.may_load(group_id)?;
+        let Ok(group) = ConsumerGroup::from_state(state, group_id, now) else { return Ok(None) };
         tables.consumer.insert(group_id.to_owned(), group);
     }
-    tables.consumer.get_mut(group_id)
+    Ok(tables.consumer.get_mut(group_id))
 }

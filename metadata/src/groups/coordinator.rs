@@ -455,6 +455,16 @@ impl Tables {
         GroupWrite { group_id: group_id.to_owned(), membership, turn: self.turns.take(group_id) }
     }
 
+    /// Whether `group_id` may be loaded from the stored state: not while a write of it is under
+    /// way, which the stored state does not show yet (a membership built without it would
+    /// overwrite it; the simulation's seed 1660). The member asks again.
+    pub(super) fn may_load(&self, group_id: &str) -> Result<(), GroupError> {
+        if self.turns.busy(group_id) {
+            return Err(GroupError::CoordinatorNotAvailable("the group's writes are under way".into()));
+        }
+        Ok(())
+    }
+
     /// Makes `group_id`'s next membership check write the whole membership, whatever it was
     /// last handed to Raft.
     fn rewrite_next(&mut self, group_id: &str) {
@@ -667,8 +677,9 @@ impl GroupCoordinator {
                 let described = self.with_tables(node, |tables, state| {
                     ids.into_iter()
                         .map(|id| match super::consumer_group::load(tables, state, &id, now) {
-                            Some(group) => Ok(group.describe(&id, state)),
-                            None => Err((id, GroupError::GroupIdNotFound)),
+                            Ok(Some(group)) => Ok(group.describe(&id, state)),
+                            Ok(None) => Err((id, GroupError::GroupIdNotFound)),
+                            Err(e) => Err((id, e)),
                         })
                         .collect()
                 })?;
@@ -1184,7 +1195,7 @@ impl GroupCoordinator {
             if unchecked {
                 return Ok(());
             }
-            if let Some(group) = super::consumer_group::load(tables, state, &member.group_id, now) {
+            if let Some(group) = super::consumer_group::load(tables, state, &member.group_id, now)? {
                 if member.generation < 0 && member.member_id.is_empty() && group.is_empty() {
                     return Ok(());
                 }
@@ -1250,7 +1261,9 @@ impl GroupCoordinator {
         self.with_tables(node, |tables, state| {
             ids.iter()
                 .map(|id| {
-                    if let Some(group) = super::consumer_group::load(tables, state, id, now) {
+                    if let Some(group) =
+                        super::consumer_group::load(tables, state, id, now).map_err(|e| (id.clone(), e))?
+                    {
                         return Ok(group.describe_classic(id, state));
                     }
                     let groups = &tables.classic;

@@ -292,6 +292,7 @@ fn load<'a>(
         return Err(GroupError::GroupIdNotFound);
     }
     if !tables.share.contains_key(group_id) {
+        tables.may_load(group_id)?;
         let group = ShareGroup::from_state(state, group_id, now)?;
         tables.share.insert(group_id.to_owned(), group);
     }
