@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use crate::command::Command;
-use crate::state::State;
+use crate::state::{State, StoredState};
 
 /// The last byte of both magics is `b'0'` plus the format version ([`crate::FORMAT_VERSION`]):
 /// a digit up to format 9, `:` for format 10, and on in ASCII; objects of every earlier version
@@ -111,14 +111,17 @@ fn unframe<'a>(magic: [u8; 7], what: &'static str, bytes: &'a [u8]) -> Result<(u
     Ok((version, &bytes[12..]))
 }
 
-pub fn encode_state(state: &State) -> Result<Vec<u8>, ArchiveError> {
-    let body = postcard::to_stdvec(state).map_err(|e| ArchiveError::Body { what: "state", why: e.to_string() })?;
+/// Encodes a copy of the state (taken by value: it becomes the stored form without another copy).
+pub fn encode_state(state: State) -> Result<Vec<u8>, ArchiveError> {
+    let body = postcard::to_stdvec(&StoredState::from(state))
+        .map_err(|e| ArchiveError::Body { what: "state", why: e.to_string() })?;
     Ok(frame(STATE_MAGIC, body))
 }
 
 pub fn decode_state(bytes: &[u8]) -> Result<State, ArchiveError> {
     let (version, body) = unframe(STATE_MAGIC, "state", bytes)?;
-    crate::state::formats::decode_state(version, body)
+    crate::state::stored::decode_state(version, body)
+        .map(State::from)
         .map_err(|e| ArchiveError::Body { what: "state", why: e.to_string() })
 }
 
@@ -128,10 +131,10 @@ pub fn encode_log(commands: &[(u64, &Command)]) -> Result<Vec<u8>, ArchiveError>
     Ok(frame(LOG_MAGIC, body))
 }
 
-/// Commands of every format so far decode (`state::formats` reads older formats' restored states).
+/// Commands of every format so far decode (`state::stored` reads older formats' restored states).
 pub fn decode_log(bytes: &[u8]) -> Result<Vec<(u64, Command)>, ArchiveError> {
     let (version, body) = unframe(LOG_MAGIC, "log", bytes)?;
-    crate::state::formats::decoding(version, || postcard::from_bytes(body))
+    crate::state::stored::decoding(version, || postcard::from_bytes(body))
         .map_err(|e| ArchiveError::Body { what: "log", why: e.to_string() })
 }
 

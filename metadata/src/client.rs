@@ -336,8 +336,12 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
             match response {
                 // Every node's state is a prefix of one committed history: a copy older than the
                 // mirror (from a lagging node) is skipped, and so are the changes the mirror has.
-                Response::StateCopy(copy) if copy.version() >= state.version() => *state = *copy,
-                Response::StateCopy(_) => {}
+                Response::StateCopy(copy) => {
+                    let copy = State::from(*copy);
+                    if copy.version() >= state.version() {
+                        *state = copy;
+                    }
+                }
                 // A rebuilt cluster restarts its log indexes: the restore replaces the mirror.
                 Response::Change(index, command @ Command::RestoreState(_)) => {
                     *state = State::default();

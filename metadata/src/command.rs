@@ -52,7 +52,7 @@ pub enum Command {
     CommitSegments(Vec<SegmentCommit>),
     /// Seeds a brand-new cluster with a state restored from the object store. Accepted only as
     /// the first change of a cluster (before `InitCluster`).
-    RestoreState(#[serde(deserialize_with = "crate::state::formats::restored_state")] Box<crate::state::State>),
+    RestoreState(#[serde(deserialize_with = "crate::state::stored::restored_state")] Box<crate::state::StoredState>),
     /// An agent announces itself (on start and then periodically); `now_ms` is stamped by the
     /// agent, since the state machine reads no clock.
     AgentHeartbeat {
@@ -581,7 +581,7 @@ impl<'de> Deserialize<'de> for ChunkCommit {
             producer: Option<ChunkProducer>,
             uncompressed_bytes: u64,
         }
-        if (1..=5).contains(&crate::state::formats::decoding_format()) {
+        if (1..=5).contains(&crate::state::stored::decoding_format()) {
             let c = ChunkCommitV5::deserialize(d)?;
             let uncompressed_bytes = u64::from(c.byte_len);
             let ChunkCommitV5 { topic_id, partition, byte_start, byte_len, crc32c, batches, producer } = c;

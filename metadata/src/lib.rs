@@ -50,7 +50,7 @@ pub use client::RemoteMetadata;
 ///   after it).
 /// - 12: a link's tenant and ACL copying (`LinkConfig::tenant`, `LinkConfig::acls`).
 ///
-/// Older formats' states and chunk commits are read by `state::formats`; their other commands
+/// Older formats' states and chunk commits are read by `state::stored`; their other commands
 /// decode as they are.
 pub const FORMAT_VERSION: u32 = 12;
 

@@ -181,8 +181,9 @@ impl MetadataNode {
     /// cluster on first start (every node is given the same voter set, which is safe).
     pub async fn start(config: MetadataNodeConfig) -> std::io::Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
-        let log_store = log_store::FileLogStore::open(&config.data_dir.join("raft-log"))?;
         let (state_machine, state, applied) = state_machine::StateMachine::open(&config.data_dir)?;
+        let log_store =
+            log_store::FileLogStore::open(&config.data_dir.join("raft-log"), state_machine.durable_snapshot())?;
         let changes = state_machine.changes();
         let (commit_group, commit_queue) = tokio::sync::mpsc::channel(COMMIT_QUEUE_MAX);
         let raft_config = Arc::new(raft_config(config.peers.len())?);
@@ -512,7 +513,7 @@ impl MetadataNode {
         if let Ok(bytes) = std::fs::read(&seed_path) {
             let seed = crate::archive::decode_state(&bytes).map_err(|e| NodeError::Unavailable(e.to_string()))?;
             tracing::info!(topics = seed.topics.len(), "seeding the new cluster with the restored state");
-            match self.propose(Command::RestoreState(Box::new(seed))).await {
+            match self.propose(Command::RestoreState(Box::new(seed.into()))).await {
                 Ok(_) | Err(NodeError::Rejected(CommandError::AlreadyInitialized)) => {
                     let _ = std::fs::remove_file(&seed_path);
                     return Ok(());

@@ -121,13 +121,13 @@ async fn upload_log(store: &SegmentStore, chain: &mut Chain) -> anyhow::Result<(
 /// after the snapshot reaches the chain.
 async fn start_chain(node: &MetadataNode, store: &SegmentStore) -> anyhow::Result<Option<Chain>> {
     let changes = node.changes();
-    let (generation, index, bytes) = {
-        let state = node.read();
-        if state.cluster_id.is_empty() {
-            return Ok(None);
-        }
-        (state.generation, state.applied_index, archive::encode_state(&state)?)
-    };
+    // Copied under the read lock, encoded after it: applying commands waits for the copy only.
+    let state = node.read().clone();
+    if state.cluster_id.is_empty() {
+        return Ok(None);
+    }
+    let (generation, index) = (state.generation, state.applied_index);
+    let bytes = archive::encode_state(state)?;
     store.put_archive(&ArchiveName::State { generation, index }.to_string(), bytes.into()).await?;
     tracing::debug!(generation, index, "metadata snapshot archived");
     if let Ok(names) = store.list_archives().await {
@@ -167,7 +167,6 @@ pub(crate) async fn restore(store: &SegmentStore, data_dir: &Path) -> anyhow::Re
         archive::replay_log(&mut state, *log, commands)?;
     }
     std::fs::create_dir_all(data_dir)?;
-    std::fs::write(data_dir.join(archive::RESTORE_SEED_FILE), archive::encode_state(&state)?)?;
     println!(
         "restored {snapshot} and {} command logs up to index {}: {} topics, cluster {}; start the node on {} to seed the new cluster",
         plan.logs.len(),
@@ -176,5 +175,6 @@ pub(crate) async fn restore(store: &SegmentStore, data_dir: &Path) -> anyhow::Re
         state.cluster_id,
         data_dir.display()
     );
+    std::fs::write(data_dir.join(archive::RESTORE_SEED_FILE), archive::encode_state(state)?)?;
     Ok(())
 }

@@ -107,8 +107,11 @@ async fn three_nodes_replicate_forward_and_fail_over() {
     // Replaying each node's durable Raft log into a fresh state gives the state it serves (no
     // snapshot was taken in this short run, so the log is complete).
     for id in cluster.peers.keys() {
-        let log = crate::raft::log_store::FileLogStore::open(&cluster.root.join(format!("node-{id}")).join("raft-log"))
-            .expect("log reopens");
+        let log = crate::raft::log_store::FileLogStore::open(
+            &cluster.root.join(format!("node-{id}")).join("raft-log"),
+            tokio::sync::watch::channel(crate::raft::state_machine::DurableSnapshot::Covers(0)).1,
+        )
+        .expect("log reopens");
         let mut replayed = State::default();
         for entry in log.entries().await {
             if let openraft::EntryPayload::Normal(command) = entry.payload {

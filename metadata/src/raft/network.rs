@@ -9,7 +9,7 @@
 //! Versions: a connection may open with [`Request::Hello`], which names the asker's protocol and
 //! metadata format and is answered with the node's. A process of protocol 0 cannot read a Hello
 //! and closes the connection on it; the asker then knows it as [`Hello::before_hello`]. A reader
-//! reads every older format (`state::formats`) and writes only its own, so in a change stream
+//! reads every older format (`state::stored`) and writes only its own, so in a change stream
 //! the agent decodes in the node's format when that is older, and a node refuses a subscriber
 //! that reads only older formats than it writes (it logs both versions): upgrade agents before
 //! metadata nodes when the format changes.
@@ -32,7 +32,7 @@ use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
 use crate::node::{ClusterStatus, MetadataNode};
-use crate::state::State;
+use crate::state::StoredState;
 use crate::tls::{MetadataStream, Role};
 
 /// Largest frame either side accepts: a snapshot chunk (3 MiB by default) or a large commit.
@@ -196,7 +196,7 @@ pub(crate) enum Response {
     Status(ClusterStatus),
     /// The outcome and log index of a [`Request::ProposeAnywhere`], or why it is unknown.
     ProposeAnywhere(Result<(CommandResponse, u64), String>),
-    StateCopy(#[serde(deserialize_with = "crate::state::formats::restored_state")] Box<State>),
+    StateCopy(#[serde(deserialize_with = "crate::state::stored::restored_state")] Box<StoredState>),
     Change(u64, Command),
     /// The result of a membership change.
     Membership(Result<(), String>),
@@ -281,7 +281,7 @@ pub(crate) async fn read_frame_in<T: DeserializeOwned>(
     }
     // 0: today's format.
     let format = if format >= crate::FORMAT_VERSION { 0 } else { format };
-    crate::state::formats::decoding(format, || postcard::from_bytes(&payload))
+    crate::state::stored::decoding(format, || postcard::from_bytes(&payload))
         .map(Some)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
@@ -427,7 +427,7 @@ async fn stream_changes(
         let mut changes = node.changes();
         let copy = node.read().clone();
         let copied_index = copy.applied_index;
-        write_frame(stream, &Response::StateCopy(Box::new(copy))).await?;
+        write_frame(stream, &Response::StateCopy(Box::new(copy.into()))).await?;
         loop {
             let change = tokio::select! {
                 change = changes.recv() => change,

@@ -3,8 +3,9 @@
 //! runtime), joined by a simulated network that loses, delays and reorders messages and cuts
 //! links. Nodes crash (their Raft stops at an await point) and come back from their files, some
 //! with a torn record appended to their log (a write in progress when the power went); a disk
-//! fault makes a node's next log write fail halfway, which stops its Raft and so its process. Two
-//! simulated agents commit segments throughout, retrying through whichever node they can reach.
+//! fault makes a node's next log write fail halfway (or its next snapshot write fail), which
+//! stops its Raft and so its process. Two simulated agents commit segments throughout, retrying
+//! through whichever node they can reach.
 //!
 //! A seed decides the faults, the network's draws, the agents' commits and openraft's election
 //! timeouts. After the faults stop and every node is back, the history is checked:
@@ -26,20 +27,24 @@
 //!   still holds, a member's epoch never goes back, the members settle with every partition held
 //!   once the faults stop, and the stored group assigns no partition twice. Three members
 //!   heartbeat through whichever node leads; answers are lost as messages are;
-//! - the log applied afresh gives the state the node holds;
+//! - snapshots: Raft snapshots every 10 to 60 entries (drawn per seed) and purges the log behind
+//!   them, so a node that fell behind is sent a snapshot; a snapshot file write may fail like a
+//!   log write. Each node's snapshot plus its log after it, applied afresh, gives the state the
+//!   node holds, and a node never purged an entry its durable snapshot does not cover;
 //! - a seed replays the same history (`a_seed_replays_its_history`).
 //!
 //! `FLOE_SIM_SEEDS=N` runs N seeds per test (the long mode; `.ci/run` runs the default),
-//! `FLOE_SIM_SEED=S` one seed, and a failing seed is printed with how to run it alone.
+//! `FLOE_SIM_SEED=S` one seed, and a failing seed is printed with how to run it alone;
+//! `FLOE_SIM_TRACE=1` prints events as they happen (a seed that panics prints no history).
 //!
-//! Not simulated: snapshots (built on a blocking thread, outside virtual time), disk errors
-//! other than a torn tail or a failed log write, state machine write errors, classic and share
-//! groups, and the agents' TCP protocol (agents call
-//! a node's Raft and group members its coordinator directly).
+//! Not simulated: disk errors other than a torn tail or a failed log or snapshot write, classic
+//! and share groups, and the agents' TCP protocol (agents call a node's Raft and group members
+//! its coordinator directly).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -49,14 +54,14 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
-use openraft::{BasicNode, EntryPayload, Raft};
+use openraft::{BasicNode, EntryPayload, Raft, SnapshotPolicy};
 use rand08::rngs::StdRng;
 use rand08::{Rng, SeedableRng};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::log_store::FileLogStore;
-use super::state_machine::StateMachine;
+use super::state_machine::{StateMachine, TestSnapshotIo};
 use super::{NodeId, TypeConfig};
 use crate::clock::Clock;
 use crate::command::{BatchSummary, ChunkCommit, Command, CommandError, Outcome, SegmentCommit};
@@ -95,6 +100,8 @@ struct NodeFiles {
     /// The node as its group coordinator sees it (a fresh coordinator per start, as a real
     /// node's).
     groups: SimGroupNode,
+    /// Its state machine's snapshot I/O: on virtual time, and a write may fail.
+    snapshots: Arc<TestSnapshotIo>,
 }
 
 #[derive(Clone)]
@@ -106,6 +113,11 @@ struct Sim {
     start: Instant,
     /// Protocol time on virtual time: [`Sim::now_ms`] as wall time.
     clock: Clock,
+    /// Raft's snapshot policy, drawn per seed: a snapshot every this many entries, keeping this
+    /// many behind it in the log (the rest are purged, so a node that fell behind them is sent
+    /// the snapshot).
+    snapshot_every: u64,
+    logs_kept: u64,
 }
 
 /// A transaction whose end was acknowledged: its producer, its chunks (partition, base offset,
@@ -140,6 +152,10 @@ impl Sim {
 
     fn record(&self, event: String) {
         let at = self.now_ms();
+        // A seed that panics never returns its history: this prints it as it happens.
+        if std::env::var_os("FLOE_SIM_TRACE").is_some() {
+            eprintln!("{at:>6} {event}");
+        }
         lock(&self.history).push(format!("{at:>6} {event}"));
     }
 
@@ -163,9 +179,16 @@ impl Sim {
     async fn start_node(&self, id: NodeId, first: bool) {
         let dir = self.root.join(format!("node-{id}"));
         std::fs::create_dir_all(&dir).expect("node dir");
-        let log = FileLogStore::open(&dir.join("raft-log")).expect("the log opens after a crash");
         let (machine, state, _applied) = StateMachine::open(&dir).expect("the state machine opens");
-        let config = Arc::new(crate::node::raft_config(NODES.len()).expect("config"));
+        let log =
+            FileLogStore::open(&dir.join("raft-log"), machine.durable_snapshot()).expect("the log opens after a crash");
+        let snapshots = machine.test_io();
+        snapshots.inline.store(true, Ordering::Relaxed);
+        let mut config = crate::node::raft_config(NODES.len()).expect("config");
+        config.snapshot_policy = SnapshotPolicy::LogsSinceLast(self.snapshot_every);
+        config.max_in_snapshot_log_to_keep = self.logs_kept;
+        config.purge_batch_size = 1;
+        let config = Arc::new(config.validate().expect("config"));
         let network = SimNetwork { sim: self.clone(), from: id };
         let raft = Raft::new(id, config, network, log.clone(), machine).await.expect("raft starts");
         if first {
@@ -182,7 +205,7 @@ impl Sim {
             coordinator: Arc::new(GroupCoordinator::default()),
         };
         tokio::spawn(GroupCoordinator::run_timers(groups.clone(), duties.clone()));
-        lock(&self.nodes).insert(id, NodeFiles { dir, log, state, duties, groups });
+        lock(&self.nodes).insert(id, NodeFiles { dir, log, state, duties, groups, snapshots });
         lock(&self.net).rafts.insert(id, raft);
         self.record(format!("start {id}"));
     }
@@ -425,6 +448,10 @@ impl RaftNetwork<TypeConfig> for SimConnection {
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
     {
+        if rpc.offset == 0 {
+            let index = rpc.meta.last_log_id.map_or(0, |l| l.index);
+            self.sim.record(format!("snapshot {}->{} to {index}", self.from, self.to));
+        }
         self.exchange(&option, |raft| async move { raft.install_snapshot(rpc).await }).await
     }
 
@@ -825,6 +852,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         cut: BTreeSet::new(),
         rafts: BTreeMap::new(),
     };
+    let mut policy = StdRng::seed_from_u64(seed.wrapping_mul(3).wrapping_add(11));
     let sim = Sim {
         net: Arc::new(Mutex::new(net)),
         nodes: Arc::default(),
@@ -832,6 +860,8 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         root,
         start: Instant::now(),
         clock: Clock::tokio(0),
+        snapshot_every: policy.gen_range(10..=60),
+        logs_kept: policy.gen_range(0..=20),
     };
     for id in NODES {
         sim.start_node(id, true).await;
@@ -948,12 +978,18 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                 }
             }
             5 if !running.is_empty() => {
-                // The node's next log write fails halfway: its Raft stops, and so its process.
+                // The node's next log write fails halfway, or its next snapshot write fails: its
+                // Raft stops, and so its process.
                 let id = running[faults.gen_range(0..running.len())];
-                let log = lock(&sim.nodes).get(&id).map(|n| n.log.clone());
-                if let Some(log) = log {
-                    log.fail_next_write(true).await;
-                    sim.record(format!("disk fault {id}"));
+                let files = lock(&sim.nodes).get(&id).map(|n| (n.log.clone(), n.snapshots.clone()));
+                if let Some((log, snapshots)) = files {
+                    if faults.gen_bool(0.5) {
+                        log.fail_next_write(true).await;
+                        sim.record(format!("disk fault {id}"));
+                    } else {
+                        snapshots.fail_next_write.store(true, Ordering::Relaxed);
+                        sim.record(format!("snapshot disk fault {id}"));
+                    }
                 }
             }
             _ => {
@@ -970,9 +1006,11 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         net.loss = 0.0;
     }
     sim.record("heal all".into());
-    let logs: Vec<FileLogStore> = lock(&sim.nodes).values().map(|n| n.log.clone()).collect();
-    for log in logs {
+    let files: Vec<(FileLogStore, Arc<TestSnapshotIo>)> =
+        lock(&sim.nodes).values().map(|n| (n.log.clone(), n.snapshots.clone())).collect();
+    for (log, snapshots) in files {
         log.fail_next_write(false).await;
+        snapshots.fail_next_write.store(false, Ordering::Relaxed);
     }
     sim.crash_stopped_nodes().await;
     let running: Vec<NodeId> = lock(&sim.net).rafts.keys().copied().collect();
@@ -1076,19 +1114,21 @@ fn check_stored_consumer_group(state: &State) -> Vec<String> {
 
 async fn check(sim: &Sim, acks: &[Ack], last: u64) -> Vec<String> {
     let mut problems = Vec::new();
-    let nodes: Vec<(NodeId, FileLogStore, State)> = lock(&sim.nodes)
+    // Snapshots and states are read before anything awaits, so no entry is applied in between.
+    type Snapshot = Option<(u64, State)>;
+    let read: Vec<(NodeId, FileLogStore, Snapshot, State)> = lock(&sim.nodes)
         .iter()
-        .map(|(id, n)| (*id, n.log.clone(), n.state.read().unwrap_or_else(PoisonError::into_inner).clone()))
+        .map(|(id, n)| {
+            let snapshot = super::state_machine::read_snapshot(&n.dir).expect("the snapshot file reads");
+            (*id, n.log.clone(), snapshot, n.state.read().unwrap_or_else(PoisonError::into_inner).clone())
+        })
         .collect();
-
-    // One log and one state on every node.
-    let mut logs = Vec::new();
-    for (id, log, _) in &nodes {
-        let entries: Vec<(u64, Option<Command>)> = log
+    let mut nodes = Vec::new();
+    for (id, log, snapshot, state) in read {
+        let entries: BTreeMap<u64, Option<Command>> = log
             .entries()
             .await
             .into_iter()
-            .filter(|e| e.log_id.index <= last)
             .map(|e| {
                 let command = match e.payload {
                     EntryPayload::Normal(command) => Some(command),
@@ -1097,44 +1137,60 @@ async fn check(sim: &Sim, acks: &[Ack], last: u64) -> Vec<String> {
                 (e.log_id.index, command)
             })
             .collect();
-        logs.push((*id, entries));
+        nodes.push((id, entries, snapshot, state));
     }
-    for (id, entries) in &logs[1..] {
-        if *entries != logs[0].1 {
-            problems.push(format!("node {id}'s log differs from node {}'s up to index {last}", logs[0].0));
+
+    // One log up to `last` where the nodes' logs overlap (each purged its own prefix), and one
+    // state.
+    let (first_id, first_log) = (nodes[0].0, &nodes[0].1);
+    for (id, entries, _, _) in &nodes[1..] {
+        let differs = entries.range(..=last).find(|(i, e)| first_log.get(i).is_some_and(|f| f != *e));
+        if let Some((index, _)) = differs {
+            problems.push(format!("node {id}'s log differs from node {first_id}'s at index {index}"));
         }
     }
-    for (id, _, state) in &nodes[1..] {
+    for (id, _, _, state) in &nodes[1..] {
         let mut state = state.clone();
-        let mut first = nodes[0].2.clone();
+        let mut first = nodes[0].3.clone();
         // Nodes may have applied past `last` by different amounts; compare where all are.
         state.applied_index = 0;
         first.applied_index = 0;
-        if nodes.iter().all(|(_, _, s)| s.applied_index == nodes[0].2.applied_index) && state != first {
-            problems.push(format!("node {id}'s state differs from node {}'s", nodes[0].0));
+        if nodes.iter().all(|(_, _, _, s)| s.applied_index == nodes[0].3.applied_index) && state != first {
+            problems.push(format!("node {id}'s state differs from node {first_id}'s"));
         }
     }
-    for (_, _, state) in &nodes {
+    for (_, _, _, state) in &nodes {
         crate::state::tests::check_invariants(state);
     }
-    // The log applied afresh gives the state the node holds: applying is deterministic.
-    let mut replayed = State::default();
-    for (index, command) in &logs[0].1 {
-        if let Some(command) = command {
-            let _ = replayed.apply(*index, command.clone());
+    // Each node's snapshot plus its log after it, applied afresh, gives the state the node holds:
+    // applying is deterministic, and no node purged an entry its snapshot does not cover.
+    for (id, entries, snapshot, held) in &nodes {
+        let (from, mut replayed) = snapshot.clone().unwrap_or_default();
+        let missing = (from + 1..=held.applied_index).find(|i| !entries.contains_key(i));
+        if let Some(index) = missing {
+            problems.push(format!("node {id} lacks entry {index}, after its snapshot at {from}"));
+            continue;
+        }
+        // A snapshot may end past the last command, at a leader's blank entry.
+        let after = entries.range(from + 1..).take_while(|(i, _)| **i <= held.applied_index);
+        for (index, command) in after {
+            if let Some(command) = command {
+                let _ = replayed.apply(*index, command.clone());
+            }
+        }
+        let mut held = held.clone();
+        (replayed.applied_index, held.applied_index) = (0, 0);
+        if replayed != held {
+            problems.push(format!("node {id}'s snapshot at {from} and log replayed afresh give another state"));
         }
     }
-    // Entries past `last` are leader blanks, if any: they change no more than the index.
-    let mut held = nodes[0].2.clone();
-    (replayed.applied_index, held.applied_index) = (0, 0);
-    if replayed != held {
-        problems.push(format!("node {}'s log replayed afresh gives another state", nodes[0].0));
-    }
 
-    // Acknowledged commits: in the log where acknowledged, in real-time order.
-    let log: BTreeMap<u64, Option<Command>> = logs[0].1.iter().cloned().collect();
+    // Acknowledged commits: in the log where acknowledged (on the nodes that still hold that
+    // entry; one purged everywhere is checked in the index below), in real-time order.
     for ack in acks {
-        if log.get(&ack.index) != Some(&Some(ack.command.clone())) {
+        let held: Vec<&Option<Command>> =
+            nodes.iter().filter_map(|(_, entries, _, _)| entries.get(&ack.index)).collect();
+        if held.iter().any(|command| **command != Some(ack.command.clone())) {
             problems.push(format!("{} acknowledged at index {} is not there", ack.key, ack.index));
         }
     }
@@ -1150,7 +1206,7 @@ async fn check(sim: &Sim, acks: &[Ack], last: u64) -> Vec<String> {
     }
 
     // Offsets: each acknowledged chunk where it was acknowledged, and no two overlapping.
-    let state = &nodes[0].2;
+    let state = &nodes[0].3;
     let mut taken: BTreeMap<i32, Vec<(i64, i64, &str)>> = BTreeMap::new();
     for ack in acks {
         for &(partition, base, count) in &ack.chunks {
@@ -1242,6 +1298,7 @@ fn seeds_that_once_failed_pass() {
 
 #[test]
 fn a_seed_replays_its_history() {
+    let mut snapshots_sent = false;
     for seed in seeds().into_iter().take(4) {
         let (first, second) = (run_seed(seed), run_seed(seed));
         let saw = |what: &str| first.history.iter().any(|e| e.contains(what));
@@ -1256,8 +1313,10 @@ fn a_seed_replays_its_history() {
             first.history
         );
         assert_eq!(first.history, second.history, "seed {seed} ran two different histories");
+        snapshots_sent |= saw("snapshot 1->") || saw("snapshot 2->") || saw("snapshot 3->");
         if std::env::var_os("FLOE_SIM_PRINT").is_some() {
             eprintln!("seed {seed}:\n{}", first.history.join("\n"));
         }
     }
+    assert!(snapshots_sent, "no leader sent a snapshot in these seeds");
 }

@@ -20,7 +20,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
-use crate::state::State;
+use crate::state::{State, StoredState};
 
 pub(crate) const SNAPSHOT_FILE: &str = "raft-snapshot";
 /// Applied commands buffered for slow change-stream subscribers; one that falls further behind
@@ -41,9 +41,9 @@ type StoredSnapshot = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct SnapshotBody {
-    /// In the format the body was written in (`state::formats::decoding`).
-    #[serde(deserialize_with = "crate::state::formats::versioned_state")]
-    state: State,
+    /// In the format the body was written in (`state::stored::decoding`).
+    #[serde(deserialize_with = "crate::state::stored::versioned_state")]
+    state: StoredState,
     last_applied: Option<LogId<NodeId>>,
     last_membership: StoredMembership<NodeId, BasicNode>,
 }
@@ -68,9 +68,9 @@ fn decode_body(bytes: &[u8]) -> io::Result<SnapshotBody> {
                 let why = format!("raft snapshot body: format {version}, which this Floe does not read");
                 return Err(io::Error::new(io::ErrorKind::InvalidData, why));
             }
-            crate::state::formats::decoding(version, || postcard::from_bytes(rest)).map_err(invalid)
+            crate::state::stored::decoding(version, || postcard::from_bytes(rest)).map_err(invalid)
         }
-        _ => crate::state::formats::decoding(1, || postcard::from_bytes(bytes)).map_err(invalid),
+        _ => crate::state::stored::decoding(1, || postcard::from_bytes(bytes)).map_err(invalid),
     }
 }
 
@@ -92,6 +92,42 @@ pub(crate) struct StateMachine {
     /// Log id of the snapshot in the `raft-snapshot` file: a snapshot built in the background
     /// never replaces a newer one installed meanwhile.
     snapshot_file: Arc<std::sync::Mutex<Option<LogId<NodeId>>>>,
+    /// What the `raft-snapshot` file covers, for the log store's purges ([`DurableSnapshot`]).
+    durable: Arc<watch::Sender<DurableSnapshot>>,
+    /// Tests: how the simulation (`raft::sim`) drives snapshot I/O.
+    #[cfg(test)]
+    test_io: Arc<TestSnapshotIo>,
+}
+
+/// The last log index the `raft-snapshot` file covers (0 without one), or that writing it
+/// failed. openraft 0.9 purges a follower's log as soon as it hands the state machine a snapshot
+/// to install, without waiting for the install: the log store waits for this instead, so a crash
+/// in between never leaves a log that starts after the newest durable snapshot (which a node
+/// cannot start from).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DurableSnapshot {
+    Covers(u64),
+    Failed,
+}
+
+/// Tests: snapshot files are written on the calling task (on virtual time, so a seed replays),
+/// and the next write may fail with an I/O error, as a failing disk's would.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct TestSnapshotIo {
+    pub(crate) inline: std::sync::atomic::AtomicBool,
+    pub(crate) fail_next_write: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(test)]
+impl TestSnapshotIo {
+    /// The injected fault, once.
+    fn take_fault(&self) -> io::Result<()> {
+        if self.fail_next_write.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return Err(io::Error::other("injected disk fault"));
+        }
+        Ok(())
+    }
 }
 
 /// The `raft-snapshot` file: `FLOERSN` and the format version's digit ([`crate::FORMAT_VERSION`]),
@@ -136,6 +172,14 @@ fn read_snapshot_file(dir: &Path) -> io::Result<Option<StoredSnapshot>> {
     postcard::from_bytes(payload).map(Some).map_err(|e| corrupt(&e.to_string()))
 }
 
+/// Tests: the last log index and the state of the snapshot in `dir`, if there is one.
+#[cfg(test)]
+pub(crate) fn read_snapshot(dir: &Path) -> io::Result<Option<(u64, State)>> {
+    let Some((meta, body)) = read_snapshot_file(dir)? else { return Ok(None) };
+    let body = decode_body(&body)?;
+    Ok(Some((meta.last_log_id.map_or(0, |l| l.index), State::from(body.state))))
+}
+
 impl StateMachine {
     pub(crate) fn changes(&self) -> tokio::sync::broadcast::Sender<Change> {
         self.changes.clone()
@@ -149,13 +193,14 @@ impl StateMachine {
             let decoded = decode_body(&body)?;
             // Kept in this format, since it is what peers are sent.
             let body = encode_body(&decoded)?;
-            state = decoded.state;
+            state = State::from(decoded.state);
             applied.last_applied = decoded.last_applied;
             applied.last_membership = decoded.last_membership;
             applied.current_snapshot = Some((meta, body));
         }
-        let snapshot_file =
-            Arc::new(std::sync::Mutex::new(applied.current_snapshot.as_ref().and_then(|(m, _)| m.last_log_id)));
+        let on_disk = applied.current_snapshot.as_ref().and_then(|(m, _)| m.last_log_id);
+        let durable = Arc::new(watch::Sender::new(DurableSnapshot::Covers(on_disk.map_or(0, |l| l.index))));
+        let snapshot_file = Arc::new(std::sync::Mutex::new(on_disk));
         let index = applied.last_applied.map_or(0, |l| l.index);
         let (applied_index, applied_rx) = watch::channel(index);
         let state = Arc::new(RwLock::new(state));
@@ -166,8 +211,36 @@ impl StateMachine {
             applied_index: Arc::new(applied_index),
             changes: tokio::sync::broadcast::channel(CHANGES_BUFFERED_MAX).0,
             snapshot_file,
+            durable,
+            #[cfg(test)]
+            test_io: Arc::default(),
         };
         Ok((machine, state, applied_rx))
+    }
+}
+
+impl StateMachine {
+    /// Runs blocking snapshot I/O on the blocking pool, so applying entries is not held up.
+    async fn off_the_runtime<T: Send + 'static>(
+        &self,
+        io: impl FnOnce() -> io::Result<T> + Send + 'static,
+    ) -> io::Result<T> {
+        #[cfg(test)]
+        if self.test_io.inline.load(std::sync::atomic::Ordering::Relaxed) {
+            return io();
+        }
+        tokio::task::spawn_blocking(io).await.map_err(io::Error::other)?
+    }
+
+    /// What the `raft-snapshot` file covers, as it changes (for [`FileLogStore`](super::log_store::FileLogStore)).
+    pub(crate) fn durable_snapshot(&self) -> watch::Receiver<DurableSnapshot> {
+        self.durable.subscribe()
+    }
+
+    /// Tests: the simulation's switches for snapshot I/O.
+    #[cfg(test)]
+    pub(crate) fn test_io(&self) -> Arc<TestSnapshotIo> {
+        self.test_io.clone()
     }
 }
 
@@ -178,7 +251,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         let body = {
             let applied = self.applied.lock().await;
             SnapshotBody {
-                state: self.state.read().unwrap_or_else(|p| p.into_inner()).clone(),
+                state: self.state.read().unwrap_or_else(|p| p.into_inner()).clone().into(),
                 last_applied: applied.last_applied,
                 last_membership: applied.last_membership.clone(),
             }
@@ -193,21 +266,27 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             ),
         };
         let dir = self.dir.clone();
-        let written = self.snapshot_file.clone();
+        let (written, durable) = (self.snapshot_file.clone(), self.durable.clone());
         let file_meta = meta.clone();
-        let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+        #[cfg(test)]
+        let test_io = self.test_io.clone();
+        let write = move || -> io::Result<Vec<u8>> {
             let bytes = encode_body(&body)?;
             // A snapshot installed meanwhile is newer: leave its file in place.
             let mut newest = written.lock().unwrap_or_else(|p| p.into_inner());
             if *newest < file_meta.last_log_id {
+                #[cfg(test)]
+                test_io.take_fault()?;
                 write_snapshot_file(&dir, &file_meta, &bytes)?;
                 *newest = file_meta.last_log_id;
+                durable.send_replace(DurableSnapshot::Covers(file_meta.last_log_id.map_or(0, |l| l.index)));
             }
             Ok(bytes)
-        })
-        .await
-        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &io::Error::other(e)))?
-        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        };
+        let bytes = self
+            .off_the_runtime(write)
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         let mut applied = self.applied.lock().await;
         if applied.current_snapshot.as_ref().is_none_or(|(current, _)| current.last_log_id < meta.last_log_id) {
             applied.current_snapshot = Some((meta.clone(), bytes.clone()));
@@ -272,15 +351,27 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();
-        let body = decode_body(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        // Decoded, then made this node's `raft-snapshot` file; if either fails, the purge
+        // openraft issued with this install must not go ahead.
+        let failed = |e: StorageIOError<NodeId>| {
+            self.durable.send_replace(DurableSnapshot::Failed);
+            StorageError::from(e)
+        };
+        let body =
+            decode_body(&bytes).map_err(|e| failed(StorageIOError::read_snapshot(Some(meta.signature()), &e)))?;
         {
             let mut newest = self.snapshot_file.lock().unwrap_or_else(|p| p.into_inner());
+            #[cfg(test)]
+            self.test_io
+                .take_fault()
+                .map_err(|e| failed(StorageIOError::write_snapshot(Some(meta.signature()), &e)))?;
             write_snapshot_file(&self.dir, meta, &bytes)
-                .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+                .map_err(|e| failed(StorageIOError::write_snapshot(Some(meta.signature()), &e)))?;
             *newest = meta.last_log_id;
+            self.durable.send_replace(DurableSnapshot::Covers(meta.last_log_id.map_or(0, |l| l.index)));
         }
         let mut applied = self.applied.lock().await;
-        *self.state.write().unwrap_or_else(|p| p.into_inner()) = body.state;
+        *self.state.write().unwrap_or_else(|p| p.into_inner()) = State::from(body.state);
         applied.last_applied = meta.last_log_id;
         applied.last_membership = meta.last_membership.clone();
         applied.current_snapshot = Some((meta.clone(), bytes));
@@ -318,6 +409,7 @@ mod tests {
             old.extend_from_slice(&archived[12..]);
             old.extend(postcard::to_stdvec(&(last_applied, &membership)).expect("encode"));
             let body = decode_body(&old).expect("an old body");
+            let state = StoredState::from(state);
             assert_eq!((&body.state, body.last_applied), (&state, last_applied), "{file}");
             let now = encode_body(&body).expect("encode");
             assert!(now.starts_with(b"FLOESNB") && u32::from(now[7] - b'0') == crate::FORMAT_VERSION);

@@ -71,7 +71,7 @@ impl<'de> Deserialize<'de> for LinkConfig {
             tenant: Option<String>,
             acls: bool,
         }
-        if (1..=11).contains(&super::formats::decoding_format()) {
+        if (1..=11).contains(&super::stored::decoding_format()) {
             let LinkConfigV11 { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs } =
                 LinkConfigV11::deserialize(d)?;
             return Ok(Self {

@@ -7,7 +7,6 @@
 mod acls;
 mod cleaning;
 mod compaction;
-pub(crate) mod formats;
 mod group_configs;
 mod groups;
 mod idempotency;
@@ -18,6 +17,7 @@ mod registry;
 mod retention;
 mod security;
 mod share;
+pub(crate) mod stored;
 mod tables;
 mod topics;
 mod transactions;
@@ -46,6 +46,7 @@ pub use share::{
     AckBatch, AcquiredRange, InFlight, RecordState, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX, SHARE_UPDATE_WEIGHT_MAX,
     ShareAck, ShareLag, ShareOp, SharePartition, SharePartitionKey, ShareSettings,
 };
+pub use stored::StoredState;
 pub use tables::{RetiredTable, TableCommit, TableRange, TableRecord};
 pub use topics::validate_topic_name;
 pub use transactions::{
@@ -71,8 +72,9 @@ pub type TopicId = uuid::Uuid;
 /// index, so a key shared by hundreds of partitions is stored once.
 pub type ObjectId = u64;
 
-/// Everything the metadata service knows.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Everything the metadata service knows, in memory. What is stored of it is
+/// [`StoredState`]: a change here is not a format change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct State {
     /// Index of the last applied journal entry.
     pub applied_index: u64,
@@ -358,7 +360,7 @@ impl State {
                     return Err(CommandError::AlreadyInitialized);
                 }
                 let generation = seed.generation + 1;
-                *self = *seed;
+                *self = State::from(*seed);
                 // Raft indexes of the new cluster start again; only this bookkeeping changes.
                 self.applied_index = index;
                 self.generation = generation;

@@ -423,9 +423,9 @@ proptest! {
     #[test]
     fn snapshot_round_trip_is_identity(commands in proptest::collection::vec(arb_command(), 0..40)) {
         let (state, _) = run(commands);
-        let bytes = postcard::to_stdvec(&state).expect("encodes");
-        let restored: State = postcard::from_bytes(&bytes).expect("decodes");
-        prop_assert_eq!(state, restored);
+        let bytes = postcard::to_stdvec(&StoredState::from(state.clone())).expect("encodes");
+        let restored: StoredState = postcard::from_bytes(&bytes).expect("decodes");
+        prop_assert_eq!(state, State::from(restored));
     }
 }
 
@@ -479,13 +479,13 @@ fn a_commit_group_applies_like_its_commits_one_by_one() {
 fn a_restored_state_seeds_only_a_new_cluster() {
     let (original, _) =
         run(vec![Command::InitCluster { cluster_id: "c1".into() }, create("a", 0, 1), commit("o1", &[(0, 0, &[4])])]);
-    let encoded = crate::archive::encode_state(&original).expect("encodes");
+    let encoded = crate::archive::encode_state(original.clone()).expect("encodes");
     let seed = crate::archive::decode_state(&encoded).expect("decodes");
     assert!(crate::archive::decode_state(&encoded[..encoded.len() - 1]).is_err(), "truncation is detected");
 
     let (restored, outcomes) = run(vec![
-        Command::RestoreState(Box::new(seed.clone())),
-        Command::RestoreState(Box::new(seed)),
+        Command::RestoreState(Box::new(seed.clone().into())),
+        Command::RestoreState(Box::new(seed.into())),
         commit("o2", &[(0, 0, &[1])]),
     ]);
     assert_eq!(outcomes[0], Ok(Outcome::Done));
@@ -1409,14 +1409,18 @@ fn golden_files_of_format_12_still_decode_and_replay() {
         assert!(failed.is_empty(), "every command of format 12 applies: {failed:?}");
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
-        std::fs::write(&state_path, crate::archive::encode_state(&state).expect("encode")).expect("write");
+        std::fs::write(&state_path, crate::archive::encode_state(state.clone()).expect("encode")).expect("write");
         std::fs::write(&log_path, crate::archive::encode_log(&indexed).expect("encode")).expect("write");
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
     let state = crate::archive::decode_state(&state_bytes).expect("format 12 state no longer decodes");
     let log = crate::archive::decode_log(&log_bytes).expect("format 12 commands no longer decode");
-    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 12 state encodes differently");
+    assert_eq!(
+        crate::archive::encode_state(state.clone()).ok(),
+        Some(state_bytes),
+        "format 12 state encodes differently"
+    );
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
     assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 12 commands encode differently");
     let tenant_link = &state.links["tenant-in"].config;
@@ -1532,7 +1536,8 @@ fn golden_files_of_format_9_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 9 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1558,7 +1563,8 @@ fn golden_files_of_format_8_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 8 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1575,7 +1581,8 @@ fn golden_files_of_format_7_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 7 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1592,7 +1599,8 @@ fn golden_files_of_format_6_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 6 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1621,7 +1629,8 @@ fn golden_files_of_format_5_still_decode_and_replay() {
     assert!(!replayed.usage.open.is_empty(), "replayed commits are metered");
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 5 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1639,7 +1648,8 @@ fn golden_files_of_format_4_still_decode_and_replay() {
     let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 4 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1677,7 +1687,8 @@ fn golden_files_of_format_3_still_decode_and_replay() {
     let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 3 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1694,14 +1705,15 @@ fn golden_files_of_format_2_still_decode_and_replay() {
     let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 2 commands gives another state");
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
     // A format-2 `RestoreState` holds a format-2 state.
     let tag = postcard::to_stdvec(&Command::RestoreState(Box::default())).expect("encode")[0];
     let mut restore = vec![tag];
     restore.extend_from_slice(&state_bytes[12..]);
-    let decoded = crate::state::formats::decoding(2, || postcard::from_bytes::<Command>(&restore));
-    assert_eq!(decoded.ok(), Some(Command::RestoreState(Box::new(state))));
+    let decoded = crate::state::stored::decoding(2, || postcard::from_bytes::<Command>(&restore));
+    assert_eq!(decoded.ok(), Some(Command::RestoreState(Box::new(state.into()))));
     assert!(postcard::from_bytes::<Command>(&restore).is_err(), "read as format 3 it does not decode");
 }
 
@@ -1721,15 +1733,16 @@ fn golden_files_of_format_1_still_decode() {
     assert!(state.topic_ids.contains_key("tenant0~t2"));
     check_invariants(&state);
     // It re-encodes in the current format and reads back the same.
-    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
     assert_eq!(again, state);
     // A format-1 `RestoreState` (in a Raft log or archive log object of format 1) holds a
     // format-1 state: the command's tag, then the state's bytes.
     let tag = postcard::to_stdvec(&Command::RestoreState(Box::default())).expect("encode")[0];
     let mut restore = vec![tag];
     restore.extend_from_slice(&state_bytes[12..]);
-    let decoded = crate::state::formats::decoding(1, || postcard::from_bytes::<Command>(&restore));
-    assert_eq!(decoded.ok(), Some(Command::RestoreState(Box::new(state.clone()))));
+    let decoded = crate::state::stored::decoding(1, || postcard::from_bytes::<Command>(&restore));
+    assert_eq!(decoded.ok(), Some(Command::RestoreState(Box::new(state.clone().into()))));
     assert!(postcard::from_bytes::<Command>(&restore).is_err(), "read as format 3 it does not decode");
     // A tenant created after the upgrade gets an id, so a namespace no format-1 name is in.
     let mut upgraded = state;

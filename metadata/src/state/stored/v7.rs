@@ -1,4 +1,4 @@
-//! Format 10's `State`: format 11 added links and mirror topics. Its commands are a prefix of
+//! Format 7's `State`: format 8 added group configs. Its commands are a prefix of
 //! today's `Command`.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -7,12 +7,12 @@ use serde::Deserialize;
 
 use crate::state::{
     AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, State, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    ProducerRecord, SchemaRegistry, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
-/// `State` as format 10 encoded it, field for field.
+/// `State` as format 7 encoded it, field for field.
 #[derive(Deserialize)]
-pub(crate) struct StateV10 {
+pub(crate) struct StateV7 {
     pub(super) applied_index: u64,
     pub(super) generation: u64,
     pub(super) cluster_id: String,
@@ -43,49 +43,45 @@ pub(crate) struct StateV10 {
     pub(super) agents_left: BTreeMap<i32, i64>,
     pub(super) agent_loads: BTreeMap<i32, crate::state::AgentLoad>,
     pub(super) share_partitions: BTreeMap<crate::state::SharePartitionKey, crate::state::SharePartition>,
-    pub(super) group_configs: BTreeMap<String, BTreeMap<String, String>>,
-    pub(super) format: u32,
-    pub(super) agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
-    pub(super) agent_peers: BTreeMap<i32, String>,
 }
 
-impl From<StateV10> for State {
-    fn from(v10: StateV10) -> Self {
+impl From<StateV7> for super::StoredState {
+    fn from(v7: StateV7) -> Self {
         Self {
-            applied_index: v10.applied_index,
-            generation: v10.generation,
-            cluster_id: v10.cluster_id,
-            topics: v10.topics,
-            topic_ids: v10.topic_ids,
-            objects: v10.objects,
-            next_object_id: v10.next_object_id,
-            broker_configs: v10.broker_configs,
-            recent_commits: v10.recent_commits,
-            recent_commit_keys: v10.recent_commit_keys,
-            agents: v10.agents,
-            groups: v10.groups,
-            producers: v10.producers,
-            next_producer_id: v10.next_producer_id,
-            transactions: v10.transactions,
-            job_lease: v10.job_lease,
-            idempotency_keys: v10.idempotency_keys,
-            tenants: v10.tenants,
-            users: v10.users,
-            api_keys: v10.api_keys,
-            acls: v10.acls,
-            scram_decoy_key: v10.scram_decoy_key,
-            last_tenant_id: v10.last_tenant_id,
-            api_key_quotas: v10.api_key_quotas,
-            registries: v10.registries,
-            tables: v10.tables,
-            usage: v10.usage,
-            agents_left: v10.agents_left,
-            agent_loads: v10.agent_loads,
-            share_partitions: v10.share_partitions,
-            group_configs: v10.group_configs,
-            format: v10.format,
-            agent_profiles: v10.agent_profiles,
-            agent_peers: v10.agent_peers,
+            applied_index: v7.applied_index,
+            generation: v7.generation,
+            cluster_id: v7.cluster_id,
+            topics: v7.topics,
+            topic_ids: v7.topic_ids,
+            objects: v7.objects,
+            next_object_id: v7.next_object_id,
+            broker_configs: v7.broker_configs,
+            recent_commits: v7.recent_commits,
+            recent_commit_keys: v7.recent_commit_keys,
+            agents: v7.agents,
+            groups: v7.groups,
+            producers: v7.producers,
+            next_producer_id: v7.next_producer_id,
+            transactions: v7.transactions,
+            job_lease: v7.job_lease,
+            idempotency_keys: v7.idempotency_keys,
+            tenants: v7.tenants,
+            users: v7.users,
+            api_keys: v7.api_keys,
+            acls: v7.acls,
+            scram_decoy_key: v7.scram_decoy_key,
+            last_tenant_id: v7.last_tenant_id,
+            api_key_quotas: v7.api_key_quotas,
+            registries: v7.registries,
+            tables: v7.tables,
+            usage: v7.usage,
+            agents_left: v7.agents_left,
+            agent_loads: v7.agent_loads,
+            share_partitions: v7.share_partitions,
+            group_configs: BTreeMap::new(),
+            format: 0,
+            agent_profiles: BTreeMap::new(),
+            agent_peers: BTreeMap::new(),
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),
             mirror_truncations: BTreeMap::new(),

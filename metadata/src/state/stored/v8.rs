@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::state::{
     AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, State, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    ProducerRecord, SchemaRegistry, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
 /// `State` as format 8 encoded it, field for field.
@@ -47,7 +47,7 @@ pub(crate) struct StateV8 {
     pub(super) format: u32,
 }
 
-impl From<StateV8> for State {
+impl From<StateV8> for super::StoredState {
     fn from(v8: StateV8) -> Self {
         Self {
             applied_index: v8.applied_index,

@@ -1,4 +1,4 @@
-//! Format 9's `State`: format 10 added agents' peer listeners. Its commands are a prefix of
+//! Format 10's `State`: format 11 added links and mirror topics. Its commands are a prefix of
 //! today's `Command`.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -7,12 +7,12 @@ use serde::Deserialize;
 
 use crate::state::{
     AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, State, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    ProducerRecord, SchemaRegistry, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
-/// `State` as format 9 encoded it, field for field.
+/// `State` as format 10 encoded it, field for field.
 #[derive(Deserialize)]
-pub(crate) struct StateV9 {
+pub(crate) struct StateV10 {
     pub(super) applied_index: u64,
     pub(super) generation: u64,
     pub(super) cluster_id: String,
@@ -46,45 +46,46 @@ pub(crate) struct StateV9 {
     pub(super) group_configs: BTreeMap<String, BTreeMap<String, String>>,
     pub(super) format: u32,
     pub(super) agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
+    pub(super) agent_peers: BTreeMap<i32, String>,
 }
 
-impl From<StateV9> for State {
-    fn from(v9: StateV9) -> Self {
+impl From<StateV10> for super::StoredState {
+    fn from(v10: StateV10) -> Self {
         Self {
-            applied_index: v9.applied_index,
-            generation: v9.generation,
-            cluster_id: v9.cluster_id,
-            topics: v9.topics,
-            topic_ids: v9.topic_ids,
-            objects: v9.objects,
-            next_object_id: v9.next_object_id,
-            broker_configs: v9.broker_configs,
-            recent_commits: v9.recent_commits,
-            recent_commit_keys: v9.recent_commit_keys,
-            agents: v9.agents,
-            groups: v9.groups,
-            producers: v9.producers,
-            next_producer_id: v9.next_producer_id,
-            transactions: v9.transactions,
-            job_lease: v9.job_lease,
-            idempotency_keys: v9.idempotency_keys,
-            tenants: v9.tenants,
-            users: v9.users,
-            api_keys: v9.api_keys,
-            acls: v9.acls,
-            scram_decoy_key: v9.scram_decoy_key,
-            last_tenant_id: v9.last_tenant_id,
-            api_key_quotas: v9.api_key_quotas,
-            registries: v9.registries,
-            tables: v9.tables,
-            usage: v9.usage,
-            agents_left: v9.agents_left,
-            agent_loads: v9.agent_loads,
-            share_partitions: v9.share_partitions,
-            group_configs: v9.group_configs,
-            format: v9.format,
-            agent_profiles: v9.agent_profiles,
-            agent_peers: BTreeMap::new(),
+            applied_index: v10.applied_index,
+            generation: v10.generation,
+            cluster_id: v10.cluster_id,
+            topics: v10.topics,
+            topic_ids: v10.topic_ids,
+            objects: v10.objects,
+            next_object_id: v10.next_object_id,
+            broker_configs: v10.broker_configs,
+            recent_commits: v10.recent_commits,
+            recent_commit_keys: v10.recent_commit_keys,
+            agents: v10.agents,
+            groups: v10.groups,
+            producers: v10.producers,
+            next_producer_id: v10.next_producer_id,
+            transactions: v10.transactions,
+            job_lease: v10.job_lease,
+            idempotency_keys: v10.idempotency_keys,
+            tenants: v10.tenants,
+            users: v10.users,
+            api_keys: v10.api_keys,
+            acls: v10.acls,
+            scram_decoy_key: v10.scram_decoy_key,
+            last_tenant_id: v10.last_tenant_id,
+            api_key_quotas: v10.api_key_quotas,
+            registries: v10.registries,
+            tables: v10.tables,
+            usage: v10.usage,
+            agents_left: v10.agents_left,
+            agent_loads: v10.agent_loads,
+            share_partitions: v10.share_partitions,
+            group_configs: v10.group_configs,
+            format: v10.format,
+            agent_profiles: v10.agent_profiles,
+            agent_peers: v10.agent_peers,
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),
             mirror_truncations: BTreeMap::new(),

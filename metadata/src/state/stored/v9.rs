@@ -1,4 +1,4 @@
-//! Format 7's `State`: format 8 added group configs. Its commands are a prefix of
+//! Format 9's `State`: format 10 added agents' peer listeners. Its commands are a prefix of
 //! today's `Command`.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -7,12 +7,12 @@ use serde::Deserialize;
 
 use crate::state::{
     AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, State, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    ProducerRecord, SchemaRegistry, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
-/// `State` as format 7 encoded it, field for field.
+/// `State` as format 9 encoded it, field for field.
 #[derive(Deserialize)]
-pub(crate) struct StateV7 {
+pub(crate) struct StateV9 {
     pub(super) applied_index: u64,
     pub(super) generation: u64,
     pub(super) cluster_id: String,
@@ -43,44 +43,47 @@ pub(crate) struct StateV7 {
     pub(super) agents_left: BTreeMap<i32, i64>,
     pub(super) agent_loads: BTreeMap<i32, crate::state::AgentLoad>,
     pub(super) share_partitions: BTreeMap<crate::state::SharePartitionKey, crate::state::SharePartition>,
+    pub(super) group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    pub(super) format: u32,
+    pub(super) agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
 }
 
-impl From<StateV7> for State {
-    fn from(v7: StateV7) -> Self {
+impl From<StateV9> for super::StoredState {
+    fn from(v9: StateV9) -> Self {
         Self {
-            applied_index: v7.applied_index,
-            generation: v7.generation,
-            cluster_id: v7.cluster_id,
-            topics: v7.topics,
-            topic_ids: v7.topic_ids,
-            objects: v7.objects,
-            next_object_id: v7.next_object_id,
-            broker_configs: v7.broker_configs,
-            recent_commits: v7.recent_commits,
-            recent_commit_keys: v7.recent_commit_keys,
-            agents: v7.agents,
-            groups: v7.groups,
-            producers: v7.producers,
-            next_producer_id: v7.next_producer_id,
-            transactions: v7.transactions,
-            job_lease: v7.job_lease,
-            idempotency_keys: v7.idempotency_keys,
-            tenants: v7.tenants,
-            users: v7.users,
-            api_keys: v7.api_keys,
-            acls: v7.acls,
-            scram_decoy_key: v7.scram_decoy_key,
-            last_tenant_id: v7.last_tenant_id,
-            api_key_quotas: v7.api_key_quotas,
-            registries: v7.registries,
-            tables: v7.tables,
-            usage: v7.usage,
-            agents_left: v7.agents_left,
-            agent_loads: v7.agent_loads,
-            share_partitions: v7.share_partitions,
-            group_configs: BTreeMap::new(),
-            format: 0,
-            agent_profiles: BTreeMap::new(),
+            applied_index: v9.applied_index,
+            generation: v9.generation,
+            cluster_id: v9.cluster_id,
+            topics: v9.topics,
+            topic_ids: v9.topic_ids,
+            objects: v9.objects,
+            next_object_id: v9.next_object_id,
+            broker_configs: v9.broker_configs,
+            recent_commits: v9.recent_commits,
+            recent_commit_keys: v9.recent_commit_keys,
+            agents: v9.agents,
+            groups: v9.groups,
+            producers: v9.producers,
+            next_producer_id: v9.next_producer_id,
+            transactions: v9.transactions,
+            job_lease: v9.job_lease,
+            idempotency_keys: v9.idempotency_keys,
+            tenants: v9.tenants,
+            users: v9.users,
+            api_keys: v9.api_keys,
+            acls: v9.acls,
+            scram_decoy_key: v9.scram_decoy_key,
+            last_tenant_id: v9.last_tenant_id,
+            api_key_quotas: v9.api_key_quotas,
+            registries: v9.registries,
+            tables: v9.tables,
+            usage: v9.usage,
+            agents_left: v9.agents_left,
+            agent_loads: v9.agent_loads,
+            share_partitions: v9.share_partitions,
+            group_configs: v9.group_configs,
+            format: v9.format,
+            agent_profiles: v9.agent_profiles,
             agent_peers: BTreeMap::new(),
             links: BTreeMap::new(),
             mirror_topics: BTreeMap::new(),

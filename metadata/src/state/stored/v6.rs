@@ -1,5 +1,5 @@
-//! Format 5's `State`: format 6 added usage metering. Its commands are a prefix of today's
-//! `Command`, except chunk commits, which `ChunkCommit`'s own decoding reads.
+//! Format 6's `State`: format 7 added share groups' partitions. Its commands are a prefix of
+//! today's `Command`.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -7,12 +7,12 @@ use serde::Deserialize;
 
 use crate::state::{
     AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, State, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+    ProducerRecord, SchemaRegistry, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
 };
 
-/// `State` as format 5 encoded it, field for field.
+/// `State` as format 6 encoded it, field for field.
 #[derive(Deserialize)]
-pub(crate) struct StateV5 {
+pub(crate) struct StateV6 {
     pub(super) applied_index: u64,
     pub(super) generation: u64,
     pub(super) cluster_id: String,
@@ -39,40 +39,43 @@ pub(crate) struct StateV5 {
     pub(super) api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
     pub(super) registries: BTreeMap<String, SchemaRegistry>,
     pub(super) tables: BTreeMap<TopicId, TableRecord>,
+    pub(super) usage: crate::state::UsageLedger,
+    pub(super) agents_left: BTreeMap<i32, i64>,
+    pub(super) agent_loads: BTreeMap<i32, crate::state::AgentLoad>,
 }
 
-impl From<StateV5> for State {
-    fn from(v5: StateV5) -> Self {
+impl From<StateV6> for super::StoredState {
+    fn from(v6: StateV6) -> Self {
         Self {
-            applied_index: v5.applied_index,
-            generation: v5.generation,
-            cluster_id: v5.cluster_id,
-            topics: v5.topics,
-            topic_ids: v5.topic_ids,
-            objects: v5.objects,
-            next_object_id: v5.next_object_id,
-            broker_configs: v5.broker_configs,
-            recent_commits: v5.recent_commits,
-            recent_commit_keys: v5.recent_commit_keys,
-            agents: v5.agents,
-            groups: v5.groups,
-            producers: v5.producers,
-            next_producer_id: v5.next_producer_id,
-            transactions: v5.transactions,
-            job_lease: v5.job_lease,
-            idempotency_keys: v5.idempotency_keys,
-            tenants: v5.tenants,
-            users: v5.users,
-            api_keys: v5.api_keys,
-            acls: v5.acls,
-            scram_decoy_key: v5.scram_decoy_key,
-            last_tenant_id: v5.last_tenant_id,
-            api_key_quotas: v5.api_key_quotas,
-            registries: v5.registries,
-            tables: v5.tables,
-            usage: Default::default(),
-            agents_left: BTreeMap::new(),
-            agent_loads: BTreeMap::new(),
+            applied_index: v6.applied_index,
+            generation: v6.generation,
+            cluster_id: v6.cluster_id,
+            topics: v6.topics,
+            topic_ids: v6.topic_ids,
+            objects: v6.objects,
+            next_object_id: v6.next_object_id,
+            broker_configs: v6.broker_configs,
+            recent_commits: v6.recent_commits,
+            recent_commit_keys: v6.recent_commit_keys,
+            agents: v6.agents,
+            groups: v6.groups,
+            producers: v6.producers,
+            next_producer_id: v6.next_producer_id,
+            transactions: v6.transactions,
+            job_lease: v6.job_lease,
+            idempotency_keys: v6.idempotency_keys,
+            tenants: v6.tenants,
+            users: v6.users,
+            api_keys: v6.api_keys,
+            acls: v6.acls,
+            scram_decoy_key: v6.scram_decoy_key,
+            last_tenant_id: v6.last_tenant_id,
+            api_key_quotas: v6.api_key_quotas,
+            registries: v6.registries,
+            tables: v6.tables,
+            usage: v6.usage,
+            agents_left: v6.agents_left,
+            agent_loads: v6.agent_loads,
             share_partitions: BTreeMap::new(),
             group_configs: BTreeMap::new(),
             format: 0,

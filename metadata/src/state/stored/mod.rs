@@ -1,0 +1,77 @@
+//! The state as it is stored, separate from the in-memory [`State`]: today's format is
+//! [`StoredState`] (`current.rs`), and each older format has a mirror of its stored state that
+//! converts into the next one's. Commands of every format so far are a prefix of today's
+//! `Command`; only [`crate::Command::RestoreState`], which holds a whole state, needs to know
+//! which format it is read in ([`decoding`]).
+
+mod current;
+mod v1;
+mod v10;
+mod v2;
+mod v4;
+mod v5;
+mod v6;
+mod v7;
+mod v8;
+mod v9;
+
+use serde::Deserialize;
+
+pub use current::StoredState;
+
+/// Decodes a postcard state of format `version`.
+pub(crate) fn decode_state(version: u32, bytes: &[u8]) -> Result<StoredState, postcard::Error> {
+    decoding(version, || postcard::from_bytes::<Versioned>(bytes)).map(|v| v.0)
+}
+
+thread_local! {
+    /// The format this thread decodes (`decoding`); 0 for the current one.
+    static DECODING_FORMAT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `decode` on bytes written in format `version`: states inside them are read as that
+/// format wrote them.
+pub(crate) fn decoding<T>(version: u32, decode: impl FnOnce() -> T) -> T {
+    let before = DECODING_FORMAT.replace(version);
+    let decoded = decode();
+    DECODING_FORMAT.set(before);
+    decoded
+}
+
+/// The format this thread decodes (0: the current one).
+pub(crate) fn decoding_format() -> u32 {
+    DECODING_FORMAT.get()
+}
+
+/// A stored state read in the format being decoded ([`decoding`]).
+pub(crate) struct Versioned(pub(crate) StoredState);
+
+impl<'de> Deserialize<'de> for Versioned {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let state = match DECODING_FORMAT.get() {
+            1 => {
+                StoredState::from(v5::StateV5::from(v4::StateV4::from(v2::StateV2::from(v1::StateV1::deserialize(d)?))))
+            }
+            2 => StoredState::from(v5::StateV5::from(v4::StateV4::from(v2::StateV2::deserialize(d)?))),
+            3 | 4 => StoredState::from(v5::StateV5::from(v4::StateV4::deserialize(d)?)),
+            5 => StoredState::from(v5::StateV5::deserialize(d)?),
+            6 => StoredState::from(v6::StateV6::deserialize(d)?),
+            7 => StoredState::from(v7::StateV7::deserialize(d)?),
+            8 => StoredState::from(v8::StateV8::deserialize(d)?),
+            9 => StoredState::from(v9::StateV9::deserialize(d)?),
+            10 => StoredState::from(v10::StateV10::deserialize(d)?),
+            _ => StoredState::deserialize(d)?,
+        };
+        Ok(Self(state))
+    }
+}
+
+/// `Command::RestoreState`'s state, in the format being decoded.
+pub(crate) fn restored_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Box<StoredState>, D::Error> {
+    Versioned::deserialize(d).map(|v| Box::new(v.0))
+}
+
+/// A snapshot body's state, in the format being decoded.
+pub(crate) fn versioned_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<StoredState, D::Error> {
+    Versioned::deserialize(d).map(|v| v.0)
+}
