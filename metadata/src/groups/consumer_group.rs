@@ -459,8 +459,11 @@ pub(super) fn heartbeat(
         .map(|o| o.iter().map(|(t, ps)| (*t, ps.iter().copied().collect::<BTreeSet<i32>>())).collect::<Partitions>());
     let joining = request.member_epoch == 0;
     let member_id = if joining {
-        let member_id =
-            if request.member_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { request.member_id.clone() };
+        let member_id = if request.member_id.is_empty() {
+            crate::raft::runtime::random_uuid().to_string()
+        } else {
+            request.member_id.clone()
+        };
         // A static member coming back takes over its predecessor and what it holds.
         let predecessor = request.instance_id.as_ref().and_then(|instance| {
             group.members.iter().find(|(id, m)| m.instance_id.as_ref() == Some(instance) && **id != member_id)

@@ -855,7 +855,7 @@ impl GroupCoordinator {
                 let full = group.members.len() >= max_size;
                 let new_id = || {
                     let client: String = request.client_id.chars().take(255).collect();
-                    format!("{client}-{}", uuid::Uuid::new_v4())
+                    format!("{client}-{}", crate::raft::runtime::random_uuid())
                 };
                 let member_id = if request.member_id.is_empty() {
                     if let Some(instance) = request.instance_id.as_deref()
@@ -1016,11 +1016,15 @@ impl GroupCoordinator {
     async fn sync(&self, node: &impl GroupNode, request: SyncRequest) -> Result<SyncReply, GroupError> {
         let now = node.clock().now();
         let mut effects = Effects::default();
+        // An answer from a stable group waits for the group's writes under way: the generation
+        // may not be durable yet.
+        let mut stable = None;
         let (outcome, write) = self.changing(
             node,
             &request.group_id,
             &mut effects,
             |tables, _state, effects| -> Result<(oneshot::Receiver<SyncReply>, Duration), SyncReply> {
+                let barrier = tables.turns.barrier(&request.group_id);
                 let groups = &mut tables.classic;
                 let group = groups.get_mut(&request.group_id).ok_or(Err(GroupError::UnknownMemberId))?;
                 group.check_member(&request.member_id, request.instance_id.as_deref()).map_err(Err)?;
@@ -1042,6 +1046,7 @@ impl GroupCoordinator {
                     Phase::PreparingRebalance => return Err(Err(GroupError::RebalanceInProgress)),
                     Phase::Stable => {
                         let assignment = group.members.get(&request.member_id).map(|m| m.record.assignment.clone());
+                        stable = Some(barrier);
                         return Err(Ok(answer(group, assignment.unwrap_or_default())));
                     }
                     Phase::CompletingRebalance => {}
@@ -1079,6 +1084,9 @@ impl GroupCoordinator {
         )?;
         let (rx, wait) = match outcome {
             Ok(waiting) => waiting,
+            Err(Ok(answer)) if let Some(barrier) = stable => {
+                return Ok(if barrier.passed().await { Ok(answer) } else { Err(earlier_write_failed()) });
+            }
             Err(answer) => return Ok(answer),
         };
         if let Some(write) = write {

@@ -325,7 +325,8 @@ pub(super) fn heartbeat(
         return Ok((answer, (group.changed_membership(state, &request.group_id), vec![request.member_id])));
     }
     let joining = request.member_epoch == 0;
-    let member_id = if request.member_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { request.member_id };
+    let member_id =
+        if request.member_id.is_empty() { crate::raft::runtime::random_uuid().to_string() } else { request.member_id };
     if joining {
         let max = usize::try_from(setting(state, MAX_SIZE)).unwrap_or(0).min(GROUP_MEMBERS_MAX);
         if !group.members.contains_key(&member_id) && group.members.len() >= max {

@@ -13,9 +13,9 @@
 //! the member would then act on a membership no new leader would know.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Below this many groups with a turn record, the records are not swept.
 const SWEEP_FLOOR: usize = 1024;
@@ -38,10 +38,46 @@ impl Progress {
     }
 }
 
+/// A group's [`Progress`] and its waiters. A `Notify` wakes waiters in the order they came (a
+/// `watch` channel spreads them over slots it picks at random), so a simulation's seed replays.
+#[derive(Default)]
+struct SharedProgress {
+    progress: Mutex<Progress>,
+    changed: Notify,
+}
+
+impl SharedProgress {
+    fn borrow(&self) -> MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn send_modify(&self, change: impl FnOnce(&mut Progress)) {
+        change(&mut self.borrow());
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until `ready` holds; what `read` takes from the progress then.
+    async fn wait_for<T>(&self, ready: impl Fn(&Progress) -> bool, read: impl Fn(&Progress) -> T) -> T {
+        loop {
+            let notified = self.changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check, so a change in between is not missed.
+            notified.as_mut().enable();
+            {
+                let progress = self.borrow();
+                if ready(&progress) {
+                    return read(&progress);
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
 /// The turns of every group (held with the coordinator's tables).
 #[derive(Default)]
 pub(super) struct WriteTurns {
-    groups: HashMap<String, Arc<watch::Sender<Progress>>>,
+    groups: HashMap<String, Arc<SharedProgress>>,
     sweep_at: usize,
 }
 
@@ -52,11 +88,7 @@ impl WriteTurns {
             self.groups.retain(|_, progress| progress.borrow().busy());
             self.sweep_at = self.groups.len() * 2;
         }
-        let progress = self
-            .groups
-            .entry(group_id.to_owned())
-            .or_insert_with(|| Arc::new(watch::Sender::new(Progress::default())))
-            .clone();
+        let progress = self.groups.entry(group_id.to_owned()).or_default().clone();
         let mut turn = 0;
         progress.send_modify(|p| {
             turn = p.issued;
@@ -87,15 +119,13 @@ impl WriteTurns {
 /// next one go.
 pub(super) struct WriteTurn {
     turn: u64,
-    progress: Arc<watch::Sender<Progress>>,
+    progress: Arc<SharedProgress>,
 }
 
 impl WriteTurn {
     /// Waits until every earlier write of the group is over.
     pub(super) async fn wait(&self) {
-        let mut seen = self.progress.subscribe();
-        // The sender lives as long as `self`, so this ends only when the turn comes.
-        let _ = seen.wait_for(|p| p.done >= self.turn).await;
+        self.progress.wait_for(|p| p.done >= self.turn, |_| ()).await;
     }
 
     /// Ends the turn with its write failed.
@@ -108,17 +138,14 @@ impl WriteTurn {
 pub(super) struct WriteBarrier {
     upto: u64,
     failed: u64,
-    progress: Option<Arc<watch::Sender<Progress>>>,
+    progress: Option<Arc<SharedProgress>>,
 }
 
 impl WriteBarrier {
     /// Waits until those writes are over; `false` if a write of the group failed meanwhile.
     pub(super) async fn passed(self) -> bool {
         let Some(progress) = self.progress else { return true };
-        let mut seen = progress.subscribe();
-        // `progress` is held here, so the channel stays open until the turns are done.
-        let _ = seen.wait_for(|p| p.done >= self.upto).await;
-        seen.borrow().failed == self.failed
+        progress.wait_for(|p| p.done >= self.upto, |p| p.failed == self.failed).await
     }
 }
 

@@ -20,6 +20,14 @@ pub(crate) fn seed_this_thread(seed: u64) {
     RNG.with(|rng| *rng.borrow_mut() = StdRng::seed_from_u64(seed));
 }
 
+/// A random (version 4) UUID from this thread's generator: the group coordinator's member ids,
+/// which a simulation's seed then decides too.
+pub(crate) fn random_uuid() -> uuid::Uuid {
+    let mut bytes = [0u8; 16];
+    rand08::RngCore::fill_bytes(&mut ThreadRng, &mut bytes);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
 /// This thread's generator.
 #[derive(Debug)]
 pub struct ThreadRng;
