@@ -31,6 +31,10 @@
 //!   heartbeat and commit through the same coordinators: every member that synced a generation
 //!   was told the same leader, no two were given one partition in it, no commit of a generation
 //!   is accepted after a newer one synced, and the group settles;
+//! - three share (KIP-932) members heartbeat for their partitions, acquire records and
+//!   acknowledge them at their next request (mostly accepting, sometimes releasing, now and then
+//!   forgetting them until their locks expire): no record is locked by two members at once, no
+//!   accepted record is delivered again, and delivery counts only go up, to the limit;
 //! - snapshots: Raft snapshots every 10 to 60 entries (drawn per seed) and purges the log behind
 //!   them, so a node that fell behind is sent a snapshot; a snapshot file write may fail like a
 //!   log write. Each node's snapshot plus its log after it, applied afresh, gives the state the
@@ -41,9 +45,8 @@
 //! `FLOE_SIM_SEED=S` one seed, and a failing seed is printed with how to run it alone;
 //! `FLOE_SIM_TRACE=1` prints events as they happen (a seed that panics prints no history).
 //!
-//! Not simulated: disk errors other than a torn tail or a failed log or snapshot write, share
-//! groups, and the agents' TCP protocol (agents call a node's Raft and group members its
-//! coordinator directly).
+//! Not simulated: disk errors other than a torn tail or a failed log or snapshot write, and the
+//! agents' TCP protocol (agents call a node's Raft and group members its coordinator directly).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -1027,6 +1030,193 @@ async fn classic_member(
     }
 }
 
+/// Share group members, through whichever node leads.
+const SHARE_MEMBERS: usize = 3;
+const SHARE_GROUP: &str = "sim-share";
+/// `group.share.record.lock.duration.ms` and `group.share.delivery.count.limit` by default.
+const SHARE_LOCK_MS: u64 = 30_000;
+const SHARE_DELIVERY_LIMIT: i16 = 5;
+
+/// A record a share member acquired: by whom, the virtual time its request was sent (its lock
+/// lasts at least `SHARE_LOCK_MS` from then), and whether its holder may have given it back
+/// since (an acknowledgement sent, a release, a rejoin).
+struct ShareLock {
+    member: String,
+    sent_ms: u64,
+    answered_ms: u64,
+    maybe_over: bool,
+}
+
+/// What the share members were handed, per (partition, offset): each record's current lock, the
+/// highest delivery count seen, and the records whose acceptance was acknowledged.
+#[derive(Default)]
+struct ShareLedger {
+    locks: BTreeMap<(i32, i64), ShareLock>,
+    deliveries: BTreeMap<(i32, i64), i16>,
+    accepted: BTreeSet<(i32, i64)>,
+    problems: Vec<String>,
+}
+
+impl ShareLedger {
+    /// `member` was answered at `answered_ms` with a lock on `range` of `partition`, asked for at
+    /// `sent_ms`: no accepted record is delivered again, no record is locked by two members at
+    /// once, and delivery counts go up to the limit.
+    fn acquired(
+        &mut self,
+        member: &str,
+        partition: i32,
+        range: &crate::state::AcquiredRange,
+        sent_ms: u64,
+        answered_ms: u64,
+    ) {
+        for offset in range.first..=range.last {
+            let key = (partition, offset);
+            if self.accepted.contains(&key) {
+                self.problems.push(format!("{member} was given {partition}/{offset}, which was accepted"));
+            }
+            if let Some(lock) = self.locks.get(&key).filter(|l| l.member != member && !l.maybe_over) {
+                // Both locks surely overlapped: each was granted before the other surely ended.
+                if answered_ms < lock.sent_ms + SHARE_LOCK_MS && lock.answered_ms < sent_ms + SHARE_LOCK_MS {
+                    self.problems
+                        .push(format!("{member} was given {partition}/{offset} while {} held it", lock.member));
+                }
+            }
+            let before = self.deliveries.insert(key, range.delivery_count);
+            if before.is_some_and(|b| b >= range.delivery_count) || range.delivery_count > SHARE_DELIVERY_LIMIT {
+                self.problems.push(format!(
+                    "{partition}/{offset} delivered with count {} after {before:?} (limit {SHARE_DELIVERY_LIMIT})",
+                    range.delivery_count
+                ));
+            }
+            self.locks.insert(key, ShareLock { member: member.to_owned(), sent_ms, answered_ms, maybe_over: false });
+        }
+    }
+
+    /// `member` may have given back all it holds (or `only` these records).
+    fn maybe_over(&mut self, member: &str, only: Option<(i32, i64, i64)>) {
+        for ((p, o), lock) in &mut self.locks {
+            if lock.member == member && only.is_none_or(|(op, first, last)| op == *p && (first..=last).contains(o)) {
+                lock.maybe_over = true;
+            }
+        }
+    }
+}
+
+/// One share consumer: it heartbeats for its assignment, acquires records of its partitions,
+/// and acknowledges what it acquired at its next request: mostly accepting, sometimes releasing,
+/// and now and then forgetting them until their locks expire. Answers may be lost.
+async fn share_member(sim: Sim, n: usize, mut rng: StdRng, ledger: Arc<Mutex<ShareLedger>>, stop: CancellationToken) {
+    let name = format!("share-{n}");
+    let (mut member_id, mut epoch) = (format!("sim-share-member-{n}"), 0);
+    let mut assigned: Vec<i32> = Vec::new();
+    let mut holding: Vec<(i32, crate::state::AcquiredRange)> = Vec::new();
+    let mut target = n;
+    while crate::tasks::sleep_unless_stopped(&stop, Duration::from_millis(rng.gen_range(200..600))).await {
+        let node = NODES[target % NODES.len()];
+        let running = lock(&sim.net).rafts.contains_key(&node);
+        let Some(group_node) = lock(&sim.nodes).get(&node).filter(|_| running).map(|n| n.groups.clone()) else {
+            target += 1;
+            continue;
+        };
+        let lost = |sim: &Sim| {
+            let mut net = lock(&sim.net);
+            let loss = net.loss;
+            net.rng.gen_bool(loss)
+        };
+        let heartbeat = GroupRequest::ShareHeartbeat(crate::groups::ShareHeartbeat {
+            group_id: SHARE_GROUP.into(),
+            member_id: member_id.clone(),
+            member_epoch: epoch,
+            rack_id: None,
+            subscribed_topics: (epoch == 0).then(|| vec!["sim".into()]),
+            client_id: "sim".into(),
+            client_host: "sim".into(),
+        });
+        let answer = group_node.groups().handle(&group_node, heartbeat).await;
+        if lost(&sim) {
+            continue;
+        }
+        match answer {
+            Ok((GroupResponse::ShareHeartbeat(Ok(answer)), _)) => {
+                (member_id, epoch) = (answer.member_id, answer.member_epoch);
+                if let Some(assignment) = answer.assignment {
+                    assigned = assignment.into_iter().flat_map(|(_, ps)| ps).collect();
+                    sim.record(format!("{name} reads {assigned:?} at epoch {epoch}"));
+                }
+            }
+            Ok((
+                GroupResponse::ShareHeartbeat(Err(GroupError::FencedMemberEpoch | GroupError::UnknownMemberId)),
+                _,
+            )) => {
+                // Joining again: what it held goes back to the group.
+                lock(&ledger).maybe_over(&name, None);
+                (epoch, assigned) = (0, Vec::new());
+                holding.clear();
+                continue;
+            }
+            _ => {
+                target += 1;
+                continue;
+            }
+        }
+        if assigned.is_empty() {
+            continue;
+        }
+        // Acknowledge what it holds (unless it forgets), and acquire more.
+        let mut acknowledgements = Vec::new();
+        let mut accepting = Vec::new();
+        if !rng.gen_bool(0.1) {
+            for (partition, range) in std::mem::take(&mut holding) {
+                let ack =
+                    if rng.gen_bool(0.8) { crate::state::ShareAck::Accept } else { crate::state::ShareAck::Release };
+                lock(&ledger).maybe_over(&name, Some((partition, range.first, range.last)));
+                if ack == crate::state::ShareAck::Accept {
+                    accepting.push((partition, range.first, range.last));
+                }
+                let batch = crate::state::AckBatch { first: range.first, last: range.last, ack };
+                acknowledgements.push((topic_id(), partition, vec![batch]));
+            }
+        } else if !holding.is_empty() {
+            sim.record(format!("{name} forgets what it holds"));
+            holding.clear();
+        }
+        let acquire: Vec<(crate::state::TopicId, i32)> = assigned.iter().map(|p| (topic_id(), *p)).collect();
+        let work = GroupRequest::ShareWork(crate::groups::ShareWork {
+            group_id: SHARE_GROUP.into(),
+            member_id: member_id.clone(),
+            unsent: Vec::new(),
+            acknowledgements,
+            release_all: false,
+            acquire: acquire.clone(),
+            max_records: 5,
+            read_committed: false,
+        });
+        let sent_ms = sim.now_ms();
+        let answer = group_node.groups().handle(&group_node, work).await;
+        if lost(&sim) {
+            continue;
+        }
+        let Ok((GroupResponse::ShareWork(Ok(result)), _)) = answer else { continue };
+        let answered_ms = sim.now_ms();
+        let mut ledger = lock(&ledger);
+        for ((partition, first, last), acked) in accepting.iter().zip(&result.acknowledged) {
+            if acked.is_ok() {
+                ledger.accepted.extend((*first..=*last).map(|o| (*partition, o)));
+            }
+        }
+        for ((_, partition), acquired) in acquire.iter().zip(result.acquired) {
+            for range in acquired.unwrap_or_default() {
+                ledger.acquired(&name, *partition, &range, sent_ms, answered_ms);
+                sim.record(format!(
+                    "{name} acquired {partition}/{}..={} (delivery {})",
+                    range.first, range.last, range.delivery_count
+                ));
+                holding.push((*partition, range));
+            }
+        }
+    }
+}
+
 /// The group the agents race on, with a member, so the leader's offset expiry keeps it.
 fn group(generation: i32) -> crate::state::GroupMembership {
     let member = crate::state::MemberRecord {
@@ -1166,6 +1356,13 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
             tokio::spawn(consumer_member(sim.clone(), n, rng, holdings.clone(), members_stop.clone()))
         })
         .collect();
+    let share: Arc<Mutex<ShareLedger>> = Arc::default();
+    let share_members: Vec<_> = (0..SHARE_MEMBERS)
+        .map(|n| {
+            let rng = StdRng::seed_from_u64(seed.wrapping_mul(3).wrapping_add(7_000_003 + n as u64));
+            tokio::spawn(share_member(sim.clone(), n, rng, share.clone(), members_stop.clone()))
+        })
+        .collect();
     let classic: Arc<Mutex<ClassicHoldings>> = Arc::default();
     let classic_members: Vec<_> = (0..CLASSIC_MEMBERS)
         .map(|n| {
@@ -1279,7 +1476,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     members_stop.cancel();
-    for member in members.into_iter().chain(classic_members) {
+    for member in members.into_iter().chain(classic_members).chain(share_members) {
         member.await.expect("member task");
     }
     let done = Command::CreateTopic {
@@ -1310,6 +1507,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         ));
     }
     problems.extend(classic.problems);
+    problems.extend(std::mem::take(&mut lock(&share).problems));
     problems.extend(check_stored_consumer_group(
         &lock(&sim.nodes)[&1].state.read().unwrap_or_else(PoisonError::into_inner),
     ));
@@ -1558,7 +1756,8 @@ fn a_seed_replays_its_history() {
                 && saw("txn")
                 && saw("expire transactions")
                 && saw("member-0 holds")
-                && saw("classic-0 holds"),
+                && saw("classic-0 holds")
+                && saw(" acquired "),
             "seed {seed} did little: {:?}",
             first.history
         );
