@@ -98,9 +98,7 @@ impl PutHedging {
         }
         samples.push_back(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
     }
-}
 
-impl PutHedging {
     /// A PUT of `bytes` made by `attempt`, made again if the first is slower than nine in ten
     /// recent ones of its size; whichever attempt succeeds first answers. The key is fresh and
     /// only these attempts write it, with the same bytes, so an attempt finding it already there

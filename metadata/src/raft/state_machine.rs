@@ -53,9 +53,22 @@ struct SnapshotBody {
 /// format 1 bodies have no magic.
 const BODY_MAGIC: [u8; 7] = *b"FLOESNB";
 
+/// Encodes a snapshot body in the format the cluster applies (`State::format`) when that is the
+/// one before this binary's and holds everything in it, so a voter not yet upgraded can install
+/// it mid-upgrade; otherwise in this binary's format.
 fn encode_body(body: &SnapshotBody) -> io::Result<Vec<u8>> {
+    let current = crate::FORMAT_VERSION;
+    if body.state.format + 1 == current
+        && let Ok(bytes) = crate::state::stored::encoding(body.state.format, || encode_body_as(body, body.state.format))
+    {
+        return Ok(bytes);
+    }
+    encode_body_as(body, current)
+}
+
+fn encode_body_as(body: &SnapshotBody, version: u32) -> io::Result<Vec<u8>> {
     let mut bytes = BODY_MAGIC.to_vec();
-    bytes.push(b'0' + crate::FORMAT_VERSION as u8);
+    bytes.push(b'0' + version as u8);
     postcard::to_extend(body, bytes).map_err(io::Error::other)
 }
 
@@ -416,5 +429,36 @@ mod tests {
             let again = decode_body(&now).expect("a body of today's format");
             assert_eq!((again.state, again.last_applied), (state, last_applied));
         }
+    }
+
+    /// While the cluster applies the format before this binary's, snapshot bodies are written in
+    /// it, byte for byte as that format's binary wrote them, so a voter not yet upgraded can
+    /// install one; what that format cannot hold is written in this binary's format.
+    #[test]
+    fn snapshot_bodies_are_written_in_the_format_the_cluster_applies() {
+        let golden = fs::read(crate::state::tests::golden_dir().join("state-v11.snap")).expect("the golden state");
+        let state = crate::archive::decode_state(&golden).expect("format 11 state");
+        assert_eq!(state.format, 11, "the golden state of format 11 applies format 11");
+        let body = SnapshotBody {
+            state: StoredState::from(state.clone()),
+            last_applied: Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index)),
+            last_membership: StoredMembership::default(),
+        };
+        let bytes = encode_body(&body).expect("encode");
+        assert_eq!(&bytes[..8], b"FLOESNB;", "written as format 11");
+        assert_eq!(&bytes[8..8 + golden.len() - 12], &golden[12..], "as format 11's binary wrote it");
+        let read = crate::state::stored::decoding(11, || postcard::from_bytes::<SnapshotBody>(&bytes[8..]));
+        assert_eq!(read.expect("a format 11 reader reads it").state, body.state);
+
+        // A link with a tenant exists only from format 12 on: such a state is written as 12.
+        let mut with_tenant = state;
+        if let Some(link) = with_tenant.links.values_mut().next() {
+            link.config.tenant = Some("tenant0".into());
+        }
+        assert!(!with_tenant.links.is_empty(), "the golden state has links");
+        let body = SnapshotBody { state: StoredState::from(with_tenant), ..body };
+        let bytes = encode_body(&body).expect("encode");
+        assert_eq!(bytes[7], b'0' + crate::FORMAT_VERSION as u8);
+        assert_eq!(decode_body(&bytes).expect("decodes").state, body.state);
     }
 }

@@ -20,7 +20,7 @@ use crate::limits::{
 };
 
 /// What an operator sets on a link.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkConfig {
     /// The source's bootstrap servers, `HOST:PORT[,HOST:PORT...]`.
     pub bootstrap: String,
@@ -44,6 +44,43 @@ pub struct LinkConfig {
     /// The source's ACLs on mirrored topics and groups are copied (format 12): those resources'
     /// bindings here are the source's while the link mirrors.
     pub acls: bool,
+}
+
+impl Serialize for LinkConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// Format 11's link config, written for a snapshot an older voter installs.
+        #[derive(Serialize)]
+        struct LinkConfigV11<'a> {
+            bootstrap: &'a str,
+            tls: bool,
+            tls_ca_pem: &'a Option<String>,
+            sasl: &'a Option<LinkSasl>,
+            topics: &'a str,
+            groups: &'a Option<String>,
+            sync_configs: bool,
+        }
+        #[derive(Serialize)]
+        struct LinkConfigV12<'a> {
+            bootstrap: &'a str,
+            tls: bool,
+            tls_ca_pem: &'a Option<String>,
+            sasl: &'a Option<LinkSasl>,
+            topics: &'a str,
+            groups: &'a Option<String>,
+            sync_configs: bool,
+            tenant: &'a Option<String>,
+            acls: bool,
+        }
+        let Self { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls } = self;
+        let (tls, sync_configs, acls) = (*tls, *sync_configs, *acls);
+        if (1..=11).contains(&super::stored::encoding_format()) {
+            if tenant.is_some() || acls {
+                return Err(serde::ser::Error::custom("a link's tenant or ACL copying needs format 12"));
+            }
+            return LinkConfigV11 { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs }.serialize(s);
+        }
+        LinkConfigV12 { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls }.serialize(s)
+    }
 }
 
 impl<'de> Deserialize<'de> for LinkConfig {

@@ -43,6 +43,26 @@ pub(crate) fn decoding_format() -> u32 {
     DECODING_FORMAT.get()
 }
 
+thread_local! {
+    /// The format this thread encodes (`encoding`); 0 for the current one.
+    static ENCODING_FORMAT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `encode` writing format `version`, which must be [`crate::FORMAT_VERSION`] or the one
+/// before: a snapshot body a voter not yet upgraded must read. What that format cannot hold
+/// fails to encode.
+pub(crate) fn encoding<T>(version: u32, encode: impl FnOnce() -> T) -> T {
+    let before = ENCODING_FORMAT.replace(version);
+    let encoded = encode();
+    ENCODING_FORMAT.set(before);
+    encoded
+}
+
+/// The format this thread encodes (0: the current one).
+pub(crate) fn encoding_format() -> u32 {
+    ENCODING_FORMAT.get()
+}
+
 /// A stored state read in the format being decoded ([`decoding`]).
 pub(crate) struct Versioned(pub(crate) StoredState);
 
