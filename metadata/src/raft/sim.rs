@@ -166,6 +166,20 @@ impl Sim {
         lock(&self.history).push(format!("{at:>6} {event}"));
     }
 
+    /// The group coordinator of node `NODES[target % 3]`, if that node runs.
+    fn group_node(&self, target: usize) -> Option<(NodeId, SimGroupNode)> {
+        let node = NODES[target % NODES.len()];
+        let running = lock(&self.net).rafts.contains_key(&node);
+        lock(&self.nodes).get(&node).filter(|_| running).map(|n| (node, n.groups.clone()))
+    }
+
+    /// Whether a group member's answer is lost on its way back.
+    fn answer_lost(&self) -> bool {
+        let mut net = lock(&self.net);
+        let loss = net.loss;
+        net.rng.gen_bool(loss)
+    }
+
     /// One message's trip from `from` to `to`: the target's Raft if it arrives.
     async fn carry(&self, from: NodeId, to: NodeId) -> Option<Raft<TypeConfig>> {
         let (delay, lost) = {
@@ -744,9 +758,7 @@ async fn consumer_member(sim: Sim, n: usize, mut rng: StdRng, holdings: Arc<Mute
             release(&mut owned, "no answer for a session");
             epoch = 0;
         }
-        let node = NODES[target % NODES.len()];
-        let running = lock(&sim.net).rafts.contains_key(&node);
-        let Some(group_node) = lock(&sim.nodes).get(&node).filter(|_| running).map(|n| n.groups.clone()) else {
+        let Some((node, group_node)) = sim.group_node(target) else {
             target += 1;
             continue;
         };
@@ -765,12 +777,7 @@ async fn consumer_member(sim: Sim, n: usize, mut rng: StdRng, holdings: Arc<Mute
             client_host: "sim".into(),
         });
         let answer = group_node.groups().handle(&group_node, request).await;
-        let lost = {
-            let mut net = lock(&sim.net);
-            let loss = net.loss;
-            net.rng.gen_bool(loss)
-        };
-        if lost {
+        if sim.answer_lost() {
             continue;
         }
         match answer {
@@ -896,16 +903,9 @@ async fn classic_member(
             release(&mut owned, "no answer for a session");
             (member_id, synced) = (String::new(), false);
         }
-        let node = NODES[target % NODES.len()];
-        let running = lock(&sim.net).rafts.contains_key(&node);
-        let Some(group_node) = lock(&sim.nodes).get(&node).filter(|_| running).map(|n| n.groups.clone()) else {
+        let Some((node, group_node)) = sim.group_node(target) else {
             target += 1;
             continue;
-        };
-        let lost = |sim: &Sim| {
-            let mut net = lock(&sim.net);
-            let loss = net.loss;
-            net.rng.gen_bool(loss)
         };
         let member = crate::groups::MemberRef {
             group_id: CLASSIC_GROUP.into(),
@@ -934,7 +934,7 @@ async fn classic_member(
             };
             let newest_synced = lock(&holdings).synced_max;
             let answer = group_node.groups().handle(&group_node, request).await;
-            if lost(&sim) {
+            if sim.answer_lost() {
                 continue;
             }
             let error = match answer {
@@ -979,7 +979,7 @@ async fn classic_member(
             require_known_member: false,
         });
         let answer = group_node.groups().handle(&group_node, join).await;
-        if lost(&sim) {
+        if sim.answer_lost() {
             continue;
         }
         let joined = match answer {
@@ -1010,7 +1010,7 @@ async fn classic_member(
             assignments,
         });
         let answer = group_node.groups().handle(&group_node, sync).await;
-        if lost(&sim) {
+        if sim.answer_lost() {
             continue;
         }
         match answer {
@@ -1112,16 +1112,9 @@ async fn share_member(sim: Sim, n: usize, mut rng: StdRng, ledger: Arc<Mutex<Sha
     let mut holding: Vec<(i32, crate::state::AcquiredRange)> = Vec::new();
     let mut target = n;
     while crate::tasks::sleep_unless_stopped(&stop, Duration::from_millis(rng.gen_range(200..600))).await {
-        let node = NODES[target % NODES.len()];
-        let running = lock(&sim.net).rafts.contains_key(&node);
-        let Some(group_node) = lock(&sim.nodes).get(&node).filter(|_| running).map(|n| n.groups.clone()) else {
+        let Some((_, group_node)) = sim.group_node(target) else {
             target += 1;
             continue;
-        };
-        let lost = |sim: &Sim| {
-            let mut net = lock(&sim.net);
-            let loss = net.loss;
-            net.rng.gen_bool(loss)
         };
         let heartbeat = GroupRequest::ShareHeartbeat(crate::groups::ShareHeartbeat {
             group_id: SHARE_GROUP.into(),
@@ -1133,7 +1126,7 @@ async fn share_member(sim: Sim, n: usize, mut rng: StdRng, ledger: Arc<Mutex<Sha
             client_host: "sim".into(),
         });
         let answer = group_node.groups().handle(&group_node, heartbeat).await;
-        if lost(&sim) {
+        if sim.answer_lost() {
             continue;
         }
         match answer {
@@ -1193,7 +1186,7 @@ async fn share_member(sim: Sim, n: usize, mut rng: StdRng, ledger: Arc<Mutex<Sha
         });
         let sent_ms = sim.now_ms();
         let answer = group_node.groups().handle(&group_node, work).await;
-        if lost(&sim) {
+        if sim.answer_lost() {
             continue;
         }
         let Ok((GroupResponse::ShareWork(Ok(result)), _)) = answer else { continue };
