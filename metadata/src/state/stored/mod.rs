@@ -5,6 +5,7 @@
 //! which format it is read in ([`decoding`]).
 
 mod current;
+mod link_config;
 mod v1;
 mod v10;
 mod v2;
