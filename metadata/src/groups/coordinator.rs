@@ -656,20 +656,20 @@ impl GroupCoordinator {
                             (GroupResponse::ConsumerHeartbeat(Err(earlier_write_failed())), 0)
                         }
                     }
-                    Ok((answer, Ok(write))) => match self.store(node, write).await {
-                        Ok(index) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), index),
-                        Err(e) => {
-                            // Not durable: forget the live group so the next heartbeat starts
-                            // again from the stored state, unless later writes of it are under
-                            // way (the stored state would then be older than theirs).
-                            let _ = self.with_tables(node, |tables, _| {
-                                if !tables.turns.busy(&group_id) {
-                                    tables.consumer.remove(&group_id);
-                                }
-                            });
-                            (GroupResponse::ConsumerHeartbeat(Err(e)), 0)
+                    Ok((answer, Ok(write))) => {
+                        // Not durable: forget the live group so the next heartbeat starts again
+                        // from the stored state, unless later writes of it are under way (the
+                        // stored state would then be older than theirs).
+                        let forget = |tables: &mut Tables, _: &State| {
+                            if !tables.turns.busy(&group_id) {
+                                tables.consumer.remove(&group_id);
+                            }
+                        };
+                        match self.store_or_undo(node, write, forget).await {
+                            Ok(index) => (GroupResponse::ConsumerHeartbeat(Ok(answer)), index),
+                            Err(e) => (GroupResponse::ConsumerHeartbeat(Err(e)), 0),
                         }
-                    },
+                    }
                 }
             }
             GroupRequest::ConsumerDescribe(ids) => {
@@ -711,17 +711,17 @@ impl GroupCoordinator {
                                     return Ok((GroupResponse::ShareHeartbeat(Err(earlier_write_failed())), 0));
                                 }
                             }
-                            Ok(write) => match self.store(node, write).await {
-                                Ok(i) => index = i,
-                                Err(e) => {
-                                    let _ = self.with_tables(node, |tables, _| {
-                                        if !tables.turns.busy(&group_id) {
-                                            tables.share.remove(&group_id);
-                                        }
-                                    });
-                                    return Ok((GroupResponse::ShareHeartbeat(Err(e)), 0));
+                            Ok(write) => {
+                                let forget = |tables: &mut Tables, _: &State| {
+                                    if !tables.turns.busy(&group_id) {
+                                        tables.share.remove(&group_id);
+                                    }
+                                };
+                                match self.store_or_undo(node, write, forget).await {
+                                    Ok(i) => index = i,
+                                    Err(e) => return Ok((GroupResponse::ShareHeartbeat(Err(e)), 0)),
                                 }
-                            },
+                            }
                         }
                         self.release_members(node, &group_id, left).await;
                         (GroupResponse::ShareHeartbeat(Ok(answer)), index)
@@ -1000,6 +1000,19 @@ impl GroupCoordinator {
 
     /// Writes a group's membership once the group's earlier writes are over.
     async fn store(&self, node: &impl GroupNode, write: GroupWrite) -> Result<u64, GroupError> {
+        self.store_or_undo(node, write, |_, _| {}).await
+    }
+
+    /// [`Self::store`], running `undo` on the tables if the write failed, under the same lock
+    /// as the end of the write's turn: a change that takes its barrier after the failure is
+    /// counted already sees the group undone (on a multi-threaded runtime another request could
+    /// otherwise come in between and answer from the unwritten membership).
+    async fn store_or_undo(
+        &self,
+        node: &impl GroupNode,
+        write: GroupWrite,
+        undo: impl FnOnce(&mut Tables, &State),
+    ) -> Result<u64, GroupError> {
         let GroupWrite { group_id, membership, turn } = write;
         turn.wait().await;
         let command = Command::StoreGroup { group_id: group_id.clone(), membership, now_ms: node.clock().now_ms() };
@@ -1007,8 +1020,17 @@ impl GroupCoordinator {
         if written.is_err() {
             // The live group holds a change no stored membership shows: its next check writes the
             // whole membership again, and (in this order) answers waiting on this write fail.
-            let _ = self.with_tables(node, |tables, _| tables.rewrite_next(&group_id));
-            turn.failed();
+            let mut turn = Some(turn);
+            let _ = self.with_tables(node, |tables, state| {
+                tables.rewrite_next(&group_id);
+                if let Some(turn) = turn.take() {
+                    turn.failed();
+                }
+                undo(tables, state);
+            });
+            if let Some(turn) = turn {
+                turn.failed();
+            }
         }
         written
     }
@@ -1091,21 +1113,21 @@ impl GroupCoordinator {
         };
         if let Some(write) = write {
             let generation = write.membership.generation;
-            if let Err(e) = self.store(node, write).await {
-                // The generation is not durable: fail this round and rebalance.
+            // The generation is not durable: fail this round and rebalance.
+            let rebalance = |tables: &mut Tables, state: &State| {
+                if let Some(group) = tables.classic.get_mut(&request.group_id)
+                    && group.generation == generation
+                {
+                    let delay = initial_delay(state);
+                    let mut more = Effects::default();
+                    group.prepare_rebalance(node.clock().now(), delay, &mut more);
+                    more.deliver();
+                }
+            };
+            if let Err(e) = self.store_or_undo(node, write, rebalance).await {
                 for (_, reply) in &mut effects.syncs {
                     *reply = Err(e.clone());
                 }
-                let _ = self.with_groups(node, |groups, state| {
-                    if let Some(group) = groups.get_mut(&request.group_id)
-                        && group.generation == generation
-                    {
-                        let delay = initial_delay(state);
-                        let mut more = Effects::default();
-                        group.prepare_rebalance(node.clock().now(), delay, &mut more);
-                        more.deliver();
-                    }
-                });
             }
         }
         effects.deliver();
