@@ -167,7 +167,7 @@ pub(crate) async fn restore(store: &SegmentStore, data_dir: &Path) -> anyhow::Re
         archive::replay_log(&mut state, *log, commands)?;
     }
     std::fs::create_dir_all(data_dir)?;
-    println!(
+    let restored = format!(
         "restored {snapshot} and {} command logs up to index {}: {} topics, cluster {}; start the node on {} to seed the new cluster",
         plan.logs.len(),
         state.applied_index,
@@ -176,5 +176,6 @@ pub(crate) async fn restore(store: &SegmentStore, data_dir: &Path) -> anyhow::Re
         data_dir.display()
     );
     std::fs::write(data_dir.join(archive::RESTORE_SEED_FILE), archive::encode_state(state)?)?;
+    println!("{restored}");
     Ok(())
 }

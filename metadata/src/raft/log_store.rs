@@ -438,7 +438,7 @@ mod tests {
     /// install: the purge waits until a durable snapshot covers the entries, and fails if writing
     /// the snapshot failed, so a crash in between leaves a log the node can start from (found
     /// by the simulation, seed 5: a node whose snapshot write failed could not start again).
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_purge_waits_for_a_durable_snapshot_that_covers_it() {
         let dir = log_dir("purge");
         let (durable, rx) = tokio::sync::watch::channel(DurableSnapshot::Covers(3));
@@ -446,7 +446,8 @@ mod tests {
         log.inner.lock().await.write(LogRecord::Append((1..=9).map(entry).collect())).expect("append");
         let mut purging = log.clone();
         let purge = tokio::spawn(async move { purging.purge(entry(6).log_id).await });
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        // On paused time this returns once every task is idle: the purge is waiting, not slow.
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
         assert!(!purge.is_finished(), "the purge waits while the snapshot covers only 3");
         assert_eq!(log.entries().await.len(), 9);
         durable.send_replace(DurableSnapshot::Covers(6));
