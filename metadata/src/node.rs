@@ -150,7 +150,7 @@ pub struct ClusterStatus {
     pub voters: Vec<NodeId>,
     pub members: BTreeMap<NodeId, String>,
     /// Agents that have heartbeated, with their last heartbeat (agent clock, ms since the epoch).
-    pub agents: Vec<crate::state::AgentRecord>,
+    pub agents: Vec<crate::state::stored::AgentRecord>,
 }
 
 pub(crate) fn raft_config(voter_count: usize) -> std::io::Result<openraft::Config> {
@@ -474,7 +474,7 @@ impl MetadataNode {
             applied_index: m.last_applied.map(|l| l.index),
             voters: membership.voter_ids().collect(),
             members: membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect(),
-            agents: self.read().agents.values().cloned().collect(),
+            agents: self.read().agents.values().cloned().map(Into::into).collect(),
         }
     }
 

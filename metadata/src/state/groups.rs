@@ -18,7 +18,7 @@ pub const OFFSETS_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
 /// A group: its membership as of the last completed rebalance and its committed offsets.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupRecord {
     pub membership: GroupMembership,
     /// Committed offsets by (topic name, partition).
@@ -72,7 +72,7 @@ pub struct MemberRecord {
     pub rack_id: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CommittedOffset {
     pub offset: i64,
     pub leader_epoch: i32,

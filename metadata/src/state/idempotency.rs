@@ -3,14 +3,12 @@
 //! sequences, so the producer-chunk deduplication in `transactions.rs` answers it with the
 //! original offsets, through any agent and across restarts.
 
-use serde::{Deserialize, Serialize};
-
 use super::State;
 use crate::command::{CommandError, Outcome, ProducerIdEpoch};
 use crate::limits::IDEMPOTENCY_KEY_BYTES_MAX;
 
 /// What a known idempotency key stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdempotencyKeyRecord {
     pub producer_id: i64,
     /// Identifies the request first sent under the key (its topic, partition and body).

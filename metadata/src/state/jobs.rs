@@ -1,14 +1,12 @@
 //! The storage-job lease: compaction and garbage collection run on one agent at a time, chosen
 //! through metadata, so agents that briefly disagree about who is live never run them at once.
 
-use serde::{Deserialize, Serialize};
-
 use super::State;
 use crate::command::{CommandError, Outcome};
 use crate::limits::JOB_LEASE_MS_MAX;
 
 /// The agent holding the lease and when it lapses (the proposer's clock, ms).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JobLease {
     pub agent_id: i32,
     pub expires_ms: i64,

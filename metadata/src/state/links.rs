@@ -56,7 +56,7 @@ pub struct LinkSasl {
 }
 
 /// A link as the cluster keeps it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkRecord {
     pub config: LinkConfig,
     pub created_ms: i64,
@@ -74,7 +74,7 @@ pub struct LinkRecord {
 }
 
 /// Whether a link still mirrors.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkState {
     Mirroring,
     /// Stopped and its topics made writable. `fork_offsets` are, per topic, each partition's log

@@ -17,7 +17,7 @@ mod registry;
 mod retention;
 mod security;
 mod share;
-pub(crate) mod stored;
+pub mod stored;
 mod tables;
 mod topics;
 mod transactions;
@@ -161,21 +161,21 @@ pub struct State {
 }
 
 /// An agent's last load report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AgentLoad {
     pub utilization_milli: u32,
     pub reported_ms: i64,
 }
 
 /// An agent as the cluster knows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentRecord {
     pub info: crate::command::AgentInfo,
     pub last_heartbeat_ms: i64,
 }
 
 /// A topic: its partitions and its explicitly set configs (defaults are not stored).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topic {
     pub name: String,
     pub topic_id: TopicId,
@@ -184,7 +184,7 @@ pub struct Topic {
 }
 
 /// One partition's log, as metadata sees it: offsets and where their bytes are.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Partition {
     /// Offset the next committed batch gets: Kafka's log end offset and high watermark.
     pub next_offset: i64,
@@ -203,7 +203,7 @@ pub struct Partition {
 }
 
 /// Offsets `base_offset..=last_offset` of a partition and where their batches are.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
     pub base_offset: i64,
     pub last_offset: i64,
@@ -212,7 +212,7 @@ pub struct IndexEntry {
 }
 
 /// Where an index entry's batches come from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EntryData {
     /// A byte range of a segment object.
     Chunk { object_id: ObjectId, byte_start: u64, byte_len: u32, crc32c: u32 },
@@ -291,7 +291,7 @@ impl IndexEntry {
 }
 
 /// A segment object known to metadata and how many index entries refer to it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectRecord {
     pub key: String,
     pub object_bytes: u64,

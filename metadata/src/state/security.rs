@@ -13,7 +13,7 @@ use crate::limits::{
 
 /// A tenant: a namespace of users, API keys, topics, groups and transactional ids
 /// (`crate::namespace`), with its quotas.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TenantRecord {
     pub created_ms: i64,
     pub quotas: TenantQuotas,
@@ -181,7 +181,7 @@ pub struct ScramCredential {
 }
 
 /// A user (a SASL principal) of one tenant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserRecord {
     pub tenant: String,
     pub scram: std::collections::BTreeMap<ScramMechanism, ScramCredential>,

@@ -35,7 +35,7 @@ pub const SHARE_RECORD_LOCKS_MAX: i64 = 10_000;
 pub type SharePartitionKey = (String, TopicId, i32);
 
 /// One share partition's records between its start and end offsets.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SharePartition {
     /// Every offset below is acknowledged or archived (KIP-932's SPSO).
     pub start_offset: i64,
@@ -51,7 +51,7 @@ pub struct SharePartition {
 }
 
 /// Offsets `first..=last` (the map key is `first`) sharing a state and delivery count.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InFlight {
     pub last: i64,
     /// Times these records were acquired.
@@ -59,7 +59,7 @@ pub struct InFlight {
     pub state: RecordState,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordState {
     Available,
     Acquired { member: String, lock_until_ms: i64 },

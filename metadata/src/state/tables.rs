@@ -10,7 +10,7 @@ use crate::command::{CommandError, Outcome};
 use crate::limits::{TABLE_GENERATIONS_MAX, TABLE_LOCATION_BYTES_MAX};
 
 /// A topic's table.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableRecord {
     /// The Iceberg table's `table-uuid`; also names its prefix in the bucket.
     pub table_uuid: [u8; 16],
@@ -30,7 +30,7 @@ pub struct TableRecord {
 }
 
 /// A table generation that was replaced by a new one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetiredTable {
     pub table_uuid: [u8; 16],
     pub metadata_location: String,

@@ -8,8 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use serde::{Deserialize, Serialize};
-
 use super::{EntryData, IndexEntry, Partition, State, TopicId, TxnMarker};
 use crate::command::{ChunkCommit, ChunkProducer, CommandError, Outcome, ProducerIdEpoch};
 use crate::limits::{
@@ -22,7 +20,7 @@ use crate::state::OffsetCommit;
 const PRODUCER_EPOCH_MAX: i16 = i16::MAX - 1;
 
 /// One idempotent or transactional producer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerRecord {
     /// The current epoch; batches with an older one are fenced.
     pub epoch: i16,
@@ -38,14 +36,14 @@ pub struct ProducerRecord {
 }
 
 /// A producer's last chunks in one partition, oldest first.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerSequences {
     pub epoch: i16,
     pub recent: VecDeque<SequencedChunk>,
 }
 
 /// The sequences and offsets of one appended chunk (one request's batches for a partition).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SequencedChunk {
     pub first_sequence: i32,
     pub last_sequence: i32,
@@ -55,7 +53,7 @@ pub struct SequencedChunk {
 }
 
 /// Kafka's transaction states, as ListTransactions names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxnState {
     Empty,
     Ongoing,
@@ -75,7 +73,7 @@ impl TxnState {
 }
 
 /// One transactional id.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransactionRecord {
     pub producer_id: i64,
     pub producer_epoch: i16,
@@ -94,7 +92,7 @@ pub struct TransactionRecord {
 }
 
 /// An aborted transaction's offsets in one partition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AbortedTransaction {
     pub producer_id: i64,
     pub first_offset: i64,

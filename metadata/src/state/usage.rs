@@ -102,7 +102,7 @@ pub fn add_meters(into: &mut Meters, counts: impl IntoIterator<Item = (Meter, u6
 }
 
 /// Every tenant's usage the cluster still holds.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UsageLedger {
     /// Counts from commits since the last closed minute, by tenant (`""`: no tenant).
     pub open: BTreeMap<String, Meters>,
@@ -117,7 +117,7 @@ pub struct UsageLedger {
 }
 
 /// One agent journal's reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageReporter {
     /// The last report applied; reports at or below it are duplicates.
     pub last_seq: u64,
@@ -125,7 +125,7 @@ pub struct UsageReporter {
 }
 
 /// An hour's export bookkeeping.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UsageHour {
     /// Bumped by every change to the hour's counts.
     pub changes: u64,

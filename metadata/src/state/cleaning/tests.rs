@@ -179,7 +179,9 @@ fn a_chunk_with_tombstones_keeps_its_delete_horizon_and_old_encodings_stay_reada
     assert!(state.apply(10, Command::CleanKeys(range_of(&state, 2, Some(("k1", 50)), vec![outside]))).is_err());
     // The new variants come after the old ones, so journals and snapshots written before them
     // decode as they did.
-    let encoded = |data: &EntryData| postcard::to_allocvec(data).expect("encodes")[0];
+    let encoded = |data: &EntryData| {
+        postcard::to_allocvec(&crate::state::stored::EntryData::from(data.clone())).expect("encodes")[0]
+    };
     assert_eq!(encoded(&EntryData::Removed), 3);
     let horizon = EntryData::CleanedChunkWithTombstones {
         object_id: 1,

@@ -74,21 +74,21 @@ impl SchemaContent {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaRecord {
     pub content: SchemaContent,
     /// Subject versions naming this id, soft-deleted ones included; at 0 the id is gone.
     pub uses: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubjectVersion {
     pub id: i32,
     pub deleted: bool,
     pub registered_ms: i64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubjectRecord {
     pub versions: BTreeMap<i32, SubjectVersion>,
     /// Moves with every change to the versions: a compatibility check made at one revision is
@@ -180,7 +180,7 @@ pub struct RegistryConfig {
 pub const DEFAULT_COMPATIBILITY: Compatibility = Compatibility::Backward;
 
 /// One namespace's registry.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SchemaRegistry {
     /// The id the last new schema got; ids are never reused in a namespace.
     pub last_id: i32,

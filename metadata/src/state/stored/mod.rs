@@ -4,8 +4,20 @@
 //! `Command`; only [`crate::Command::RestoreState`], which holds a whole state, needs to know
 //! which format it is read in ([`decoding`]).
 
+mod agents;
 mod current;
+mod groups;
+mod idempotency;
+mod jobs;
 mod link_config;
+mod links;
+mod log;
+mod registry;
+mod security;
+mod share;
+mod tables;
+mod transactions;
+mod usage;
 mod v1;
 mod v10;
 mod v2;
@@ -18,7 +30,22 @@ mod v9;
 
 use serde::Deserialize;
 
+pub(crate) use agents::AgentLoad;
+pub use agents::AgentRecord;
 pub use current::StoredState;
+pub(crate) use groups::GroupRecord;
+pub(crate) use idempotency::IdempotencyKeyRecord;
+pub(crate) use jobs::JobLease;
+pub(crate) use links::LinkRecord;
+#[cfg(test)]
+pub(crate) use log::EntryData;
+pub(crate) use log::{ObjectRecord, Topic};
+pub(crate) use registry::SchemaRegistry;
+pub(crate) use security::{TenantRecord, UserRecord};
+pub(crate) use share::SharePartition;
+pub(crate) use tables::TableRecord;
+pub(crate) use transactions::{AbortedTransaction, ProducerRecord, TransactionRecord};
+pub(crate) use usage::UsageLedger;
 
 /// Decodes a postcard state of format `version`.
 pub(crate) fn decode_state(version: u32, bytes: &[u8]) -> Result<StoredState, postcard::Error> {

@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::Deserialize;
 
 use super::v2::StateV2;
-use crate::state::{
-    AgentRecord, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord, ProducerRecord,
-    TenantQuotas, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+use super::{
+    AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectRecord, ProducerRecord, TenantRecord, Topic,
+    TransactionRecord, UserRecord,
 };
+use crate::state::{ApiKeyRecord, ObjectId, TenantQuotas, TopicId};
 
 /// `State` as format 1 encoded it, field for field.
 #[derive(Deserialize)]

@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Deserialize;
 
 use super::v4::StateV4;
-use crate::state::{
-    AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+use super::{
+    AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectRecord, ProducerRecord, TenantRecord, Topic,
+    TransactionRecord, UserRecord,
 };
+use crate::state::{ApiKeyQuotas, ApiKeyRecord, ObjectId, TopicId};
 
 /// `State` as format 2 encoded it, field for field.
 #[derive(Deserialize)]

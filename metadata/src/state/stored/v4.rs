@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Deserialize;
 
-use crate::state::{
-    AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+use super::{
+    AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectRecord, ProducerRecord, SchemaRegistry,
+    TenantRecord, Topic, TransactionRecord, UserRecord,
 };
+use crate::state::{ApiKeyQuotas, ApiKeyRecord, ObjectId, TopicId};
 
 /// `State` as formats 3 and 4 encoded it, field for field.
 #[derive(Deserialize)]

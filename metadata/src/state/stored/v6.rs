@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Deserialize;
 
-use crate::state::{
-    AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+use super::{
+    AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectRecord, ProducerRecord, SchemaRegistry,
+    TableRecord, TenantRecord, Topic, TransactionRecord, UserRecord,
 };
+use crate::state::{ApiKeyQuotas, ApiKeyRecord, ObjectId, TopicId};
 
 /// `State` as format 6 encoded it, field for field.
 #[derive(Deserialize)]
@@ -39,9 +40,9 @@ pub(crate) struct StateV6 {
     pub(super) api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
     pub(super) registries: BTreeMap<String, SchemaRegistry>,
     pub(super) tables: BTreeMap<TopicId, TableRecord>,
-    pub(super) usage: crate::state::UsageLedger,
+    pub(super) usage: super::UsageLedger,
     pub(super) agents_left: BTreeMap<i32, i64>,
-    pub(super) agent_loads: BTreeMap<i32, crate::state::AgentLoad>,
+    pub(super) agent_loads: BTreeMap<i32, super::AgentLoad>,
 }
 
 impl From<StateV6> for super::StoredState {

@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Deserialize;
 
-use crate::state::{
-    AgentRecord, ApiKeyQuotas, ApiKeyRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectId, ObjectRecord,
-    ProducerRecord, SchemaRegistry, TableRecord, TenantRecord, Topic, TopicId, TransactionRecord, UserRecord,
+use super::{
+    AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectRecord, ProducerRecord, SchemaRegistry,
+    TableRecord, TenantRecord, Topic, TransactionRecord, UserRecord,
 };
+use crate::state::{ApiKeyQuotas, ApiKeyRecord, ObjectId, TopicId};
 
 /// `State` as format 7 encoded it, field for field.
 #[derive(Deserialize)]
@@ -39,10 +40,10 @@ pub(crate) struct StateV7 {
     pub(super) api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
     pub(super) registries: BTreeMap<String, SchemaRegistry>,
     pub(super) tables: BTreeMap<TopicId, TableRecord>,
-    pub(super) usage: crate::state::UsageLedger,
+    pub(super) usage: super::UsageLedger,
     pub(super) agents_left: BTreeMap<i32, i64>,
-    pub(super) agent_loads: BTreeMap<i32, crate::state::AgentLoad>,
-    pub(super) share_partitions: BTreeMap<crate::state::SharePartitionKey, crate::state::SharePartition>,
+    pub(super) agent_loads: BTreeMap<i32, super::AgentLoad>,
+    pub(super) share_partitions: BTreeMap<crate::state::SharePartitionKey, super::SharePartition>,
 }
 
 impl From<StateV7> for super::StoredState {

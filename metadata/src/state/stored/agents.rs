@@ -1,0 +1,49 @@
+//! How today's format stores what each agent registered and the load it last reported. Each type is
+//! the in-memory type of the same name in [`crate::state`], field for field in the order encoded;
+//! the conversions below name every field, so a change to the in-memory type compiles only once
+//! they say how it is stored. A change to a type here is a format change: a new format version, a
+//! mirror of the old layout and a golden file.
+
+use serde::{Deserialize, Serialize};
+
+/// [`crate::state::AgentLoad`] as it is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AgentLoad {
+    pub(crate) utilization_milli: u32,
+    pub(crate) reported_ms: i64,
+}
+
+impl From<crate::state::AgentLoad> for AgentLoad {
+    fn from(agent_load: crate::state::AgentLoad) -> Self {
+        let crate::state::AgentLoad { utilization_milli, reported_ms } = agent_load;
+        Self { utilization_milli, reported_ms }
+    }
+}
+
+impl From<AgentLoad> for crate::state::AgentLoad {
+    fn from(agent_load: AgentLoad) -> Self {
+        let AgentLoad { utilization_milli, reported_ms } = agent_load;
+        Self { utilization_milli, reported_ms }
+    }
+}
+
+/// [`crate::state::AgentRecord`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub info: crate::command::AgentInfo,
+    pub last_heartbeat_ms: i64,
+}
+
+impl From<crate::state::AgentRecord> for AgentRecord {
+    fn from(agent_record: crate::state::AgentRecord) -> Self {
+        let crate::state::AgentRecord { info, last_heartbeat_ms } = agent_record;
+        Self { info, last_heartbeat_ms }
+    }
+}
+
+impl From<AgentRecord> for crate::state::AgentRecord {
+    fn from(agent_record: AgentRecord) -> Self {
+        let AgentRecord { info, last_heartbeat_ms } = agent_record;
+        Self { info, last_heartbeat_ms }
+    }
+}

@@ -1,0 +1,29 @@
+//! How today's format stores the HTTP gateway's idempotency keys. Each type is the in-memory type
+//! of the same name in [`crate::state`], field for field in the order encoded; the conversions
+//! below name every field, so a change to the in-memory type compiles only once they say how it is
+//! stored. A change to a type here is a format change: a new format version, a mirror of the old
+//! layout and a golden file.
+
+use serde::{Deserialize, Serialize};
+
+/// [`crate::state::IdempotencyKeyRecord`] as it is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct IdempotencyKeyRecord {
+    pub(crate) producer_id: i64,
+    pub(crate) request_digest: u64,
+    pub(crate) created_ms: i64,
+}
+
+impl From<crate::state::IdempotencyKeyRecord> for IdempotencyKeyRecord {
+    fn from(idempotency_key_record: crate::state::IdempotencyKeyRecord) -> Self {
+        let crate::state::IdempotencyKeyRecord { producer_id, request_digest, created_ms } = idempotency_key_record;
+        Self { producer_id, request_digest, created_ms }
+    }
+}
+
+impl From<IdempotencyKeyRecord> for crate::state::IdempotencyKeyRecord {
+    fn from(idempotency_key_record: IdempotencyKeyRecord) -> Self {
+        let IdempotencyKeyRecord { producer_id, request_digest, created_ms } = idempotency_key_record;
+        Self { producer_id, request_digest, created_ms }
+    }
+}

@@ -1,0 +1,28 @@
+//! How today's format stores the lease of the agent that runs background jobs. Each type is the in-
+//! memory type of the same name in [`crate::state`], field for field in the order encoded; the
+//! conversions below name every field, so a change to the in-memory type compiles only once they
+//! say how it is stored. A change to a type here is a format change: a new format version, a mirror
+//! of the old layout and a golden file.
+
+use serde::{Deserialize, Serialize};
+
+/// [`crate::state::JobLease`] as it is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct JobLease {
+    pub(crate) agent_id: i32,
+    pub(crate) expires_ms: i64,
+}
+
+impl From<crate::state::JobLease> for JobLease {
+    fn from(job_lease: crate::state::JobLease) -> Self {
+        let crate::state::JobLease { agent_id, expires_ms } = job_lease;
+        Self { agent_id, expires_ms }
+    }
+}
+
+impl From<JobLease> for crate::state::JobLease {
+    fn from(job_lease: JobLease) -> Self {
+        let JobLease { agent_id, expires_ms } = job_lease;
+        Self { agent_id, expires_ms }
+    }
+}

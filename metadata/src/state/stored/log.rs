@@ -1,0 +1,204 @@
+//! How today's format stores topics, partitions, their index entries and the segment objects they
+//! point into. Each type is the in-memory type of the same name in [`crate::state`], field for
+//! field in the order encoded; the conversions below name every field, so a change to the in-memory
+//! type compiles only once they say how it is stored. A change to a type here is a format change: a
+//! new format version, a mirror of the old layout and a golden file.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::AbortedTransaction;
+use crate::state::{ObjectId, TopicId, TxnMarker};
+
+/// [`crate::state::EntryData`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum EntryData {
+    Chunk {
+        object_id: ObjectId,
+        byte_start: u64,
+        byte_len: u32,
+        crc32c: u32,
+    },
+    Marker(TxnMarker),
+    CleanedChunk {
+        object_id: ObjectId,
+        byte_start: u64,
+        byte_len: u32,
+        crc32c: u32,
+    },
+    Removed,
+    CleanedChunkWithTombstones {
+        object_id: ObjectId,
+        byte_start: u64,
+        byte_len: u32,
+        crc32c: u32,
+        delete_horizon_ms: i64,
+    },
+}
+
+impl From<crate::state::EntryData> for EntryData {
+    fn from(entry_data: crate::state::EntryData) -> Self {
+        match entry_data {
+            crate::state::EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
+                Self::Chunk { object_id, byte_start, byte_len, crc32c }
+            }
+            crate::state::EntryData::Marker(a0) => Self::Marker(a0),
+            crate::state::EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
+                Self::CleanedChunk { object_id, byte_start, byte_len, crc32c }
+            }
+            crate::state::EntryData::Removed => Self::Removed,
+            crate::state::EntryData::CleanedChunkWithTombstones {
+                object_id,
+                byte_start,
+                byte_len,
+                crc32c,
+                delete_horizon_ms,
+            } => Self::CleanedChunkWithTombstones { object_id, byte_start, byte_len, crc32c, delete_horizon_ms },
+        }
+    }
+}
+
+impl From<EntryData> for crate::state::EntryData {
+    fn from(entry_data: EntryData) -> Self {
+        match entry_data {
+            EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
+                Self::Chunk { object_id, byte_start, byte_len, crc32c }
+            }
+            EntryData::Marker(a0) => Self::Marker(a0),
+            EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
+                Self::CleanedChunk { object_id, byte_start, byte_len, crc32c }
+            }
+            EntryData::Removed => Self::Removed,
+            EntryData::CleanedChunkWithTombstones { object_id, byte_start, byte_len, crc32c, delete_horizon_ms } => {
+                Self::CleanedChunkWithTombstones { object_id, byte_start, byte_len, crc32c, delete_horizon_ms }
+            }
+        }
+    }
+}
+
+/// [`crate::state::IndexEntry`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct IndexEntry {
+    pub(crate) base_offset: i64,
+    pub(crate) last_offset: i64,
+    pub(crate) timestamp_max: i64,
+    pub(crate) data: EntryData,
+}
+
+impl From<crate::state::IndexEntry> for IndexEntry {
+    fn from(index_entry: crate::state::IndexEntry) -> Self {
+        let crate::state::IndexEntry { base_offset, last_offset, timestamp_max, data } = index_entry;
+        Self { base_offset, last_offset, timestamp_max, data: data.into() }
+    }
+}
+
+impl From<IndexEntry> for crate::state::IndexEntry {
+    fn from(index_entry: IndexEntry) -> Self {
+        let IndexEntry { base_offset, last_offset, timestamp_max, data } = index_entry;
+        Self { base_offset, last_offset, timestamp_max, data: data.into() }
+    }
+}
+
+/// [`crate::state::ObjectRecord`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ObjectRecord {
+    pub(crate) key: String,
+    pub(crate) object_bytes: u64,
+    pub(crate) reference_count: u64,
+}
+
+impl From<crate::state::ObjectRecord> for ObjectRecord {
+    fn from(object_record: crate::state::ObjectRecord) -> Self {
+        let crate::state::ObjectRecord { key, object_bytes, reference_count } = object_record;
+        Self { key, object_bytes, reference_count }
+    }
+}
+
+impl From<ObjectRecord> for crate::state::ObjectRecord {
+    fn from(object_record: ObjectRecord) -> Self {
+        let ObjectRecord { key, object_bytes, reference_count } = object_record;
+        Self { key, object_bytes, reference_count }
+    }
+}
+
+/// [`crate::state::Partition`] as it is stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Partition {
+    pub(crate) next_offset: i64,
+    pub(crate) log_start_offset: i64,
+    pub(crate) leader_epoch: i32,
+    pub(crate) index: VecDeque<IndexEntry>,
+    pub(crate) index_bytes: u64,
+    pub(crate) open_transactions: BTreeMap<i64, i64>,
+    pub(crate) aborted_transactions: VecDeque<AbortedTransaction>,
+}
+
+impl From<crate::state::Partition> for Partition {
+    fn from(partition: crate::state::Partition) -> Self {
+        let crate::state::Partition {
+            next_offset,
+            log_start_offset,
+            leader_epoch,
+            index,
+            index_bytes,
+            open_transactions,
+            aborted_transactions,
+        } = partition;
+        Self {
+            next_offset,
+            log_start_offset,
+            leader_epoch,
+            index: index.into_iter().map(Into::into).collect(),
+            index_bytes,
+            open_transactions,
+            aborted_transactions: aborted_transactions.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<Partition> for crate::state::Partition {
+    fn from(partition: Partition) -> Self {
+        let Partition {
+            next_offset,
+            log_start_offset,
+            leader_epoch,
+            index,
+            index_bytes,
+            open_transactions,
+            aborted_transactions,
+        } = partition;
+        Self {
+            next_offset,
+            log_start_offset,
+            leader_epoch,
+            index: index.into_iter().map(Into::into).collect(),
+            index_bytes,
+            open_transactions,
+            aborted_transactions: aborted_transactions.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// [`crate::state::Topic`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Topic {
+    pub(crate) name: String,
+    pub(crate) topic_id: TopicId,
+    pub(crate) configs: BTreeMap<String, String>,
+    pub(crate) partitions: Vec<Partition>,
+}
+
+impl From<crate::state::Topic> for Topic {
+    fn from(topic: crate::state::Topic) -> Self {
+        let crate::state::Topic { name, topic_id, configs, partitions } = topic;
+        Self { name, topic_id, configs, partitions: partitions.into_iter().map(Into::into).collect() }
+    }
+}
+
+impl From<Topic> for crate::state::Topic {
+    fn from(topic: Topic) -> Self {
+        let Topic { name, topic_id, configs, partitions } = topic;
+        Self { name, topic_id, configs, partitions: partitions.into_iter().map(Into::into).collect() }
+    }
+}

@@ -1,0 +1,90 @@
+//! How today's format stores the usage ledger and its reporters. Each type is the in-memory type of
+//! the same name in [`crate::state`], field for field in the order encoded; the conversions below
+//! name every field, so a change to the in-memory type compiles only once they say how it is
+//! stored. A change to a type here is a format change: a new format version, a mirror of the old
+//! layout and a golden file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::Meter;
+
+/// [`crate::state::UsageHour`] as it is stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct UsageHour {
+    pub(crate) changes: u64,
+    pub(crate) exported_changes: u64,
+    pub(crate) revision: u32,
+}
+
+impl From<crate::state::UsageHour> for UsageHour {
+    fn from(usage_hour: crate::state::UsageHour) -> Self {
+        let crate::state::UsageHour { changes, exported_changes, revision } = usage_hour;
+        Self { changes, exported_changes, revision }
+    }
+}
+
+impl From<UsageHour> for crate::state::UsageHour {
+    fn from(usage_hour: UsageHour) -> Self {
+        let UsageHour { changes, exported_changes, revision } = usage_hour;
+        Self { changes, exported_changes, revision }
+    }
+}
+
+/// [`crate::state::UsageLedger`] as it is stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct UsageLedger {
+    pub(crate) open: BTreeMap<String, BTreeMap<Meter, u64>>,
+    pub(crate) minutes: BTreeMap<i64, BTreeMap<String, BTreeMap<Meter, u64>>>,
+    pub(crate) closed_through_ms: Option<i64>,
+    pub(crate) reporters: BTreeMap<String, UsageReporter>,
+    pub(crate) hours: BTreeMap<i64, UsageHour>,
+}
+
+impl From<crate::state::UsageLedger> for UsageLedger {
+    fn from(usage_ledger: crate::state::UsageLedger) -> Self {
+        let crate::state::UsageLedger { open, minutes, closed_through_ms, reporters, hours } = usage_ledger;
+        Self {
+            open,
+            minutes,
+            closed_through_ms,
+            reporters: reporters.into_iter().map(|(key, value)| (key, value.into())).collect(),
+            hours: hours.into_iter().map(|(key, value)| (key, value.into())).collect(),
+        }
+    }
+}
+
+impl From<UsageLedger> for crate::state::UsageLedger {
+    fn from(usage_ledger: UsageLedger) -> Self {
+        let UsageLedger { open, minutes, closed_through_ms, reporters, hours } = usage_ledger;
+        Self {
+            open,
+            minutes,
+            closed_through_ms,
+            reporters: reporters.into_iter().map(|(key, value)| (key, value.into())).collect(),
+            hours: hours.into_iter().map(|(key, value)| (key, value.into())).collect(),
+        }
+    }
+}
+
+/// [`crate::state::UsageReporter`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct UsageReporter {
+    pub(crate) last_seq: u64,
+    pub(crate) last_report_ms: i64,
+}
+
+impl From<crate::state::UsageReporter> for UsageReporter {
+    fn from(usage_reporter: crate::state::UsageReporter) -> Self {
+        let crate::state::UsageReporter { last_seq, last_report_ms } = usage_reporter;
+        Self { last_seq, last_report_ms }
+    }
+}
+
+impl From<UsageReporter> for crate::state::UsageReporter {
+    fn from(usage_reporter: UsageReporter) -> Self {
+        let UsageReporter { last_seq, last_report_ms } = usage_reporter;
+        Self { last_seq, last_report_ms }
+    }
+}
