@@ -262,7 +262,7 @@ impl Output {
             base_offset: offset,
             last_offset: offset,
             timestamp_max: timestamp,
-            data: CleanedData::Marker(marker),
+            data: CleanedData::Marker(marker.into()),
         });
         self.next = offset + 1;
     }

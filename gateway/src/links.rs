@@ -99,7 +99,7 @@ pub fn set_link_command(state: &State, request: LinkRequest, now_ms: i64) -> Res
         tenant: request.tenant,
         acls: request.acls,
     };
-    Ok(Command::SetLink { name: request.name, config, now_ms })
+    Ok(Command::SetLink { name: request.name, config: config.into(), now_ms })
 }
 
 /// Failback, in order: the reversed link, then for each of the promoted link's topics that

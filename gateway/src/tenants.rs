@@ -88,7 +88,7 @@ pub fn user_commands(
                 user: user.to_owned(),
                 tenant: tenant.to_owned(),
                 mechanism,
-                credential,
+                credential: credential.into(),
             })
         })
         .collect()
@@ -112,6 +112,6 @@ pub fn new_api_key(
         expires_ms: expires_in_secs
             .map(|s| now_ms.saturating_add(i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(1000))),
     };
-    let command = Command::CreateApiKey { key_id: key_id.clone(), record };
+    let command = Command::CreateApiKey { key_id: key_id.clone(), record: record.into() };
     Ok((key_id, token, command))
 }

@@ -71,7 +71,7 @@ pub enum AclPermission {
 }
 
 /// One ACL.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AclBinding {
     pub resource_type: AclResourceType,
     pub resource_name: String,

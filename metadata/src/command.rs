@@ -63,16 +63,16 @@ pub enum Command {
     /// the group coordinator, which checked who may do this).
     StoreGroup {
         group_id: String,
-        membership: crate::state::GroupMembership,
+        membership: crate::state::stored::GroupMembership,
         now_ms: i64,
     },
     /// Stores committed offsets; answered per partition with [`Outcome::OffsetsCommitted`].
     CommitOffsets {
         group_id: String,
-        offsets: Vec<crate::state::OffsetCommit>,
+        offsets: Vec<crate::state::stored::OffsetCommit>,
         /// Absent for commits not sent by a client process (none today but transactions', which
         /// are applied at EndTxn).
-        stamp: Option<crate::state::CommitStamp>,
+        stamp: Option<crate::state::stored::CommitStamp>,
         now_ms: i64,
     },
     /// Deletes a group with no members and its offsets.
@@ -121,7 +121,7 @@ pub enum Command {
         transactional_id: String,
         producer: ProducerIdEpoch,
         group_id: String,
-        offsets: Vec<crate::state::OffsetCommit>,
+        offsets: Vec<crate::state::stored::OffsetCommit>,
         now_ms: i64,
     },
     /// Kafka EndTxn: writes a commit or abort marker into every partition of the transaction.
@@ -190,7 +190,7 @@ pub enum Command {
         user: String,
         tenant: String,
         mechanism: crate::state::ScramMechanism,
-        credential: crate::state::ScramCredential,
+        credential: crate::state::stored::ScramCredential,
     },
     /// Deletes a user and the API keys that act as it.
     DeleteUser {
@@ -198,7 +198,7 @@ pub enum Command {
     },
     CreateApiKey {
         key_id: String,
-        record: crate::state::ApiKeyRecord,
+        record: crate::state::stored::ApiKeyRecord,
     },
     DeleteApiKey {
         key_id: String,
@@ -213,13 +213,13 @@ pub enum Command {
     /// Replaces a tenant's quotas.
     SetTenantQuotas {
         tenant: String,
-        quotas: crate::state::TenantQuotas,
+        quotas: crate::state::stored::TenantQuotas,
     },
     /// Adds ACL bindings to a tenant's (`""`: the cluster's without tenants); one already
     /// there is kept once.
     CreateAcls {
         tenant: String,
-        bindings: Vec<crate::acl::AclBinding>,
+        bindings: Vec<crate::state::stored::AclBinding>,
     },
     /// Removes a tenant's ACL bindings that match any of the filters.
     DeleteAcls {
@@ -240,7 +240,7 @@ pub enum Command {
     /// Replaces one API key's rate quotas (all `None`: none of its own, only its tenant's).
     SetApiKeyQuotas {
         key_id: String,
-        quotas: crate::state::ApiKeyQuotas,
+        quotas: crate::state::stored::ApiKeyQuotas,
     },
     /// Registers a schema under a subject (format 3): the proposer parsed it and checked its
     /// compatibility as of `checked_at`.
@@ -256,7 +256,7 @@ pub enum Command {
     SetRegistryConfig {
         namespace: String,
         subject: Option<String>,
-        config: Option<crate::state::RegistryConfig>,
+        config: Option<crate::state::stored::RegistryConfig>,
     },
     /// Sets or removes the global or a subject's registry mode.
     SetRegistryMode {
@@ -342,7 +342,7 @@ pub enum Command {
     /// only). The proposer checked its patterns compile.
     SetLink {
         name: String,
-        config: crate::state::LinkConfig,
+        config: crate::state::stored::LinkConfig,
         now_ms: i64,
     },
     /// Deletes a link that mirrors no topic (format 11; operator only).
@@ -379,7 +379,7 @@ pub enum Command {
     MirrorGroupOffsets {
         link: String,
         group_id: String,
-        offsets: Vec<crate::state::OffsetCommit>,
+        offsets: Vec<crate::state::stored::OffsetCommit>,
         now_ms: i64,
     },
     /// Failback (format 11; operator only): an ordinary topic becomes a mirror of `link` (the
@@ -429,7 +429,7 @@ pub enum CleanedData {
     /// Kept batches, with their offsets written in, at this byte range of the new object.
     Chunk { byte_start: u64, byte_len: u32, crc32c: u32 },
     /// A transaction marker kept as it was.
-    Marker(crate::state::TxnMarker),
+    Marker(crate::state::stored::TxnMarker),
     /// Nothing left.
     Removed,
     /// A [`CleanedData::Chunk`] whose batches still hold tombstones, with the earliest of their
@@ -651,7 +651,7 @@ pub enum Outcome {
     /// Per binding of a [`Command::CreateAcls`], in order.
     AclsCreated(Vec<Result<(), CommandError>>),
     /// Per filter of a [`Command::DeleteAcls`], in order, the bindings it removed.
-    AclsDeleted(Vec<Vec<crate::acl::AclBinding>>),
+    AclsDeleted(Vec<Vec<crate::state::stored::AclBinding>>),
     /// The id and version a registered schema has under its subject.
     SchemaRegistered {
         id: i32,
@@ -660,7 +660,7 @@ pub enum Outcome {
     /// The versions a [`Command::DeleteSchemaVersions`] deleted.
     SchemaVersionsDeleted(Vec<i32>),
     /// The config a [`Command::SetRegistryConfig`] replaced or removed.
-    RegistryConfigSet(Option<crate::state::RegistryConfig>),
+    RegistryConfigSet(Option<crate::state::stored::RegistryConfig>),
     /// The mode a [`Command::SetRegistryMode`] replaced or removed.
     RegistryModeSet(Option<crate::state::RegistryMode>),
     /// Per operation of a [`Command::ShareUpdate`], in order: the records it acquired (empty for

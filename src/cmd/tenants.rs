@@ -80,7 +80,7 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
                 producer_ids,
                 acls,
             };
-            propose(Command::SetTenantQuotas { tenant: tenant.clone(), quotas }).await?;
+            propose(Command::SetTenantQuotas { tenant: tenant.clone(), quotas: quotas.into() }).await?;
             println!("tenant {tenant}: {quotas:?}");
         }
         TenantsAction::DeleteApiKey { key_id } => {
@@ -89,7 +89,7 @@ pub(crate) async fn run(addrs: Vec<String>, action: TenantsAction) -> anyhow::Re
         }
         TenantsAction::SetApiKeyQuotas { key_id, produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec } => {
             let quotas = floe_metadata::ApiKeyQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec };
-            propose(Command::SetApiKeyQuotas { key_id: key_id.clone(), quotas }).await?;
+            propose(Command::SetApiKeyQuotas { key_id: key_id.clone(), quotas: quotas.into() }).await?;
             println!("API key {key_id}: {quotas:?}");
         }
     }

@@ -623,7 +623,15 @@ mod tests {
     fn setup_with(bindings: Vec<AclBinding>) -> (State, Access) {
         let mut state = State::default();
         state.apply(1, Command::CreateTenant { name: "acme".into(), now_ms: 0 }).expect("tenant");
-        state.apply(2, Command::CreateAcls { tenant: "acme".into(), bindings }).expect("acls");
+        state
+            .apply(
+                2,
+                Command::CreateAcls {
+                    tenant: "acme".into(),
+                    bindings: floe_metadata::state::stored::each_into(bindings),
+                },
+            )
+            .expect("acls");
         let access = Access::with(&AuthorizerConfig::default(), &[], Some("alice"), Some("acme"), [10, 0, 0, 1].into());
         (state, access)
     }

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use floe_metadata::acl::{AclBinding, AclFilter, AclResourceType, PatternFilter};
+use floe_metadata::state::stored::each_into;
 use floe_metadata::{Command, NodeError, Outcome};
 
 use super::{LinkWorker, compile_pattern, pattern_matches};
@@ -68,7 +69,7 @@ pub(super) async fn copy_acls(agent: &Agent, name: &str, worker: &mut LinkWorker
     }
     if !add.is_empty() {
         let count = add.len();
-        match agent.metadata.propose(Command::CreateAcls { tenant, bindings: add }).await {
+        match agent.metadata.propose(Command::CreateAcls { tenant, bindings: each_into(add) }).await {
             Ok(Outcome::AclsCreated(results)) => {
                 if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
                     return Err(format!("copying the source's ACLs: {e}"));

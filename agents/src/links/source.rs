@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use floe_kafka_client::{Sasl, SourceCluster, SourceConfig};
+use floe_metadata::state::stored::each_into;
 use floe_metadata::{Command, CommandError, LinkConfig, MirrorTxnEvent, NodeError, OffsetCommit, TopicId};
 
 use super::{LinkWorker, compile_pattern, link_namespace, mirror_topics, stored_name};
@@ -285,7 +286,7 @@ pub(super) async fn copy_group_offsets(agent: &Agent, name: &str, worker: &mut L
         let command = Command::MirrorGroupOffsets {
             link: name.to_owned(),
             group_id: stored_name(ns.as_ref(), &group),
-            offsets,
+            offsets: each_into(offsets),
             now_ms: floe_metadata::now_ms(),
         };
         match agent.metadata.propose(command).await {

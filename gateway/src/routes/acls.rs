@@ -225,7 +225,7 @@ async fn create(
         operation: operation(&body.operation).ok_or_else(|| unknown("operation", &body.operation))?,
         permission: permission(&body.permission).ok_or_else(|| unknown("permission", &body.permission))?,
     };
-    let command = Command::CreateAcls { tenant: access.tenant().into(), bindings: vec![binding] };
+    let command = Command::CreateAcls { tenant: access.tenant().into(), bindings: vec![binding.into()] };
     match agent.metadata.propose(command).await {
         Ok(Outcome::AclsCreated(outcomes)) => match outcomes.into_iter().next() {
             Some(Ok(())) => Ok(StatusCode::CREATED.into_response()),
@@ -257,7 +257,8 @@ async fn delete(
     let command = Command::DeleteAcls { tenant: access.tenant().into(), filters: vec![filter] };
     match agent.metadata.propose(command).await {
         Ok(Outcome::AclsDeleted(deleted)) => {
-            let data: Vec<Value> = deleted.into_iter().flatten().map(|b| binding_json(&cluster_id, &b)).collect();
+            let data: Vec<Value> =
+                deleted.into_iter().flatten().map(|b| binding_json(&cluster_id, &b.into())).collect();
             Ok(Json(json!({ "data": data })))
         }
         Ok(other) => Err(HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("unexpected outcome {other:?}"))),

@@ -2,6 +2,7 @@
 //! followed as Server-Sent Events, and a consumer group's committed offsets.
 
 use floe_agent::produce::schemas::{KEY_SCHEMA_ID_HEADER, VALUE_SCHEMA_ID_HEADER};
+use floe_metadata::state::stored::each_into;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -686,7 +687,11 @@ async fn commit_offsets(
     let response = reader
         .agent
         .metadata
-        .group_request(GroupRequest::CommitOffsets { member, offsets, stamp: next_commit_stamp() })
+        .group_request(GroupRequest::CommitOffsets {
+            member,
+            offsets: each_into(offsets),
+            stamp: next_commit_stamp().into(),
+        })
         .await
         .map_err(group_error)?;
     let results = match response {

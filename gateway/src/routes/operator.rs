@@ -273,7 +273,7 @@ async fn set_quotas(
         producer_ids: q.producer_ids,
         acls: q.acls,
     };
-    propose(&agent, Command::SetTenantQuotas { tenant, quotas }).await?;
+    propose(&agent, Command::SetTenantQuotas { tenant, quotas: quotas.into() }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -362,7 +362,7 @@ async fn set_api_key_quotas(
         fetch_bytes_per_sec: q.fetch_bytes_per_sec,
         requests_per_sec: q.requests_per_sec,
     };
-    propose(&agent, Command::SetApiKeyQuotas { key_id, quotas }).await?;
+    propose(&agent, Command::SetApiKeyQuotas { key_id, quotas: quotas.into() }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

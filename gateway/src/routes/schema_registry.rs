@@ -961,7 +961,7 @@ fn registration(
     Ok(Ok(Command::RegisterSchema(SchemaRegistration {
         namespace: ns.to_owned(),
         subject: subject.to_owned(),
-        content: parsed.content,
+        content: parsed.content.into(),
         import: body.id.map(|id| (id, body.version)),
         checked_at: registry.revision(subject),
         now_ms: floe_metadata::now_ms(),
@@ -1140,7 +1140,7 @@ async fn set_config(agent: &Agent, scope: &Scope, subject: Option<String>, body:
         ),
     };
     let config = RegistryConfig { compatibility, normalize: body.normalize };
-    let command = Command::SetRegistryConfig { namespace: namespace(scope), subject, config: Some(config) };
+    let command = Command::SetRegistryConfig { namespace: namespace(scope), subject, config: Some(config.into()) };
     propose(agent, command).await?;
     let mut answer = json!({});
     if let Some(c) = compatibility {
@@ -1170,7 +1170,7 @@ async fn delete_config(agent: &Agent, scope: &Scope, subject: Option<String>) ->
     let named = subject.clone();
     let command = Command::SetRegistryConfig { namespace: namespace(scope), subject, config: None };
     match propose(agent, command).await? {
-        Outcome::RegistryConfigSet(Some(previous)) => ok(config_json(&previous, None)),
+        Outcome::RegistryConfigSet(Some(previous)) => ok(config_json(&previous.into(), None)),
         Outcome::RegistryConfigSet(None) => Err(RegistryError::SubjectNotFound(named.unwrap_or_default()).into()),
         other => Err(RegistryHttpError::new(50001, format!("unexpected outcome {other:?}"))),
     }

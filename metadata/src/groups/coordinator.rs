@@ -21,6 +21,7 @@ use super::{
 };
 use crate::command::{Command, CommandError, Outcome};
 use crate::node::NodeError;
+use crate::state::stored::each_into;
 use crate::state::{CommitStamp, GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
 
 /// How often timers (sessions, rebalance deadlines) are checked.
@@ -620,12 +621,13 @@ impl GroupCoordinator {
                 (GroupResponse::Leave(self.leave(node, &group_id, members).await?), 0)
             }
             GroupRequest::CommitOffsets { member, offsets, stamp } => {
-                let (result, index) = self.commit_offsets(node, &member, Commit::Offsets(stamp), offsets).await?;
+                let (result, index) =
+                    self.commit_offsets(node, &member, Commit::Offsets(stamp.into()), each_into(offsets)).await?;
                 (GroupResponse::CommitOffsets(result), index)
             }
             GroupRequest::TxnCommitOffsets { member, transaction, offsets } => {
                 let (result, index) =
-                    self.commit_offsets(node, &member, Commit::Transactional(transaction), offsets).await?;
+                    self.commit_offsets(node, &member, Commit::Transactional(transaction), each_into(offsets)).await?;
                 (GroupResponse::CommitOffsets(result), index)
             }
             GroupRequest::Describe(ids) => (GroupResponse::Describe(self.describe(node, &ids)?), 0),
@@ -1015,7 +1017,11 @@ impl GroupCoordinator {
     ) -> Result<u64, GroupError> {
         let GroupWrite { group_id, membership, turn } = write;
         turn.wait().await;
-        let command = Command::StoreGroup { group_id: group_id.clone(), membership, now_ms: node.clock().now_ms() };
+        let command = Command::StoreGroup {
+            group_id: group_id.clone(),
+            membership: membership.into(),
+            now_ms: node.clock().now_ms(),
+        };
         let written = node.propose_indexed(command).await.map(|(_, index)| index).map_err(store_error);
         if written.is_err() {
             // The live group holds a change no stored membership shows: its next check writes the
@@ -1265,14 +1271,17 @@ impl GroupCoordinator {
         }
         let group_id = member.group_id.clone();
         let command = match commit {
-            Commit::Offsets(stamp) => {
-                Command::CommitOffsets { group_id, offsets, stamp: Some(stamp), now_ms: node.clock().now_ms() }
-            }
+            Commit::Offsets(stamp) => Command::CommitOffsets {
+                group_id,
+                offsets: each_into(offsets),
+                stamp: Some(stamp.into()),
+                now_ms: node.clock().now_ms(),
+            },
             Commit::Transactional(t) => Command::TxnCommitOffsets {
                 transactional_id: t.transactional_id,
                 producer: t.producer,
                 group_id,
-                offsets,
+                offsets: each_into(offsets),
                 now_ms: node.clock().now_ms(),
             },
         };

@@ -23,7 +23,7 @@ pub use coordinator::GroupCoordinator;
 pub(crate) use node::GroupNode;
 pub use share_group::ShareWriter;
 
-use crate::state::{AskedPartitions, CommitStamp, FetchedOffset, OffsetCommit, State, TopicId};
+use crate::state::{AskedPartitions, CommitStamp, FetchedOffset, State, TopicId};
 
 /// A group setting: its dynamic broker config, or the default the config catalog declares
 /// (`crate::config`), so the coordinator re-declares none. Every name read here is in the
@@ -332,9 +332,9 @@ pub enum GroupRequest {
     },
     CommitOffsets {
         member: MemberRef,
-        offsets: Vec<OffsetCommit>,
+        offsets: Vec<crate::state::stored::OffsetCommit>,
         /// From [`next_commit_stamp`], taken once per client request before any retry.
-        stamp: CommitStamp,
+        stamp: crate::state::stored::CommitStamp,
     },
     Describe(Vec<String>),
     /// Groups whose state is in `states` and protocol type in `types` (empty: any).
@@ -354,7 +354,7 @@ pub enum GroupRequest {
     TxnCommitOffsets {
         member: MemberRef,
         transaction: TxnRef,
-        offsets: Vec<OffsetCommit>,
+        offsets: Vec<crate::state::stored::OffsetCommit>,
     },
     /// OffsetFetch for each group with the partitions asked, read on the leader once it has
     /// confirmed it still leads and has applied everything committed: a consumer resuming from

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::node::{MetadataNode, MetadataNodeConfig};
+use crate::state::stored::OffsetCommit;
 
 async fn node() -> (MetadataNode, std::path::PathBuf) {
     node_with(crate::clock::Clock::system()).await
@@ -210,7 +211,7 @@ async fn offset_commits_check_membership_and_persist() {
     let commit = |generation: i32, member: &str, partition: i32| GroupRequest::CommitOffsets {
         member: MemberRef { group_id: "g".into(), generation, member_id: member.into(), instance_id: None },
         offsets: vec![OffsetCommit { topic: "t".into(), partition, offset: 42, leader_epoch: 0, metadata: "m".into() }],
-        stamp: super::next_commit_stamp(),
+        stamp: super::next_commit_stamp().into(),
     };
     // Assign-mode commits (generation -1) are accepted for a group without members.
     assert_eq!(call(&node, commit(-1, "", 0)).await, GroupResponse::CommitOffsets(Ok(vec![Ok(())])));
@@ -332,7 +333,7 @@ async fn consumer_protocol_members_reconcile_without_overlap_and_stale_epochs_ar
             leader_epoch: 0,
             metadata: String::new(),
         }],
-        stamp: super::next_commit_stamp(),
+        stamp: super::next_commit_stamp().into(),
     };
     assert_eq!(
         call(&node, commit(b2.member_epoch + 5)).await,

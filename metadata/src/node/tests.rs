@@ -161,14 +161,14 @@ async fn committed_offsets_are_read_on_a_leader_that_confirms_it_leads() {
     cluster.converge(index).await;
     let commit = |offset| GroupRequest::CommitOffsets {
         member: MemberRef { group_id: "g".into(), generation: -1, member_id: String::new(), instance_id: None },
-        offsets: vec![crate::state::OffsetCommit {
+        offsets: vec![crate::state::stored::OffsetCommit {
             topic: "orders".into(),
             partition: 0,
             offset,
             leader_epoch: -1,
             metadata: String::new(),
         }],
-        stamp: crate::groups::next_commit_stamp(),
+        stamp: crate::groups::next_commit_stamp().into(),
     };
     let fetch = GroupRequest::FetchOffsets {
         groups: vec![("g".into(), Some(vec![("orders".into(), vec![0, 7])]))],

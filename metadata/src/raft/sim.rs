@@ -919,7 +919,7 @@ async fn classic_member(
                 commits += 1;
                 let offsets = owned
                     .iter()
-                    .map(|p| crate::state::OffsetCommit {
+                    .map(|p| crate::state::stored::OffsetCommit {
                         topic: "sim".into(),
                         partition: *p,
                         offset: commits as i64,
@@ -927,7 +927,7 @@ async fn classic_member(
                         metadata: String::new(),
                     })
                     .collect();
-                let stamp = crate::state::CommitStamp { origin: 1_000 + n as u64, seq: commits };
+                let stamp = crate::state::stored::CommitStamp { origin: 1_000 + n as u64, seq: commits };
                 GroupRequest::CommitOffsets { member, offsets, stamp }
             } else {
                 GroupRequest::Heartbeat(member)
@@ -1323,7 +1323,8 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                 // Both agents store generations of one group, racing: a store older than the
                 // stored generation is refused, an acknowledged one is never undone.
                 let generation = rng.gen_range(1..=(n as i32 + 1) * 2);
-                let store = Command::StoreGroup { group_id: "sim".into(), membership: group(generation), now_ms: 0 };
+                let store =
+                    Command::StoreGroup { group_id: "sim".into(), membership: group(generation).into(), now_ms: 0 };
                 let Some((index, outcome)) = sim.propose(agent, &store, far).await else { return };
                 if outcome.is_ok() {
                     sim.record(format!("group generation {generation} at {index}"));

@@ -52,7 +52,7 @@ impl State {
         if bindings.is_empty() {
             self.acls.remove(tenant);
         }
-        Ok(Outcome::AclsDeleted(deleted))
+        Ok(Outcome::AclsDeleted(deleted.into_iter().map(super::stored::each_into).collect()))
     }
 
     /// A tenant's bindings (`""`: the cluster's without tenants).
@@ -134,14 +134,14 @@ mod tests {
         bad.principal = "alice".into();
         let create = Command::CreateAcls {
             tenant: "acme".into(),
-            bindings: vec![read("orders", "User:alice"), bad, read("orders", "User:alice")],
+            bindings: vec![read("orders", "User:alice").into(), bad.into(), read("orders", "User:alice").into()],
         };
         let Ok(Outcome::AclsCreated(results)) = state.apply(3, create) else { panic!("applied") };
         assert!(results[0].is_ok() && results[1].is_err() && results[2].is_ok(), "{results:?}");
         assert_eq!(state.tenant_acls("acme").count(), 1, "a binding is kept once");
-        let create = Command::CreateAcls { tenant: "globex".into(), bindings: vec![read("orders", "User:bob")] };
+        let create = Command::CreateAcls { tenant: "globex".into(), bindings: vec![read("orders", "User:bob").into()] };
         assert!(state.apply(4, create).is_ok());
-        let unknown = Command::CreateAcls { tenant: "initech".into(), bindings: vec![read("x", "User:x")] };
+        let unknown = Command::CreateAcls { tenant: "initech".into(), bindings: vec![read("x", "User:x").into()] };
         assert!(state.apply(5, unknown).is_err());
 
         let delete = Command::DeleteAcls { tenant: "acme".into(), filters: vec![of("User:bob"), of("User:alice")] };

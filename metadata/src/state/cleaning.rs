@@ -72,7 +72,9 @@ impl State {
         for kept in &range.entries {
             if let CleanedData::Marker(marker) = kept.data {
                 let before = log.index.range(at..at + range.replaced.len()).find(|e| e.base_offset == kept.base_offset);
-                if kept.last_offset != kept.base_offset || before.is_none_or(|e| e.data != EntryData::Marker(marker)) {
+                if kept.last_offset != kept.base_offset
+                    || before.is_none_or(|e| e.data != EntryData::Marker(marker.into()))
+                {
                     return invalid("a marker that was not in the range");
                 }
             }
@@ -88,7 +90,7 @@ impl State {
                 CleanedData::ChunkWithTombstones { byte_start, byte_len, crc32c, delete_horizon_ms } => {
                     EntryData::CleanedChunkWithTombstones { object_id, byte_start, byte_len, crc32c, delete_horizon_ms }
                 }
-                CleanedData::Marker(marker) => EntryData::Marker(marker),
+                CleanedData::Marker(marker) => EntryData::Marker(marker.into()),
                 CleanedData::Removed => EntryData::Removed,
             },
         });

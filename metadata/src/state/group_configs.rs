@@ -173,7 +173,7 @@ mod tests {
         let commands = || {
             vec![
                 set("g", &[("share.isolation.level", "read_committed")]),
-                Command::CreateAcls { tenant: String::new(), bindings: vec![binding.clone()] },
+                Command::CreateAcls { tenant: String::new(), bindings: vec![binding.clone().into()] },
                 Command::SetBrokerConfigs {
                     configs: [("group.share.min.record.lock.duration.ms".to_owned(), "1000".to_owned())].into(),
                 },
@@ -204,7 +204,7 @@ mod tests {
         let lock = [("share.delivery.count.limit", "3")];
         let (state, outcomes) = run(vec![
             Command::CreateTenant { name: "acme".into(), now_ms: 0 },
-            Command::SetTenantQuotas { tenant: "acme".into(), quotas },
+            Command::SetTenantQuotas { tenant: "acme".into(), quotas: quotas.into() },
             set("acme#1~a", &lock),
             set("acme#1~b", &lock),
             set("acme#1~a", &[("share.delivery.count.limit", "4")]),

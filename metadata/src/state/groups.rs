@@ -29,7 +29,7 @@ pub struct GroupRecord {
 }
 
 /// A generation of a group, stored when its rebalance completes (and when it becomes empty).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupMembership {
     pub kind: GroupKind,
     /// Empty for groups that only ever stored offsets (assign-mode consumers).
@@ -56,7 +56,7 @@ pub enum GroupKind {
     Share,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemberRecord {
     pub member_id: String,
     pub instance_id: Option<String>,
@@ -87,7 +87,7 @@ pub struct CommittedOffset {
 /// network queue) can reach the metadata leader after a newer commit from the same process;
 /// its stamp is not newer than the one applied, so it is skipped rather than move the
 /// offset back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommitStamp {
     pub origin: u64,
     pub seq: u64,
@@ -124,7 +124,7 @@ pub struct FetchedOffset {
 pub type AskedPartitions = Option<Vec<(String, Vec<i32>)>>;
 
 /// One partition's offset in an offset commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OffsetCommit {
     pub topic: String,
     pub partition: i32,

@@ -47,7 +47,7 @@ pub struct LinkConfig {
 }
 
 /// SASL credentials a link presents to its source.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkSasl {
     /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
     pub mechanism: String,

@@ -62,8 +62,6 @@ pub(crate) mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
-
 use crate::command::{Command, CommandError, Outcome};
 
 pub type TopicId = uuid::Uuid;
@@ -249,7 +247,7 @@ pub struct StoredChunk {
 }
 
 /// A commit or abort marker of one producer's transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxnMarker {
     pub producer_id: i64,
     pub producer_epoch: i16,
@@ -366,9 +364,11 @@ impl State {
                 self.generation = generation;
                 Ok(Outcome::Done)
             }
-            Command::StoreGroup { group_id, membership, now_ms } => self.store_group(&group_id, membership, now_ms),
+            Command::StoreGroup { group_id, membership, now_ms } => {
+                self.store_group(&group_id, membership.into(), now_ms)
+            }
             Command::CommitOffsets { group_id, offsets, stamp, now_ms } => {
-                self.commit_offsets(&group_id, offsets, stamp, now_ms)
+                self.commit_offsets(&group_id, stored::each_into(offsets), stamp.map(Into::into), now_ms)
             }
             Command::DeleteGroup { group_id } => self.delete_group(&group_id),
             Command::DeleteOffsets { group_id, partitions } => self.delete_offsets(&group_id, partitions),
@@ -383,7 +383,7 @@ impl State {
                 self.add_offsets_to_txn(&transactional_id, producer, group_id, now_ms)
             }
             Command::TxnCommitOffsets { transactional_id, producer, group_id, offsets, now_ms } => {
-                self.txn_commit_offsets(&transactional_id, producer, group_id, offsets, now_ms)
+                self.txn_commit_offsets(&transactional_id, producer, group_id, stored::each_into(offsets), now_ms)
             }
             Command::EndTxn { transactional_id, producer, commit, now_ms } => {
                 self.end_txn(&transactional_id, producer, commit, now_ms)
@@ -402,26 +402,26 @@ impl State {
             }
             Command::CreateTenant { name, now_ms } => self.create_tenant(name, now_ms),
             Command::DeleteTenant { name } => self.delete_tenant(&name),
-            Command::SetTenantQuotas { tenant, quotas } => self.set_tenant_quotas(&tenant, quotas),
-            Command::CreateAcls { tenant, bindings } => self.create_acls(tenant, bindings),
+            Command::SetTenantQuotas { tenant, quotas } => self.set_tenant_quotas(&tenant, quotas.into()),
+            Command::CreateAcls { tenant, bindings } => self.create_acls(tenant, stored::each_into(bindings)),
             Command::DeleteAcls { tenant, filters } => self.delete_acls(&tenant, &filters),
             Command::SetTenantCorsOrigins { tenant, origins } => self.set_tenant_cors_origins(&tenant, origins),
-            Command::SetApiKeyQuotas { key_id, quotas } => self.set_api_key_quotas(&key_id, quotas),
+            Command::SetApiKeyQuotas { key_id, quotas } => self.set_api_key_quotas(&key_id, quotas.into()),
             Command::UpsertScramCredential { user, tenant, mechanism, credential } => {
-                self.upsert_scram_credential(user, tenant, mechanism, credential)
+                self.upsert_scram_credential(user, tenant, mechanism, credential.into())
             }
             Command::DeleteUser { user } => self.delete_user(&user),
             Command::DeleteScramCredential { user, tenant, mechanism } => {
                 self.delete_scram_credential(&user, &tenant, mechanism)
             }
-            Command::CreateApiKey { key_id, record } => self.create_api_key(key_id, record),
+            Command::CreateApiKey { key_id, record } => self.create_api_key(key_id, record.into()),
             Command::DeleteApiKey { key_id } => self.delete_api_key(&key_id),
             Command::RegisterSchema(registration) => self.register_schema(registration),
             Command::DeleteSchemaVersions { namespace, subject, version, permanent } => {
                 self.delete_schema_versions(&namespace, &subject, version, permanent)
             }
             Command::SetRegistryConfig { namespace, subject, config } => {
-                self.set_registry_config(&namespace, subject, config)
+                self.set_registry_config(&namespace, subject, config.map(Into::into))
             }
             Command::SetRegistryMode { namespace, subject, mode, force } => {
                 self.set_registry_mode(&namespace, subject, mode, force)
@@ -472,7 +472,7 @@ impl State {
                 }
                 Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
             }
-            Command::SetLink { name, config, now_ms } => self.set_link(name, config, now_ms),
+            Command::SetLink { name, config, now_ms } => self.set_link(name, config.into(), now_ms),
             Command::DeleteLink { name } => self.delete_link(&name),
             Command::CreateMirrorTopic { link, name, topic_id, partition_count, configs } => {
                 self.create_mirror_topic(link, name, topic_id, partition_count, configs)
@@ -484,7 +484,7 @@ impl State {
             Command::ReportLink(report) => self.report_link(report),
             Command::PromoteLink { name, now_ms } => self.promote_link(&name, now_ms),
             Command::MirrorGroupOffsets { link, group_id, offsets, now_ms } => {
-                self.mirror_group_offsets(&link, &group_id, offsets, now_ms)
+                self.mirror_group_offsets(&link, &group_id, stored::each_into(offsets), now_ms)
             }
             Command::AdoptMirrorTopic { link, topic_id, fork_offsets } => {
                 self.adopt_mirror_topic(&link, topic_id, fork_offsets)

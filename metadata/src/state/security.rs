@@ -38,7 +38,7 @@ impl TenantRecord {
 
 /// Rate quotas of one HTTP API key, within its tenant's: a provider with a fleet of devices under
 /// one tenant holds each device's key to its own share. `None` is unlimited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApiKeyQuotas {
     pub produce_bytes_per_sec: Option<u64>,
     pub fetch_bytes_per_sec: Option<u64>,
@@ -46,7 +46,7 @@ pub struct ApiKeyQuotas {
 }
 
 /// What one tenant may use across the cluster; `None` is unlimited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TenantQuotas {
     /// Bytes of produce requests per second (Kafka's `producer_byte_rate`), over both listeners.
     pub produce_bytes_per_sec: Option<u64>,
@@ -172,7 +172,7 @@ impl ScramMechanism {
 }
 
 /// What RFC 5802 lets a server keep of a password.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScramCredential {
     pub salt: Vec<u8>,
     pub iterations: u32,
@@ -188,7 +188,7 @@ pub struct UserRecord {
 }
 
 /// An HTTP API key: its holder and the SHA-256 of its secret.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiKeyRecord {
     pub tenant: String,
     /// The user the key acts as.
@@ -524,7 +524,7 @@ mod tests {
             user: name.into(),
             tenant: tenant.into(),
             mechanism,
-            credential: credential(mechanism.hash_bytes()),
+            credential: credential(mechanism.hash_bytes()).into(),
         }
     }
 
@@ -537,7 +537,8 @@ mod tests {
                 secret_sha256: vec![9; 32],
                 created_ms: 0,
                 expires_ms: None,
-            },
+            }
+            .into(),
         }
     }
 
@@ -579,7 +580,7 @@ mod tests {
             user: "carol".into(),
             tenant: "acme".into(),
             mechanism: ScramMechanism::Sha256,
-            credential: short,
+            credential: short.into(),
         };
         assert!(state.apply(15, bad).is_err());
         for (i, topic) in ["acme#1~orders", "globex#2~orders"].into_iter().enumerate() {
@@ -623,7 +624,7 @@ mod tests {
             key("k1", "acme", "alice"),
             Command::SetApiKeyQuotas {
                 key_id: "k1".into(),
-                quotas: ApiKeyQuotas { requests_per_sec: Some(5), ..Default::default() },
+                quotas: ApiKeyQuotas { requests_per_sec: Some(5), ..Default::default() }.into(),
             },
             topic("acme#1~orders", 1),
             init("acme#1"),
@@ -647,7 +648,7 @@ mod tests {
         assert!(state.apply(15, init("acme#2")).is_ok());
         assert_eq!(state.tenants["acme"].producer_ids, 1, "the new tenant starts its count again");
         let zero = ApiKeyQuotas { fetch_bytes_per_sec: Some(0), ..Default::default() };
-        assert!(state.apply(16, Command::SetApiKeyQuotas { key_id: "k1".into(), quotas: zero }).is_err());
+        assert!(state.apply(16, Command::SetApiKeyQuotas { key_id: "k1".into(), quotas: zero.into() }).is_err());
         crate::state::tests::check_invariants(&state);
     }
 }

@@ -318,7 +318,7 @@ fn arb_security_command() -> impl Strategy<Value = Command> {
                 stored_key: vec![2; bytes],
                 server_key: vec![3; bytes],
             };
-            Command::UpsertScramCredential { user, tenant, mechanism, credential }
+            Command::UpsertScramCredential { user, tenant, mechanism, credential: credential.into() }
         }),
         user.clone().prop_map(|user| Command::DeleteUser { user }),
         (user.clone(), tenant.clone(), any::<bool>()).prop_map(|(user, tenant, sha512)| {
@@ -327,15 +327,16 @@ fn arb_security_command() -> impl Strategy<Value = Command> {
         }),
         ((0u8..2), tenant.clone(), user).prop_map(|(k, tenant, user)| Command::CreateApiKey {
             key_id: format!("k{k}"),
-            record: ApiKeyRecord { tenant, user, secret_sha256: vec![0; 32], created_ms: 0, expires_ms: None },
+            record: ApiKeyRecord { tenant, user, secret_sha256: vec![0; 32], created_ms: 0, expires_ms: None }.into(),
         }),
         (0u8..2).prop_map(|k| Command::DeleteApiKey { key_id: format!("k{k}") }),
         ((0u8..2), proptest::option::of(0u64..3)).prop_map(|(k, rate)| Command::SetApiKeyQuotas {
             key_id: format!("k{k}"),
-            quotas: crate::state::ApiKeyQuotas { requests_per_sec: rate, ..Default::default() },
+            quotas: crate::state::ApiKeyQuotas { requests_per_sec: rate, ..Default::default() }.into(),
         }),
-        (tenant.clone(), proptest::collection::vec(arb_acl(), 0..3))
-            .prop_map(|(tenant, bindings)| Command::CreateAcls { tenant, bindings }),
+        (tenant.clone(), proptest::collection::vec(arb_acl(), 0..3)).prop_map(|(tenant, bindings)| {
+            Command::CreateAcls { tenant, bindings: crate::state::stored::each_into(bindings) }
+        }),
         (tenant, proptest::option::of(0u8..2)).prop_map(|(tenant, user)| {
             let filter = crate::acl::AclFilter {
                 resource_type: None,
@@ -380,7 +381,7 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
                 group_id,
                 offsets: offsets
                     .into_iter()
-                    .map(|(t, partition, offset)| OffsetCommit {
+                    .map(|(t, partition, offset)| crate::state::stored::OffsetCommit {
                         topic: arb_topic_name(t),
                         partition,
                         offset,
@@ -388,7 +389,7 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
                         metadata: String::new(),
                     })
                     .collect(),
-                stamp,
+                stamp: stamp.map(Into::into),
                 now_ms,
             }),
         (group.clone(), 0i32..4, 0usize..3, now.clone()).prop_map(|(group_id, generation, members, now_ms)| {
@@ -396,7 +397,7 @@ fn arb_group_command() -> impl Strategy<Value = Command> {
                 (0..members).map(|i| MemberRecord { member_id: format!("m{i}"), ..Default::default() }).collect();
             let membership =
                 GroupMembership { protocol_type: "consumer".into(), generation, members, ..Default::default() };
-            Command::StoreGroup { group_id, membership, now_ms }
+            Command::StoreGroup { group_id, membership: membership.into(), now_ms }
         }),
         group.clone().prop_map(|group_id| Command::DeleteGroup { group_id }),
         (group, 0u8..3).prop_map(|(group_id, t)| Command::DeleteOffsets {
@@ -519,20 +520,18 @@ fn offsets_never_overflow_whatever_commits_claim() {
 fn committed_offsets_expire_as_kip_211_says() {
     let offsets = |group: &str, now_ms| Command::CommitOffsets {
         group_id: group.into(),
-        offsets: vec![OffsetCommit {
-            topic: "t0".into(),
-            partition: 0,
-            offset: 1,
-            leader_epoch: 0,
-            metadata: String::new(),
-        }],
+        offsets: vec![
+            OffsetCommit { topic: "t0".into(), partition: 0, offset: 1, leader_epoch: 0, metadata: String::new() }
+                .into(),
+        ],
         stamp: None,
         now_ms,
     };
     let member = MemberRecord { member_id: "m".into(), ..Default::default() };
     let with_members = |members: Vec<MemberRecord>, generation| Command::StoreGroup {
         group_id: "live".into(),
-        membership: GroupMembership { protocol_type: "consumer".into(), generation, members, ..Default::default() },
+        membership: GroupMembership { protocol_type: "consumer".into(), generation, members, ..Default::default() }
+            .into(),
         now_ms: 0,
     };
     let minutes = |n: i64| n * 60_000;
@@ -557,7 +556,8 @@ fn committed_offsets_expire_as_kip_211_says() {
             next,
             Command::StoreGroup {
                 group_id: "live".into(),
-                membership: GroupMembership { protocol_type: "consumer".into(), generation: 2, ..Default::default() },
+                membership: GroupMembership { protocol_type: "consumer".into(), generation: 2, ..Default::default() }
+                    .into(),
                 now_ms: minutes(60),
             },
         )
@@ -584,14 +584,10 @@ fn a_late_commit_never_replaces_a_newer_one_from_the_same_process() {
     state.apply(2, create).expect("topic");
     let commit = |offset, origin, seq| Command::CommitOffsets {
         group_id: "g".into(),
-        offsets: vec![OffsetCommit {
-            topic: "t".into(),
-            partition: 0,
-            offset,
-            leader_epoch: 0,
-            metadata: String::new(),
-        }],
-        stamp: Some(CommitStamp { origin, seq }),
+        offsets: vec![
+            OffsetCommit { topic: "t".into(), partition: 0, offset, leader_epoch: 0, metadata: String::new() }.into(),
+        ],
+        stamp: Some(CommitStamp { origin, seq }.into()),
         now_ms: 0,
     };
     let committed = |state: &State| state.groups["g"].offsets[&("t".to_owned(), 0)].offset;
@@ -624,7 +620,7 @@ fn a_tenants_partitions_stay_within_its_quota() {
     state.apply(1, Command::InitCluster { cluster_id: "c".into() }).expect("init");
     state.apply(2, Command::CreateTenant { name: "acme".into(), now_ms: 0 }).expect("tenant");
     let quotas = crate::state::TenantQuotas { partitions: Some(3), ..Default::default() };
-    state.apply(3, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    state.apply(3, Command::SetTenantQuotas { tenant: "acme".into(), quotas: quotas.into() }).expect("quotas");
     let create = |name: &str, partition_count| Command::CreateTopic {
         name: name.into(),
         topic_id: uuid::Uuid::new_v4(),
@@ -642,7 +638,7 @@ fn a_tenants_partitions_stay_within_its_quota() {
     let unknown = Command::SetTenantQuotas { tenant: "nobody".into(), quotas: Default::default() };
     assert!(matches!(state.apply(9, unknown), Err(CommandError::CredentialNotFound(_))));
     let zero = crate::state::TenantQuotas { produce_bytes_per_sec: Some(0), ..Default::default() };
-    assert!(state.apply(10, Command::SetTenantQuotas { tenant: "acme".into(), quotas: zero }).is_err());
+    assert!(state.apply(10, Command::SetTenantQuotas { tenant: "acme".into(), quotas: zero.into() }).is_err());
     check_invariants(&state);
 }
 
@@ -667,7 +663,7 @@ fn a_tenant_at_its_share_of_a_table_is_refused_and_others_are_not() {
         acls: Some(1),
         ..Default::default()
     };
-    apply(&mut state, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    apply(&mut state, Command::SetTenantQuotas { tenant: "acme".into(), quotas: quotas.into() }).expect("quotas");
     let topic = |name: &str| Command::CreateTopic {
         name: name.into(),
         topic_id: uuid::Uuid::new_v4(),
@@ -676,7 +672,7 @@ fn a_tenant_at_its_share_of_a_table_is_refused_and_others_are_not() {
     };
     let commit = |group: &str, topic: &str| Command::CommitOffsets {
         group_id: group.into(),
-        offsets: vec![crate::state::OffsetCommit {
+        offsets: vec![crate::state::stored::OffsetCommit {
             topic: topic.into(),
             partition: 0,
             offset: 1,
@@ -695,15 +691,18 @@ fn a_tenant_at_its_share_of_a_table_is_refused_and_others_are_not() {
     };
     let acl = |name: &str| Command::CreateAcls {
         tenant: name.into(),
-        bindings: vec![AclBinding {
-            resource_type: AclResourceType::Topic,
-            resource_name: format!("t-{}", uuid::Uuid::new_v4()),
-            pattern_type: AclPatternType::Literal,
-            principal: "User:alice".into(),
-            host: "*".into(),
-            operation: AclOperation::Read,
-            permission: AclPermission::Allow,
-        }],
+        bindings: vec![
+            AclBinding {
+                resource_type: AclResourceType::Topic,
+                resource_name: format!("t-{}", uuid::Uuid::new_v4()),
+                pattern_type: AclPatternType::Literal,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: AclOperation::Read,
+                permission: AclPermission::Allow,
+            }
+            .into(),
+        ],
     };
     let refused = |outcome: Result<Outcome, CommandError>| matches!(outcome, Err(CommandError::QuotaExceeded(_)));
     let acl_refused = |outcome: Result<Outcome, CommandError>| matches!(outcome, Ok(Outcome::AclsCreated(r)) if matches!(r[..], [Err(CommandError::QuotaExceeded(_))]));
@@ -734,7 +733,7 @@ fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
     state.apply(1, Command::InitCluster { cluster_id: "c".into() }).expect("init");
     state.apply(2, Command::CreateTenant { name: "acme".into(), now_ms: 0 }).expect("tenant");
     let quotas = crate::state::TenantQuotas { storage_bytes: Some(1000), ..Default::default() };
-    state.apply(3, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    state.apply(3, Command::SetTenantQuotas { tenant: "acme".into(), quotas: quotas.into() }).expect("quotas");
     let mut index = 3;
     for (name, partitions) in [("acme#1~a", 2), ("acme#1~b", 1), ("acmex", 1), ("other", 1)] {
         index += 1;
@@ -947,7 +946,7 @@ fn golden_commands() -> Vec<Command> {
         Command::CreateTenant { name: "tenant0".into(), now_ms: 1 },
         Command::SetTenantQuotas {
             tenant: "tenant0".into(),
-            quotas: crate::state::TenantQuotas { produce_bytes_per_sec: Some(1 << 20), ..Default::default() },
+            quotas: crate::state::TenantQuotas { produce_bytes_per_sec: Some(1 << 20), ..Default::default() }.into(),
         },
         Command::SetTenantCorsOrigins { tenant: "tenant0".into(), origins: vec!["https://app.example".into()] },
         Command::CreateTopic {
@@ -1000,11 +999,11 @@ fn golden_commands_through_format_4() -> Vec<Command> {
             user: "golden-user".into(),
             tenant: "golden".into(),
             mechanism: crate::state::ScramMechanism::Sha256,
-            credential,
+            credential: credential.into(),
         },
         Command::CreateApiKey {
             key_id: "golden-key".into(),
-            record: crate::state::ApiKeyRecord {
+            record: crate::state::stored::ApiKeyRecord {
                 tenant: "golden".into(),
                 user: "golden-user".into(),
                 secret_sha256: vec![5; 32],
@@ -1014,7 +1013,7 @@ fn golden_commands_through_format_4() -> Vec<Command> {
         },
         Command::SetApiKeyQuotas {
             key_id: "golden-key".into(),
-            quotas: crate::state::ApiKeyQuotas { requests_per_sec: Some(10), ..Default::default() },
+            quotas: crate::state::ApiKeyQuotas { requests_per_sec: Some(10), ..Default::default() }.into(),
         },
         Command::CreateTopic {
             name: format!("{key}~orders"),
@@ -1033,7 +1032,7 @@ fn golden_commands_through_format_4() -> Vec<Command> {
         Command::SetRegistryConfig {
             namespace: key.clone(),
             subject: None,
-            config: Some(crate::state::RegistryConfig {
+            config: Some(crate::state::stored::RegistryConfig {
                 compatibility: Some(crate::state::Compatibility::Full),
                 normalize: Some(true),
             }),
@@ -1322,7 +1321,7 @@ fn golden_link_commands() -> Vec<Command> {
     }];
     vec![
         Command::SetFormat { format: 11 },
-        Command::SetLink { name: "east".into(), config: config("mirrored|other"), now_ms: 70_000 },
+        Command::SetLink { name: "east".into(), config: config("mirrored|other").into(), now_ms: 70_000 },
         Command::CreateMirrorTopic {
             link: "east".into(),
             name: "mirrored".into(),
@@ -1340,7 +1339,12 @@ fn golden_link_commands() -> Vec<Command> {
             ),
         ),
         Command::UpdateMirrorTopic { link: "east".into(), topic_id: mirrored_id, partition_count: 2, configs: None },
-        Command::MirrorGroupOffsets { link: "east".into(), group_id: "app-1".into(), offsets, now_ms: 70_100 },
+        Command::MirrorGroupOffsets {
+            link: "east".into(),
+            group_id: "app-1".into(),
+            offsets: crate::state::stored::each_into(offsets),
+            now_ms: 70_100,
+        },
         Command::ReportLink(LinkReport {
             link: "east".into(),
             source_ends: vec![(mirrored_id, 0, 130), (mirrored_id, 1, 0)],
@@ -1348,9 +1352,9 @@ fn golden_link_commands() -> Vec<Command> {
             deleted_at_source: vec!["gone".into()],
             now_ms: 70_200,
         }),
-        Command::SetLink { name: "west".into(), config: config("w.*"), now_ms: 70_300 },
+        Command::SetLink { name: "west".into(), config: config("w.*").into(), now_ms: 70_300 },
         Command::PromoteLink { name: "west".into(), now_ms: 70_400 },
-        Command::SetLink { name: "south".into(), config: config("s.*"), now_ms: 70_500 },
+        Command::SetLink { name: "south".into(), config: config("s.*").into(), now_ms: 70_500 },
         Command::DeleteLink { name: "south".into() },
         // Failback: an ordinary topic adopted by a link back, cut inside its one chunk.
         Command::CreateTopic {
@@ -1376,7 +1380,7 @@ fn golden_link_commands() -> Vec<Command> {
                 uncompressed_bytes: 100,
             }],
         }),
-        Command::SetLink { name: "back".into(), config: config("adopted"), now_ms: 70_700 },
+        Command::SetLink { name: "back".into(), config: config("adopted").into(), now_ms: 70_700 },
         Command::AdoptMirrorTopic { link: "back".into(), topic_id: adopted_id, fork_offsets: vec![3] },
         Command::TruncateMirrorPartition {
             link: "back".into(),
@@ -1456,7 +1460,7 @@ fn golden_commands_of_format_12(before: &State) -> Vec<Command> {
     };
     vec![
         Command::SetFormat { format: 12 },
-        Command::SetLink { name: "tenant-in".into(), config, now_ms: 80_000 },
+        Command::SetLink { name: "tenant-in".into(), config: config.into(), now_ms: 80_000 },
         Command::CreateMirrorTopic {
             link: "tenant-in".into(),
             name: ns.scope("t-orders"),
@@ -1663,11 +1667,12 @@ fn golden_schema(
     Command::RegisterSchema(crate::state::SchemaRegistration {
         namespace: namespace.into(),
         subject: subject.into(),
-        content: crate::state::SchemaContent {
+        content: (crate::state::SchemaContent {
             schema_type: crate::state::SchemaType::Avro,
             text: text.into(),
             references,
-        },
+        })
+        .into(),
         import: None,
         checked_at: crate::state::RegistryRevision { subject: subject_revision, config: 1 },
         now_ms: 3,

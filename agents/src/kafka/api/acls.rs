@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use floe_metadata::acl::{
     AclBinding, AclFilter, AclOperation, AclPatternType, AclPermission, AclResourceType, PatternFilter,
 };
+use floe_metadata::state::stored::each_into;
 use floe_metadata::{Command, NodeError, Outcome};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
@@ -280,19 +281,22 @@ pub(in crate::kafka) async fn create(agent: &Agent, access: &Access, request: Cr
         })
         .collect();
     let bindings: Vec<AclBinding> = read.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
-    let mut outcomes =
-        match agent.metadata.propose(Command::CreateAcls { tenant: access.tenant().into(), bindings }).await {
-            Ok(Outcome::AclsCreated(outcomes)) => outcomes.into_iter(),
-            Ok(other) => {
-                tracing::error!(?other, "CreateAcls answered with another outcome");
-                let results = read.iter().map(|_| failed(ResponseError::UnknownServerError, "unexpected answer"));
-                return CreateAclsResponse::default().with_results(results.collect());
-            }
-            Err(e) => {
-                let (error, why) = node_error(&e);
-                return CreateAclsResponse::default().with_results(read.iter().map(|_| failed(error, &why)).collect());
-            }
-        };
+    let mut outcomes = match agent
+        .metadata
+        .propose(Command::CreateAcls { tenant: access.tenant().into(), bindings: each_into(bindings) })
+        .await
+    {
+        Ok(Outcome::AclsCreated(outcomes)) => outcomes.into_iter(),
+        Ok(other) => {
+            tracing::error!(?other, "CreateAcls answered with another outcome");
+            let results = read.iter().map(|_| failed(ResponseError::UnknownServerError, "unexpected answer"));
+            return CreateAclsResponse::default().with_results(results.collect());
+        }
+        Err(e) => {
+            let (error, why) = node_error(&e);
+            return CreateAclsResponse::default().with_results(read.iter().map(|_| failed(error, &why)).collect());
+        }
+    };
     let results = read
         .into_iter()
         .map(|r| match r {
@@ -346,7 +350,7 @@ pub(in crate::kafka) async fn delete(agent: &Agent, access: &Access, request: De
     for chunk in filters.chunks(floe_metadata::limits::ACL_COMMAND_ITEMS_MAX) {
         let command = Command::DeleteAcls { tenant: access.tenant().into(), filters: chunk.to_vec() };
         match agent.metadata.propose(command).await {
-            Ok(Outcome::AclsDeleted(removed)) => deleted.extend(removed),
+            Ok(Outcome::AclsDeleted(removed)) => deleted.extend(removed.into_iter().map(each_into::<_, AclBinding>)),
             Ok(other) => {
                 tracing::error!(?other, "DeleteAcls answered with another outcome");
                 let results = read.iter().map(|_| failed(ResponseError::UnknownServerError, "unexpected answer"));

@@ -255,7 +255,7 @@ pub(crate) async fn alter(
             user: name,
             tenant: principal.tenant.clone(),
             mechanism: m,
-            credential,
+            credential: credential.into(),
         });
     }
     let mut results = Vec::with_capacity(by_user.len());

@@ -98,7 +98,7 @@ fn bad_ranges_are_refused() {
                     base_offset: 4,
                     last_offset: 4,
                     timestamp_max: 7,
-                    data: CleanedData::Marker(crate::state::TxnMarker {
+                    data: CleanedData::Marker(crate::state::stored::TxnMarker {
                         producer_id: 1,
                         producer_epoch: 0,
                         commit: true,

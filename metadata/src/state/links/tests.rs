@@ -33,7 +33,7 @@ fn linked() -> State {
     let mut state = State::default();
     let commands = vec![
         Command::SetFormat { format: 11 },
-        Command::SetLink { name: LINK.into(), config: config(), now_ms: 1 },
+        Command::SetLink { name: LINK.into(), config: config().into(), now_ms: 1 },
         Command::CreateMirrorTopic {
             link: LINK.into(),
             name: "orders".into(),
@@ -92,7 +92,7 @@ fn log(state: &State, partition: i32) -> &crate::state::Partition {
 #[test]
 fn links_wait_for_format_11_and_names_and_configs_are_checked() {
     let mut state = State::default();
-    let set = |name: &str, config: LinkConfig| Command::SetLink { name: name.into(), config, now_ms: 1 };
+    let set = |name: &str, config: LinkConfig| Command::SetLink { name: name.into(), config: config.into(), now_ms: 1 };
     assert!(matches!(apply(&mut state, set(LINK, config())), Err(CommandError::InvalidCommit(_))));
     apply(&mut state, Command::SetFormat { format: 11 }).expect("format");
     for (name, config) in [
@@ -121,7 +121,7 @@ fn links_wait_for_format_11_and_names_and_configs_are_checked() {
 fn a_tenant_link_mirrors_into_its_namespace_within_its_quotas() {
     let mut state = linked();
     let tenant_link = LinkConfig { tenant: Some("acme".into()), acls: true, ..config() };
-    let set = |config: LinkConfig| Command::SetLink { name: "acme-in".into(), config, now_ms: 1 };
+    let set = |config: LinkConfig| Command::SetLink { name: "acme-in".into(), config: config.into(), now_ms: 1 };
     let refused = apply(&mut state, set(tenant_link.clone()));
     assert!(matches!(refused, Err(CommandError::InvalidLink(ref why)) if why.contains("format 12")), "{refused:?}");
     apply(&mut state, Command::SetFormat { format: 12 }).expect("format");
@@ -129,7 +129,7 @@ fn a_tenant_link_mirrors_into_its_namespace_within_its_quotas() {
     assert!(matches!(refused, Err(CommandError::InvalidLink(ref why)) if why.contains("no tenant")), "{refused:?}");
     apply(&mut state, Command::CreateTenant { name: "acme".into(), now_ms: 1 }).expect("tenant");
     let quotas = crate::state::TenantQuotas { partitions: Some(4), ..Default::default() };
-    apply(&mut state, Command::SetTenantQuotas { tenant: "acme".into(), quotas }).expect("quotas");
+    apply(&mut state, Command::SetTenantQuotas { tenant: "acme".into(), quotas: quotas.into() }).expect("quotas");
     apply(&mut state, set(tenant_link.clone())).expect("a tenant link");
     let ns = state.tenant_namespace("acme").expect("namespace");
     let create = |link: &str, name: String, id: u8, partition_count| Command::CreateMirrorTopic {
@@ -298,11 +298,12 @@ fn group_offsets_move_only_forward_and_only_while_the_group_is_empty_here() {
     let copy = |offsets| Command::MirrorGroupOffsets { link: LINK.into(), group_id: "g".into(), offsets, now_ms: 5 };
     let committed =
         |state: &State| state.groups.get("g").and_then(|g| g.offsets.get(&("orders".to_owned(), 0))).map(|c| c.offset);
-    apply(&mut state, copy(offsets("orders", 40))).expect("copied");
+    apply(&mut state, copy(crate::state::stored::each_into(offsets("orders", 40)))).expect("copied");
     assert_eq!(committed(&state), Some(40));
-    apply(&mut state, copy(offsets("orders", 30))).expect("not backwards");
+    apply(&mut state, copy(crate::state::stored::each_into(offsets("orders", 30)))).expect("not backwards");
     assert_eq!(committed(&state), Some(40));
-    apply(&mut state, copy(offsets("local", 30))).expect("an ordinary topic's are skipped");
+    apply(&mut state, copy(crate::state::stored::each_into(offsets("local", 30))))
+        .expect("an ordinary topic's are skipped");
     assert!(state.groups["g"].offsets.keys().all(|(t, _)| t == "orders"));
     let member = MemberRecord { member_id: "m".into(), ..Default::default() };
     let membership = GroupMembership {
@@ -311,8 +312,12 @@ fn group_offsets_move_only_forward_and_only_while_the_group_is_empty_here() {
         members: vec![member],
         ..Default::default()
     };
-    apply(&mut state, Command::StoreGroup { group_id: "g".into(), membership, now_ms: 6 }).expect("a member joins");
-    assert!(matches!(apply(&mut state, copy(offsets("orders", 60))), Err(CommandError::GroupNotEmpty)));
+    apply(&mut state, Command::StoreGroup { group_id: "g".into(), membership: membership.into(), now_ms: 6 })
+        .expect("a member joins");
+    assert!(matches!(
+        apply(&mut state, copy(crate::state::stored::each_into(offsets("orders", 60)))),
+        Err(CommandError::GroupNotEmpty)
+    ));
     assert_eq!(committed(&state), Some(40), "a consumer that moved over owns its offsets");
 }
 
@@ -335,7 +340,7 @@ fn a_link_is_deleted_only_once_it_mirrors_nothing_and_reports_are_kept_in_order(
     assert_eq!(link.source_ends[&(topic_id(0), 0)], 500);
     assert!(matches!(apply(&mut state, Command::DeleteLink { name: LINK.into() }), Err(CommandError::InvalidLink(_))));
     apply(&mut state, Command::PromoteLink { name: LINK.into(), now_ms: 20 }).expect("promote");
-    let again = Command::SetLink { name: LINK.into(), config: config(), now_ms: 21 };
+    let again = Command::SetLink { name: LINK.into(), config: config().into(), now_ms: 21 };
     assert!(matches!(apply(&mut state, again), Err(CommandError::InvalidLink(_))), "a promoted link stays stopped");
     apply(&mut state, Command::DeleteLink { name: LINK.into() }).expect("deleted");
     assert!(state.links.is_empty());
@@ -392,7 +397,7 @@ fn failback_adopts_a_topic_cut_back_to_its_fork_offset_then_mirrors_on() {
         let commit = SegmentCommit { key: key.into(), object_bytes: 100, chunks: vec![chunk] };
         apply(&mut state, Command::CommitSegment(commit)).expect("local writes");
     }
-    apply(&mut state, Command::SetLink { name: "back".into(), config: config(), now_ms: 2 }).expect("link back");
+    apply(&mut state, Command::SetLink { name: "back".into(), config: config().into(), now_ms: 2 }).expect("link back");
     let adopt = |topic: u8, fork: i64| Command::AdoptMirrorTopic {
         link: "back".into(),
         topic_id: topic_id(topic),

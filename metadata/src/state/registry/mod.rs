@@ -45,7 +45,7 @@ impl SchemaType {
 }
 
 /// A schema's use of a named type from another subject's version.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SchemaReference {
     pub name: String,
     pub subject: String,
@@ -53,7 +53,7 @@ pub struct SchemaReference {
 }
 
 /// What identifies a schema id: registering equal content again gets the same id.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SchemaContent {
     pub schema_type: SchemaType,
     /// As the agent canonicalized it (normalized too when asked).
@@ -69,8 +69,10 @@ impl SchemaContent {
 
     /// A content hash for the dedupe index (equal content is compared on a hit, so collisions
     /// only cost time).
+    /// Over the stored layout, since `by_digest` is stored: a layout change is a format change.
     fn digest(&self) -> u32 {
-        postcard::to_stdvec(self).map_or(0, |bytes| crc32c::crc32c(&bytes))
+        let stored = crate::state::stored::SchemaContent::from(self.clone());
+        postcard::to_stdvec(&stored).map_or(0, |bytes| crc32c::crc32c(&bytes))
     }
 }
 
@@ -170,7 +172,7 @@ impl RegistryMode {
 }
 
 /// A global or subject config; unset fields fall back (subject → global → default).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RegistryConfig {
     pub compatibility: Option<Compatibility>,
     pub normalize: Option<bool>,
@@ -212,7 +214,7 @@ pub struct SchemaRegistration {
     /// `""` in a cluster without tenants, else the tenant's namespace key.
     pub namespace: String,
     pub subject: String,
-    pub content: SchemaContent,
+    pub content: crate::state::stored::SchemaContent,
     /// In IMPORT mode: the id (and version, if given) the schema must get.
     pub import: Option<(i32, Option<i32>)>,
     pub checked_at: RegistryRevision,
@@ -410,7 +412,7 @@ impl State {
 
     fn register_schema_in(&mut self, r: &SchemaRegistration) -> Result<Outcome, CommandError> {
         validate_subject(&r.subject).map_err(refused)?;
-        let content = &r.content;
+        let content = &SchemaContent::from(r.content.clone());
         if content.text.len() > SCHEMA_TEXT_BYTES_MAX {
             return Err(refused(RegistryError::TooLarge(format!(
                 "Schema of {} bytes is over the limit of {SCHEMA_TEXT_BYTES_MAX}",
@@ -668,7 +670,7 @@ impl State {
         };
         registry.config_revision += 1;
         self.tidy_registry(namespace);
-        Ok(Outcome::RegistryConfigSet(previous))
+        Ok(Outcome::RegistryConfigSet(previous.map(Into::into)))
     }
 
     /// Sets or removes the global or a subject's mode; IMPORT over schemas already registered

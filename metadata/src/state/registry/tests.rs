@@ -51,7 +51,7 @@ fn register(state: &State, subject: &str, content: SchemaContent) -> Command {
     Command::RegisterSchema(SchemaRegistration {
         namespace: String::new(),
         subject: subject.into(),
-        content,
+        content: content.into(),
         import: None,
         checked_at,
         now_ms: 1,
@@ -128,7 +128,7 @@ fn a_check_made_at_an_older_revision_is_refused_as_stale() {
     // A config change also makes an earlier check stale.
     let early = register(&r.state, "s", avro("\"long\""));
     let config = RegistryConfig { compatibility: Some(Compatibility::Full), normalize: None };
-    r.apply(Command::SetRegistryConfig { namespace: String::new(), subject: None, config: Some(config) })
+    r.apply(Command::SetRegistryConfig { namespace: String::new(), subject: None, config: Some(config.into()) })
         .expect("config");
     assert_eq!(r.apply(early).err(), Some(CommandError::Registry(RegistryError::Stale)));
 }
@@ -238,7 +238,7 @@ fn a_tenants_registry_is_its_own_and_goes_with_the_tenant() {
         Command::RegisterSchema(SchemaRegistration {
             namespace: namespace.into(),
             subject: "s".into(),
-            content: avro("\"int\""),
+            content: avro("\"int\"").into(),
             import: None,
             checked_at: RegistryRevision::default(),
             now_ms: 0,
@@ -284,13 +284,13 @@ pub(in crate::state) fn arb_registry_command() -> impl Strategy<Value = Command>
                 };
                 let content = SchemaContent { schema_type: SchemaType::Avro, text, references };
                 let checked_at = RegistryRevision { subject: revision, config: 0 };
-                Command::RegisterSchema(SchemaRegistration { namespace, subject, content, import, checked_at, now_ms: 0 })
+                Command::RegisterSchema(SchemaRegistration { namespace, subject, content: content.into(), import, checked_at, now_ms: 0 })
             }),
         2 => (namespace.clone(), subject.clone(), proptest::option::of(1i32..4), any::<bool>())
             .prop_map(|(namespace, subject, version, permanent)| Command::DeleteSchemaVersions { namespace, subject, version, permanent }),
         1 => (namespace.clone(), proptest::option::of(subject.clone()), any::<bool>()).prop_map(|(namespace, subject, set)| {
             let config = set.then_some(RegistryConfig { compatibility: Some(Compatibility::Full), normalize: None });
-            Command::SetRegistryConfig { namespace, subject, config }
+            Command::SetRegistryConfig { namespace, subject, config: config.map(Into::into) }
         }),
         1 => (namespace, proptest::option::of(subject), 0u8..4, any::<bool>()).prop_map(|(namespace, subject, m, force)| {
             let mode = [None, Some(RegistryMode::ReadWrite), Some(RegistryMode::ReadOnly), Some(RegistryMode::Import)][m as usize];
@@ -310,7 +310,7 @@ proptest! {
             let before = state.clone();
             let outcome = state.apply(i as u64 + 1, command.clone());
             if let (Ok(Outcome::SchemaRegistered { id, .. }), Command::RegisterSchema(reg)) = (&outcome, command) {
-                let previous = before.schema_registry(&reg.namespace).and_then(|r| r.id_of(&reg.content));
+                let previous = before.schema_registry(&reg.namespace).and_then(|r| r.id_of(&reg.content.clone().into()));
                 if let Some(previous) = previous {
                     prop_assert_eq!(*id, previous, "known content keeps its id");
                 } else if reg.import.is_none() {

@@ -15,7 +15,8 @@ use super::{
     AgentLoad, AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, LinkRecord, ObjectRecord, ProducerRecord,
     SchemaRegistry, SharePartition, TableRecord, TenantRecord, Topic, TransactionRecord, UsageLedger, UserRecord,
 };
-use crate::state::{ApiKeyQuotas, ApiKeyRecord, ObjectId, SharePartitionKey, State, TopicId};
+use super::{ApiKeyQuotas, ApiKeyRecord};
+use crate::state::{ObjectId, SharePartitionKey, State, TopicId};
 
 /// [`State`] as format 12 stores it, field for field in the order encoded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,7 +41,7 @@ pub struct StoredState {
     pub(crate) tenants: BTreeMap<String, TenantRecord>,
     pub(crate) users: BTreeMap<String, UserRecord>,
     pub(crate) api_keys: BTreeMap<String, ApiKeyRecord>,
-    pub(crate) acls: BTreeMap<String, BTreeSet<crate::acl::AclBinding>>,
+    pub(crate) acls: BTreeMap<String, BTreeSet<super::AclBinding>>,
     pub(crate) scram_decoy_key: Vec<u8>,
     pub(crate) last_tenant_id: u64,
     pub(crate) api_key_quotas: BTreeMap<String, ApiKeyQuotas>,
@@ -120,11 +121,11 @@ impl From<State> for StoredState {
             idempotency_keys: idempotency_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
             tenants: tenants.into_iter().map(|(key, value)| (key, value.into())).collect(),
             users: users.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            api_keys,
-            acls,
+            api_keys: api_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
+            acls: acls.into_iter().map(|(key, value)| (key, value.into_iter().map(Into::into).collect())).collect(),
             scram_decoy_key,
             last_tenant_id,
-            api_key_quotas,
+            api_key_quotas: api_key_quotas.into_iter().map(|(key, value)| (key, value.into())).collect(),
             registries: registries.into_iter().map(|(key, value)| (key, value.into())).collect(),
             tables: tables.into_iter().map(|(key, value)| (key, value.into())).collect(),
             usage: usage.into(),
@@ -203,11 +204,11 @@ impl From<StoredState> for State {
             idempotency_keys: idempotency_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
             tenants: tenants.into_iter().map(|(key, value)| (key, value.into())).collect(),
             users: users.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            api_keys,
-            acls,
+            api_keys: api_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
+            acls: acls.into_iter().map(|(key, value)| (key, value.into_iter().map(Into::into).collect())).collect(),
             scram_decoy_key,
             last_tenant_id,
-            api_key_quotas,
+            api_key_quotas: api_key_quotas.into_iter().map(|(key, value)| (key, value.into())).collect(),
             registries: registries.into_iter().map(|(key, value)| (key, value.into())).collect(),
             tables: tables.into_iter().map(|(key, value)| (key, value.into())).collect(),
             usage: usage.into(),

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{LinkConfig, LinkSasl};
+use super::{LinkConfig, LinkSasl};
 
 impl Serialize for LinkConfig {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

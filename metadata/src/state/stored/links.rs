@@ -1,14 +1,43 @@
-//! How today's format stores links and whether they still mirror. Each type is the in-memory type
-//! of the same name in [`crate::state`], field for field in the order encoded; the conversions
-//! below name every field, so a change to the in-memory type compiles only once they say how it is
-//! stored. A change to a type here is a format change: a new format version, a mirror of the old
-//! layout and a golden file.
+//! How today's format stores cluster links: what an operator set and whether they still mirror.
+//! Each type is the in-memory type of the same name in [`crate::state`], field for field in the
+//! order encoded; commands carry these layouts too. The conversions below name every field, so a
+//! change to the in-memory type compiles only once they say how it is stored. A change to a type
+//! here is a format change: a new format version, a mirror of the old layout and a golden file.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{LinkConfig, TopicId};
+use crate::state::TopicId;
+
+/// [`crate::state::LinkConfig`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkConfig {
+    pub bootstrap: String,
+    pub tls: bool,
+    pub tls_ca_pem: Option<String>,
+    pub sasl: Option<LinkSasl>,
+    pub topics: String,
+    pub groups: Option<String>,
+    pub sync_configs: bool,
+    pub tenant: Option<String>,
+    pub acls: bool,
+}
+
+impl From<crate::state::LinkConfig> for LinkConfig {
+    fn from(link_config: crate::state::LinkConfig) -> Self {
+        let crate::state::LinkConfig { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls } =
+            link_config;
+        Self { bootstrap, tls, tls_ca_pem, sasl: sasl.map(Into::into), topics, groups, sync_configs, tenant, acls }
+    }
+}
+
+impl From<LinkConfig> for crate::state::LinkConfig {
+    fn from(link_config: LinkConfig) -> Self {
+        let LinkConfig { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls } = link_config;
+        Self { bootstrap, tls, tls_ca_pem, sasl: sasl.map(Into::into), topics, groups, sync_configs, tenant, acls }
+    }
+}
 
 /// [`crate::state::LinkRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,14 +55,52 @@ impl From<crate::state::LinkRecord> for LinkRecord {
     fn from(link_record: crate::state::LinkRecord) -> Self {
         let crate::state::LinkRecord { config, created_ms, state, source_ends, error, reported_ms, deleted_at_source } =
             link_record;
-        Self { config, created_ms, state: state.into(), source_ends, error, reported_ms, deleted_at_source }
+        Self {
+            config: config.into(),
+            created_ms,
+            state: state.into(),
+            source_ends,
+            error,
+            reported_ms,
+            deleted_at_source,
+        }
     }
 }
 
 impl From<LinkRecord> for crate::state::LinkRecord {
     fn from(link_record: LinkRecord) -> Self {
         let LinkRecord { config, created_ms, state, source_ends, error, reported_ms, deleted_at_source } = link_record;
-        Self { config, created_ms, state: state.into(), source_ends, error, reported_ms, deleted_at_source }
+        Self {
+            config: config.into(),
+            created_ms,
+            state: state.into(),
+            source_ends,
+            error,
+            reported_ms,
+            deleted_at_source,
+        }
+    }
+}
+
+/// [`crate::state::LinkSasl`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkSasl {
+    pub mechanism: String,
+    pub username: String,
+    pub password: String,
+}
+
+impl From<crate::state::LinkSasl> for LinkSasl {
+    fn from(link_sasl: crate::state::LinkSasl) -> Self {
+        let crate::state::LinkSasl { mechanism, username, password } = link_sasl;
+        Self { mechanism, username, password }
+    }
+}
+
+impl From<LinkSasl> for crate::state::LinkSasl {
+    fn from(link_sasl: LinkSasl) -> Self {
+        let LinkSasl { mechanism, username, password } = link_sasl;
+        Self { mechanism, username, password }
     }
 }
 

@@ -1,15 +1,16 @@
 //! How today's format stores topics, partitions, their index entries and the segment objects they
 //! point into. Each type is the in-memory type of the same name in [`crate::state`], field for
-//! field in the order encoded; the conversions below name every field, so a change to the in-memory
-//! type compiles only once they say how it is stored. A change to a type here is a format change: a
-//! new format version, a mirror of the old layout and a golden file.
+//! field in the order encoded; commands carry these layouts too. The conversions below name every
+//! field, so a change to the in-memory type compiles only once they say how it is stored. A change
+//! to a type here is a format change: a new format version, a mirror of the old layout and a golden
+//! file.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use super::AbortedTransaction;
-use crate::state::{ObjectId, TopicId, TxnMarker};
+use crate::state::{ObjectId, TopicId};
 
 /// [`crate::state::EntryData`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,7 +44,7 @@ impl From<crate::state::EntryData> for EntryData {
             crate::state::EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::Chunk { object_id, byte_start, byte_len, crc32c }
             }
-            crate::state::EntryData::Marker(a0) => Self::Marker(a0),
+            crate::state::EntryData::Marker(a0) => Self::Marker(a0.into()),
             crate::state::EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::CleanedChunk { object_id, byte_start, byte_len, crc32c }
             }
@@ -65,7 +66,7 @@ impl From<EntryData> for crate::state::EntryData {
             EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::Chunk { object_id, byte_start, byte_len, crc32c }
             }
-            EntryData::Marker(a0) => Self::Marker(a0),
+            EntryData::Marker(a0) => Self::Marker(a0.into()),
             EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::CleanedChunk { object_id, byte_start, byte_len, crc32c }
             }
@@ -200,5 +201,27 @@ impl From<Topic> for crate::state::Topic {
     fn from(topic: Topic) -> Self {
         let Topic { name, topic_id, configs, partitions } = topic;
         Self { name, topic_id, configs, partitions: partitions.into_iter().map(Into::into).collect() }
+    }
+}
+
+/// [`crate::state::TxnMarker`] as it is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+}
+
+impl From<crate::state::TxnMarker> for TxnMarker {
+    fn from(txn_marker: crate::state::TxnMarker) -> Self {
+        let crate::state::TxnMarker { producer_id, producer_epoch, commit } = txn_marker;
+        Self { producer_id, producer_epoch, commit }
+    }
+}
+
+impl From<TxnMarker> for crate::state::TxnMarker {
+    fn from(txn_marker: TxnMarker) -> Self {
+        let TxnMarker { producer_id, producer_epoch, commit } = txn_marker;
+        Self { producer_id, producer_epoch, commit }
     }
 }

@@ -4,6 +4,7 @@
 //! `Command`; only [`crate::Command::RestoreState`], which holds a whole state, needs to know
 //! which format it is read in ([`decoding`]).
 
+mod acls;
 mod agents;
 mod current;
 mod groups;
@@ -30,22 +31,33 @@ mod v9;
 
 use serde::Deserialize;
 
+pub use acls::AclBinding;
 pub(crate) use agents::AgentLoad;
 pub use agents::AgentRecord;
 pub use current::StoredState;
 pub(crate) use groups::GroupRecord;
+pub use groups::{CommitStamp, GroupMembership, MemberRecord, OffsetCommit};
 pub(crate) use idempotency::IdempotencyKeyRecord;
 pub(crate) use jobs::JobLease;
 pub(crate) use links::LinkRecord;
+pub use links::{LinkConfig, LinkSasl};
 #[cfg(test)]
 pub(crate) use log::EntryData;
+pub use log::TxnMarker;
 pub(crate) use log::{ObjectRecord, Topic};
 pub(crate) use registry::SchemaRegistry;
+pub use registry::{RegistryConfig, SchemaContent, SchemaReference};
+pub use security::{ApiKeyQuotas, ApiKeyRecord, ScramCredential, TenantQuotas};
 pub(crate) use security::{TenantRecord, UserRecord};
 pub(crate) use share::SharePartition;
 pub(crate) use tables::TableRecord;
 pub(crate) use transactions::{AbortedTransaction, ProducerRecord, TransactionRecord};
 pub(crate) use usage::UsageLedger;
+
+/// Converts each item: a stored layout into its in-memory type, or back.
+pub fn each_into<T: Into<U>, U>(items: Vec<T>) -> Vec<U> {
+    items.into_iter().map(Into::into).collect()
+}
 
 /// Decodes a postcard state of format `version`.
 pub(crate) fn decode_state(version: u32, bytes: &[u8]) -> Result<StoredState, postcard::Error> {

@@ -1,14 +1,57 @@
-//! How today's format stores subjects, versions and schemas. Each type is the in-memory type of the
-//! same name in [`crate::state`], field for field in the order encoded; the conversions below name
-//! every field, so a change to the in-memory type compiles only once they say how it is stored. A
-//! change to a type here is a format change: a new format version, a mirror of the old layout and a
-//! golden file.
+//! How today's format stores the schema registries: subjects, versions, schemas and settings. Each
+//! type is the in-memory type of the same name in [`crate::state`], field for field in the order
+//! encoded; commands carry these layouts too. The conversions below name every field, so a change
+//! to the in-memory type compiles only once they say how it is stored. A change to a type here is a
+//! format change: a new format version, a mirror of the old layout and a golden file.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{RegistryConfig, RegistryMode, SchemaContent};
+use crate::state::{Compatibility, RegistryMode, SchemaType};
+
+/// [`crate::state::RegistryConfig`] as it is stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistryConfig {
+    pub compatibility: Option<Compatibility>,
+    pub normalize: Option<bool>,
+}
+
+impl From<crate::state::RegistryConfig> for RegistryConfig {
+    fn from(registry_config: crate::state::RegistryConfig) -> Self {
+        let crate::state::RegistryConfig { compatibility, normalize } = registry_config;
+        Self { compatibility, normalize }
+    }
+}
+
+impl From<RegistryConfig> for crate::state::RegistryConfig {
+    fn from(registry_config: RegistryConfig) -> Self {
+        let RegistryConfig { compatibility, normalize } = registry_config;
+        Self { compatibility, normalize }
+    }
+}
+
+/// [`crate::state::SchemaContent`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SchemaContent {
+    pub schema_type: SchemaType,
+    pub text: String,
+    pub references: Vec<SchemaReference>,
+}
+
+impl From<crate::state::SchemaContent> for SchemaContent {
+    fn from(schema_content: crate::state::SchemaContent) -> Self {
+        let crate::state::SchemaContent { schema_type, text, references } = schema_content;
+        Self { schema_type, text, references: references.into_iter().map(Into::into).collect() }
+    }
+}
+
+impl From<SchemaContent> for crate::state::SchemaContent {
+    fn from(schema_content: SchemaContent) -> Self {
+        let SchemaContent { schema_type, text, references } = schema_content;
+        Self { schema_type, text, references: references.into_iter().map(Into::into).collect() }
+    }
+}
 
 /// [`crate::state::SchemaRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,14 +63,36 @@ pub(crate) struct SchemaRecord {
 impl From<crate::state::SchemaRecord> for SchemaRecord {
     fn from(schema_record: crate::state::SchemaRecord) -> Self {
         let crate::state::SchemaRecord { content, uses } = schema_record;
-        Self { content, uses }
+        Self { content: content.into(), uses }
     }
 }
 
 impl From<SchemaRecord> for crate::state::SchemaRecord {
     fn from(schema_record: SchemaRecord) -> Self {
         let SchemaRecord { content, uses } = schema_record;
-        Self { content, uses }
+        Self { content: content.into(), uses }
+    }
+}
+
+/// [`crate::state::SchemaReference`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SchemaReference {
+    pub name: String,
+    pub subject: String,
+    pub version: i32,
+}
+
+impl From<crate::state::SchemaReference> for SchemaReference {
+    fn from(schema_reference: crate::state::SchemaReference) -> Self {
+        let crate::state::SchemaReference { name, subject, version } = schema_reference;
+        Self { name, subject, version }
+    }
+}
+
+impl From<SchemaReference> for crate::state::SchemaReference {
+    fn from(schema_reference: SchemaReference) -> Self {
+        let SchemaReference { name, subject, version } = schema_reference;
+        Self { name, subject, version }
     }
 }
 
@@ -69,9 +134,9 @@ impl From<crate::state::SchemaRegistry> for SchemaRegistry {
             by_digest,
             subjects: subjects.into_iter().map(|(key, value)| (key, value.into())).collect(),
             referenced_by,
-            config,
+            config: config.into(),
             mode,
-            subject_configs,
+            subject_configs: subject_configs.into_iter().map(|(key, value)| (key, value.into())).collect(),
             subject_modes,
             config_revision,
         }
@@ -100,9 +165,9 @@ impl From<SchemaRegistry> for crate::state::SchemaRegistry {
             by_digest,
             subjects: subjects.into_iter().map(|(key, value)| (key, value.into())).collect(),
             referenced_by,
-            config,
+            config: config.into(),
             mode,
-            subject_configs,
+            subject_configs: subject_configs.into_iter().map(|(key, value)| (key, value.into())).collect(),
             subject_modes,
             config_revision,
         }

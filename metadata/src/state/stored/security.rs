@@ -1,13 +1,155 @@
-//! How today's format stores tenants and users; their quotas and credentials are command values,
-//! stored as commands carry them. Each type is the in-memory type of the same name in
-//! [`crate::state`], field for field in the order encoded; the conversions below name every field,
-//! so a change to the in-memory type compiles only once they say how it is stored. A change to a
-//! type here is a format change: a new format version, a mirror of the old layout and a golden
-//! file.
+//! How today's format stores tenants, users, their SCRAM credentials, API keys and quotas. Each
+//! type is the in-memory type of the same name in [`crate::state`], field for field in the order
+//! encoded; commands carry these layouts too. The conversions below name every field, so a change
+//! to the in-memory type compiles only once they say how it is stored. A change to a type here is a
+//! format change: a new format version, a mirror of the old layout and a golden file.
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{ScramCredential, ScramMechanism, TenantQuotas};
+use crate::state::ScramMechanism;
+
+/// [`crate::state::ApiKeyQuotas`] as it is stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeyQuotas {
+    pub produce_bytes_per_sec: Option<u64>,
+    pub fetch_bytes_per_sec: Option<u64>,
+    pub requests_per_sec: Option<u64>,
+}
+
+impl From<crate::state::ApiKeyQuotas> for ApiKeyQuotas {
+    fn from(api_key_quotas: crate::state::ApiKeyQuotas) -> Self {
+        let crate::state::ApiKeyQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec } =
+            api_key_quotas;
+        Self { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec }
+    }
+}
+
+impl From<ApiKeyQuotas> for crate::state::ApiKeyQuotas {
+    fn from(api_key_quotas: ApiKeyQuotas) -> Self {
+        let ApiKeyQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec } = api_key_quotas;
+        Self { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec }
+    }
+}
+
+/// [`crate::state::ApiKeyRecord`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    pub tenant: String,
+    pub user: String,
+    pub secret_sha256: Vec<u8>,
+    pub created_ms: i64,
+    pub expires_ms: Option<i64>,
+}
+
+impl From<crate::state::ApiKeyRecord> for ApiKeyRecord {
+    fn from(api_key_record: crate::state::ApiKeyRecord) -> Self {
+        let crate::state::ApiKeyRecord { tenant, user, secret_sha256, created_ms, expires_ms } = api_key_record;
+        Self { tenant, user, secret_sha256, created_ms, expires_ms }
+    }
+}
+
+impl From<ApiKeyRecord> for crate::state::ApiKeyRecord {
+    fn from(api_key_record: ApiKeyRecord) -> Self {
+        let ApiKeyRecord { tenant, user, secret_sha256, created_ms, expires_ms } = api_key_record;
+        Self { tenant, user, secret_sha256, created_ms, expires_ms }
+    }
+}
+
+/// [`crate::state::ScramCredential`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredential {
+    pub salt: Vec<u8>,
+    pub iterations: u32,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+}
+
+impl From<crate::state::ScramCredential> for ScramCredential {
+    fn from(scram_credential: crate::state::ScramCredential) -> Self {
+        let crate::state::ScramCredential { salt, iterations, stored_key, server_key } = scram_credential;
+        Self { salt, iterations, stored_key, server_key }
+    }
+}
+
+impl From<ScramCredential> for crate::state::ScramCredential {
+    fn from(scram_credential: ScramCredential) -> Self {
+        let ScramCredential { salt, iterations, stored_key, server_key } = scram_credential;
+        Self { salt, iterations, stored_key, server_key }
+    }
+}
+
+/// [`crate::state::TenantQuotas`] as it is stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantQuotas {
+    pub produce_bytes_per_sec: Option<u64>,
+    pub fetch_bytes_per_sec: Option<u64>,
+    pub partitions: Option<u32>,
+    pub requests_per_sec: Option<u64>,
+    pub storage_bytes: Option<u64>,
+    pub topics: Option<u64>,
+    pub groups: Option<u64>,
+    pub transactional_ids: Option<u64>,
+    pub producer_ids: Option<u64>,
+    pub acls: Option<u64>,
+}
+
+impl From<crate::state::TenantQuotas> for TenantQuotas {
+    fn from(tenant_quotas: crate::state::TenantQuotas) -> Self {
+        let crate::state::TenantQuotas {
+            produce_bytes_per_sec,
+            fetch_bytes_per_sec,
+            partitions,
+            requests_per_sec,
+            storage_bytes,
+            topics,
+            groups,
+            transactional_ids,
+            producer_ids,
+            acls,
+        } = tenant_quotas;
+        Self {
+            produce_bytes_per_sec,
+            fetch_bytes_per_sec,
+            partitions,
+            requests_per_sec,
+            storage_bytes,
+            topics,
+            groups,
+            transactional_ids,
+            producer_ids,
+            acls,
+        }
+    }
+}
+
+impl From<TenantQuotas> for crate::state::TenantQuotas {
+    fn from(tenant_quotas: TenantQuotas) -> Self {
+        let TenantQuotas {
+            produce_bytes_per_sec,
+            fetch_bytes_per_sec,
+            partitions,
+            requests_per_sec,
+            storage_bytes,
+            topics,
+            groups,
+            transactional_ids,
+            producer_ids,
+            acls,
+        } = tenant_quotas;
+        Self {
+            produce_bytes_per_sec,
+            fetch_bytes_per_sec,
+            partitions,
+            requests_per_sec,
+            storage_bytes,
+            topics,
+            groups,
+            transactional_ids,
+            producer_ids,
+            acls,
+        }
+    }
+}
 
 /// [`crate::state::TenantRecord`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,14 +164,14 @@ pub(crate) struct TenantRecord {
 impl From<crate::state::TenantRecord> for TenantRecord {
     fn from(tenant_record: crate::state::TenantRecord) -> Self {
         let crate::state::TenantRecord { created_ms, quotas, cors_origins, id, producer_ids } = tenant_record;
-        Self { created_ms, quotas, cors_origins, id, producer_ids }
+        Self { created_ms, quotas: quotas.into(), cors_origins, id, producer_ids }
     }
 }
 
 impl From<TenantRecord> for crate::state::TenantRecord {
     fn from(tenant_record: TenantRecord) -> Self {
         let TenantRecord { created_ms, quotas, cors_origins, id, producer_ids } = tenant_record;
-        Self { created_ms, quotas, cors_origins, id, producer_ids }
+        Self { created_ms, quotas: quotas.into(), cors_origins, id, producer_ids }
     }
 }
 
@@ -43,13 +185,13 @@ pub(crate) struct UserRecord {
 impl From<crate::state::UserRecord> for UserRecord {
     fn from(user_record: crate::state::UserRecord) -> Self {
         let crate::state::UserRecord { tenant, scram } = user_record;
-        Self { tenant, scram }
+        Self { tenant, scram: scram.into_iter().map(|(key, value)| (key, value.into())).collect() }
     }
 }
 
 impl From<UserRecord> for crate::state::UserRecord {
     fn from(user_record: UserRecord) -> Self {
         let UserRecord { tenant, scram } = user_record;
-        Self { tenant, scram }
+        Self { tenant, scram: scram.into_iter().map(|(key, value)| (key, value.into())).collect() }
     }
 }

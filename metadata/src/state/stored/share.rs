@@ -1,8 +1,8 @@
 //! How today's format stores share partitions and their in-flight records. Each type is the in-
-//! memory type of the same name in [`crate::state`], field for field in the order encoded; the
-//! conversions below name every field, so a change to the in-memory type compiles only once they
-//! say how it is stored. A change to a type here is a format change: a new format version, a mirror
-//! of the old layout and a golden file.
+//! memory type of the same name in [`crate::state`], field for field in the order encoded; commands
+//! carry these layouts too. The conversions below name every field, so a change to the in-memory
+//! type compiles only once they say how it is stored. A change to a type here is a format change: a
+//! new format version, a mirror of the old layout and a golden file.
 
 use std::collections::BTreeMap;
 

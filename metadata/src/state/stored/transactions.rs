@@ -1,14 +1,15 @@
 //! How today's format stores producers, their sequences and transactions. Each type is the in-
-//! memory type of the same name in [`crate::state`], field for field in the order encoded; the
-//! conversions below name every field, so a change to the in-memory type compiles only once they
-//! say how it is stored. A change to a type here is a format change: a new format version, a mirror
-//! of the old layout and a golden file.
+//! memory type of the same name in [`crate::state`], field for field in the order encoded; commands
+//! carry these layouts too. The conversions below name every field, so a change to the in-memory
+//! type compiles only once they say how it is stored. A change to a type here is a format change: a
+//! new format version, a mirror of the old layout and a golden file.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{OffsetCommit, TopicId};
+use super::OffsetCommit;
+use crate::state::TopicId;
 
 /// [`crate::state::AbortedTransaction`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,7 +153,10 @@ impl From<crate::state::TransactionRecord> for TransactionRecord {
             state: state.into(),
             partitions,
             groups,
-            pending_offsets,
+            pending_offsets: pending_offsets
+                .into_iter()
+                .map(|(key, value)| (key, value.into_iter().map(|(k1, v1)| (k1, v1.into())).collect()))
+                .collect(),
             started_ms,
             last_update_ms,
         }
@@ -181,7 +185,10 @@ impl From<TransactionRecord> for crate::state::TransactionRecord {
             state: state.into(),
             partitions,
             groups,
-            pending_offsets,
+            pending_offsets: pending_offsets
+                .into_iter()
+                .map(|(key, value)| (key, value.into_iter().map(|(k1, v1)| (k1, v1.into())).collect()))
+                .collect(),
             started_ms,
             last_update_ms,
         }

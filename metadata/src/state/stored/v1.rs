@@ -10,7 +10,8 @@ use super::{
     AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectRecord, ProducerRecord, TenantRecord, Topic,
     TransactionRecord, UserRecord,
 };
-use crate::state::{ApiKeyRecord, ObjectId, TenantQuotas, TopicId};
+use super::{ApiKeyRecord, TenantQuotas};
+use crate::state::{ObjectId, TopicId};
 
 /// `State` as format 1 encoded it, field for field.
 #[derive(Deserialize)]
@@ -35,7 +36,7 @@ pub(crate) struct StateV1 {
     tenants: BTreeMap<String, TenantRecordV1>,
     users: BTreeMap<String, UserRecord>,
     api_keys: BTreeMap<String, ApiKeyRecord>,
-    acls: BTreeMap<String, BTreeSet<crate::acl::AclBinding>>,
+    acls: BTreeMap<String, BTreeSet<super::AclBinding>>,
     scram_decoy_key: Vec<u8>,
 }
 

@@ -9,7 +9,8 @@ use super::{
     AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, ObjectRecord, ProducerRecord, SchemaRegistry,
     TableRecord, TenantRecord, Topic, TransactionRecord, UserRecord,
 };
-use crate::state::{ApiKeyQuotas, ApiKeyRecord, ObjectId, TopicId};
+use super::{ApiKeyQuotas, ApiKeyRecord};
+use crate::state::{ObjectId, TopicId};
 
 /// `State` as format 10 encoded it, field for field.
 #[derive(Deserialize)]
@@ -34,7 +35,7 @@ pub(crate) struct StateV10 {
     pub(super) tenants: BTreeMap<String, TenantRecord>,
     pub(super) users: BTreeMap<String, UserRecord>,
     pub(super) api_keys: BTreeMap<String, ApiKeyRecord>,
-    pub(super) acls: BTreeMap<String, std::collections::BTreeSet<crate::acl::AclBinding>>,
+    pub(super) acls: BTreeMap<String, std::collections::BTreeSet<super::AclBinding>>,
     pub(super) scram_decoy_key: Vec<u8>,
     pub(super) last_tenant_id: u64,
     pub(super) api_key_quotas: BTreeMap<String, ApiKeyQuotas>,

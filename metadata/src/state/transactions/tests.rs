@@ -150,7 +150,7 @@ fn a_committed_transaction_writes_markers_and_publishes_its_offsets() {
             transactional_id: t.into(),
             producer: pe(0, 0),
             group_id: "g".into(),
-            offsets: offsets.clone(),
+            offsets: crate::state::stored::each_into(offsets.clone()),
             now_ms: 3,
         },
     ]);

@@ -1,6 +1,7 @@
 //! OffsetCommit: a connection's commits, in the order they were read ([`CommitLane`]).
 
 use super::*;
+use floe_metadata::state::stored::each_into;
 
 /// A connection's OffsetCommits, applied one after another in the order they were read, as a
 /// Kafka coordinator handles one connection's requests, by a task of their own.
@@ -210,7 +211,11 @@ async fn apply_merged(
     // failed commit after the commits sent behind it, and the older offset would win.
     let deadline = tokio::time::Instant::now() + CONFIRMED_READ_WAIT;
     loop {
-        let request_copy = GroupRequest::CommitOffsets { member: member.clone(), offsets: offsets.clone(), stamp };
+        let request_copy = GroupRequest::CommitOffsets {
+            member: member.clone(),
+            offsets: each_into(offsets.clone()),
+            stamp: stamp.into(),
+        };
         let result = ask(agent, request_copy, |r| match r {
             GroupResponse::CommitOffsets(result) => Some(result),
             _ => None,

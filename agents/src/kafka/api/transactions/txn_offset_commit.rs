@@ -1,6 +1,7 @@
 //! TxnOffsetCommit: offsets committed with a transaction, visible when it commits.
 
 use super::*;
+use floe_metadata::state::stored::each_into;
 
 /// From this version TxnOffsetCommit adds its group to the transaction itself.
 const IMPLICIT_GROUP_TXN_OFFSET_COMMIT_VERSION: i16 = 5;
@@ -48,7 +49,10 @@ pub(in crate::kafka) async fn txn_offset_commit(
             tracing::debug!(error = %e, "implicit AddOffsetsToTxn refused; the commit will say why");
         }
     }
-    let answer = agent.metadata.group_request(GroupRequest::TxnCommitOffsets { member, transaction, offsets }).await;
+    let answer = agent
+        .metadata
+        .group_request(GroupRequest::TxnCommitOffsets { member, transaction, offsets: each_into(offsets) })
+        .await;
     // PRODUCER_FENCED exists for TxnOffsetCommit from v3 (KIP-588).
     let fenced_to_epoch = |code: i16| {
         if version < 3 && code == ResponseError::ProducerFenced.code() {
