@@ -3,6 +3,16 @@
 //! converts into the next one's. Commands of every format so far are a prefix of today's
 //! `Command`; only [`crate::Command::RestoreState`], which holds a whole state, needs to know
 //! which format it is read in ([`decoding`]).
+//!
+//! Every record the state keeps has a stored layout here, one file per area (`log.rs`,
+//! `groups.rs`, `security.rs`, ...), with conversions that name every field. Commands carry the
+//! same layouts for the values they hand to the state (a group's membership, offset commits, a
+//! credential, quotas, ACL bindings, ...), so the in-memory types derive no serde and can change
+//! freely. What stays shared is what has no layout of its own to change: field-less vocabulary
+//! enums (ACL operations, SCRAM mechanisms, usage meters, ...), whose variant order is their
+//! encoding and is pinned by `vocabulary_enums_keep_their_encoded_order`, and the messages the
+//! state keeps as they were sent (an agent's registration, the error a commit was answered with),
+//! which are defined with the commands.
 
 mod acls;
 mod agents;
@@ -134,4 +144,44 @@ pub(crate) fn restored_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<B
 /// A snapshot body's state, in the format being decoded.
 pub(crate) fn versioned_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<StoredState, D::Error> {
     Versioned::deserialize(d).map(|v| v.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::acl::{AclOperation, AclPatternType, AclPermission, AclResourceType};
+    use crate::state::{Compatibility, GroupKind, Meter, RegistryMode, SchemaType, ScramMechanism};
+
+    /// Lists an enum's variants in their encoded order. The match names every variant, so one
+    /// added does not compile until it is listed here too (at the end: a new variant anywhere else
+    /// moves the ones after it, which is a format change).
+    macro_rules! assert_encoded_in_order {
+        ($ty:ident: $($variant:ident),+ $(,)?) => {{
+            let listed = [$($ty::$variant),+];
+            for (index, variant) in listed.into_iter().enumerate() {
+                match variant {
+                    $($ty::$variant)|+ => {}
+                }
+                let encoded = postcard::to_stdvec(&variant).expect("encodes");
+                assert_eq!(encoded, [index as u8], "{variant:?} is encoded at another place");
+            }
+        }};
+    }
+
+    #[test]
+    fn vocabulary_enums_keep_their_encoded_order() {
+        assert_encoded_in_order!(AclOperation: All, Read, Write, Create, Delete, Alter, Describe,
+            ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite);
+        assert_encoded_in_order!(AclPatternType: Literal, Prefixed);
+        assert_encoded_in_order!(AclPermission: Deny, Allow);
+        assert_encoded_in_order!(AclResourceType: Topic, Group, Cluster, TransactionalId, Subject);
+        assert_encoded_in_order!(GroupKind: Classic, Consumer, Share);
+        assert_encoded_in_order!(Compatibility: None, Backward, BackwardTransitive, Forward,
+            ForwardTransitive, Full, FullTransitive);
+        assert_encoded_in_order!(RegistryMode: ReadWrite, ReadOnly, Import);
+        assert_encoded_in_order!(SchemaType: Avro, Protobuf, Json);
+        assert_encoded_in_order!(ScramMechanism: Sha256, Sha512);
+        assert_encoded_in_order!(Meter: ProducedBytes, ProducedUncompressedBytes, ProducedRecords,
+            FetchedBytes, FetchedUncompressedBytes, FetchedRecords, KafkaRequests, HttpRequests,
+            StorageByteMinutes, PartitionMinutes, TableConvertedBytes);
+    }
 }
