@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 use crate::acl::{AclOperation, AclPatternType, AclPermission, AclResourceType};
 
 /// [`crate::acl::AclBinding`] as it is stored.
@@ -20,25 +22,4 @@ pub struct AclBinding {
     pub permission: AclPermission,
 }
 
-impl From<crate::acl::AclBinding> for AclBinding {
-    fn from(acl_binding: crate::acl::AclBinding) -> Self {
-        let crate::acl::AclBinding {
-            resource_type,
-            resource_name,
-            pattern_type,
-            principal,
-            host,
-            operation,
-            permission,
-        } = acl_binding;
-        Self { resource_type, resource_name, pattern_type, principal, host, operation, permission }
-    }
-}
-
-impl From<AclBinding> for crate::acl::AclBinding {
-    fn from(acl_binding: AclBinding) -> Self {
-        let AclBinding { resource_type, resource_name, pattern_type, principal, host, operation, permission } =
-            acl_binding;
-        Self { resource_type, resource_name, pattern_type, principal, host, operation, permission }
-    }
-}
+stored_layout!(AclBinding <=> crate::acl::AclBinding { resource_type, resource_name, pattern_type, principal, host, operation, permission });

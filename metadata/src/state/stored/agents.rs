@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 /// [`crate::state::AgentLoad`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct AgentLoad {
@@ -13,19 +15,7 @@ pub(crate) struct AgentLoad {
     pub(crate) reported_ms: i64,
 }
 
-impl From<crate::state::AgentLoad> for AgentLoad {
-    fn from(agent_load: crate::state::AgentLoad) -> Self {
-        let crate::state::AgentLoad { utilization_milli, reported_ms } = agent_load;
-        Self { utilization_milli, reported_ms }
-    }
-}
-
-impl From<AgentLoad> for crate::state::AgentLoad {
-    fn from(agent_load: AgentLoad) -> Self {
-        let AgentLoad { utilization_milli, reported_ms } = agent_load;
-        Self { utilization_milli, reported_ms }
-    }
-}
+stored_layout!(AgentLoad <=> crate::state::AgentLoad { utilization_milli, reported_ms });
 
 /// [`crate::state::AgentRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,16 +24,4 @@ pub struct AgentRecord {
     pub last_heartbeat_ms: i64,
 }
 
-impl From<crate::state::AgentRecord> for AgentRecord {
-    fn from(agent_record: crate::state::AgentRecord) -> Self {
-        let crate::state::AgentRecord { info, last_heartbeat_ms } = agent_record;
-        Self { info, last_heartbeat_ms }
-    }
-}
-
-impl From<AgentRecord> for crate::state::AgentRecord {
-    fn from(agent_record: AgentRecord) -> Self {
-        let AgentRecord { info, last_heartbeat_ms } = agent_record;
-        Self { info, last_heartbeat_ms }
-    }
-}
+stored_layout!(AgentRecord <=> crate::state::AgentRecord { info, last_heartbeat_ms });

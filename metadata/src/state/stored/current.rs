@@ -1,7 +1,7 @@
 //! The state as today's format ([`crate::FORMAT_VERSION`]) stores it: in Raft snapshots, bucket
 //! archives (`state-*.snap`), `Command::RestoreState` and the change stream's state copies.
 //!
-//! It is a type of its own so that the in-memory [`State`] can change (a field renamed, an index
+//! It is a type of its own so that the in-memory [`State`](crate::state::State) can change (a field renamed, an index
 //! added that is rebuilt on load) without changing what is stored. The conversions name every
 //! field on both sides, so a field added to either does not compile until it is decided whether
 //! it is stored; one that is must come with a new format, a mirror of the old one in this module
@@ -11,14 +11,16 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 use super::{
     AgentLoad, AgentRecord, GroupRecord, IdempotencyKeyRecord, JobLease, LinkRecord, ObjectRecord, ProducerRecord,
     SchemaRegistry, SharePartition, TableRecord, TenantRecord, Topic, TransactionRecord, UsageLedger, UserRecord,
 };
 use super::{ApiKeyQuotas, ApiKeyRecord};
-use crate::state::{ObjectId, SharePartitionKey, State, TopicId};
+use crate::state::{ObjectId, SharePartitionKey, TopicId};
 
-/// [`State`] as format 12 stores it, field for field in the order encoded.
+/// [`State`](crate::state::State) as format 12 stores it, field for field in the order encoded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredState {
     pub(crate) applied_index: u64,
@@ -60,168 +62,4 @@ pub struct StoredState {
     pub(crate) mirror_truncations: BTreeMap<(TopicId, i32), i64>,
 }
 
-impl From<State> for StoredState {
-    fn from(state: State) -> Self {
-        let State {
-            applied_index,
-            generation,
-            cluster_id,
-            topics,
-            topic_ids,
-            objects,
-            next_object_id,
-            broker_configs,
-            recent_commits,
-            recent_commit_keys,
-            agents,
-            groups,
-            producers,
-            next_producer_id,
-            transactions,
-            job_lease,
-            idempotency_keys,
-            tenants,
-            users,
-            api_keys,
-            acls,
-            scram_decoy_key,
-            last_tenant_id,
-            api_key_quotas,
-            registries,
-            tables,
-            usage,
-            agents_left,
-            agent_loads,
-            share_partitions,
-            group_configs,
-            format,
-            agent_profiles,
-            agent_peers,
-            links,
-            mirror_topics,
-            mirror_truncations,
-        } = state;
-        Self {
-            applied_index,
-            generation,
-            cluster_id,
-            topics: topics.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            topic_ids,
-            objects: objects.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            next_object_id,
-            broker_configs,
-            recent_commits,
-            recent_commit_keys,
-            agents: agents.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            groups: groups.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            producers: producers.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            next_producer_id,
-            transactions: transactions.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            job_lease: job_lease.map(Into::into),
-            idempotency_keys: idempotency_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            tenants: tenants.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            users: users.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            api_keys: api_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            acls: acls.into_iter().map(|(key, value)| (key, value.into_iter().map(Into::into).collect())).collect(),
-            scram_decoy_key,
-            last_tenant_id,
-            api_key_quotas: api_key_quotas.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            registries: registries.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            tables: tables.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            usage: usage.into(),
-            agents_left,
-            agent_loads: agent_loads.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            share_partitions: share_partitions.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            group_configs,
-            format,
-            agent_profiles,
-            agent_peers,
-            links: links.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            mirror_topics,
-            mirror_truncations,
-        }
-    }
-}
-
-impl From<StoredState> for State {
-    fn from(stored: StoredState) -> Self {
-        let StoredState {
-            applied_index,
-            generation,
-            cluster_id,
-            topics,
-            topic_ids,
-            objects,
-            next_object_id,
-            broker_configs,
-            recent_commits,
-            recent_commit_keys,
-            agents,
-            groups,
-            producers,
-            next_producer_id,
-            transactions,
-            job_lease,
-            idempotency_keys,
-            tenants,
-            users,
-            api_keys,
-            acls,
-            scram_decoy_key,
-            last_tenant_id,
-            api_key_quotas,
-            registries,
-            tables,
-            usage,
-            agents_left,
-            agent_loads,
-            share_partitions,
-            group_configs,
-            format,
-            agent_profiles,
-            agent_peers,
-            links,
-            mirror_topics,
-            mirror_truncations,
-        } = stored;
-        Self {
-            applied_index,
-            generation,
-            cluster_id,
-            topics: topics.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            topic_ids,
-            objects: objects.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            next_object_id,
-            broker_configs,
-            recent_commits,
-            recent_commit_keys,
-            agents: agents.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            groups: groups.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            producers: producers.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            next_producer_id,
-            transactions: transactions.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            job_lease: job_lease.map(Into::into),
-            idempotency_keys: idempotency_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            tenants: tenants.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            users: users.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            api_keys: api_keys.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            acls: acls.into_iter().map(|(key, value)| (key, value.into_iter().map(Into::into).collect())).collect(),
-            scram_decoy_key,
-            last_tenant_id,
-            api_key_quotas: api_key_quotas.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            registries: registries.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            tables: tables.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            usage: usage.into(),
-            agents_left,
-            agent_loads: agent_loads.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            share_partitions: share_partitions.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            group_configs,
-            format,
-            agent_profiles,
-            agent_peers,
-            links: links.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            mirror_topics,
-            mirror_truncations,
-        }
-    }
-}
+stored_layout!(StoredState <=> crate::state::State { applied_index, generation, cluster_id, topics, topic_ids, objects, next_object_id, broker_configs, recent_commits, recent_commit_keys, agents, groups, producers, next_producer_id, transactions, job_lease, idempotency_keys, tenants, users, api_keys, acls, scram_decoy_key, last_tenant_id, api_key_quotas, registries, tables, usage, agents_left, agent_loads, share_partitions, group_configs, format, agent_profiles, agent_peers, links, mirror_topics, mirror_truncations });

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 use crate::state::GroupKind;
 
 /// [`crate::state::CommitStamp`] as it is stored.
@@ -17,19 +19,7 @@ pub struct CommitStamp {
     pub seq: u64,
 }
 
-impl From<crate::state::CommitStamp> for CommitStamp {
-    fn from(commit_stamp: crate::state::CommitStamp) -> Self {
-        let crate::state::CommitStamp { origin, seq } = commit_stamp;
-        Self { origin, seq }
-    }
-}
-
-impl From<CommitStamp> for crate::state::CommitStamp {
-    fn from(commit_stamp: CommitStamp) -> Self {
-        let CommitStamp { origin, seq } = commit_stamp;
-        Self { origin, seq }
-    }
-}
+stored_layout!(CommitStamp <=> crate::state::CommitStamp { origin, seq });
 
 /// [`crate::state::CommittedOffset`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,19 +31,7 @@ pub(crate) struct CommittedOffset {
     pub(crate) stamps: Vec<CommitStamp>,
 }
 
-impl From<crate::state::CommittedOffset> for CommittedOffset {
-    fn from(committed_offset: crate::state::CommittedOffset) -> Self {
-        let crate::state::CommittedOffset { offset, leader_epoch, metadata, commit_time_ms, stamps } = committed_offset;
-        Self { offset, leader_epoch, metadata, commit_time_ms, stamps: stamps.into_iter().map(Into::into).collect() }
-    }
-}
-
-impl From<CommittedOffset> for crate::state::CommittedOffset {
-    fn from(committed_offset: CommittedOffset) -> Self {
-        let CommittedOffset { offset, leader_epoch, metadata, commit_time_ms, stamps } = committed_offset;
-        Self { offset, leader_epoch, metadata, commit_time_ms, stamps: stamps.into_iter().map(Into::into).collect() }
-    }
-}
+stored_layout!(CommittedOffset <=> crate::state::CommittedOffset { offset, leader_epoch, metadata, commit_time_ms, stamps });
 
 /// [`crate::state::GroupMembership`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,34 +44,7 @@ pub struct GroupMembership {
     pub members: Vec<MemberRecord>,
 }
 
-impl From<crate::state::GroupMembership> for GroupMembership {
-    fn from(group_membership: crate::state::GroupMembership) -> Self {
-        let crate::state::GroupMembership { kind, protocol_type, generation, protocol, leader, members } =
-            group_membership;
-        Self {
-            kind,
-            protocol_type,
-            generation,
-            protocol,
-            leader,
-            members: members.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<GroupMembership> for crate::state::GroupMembership {
-    fn from(group_membership: GroupMembership) -> Self {
-        let GroupMembership { kind, protocol_type, generation, protocol, leader, members } = group_membership;
-        Self {
-            kind,
-            protocol_type,
-            generation,
-            protocol,
-            leader,
-            members: members.into_iter().map(Into::into).collect(),
-        }
-    }
-}
+stored_layout!(GroupMembership <=> crate::state::GroupMembership { kind, protocol_type, generation, protocol, leader, members });
 
 /// [`crate::state::GroupRecord`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,27 +54,7 @@ pub(crate) struct GroupRecord {
     pub(crate) empty_since_ms: Option<i64>,
 }
 
-impl From<crate::state::GroupRecord> for GroupRecord {
-    fn from(group_record: crate::state::GroupRecord) -> Self {
-        let crate::state::GroupRecord { membership, offsets, empty_since_ms } = group_record;
-        Self {
-            membership: membership.into(),
-            offsets: offsets.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            empty_since_ms,
-        }
-    }
-}
-
-impl From<GroupRecord> for crate::state::GroupRecord {
-    fn from(group_record: GroupRecord) -> Self {
-        let GroupRecord { membership, offsets, empty_since_ms } = group_record;
-        Self {
-            membership: membership.into(),
-            offsets: offsets.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            empty_since_ms,
-        }
-    }
-}
+stored_layout!(GroupRecord <=> crate::state::GroupRecord { membership, offsets, empty_since_ms });
 
 /// [`crate::state::MemberRecord`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,63 +71,7 @@ pub struct MemberRecord {
     pub rack_id: Option<String>,
 }
 
-impl From<crate::state::MemberRecord> for MemberRecord {
-    fn from(member_record: crate::state::MemberRecord) -> Self {
-        let crate::state::MemberRecord {
-            member_id,
-            instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            subscription,
-            assignment,
-            member_epoch,
-            rack_id,
-        } = member_record;
-        Self {
-            member_id,
-            instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            subscription,
-            assignment,
-            member_epoch,
-            rack_id,
-        }
-    }
-}
-
-impl From<MemberRecord> for crate::state::MemberRecord {
-    fn from(member_record: MemberRecord) -> Self {
-        let MemberRecord {
-            member_id,
-            instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            subscription,
-            assignment,
-            member_epoch,
-            rack_id,
-        } = member_record;
-        Self {
-            member_id,
-            instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            subscription,
-            assignment,
-            member_epoch,
-            rack_id,
-        }
-    }
-}
+stored_layout!(MemberRecord <=> crate::state::MemberRecord { member_id, instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms, subscription, assignment, member_epoch, rack_id });
 
 /// [`crate::state::OffsetCommit`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,16 +83,4 @@ pub struct OffsetCommit {
     pub metadata: String,
 }
 
-impl From<crate::state::OffsetCommit> for OffsetCommit {
-    fn from(offset_commit: crate::state::OffsetCommit) -> Self {
-        let crate::state::OffsetCommit { topic, partition, offset, leader_epoch, metadata } = offset_commit;
-        Self { topic, partition, offset, leader_epoch, metadata }
-    }
-}
-
-impl From<OffsetCommit> for crate::state::OffsetCommit {
-    fn from(offset_commit: OffsetCommit) -> Self {
-        let OffsetCommit { topic, partition, offset, leader_epoch, metadata } = offset_commit;
-        Self { topic, partition, offset, leader_epoch, metadata }
-    }
-}
+stored_layout!(OffsetCommit <=> crate::state::OffsetCommit { topic, partition, offset, leader_epoch, metadata });

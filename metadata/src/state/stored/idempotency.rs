@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 /// [`crate::state::IdempotencyKeyRecord`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct IdempotencyKeyRecord {
@@ -14,16 +16,4 @@ pub(crate) struct IdempotencyKeyRecord {
     pub(crate) created_ms: i64,
 }
 
-impl From<crate::state::IdempotencyKeyRecord> for IdempotencyKeyRecord {
-    fn from(idempotency_key_record: crate::state::IdempotencyKeyRecord) -> Self {
-        let crate::state::IdempotencyKeyRecord { producer_id, request_digest, created_ms } = idempotency_key_record;
-        Self { producer_id, request_digest, created_ms }
-    }
-}
-
-impl From<IdempotencyKeyRecord> for crate::state::IdempotencyKeyRecord {
-    fn from(idempotency_key_record: IdempotencyKeyRecord) -> Self {
-        let IdempotencyKeyRecord { producer_id, request_digest, created_ms } = idempotency_key_record;
-        Self { producer_id, request_digest, created_ms }
-    }
-}
+stored_layout!(IdempotencyKeyRecord <=> crate::state::IdempotencyKeyRecord { producer_id, request_digest, created_ms });

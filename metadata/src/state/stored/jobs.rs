@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 /// [`crate::state::JobLease`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct JobLease {
@@ -13,16 +15,4 @@ pub(crate) struct JobLease {
     pub(crate) expires_ms: i64,
 }
 
-impl From<crate::state::JobLease> for JobLease {
-    fn from(job_lease: crate::state::JobLease) -> Self {
-        let crate::state::JobLease { agent_id, expires_ms } = job_lease;
-        Self { agent_id, expires_ms }
-    }
-}
-
-impl From<JobLease> for crate::state::JobLease {
-    fn from(job_lease: JobLease) -> Self {
-        let JobLease { agent_id, expires_ms } = job_lease;
-        Self { agent_id, expires_ms }
-    }
-}
+stored_layout!(JobLease <=> crate::state::JobLease { agent_id, expires_ms });

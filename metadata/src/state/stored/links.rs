@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::{restate_via_from, stored_layout};
+
 use crate::state::TopicId;
 
 /// [`crate::state::LinkConfig`] as it is stored.
@@ -24,20 +26,7 @@ pub struct LinkConfig {
     pub acls: bool,
 }
 
-impl From<crate::state::LinkConfig> for LinkConfig {
-    fn from(link_config: crate::state::LinkConfig) -> Self {
-        let crate::state::LinkConfig { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls } =
-            link_config;
-        Self { bootstrap, tls, tls_ca_pem, sasl: sasl.map(Into::into), topics, groups, sync_configs, tenant, acls }
-    }
-}
-
-impl From<LinkConfig> for crate::state::LinkConfig {
-    fn from(link_config: LinkConfig) -> Self {
-        let LinkConfig { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls } = link_config;
-        Self { bootstrap, tls, tls_ca_pem, sasl: sasl.map(Into::into), topics, groups, sync_configs, tenant, acls }
-    }
-}
+stored_layout!(LinkConfig <=> crate::state::LinkConfig { bootstrap, tls, tls_ca_pem, sasl, topics, groups, sync_configs, tenant, acls });
 
 /// [`crate::state::LinkRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,36 +40,7 @@ pub(crate) struct LinkRecord {
     pub(crate) deleted_at_source: BTreeSet<String>,
 }
 
-impl From<crate::state::LinkRecord> for LinkRecord {
-    fn from(link_record: crate::state::LinkRecord) -> Self {
-        let crate::state::LinkRecord { config, created_ms, state, source_ends, error, reported_ms, deleted_at_source } =
-            link_record;
-        Self {
-            config: config.into(),
-            created_ms,
-            state: state.into(),
-            source_ends,
-            error,
-            reported_ms,
-            deleted_at_source,
-        }
-    }
-}
-
-impl From<LinkRecord> for crate::state::LinkRecord {
-    fn from(link_record: LinkRecord) -> Self {
-        let LinkRecord { config, created_ms, state, source_ends, error, reported_ms, deleted_at_source } = link_record;
-        Self {
-            config: config.into(),
-            created_ms,
-            state: state.into(),
-            source_ends,
-            error,
-            reported_ms,
-            deleted_at_source,
-        }
-    }
-}
+stored_layout!(LinkRecord <=> crate::state::LinkRecord { config, created_ms, state, source_ends, error, reported_ms, deleted_at_source });
 
 /// [`crate::state::LinkSasl`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,19 +50,7 @@ pub struct LinkSasl {
     pub password: String,
 }
 
-impl From<crate::state::LinkSasl> for LinkSasl {
-    fn from(link_sasl: crate::state::LinkSasl) -> Self {
-        let crate::state::LinkSasl { mechanism, username, password } = link_sasl;
-        Self { mechanism, username, password }
-    }
-}
-
-impl From<LinkSasl> for crate::state::LinkSasl {
-    fn from(link_sasl: LinkSasl) -> Self {
-        let LinkSasl { mechanism, username, password } = link_sasl;
-        Self { mechanism, username, password }
-    }
-}
+stored_layout!(LinkSasl <=> crate::state::LinkSasl { mechanism, username, password });
 
 /// [`crate::state::LinkState`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,3 +76,5 @@ impl From<LinkState> for crate::state::LinkState {
         }
     }
 }
+
+restate_via_from!(LinkState <=> crate::state::LinkState);

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::{restate_via_from, stored_layout};
+
 use super::AbortedTransaction;
 use crate::state::{ObjectId, TopicId};
 
@@ -44,7 +46,7 @@ impl From<crate::state::EntryData> for EntryData {
             crate::state::EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::Chunk { object_id, byte_start, byte_len, crc32c }
             }
-            crate::state::EntryData::Marker(a0) => Self::Marker(a0.into()),
+            crate::state::EntryData::Marker(marker) => Self::Marker(marker.into()),
             crate::state::EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::CleanedChunk { object_id, byte_start, byte_len, crc32c }
             }
@@ -66,7 +68,7 @@ impl From<EntryData> for crate::state::EntryData {
             EntryData::Chunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::Chunk { object_id, byte_start, byte_len, crc32c }
             }
-            EntryData::Marker(a0) => Self::Marker(a0.into()),
+            EntryData::Marker(marker) => Self::Marker(marker.into()),
             EntryData::CleanedChunk { object_id, byte_start, byte_len, crc32c } => {
                 Self::CleanedChunk { object_id, byte_start, byte_len, crc32c }
             }
@@ -78,6 +80,8 @@ impl From<EntryData> for crate::state::EntryData {
     }
 }
 
+restate_via_from!(EntryData <=> crate::state::EntryData);
+
 /// [`crate::state::IndexEntry`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct IndexEntry {
@@ -87,19 +91,7 @@ pub(crate) struct IndexEntry {
     pub(crate) data: EntryData,
 }
 
-impl From<crate::state::IndexEntry> for IndexEntry {
-    fn from(index_entry: crate::state::IndexEntry) -> Self {
-        let crate::state::IndexEntry { base_offset, last_offset, timestamp_max, data } = index_entry;
-        Self { base_offset, last_offset, timestamp_max, data: data.into() }
-    }
-}
-
-impl From<IndexEntry> for crate::state::IndexEntry {
-    fn from(index_entry: IndexEntry) -> Self {
-        let IndexEntry { base_offset, last_offset, timestamp_max, data } = index_entry;
-        Self { base_offset, last_offset, timestamp_max, data: data.into() }
-    }
-}
+stored_layout!(IndexEntry <=> crate::state::IndexEntry { base_offset, last_offset, timestamp_max, data });
 
 /// [`crate::state::ObjectRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,19 +101,7 @@ pub(crate) struct ObjectRecord {
     pub(crate) reference_count: u64,
 }
 
-impl From<crate::state::ObjectRecord> for ObjectRecord {
-    fn from(object_record: crate::state::ObjectRecord) -> Self {
-        let crate::state::ObjectRecord { key, object_bytes, reference_count } = object_record;
-        Self { key, object_bytes, reference_count }
-    }
-}
-
-impl From<ObjectRecord> for crate::state::ObjectRecord {
-    fn from(object_record: ObjectRecord) -> Self {
-        let ObjectRecord { key, object_bytes, reference_count } = object_record;
-        Self { key, object_bytes, reference_count }
-    }
-}
+stored_layout!(ObjectRecord <=> crate::state::ObjectRecord { key, object_bytes, reference_count });
 
 /// [`crate::state::Partition`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,51 +115,7 @@ pub(crate) struct Partition {
     pub(crate) aborted_transactions: VecDeque<AbortedTransaction>,
 }
 
-impl From<crate::state::Partition> for Partition {
-    fn from(partition: crate::state::Partition) -> Self {
-        let crate::state::Partition {
-            next_offset,
-            log_start_offset,
-            leader_epoch,
-            index,
-            index_bytes,
-            open_transactions,
-            aborted_transactions,
-        } = partition;
-        Self {
-            next_offset,
-            log_start_offset,
-            leader_epoch,
-            index: index.into_iter().map(Into::into).collect(),
-            index_bytes,
-            open_transactions,
-            aborted_transactions: aborted_transactions.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<Partition> for crate::state::Partition {
-    fn from(partition: Partition) -> Self {
-        let Partition {
-            next_offset,
-            log_start_offset,
-            leader_epoch,
-            index,
-            index_bytes,
-            open_transactions,
-            aborted_transactions,
-        } = partition;
-        Self {
-            next_offset,
-            log_start_offset,
-            leader_epoch,
-            index: index.into_iter().map(Into::into).collect(),
-            index_bytes,
-            open_transactions,
-            aborted_transactions: aborted_transactions.into_iter().map(Into::into).collect(),
-        }
-    }
-}
+stored_layout!(Partition <=> crate::state::Partition { next_offset, log_start_offset, leader_epoch, index, index_bytes, open_transactions, aborted_transactions });
 
 /// [`crate::state::Topic`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,19 +126,7 @@ pub(crate) struct Topic {
     pub(crate) partitions: Vec<Partition>,
 }
 
-impl From<crate::state::Topic> for Topic {
-    fn from(topic: crate::state::Topic) -> Self {
-        let crate::state::Topic { name, topic_id, configs, partitions } = topic;
-        Self { name, topic_id, configs, partitions: partitions.into_iter().map(Into::into).collect() }
-    }
-}
-
-impl From<Topic> for crate::state::Topic {
-    fn from(topic: Topic) -> Self {
-        let Topic { name, topic_id, configs, partitions } = topic;
-        Self { name, topic_id, configs, partitions: partitions.into_iter().map(Into::into).collect() }
-    }
-}
+stored_layout!(Topic <=> crate::state::Topic { name, topic_id, configs, partitions });
 
 /// [`crate::state::TxnMarker`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,16 +136,4 @@ pub struct TxnMarker {
     pub commit: bool,
 }
 
-impl From<crate::state::TxnMarker> for TxnMarker {
-    fn from(txn_marker: crate::state::TxnMarker) -> Self {
-        let crate::state::TxnMarker { producer_id, producer_epoch, commit } = txn_marker;
-        Self { producer_id, producer_epoch, commit }
-    }
-}
-
-impl From<TxnMarker> for crate::state::TxnMarker {
-    fn from(txn_marker: TxnMarker) -> Self {
-        let TxnMarker { producer_id, producer_epoch, commit } = txn_marker;
-        Self { producer_id, producer_epoch, commit }
-    }
-}
+stored_layout!(TxnMarker <=> crate::state::TxnMarker { producer_id, producer_epoch, commit });

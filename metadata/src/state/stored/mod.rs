@@ -1,8 +1,8 @@
-//! The state as it is stored, separate from the in-memory [`State`]: today's format is
-//! [`StoredState`] (`current.rs`), and each older format has a mirror of its stored state that
-//! converts into the next one's. Commands of every format so far are a prefix of today's
-//! `Command`; only [`crate::Command::RestoreState`], which holds a whole state, needs to know
-//! which format it is read in ([`decoding`]).
+//! The state as it is stored, separate from the in-memory [`State`](crate::state::State): today's
+//! format is [`StoredState`] (`current.rs`), and each older format has a mirror of its stored state
+//! that converts into the next one's. Commands of every format so far are a prefix of today's
+//! `Command`; only [`crate::Command::RestoreState`], which holds a whole state, needs to know which
+//! format it is read in ([`decoding`]).
 //!
 //! Every record the state keeps has a stored layout here, one file per area (`log.rs`,
 //! `groups.rs`, `security.rs`, ...), with conversions that name every field. Commands carry the
@@ -24,6 +24,7 @@ mod link_config;
 mod links;
 mod log;
 mod registry;
+mod restate;
 mod security;
 mod share;
 mod tables;
@@ -57,6 +58,7 @@ pub use log::TxnMarker;
 pub(crate) use log::{ObjectRecord, Topic};
 pub(crate) use registry::SchemaRegistry;
 pub use registry::{RegistryConfig, SchemaContent, SchemaReference};
+pub(crate) use restate::{Restate, restate_via_from, stored_layout};
 pub use security::{ApiKeyQuotas, ApiKeyRecord, ScramCredential, TenantQuotas};
 pub(crate) use security::{TenantRecord, UserRecord};
 pub(crate) use share::SharePartition;

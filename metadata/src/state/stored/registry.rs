@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 use crate::state::{Compatibility, RegistryMode, SchemaType};
 
 /// [`crate::state::RegistryConfig`] as it is stored.
@@ -17,19 +19,7 @@ pub struct RegistryConfig {
     pub normalize: Option<bool>,
 }
 
-impl From<crate::state::RegistryConfig> for RegistryConfig {
-    fn from(registry_config: crate::state::RegistryConfig) -> Self {
-        let crate::state::RegistryConfig { compatibility, normalize } = registry_config;
-        Self { compatibility, normalize }
-    }
-}
-
-impl From<RegistryConfig> for crate::state::RegistryConfig {
-    fn from(registry_config: RegistryConfig) -> Self {
-        let RegistryConfig { compatibility, normalize } = registry_config;
-        Self { compatibility, normalize }
-    }
-}
+stored_layout!(RegistryConfig <=> crate::state::RegistryConfig { compatibility, normalize });
 
 /// [`crate::state::SchemaContent`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -39,19 +29,7 @@ pub struct SchemaContent {
     pub references: Vec<SchemaReference>,
 }
 
-impl From<crate::state::SchemaContent> for SchemaContent {
-    fn from(schema_content: crate::state::SchemaContent) -> Self {
-        let crate::state::SchemaContent { schema_type, text, references } = schema_content;
-        Self { schema_type, text, references: references.into_iter().map(Into::into).collect() }
-    }
-}
-
-impl From<SchemaContent> for crate::state::SchemaContent {
-    fn from(schema_content: SchemaContent) -> Self {
-        let SchemaContent { schema_type, text, references } = schema_content;
-        Self { schema_type, text, references: references.into_iter().map(Into::into).collect() }
-    }
-}
+stored_layout!(SchemaContent <=> crate::state::SchemaContent { schema_type, text, references });
 
 /// [`crate::state::SchemaRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,19 +38,7 @@ pub(crate) struct SchemaRecord {
     pub(crate) uses: u32,
 }
 
-impl From<crate::state::SchemaRecord> for SchemaRecord {
-    fn from(schema_record: crate::state::SchemaRecord) -> Self {
-        let crate::state::SchemaRecord { content, uses } = schema_record;
-        Self { content: content.into(), uses }
-    }
-}
-
-impl From<SchemaRecord> for crate::state::SchemaRecord {
-    fn from(schema_record: SchemaRecord) -> Self {
-        let SchemaRecord { content, uses } = schema_record;
-        Self { content: content.into(), uses }
-    }
-}
+stored_layout!(SchemaRecord <=> crate::state::SchemaRecord { content, uses });
 
 /// [`crate::state::SchemaReference`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -82,19 +48,7 @@ pub struct SchemaReference {
     pub version: i32,
 }
 
-impl From<crate::state::SchemaReference> for SchemaReference {
-    fn from(schema_reference: crate::state::SchemaReference) -> Self {
-        let crate::state::SchemaReference { name, subject, version } = schema_reference;
-        Self { name, subject, version }
-    }
-}
-
-impl From<SchemaReference> for crate::state::SchemaReference {
-    fn from(schema_reference: SchemaReference) -> Self {
-        let SchemaReference { name, subject, version } = schema_reference;
-        Self { name, subject, version }
-    }
-}
+stored_layout!(SchemaReference <=> crate::state::SchemaReference { name, subject, version });
 
 /// [`crate::state::SchemaRegistry`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,67 +66,7 @@ pub(crate) struct SchemaRegistry {
     pub(crate) config_revision: u64,
 }
 
-impl From<crate::state::SchemaRegistry> for SchemaRegistry {
-    fn from(schema_registry: crate::state::SchemaRegistry) -> Self {
-        let crate::state::SchemaRegistry {
-            last_id,
-            bytes,
-            schemas,
-            by_digest,
-            subjects,
-            referenced_by,
-            config,
-            mode,
-            subject_configs,
-            subject_modes,
-            config_revision,
-        } = schema_registry;
-        Self {
-            last_id,
-            bytes,
-            schemas: schemas.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            by_digest,
-            subjects: subjects.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            referenced_by,
-            config: config.into(),
-            mode,
-            subject_configs: subject_configs.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            subject_modes,
-            config_revision,
-        }
-    }
-}
-
-impl From<SchemaRegistry> for crate::state::SchemaRegistry {
-    fn from(schema_registry: SchemaRegistry) -> Self {
-        let SchemaRegistry {
-            last_id,
-            bytes,
-            schemas,
-            by_digest,
-            subjects,
-            referenced_by,
-            config,
-            mode,
-            subject_configs,
-            subject_modes,
-            config_revision,
-        } = schema_registry;
-        Self {
-            last_id,
-            bytes,
-            schemas: schemas.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            by_digest,
-            subjects: subjects.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            referenced_by,
-            config: config.into(),
-            mode,
-            subject_configs: subject_configs.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            subject_modes,
-            config_revision,
-        }
-    }
-}
+stored_layout!(SchemaRegistry <=> crate::state::SchemaRegistry { last_id, bytes, schemas, by_digest, subjects, referenced_by, config, mode, subject_configs, subject_modes, config_revision });
 
 /// [`crate::state::SubjectRecord`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,19 +75,7 @@ pub(crate) struct SubjectRecord {
     pub(crate) revision: u64,
 }
 
-impl From<crate::state::SubjectRecord> for SubjectRecord {
-    fn from(subject_record: crate::state::SubjectRecord) -> Self {
-        let crate::state::SubjectRecord { versions, revision } = subject_record;
-        Self { versions: versions.into_iter().map(|(key, value)| (key, value.into())).collect(), revision }
-    }
-}
-
-impl From<SubjectRecord> for crate::state::SubjectRecord {
-    fn from(subject_record: SubjectRecord) -> Self {
-        let SubjectRecord { versions, revision } = subject_record;
-        Self { versions: versions.into_iter().map(|(key, value)| (key, value.into())).collect(), revision }
-    }
-}
+stored_layout!(SubjectRecord <=> crate::state::SubjectRecord { versions, revision });
 
 /// [`crate::state::SubjectVersion`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,16 +85,4 @@ pub(crate) struct SubjectVersion {
     pub(crate) registered_ms: i64,
 }
 
-impl From<crate::state::SubjectVersion> for SubjectVersion {
-    fn from(subject_version: crate::state::SubjectVersion) -> Self {
-        let crate::state::SubjectVersion { id, deleted, registered_ms } = subject_version;
-        Self { id, deleted, registered_ms }
-    }
-}
-
-impl From<SubjectVersion> for crate::state::SubjectVersion {
-    fn from(subject_version: SubjectVersion) -> Self {
-        let SubjectVersion { id, deleted, registered_ms } = subject_version;
-        Self { id, deleted, registered_ms }
-    }
-}
+stored_layout!(SubjectVersion <=> crate::state::SubjectVersion { id, deleted, registered_ms });

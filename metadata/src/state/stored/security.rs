@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 use crate::state::ScramMechanism;
 
 /// [`crate::state::ApiKeyQuotas`] as it is stored.
@@ -16,20 +18,7 @@ pub struct ApiKeyQuotas {
     pub requests_per_sec: Option<u64>,
 }
 
-impl From<crate::state::ApiKeyQuotas> for ApiKeyQuotas {
-    fn from(api_key_quotas: crate::state::ApiKeyQuotas) -> Self {
-        let crate::state::ApiKeyQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec } =
-            api_key_quotas;
-        Self { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec }
-    }
-}
-
-impl From<ApiKeyQuotas> for crate::state::ApiKeyQuotas {
-    fn from(api_key_quotas: ApiKeyQuotas) -> Self {
-        let ApiKeyQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec } = api_key_quotas;
-        Self { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec }
-    }
-}
+stored_layout!(ApiKeyQuotas <=> crate::state::ApiKeyQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec });
 
 /// [`crate::state::ApiKeyRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,19 +30,7 @@ pub struct ApiKeyRecord {
     pub expires_ms: Option<i64>,
 }
 
-impl From<crate::state::ApiKeyRecord> for ApiKeyRecord {
-    fn from(api_key_record: crate::state::ApiKeyRecord) -> Self {
-        let crate::state::ApiKeyRecord { tenant, user, secret_sha256, created_ms, expires_ms } = api_key_record;
-        Self { tenant, user, secret_sha256, created_ms, expires_ms }
-    }
-}
-
-impl From<ApiKeyRecord> for crate::state::ApiKeyRecord {
-    fn from(api_key_record: ApiKeyRecord) -> Self {
-        let ApiKeyRecord { tenant, user, secret_sha256, created_ms, expires_ms } = api_key_record;
-        Self { tenant, user, secret_sha256, created_ms, expires_ms }
-    }
-}
+stored_layout!(ApiKeyRecord <=> crate::state::ApiKeyRecord { tenant, user, secret_sha256, created_ms, expires_ms });
 
 /// [`crate::state::ScramCredential`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,19 +41,7 @@ pub struct ScramCredential {
     pub server_key: Vec<u8>,
 }
 
-impl From<crate::state::ScramCredential> for ScramCredential {
-    fn from(scram_credential: crate::state::ScramCredential) -> Self {
-        let crate::state::ScramCredential { salt, iterations, stored_key, server_key } = scram_credential;
-        Self { salt, iterations, stored_key, server_key }
-    }
-}
-
-impl From<ScramCredential> for crate::state::ScramCredential {
-    fn from(scram_credential: ScramCredential) -> Self {
-        let ScramCredential { salt, iterations, stored_key, server_key } = scram_credential;
-        Self { salt, iterations, stored_key, server_key }
-    }
-}
+stored_layout!(ScramCredential <=> crate::state::ScramCredential { salt, iterations, stored_key, server_key });
 
 /// [`crate::state::TenantQuotas`] as it is stored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,63 +58,7 @@ pub struct TenantQuotas {
     pub acls: Option<u64>,
 }
 
-impl From<crate::state::TenantQuotas> for TenantQuotas {
-    fn from(tenant_quotas: crate::state::TenantQuotas) -> Self {
-        let crate::state::TenantQuotas {
-            produce_bytes_per_sec,
-            fetch_bytes_per_sec,
-            partitions,
-            requests_per_sec,
-            storage_bytes,
-            topics,
-            groups,
-            transactional_ids,
-            producer_ids,
-            acls,
-        } = tenant_quotas;
-        Self {
-            produce_bytes_per_sec,
-            fetch_bytes_per_sec,
-            partitions,
-            requests_per_sec,
-            storage_bytes,
-            topics,
-            groups,
-            transactional_ids,
-            producer_ids,
-            acls,
-        }
-    }
-}
-
-impl From<TenantQuotas> for crate::state::TenantQuotas {
-    fn from(tenant_quotas: TenantQuotas) -> Self {
-        let TenantQuotas {
-            produce_bytes_per_sec,
-            fetch_bytes_per_sec,
-            partitions,
-            requests_per_sec,
-            storage_bytes,
-            topics,
-            groups,
-            transactional_ids,
-            producer_ids,
-            acls,
-        } = tenant_quotas;
-        Self {
-            produce_bytes_per_sec,
-            fetch_bytes_per_sec,
-            partitions,
-            requests_per_sec,
-            storage_bytes,
-            topics,
-            groups,
-            transactional_ids,
-            producer_ids,
-            acls,
-        }
-    }
-}
+stored_layout!(TenantQuotas <=> crate::state::TenantQuotas { produce_bytes_per_sec, fetch_bytes_per_sec, partitions, requests_per_sec, storage_bytes, topics, groups, transactional_ids, producer_ids, acls });
 
 /// [`crate::state::TenantRecord`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,19 +70,7 @@ pub(crate) struct TenantRecord {
     pub(crate) producer_ids: u64,
 }
 
-impl From<crate::state::TenantRecord> for TenantRecord {
-    fn from(tenant_record: crate::state::TenantRecord) -> Self {
-        let crate::state::TenantRecord { created_ms, quotas, cors_origins, id, producer_ids } = tenant_record;
-        Self { created_ms, quotas: quotas.into(), cors_origins, id, producer_ids }
-    }
-}
-
-impl From<TenantRecord> for crate::state::TenantRecord {
-    fn from(tenant_record: TenantRecord) -> Self {
-        let TenantRecord { created_ms, quotas, cors_origins, id, producer_ids } = tenant_record;
-        Self { created_ms, quotas: quotas.into(), cors_origins, id, producer_ids }
-    }
-}
+stored_layout!(TenantRecord <=> crate::state::TenantRecord { created_ms, quotas, cors_origins, id, producer_ids });
 
 /// [`crate::state::UserRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,16 +79,4 @@ pub(crate) struct UserRecord {
     pub(crate) scram: std::collections::BTreeMap<ScramMechanism, ScramCredential>,
 }
 
-impl From<crate::state::UserRecord> for UserRecord {
-    fn from(user_record: crate::state::UserRecord) -> Self {
-        let crate::state::UserRecord { tenant, scram } = user_record;
-        Self { tenant, scram: scram.into_iter().map(|(key, value)| (key, value.into())).collect() }
-    }
-}
-
-impl From<UserRecord> for crate::state::UserRecord {
-    fn from(user_record: UserRecord) -> Self {
-        let UserRecord { tenant, scram } = user_record;
-        Self { tenant, scram: scram.into_iter().map(|(key, value)| (key, value.into())).collect() }
-    }
-}
+stored_layout!(UserRecord <=> crate::state::UserRecord { tenant, scram });

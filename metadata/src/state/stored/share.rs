@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::{restate_via_from, stored_layout};
+
 /// [`crate::state::InFlight`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct InFlight {
@@ -16,19 +18,7 @@ pub(crate) struct InFlight {
     pub(crate) state: RecordState,
 }
 
-impl From<crate::state::InFlight> for InFlight {
-    fn from(in_flight: crate::state::InFlight) -> Self {
-        let crate::state::InFlight { last, delivery_count, state } = in_flight;
-        Self { last, delivery_count, state: state.into() }
-    }
-}
-
-impl From<InFlight> for crate::state::InFlight {
-    fn from(in_flight: InFlight) -> Self {
-        let InFlight { last, delivery_count, state } = in_flight;
-        Self { last, delivery_count, state: state.into() }
-    }
-}
+stored_layout!(InFlight <=> crate::state::InFlight { last, delivery_count, state });
 
 /// [`crate::state::RecordState`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +51,8 @@ impl From<RecordState> for crate::state::RecordState {
     }
 }
 
+restate_via_from!(RecordState <=> crate::state::RecordState);
+
 /// [`crate::state::SharePartition`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SharePartition {
@@ -71,29 +63,4 @@ pub(crate) struct SharePartition {
     pub(crate) delivery_limit: i16,
 }
 
-impl From<crate::state::SharePartition> for SharePartition {
-    fn from(share_partition: crate::state::SharePartition) -> Self {
-        let crate::state::SharePartition { start_offset, end_offset, ranges, lock_deadline_ms, delivery_limit } =
-            share_partition;
-        Self {
-            start_offset,
-            end_offset,
-            ranges: ranges.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            lock_deadline_ms,
-            delivery_limit,
-        }
-    }
-}
-
-impl From<SharePartition> for crate::state::SharePartition {
-    fn from(share_partition: SharePartition) -> Self {
-        let SharePartition { start_offset, end_offset, ranges, lock_deadline_ms, delivery_limit } = share_partition;
-        Self {
-            start_offset,
-            end_offset,
-            ranges: ranges.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            lock_deadline_ms,
-            delivery_limit,
-        }
-    }
-}
+stored_layout!(SharePartition <=> crate::state::SharePartition { start_offset, end_offset, ranges, lock_deadline_ms, delivery_limit });

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 /// [`crate::state::RetiredTable`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct RetiredTable {
@@ -14,19 +16,7 @@ pub(crate) struct RetiredTable {
     pub(crate) generation: u32,
 }
 
-impl From<crate::state::RetiredTable> for RetiredTable {
-    fn from(retired_table: crate::state::RetiredTable) -> Self {
-        let crate::state::RetiredTable { table_uuid, metadata_location, generation } = retired_table;
-        Self { table_uuid, metadata_location, generation }
-    }
-}
-
-impl From<RetiredTable> for crate::state::RetiredTable {
-    fn from(retired_table: RetiredTable) -> Self {
-        let RetiredTable { table_uuid, metadata_location, generation } = retired_table;
-        Self { table_uuid, metadata_location, generation }
-    }
-}
+stored_layout!(RetiredTable <=> crate::state::RetiredTable { table_uuid, metadata_location, generation });
 
 /// [`crate::state::TableRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,48 +30,4 @@ pub(crate) struct TableRecord {
     pub(crate) retired: Vec<RetiredTable>,
 }
 
-impl From<crate::state::TableRecord> for TableRecord {
-    fn from(table_record: crate::state::TableRecord) -> Self {
-        let crate::state::TableRecord {
-            table_uuid,
-            version,
-            metadata_location,
-            dead_letter_location,
-            offsets,
-            committed_ms,
-            retired,
-        } = table_record;
-        Self {
-            table_uuid,
-            version,
-            metadata_location,
-            dead_letter_location,
-            offsets,
-            committed_ms,
-            retired: retired.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<TableRecord> for crate::state::TableRecord {
-    fn from(table_record: TableRecord) -> Self {
-        let TableRecord {
-            table_uuid,
-            version,
-            metadata_location,
-            dead_letter_location,
-            offsets,
-            committed_ms,
-            retired,
-        } = table_record;
-        Self {
-            table_uuid,
-            version,
-            metadata_location,
-            dead_letter_location,
-            offsets,
-            committed_ms,
-            retired: retired.into_iter().map(Into::into).collect(),
-        }
-    }
-}
+stored_layout!(TableRecord <=> crate::state::TableRecord { table_uuid, version, metadata_location, dead_letter_location, offsets, committed_ms, retired });

@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::{restate_via_from, stored_layout};
+
 use super::OffsetCommit;
 use crate::state::TopicId;
 
@@ -19,19 +21,7 @@ pub(crate) struct AbortedTransaction {
     pub(crate) last_offset: i64,
 }
 
-impl From<crate::state::AbortedTransaction> for AbortedTransaction {
-    fn from(aborted_transaction: crate::state::AbortedTransaction) -> Self {
-        let crate::state::AbortedTransaction { producer_id, first_offset, last_offset } = aborted_transaction;
-        Self { producer_id, first_offset, last_offset }
-    }
-}
-
-impl From<AbortedTransaction> for crate::state::AbortedTransaction {
-    fn from(aborted_transaction: AbortedTransaction) -> Self {
-        let AbortedTransaction { producer_id, first_offset, last_offset } = aborted_transaction;
-        Self { producer_id, first_offset, last_offset }
-    }
-}
+stored_layout!(AbortedTransaction <=> crate::state::AbortedTransaction { producer_id, first_offset, last_offset });
 
 /// [`crate::state::ProducerRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,32 +33,7 @@ pub(crate) struct ProducerRecord {
     pub(crate) tenant: Option<String>,
 }
 
-impl From<crate::state::ProducerRecord> for ProducerRecord {
-    fn from(producer_record: crate::state::ProducerRecord) -> Self {
-        let crate::state::ProducerRecord { epoch, transactional_id, last_active_ms, partitions, tenant } =
-            producer_record;
-        Self {
-            epoch,
-            transactional_id,
-            last_active_ms,
-            partitions: partitions.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            tenant,
-        }
-    }
-}
-
-impl From<ProducerRecord> for crate::state::ProducerRecord {
-    fn from(producer_record: ProducerRecord) -> Self {
-        let ProducerRecord { epoch, transactional_id, last_active_ms, partitions, tenant } = producer_record;
-        Self {
-            epoch,
-            transactional_id,
-            last_active_ms,
-            partitions: partitions.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            tenant,
-        }
-    }
-}
+stored_layout!(ProducerRecord <=> crate::state::ProducerRecord { epoch, transactional_id, last_active_ms, partitions, tenant });
 
 /// [`crate::state::ProducerSequences`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,19 +42,7 @@ pub(crate) struct ProducerSequences {
     pub(crate) recent: VecDeque<SequencedChunk>,
 }
 
-impl From<crate::state::ProducerSequences> for ProducerSequences {
-    fn from(producer_sequences: crate::state::ProducerSequences) -> Self {
-        let crate::state::ProducerSequences { epoch, recent } = producer_sequences;
-        Self { epoch, recent: recent.into_iter().map(Into::into).collect() }
-    }
-}
-
-impl From<ProducerSequences> for crate::state::ProducerSequences {
-    fn from(producer_sequences: ProducerSequences) -> Self {
-        let ProducerSequences { epoch, recent } = producer_sequences;
-        Self { epoch, recent: recent.into_iter().map(Into::into).collect() }
-    }
-}
+stored_layout!(ProducerSequences <=> crate::state::ProducerSequences { epoch, recent });
 
 /// [`crate::state::SequencedChunk`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,20 +54,7 @@ pub(crate) struct SequencedChunk {
     pub(crate) timestamp_max: i64,
 }
 
-impl From<crate::state::SequencedChunk> for SequencedChunk {
-    fn from(sequenced_chunk: crate::state::SequencedChunk) -> Self {
-        let crate::state::SequencedChunk { first_sequence, last_sequence, base_offset, last_offset, timestamp_max } =
-            sequenced_chunk;
-        Self { first_sequence, last_sequence, base_offset, last_offset, timestamp_max }
-    }
-}
-
-impl From<SequencedChunk> for crate::state::SequencedChunk {
-    fn from(sequenced_chunk: SequencedChunk) -> Self {
-        let SequencedChunk { first_sequence, last_sequence, base_offset, last_offset, timestamp_max } = sequenced_chunk;
-        Self { first_sequence, last_sequence, base_offset, last_offset, timestamp_max }
-    }
-}
+stored_layout!(SequencedChunk <=> crate::state::SequencedChunk { first_sequence, last_sequence, base_offset, last_offset, timestamp_max });
 
 /// [`crate::state::TransactionRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,69 +71,7 @@ pub(crate) struct TransactionRecord {
     pub(crate) last_update_ms: i64,
 }
 
-impl From<crate::state::TransactionRecord> for TransactionRecord {
-    fn from(transaction_record: crate::state::TransactionRecord) -> Self {
-        let crate::state::TransactionRecord {
-            producer_id,
-            producer_epoch,
-            epoch_before_abort,
-            timeout_ms,
-            state,
-            partitions,
-            groups,
-            pending_offsets,
-            started_ms,
-            last_update_ms,
-        } = transaction_record;
-        Self {
-            producer_id,
-            producer_epoch,
-            epoch_before_abort,
-            timeout_ms,
-            state: state.into(),
-            partitions,
-            groups,
-            pending_offsets: pending_offsets
-                .into_iter()
-                .map(|(key, value)| (key, value.into_iter().map(|(k1, v1)| (k1, v1.into())).collect()))
-                .collect(),
-            started_ms,
-            last_update_ms,
-        }
-    }
-}
-
-impl From<TransactionRecord> for crate::state::TransactionRecord {
-    fn from(transaction_record: TransactionRecord) -> Self {
-        let TransactionRecord {
-            producer_id,
-            producer_epoch,
-            epoch_before_abort,
-            timeout_ms,
-            state,
-            partitions,
-            groups,
-            pending_offsets,
-            started_ms,
-            last_update_ms,
-        } = transaction_record;
-        Self {
-            producer_id,
-            producer_epoch,
-            epoch_before_abort,
-            timeout_ms,
-            state: state.into(),
-            partitions,
-            groups,
-            pending_offsets: pending_offsets
-                .into_iter()
-                .map(|(key, value)| (key, value.into_iter().map(|(k1, v1)| (k1, v1.into())).collect()))
-                .collect(),
-            started_ms,
-            last_update_ms,
-        }
-    }
-}
+stored_layout!(TransactionRecord <=> crate::state::TransactionRecord { producer_id, producer_epoch, epoch_before_abort, timeout_ms, state, partitions, groups, pending_offsets, started_ms, last_update_ms });
 
 /// [`crate::state::TxnState`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,3 +103,5 @@ impl From<TxnState> for crate::state::TxnState {
         }
     }
 }
+
+restate_via_from!(TxnState <=> crate::state::TxnState);

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::stored_layout;
+
 use crate::state::Meter;
 
 /// [`crate::state::UsageHour`] as it is stored.
@@ -18,19 +20,7 @@ pub(crate) struct UsageHour {
     pub(crate) revision: u32,
 }
 
-impl From<crate::state::UsageHour> for UsageHour {
-    fn from(usage_hour: crate::state::UsageHour) -> Self {
-        let crate::state::UsageHour { changes, exported_changes, revision } = usage_hour;
-        Self { changes, exported_changes, revision }
-    }
-}
-
-impl From<UsageHour> for crate::state::UsageHour {
-    fn from(usage_hour: UsageHour) -> Self {
-        let UsageHour { changes, exported_changes, revision } = usage_hour;
-        Self { changes, exported_changes, revision }
-    }
-}
+stored_layout!(UsageHour <=> crate::state::UsageHour { changes, exported_changes, revision });
 
 /// [`crate::state::UsageLedger`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,31 +32,7 @@ pub(crate) struct UsageLedger {
     pub(crate) hours: BTreeMap<i64, UsageHour>,
 }
 
-impl From<crate::state::UsageLedger> for UsageLedger {
-    fn from(usage_ledger: crate::state::UsageLedger) -> Self {
-        let crate::state::UsageLedger { open, minutes, closed_through_ms, reporters, hours } = usage_ledger;
-        Self {
-            open,
-            minutes,
-            closed_through_ms,
-            reporters: reporters.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            hours: hours.into_iter().map(|(key, value)| (key, value.into())).collect(),
-        }
-    }
-}
-
-impl From<UsageLedger> for crate::state::UsageLedger {
-    fn from(usage_ledger: UsageLedger) -> Self {
-        let UsageLedger { open, minutes, closed_through_ms, reporters, hours } = usage_ledger;
-        Self {
-            open,
-            minutes,
-            closed_through_ms,
-            reporters: reporters.into_iter().map(|(key, value)| (key, value.into())).collect(),
-            hours: hours.into_iter().map(|(key, value)| (key, value.into())).collect(),
-        }
-    }
-}
+stored_layout!(UsageLedger <=> crate::state::UsageLedger { open, minutes, closed_through_ms, reporters, hours });
 
 /// [`crate::state::UsageReporter`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,16 +41,4 @@ pub(crate) struct UsageReporter {
     pub(crate) last_report_ms: i64,
 }
 
-impl From<crate::state::UsageReporter> for UsageReporter {
-    fn from(usage_reporter: crate::state::UsageReporter) -> Self {
-        let crate::state::UsageReporter { last_seq, last_report_ms } = usage_reporter;
-        Self { last_seq, last_report_ms }
-    }
-}
-
-impl From<UsageReporter> for crate::state::UsageReporter {
-    fn from(usage_reporter: UsageReporter) -> Self {
-        let UsageReporter { last_seq, last_report_ms } = usage_reporter;
-        Self { last_seq, last_report_ms }
-    }
-}
+stored_layout!(UsageReporter <=> crate::state::UsageReporter { last_seq, last_report_ms });
