@@ -1,6 +1,6 @@
 //! openraft's async runtime: Tokio, except for randomness. openraft draws its election timeouts
 //! from the runtime's generator; here that is a per-thread generator seeded from entropy, which
-//! a simulation reseeds ([`seed_this_thread`]) so that a seed replays the same elections.
+//! a simulation reseeds (`seed_this_thread`, in tests) so that a seed replays the same elections.
 
 use std::cell::RefCell;
 use std::future::Future;
