@@ -3,9 +3,12 @@
 //! Record framing (little-endian): `payload_bytes: u32 | crc32c: u32 | payload`, the payload a
 //! postcard-encoded [`LogRecord`]. Every write is `fdatasync`ed before openraft hears it is done,
 //! so an acknowledged append or vote survives a crash. A torn tail (a short record, or one whose
-//! checksum fails) is cut at the last whole record on open; a whole record that does not decode
-//! stops the open instead, naming the format, since cutting it would lose committed entries. When the file grows past [`REWRITE_BYTES_MIN`] it is rewritten with only the live
-//! records (written to a temporary file, fsynced, renamed over the old one).
+//! checksum fails) is cut at the last whole record on open. Two things stop the open instead,
+//! since cutting would lose acknowledged entries: a whole record that does not decode (written by
+//! a newer format, which the error names) and a damaged record with a whole one after it (the disk
+//! corrupted it; a crash tears only the last). When the file grows past [`REWRITE_BYTES_MIN`] it
+//! is rewritten with only the live records (written to a temporary file, fsynced, renamed over
+//! the old one).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -78,6 +81,9 @@ struct LogFile {
     file: File,
     bytes: u64,
     contents: LogContents,
+    /// A write failed: later ones are refused, so nothing whole follows a torn record (which the
+    /// next open would take for corruption) and no fsync is retried after it failed.
+    failed: bool,
     /// Tests: the next write stops halfway with an I/O error, as a failing disk's would.
     #[cfg(test)]
     fail_next_write: bool,
@@ -124,7 +130,24 @@ fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64, u32)> {
             break;
         }
         let mut payload = vec![0u8; len];
-        if reader.read_exact(&mut payload).is_err() || crc32c::crc32c(&payload) != crc {
+        if reader.read_exact(&mut payload).is_err() {
+            break;
+        }
+        if crc32c::crc32c(&payload) != crc {
+            // Each record is synced before the next is written, so a crash tears only the last:
+            // a whole record after this one means the disk damaged it, and cutting here would
+            // drop entries and votes this node acknowledged.
+            if read_whole_record(&mut reader) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: the record at byte {valid} fails its checksum and a whole record follows it, so \
+                         the disk corrupted it (a crash tears only the last record): nothing was cut; replace \
+                         this node's data as for a lost volume (docs/OPERATIONS.md)",
+                        path.display()
+                    ),
+                ));
+            }
             break;
         }
         // Whole and checksummed, so not torn: a record that does not decode was written by a
@@ -155,6 +178,22 @@ fn read_records(path: &Path) -> io::Result<(Vec<LogRecord>, u64, u32)> {
     Ok((records, valid, version))
 }
 
+/// Whether the reader is at a whole record: a plausible length and a payload that matches its
+/// checksum.
+fn read_whole_record(reader: &mut impl Read) -> bool {
+    let mut header = [0u8; 8];
+    if reader.read_exact(&mut header).is_err() {
+        return false;
+    }
+    let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    if len == 0 || len > COMMAND_BYTES_MAX * 4 {
+        return false;
+    }
+    let mut payload = vec![0u8; len];
+    reader.read_exact(&mut payload).is_ok() && crc32c::crc32c(&payload) == crc
+}
+
 impl FileLogStore {
     /// Opens the log at `path`; `durable` is what the node's snapshot file covers
     /// ([`super::state_machine::StateMachine::durable_snapshot`]).
@@ -181,6 +220,7 @@ impl FileLogStore {
             file,
             bytes: valid,
             contents,
+            failed: false,
             #[cfg(test)]
             fail_next_write: false,
         };
@@ -211,17 +251,30 @@ impl FileLogStore {
 impl LogFile {
     /// Makes `record` durable, then applies it to the in-memory contents.
     fn write(&mut self, record: LogRecord) -> io::Result<()> {
+        if self.failed {
+            return Err(io::Error::other("an earlier write to the raft log failed; the node must restart"));
+        }
         let bytes = encode(&record)?;
+        let written = self.append(&bytes);
+        if written.is_err() {
+            self.failed = true;
+            // Best effort: the next open cuts a torn tail anyway.
+            let _ = self.file.set_len(self.bytes);
+        }
+        written?;
+        self.bytes += bytes.len() as u64;
+        self.contents.apply(record);
+        Ok(())
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
         #[cfg(test)]
         if std::mem::take(&mut self.fail_next_write) {
             self.file.write_all(&bytes[..bytes.len() / 2])?;
             return Err(io::Error::other("injected disk fault"));
         }
-        self.file.write_all(&bytes)?;
-        self.file.sync_data()?;
-        self.bytes += bytes.len() as u64;
-        self.contents.apply(record);
-        Ok(())
+        self.file.write_all(bytes)?;
+        self.file.sync_data()
     }
 
     /// Rewrites the file with only what is live, when it has grown large.
@@ -420,6 +473,48 @@ mod tests {
             assert!(records.iter().any(|r| matches!(r, LogRecord::Committed(c) if *c == committed)), "{damage}");
             fs::remove_dir_all(&dir).expect("clean up");
         }
+    }
+
+    /// A damaged record with a whole record after it is not what a crash leaves, since each
+    /// record is synced before the next is written: it is the disk corrupting a record. Opening
+    /// refuses and cuts nothing (it used to cut there, and with it every entry and vote after).
+    #[test]
+    fn a_damaged_record_before_a_whole_one_stops_the_open_and_cuts_nothing() {
+        let dir = log_dir("corrupt");
+        let path = dir.join("raft-log");
+        let committed = Some(LogId::new(openraft::CommittedLeaderId::new(2, 1), 7));
+        let mut bytes = encode(&LogRecord::Format(crate::FORMAT_VERSION)).expect("encode");
+        let damaged_at = bytes.len();
+        let mut damaged = encode(&LogRecord::Committed(committed)).expect("encode");
+        *damaged.last_mut().expect("payload") ^= 0x01;
+        bytes.extend_from_slice(&damaged);
+        bytes.extend_from_slice(&encode(&LogRecord::Vote(Vote::new(3, 1))).expect("encode"));
+        fs::write(&path, &bytes).expect("write");
+        let error = FileLogStore::open(&path, any_snapshot()).expect_err("refused");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        let message = error.to_string();
+        assert!(message.contains(&format!("byte {damaged_at}")) && message.contains("corrupt"), "{message}");
+        assert_eq!(fs::read(&path).expect("read"), bytes, "nothing was cut");
+        fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// After a write fails, the log refuses the next ones: a record written whole after a torn
+    /// one would make the file look corrupted on the next open. What failed is cut at once.
+    #[tokio::test]
+    async fn after_a_failed_write_the_log_refuses_more_and_reopens_whole() {
+        let dir = log_dir("failed-write");
+        let path = dir.join("raft-log");
+        let mut store = FileLogStore::open(&path, any_snapshot()).expect("open");
+        store.save_vote(&Vote::new(1, 1)).await.expect("vote");
+        let length = fs::metadata(&path).expect("metadata").len();
+        store.fail_next_write(true).await;
+        assert!(store.save_vote(&Vote::new(2, 1)).await.is_err(), "the injected fault");
+        assert!(store.save_vote(&Vote::new(3, 1)).await.is_err(), "refused after it");
+        assert_eq!(fs::metadata(&path).expect("metadata").len(), length, "the torn half was cut");
+        drop(store);
+        let mut reopened = FileLogStore::open(&path, any_snapshot()).expect("reopens");
+        assert_eq!(reopened.read_vote().await.expect("vote"), Some(Vote::new(1, 1)));
+        fs::remove_dir_all(&dir).expect("clean up");
     }
 
     /// A snapshot file that covers whatever a test purges.
