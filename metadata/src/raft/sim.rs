@@ -45,8 +45,9 @@
 //! `FLOE_SIM_SEED=S` one seed, and a failing seed is printed with how to run it alone;
 //! `FLOE_SIM_TRACE=1` prints events as they happen (a seed that panics prints no history).
 //!
-//! Not simulated: disk errors other than a torn tail or a failed log or snapshot write, and the
-//! agents' TCP protocol (agents call a node's Raft and group members its coordinator directly).
+//! Not simulated: disk errors other than a torn tail or a failed log or snapshot write (a record
+//! corrupted in place stops the log's open, unit-tested in `log_store`), and the agents' TCP
+//! protocol (agents call a node's Raft and group members its coordinator directly).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
