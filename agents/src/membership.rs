@@ -45,15 +45,19 @@ fn heartbeat_command(agent: &Agent) -> Command {
     let state = agent.metadata.read();
     if state.applies_format(10) {
         Command::AgentHeartbeatWithPeer {
-            agent: agent.info(),
-            profile: agent.profile(),
+            agent: agent.info().into(),
+            profile: agent.profile().into(),
             peer_addr: agent.config.peer_addr.clone(),
             now_ms: now_ms(),
         }
     } else if state.applies_format(9) {
-        Command::AgentHeartbeatWithProfile { agent: agent.info(), profile: agent.profile(), now_ms: now_ms() }
+        Command::AgentHeartbeatWithProfile {
+            agent: agent.info().into(),
+            profile: agent.profile().into(),
+            now_ms: now_ms(),
+        }
     } else {
-        Command::AgentHeartbeat { agent: agent.info(), now_ms: now_ms() }
+        Command::AgentHeartbeat { agent: agent.info().into(), now_ms: now_ms() }
     }
 }
 

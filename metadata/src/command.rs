@@ -56,7 +56,7 @@ pub enum Command {
     /// An agent announces itself (on start and then periodically); `now_ms` is stamped by the
     /// agent, since the state machine reads no clock.
     AgentHeartbeat {
-        agent: AgentInfo,
+        agent: crate::state::stored::AgentInfo,
         now_ms: i64,
     },
     /// Stores a group's membership when a rebalance completes or the group empties (proposed by
@@ -325,16 +325,16 @@ pub enum Command {
     /// only once the cluster applies format 9; before that every agent counts as one of all
     /// roles in the default group.
     AgentHeartbeatWithProfile {
-        agent: AgentInfo,
-        profile: AgentProfile,
+        agent: crate::state::stored::AgentInfo,
+        profile: crate::state::stored::AgentProfile,
         now_ms: i64,
     },
     /// [`Command::AgentHeartbeatWithProfile`] with the address of the agent's peer listener
     /// (format 10), where agents of its zone ask it for the object blocks it owns; `None`: it
     /// has none. Proposed only once the cluster applies format 10.
     AgentHeartbeatWithPeer {
-        agent: AgentInfo,
-        profile: AgentProfile,
+        agent: crate::state::stored::AgentInfo,
+        profile: crate::state::stored::AgentProfile,
         peer_addr: Option<String>,
         now_ms: i64,
     },
@@ -457,78 +457,6 @@ pub struct CompactedRun {
 pub struct ProducerIdEpoch {
     pub producer_id: i64,
     pub producer_epoch: i16,
-}
-
-/// How clients reach an agent, as listed in Kafka Metadata responses.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentInfo {
-    pub agent_id: i32,
-    pub host: String,
-    pub port: u16,
-    pub zone: Option<String>,
-}
-
-/// What an agent does and which agents it is pooled with (format 9).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentProfile {
-    pub roles: AgentRoles,
-    /// The agent group: clients that reach an agent are told only of its group's agents
-    /// (`""`: the default group).
-    pub group: String,
-}
-
-impl Default for AgentProfile {
-    fn default() -> Self {
-        Self { roles: AgentRoles::ALL, group: String::new() }
-    }
-}
-
-/// The work an agent takes: clients' writes, clients' reads, the storage jobs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentRoles {
-    pub produce: bool,
-    pub fetch: bool,
-    pub jobs: bool,
-}
-
-impl AgentRoles {
-    pub const ALL: Self = Self { produce: true, fetch: true, jobs: true };
-
-    /// Whether the agent takes no work at all (refused).
-    pub fn is_empty(&self) -> bool {
-        !(self.produce || self.fetch || self.jobs)
-    }
-}
-
-impl std::fmt::Display for AgentRoles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = [(self.produce, "produce"), (self.fetch, "fetch"), (self.jobs, "jobs")]
-            .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
-            .collect();
-        f.write_str(&names.join(","))
-    }
-}
-
-impl std::str::FromStr for AgentRoles {
-    type Err = String;
-
-    /// A comma-separated list of `produce`, `fetch` and `jobs` (at least one).
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut roles = Self { produce: false, fetch: false, jobs: false };
-        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            match name {
-                "produce" => roles.produce = true,
-                "fetch" => roles.fetch = true,
-                "jobs" => roles.jobs = true,
-                other => return Err(format!("unknown agent role {other:?}; known: produce, fetch, jobs")),
-            }
-        }
-        if roles.is_empty() {
-            return Err("an agent needs at least one role (produce, fetch, jobs)".into());
-        }
-        Ok(roles)
-    }
 }
 
 /// One uploaded segment object and the partition chunks it holds.

@@ -62,19 +62,20 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 pub use command::{
-    AgentInfo, AgentProfile, AgentRoles, BatchSummary, ChunkCommit, ChunkProducer, CleanedData, CleanedEntry,
-    CleanedRange, Command, CommandError, CommittedChunk, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
+    BatchSummary, ChunkCommit, ChunkProducer, CleanedData, CleanedEntry, CleanedRange, Command, CommandError,
+    CommittedChunk, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
 };
 pub use handle::Metadata;
 pub use namespace::Namespace;
 pub use node::{ClusterStatus, MetadataNode, MetadataNodeConfig, NodeError};
 pub use raft::state_machine::Change;
 pub use state::{
-    AbortedTransaction, AgentRecord, ApiKeyQuotas, ApiKeyRecord, AskedPartitions, CommitStamp, CommittedOffset,
-    EntryData, FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry, JobLease, MemberRecord,
-    OFFSET_METADATA_BYTES_MAX, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag, ProducerRecord,
-    ScramCredential, ScramMechanism, State, StoredChunk, TableCommit, TableRange, TableRecord, TenantQuotas,
-    TenantRecord, TenantTable, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord, validate_topic_name,
+    AbortedTransaction, AgentInfo, AgentProfile, AgentRecord, AgentRoles, ApiKeyQuotas, ApiKeyRecord, AskedPartitions,
+    CommitStamp, CommittedOffset, EntryData, FetchedOffset, GroupKind, GroupMembership, GroupRecord, IndexEntry,
+    JobLease, MemberRecord, OFFSET_METADATA_BYTES_MAX, ObjectId, ObjectRecord, OffsetCommit, Partition, PartitionLag,
+    ProducerRecord, ScramCredential, ScramMechanism, State, StoredChunk, TableCommit, TableRange, TableRecord,
+    TenantQuotas, TenantRecord, TenantTable, Topic, TopicId, TransactionRecord, TxnMarker, TxnState, UserRecord,
+    validate_topic_name,
 };
 pub use state::{
     AckBatch, AcquiredRange, RecordState, SHARE_OPS_MAX, ShareAck, ShareLag, ShareOp, SharePartition, SharePartitionKey,

@@ -145,7 +145,7 @@ pub struct State {
     pub format: u32,
     /// Agents' roles and agent groups (format 9), for agents that are not of all roles in the
     /// default group; forgotten with the agent.
-    pub agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
+    pub agent_profiles: BTreeMap<i32, AgentProfile>,
     /// Agents' peer listeners (format 10), for agents that have one; forgotten with the agent.
     pub agent_peers: BTreeMap<i32, String>,
     /// Links by name (format 11): source clusters mirrored here with identical offsets.
@@ -158,6 +158,78 @@ pub struct State {
     pub mirror_truncations: BTreeMap<(TopicId, i32), i64>,
 }
 
+/// How clients reach an agent, as listed in Kafka Metadata responses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentInfo {
+    pub agent_id: i32,
+    pub host: String,
+    pub port: u16,
+    pub zone: Option<String>,
+}
+
+/// What an agent does and which agents it is pooled with (format 9).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentProfile {
+    pub roles: AgentRoles,
+    /// The agent group: clients that reach an agent are told only of its group's agents
+    /// (`""`: the default group).
+    pub group: String,
+}
+
+impl Default for AgentProfile {
+    fn default() -> Self {
+        Self { roles: AgentRoles::ALL, group: String::new() }
+    }
+}
+
+/// The work an agent takes: clients' writes, clients' reads, the storage jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgentRoles {
+    pub produce: bool,
+    pub fetch: bool,
+    pub jobs: bool,
+}
+
+impl AgentRoles {
+    pub const ALL: Self = Self { produce: true, fetch: true, jobs: true };
+
+    /// Whether the agent takes no work at all (refused).
+    pub fn is_empty(&self) -> bool {
+        !(self.produce || self.fetch || self.jobs)
+    }
+}
+
+impl std::fmt::Display for AgentRoles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = [(self.produce, "produce"), (self.fetch, "fetch"), (self.jobs, "jobs")]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl std::str::FromStr for AgentRoles {
+    type Err = String;
+
+    /// A comma-separated list of `produce`, `fetch` and `jobs` (at least one).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut roles = Self { produce: false, fetch: false, jobs: false };
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "produce" => roles.produce = true,
+                "fetch" => roles.fetch = true,
+                "jobs" => roles.jobs = true,
+                other => return Err(format!("unknown agent role {other:?}; known: produce, fetch, jobs")),
+            }
+        }
+        if roles.is_empty() {
+            return Err("an agent needs at least one role (produce, fetch, jobs)".into());
+        }
+        Ok(roles)
+    }
+}
+
 /// An agent's last load report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AgentLoad {
@@ -168,7 +240,7 @@ pub struct AgentLoad {
 /// An agent as the cluster knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentRecord {
-    pub info: crate::command::AgentInfo,
+    pub info: AgentInfo,
     pub last_heartbeat_ms: i64,
 }
 
@@ -338,12 +410,12 @@ impl State {
                 self.delete_records(topic_id, partition, offset)
             }
             Command::SetBrokerConfigs { configs } => self.set_broker_configs(configs),
-            Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent, None, None, now_ms),
+            Command::AgentHeartbeat { agent, now_ms } => self.agent_heartbeat(agent.into(), None, None, now_ms),
             Command::AgentHeartbeatWithProfile { agent, profile, now_ms } => {
                 if !self.applies_format(9) {
                     return Err(CommandError::InvalidCommit("agent roles need every metadata node on format 9".into()));
                 }
-                self.agent_heartbeat(agent, Some(profile), None, now_ms)
+                self.agent_heartbeat(agent.into(), Some(profile.into()), None, now_ms)
             }
             Command::AgentHeartbeatWithPeer { agent, profile, peer_addr, now_ms } => {
                 if !self.applies_format(10) {
@@ -351,7 +423,7 @@ impl State {
                         "agent peer listeners need every metadata node on format 10".into(),
                     ));
                 }
-                self.agent_heartbeat(agent, Some(profile), Some(peer_addr), now_ms)
+                self.agent_heartbeat(agent.into(), Some(profile.into()), Some(peer_addr), now_ms)
             }
             Command::RestoreState(seed) => {
                 if !self.cluster_id.is_empty() || !self.topics.is_empty() {
@@ -573,7 +645,7 @@ impl State {
     }
 
     /// An agent's roles and agent group (all roles in the default group unless it said otherwise).
-    pub fn agent_profile(&self, agent_id: i32) -> crate::command::AgentProfile {
+    pub fn agent_profile(&self, agent_id: i32) -> AgentProfile {
         self.agent_profiles.get(&agent_id).cloned().unwrap_or_default()
     }
 
@@ -586,8 +658,8 @@ impl State {
     /// profile it has; `peer` likewise (before format 10), `Some(None)` says it has no listener.
     fn agent_heartbeat(
         &mut self,
-        agent: crate::command::AgentInfo,
-        profile: Option<crate::command::AgentProfile>,
+        agent: AgentInfo,
+        profile: Option<AgentProfile>,
         peer: Option<Option<String>>,
         now_ms: i64,
     ) -> Result<Outcome, CommandError> {
@@ -641,7 +713,7 @@ impl State {
             None => {}
         }
         match profile.filter(|_| !late) {
-            Some(profile) if profile == crate::command::AgentProfile::default() => {
+            Some(profile) if profile == AgentProfile::default() => {
                 self.agent_profiles.remove(&agent.agent_id);
             }
             Some(profile) => {

@@ -61,7 +61,7 @@ pub(crate) fn check_invariants(state: &State) {
     super::registry::tests::check_registry_invariants(state);
     for (id, profile) in &state.agent_profiles {
         assert!(state.agents.contains_key(id), "agent {id}'s profile outlives it");
-        assert_ne!(*profile, crate::command::AgentProfile::default(), "agent {id}'s default profile is stored");
+        assert_ne!(*profile, crate::state::AgentProfile::default(), "agent {id}'s default profile is stored");
     }
     for (id, producer) in &state.producers {
         // (Sequences of a deleted topic may outlive it.)
@@ -765,13 +765,13 @@ fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
 
 #[test]
 fn agents_stay_live_while_no_heartbeat_can_commit_and_a_silent_one_drops_out() {
-    let agent = |agent_id: i32| crate::command::AgentInfo {
+    let agent = |agent_id: i32| crate::state::AgentInfo {
         agent_id,
         host: format!("10.0.0.{agent_id}"),
         port: 9092,
         zone: None,
     };
-    let heartbeat = |agent_id: i32, now_ms: i64| Command::AgentHeartbeat { agent: agent(agent_id), now_ms };
+    let heartbeat = |agent_id: i32, now_ms: i64| Command::AgentHeartbeat { agent: agent(agent_id).into(), now_ms };
     let (state, _) = run(vec![heartbeat(1, 1_000), heartbeat(2, 1_000)]);
     let live =
         |state: &State, now_ms: i64| state.live_agents(now_ms, 10_000).map(|a| a.info.agent_id).collect::<Vec<_>>();
@@ -787,8 +787,8 @@ fn agents_stay_live_while_no_heartbeat_can_commit_and_a_silent_one_drops_out() {
 
 #[test]
 fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
-    let agent = crate::command::AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
-    let heartbeat = |now_ms: i64| Command::AgentHeartbeat { agent: agent.clone(), now_ms };
+    let agent = crate::state::AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let heartbeat = |now_ms: i64| Command::AgentHeartbeat { agent: agent.clone().into(), now_ms };
     let (state, _) = run(vec![heartbeat(5_000), heartbeat(3_000)]);
     assert_eq!(state.agents[&1].last_heartbeat_ms, 5_000);
 }
@@ -797,14 +797,14 @@ fn a_late_copy_of_an_older_heartbeat_never_moves_the_time_back() {
 /// not HOST:PORT, kept by heartbeats without one, dropped when said so, forgotten with the agent.
 #[test]
 fn agent_peers_wait_for_format_10_and_go_with_the_agent() {
-    let agent = crate::command::AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let agent = crate::state::AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
     let with = |peer: Option<&str>, now_ms| Command::AgentHeartbeatWithPeer {
-        agent: agent.clone(),
-        profile: crate::command::AgentProfile::default(),
+        agent: agent.clone().into(),
+        profile: crate::state::AgentProfile::default().into(),
         peer_addr: peer.map(str::to_owned),
         now_ms,
     };
-    let without = |now_ms| Command::AgentHeartbeat { agent: agent.clone(), now_ms };
+    let without = |now_ms| Command::AgentHeartbeat { agent: agent.clone().into(), now_ms };
     let (state, outcomes) = run(vec![Command::SetFormat { format: 9 }, with(Some("10.0.0.1:9096"), 1_000)]);
     assert!(matches!(outcomes[1], Err(CommandError::InvalidCommit(_))), "format 9 cluster: {:?}", outcomes[1]);
     assert!(state.agent_peers.is_empty());
@@ -833,15 +833,15 @@ fn agent_peers_wait_for_format_10_and_go_with_the_agent() {
 /// heartbeats without one, back to the default when said so, forgotten with the agent.
 #[test]
 fn agent_profiles_wait_for_format_9_and_go_with_the_agent() {
-    use crate::command::{AgentInfo, AgentProfile};
+    use crate::state::{AgentInfo, AgentProfile};
     let agent = AgentInfo { agent_id: 1, host: "10.0.0.1".into(), port: 9092, zone: None };
     let fetch = AgentProfile { roles: "fetch".parse().expect("roles"), group: "edge".into() };
     let with = |profile: &AgentProfile, now_ms| Command::AgentHeartbeatWithProfile {
-        agent: agent.clone(),
-        profile: profile.clone(),
+        agent: agent.clone().into(),
+        profile: profile.clone().into(),
         now_ms,
     };
-    let without = |now_ms| Command::AgentHeartbeat { agent: agent.clone(), now_ms };
+    let without = |now_ms| Command::AgentHeartbeat { agent: agent.clone().into(), now_ms };
     let (state, outcomes) = run(vec![without(1_000), with(&fetch, 2_000)]);
     assert!(matches!(outcomes[1], Err(CommandError::InvalidCommit(_))), "format 8 cluster: {:?}", outcomes[1]);
     assert_eq!(state.agent_profile(1), AgentProfile::default());
@@ -865,27 +865,25 @@ fn agent_profiles_wait_for_format_9_and_go_with_the_agent() {
 
     for bad in [
         AgentProfile {
-            roles: crate::command::AgentRoles { produce: false, fetch: false, jobs: false },
+            roles: crate::state::AgentRoles { produce: false, fetch: false, jobs: false },
             group: String::new(),
         },
-        AgentProfile { roles: crate::command::AgentRoles::ALL, group: "no spaces".into() },
-        AgentProfile { roles: crate::command::AgentRoles::ALL, group: "g".repeat(65) },
+        AgentProfile { roles: crate::state::AgentRoles::ALL, group: "no spaces".into() },
+        AgentProfile { roles: crate::state::AgentRoles::ALL, group: "g".repeat(65) },
     ] {
         let (_, outcomes) = run(vec![Command::SetFormat { format: 9 }, with(&bad, 1_000)]);
         assert!(matches!(outcomes[1], Err(CommandError::InvalidCommit(_))), "{bad:?}: {:?}", outcomes[1]);
     }
-    assert_eq!("jobs, fetch".parse::<crate::command::AgentRoles>().map(|r| r.to_string()), Ok("fetch,jobs".into()));
-    assert!(
-        "".parse::<crate::command::AgentRoles>().is_err() && "store".parse::<crate::command::AgentRoles>().is_err()
-    );
+    assert_eq!("jobs, fetch".parse::<crate::state::AgentRoles>().map(|r| r.to_string()), Ok("fetch,jobs".into()));
+    assert!("".parse::<crate::state::AgentRoles>().is_err() && "store".parse::<crate::state::AgentRoles>().is_err());
 }
 
 /// The pool's desired size sums the live agents' utilizations (an agent without a recent report
 /// counts as at target) and rounds up.
 #[test]
 fn the_desired_pool_size_sums_live_agents_utilizations() {
-    let agent = |id| crate::command::AgentInfo { agent_id: id, host: "10.0.0.1".into(), port: 9092, zone: None };
-    let heartbeat = |id, now_ms: i64| Command::AgentHeartbeat { agent: agent(id), now_ms };
+    let agent = |id| crate::state::AgentInfo { agent_id: id, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let heartbeat = |id, now_ms: i64| Command::AgentHeartbeat { agent: agent(id).into(), now_ms };
     let load = |id, milli, now_ms| Command::ReportAgentLoad { agent_id: id, utilization_milli: milli, now_ms };
     let (state, outcomes) = run(vec![
         heartbeat(1, 1_000),
@@ -906,8 +904,8 @@ fn the_desired_pool_size_sums_live_agents_utilizations() {
 /// it sent before leaving does not bring it back, and the same agent started again rejoins.
 #[test]
 fn an_agent_that_left_stays_gone_until_it_heartbeats_again() {
-    let agent = |id| crate::command::AgentInfo { agent_id: id, host: "10.0.0.1".into(), port: 9092, zone: None };
-    let heartbeat = |id, now_ms: i64| Command::AgentHeartbeat { agent: agent(id), now_ms };
+    let agent = |id| crate::state::AgentInfo { agent_id: id, host: "10.0.0.1".into(), port: 9092, zone: None };
+    let heartbeat = |id, now_ms: i64| Command::AgentHeartbeat { agent: agent(id).into(), now_ms };
     let mut commands = vec![
         heartbeat(1, 1_000),
         heartbeat(2, 1_000),
@@ -1140,10 +1138,10 @@ fn golden_commands_through_format_6() -> Vec<Command> {
             now_ms: minute + 5_000,
         })
     };
-    let agent = |agent_id| crate::command::AgentInfo { agent_id, host: "10.0.0.9".into(), port: 9092, zone: None };
+    let agent = |agent_id| crate::state::AgentInfo { agent_id, host: "10.0.0.9".into(), port: 9092, zone: None };
     commands.extend([
-        Command::AgentHeartbeat { agent: agent(7), now_ms: minute },
-        Command::AgentHeartbeat { agent: agent(8), now_ms: minute },
+        Command::AgentHeartbeat { agent: agent(7).into(), now_ms: minute },
+        Command::AgentHeartbeat { agent: agent(8).into(), now_ms: minute },
         Command::ReportAgentLoad { agent_id: 7, utilization_milli: 1250, now_ms: minute + 1 },
         Command::AgentLeave { agent_id: 8, now_ms: minute + 2 },
         report(1),
@@ -1231,35 +1229,35 @@ fn golden_commands_through_format_9() -> Vec<Command> {
     // Format 9: agents' profiles: a fetch agent of a group, one back to the default profile, one
     // that leaves.
     let beat = |agent_id, profile, now_ms| Command::AgentHeartbeatWithProfile {
-        agent: golden_agent(agent_id),
+        agent: golden_agent(agent_id).into(),
         profile,
         now_ms,
     };
     commands.extend([
         Command::SetFormat { format: 9 },
-        beat(11, golden_profile("fetch", "edge"), 50_000),
-        beat(12, golden_profile("produce,jobs", ""), 50_000),
-        beat(13, golden_profile("jobs", "batch"), 50_000),
-        beat(12, crate::command::AgentProfile::default(), 51_000),
+        beat(11, golden_profile("fetch", "edge").into(), 50_000),
+        beat(12, golden_profile("produce,jobs", "").into(), 50_000),
+        beat(13, golden_profile("jobs", "batch").into(), 50_000),
+        beat(12, crate::state::AgentProfile::default().into(), 51_000),
         Command::AgentLeave { agent_id: 13, now_ms: 52_000 },
     ]);
     commands
 }
 
-fn golden_agent(agent_id: i32) -> crate::command::AgentInfo {
-    crate::command::AgentInfo { agent_id, host: "10.0.0.10".into(), port: 9092, zone: Some("zone-a".into()) }
+fn golden_agent(agent_id: i32) -> crate::state::AgentInfo {
+    crate::state::AgentInfo { agent_id, host: "10.0.0.10".into(), port: 9092, zone: Some("zone-a".into()) }
 }
 
-fn golden_profile(roles: &str, group: &str) -> crate::command::AgentProfile {
-    crate::command::AgentProfile { roles: roles.parse().expect("roles"), group: group.into() }
+fn golden_profile(roles: &str, group: &str) -> crate::state::AgentProfile {
+    crate::state::AgentProfile { roles: roles.parse().expect("roles"), group: group.into() }
 }
 
 fn golden_commands_through_format_10() -> Vec<Command> {
     let mut commands = golden_commands_through_format_9();
     // Format 10: peer listeners: two agents name theirs, one drops it, one leaves.
     let beat = |agent_id, peer: Option<&str>, now_ms| Command::AgentHeartbeatWithPeer {
-        agent: golden_agent(agent_id),
-        profile: golden_profile("fetch", ""),
+        agent: golden_agent(agent_id).into(),
+        profile: golden_profile("fetch", "").into(),
         peer_addr: peer.map(str::to_owned),
         now_ms,
     };
@@ -1531,7 +1529,7 @@ fn golden_files_of_format_9_still_decode_and_replay() {
         state.format == 9
             && state.agent_profiles.len() == 1
             && state.agent_profile(11) == golden_profile("fetch", "edge")
-            && state.agent_profile(12) == crate::command::AgentProfile::default()
+            && state.agent_profile(12) == crate::state::AgentProfile::default()
             && !state.agents.contains_key(&13)
             && state.group_configs.len() == 2,
         "a varied state: {:?} agent profiles",

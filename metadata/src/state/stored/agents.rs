@@ -17,10 +17,40 @@ pub(crate) struct AgentLoad {
 
 stored_layout!(AgentLoad <=> crate::state::AgentLoad { utilization_milli, reported_ms });
 
+/// [`crate::state::AgentInfo`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub agent_id: i32,
+    pub host: String,
+    pub port: u16,
+    pub zone: Option<String>,
+}
+
+stored_layout!(AgentInfo <=> crate::state::AgentInfo { agent_id, host, port, zone });
+
+/// [`crate::state::AgentProfile`] as it is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentProfile {
+    pub roles: AgentRoles,
+    pub group: String,
+}
+
+stored_layout!(AgentProfile <=> crate::state::AgentProfile { roles, group });
+
+/// [`crate::state::AgentRoles`] as it is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRoles {
+    pub produce: bool,
+    pub fetch: bool,
+    pub jobs: bool,
+}
+
+stored_layout!(AgentRoles <=> crate::state::AgentRoles { produce, fetch, jobs });
+
 /// [`crate::state::AgentRecord`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentRecord {
-    pub info: crate::command::AgentInfo,
+    pub info: AgentInfo,
     pub last_heartbeat_ms: i64,
 }
 

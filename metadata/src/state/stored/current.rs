@@ -55,7 +55,7 @@ pub struct StoredState {
     pub(crate) share_partitions: BTreeMap<SharePartitionKey, SharePartition>,
     pub(crate) group_configs: BTreeMap<String, BTreeMap<String, String>>,
     pub(crate) format: u32,
-    pub(crate) agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
+    pub(crate) agent_profiles: BTreeMap<i32, super::AgentProfile>,
     pub(crate) agent_peers: BTreeMap<i32, String>,
     pub(crate) links: BTreeMap<String, LinkRecord>,
     pub(crate) mirror_topics: BTreeMap<TopicId, String>,

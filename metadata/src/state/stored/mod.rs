@@ -7,12 +7,12 @@
 //! Every record the state keeps has a stored layout here, one file per area (`log.rs`,
 //! `groups.rs`, `security.rs`, ...), with conversions that name every field. Commands carry the
 //! same layouts for the values they hand to the state (a group's membership, offset commits, a
-//! credential, quotas, ACL bindings, ...), so the in-memory types derive no serde and can change
-//! freely. What stays shared is what has no layout of its own to change: field-less vocabulary
-//! enums (ACL operations, SCRAM mechanisms, usage meters, ...), whose variant order is their
-//! encoding and is pinned by `vocabulary_enums_keep_their_encoded_order`, and the messages the
-//! state keeps as they were sent (an agent's registration, the error a commit was answered with),
-//! which are defined with the commands.
+//! credential, quotas, ACL bindings, an agent's registration, ...), so the in-memory types derive
+//! no serde and can change freely. Two kinds of type stay shared: field-less vocabulary enums
+//! (ACL operations, SCRAM mechanisms, usage meters, ...), whose variant order is their encoding
+//! and is pinned by `vocabulary_enums_keep_their_encoded_order`; and the `CommandError` a segment
+//! commit was answered with, kept so that a retry gets the same answer: it is a message, like the
+//! commands.
 
 mod acls;
 mod agents;
@@ -44,7 +44,7 @@ use serde::Deserialize;
 
 pub use acls::AclBinding;
 pub(crate) use agents::AgentLoad;
-pub use agents::AgentRecord;
+pub use agents::{AgentInfo, AgentProfile, AgentRecord, AgentRoles};
 pub use current::StoredState;
 pub(crate) use groups::GroupRecord;
 pub use groups::{CommitStamp, GroupMembership, MemberRecord, OffsetCommit};

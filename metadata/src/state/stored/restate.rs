@@ -85,8 +85,7 @@ restate_as_itself!(
     crate::state::SchemaType,
     crate::state::ScramMechanism,
     crate::state::Meter,
-    crate::command::AgentInfo,
-    crate::command::AgentProfile,
+    u16,
     crate::command::CommandError,
 );
 

@@ -47,7 +47,7 @@ pub(crate) struct StateV10 {
     pub(super) share_partitions: BTreeMap<crate::state::SharePartitionKey, super::SharePartition>,
     pub(super) group_configs: BTreeMap<String, BTreeMap<String, String>>,
     pub(super) format: u32,
-    pub(super) agent_profiles: BTreeMap<i32, crate::command::AgentProfile>,
+    pub(super) agent_profiles: BTreeMap<i32, super::AgentProfile>,
     pub(super) agent_peers: BTreeMap<i32, String>,
 }
 
