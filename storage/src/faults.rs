@@ -1,17 +1,19 @@
 //! Injected object-store faults, for reliability tests only: a wrapper that makes requests of the
 //! store beneath it fail at given rates, the way S3 misbehaves: errors, `503 SlowDown`, slow
-//! PUTs, requests that hang until they time out, and a PUT that stored the object but whose
-//! answer was lost. The agent uses it only when started with `--test-object-store-faults`, and
+//! PUTs, requests that hang until they time out, a PUT that stored the object but whose
+//! answer was lost, and a create-only PUT refused with 409 while another upload of its key is in
+//! progress (some S3-compatible stores answer one of two concurrent `If-None-Match: *` PUTs so). The agent uses it only when started with `--test-object-store-faults`, and
 //! says so in its log at start. The rates are fixed, or read from a file that is re-read every
 //! half second, so a fault harness can switch faults on and off while the agent runs.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,8 +21,8 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 use prometheus::{IntCounterVec, register_int_counter_vec};
 
@@ -61,12 +63,15 @@ pub struct FaultPlan {
     /// A PUT or GET hangs for `timeout_ms`, then fails as timed out (nothing stored).
     pub timeout: f64,
     pub timeout_ms: u64,
+    /// A create-only PUT overlapping another create-only PUT of the same key is refused with
+    /// 409 Conflict, which object_store reports as `AlreadyExists` although nothing is stored yet.
+    pub put_conflict: f64,
 }
 
 impl FromStr for FaultPlan {
     type Err = String;
 
-    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000,slow-put-every=20,timeout=0.01,timeout-ms=10000`
+    /// `put-error=0.1,put-lost-ack=0.05,slowdown=0.05,get-error=0.02,slow-put=0.01,slow-put-ms=3000,slow-put-every=20,timeout=0.01,timeout-ms=10000,put-conflict=1`
     fn from_str(spec: &str) -> Result<Self, String> {
         if spec.len() > SPEC_BYTES_MAX {
             return Err(format!("fault spec longer than {SPEC_BYTES_MAX} bytes"));
@@ -106,10 +111,11 @@ impl FromStr for FaultPlan {
                 "get-error" => plan.get_error = rate,
                 "slow-put" => plan.slow_put = rate,
                 "timeout" => plan.timeout = rate,
+                "put-conflict" => plan.put_conflict = rate,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: put-error, put-lost-ack, slowdown, get-error, slow-put, \
-                         slow-put-ms, slow-put-every, timeout, timeout-ms"
+                         slow-put-ms, slow-put-every, timeout, timeout-ms, put-conflict"
                     ));
                 }
             }
@@ -191,6 +197,20 @@ pub struct InjectedFaults {
     plan: Arc<RwLock<FaultPlan>>,
     /// PUTs so far, for `slow_put_every`.
     puts: AtomicU64,
+    /// Keys with a create-only PUT in progress, for `put_conflict`.
+    creating: Arc<Mutex<HashSet<Path>>>,
+}
+
+/// A create-only PUT in progress: its key leaves `creating` when the PUT ends or is dropped.
+struct Creating {
+    keys: Arc<Mutex<HashSet<Path>>>,
+    key: Path,
+}
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        self.keys.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&self.key);
+    }
 }
 
 impl InjectedFaults {
@@ -203,7 +223,7 @@ impl InjectedFaults {
         if let FaultSource::File(path) = source {
             watch_fault_file(path, Arc::downgrade(&plan));
         }
-        Self { inner, plan, puts: AtomicU64::new(0) }
+        Self { inner, plan, puts: AtomicU64::new(0), creating: Arc::default() }
     }
 
     fn plan(&self) -> FaultPlan {
@@ -241,6 +261,22 @@ impl ObjectStore for InjectedFaults {
         if roll(plan.timeout, "timeout") {
             return Err(hang(&plan).await);
         }
+        let _creating = match opts.mode {
+            PutMode::Create => {
+                let mut keys = self.creating.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if keys.insert(location.clone()) {
+                    Some(Creating { keys: self.creating.clone(), key: location.clone() })
+                } else if roll(plan.put_conflict, "put_conflict") {
+                    return Err(object_store::Error::AlreadyExists {
+                        path: location.to_string(),
+                        source: "409 ConditionalRequestConflict: another upload of this key is in progress".into(),
+                    });
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
         let nth = self.puts.fetch_add(1, Ordering::Relaxed) + 1;
         let every = plan.slow_put_every > 0 && nth.is_multiple_of(plan.slow_put_every);
         if every {

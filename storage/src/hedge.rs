@@ -4,7 +4,11 @@
 //! request waits for its flush's PUT, so the tail of PUTs is the tail of produce latency.
 //!
 //! Both attempts write the same bytes to the same fresh key with create-only semantics, so the
-//! object is the same whichever lands; the loser is dropped, or refused as already existing.
+//! object is the same whichever lands; the loser is dropped once the winner succeeded. An attempt
+//! refused as already existing proves nothing by itself: object_store answers `AlreadyExists` both
+//! for 412 Precondition Failed (the object is there) and for 409 Conflict (another upload of the
+//! key is still in progress, and may yet fail), so such an answer waits for the other attempt and,
+//! when neither succeeded, the object is looked up before the PUT counts as landed.
 //! Hedges are bounded: at most one for every [`PUTS_PER_HEDGE`] PUTs over time, so a store that
 //! is slow for everyone is not sent twice the requests.
 
@@ -101,12 +105,14 @@ impl PutHedging {
 
     /// A PUT of `bytes` made by `attempt`, made again if the first is slower than nine in ten
     /// recent ones of its size; whichever attempt succeeds first answers. The key is fresh and
-    /// only these attempts write it, with the same bytes, so an attempt finding it already there
-    /// means the other's object landed.
-    pub async fn put<F, Fut>(&self, bytes: u64, attempt: F) -> object_store::Result<()>
+    /// only these attempts write it, with the same bytes. When neither attempt succeeded but one
+    /// was refused as already existing, `stored` says whether the object is there, whole.
+    pub async fn put<F, Fut, S, SFut>(&self, bytes: u64, attempt: F, stored: S) -> object_store::Result<()>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = object_store::Result<()>>,
+        S: FnOnce() -> SFut,
+        SFut: Future<Output = bool>,
     {
         let started = tokio::time::Instant::now();
         let first = attempt();
@@ -116,7 +122,7 @@ impl PutHedging {
             Some(delay) => tokio::select! {
                 result = &mut first => result,
                 () = tokio::time::sleep(delay) => {
-                    if self.take() { race(first, attempt()).await } else { first.await }
+                    if self.take() { race(first, attempt(), stored).await } else { first.await }
                 }
             },
         };
@@ -126,32 +132,42 @@ impl PutHedging {
 }
 
 /// The first attempt's answer against its hedge's: the first success wins and the other attempt
-/// is dropped unanswered; a failure waits for the other attempt.
-async fn race(
+/// is dropped unanswered; a failure, `AlreadyExists` included, waits for the other attempt. If
+/// neither succeeded and one found the key taken, the PUT landed only if `stored` finds it.
+async fn race<S, SFut>(
     first: impl Future<Output = object_store::Result<()>>,
     hedge: impl Future<Output = object_store::Result<()>>,
-) -> object_store::Result<()> {
-    let landed = |result: object_store::Result<()>| match result {
-        Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
-        other => other,
-    };
+    stored: S,
+) -> object_store::Result<()>
+where
+    S: FnOnce() -> SFut,
+    SFut: Future<Output = bool>,
+{
     let counted = |hedge_won: bool| {
         metrics::PUT_HEDGES.with_label_values(&[if hedge_won { "won" } else { "lost" }]).inc();
     };
     tokio::pin!(first, hedge);
     let (result, hedge_answered, other) = tokio::select! {
-        result = &mut first => (landed(result), false, Either::Left(hedge)),
-        result = &mut hedge => (landed(result), true, Either::Right(first)),
+        result = &mut first => (result, false, Either::Left(hedge)),
+        result = &mut hedge => (result, true, Either::Right(first)),
     };
     if result.is_ok() {
         counted(hedge_answered);
         metrics::OBJECT_PUTS_ABANDONED.inc();
         return result;
     }
-    let other = landed(other.await);
-    // The hedge won if it is the one that succeeded.
-    counted(other.is_ok() != hedge_answered);
-    other.or(result)
+    let other = other.await;
+    if other.is_ok() {
+        counted(!hedge_answered);
+        return other;
+    }
+    let taken = |r: &object_store::Result<()>| matches!(r, Err(object_store::Error::AlreadyExists { .. }));
+    if (taken(&result) || taken(&other)) && stored().await {
+        // Which attempt wrote it is unknown: an earlier try inside the client, or a 409's rival.
+        return Ok(());
+    }
+    // Report a real failure rather than a key found taken that proved to be empty.
+    if taken(&result) { other } else { result }
 }
 
 #[cfg(test)]
@@ -189,20 +205,34 @@ mod tests {
     /// One attempt of a scripted PUT: after how many milliseconds it answers, and how.
     type Attempt = (u64, fn() -> object_store::Result<()>);
 
-    /// A PUT whose attempts answer as `script` says, in order.
-    async fn put_scripted(hedging: &PutHedging, script: Vec<Attempt>) -> (object_store::Result<()>, usize, Duration) {
+    /// A PUT whose attempts answer as `script` says, in order; the object is found `stored` if
+    /// looked up.
+    async fn put_found(
+        hedging: &PutHedging,
+        script: Vec<Attempt>,
+        stored: bool,
+    ) -> (object_store::Result<()>, usize, Duration) {
         let attempts = std::sync::atomic::AtomicUsize::new(0);
         let started = tokio::time::Instant::now();
         let result = hedging
-            .put(10, || {
-                let (ms, answer) = script[attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst)];
-                async move {
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    answer()
-                }
-            })
+            .put(
+                10,
+                || {
+                    let (ms, answer) = script[attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst)];
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        answer()
+                    }
+                },
+                || async move { stored },
+            )
             .await;
         (result, attempts.into_inner(), started.elapsed())
+    }
+
+    /// A PUT whose attempts answer as `script` says, in order, of an object not found if looked up.
+    async fn put_scripted(hedging: &PutHedging, script: Vec<Attempt>) -> (object_store::Result<()>, usize, Duration) {
+        put_found(hedging, script, false).await
     }
 
     #[tokio::test(start_paused = true)]
@@ -220,12 +250,57 @@ mod tests {
         assert_eq!(attempts, 1);
     }
 
+    fn taken() -> object_store::Result<()> {
+        Err(object_store::Error::AlreadyExists { path: "k".into(), source: "exists".into() })
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_hedge_finding_the_object_there_means_it_landed() {
-        let already = || Err(object_store::Error::AlreadyExists { path: "k".into(), source: "exists".into() });
-        let (result, attempts, took) = put_scripted(&warmed(), vec![(10_000, || Ok(())), (5, already)]).await;
+    async fn a_hedge_finding_the_key_taken_waits_for_the_first_attempt() {
+        // A 409 (another upload of the key in progress) reads as AlreadyExists too: the first
+        // attempt is still the one that must land.
+        let (result, attempts, took) = put_scripted(&warmed(), vec![(10_000, || Ok(())), (5, taken)]).await;
         assert!(result.is_ok(), "{result:?}");
-        assert_eq!((attempts, took), (2, Duration::from_millis(45)));
+        assert_eq!((attempts, took), (2, Duration::from_secs(10)), "answered by the first attempt");
+        let (result, _, took) = put_scripted(&warmed(), vec![(10_000, || Err(failed())), (5, taken)]).await;
+        assert!(result.is_err(), "neither attempt stored it: {result:?}");
+        assert_eq!(took, Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_found_taken_lands_only_if_the_object_is_there() {
+        let (result, _, _) = put_found(&warmed(), vec![(100, || Err(failed())), (5, taken)], true).await;
+        assert!(result.is_ok(), "412: the object is there: {result:?}");
+        let (result, _, _) = put_found(&warmed(), vec![(100, taken), (5, taken)], false).await;
+        assert!(matches!(result, Err(object_store::Error::AlreadyExists { .. })), "{result:?}");
+    }
+
+    /// Finding 2 of issue 51, against a store that answers an overlapping create-only PUT with
+    /// 409: before, the hedge's 409 was taken for "landed", the slow first attempt was dropped
+    /// and the PUT was acknowledged with no object behind it.
+    #[tokio::test(start_paused = true)]
+    async fn a_conflicting_hedge_never_acknowledges_a_missing_object() {
+        use object_store::memory::InMemory;
+        use object_store::path::Path;
+        use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+        use crate::faults::{FaultPlan, FaultSource, InjectedFaults};
+
+        let inner: std::sync::Arc<dyn ObjectStore> = std::sync::Arc::new(InMemory::new());
+        let plan = FaultPlan { put_conflict: 1.0, slow_put_every: 2, slow_put_ms: 10_000, ..FaultPlan::default() };
+        let store = InjectedFaults::new(inner.clone(), FaultSource::Fixed(plan));
+        let path = Path::from("segment");
+        // The store's first PUT is fast; the second (this test's first attempt) is slow.
+        store.put(&Path::from("warm-up"), PutPayload::from_static(b"w")).await.expect("put");
+        let put = || {
+            let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+            let store = &store;
+            let path = &path;
+            async move { store.put_opts(path, PutPayload::from_static(b"object"), options).await.map(drop) }
+        };
+        let stored = || async { inner.head(&path).await.is_ok_and(|meta| meta.size == 6) };
+        let result = warmed().put(6, put, stored).await;
+        assert!(result.is_ok(), "{result:?}");
+        assert!(inner.head(&path).await.is_ok(), "the PUT was answered as landed, so the object must exist");
     }
 
     #[tokio::test(start_paused = true)]

@@ -183,7 +183,9 @@ impl SegmentStore {
         let result = match &self.hedging {
             Some(hedging) => {
                 let payload = object.payload;
-                hedging.put(object.object_bytes, || self.put_create(&path, payload.clone())).await
+                let stored =
+                    || async { self.store.head(&path).await.is_ok_and(|meta| meta.size == object.object_bytes) };
+                hedging.put(object.object_bytes, || self.put_create(&path, payload.clone()), stored).await
             }
             None => self.put_create(&path, object.payload).await,
         };
