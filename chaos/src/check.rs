@@ -39,6 +39,25 @@ pub(crate) fn end_offsets(bootstrap: &str, topic: &str, partitions: i32) -> anyh
 
 /// Reads every partition of `topic` from the start to its high watermark.
 pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_committed: bool) -> anyhow::Result<Log> {
+    let mut log: Log = vec![Vec::new(); partitions as usize];
+    read_each(bootstrap, topic, partitions, read_committed, |m| {
+        let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+        if let Some(partition) = log.get_mut(m.partition() as usize) {
+            partition.push((m.offset(), value));
+        }
+    })?;
+    Ok(log)
+}
+
+/// Hands `each` every record of `topic` from the start to the high watermark its partitions had
+/// when the read began.
+pub(crate) fn read_each(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    read_committed: bool,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
+) -> anyhow::Result<()> {
     let consumer: BaseConsumer = client(bootstrap)
         .set("group.id", "chaos-checker")
         .set("enable.auto.commit", "false")
@@ -51,7 +70,6 @@ pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_com
         assignment.add_partition_offset(topic, p, Offset::Beginning)?;
     }
     consumer.assign(&assignment)?;
-    let mut log: Log = vec![Vec::new(); partitions as usize];
     let mut progressed = Instant::now();
     let mut since_check = 0u32;
     loop {
@@ -60,10 +78,7 @@ pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_com
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 progressed = Instant::now();
-                let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
-                if let Some(partition) = log.get_mut(m.partition() as usize) {
-                    partition.push((m.offset(), value));
-                }
+                each(&m);
                 since_check += 1;
                 if since_check < 10_000 {
                     continue;
@@ -79,7 +94,7 @@ pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_com
             _ => ends[p as usize] == 0,
         });
         if done {
-            return Ok(log);
+            return Ok(());
         }
         if progressed.elapsed() > READ_STALL_TIMEOUT {
             bail!("reading {topic} to its end offsets {ends:?}: nothing arrived for {READ_STALL_TIMEOUT:?}");
@@ -134,6 +149,7 @@ pub(crate) struct Checked {
     pub(crate) longest_stall_s: f64,
     pub(crate) longest_stall_by_fault_s: BTreeMap<String, f64>,
     pub(crate) registry: registry::RegistryFigures,
+    pub(crate) changelog: changelog::ChangelogFigures,
     pub(crate) violations_by_kind: BTreeMap<&'static str, usize>,
     pub(crate) violations: Vec<Violation>,
 }
@@ -575,6 +591,7 @@ pub(crate) fn run(bootstrap: &str, history: &[Entry]) -> anyhow::Result<Checked>
     Ok(out)
 }
 
+pub(crate) mod changelog;
 pub(crate) mod registry;
 #[cfg(test)]
 mod tests;

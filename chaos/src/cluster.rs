@@ -422,6 +422,8 @@ impl Cluster {
                     "30".into(),
                     "--test-object-store-faults".into(),
                     format!("@{}", fault_file.display()),
+                    // Slow PUTs are hedged, so a hedge meets a store that answers it 409.
+                    "--hedge-puts".into(),
                 ];
                 let auth: Vec<String> = if secured {
                     ["--sasl-mechanisms", "SCRAM-SHA-256", "--http-require-api-key"].map(String::from).to_vec()

@@ -60,7 +60,9 @@ impl FaultKind {
 
 /// Object-store fault rates written to the agents' fault file.
 const OBJECT_STORE_ERRORS: &str = "put-error=0.15,put-lost-ack=0.1,slowdown=0.1,get-error=0.2";
-const OBJECT_STORE_SLOW: &str = "slow-put=0.3,slow-put-ms=3000,timeout=0.05,timeout-ms=8000";
+/// Slow PUTs are hedged, and a hedge overlapping its first attempt is answered 409, as some
+/// S3-compatible stores do.
+const OBJECT_STORE_SLOW: &str = "slow-put=0.3,slow-put-ms=3000,timeout=0.05,timeout-ms=8000,put-conflict=1";
 
 #[derive(Clone, Debug)]
 pub(crate) struct Schedule {

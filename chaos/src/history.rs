@@ -87,9 +87,30 @@ pub(crate) enum Event {
         schema: String,
         error: String,
     },
+    /// A keyed write to a compacted topic (`workloads::changelog`): the writer's version of the
+    /// key, and what its write or transaction came to.
+    KeyWritten {
+        topic: String,
+        partition: i32,
+        key: String,
+        version: u64,
+        outcome: Outcome,
+    },
     Note {
         text: String,
     },
+}
+
+/// What a write came to, as its client learnt it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Outcome {
+    /// Acknowledged, or its transaction committed: it must stay readable.
+    Committed,
+    /// Its transaction aborted: `read_committed` must never show it.
+    Aborted,
+    /// Either may have happened.
+    Unknown,
 }
 
 #[derive(Clone, Debug, Serialize)]

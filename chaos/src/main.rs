@@ -28,7 +28,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use cluster::{Cluster, NetworkMode};
 use faults::{FaultKind, Schedule};
 use history::History;
-use workloads::{Stop, groups, http, produce, registry, transactions};
+use workloads::{Stop, changelog, groups, http, produce, registry, transactions};
 
 /// Longest run.
 const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
@@ -219,7 +219,13 @@ async fn create_topics(bootstrap: &str) -> anyhow::Result<()> {
         (TXN_OUTPUT_TOPIC, TXN_PARTITIONS),
         (PROBE_TOPIC, 1),
     ];
-    let new: Vec<_> = topics.iter().map(|(t, p)| NewTopic::new(t, *p, TopicReplication::Fixed(-1))).collect();
+    let mut new: Vec<_> = topics.iter().map(|(t, p)| NewTopic::new(t, *p, TopicReplication::Fixed(-1))).collect();
+    let mut compacted =
+        NewTopic::new(changelog::CHANGELOG_TOPIC, changelog::CHANGELOG_PARTITIONS, TopicReplication::Fixed(-1));
+    for (name, value) in changelog::CHANGELOG_CONFIGS {
+        compacted = compacted.set(name, value);
+    }
+    new.push(compacted);
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     for result in admin.create_topics(&new, &options).await? {
         match result {
@@ -374,6 +380,22 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
         "  schemas: {} registered, {} failed or unknown; versions lost {}, changed {}, ids shared {}",
         r.registered, r.failed_or_unknown, r.versions_lost, r.versions_changed, r.ids_shared
     );
+    let c = &checked.changelog;
+    println!(
+        "  changelog (compacted, transactional): {} committed, {} aborted, {} unknown writes; {} read_committed and {} \
+         read_uncommitted restores, {} records read; aborted visible {}, committed hidden {}, older after newer {}, \
+         offsets moved {}",
+        c.committed,
+        c.aborted,
+        c.unknown,
+        c.restores_read_committed,
+        c.restores_read_uncommitted,
+        c.records_read,
+        c.aborted_visible,
+        c.committed_hidden,
+        c.older_after_newer,
+        c.offsets_moved
+    );
     let by_fault: Vec<String> = checked.longest_stall_by_fault_s.iter().map(|(f, s)| format!("{f} {s:.1}")).collect();
     println!(
         "  availability: longest time without an acknowledged write {:.1} s; by fault (s): {}",
@@ -522,7 +544,16 @@ async fn main() -> anyhow::Result<()> {
             per_second: (args.rate / 4).max(1),
         };
         producers.spawn(produce::run(bootstrap.clone(), input, writers.clone(), history.clone()));
+        producers.spawn(changelog::run_idempotent(bootstrap.clone(), (args.rate / 4).max(1), writers.clone(), history.clone()));
         let mut threads = Vec::new();
+        let restores = changelog::Restores::default();
+        {
+            let (b, s, h) = (bootstrap.clone(), writers.clone(), history.clone());
+            let trace = work_dir.join("changelog-client.log");
+            threads.push(("changelog writer", std::thread::spawn(move || changelog::run_transactional(b, s, h, &trace))));
+            let (b, s, h, r) = (bootstrap.clone(), readers.clone(), history.clone(), restores.clone());
+            threads.push(("changelog restorer", std::thread::spawn(move || changelog::run_restorer(b, s, h, r))));
+        }
         {
             let (b, s, h) = (bootstrap.clone(), transform.clone(), history.clone());
             let trace = work_dir.join("transform-client.log");
@@ -647,11 +678,20 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         eprintln!("floe-chaos: checking");
+        // A last restore of the changelog with each isolation level, after every fault healed.
+        for read_committed in [true, false] {
+            let (b, h) = (bootstrap.clone(), history.clone());
+            match tokio::task::spawn_blocking(move || changelog::restore(&b, read_committed, &h)).await? {
+                Ok(read) => restores.lock().unwrap_or_else(|p| p.into_inner()).push(read),
+                Err(e) => problems.push(format!("the last changelog restore (read_committed {read_committed}): {e:#}")),
+            }
+        }
         let entries = history.snapshot();
         let mut checked = {
             let (b, e) = (bootstrap.clone(), entries.clone());
             tokio::task::spawn_blocking(move || check::run(&b, &e)).await??
         };
+        check::changelog::check(&entries, &restores.lock().unwrap_or_else(|p| p.into_inner()), &mut checked);
         let schemas = check::registry::read_back(&http_client, &urls[0], &entries).await?;
         check::registry::check(&entries, &schemas, &mut checked);
         cluster.lock().await.stop();

@@ -1,6 +1,7 @@
 //! The workloads that run while faults are injected. Each records what it was told in the
 //! history: an acknowledged offset, a failure, a transaction's outcome, a committed offset.
 
+pub(crate) mod changelog;
 pub(crate) mod groups;
 pub(crate) mod hostile;
 pub(crate) mod http;
