@@ -9,7 +9,10 @@
 //! entries younger than `min.compaction.lag.ms`, and before the log's last entry (so a consumer
 //! always finds a batch at or after any offset). The pass reads the part twice through the block
 //! cache: once to find each key's latest offset, once to write what stays into one new object,
-//! then proposes [`Command::CleanKeys`], a compare-and-set on the entries it read.
+//! then proposes [`Command::CleanKeys`], a compare-and-set on the entries it read. The state
+//! forgets the aborted range of each abort marker the pass drops, so read_committed readers are
+//! never told of a range whose marker they cannot read; that is safe because the same pass drops
+//! the range's records (a pass starts at the log start, so it reads all of them).
 //!
 //! Run by the storage-job agent after the small-chunk compaction of each round.
 

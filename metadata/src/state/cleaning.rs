@@ -5,8 +5,15 @@
 //! bounds, markers unchanged, range below the last stable offset, the log's last entry left
 //! alone so a consumer always finds a batch at or after any offset); which records a range
 //! keeps is the compactor's business.
+//!
+//! An aborted range goes with its marker, as in Kafka's cleaner: a read_committed client told of
+//! a range whose abort marker it never reads skips every later batch of that producer. So a
+//! compacted partition lists no more aborted ranges than it keeps abort markers (index entries,
+//! or control batches in a mirror topic's chunks), and the compactor drops them at the latest
+//! once they are older than `delete.retention.ms`: a client aborting in a loop cannot grow the
+//! list for good.
 
-use super::{EntryData, IndexEntry, ObjectRecord, State};
+use super::{EntryData, IndexEntry, ObjectRecord, Partition, State};
 use crate::command::{CleanedData, CleanedRange, CommandError, Outcome};
 use crate::limits::CLEANED_RANGE_ENTRIES_MAX;
 
@@ -79,6 +86,9 @@ impl State {
                 }
             }
         }
+        // In offset order, since the entries tile the range.
+        let kept_markers: Vec<i64> =
+            range.entries.iter().filter(|e| matches!(e.data, CleanedData::Marker(_))).map(|e| e.base_offset).collect();
         let entries = range.entries.into_iter().map(|e| IndexEntry {
             base_offset: e.base_offset,
             last_offset: e.last_offset,
@@ -100,6 +110,7 @@ impl State {
         log.index.append(&mut tail);
         let replaced_bytes: u64 = replaced.iter().map(IndexEntry::stored_bytes).sum();
         log.index_bytes = log.index_bytes - replaced_bytes + bytes;
+        log.forget_aborts_without_markers(first, last, &kept_markers);
         for id in replaced.iter().filter_map(IndexEntry::object_id) {
             self.release_object(id);
         }
@@ -108,6 +119,22 @@ impl State {
             self.next_object_id += 1;
         }
         Ok(Outcome::Done)
+    }
+}
+
+impl Partition {
+    /// Forgets the aborted ranges whose marker a key compaction of offsets `first..=last` did
+    /// not keep (`kept_markers`: the kept markers' offsets, ascending). The compactor drops an
+    /// aborted transaction's records in the pass that drops its marker; a range that began
+    /// before `first` and at or after the log start has records the pass never read, so it
+    /// stays listed and they stay hidden (the compactor's passes start at the log start).
+    fn forget_aborts_without_markers(&mut self, first: i64, last: i64, kept_markers: &[i64]) {
+        let log_start_offset = self.log_start_offset;
+        self.aborted_transactions.retain(|a| {
+            let marker_dropped =
+                (first..=last).contains(&a.last_offset) && kept_markers.binary_search(&a.last_offset).is_err();
+            !(marker_dropped && a.first_offset.max(log_start_offset) >= first)
+        });
     }
 }
 

@@ -268,7 +268,8 @@ pub struct Partition {
     /// in this partition. The smallest is the last stable offset.
     pub open_transactions: BTreeMap<i64, i64>,
     /// Aborted transactions' offset ranges, by marker offset: read_committed consumers skip
-    /// their batches.
+    /// their batches. A range is listed while its marker is kept: retention forgets it with the
+    /// log start, key compaction with its marker (`cleaning.rs`).
     pub aborted_transactions: VecDeque<AbortedTransaction>,
 }
 

@@ -1,8 +1,11 @@
 //! Key compaction swaps: tiling, compare-and-set, references, and the entries never replaced.
 
 use super::super::compaction::tests::{index, write};
-use super::super::tests::{create, run, topic_id};
-use crate::command::{CleanedData, CleanedEntry, CleanedRange, Command, CommandError, Outcome};
+use super::super::tests::{check_invariants, create, run, topic_id};
+use crate::command::{
+    BatchSummary, ChunkCommit, ChunkProducer, CleanedData, CleanedEntry, CleanedRange, Command, CommandError, Outcome,
+    ProducerIdEpoch, SegmentCommit,
+};
 use crate::state::{EntryData, State};
 
 /// The partition's first `n` entries as a compactor read them, replaced by `entries`.
@@ -193,4 +196,121 @@ fn a_chunk_with_tombstones_keeps_its_delete_horizon_and_old_encodings_stay_reada
     assert_eq!(encoded(&horizon), 4);
     let cleaned = |data: &CleanedData| postcard::to_allocvec(data).expect("encodes")[0];
     assert_eq!(cleaned(&CleanedData::Removed), 2);
+}
+
+/// A compacted partition where producer 0 (transactional id "t") aborted a transaction at
+/// offsets 0..=4 (its abort marker at 5), then committed new values at 6..=10 (its commit
+/// marker at 11); then a plain write at 12, the log's last entry, which no pass replaces.
+fn aborted_then_committed() -> State {
+    let producer = ProducerIdEpoch { producer_id: 0, producer_epoch: 0 };
+    let transactional = ChunkProducer { producer_id: 0, producer_epoch: 0, transactional: true };
+    let add = |now_ms| Command::AddPartitionsToTxn {
+        transactional_id: "t".into(),
+        producer,
+        partitions: vec![(topic_id(0), 0)],
+        now_ms,
+    };
+    let produce = |key: &str, base_sequence| {
+        Command::CommitSegment(SegmentCommit {
+            key: key.into(),
+            object_bytes: 124,
+            chunks: vec![ChunkCommit {
+                topic_id: topic_id(0),
+                partition: 0,
+                byte_start: 0,
+                byte_len: 100,
+                crc32c: 0,
+                batches: vec![BatchSummary { offset_count: 5, timestamp_max: 1000, base_sequence }],
+                producer: Some(transactional),
+                uncompressed_bytes: 300,
+            }],
+        })
+    };
+    let end = |commit, now_ms| Command::EndTxn { transactional_id: "t".into(), producer, commit, now_ms };
+    let (state, outcomes) = run(vec![
+        Command::CreateTopic {
+            name: "a".into(),
+            topic_id: topic_id(0),
+            partition_count: 1,
+            configs: [("cleanup.policy".to_owned(), "compact".to_owned())].into(),
+        },
+        Command::InitProducerId {
+            transactional_id: Some("t".into()),
+            transaction_timeout_ms: 60_000,
+            expected: None,
+            now_ms: 1,
+            tenant: None,
+        },
+        add(2),
+        produce("o1", 0),
+        end(false, 3),
+        add(4),
+        produce("o2", 5),
+        end(true, 5),
+        write("o3", 1),
+    ]);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    state
+}
+
+/// The aborted ranges (producer, first offset, marker offset) a read_committed fetch from
+/// `offset` is told of: those whose marker is at or after it, as the agents' fetch path picks.
+fn aborted_from(state: &State, offset: i64) -> Vec<(i64, i64, i64)> {
+    let log = state.partition(topic_id(0), 0).expect("exists");
+    log.aborted_transactions
+        .iter()
+        .filter(|a| a.last_offset >= offset)
+        .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+        .collect()
+}
+
+fn marker(base_offset: i64, commit: bool) -> CleanedEntry {
+    CleanedEntry {
+        base_offset,
+        last_offset: base_offset,
+        timestamp_max: 7,
+        data: CleanedData::Marker(crate::state::stored::TxnMarker { producer_id: 0, producer_epoch: 0, commit }),
+    }
+}
+
+/// Issue 51, finding 1: once a pass dropped an abort marker (past `delete.retention.ms`), a
+/// read_committed client still told of its range never saw the committed values after it.
+#[test]
+fn an_aborted_range_goes_with_its_marker() {
+    let state = aborted_then_committed();
+    assert_eq!(aborted_from(&state, 0), vec![(0, 0, 5)]);
+    assert_eq!(state.partition(topic_id(0), 0).map(|p| p.index.len()), Some(5));
+
+    // Both markers past their retention: the aborted records and the markers go, and the
+    // committed batch's chunk stretches over the emptied offsets, as the compactor writes it.
+    let mut dropped = state.clone();
+    let range = range_of(&dropped, 4, Some(("k1", 80)), vec![chunk(0, 11, 0, 50)]);
+    assert_eq!(dropped.apply(20, Command::CleanKeys(range)), Ok(Outcome::Done));
+    check_invariants(&dropped);
+    assert!(aborted_from(&dropped, 0).is_empty(), "a range whose marker is gone is not listed");
+
+    // Markers still within their retention stay, and so does the range.
+    let mut kept = state.clone();
+    let entries = vec![removed(0, 4), marker(5, false), chunk(6, 10, 0, 50), marker(11, true)];
+    let range = range_of(&kept, 4, Some(("k1", 80)), entries);
+    assert_eq!(kept.apply(20, Command::CleanKeys(range)), Ok(Outcome::Done));
+    assert_eq!(aborted_from(&kept, 0), vec![(0, 0, 5)]);
+    // A later pass that drops the marker takes the range with it.
+    let range = range_of(&kept, 4, Some(("k2", 80)), vec![chunk(0, 11, 0, 50)]);
+    assert_eq!(kept.apply(21, Command::CleanKeys(range)), Ok(Outcome::Done));
+    assert!(aborted_from(&kept, 0).is_empty());
+
+    // A range cleaned from after the transaction began (not how the compactor cuts them) leaves
+    // the transaction's first records unread: its range stays, so they stay hidden.
+    let mut late = state;
+    let log = late.partition(topic_id(0), 0).expect("exists");
+    let range = CleanedRange {
+        topic_id: topic_id(0),
+        partition: 0,
+        replaced: log.index.iter().skip(1).take(3).map(|e| (e.base_offset, e.last_offset, e.object_id())).collect(),
+        object: Some(("k3".to_owned(), 80)),
+        entries: vec![chunk(5, 11, 0, 50)],
+    };
+    assert_eq!(late.apply(20, Command::CleanKeys(range)), Ok(Outcome::Done));
+    assert_eq!(aborted_from(&late, 0), vec![(0, 0, 5)]);
 }
