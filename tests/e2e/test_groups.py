@@ -436,3 +436,58 @@ def test_pipelined_commits_are_merged_into_few_metadata_proposals(floe):
     assert not failed, f"commits failed: {failed[:5]}"
     assert acked == sorted(acked) and got == n, (acked[-5:], got)
     assert entries < n // 2, f"{n} pipelined commits took {entries} metadata log entries"
+
+
+def close_static_members(floe, group):
+    """Two static members (group.instance.id, 5 s sessions) of `group` share a topic's partitions,
+    then close, which for static members sends no LeaveGroup."""
+    from confluent_kafka import Consumer
+    # Kafka's default minimum session (6 s) would refuse a 5 s one with INVALID_SESSION_TIMEOUT.
+    broker_configs(floe.bootstrap, **{"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 0})
+    topic = unique_name("static-close")
+    create_topic(floe.bootstrap, topic, 2)
+    consumers = []
+    for instance in ("a", "b"):
+        c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": group, "group.instance.id": instance,
+                      "session.timeout.ms": 5000, "heartbeat.interval.ms": 500, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        consumers.append(c)
+
+    def shared():
+        for c in consumers:
+            c.poll(0.1)
+        return sorted(p.partition for c in consumers for p in c.assignment()) == [0, 1]
+    wait_until(shared, 60, "two static members sharing the partitions")
+    desc = admin(floe.bootstrap).describe_consumer_groups([group])[group].result(10)
+    assert len(desc.members) == 2, desc.members
+    for c in consumers:
+        c.close()
+
+
+@pytest.mark.timeout(120)
+def test_closed_static_members_expire_at_their_session_timeout(floe):
+    """6 s after static members with 5 s sessions closed, their sessions have ended them and
+    DeleteGroups succeeds, as on Kafka."""
+    group = unique_name("g")
+    close_static_members(floe, group)
+    time.sleep(6)
+    admin(floe.bootstrap).delete_consumer_groups([group])[group].result(10)
+
+
+@pytest.mark.timeout(120)
+def test_static_members_closed_across_a_restart_expire(floe):
+    """A restarted node runs the sessions of the stored groups' members: static members that
+    closed while it was down end a session after it is back, and the group can be deleted. It
+    used to take a stored group live only when a request named it, so DeleteGroups answered
+    NON_EMPTY_GROUP for good."""
+    group = unique_name("g")
+    close_static_members(floe, group)
+    floe.restart()
+    a = admin(floe.bootstrap)
+
+    def deleted():
+        a.delete_consumer_groups([group])[group].result(10)
+        return True
+    # A 5 s session from the new leader's start, with room for the first requests after a restart.
+    wait_until(deleted, 15, "the group deletable a session after the restart", interval=0.5)

@@ -19,6 +19,7 @@ use super::{
     JoinedMember, LeaveResult, LeavingMember, ListedGroup, MemberRef, Protocol, SyncRequest, SyncResponse, setting,
     subscribed_topics,
 };
+use crate::clock::Clock;
 use crate::command::{Command, CommandError, Outcome};
 use crate::node::NodeError;
 use crate::state::stored::each_into;
@@ -440,6 +441,9 @@ pub(super) struct Tables {
     pub(super) share: HashMap<String, super::share_group::ShareGroup>,
     /// Outlives a change of term: a write proposed in the old term may still land.
     turns: WriteTurns,
+    /// Whether every stored classic group with members is in `classic` this term
+    /// ([`Tables::resume_classic`]); cleared with the tables at a change of term.
+    classic_resumed: bool,
 }
 
 /// A group's membership to store, with its place in the group's order of writes.
@@ -475,6 +479,39 @@ impl Tables {
         if let Some(group) = self.share.get_mut(group_id) {
             group.rewrite_next();
         }
+    }
+
+    /// Once per term, makes every stored classic group with members live, so that its members'
+    /// sessions run on this leader from `now` (Kafka's coordinator schedules each loaded
+    /// member's expiry when it takes over) rather than from whenever a request first names the
+    /// group. Static members close without LeaveGroup; a group whose members all went while
+    /// another node led, or before a restart, was otherwise never expired: DescribeGroups
+    /// showed its members and DeleteGroups answered NON_EMPTY_GROUP for good. A group with a
+    /// write from an earlier term under way is left for a later call ([`Tables::may_load`]).
+    /// The scan is bounded by the state's group count (`GROUP_COUNT_MAX`).
+    fn resume_classic(&mut self, state: &State, clock: &Clock) {
+        if self.classic_resumed {
+            return;
+        }
+        let now = clock.now();
+        let mut resumed = true;
+        for (group_id, record) in &state.groups {
+            let membership = &record.membership;
+            if membership.kind != GroupKind::Classic
+                || membership.members.is_empty()
+                || self.classic.contains_key(group_id)
+            {
+                continue;
+            }
+            if self.may_load(group_id).is_err() {
+                resumed = false;
+                continue;
+            }
+            if let Some(group) = Group::from_state(state, group_id, now) {
+                self.classic.insert(group_id.clone(), group);
+            }
+        }
+        self.classic_resumed = resumed;
     }
 
     /// Forgets every live group (keeping the order of writes still under way).
@@ -569,6 +606,7 @@ impl GroupCoordinator {
             inner.term = Some(term);
         }
         let state = node.read();
+        inner.tables.resume_classic(&state, node.clock());
         Ok(f(&mut inner.tables, &state))
     }
 

@@ -4,8 +4,9 @@
 //! requests here as [`GroupRequest`]s, translated from the wire; the [`GroupCoordinator`] keeps
 //! live membership in memory (who joined, heartbeats, waiting requests, timers) and writes what
 //! must survive a leader change through Raft: each completed generation (`StoreGroup`) and
-//! committed offsets (`CommitOffsets`). A new leader resumes groups from that state; members it
-//! does not know rejoin.
+//! committed offsets (`CommitOffsets`). A new leader resumes groups from that state (classic
+//! groups with members as soon as it has caught up, so their members' sessions run whether or not
+//! they ever ask again); members it does not know rejoin.
 
 mod consumer;
 mod consumer_group;

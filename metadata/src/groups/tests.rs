@@ -14,19 +14,7 @@ async fn node() -> (MetadataNode, std::path::PathBuf) {
 async fn node_with(clock: crate::clock::Clock) -> (MetadataNode, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("floe-groups-{}", uuid::Uuid::new_v4().simple()));
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let addr = format!("127.0.0.1:{port}");
-    let node = MetadataNode::start(MetadataNodeConfig {
-        node_id: 1,
-        listen_addr: addr.clone(),
-        data_dir: dir.clone(),
-        peers: [(1, addr)].into_iter().collect(),
-        join: false,
-        clock,
-    })
-    .await
-    .expect("node starts");
-    node.wait_for_leader(Duration::from_secs(10)).await.expect("leader");
-    node.ensure_initialized().await.expect("init");
+    let node = start(&dir, format!("127.0.0.1:{port}"), clock).await;
     // Short sessions and no initial delay keep the test quick.
     let configs: BTreeMap<String, String> =
         [("group.min.session.timeout.ms", "100"), ("group.initial.rebalance.delay.ms", "0")]
@@ -42,6 +30,32 @@ async fn node_with(clock: crate::clock::Clock) -> (MetadataNode, std::path::Path
     };
     node.propose(topic).await.expect("topic");
     (node, dir)
+}
+
+/// Starts the one-node cluster kept in `dir` (again, if it ran before), listening on `addr`.
+async fn start(dir: &std::path::Path, addr: String, clock: crate::clock::Clock) -> MetadataNode {
+    let node = MetadataNode::start(MetadataNodeConfig {
+        node_id: 1,
+        listen_addr: addr.clone(),
+        data_dir: dir.to_path_buf(),
+        peers: [(1, addr)].into_iter().collect(),
+        join: false,
+        clock,
+    })
+    .await
+    .expect("node starts");
+    node.wait_for_leader(Duration::from_secs(10)).await.expect("leader");
+    node.ensure_initialized().await.expect("init");
+    node
+}
+
+/// Stops `node` and starts it again from its files: a leader of a new term with no live
+/// groups, as a restart of `floe dev` or a failover leaves the coordinator.
+async fn restart(node: MetadataNode, dir: &std::path::Path, clock: crate::clock::Clock) -> MetadataNode {
+    let addr = node.status().members.get(&1).cloned().expect("the node's address");
+    node.shutdown().await;
+    drop(node);
+    start(dir, addr, clock).await
 }
 
 fn join(member_id: &str, session_ms: i32) -> GroupRequest {
@@ -201,6 +215,133 @@ async fn sessions_expire_by_the_nodes_clock() {
     }
     let expired = call(&node, heartbeat(member.generation, &member.member_id)).await;
     assert_eq!(expired, GroupResponse::Heartbeat(Err(GroupError::UnknownMemberId)));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A static member's first join (`group.instance.id`, no member id): no MEMBER_ID_REQUIRED.
+fn join_static(instance: &str, session_ms: i32) -> GroupRequest {
+    let GroupRequest::Join(mut request) = join("", session_ms) else { unreachable!("join builds a Join") };
+    request.instance_id = Some(instance.into());
+    GroupRequest::Join(request)
+}
+
+/// A static member joins group "g" alone, leads it and takes everything; its join answer.
+async fn join_static_and_sync(node: &MetadataNode, instance: &str, session_ms: i32) -> JoinResponse {
+    let GroupResponse::Join(Ok(joined)) = call(node, join_static(instance, session_ms)).await else {
+        panic!("a static member joins at once")
+    };
+    let sync = GroupRequest::Sync(SyncRequest {
+        group_id: "g".into(),
+        generation: joined.generation,
+        member_id: joined.member_id.clone(),
+        instance_id: Some(instance.into()),
+        protocol_type: Some("consumer".into()),
+        protocol: Some("range".into()),
+        assignments: vec![(joined.member_id.clone(), b"all".to_vec())],
+    });
+    assert!(matches!(call(node, sync).await, GroupResponse::Sync(Ok(_))));
+    joined
+}
+
+fn static_heartbeat(member: &JoinResponse, instance: &str) -> GroupRequest {
+    GroupRequest::Heartbeat(MemberRef {
+        group_id: "g".into(),
+        generation: member.generation,
+        member_id: member.member_id.clone(),
+        instance_id: Some(instance.into()),
+    })
+}
+
+/// Group "g"'s members as DescribeGroups shows them (which, unlike a heartbeat, renews no
+/// session).
+async fn described_members(node: &MetadataNode) -> usize {
+    match call(node, GroupRequest::Describe(vec!["g".into()])).await {
+        GroupResponse::Describe(groups) => groups.into_iter().flatten().map(|g| g.members.len()).sum(),
+        other => panic!("describe failed: {other:?}"),
+    }
+}
+
+/// Waits, for up to 5 s of real time (the group timer's rounds), until group "g" shows no
+/// members, live or stored (so a DeleteGroups after it does not race the membership's write).
+async fn until_empty(node: &MetadataNode, failure: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let stored_members = || node.read().groups.get("g").map_or(0, |g| g.membership.members.len());
+    while described_members(node).await > 0 || stored_members() > 0 {
+        assert!(std::time::Instant::now() < deadline, "{failure}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn delete_g(node: &MetadataNode) -> GroupResponse {
+    call(node, GroupRequest::Delete(vec!["g".into()])).await
+}
+
+/// A static member sends no LeaveGroup when it closes: its session, 5 s by the node's clock
+/// after its last heartbeat, ends it (not before), and the group may then be deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_that_stops_heartbeating_expires_at_its_session_timeout() {
+    let clock = crate::clock::Clock::manual(1_700_000_000_000);
+    let (node, dir) = node_with(clock.clone()).await;
+    let member = join_static_and_sync(&node, "a", 5_000).await;
+    clock.advance(Duration::from_secs(4));
+    let alive = call(&node, static_heartbeat(&member, "a")).await;
+    assert_eq!(alive, GroupResponse::Heartbeat(Ok(())), "4 s of a 5 s session");
+    // The member closes now, without a LeaveGroup.
+    clock.advance(Duration::from_millis(4_900));
+    tokio::time::sleep(coordinator::TICK * 3).await;
+    assert_eq!(described_members(&node).await, 1, "4.9 s after its last heartbeat the session still runs");
+    clock.advance(Duration::from_millis(600));
+    until_empty(&node, "5.5 s after its last heartbeat the static member was still in the group").await;
+    assert_eq!(delete_g(&node).await, GroupResponse::Delete(vec![("g".into(), Ok(()))]));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Sessions run on a new leader for groups no request names: a static member that closed while
+/// the metadata leader restarted (or failed over) is expired a session after the new leader
+/// took over, and the group may then be deleted. A stored group used to become live only when
+/// a request named it, so DescribeGroups showed the member and DeleteGroups answered
+/// NON_EMPTY_GROUP for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_expires_static_members_that_no_request_names() {
+    let clock = crate::clock::Clock::manual(1_700_000_000_000);
+    let (node, dir) = node_with(clock.clone()).await;
+    let member = join_static_and_sync(&node, "a", 5_000).await;
+    assert_eq!(call(&node, static_heartbeat(&member, "a")).await, GroupResponse::Heartbeat(Ok(())));
+    // The member's last heartbeat; it closes, and the node restarts with the clock standing.
+    let node = restart(node, &dir, clock.clone()).await;
+    assert_eq!(described_members(&node).await, 1, "the stored member is resumed");
+    clock.advance(Duration::from_millis(5_500));
+    until_empty(&node, "the new leader never expired the stored static member").await;
+    assert_eq!(delete_g(&node).await, GroupResponse::Delete(vec![("g".into(), Ok(()))]));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Kafka's bounds: a join asking for a session outside [group.min.session.timeout.ms,
+/// group.max.session.timeout.ms] is refused, static or not, and holds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_with_a_session_timeout_out_of_bounds_are_refused() {
+    // The harness sets the minimum to 100 ms; the maximum is the catalog's 1,800,000 ms.
+    let (node, dir) = node().await;
+    for session_ms in [99, 1_800_001] {
+        for request in [join_static("a", session_ms), join("", session_ms)] {
+            assert!(
+                matches!(call(&node, request).await, GroupResponse::Join(Err((GroupError::InvalidSessionTimeout, _)))),
+                "a {session_ms} ms session"
+            );
+        }
+    }
+    assert_eq!(described_members(&node).await, 0);
+    // The bounds are dynamic: Kafka's default minimum (6 s) refuses a 5 s session.
+    let configs: BTreeMap<String, String> =
+        [("group.min.session.timeout.ms".to_owned(), "6000".to_owned())].into_iter().collect();
+    node.propose(crate::Command::SetBrokerConfigs { configs }).await.expect("configs");
+    assert!(matches!(
+        call(&node, join_static("a", 5_000)).await,
+        GroupResponse::Join(Err((GroupError::InvalidSessionTimeout, _)))
+    ));
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
