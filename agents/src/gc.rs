@@ -8,7 +8,9 @@
 //!   fetch that planned a read of them can take, then forgotten in metadata;
 //! - orphans, uploaded but never committed (an agent died between PUT and commit, or every chunk
 //!   was a duplicate): found by listing and deleted once older than the orphan grace. Agents
-//!   give up committing a flush after half that grace, so an orphan's commit can never land later.
+//!   give up committing a flush after half that grace, and the metadata state refuses any copy of
+//!   a commit that arrives more than `SEGMENT_COMMIT_WINDOW_MS` after its key was drawn (within
+//!   the default grace), so an orphan's commit can never land later.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
@@ -17,6 +19,7 @@ use floe_metadata::tasks::sleep_unless_stopped;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+use floe_metadata::limits::SEGMENT_COMMIT_WINDOW_MS;
 use floe_metadata::{Command, ObjectId, now_ms};
 use floe_storage::SegmentKey;
 
@@ -41,9 +44,12 @@ pub struct GcConfig {
 
 impl GcConfig {
     /// How long after its upload a flush may still be committed: half the orphan grace, so a
-    /// commit can never name an object the collector deleted.
+    /// commit can never name an object the collector deleted, and a minute less than the window
+    /// in which the metadata state admits a commit ([`SEGMENT_COMMIT_WINDOW_MS`]), so one proposed
+    /// in time is not refused there.
     pub fn commit_deadline(&self) -> Duration {
-        self.orphan_grace / 2
+        let window = Duration::from_millis(SEGMENT_COMMIT_WINDOW_MS.unsigned_abs());
+        (self.orphan_grace / 2).min(window.saturating_sub(Duration::from_secs(60)))
     }
 }
 

@@ -689,6 +689,12 @@ pub enum CommandError {
     /// A write to a mirror topic by anyone but its link.
     #[error("the topic is a mirror of link {link:?}: it takes writes once the link is promoted")]
     MirrorTopic { link: String },
+    /// A segment commit not applied although an earlier copy of it may have been (format 12):
+    /// its key was committed before and the answer is no longer kept, or its deadline passed
+    /// ([`crate::limits::SEGMENT_COMMIT_WINDOW_MS`]), or the keys held until their deadlines are
+    /// at their limit. Nothing changed; its records are neither acknowledged nor reported lost.
+    #[error("segment commit of {key:?} refused: {why}")]
+    SegmentCommitRefused { key: String, why: String },
 }
 
 impl Command {

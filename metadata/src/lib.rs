@@ -48,7 +48,9 @@ pub use client::RemoteMetadata;
 /// - 10: agents' peer listeners (`State::agent_peers`, `Command::AgentHeartbeatWithPeer`).
 /// - 11: links (`State::links`, `State::mirror_topics`, `Command::SetLink` and the commands
 ///   after it).
-/// - 12: a link's tenant and ACL copying (`LinkConfig::tenant`, `LinkConfig::acls`).
+/// - 12: a link's tenant and ACL copying (`LinkConfig::tenant`, `LinkConfig::acls`); a segment
+///   commit's key is committed at most once and not after its deadline
+///   (`limits::SEGMENT_COMMIT_WINDOW_MS`), a rule with no stored change.
 ///
 /// Older formats' states and chunk commits are read by `state::stored`; their other commands
 /// decode as they are.

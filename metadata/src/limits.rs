@@ -14,9 +14,24 @@ pub const CONFIG_VALUE_BYTES_MAX: usize = 16 * 1024;
 pub const COMMIT_CHUNK_COUNT_MAX: usize = 100_000;
 /// Batches summarized per chunk in a commit.
 pub const CHUNK_BATCH_COUNT_MAX: usize = 1_000_000;
-/// Segment commits remembered by key so a retried commit is answered, not applied, again. Retries
-/// come within seconds; at a few hundred flushes per second this covers several minutes.
+/// Segment commits whose answers are remembered by key so a retried commit is answered, not
+/// applied, again. Retries come within seconds; at a few hundred flushes per second this covers
+/// several minutes. (From format 12 an agent's key outlives its answer until its deadline.)
 pub const RECENT_COMMITS_MAX: usize = 65_536;
+/// How long after its object key was drawn (the time in its UUIDv7) a segment commit may still
+/// apply, judged on the leader's clock as the state knows it (`State::leader_time_floor_ms`,
+/// under a minute behind), from format 12. A copy held longer (by a paused node, a retransmit
+/// queue) is refused: its key may have been forgotten and its object collected. Agents give up
+/// on a flush after half the orphan grace (300 s by default) and a minute before this at the
+/// latest; a commit this admits lands within about seven minutes of its key being drawn, before
+/// the default orphan grace (600 s) lets garbage collection take its object for an orphan.
+pub const SEGMENT_COMMIT_WINDOW_MS: i64 = 6 * 60 * 1000;
+/// Segment commit keys the state holds at most (format 12): each until its deadline has passed
+/// (about seven minutes, the window and a minute), so that none is applied twice. That is some
+/// 1,200 flushes a second, and up to about 100 MB in every node and agent mirror; beyond it
+/// commits are refused (retriably) rather than a key forgotten early.
+pub const RECENT_COMMIT_KEYS_MAX: usize = 524_288;
+const _: () = assert!(RECENT_COMMITS_MAX < RECENT_COMMIT_KEYS_MAX);
 /// Highest log end offset a partition may reach; commits past it are refused rather than
 /// overflow (at a million records a second this lasts over a hundred thousand years).
 pub const PARTITION_OFFSET_MAX: i64 = i64::MAX / 2;

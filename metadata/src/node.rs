@@ -245,7 +245,9 @@ impl MetadataNode {
     }
 
     /// [`MetadataNode::propose_indexed`] for a sender that stops waiting at `not_after`: past it
-    /// the command is not written. Segment commits ignore it: a late one is answered by key.
+    /// the command is not written. Segment commits ignore it: the state answers a late one by
+    /// its key, or refuses it once its key's deadline has passed on the leader's clock
+    /// ([`crate::limits::SEGMENT_COMMIT_WINDOW_MS`]).
     pub(crate) async fn propose_before(
         &self,
         command: Command,

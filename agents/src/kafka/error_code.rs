@@ -86,6 +86,10 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         // client sends the earlier chunk again (it is unacknowledged), which fills the gap or is
         // answered as a duplicate once a late commit of it lands.
         CommandError::SequenceGap { .. } => ResponseError::NotEnoughReplicas,
+        // Retriable, but an earlier copy of the commit may have landed (its answer lost, the
+        // copy refused as late): "possibly persisted", as for MetadataUnavailable, never "not
+        // persisted", so an idempotent producer resends under the same sequence.
+        CommandError::SegmentCommitRefused { .. } => ResponseError::RequestTimedOut,
         CommandError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         CommandError::ProducerFenced => ResponseError::ProducerFenced,
         CommandError::UnknownProducerId(_) => ResponseError::UnknownProducerId,
@@ -194,5 +198,15 @@ mod tests {
         assert!(gap.is_retriable());
         let malformed = for_command(&CommandError::OutOfOrderSequence { expected: 3, found: 5 });
         assert_eq!(malformed, ResponseError::OutOfOrderSequenceNumber);
+    }
+
+    #[test]
+    fn a_refused_segment_commit_is_retried_as_possibly_persisted() {
+        // An earlier copy of a refused commit may have landed: KAFKA_STORAGE_ERROR ("not
+        // persisted") could let a producer write its records twice.
+        let refused = CommandError::SegmentCommitRefused { key: "segments/k.seg".into(), why: "late".into() };
+        let code = for_append(&AppendError::Rejected(refused));
+        assert_eq!(code, ResponseError::RequestTimedOut);
+        assert!(code.is_retriable());
     }
 }

@@ -43,6 +43,9 @@ impl RecordError {
             }
             AppendError::Rejected(CommandError::UnknownTopicOrPartition) => StatusCode::NOT_FOUND,
             AppendError::Rejected(CommandError::LimitReached(_)) => StatusCode::TOO_MANY_REQUESTS,
+            // An earlier copy may have landed: retriable, outcome unknown, as when metadata is
+            // unavailable.
+            AppendError::Rejected(CommandError::SegmentCommitRefused { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             AppendError::Rejected(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self { status, message: error.to_string() }

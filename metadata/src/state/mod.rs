@@ -90,8 +90,13 @@ pub struct State {
     pub broker_configs: BTreeMap<String, String>,
     /// Outcomes of the most recent segment commits by object key, oldest first in
     /// `recent_commit_keys`: a commit retried after a lost answer (leader change, timeout) gets
-    /// the original offsets instead of being sequenced twice.
+    /// the original offsets instead of being sequenced twice. From format 12 an agent's key
+    /// (`segments/<UUIDv7>.seg`) stays after its answer is dropped, with an empty list (no commit
+    /// is answered so), until its deadline passes: a late copy of its commit is refused, never
+    /// applied again (`offsets.rs`).
     pub recent_commits: BTreeMap<String, Vec<crate::command::CommittedChunk>>,
+    /// The keys of `recent_commits` whose answers are kept, in commit order (at most
+    /// `RECENT_COMMITS_MAX`).
     pub recent_commit_keys: VecDeque<String>,
     /// Agents that have announced themselves, with their last heartbeat time (agent clock, ms).
     pub agents: BTreeMap<i32, AgentRecord>,
@@ -504,7 +509,12 @@ impl State {
             }
             Command::CommitTableSnapshot(commit) => self.commit_table_snapshot(commit),
             Command::ReportUsage(report) => self.report_usage(report),
-            Command::CloseUsageMinute { now_ms } => self.close_usage_minute(now_ms),
+            Command::CloseUsageMinute { now_ms } => {
+                let closed = self.close_usage_minute(now_ms);
+                // The leader's time, as the state knows it, moved on: some keys' deadlines passed.
+                self.forget_expired_commit_keys();
+                closed
+            }
             Command::MarkUsageExported(export) => self.mark_usage_exported(export),
             Command::ReportAgentLoad { agent_id, utilization_milli, now_ms } => {
                 if !self.agents.contains_key(&agent_id) {

@@ -1,9 +1,43 @@
 //! Offsets: sequencing committed segments, the log start offset, object references.
+//!
+//! From format 12 a segment object key is committed at most once, and not after its deadline:
+//! [`SEGMENT_COMMIT_WINDOW_MS`] after the key was drawn (the time in its UUIDv7), measured on
+//! the leader's clock as every replica knows it ([`State::leader_time_floor_ms`]). A key stays
+//! in `State::recent_commits` until its deadline has passed, past the answers kept for retries
+//! if need be, so that a late copy of its commit (held by a paused node or a retransmit queue)
+//! is refused rather than sequenced again; after the deadline the deadline itself refuses it.
+
+use std::ops::Bound;
 
 use super::transactions::Admission;
 use super::{EntryData, IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
 use crate::command::{CommandError, Outcome, SegmentCommit};
-use crate::limits::{CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, PARTITION_OFFSET_MAX, RECENT_COMMITS_MAX};
+use crate::limits::{
+    CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, PARTITION_OFFSET_MAX, RECENT_COMMIT_KEYS_MAX, RECENT_COMMITS_MAX,
+    SEGMENT_COMMIT_WINDOW_MS,
+};
+
+/// The directory of segment object keys (`floe_storage::keys::SEGMENTS_DIR`), with its slash.
+const SEGMENT_KEY_PREFIX: &str = "segments/";
+
+/// When an agent drew a segment object key, in ms since the epoch by its clock. Agents' keys
+/// are `segments/<UUIDv7>.seg` (`floe_storage::SegmentKey::generate`: the UUID in lowercase hex
+/// without dashes), and a UUIDv7 opens with the milliseconds it was drawn at, so these keys also
+/// sort by that time. `None` for a key of any other shape (tests', the simulation's): its commit
+/// has no deadline and is remembered only while its answer is.
+pub(super) fn segment_key_drawn_ms(key: &str) -> Option<i64> {
+    let uuid = key.strip_prefix(SEGMENT_KEY_PREFIX)?.strip_suffix(".seg")?.as_bytes();
+    if uuid.len() != 32 || !uuid.iter().all(|&b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) || uuid[12] != b'7' {
+        return None;
+    }
+    let drawn_ms = std::str::from_utf8(&uuid[..12]).ok()?;
+    i64::from_str_radix(drawn_ms, 16).ok()
+}
+
+/// Why a segment commit of `key` is not applied although an earlier copy of it may have been.
+fn refused(key: &str, why: String) -> CommandError {
+    CommandError::SegmentCommitRefused { key: key.to_owned(), why }
+}
 
 /// Checks a commit as a whole before anything changes.
 fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
@@ -43,7 +77,13 @@ impl State {
     pub(super) fn commit_segment(&mut self, commit: SegmentCommit) -> Result<Outcome, CommandError> {
         validate_commit(&commit)?;
         if let Some(chunks) = self.recent_commits.get(&commit.key) {
+            if chunks.is_empty() {
+                return Err(refused(&commit.key, "it was committed before; its offsets are no longer kept".into()));
+            }
             return Ok(Outcome::SegmentCommitted { chunks: chunks.clone() });
+        }
+        if self.applies_format(12) {
+            self.admit_segment_key(&commit.key)?;
         }
         let key = commit.key.clone();
         let object_id = self.next_object_id;
@@ -126,15 +166,82 @@ impl State {
         Ok(Outcome::SegmentCommitted { chunks: results })
     }
 
+    /// The latest time the leader's clock is known to have reached, the same on every replica:
+    /// the end of the last usage minute closed (`CloseUsageMinute`, which the leader's duties
+    /// propose stamped with the leader's clock as each minute passes, so while they run this is
+    /// less than a minute behind it). Never moves back. `None` before the first close.
+    pub fn leader_time_floor_ms(&self) -> Option<i64> {
+        self.usage.closed_through_ms.map(|closed| closed.saturating_add(super::MINUTE_MS))
+    }
+
+    /// Whether a commit of `key` is past its deadline: the key was drawn over
+    /// [`SEGMENT_COMMIT_WINDOW_MS`] before [`State::leader_time_floor_ms`].
+    fn segment_key_expired(&self, key: &str) -> bool {
+        match (segment_key_drawn_ms(key), self.leader_time_floor_ms()) {
+            (Some(drawn_ms), Some(floor_ms)) => floor_ms > drawn_ms.saturating_add(SEGMENT_COMMIT_WINDOW_MS),
+            _ => false,
+        }
+    }
+
+    /// Format 12's admission of a key the state does not hold. Past its deadline a commit is
+    /// refused: an earlier copy may have been applied and its key forgotten since, or its object
+    /// collected as an orphan. With [`RECENT_COMMIT_KEYS_MAX`] keys held it is refused too,
+    /// rather than a key forgotten before its deadline.
+    fn admit_segment_key(&self, key: &str) -> Result<(), CommandError> {
+        if self.segment_key_expired(key) {
+            let window_secs = SEGMENT_COMMIT_WINDOW_MS / 1000;
+            return Err(refused(key, format!("its key was drawn over {window_secs} s before the leader's time")));
+        }
+        if self.recent_commits.len() >= RECENT_COMMIT_KEYS_MAX {
+            return Err(refused(key, format!("{RECENT_COMMIT_KEYS_MAX} keys are held until their deadlines pass")));
+        }
+        Ok(())
+    }
+
+    /// Remembers a commit's answer under its key, for the newest [`RECENT_COMMITS_MAX`] commits.
+    /// A key whose answer is dropped is forgotten with it, except from format 12 a key with a
+    /// drawn time ([`segment_key_drawn_ms`]) before its deadline: that one is held with an empty
+    /// answer (no commit is answered so) until [`State::forget_expired_commit_keys`].
     fn remember_commit(&mut self, key: String, chunks: Vec<crate::command::CommittedChunk>) {
-        self.recent_commits.insert(key.clone(), chunks);
+        assert!(!chunks.is_empty(), "validate_commit rejects commits without chunks: an empty answer marks a held key");
+        let known = self.recent_commits.insert(key.clone(), chunks);
+        assert!(known.is_none(), "a key is applied once: a known key is answered or refused");
         self.recent_commit_keys.push_back(key);
         while self.recent_commit_keys.len() > RECENT_COMMITS_MAX {
-            if let Some(old) = self.recent_commit_keys.pop_front() {
+            let Some(old) = self.recent_commit_keys.pop_front() else { break };
+            let held =
+                self.applies_format(12) && segment_key_drawn_ms(&old).is_some() && !self.segment_key_expired(&old);
+            if held {
+                let answer = self.recent_commits.get_mut(&old).expect("every key with an answer is remembered");
+                *answer = Vec::new();
+            } else {
                 self.recent_commits.remove(&old);
             }
         }
-        assert_eq!(self.recent_commits.len(), self.recent_commit_keys.len(), "keys are never reused");
+        assert!(self.recent_commit_keys.len() <= self.recent_commits.len(), "every key with an answer is remembered");
+    }
+
+    /// Forgets held keys (remembered without their answers) whose deadline has passed, as the
+    /// leader's time moves on: from now on their deadline refuses any copy. Keys with a drawn
+    /// time sort by it, so the search stops at the first one still in time; a key whose answer
+    /// is still kept leaves with its answer.
+    pub(super) fn forget_expired_commit_keys(&mut self) {
+        if !self.applies_format(12) {
+            return;
+        }
+        let Some(floor_ms) = self.leader_time_floor_ms() else { return };
+        let expired: Vec<String> = self
+            .recent_commits
+            .range::<str, _>((Bound::Included(SEGMENT_KEY_PREFIX), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(SEGMENT_KEY_PREFIX))
+            .filter_map(|(key, answer)| segment_key_drawn_ms(key).map(|drawn_ms| (key, answer, drawn_ms)))
+            .take_while(|(_, _, drawn_ms)| floor_ms > drawn_ms.saturating_add(SEGMENT_COMMIT_WINDOW_MS))
+            .filter(|(_, answer, _)| answer.is_empty())
+            .map(|(key, _, _)| key.clone())
+            .collect();
+        for key in expired {
+            self.recent_commits.remove(&key);
+        }
     }
 
     pub(super) fn delete_records(

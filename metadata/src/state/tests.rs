@@ -146,6 +146,15 @@ pub(crate) fn check_invariants(state: &State) {
     for (id, o) in &state.objects {
         assert_eq!(o.reference_count, references.get(id).copied().unwrap_or(0));
     }
+    assert!(state.recent_commit_keys.len() <= crate::limits::RECENT_COMMITS_MAX);
+    for key in &state.recent_commit_keys {
+        assert!(state.recent_commits.get(key).is_some_and(|a| !a.is_empty()), "commit {key:?} keeps its answer");
+    }
+    let held: Vec<&String> = state.recent_commits.iter().filter(|(_, a)| a.is_empty()).map(|(k, _)| k).collect();
+    assert_eq!(state.recent_commits.len(), state.recent_commit_keys.len() + held.len(), "keys are remembered once");
+    for key in held {
+        assert!(super::offsets::segment_key_drawn_ms(key).is_some(), "held key {key:?} has a deadline");
+    }
     for (user, record) in &state.users {
         assert!(state.tenants.contains_key(&record.tenant), "user {user:?} outlived its tenant");
         assert!(!record.scram.is_empty(), "user {user:?} has no credential left");
@@ -267,6 +276,111 @@ fn a_topic_created_again_gets_a_fresh_log() {
     );
     assert_eq!(state.topic_by_name("a").map(|t| t.topic_id), Some(topic_id(1)));
 }
+
+/// A segment object key as an agent draws it at `drawn_ms` (`segments/<UUIDv7>.seg`); `n`
+/// stands for its random bits.
+fn drawn_key(drawn_ms: i64, n: u64) -> String {
+    format!("segments/{drawn_ms:012x}7000{:016x}.seg", 0x8000_0000_0000_0000_u64 | n)
+}
+
+/// Agents' keys (`floe_storage::SegmentKey::generate`) name the time they were drawn; keys of
+/// other shapes name none, and their commits have no deadline.
+#[test]
+fn segment_keys_name_the_time_they_were_drawn() {
+    use super::offsets::segment_key_drawn_ms;
+    let before = crate::now_ms();
+    let key = format!("segments/{}.seg", uuid::Uuid::now_v7().simple());
+    let after = crate::now_ms();
+    let drawn = segment_key_drawn_ms(&key).expect("an agent's key names a time");
+    assert!(before <= drawn && drawn <= after + 1_000, "{before} <= {drawn} <= {after}");
+    assert_eq!(segment_key_drawn_ms(&drawn_key(0xabc_def, 9)), Some(0xabc_def));
+    let random = format!("segments/{}.seg", uuid::Uuid::new_v4().simple());
+    let compacted = format!("segments/{}.compacted.seg", uuid::Uuid::now_v7().simple());
+    let upper = drawn_key(0xabc_def, 9).replace("abcdef", "ABCDEF");
+    for other in ["o1", "segments/adopted", random.as_str(), compacted.as_str(), upper.as_str()] {
+        assert_eq!(segment_key_drawn_ms(other), None, "{other}");
+    }
+}
+
+/// A copy of a segment commit that arrives after more than `RECENT_COMMITS_MAX` other commits
+/// (held by a paused metadata node, a retransmit queue) is not sequenced again: its key is held
+/// past its answer until its deadline, and refused by the deadline after that (format 12).
+#[test]
+fn a_late_copy_of_a_segment_commit_is_never_applied_twice() {
+    let minute = 29_000_000 * MINUTE_MS;
+    let drawn_ms = minute + MINUTE_MS;
+    let mut state = State::default();
+    let mut index = 0;
+    let mut apply = |state: &mut State, command| {
+        index += 1;
+        state.apply(index, command)
+    };
+    let setup = [Command::SetFormat { format: 12 }, create("a", 0, 1), Command::CloseUsageMinute { now_ms: drawn_ms }];
+    for command in setup {
+        apply(&mut state, command).expect("set up");
+    }
+    let key = drawn_key(drawn_ms, 0);
+    let original = commit(&key, &[(0, 0, &[2])]);
+    let first = apply(&mut state, original.clone());
+    assert_eq!(first, Ok(Outcome::SegmentCommitted { chunks: vec![Ok(0)] }));
+    for n in 1..=RECENT_COMMITS_MAX as u64 {
+        let other = apply(&mut state, commit(&drawn_key(drawn_ms, n), &[(0, 0, &[1])]));
+        assert!(other.is_ok(), "{other:?}");
+    }
+    let log_end = |state: &State| state.partition(topic_id(0), 0).map(|p| p.next_offset);
+    let objects_named = |state: &State| state.objects.values().filter(|o| o.key == key).count();
+    let end = log_end(&state);
+    assert_eq!(end, Some(2 + RECENT_COMMITS_MAX as i64));
+
+    // The late copy: its answer is gone, its key is not.
+    let again = apply(&mut state, original.clone());
+    assert!(again.is_err() || again == first, "applied again: {again:?}");
+    assert_eq!(log_end(&state), end, "the records were sequenced twice");
+    assert_eq!(objects_named(&state), 1, "two object records share the key");
+    assert!(matches!(again, Err(CommandError::SegmentCommitRefused { .. })), "{again:?}");
+    assert_eq!(state.recent_commits.get(&key), Some(&Vec::new()), "held without its answer");
+
+    // Its deadline passes: the key is forgotten, and the deadline refuses any copy.
+    let past_deadline = drawn_ms + SEGMENT_COMMIT_WINDOW_MS + 2 * MINUTE_MS;
+    apply(&mut state, Command::CloseUsageMinute { now_ms: past_deadline }).expect("a minute closes");
+    assert!(!state.recent_commits.contains_key(&key), "held until its deadline only");
+    let late = apply(&mut state, original);
+    assert!(matches!(late, Err(CommandError::SegmentCommitRefused { .. })), "{late:?}");
+    assert_eq!(log_end(&state), end);
+    assert_eq!(objects_named(&state), 1);
+    check_invariants(&state);
+}
+
+/// A segment commit is refused once the leader's time, as the state knows it, is past its key's
+/// drawn time plus `SEGMENT_COMMIT_WINDOW_MS`: its object may have been collected as an orphan
+/// (format 12). Before format 12 it applies, as it did on binaries without the rule.
+#[test]
+fn a_segment_commit_past_its_deadline_is_refused() {
+    let minute = 29_000_000 * MINUTE_MS;
+    let floor = minute + MINUTE_MS;
+    let in_time = drawn_key(floor - SEGMENT_COMMIT_WINDOW_MS, 1);
+    let late = drawn_key(floor - SEGMENT_COMMIT_WINDOW_MS - 1, 2);
+    let commands = |format| {
+        vec![
+            Command::SetFormat { format },
+            create("a", 0, 1),
+            Command::CloseUsageMinute { now_ms: minute + 70_000 },
+            commit(&late, &[(0, 0, &[2])]),
+            commit(&in_time, &[(0, 0, &[3])]),
+        ]
+    };
+    let (state, outcomes) = run(commands(12));
+    assert_eq!(state.leader_time_floor_ms(), Some(floor));
+    assert!(matches!(outcomes[3], Err(CommandError::SegmentCommitRefused { .. })), "{:?}", outcomes[3]);
+    assert_eq!(outcomes[4], Ok(Outcome::SegmentCommitted { chunks: vec![Ok(0)] }), "the late commit wrote nothing");
+    assert!(state.objects.values().all(|o| o.key != late));
+
+    let (older, outcomes) = run(commands(11));
+    assert_eq!(outcomes[3], Ok(Outcome::SegmentCommitted { chunks: vec![Ok(0)] }));
+    assert_eq!(older.partition(topic_id(0), 0).map(|p| p.next_offset), Some(5));
+}
+
+use crate::limits::{RECENT_COMMITS_MAX, SEGMENT_COMMIT_WINDOW_MS};
 
 /// The name of generated topic `t`: topic 2 is in the namespace of tenant0 when it is the first
 /// tenant created (id 1), so deleting that tenant deletes it.
