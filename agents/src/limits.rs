@@ -18,6 +18,17 @@ const _: () = assert!(BATCH_BYTES_MAX < FRAME_BYTES_MAX);
 /// waiting produce requests are held in the flush buffer, bounded by `--buffer-bytes`.
 pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 1024;
 
+/// How long a sequence hold (`produce::holds`) lasts after the last failure of its chunk. A
+/// producer still retrying the chunk renews it; one that gave the chunk up bumps its epoch,
+/// which lifts it. Past Kafka clients' default delivery timeouts (Java's 120 s, librdkafka's
+/// 300 s) a hold can only be stale: its producer went away.
+pub const SEQUENCE_HOLD_DURATION: Duration = Duration::from_secs(300);
+/// Sequence holds one agent keeps (about 64 bytes each). A hold is set only for a failed chunk
+/// of a producer with no sequences yet on the partition, so this many takes a store outage
+/// under a crowd of new producers; past it the oldest hold is dropped (and logged), leaving its
+/// producer partition with Kafka's unguarded rule for a first sequence.
+pub const SEQUENCE_HOLD_COUNT_MAX: usize = 100_000;
+
 /// Longest long-poll a Fetch may ask for; longer `max_wait_ms` values are clamped.
 pub const FETCH_WAIT_MAX: Duration = Duration::from_secs(60);
 /// Largest Fetch response body, whatever `max_bytes` asks for (Kafka's `fetch.max.bytes`).

@@ -336,6 +336,15 @@ pub static FLUSH_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// Producer chunks answered retriably instead of committed, held behind an earlier chunk of the
+/// same producer and partition that failed uncommitted (`produce::holds`).
+pub static FLUSH_HELD_CHUNKS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "floe_flush_held_chunks_total",
+        "Producer chunks answered retriably behind an earlier failed chunk of their producer and partition"
+    )
+    .expect("unique")
+});
 
 /// Consumer group lag, computed from this agent's metadata mirror at each scrape: per group and
 /// partition, the committed offset and how far the log end is past it (Kafka's consumer lag);
@@ -618,6 +627,7 @@ pub fn register() {
         &FETCHES_SENT_TO_READ_REPLICAS,
         &PEER_BLOCK_BYTES_RECEIVED,
         &PEER_BLOCK_BYTES_SERVED,
+        &FLUSH_HELD_CHUNKS,
     ] {
         LazyLock::force(counter);
     }

@@ -6,6 +6,9 @@ through failed GETs, and the objects whose answer was lost are found and deleted
 from __future__ import annotations
 
 import random
+import time
+
+import pytest
 
 from conftest import (assert_records_match, consume_confluent, consume_kafka_python, create_topic,
                       make_records, produce, unique_name, wait_until)
@@ -66,3 +69,57 @@ def test_acknowledged_records_survive_a_faulty_store(floe_factory):
     wait_until(lambda: orphans_deleted_before + orphans_deleted(floe) >= lost_acks, 60,
                f"{lost_acks:.0f} orphans deleted")
     assert_records_match(recs, consume_confluent(floe.bootstrap, topic, partitions), partitions, "confluent, after gc")
+
+
+@pytest.mark.timeout(240)
+def test_a_failed_flush_holds_back_the_producers_later_requests(floe_factory, tmp_path):
+    """Issue 51, finding 3: an idempotent producer's first requests to a partition go into
+    several flushes, and the first flush's PUT fails after the later ones were uploaded. Metadata
+    holds no sequences of the producer on the partition yet, so it would take the later records
+    first, and then refuse the first records' retry for the gap until the client gave up. The
+    agent answers the later requests retriably instead, and the client sends all again, in order."""
+    from confluent_kafka import Producer
+
+    faults = tmp_path / "faults"  # missing: no faults
+    floe = floe_factory.new(extra_args=["--test-object-store-faults", f"@{faults}"], flush_interval_ms=5)
+    topic = unique_name("held")
+    create_topic(floe.bootstrap, topic, 1)
+    create_topic(floe.bootstrap, topic + "-warm", 1)
+    errors, offsets = [], {}
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets[msg.value()] = msg.offset()
+
+    # One request per record, five in flight.
+    producer = Producer({"bootstrap.servers": floe.bootstrap, "enable.idempotence": True,
+                         "max.in.flight.requests.per.connection": 5, "linger.ms": 0,
+                         "batch.num.messages": 1, "message.timeout.ms": 90_000})
+    # The producer id, and sequences on another topic only, before the store misbehaves.
+    producer.produce(topic + "-warm", value=b"warm", partition=0)
+    assert producer.flush(30) == 0, "warm-up record not acknowledged"
+
+    # The first record's PUT hangs 6 s and fails; the next ones are sent while it hangs.
+    faults.write_text("timeout=1,timeout-ms=6000")
+    time.sleep(1.5)  # the agent reads its fault file every half second
+    hung_before = injected(floe, "timeout")
+    producer.produce(topic, value=b"0", partition=0, on_delivery=delivered)
+    producer.poll(0)
+    wait_until(lambda: injected(floe, "timeout") > hung_before, 10, "the first record's PUT hangs")
+    faults.write_text("")
+    time.sleep(1.5)
+    for i in range(1, 10):
+        producer.produce(topic, value=b"%d" % i, partition=0, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(120) == 0, "records still undelivered"
+    assert not errors, f"{len(errors)} delivery failures, first: {errors[:3]}"
+
+    held = metrics(floe).get("floe_flush_held_chunks_total", 0.0)
+    print(f"requests held behind the failed one: {held:.0f}")
+    assert held > 0, "no request was held behind the failed first one: the test proves nothing"
+    values = [b"%d" % i for i in range(10)]
+    assert [offsets[v] for v in values] == list(range(10)), f"acknowledged offsets: {offsets}"
+    got = consume_confluent(floe.bootstrap, topic, 1, timeout=60)
+    assert [r[2] for r in got[0]] == values, "records lost, duplicated or reordered"

@@ -63,6 +63,9 @@ pub(super) fn for_append(error: &AppendError) -> ResponseError {
         // persisted" and retry under the same producer sequence, which Floe deduplicates;
         // "not persisted" would let an idempotent producer resend it under a new epoch.
         AppendError::MetadataUnavailable(_) => ResponseError::RequestTimedOut,
+        // Held behind the producer's failed earlier request and never proposed: "not persisted",
+        // retried after the earlier one, as that one is after its KAFKA_STORAGE_ERROR.
+        AppendError::EarlierSequenceFailed => ResponseError::KafkaStorageError,
         AppendError::ShuttingDown => ResponseError::NotLeaderOrFollower,
         AppendError::Rejected(e) => for_command(e),
     }
@@ -208,5 +211,12 @@ mod tests {
         let code = for_append(&AppendError::Rejected(refused));
         assert_eq!(code, ResponseError::RequestTimedOut);
         assert!(code.is_retriable());
+    }
+
+    #[test]
+    fn a_request_held_behind_a_failed_one_is_retried_as_not_persisted() {
+        let held = for_append(&AppendError::EarlierSequenceFailed);
+        assert_eq!(held, for_append(&AppendError::Storage("PUT failed".into())));
+        assert!(held.is_retriable());
     }
 }

@@ -9,7 +9,10 @@
 //! agent flushes a lone batch at once and a busy one lets batches grow while the previous flush
 //! is on its way. Each flush becomes one segment object; uploads run in parallel (up to
 //! `uploads_in_flight_max`), but commits are proposed strictly in flush order, so requests
-//! pipelined on one connection get offsets in the order they were sent.
+//! pipelined on one connection get offsets in the order they were sent. A failed flush commits
+//! nothing while the flushes behind it still commit, so a producer's chunk behind its own failed
+//! one is held back and answered retriably (`produce::holds`): a producer with no sequences on a
+//! partition yet must not get its later records committed without the earlier ones.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +26,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch}
 use tokio::task::JoinHandle;
 
 use super::PartitionAppend;
+use super::holds::{ChunkFate, ProducerChunk, SequenceHolds, sequenced};
 use crate::agent::{Fault, FlushConfig};
 
 /// Memory is accounted in units of this many bytes, so a semaphore's `u32` permits can cover
@@ -45,6 +49,12 @@ pub enum AppendError {
     /// The metadata service refused the chunk (its topic was deleted meanwhile, say).
     #[error(transparent)]
     Rejected(#[from] CommandError),
+    /// An earlier chunk of the same producer and partition failed before metadata decided on
+    /// it, and metadata holds no sequences of the producer there yet: committed now, this one
+    /// would leave a gap the earlier one's retry could never fill. Retriable; nothing of it was
+    /// committed.
+    #[error("an earlier request of this producer to the partition failed and must be committed first")]
+    EarlierSequenceFailed,
     #[error("agent is shutting down")]
     ShuttingDown,
 }
@@ -321,47 +331,50 @@ struct Committer {
 /// Commits uploaded flushes one at a time, in flush order, and answers their producers.
 async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, committer: Committer) {
     let Committer { metadata, cache, commit_deadline, fault } = committer;
+    let mut holds = SequenceHolds::default();
     while let Some(job) = jobs.recv().await {
-        let chunk_count = job.routes.len();
-        let outcomes: Vec<AppendResult> = match job.upload.await {
-            Ok(Ok(())) if job.started.elapsed() > commit_deadline => {
-                tracing::warn!(key = %job.commit.key, "flush not committed within its deadline; failing it");
+        let FlushJob { started, commit, upload, key, parts, routes, appends } = job;
+        let chunk_count = routes.len();
+        let producer_chunks: Vec<Option<ProducerChunk>> = commit.chunks.iter().map(ProducerChunk::of).collect();
+        let results = match upload.await {
+            Ok(Ok(())) if started.elapsed() > commit_deadline => {
+                tracing::warn!(key = %commit.key, "flush not committed within its deadline; failing it");
                 // Never proposed, so certainly not committed.
-                vec![Err(AppendError::Storage("flush not committed within its deadline".into())); chunk_count]
+                undecided(AppendError::Storage("flush not committed within its deadline".into()), chunk_count)
             }
             Ok(Ok(())) => {
                 if fault == Some(Fault::ExitBeforeCommit) {
-                    tracing::error!(key = %job.commit.key, "fault injection: exiting between PUT and commit");
+                    tracing::error!(key = %commit.key, "fault injection: exiting between PUT and commit");
                     std::process::exit(86);
                 }
-                cache.insert_object(&job.key, &job.parts);
-                match metadata.propose(Command::CommitSegment(job.commit)).await {
-                    Ok(Outcome::SegmentCommitted { chunks }) => {
-                        chunks.into_iter().map(|c| c.map_err(AppendError::from)).collect()
-                    }
-                    Ok(other) => {
-                        tracing::error!(?other, "commit answered with an unexpected outcome");
-                        vec![Err(AppendError::MetadataUnavailable("unexpected commit outcome".into())); chunk_count]
-                    }
-                    Err(NodeError::Rejected(e)) => vec![Err(AppendError::Rejected(e)); chunk_count],
-                    Err(NodeError::Unavailable(e)) => vec![Err(AppendError::MetadataUnavailable(e)); chunk_count],
-                }
+                cache.insert_object(&key, &parts);
+                let held = {
+                    let state = metadata.read();
+                    holds.held(&producer_chunks, |chunk| sequenced(&state, chunk), Instant::now())
+                };
+                commit_unheld(&metadata, commit, &held).await
             }
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "segment upload failed");
-                vec![Err(AppendError::Storage(e.to_string())); chunk_count]
+                undecided(AppendError::Storage(e.to_string()), chunk_count)
             }
-            Err(e) => vec![Err(AppendError::Storage(format!("upload task failed: {e}"))); chunk_count],
+            Err(e) => undecided(AppendError::Storage(format!("upload task failed: {e}")), chunk_count),
         };
+        let (outcomes, fates): (Vec<AppendResult>, Vec<ChunkFate>) = results.into_iter().unzip();
+        // Before anyone is answered: a retry must find the hold its failure set.
+        {
+            let state = metadata.read();
+            holds.settle(&producer_chunks, &fates, |chunk| sequenced(&state, chunk), Instant::now());
+        }
         let mut replies: Vec<Vec<AppendResult>> =
-            job.appends.iter().map(|a| vec![Err(AppendError::ShuttingDown); a.partitions.len()]).collect();
-        for (route, outcome) in job.routes.iter().zip(&outcomes) {
+            appends.iter().map(|a| vec![Err(AppendError::ShuttingDown); a.partitions.len()]).collect();
+        for (route, outcome) in routes.iter().zip(&outcomes) {
             for &(a, p, offsets_before) in route {
                 replies[a][p] = outcome.clone().map(|base_offset| base_offset + offsets_before);
             }
         }
-        crate::metrics::FLUSH_SECONDS.observe(job.started.elapsed().as_secs_f64());
-        for (append, reply) in job.appends.into_iter().zip(replies) {
+        crate::metrics::FLUSH_SECONDS.observe(started.elapsed().as_secs_f64());
+        for (append, reply) in appends.into_iter().zip(replies) {
             let _ = append.reply.send(reply);
         }
         // The flush is answered: in adaptive mode the next one may start now.
@@ -375,3 +388,63 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
     }
     shared.drained.send_replace(true);
 }
+
+/// Proposes the flush's chunks that are not held back (`held`, one per chunk) as one commit and
+/// answers the held ones without proposing them; per chunk, its answer and fate. With every
+/// chunk held nothing is proposed, and garbage collection deletes the object as an orphan.
+async fn commit_unheld(
+    metadata: &Metadata,
+    mut commit: SegmentCommit,
+    held: &[bool],
+) -> Vec<(AppendResult, ChunkFate)> {
+    let is_held = |index: usize| held.get(index).copied().unwrap_or(false);
+    let chunk_count = commit.chunks.len();
+    let held_count = (0..chunk_count).filter(|i| is_held(*i)).count();
+    if held_count > 0 {
+        crate::metrics::FLUSH_HELD_CHUNKS.inc_by(held_count as u64);
+        tracing::debug!(key = %commit.key, held_count, "chunks held behind an earlier failed chunk of their producer");
+    }
+    let chunks = std::mem::take(&mut commit.chunks);
+    commit.chunks = chunks.into_iter().enumerate().filter(|(i, _)| !is_held(*i)).map(|(_, chunk)| chunk).collect();
+    let proposed = if commit.chunks.is_empty() { Vec::new() } else { propose_commit(metadata, commit).await };
+    let mut proposed = proposed.into_iter();
+    (0..chunk_count)
+        .map(|i| {
+            if is_held(i) {
+                return (Err(AppendError::EarlierSequenceFailed), ChunkFate::Held);
+            }
+            proposed.next().unwrap_or_else(|| {
+                let missing = AppendError::MetadataUnavailable("commit answered fewer chunks than proposed".into());
+                (Err(missing), ChunkFate::Undecided)
+            })
+        })
+        .collect()
+}
+
+/// Proposes one commit; per chunk, its answer and fate.
+async fn propose_commit(metadata: &Metadata, commit: SegmentCommit) -> Vec<(AppendResult, ChunkFate)> {
+    let chunk_count = commit.chunks.len();
+    match metadata.propose(Command::CommitSegment(commit)).await {
+        Ok(Outcome::SegmentCommitted { chunks }) => chunks
+            .into_iter()
+            .map(|chunk| match chunk {
+                Ok(base_offset) => (Ok(base_offset), ChunkFate::Committed),
+                Err(e) => (Err(AppendError::Rejected(e)), ChunkFate::Refused),
+            })
+            .collect(),
+        Ok(other) => {
+            tracing::error!(?other, "commit answered with an unexpected outcome");
+            undecided(AppendError::MetadataUnavailable("unexpected commit outcome".into()), chunk_count)
+        }
+        Err(NodeError::Rejected(e)) => undecided(AppendError::Rejected(e), chunk_count),
+        Err(NodeError::Unavailable(e)) => undecided(AppendError::MetadataUnavailable(e), chunk_count),
+    }
+}
+
+/// Every chunk of a flush failed alike, before metadata decided on any.
+fn undecided(error: AppendError, chunk_count: usize) -> Vec<(AppendResult, ChunkFate)> {
+    vec![(Err(error), ChunkFate::Undecided); chunk_count]
+}
+
+#[cfg(test)]
+mod tests;

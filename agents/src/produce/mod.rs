@@ -1,8 +1,10 @@
 //! The produce pipeline: validate batches ([`validate`]), buffer them across all connections
 //! and partitions ([`FlushBuffer`]), write one segment object per flush and commit it to the
-//! metadata service in flush order, then answer each producer with its offsets.
+//! metadata service in flush order, holding a producer's chunks back behind its failed one
+//! (`holds`), then answer each producer with its offsets.
 
 mod buffer;
+mod holds;
 pub mod schemas;
 pub mod validate;
 

@@ -38,9 +38,10 @@ impl RecordError {
 
     fn from_append(error: &AppendError) -> Self {
         let status = match error {
-            AppendError::Storage(_) | AppendError::MetadataUnavailable(_) | AppendError::ShuttingDown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AppendError::Storage(_)
+            | AppendError::MetadataUnavailable(_)
+            | AppendError::EarlierSequenceFailed
+            | AppendError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             AppendError::Rejected(CommandError::UnknownTopicOrPartition) => StatusCode::NOT_FOUND,
             AppendError::Rejected(CommandError::LimitReached(_)) => StatusCode::TOO_MANY_REQUESTS,
             // An earlier copy may have landed: retriable, outcome unknown, as when metadata is
