@@ -58,6 +58,8 @@ impl State {
         }
         let object_id = self.next_object_id;
         let table_hold = self.table_hold(range.topic_id, range.partition);
+        // Aborted ranges go with their markers from format 12: a replica of an older binary keeps them.
+        let forget_aborts = self.applies_format(12);
         let log = self.partition_mut(range.topic_id, range.partition).ok_or(CommandError::UnknownTopicOrPartition)?;
         if last >= log.last_stable_offset() {
             return invalid("range reaches the last stable offset");
@@ -110,7 +112,9 @@ impl State {
         log.index.append(&mut tail);
         let replaced_bytes: u64 = replaced.iter().map(IndexEntry::stored_bytes).sum();
         log.index_bytes = log.index_bytes - replaced_bytes + bytes;
-        log.forget_aborts_without_markers(first, last, &kept_markers);
+        if forget_aborts {
+            log.forget_aborts_without_markers(first, last, &kept_markers);
+        }
         for id in replaced.iter().filter_map(IndexEntry::object_id) {
             self.release_object(id);
         }

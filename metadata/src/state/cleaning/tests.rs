@@ -228,6 +228,7 @@ fn aborted_then_committed() -> State {
     };
     let end = |commit, now_ms| Command::EndTxn { transactional_id: "t".into(), producer, commit, now_ms };
     let (state, outcomes) = run(vec![
+        Command::SetFormat { format: 12 },
         Command::CreateTopic {
             name: "a".into(),
             topic_id: topic_id(0),
