@@ -214,7 +214,11 @@ mod tests {
         let aborted = restore(true, 40, &[(1, "k", "v2"), (2, "k", "v3")]);
         assert_eq!(kinds(&history, &[aborted]), ["changelog aborted record visible"]);
         let uncommitted = restore(false, 40, &[(1, "k", "v2"), (2, "k", "v3")]);
-        assert_eq!(kinds(&history, &[uncommitted.clone()]), Vec::<&str>::new(), "read_uncommitted may show it");
+        assert_eq!(
+            kinds(&history, std::slice::from_ref(&uncommitted)),
+            Vec::<&str>::new(),
+            "read_uncommitted may show it"
+        );
         let backwards = restore(false, 40, &[(1, "k", "v3"), (2, "k", "v1")]);
         assert!(kinds(&history, &[backwards]).contains(&"changelog older value after newer"));
         let moved = restore(false, 50, &[(1, "k", "v3")]);
