@@ -226,3 +226,76 @@ def test_compression_type_rewrites_stored_batches(floe_factory, tmp_path):
     codecs = [c for seg in compacted for c in batch_codecs(seg)]
     assert len(compacted) >= 2 and set(codecs) == {4}, f"stored batches should all be zstd, found codecs {codecs}"
     assert table_state(floe.bootstrap, log, 1) == {0: sorted((o, k, v) for k, (_, o, v) in logged.items())}
+
+
+def uncommitted_values(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value of partition 0 of `topic` read with read_uncommitted."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    _, high = watermarks(bootstrap, topic, 1)[0]
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("raw"), "enable.auto.commit": False,
+                  "isolation.level": "read_uncommitted"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + 30
+    try:
+        while (not got or got[-1][0] < high - 1) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    return [v for _, v in got]
+
+
+def test_a_restore_after_an_abort_reads_the_commit_that_followed(floe_factory, tmp_path):
+    """A Kafka Streams changelog: one transactional id aborts updates of some keys, then commits
+    new values of the same keys. Once the cleaner dropped the aborted records and, past
+    `delete.retention.ms`, the abort marker, a read_committed restore from offset 0 must still see
+    the committed values (issue 51, finding 1: the aborted range stayed listed without its marker,
+    and clients skipped every later batch of that producer)."""
+    floe = floe_factory.new("floe", object_store=f"file://{tmp_path / 'objects'}", extra_args=[
+        "--compaction-interval-secs", "1", "--gc-interval-secs", "1"])
+    topic = unique_name("changelog")
+    create_topic(floe.bootstrap, topic, 1, config={
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "2000"})
+    keys = [f"store-key-{i}".encode() for i in range(5)]
+    p = Producer({"bootstrap.servers": floe.bootstrap, "transactional.id": unique_name("streams-task"),
+                  "linger.ms": 5})
+    p.init_transactions(30)
+    for commit, prefix in [(False, b"aborted-"), (True, b"committed-")]:
+        p.begin_transaction()
+        for k in keys:
+            p.produce(topic, key=k, value=prefix + k, partition=0)
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    acked: dict = {}
+    heartbeat(floe.bootstrap, topic, b"hb", 1, acked)
+
+    # The cleaner drops the aborted records, then the abort marker once it is 2 s old; two more
+    # passes after that leave no doubt that it is gone.
+    wait_until(lambda: not any(v.startswith(b"aborted-") for v in uncommitted_values(floe.bootstrap, topic)), 60,
+               "the cleaner to drop the aborted records")
+    time.sleep(2.5)
+    runs = metric_sum(floe, 'floe_key_compaction_runs_total{outcome="ok"}')
+    wait_until(lambda: metric_sum(floe, 'floe_key_compaction_runs_total{outcome="ok"}') >= runs + 2, 60,
+               "two more cleaner passes past delete.retention.ms")
+
+    want = sorted(b"committed-" + k for k in keys)
+    rows = [v for _, k, v in table_state(floe.bootstrap, topic, 1)[0] if not k.startswith(b"heartbeat-")]
+    assert sorted(rows) == want, f"librdkafka (read_committed) restored {rows}"
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=floe.bootstrap, enable_auto_commit=False, isolation_level="read_committed")
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek_to_beginning()
+        end = c.end_offsets([tp])[tp]
+        got = []
+        deadline = time.monotonic() + 30
+        while c.position(tp) < end and time.monotonic() < deadline:
+            for msgs in c.poll(timeout_ms=500).values():
+                got += [m.value for m in msgs if not m.key.startswith(b"heartbeat-")]
+    finally:
+        c.close()
+    assert sorted(got) == want, f"kafka-python (read_committed) restored {got}"
