@@ -62,6 +62,8 @@ pub(crate) fn read_each(
         .set("group.id", "chaos-checker")
         .set("enable.auto.commit", "false")
         .set("isolation.level", if read_committed { "read_committed" } else { "read_uncommitted" })
+        // A log start that moves past the position (DeleteRecords) restarts the read there.
+        .set("auto.offset.reset", "earliest")
         .create()
         .context("checker consumer")?;
     let ends = end_offsets(bootstrap, topic, partitions)?;
@@ -150,6 +152,7 @@ pub(crate) struct Checked {
     pub(crate) longest_stall_by_fault_s: BTreeMap<String, f64>,
     pub(crate) registry: registry::RegistryFigures,
     pub(crate) changelog: changelog::ChangelogFigures,
+    pub(crate) retained: retained::RetainedFigures,
     pub(crate) violations_by_kind: BTreeMap<&'static str, usize>,
     pub(crate) violations: Vec<Violation>,
 }
@@ -593,5 +596,6 @@ pub(crate) fn run(bootstrap: &str, history: &[Entry]) -> anyhow::Result<Checked>
 
 pub(crate) mod changelog;
 pub(crate) mod registry;
+pub(crate) mod retained;
 #[cfg(test)]
 mod tests;

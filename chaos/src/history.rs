@@ -96,6 +96,18 @@ pub(crate) enum Event {
         version: u64,
         outcome: Outcome,
     },
+    /// A DeleteRecords request about to be sent: records before `before` may go from now on.
+    DeleteRecordsSent {
+        topic: String,
+        partition: i32,
+        before: i64,
+    },
+    /// A DeleteRecords request answered with success: records before `before` are gone.
+    RecordsDeleted {
+        topic: String,
+        partition: i32,
+        before: i64,
+    },
     Note {
         text: String,
     },

@@ -28,7 +28,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use cluster::{Cluster, NetworkMode};
 use faults::{FaultKind, Schedule};
 use history::History;
-use workloads::{Stop, changelog, groups, http, produce, registry, transactions};
+use workloads::{Stop, changelog, groups, http, produce, registry, retained, transactions};
 
 /// Longest run.
 const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
@@ -218,6 +218,7 @@ async fn create_topics(bootstrap: &str) -> anyhow::Result<()> {
         (TXN_INPUT_TOPIC, TXN_PARTITIONS),
         (TXN_OUTPUT_TOPIC, TXN_PARTITIONS),
         (PROBE_TOPIC, 1),
+        (retained::RETAINED_TOPIC, retained::RETAINED_PARTITIONS),
     ];
     let mut new: Vec<_> = topics.iter().map(|(t, p)| NewTopic::new(t, *p, TopicReplication::Fixed(-1))).collect();
     let mut compacted =
@@ -396,6 +397,12 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
         c.older_after_newer,
         c.offsets_moved
     );
+    let r = &checked.retained;
+    println!(
+        "  log start moved (DeleteRecords): {} cuts answered, {} reads, {} records read; deleted visible {}, lost {}, \
+         misplaced {}, gaps {}",
+        r.cuts_answered, r.reads, r.records_read, r.deleted_visible, r.lost, r.misplaced, r.gaps
+    );
     let by_fault: Vec<String> = checked.longest_stall_by_fault_s.iter().map(|(f, s)| format!("{f} {s:.1}")).collect();
     println!(
         "  availability: longest time without an acknowledged write {:.1} s; by fault (s): {}",
@@ -547,6 +554,13 @@ async fn main() -> anyhow::Result<()> {
         producers.spawn(changelog::run_idempotent(bootstrap.clone(), (args.rate / 4).max(1), writers.clone(), history.clone()));
         let mut threads = Vec::new();
         let restores = changelog::Restores::default();
+        let retained_reads = retained::Reads::default();
+        producers.spawn(retained::run_producer(bootstrap.clone(), (args.rate / 4).max(1), writers.clone(), history.clone()));
+        producers.spawn(retained::run_deleter(bootstrap.clone(), writers.clone(), history.clone()));
+        {
+            let (b, s, h, r) = (bootstrap.clone(), readers.clone(), history.clone(), retained_reads.clone());
+            threads.push(("retained reader", std::thread::spawn(move || retained::run_reader(b, s, h, r))));
+        }
         {
             let (b, s, h) = (bootstrap.clone(), writers.clone(), history.clone());
             let trace = work_dir.join("changelog-client.log");
@@ -686,12 +700,20 @@ async fn main() -> anyhow::Result<()> {
                 Err(e) => problems.push(format!("the last changelog restore (read_committed {read_committed}): {e:#}")),
             }
         }
+        {
+            let (b, h) = (bootstrap.clone(), history.clone());
+            match tokio::task::spawn_blocking(move || retained::read(&b, &h)).await? {
+                Ok(read) => retained_reads.lock().unwrap_or_else(|p| p.into_inner()).push(read),
+                Err(e) => problems.push(format!("the last read of {}: {e:#}", retained::RETAINED_TOPIC)),
+            }
+        }
         let entries = history.snapshot();
         let mut checked = {
             let (b, e) = (bootstrap.clone(), entries.clone());
             tokio::task::spawn_blocking(move || check::run(&b, &e)).await??
         };
         check::changelog::check(&entries, &restores.lock().unwrap_or_else(|p| p.into_inner()), &mut checked);
+        check::retained::check(&entries, &retained_reads.lock().unwrap_or_else(|p| p.into_inner()), &mut checked);
         let schemas = check::registry::read_back(&http_client, &urls[0], &entries).await?;
         check::registry::check(&entries, &schemas, &mut checked);
         cluster.lock().await.stop();

@@ -7,6 +7,7 @@ pub(crate) mod hostile;
 pub(crate) mod http;
 pub(crate) mod produce;
 pub(crate) mod registry;
+pub(crate) mod retained;
 pub(crate) mod transactions;
 
 use std::sync::Arc;
