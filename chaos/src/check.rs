@@ -166,13 +166,15 @@ fn violation(out: &mut Checked, kind: &'static str, detail: String, history: imp
     out.violations.push(Violation { kind, detail, history: if quoted { history() } else { Vec::new() } });
 }
 
-/// Faults in progress or recent around `t_ms`, and every event `related` picks.
+/// Faults in progress or recent around `t_ms` (and processes that exited on their own), and
+/// every event `related` picks.
 fn context(history: &[Entry], t_ms: u64, related: impl Fn(&Event) -> bool) -> Vec<Entry> {
     history
         .iter()
         .filter(|e| {
             let near = e.t_ms + CONTEXT_BEFORE_MS >= t_ms && e.t_ms <= t_ms + 2_000;
-            let fault = matches!(e.event, Event::FaultStart { .. } | Event::FaultEnd { .. });
+            let fault =
+                matches!(e.event, Event::FaultStart { .. } | Event::FaultEnd { .. } | Event::ProcessExited { .. });
             (fault && near) || related(&e.event)
         })
         .cloned()

@@ -2,12 +2,13 @@
 //! sharing a `file://` object store. With `--network netns` every process runs in its own
 //! network namespace on a bridge, so links between two of them can be cut (a blackhole route on
 //! each side); with `--network loopback` everything listens on 127.0.0.1 and partitions are
-//! not available.
+//! not available. A process that ends without the harness killing it is noticed whenever the
+//! harness looks at it, and kept until [`Cluster::take_exits`] reports it.
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -209,13 +210,21 @@ pub(crate) struct Proc {
     env: Vec<(String, String)>,
     floe: PathBuf,
     log: PathBuf,
+    /// The running process; `None` while it is down (killed by the harness, or its exit noticed).
     child: Option<Child>,
     paused: bool,
+    /// How the process ended each time it ended without the harness killing it, until taken by
+    /// [`Cluster::take_exits`]. Bounded by the restarts of one run.
+    exits: Vec<ExitStatus>,
 }
 
 impl Proc {
+    /// Starts the process, unless it runs already (a second copy could not bind its ports).
     pub(crate) fn start(&mut self) -> anyhow::Result<()> {
         use std::io::Write;
+        if self.alive() {
+            return Ok(());
+        }
         let mut log = OpenOptions::new().create(true).append(true).open(&self.log)?;
         writeln!(log, "===== floe-chaos starts {}: {}", self.name, self.args.join(" "))?;
         let mut command = match &self.host.netns {
@@ -243,10 +252,22 @@ impl Proc {
     }
 
     pub(crate) fn alive(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.reap();
+        self.child.is_some()
+    }
+
+    /// Notices that the process ended without the harness killing it: it counts as down from
+    /// now on, and its exit is kept for [`Cluster::take_exits`].
+    fn reap(&mut self) {
+        let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) else { return };
+        self.exits.push(status);
+        self.child = None;
+        self.paused = false;
     }
 
     pub(crate) fn sigkill(&mut self) {
+        // An exit before the kill was not the harness's doing.
+        self.reap();
         if let Some(child) = self.child.as_mut() {
             let _ = child.kill();
             let _ = child.wait();
@@ -368,6 +389,7 @@ impl Cluster {
             floe: floe.to_owned(),
             child: None,
             paused: false,
+            exits: Vec::new(),
         };
         let metadata = meta_hosts
             .iter()
@@ -535,6 +557,24 @@ impl Cluster {
         None
     }
 
+    /// The processes that ended without the harness killing them since the last call, each with
+    /// how it ended. They are down until started again.
+    pub(crate) fn take_exits(&mut self) -> Vec<(String, ExitStatus)> {
+        let mut exits = Vec::new();
+        for p in self.metadata.iter_mut().chain(self.agents.iter_mut()) {
+            p.reap();
+            let name = p.name.clone();
+            exits.extend(p.exits.drain(..).map(|status| (name.clone(), status)));
+        }
+        exits
+    }
+
+    /// Starts the process named `name` unless it runs.
+    pub(crate) fn start_process(&mut self, name: &str) -> anyhow::Result<()> {
+        let p = self.metadata.iter_mut().chain(self.agents.iter_mut()).find(|p| p.name == name);
+        p.with_context(|| format!("no process {name}"))?.start()
+    }
+
     /// Every process: resumed if paused, started again if dead. Returns the names restarted.
     pub(crate) fn revive_all(&mut self) -> anyhow::Result<Vec<String>> {
         let mut restarted = Vec::new();
@@ -581,3 +621,6 @@ fn issue_certificates(script: &Path, out: &Path, metadata: &[Host], agents: usiz
     }
     Ok(out.to_owned())
 }
+
+#[cfg(test)]
+mod tests;

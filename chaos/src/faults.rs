@@ -1,7 +1,8 @@
 //! The fault schedule: faults held for a while and then healed, with quiet gaps between, drawn
 //! from a seeded generator so a run can be repeated with `--seed`. One at a time, or with
 //! `--overlap` half of them joined midway by a second fault of another class (a process, the
-//! network, the object store), healed before the first.
+//! network, the object store), healed before the first. Also the watch for processes that exit
+//! on their own, which the verdict counts as a problem.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,12 +32,31 @@ pub(crate) enum FaultKind {
     ObjectStoreErrors,
     /// Slow PUTs (3 s) and requests that hang until they time out (8 s).
     ObjectStoreSlow,
+    /// An S3 brownout, held 40 s whatever the schedule's hold: half the PUTs take 10 s for 10 s,
+    /// then every request is answered 503 SlowDown for 30 s.
+    ObjectStoreBrownout,
 }
 
 impl FaultKind {
     pub(crate) fn all() -> Vec<FaultKind> {
         use clap::ValueEnum;
         Self::value_variants().to_vec()
+    }
+
+    /// The kinds drawn when `--faults` names none: every kind whose own hold takes at most a
+    /// third of the run. A round of the short kinds takes about 65 s, so in the 90 s CI run a
+    /// 40 s brownout would push about three of them out of it; runs of 2 minutes or more draw it.
+    pub(crate) fn defaults(run: Duration) -> Vec<FaultKind> {
+        Self::all().into_iter().filter(|k| k.own_hold().is_none_or(|hold| hold * 3 <= run)).collect()
+    }
+
+    /// How long a fault of this kind is held when not for the schedule's hold: what it imitates
+    /// lasts longer than the schedule's few seconds.
+    pub(crate) fn own_hold(self) -> Option<Duration> {
+        match self {
+            Self::ObjectStoreBrownout => Some(BROWNOUT_SLOW_PUTS_HOLD + BROWNOUT_SLOWDOWN_HOLD),
+            _ => None,
+        }
     }
 
     fn needs_netns(self) -> bool {
@@ -48,7 +68,7 @@ impl FaultKind {
     fn class(self) -> u8 {
         match self {
             Self::PartitionMetadataLeader | Self::PartitionAgentFromMetadata => 1,
-            Self::ObjectStoreErrors | Self::ObjectStoreSlow => 2,
+            Self::ObjectStoreErrors | Self::ObjectStoreSlow | Self::ObjectStoreBrownout => 2,
             _ => 0,
         }
     }
@@ -63,6 +83,14 @@ const OBJECT_STORE_ERRORS: &str = "put-error=0.15,put-lost-ack=0.1,slowdown=0.1,
 /// Slow PUTs are hedged, and a hedge overlapping its first attempt is answered 409, as some
 /// S3-compatible stores do.
 const OBJECT_STORE_SLOW: &str = "slow-put=0.3,slow-put-ms=3000,timeout=0.05,timeout-ms=8000,put-conflict=1";
+/// A brownout's first phase: PUT latency spikes, half the PUTs waiting 10 s before they are sent.
+const BROWNOUT_SLOW_PUTS: &str = "slow-put=0.5,slow-put-ms=10000";
+const BROWNOUT_SLOW_PUTS_HOLD: Duration = Duration::from_secs(10);
+/// Its second phase: every request (PUT, GET, HEAD, LIST, DELETE, COPY) answered 503 SlowDown,
+/// for longer than an agent's commit deadline (15 s here) and the workloads' transaction timeout
+/// (20 s).
+const BROWNOUT_SLOWDOWN: &str = "slowdown=1";
+const BROWNOUT_SLOWDOWN_HOLD: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 pub(crate) struct Schedule {
@@ -101,8 +129,36 @@ enum Applied {
     Killed(Target),
     Paused(Target),
     Partitioned,
-    ObjectStore,
+    /// The fault file is written; with the task that moves a fault of phases on to the next.
+    ObjectStore(Option<NextPhase>),
     Nothing,
+}
+
+/// A task that writes a fault's next phase into the fault file when its time comes. Cancelled
+/// when the fault heals, and aborted if dropped on an error, so no phase outlives its fault.
+struct NextPhase(tokio::task::JoinHandle<()>);
+
+impl NextPhase {
+    fn after(wait: Duration, file: std::path::PathBuf, spec: &'static str) -> Self {
+        Self(tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            if let Err(e) = std::fs::write(&file, spec) {
+                eprintln!("floe-chaos: writing the fault file: {e}");
+            }
+        }))
+    }
+
+    /// Stops the task and waits until it has stopped, so it writes nothing after this returns.
+    async fn cancel(mut self) {
+        self.0.abort();
+        let _ = (&mut self.0).await;
+    }
+}
+
+impl Drop for NextPhase {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn process(c: &mut Cluster, target: Target) -> &mut crate::cluster::Proc {
@@ -166,7 +222,17 @@ async fn apply(
         FaultKind::ObjectStoreErrors | FaultKind::ObjectStoreSlow => {
             let spec = if kind == FaultKind::ObjectStoreErrors { OBJECT_STORE_ERRORS } else { OBJECT_STORE_SLOW };
             std::fs::write(&c.fault_file, spec).context("writing the fault file")?;
-            (Applied::ObjectStore, spec.to_owned())
+            (Applied::ObjectStore(None), spec.to_owned())
+        }
+        FaultKind::ObjectStoreBrownout => {
+            std::fs::write(&c.fault_file, BROWNOUT_SLOW_PUTS).context("writing the fault file")?;
+            let next = NextPhase::after(BROWNOUT_SLOW_PUTS_HOLD, c.fault_file.clone(), BROWNOUT_SLOWDOWN);
+            let phases = format!(
+                "{BROWNOUT_SLOW_PUTS} for {} s, then {BROWNOUT_SLOWDOWN} for {} s",
+                BROWNOUT_SLOW_PUTS_HOLD.as_secs(),
+                BROWNOUT_SLOWDOWN_HOLD.as_secs()
+            );
+            (Applied::ObjectStore(Some(next)), phases)
         }
     })
 }
@@ -177,7 +243,12 @@ async fn heal(cluster: &tokio::sync::Mutex<Cluster>, applied: Applied) -> anyhow
         Applied::Killed(target) => process(&mut c, target).start()?,
         Applied::Paused(target) => process(&mut c, target).resume()?,
         Applied::Partitioned => c.net.heal()?,
-        Applied::ObjectStore => std::fs::write(&c.fault_file, "")?,
+        Applied::ObjectStore(next) => {
+            if let Some(next) = next {
+                next.cancel().await;
+            }
+            std::fs::write(&c.fault_file, "")?;
+        }
         Applied::Nothing => {}
     }
     Ok(())
@@ -199,29 +270,48 @@ pub(crate) async fn run(
         return Ok(counts);
     }
     // Every kind once per round, in a new order each round, so a short run still meets them all.
+    // A kind with a hold of its own that no longer fits in the run is left out of the rounds,
+    // so the short kinds have the rest of it.
+    let mut kinds = schedule.kinds.clone();
     let mut round: Vec<FaultKind> = Vec::new();
     loop {
         let gap = between(&mut rng, schedule.gap);
-        let hold = between(&mut rng, schedule.hold);
+        let drawn = between(&mut rng, schedule.hold);
+        if round.is_empty() {
+            round = kinds.clone();
+            rng.shuffle(&mut round);
+        }
+        let Some(&kind) = round.last() else { break };
+        let hold = kind.own_hold().unwrap_or(drawn);
         if Instant::now() + gap + hold >= end {
+            if hold > drawn && Instant::now() + gap + drawn < end {
+                round.pop();
+                kinds.retain(|k| *k != kind);
+                history.note(format!(
+                    "{} left out: its {} s hold no longer fits in the run",
+                    kind.name(),
+                    hold.as_secs()
+                ));
+                continue;
+            }
             break;
         }
         tokio::time::sleep(gap).await;
-        if round.is_empty() {
-            round = schedule.kinds.clone();
-            rng.shuffle(&mut round);
-        }
-        let Some(kind) = round.pop() else { break };
+        round.pop();
         let (applied, target) = apply(&cluster, kind, &mut rng).await?;
         if matches!(applied, Applied::Nothing) {
             history.note(format!("{} skipped: {target}", kind.name()));
             continue;
         }
         started(&history, &mut counts, kind, &target, hold);
-        let others: Vec<FaultKind> = schedule.kinds.iter().copied().filter(|k| k.class() != kind.class()).collect();
+        // A kind with a hold of its own is never the second fault: the first's would cut it short.
+        let others: Vec<FaultKind> =
+            kinds.iter().copied().filter(|k| k.class() != kind.class() && k.own_hold().is_none()).collect();
         if schedule.overlap && !others.is_empty() && rng.bool() {
-            // The second fault starts 20-60 % into the first and ends with it.
+            // The second fault starts 20-60 % into the first and ends with it; joining a fault
+            // held longer than the schedule's hold, it ends after the schedule's hold instead.
             let before = hold.mul_f64(0.2 + 0.4 * rng.f64());
+            let second_hold = (hold - before).min(drawn);
             tokio::time::sleep(before).await;
             let second = others[rng.usize(0..others.len())];
             let (applied2, target2) = apply(&cluster, second, &mut rng).await?;
@@ -229,10 +319,11 @@ pub(crate) async fn run(
                 history.note(format!("{} skipped: {target2}", second.name()));
                 tokio::time::sleep(hold - before).await;
             } else {
-                started(&history, &mut counts, second, &target2, hold - before);
-                tokio::time::sleep(hold - before).await;
+                started(&history, &mut counts, second, &target2, second_hold);
+                tokio::time::sleep(second_hold).await;
                 heal(&cluster, applied2).await?;
                 history.push(Event::FaultEnd { fault: second.name(), target: target2 });
+                tokio::time::sleep(hold - before - second_hold).await;
             }
         } else {
             tokio::time::sleep(hold).await;
@@ -254,3 +345,47 @@ fn started(history: &History, counts: &mut BTreeMap<String, u64>, kind: FaultKin
     history.push(Event::FaultStart { fault: kind.name(), target: target.to_owned() });
     *counts.entry(kind.name()).or_insert(0) += 1;
 }
+
+/// How often the harness looks for processes that exited on their own.
+const EXIT_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Every second until aborted: notes the processes that exited on their own ([`record_exits`])
+/// and starts each again, as a supervisor would, so the rest of the run still exercises it.
+pub(crate) async fn watch_exits(
+    cluster: Arc<tokio::sync::Mutex<Cluster>>,
+    history: Arc<History>,
+    problems: Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    loop {
+        tokio::time::sleep(EXIT_CHECK_EVERY).await;
+        let mut c = cluster.lock().await;
+        for name in record_exits(&mut c, &history, &problems) {
+            if let Err(e) = c.start_process(&name) {
+                eprintln!("floe-chaos: {name} could not be started again: {e:#}");
+            }
+        }
+    }
+}
+
+/// Notes each process that ended since the last call without the harness killing it (a panic,
+/// an exit on an error, a signal from elsewhere) in the history and, as a problem for the
+/// verdict, in `problems`. Returns their names.
+pub(crate) fn record_exits(
+    c: &mut Cluster,
+    history: &History,
+    problems: &std::sync::Mutex<Vec<String>>,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    for (name, status) in c.take_exits() {
+        let t = history.now_ms() as f64 / 1000.0;
+        eprintln!("floe-chaos: {t:>6.1}s  {name} exited on its own ({status})");
+        history.push(Event::ProcessExited { process: name.clone(), status: status.to_string() });
+        let problem = format!("{name} exited on its own at {t:.1} s ({status}); see {name}.log");
+        problems.lock().unwrap_or_else(|p| p.into_inner()).push(problem);
+        names.push(name);
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests;

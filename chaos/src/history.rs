@@ -108,6 +108,12 @@ pub(crate) enum Event {
         partition: i32,
         before: i64,
     },
+    /// A process that ended without the harness killing it, and how (`exit status: 1`,
+    /// `signal: 6 (SIGABRT)`): a problem in the verdict.
+    ProcessExited {
+        process: String,
+        status: String,
+    },
     Note {
         text: String,
     },

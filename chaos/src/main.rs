@@ -2,10 +2,11 @@
 //! store), runs real workloads against it (idempotent producers, a transactional
 //! consume-transform-produce loop, committing consumer groups, HTTP producers with idempotency
 //! keys), injects faults on a seeded schedule (SIGKILL and SIGSTOP of agents and metadata
-//! leaders and followers, network partitions, object-store errors and slowness), heals them,
-//! checks that everything recovered, and holds what was read back against what was
+//! leaders and followers, network partitions, object-store errors, slowness and brownouts), heals
+//! them, checks that everything recovered, and holds what was read back against what was
 //! acknowledged. Prints a verdict; exits 1 when anything was lost, duplicated, reordered, torn or
-//! went back. Also reachable as `floe chaos`.
+//! went back, or when a process exited without the harness killing it. Also reachable as
+//! `floe chaos`.
 
 mod check;
 mod cluster;
@@ -441,7 +442,7 @@ async fn main() -> anyhow::Result<()> {
     let work_dir =
         args.work_dir.unwrap_or_else(|| std::env::temp_dir().join(format!("floe-chaos-{}-{seed}", std::process::id())));
     std::fs::create_dir_all(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
-    let kinds = if args.faults.is_empty() { FaultKind::all() } else { args.faults.clone() };
+    let kinds = if args.faults.is_empty() { FaultKind::defaults(duration) } else { args.faults.clone() };
     let (hold, gap) = if args.long {
         ((Duration::from_secs(2), Duration::from_secs(15)), (Duration::from_secs(1), Duration::from_secs(10)))
     } else {
@@ -522,6 +523,11 @@ async fn main() -> anyhow::Result<()> {
         create_topics(&bootstrap).await?;
 
         let history = Arc::new(History::new());
+        // Processes that exited on their own: each a problem. The watch stops when the set is
+        // dropped, however this block ends.
+        let exits = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut exit_watch = tokio::task::JoinSet::new();
+        exit_watch.spawn(faults::watch_exits(cluster.clone(), history.clone(), exits.clone()));
         let (writers, transform, readers) = (Stop::default(), Stop::default(), Stop::default());
         let mut producers = tokio::task::JoinSet::new();
         for id in 0..2 {
@@ -716,7 +722,13 @@ async fn main() -> anyhow::Result<()> {
         check::retained::check(&entries, &retained_reads.lock().unwrap_or_else(|p| p.into_inner()), &mut checked);
         let schemas = check::registry::read_back(&http_client, &urls[0], &entries).await?;
         check::registry::check(&entries, &schemas, &mut checked);
-        cluster.lock().await.stop();
+        exit_watch.shutdown().await;
+        {
+            let mut c = cluster.lock().await;
+            faults::record_exits(&mut c, &history, &exits);
+            c.stop();
+        }
+        problems.append(&mut exits.lock().unwrap_or_else(|p| p.into_inner()));
         print_verdict(&checked, &fault_counts, &problems);
         if let Some(h) = &hostile {
             println!(

@@ -1,10 +1,12 @@
 //! Injected object-store faults, for reliability tests only: a wrapper that makes requests of the
-//! store beneath it fail at given rates, the way S3 misbehaves: errors, `503 SlowDown`, slow
-//! PUTs, requests that hang until they time out, a PUT that stored the object but whose
-//! answer was lost, and a create-only PUT refused with 409 while another upload of its key is in
-//! progress (some S3-compatible stores answer one of two concurrent `If-None-Match: *` PUTs so). The agent uses it only when started with `--test-object-store-faults`, and
-//! says so in its log at start. The rates are fixed, or read from a file that is re-read every
-//! half second, so a fault harness can switch faults on and off while the agent runs.
+//! store beneath it fail at given rates, the way S3 misbehaves: errors, `503 SlowDown` (for any
+//! kind of request, as S3 answers every request to a prefix over its request rate), slow PUTs,
+//! requests that hang until they time out, a PUT that stored the object but whose answer was
+//! lost, and a create-only PUT refused with 409 while another upload of its key is in progress
+//! (some S3-compatible stores answer one of two concurrent `If-None-Match: *` PUTs so). The agent
+//! uses it only when started with `--test-object-store-faults`, and says so in its log at start.
+//! The rates are fixed, or read from a file that is re-read every half second, so a fault harness
+//! can switch faults on and off while the agent runs.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
@@ -51,7 +54,8 @@ pub struct FaultPlan {
     pub put_error: f64,
     /// A PUT stores the object, then answers with an error (the answer was lost).
     pub put_lost_ack: f64,
-    /// A PUT or GET is refused with 503 SlowDown.
+    /// A request of any kind (PUT, GET, HEAD, LIST, DELETE, COPY) is refused with 503 SlowDown:
+    /// at 1, an S3 brownout in which nothing gets through.
     pub slowdown: f64,
     /// A GET fails.
     pub get_error: f64,
@@ -190,6 +194,11 @@ fn injected(what: &str) -> object_store::Error {
     object_store::Error::Generic { store: "injected-faults", source: what.to_owned().into() }
 }
 
+/// The answer S3 gives a request over a prefix's request rate.
+fn slow_down() -> object_store::Error {
+    injected("503 SlowDown: please reduce your request rate")
+}
+
 /// An object store whose requests fail as `plan` says.
 #[derive(Debug)]
 pub struct InjectedFaults {
@@ -253,7 +262,7 @@ impl ObjectStore for InjectedFaults {
     ) -> object_store::Result<PutResult> {
         let plan = self.plan();
         if roll(plan.slowdown, "slowdown") {
-            return Err(injected("503 SlowDown: please reduce your request rate"));
+            return Err(slow_down());
         }
         if roll(plan.put_error, "put_error") {
             return Err(injected("PUT failed"));
@@ -297,13 +306,16 @@ impl ObjectStore for InjectedFaults {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        if roll(self.plan().slowdown, "slowdown") {
+            return Err(slow_down());
+        }
         self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
         let plan = self.plan();
         if roll(plan.slowdown, "slowdown") {
-            return Err(injected("503 SlowDown: please reduce your request rate"));
+            return Err(slow_down());
         }
         if roll(plan.get_error, "get_error") {
             return Err(injected("GET failed"));
@@ -316,6 +328,9 @@ impl ObjectStore for InjectedFaults {
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> object_store::Result<Vec<Bytes>> {
         let plan = self.plan();
+        if roll(plan.slowdown, "slowdown") {
+            return Err(slow_down());
+        }
         if roll(plan.get_error, "get_error") {
             return Err(injected("GET failed"));
         }
@@ -329,18 +344,31 @@ impl ObjectStore for InjectedFaults {
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
+        if roll(self.plan().slowdown, "slowdown") {
+            // One bulk delete refused whole: every location is answered with the 503.
+            return locations.map(|location| location.and_then(|_| Err::<Path, _>(slow_down()))).boxed();
+        }
         self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if roll(self.plan().slowdown, "slowdown") {
+            return futures::stream::once(std::future::ready(Err::<ObjectMeta, _>(slow_down()))).boxed();
+        }
         self.inner.list(prefix)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        if roll(self.plan().slowdown, "slowdown") {
+            return Err(slow_down());
+        }
         self.inner.list_with_delimiter(prefix).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        if roll(self.plan().slowdown, "slowdown") {
+            return Err(slow_down());
+        }
         self.inner.copy_opts(from, to, options).await
     }
 }
@@ -404,6 +432,23 @@ mod tests {
             slow.push(started.elapsed() >= Duration::from_secs(1));
         }
         assert_eq!(slow, [false, false, true, false, false, true, false]);
+    }
+
+    #[tokio::test]
+    async fn a_slowdown_refuses_every_kind_of_request() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = Path::from("a");
+        inner.put(&path, PutPayload::from_static(b"x")).await.expect("put");
+        let store = InjectedFaults::new(inner, FaultSource::Fixed(FaultPlan { slowdown: 1.0, ..FaultPlan::default() }));
+        assert!(store.put(&Path::from("b"), PutPayload::from_static(b"x")).await.is_err(), "PUT");
+        assert!(store.get(&path).await.is_err(), "GET");
+        assert!(store.head(&path).await.is_err(), "HEAD");
+        assert!(store.get_ranges(&path, &[0..1]).await.is_err(), "ranged GETs");
+        let listed: Vec<_> = store.list(None).collect().await;
+        assert!(matches!(listed.as_slice(), [Err(_)]), "LIST");
+        assert!(store.list_with_delimiter(None).await.is_err(), "LIST with a delimiter");
+        assert!(store.delete(&path).await.is_err(), "DELETE");
+        assert!(store.copy(&path, &Path::from("c")).await.is_err(), "COPY");
     }
 
     #[tokio::test]
