@@ -443,7 +443,8 @@ mod tests {
         assert!(store.put(&Path::from("b"), PutPayload::from_static(b"x")).await.is_err(), "PUT");
         assert!(store.get(&path).await.is_err(), "GET");
         assert!(store.head(&path).await.is_err(), "HEAD");
-        assert!(store.get_ranges(&path, &[0..1]).await.is_err(), "ranged GETs");
+        let ranges: Vec<Range<u64>> = std::iter::once(0..1).collect();
+        assert!(store.get_ranges(&path, &ranges).await.is_err(), "ranged GETs");
         let listed: Vec<_> = store.list(None).collect().await;
         assert!(matches!(listed.as_slice(), [Err(_)]), "LIST");
         assert!(store.list_with_delimiter(None).await.is_err(), "LIST with a delimiter");

@@ -20,20 +20,33 @@ const READ_COMMITTED: i8 = 1;
 
 pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let read_committed = request.isolation_level == READ_COMMITTED;
+    // The end of a log must be at least what any client was acknowledged before asking, as on a
+    // Kafka leader (KIP-207: ListOffsets never goes back): this agent's mirror may lag the
+    // commit another agent acknowledged, so it catches up with the metadata leader first. A
+    // restore that reads to the end it was told would otherwise stop short of acknowledged
+    // records (seen by the changelog workload of `floe chaos` during a leader failover).
+    let asks_end =
+        request.topics.iter().flat_map(|t| &t.partitions).any(|p| matches!(p.timestamp, LATEST | LATEST_TIERED));
+    let end_known = !asks_end || agent.metadata.catch_up().await.is_ok();
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in topic.partitions {
             let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            let answer = lookup(
-                agent,
-                topic.name.as_str(),
-                p.partition_index,
-                p.current_leader_epoch,
-                p.timestamp,
-                read_committed,
-            )
-            .await;
+            let answer = if !end_known && matches!(p.timestamp, LATEST | LATEST_TIERED) {
+                // Retriable: the client asks again once a metadata leader answers.
+                Err(code::OFFSET_NOT_AVAILABLE)
+            } else {
+                lookup(
+                    agent,
+                    topic.name.as_str(),
+                    p.partition_index,
+                    p.current_leader_epoch,
+                    p.timestamp,
+                    read_committed,
+                )
+                .await
+            };
             partitions.push(match answer {
                 Ok((offset, timestamp, leader_epoch)) => {
                     // Leader epochs exist on the wire from v4.
