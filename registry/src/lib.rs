@@ -161,6 +161,9 @@ pub enum DifferenceKind {
     MissingEnumSymbols,
     MissingUnionBranch,
     ReaderFieldMissingDefaultValue,
+    /// The check took more than [`avro::COMPARE_STEPS_MAX`] steps (as JSON Schema's does past
+    /// its own budget): reported alone, as incompatible.
+    SchemaTooComplex,
 }
 
 impl DifferenceKind {
@@ -172,6 +175,7 @@ impl DifferenceKind {
             Self::MissingEnumSymbols => "MISSING_ENUM_SYMBOLS",
             Self::MissingUnionBranch => "MISSING_UNION_BRANCH",
             Self::ReaderFieldMissingDefaultValue => "READER_FIELD_MISSING_DEFAULT_VALUE",
+            Self::SchemaTooComplex => "SCHEMA_TOO_COMPLEX",
         }
     }
 }

@@ -378,3 +378,74 @@ fn normalizing_an_avro_schema_sorts_its_aliases() {
     assert_eq!(canonical(a), canonical(b));
     assert_ne!(parse(a).canonical(), parse(b).canonical(), "without normalizing the order counts");
 }
+
+/// Records `T0` to `T{depth}`: each but the last has two fields `["null", T{i+1}]` (the second
+/// by name), the last one field `x` of type `leaf`; with `cycle`, each but the last also has a
+/// field `["null", "T0"]`. The text grows linearly with `depth`, the paths to `T{depth}` as
+/// `2^depth`.
+fn shared_unions(depth: usize, leaf: &str, cycle: bool) -> String {
+    let mut schema = format!(r#"{{"type":"record","name":"T{depth}","fields":[{{"name":"x","type":"{leaf}"}}]}}"#);
+    let up = if cycle { r#",{"name":"up","type":["null","T0"]}"# } else { "" };
+    for i in (0..depth).rev() {
+        let next = i + 1;
+        schema = format!(
+            r#"{{"type":"record","name":"T{i}","fields":[{{"name":"a","type":["null",{schema}]}},{{"name":"b","type":["null","T{next}"]}}{up}]}}"#
+        );
+    }
+    schema
+}
+
+#[test]
+fn records_shared_through_unions_are_compared_once() {
+    // Union trials used to forget what they had compared, so each level doubled the work (a
+    // second at depth 16, about 17 at 19). Now doubling the depth at most quadruples the steps
+    // (linear without the cycle; with it, a pair's verdict waits on T0 and is carried up once per
+    // level), where it multiplied them by 4096.
+    let steps = |depth: usize, leaf: &str, cycle: bool| {
+        let writer = parse(&shared_unions(depth, "int", cycle));
+        let reader = parse(&shared_unions(depth, leaf, cycle));
+        let (found, steps) = reader.can_read_within(&writer, crate::avro::COMPARE_STEPS_MAX);
+        let kinds: Vec<&str> = found.iter().map(|d| d.kind).collect();
+        if leaf == "long" {
+            assert!(found.is_empty(), "depth {depth}, cycle {cycle}: {found:?}");
+        } else {
+            // Not readable at the bottom, so neither is any T1 the writer's top record holds.
+            assert!(!kinds.is_empty(), "depth {depth}, cycle {cycle}");
+            assert!(kinds.iter().all(|k| *k == DifferenceKind::MissingUnionBranch.name()), "{found:?}");
+        }
+        steps
+    };
+    for cycle in [false, true] {
+        for leaf in ["long", "boolean"] {
+            let (shallow, deep) = (steps(12, leaf, cycle), steps(24, leaf, cycle));
+            assert!(deep < 4 * shallow && deep < 5_000, "{leaf}, cycle {cycle}: {shallow} steps at 12, {deep} at 24");
+        }
+    }
+}
+
+#[test]
+fn a_deep_shared_union_schema_is_checked_in_time() {
+    // Before union trials kept their verdicts depth 19 took 17 s and each level doubled it, so
+    // depth 25 took over half an hour: checked on a thread, so that fails here instead of
+    // holding up the run.
+    let (answer, answered) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let writer = ParsedSchema::Avro(parse(&shared_unions(25, "int", false)));
+        let reader = ParsedSchema::Avro(parse(&shared_unions(25, "boolean", false)));
+        let full = Rule { backward: true, forward: true, transitive: false };
+        let _ = answer.send(check_compatibility(&reader, &[(1, &writer)], full));
+    });
+    let messages = answered.recv_timeout(std::time::Duration::from_secs(20)).expect("checked within 20 s");
+    assert!(messages[0].contains("MISSING_UNION_BRANCH"), "{messages:?}");
+}
+
+#[test]
+fn a_check_past_its_budget_is_too_complex_rather_than_partial() {
+    let writer = parse(&shared_unions(8, "int", true));
+    let reader = parse(&shared_unions(8, "boolean", true));
+    let (found, steps) = reader.can_read_within(&writer, 20);
+    assert_eq!(steps, 20);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!((found[0].kind, found[0].path.as_str()), ("SCHEMA_TOO_COMPLEX", "/"));
+    assert!(found[0].description.contains("more than 20 steps"), "{found:?}");
+}

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use apache_avro::Schema;
-use apache_avro::schema::{Name, RecordSchema};
+use apache_avro::schema::{Name, RecordSchema, UnionSchema};
 
 use crate::{Difference, DifferenceKind, SchemaError};
 
@@ -136,10 +136,24 @@ impl AvroSchema {
     /// Whether data written with `writer` can be read with this schema: empty when it can,
     /// else every difference found.
     pub fn can_read(&self, writer: &AvroSchema) -> Vec<Difference> {
-        let mut check =
-            Check { reader_names: &self.names, writer_names: &writer.names, seen: HashSet::new(), found: Vec::new() };
+        self.can_read_within(writer, COMPARE_STEPS_MAX).0
+    }
+
+    /// [`AvroSchema::can_read`] in at most `steps_max` steps ([`COMPARE_STEPS_MAX`]), with the
+    /// steps it took: a check that needs more is `SCHEMA_TOO_COMPLEX` alone, since what was
+    /// found before the cut may be the cut's doing (a union branch left unread).
+    pub(crate) fn can_read_within(&self, writer: &AvroSchema, steps_max: usize) -> (Vec<Difference>, usize) {
+        let mut check = Check::new(self, writer, steps_max);
         check.compare(&self.schema, &writer.schema, "");
-        check.found
+        let steps = steps_max - check.steps_left;
+        if check.steps_left == 0 {
+            check.found = vec![Difference {
+                kind: DifferenceKind::SchemaTooComplex.name(),
+                path: "/".into(),
+                description: format!("comparing the schemas needs more than {steps_max} steps"),
+            }];
+        }
+        (check.found, steps)
     }
 }
 
@@ -317,16 +331,72 @@ impl Kind {
     }
 }
 
+/// Steps one compatibility check may take: a comparison of two schemas, a writer record's field
+/// indexed, and a record pair's verdict carried to an enclosing pair's assumptions are one each.
+/// Each record pair is compared once in the reporting walk and about once in union trials, so a
+/// schema of a million fields (far past the 1 MiB text bound) fits; past it the schemas are
+/// reported as too complex to compare (`SCHEMA_TOO_COMPLEX`), as JSON Schema's check does.
+pub const COMPARE_STEPS_MAX: usize = 1_000_000;
+/// Differences one check reports; the first ones say enough, and each may quote a schema.
+const DIFFERENCES_MAX: usize = 100;
+
+/// A pair of named record types: (the reader's full name, the writer's full name).
+type RecordPair = (String, String);
+
 struct Check<'a> {
     reader_names: &'a HashMap<String, Schema>,
     writer_names: &'a HashMap<String, Schema>,
-    /// Named pairs already being compared: a recursive type is compatible with itself unless
-    /// some other path says otherwise.
-    seen: HashSet<(String, String)>,
+    /// Record pairs the reporting walk has entered: each is reported on once, at the first path
+    /// that reaches it, and a recursive type is compatible with itself unless some other path
+    /// says otherwise.
+    seen: HashSet<RecordPair>,
+    trial: Trial,
+    steps_left: usize,
     found: Vec<Difference>,
 }
 
+/// Union trials: whether a reader branch reads a writer branch, asked without reporting. Record
+/// pairs met in trials keep their verdicts for the whole check, so a record type shared through
+/// unions is compared once, not once per path to it (a `T_i` with two `["null", T_{i+1}]`
+/// fields, `d` deep, would otherwise be compared `2^d` times).
+///
+/// A pair met again while it is being compared (a recursive type) is assumed readable, Avro's
+/// rule. A verdict reached on that assumption is kept as certain only when the pairs it assumed
+/// were the pair itself or pairs compared inside it; otherwise it is provisional, valid while
+/// the pairs it assumed are still being compared, and made certain or dropped when the
+/// outermost of them gets its own verdict. A pair found unreadable is unreadable whatever was
+/// assumed, since assuming readable only ever hides differences.
+#[derive(Default)]
+struct Trial {
+    /// Trials nested at this point: inside one a difference fails it instead of being reported.
+    depth: usize,
+    /// Whether the innermost trial or record pair being compared has found a difference.
+    failed: bool,
+    /// Verdicts known for certain: whether the reader record reads every writer record.
+    verdicts: HashMap<RecordPair, bool>,
+    /// The pairs being compared, each with its depth in this stack.
+    comparing: HashMap<RecordPair, usize>,
+    /// Pairs found readable assuming the pairs being compared at that depth and deeper.
+    provisional: HashMap<RecordPair, usize>,
+    /// The keys of `provisional` in the order they were found, so a pair's comparison finds
+    /// those found inside it at the end.
+    provisional_order: Vec<RecordPair>,
+    /// The shallowest depth in `comparing` that the pair being compared has assumed readable.
+    assumed: usize,
+}
+
 impl<'a> Check<'a> {
+    fn new(reader: &'a AvroSchema, writer: &'a AvroSchema, steps_max: usize) -> Self {
+        Check {
+            reader_names: &reader.names,
+            writer_names: &writer.names,
+            seen: HashSet::new(),
+            trial: Trial::default(),
+            steps_left: steps_max,
+            found: Vec::new(),
+        }
+    }
+
     fn resolve<'s>(names: &'s HashMap<String, Schema>, schema: &'s Schema) -> &'s Schema {
         match schema {
             Schema::Ref { name } => names.get(&name.fullname(None)).unwrap_or(schema),
@@ -335,39 +405,73 @@ impl<'a> Check<'a> {
         }
     }
 
-    fn report(&mut self, kind: DifferenceKind, path: &str, description: String) {
-        let path = if path.is_empty() { "/".to_owned() } else { path.to_owned() };
-        self.found.push(Difference { kind: kind.name(), path, description });
+    /// Takes `steps` from the budget; false once it is spent, which fails the trial under way
+    /// (the check's result is then `SCHEMA_TOO_COMPLEX` alone).
+    fn spend(&mut self, steps: usize) -> bool {
+        self.steps_left = self.steps_left.saturating_sub(steps);
+        if self.steps_left == 0 {
+            self.trial.failed = true;
+        }
+        self.steps_left > 0
+    }
+
+    /// Records a difference, or inside a trial fails it; `description` is written only for a
+    /// difference kept.
+    fn report(&mut self, kind: DifferenceKind, path: &str, description: impl FnOnce() -> String) {
+        if self.trial.depth > 0 {
+            self.trial.failed = true;
+        } else if self.found.len() < DIFFERENCES_MAX {
+            let path = if path.is_empty() { "/".to_owned() } else { path.to_owned() };
+            self.found.push(Difference { kind: kind.name(), path, description: description() });
+        }
     }
 
     /// Whether `reader` reads everything `writer` writes (without recording differences).
     fn quietly(&mut self, reader: &Schema, writer: &Schema) -> bool {
-        let before = self.found.len();
-        let seen = self.seen.clone();
+        let failed_outside = std::mem::replace(&mut self.trial.failed, false);
+        self.trial.depth += 1;
         self.compare(reader, writer, "");
-        let ok = self.found.len() == before;
-        self.found.truncate(before);
-        self.seen = seen;
-        ok
+        self.trial.depth -= 1;
+        let readable = !self.trial.failed;
+        self.trial.failed = failed_outside;
+        if self.trial.depth == 0 {
+            debug_assert!(self.trial.comparing.is_empty() && self.trial.provisional.is_empty());
+        }
+        readable
+    }
+
+    /// Whether some branch of the reader's union reads `writer` (not a union: Avro has no unions
+    /// directly in unions), trying the branch at `hint` first: the writer's own position in its
+    /// union, since unions mostly keep their order, so comparing a union of `n` records with
+    /// itself takes `n` trials, not `n^2 / 2`.
+    fn some_branch_reads(&mut self, reader: &UnionSchema, writer: &Schema, hint: usize) -> bool {
+        let branches = reader.variants();
+        let (earlier, from_hint) = branches.split_at(hint.min(branches.len()));
+        from_hint.iter().chain(earlier).any(|branch| self.quietly(branch, writer))
     }
 
     fn compare(&mut self, reader: &Schema, writer: &Schema, path: &str) {
+        if !self.spend(1) {
+            return;
+        }
         let reader = Self::resolve(self.reader_names, reader);
         let writer = Self::resolve(self.writer_names, writer);
         let (rk, wk) = (Kind::of(reader), Kind::of(writer));
         // A writer union is read branch by branch: every branch must be readable.
         if let Schema::Union(w) = writer {
             for (i, branch) in w.variants().iter().enumerate() {
-                if !matches!(reader, Schema::Union(_)) || !self.quietly(reader, branch) {
+                let read = match reader {
+                    Schema::Union(r) => self.some_branch_reads(r, branch, i),
+                    _ => false,
+                };
+                if !read {
                     if let Schema::Union(_) = reader {
-                        self.report(
-                            DifferenceKind::MissingUnionBranch,
-                            &format!("{path}/{i}"),
+                        self.report(DifferenceKind::MissingUnionBranch, &format!("{path}/{i}"), || {
                             format!(
                                 "The new schema is missing a type inside a union field at path '{path}/{i}' in the old schema: {}",
                                 describe(branch)
-                            ),
-                        );
+                            )
+                        });
                     } else {
                         self.compare(reader, branch, &format!("{path}/{i}"));
                     }
@@ -376,31 +480,27 @@ impl<'a> Check<'a> {
             return;
         }
         if let Schema::Union(r) = reader {
-            if !r.variants().iter().any(|branch| self.quietly(branch, writer)) {
-                self.report(
-                    DifferenceKind::MissingUnionBranch,
-                    path,
+            if !self.some_branch_reads(r, writer, 0) {
+                self.report(DifferenceKind::MissingUnionBranch, path, || {
                     format!(
                         "The new schema is missing a type inside a union field at path '{}' in the old schema: {}",
                         if path.is_empty() { "/" } else { path },
                         describe(writer)
-                    ),
-                );
+                    )
+                });
             }
             return;
         }
         if rk != wk {
             if !rk.promotes_from(wk) {
-                self.report(
-                    DifferenceKind::TypeMismatch,
-                    path,
+                self.report(DifferenceKind::TypeMismatch, path, || {
                     format!(
                         "The type (path '{}') of a field in the new schema does not match with the old schema: {} cannot read {}",
                         if path.is_empty() { "/" } else { path },
                         rk.name(),
                         wk.name()
-                    ),
-                );
+                    )
+                });
             }
             return;
         }
@@ -414,52 +514,46 @@ impl<'a> Check<'a> {
                 let missing: Vec<&str> =
                     w.symbols.iter().filter(|s| !r.symbols.contains(s)).map(String::as_str).collect();
                 if !missing.is_empty() && r.default.is_none() {
-                    self.report(
-                        DifferenceKind::MissingEnumSymbols,
-                        &format!("{path}/symbols"),
+                    self.report(DifferenceKind::MissingEnumSymbols, &format!("{path}/symbols"), || {
                         format!(
                             "The new schema is missing enum symbols '[{}]' at path '{path}/symbols' in the old schema",
                             missing.join(", ")
-                        ),
-                    );
+                        )
+                    });
                 }
             }
             (Schema::Fixed(r), Schema::Fixed(w)) => {
                 if !names_match(&r.name, r.aliases.as_deref(), &w.name) {
                     self.name_mismatch(path, &r.name, &w.name);
                 } else if r.size != w.size {
-                    self.report(
-                        DifferenceKind::FixedSizeMismatch,
-                        &format!("{path}/size"),
+                    self.report(DifferenceKind::FixedSizeMismatch, &format!("{path}/size"), || {
                         format!(
                             "The size of FIXED type field at path '{path}/size' in the new schema does not match with the old schema: expected {}, found {}",
                             w.size, r.size
-                        ),
-                    );
+                        )
+                    });
                 }
             }
             (Schema::Array(r), Schema::Array(w)) => self.compare(&r.items, &w.items, &format!("{path}/items")),
             (Schema::Map(r), Schema::Map(w)) => self.compare(&r.types, &w.types, &format!("{path}/values")),
             // The duration logical type against a fixed (or itself): only the size matters.
-            (Schema::Duration, Schema::Fixed(f)) | (Schema::Fixed(f), Schema::Duration) if f.size != 12 => self.report(
-                DifferenceKind::FixedSizeMismatch,
-                &format!("{path}/size"),
-                format!("The size of FIXED type field at path '{path}/size' does not match: 12 against {}", f.size),
-            ),
+            (Schema::Duration, Schema::Fixed(f)) | (Schema::Fixed(f), Schema::Duration) if f.size != 12 => {
+                self.report(DifferenceKind::FixedSizeMismatch, &format!("{path}/size"), || {
+                    format!("The size of FIXED type field at path '{path}/size' does not match: 12 against {}", f.size)
+                })
+            }
             _ => {}
         }
     }
 
     fn name_mismatch(&mut self, path: &str, reader: &Name, writer: &Name) {
-        self.report(
-            DifferenceKind::NameMismatch,
-            &format!("{path}/name"),
+        self.report(DifferenceKind::NameMismatch, &format!("{path}/name"), || {
             format!(
                 "The name of the schema has changed (path '{path}/name'): expected {}, found {}",
                 writer.fullname(None),
                 reader.fullname(None)
-            ),
-        );
+            )
+        });
     }
 
     fn compare_records(&mut self, r: &RecordSchema, w: &RecordSchema, path: &str) {
@@ -467,24 +561,100 @@ impl<'a> Check<'a> {
             self.name_mismatch(path, &r.name, &w.name);
             return;
         }
-        if !self.seen.insert((r.name.fullname(None), w.name.fullname(None))) {
+        let pair = (r.name.fullname(None), w.name.fullname(None));
+        if self.trial.depth > 0 {
+            self.try_records(pair, r, w);
+        } else if self.seen.insert(pair) {
+            self.compare_fields(r, w, path);
+        }
+    }
+
+    /// Inside a trial: whether `r` reads every `w`, from what is known of the pair, else by
+    /// comparing their fields (see [`Trial`]).
+    fn try_records(&mut self, pair: RecordPair, r: &RecordSchema, w: &RecordSchema) {
+        let trial = &mut self.trial;
+        if let Some(&readable) = trial.verdicts.get(&pair) {
+            trial.failed |= !readable;
             return;
         }
+        if let Some(&depth) = trial.comparing.get(&pair).or_else(|| trial.provisional.get(&pair)) {
+            trial.assumed = trial.assumed.min(depth);
+            return;
+        }
+        let depth = trial.comparing.len();
+        trial.comparing.insert(pair.clone(), depth);
+        let provisional_from = trial.provisional_order.len();
+        let failed_outside = std::mem::replace(&mut trial.failed, false);
+        let assumed_outside = std::mem::replace(&mut trial.assumed, usize::MAX);
+
+        self.compare_fields(r, w, "");
+
+        let trial = &mut self.trial;
+        trial.comparing.remove(&pair);
+        let readable = !trial.failed;
+        let assumed = trial.assumed;
+        let found_inside = trial.provisional_order.len() - provisional_from;
+        if !readable {
+            // What was found readable inside may have assumed this pair readable.
+            for inside in trial.provisional_order.drain(provisional_from..) {
+                trial.provisional.remove(&inside);
+            }
+            trial.verdicts.insert(pair, false);
+        } else if assumed >= depth {
+            // Every assumption made inside held: those verdicts are certain too.
+            for inside in trial.provisional_order.drain(provisional_from..) {
+                trial.provisional.remove(&inside);
+                trial.verdicts.insert(inside, true);
+            }
+            trial.verdicts.insert(pair, true);
+        } else {
+            // Readable if the pairs still being compared from depth `assumed` on are; so is
+            // what was found inside, which may have assumed this pair.
+            for inside in &trial.provisional_order[provisional_from..] {
+                if let Some(from) = trial.provisional.get_mut(inside) {
+                    *from = assumed;
+                }
+            }
+            trial.provisional.insert(pair.clone(), assumed);
+            trial.provisional_order.push(pair);
+        }
+        trial.assumed = assumed.min(assumed_outside);
+        trial.failed = failed_outside || !readable;
+        if readable && assumed < depth {
+            self.spend(found_inside);
+        }
+    }
+
+    fn compare_fields(&mut self, r: &RecordSchema, w: &RecordSchema, path: &str) {
+        if !self.spend(w.fields.len()) {
+            return;
+        }
+        // The writer's fields by name, the first of a name kept.
+        let written: HashMap<&str, usize> =
+            w.fields.iter().enumerate().rev().map(|(i, f)| (f.name.as_str(), i)).collect();
         for (i, field) in r.fields.iter().enumerate() {
             let aliases = field.aliases.as_deref().unwrap_or(&[]);
-            let written = w.fields.iter().find(|f| f.name == field.name || aliases.contains(&f.name));
+            // The first writer field named as this field or one of its aliases.
+            let wf = std::iter::once(&field.name)
+                .chain(aliases)
+                .filter_map(|name| written.get(name.as_str()).copied())
+                .min()
+                .map(|position| &w.fields[position]);
             let field_path = format!("{path}/fields/{i}");
-            match written {
+            match wf {
                 Some(wf) => self.compare(&field.schema, &wf.schema, &format!("{field_path}/type")),
-                None if field.default.is_none() => self.report(
-                    DifferenceKind::ReaderFieldMissingDefaultValue,
-                    &field_path,
-                    format!(
-                        "The field '{}' at path '{field_path}' in the new schema has no default value and is missing in the old schema",
-                        field.name
-                    ),
-                ),
+                None if field.default.is_none() => {
+                    self.report(DifferenceKind::ReaderFieldMissingDefaultValue, &field_path, || {
+                        format!(
+                            "The field '{}' at path '{field_path}' in the new schema has no default value and is missing in the old schema",
+                            field.name
+                        )
+                    })
+                }
                 None => {}
+            }
+            if self.steps_left == 0 {
+                return;
             }
         }
     }

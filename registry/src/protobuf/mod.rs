@@ -7,7 +7,7 @@
 
 mod print;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -656,7 +656,9 @@ fn real_oneof(field: &FieldDescriptor) -> Option<String> {
 fn compare_messages(name: &str, read: &MessageDescriptor, written: &MessageDescriptor, found: &mut Vec<Difference>) {
     let read_fields: BTreeMap<u32, FieldDescriptor> = read.fields().map(|f| (f.number(), f)).collect();
     let written_fields: BTreeMap<u32, FieldDescriptor> = written.fields().map(|f| (f.number(), f)).collect();
-    let read_oneofs: Vec<String> = read.oneofs().filter(|o| !o.is_synthetic()).map(|o| o.name().to_owned()).collect();
+    // Sets: a message may have thousands of oneofs, each looked up once per field.
+    let read_oneofs: HashSet<String> =
+        read.oneofs().filter(|o| !o.is_synthetic()).map(|o| o.name().to_owned()).collect();
     let path = |number: u32| format!("#/{name}/{number}");
     for (number, w) in &written_fields {
         match read_fields.get(number) {
@@ -685,7 +687,7 @@ fn compare_messages(name: &str, read: &MessageDescriptor, written: &MessageDescr
         }
     }
     // Fields that were outside any oneof and are now in one.
-    let written_oneofs: Vec<String> =
+    let written_oneofs: HashSet<String> =
         written.oneofs().filter(|o| !o.is_synthetic()).map(|o| o.name().to_owned()).collect();
     let mut moved: BTreeMap<String, usize> = BTreeMap::new();
     for (number, r) in &read_fields {

@@ -470,3 +470,20 @@ message Tagged { string pii = 1 [(confluent.field_meta) = { tags: ["PII"] }]; }"
     let json = with_own.encode_json(&serde_json::json!({"d": {"iso": "2026-12-03"}}), None);
     assert!(json.is_ok(), "{json:?}");
 }
+
+#[test]
+fn shared_message_types_are_compared_once_each() {
+    // Messages are compared by full name, one after another, never by following field types:
+    // `T0` to `T30`, each holding two fields of the next, is 31 comparisons, not 2^30 paths.
+    let shared = |leaf: &str| {
+        let mut text = String::from("syntax = \"proto3\"; package p;");
+        for i in 0..30 {
+            let next = i + 1;
+            text.push_str(&format!(" message T{i} {{ T{next} a = 1; T{next} b = 2; }}"));
+        }
+        text.push_str(&format!(" message T30 {{ {leaf} x = 1; }}"));
+        text
+    };
+    assert!(parse(&shared("int64")).can_read(&parse(&shared("int32"))).is_empty());
+    assert_eq!(kinds(&shared("int32"), &shared("string")), ["FIELD_SCALAR_KIND_CHANGED"]);
+}
