@@ -11,10 +11,12 @@
 //! as string; decimal up to 38 digits as decimal (wider as string); date; time-millis and
 //! time-micros as time; timestamp-* as timestamptz and local-timestamp-* as timestamp (both in
 //! microseconds, so nanoseconds are truncated); `[null, T]` as an optional T; record, array and
-//! map as struct, list and map<string, V>. A union of several non-null types, a recursive type
-//! and anything nested deeper than [`NESTING_MAX`] become a string holding Avro's JSON encoding.
+//! map as struct, list and map<string, V>. A union of several non-null types, a recursive type,
+//! anything nested deeper than [`NESTING_MAX`] and a record, array or map whose fields would take
+//! the table past [`VALUE_FIELDS_MAX`] become a string holding Avro's JSON encoding.
 
 pub use apache_avro::Schema;
+use apache_avro::schema::RecordSchema;
 pub use apache_avro::types::Value;
 use arrow_array::builder::{
     ArrayBuilder, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder,
@@ -28,7 +30,7 @@ use crate::data::{append_null, downcast, struct_child};
 use crate::evolution::{FieldIds, Incompatible, VALUE_COLUMN};
 use crate::schema::{IcebergSchema, IcebergType, ListType, MapType, NestedField, PrimitiveType, StructType};
 
-pub use crate::evolution::{NESTING_MAX, VALUE_FIELD_ID_START};
+pub use crate::evolution::{NESTING_MAX, VALUE_FIELD_ID_START, VALUE_FIELDS_MAX};
 
 /// Widest decimal Iceberg stores (Decimal128).
 const DECIMAL_PRECISION_MAX: usize = 38;
@@ -78,6 +80,17 @@ fn map_type(
             None => json_string,
         };
     }
+    // A nested type is mapped only if its own fields (a list's element, a map's key and value)
+    // fit under the cap.
+    let nested_fields = match schema {
+        Schema::Record(record) => record.fields.len(),
+        Schema::Array(_) => 1,
+        Schema::Map(_) => 2,
+        _ => 0,
+    };
+    if !ids.reserve(nested_fields) {
+        return json_string;
+    }
     let primitive = |p| IcebergType::Primitive(p);
     match schema {
         Schema::Null | Schema::String | Schema::Uuid | Schema::Enum(_) | Schema::BigDecimal => primitive(P::String),
@@ -104,19 +117,7 @@ fn map_type(
             None => json_string,
         },
         Schema::Record(record) => {
-            stack.push(record.name.fullname(None));
-            let fields = record
-                .fields
-                .iter()
-                .map(|field| {
-                    let field_path = format!("{path}.{}", field.name);
-                    let id = ids.id(&field_path);
-                    let field_type = map_type(&field.schema, names, &field_path, ids, stack);
-                    NestedField::new(id, &field.name, false, field_type)
-                })
-                .collect();
-            stack.pop();
-            IcebergType::Struct(StructType { fields })
+            IcebergType::Struct(StructType { fields: record_fields(record, names, path, ids, stack) })
         }
         Schema::Array(array) => {
             let element_path = format!("{path}.element");
@@ -145,15 +146,39 @@ fn map_type(
     }
 }
 
+/// A record's fields as struct fields (their ids taken from the cap already).
+fn record_fields(
+    record: &RecordSchema,
+    names: &dyn NamedTypes,
+    path: &str,
+    ids: &mut FieldIds,
+    stack: &mut Vec<String>,
+) -> Vec<NestedField> {
+    stack.push(record.name.fullname(None));
+    let fields = record
+        .fields
+        .iter()
+        .map(|field| {
+            let field_path = format!("{path}.{}", field.name);
+            let id = ids.id(&field_path);
+            let field_type = map_type(&field.schema, names, &field_path, ids, stack);
+            NestedField::new(id, &field.name, false, field_type)
+        })
+        .collect();
+    stack.pop();
+    fields
+}
+
 /// The value columns a writer schema gives: a record's fields, or one `value` column.
 fn writer_columns(writer: &Schema, names: &dyn NamedTypes, ids: &mut FieldIds) -> Vec<NestedField> {
     let root = resolve(writer, names);
     match root {
-        Schema::Record(_) => match map_type(root, names, "", ids, &mut Vec::new()) {
-            IcebergType::Struct(inner) => inner.fields,
-            _ => Vec::new(),
-        },
+        Schema::Record(record) => {
+            ids.take(record.fields.len());
+            record_fields(record, names, "", ids, &mut Vec::new())
+        }
         other => {
+            ids.take(1);
             let id = ids.id(&format!(".{VALUE_COLUMN}"));
             let path = format!(".{VALUE_COLUMN}");
             vec![NestedField::new(id, VALUE_COLUMN, false, map_type(other, names, &path, ids, &mut Vec::new()))]

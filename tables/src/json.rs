@@ -7,7 +7,8 @@
 //! Anything else (`oneOf`, `anyOf`, `allOf`, `$ref`, mixed or missing types, `const`) is text
 //! holding the value's JSON. Instances are checked against their schema before they get here
 //! (those that fail go to the dead-letter table), so a value that still does not fit its column
-//! (a schema too loose to map) is null.
+//! (a schema too loose to map) is null. An array or object whose fields would take the table
+//! past [`VALUE_FIELDS_MAX`](crate::evolution::VALUE_FIELDS_MAX) is text too.
 
 use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, ListBuilder, MapBuilder, StringBuilder,
@@ -39,7 +40,8 @@ fn is_composite(schema: &Value) -> bool {
 
 fn map_type(schema: &Value, path: &str, ids: &mut FieldIds, depth: usize) -> IcebergType {
     let text = IcebergType::Primitive(PrimitiveType::String);
-    if depth > NESTING_MAX || is_composite(schema) {
+    // Past the cap on a table's fields, an array or object is text.
+    if depth > NESTING_MAX || is_composite(schema) || !ids.reserve(nested_field_count(schema)) {
         return text;
     }
     match single_type(schema) {
@@ -81,6 +83,17 @@ fn map_type(schema: &Value, path: &str, ids: &mut FieldIds, depth: usize) -> Ice
     }
 }
 
+/// The fields an `array` or `object` schema's column takes before anything nested deeper: a
+/// list's element, a struct's properties, or a map's key and value (none when it is text).
+fn nested_field_count(schema: &Value) -> usize {
+    match (single_type(schema), schema.get("properties"), schema.get("additionalProperties")) {
+        (Some("array"), ..) => usize::from(schema.get("items").is_some_and(Value::is_object)),
+        (Some("object"), Some(Value::Object(properties)), _) => properties.len(),
+        (Some("object"), None, Some(values)) if values.is_object() => 2,
+        _ => 0,
+    }
+}
+
 fn property_fields(
     properties: &serde_json::Map<String, Value>,
     path: &str,
@@ -105,9 +118,11 @@ pub fn evolve(
 ) -> Result<Option<(IcebergSchema, i32)>, Incompatible> {
     crate::evolution::evolve(table, last_column_id, |ids| match schema.get("properties") {
         Some(Value::Object(properties)) if !is_composite(schema) && single_type(schema) == Some("object") => {
+            ids.take(properties.len());
             property_fields(properties, "", ids, 0)
         }
         _ => {
+            ids.take(1);
             let path = format!(".{VALUE_COLUMN}");
             let id = ids.id(&path);
             vec![NestedField::new(id, VALUE_COLUMN, false, map_type(schema, &path, ids, 0))]

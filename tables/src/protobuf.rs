@@ -7,9 +7,10 @@
 //! repeated fields as lists; maps as map<string, V> (keys as text). Well-known types:
 //! `google.protobuf.Timestamp` as timestamptz, the wrappers (`StringValue`, …) as optional
 //! scalars, `google.type.Date` as date; `Struct`, `Value`, `ListValue`, `Any`, `Duration`,
-//! recursive messages and nesting past [`NESTING_MAX`] as text holding the JSON mapping. Proto3
-//! fields without presence are written with their value, defaults included; a message field or
-//! oneof member that is not set is null.
+//! recursive messages, nesting past [`NESTING_MAX`] and a message whose columns would take the
+//! table past [`VALUE_FIELDS_MAX`](crate::evolution::VALUE_FIELDS_MAX) as text holding the JSON
+//! mapping. Proto3 fields without presence are written with their value, defaults included; a
+//! message field or oneof member that is not set is null.
 
 use arrow_array::builder::{
     ArrayBuilder, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder,
@@ -80,10 +81,20 @@ fn kind_type(kind: &Kind, path: &str, ids: &mut FieldIds, stack: &mut Vec<String
     if full.starts_with("google.protobuf.") || stack.contains(&full) || stack.len() >= NESTING_MAX {
         return json_text;
     }
+    if !ids.reserve(own_field_count(message)) {
+        return json_text;
+    }
     stack.push(full);
     let fields = message_fields(message, path, ids, stack);
     stack.pop();
     IcebergType::Struct(StructType { fields })
+}
+
+/// The fields a message's columns take before any message nested in them: one per field, plus a
+/// list's element and a map's key and value. Lists and maps are always mapped (their values are
+/// appended item by item); only messages fall back to JSON text past the cap.
+fn own_field_count(message: &MessageDescriptor) -> usize {
+    message.fields().map(|field| 1 + usize::from(field.is_list()) + 2 * usize::from(field.is_map())).sum()
 }
 
 fn field_type(field: &FieldDescriptor, path: &str, ids: &mut FieldIds, stack: &mut Vec<String>) -> IcebergType {
@@ -133,6 +144,7 @@ pub fn evolve(
     message: &MessageDescriptor,
 ) -> Result<Option<(IcebergSchema, i32)>, Incompatible> {
     crate::evolution::evolve(table, last_column_id, |ids| {
+        ids.take(own_field_count(message));
         message_fields(message, "", ids, &mut vec![message.full_name().to_owned()])
     })
 }

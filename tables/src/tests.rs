@@ -423,7 +423,7 @@ mod avro_values {
         let v3 =
             Schema::parse_str(r#"{"type":"record","name":"Order","fields":[{"name":"qty","type":"string"}]}"#).unwrap();
         let refused = evolve(&s2, last2, &v3, &Names).unwrap_err();
-        assert_eq!(refused.path, "qty");
+        assert!(matches!(&refused, crate::evolution::Incompatible::TypeChanged { path, .. } if path == "qty"));
         let clash =
             Schema::parse_str(r#"{"type":"record","name":"R","fields":[{"name":"_offset","type":"long"}]}"#).unwrap();
         assert!(evolve(&s2, last2, &clash, &Names).is_err(), "a field may not shadow a metadata column");
@@ -596,6 +596,150 @@ mod json_values {
         assert_eq!(column("either").as_string::<i32>().value(0), "3");
         assert_eq!(column("address").as_struct().column(0).as_string::<i32>().value(0), "London");
         assert!(column("address").is_null(1));
+    }
+}
+
+mod value_fields_cap {
+    use apache_avro::types::Value;
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use floe_registry::avro::AvroSchema;
+    use floe_registry::protobuf::ProtobufSchema;
+    use serde_json::json;
+
+    use crate::avro::{NamedTypes, Schema, VALUE_FIELDS_MAX};
+    use crate::data::{KafkaRow, RowsBuilder};
+    use crate::evolution::{Incompatible, field_count, value_fields};
+    use crate::protobuf::ReflectMessage;
+    use crate::schema::{IcebergSchema, IcebergType, NestedField, PrimitiveType, typed_table_schema};
+
+    /// An Avro schema's named types, as the agents resolve references.
+    struct Names(AvroSchema);
+    impl NamedTypes for Names {
+        fn named(&self, full_name: &str) -> Option<&Schema> {
+            self.0.named(full_name)
+        }
+    }
+
+    /// Avro records `T0` to `T{depth}`: each but the last has two optional fields `a` and `b` of
+    /// the next record (`b` by name), the last one field `x`. As a tree: `3 * 2^depth - 2` fields.
+    fn avro_text(depth: usize) -> String {
+        let mut schema = format!(r#"{{"type":"record","name":"T{depth}","fields":[{{"name":"x","type":"int"}}]}}"#);
+        for i in (0..depth).rev() {
+            let next = i + 1;
+            schema = format!(
+                r#"{{"type":"record","name":"T{i}","fields":[{{"name":"a","type":["null",{schema}]}},{{"name":"b","type":["null","T{next}"]}}]}}"#
+            );
+        }
+        schema
+    }
+
+    /// The same shape in Protobuf: `T0` (the first message) to `T{depth}`.
+    fn protobuf_text(depth: usize) -> String {
+        let mut text = String::from("syntax = \"proto3\"; package p;");
+        for i in 0..depth {
+            let next = i + 1;
+            text.push_str(&format!(" message T{i} {{ T{next} a = 1; T{next} b = 2; }}"));
+        }
+        text.push_str(&format!(" message T{depth} {{ int32 x = 1; }}"));
+        text
+    }
+
+    fn avro_table(names: &Names) -> IcebergSchema {
+        let table = typed_table_schema();
+        crate::avro::evolve(&table, table.highest_field_id(), names.0.root(), names).unwrap().unwrap().0
+    }
+
+    fn protobuf_table(schema: &ProtobufSchema) -> IcebergSchema {
+        let table = typed_table_schema();
+        let message = schema.first_message().unwrap();
+        crate::protobuf::evolve(&table, table.highest_field_id(), &message).unwrap().unwrap().0
+    }
+
+    /// Checks a table mapped from the shared types: as many fields as the cap allows, `a`'s tree
+    /// first, and `b` (reached once the cap is spent) as JSON text.
+    fn check_capped(language: &str, depth: usize, table: &IcebergSchema) {
+        let count = field_count(value_fields(&table.fields));
+        assert!(count <= VALUE_FIELDS_MAX, "{language} depth {depth}: {count} fields");
+        assert!(count + 2 >= VALUE_FIELDS_MAX, "{language} depth {depth}: only {count} fields");
+        let b = table.fields.iter().find(|f| f.name == "b").unwrap();
+        assert_eq!(b.field_type, IcebergType::Primitive(PrimitiveType::String), "{language} depth {depth}");
+    }
+
+    #[test]
+    fn shared_types_map_to_at_most_the_cap_of_fields() {
+        // Depth 13 is 24,574 fields as a tree, which the mapping used to build whole (quickly, so
+        // this fails there rather than at depth 20, 3 million, or 30, 3 billion).
+        for depth in [13, 20] {
+            let names = Names(AvroSchema::parse(&avro_text(depth), &[]).unwrap());
+            check_capped("avro", depth, &avro_table(&names));
+        }
+        for depth in [13, 30] {
+            let schema = ProtobufSchema::parse(&protobuf_text(depth), &[]).unwrap();
+            check_capped("protobuf", depth, &protobuf_table(&schema));
+        }
+    }
+
+    #[test]
+    fn values_past_the_cap_are_kept_as_json_text() {
+        let row = KafkaRow { partition: 0, offset: 0, timestamp_ms: 0, key: None, headers: &[] };
+        let null = || Value::Union(0, Box::new(Value::Null));
+        let names = Names(AvroSchema::parse(&avro_text(13), &[]).unwrap());
+        let table = avro_table(&names);
+        let t1 = Value::Record(vec![("a".into(), null()), ("b".into(), null())]);
+        let value = Value::Record(vec![("a".into(), null()), ("b".into(), Value::Union(1, Box::new(t1)))]);
+        let mut rows = RowsBuilder::new(&table);
+        rows.push_metadata(&row).unwrap();
+        crate::avro::append_value(rows.value_columns(), &table, names.0.root(), &names, Some(&value)).unwrap();
+        let batch = rows.finish().unwrap();
+        let b = batch.column(batch.schema().index_of("b").unwrap()).clone();
+        assert_eq!(b.as_string::<i32>().value(0), r#"{"a":null,"b":null}"#);
+        assert!(batch.column(batch.schema().index_of("a").unwrap()).is_null(0));
+
+        let schema = ProtobufSchema::parse(&protobuf_text(13), &[]).unwrap();
+        let table = protobuf_table(&schema);
+        let payload = schema.encode_json(&json!({"b": {"a": {}}}), Some("p.T0")).unwrap();
+        let message = schema.decode_message(&payload).unwrap();
+        let mut rows = RowsBuilder::new(&table);
+        rows.push_metadata(&row).unwrap();
+        crate::protobuf::append_message(rows.value_columns(), &table, Some(&message)).unwrap();
+        let batch = rows.finish().unwrap();
+        let b = batch.column(batch.schema().index_of("b").unwrap()).clone();
+        let text: serde_json::Value = serde_json::from_str(b.as_string::<i32>().value(0)).unwrap();
+        assert!(text["a"].is_object(), "{text}");
+        assert_eq!(message.descriptor().full_name(), "p.T0");
+    }
+
+    /// A JSON Schema object of `count` integer properties named `{prefix}0`, `{prefix}1`, …
+    fn wide(prefix: &str, count: usize) -> serde_json::Value {
+        let properties: serde_json::Map<String, serde_json::Value> =
+            (0..count).map(|i| (format!("{prefix}{i}"), json!({"type": "integer"}))).collect();
+        json!({"type": "object", "properties": properties})
+    }
+
+    #[test]
+    fn writers_that_together_pass_the_cap_are_refused() {
+        let table = typed_table_schema();
+        let (first, last) = crate::json::evolve(&table, table.highest_field_id(), &wide("a", 6_000)).unwrap().unwrap();
+        assert_eq!(crate::json::evolve(&first, last, &wide("a", 6_000)).unwrap(), None);
+        let refused = crate::json::evolve(&first, last, &wide("b", 6_000)).unwrap_err();
+        assert_eq!(refused, Incompatible::TooManyFields { count: 12_000 });
+        assert!(refused.to_string().contains("more than 10000"), "{refused}");
+    }
+
+    #[test]
+    fn a_table_past_the_cap_keeps_its_fields_but_does_not_grow() {
+        // Made before the cap: 12,000 columns.
+        let mut table = typed_table_schema();
+        let long = IcebergType::Primitive(PrimitiveType::Long);
+        for i in 0..12_000 {
+            let id = crate::avro::VALUE_FIELD_ID_START + i;
+            table.fields.push(NestedField::new(id, &format!("a{i}"), false, long.clone()));
+        }
+        let last = table.highest_field_id();
+        assert_eq!(crate::json::evolve(&table, last, &wide("a", 12_000)).unwrap(), None);
+        let refused = crate::json::evolve(&table, last, &wide("a", 12_001)).unwrap_err();
+        assert_eq!(refused, Incompatible::TooManyFields { count: 12_001 });
     }
 }
 
