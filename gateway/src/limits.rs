@@ -70,6 +70,18 @@ pub(crate) const INFLATE_WAIT: Duration = Duration::from_secs(5);
 pub(crate) const RECEIVE_BYTES_MAX: usize = 512 * 1024 * 1024;
 /// The same for the requests of one tenant (or of all callers without a key).
 pub(crate) const RECEIVE_TENANT_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Schema registry requests parsing or checking schemas at once, per agent. Each holds a thread
+/// of the blocking pool (tokio's default is 512) for as long as its bounds allow: a 1 MiB text
+/// to parse, 1,000,000 steps per Avro comparison and 300,000 per JSON Schema one, each earlier
+/// version a transitive level checks, and the table topic's schema to evolve: well under a
+/// second of CPU each, so a registry this busy is served by a few cores without taking the
+/// whole pool.
+pub(crate) const REGISTRY_CHECKS_MAX: usize = 32;
+/// The same for one tenant (callers without a key share one entry), so one tenant's burst of
+/// registrations waits on its own share.
+pub(crate) const REGISTRY_TENANT_CHECKS_MAX: usize = 4;
+/// Longest wait for a check slot before the request is refused (50003) rather than queued on.
+pub(crate) const REGISTRY_CHECK_WAIT: Duration = Duration::from_secs(10);
 /// Offsets one HTTP commit may carry.
 pub(crate) const GROUP_COMMIT_OFFSETS_MAX: usize = 10_000;
 /// Configs one admin request may set.
@@ -156,6 +168,10 @@ impl MemoryBudget {
 /// Room for decompressed request bodies.
 pub(crate) static INFLATE_BUDGET: LazyLock<MemoryBudget> =
     LazyLock::new(|| MemoryBudget::new(INFLATE_BYTES_MAX, INFLATE_TENANT_BYTES_MAX));
+
+/// Slots for schema registry work on the blocking pool (one unit a request).
+pub(crate) static REGISTRY_CHECKS: LazyLock<Shares> =
+    LazyLock::new(|| Shares::new(REGISTRY_CHECKS_MAX, REGISTRY_TENANT_CHECKS_MAX));
 
 /// Room for request bodies being received whole.
 pub(crate) static RECEIVE_BUDGET: LazyLock<MemoryBudget> =

@@ -239,7 +239,7 @@ fn serialize(data: &SchemaData, found: &Found) -> Result<(Option<Bytes>, DataRep
 /// not hold is looked for once more after catching the mirror up, since it may have been
 /// registered through another agent a moment ago.
 pub(crate) async fn write_schema_data(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     stored_topic: &str,
     access: Option<&Access>,
     records: &mut [Result<ParsedRecord, RecordError>],

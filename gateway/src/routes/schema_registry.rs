@@ -30,6 +30,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::extract::{Path, Query, Scope, SmallBody};
+use crate::limits::{REGISTRY_CHECK_WAIT, REGISTRY_CHECKS, REGISTRY_CHECKS_MAX, REGISTRY_TENANT_CHECKS_MAX};
 
 /// Registrations retried after the registry moved under the compatibility check.
 const STALE_RETRIES: usize = 5;
@@ -239,36 +240,10 @@ async fn read<T>(
     scope: &Scope,
     f: impl Fn(&SchemaRegistry) -> Result<T, RegistryHttpError>,
 ) -> Result<T, RegistryHttpError> {
-    read_with(agent, scope, false, f).await
-}
-
-/// [`read`] for work that parses schemas: on a copy of the registry, since parsing and
-/// compatibility checks take a while and the mirror's lock would hold back its applies.
-async fn read_copy<T>(
-    agent: &Agent,
-    scope: &Scope,
-    f: impl Fn(&SchemaRegistry) -> Result<T, RegistryHttpError>,
-) -> Result<T, RegistryHttpError> {
-    read_with(agent, scope, true, f).await
-}
-
-async fn read_with<T>(
-    agent: &Agent,
-    scope: &Scope,
-    copy: bool,
-    f: impl Fn(&SchemaRegistry) -> Result<T, RegistryHttpError>,
-) -> Result<T, RegistryHttpError> {
     let ns = namespace(scope);
     let answer = || {
         let state = agent.metadata.read();
-        let registry = state.schema_registry(&ns);
-        if copy {
-            let registry = registry.cloned().unwrap_or_default();
-            drop(state);
-            f(&registry)
-        } else {
-            f(registry.unwrap_or(&SchemaRegistry::default()))
-        }
+        f(state.schema_registry(&ns).unwrap_or(&SchemaRegistry::default()))
     };
     match answer() {
         Err(e) if e.status == StatusCode::NOT_FOUND => {
@@ -277,6 +252,61 @@ async fn read_with<T>(
         }
         other => other,
     }
+}
+
+/// [`read`] for work that parses schemas: on a copy of the registry, since parsing and
+/// compatibility checks take a while and the mirror's lock would hold back its applies, and
+/// off the async workers ([`off_the_workers`]).
+async fn read_copy<T: Send + 'static>(
+    agent: &Arc<Agent>,
+    scope: &Scope,
+    f: impl Fn(&Agent, &SchemaRegistry) -> Result<T, RegistryHttpError> + Send + Sync + 'static,
+) -> Result<T, RegistryHttpError> {
+    let ns = namespace(scope);
+    let f = Arc::new(f);
+    let answer = || {
+        let (agent, f, registry_ns) = (agent.clone(), f.clone(), ns.clone());
+        off_the_workers(&ns, move || {
+            let registry = agent.metadata.read().schema_registry(&registry_ns).cloned().unwrap_or_default();
+            (*f)(&*agent, &registry)
+        })
+    };
+    match answer().await {
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            agent.metadata.catch_up().await?;
+            answer().await
+        }
+        other => other,
+    }
+}
+
+/// Runs `work` (parsing, normalizing, compatibility checks: CPU for as long as their bounds
+/// allow) on the blocking pool with one of the registry's check slots ([`REGISTRY_CHECKS_MAX`]
+/// per agent, [`REGISTRY_TENANT_CHECKS_MAX`] per tenant), so the async workers stay free for
+/// other requests and one tenant cannot take every slot. A caller that goes away leaves its
+/// check to finish, holding its slot.
+async fn off_the_workers<T: Send + 'static>(
+    ns: &str,
+    work: impl FnOnce() -> Result<T, RegistryHttpError> + Send + 'static,
+) -> Result<T, RegistryHttpError> {
+    let busy = || {
+        let wait = REGISTRY_CHECK_WAIT.as_secs();
+        RegistryHttpError::new(
+            50003,
+            format!(
+                "schemas are checked at most {REGISTRY_TENANT_CHECKS_MAX} at a time per tenant and {REGISTRY_CHECKS_MAX} per agent, and no slot came free within {wait} s; retry"
+            ),
+        )
+    };
+    let waited = tokio::time::timeout(REGISTRY_CHECK_WAIT, REGISTRY_CHECKS.take(ns, 1)).await;
+    let slot = waited.ok().flatten().ok_or_else(busy)?;
+    let done = tokio::task::spawn_blocking(move || {
+        let answer = work();
+        drop(slot);
+        answer
+    })
+    .await;
+    done.map_err(|e| RegistryHttpError::new(50001, format!("checking the schema failed: {e}")))?
 }
 
 async fn propose(agent: &Agent, command: Command) -> Result<Outcome, RegistryHttpError> {
@@ -637,7 +667,7 @@ async fn referenced_by(
 }
 
 /// A schema as clients send it to register, look up or check.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SchemaBody {
     schema: String,
@@ -656,7 +686,7 @@ struct SchemaBody {
     rule_set: Option<Value>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 struct ReferenceBody {
     name: String,
     subject: String,
@@ -839,7 +869,7 @@ async fn register(
 /// `POST /subjects/{subject}/versions` does: its id and version. `normalize`: asked for with
 /// `normalize=true` (the subject's config may ask for it too).
 async fn register_schema(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     ns: &str,
     subject: &str,
     body: &SchemaBody,
@@ -847,8 +877,13 @@ async fn register_schema(
 ) -> Result<(i32, i32), RegistryHttpError> {
     let table = table_of_subject(agent, ns, subject).await?;
     for attempt in 0..=STALE_RETRIES {
-        let registry = agent.metadata.read().schema_registry(ns).cloned().unwrap_or_default();
-        let command = match registration(agent, &registry, ns, subject, body, normalize, table.as_ref())? {
+        let work = (agent.clone(), ns.to_owned(), subject.to_owned(), body.clone(), table.clone());
+        let registered = off_the_workers(ns, move || {
+            let (agent, ns, subject, body, table) = work;
+            let registry = agent.metadata.read().schema_registry(&ns).cloned().unwrap_or_default();
+            registration(&agent, &registry, &ns, &subject, &body, normalize, table.as_ref())
+        });
+        let command = match registered.await? {
             Ok(command) => command,
             Err(existing) => return Ok(existing),
         };
@@ -867,7 +902,7 @@ async fn register_schema(
 /// Registers a schema given as text with a record sent over HTTP (REST v3's `schema` field):
 /// its id, or why not.
 pub(crate) async fn register_for_produce(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     ns: &str,
     subject: &str,
     schema_type: SchemaType,
@@ -979,14 +1014,15 @@ async fn lookup(
     let flags = flags(q);
     let (deleted, normalize) = (flags.get("deleted"), flags.get("normalize"));
     let body = schema_body(&body)?;
-    ok(read_copy(&agent, &scope, |r| {
+    let ns = namespace(&scope);
+    ok(read_copy(&agent, &scope, move |_, r| {
         if !r.subjects.get(&subject).is_some_and(|s| deleted || s.latest_live().is_some()) {
             return Err(RegistryError::SubjectNotFound(subject.clone()).into());
         }
         let parsed = parse_schema(r, &body, normalize || r.normalize(Some(&subject)))?;
         let found = r.id_of(&parsed.content).and_then(|id| Some((id, r.version_of(&subject, id, deleted)?)));
         let (id, version) = found.ok_or_else(|| RegistryHttpError::new(40403, "Schema not found"))?;
-        version_json(&namespace(&scope), r, &subject, version, id)
+        version_json(&ns, r, &subject, version, id)
     })
     .await?)
 }
@@ -1029,7 +1065,7 @@ async fn delete_version(
 }
 
 async fn check(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     scope: &Scope,
     subject: &str,
     version: Option<VersionId>,
@@ -1038,19 +1074,20 @@ async fn check(
 ) -> Answer {
     authorize(agent, scope, AclOperation::Read, subject)?;
     let body = schema_body(body)?;
-    let verbose = flags.get("verbose");
-    let messages = read_copy(agent, scope, |r| {
-        let parsed = parse_schema(r, &body, flags.get("normalize") || r.normalize(Some(subject)))?;
-        let rule = rule_of(r.compatibility(Some(subject)));
+    let (verbose, normalize) = (flags.get("verbose"), flags.get("normalize"));
+    let (ns, subject) = (namespace(scope), subject.to_owned());
+    let messages = read_copy(agent, scope, move |agent, r| {
+        let parsed = parse_schema(r, &body, normalize || r.normalize(Some(&subject)))?;
+        let rule = rule_of(r.compatibility(Some(&subject)));
         let against = match version {
             Some(which) => {
-                let found = find_version(r, subject, which, false)?;
+                let found = find_version(r, &subject, which, false)?;
                 vec![found]
             }
-            None => live_versions(r, subject),
+            None => live_versions(r, &subject),
         };
         // Against the named version, else the latest or (transitive levels) every live one.
-        incompatibilities(agent, &namespace(scope), r, &parsed, &against, rule)
+        incompatibilities(agent, &ns, r, &parsed, &against, rule)
     })
     .await?;
     let mut answer = json!({ "is_compatible": messages.is_empty() });
