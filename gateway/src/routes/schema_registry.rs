@@ -268,7 +268,7 @@ async fn read_copy<T: Send + 'static>(
         let (agent, f, registry_ns) = (agent.clone(), f.clone(), ns.clone());
         off_the_workers(&ns, move || {
             let registry = agent.metadata.read().schema_registry(&registry_ns).cloned().unwrap_or_default();
-            (*f)(&*agent, &registry)
+            (*f)(&agent, &registry)
         })
     };
     match answer().await {
