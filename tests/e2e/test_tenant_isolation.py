@@ -8,6 +8,8 @@
 - Deleting a user or a tenant ends its sessions: its open Kafka connections stop being served
   within a few seconds, its API keys get 401, and a tenant created again under the same name
   is not reachable from a connection authenticated in the deleted one.
+- Another tenant's topic id is answered exactly as an id no topic has (UNKNOWN_TOPIC_ID, the id
+  echoed) by every API that takes topic ids, so a leaked id cannot be confirmed as someone's.
 
 The attacker's requests are encoded by hand on raw sockets: no client library would send a
 batch for a producer id it was not given, and a raw socket cannot reconnect (and so
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import struct
 import time
+import uuid
 
 import pytest
 import requests
@@ -573,3 +576,182 @@ def test_one_tenant_cannot_hold_every_kafka_connection_of_an_agent(floe_factory,
     finally:
         for conn in held:
             conn.close()
+
+
+# --------------------------------------------------------------------------
+# 3. another tenant's topic id is as unknown as an id no topic has
+#
+# Flexible versions (request header v2, response header v1, compact encodings), encoded with
+# helpers.kafka_wire on a raw connection that authenticated first.
+
+API_DELETE_TOPICS, API_FETCH = 20, 1
+UNKNOWN_TOPIC_ID = 100
+NIL_ID = uuid.UUID(int=0)
+
+
+def flexible_call(conn: Conn, api_key: int, version: int, body):
+    """One flexible request on `conn`: a helpers.kafka_wire Reader past the response header."""
+    from helpers.kafka_wire import Reader as WireReader, Writer
+
+    conn.correlation_id += 1
+    header = Writer().i16(api_key).i16(version).i32(conn.correlation_id)
+    header.out += kstring("e2e-isolation")
+    header.tags()
+    payload = bytes(header.out) + bytes(body.out)
+    conn.sock.sendall(struct.pack(">i", len(payload)) + payload)
+    r = conn.response(conn.correlation_id)
+    wire = WireReader(r.data)
+    wire.at = r.at
+    wire.tags()
+    return wire
+
+
+def metadata_v12(conn: Conn, topic_id: uuid.UUID = NIL_ID, name: str | None = None) -> list[tuple]:
+    """Metadata v12 naming one topic by id or name, without auto-creation:
+    [(topic id, error code, name, partition count)]."""
+    from helpers.kafka_wire import Writer
+
+    body = Writer().array([(topic_id, name)], lambda w, t: w.uuid(t[0]).string(t[1]).tags())
+    body.boolean(False).boolean(False).tags()
+    r = flexible_call(conn, API_METADATA, 12, body)
+    r.i32()  # throttle_time_ms
+    r.array(lambda r: (r.i32(), r.string(), r.i32(), r.string(), r.tags()))  # brokers
+    r.string()  # cluster_id
+    r.i32()  # controller_id
+
+    def partition(r):
+        r.i16(), r.i32(), r.i32(), r.i32()
+        for _ in range(3):  # replicas, in-sync replicas, offline replicas
+            r.array(lambda r: r.i32())
+        r.tags()
+
+    def topic(r):
+        code, name, topic_id = r.i16(), r.string(), r.uuid()
+        r.i8()  # is_internal
+        partitions = r.array(partition) or []
+        r.i32()  # topic_authorized_operations
+        r.tags()
+        return topic_id, code, name, len(partitions)
+
+    return r.array(topic)
+
+
+def fetch_v13(conn: Conn, topic_id: uuid.UUID) -> list[tuple]:
+    """Fetch v13 of partition 0 of one topic by id, without a session or a wait:
+    [(topic id, top-level error code, [(partition, error code)])]."""
+    from helpers.kafka_wire import Writer
+
+    def partition(w, index):
+        # partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
+        # partition_max_bytes
+        w.i32(index).i32(-1).i64(0).i32(-1).i64(-1).i32(1 << 20).tags()
+
+    # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch
+    body = Writer().i32(-1).i32(0).i32(1).i32(1 << 20).i8(0).i32(0).i32(-1)
+    body.array([topic_id], lambda w, t: w.uuid(t).array([0], partition).tags())
+    body.array([], None).string("").tags()  # no forgotten topics, no rack
+    r = flexible_call(conn, API_FETCH, 13, body)
+    r.i32()  # throttle_time_ms
+    error = r.i16()
+    r.i32()  # session_id
+
+    def partition_answer(r):
+        index, code = r.i32(), r.i16()
+        r.i64(), r.i64(), r.i64()  # high watermark, last stable offset, log start offset
+        r.array(lambda r: (r.i64(), r.i64(), r.tags()))  # aborted transactions
+        r.i32()  # preferred_read_replica
+        r.bytes()  # records
+        r.tags()
+        return index, code
+
+    def topic(r):
+        topic_id, partitions = r.uuid(), r.array(partition_answer)
+        r.tags()
+        return topic_id, error, partitions
+
+    return r.array(topic)
+
+
+def produce_v13(conn: Conn, topic_id: uuid.UUID) -> list[tuple]:
+    """Produce v13 (acks=all) of one batch to partition 0 of one topic by id:
+    [(topic id, [(partition, error code, error message)])]."""
+    from helpers.kafka_wire import Writer
+
+    batch = record_batch(-1, -1, -1, b"probe")
+
+    def partition(w, index):
+        w.i32(index).uvarint(len(batch) + 1)
+        w.out += batch
+        w.tags()
+
+    body = Writer().string(None).i16(-1).i32(10_000)
+    body.array([topic_id], lambda w, t: w.uuid(t).array([0], partition).tags()).tags()
+    r = flexible_call(conn, API_PRODUCE, 13, body)
+
+    def partition_answer(r):
+        index, code = r.i32(), r.i16()
+        r.i64(), r.i64(), r.i64()  # base offset, log append time, log start offset
+        r.array(lambda r: (r.i32(), r.string(), r.tags()))  # record errors
+        message = r.string()
+        r.tags()
+        return index, code, message
+
+    def topic(r):
+        topic_id, partitions = r.uuid(), r.array(partition_answer)
+        r.tags()
+        return topic_id, partitions
+
+    return r.array(topic)
+
+
+def delete_topics_v6(conn: Conn, topic_id: uuid.UUID) -> list[tuple]:
+    """DeleteTopics v6 of one topic by id: [(topic id, name, error code, error message)]."""
+    from helpers.kafka_wire import Writer
+
+    body = Writer().array([topic_id], lambda w, t: w.string(None).uuid(t).tags()).i32(10_000).tags()
+    r = flexible_call(conn, API_DELETE_TOPICS, 6, body)
+    r.i32()  # throttle_time_ms
+
+    def result(r):
+        name, topic_id, code, message = r.string(), r.uuid(), r.i16(), r.string()
+        r.tags()
+        return topic_id, name, code, message
+
+    return r.array(result)
+
+
+@pytest.mark.timeout(60)
+def test_another_tenants_topic_id_is_answered_as_an_unknown_one(secured):
+    """Issue 52: Metadata v12, Fetch v13, Produce v13 and DeleteTopics v6 naming globex's topic
+    by id answered acme with the nil id, while an id no topic has was echoed back: a leaked id
+    could be confirmed as someone's. Each API must answer both alike, each with its own id."""
+    create_topic(secured, "bob", "ledger")
+    with login(secured, "bob") as owner:
+        [(theirs, code, name, partitions)] = metadata_v12(owner, name="ledger")
+    assert (code, name, partitions) == (0, "ledger", 1) and theirs != NIL_ID
+    nowhere = uuid.uuid4()
+
+    # Each probe with the error codes its answer for one topic carries.
+    probes = {
+        metadata_v12: lambda t: [t[1]],
+        fetch_v13: lambda t: [t[1]] + [code for _, code in t[2]],
+        produce_v13: lambda t: [code for _, code, _ in t[1]],
+        delete_topics_v6: lambda t: [t[2]],
+    }
+    with login(secured, "alice") as prober:
+        for probe, codes in probes.items():
+            answers = {}
+            for sent in (theirs, nowhere):
+                topics = probe(prober, sent)
+                assert [t[0] for t in topics] == [sent], (
+                    f"{probe.__name__} naming {'globex' if sent == theirs else 'no'} topic's id {sent} was "
+                    f"answered for ids {[str(t[0]) for t in topics]}")
+                answers[sent] = [t[1:] for t in topics]
+            assert answers[theirs] == answers[nowhere], (
+                f"{probe.__name__} answers globex's topic id otherwise than an unknown one: "
+                f"{answers[theirs]} against {answers[nowhere]}")
+            assert UNKNOWN_TOPIC_ID in codes(topics[0]), f"{probe.__name__} answered {topics}"
+
+    with login(secured, "bob") as owner:
+        [(_, code, name, _)] = metadata_v12(owner, name="ledger")
+    assert (code, name) == (0, "ledger"), "acme's DeleteTopics by id reached globex's topic"

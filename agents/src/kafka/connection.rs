@@ -21,7 +21,7 @@ use super::connections::Admitted;
 use super::dispatch::{self, Caller, Extras, Reply};
 use super::error_code;
 use super::frame;
-use super::resources::{self, Refused};
+use super::resources::{self, Refused, TopicIdAliases};
 use super::sasl::{Admission, Principal, Session, Verdict};
 use crate::Agent;
 use crate::access::Access;
@@ -81,6 +81,8 @@ struct Finish {
     throttle: std::time::Duration,
     /// The caller and what the authorizer took out of its request.
     refused: Option<(Access, Refused)>,
+    /// The aliases its request's walk gave other tenants' topic ids, answered as the client's.
+    aliases: TopicIdAliases,
     /// The fetch session this Fetch continues or opens.
     fetch_session: Option<Ticket>,
 }
@@ -394,10 +396,11 @@ async fn start(
     }
     let scoped = match &finish.namespace {
         Some(ns) => resources::scope_request(ns, &agent.metadata.read(), header.request_api_version, &mut request),
-        None => Ok(()),
+        None => Ok(TopicIdAliases::default()),
     };
     let reply = match scoped {
-        Ok(()) => {
+        Ok(aliases) => {
+            finish.aliases = aliases;
             let tenant = finish.namespace.as_ref().map(Namespace::key);
             let caller = Caller { principal, access: access.as_ref(), peer, tenant };
             dispatch::start(agent, header, request, &caller, &mut connection.lane).await
@@ -510,7 +513,7 @@ async fn write_responses(
         };
         let finish = request.finish;
         if let Some(ns) = &finish.namespace {
-            resources::unscope_answer(ns, &mut response);
+            resources::unscope_answer(ns, &finish.aliases, &mut response);
         }
         if let Some((access, refused)) = finish.refused {
             resources::complete_answer(

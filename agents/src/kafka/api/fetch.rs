@@ -243,6 +243,7 @@ impl Resources for FetchRequest {
 
     fn walk_answer(response: &mut FetchResponse, walk: &AnswerWalk<'_>) {
         walk.names(&mut response.responses, |t| &mut t.topic.0);
+        walk.topic_ids(&mut response.responses, |t| &mut t.topic_id);
     }
 
     fn answer_refused(response: &mut FetchResponse, refused: Refused) {

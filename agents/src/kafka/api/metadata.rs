@@ -176,6 +176,7 @@ impl Resources for MetadataRequest {
 
     fn walk_answer(response: &mut MetadataResponse, walk: &AnswerWalk<'_>) {
         walk.listed(&mut response.topics, Res::Topic, |t| t.name.as_mut().map(|n| &mut n.0));
+        walk.topic_ids(&mut response.topics, |t| &mut t.topic_id);
     }
 
     fn answer_refused(response: &mut MetadataResponse, refused: Refused) {

@@ -296,6 +296,7 @@ impl Resources for ProduceRequest {
 
     fn walk_answer(response: &mut ProduceResponse, walk: &AnswerWalk<'_>) {
         walk.names(&mut response.responses, |t| &mut t.name.0);
+        walk.topic_ids(&mut response.responses, |t| &mut t.topic_id);
     }
 
     fn answer_refused(response: &mut ProduceResponse, refused: Refused) {

@@ -175,6 +175,21 @@ impl Caller {
         }
     }
 
+    /// Whether `topic_id` names a topic the caller can know: one of its tenant's. Another
+    /// tenant's is as unknown as an id no topic has.
+    fn knows(&self, state: &floe_metadata::State, topic_id: TopicId) -> bool {
+        state.topics.get(&topic_id).is_some_and(|t| self.namespace.as_ref().is_none_or(|ns| ns.owns(&t.name)))
+    }
+
+    /// The id a request acts on for `topic_id`, which the member's share session holds as the
+    /// client sent it: the same id, or for another tenant's topic a fresh id no topic has, so
+    /// the coordinator and the read answer it exactly as an id that exists nowhere. Fresh at
+    /// every request, as the `resources` walk gives other requests' ids their aliases.
+    fn acting_id(&self, state: &floe_metadata::State, topic_id: TopicId) -> TopicId {
+        let theirs = state.topics.contains_key(&topic_id) && !self.knows(state, topic_id);
+        if theirs { super::super::resources::unknown_topic_id(state, |_| false) } else { topic_id }
+    }
+
     /// Whether the caller may read `topic_id` (an unknown id is left for the handler to answer).
     fn may_read(&self, state: &floe_metadata::State, topic_id: TopicId) -> bool {
         let Some(topic) = state.topics.get(&topic_id) else { return true };
@@ -215,7 +230,38 @@ async fn share_work(agent: &Agent, work: ShareWork) -> Result<ShareWorkResult, G
 
 #[cfg(test)]
 mod tests {
+    use floe_metadata::{Command, Namespace, State};
+
     use super::*;
+
+    /// Issue 52: a share session holds the ids its client sent, and another tenant's was
+    /// refused as a topic the caller may not read (TOPIC_AUTHORIZATION_FAILED) where an id no
+    /// topic has went to the coordinator and came back unknown: the two were told apart. Now the
+    /// request acts on another tenant's id as on an unknown one.
+    #[test]
+    fn another_tenants_topic_id_is_acted_on_as_an_unknown_one() {
+        let (mine, theirs, nowhere) = (TopicId::from_u128(0x11), TopicId::from_u128(0x22), TopicId::from_u128(0x33));
+        let mut state = State::default();
+        let _ = state.apply(1, Command::InitCluster { cluster_id: "c".into() });
+        for (index, tenant) in [(2, "acme"), (3, "globex")] {
+            state.apply(index, Command::CreateTenant { name: tenant.into(), now_ms: 0 }).expect("tenant");
+        }
+        for (index, (name, topic_id)) in [(4, ("acme#1~orders", mine)), (5, ("globex#2~orders", theirs))] {
+            let create =
+                Command::CreateTopic { name: name.into(), topic_id, partition_count: 1, configs: Default::default() };
+            state.apply(index, create).expect("topic created");
+        }
+        let caller = Caller { owner: "acme/alice".into(), access: None, namespace: Some(Namespace::of("acme#1")) };
+        assert!(caller.knows(&state, mine));
+        assert!(!caller.knows(&state, theirs), "acknowledgements of it are answered UNKNOWN_TOPIC_ID");
+        assert!(!caller.knows(&state, nowhere));
+        assert_eq!(caller.acting_id(&state, mine), mine);
+        assert_eq!(caller.acting_id(&state, nowhere), nowhere);
+        let acted = caller.acting_id(&state, theirs);
+        assert!(!state.topics.contains_key(&acted), "the coordinator and the read find no topic for it");
+        assert!(caller.may_read(&state, acted), "it goes to the coordinator, as an unknown id does");
+        assert!(caller.may_read(&state, nowhere));
+    }
 
     #[test]
     fn acknowledgement_types_apply_to_a_range_or_offset_by_offset() {

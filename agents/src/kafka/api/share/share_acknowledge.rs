@@ -52,7 +52,7 @@ async fn share_acknowledge(
                     (t.topic_id, p.partition_index, batches)
                 })
             }),
-            |t| state.topics.contains_key(&t),
+            |t| caller.knows(&state, t),
         )
     };
     let work = ShareWork {
@@ -111,7 +111,9 @@ impl Resources for ShareAcknowledgeRequest {
         Ok(())
     }
 
-    fn walk_answer(_response: &mut ShareAcknowledgeResponse, _walk: &AnswerWalk<'_>) {}
+    fn walk_answer(response: &mut ShareAcknowledgeResponse, walk: &AnswerWalk<'_>) {
+        walk.topic_ids(&mut response.responses, |t| &mut t.topic_id);
+    }
 
     fn answer_refused(response: &mut ShareAcknowledgeResponse, refused: Refused) {
         response.responses.extend(refused.topics.into_iter().map(|t| {

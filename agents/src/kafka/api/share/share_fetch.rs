@@ -33,6 +33,9 @@ const RETRY_EVERY: Duration = Duration::from_millis(250);
 /// Reads one partition's acquired records may take.
 const READ_ROUNDS_MAX: usize = 64;
 
+/// A session partition as the client names it, and as this request acts on it.
+type Acting = (SharePartitionRef, SharePartitionRef);
+
 /// One partition's answer before it goes on the wire.
 struct Served {
     records: Bytes,
@@ -176,16 +179,21 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) 
                     (t.topic_id, p.partition_index, batches)
                 })
             }),
-            |t| state.topics.contains_key(&t),
+            |t| caller.knows(&state, t),
         );
-        // The session's partitions the caller may read now.
-        let (partitions, unreadable): (Vec<SharePartitionRef>, Vec<SharePartitionRef>) =
-            turn.partitions.iter().partition(|(t, _)| caller.may_read(&state, *t));
+        // The session's partitions the caller may read now, each as the client names it and as
+        // this request acts on it (`Caller::acting_id`).
+        let (partitions, unreadable): (Vec<Acting>, Vec<Acting>) = turn
+            .partitions
+            .iter()
+            .map(|&(t, p)| ((t, p), (caller.acting_id(&state, t), p)))
+            .partition(|(_, (acted, _))| caller.may_read(&state, *acted));
         (acks, partitions, unreadable)
     };
+    let acting: Vec<SharePartitionRef> = partitions.iter().map(|(_, acted)| *acted).collect();
     let read_committed = read_committed(agent, &group);
     let max_records = if request.max_records > 0 { request.max_records } else { MAX_RECORDS_DEFAULT };
-    let per_partition = i64::from(max_records) / i64::try_from(partitions.len().max(1)).unwrap_or(1);
+    let per_partition = i64::from(max_records) / i64::try_from(acting.len().max(1)).unwrap_or(1);
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
     let mut work = ShareWork {
@@ -194,13 +202,13 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) 
         unsent: Vec::new(),
         acknowledgements: acks.work.clone(),
         release_all: turn.closing,
-        acquire: partitions.clone(),
+        acquire: acting.clone(),
         max_records: per_partition.max(1),
         read_committed,
     };
-    let waiter = (!wait.is_zero() && !partitions.is_empty()).then(|| {
+    let waiter = (!wait.is_zero() && !acting.is_empty()).then(|| {
         let state = agent.metadata.read();
-        agent.wakeups.wait_on(&state, partitions.clone())
+        agent.wakeups.wait_on(&state, acting.clone())
     });
     let mut ack_results: Option<Vec<_>> = None;
     let acquired = loop {
@@ -233,10 +241,12 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) 
     let mut gaps = Vec::new();
     let mut unsent = Vec::new();
     let mut sent_any = false;
-    for (p, acquired) in partitions.iter().zip(acquired) {
+    // Answered as the client names them; read as acted on (the same id but for another
+    // tenant's, which acquires nothing).
+    for ((named, p), acquired) in partitions.iter().zip(acquired) {
         let mut data = PartitionData::default()
             .with_partition_index(p.1)
-            .with_acknowledge_error_code(ack_error.remove(p).unwrap_or(0))
+            .with_acknowledge_error_code(ack_error.remove(named).unwrap_or(0))
             .with_records(Some(Bytes::new()));
         match acquired {
             Err(e) => data = data.with_error_code(for_group(&e).code()),
@@ -277,9 +287,9 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) 
                 }
             },
         }
-        by_topic.entry(p.0).or_default().push(data);
+        by_topic.entry(named.0).or_default().push(data);
     }
-    for (t, p) in unreadable {
+    for ((t, p), _) in unreadable {
         by_topic.entry(t).or_default().push(
             PartitionData::default()
                 .with_partition_index(p)
@@ -330,15 +340,14 @@ impl Resources for ShareFetchRequest {
         if let Some(group) = self.group_id.as_mut() {
             walk.one(Op::Read, Res::Group, &mut group.0).map_err(refused)?;
         }
-        walk.topics(
+        // The session keeps these ids across requests, so they stay as the client sent them
+        // (forgotten ones too); the handler acts on another tenant's as on an unknown id.
+        walk.held_topics(
             &mut self.topics,
             Op::Read,
             |t| TopicRef { name: None, id: Some(&mut t.topic_id) },
             |t| t.partitions.iter().map(|p| p.partition_index).collect(),
         );
-        for t in &mut self.forgotten_topics_data {
-            walk.mention(TopicRef { name: None, id: Some(&mut t.topic_id) });
-        }
         Ok(())
     }
 

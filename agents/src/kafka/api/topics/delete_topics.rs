@@ -66,6 +66,7 @@ impl Resources for DeleteTopicsRequest {
 
     fn walk_answer(response: &mut DeleteTopicsResponse, walk: &AnswerWalk<'_>) {
         response.responses.iter_mut().filter_map(|t| t.name.as_mut()).for_each(|n| walk.name(&mut n.0));
+        walk.topic_ids(&mut response.responses, |t| &mut t.topic_id);
     }
 
     fn answer_refused(response: &mut DeleteTopicsResponse, refused: Refused) {
