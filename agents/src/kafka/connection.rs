@@ -5,15 +5,27 @@
 //! they arrived, so a slow long-poll Fetch is never overtaken on its connection. At most
 //! [`CONNECTION_REQUESTS_IN_FLIGHT_MAX`] requests are in flight; past that the reader waits.
 //! Any framing or decoding error closes this connection only.
+//!
+//! Memory: a connection that is not reading a request or writing a response holds no buffer
+//! ([`FrameReader`], [`ResponseWriter`]). What stays is its two tasks (the reader's future holds
+//! the largest request handler's state, a few KiB; the writer's about one KiB), the in-flight
+//! queue's first block (32 boxed slots, 256 bytes), its SASL session and the listener's entries:
+//! by the types, about 8 KiB, so 10,000 idle unauthenticated connections take about 80 MB, not
+//! counting the kernel's socket buffers (estimated, not measured). Before issue 52 each
+//! connection also held a zeroed 64 KiB read buffer, a 64 KiB write buffer and a 10 KiB queue
+//! block (32 unboxed `InFlight` of about 320 bytes) from its first byte on, about 140 KiB: 1.4 GB
+//! for 10,000. The process keeps freed memory for reuse rather than giving it back (`heap.rs`
+//! in the binary: up to 256 MiB free at the top of each glibc heap), so RSS after a burst of
+//! connections stays near its peak; the lower peak is what this bounds.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use floe_metadata::Namespace;
 use kafka_protocol::messages::{ApiKey, FetchResponse, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::api::groups::CommitLane;
@@ -54,8 +66,15 @@ pub enum ConnectionError {
     Io(#[from] std::io::Error),
 }
 
-/// Read buffer of one connection.
-const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Most bytes one read of the socket (or of the TLS layer) takes: many small pipelined requests
+/// arrive in one read rather than two reads each.
+const READ_BYTES_MAX: usize = 64 * 1024;
+/// Fewest bytes room is made for when a frame's next bytes are read: a small request and the
+/// length prefix of the one behind it fit in one read.
+const READ_BYTES_MIN: usize = 4 * 1024;
+/// Responses smaller than this are gathered and written together; larger ones (a Fetch's
+/// records) are written as their own parts.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 struct InFlight {
     started: std::time::Instant,
@@ -115,10 +134,9 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (reader, writer) = tokio::io::split(stream);
-    // Frames are read as a 4-byte length and then the body: buffered, that is one read of the
-    // socket (or of the TLS layer) for many small requests rather than two each.
-    let reader = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, reader);
-    let (in_flight, queue) = mpsc::channel(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
+    let reader = FrameReader::new(reader);
+    // Boxed, so the queue's blocks (32 slots each, the first made with the queue) stay small.
+    let (in_flight, queue) = mpsc::channel::<Box<InFlight>>(CONNECTION_REQUESTS_IN_FLIGHT_MAX);
     let holds = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writer = tokio::spawn(write_responses(agent.clone(), writer, queue, holds.clone()));
     let mut sasl = agent.config.sasl.clone().map(Session::new);
@@ -157,26 +175,122 @@ impl ConnectionError {
     }
 }
 
-async fn read_frame(reader: &mut (impl AsyncRead + Unpin), bytes_max: usize) -> Result<Option<Bytes>, ConnectionError> {
-    let length = match reader.read_i32().await {
-        Ok(length) => i64::from(length),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    if length > bytes_max as i64 && bytes_max < FRAME_BYTES_MAX {
-        return Err(ConnectionError::FrameBeforeAuthentication(length, bytes_max));
+/// The read side of a connection: request frames, in a buffer that exists only while a frame is
+/// under way. A connection waiting for its next request holds no read buffer (the first bytes
+/// are waited for in four bytes of its task), and a frame's buffer grows as its bytes arrive, by
+/// at most [`READ_BYTES_MAX`] a read, so a client announcing a large frame and sending nothing
+/// pins only what it sent. A frame is a slice of that buffer: it is freed when the request (and
+/// whatever keeps its records) is done with it.
+struct FrameReader<R> {
+    inner: R,
+    /// Bytes read and not yet returned in a frame: the frame under way and what arrived behind
+    /// it. Without an allocation whenever it is empty.
+    pending: BytesMut,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    fn new(inner: R) -> Self {
+        Self { inner, pending: BytesMut::new() }
     }
-    if !(8..=FRAME_BYTES_MAX as i64).contains(&length) {
-        return Err(ConnectionError::FrameSize(length));
+
+    /// The next frame, without its length prefix; `None` when the client closed the connection
+    /// between frames. A frame longer than `bytes_max` (below [`FRAME_BYTES_MAX`] before
+    /// authentication) closes the connection.
+    async fn read_frame(&mut self, bytes_max: usize) -> Result<Option<Bytes>, ConnectionError> {
+        if self.pending.is_empty() {
+            let mut first = [0u8; 4];
+            let read = self.inner.read(&mut first).await?;
+            if read == 0 {
+                return Ok(None);
+            }
+            self.pending.reserve(READ_BYTES_MIN);
+            self.pending.extend_from_slice(&first[..read]);
+        }
+        while self.pending.len() < 4 {
+            if !self.fill(4).await? {
+                // Closed inside a length prefix, as when between frames.
+                return Ok(None);
+            }
+        }
+        let prefix = [self.pending[0], self.pending[1], self.pending[2], self.pending[3]];
+        let length = i64::from(i32::from_be_bytes(prefix));
+        if length > bytes_max as i64 && bytes_max < FRAME_BYTES_MAX {
+            return Err(ConnectionError::FrameBeforeAuthentication(length, bytes_max));
+        }
+        if !(8..=FRAME_BYTES_MAX as i64).contains(&length) {
+            return Err(ConnectionError::FrameSize(length));
+        }
+        let end = 4 + length as usize;
+        while self.pending.len() < end {
+            if !self.fill(end).await? {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            }
+        }
+        self.pending.advance(4);
+        let frame = self.pending.split_to(end - 4).freeze();
+        if self.pending.is_empty() {
+            // The buffer goes with the frame; the next one gets its own when its bytes come.
+            self.pending = BytesMut::new();
+        }
+        Ok(Some(frame))
     }
-    // Grow the buffer as bytes arrive, so a client announcing a large frame and sending nothing
-    // does not pin that much memory.
-    let mut frame = Vec::with_capacity((length as usize).min(64 * 1024));
-    let read = reader.take(length as u64).read_to_end(&mut frame).await?;
-    if read as i64 != length {
-        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+
+    /// One read toward `end` bytes pending, after making room if there is none: what is
+    /// missing, at least [`READ_BYTES_MIN`] and at most [`READ_BYTES_MAX`]. `false` at the end
+    /// of the stream.
+    async fn fill(&mut self, end: usize) -> std::io::Result<bool> {
+        if self.pending.capacity() == self.pending.len() {
+            let missing = end.saturating_sub(self.pending.len());
+            self.pending.reserve(missing.clamp(READ_BYTES_MIN, READ_BYTES_MAX));
+        }
+        Ok(self.inner.read_buf(&mut self.pending).await? > 0)
     }
-    Ok(Some(Bytes::from(frame)))
+}
+
+/// The write side of a connection: small responses gathered into one write, in a buffer that
+/// exists from the first response of a burst to the flush that ends it (before every wait), so
+/// a connection with nothing to send holds no write buffer. A response of
+/// [`WRITE_BUFFER_BYTES`] or more is written as its own parts, with vectored writes.
+struct ResponseWriter<W> {
+    inner: W,
+    buffered: Vec<u8>,
+}
+
+impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
+    fn new(inner: W) -> Self {
+        Self { inner, buffered: Vec::new() }
+    }
+
+    /// Sends `frame` after the responses before it: buffered if small, else at once.
+    async fn write(&mut self, mut frame: frame::ResponseFrame) -> std::io::Result<()> {
+        let bytes = frame.remaining();
+        if self.buffered.len() + bytes > WRITE_BUFFER_BYTES {
+            self.write_buffered().await?;
+        }
+        if bytes >= WRITE_BUFFER_BYTES {
+            return self.inner.write_all_buf(&mut frame).await;
+        }
+        if self.buffered.capacity() == 0 {
+            self.buffered.reserve_exact(WRITE_BUFFER_BYTES);
+        }
+        bytes::BufMut::put(&mut self.buffered, frame);
+        Ok(())
+    }
+
+    /// Writes what is buffered, flushes, and gives the buffer up.
+    async fn flush(&mut self) -> std::io::Result<()> {
+        self.write_buffered().await?;
+        self.buffered = Vec::new();
+        self.inner.flush().await
+    }
+
+    async fn write_buffered(&mut self) -> std::io::Result<()> {
+        if !self.buffered.is_empty() {
+            self.inner.write_all(&self.buffered).await?;
+            self.buffered.clear();
+        }
+        Ok(())
+    }
 }
 
 /// A request frame after decoding.
@@ -216,8 +330,8 @@ pub fn decode_request(mut frame: Bytes, extras: Extras) -> Result<Decoded, Conne
 
 async fn read_requests(
     agent: &Arc<Agent>,
-    mut reader: impl AsyncRead + Unpin,
-    in_flight: mpsc::Sender<InFlight>,
+    mut reader: FrameReader<impl AsyncRead + Unpin>,
+    in_flight: mpsc::Sender<Box<InFlight>>,
     mut connection: Connection,
     sasl: &mut Option<Session>,
     admitted: &Admitted,
@@ -242,7 +356,7 @@ async fn read_requests(
             let timeout = limits.authentication_timeout;
             (limits.unauthenticated_frame_bytes_max, authenticate_by, ConnectionError::AuthenticationTimeout(timeout))
         };
-        let frame = match tokio::time::timeout_at(read_by, read_frame(&mut reader, bytes_max)).await {
+        let frame = match tokio::time::timeout_at(read_by, reader.read_frame(bytes_max)).await {
             Ok(frame) => frame?,
             Err(_) => return Err(timed_out),
         };
@@ -267,7 +381,7 @@ async fn read_requests(
                 let holds_before = connection.holds.load(std::sync::atomic::Ordering::Relaxed);
                 let request =
                     InFlight { started, holds_before, request_bytes, correlation_id, api_key, version, reply, finish };
-                let _ = in_flight.send(request).await;
+                let _ = in_flight.send(Box::new(request)).await;
                 continue;
             }
         };
@@ -322,7 +436,7 @@ async fn read_requests(
         let holds_before = connection.holds.load(std::sync::atomic::Ordering::Relaxed);
         let in_flight_request =
             InFlight { started, holds_before, request_bytes, correlation_id, api_key, version, reply, finish };
-        if in_flight.send(in_flight_request).await.is_err() || close {
+        if in_flight.send(Box::new(in_flight_request)).await.is_err() || close {
             return Ok(());
         }
     }
@@ -466,20 +580,20 @@ fn meter_response(agent: &Agent, tenant: &str, response: &ResponseKind) {
 async fn write_responses(
     agent: Arc<Agent>,
     writer: impl AsyncWrite + Unpin,
-    mut queue: mpsc::Receiver<InFlight>,
+    mut queue: mpsc::Receiver<Box<InFlight>>,
     holds: Arc<std::sync::atomic::AtomicU64>,
 ) {
-    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    let mut writer = ResponseWriter::new(writer);
     loop {
         let request = match queue.try_recv() {
-            Ok(request) => request,
+            Ok(request) => *request,
             Err(mpsc::error::TryRecvError::Disconnected) => break,
             Err(mpsc::error::TryRecvError::Empty) => {
                 if writer.flush().await.is_err() {
                     return;
                 }
                 match queue.recv().await {
-                    Some(request) => request,
+                    Some(request) => *request,
                     None => break,
                 }
             }
@@ -544,7 +658,7 @@ async fn write_responses(
             let nanos = u64::try_from(throttle.as_nanos()).unwrap_or(u64::MAX);
             holds.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
         }
-        let mut frame = match frame::encode(request.correlation_id, request.api_key, request.version, response) {
+        let frame = match frame::encode(request.correlation_id, request.api_key, request.version, response) {
             Ok(frame) => frame,
             Err(e) => {
                 tracing::error!(api = ?request.api_key, error = %e, "cannot encode response; closing connection");
@@ -552,8 +666,8 @@ async fn write_responses(
             }
         };
         crate::metrics::REQUEST_BYTES.with_label_values(&[&api]).inc_by(request.request_bytes);
-        crate::metrics::RESPONSE_BYTES.with_label_values(&[&api]).inc_by(bytes::Buf::remaining(&frame) as u64);
-        if writer.write_all_buf(&mut frame).await.is_err() {
+        crate::metrics::RESPONSE_BYTES.with_label_values(&[&api]).inc_by(frame.remaining() as u64);
+        if writer.write(frame).await.is_err() {
             return;
         }
         // Quota holds (its own, and those of earlier responses it waited behind) are the tenant's
@@ -566,3 +680,6 @@ async fn write_responses(
     }
     let _ = writer.flush().await;
 }
+
+#[cfg(test)]
+mod tests;
