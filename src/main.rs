@@ -10,6 +10,7 @@ mod cmd;
 mod config;
 #[expect(unsafe_code, reason = "mallopt, once at start; see heap.rs")]
 mod heap;
+mod log_limits;
 mod memory;
 mod metrics;
 
@@ -17,6 +18,9 @@ mod metrics;
 static ALLOCATOR: alloc::LazyHugeAllocator = alloc::LazyHugeAllocator;
 
 fn main() -> anyhow::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     heap::keep_freed_buffers();
     let cli = config::parse()?;
     let log_format = match &cli.command {
@@ -33,9 +37,13 @@ fn main() -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Other crates' warnings and errors are limited per call site, as Floe's own client-caused
+    // lines are (log_limits.rs).
     match log_format {
-        cli::LogFormat::Text => logs.init(),
-        cli::LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
+        cli::LogFormat::Text => logs.finish().with(log_limits::layer()).init(),
+        cli::LogFormat::Json => {
+            logs.json().flatten_event(true).with_current_span(false).finish().with(log_limits::layer()).init()
+        }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {

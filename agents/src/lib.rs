@@ -13,6 +13,7 @@ pub mod kafka;
 pub mod limits;
 pub mod links;
 pub mod load;
+pub mod log_limit;
 pub mod membership;
 pub mod metrics;
 pub mod produce;

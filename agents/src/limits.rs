@@ -29,6 +29,15 @@ pub const SEQUENCE_HOLD_DURATION: Duration = Duration::from_secs(300);
 /// producer partition with Kafka's unguarded rule for a first sequence.
 pub const SEQUENCE_HOLD_COUNT_MAX: usize = 100_000;
 
+/// Lines one rate-limited log call site (`log_limited!`) writes at once. A client that can make
+/// a line per connection or request could otherwise write as many as it opens: a 15-second
+/// HTTP/2 rapid-reset flood wrote 48,000 (issue 52). Twenty keeps every line of an ordinary
+/// incident.
+pub const LOG_LINES_BURST: u32 = 20;
+/// How often a rate-limited call site earns one more line, up to [`LOG_LINES_BURST`]: a flood
+/// writes one line a second per call site, each counting what it stood for.
+pub const LOG_LINE_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Longest long-poll a Fetch may ask for; longer `max_wait_ms` values are clamped.
 pub const FETCH_WAIT_MAX: Duration = Duration::from_secs(60);
 /// Largest Fetch response body, whatever `max_bytes` asks for (Kafka's `fetch.max.bytes`).

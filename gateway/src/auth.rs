@@ -107,7 +107,11 @@ pub(crate) async fn require_api_key(
     if let Some(wait) = agent.auth_failures.blocked(peer.ip(), now) {
         // Refused without checking the key: guessing gains nothing here.
         let secs = wait.as_secs().max(1);
-        tracing::info!(%peer, "HTTP request refused: too many failed authentications from this address");
+        floe_agent::log_limited!(
+            tracing::Level::INFO,
+            %peer,
+            "HTTP request refused: too many failed authentications from this address"
+        );
         return HttpError::new(StatusCode::TOO_MANY_REQUESTS, floe_auth::AuthError::TooManyFailures(secs).to_string())
             .with_retry_after(secs)
             .into_response();
@@ -119,7 +123,12 @@ pub(crate) async fn require_api_key(
         }
         None => {
             agent.auth_failures.record_failure(peer.ip(), now);
-            tracing::info!(%peer, path = %request.uri().path(), "HTTP request with a missing or invalid API key");
+            floe_agent::log_limited!(
+                tracing::Level::INFO,
+                %peer,
+                path = %request.uri().path(),
+                "HTTP request with a missing or invalid API key"
+            );
             tokio::time::sleep(FAILURE_DELAY).await;
             let mut response =
                 HttpError::new(StatusCode::UNAUTHORIZED, "a valid API key is required (Authorization: Bearer <key>)")

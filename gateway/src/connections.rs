@@ -128,7 +128,7 @@ impl LimitedListener {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors, most often: wait rather than spin.
-                    tracing::warn!(error = %e, "HTTP accept failed");
+                    floe_agent::log_limited!(tracing::Level::WARN, error = %e, "HTTP accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

@@ -148,7 +148,7 @@ where
     };
     match &closed {
         Ok(()) => tracing::debug!(%peer, "connection closed by client"),
-        Err(e) => tracing::info!(%peer, error = %e, "closing connection"),
+        Err(e) => crate::log_limited!(tracing::Level::INFO, %peer, error = %e, "closing connection"),
     }
     if let Some(reason) = closed.as_ref().err().and_then(ConnectionError::limit) {
         crate::metrics::CONNECTIONS_CLOSED.with_label_values(&[reason]).inc();
@@ -158,7 +158,7 @@ where
     if sasl.as_ref().is_some_and(Session::exchange_pending) {
         crate::metrics::AUTHENTICATIONS.with_label_values(&["failed"]).inc();
         agent.auth_failures.record_failure(peer.ip(), std::time::Instant::now());
-        tracing::info!(%peer, "SASL exchange abandoned before its last step");
+        crate::log_limited!(tracing::Level::INFO, %peer, "SASL exchange abandoned before its last step");
     }
     let _ = writer.await;
 }
@@ -619,7 +619,12 @@ async fn write_responses(
                 match handle.await {
                     Ok(response) => response,
                     Err(e) => {
-                        tracing::error!(api = ?request.api_key, error = %e, "request handler failed; closing connection");
+                        crate::log_limited!(
+                            tracing::Level::ERROR,
+                            api = ?request.api_key,
+                            error = %e,
+                            "request handler failed; closing connection"
+                        );
                         return;
                     }
                 }
@@ -661,7 +666,12 @@ async fn write_responses(
         let frame = match frame::encode(request.correlation_id, request.api_key, request.version, response) {
             Ok(frame) => frame,
             Err(e) => {
-                tracing::error!(api = ?request.api_key, error = %e, "cannot encode response; closing connection");
+                crate::log_limited!(
+                    tracing::Level::ERROR,
+                    api = ?request.api_key,
+                    error = %e,
+                    "cannot encode response; closing connection"
+                );
                 return;
             }
         };

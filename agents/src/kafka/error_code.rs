@@ -108,7 +108,7 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         CommandError::InvalidLink(_) => ResponseError::InvalidRequest,
         // This agent's metadata certificate does not allow the command: a deployment fault.
         CommandError::NotAuthorized(_) => {
-            tracing::error!(error = %error, "the metadata port refused this agent's command");
+            crate::log_limited!(tracing::Level::ERROR, error = %error, "the metadata port refused this agent's command");
             ResponseError::ClusterAuthorizationFailed
         }
         CommandError::InvalidCommit(_)
@@ -122,7 +122,7 @@ pub(super) fn for_command(error: &CommandError) -> ResponseError {
         | CommandError::CredentialNotFound(_)
         | CommandError::Registry(_)
         | CommandError::TableConflict(_) => {
-            tracing::error!(error = %error, "metadata rejected an agent command");
+            crate::log_limited!(tracing::Level::ERROR, error = %error, "metadata rejected an agent command");
             ResponseError::UnknownServerError
         }
     }
@@ -132,7 +132,7 @@ pub(super) fn for_group(error: &GroupError) -> ResponseError {
     match error {
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
         GroupError::CoordinatorNotAvailable(why) => {
-            tracing::warn!(why = %why, "group coordinator not available");
+            crate::log_limited!(tracing::Level::WARN, why = %why, "group coordinator not available");
             ResponseError::CoordinatorNotAvailable
         }
         GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
@@ -174,7 +174,7 @@ pub(super) fn for_fetch(error: &FetchError) -> ResponseError {
         FetchError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
         FetchError::Storage(_) => ResponseError::KafkaStorageError,
         FetchError::CorruptStoredBatch(_) => {
-            tracing::error!(error = %error, "stored data failed to parse");
+            crate::log_limited!(tracing::Level::ERROR, error = %error, "stored data failed to parse");
             ResponseError::KafkaStorageError
         }
     }

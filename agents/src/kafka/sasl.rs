@@ -199,7 +199,7 @@ impl Session {
     ) -> (SaslAuthenticateResponse, Verdict) {
         crate::metrics::AUTHENTICATIONS.with_label_values(&["failed"]).inc();
         // Logged without saying whether the user exists or the password was wrong.
-        tracing::info!(%peer, error = %error, "SASL authentication failed");
+        crate::log_limited!(tracing::Level::INFO, %peer, error = %error, "SASL authentication failed");
         let response = SaslAuthenticateResponse::default()
             .with_error_code(ResponseError::SaslAuthenticationFailed.code())
             .with_error_message(Some(StrBytes::from_string(error.to_string())));

@@ -57,8 +57,10 @@ pub async fn run(
                             };
                             match handshake {
                                 Ok(Ok(stream)) => super::connection::serve(agent, stream, peer, admitted).await,
-                                Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
-                                Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
+                                Ok(Err(e)) => {
+                                    crate::log_limited!(tracing::Level::INFO, %peer, error = %e, "TLS handshake failed")
+                                }
+                                Err(_) => crate::log_limited!(tracing::Level::INFO, %peer, "TLS handshake timed out"),
                             }
                         }
                     }
@@ -66,7 +68,7 @@ pub async fn run(
             }
             Err(e) => {
                 // Usually a file-descriptor limit: back off briefly instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
+                crate::log_limited!(tracing::Level::WARN, error = %e, "accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }

@@ -192,7 +192,12 @@ impl SequenceHolds {
                 && let Some(oldest) = self.holds.iter().min_by_key(|(_, h)| h.since).map(|(k, _)| *k)
             {
                 let (producer_id, topic_partition) = oldest;
-                tracing::warn!(producer_id, ?topic_partition, "sequence holds are full; dropping the oldest");
+                crate::log_limited!(
+                    tracing::Level::WARN,
+                    producer_id,
+                    ?topic_partition,
+                    "sequence holds are full; dropping the oldest"
+                );
                 self.holds.remove(&oldest);
             }
         }

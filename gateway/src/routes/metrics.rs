@@ -41,7 +41,7 @@ pub(crate) fn bare_router() -> Router {
     PROCESS.call_once(|| {
         let registered = super::process::ProcessMetrics::new().and_then(|m| prometheus::register(Box::new(m)));
         if let Err(e) = registered {
-            tracing::warn!(error = %e, "process metrics unavailable");
+            floe_agent::log_limited!(tracing::Level::WARN, error = %e, "process metrics unavailable");
         }
     });
     Router::new().route("/metrics", get(metrics))

@@ -88,7 +88,12 @@ pub(crate) async fn require_operator(
         return next.run(request).await;
     }
     agent.auth_failures.record_failure(peer.ip(), now);
-    tracing::warn!(%peer, path = %request.uri().path(), "operator API request without the operator token");
+    floe_agent::log_limited!(
+        tracing::Level::WARN,
+        %peer,
+        path = %request.uri().path(),
+        "operator API request without the operator token"
+    );
     tokio::time::sleep(crate::auth::FAILURE_DELAY).await;
     HttpError::new(StatusCode::UNAUTHORIZED, "the operator token is required (Authorization: Bearer <token>)")
         .into_response()

@@ -31,7 +31,11 @@ async fn fetch_offsets(
             Err(e) => e.to_string(),
         };
         if tokio::time::Instant::now() + CONFIRMED_READ_RETRY_PAUSE >= deadline {
-            tracing::warn!(why, "committed offsets not confirmed by a metadata leader in time");
+            crate::log_limited!(
+                tracing::Level::WARN,
+                why,
+                "committed offsets not confirmed by a metadata leader in time"
+            );
             return groups.iter().map(|_| Err(ResponseError::CoordinatorLoadInProgress)).collect();
         }
         tracing::debug!(why, "committed offsets not confirmed by a metadata leader yet; asking again");

@@ -311,7 +311,7 @@ async fn share_fetch(agent: &Agent, request: ShareFetchRequest, caller: Caller) 
             ShareWork { group_id: group.clone(), member_id: member.clone(), unsent, ..ShareWork::default() };
         if let Err(e) = share_work(agent, give_back).await {
             // Their locks still pass; they are redelivered then, one delivery counted too many.
-            tracing::warn!(error = %e, "returning unsent share records");
+            crate::log_limited!(tracing::Level::WARN, error = %e, "returning unsent share records");
         }
     }
     agent.share_sessions.owe_gaps(&group, &member, gaps);

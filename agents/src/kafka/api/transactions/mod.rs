@@ -58,7 +58,7 @@ fn txn_error(error: &NodeError, version: i16, fenced_since: i16) -> i16 {
         }
         NodeError::Rejected(e) => for_command(e).code(),
         NodeError::Unavailable(why) => {
-            tracing::warn!(why = %why, "transaction coordinator not available");
+            crate::log_limited!(tracing::Level::WARN, why = %why, "transaction coordinator not available");
             ResponseError::CoordinatorNotAvailable.code()
         }
     }
@@ -69,7 +69,7 @@ fn txn_error(error: &NodeError, version: i16, fenced_since: i16) -> i16 {
 pub(in crate::kafka) const IMPLICIT_PARTITIONS_PRODUCE_VERSION: i16 = 12;
 
 fn unexpected(outcome: &Outcome) -> i16 {
-    tracing::error!(?outcome, "transaction command answered with an unexpected outcome");
+    crate::log_limited!(tracing::Level::ERROR, ?outcome, "transaction command answered with an unexpected outcome");
     ResponseError::UnknownServerError.code()
 }
 
