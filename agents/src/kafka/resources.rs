@@ -1021,7 +1021,7 @@ mod tests {
             txn("acmewriter"),
         ]);
         let mut response = ResponseKind::ListTransactions(listed);
-        unscope_answer(&Namespace::of("acme#1"), &mut response);
+        unscope_answer(&Namespace::of("acme#1"), &TopicIdAliases::default(), &mut response);
         let ResponseKind::ListTransactions(listed) = response else { unreachable!() };
         let ids: Vec<&str> = listed.transaction_states.iter().map(|t| t.transactional_id.as_str()).collect();
         assert_eq!(ids, vec!["writer"]);
