@@ -893,6 +893,7 @@ mod tests {
             let RequestKind::Metadata(request) = scoped else { unreachable!() };
             let topics = request.topics.iter().flatten().map(|t| {
                 metadata_response::MetadataResponseTopic::default()
+                    .with_name(None)
                     .with_error_code(code::UNKNOWN_TOPIC_ID)
                     .with_topic_id(t.topic_id)
             });
