@@ -23,7 +23,7 @@ pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 pub use faults::{FaultPlan, FaultSource};
 pub use keys::SegmentKey;
 pub use latency::LatencyProfile;
-pub use segment::{ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
+pub use segment::{BlockChecksums, ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};
 pub use store::{ListedSegment, ObjectStoreConfig, SegmentStore, StoreClass};
 pub use tables::{ListedTableObject, TableObjectKey};
 pub use usage::UsagePut;

@@ -20,10 +20,10 @@ use crate::timed::TimedRequests;
 /// Directory under the store prefix holding metadata archives (state snapshots).
 pub const ARCHIVE_DIR: &str = "metadata";
 use crate::error::{PutSegmentError, ReadFooterError, StorageError};
-use crate::limits::{FOOTER_BYTES_MAX, SEGMENT_BYTES_MAX};
+use crate::limits::{FOOTER_READ_BYTES, SEGMENT_BYTES_MAX};
 use crate::metrics;
-use crate::segment::trailer::{SegmentTrailer, TRAILER_BYTES};
-use crate::segment::{SegmentFooter, SegmentObject};
+use crate::segment::trailer::TRAILER_BYTES;
+use crate::segment::{FooterAtEnd, SegmentFooter, SegmentObject, footer_at_end};
 
 /// Where objects live: `file:///dir`, `s3://bucket/prefix` or `memory://` (tests only).
 #[derive(Clone, Debug, Default)]
@@ -216,26 +216,38 @@ impl SegmentStore {
         Ok(bytes)
     }
 
-    /// Reads and checks a segment's trailer and footer (two ranged reads).
+    /// Reads and checks a segment's trailer and footer (a HEAD for its size, then as
+    /// [`Self::read_footer_at`]).
     pub async fn read_footer(&self, key: &SegmentKey) -> Result<SegmentFooter, ReadFooterError> {
+        let object_bytes = self.store.head(&self.path(key)).await.map_err(StorageError::from)?.size;
+        self.read_footer_at(key, object_bytes).await
+    }
+
+    /// Reads and checks the trailer and footer of a segment `object_bytes` long: one ranged GET of
+    /// its last [`FOOTER_READ_BYTES`], and a second for a footer that starts before them.
+    pub async fn read_footer_at(&self, key: &SegmentKey, object_bytes: u64) -> Result<SegmentFooter, ReadFooterError> {
         let corrupt = |reason: String| ReadFooterError::Corrupt { key: key.to_string(), reason };
-        let path = self.path(key);
-        let object_bytes = self.store.head(&path).await.map_err(StorageError::from)?.size;
-        let trailer_start = object_bytes
-            .checked_sub(TRAILER_BYTES as u64)
-            .ok_or_else(|| corrupt(format!("{object_bytes} bytes is too short for a trailer")))?;
-        let trailer_bytes =
-            self.store.get_range(&path, trailer_start..object_bytes).await.map_err(StorageError::from)?;
-        let trailer = SegmentTrailer::decode(&trailer_bytes).map_err(corrupt)?;
-        let footer_bytes = u64::from(trailer.footer_bytes);
-        if footer_bytes > FOOTER_BYTES_MAX {
-            return Err(corrupt(format!("footer of {footer_bytes} bytes exceeds the limit")));
+        if object_bytes < TRAILER_BYTES as u64 {
+            return Err(corrupt(format!("{object_bytes} bytes is too short for a trailer")));
         }
-        let footer_start = trailer_start
-            .checked_sub(footer_bytes)
-            .ok_or_else(|| corrupt(format!("footer of {footer_bytes} bytes does not fit in the object")))?;
-        let footer = self.store.get_range(&path, footer_start..trailer_start).await.map_err(StorageError::from)?;
-        SegmentFooter::decode(&footer, &trailer, footer_start).map_err(corrupt)
+        let end_start = object_bytes.saturating_sub(FOOTER_READ_BYTES);
+        let end = self.get_range(key, end_start..object_bytes).await?;
+        if end.len() as u64 != object_bytes - end_start {
+            let asked = object_bytes - end_start;
+            return Err(corrupt(format!("{} bytes at the object's end where {asked} were asked for", end.len())));
+        }
+        match footer_at_end(&end, object_bytes).map_err(corrupt)? {
+            FooterAtEnd::Within(footer) => Ok(footer),
+            FooterAtEnd::Before { footer_start, trailer } => {
+                let trailer_at = end.len() - TRAILER_BYTES;
+                let head = self.get_range(key, footer_start..end_start).await?;
+                let mut footer = Vec::with_capacity(head.len() + trailer_at);
+                footer.extend_from_slice(&head);
+                footer.extend_from_slice(&end[..trailer_at]);
+                SegmentFooter::decode(&footer, &trailer, footer_start).map_err(corrupt)
+            }
+            FooterAtEnd::NoTrailer => Err(corrupt(format!("{} bytes is too short for a trailer", end.len()))),
+        }
     }
 }
 

@@ -79,6 +79,7 @@ proptest! {
         let (object, bytes) = build(&chunks);
         let footer = decode(&bytes).expect("decodes");
         prop_assert_eq!(&footer.chunks, &object.chunks);
+        prop_assert_eq!(footer.blocks.as_ref(), Some(&object.blocks));
         for (entry, batches) in footer.chunks.iter().zip(&chunks) {
             let expected: Vec<u8> = batches.concat();
             let got = &bytes[entry.byte_start as usize..][..entry.byte_len as usize];
@@ -164,26 +165,52 @@ fn golden_dir() -> std::path::PathBuf {
     crate_dir.join("tests").join("golden")
 }
 
-/// A segment object of format 1, written once (`FLOE_WRITE_GOLDEN=1`) and kept: today's reader
-/// finds its footer, every chunk where the footer says, with its checksum and stats. A change to
-/// the layout that breaks this needs the next format version and a reader for this one.
-#[test]
-fn a_golden_segment_of_format_1_still_reads() {
-    let path = golden_dir().join("segment-v1.bin");
-    let chunks: Vec<Vec<Vec<u8>>> = vec![
+/// The chunks of the golden segments.
+fn golden_chunks() -> Vec<Vec<Vec<u8>>> {
+    vec![
         vec![b"first batch".to_vec(), b"second batch of partition 0".to_vec()],
         vec![],
         vec![(0..=255u8).collect(), vec![0; 1000]],
-    ];
+    ]
+}
+
+/// A segment object of format 1, written once by the format 1 writer and kept: today's reader
+/// finds its footer, every chunk where the footer says, with its checksum and stats, and no block
+/// checksums. A change to the layout that breaks this needs the next format version and a reader
+/// for this one. (Today's writer writes format 2, so this file is never written again.)
+#[test]
+fn a_golden_segment_of_format_1_still_reads() {
+    let bytes = std::fs::read(golden_dir().join("segment-v1.bin")).expect("golden segment of format 1");
+    let trailer = SegmentTrailer::decode(&bytes[bytes.len() - TRAILER_BYTES..]).expect("trailer");
+    assert_eq!((trailer.chunk_count, trailer.format_version), (3, 1));
+    let footer = decode(&bytes).expect("footer");
+    assert_eq!(footer.blocks, None);
+    check_golden_chunks(&bytes, &footer);
+}
+
+/// A segment object of format 2, written once (`FLOE_WRITE_GOLDEN=1`) and kept: as format 1,
+/// and its one block's checksum covers the data section up to the footer.
+#[test]
+fn a_golden_segment_of_format_2_still_reads() {
+    let path = golden_dir().join("segment-v2.bin");
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
-        let (_, bytes) = build(&chunks);
+        let (_, bytes) = build(&golden_chunks());
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
         std::fs::write(&path, bytes).expect("write golden segment");
     }
     let bytes = std::fs::read(&path).expect("golden segment (FLOE_WRITE_GOLDEN=1 writes it)");
     let trailer = SegmentTrailer::decode(&bytes[bytes.len() - TRAILER_BYTES..]).expect("trailer");
-    assert_eq!(trailer.chunk_count, 3);
+    assert_eq!((trailer.chunk_count, trailer.format_version), (3, 2));
     let footer = decode(&bytes).expect("footer");
+    let data_bytes = footer.chunks.iter().map(|c| u64::from(c.byte_len)).sum::<u64>();
+    let blocks = footer.blocks.as_ref().expect("block checksums");
+    assert_eq!((u64::from(blocks.block_bytes), blocks.data_bytes), (crate::BLOCK_BYTES, data_bytes));
+    assert_eq!(blocks.crc32c, vec![crc32c::crc32c(&bytes[..data_bytes as usize])]);
+    check_golden_chunks(&bytes, &footer);
+}
+
+fn check_golden_chunks(bytes: &[u8], footer: &SegmentFooter) {
+    let chunks = golden_chunks();
     assert_eq!(footer.chunks.len(), 3);
     for (i, (entry, batches)) in footer.chunks.iter().zip(&chunks).enumerate() {
         assert_eq!(entry.topic_partition, tp(1, i as i32));
@@ -193,4 +220,55 @@ fn a_golden_segment_of_format_1_still_reads() {
         assert_eq!(entry.batch_count, batches.len() as u32);
         assert_eq!(entry.record_count, batches.len() as u32 * 2);
     }
+}
+
+/// A footer longer than the first read of an object's end is read with a second GET; a footer
+/// within it, with the first alone.
+#[tokio::test]
+async fn a_footer_is_read_from_the_end_of_its_object_however_long() {
+    let store =
+        SegmentStore::open(&ObjectStoreConfig { url: "memory://".into(), ..Default::default() }).expect("store");
+    for chunk_count in [3usize, 2000] {
+        let chunks: Vec<Vec<Vec<u8>>> = (0..chunk_count).map(|i| vec![vec![i as u8; i % 7]]).collect();
+        let (object, _) = build(&chunks);
+        let expected = (object.chunks.clone(), object.blocks.clone(), object.object_bytes);
+        let footer_bytes = object.object_bytes - object.blocks.data_bytes - TRAILER_BYTES as u64;
+        assert_eq!(footer_bytes > crate::limits::FOOTER_READ_BYTES, chunk_count == 2000);
+        let key = crate::SegmentKey::generate();
+        store.put_segment(&key, object).await.expect("put");
+        let footer = store.read_footer_at(&key, expected.2).await.expect("footer");
+        assert_eq!((footer.chunks, footer.blocks), (expected.0, Some(expected.1)), "{chunk_count} chunks");
+        // An object that is not as long as the index says is refused, not misread.
+        let short = store.read_footer_at(&key, expected.2 + 1).await;
+        assert!(matches!(short, Err(ReadFooterError::Corrupt { .. })), "{chunk_count} chunks");
+    }
+}
+
+/// Block checksums that disagree with the data section's size are refused, so a reader never
+/// checks a block against another block's checksum.
+#[test]
+fn block_checksums_must_fit_the_data_section() {
+    let (object, bytes) = build(&[vec![b"hello".to_vec()]]);
+    let data_bytes = object.blocks.data_bytes;
+    let with = |blocks: BlockChecksums| {
+        let footer = SegmentFooter { chunks: object.chunks.clone(), blocks: Some(blocks) };
+        let encoded = footer.encode();
+        let trailer = SegmentTrailer {
+            footer_bytes: encoded.len() as u32,
+            footer_crc32c: crc32c::crc32c(&encoded),
+            chunk_count: 1,
+            format_version: 2,
+        };
+        SegmentFooter::decode(&encoded, &trailer, data_bytes)
+    };
+    assert!(with(object.blocks.clone()).is_ok());
+    let two = BlockChecksums { crc32c: vec![1, 2], ..object.blocks.clone() };
+    assert!(with(two).is_err(), "two checksums for one block");
+    let tiny = BlockChecksums { block_bytes: 1, crc32c: vec![0; 5], ..object.blocks.clone() };
+    assert!(with(tiny).is_err(), "blocks below the limit");
+    // Format 1 has no block checksums: a footer of format 1 with bytes after its entries is refused.
+    let trailer = SegmentTrailer::decode(&bytes[bytes.len() - TRAILER_BYTES..]).expect("trailer");
+    let footer_start = data_bytes as usize;
+    let footer = &bytes[footer_start..bytes.len() - TRAILER_BYTES];
+    assert!(SegmentFooter::decode(footer, &SegmentTrailer { format_version: 1, ..trailer }, data_bytes).is_err());
 }
