@@ -364,11 +364,11 @@ async fn clean(agent: &Agent, range: Range) -> Result<u64, String> {
     let object = if out.writer.data_bytes() > 0 {
         let object = out.writer.finish();
         let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
-        let object_bytes = object.object_bytes;
+        let (object_bytes, blocks) = (object.object_bytes, object.blocks.clone());
         let key = SegmentKey::generate_compacted();
         agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
         crate::metrics::COMPACTION_BYTES.with_label_values(&["written"]).inc_by(object_bytes);
-        agent.cache.insert_object(&key, &parts);
+        agent.cache.insert_object(&key, &parts, &blocks);
         Some((key.as_str().to_owned(), object_bytes))
     } else {
         None

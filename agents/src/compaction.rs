@@ -152,13 +152,13 @@ async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
     let tp = TopicPartition { topic_id: run.topic_id, partition: run.partition };
     let entry = *writer.push_chunk(tp, batches, stats);
     let object = writer.finish();
-    let object_bytes = object.object_bytes;
+    let (object_bytes, blocks) = (object.object_bytes, object.blocks.clone());
     let parts: Vec<bytes::Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate_compacted();
     agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
     crate::metrics::COMPACTION_BYTES.with_label_values(&["read"]).inc_by(read);
     crate::metrics::COMPACTION_BYTES.with_label_values(&["written"]).inc_by(object_bytes);
-    agent.cache.insert_object(&key, &parts);
+    agent.cache.insert_object(&key, &parts, &blocks);
     let command = Command::CompactChunks(CompactedRun {
         topic_id: run.topic_id,
         partition: run.partition,

@@ -89,7 +89,9 @@ pub static FETCHES_SENT_TO_READ_REPLICAS: LazyLock<IntCounter> = LazyLock::new(|
 
 /// Blocks this agent asked their owner for (`block_peers`), by result: `served`, or why it read
 /// the block from the object store instead (`timeout`, `error`, `owner_down`,
-/// `owner_unavailable`, `refused`, `wrong_length`).
+/// `owner_unavailable`, `refused`, `unsupported`: an owner of an older protocol, `wrong_block`: an
+/// answer naming another block, `wrong_length`). A served block whose bytes then fail their
+/// checksum is counted by the block cache (`floe_block_cache_checksum_mismatches_total`).
 pub static PEER_BLOCK_ASKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     let asks = register_int_counter_vec!(
         "floe_block_peer_asks_total",
@@ -97,7 +99,17 @@ pub static PEER_BLOCK_ASKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         &["result"]
     )
     .expect("unique");
-    for result in ["served", "timeout", "error", "owner_down", "owner_unavailable", "refused", "wrong_length"] {
+    for result in [
+        "served",
+        "timeout",
+        "error",
+        "owner_down",
+        "owner_unavailable",
+        "refused",
+        "unsupported",
+        "wrong_block",
+        "wrong_length",
+    ] {
         asks.with_label_values(&[result]);
     }
     asks

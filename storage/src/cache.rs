@@ -7,6 +7,16 @@
 //! - Reading a block prefetches the next one, so a sequential reader finds it cached.
 //! - With peers ([`PeerBlocks`]), a miss first asks the block's owner among the agents of the
 //!   zone, which reads it from the object store at most once for all of them.
+//! - Every block is checked before it is cached or used. A block read from the object store is
+//!   checked against its object's footer, whose block checksums (segment format 2) are kept per
+//!   object in memory: read with the block when it ends the object, else with one small GET
+//!   alongside it. Each cached block keeps the CRC-32C of all its bytes, on the disk tier too: a
+//!   block the disk tier gives back is checked against it on first use, and if damaged dropped
+//!   and read from the store. A peer names that CRC-32C with the block it answers; an answer
+//!   that does not match it, or the footer when this agent knows it, is refused, its owner
+//!   reported ([`PeerBlocks::damaged`]), and the block read from the store. Objects of format 1
+//!   have no block checksums: their blocks are checked on the disk tier and from peers, and
+//!   their batches by the reader, as before.
 //! - A chunk is assembled from its blocks and checked against the CRC-32C recorded at write
 //!   time, so a damaged cache entry is never served. Blocks this agent wrote itself never left
 //!   its memory and are marked as such ([`ChunkView::written_here`]): a reader may skip
@@ -15,13 +25,14 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use foyer::{BlockEngineConfig, Code, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder, RecoverMode};
 
-use crate::error::{ReadChunkError, StorageError};
-use crate::segment::ChunkRef;
+use crate::error::{ReadChunkError, ReadFooterError, StorageError};
+use crate::segment::{BlockChecksums, ChunkRef, FooterAtEnd, footer_at_end};
 use crate::{SegmentKey, SegmentStore, metrics};
 
 /// Bytes per cached block: a miss costs one GET of this size (at most 256 GETs per GiB read).
@@ -30,6 +41,10 @@ pub const BLOCK_BYTES: u64 = 4 * 1024 * 1024;
 /// An object's last block, when no larger than this, is read with the block before it: one GET
 /// instead of two for the tail (and footer) of every object that is not a whole number of blocks.
 const TAIL_WITH_PREVIOUS_BYTES_MAX: u64 = 1024 * 1024;
+
+/// Memory for objects' block checksums: about a hundred bytes an object (its key, a checksum per
+/// block), so some eighty thousand objects.
+const BLOCK_SUMS_BYTES_MAX: usize = 8 * 1024 * 1024;
 
 /// Where and how much to cache.
 #[derive(Clone, Debug, Default)]
@@ -43,9 +58,16 @@ pub struct BlockCacheConfig {
 #[derive(Clone)]
 pub struct BlockCache {
     cache: HybridCache<String, CachedBlock>,
+    /// Objects' block checksums from their footers, by object key (memory only, bounded by
+    /// `BLOCK_SUMS_BYTES_MAX`).
+    sums: foyer::Cache<String, ObjectSums>,
     /// Set once the agent knows its peers ([`BlockCache::set_peers`]); none: every miss GETs.
     peers: Arc<OnceLock<Arc<dyn PeerBlocks>>>,
 }
+
+/// An object's block checksums when its footer has them for blocks of [`BLOCK_BYTES`]; `None`
+/// for an object of format 1 (or, were the size ever changed, of another block size).
+type ObjectSums = Option<Arc<BlockChecksums>>;
 
 /// The other agents of this zone, asked for a block before the object store: each block has one
 /// owner among them, which reads it from the store at most once for all.
@@ -53,10 +75,24 @@ pub trait PeerBlocks: Send + Sync + std::fmt::Debug {
     /// Block `index` of the object `key` (`object_bytes` long) from its owner; `None` when this
     /// agent owns it, no owner is known, or the owner failed or was slow: the caller GETs it.
     fn fetch(&self, key: &SegmentKey, object_bytes: u64, index: u64) -> PeerFetch;
+
+    /// The block [`Self::fetch`] answered failed its check (against the CRC-32C its owner named,
+    /// or the object's footer): the caller reads it from the store, and the owner should not be
+    /// asked again for a while.
+    fn damaged(&self, key: &SegmentKey, object_bytes: u64, index: u64);
 }
 
 /// What [`PeerBlocks::fetch`] returns.
-pub type PeerFetch = Pin<Box<dyn Future<Output = Option<Bytes>> + Send + 'static>>;
+pub type PeerFetch = Pin<Box<dyn Future<Output = Option<PeerBlock>> + Send + 'static>>;
+
+/// A block as its owner serves it to the zone's other agents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerBlock {
+    pub bytes: Bytes,
+    /// CRC-32C of all of `bytes`, which the owner checked them against: for an object of format
+    /// 2, the footer's checksum of the block carried on over any footer bytes in it.
+    pub crc32c: u32,
+}
 
 /// The block whose owner also owns block `index`: an object's small last block goes with the
 /// block before it, which one GET reads together with it.
@@ -74,26 +110,49 @@ pub fn block_len(object_bytes: u64, index: u64) -> u64 {
 }
 
 /// A block's bytes, and whether this agent wrote them (every batch in them was checked at produce
-/// or built by compaction here) rather than read them from the object store or the disk tier.
+/// or built by compaction here) rather than read them from the object store, a peer or the disk
+/// tier.
 #[derive(Clone, Debug)]
 struct CachedBlock {
     bytes: Bytes,
     written_here: bool,
+    /// CRC-32C of all of `bytes`, which they matched when cached: the object's footer checksum
+    /// for the block, carried on over any footer bytes in it (format 2), else computed from the
+    /// bytes as read. Kept with them on the disk tier and named to peers.
+    crc32c: u32,
+    /// Whether `bytes` were checked against `crc32c` since the disk tier gave them back: true for
+    /// every block but those, which their first use checks (clones share it).
+    checked: Arc<AtomicBool>,
 }
 
-/// On disk a block is its bytes only (as foyer stores `Bytes`), so it reads back as not written
-/// here: the disk may have damaged it.
+impl CachedBlock {
+    fn new(bytes: Bytes, written_here: bool, crc32c: u32) -> Self {
+        Self { bytes, written_here, crc32c, checked: Arc::new(AtomicBool::new(true)) }
+    }
+}
+
+/// On disk a block is its CRC-32C (4 bytes, little-endian), then its bytes (as foyer stores
+/// `Bytes`). It reads back as neither written here nor checked: the disk may have damaged it.
 impl Code for CachedBlock {
     fn encode(&self, writer: &mut impl std::io::Write) -> foyer::Result<()> {
+        writer.write_all(&self.crc32c.to_le_bytes()).map_err(foyer::Error::io_error)?;
         self.bytes.encode(writer)
     }
 
     fn decode(reader: &mut impl std::io::Read) -> foyer::Result<Self> {
-        Ok(Self { bytes: Bytes::decode(reader)?, written_here: false })
+        let mut crc32c = [0u8; 4];
+        reader.read_exact(&mut crc32c).map_err(foyer::Error::io_error)?;
+        let bytes = Bytes::decode(reader)?;
+        Ok(Self {
+            bytes,
+            written_here: false,
+            crc32c: u32::from_le_bytes(crc32c),
+            checked: Arc::new(AtomicBool::new(false)),
+        })
     }
 
     fn estimated_size(&self) -> usize {
-        self.bytes.estimated_size()
+        4 + self.bytes.estimated_size()
     }
 }
 
@@ -131,9 +190,10 @@ impl Cause {
 /// [`BLOCK_BYTES`]-aligned range `index` of an object, as they were read or written. The disk
 /// tier outlives the process, so a change to what a key names needs a new version (the block
 /// size is in the key too): a restarted agent then misses the old blocks, which age out, rather
-/// than reading a block of another layout. Version 1 keys are `b1.{BLOCK_BYTES}/{object}#{index}`;
-/// keys without a version (before it) are never read.
-const BLOCK_FORMAT: u32 = 1;
+/// than reading a block of another layout. Keys are `b{BLOCK_FORMAT}.{BLOCK_BYTES}/{object}#{index}`;
+/// version 2 stores each block after its CRC-32C, version 1 (never read now) stored the bytes
+/// alone, and keys without a version (before it) are never read either.
+const BLOCK_FORMAT: u32 = 2;
 
 fn block_key(key: &SegmentKey, block: u64) -> String {
     format!("b{BLOCK_FORMAT}.{BLOCK_BYTES}/{}#{block}", key.as_str())
@@ -169,7 +229,13 @@ impl BlockCache {
             None => builder,
         };
         let cache = builder.build().await.map_err(|e| StorageError::Io(std::io::Error::other(e)))?;
-        Ok(Self { cache, peers: Arc::default() })
+        let sums: foyer::Cache<String, ObjectSums> = foyer::CacheBuilder::new(BLOCK_SUMS_BYTES_MAX)
+            .with_name("floe-block-sums")
+            .with_weighter(|key: &String, sums: &ObjectSums| {
+                key.len() + 32 + sums.as_ref().map_or(0, |sums| 4 * sums.crc32c.len())
+            })
+            .build();
+        Ok(Self { cache, sums, peers: Arc::default() })
     }
 
     /// Asks `peers` for missed blocks from now on (set once; later calls are ignored).
@@ -179,15 +245,17 @@ impl BlockCache {
 
     /// Block `index` of an object `object_bytes` long, for another agent that asked this one, its
     /// owner: from the cache, or read from the object store here (never asked of a peer, so two
-    /// agents with different views of the zone never ask each other in a circle).
+    /// agents with different views of the zone never ask each other in a circle), checked as
+    /// every block is, with the CRC-32C it was checked against.
     pub async fn block_for_peer(
         &self,
         store: &SegmentStore,
         key: &SegmentKey,
         object_bytes: u64,
         index: u64,
-    ) -> Result<Bytes, StorageError> {
-        Ok(self.block(store, key, object_bytes, index, Cause::Peer).await?.bytes)
+    ) -> Result<PeerBlock, ReadChunkError> {
+        let block = self.block(store, key, object_bytes, index, Cause::Peer).await?;
+        Ok(PeerBlock { bytes: block.bytes, crc32c: block.crc32c })
     }
 
     /// Writes memory-resident blocks to the disk tier (on shutdown).
@@ -197,11 +265,17 @@ impl BlockCache {
         }
     }
 
-    /// Caches the data of an object this agent just wrote: `parts` are its bytes from offset 0.
-    /// A block that lies within one part shares its bytes (so the part's memory lives while any
-    /// of its blocks is cached: at most an object's worth more than the cache counts); only
-    /// blocks across parts are copied.
-    pub fn insert_object(&self, key: &SegmentKey, parts: &[Bytes]) {
+    /// Caches the data of an object this agent just wrote: `parts` are its bytes from offset 0,
+    /// `blocks` the block checksums its writer computed ([`crate::segment::SegmentObject`]). A
+    /// block that lies within one part shares its bytes (so the part's memory lives while any of
+    /// its blocks is cached: at most an object's worth more than the cache counts); only blocks
+    /// across parts are copied.
+    pub fn insert_object(&self, key: &SegmentKey, parts: &[Bytes], blocks: &BlockChecksums) {
+        let sums = usable_sums(Some(blocks.clone()));
+        let insert = |index: u64, bytes: Bytes| {
+            let crc32c = written_block_crc32c(sums.as_deref(), index, &bytes);
+            self.cache.insert(block_key(key, index), CachedBlock::new(bytes, true, crc32c));
+        };
         let mut block = BytesMut::new();
         let mut index = 0u64;
         for part in parts {
@@ -209,8 +283,7 @@ impl BlockCache {
             while !rest.is_empty() {
                 if block.is_empty() && rest.len() >= BLOCK_BYTES as usize {
                     let at = part.len() - rest.len();
-                    let bytes = part.slice(at..at + BLOCK_BYTES as usize);
-                    self.cache.insert(block_key(key, index), CachedBlock { bytes, written_here: true });
+                    insert(index, part.slice(at..at + BLOCK_BYTES as usize));
                     index += 1;
                     rest = &rest[BLOCK_BYTES as usize..];
                     continue;
@@ -220,19 +293,20 @@ impl BlockCache {
                 block.extend_from_slice(&rest[..take]);
                 rest = &rest[take..];
                 if block.len() == BLOCK_BYTES as usize {
-                    let bytes = block.split().freeze();
-                    self.cache.insert(block_key(key, index), CachedBlock { bytes, written_here: true });
+                    insert(index, block.split().freeze());
                     index += 1;
                 }
             }
         }
         // The last, partial block: a reader's GET of it would end at the object's end too.
         if !block.is_empty() {
-            self.cache.insert(block_key(key, index), CachedBlock { bytes: block.freeze(), written_here: true });
+            insert(index, block.freeze());
         }
+        self.sums.insert(key.as_str().to_owned(), sums);
     }
 
-    /// One block of an object `object_bytes` long, cached or read with one GET.
+    /// One block of an object `object_bytes` long: cached, or from its owner, or read with one
+    /// GET; checked before it is cached or returned (see the module's doc).
     async fn block(
         &self,
         store: &SegmentStore,
@@ -240,33 +314,154 @@ impl BlockCache {
         object_bytes: u64,
         index: u64,
         cause: Cause,
-    ) -> Result<CachedBlock, StorageError> {
-        let start = index * BLOCK_BYTES;
-        let end = (start + BLOCK_BYTES).min(object_bytes);
-        let tail = object_bytes - end;
-        let with_tail = tail > 0 && tail <= TAIL_WITH_PREVIOUS_BYTES_MAX;
-        let (store, path_key, cache) = (store.clone(), key.clone(), self.cache.clone());
+    ) -> Result<CachedBlock, ReadChunkError> {
+        let (this, miss_store, path_key) = (self.clone(), store.clone(), key.clone());
         let peers = self.peers.get().filter(|_| !matches!(cause, Cause::Peer)).cloned();
         let entry = self
             .cache
             .get_or_fetch(&block_key(key, index), move || async move {
                 if let Some(peers) = peers
-                    && let Some(bytes) = peers.fetch(&path_key, object_bytes, index).await
-                    && bytes.len() as u64 == end - start
+                    && let Some(answer) = peers.fetch(&path_key, object_bytes, index).await
                 {
-                    return Ok(CachedBlock { bytes, written_here: false });
+                    if let Some(block) = this.peer_answer(&path_key, object_bytes, index, answer) {
+                        return Ok(block);
+                    }
+                    metrics::BLOCK_CHECKSUM_MISMATCHES.with_label_values(&["peer"]).inc();
+                    tracing::warn!(key = %path_key, index, "a peer's block failed its checksum; reading the store");
+                    peers.damaged(&path_key, object_bytes, index);
                 }
-                metrics::BLOCK_GETS.with_label_values(&[cause.label()]).inc();
-                let mut bytes = store.get_range(&path_key, start..if with_tail { object_bytes } else { end }).await?;
-                if with_tail && bytes.len() as u64 > BLOCK_BYTES {
-                    let tail = CachedBlock { bytes: bytes.split_off(BLOCK_BYTES as usize), written_here: false };
-                    cache.insert(block_key(&path_key, index + 1), tail);
-                }
-                Ok::<_, StorageError>(CachedBlock { bytes, written_here: false })
+                this.read_from_store(&miss_store, &path_key, object_bytes, index, cause).await
             })
             .await
-            .map_err(|e| StorageError::Io(std::io::Error::other(e.to_string())))?;
+            .map_err(|e| fetch_failed(&e))?;
+        let block = entry.value().clone();
+        if block.checked.load(Ordering::Relaxed) {
+            return Ok(block);
+        }
+        // Given back by the disk tier: checked once, on this first use.
+        if crc32c::crc32c(&block.bytes) == block.crc32c {
+            block.checked.store(true, Ordering::Relaxed);
+            return Ok(block);
+        }
+        metrics::BLOCK_CHECKSUM_MISMATCHES.with_label_values(&["disk"]).inc();
+        tracing::warn!(key = %key, index, "a block from the disk tier failed its checksum; reading it from the store");
+        self.cache.remove(&block_key(key, index));
+        let block = self.read_from_store(store, key, object_bytes, index, cause).await?;
+        self.cache.insert(block_key(key, index), block.clone());
+        Ok(block)
+    }
+
+    /// Block `index` read with one ranged GET (with the object's small last block when that
+    /// follows, which is cached too) and checked against the object's footer.
+    async fn read_from_store(
+        &self,
+        store: &SegmentStore,
+        key: &SegmentKey,
+        object_bytes: u64,
+        index: u64,
+        cause: Cause,
+    ) -> Result<CachedBlock, ReadChunkError> {
+        let start = index * BLOCK_BYTES;
+        let end = (start + BLOCK_BYTES).min(object_bytes);
+        let tail = object_bytes - end;
+        let with_tail = tail > 0 && tail <= TAIL_WITH_PREVIOUS_BYTES_MAX;
+        let read_end = if with_tail { object_bytes } else { end };
+        metrics::BLOCK_GETS.with_label_values(&[cause.label()]).inc();
+        let get = async {
+            let bytes = store.get_range(key, start..read_end).await?;
+            if bytes.len() as u64 != read_end - start {
+                return Err(ReadChunkError::Truncated {
+                    key: key.to_string(),
+                    byte_start: start,
+                    byte_len: u32::try_from(read_end - start).unwrap_or(u32::MAX),
+                    got: bytes.len(),
+                });
+            }
+            Ok::<_, ReadChunkError>(bytes)
+        };
+        let (mut bytes, sums) = if read_end == object_bytes {
+            // The object's end: its trailer and, as a rule, its whole footer come with the block.
+            let bytes = get.await?;
+            let sums = self.sums_from_end(store, key, object_bytes, &bytes).await?;
+            (bytes, sums)
+        } else {
+            tokio::try_join!(get, self.sums(store, key, object_bytes))?
+        };
+        let tail = (with_tail && bytes.len() as u64 > BLOCK_BYTES).then(|| bytes.split_off(BLOCK_BYTES as usize));
+        let block = checked_block(key, index, bytes, sums.as_deref()).inspect_err(|_| {
+            metrics::BLOCK_CHECKSUM_MISMATCHES.with_label_values(&["store"]).inc();
+            tracing::warn!(key = %key, index, "a block read from the store does not match its object's footer");
+        })?;
+        if let Some(tail) = tail {
+            // A tail that fails is not cached: a read of it GETs it again, and reports it then.
+            match checked_block(key, index + 1, tail, sums.as_deref()) {
+                Ok(tail) => {
+                    self.cache.insert(block_key(key, index + 1), tail);
+                }
+                Err(_) => metrics::BLOCK_CHECKSUM_MISMATCHES.with_label_values(&["store"]).inc(),
+            }
+        }
+        Ok(block)
+    }
+
+    /// The block checksums of the object `key` (`object_bytes` long): remembered, or read from
+    /// its footer with one ranged GET of its end (shared by concurrent readers).
+    async fn sums(
+        &self,
+        store: &SegmentStore,
+        key: &SegmentKey,
+        object_bytes: u64,
+    ) -> Result<ObjectSums, ReadChunkError> {
+        let (store, path_key) = (store.clone(), key.clone());
+        let entry = self
+            .sums
+            .get_or_fetch(key.as_str(), move || async move {
+                metrics::FOOTER_GETS.inc();
+                match store.read_footer_at(&path_key, object_bytes).await {
+                    Ok(footer) => Ok(usable_sums(footer.blocks)),
+                    Err(ReadFooterError::Io(e)) => Err(ReadChunkError::Io(e)),
+                    Err(ReadFooterError::Corrupt { key, reason }) => Err(ReadChunkError::CorruptFooter { key, reason }),
+                }
+            })
+            .await
+            .map_err(|e| fetch_failed(&e))?;
         Ok(entry.value().clone())
+    }
+
+    /// The block checksums of the object `key`, from `end`, its last bytes, when they hold its
+    /// footer (else as [`Self::sums`]).
+    async fn sums_from_end(
+        &self,
+        store: &SegmentStore,
+        key: &SegmentKey,
+        object_bytes: u64,
+        end: &[u8],
+    ) -> Result<ObjectSums, ReadChunkError> {
+        if let Some(entry) = self.sums.get(key.as_str()) {
+            return Ok(entry.value().clone());
+        }
+        match footer_at_end(end, object_bytes) {
+            Ok(FooterAtEnd::Within(footer)) => {
+                let sums = usable_sums(footer.blocks);
+                self.sums.insert(key.as_str().to_owned(), sums.clone());
+                Ok(sums)
+            }
+            Ok(FooterAtEnd::Before { .. } | FooterAtEnd::NoTrailer) => self.sums(store, key, object_bytes).await,
+            Err(reason) => Err(ReadChunkError::CorruptFooter { key: key.to_string(), reason }),
+        }
+    }
+
+    /// The block an owner answered, if it holds: the block's length, the CRC-32C the owner named
+    /// and, when this agent knows them, the object's footer checksums. An owner names the
+    /// checksum it checked the block against, the footer's for format 2, so an asker need not
+    /// read every object's footer itself (which would cost a GET per object and agent).
+    fn peer_answer(&self, key: &SegmentKey, object_bytes: u64, index: u64, answer: PeerBlock) -> Option<CachedBlock> {
+        if answer.bytes.len() as u64 != block_len(object_bytes, index) {
+            return None;
+        }
+        let sums = self.sums.get(key.as_str()).and_then(|entry| entry.value().clone());
+        let block = checked_block(key, index, answer.bytes, sums.as_deref()).ok()?;
+        (block.crc32c == answer.crc32c).then_some(block)
     }
 
     /// Starts loading the block holding byte `at` of an object `object_bytes` long unless it is
@@ -297,11 +492,75 @@ impl BlockCache {
         object_bytes: u64,
     ) -> Result<Bytes, ReadChunkError> {
         let mut view = self.view(store, chunk.clone(), object_bytes);
-        let bytes = view.slice(0..u64::from(chunk.byte_len)).await?;
+        let len = u64::from(chunk.byte_len);
+        let bytes = match view.slice(0..len).await {
+            // A block of the chunk does not match its object's footer, the footer is damaged or
+            // the object is short: the chunk itself may be whole, and its own checksum decides,
+            // as for an object of format 1.
+            Err(
+                ReadChunkError::BlockChecksumMismatch { .. }
+                | ReadChunkError::CorruptFooter { .. }
+                | ReadChunkError::Truncated { .. },
+            ) => store.get_range(&chunk.key, chunk.byte_start..chunk.byte_start + len).await?,
+            read => read?,
+        };
         if crc32c::crc32c(&bytes) != chunk.crc32c {
             return Err(view.damaged());
         }
         Ok(bytes)
+    }
+}
+
+/// `blocks` when they are of the cache's blocks.
+fn usable_sums(blocks: Option<BlockChecksums>) -> ObjectSums {
+    blocks.filter(|blocks| u64::from(blocks.block_bytes) == BLOCK_BYTES).map(Arc::new)
+}
+
+/// A block read from the object store or answered by a peer, checked against its object's footer
+/// when that has block checksums, with the CRC-32C of all its bytes to keep with it.
+fn checked_block(
+    key: &SegmentKey,
+    index: u64,
+    bytes: Bytes,
+    sums: Option<&BlockChecksums>,
+) -> Result<CachedBlock, ReadChunkError> {
+    let crc32c = match sums.and_then(|sums| sums.block(index)) {
+        Some((expected, covered)) => {
+            let covered = usize::try_from(covered).unwrap_or(usize::MAX);
+            if bytes.get(..covered).map(crc32c::crc32c) != Some(expected) {
+                return Err(ReadChunkError::BlockChecksumMismatch { key: key.to_string(), index });
+            }
+            crc32c::crc32c_append(expected, &bytes[covered..])
+        }
+        None => crc32c::crc32c(&bytes),
+    };
+    Ok(CachedBlock::new(bytes, false, crc32c))
+}
+
+/// The CRC-32C of all of a block this agent wrote, from its writer's checksum of the block's
+/// data (only the footer bytes in it, if any, are read).
+fn written_block_crc32c(sums: Option<&BlockChecksums>, index: u64, bytes: &[u8]) -> u32 {
+    match sums.and_then(|sums| sums.block(index)) {
+        Some((crc32c, covered)) if covered <= bytes.len() as u64 => {
+            crc32c::crc32c_append(crc32c, &bytes[covered as usize..])
+        }
+        _ => crc32c::crc32c(bytes),
+    }
+}
+
+/// A read that failed inside foyer, which keeps what the fetch returned as the error's source.
+fn fetch_failed(e: &foyer::Error) -> ReadChunkError {
+    match e.downcast_ref::<ReadChunkError>() {
+        Some(ReadChunkError::BlockChecksumMismatch { key, index }) => {
+            ReadChunkError::BlockChecksumMismatch { key: key.clone(), index: *index }
+        }
+        Some(ReadChunkError::CorruptFooter { key, reason }) => {
+            ReadChunkError::CorruptFooter { key: key.clone(), reason: reason.clone() }
+        }
+        Some(ReadChunkError::Truncated { key, byte_start, byte_len, got }) => {
+            ReadChunkError::Truncated { key: key.clone(), byte_start: *byte_start, byte_len: *byte_len, got: *got }
+        }
+        _ => ReadChunkError::Io(StorageError::Io(std::io::Error::other(e.to_string()))),
     }
 }
 

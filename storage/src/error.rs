@@ -34,6 +34,14 @@ pub enum ReadChunkError {
     /// The object is shorter than the index says.
     #[error("chunk {byte_start}+{byte_len} of {key}: object is truncated ({got} bytes read)")]
     Truncated { key: String, byte_start: u64, byte_len: u32, got: usize },
+    /// A block read from the object store does not match the checksum its object's footer
+    /// records (format 2): nothing was cached. The chunks in it may still be whole; a whole-chunk
+    /// read falls back to the chunk's own checksum.
+    #[error("block {index} of {key}: checksum mismatch with the object's footer")]
+    BlockChecksumMismatch { key: String, index: u64 },
+    /// The object's footer, which holds its block checksums, is damaged.
+    #[error("footer of {key}: {reason}")]
+    CorruptFooter { key: String, reason: String },
     #[error(transparent)]
     Io(#[from] StorageError),
 }

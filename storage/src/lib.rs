@@ -18,7 +18,9 @@ pub mod tables;
 pub mod timed;
 pub mod usage;
 
-pub use cache::{BLOCK_BYTES, BlockCache, BlockCacheConfig, ChunkView, PeerBlocks, PeerFetch, block_len, owner_block};
+pub use cache::{
+    BLOCK_BYTES, BlockCache, BlockCacheConfig, ChunkView, PeerBlock, PeerBlocks, PeerFetch, block_len, owner_block,
+};
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 pub use faults::{FaultPlan, FaultSource};
 pub use keys::SegmentKey;

@@ -102,6 +102,30 @@ pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     }
     gets
 });
+/// Footers the block cache read for their objects' block checksums (one ranged GET each, two
+/// for a long footer): once per object and agent, unless the object's end came with a block.
+pub static FOOTER_GETS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "floe_block_cache_footer_gets_total",
+        "Footers read by the block cache for their objects' block checksums"
+    )
+    .expect("unique")
+});
+/// Blocks that failed their checksum, by where they came from (`store`: against the object's
+/// footer, nothing cached; `disk`: the disk tier's copy, dropped and read from the store;
+/// `peer`: an owner's answer, refused and read from the store).
+pub static BLOCK_CHECKSUM_MISMATCHES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let mismatches = register_int_counter_vec!(
+        "floe_block_cache_checksum_mismatches_total",
+        "Blocks that failed their checksum, by source",
+        &["source"]
+    )
+    .expect("metric names are unique");
+    for source in ["store", "disk", "peer"] {
+        mismatches.with_label_values(&[source]);
+    }
+    mismatches
+});
 /// Object-store request latency by operation (`put`, `get`, `head`, `list`, `delete`, `copy`,
 /// `put_multipart`); a GET until its body is read. Buckets from 1 ms to about 33 s.
 pub static OBJECT_REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
@@ -117,10 +141,12 @@ pub static OBJECT_REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
 /// Registers every metric here now, at zero, rather than at its first use: a dashboard or an
 /// alert on a rate sees 0 from the start instead of no series.
 pub fn register() {
-    for counter in [&OBJECT_PUT_BYTES, &OBJECT_PUTS_ABANDONED, &OBJECT_LISTS, &OBJECT_GET_BYTES, &BLOCK_READS] {
+    for counter in
+        [&OBJECT_PUT_BYTES, &OBJECT_PUTS_ABANDONED, &OBJECT_LISTS, &OBJECT_GET_BYTES, &BLOCK_READS, &FOOTER_GETS]
+    {
         LazyLock::force(counter);
     }
-    for counter in [&OBJECT_PUTS, &PUT_HEDGES, &OBJECT_GETS, &OBJECT_DELETES, &BLOCK_GETS] {
+    for counter in [&OBJECT_PUTS, &PUT_HEDGES, &OBJECT_GETS, &OBJECT_DELETES, &BLOCK_GETS, &BLOCK_CHECKSUM_MISMATCHES] {
         LazyLock::force(counter);
     }
     LazyLock::force(&OBJECT_REQUEST_SECONDS);

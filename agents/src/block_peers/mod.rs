@@ -2,7 +2,10 @@
 //! (of any agent group) that have a peer listener (rendezvous hashing, [`block_owner`]). An agent
 //! that misses a block in its hot tier asks the owner ([`client`]), which reads it from the object
 //! store at most once for all askers and keeps it ([`server`]); when the owner fails or is slow,
-//! the asker reads the block itself, so no client sees an error.
+//! the asker reads the block itself, so no client sees an error. An answer names the block and
+//! the CRC-32C the owner checked it against ([`wire`]); one that names another block, or whose
+//! bytes do not match (the block cache checks them), is refused, the block read from the store,
+//! and the owner not asked for a while.
 //!
 //! Blocks travel over the metadata identities' mutual TLS (both sides of role agent), or in
 //! plaintext when the metadata port is plaintext too (`floe dev`, tests).
@@ -34,19 +37,30 @@ impl ZonePeers {
     pub fn new(agent: Weak<Agent>, deadline: Duration) -> Self {
         Self { agent, client: Arc::new(client::PeerClient::new(deadline)) }
     }
+
+    /// The peer address of the owner of block `index` of the object `key`, if another agent.
+    fn owner(&self, key: &SegmentKey, object_bytes: u64, index: u64) -> Option<String> {
+        let agent = self.agent.upgrade()?;
+        let state = agent.metadata.read();
+        block_owner(&state, &agent, key.as_str(), floe_storage::owner_block(object_bytes, index))
+    }
 }
 
 impl PeerBlocks for ZonePeers {
     fn fetch(&self, key: &SegmentKey, object_bytes: u64, index: u64) -> PeerFetch {
-        let owner = self.agent.upgrade().and_then(|agent| {
-            let state = agent.metadata.read();
-            block_owner(&state, &agent, key.as_str(), floe_storage::owner_block(object_bytes, index))
-        });
-        let Some(addr) = owner else { return Box::pin(std::future::ready(None)) };
+        let Some(addr) = self.owner(key, object_bytes, index) else { return Box::pin(std::future::ready(None)) };
         let client = self.client.clone();
         let request = wire::BlockRequest { key: key.as_str().to_owned(), object_bytes, index };
         let expected = floe_storage::block_len(object_bytes, index);
         Box::pin(async move { client.fetch(&addr, request, expected).await })
+    }
+
+    fn damaged(&self, key: &SegmentKey, object_bytes: u64, index: u64) {
+        // The owner `fetch` asked: ownership moves only as agents come and go.
+        if let Some(addr) = self.owner(key, object_bytes, index) {
+            tracing::warn!(owner = addr, %key, index, "an owner answered a block that failed its checksum");
+            self.client.mark_down(&addr);
+        }
     }
 }
 

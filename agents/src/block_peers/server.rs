@@ -74,9 +74,9 @@ async fn connection(
             read = tokio::time::timeout(IDLE, wire::read_request(&mut stream)) => read,
             _ = stopped.wait_for(|s| *s) => return,
         };
-        let request = match read {
+        let (version, request) = match read {
             Err(_) | Ok(Ok(None)) => return,
-            Ok(Ok(Some(request))) => request,
+            Ok(Ok(Some(asked))) => asked,
             Ok(Err(e)) => {
                 let code = if matches!(e, wire::WireError::Version(_)) { status::UNSUPPORTED } else { status::INVALID };
                 PEER_BLOCK_REQUESTS.with_label_values(&["invalid"]).inc();
@@ -85,7 +85,7 @@ async fn connection(
             }
         };
         let key = SegmentKey::parse(&request.key);
-        let (code, body) = match key {
+        let answer = match key {
             Some(key)
                 if request.object_bytes <= OBJECT_BYTES_MAX
                     && floe_storage::block_len(request.object_bytes, request.index) > 0 =>
@@ -99,28 +99,40 @@ async fn connection(
                         .map_err(|e| e.to_string())
                 };
                 match tokio::time::timeout(READ_TIMEOUT, read).await {
-                    Ok(Ok(bytes)) => {
+                    Ok(Ok(block)) => {
                         PEER_BLOCK_REQUESTS.with_label_values(&["served"]).inc();
-                        PEER_BLOCK_BYTES_SERVED.inc_by(bytes.len() as u64);
-                        (status::OK, bytes)
+                        PEER_BLOCK_BYTES_SERVED.inc_by(block.bytes.len() as u64);
+                        Ok(wire::BlockAnswer {
+                            key: request.key,
+                            index: request.index,
+                            crc32c: block.crc32c,
+                            bytes: block.bytes,
+                        })
                     }
                     Ok(Err(why)) => {
                         PEER_BLOCK_REQUESTS.with_label_values(&["unavailable"]).inc();
-                        (status::UNAVAILABLE, bytes::Bytes::from(why))
+                        Err((status::UNAVAILABLE, bytes::Bytes::from(why)))
                     }
                     Err(_) => {
                         PEER_BLOCK_REQUESTS.with_label_values(&["unavailable"]).inc();
-                        (status::UNAVAILABLE, bytes::Bytes::from_static(b"reading the block timed out"))
+                        Err((status::UNAVAILABLE, bytes::Bytes::from_static(b"reading the block timed out")))
                     }
                 }
             }
             _ => {
                 PEER_BLOCK_REQUESTS.with_label_values(&["invalid"]).inc();
-                (status::INVALID, bytes::Bytes::from_static(b"no segment block of that object"))
+                Err((status::INVALID, bytes::Bytes::from_static(b"no segment block of that object")))
             }
         };
-        let written = tokio::time::timeout(WRITE_TIMEOUT, wire::write_response(&mut stream, code, &body)).await;
-        if !matches!(written, Ok(Ok(()))) {
+        let write = async {
+            match answer {
+                // An agent of version 1 is answered the bytes alone, as it expects.
+                Ok(block) if version == 1 => wire::write_response(&mut stream, status::OK, &block.bytes).await,
+                Ok(block) => wire::write_block(&mut stream, &block).await,
+                Err((code, reason)) => wire::write_response(&mut stream, code, &reason).await,
+            }
+        };
+        if !matches!(tokio::time::timeout(WRITE_TIMEOUT, write).await, Ok(Ok(()))) {
             return;
         }
     }

@@ -162,7 +162,8 @@ pub(crate) async fn entry_bytes(agent: &Agent, entry: &IndexEntry, object: Objec
 }
 
 /// Walks the batches of an entry's bytes with their offsets: written into key-compacted
-/// batches, otherwise counted from the entry's base offset.
+/// batches, otherwise counted from the entry's base offset. The bytes come from `entry_bytes`,
+/// checked whole against the chunk's CRC-32C, which covers every header and stored base offset.
 pub(crate) fn batches_with_offsets<'a>(
     chunk: &'a Bytes,
     entry: &IndexEntry,
@@ -220,6 +221,14 @@ impl Sink {
 /// walked header by header through the block cache, so only the blocks up to the last batch
 /// taken are loaded, and each batch taken from blocks read back from storage is checked against
 /// its own CRC.
+///
+/// The headers of skipped batches, and in cleaned chunks the base offsets written into batches
+/// (outside the batch CRC), decide the offsets of what is returned without a CRC of their own.
+/// For objects of segment format 2 the block checksum covers them: the block cache checks every
+/// block against its object's footer (from the store), or the checksum kept or named with it
+/// (disk tier, peer), before a view sees it. Objects of format 1 have no block checksums; for
+/// them the walk checks what it can cheaply: a batch spans at least one offset and never starts
+/// before the previous one ended.
 async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: &mut Sink) -> Result<bool, FetchError> {
     let (Some(chunk), Some((key, object_bytes))) = (entry.chunk(), object) else {
         // A marker's built control batch, or nothing for a removed stretch.
@@ -238,11 +247,20 @@ async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: 
         ChunkRef { key: key.clone(), byte_start: chunk.byte_start, byte_len: chunk.byte_len, crc32c: chunk.crc32c };
     let mut view = agent.cache.view(&agent.store, chunk_ref, *object_bytes);
     let (mut at, mut next_base) = (0u64, entry.base_offset);
+    // Where the previous batch's offsets ended: the next batch starts there or later.
+    let mut previous_end = i64::MIN;
     while at < view.len() {
         let head = view.slice(at..(at + record_batch::HEADER_BYTES as u64).min(view.len())).await?;
         let header = BatchHeader::parse_header(&head).map_err(|e| FetchError::CorruptStoredBatch(e.to_string()))?;
         let end = at + header.batch_bytes as u64;
         let base = if chunk.offsets_in_batches { header.base_offset } else { next_base };
+        if header.last_offset_delta < 0 || base < previous_end {
+            return Err(FetchError::CorruptStoredBatch(format!(
+                "a batch at offset {base} (last offset delta {}) where {previous_end} or later was due, in {key}",
+                header.last_offset_delta
+            )));
+        }
+        previous_end = base.saturating_add(header.offset_count());
         next_base += header.offset_count();
         match sink.want(base, &header) {
             Want::Skip => {}

@@ -368,11 +368,11 @@ async fn commit(agent: &Agent, name: &str, chunks: Vec<(TopicPartition, LinkBatc
         });
     }
     let object = writer.finish();
-    let object_bytes = object.object_bytes;
+    let (object_bytes, blocks) = (object.object_bytes, object.blocks.clone());
     let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate();
     agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
-    agent.cache.insert_object(&key, &parts);
+    agent.cache.insert_object(&key, &parts, &blocks);
     let command = Command::MirrorCommit(MirrorCommit {
         link: name.to_owned(),
         key: key.as_str().to_owned(),

@@ -21,7 +21,9 @@ use std::time::Instant;
 use bytes::BytesMut;
 use floe_metadata::{BatchSummary, ChunkCommit, Command, CommandError, Metadata, NodeError, Outcome, SegmentCommit};
 use floe_storage::segment::ChunkStats;
-use floe_storage::{BlockCache, PutSegmentError, SegmentKey, SegmentStore, SegmentWriter, TopicPartition};
+use floe_storage::{
+    BlockCache, BlockChecksums, PutSegmentError, SegmentKey, SegmentStore, SegmentWriter, TopicPartition,
+};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -112,8 +114,9 @@ struct FlushJob {
     commit: SegmentCommit,
     upload: JoinHandle<Result<(), PutSegmentError>>,
     key: SegmentKey,
-    /// The object's bytes, for the cache once the upload succeeded.
+    /// The object's bytes and block checksums, for the cache once the upload succeeded.
     parts: Vec<bytes::Bytes>,
+    blocks: BlockChecksums,
     /// Per chunk: (append, partition within it, offsets before its first batch in the chunk).
     routes: Vec<Vec<(usize, usize, i64)>>,
     appends: Vec<Append>,
@@ -305,9 +308,10 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     // The object is the chunks, in push order from byte 0, then footer and trailer.
     let parts: Vec<bytes::Bytes> =
         std::iter::once(data).chain(object.payload.iter().skip(commit.chunks.len()).cloned()).collect();
+    let blocks = object.blocks.clone();
     let (store, upload_key) = (store.clone(), key.clone());
     let upload = tokio::spawn(async move { store.put_segment(&upload_key, object).await });
-    FlushJob { started: Instant::now(), commit, upload, key, parts, routes, appends }
+    FlushJob { started: Instant::now(), commit, upload, key, parts, blocks, routes, appends }
 }
 
 /// How the flush buffer writes and commits.
@@ -333,7 +337,7 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
     let Committer { metadata, cache, commit_deadline, fault } = committer;
     let mut holds = SequenceHolds::default();
     while let Some(job) = jobs.recv().await {
-        let FlushJob { started, commit, upload, key, parts, routes, appends } = job;
+        let FlushJob { started, commit, upload, key, parts, blocks, routes, appends } = job;
         let chunk_count = routes.len();
         let producer_chunks: Vec<Option<ProducerChunk>> = commit.chunks.iter().map(ProducerChunk::of).collect();
         let results = match upload.await {
@@ -347,7 +351,7 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
                     tracing::error!(key = %commit.key, "fault injection: exiting between PUT and commit");
                     std::process::exit(86);
                 }
-                cache.insert_object(&key, &parts);
+                cache.insert_object(&key, &parts, &blocks);
                 let held = {
                     let state = metadata.read();
                     holds.held(&producer_chunks, |chunk| sequenced(&state, chunk), Instant::now())

@@ -1,4 +1,5 @@
-//! Block cache: chunks across block boundaries, reads without the store, damage detection.
+//! Block cache: chunks across block boundaries, reads without the store, damage detection (on the
+//! disk tier, from peers, from the store).
 
 use bytes::Bytes;
 
@@ -39,7 +40,7 @@ fn chunk_ref(key: &SegmentKey, e: &crate::ChunkEntry) -> ChunkRef {
 async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_copy() {
     let store = memory_store();
     let (object, datas) = object();
-    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let (chunks, object_bytes, blocks) = (object.chunks.clone(), object.object_bytes, object.blocks.clone());
     let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate();
     store.put_segment(&key, object).await.expect("put");
@@ -51,7 +52,7 @@ async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_co
 
     // The writer's copy: readable with the object gone from the store.
     let warm = memory_cache(64 << 20).await;
-    warm.insert_object(&key, &parts);
+    warm.insert_object(&key, &parts, &blocks);
     let other = memory_store();
     for (entry, data) in chunks.iter().zip(&datas) {
         assert_eq!(&warm.read_chunk(&other, &chunk_ref(&key, entry), object_bytes).await.expect("cached"), data);
@@ -62,7 +63,7 @@ async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_co
 async fn a_damaged_block_is_refused_and_dropped() {
     let store = memory_store();
     let (object, datas) = object();
-    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let (chunks, object_bytes, blocks) = (object.chunks.clone(), object.object_bytes, object.blocks.clone());
     let mut parts: Vec<Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate();
     store.put_segment(&key, object).await.expect("put");
@@ -70,7 +71,7 @@ async fn a_damaged_block_is_refused_and_dropped() {
     damaged[0] ^= 1;
     parts[2] = Bytes::from(damaged);
     let cache = memory_cache(64 << 20).await;
-    cache.insert_object(&key, &parts);
+    cache.insert_object(&key, &parts, &blocks);
     let third = chunk_ref(&key, &chunks[2]);
     assert!(matches!(
         cache.read_chunk(&store, &third, object_bytes).await,
@@ -104,7 +105,7 @@ async fn a_view_slices_any_range_of_a_chunk_and_refuses_ranges_past_it() {
 async fn only_blocks_this_agent_wrote_count_as_written_here_and_the_disk_tier_forgets_it() {
     let store = memory_store();
     let (object, _) = object();
-    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let (chunks, object_bytes, blocks) = (object.chunks.clone(), object.object_bytes, object.blocks.clone());
     let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate();
     store.put_segment(&key, object).await.expect("put");
@@ -122,14 +123,14 @@ async fn only_blocks_this_agent_wrote_count_as_written_here_and_the_disk_tier_fo
     let cold = memory_cache(64 << 20).await;
     assert!(!written_here(cold, &store).await, "read from the store");
     let warm = memory_cache(64 << 20).await;
-    warm.insert_object(&key, &parts);
+    warm.insert_object(&key, &parts, &blocks);
     assert!(written_here(warm, &empty).await, "the writer's own copy");
 
     let dir = std::env::temp_dir().join(format!("floe-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let config = BlockCacheConfig { memory_bytes: 64 << 20, disk: Some((dir.clone(), 256 << 20)) };
     let hybrid = BlockCache::open(&config).await.expect("cache");
-    hybrid.insert_object(&key, &parts);
+    hybrid.insert_object(&key, &parts, &blocks);
     hybrid.close().await;
     let reopened = BlockCache::open(&config).await.expect("cache");
     // The store used here does not hold the object: the bytes come from the disk tier.
@@ -173,7 +174,8 @@ async fn a_block_of_another_format_on_the_disk_tier_is_never_read() {
     let config = BlockCacheConfig { memory_bytes: 64 << 20, disk: Some((dir.clone(), 256 << 20)) };
     let old = BlockCache::open(&config).await.expect("cache");
     let garbage = Bytes::from(vec![0xee; BLOCK_BYTES as usize]);
-    old.cache.insert(format!("{}#0", key.as_str()), CachedBlock { bytes: garbage, written_here: false });
+    let crc32c = crc32c::crc32c(&garbage);
+    old.cache.insert(format!("{}#0", key.as_str()), CachedBlock::new(garbage, false, crc32c));
     old.close().await;
 
     let reopened = BlockCache::open(&config).await.expect("cache");
@@ -182,7 +184,7 @@ async fn a_block_of_another_format_on_the_disk_tier_is_never_read() {
     let bytes = view.slice(0..len).await.expect("read from the store, not the old block");
     assert!(!bytes.iter().all(|b| *b == 0xee), "the old format's block was read");
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(block_key(&key, 3), format!("b1.4194304/{}#3", key.as_str()));
+    assert_eq!(block_key(&key, 3), format!("b2.4194304/{}#3", key.as_str()));
 }
 
 /// Stands in for the zone's owner of every block: another agent's cache and store.
@@ -191,9 +193,11 @@ struct Owner {
     cache: BlockCache,
     store: SegmentStore,
     /// What it answers instead of the block: `None` the real block, `Some(None)` nothing (down),
-    /// `Some(Some(b))` the bytes `b`.
-    answer: Option<Option<Bytes>>,
+    /// `Some(Some(b))` the block `b`.
+    answer: Option<Option<PeerBlock>>,
     asked: std::sync::atomic::AtomicUsize,
+    /// Answers the asker found damaged.
+    damaged: std::sync::atomic::AtomicUsize,
 }
 
 impl PeerBlocks for Owner {
@@ -204,6 +208,10 @@ impl PeerBlocks for Owner {
         }
         let (cache, store, key) = (self.cache.clone(), self.store.clone(), key.clone());
         Box::pin(async move { cache.block_for_peer(&store, &key, object_bytes, index).await.ok() })
+    }
+
+    fn damaged(&self, _key: &SegmentKey, _object_bytes: u64, _index: u64) {
+        self.damaged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -217,7 +225,10 @@ async fn missed_blocks_come_from_their_owner_which_reads_each_once_and_a_failed_
     let owner = |answer| {
         let cache = memory_cache(64 << 20);
         let store = store.clone();
-        async move { Owner { cache: cache.await, store, answer, asked: Default::default() } }
+        async move {
+            let (asked, damaged) = Default::default();
+            Owner { cache: cache.await, store, answer, asked, damaged }
+        }
     };
     let peer_gets = || metrics::BLOCK_GETS.with_label_values(&["peer"]).get();
 
@@ -236,7 +247,8 @@ async fn missed_blocks_come_from_their_owner_which_reads_each_once_and_a_failed_
     assert_eq!(zone_owner.asked.load(std::sync::atomic::Ordering::Relaxed), 6, "two blocks per asker");
 
     // An owner that is down, or answers a block of the wrong length: the asker GETs it itself.
-    for answer in [None, Some(Bytes::from_static(b"short"))] {
+    let short = PeerBlock { bytes: Bytes::from_static(b"short"), crc32c: crc32c::crc32c(b"short") };
+    for answer in [None, Some(short)] {
         let asker = memory_cache(64 << 20).await;
         asker.set_peers(Arc::new(owner(Some(answer)).await));
         for (entry, data) in chunks.iter().zip(&datas) {
@@ -280,9 +292,166 @@ async fn a_writers_buffer_is_cached_in_shared_and_copied_blocks_alike() {
     let key = SegmentKey::generate();
     // Room for every block in each of the cache's shards: eviction is not what this tests.
     let warm = memory_cache(512 << 20).await;
-    warm.insert_object(&key, &parts);
+    warm.insert_object(&key, &parts, &object.blocks);
     for (entry, data) in object.chunks.iter().zip(&datas) {
         let read = warm.read_chunk(&memory_store(), &chunk_ref(&key, entry), object.object_bytes).await;
         assert_eq!(&read.expect("cached"), data);
     }
+}
+
+/// An object of three chunks whose first two blocks are whole and so of the same length; the
+/// third chunk and the footer end in the small last block.
+fn two_block_object() -> (crate::segment::SegmentObject, Vec<Bytes>) {
+    let sizes = [BLOCK_BYTES as usize - 10, 100, BLOCK_BYTES as usize + 5000];
+    let stats = ChunkStats { batch_count: 1, record_count: 1, timestamp_min: 0, timestamp_max: 0 };
+    let mut writer = SegmentWriter::new();
+    let mut datas = Vec::new();
+    for (i, size) in sizes.iter().enumerate() {
+        let data = Bytes::from((0..*size).map(|b| (b * 11 + i) as u8).collect::<Vec<u8>>());
+        let tp = TopicPartition { topic_id: uuid::Uuid::nil(), partition: i as i32 };
+        writer.push_chunk(tp, [data.clone()], stats);
+        datas.push(data);
+    }
+    (writer.finish(), datas)
+}
+
+/// Each chunk of `key` read whole through a view of `cache`: a view, unlike `read_chunk`, checks
+/// no chunk checksum, as a fetch walks a chunk.
+async fn view_all(
+    cache: &BlockCache,
+    store: &SegmentStore,
+    key: &SegmentKey,
+    chunks: &[crate::ChunkEntry],
+    object_bytes: u64,
+) -> Result<Vec<Bytes>, ReadChunkError> {
+    let mut read = Vec::new();
+    for entry in chunks {
+        let mut view = cache.view(store, chunk_ref(key, entry), object_bytes);
+        let len = view.len();
+        read.push(view.slice(0..len).await?);
+    }
+    Ok(read)
+}
+
+/// The writer records the CRC-32C of every block of the data section, the last one ending where
+/// the footer starts.
+#[test]
+fn the_writer_sums_each_block_of_the_data_section() {
+    let (object, datas) = object();
+    let data = datas.concat();
+    let blocks = &object.blocks;
+    assert_eq!((blocks.block_bytes, blocks.data_bytes), (BLOCK_BYTES as u32, data.len() as u64));
+    let block = BLOCK_BYTES as usize;
+    assert_eq!(blocks.crc32c, vec![crc32c::crc32c(&data[..block]), crc32c::crc32c(&data[block..])]);
+    assert_eq!(blocks.block(1), Some((blocks.crc32c[1], (data.len() - block) as u64)));
+    assert_eq!(blocks.block(2), None);
+}
+
+/// Before block checksums, a block the disk tier gave back was served as it was: a byte flipped
+/// after it was cached (the disk's own entry checksum taken after the damage) reached the reader,
+/// and a fetch walking its headers could take offsets from it. Now the block is checked against
+/// the CRC-32C kept with it, dropped, and read again from the store.
+#[tokio::test]
+async fn a_block_damaged_on_the_disk_tier_is_read_again_from_the_store() {
+    let store = memory_store();
+    let (object, datas) = object();
+    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let key = SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+
+    let dir = std::env::temp_dir().join(format!("floe-cache-damage-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = BlockCacheConfig { memory_bytes: 64 << 20, disk: Some((dir.clone(), 256 << 20)) };
+    let cache = BlockCache::open(&config).await.expect("cache");
+    let block = store.get_range(&key, 0..BLOCK_BYTES).await.expect("block 0");
+    let mut damaged = block.to_vec();
+    damaged[100] ^= 0x10;
+    cache.cache.insert(block_key(&key, 0), CachedBlock::new(Bytes::from(damaged), false, crc32c::crc32c(&block)));
+    cache.close().await;
+
+    let disk_mismatches = || metrics::BLOCK_CHECKSUM_MISMATCHES.with_label_values(&["disk"]).get();
+    let before = disk_mismatches();
+    let reopened = BlockCache::open(&config).await.expect("cache");
+    let read = view_all(&reopened, &store, &key, &chunks[..1], object_bytes).await.expect("read");
+    assert_eq!(read[0], datas[0], "the store's bytes, not the disk tier's");
+    assert!(disk_mismatches() > before);
+    // The good block replaced the damaged one.
+    let again = view_all(&reopened, &memory_store(), &key, &chunks[..1], object_bytes).await.expect("cached");
+    assert_eq!(again[0], datas[0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Before block names and checksums, an owner's answer was taken on its length alone: a block
+/// damaged on the way, or another block of the same length, was served as the one asked for.
+/// Now the first fails the CRC-32C the owner named, the second the object's footer checksum
+/// (known here from an earlier read); either way the owner is reported and the store serves.
+#[tokio::test]
+async fn a_peers_damaged_or_wrong_block_is_refused_and_read_from_the_store() {
+    let store = memory_store();
+    let (object, datas) = two_block_object();
+    let (chunks, object_bytes) = (object.chunks.clone(), object.object_bytes);
+    let key = SegmentKey::generate();
+    store.put_segment(&key, object).await.expect("put");
+    assert_eq!(block_len(object_bytes, 0), block_len(object_bytes, 1));
+    let block = |index: u64| store.get_range(&key, index * BLOCK_BYTES..(index + 1) * BLOCK_BYTES);
+    let (block_0, block_1) = (block(0).await.expect("block 0"), block(1).await.expect("block 1"));
+    let liar = |bytes: Bytes, crc32c: u32| {
+        let cache = memory_cache(64 << 20);
+        let store = memory_store();
+        async move {
+            let (asked, damaged) = Default::default();
+            let answer = Some(Some(PeerBlock { bytes, crc32c }));
+            Arc::new(Owner { cache: cache.await, store, answer, asked, damaged })
+        }
+    };
+    let damaged = |owner: &Owner| owner.damaged.load(std::sync::atomic::Ordering::Relaxed);
+
+    // Block 0 with a byte flipped, under the checksum of the block as it was.
+    let mut flipped = block_0.to_vec();
+    flipped[7] ^= 1;
+    let owner = liar(Bytes::from(flipped), crc32c::crc32c(&block_0)).await;
+    let asker = memory_cache(64 << 20).await;
+    asker.set_peers(owner.clone());
+    let read = view_all(&asker, &store, &key, &chunks[..1], object_bytes).await.expect("from the store");
+    assert_eq!(read[0], datas[0]);
+    assert!(damaged(&owner) >= 1, "the owner was reported");
+
+    // Block 1, consistent with the checksum it names, answered for block 0.
+    let owner = liar(block_1.clone(), crc32c::crc32c(&block_1)).await;
+    let asker = memory_cache(64 << 20).await;
+    // The last chunk, read before there are peers, brings the object's footer with its end.
+    let last = view_all(&asker, &store, &key, &chunks[2..], object_bytes).await.expect("from the store");
+    assert_eq!(last[0], datas[2]);
+    asker.set_peers(owner.clone());
+    let read = view_all(&asker, &store, &key, &chunks[..1], object_bytes).await.expect("from the store");
+    assert_eq!(read[0], datas[0], "block 0, not block 1");
+    assert_eq!(damaged(&owner), 1, "the owner was reported");
+}
+
+/// A block the store returns that does not match its object's footer is neither cached nor served
+/// through a view; a whole-chunk read of an intact chunk in it still succeeds on the chunk's own
+/// checksum, and the damaged chunk fails on it.
+#[tokio::test]
+async fn a_block_that_does_not_match_its_footer_is_not_served() {
+    let store = memory_store();
+    let (object, datas) = object();
+    let (chunks, object_bytes, blocks) = (object.chunks.clone(), object.object_bytes, object.blocks.clone());
+    let mut bytes: Vec<u8> = object.payload.iter().flat_map(|b| b.iter().copied()).collect();
+    bytes[5] ^= 1;
+    let damaged = crate::segment::SegmentObject {
+        payload: object_store::PutPayload::from(Bytes::from(bytes)),
+        chunks: chunks.clone(),
+        blocks,
+        object_bytes,
+    };
+    let key = SegmentKey::generate();
+    store.put_segment(&key, damaged).await.expect("put");
+    let cache = memory_cache(64 << 20).await;
+    let read = view_all(&cache, &store, &key, &chunks[..1], object_bytes).await;
+    assert!(matches!(read, Err(ReadChunkError::BlockChecksumMismatch { index: 0, .. })), "{read:?}");
+    assert!(!cache.cache.contains(&block_key(&key, 0)), "not cached");
+    let second = cache.read_chunk(&store, &chunk_ref(&key, &chunks[1]), object_bytes).await.expect("intact chunk");
+    assert_eq!(second, datas[1]);
+    let first = cache.read_chunk(&store, &chunk_ref(&key, &chunks[0]), object_bytes).await;
+    assert!(matches!(first, Err(ReadChunkError::ChecksumMismatch { .. })), "{first:?}");
 }
