@@ -20,20 +20,20 @@ const READ_COMMITTED: i8 = 1;
 
 pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let read_committed = request.isolation_level == READ_COMMITTED;
-    // The end of a log must be at least what any client was acknowledged before asking, as on a
-    // Kafka leader (KIP-207: ListOffsets never goes back): this agent's mirror may lag the
-    // commit another agent acknowledged, so it catches up with the metadata leader first. A
-    // restore that reads to the end it was told would otherwise stop short of acknowledged
-    // records (seen by the changelog workload of `floe chaos` during a leader failover).
-    let asks_end =
-        request.topics.iter().flat_map(|t| &t.partitions).any(|p| matches!(p.timestamp, LATEST | LATEST_TIERED));
-    let end_known = !asks_end || agent.metadata.catch_up().await.is_ok();
+    // The ends of a log must be at least what any client was acknowledged before asking (a
+    // write, a DeleteRecords), as on a Kafka leader (KIP-207: ListOffsets never goes back): this
+    // agent's mirror may lag a commit another agent acknowledged, so it catches up with the
+    // metadata leader first. A restore that reads to the end it was told would otherwise stop
+    // short of acknowledged records (seen by the changelog workload of `floe chaos` during a
+    // leader failover).
+    let asks_ends = request.topics.iter().flat_map(|t| &t.partitions).any(|p| asks_an_end(p.timestamp));
+    let ends_known = !asks_ends || agent.metadata.catch_up().await.is_ok();
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in topic.partitions {
             let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            let answer = if !end_known && matches!(p.timestamp, LATEST | LATEST_TIERED) {
+            let answer = if !ends_known && asks_an_end(p.timestamp) {
                 // Retriable: the client asks again once a metadata leader answers.
                 Err(code::OFFSET_NOT_AVAILABLE)
             } else {
@@ -59,6 +59,11 @@ pub(in crate::kafka) async fn handle(agent: &Agent, version: i16, request: ListO
         topics.push(ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions));
     }
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// Whether `target` asks for one of the log's ends, which acknowledgements move.
+fn asks_an_end(target: i64) -> bool {
+    matches!(target, LATEST | LATEST_TIERED | EARLIEST | EARLIEST_LOCAL)
 }
 
 /// Returns (offset, timestamp, leader epoch) or an error code.
