@@ -10,18 +10,21 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::Context;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, FutureRecord, Producer};
 use tokio::task::JoinSet;
 
-use super::{Stop, Traced, client};
+use super::Stop;
+use super::produce::idempotent_producer;
+use super::transactions::{TxnProducer, transactional_producer};
 use crate::history::{Event, History, Outcome};
 
 pub(crate) const CHANGELOG_TOPIC: &str = "chaos-changelog";
 pub(crate) const CHANGELOG_PARTITIONS: i32 = 2;
+/// Every incarnation of the writer reuses it, as a Kafka Streams task does.
+const TRANSACTIONAL_ID: &str = "chaos-changelog";
 /// Compacted; tombstones and transaction markers go 2 s after the pass that kept them, and any
 /// dirty byte is worth a pass, so the cleaner runs all through a short run.
 pub(crate) const CHANGELOG_CONFIGS: [(&str, &str); 3] =
@@ -66,34 +69,8 @@ pub(crate) struct Restore {
 
 pub(crate) type Restores = Arc<Mutex<Vec<Restore>>>;
 
-fn transactional_producer(
-    bootstrap: &str,
-    history: &Arc<History>,
-    trace: &Path,
-) -> anyhow::Result<ThreadedProducer<Traced>> {
-    let producer: ThreadedProducer<Traced> = client(bootstrap)
-        .set("transactional.id", "chaos-changelog")
-        .set("transaction.timeout.ms", "20000")
-        .set("linger.ms", "5")
-        .set("debug", Traced::DEBUG)
-        .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug)
-        .create_with_context(Traced::create(history.clone(), trace)?)
-        .context("changelog producer")?;
-    let started = Instant::now();
-    loop {
-        match producer.init_transactions(TXN_CALL_TIMEOUT) {
-            Ok(()) => return Ok(producer),
-            Err(e) if started.elapsed() < Duration::from_secs(300) => {
-                history.note(format!("changelog init_transactions: {e}; retrying"));
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => return Err(e).context("changelog init_transactions for 300 s"),
-        }
-    }
-}
-
 /// Writes `writes` in one transaction at `version`, then commits it, or aborts it when `abort`.
-fn transact(producer: &ThreadedProducer<Traced>, writes: &[(i32, String)], version: u64, abort: bool) -> Outcome {
+fn transact(producer: &TxnProducer, writes: &[(i32, String)], version: u64, abort: bool) -> Outcome {
     let payload = value(version);
     let attempt = || -> Result<(), KafkaError> {
         producer.begin_transaction()?;
@@ -140,7 +117,7 @@ pub(crate) fn run_transactional(
     trace: &Path,
 ) -> anyhow::Result<()> {
     let mut rng = fastrand::Rng::with_seed(u64::from(std::process::id()));
-    let mut producer = transactional_producer(&bootstrap, &history, trace)?;
+    let mut producer = transactional_producer(&bootstrap, TRANSACTIONAL_ID, &history, trace)?;
     let mut txn = 0u64;
     while !stop.is_set() {
         txn += 1;
@@ -155,7 +132,7 @@ pub(crate) fn run_transactional(
         if outcome == Outcome::Unknown || txn.is_multiple_of(RESTART_EVERY) {
             // The same transactional id again: the new incarnation fences the old one and settles
             // its open transaction.
-            producer = transactional_producer(&bootstrap, &history, trace)?;
+            producer = transactional_producer(&bootstrap, TRANSACTIONAL_ID, &history, trace)?;
         }
         std::thread::sleep(TXN_PAUSE);
     }
@@ -169,13 +146,7 @@ pub(crate) async fn run_idempotent(
     stop: Stop,
     history: Arc<History>,
 ) -> anyhow::Result<()> {
-    let producer: FutureProducer = client(&bootstrap)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("message.timeout.ms", "90000")
-        .create()
-        .context("changelog idempotent producer")?;
+    let producer = idempotent_producer(&bootstrap)?;
     let mut tick = tokio::time::interval(Duration::from_secs(1) / per_second.max(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut reports = JoinSet::new();
@@ -233,10 +204,7 @@ pub(crate) fn run_restorer(
                 Err(e) => history.note(format!("changelog restore (read_committed {read_committed}): {e:#}")),
             }
         }
-        let pause = Instant::now();
-        while !stop.is_set() && pause.elapsed() < RESTORE_EVERY {
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        stop.wait(RESTORE_EVERY);
     }
     Ok(())
 }

@@ -33,6 +33,14 @@ impl Stop {
     pub(crate) fn is_set(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
+
+    /// Sleeps `wait` on this thread, or less once the stop is set.
+    pub(crate) fn wait(&self, wait: std::time::Duration) {
+        let from = std::time::Instant::now();
+        while !self.is_set() && from.elapsed() < wait {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
 }
 
 /// Who the workloads act as on a cluster that requires authentication (`--hostile-tenant`).

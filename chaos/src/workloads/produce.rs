@@ -25,7 +25,8 @@ pub(crate) fn value(prefix: &str, id: usize, seq: u64) -> String {
     format!("{prefix}-{id}-{seq:08}")
 }
 
-fn producer(bootstrap: &str) -> anyhow::Result<FutureProducer> {
+/// An idempotent producer (`acks=all`) that keeps retrying for 90 s.
+pub(crate) fn idempotent_producer(bootstrap: &str) -> anyhow::Result<FutureProducer> {
     client(bootstrap)
         .set("enable.idempotence", "true")
         .set("acks", "all")
@@ -37,7 +38,7 @@ fn producer(bootstrap: &str) -> anyhow::Result<FutureProducer> {
 
 /// Produces until `stop`, then waits for every outstanding delivery report.
 pub(crate) async fn run(bootstrap: String, spec: ProduceSpec, stop: Stop, history: Arc<History>) -> anyhow::Result<()> {
-    let mut producer = producer(&bootstrap)?;
+    let mut producer = idempotent_producer(&bootstrap)?;
     let mut tick = tokio::time::interval(Duration::from_secs(1) / spec.per_second.max(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut reports = JoinSet::new();
@@ -49,7 +50,7 @@ pub(crate) async fn run(bootstrap: String, spec: ProduceSpec, stop: Stop, histor
             // Reported, and the producer replaced, so the run goes on; the checker still
             // judges every record this producer had acknowledged.
             history.note(format!("{} producer {}: fatal error {code:?}: {reason}", spec.topic, spec.id));
-            producer = self::producer(&bootstrap)?;
+            producer = idempotent_producer(&bootstrap)?;
         }
         let value = value(spec.prefix, spec.id, seq);
         let partition = (seq % spec.partitions as u64) as i32;

@@ -4,7 +4,7 @@
 //! read is kept for `check::retained`.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use rdkafka::admin::{AdminClient, AdminOptions};
@@ -93,10 +93,7 @@ pub(crate) fn run_reader(bootstrap: String, stop: Stop, history: Arc<History>, r
             Ok(r) => reads.lock().unwrap_or_else(|p| p.into_inner()).push(r),
             Err(e) => history.note(format!("reading {RETAINED_TOPIC}: {e:#}")),
         }
-        let pause = Instant::now();
-        while !stop.is_set() && pause.elapsed() < READ_EVERY {
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        stop.wait(READ_EVERY);
     }
     Ok(())
 }

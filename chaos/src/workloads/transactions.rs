@@ -39,11 +39,18 @@ pub(crate) fn parse_output(value: &str) -> Option<(&str, u64)> {
 
 /// Threaded: its own thread serves delivery reports and log lines as they come, so the trace's
 /// times are when librdkafka logged, not when a later call happened to poll.
-type TxnProducer = ThreadedProducer<Traced>;
+pub(crate) type TxnProducer = ThreadedProducer<Traced>;
 
-fn transactional_producer(bootstrap: &str, history: &Arc<History>, trace: &Path) -> anyhow::Result<TxnProducer> {
+/// A transactional producer of `transactional_id`, its transactions settled (the previous
+/// incarnation fenced), retrying `init_transactions` for up to 300 s.
+pub(crate) fn transactional_producer(
+    bootstrap: &str,
+    transactional_id: &str,
+    history: &Arc<History>,
+    trace: &Path,
+) -> anyhow::Result<TxnProducer> {
     let producer: TxnProducer = client(bootstrap)
-        .set("transactional.id", format!("chaos-transform-{}", std::process::id()))
+        .set("transactional.id", transactional_id)
         .set("transaction.timeout.ms", "20000")
         .set("linger.ms", "5")
         .set("debug", Traced::DEBUG)
@@ -182,7 +189,8 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>, trace: &
         .create_with_context(Traced::create(history.clone(), trace)?)
         .context("transform consumer")?;
     consumer.subscribe(&[TXN_INPUT_TOPIC])?;
-    let mut producer = Arc::new(transactional_producer(&bootstrap, &history, trace)?);
+    let id = format!("chaos-transform-{}", std::process::id());
+    let mut producer = Arc::new(transactional_producer(&bootstrap, &id, &history, trace)?);
     let mut txn = 0u64;
     while !stop.is_set() {
         let mut batch = Vec::new();
@@ -221,7 +229,7 @@ pub(crate) fn run(bootstrap: String, stop: Stop, history: Arc<History>, trace: &
                 };
                 history.push(Event::TxnUnknown { txn, records, error });
                 // A new incarnation settles the old one's transaction before going on.
-                producer = Arc::new(transactional_producer(&bootstrap, &history, trace)?);
+                producer = Arc::new(transactional_producer(&bootstrap, &id, &history, trace)?);
                 rewind_until_done(&consumer, &stop, &history);
             }
         }
