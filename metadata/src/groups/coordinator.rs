@@ -395,6 +395,19 @@ impl Group {
     }
 
     /// Removes a member; the group rebalances (or empties).
+    /// Ends the sessions that passed their timeout by `now` and completes a join that waited
+    /// only on them: what the group timer does each round, and DeleteGroups before it looks.
+    fn expire_sessions(&mut self, group_id: &str, now: Instant, initial_delay: Duration, effects: &mut Effects) {
+        self.pending.retain(|_, deadline| *deadline > now);
+        let expired: Vec<String> =
+            self.members.values().filter(|m| !m.alive(now)).map(|m| m.record.member_id.clone()).collect();
+        for member_id in expired {
+            tracing::info!(group = %group_id, member = %member_id, "group member session expired");
+            self.remove_member(&member_id, now, initial_delay, effects);
+        }
+        self.maybe_complete_join(now, effects);
+    }
+
     fn remove_member(&mut self, member_id: &str, now: Instant, initial_delay: Duration, effects: &mut Effects) {
         let Some(mut member) = self.members.remove(member_id) else { return };
         if let Some(tx) = member.join_waiter.take() {
@@ -1448,13 +1461,36 @@ impl GroupCoordinator {
         let mut results = Vec::new();
         let mut last_index = 0;
         for id in ids {
-            let live = self.with_tables(node, |tables, state| {
-                tables.classic.get(&id).is_some_and(|g| !g.members.is_empty())
+            // Sessions past their timeout end now, not at the timer's next round, and the group's
+            // writes under way (that one included) land before the stored state is asked to
+            // delete it: a client deleting a group its static members left without LeaveGroup,
+            // a session timeout after they closed, is answered as on Kafka.
+            let now = node.clock().now();
+            let (live, expiry, barrier) = self.with_tables(node, |tables, state| {
+                let mut effects = Effects::default();
+                if let Some(group) = tables.classic.get_mut(&id) {
+                    group.expire_sessions(&id, now, initial_delay(state), &mut effects);
+                }
+                let expiry = effects.store.take().map(|membership| tables.write(&id, membership));
+                let live = tables.classic.get(&id).is_some_and(|g| !g.members.is_empty())
                     || super::consumer_group::has_members(tables, state, &id)
-                    || super::share_group::has_members(tables, state, &id)
+                    || super::share_group::has_members(tables, state, &id);
+                (live, expiry.map(|write| (write, effects)), tables.turns.barrier(&id))
             })?;
+            if let Some((write, effects)) = expiry {
+                effects.deliver();
+                if let Err(e) = self.store(node, write).await {
+                    results.push((id, Err(e)));
+                    continue;
+                }
+            }
             if live {
                 results.push((id, Err(GroupError::NonEmptyGroup)));
+                continue;
+            }
+            if !barrier.passed().await {
+                results
+                    .push((id, Err(GroupError::CoordinatorNotAvailable("a write of the group failed; retry".into()))));
                 continue;
             }
             let result = match node.propose_indexed(Command::DeleteGroup { group_id: id.clone() }).await {
@@ -1562,14 +1598,7 @@ impl GroupCoordinator {
                 let groups = &mut tables.classic;
                 for (id, group) in groups.iter_mut() {
                     let mut group_effects = Effects::default();
-                    group.pending.retain(|_, deadline| *deadline > now);
-                    let expired: Vec<String> =
-                        group.members.values().filter(|m| !m.alive(now)).map(|m| m.record.member_id.clone()).collect();
-                    for member_id in expired {
-                        tracing::info!(group = %id, member = %member_id, "group member session expired");
-                        group.remove_member(&member_id, now, delay, &mut group_effects);
-                    }
-                    group.maybe_complete_join(now, &mut group_effects);
+                    group.expire_sessions(id, now, delay, &mut group_effects);
                     if let Some(membership) = group_effects.store.take() {
                         stores.push((id.clone(), membership));
                     }

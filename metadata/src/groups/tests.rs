@@ -298,6 +298,22 @@ async fn a_static_member_that_stops_heartbeating_expires_at_its_session_timeout(
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// DeleteGroups ends the sessions past their timeout itself and waits for that write: asked a
+/// session timeout after static members closed, it deletes the group as Kafka does. It used to
+/// answer NON_EMPTY_GROUP until the group timer's next round and its write had landed (a client's
+/// test suite deleting its group 6 s after 5 s sessions saw that).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_after_the_session_timeout_ends_the_sessions_itself() {
+    let clock = crate::clock::Clock::manual(1_700_000_000_000);
+    let (node, dir) = node_with(clock.clone()).await;
+    let member = join_static_and_sync(&node, "a", 5_000).await;
+    assert_eq!(call(&node, static_heartbeat(&member, "a")).await, GroupResponse::Heartbeat(Ok(())));
+    clock.advance(Duration::from_millis(5_001));
+    assert_eq!(delete_g(&node).await, GroupResponse::Delete(vec![("g".into(), Ok(()))]));
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Sessions run on a new leader for groups no request names: a static member that closed while
 /// the metadata leader restarted (or failed over) is expired a session after the new leader
 /// took over, and the group may then be deleted. A stored group used to become live only when
