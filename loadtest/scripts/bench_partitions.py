@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""The cost of a partition (issue 53): the same produce load (records/s of a fixed size, one
+producer and one consumer) spread over few and over many partitions of a fresh release `floe
+dev` on file://. Per run: produce p50/p99 as the client saw them, server CPU (cores), server RSS
+sampled every 5 s (first, last and peak after the warm-up), the metadata directory's size at the
+end and the server's own Produce latency (`floe_kafka_request_duration_seconds`). Partition
+counts alternate run by run, so both see the same machine; medians and the ratio of each count
+to the first are printed, the samples go to a JSON file and RSS over time to an SVG plot.
+
+    cargo build --release -p floe -p floe-loadtest
+    python3 loadtest/scripts/bench_partitions.py --partitions 8,2000 --runs 3 --duration 90
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_produce import TARGET, cpu_seconds, free_port, metrics  # noqa: E402
+
+SAMPLE_EVERY = 5.0
+
+
+def rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def dir_mib(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total / 2**20
+
+
+def produce_quantile(m, q):
+    """The bucket bound under which `q` of the server's Produce requests finished, in ms."""
+    prefix = 'floe_kafka_request_duration_seconds_bucket{api="Produce",le="'
+    buckets = sorted((float(k[len(prefix):-2]), v) for k, v in m.items()
+                     if k.startswith(prefix) and not k.endswith('+Inf"}'))
+    total = m.get('floe_kafka_request_duration_seconds_count{api="Produce"}', 0)
+    for le, count in buckets:
+        if total and count >= q * total:
+            return le * 1000
+    return float("nan")
+
+
+def one_run(args, partitions, run):
+    data = f"/var/tmp/floe-bench/partitions-{partitions}-run{run}"
+    shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(data)
+    kafka, http, meta = free_port(), free_port(), free_port()
+    cmd = [f"{TARGET}/release/floe", "dev", "--data-dir", data, "--kafka-addr", f"127.0.0.1:{kafka}",
+           "--http-addr", f"127.0.0.1:{http}", "--metadata-addr", f"127.0.0.1:{meta}"]
+    floe = subprocess.Popen(cmd, stderr=open(f"{data}.log", "w"))
+    samples = []
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", kafka), timeout=0.2).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise SystemExit("floe did not start")
+                time.sleep(0.05)
+        stop = threading.Event()
+        started = time.time()
+
+        def sample():
+            while not stop.wait(SAMPLE_EVERY):
+                samples.append((round(time.time() - started, 1), rss_mib(floe.pid)))
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        load = subprocess.Popen(
+            [f"{TARGET}/release/floe-loadtest", "--bootstrap", f"127.0.0.1:{kafka}", "--topic", "big",
+             "--partitions", str(partitions), "--rate", str(args.rate), "--record-bytes", str(args.record_bytes),
+             "--duration", f"{args.duration}s", "--warmup", f"{args.warmup}s", "--consumers", "1", "--quiet"],
+            stdout=subprocess.PIPE, text=True)
+        # CPU and server latency over the measured part only: from the end of the warm-up.
+        time.sleep(args.warmup)
+        cpu_before, m_before = cpu_seconds(floe.pid), metrics(f"127.0.0.1:{http}")
+        measured_from = time.time()
+        out, _ = load.communicate()
+        cpu = (cpu_seconds(floe.pid) - cpu_before) / (time.time() - measured_from)
+        m_after = metrics(f"127.0.0.1:{http}")
+        stop.set()
+        sampler.join()
+        report = json.loads(out)
+    finally:
+        floe.send_signal(signal.SIGTERM)
+        floe.wait(60)
+    delta = {k: m_after[k] - m_before.get(k, 0) for k in m_after if "floe_kafka_request_duration_seconds" in k}
+    after_warmup = [rss for t, rss in samples if t >= args.warmup] or [float("nan")]
+    row = {
+        "partitions": partitions,
+        "p50_ms": report["produce"]["latency_ms"]["p50"],
+        "p99_ms": report["produce"]["latency_ms"]["p99"],
+        "server_produce_p50_ms": produce_quantile(delta, 0.5),
+        "server_produce_p99_ms": produce_quantile(delta, 0.99),
+        "server_cores": cpu,
+        "rss_first_mib": after_warmup[0],
+        "rss_last_mib": after_warmup[-1],
+        "rss_peak_mib": max(after_warmup),
+        "metadata_mib": dir_mib(os.path.join(data, "metadata")),
+        "errors": sum(report["errors"].values()),
+        "rss_samples": samples,
+    }
+    print(f"{partitions} partitions, run {run}: " + ", ".join(
+        f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if k != "rss_samples"),
+        file=sys.stderr)
+    return row
+
+
+def plot(rows, path):
+    """RSS over time, one line per run, coloured by partition count."""
+    width, height, pad = 720, 360, 50
+    t_max = max((t for r in rows for t, _ in r["rss_samples"]), default=1) or 1
+    rss_max = max((v for r in rows for _, v in r["rss_samples"]), default=1) or 1
+    counts = sorted({r["partitions"] for r in rows})
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    x = lambda t: pad + (width - 2 * pad) * t / t_max  # noqa: E731
+    y = lambda v: height - pad - (height - 2 * pad) * v / rss_max  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<text x="{pad}" y="20">Server RSS (MiB) over time (s), floe dev on file://, one line per run</text>',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
+             f'<text x="{pad - 45}" y="{pad + 4}">{rss_max:.0f}</text>',
+             f'<text x="{pad - 15}" y="{height - pad + 4}">0</text>',
+             f'<text x="{width - pad - 10}" y="{height - pad + 18}">{t_max:.0f}</text>']
+    for r in rows:
+        colour = colours[counts.index(r["partitions"]) % len(colours)]
+        points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in r["rss_samples"])
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>')
+    for i, c in enumerate(counts):
+        parts.append(f'<text x="{width - pad - 120}" y="{pad + 16 * i}" fill="{colours[i % len(colours)]}">'
+                     f'{c} partitions</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--partitions", default="8,2000", help="partition counts, comma-separated; the first is the base")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--duration", type=int, default=90, help="measured seconds, after the warm-up")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--rate", type=int, default=20000, help="records/s")
+    p.add_argument("--record-bytes", type=int, default=200)
+    p.add_argument("--out", default="/var/tmp/floe-bench/partitions")
+    args = p.parse_args()
+    counts = [int(c) for c in args.partitions.split(",")]
+    os.makedirs("/var/tmp/floe-bench", exist_ok=True)
+    rows = []
+    for run in range(args.runs):
+        for partitions in counts:
+            rows.append(one_run(args, partitions, run))
+    with open(f"{args.out}.json", "w") as f:
+        json.dump(rows, f, indent=1)
+    plot(rows, f"{args.out}.svg")
+    keys = ["p50_ms", "p99_ms", "server_produce_p50_ms", "server_produce_p99_ms", "server_cores",
+            "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib"]
+    medians = {c: {k: statistics.median(r[k] for r in rows if r["partitions"] == c) for k in keys} for c in counts}
+    base = medians[counts[0]]
+    for c in counts:
+        ratios = ", ".join(f"{k} {medians[c][k]:.2f} ({medians[c][k] / base[k]:.2f}x)" if base[k] else
+                           f"{k} {medians[c][k]:.2f}" for k in keys)
+        print(f"median of {args.runs}, {c} partitions: {ratios}")
+    print(f"samples: {args.out}.json; plot: {args.out}.svg")
+
+
+if __name__ == "__main__":
+    main()
