@@ -148,7 +148,7 @@ def plot(rows, path):
         points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in r["rss_samples"])
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>')
     for i, c in enumerate(counts):
-        parts.append(f'<text x="{width - pad - 120}" y="{pad + 16 * i}" fill="{colours[i % len(colours)]}">'
+        parts.append(f'<text x="{pad + 10}" y="{pad + 16 * i}" fill="{colours[i % len(colours)]}">'
                      f'{c} partitions</text>')
     parts.append("</svg>")
     with open(path, "w") as f:
