@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_produce import TARGET, cpu_seconds, free_port, metrics  # noqa: E402
+from bench_produce import TARGET, cpu_seconds, free_port, metrics, wait_for_port  # noqa: E402
 
 SAMPLE_EVERY = 5.0
 
@@ -69,15 +68,7 @@ def one_run(args, partitions, run):
     floe = subprocess.Popen(cmd, stderr=open(f"{data}.log", "w"))
     samples = []
     try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", kafka), timeout=0.2).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise SystemExit("floe did not start")
-                time.sleep(0.05)
+        wait_for_port(kafka, 20)
         stop = threading.Event()
         started = time.time()
 

@@ -32,6 +32,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_for_port(port, timeout):
+    """Returns once something listens on 127.0.0.1:`port`; exits after `timeout` seconds."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.time() > deadline:
+                raise SystemExit("floe did not start")
+            time.sleep(0.05)
+
+
 def cpu_seconds(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
@@ -65,15 +78,7 @@ def one_run(args, run):
         cmd += ["--flush-interval-ms", str(args.flush_interval_ms)]
     floe = subprocess.Popen(cmd, stderr=open(f"/var/tmp/floe-bench/floe-run{run}.log", "w"))
     try:
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", kafka), timeout=0.2).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise SystemExit("floe did not start")
-                time.sleep(0.05)
+        wait_for_port(kafka, 10)
         before_cpu, before = cpu_seconds(floe.pid), metrics(f"127.0.0.1:{http}")
         if args.workload == "transactions":
             load_cmd = [f"{TARGET}/release/floe-loadtest", "transactions", "--bootstrap", f"127.0.0.1:{kafka}",
