@@ -34,19 +34,51 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 # --------------------------------------------------------------------------
-# pytest plumbing: default per-test timeout, floe log tails on failure
+# pytest plumbing: default per-test timeout, floe log tails on failure, the serial pass
+#
+# scripts/test.sh runs the suite in two passes: most tests in parallel (pytest-xdist, `-n`), then
+# the tests marked `serial` one at a time with nothing else running. A test is marked serial when
+# it asserts a latency, throughput or time budget that neighbours on a 2-core machine would eat
+# into, or when it floods the machine (thousands of sockets) and would slow its neighbours.
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--e2e-pass", choices=("all", "parallel", "serial"), default="all",
+        help="Floe e2e: run every test (all, the default), only those not marked serial (parallel), "
+             "or only those marked serial (serial)")
 
 
 def pytest_configure(config):
     # kafka-python 3.0 uses importlib.resources' legacy API on every schema load
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
+    config.addinivalue_line(
+        "markers", "serial: needs the machine to itself (timing, throughput or a flood); "
+                   "scripts/test.sh runs these after the parallel pass, one at a time")
+
+
+def pytest_report_header(config):
+    workers = getattr(config.option, "numprocesses", None)
+    if workers and config.getoption("--e2e-pass") == "all":
+        return ["note: tests marked serial run beside others here; scripts/test.sh runs them apart "
+                "(--e2e-pass parallel, then --e2e-pass serial without -n)"]
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DEFAULT_TEST_TIMEOUT_S))
+    which = config.getoption("--e2e-pass")
+    if which != "all":
+        keep, drop = [], []
+        for item in items:
+            serial = item.get_closest_marker("serial") is not None
+            (keep if serial == (which == "serial") else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -73,19 +105,48 @@ def _tail_file(path: Path, n: int) -> str:
 # ports and waiting
 
 
-_handed_out: set[int] = set()
+def _port_block() -> list[int]:
+    """The ports this process may hand out: a block of its own, below the kernel's ephemeral range.
+
+    A port is handed out free and bound later by the process it is given to. Asking the kernel
+    for one (bind to port 0) draws from the ephemeral range, where another pytest-xdist worker
+    could be handed the same port meanwhile, or a client's connect() could take it. Below that
+    range only listeners asked for bind, so each worker (PYTEST_XDIST_WORKER gwN of
+    PYTEST_XDIST_WORKER_COUNT) takes its own slice and never meets another's ports."""
+    lo, hi = 20000, 32767  # Linux's ephemeral range starts at 32768 unless set otherwise
+    try:
+        ephemeral_lo = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        # A machine whose range starts lower keeps these ports: the bind below still checks each.
+        if ephemeral_lo - 1 - lo >= 2000:
+            hi = min(hi, ephemeral_lo - 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), index + 1)
+    size = (hi - lo + 1) // count
+    block = list(range(lo + index * size, lo + (index + 1) * size))
+    # Start at a random place: runs one after another (the parallel pass, then the serial one over
+    # the whole range) then seldom reuse each other's recent ports, which may be in TIME_WAIT.
+    start = int.from_bytes(os.urandom(2), "big") % len(block)
+    return block[start:] + block[:start]
+
+
+_ports = iter(_port_block())
 
 
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1, never handed out twice in this run."""
-    for _ in range(200):
+    """A currently free TCP port from this process's block (see _port_block), never handed out
+    twice in this run."""
+    for port in _ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
-    raise RuntimeError("could not find a free port")
+            try:
+                # Every address, so a port some test bound on 127.0.0.2 or 0.0.0.0 counts as taken.
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port left in this process's block")
 
 
 def wait_until(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.05):

@@ -389,6 +389,9 @@ def list_and_produce(conf: dict, budget: float) -> str | None:
     return None
 
 
+# Serial: 10,050 sockets held open (and a raised descriptor limit), and a 20 s budget for the
+# authenticated client to get in past them.
+@pytest.mark.serial
 @pytest.mark.timeout(75)
 def test_idle_connections_do_not_lock_out_an_authenticated_client(floe_factory, tmp_path):
     idle_count = 10_050  # past the default --max-connections of 10000

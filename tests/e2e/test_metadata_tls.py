@@ -194,6 +194,9 @@ class HandshakeFlood:
             key.fileobj.close()
 
 
+# Serial: a flood of 6,000 connections, each reopened as soon as the node closes it, loads the
+# machine, and the operator's commands must still get through meanwhile.
+@pytest.mark.serial
 @pytest.mark.timeout(240)
 def test_unfinished_handshakes_cannot_keep_an_operator_out_of_the_metadata_port(tls_cluster):
     """Issue 23, finding 7 (continued): a node served 4,096 connections and counted those still

@@ -201,6 +201,9 @@ def test_the_dashboard_file_is_what_its_generator_writes():
     assert DASHBOARD.read_text() == dashboard.render(), "run python3 deploy/grafana/dashboard.py"
 
 
+# Serial: the agents' produce p99 must stay in the 256 ms histogram bucket or below (utilization
+# < 1), with 5 floe processes, Prometheus and Chromium of its own.
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_every_dashboard_query_and_recording_rule_returns_data(observed):
     from confluent_kafka import Consumer, Producer

@@ -91,6 +91,8 @@ def _ack_seconds(producer, topic, count, start):
     return seconds
 
 
+# Serial: every one of 40 acknowledgements must come within 2.5 s, through moto.
+@pytest.mark.serial
 @pytest.mark.timeout(240)
 def test_slow_puts_are_hedged_at_s3_defaults(floe_factory, moto, tmp_path):
     """Issue 28: at the s3:// defaults a segment PUT slower than nine in ten recent ones is sent

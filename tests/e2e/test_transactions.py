@@ -659,6 +659,9 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(floe)
 # 5. a dead producer's transaction times out
 
 
+# Serial: the open transaction is checked (other writes, a committed transaction, the CLI, a
+# read_committed read) within its 6 s timeout, before it is aborted.
+@pytest.mark.serial
 @pytest.mark.timeout(120)
 def test_a_dead_producers_transaction_is_aborted_by_its_timeout(floe, spawn):
     timeout_ms = 6000
