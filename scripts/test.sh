@@ -9,7 +9,8 @@
 #   CHAOS_DURATION=30m bash scripts/test.sh --chaos-only   # a longer schedule (see docs/RELIABILITY.md)
 #   CHAOS_S3=1 bash scripts/test.sh --chaos-only           # objects in S3 (moto_server from .venv)
 #   CHAOS_HOSTILE_DURATION=5m bash scripts/test.sh --chaos-only  # a longer hostile-tenant attack
-#   extra args after `--` are passed to pytest, e.g. -- -k crash
+#   E2E_WORKERS=1 bash scripts/test.sh --e2e-only        # e2e workers (default 3; 0: no xdist)
+#   extra args after `--` are passed to pytest (both e2e passes), e.g. -- -k crash
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -134,6 +135,12 @@ if [[ "$MODE" == all ]]; then
 fi
 
 # ---------------------------------------------------------------- e2e
+# Two passes. First every test not marked `serial`, in E2E_WORKERS pytest-xdist workers: the
+# tests mostly wait (sleeps, timeouts, session expiries, a debug binary's start), so 3 workers
+# keep a 2-core machine busy without starving it (E2E_WORKERS=0: one process). Each worker hands
+# out ports from a block of its own (tests/e2e/conftest.py). Then the tests marked `serial`
+# (latency, throughput or time budgets, floods of connections), one at a time with nothing else
+# running. A failure stops the pass it is in (-x) and skips the serial pass.
 if [[ "$MODE" == all || "$MODE" == e2e ]]; then
 step "end-to-end tests (pytest tests/e2e, FLOE_BIN=$FLOE_BIN)"
 if [[ ! -x "$FLOE_BIN" ]]; then
@@ -142,18 +149,42 @@ if [[ ! -x "$FLOE_BIN" ]]; then
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 export FLOE_PREVIOUS_BIN="${FLOE_PREVIOUS_BIN:-$(bash scripts/build-previous.sh | tail -1)}"
-set +e
-"$ROOT/.venv/bin/python" -m pytest tests/e2e -x -q -ra --durations=15 \
-  -p no:cacheprovider "${PYTEST_EXTRA[@]}"
-rc=$?
-set -e
-if [[ $rc -eq 5 ]]; then
-  echo "pytest collected no tests: failing" >&2
-  exit 1
+E2E_WORKERS="${E2E_WORKERS:-3}"
+
+# e2e_pass NAME PYTEST_ARGS...: one pass; a failure exits, and "collected no tests" (pytest's 5)
+# fails when nothing narrows the run, and is returned (5) when extra arguments may have.
+e2e_pass() {
+  local name="$1" rc
+  shift
+  step "end-to-end tests: $name pass (pytest $*)"
+  set +e
+  "$ROOT/.venv/bin/python" -m pytest tests/e2e -x -q -ra --durations=15 -p no:cacheprovider "$@"
+  rc=$?
+  set -e
+  if [[ $rc -eq 5 && ${#PYTEST_EXTRA[@]} -eq 0 ]]; then
+    echo "pytest collected no tests in the $name pass: failing" >&2
+    exit 1
+  fi
+  if [[ $rc -ne 0 && $rc -ne 5 ]]; then
+    echo "end-to-end tests failed ($name pass, pytest exit $rc)" >&2
+    exit "$rc"
+  fi
+  return "$rc"
+}
+
+parallel=(--e2e-pass parallel)
+if [[ "$E2E_WORKERS" != 0 ]]; then
+  # Tests go to workers one at a time (at most two assigned to one at once): a long test holds
+  # no queue behind it, and after a failure each other worker runs at most one more.
+  parallel+=(-n "$E2E_WORKERS" --dist load --maxschedchunk 1)
 fi
-if [[ $rc -ne 0 ]]; then
-  echo "end-to-end tests failed (pytest exit $rc)" >&2
-  exit "$rc"
+empty=0
+e2e_pass parallel "${parallel[@]}" "${PYTEST_EXTRA[@]}" || empty=$((empty + 1))
+# `-n 0` last, so no extra argument makes this pass parallel.
+e2e_pass serial --e2e-pass serial "${PYTEST_EXTRA[@]}" -n 0 || empty=$((empty + 1))
+if [[ $empty -eq 2 ]]; then
+  echo "pytest collected no tests in either pass (extra arguments: ${PYTEST_EXTRA[*]}): failing" >&2
+  exit 1
 fi
 fi
 
