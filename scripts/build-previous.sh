@@ -33,7 +33,11 @@ if [[ -e "$today" ]]; then
   mv "$today" "$out/today.floe"
   trap 'mv -f "$out/today.floe" "$today"' EXIT
 fi
-(cd "$src" && cargo build --quiet -p floe --bin floe)
+# Today's [profile.dev] (Cargo.toml), which the previous version's Cargo.toml may not have:
+# settings from --config win over the manifest's, and equal settings let this build reuse the
+# dependencies today's build compiled.
+(cd "$src" && cargo build --quiet -p floe --bin floe \
+  --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
 mv "$today" "$out/floe.partial"
 mv "$out/floe.partial" "$out/floe"
 echo "$out/floe"
