@@ -2,10 +2,12 @@
 //! for, and compatibility checks between versions. The agents' HTTP API and the metadata state
 //! machine (which never parses a schema) are elsewhere.
 //!
-//! Avro, JSON Schema and Protobuf.
+//! Avro, JSON Schema and Protobuf. What a schema or a record may make the registry do is
+//! bounded in work as well as size ([`limits`]).
 
 pub mod avro;
 pub mod json;
+pub mod limits;
 pub mod protobuf;
 
 /// The schema languages this crate parses.

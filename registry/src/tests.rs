@@ -449,3 +449,10 @@ fn a_check_past_its_budget_is_too_complex_rather_than_partial() {
     assert_eq!((found[0].kind, found[0].path.as_str()), ("SCHEMA_TOO_COMPLEX", "/"));
     assert!(found[0].description.contains("more than 20 steps"), "{found:?}");
 }
+
+/// How many cases each property of the cost fuzzer runs: a few by default, so `cargo test`
+/// stays quick; `FLOE_FUZZ_CASES` (set by `scripts/fuzz.sh`) runs them long.
+pub(crate) fn fuzz_config() -> proptest::test_runner::Config {
+    let cases = std::env::var("FLOE_FUZZ_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(16);
+    proptest::test_runner::Config::with_cases(cases)
+}

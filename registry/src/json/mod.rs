@@ -16,7 +16,9 @@ use std::collections::{BTreeSet, HashSet};
 use jsonschema::Draft;
 use serde_json::{Map, Value};
 
-use crate::{Difference, SchemaError};
+use crate::{Difference, SchemaError, limits};
+
+mod cost;
 
 /// Backtracking steps a `pattern` may take on one value before the match fails.
 const PATTERN_BACKTRACK_MAX: usize = 10_000;
@@ -27,6 +29,8 @@ pub struct JsonSchema {
     /// The references' schemas by the URI a `$ref` reaches them at.
     references: Vec<(String, Value)>,
     validator: jsonschema::Validator,
+    /// What validating an instance costs ([`cost`]), counted before the validator runs.
+    cost: cost::CostGraph,
     canonical: String,
 }
 
@@ -51,27 +55,37 @@ impl JsonSchema {
         let base = root.get("$id").and_then(Value::as_str).unwrap_or("json-schema:///");
         let base = jsonschema::uri::from_str(base).map_err(invalid)?;
         let mut resolved = Vec::with_capacity(references.len());
+        let mut draft4 = vec![draft == Draft::Draft4];
         let mut registry = jsonschema::Registry::new().draft(draft);
         for (name, text) in references {
             let value: Value = serde_json::from_str(text).map_err(|e| invalid(format!("reference {name}: {e}")))?;
             let uri = jsonschema::uri::resolve_against(&base.borrow(), name).map_err(invalid)?;
             let reference_draft = draft_of(&value)?;
+            draft4.push(reference_draft == Draft::Draft4);
             registry = registry.add(uri.as_str(), reference_draft.create_resource(value.clone())).map_err(invalid)?;
             resolved.push((uri.as_str().trim_end_matches('#').to_owned(), value));
         }
+        // Before the validator compiles them.
+        check_patterns(std::iter::once(&root).chain(resolved.iter().map(|(_, value)| value)))?;
         let registry = registry.prepare().map_err(invalid)?;
-        let validator = jsonschema::options()
+        let patterns = jsonschema::PatternOptions::fancy_regex()
             // Patterns with look-around backtrack: bounded, since every produced record may be
             // matched against them.
-            .with_pattern_options(jsonschema::PatternOptions::fancy_regex().backtrack_limit(PATTERN_BACKTRACK_MAX))
+            .backtrack_limit(PATTERN_BACKTRACK_MAX)
+            // Compiled patterns are kept with the parsed schema in every agent's cache.
+            .size_limit(limits::JSON_PATTERN_BYTES_MAX)
+            .dfa_size_limit(limits::JSON_PATTERN_CACHE_BYTES_MAX);
+        let validator = jsonschema::options()
+            .with_pattern_options(patterns)
             .with_draft(draft)
             .with_registry(&registry)
             .offline()
             .build(&root)
             .map_err(|e| invalid(e.to_string()))?;
+        let cost = cost::CostGraph::build(&root, base.as_str(), &resolved, &draft4)?;
         let mut canonical = String::with_capacity(text.len());
         write_canonical(&root, &mut canonical);
-        Ok(Self { root, references: resolved, validator, canonical })
+        Ok(Self { root, references: resolved, validator, cost, canonical })
     }
 
     /// Compact JSON with object keys sorted: equal schemas written differently (whitespace,
@@ -96,8 +110,10 @@ impl JsonSchema {
         self.check_value(&instance)
     }
 
-    /// Checks a JSON value against the schema.
+    /// Checks a JSON value against the schema, within the steps its size allows
+    /// ([`limits::JSON_VALIDATION_STEPS_BASE`]): past them it is refused unchecked.
     pub fn check_value(&self, instance: &Value) -> Result<(), String> {
+        self.cost.check(instance)?;
         // Masked: the message names the rule and the place, without quoting the record.
         self.validator.validate(instance).map_err(|e| format!("{} at '{}'", e.masked(), e.instance_path()))
     }
@@ -140,6 +156,54 @@ impl JsonSchema {
         };
         let value = if pointer.is_empty() { doc } else { doc.pointer(pointer)? };
         Some(Node { value, doc })
+    }
+}
+
+/// Refuses regular expressions whose compilation has no bound: more than
+/// [`limits::JSON_PATTERNS_MAX`] distinct ones (`pattern` values, `patternProperties` names) in
+/// the schema and its references, or subroutine calls (`\g<1>`) in a pattern the backtracking
+/// engine gets: fancy-regex inlines each call as a copy of its group when it compiles, up to 19
+/// deep, so a group calling itself three times is 3^19 copies.
+fn check_patterns<'v>(documents: impl Iterator<Item = &'v Value>) -> Result<(), SchemaError> {
+    let mut patterns: HashSet<&str> = HashSet::new();
+    let mut stack: Vec<&Value> = documents.collect();
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(keywords) => {
+                for (keyword, child) in keywords {
+                    match (keyword.as_str(), child) {
+                        ("pattern", Value::String(pattern)) => {
+                            patterns.insert(pattern.as_str());
+                        }
+                        ("patternProperties", Value::Object(schemas)) => {
+                            patterns.extend(schemas.keys().map(String::as_str));
+                            stack.extend(schemas.values());
+                        }
+                        (keyword, _) if cost::INSTANCE_KEYWORDS.contains(&keyword) => {}
+                        _ => stack.push(child),
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    if patterns.len() > limits::JSON_PATTERNS_MAX {
+        return Err(invalid(format!(
+            "{} distinct patterns, more than {} (each is compiled and kept)",
+            patterns.len(),
+            limits::JSON_PATTERNS_MAX
+        )));
+    }
+    // Only a pattern handed to fancy-regex as written can hold one: the others are translated to
+    // the `regex` crate's syntax, which has no subroutines.
+    let calls = |pattern: &str| fancy_regex::Expr::parse_tree(pattern).is_ok_and(|tree| tree.contains_subroutines);
+    match patterns.into_iter().find(|&p| cost::Engine::of(p) == cost::Engine::Backtracking && calls(p)) {
+        Some(pattern) => {
+            let shown: String = pattern.chars().take(64).collect();
+            Err(invalid(format!("the pattern {shown:?} calls a group as a subroutine, which is not supported")))
+        }
+        None => Ok(()),
     }
 }
 

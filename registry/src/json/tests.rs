@@ -399,3 +399,174 @@ fn json_data_is_written_only_when_the_schema_accepts_it() {
     let named = schema.encode_json(&serde_json::json!({"n": 1}), Some("N")).unwrap_err();
     assert!(named.contains("PROTOBUF"), "{named}");
 }
+
+#[test]
+fn validating_against_shared_definitions_stops_at_its_budget() {
+    // The validator follows a `$ref` each time it meets one: definitions that each apply the
+    // next twice, 24 deep, apply 2^24 subschemas to the value `1` (each level doubles the time;
+    // 30 deep is a billion). Counted first, it is refused within its budget.
+    let (answer, answered) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let schema = parse(&cost::shared_definitions(24, 2, "allOf", false));
+        let _ = answer.send(schema.check_value(&json!(1)));
+    });
+    let checked = answered.recv_timeout(std::time::Duration::from_secs(20)).expect("checked within 20 s");
+    let refused = checked.expect_err("past its budget");
+    assert!(refused.starts_with("validating it would take more than its budget"), "{refused}");
+    // Four levels are sixteen applications.
+    assert_eq!(parse(&cost::shared_definitions(4, 2, "allOf", false)).check_value(&json!(1)), Ok(()));
+}
+
+#[test]
+fn a_wide_all_of_under_items_is_budgeted_per_item() {
+    // Each of the 2,000 subschemas applies to every item: 4 million applications for 4 KB of
+    // record (a 1 MiB schema and a 1 MiB record would be 25 billion).
+    let all: Vec<Value> = (0..2_000).map(|i| json!({"minimum": -i})).collect();
+    let schema = parse(&json!({"type": "array", "items": {"allOf": all}}));
+    let refused = schema.check_value(&json!(vec![1; 2_000])).expect_err("past its budget");
+    assert!(refused.starts_with("validating it would take more than its budget"), "{refused}");
+    assert_eq!(schema.check_value(&json!([1, 2, 3])), Ok(()));
+}
+
+#[test]
+fn patterns_whose_compilation_is_unbounded_are_refused() {
+    // fancy-regex copies a group per subroutine call when it compiles, up to 19 deep: a group
+    // calling itself twice is 2^19 copies, three times 3^19. Only a pattern with look-around
+    // reaches it as written.
+    let calls = json!({"$schema": D2020, "type": "string", "pattern": r"(?=b)(b|c\g<1>\g<1>)"});
+    let refused = JsonSchema::parse(&calls.to_string(), &[]).expect_err("refused").to_string();
+    assert!(refused.contains("subroutine"), "{refused}");
+    assert!(parse(&json!({"$schema": D2020, "pattern": r"(?=b)(b)\1"})).check_value(&json!("bb")).is_ok());
+
+    // Every pattern is compiled and kept: their number is bounded.
+    let many = |count: usize| {
+        let properties: serde_json::Map<String, Value> = (0..count)
+            .map(|i| (format!("p{i}"), json!({"type": "string", "pattern": format!("^a{{{i}}}b$")})))
+            .collect();
+        json!({"type": "object", "properties": properties}).to_string()
+    };
+    let refused = JsonSchema::parse(&many(crate::limits::JSON_PATTERNS_MAX + 1), &[]).expect_err("refused");
+    assert!(refused.to_string().contains("distinct patterns"), "{refused}");
+    assert!(JsonSchema::parse(&many(crate::limits::JSON_PATTERNS_MAX), &[]).is_ok());
+}
+
+#[test]
+fn references_are_followed_as_the_validator_follows_them() {
+    // An anchor, a reference by name, and a `$ref` into an embedded resource: the count follows
+    // each, so the shared definitions behind them are counted too.
+    let behind_anchor = json!({
+        "$schema": D2020,
+        "$defs": {"a": {"$anchor": "twice", "allOf": [{"$ref": "#/$defs/b"}, {"$ref": "#/$defs/b"}]}, "b": {"type": "integer"}},
+        "$ref": "#twice",
+    });
+    let schema = parse(&behind_anchor);
+    assert!(schema.cost.steps(&json!(1), u64::MAX).expect("counted") >= 3);
+    let embedded = json!({
+        "$schema": D2020,
+        "$id": "https://example.com/root.json",
+        "$defs": {"inner": {"$id": "inner.json", "$defs": {"x": {"type": "integer"}}, "$ref": "#/$defs/x"}},
+        "$ref": "inner.json",
+    });
+    assert_eq!(parse(&embedded).check_value(&json!(1)), Ok(()));
+    let by_name = JsonSchema::parse(r#"{"$ref": "item.json"}"#, &[("item.json", r#"{"type": "integer"}"#)]).unwrap();
+    assert_eq!(by_name.check_value(&json!(1)), Ok(()));
+    assert!(by_name.check_value(&json!("one")).is_err());
+}
+
+/// The cost fuzzer's JSON Schema properties (`crate::tests::fuzz_config` sets how many cases).
+mod cost {
+    use std::time::{Duration, Instant};
+
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    use super::super::cost::budget_of;
+    use super::parse;
+    use crate::limits;
+
+    /// Definitions `a0` to `a{depth}` (issue 52's shared types, in JSON Schema): each but the
+    /// last applies the next `fanout` times through `combinator`, each time to the items of an
+    /// array when `descend`, else to the value itself; the last is `{"type": "integer"}`. The
+    /// text grows linearly with the depth, the validator's applications as `fanout^depth`.
+    pub(super) fn shared_definitions(depth: usize, fanout: usize, combinator: &str, descend: bool) -> Value {
+        let mut definitions = Map::new();
+        for i in 0..depth {
+            let next = json!({"$ref": format!("#/$defs/a{}", i + 1)});
+            // Each branch written differently, so none is the same subschema as another.
+            let branches: Vec<Value> = (0..fanout)
+                .map(|b| {
+                    let branch = if descend { json!({"items": next}) } else { next.clone() };
+                    json!({"allOf": [branch], "title": format!("branch {b}")})
+                })
+                .collect();
+            definitions.insert(format!("a{i}"), json!({ combinator: branches }));
+        }
+        definitions.insert(format!("a{depth}"), json!({"type": "integer"}));
+        json!({"$schema": super::D2020, "$defs": definitions, "$ref": "#/$defs/a0"})
+    }
+
+    /// `1` inside `depth` arrays.
+    fn nested_arrays(depth: usize) -> Value {
+        (0..depth).fold(json!(1), |inner, _| json!([inner]))
+    }
+
+    proptest! {
+        #![proptest_config(crate::tests::fuzz_config())]
+
+        /// The count is at least what the validator does (each level multiplies it by the
+        /// fanout), at most the budget, and takes no longer than the budget allows; past it the
+        /// record gets the budget's error.
+        #[test]
+        fn validation_work_is_counted_within_the_budget(
+            depth in 1usize..=30,
+            fanout in 1usize..=3,
+            combinator in proptest::sample::select(vec!["allOf", "anyOf", "oneOf"]),
+            descend in any::<bool>(),
+            nesting in 0usize..=30,
+        ) {
+            let schema = parse(&shared_definitions(depth, fanout, combinator, descend));
+            let instance = nested_arrays(nesting);
+            let budget = budget_of(&instance);
+            let bytes = instance.to_string().len() as u64;
+            prop_assert!(budget <= limits::JSON_VALIDATION_STEPS_BASE + limits::JSON_VALIDATION_STEPS_PER_VALUE * bytes);
+            let levels = if descend { depth.min(nesting) } else { depth };
+            let applications = (fanout as u64).checked_pow(levels as u32).unwrap_or(u64::MAX);
+            let started = Instant::now();
+            match schema.cost.steps(&instance, budget) {
+                Ok(steps) => {
+                    prop_assert!(applications <= steps && steps <= budget, "{applications} applications, {steps} steps");
+                    let checked = schema.check_value(&instance);
+                    prop_assert!(checked.as_ref().err().is_none_or(|e| !e.contains("its budget")), "{checked:?}");
+                }
+                Err(_) => {
+                    let refused = schema.check_value(&instance).expect_err("past its budget");
+                    prop_assert!(refused.starts_with("validating it would take more than its budget"), "{refused}");
+                }
+            }
+            prop_assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        }
+
+        /// Hostile patterns (look-around, backreferences, subroutine calls, nested repetition)
+        /// compile in bounded time, or are refused.
+        #[test]
+        fn patterns_compile_in_bounded_time(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(
+                    vec!["a", "b", "(", ")", "(?=", "(?!", "(?<=a)", r"\1", r"\g<1>", "*", "+", "?", "{2,9}", "|", "[a-z]", ".", r"\w"],
+                ),
+                1..24,
+            ),
+        ) {
+            let pattern: String = tokens.concat();
+            let started = Instant::now();
+            let parsed = crate::json::JsonSchema::parse(
+                &json!({"$schema": super::D2020, "pattern": pattern}).to_string(),
+                &[],
+            );
+            if let Ok(schema) = parsed {
+                let _ = schema.check_value(&json!("ab".repeat(64)));
+            }
+            prop_assert!(started.elapsed() < Duration::from_secs(5), "{pattern:?}: {:?}", started.elapsed());
+        }
+    }
+}
