@@ -52,3 +52,12 @@ pub const JSON_VALIDATION_DEPTH_MAX: usize = 512;
 /// may land on every subschema with its anchor, and an `$id` given to several subschemas names
 /// them all. Each is an edge the parsed schema keeps, so a schema past it is refused.
 pub const JSON_REFERENCE_TARGETS_MAX: usize = 64;
+
+/// Bytes of names compiling one Protobuf schema with its references may build and look up
+/// (prost-reflect): every enclosing package of a package (`a`, `a.b`, `a.b.c`), the full name
+/// of everything defined, and for each name used relatively (a field's type, an extendee, a
+/// method's types, a custom option) the full name of each scope it is looked for in, innermost
+/// first. An ordinary schema's names are a small multiple of its text (each full name repeats
+/// its package and parents); without a bound, a 20 KB `package` of 10,000 parts is 100 MB of
+/// enclosing packages, and a 1 MiB text could be gigabytes.
+pub const PROTOBUF_NAME_BYTES_MAX: usize = 64 * 1024 * 1024;

@@ -7,6 +7,7 @@
 
 mod print;
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use base64::Engine;
@@ -16,10 +17,12 @@ use prost_reflect::{
     Cardinality, DescriptorPool, DynamicMessage, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor, Syntax,
 };
 use prost_types::field_descriptor_proto::{Label, Type};
-use prost_types::{DescriptorProto, EnumDescriptorProto, FileDescriptorProto};
+use prost_types::{
+    DescriptorProto, EnumDescriptorProto, FieldDescriptorProto, FileDescriptorProto, UninterpretedOption,
+};
 use protox::file::{ChainFileResolver, File, FileResolver, GoogleFileResolver};
 
-use crate::{Difference, SchemaError};
+use crate::{Difference, SchemaError, limits};
 
 /// The file name a schema registered as text is compiled under (its imports name others).
 const MAIN_FILE: &str = "default.proto";
@@ -55,7 +58,7 @@ const DECODED_PAYLOAD_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// A schema text as a protox file: `.proto` source, else a base64 `FileDescriptorProto` (whose
 /// extension options are kept). Refuses nesting past [`NESTING_MAX`] before anything recurses
-/// over it.
+/// over it, and names past [`limits::PROTOBUF_NAME_BYTES_MAX`] before any is built.
 fn file_of(name: &str, text: &str) -> Result<File, protox::Error> {
     // As in `compile`: a panic in the parser refuses the schema.
     std::panic::catch_unwind(|| file_of_unguarded(name, text))
@@ -82,7 +85,99 @@ fn file_of_unguarded(name: &str, text: &str) -> Result<File, protox::Error> {
     if message_depth(&file.file_descriptor_proto().message_type) > NESTING_MAX {
         return Err(refuse(format!("messages nest deeper than {NESTING_MAX} levels")));
     }
+    let names = name_bytes(file.file_descriptor_proto());
+    if names > limits::PROTOBUF_NAME_BYTES_MAX {
+        return Err(refuse(names_refused(names)));
+    }
     Ok(file)
+}
+
+fn names_refused(bytes: usize) -> String {
+    format!(
+        "compiling the schema would build and look up {bytes} bytes of names (packages, full names, scopes searched), more than {}",
+        limits::PROTOBUF_NAME_BYTES_MAX
+    )
+}
+
+/// Bytes of names compiling `file` builds and looks up ([`limits::PROTOBUF_NAME_BYTES_MAX`]),
+/// counted from lengths alone: a hostile file's names are never built to be counted.
+fn name_bytes(file: &FileDescriptorProto) -> usize {
+    /// A scope's full name, by its length and its dots.
+    #[derive(Clone, Copy)]
+    struct Scope {
+        len: usize,
+        dots: usize,
+    }
+    impl Scope {
+        fn child(self, name: &str) -> Scope {
+            let dots = name.matches('.').count();
+            match self.len {
+                0 => Scope { len: name.len(), dots },
+                len => Scope { len: len.saturating_add(1 + name.len()), dots: self.dots.saturating_add(1 + dots) },
+            }
+        }
+        /// A name used relatively is looked for in this scope, then in each enclosing one: each
+        /// candidate a full name built and hashed.
+        fn lookup(self, name: &str) -> usize {
+            (self.dots + 1).saturating_mul(self.len.saturating_add(1 + name.len()))
+        }
+        /// The custom options' names, each looked up from this scope.
+        fn options(self, options: &[UninterpretedOption]) -> usize {
+            let parts = options.iter().flat_map(|o| &o.name).filter(|part| part.is_extension);
+            parts.fold(0, |bytes: usize, part| bytes.saturating_add(self.lookup(&part.name_part)))
+        }
+        fn field(self, field: &FieldDescriptorProto) -> usize {
+            let used =
+                [field.type_name(), field.extendee()].into_iter().filter(|n| !n.is_empty() && !n.starts_with('.'));
+            let options = field.options.as_ref().map_or(0, |o| self.options(&o.uninterpreted_option));
+            used.fold(self.child(field.name()).len.saturating_add(options), |bytes, n| {
+                bytes.saturating_add(self.lookup(n))
+            })
+        }
+        fn enumeration(self, e: &EnumDescriptorProto) -> usize {
+            let own = self.child(e.name());
+            let options = e.options.as_ref().map_or(0, |o| self.options(&o.uninterpreted_option));
+            e.value.iter().fold(own.len.saturating_add(options), |bytes, value| {
+                let options = value.options.as_ref().map_or(0, |o| self.options(&o.uninterpreted_option));
+                bytes.saturating_add(own.child(value.name()).len).saturating_add(options)
+            })
+        }
+    }
+    let package = Scope { len: 0, dots: 0 }.child(file.package());
+    // `a.b.c` is also the packages `a` and `a.b`.
+    let mut bytes = file.package().match_indices('.').fold(package.len, |bytes, (at, _)| bytes.saturating_add(at));
+    let mut add = |more: usize| bytes = bytes.saturating_add(more);
+    add(file.options.as_ref().map_or(0, |o| package.options(&o.uninterpreted_option)));
+    file.enum_type.iter().for_each(|e| add(package.enumeration(e)));
+    file.extension.iter().for_each(|f| add(package.field(f)));
+    for service in &file.service {
+        let own = package.child(service.name());
+        add(own.len);
+        add(service.options.as_ref().map_or(0, |o| package.options(&o.uninterpreted_option)));
+        for method in &service.method {
+            add(own.child(method.name()).len);
+            add(method.options.as_ref().map_or(0, |o| own.options(&o.uninterpreted_option)));
+            for used in [method.input_type(), method.output_type()] {
+                if !used.is_empty() && !used.starts_with('.') {
+                    add(own.lookup(used));
+                }
+            }
+        }
+    }
+    let mut messages: Vec<(&DescriptorProto, Scope)> =
+        file.message_type.iter().map(|m| (m, package.child(m.name()))).collect();
+    while let Some((message, own)) = messages.pop() {
+        add(own.len);
+        add(message.options.as_ref().map_or(0, |o| own.options(&o.uninterpreted_option)));
+        message.field.iter().chain(&message.extension).for_each(|f| add(own.field(f)));
+        for oneof in &message.oneof_decl {
+            add(own.child(oneof.name()).len);
+            add(oneof.options.as_ref().map_or(0, |o| own.options(&o.uninterpreted_option)));
+        }
+        message.enum_type.iter().for_each(|e| add(own.enumeration(e)));
+        messages.extend(message.nested_type.iter().map(|nested| (nested, own.child(nested.name()))));
+    }
+    bytes
 }
 
 /// `.proto` text has characters base64 never does (spaces, `;`, `{`).
@@ -176,15 +271,25 @@ fn check_map_entries(messages: &[DescriptorProto]) -> Result<(), String> {
     Ok(())
 }
 
-/// The schema's references by import name, then the well-known files.
-struct References(HashMap<String, String>);
+/// The schema's references by import name, then the well-known files; and the bytes of names
+/// the files opened so far may still build ([`limits::PROTOBUF_NAME_BYTES_MAX`] for them all:
+/// 256 references at the bound each would be 256 times it).
+struct References {
+    files: HashMap<String, String>,
+    name_bytes_left: Cell<usize>,
+}
 
 impl FileResolver for References {
     fn open_file(&self, name: &str) -> Result<File, protox::Error> {
-        match self.0.get(name) {
-            Some(text) => file_of(name, text),
-            None => Err(protox::Error::file_not_found(name)),
-        }
+        let Some(text) = self.files.get(name) else { return Err(protox::Error::file_not_found(name)) };
+        let file = file_of(name, text)?;
+        let names = name_bytes(file.file_descriptor_proto());
+        let left = self.name_bytes_left.get().checked_sub(names).ok_or_else(|| {
+            let opened = limits::PROTOBUF_NAME_BYTES_MAX - self.name_bytes_left.get();
+            protox::Error::new(std::io::Error::other(names_refused(opened.saturating_add(names))))
+        })?;
+        self.name_bytes_left.set(left);
+        Ok(file)
     }
 }
 
@@ -445,7 +550,7 @@ fn compile_unguarded(
     main: &str,
 ) -> Result<(DescriptorPool, FileDescriptorProto), protox::Error> {
     let mut chain = ChainFileResolver::new();
-    chain.add(References(files));
+    chain.add(References { files, name_bytes_left: Cell::new(limits::PROTOBUF_NAME_BYTES_MAX) });
     chain.add(BuiltinFiles);
     chain.add(GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(chain);

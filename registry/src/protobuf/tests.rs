@@ -487,3 +487,80 @@ fn shared_message_types_are_compared_once_each() {
     assert!(parse(&shared("int64")).can_read(&parse(&shared("int32"))).is_empty());
     assert_eq!(kinds(&shared("int32"), &shared("string")), ["FIELD_SCALAR_KIND_CHANGED"]);
 }
+
+#[test]
+fn a_package_of_many_parts_is_refused_before_its_names_are_built() {
+    // prost-reflect names every enclosing package of a package: 10,000 parts (20 KB of text)
+    // were 100 MB of names, and a 1 MiB text could be gigabytes.
+    let with_package = |parts: usize| {
+        let package = vec!["a"; parts].join(".");
+        format!("syntax = \"proto3\"; package {package}; message M {{ int32 x = 1; }}")
+    };
+    let refused = ProtobufSchema::parse(&with_package(10_000), &[]).expect_err("refused").to_string();
+    assert!(refused.contains("bytes of names"), "{refused}");
+    assert!(ProtobufSchema::parse(&with_package(100), &[]).is_ok());
+    // The bound holds for a schema with its references together.
+    let reference = with_package(4_000).replace("message M", "message R");
+    let importing = "syntax = \"proto3\"; package b; import \"r.proto\"; message N { int32 y = 1; }";
+    assert!(ProtobufSchema::parse(importing, &[("r.proto", &reference)]).is_ok());
+    let references: Vec<(String, String)> =
+        (0..8).map(|i| (format!("r{i}.proto"), reference.replace("message R", &format!("message R{i}")))).collect();
+    let imports: String = references.iter().map(|(name, _)| format!("import \"{name}\"; ")).collect();
+    let refs: Vec<(&str, &str)> = references.iter().map(|(name, text)| (name.as_str(), text.as_str())).collect();
+    let refused =
+        ProtobufSchema::parse(&format!("syntax = \"proto3\"; package b; {imports}"), &refs).expect_err("refused");
+    assert!(refused.to_string().contains("bytes of names"), "{refused}");
+}
+
+/// The cost fuzzer's Protobuf properties (`crate::tests::fuzz_config` sets how many cases).
+mod cost {
+    use std::time::{Duration, Instant};
+
+    use proptest::prelude::*;
+
+    use super::super::{ProtobufSchema, name_bytes};
+    use crate::limits;
+
+    /// Messages `T0` to `T{depth}` (issue 52's shared types): each but the last has `fanout`
+    /// fields of the next; the last one `int32`. Flat, so nesting bounds do not apply, and
+    /// `fanout^depth` paths through it. In a package of `parts` parts.
+    fn shared_messages(depth: usize, fanout: usize, parts: usize) -> String {
+        let package = if parts == 0 { String::new() } else { format!("package {};", vec!["p"; parts].join(".")) };
+        let mut text = format!("syntax = \"proto3\"; {package}");
+        for i in 0..depth {
+            let fields: String = (0..fanout).map(|f| format!(" T{} f{f} = {};", i + 1, f + 1)).collect();
+            text.push_str(&format!(" message T{i} {{{fields} }}"));
+        }
+        text.push_str(&format!(" message T{depth} {{ int32 x = 1; }}"));
+        text
+    }
+
+    proptest! {
+        #![proptest_config(crate::tests::fuzz_config())]
+
+        /// A schema parses exactly when its names fit their budget, is compared with itself in
+        /// time, and either way is answered quickly.
+        #[test]
+        fn names_and_comparisons_stay_within_their_budgets(
+            depth in 1usize..=30,
+            fanout in 1usize..=3,
+            parts in prop_oneof![0usize..=64, 4_000usize..=12_000],
+        ) {
+            let text = shared_messages(depth, fanout, parts);
+            let started = Instant::now();
+            let file = protox::file::File::from_source("default.proto", &text).expect("the generated text parses");
+            let names = name_bytes(file.file_descriptor_proto());
+            match ProtobufSchema::parse(&text, &[]) {
+                Ok(schema) => {
+                    prop_assert!(names <= limits::PROTOBUF_NAME_BYTES_MAX);
+                    prop_assert!(schema.can_read(&schema).is_empty());
+                }
+                Err(e) => {
+                    prop_assert!(names > limits::PROTOBUF_NAME_BYTES_MAX, "{e}");
+                    prop_assert!(e.to_string().contains("bytes of names"), "{e}");
+                }
+            }
+            prop_assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        }
+    }
+}
