@@ -456,3 +456,64 @@ pub(crate) fn fuzz_config() -> proptest::test_runner::Config {
     let cases = std::env::var("FLOE_FUZZ_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(16);
     proptest::test_runner::Config::with_cases(cases)
 }
+
+/// The cost fuzzer's Avro properties: issue 52's shared types, generated.
+mod cost {
+    use proptest::prelude::*;
+
+    use super::parse;
+    use crate::avro::COMPARE_STEPS_MAX;
+    use crate::{Difference, DifferenceKind};
+
+    /// Records `T0` to `T{depth}`: each but the last has `fanout` fields `["null", T{i+1}]` (the
+    /// first defines it, the others name it), with `cycle` one more field back to `T0`; the last
+    /// has one field of type `leaf`. The text grows linearly with the depth, the paths to the
+    /// last record as `fanout^depth`.
+    fn shared_records(depth: usize, fanout: usize, leaf: &str, cycle: bool) -> String {
+        let mut schema = format!(r#"{{"type":"record","name":"T{depth}","fields":[{{"name":"x","type":"{leaf}"}}]}}"#);
+        let up = if cycle { r#",{"name":"up","type":["null","T0"]}"# } else { "" };
+        for i in (0..depth).rev() {
+            let next = i + 1;
+            let named: String =
+                (1..fanout).map(|f| format!(r#",{{"name":"f{f}","type":["null","T{next}"]}}"#)).collect();
+            schema = format!(
+                r#"{{"type":"record","name":"T{i}","fields":[{{"name":"f0","type":["null",{schema}]}}{named}{up}]}}"#
+            );
+        }
+        schema
+    }
+
+    fn too_complex(found: &[Difference]) -> bool {
+        found.iter().any(|d| d.kind == DifferenceKind::SchemaTooComplex.name())
+    }
+
+    proptest! {
+        #![proptest_config(super::fuzz_config())]
+
+        /// A compatibility check takes steps in proportion to the schemas' text (each record
+        /// pair compared about once), never near its budget; a budget too small for it gives
+        /// SCHEMA_TOO_COMPLEX alone, after exactly that many steps.
+        #[test]
+        fn avro_compatibility_steps_are_linear_in_the_text(
+            depth in 1usize..=30,
+            fanout in 1usize..=3,
+            cycle in any::<bool>(),
+            leaf in proptest::sample::select(vec!["int", "long", "boolean"]),
+        ) {
+            let writer_text = shared_records(depth, fanout, "int", cycle);
+            let reader_text = shared_records(depth, fanout, leaf, cycle);
+            let (writer, reader) = (parse(&writer_text), parse(&reader_text));
+            let bytes = writer_text.len() + reader_text.len();
+            let (found, steps) = reader.can_read_within(&writer, COMPARE_STEPS_MAX);
+            prop_assert!(!too_complex(&found), "{found:?}");
+            prop_assert!(steps <= 64 * bytes, "{steps} steps for {bytes} bytes");
+            prop_assert_eq!(found.is_empty(), leaf != "boolean", "{:?}", found);
+            let small = steps / 2;
+            if small > 0 {
+                let (cut, taken) = reader.can_read_within(&writer, small);
+                prop_assert_eq!(taken, small);
+                prop_assert!(cut.len() == 1 && too_complex(&cut), "{cut:?}");
+            }
+        }
+    }
+}

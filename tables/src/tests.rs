@@ -743,6 +743,87 @@ mod value_fields_cap {
     }
 }
 
+/// The cost fuzzer's table properties: issue 52's shared types, generated, map to at most the cap
+/// of fields however deep and wide, and in time. A few cases by default; `FLOE_FUZZ_CASES` (set
+/// by `scripts/fuzz.sh`) runs them long.
+mod cost {
+    use std::time::{Duration, Instant};
+
+    use floe_registry::avro::AvroSchema;
+    use floe_registry::protobuf::ProtobufSchema;
+    use proptest::prelude::*;
+
+    use crate::avro::{NamedTypes, Schema, VALUE_FIELDS_MAX};
+    use crate::evolution::{field_count, value_fields};
+    use crate::schema::{IcebergSchema, typed_table_schema};
+
+    fn config() -> ProptestConfig {
+        let cases = std::env::var("FLOE_FUZZ_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(16);
+        ProptestConfig::with_cases(cases)
+    }
+
+    struct Names(AvroSchema);
+    impl NamedTypes for Names {
+        fn named(&self, full_name: &str) -> Option<&Schema> {
+            self.0.named(full_name)
+        }
+    }
+
+    /// Avro records `T0` to `T{depth}`: each but the last has `fanout` fields of the next (the
+    /// first defines it), optional or, with `repeated`, arrays of it; the last one `int` field.
+    fn avro_text(depth: usize, fanout: usize, repeated: bool) -> String {
+        let of = |inner: &str| {
+            if repeated { format!(r#"{{"type":"array","items":{inner}}}"#) } else { format!(r#"["null",{inner}]"#) }
+        };
+        let mut schema = format!(r#"{{"type":"record","name":"T{depth}","fields":[{{"name":"x","type":"int"}}]}}"#);
+        for i in (0..depth).rev() {
+            let named = of(&format!("\"T{}\"", i + 1));
+            let rest: String = (1..fanout).map(|f| format!(r#",{{"name":"f{f}","type":{named}}}"#)).collect();
+            schema =
+                format!(r#"{{"type":"record","name":"T{i}","fields":[{{"name":"f0","type":{}}}{rest}]}}"#, of(&schema));
+        }
+        schema
+    }
+
+    /// The same shape in Protobuf: messages `T0` to `T{depth}` in package `p`.
+    fn protobuf_text(depth: usize, fanout: usize, repeated: bool) -> String {
+        let label = if repeated { "repeated " } else { "" };
+        let mut text = String::from("syntax = \"proto3\"; package p;");
+        for i in 0..depth {
+            let fields: String = (0..fanout).map(|f| format!(" {label}T{} f{f} = {};", i + 1, f + 1)).collect();
+            text.push_str(&format!(" message T{i} {{{fields} }}"));
+        }
+        text.push_str(&format!(" message T{depth} {{ int32 x = 1; }}"));
+        text
+    }
+
+    fn fields(table: &IcebergSchema) -> usize {
+        field_count(value_fields(&table.fields))
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn shared_types_map_to_at_most_the_cap_of_fields(
+            depth in 1usize..=30,
+            fanout in 1usize..=3,
+            repeated in any::<bool>(),
+        ) {
+            let table = typed_table_schema();
+            let started = Instant::now();
+            let names = Names(AvroSchema::parse(&avro_text(depth, fanout, repeated), &[]).unwrap());
+            let (avro, _) = crate::avro::evolve(&table, table.highest_field_id(), names.0.root(), &names).unwrap().unwrap();
+            prop_assert!(fields(&avro) <= VALUE_FIELDS_MAX, "avro: {} fields", fields(&avro));
+            let schema = ProtobufSchema::parse(&protobuf_text(depth, fanout, repeated), &[]).unwrap();
+            let message = schema.first_message().unwrap();
+            let (protobuf, _) = crate::protobuf::evolve(&table, table.highest_field_id(), &message).unwrap().unwrap();
+            prop_assert!(fields(&protobuf) <= VALUE_FIELDS_MAX, "protobuf: {} fields", fields(&protobuf));
+            prop_assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        }
+    }
+}
+
 #[test]
 fn snapshots_expire_by_age_and_count_but_the_current_one_stays() {
     let mut metadata = TableMetadata::new(
