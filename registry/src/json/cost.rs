@@ -141,7 +141,7 @@ impl CostGraph {
             builder.resources.entry(uri.clone()).or_default().push(*value);
         }
         for (uri, value, draft4) in &documents {
-            builder.walk(*value, uri, *draft4);
+            builder.walk(value, uri, *draft4);
         }
         builder.resolve();
         builder.finish()
