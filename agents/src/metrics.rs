@@ -44,6 +44,17 @@ pub static LONG_POLL_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("unique")
 });
 
+/// Partitions read by Kafka Fetch, by how: `at_end` answered from the state alone (a read at the
+/// partition's end), `planned` through the index and the block cache.
+pub static FETCH_PARTITION_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_fetch_partition_reads_total",
+        "Partitions read by Kafka Fetch, by path (at_end: answered from the state; planned: through the index)",
+        &["path"]
+    )
+    .expect("unique")
+});
+
 /// Kafka request bytes read (frames without their length prefix), by API.
 pub static REQUEST_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_kafka_request_bytes_total", "Kafka request bytes read, by API", &["api"])

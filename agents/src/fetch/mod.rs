@@ -6,6 +6,8 @@ mod records;
 pub mod sessions;
 pub mod wakeups;
 
-pub use read::{FetchError, PartitionRead, ReadLimits, TimestampHit, read_partition, records_at_timestamp};
+pub use read::{
+    FetchError, PartitionRead, ReadLimits, TimestampHit, read_at_end, read_partition, records_at_timestamp,
+};
 pub(crate) use read::{ObjectAt, batches_with_offsets, entry_bytes};
 pub use records::{FetchedRecord, consumer_batches, fetched_records, record_runs};

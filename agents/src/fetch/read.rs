@@ -1,7 +1,7 @@
 //! Reads one partition from an offset, and finds records by timestamp.
 
 use bytes::{Bytes, BytesMut};
-use floe_metadata::{AbortedTransaction, EntryData, IndexEntry, TopicId};
+use floe_metadata::{AbortedTransaction, EntryData, IndexEntry, Partition, State, TopicId};
 use floe_storage::{ChunkRef, ReadChunkError, SegmentKey};
 use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 
@@ -129,10 +129,7 @@ fn plan(
         entries.push((entry.clone(), key));
     }
     let aborted_transactions = if limits.read_committed {
-        // Transactions that aborted at or after `offset` and began before the end of the read.
-        let read_to = entries.last().map_or(offset, |(e, _)| e.last_offset);
-        let from = log.aborted_transactions.partition_point(|a| a.last_offset < offset);
-        log.aborted_transactions.range(from..).filter(|a| a.first_offset <= read_to).copied().collect()
+        aborted_overlapping(log, offset, entries.last().map_or(offset, |(e, _)| e.last_offset))
     } else {
         Vec::new()
     };
@@ -278,6 +275,42 @@ async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: 
         at = end;
     }
     Ok(true)
+}
+
+/// The answer to a read at the partition's end (where a caught-up consumer asks): its offsets and
+/// no records, found under the caller's guard without a plan, I/O or a lock of its own. A Fetch
+/// of thousands of partitions is mostly such reads. `None` when the read has something else to
+/// say (records, an error): [`read_partition`] gives that, and its answer at the end is this one.
+pub fn read_at_end(
+    state: &State,
+    topic_id: TopicId,
+    partition: i32,
+    offset: i64,
+    current_leader_epoch: i32,
+    read_committed: bool,
+) -> Option<PartitionRead> {
+    let log = state.partition(topic_id, partition)?;
+    let last_stable_offset = log.last_stable_offset();
+    let read_end = if read_committed { last_stable_offset } else { log.next_offset };
+    let epoch_matches = current_leader_epoch < 0 || current_leader_epoch == log.leader_epoch;
+    if !epoch_matches || offset != read_end || offset < log.log_start_offset {
+        return None;
+    }
+    Some(PartitionRead {
+        records: Bytes::new(),
+        high_watermark: log.next_offset,
+        last_stable_offset,
+        log_start_offset: log.log_start_offset,
+        leader_epoch: log.leader_epoch,
+        aborted_transactions: if read_committed { aborted_overlapping(log, offset, offset) } else { Vec::new() },
+        next_offset: offset,
+    })
+}
+
+/// Transactions that aborted at or after `offset` and began at or before `read_to`.
+fn aborted_overlapping(log: &Partition, offset: i64, read_to: i64) -> Vec<AbortedTransaction> {
+    let from = log.aborted_transactions.partition_point(|a| a.last_offset < offset);
+    log.aborted_transactions.range(from..).filter(|a| a.first_offset <= read_to).copied().collect()
 }
 
 /// Reads whole batches of one partition starting with the batch that holds `offset`.
@@ -430,4 +463,47 @@ pub async fn records_at_timestamp(
         }
     }
     Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use floe_metadata::Command;
+
+    use super::*;
+
+    /// A topic of one partition whose log runs from 3 to 10, with a transaction open from 7.
+    fn state() -> (State, TopicId) {
+        let topic_id = TopicId::from_u128(1);
+        let mut state = State::default();
+        let create =
+            Command::CreateTopic { name: "t".into(), topic_id, partition_count: 1, configs: Default::default() };
+        state.apply(1, create).expect("topic");
+        let log = &mut state.topics.get_mut(&topic_id).expect("topic").partitions[0];
+        (log.log_start_offset, log.next_offset) = (3, 10);
+        log.open_transactions.insert(42, 7);
+        (state, topic_id)
+    }
+
+    #[test]
+    fn only_a_read_at_the_end_is_answered_without_a_plan() {
+        let (state, topic) = state();
+        let epoch = state.partition(topic, 0).expect("partition").leader_epoch;
+        let at_end = read_at_end(&state, topic, 0, 10, epoch, false).expect("read_uncommitted at the log end");
+        assert_eq!(
+            (at_end.records.len(), at_end.high_watermark, at_end.last_stable_offset, at_end.log_start_offset),
+            (0, 10, 7, 3)
+        );
+        assert_eq!(at_end.next_offset, 10);
+        assert!(read_at_end(&state, topic, 0, 10, -1, false).is_some(), "no epoch named");
+        // read_committed ends at the last stable offset.
+        assert!(read_at_end(&state, topic, 0, 7, epoch, true).is_some());
+        assert!(read_at_end(&state, topic, 0, 10, epoch, true).is_none(), "past the LSO, not at the read's end");
+        // Anything else goes the whole way: data to read, out of range, a wrong epoch, no partition.
+        for offset in [0, 3, 9, 11] {
+            assert!(read_at_end(&state, topic, 0, offset, epoch, false).is_none(), "offset {offset}");
+        }
+        assert!(read_at_end(&state, topic, 0, 10, epoch + 1, false).is_none());
+        assert!(read_at_end(&state, topic, 1, 10, epoch, false).is_none());
+        assert!(read_at_end(&state, TopicId::from_u128(2), 0, 10, epoch, false).is_none());
+    }
 }

@@ -37,7 +37,14 @@ fn mark(state: &State, topic_id: TopicId, partition: i32) -> Option<Mark> {
 struct Watched {
     mark: Option<Mark>,
     waiters: HashMap<u64, Arc<Notify>>,
+    /// Compares since the last waiter left. A consumer waits on the same partitions Fetch after
+    /// Fetch, so an entry without waiters is kept for [`IDLE_COMPARES_MAX`] compares: the next
+    /// wait on it then allocates nothing.
+    idle_compares: u32,
 }
+
+/// Compares (about one per applied batch of changes) an entry without waiters is kept for.
+const IDLE_COMPARES_MAX: u32 = 64;
 
 #[derive(Debug, Default)]
 struct Registry {
@@ -65,10 +72,12 @@ impl PartitionWakeups {
         registry.next_waiter += 1;
         let mut watched = Vec::new();
         for key in partitions {
-            let entry = registry
-                .partitions
-                .entry(key)
-                .or_insert_with(|| Watched { mark: mark(state, key.0, key.1), waiters: HashMap::new() });
+            let entry = registry.partitions.entry(key).or_insert_with(|| Watched {
+                mark: mark(state, key.0, key.1),
+                waiters: HashMap::new(),
+                idle_compares: 0,
+            });
+            entry.idle_compares = 0;
             if entry.waiters.insert(id, notify.clone()).is_none() {
                 watched.push(key);
             }
@@ -76,10 +85,17 @@ impl PartitionWakeups {
         Waiter { id, partitions: watched, notify, wakeups: Arc::downgrade(self) }
     }
 
-    /// Wakes the waiters of every watched partition that moved in `state`.
+    /// Wakes the waiters of every watched partition that moved in `state`, and forgets entries
+    /// left without waiters for [`IDLE_COMPARES_MAX`] compares.
     fn compare(&self, state: &State) {
         let mut registry = self.registry();
-        for (key, watched) in &mut registry.partitions {
+        registry.partitions.retain(|key, watched| {
+            if watched.waiters.is_empty() {
+                watched.idle_compares += 1;
+                if watched.idle_compares > IDLE_COMPARES_MAX {
+                    return false;
+                }
+            }
             let now = mark(state, key.0, key.1);
             if now != watched.mark {
                 watched.mark = now;
@@ -88,7 +104,8 @@ impl PartitionWakeups {
                     notify.notify_one();
                 }
             }
-        }
+            true
+        });
     }
 
     /// Partitions watched now, for tests.
@@ -121,9 +138,6 @@ impl Drop for Waiter {
         for key in &self.partitions {
             if let Some(watched) = registry.partitions.get_mut(key) {
                 watched.waiters.remove(&self.id);
-                if watched.waiters.is_empty() {
-                    registry.partitions.remove(key);
-                }
             }
         }
     }
@@ -199,6 +213,10 @@ mod tests {
 
         drop(waiter);
         drop(other);
+        assert_eq!(wakeups.watched(), 2, "kept a while for the next wait");
+        for _ in 0..=IDLE_COMPARES_MAX {
+            wakeups.compare(&state);
+        }
         assert_eq!(wakeups.watched(), 0, "dropped waiters leave nothing behind");
     }
 }

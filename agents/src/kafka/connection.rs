@@ -566,10 +566,16 @@ fn quota_throttle(
 fn meter_response(agent: &Agent, tenant: &str, response: &ResponseKind) {
     let mut counts = vec![(floe_metadata::Meter::KafkaRequests, 1)];
     if let ResponseKind::Fetch(fetch) = response {
+        // Summed over the partitions, so the journal gets one record of four counts per
+        // response however many partitions it holds.
+        let mut fetched = [(floe_metadata::Meter::FetchedBytes, 0); 3];
         let batches = fetch.responses.iter().flat_map(|t| &t.partitions).filter_map(|p| p.records.as_ref());
-        for records in batches {
-            counts.extend(crate::usage::fetched_batches(records));
+        for records in batches.filter(|r| !r.is_empty()) {
+            for (sum, (meter, count)) in fetched.iter_mut().zip(crate::usage::fetched_batches(records)) {
+                *sum = (meter, sum.1 + count);
+            }
         }
+        counts.extend(fetched);
     }
     agent.usage.record(tenant, &counts);
 }

@@ -15,7 +15,7 @@ use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
-use crate::fetch::{FetchError, ReadLimits, read_partition};
+use crate::fetch::{FetchError, PartitionRead, ReadLimits, read_at_end, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
 use kafka_protocol::messages::ResponseKind;
 
@@ -43,15 +43,9 @@ pub(in crate::kafka) async fn handle(
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let waiter = (!wait.is_zero()).then(|| {
-        let state = agent.metadata.read();
-        let partitions = request.topics.iter().flat_map(|topic| {
-            let topic_id =
-                if version >= 13 { Some(topic.topic_id) } else { state.topic_ids.get(topic.topic.as_str()).copied() };
-            topic.partitions.iter().filter_map(move |p| topic_id.map(|id| (id, p.partition)))
-        });
-        agent.wakeups.wait_on(&state, partitions.collect::<Vec<_>>())
-    });
+    // Registered only once a read found too little: under load most Fetches answer at once,
+    // and registering thousands of partitions for each would cost more than the read.
+    let mut waiter = None;
     let mut first = true;
     loop {
         if !std::mem::take(&mut first) {
@@ -59,16 +53,32 @@ pub(in crate::kafka) async fn handle(
         }
         let redirect = replicas.as_ref().map(|(pool, roles)| (pool.as_slice(), *roles));
         let (response, bytes, answer_now) = read_once(agent, version, &request, redirect).await;
-        let done = bytes >= min_bytes.max(1) || answer_now || Instant::now() >= deadline;
-        let Some(waiter) = waiter.as_ref().filter(|_| !done) else {
+        let done = bytes >= min_bytes.max(1) || answer_now || wait.is_zero() || Instant::now() >= deadline;
+        if done {
             count_bytes_out(agent, &response, &hints);
             return response;
-        };
-        tokio::select! {
-            () = waiter.woken() => {}
-            () = tokio::time::sleep_until(deadline.into()) => {}
+        }
+        match &waiter {
+            // Registered as the state is now, then read again: a move between the read above and
+            // the registration is seen by that read, a later one wakes the waiter.
+            None => waiter = Some(wait_on(agent, version, &request)),
+            Some(waiter) => tokio::select! {
+                () = waiter.woken() => {}
+                () = tokio::time::sleep_until(deadline.into()) => {}
+            },
         }
     }
+}
+
+/// Registers a wait on every requested partition.
+fn wait_on(agent: &Agent, version: i16, request: &FetchRequest) -> crate::fetch::wakeups::Waiter {
+    let state = agent.metadata.read();
+    let partitions = request.topics.iter().flat_map(|topic| {
+        let topic_id =
+            if version >= 13 { Some(topic.topic_id) } else { state.topic_ids.get(topic.topic.as_str()).copied() };
+        topic.partitions.iter().filter_map(move |p| topic_id.map(|id| (id, p.partition)))
+    });
+    agent.wakeups.wait_on(&state, partitions.collect::<Vec<_>>())
 }
 
 /// One pass over every requested partition: the response, its record bytes, and whether any
@@ -83,18 +93,39 @@ async fn read_once(
     let mut total = 0usize;
     let mut errors = false;
     let mut topics = Vec::with_capacity(request.topics.len());
+    let read_committed = request.isolation_level == READ_COMMITTED;
+    let (mut reads_at_end, mut reads_planned) = (0u64, 0u64);
     for topic in &request.topics {
-        let resolved = {
+        // The topic, and the partitions read at their end answered under one guard: most of a
+        // large Fetch, which then costs a few lookups per partition.
+        let (resolved, mut at_end) = {
             let state = agent.metadata.read();
             let t = if version >= 13 {
                 state.topics.get(&topic.topic_id)
             } else {
                 state.topic_by_name(topic.topic.as_str())
             };
-            t.map(|t| (t.topic_id, t.name.clone()))
+            let at_end: Vec<Option<PartitionRead>> = match t {
+                Some(t) if replicas.is_none() => topic
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        read_at_end(
+                            &state,
+                            t.topic_id,
+                            p.partition,
+                            p.fetch_offset,
+                            p.current_leader_epoch,
+                            read_committed,
+                        )
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            (t.map(|t| (t.topic_id, t.name.clone())), at_end)
         };
         let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for p in &topic.partitions {
+        for (i, p) in topic.partitions.iter().enumerate() {
             let data = PartitionData::default().with_partition_index(p.partition);
             let Some((topic_id, _)) = &resolved else {
                 errors = true;
@@ -112,13 +143,23 @@ async fn read_once(
             let limits = ReadLimits {
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0).min(budget),
                 must_return_first: total == 0,
-                read_committed: request.isolation_level == READ_COMMITTED,
+                read_committed,
             };
-            match read_partition(agent, *topic_id, p.partition, p.fetch_offset, p.current_leader_epoch, limits).await {
+            let read = match at_end.get_mut(i).and_then(Option::take) {
+                Some(read) => {
+                    reads_at_end += 1;
+                    Ok(read)
+                }
+                None => {
+                    reads_planned += 1;
+                    read_partition(agent, *topic_id, p.partition, p.fetch_offset, p.current_leader_epoch, limits).await
+                }
+            };
+            match read {
                 Ok(read) => {
                     budget = budget.saturating_sub(read.records.len());
                     total += read.records.len();
-                    let aborted = (request.isolation_level == READ_COMMITTED).then(|| {
+                    let aborted = read_committed.then(|| {
                         read.aborted_transactions
                             .iter()
                             .map(|a| {
@@ -153,6 +194,8 @@ async fn read_once(
                 .with_partitions(partitions),
         );
     }
+    crate::metrics::FETCH_PARTITION_READS.with_label_values(&["at_end"]).inc_by(reads_at_end);
+    crate::metrics::FETCH_PARTITION_READS.with_label_values(&["planned"]).inc_by(reads_planned);
     (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors)
 }
 
