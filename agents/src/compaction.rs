@@ -41,9 +41,22 @@ pub struct CompactionConfig {
 struct Run {
     topic_id: TopicId,
     partition: i32,
-    entries: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)>,
+    entries: Vec<RunEntry>,
     /// The topic's `compression.type` codec, which batches are rewritten in.
     codec: Option<i16>,
+}
+
+/// A small chunk entry of a run, without its object's key: a round over thousands of partitions
+/// plans millions of them under the state's read lock, so the plan copies no strings, and each
+/// run looks its keys up when it is compacted.
+#[derive(Clone, Copy, Debug)]
+struct RunEntry {
+    base_offset: i64,
+    last_offset: i64,
+    object_id: ObjectId,
+    byte_start: u64,
+    byte_len: u32,
+    crc32c: u32,
 }
 
 /// Runs until `stop` (or the agent is dropped); a run in progress is finished.
@@ -81,7 +94,7 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
         }
         let codec = state.topic_config_value(topic, "compression.type").and_then(records::codec_for);
         for (index, log) in topic.partitions.iter().enumerate() {
-            let mut current: Vec<(i64, i64, ObjectId, String, u64, ChunkRef)> = Vec::new();
+            let mut current: Vec<RunEntry> = Vec::new();
             let mut bytes = 0u64;
             let mut fresh = 0usize;
             let qualifies = |fresh: usize, bytes: u64, len: usize| {
@@ -94,17 +107,23 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
                             && bytes + u64::from(byte_len) <= config.target_object_bytes =>
                     {
                         state.objects.get(&object_id).map(|o| {
-                            let key = SegmentKey::from_stored(o.key.clone());
-                            let chunk = ChunkRef { key, byte_start, byte_len, crc32c };
-                            (entry.base_offset, entry.last_offset, object_id, o.key.clone(), o.object_bytes, chunk)
+                            let entry = RunEntry {
+                                base_offset: entry.base_offset,
+                                last_offset: entry.last_offset,
+                                object_id,
+                                byte_start,
+                                byte_len,
+                                crc32c,
+                            };
+                            (entry, SegmentKey::stored_is_compacted(&o.key))
                         })
                     }
                     _ => None,
                 };
                 match small {
-                    Some(item) => {
-                        bytes += u64::from(item.5.byte_len);
-                        if !item.5.key.is_compacted() {
+                    Some((item, compacted)) => {
+                        bytes += u64::from(item.byte_len);
+                        if !compacted {
                             fresh += 1;
                         }
                         current.push(item);
@@ -127,8 +146,20 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
 }
 
 async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
+    let chunks = {
+        let state = agent.metadata.read();
+        run.entries
+            .iter()
+            .map(|e| {
+                let object = state.objects.get(&e.object_id).ok_or("an object of the run is gone")?;
+                let key = SegmentKey::from_stored(object.key.clone());
+                let chunk = ChunkRef { key, byte_start: e.byte_start, byte_len: e.byte_len, crc32c: e.crc32c };
+                Ok((chunk, object.object_bytes))
+            })
+            .collect::<Result<Vec<_>, String>>()?
+    };
     let mut bytes = BytesMut::new();
-    for (_, _, _, _, object_bytes, chunk) in &run.entries {
+    for (chunk, object_bytes) in &chunks {
         let data = agent.cache.read_chunk(&agent.store, chunk, *object_bytes).await.map_err(|e| e.to_string())?;
         bytes.extend_from_slice(&data);
     }
@@ -162,7 +193,7 @@ async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
     let command = Command::CompactChunks(CompactedRun {
         topic_id: run.topic_id,
         partition: run.partition,
-        replaced: run.entries.iter().map(|(base, last, id, ..)| (*base, *last, *id)).collect(),
+        replaced: run.entries.iter().map(|e| (e.base_offset, e.last_offset, e.object_id)).collect(),
         key: key.as_str().to_owned(),
         object_bytes,
         byte_start: entry.byte_start,

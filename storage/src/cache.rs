@@ -278,6 +278,9 @@ impl BlockCache {
         };
         let mut block = BytesMut::new();
         let mut index = 0u64;
+        // Bytes not yet put in a block: the last block is reserved at its own size, not a whole
+        // block's, which it would pin in the cache while the cache weighs only its length.
+        let mut unplaced: usize = parts.iter().map(Bytes::len).sum();
         for part in parts {
             let mut rest = &part[..];
             while !rest.is_empty() {
@@ -286,12 +289,14 @@ impl BlockCache {
                     insert(index, part.slice(at..at + BLOCK_BYTES as usize));
                     index += 1;
                     rest = &rest[BLOCK_BYTES as usize..];
+                    unplaced -= BLOCK_BYTES as usize;
                     continue;
                 }
-                block.reserve(BLOCK_BYTES as usize - block.len());
+                block.reserve((BLOCK_BYTES as usize - block.len()).min(unplaced));
                 let take = rest.len().min(BLOCK_BYTES as usize - block.len());
                 block.extend_from_slice(&rest[..take]);
                 rest = &rest[take..];
+                unplaced -= take;
                 if block.len() == BLOCK_BYTES as usize {
                     insert(index, block.split().freeze());
                     index += 1;

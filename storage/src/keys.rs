@@ -25,9 +25,10 @@ impl SegmentKey {
         Self(format!("{SEGMENTS_DIR}/{}{COMPACTED_SUFFIX}", uuid::Uuid::now_v7().simple()))
     }
 
-    /// Whether compaction wrote this object.
-    pub fn is_compacted(&self) -> bool {
-        self.0.ends_with(COMPACTED_SUFFIX)
+    /// Whether compaction wrote the object of a key as metadata stores it (read without
+    /// copying the key into a `SegmentKey`).
+    pub fn stored_is_compacted(key: &str) -> bool {
+        key.ends_with(COMPACTED_SUFFIX)
     }
 
     /// Rebuilds a key read back from metadata; keys are opaque to everybody but this module.

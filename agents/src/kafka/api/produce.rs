@@ -142,29 +142,30 @@ fn validate_request(agent: &Agent, version: i16, request: &ProduceRequest, now_m
                     .map(ProduceError::StorageQuotaExceeded)
                     .or_else(|| state.mirror_link(t.topic_id).map(|link| ProduceError::MirrorTopic(link.to_owned())))
             });
+            // Read from the topic's configs once per topic, not per partition.
+            let policy = resolved.map(|t| TopicPolicy::for_topic(&state, t));
+            let schemas = resolved
+                .and_then(|t| SchemaValidation::for_topic(&state, t).map(|v| (t, v)))
+                .map(|(t, v)| SchemaCheck::new(&state, &t.name, v, &agent.parsed_schemas));
+            let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
             let mut slots = Vec::with_capacity(topic.partition_data.len());
             for partition in &topic.partition_data {
-                let slot = match (resolved, &refused) {
+                let slot = match (resolved.zip(policy.as_ref()), &refused) {
                     _ if !matches!(acks, -1..=1) => failed(&ProduceError::InvalidRequiredAcks(acks)),
                     (None, _) if version >= 13 => Slot::Failed(code::UNKNOWN_TOPIC_ID, "unknown topic id".into()),
                     (None, _) => failed(&ProduceError::UnknownTopicOrPartition),
-                    (Some(t), _) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
+                    (Some((t, _)), _) if partition.index < 0 || partition.index as usize >= t.partitions.len() => {
                         failed(&ProduceError::UnknownTopicOrPartition)
                     }
                     (Some(_), Some(why)) => failed(why),
-                    (Some(t), None) => {
-                        let policy = TopicPolicy::for_topic(&state, t);
-                        let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
-                        let schemas = SchemaValidation::for_topic(&state, t)
-                            .map(|v| SchemaCheck::new(&state, &t.name, v, &agent.parsed_schemas));
+                    (Some((t, policy)), None) => {
                         let validated = validate::partition_records(
                             partition.records.as_ref(),
-                            &policy,
+                            policy,
                             now_ms,
                             transactional_id,
                             schemas.as_ref(),
                         );
-                        schema_missing |= schemas.as_ref().is_some_and(SchemaCheck::saw_missing);
                         match validated {
                             Ok(PartitionBatches { batches, producer }) => {
                                 sizes.push((
@@ -182,6 +183,7 @@ fn validate_request(agent: &Agent, version: i16, request: &ProduceRequest, now_m
                 };
                 slots.push((partition.index, slot));
             }
+            schema_missing |= schemas.as_ref().is_some_and(SchemaCheck::saw_missing);
             let topic_id = resolved.map(|t| t.topic_id).unwrap_or(topic.topic_id);
             layout.push((topic.name.clone(), topic_id, slots));
         }
@@ -208,6 +210,8 @@ fn respond(
     let responses = layout
         .into_iter()
         .map(|(name, topic_id, slots)| {
+            // Bytes and records appended to the topic, counted once per topic.
+            let (mut appended, mut bytes_in, mut records_in) = (false, 0u64, 0u64);
             let partition_responses = slots
                 .into_iter()
                 .map(|(index, slot)| {
@@ -234,10 +238,9 @@ fn respond(
                         Slot::Appended(i, log_append_time) => match results.get(i) {
                             Some(Ok(base_offset)) => {
                                 let (bytes, records) = sizes.get(i).copied().unwrap_or_default();
-                                let topic = state.topics.get(&topic_id).map_or("", |t| t.name.as_str());
-                                let topic = crate::metrics::TOPIC_LABELS.label(topic);
-                                crate::metrics::BYTES_IN.with_label_values(&[topic]).inc_by(bytes);
-                                crate::metrics::MESSAGES_IN.with_label_values(&[topic]).inc_by(records);
+                                appended = true;
+                                bytes_in += bytes;
+                                records_in += records;
                                 let log_start_offset =
                                     state.partition(topic_id, index).map_or(-1, |p| p.log_start_offset);
                                 return response
@@ -255,6 +258,12 @@ fn respond(
                         .with_error_message(message.map(StrBytes::from_string))
                 })
                 .collect();
+            if appended {
+                let topic = state.topics.get(&topic_id).map_or("", |t| t.name.as_str());
+                let topic = crate::metrics::TOPIC_LABELS.label(topic);
+                crate::metrics::BYTES_IN.with_label_values(&[topic]).inc_by(bytes_in);
+                crate::metrics::MESSAGES_IN.with_label_values(&[topic]).inc_by(records_in);
+            }
             TopicProduceResponse::default()
                 .with_name(name)
                 .with_topic_id(topic_id)
