@@ -51,6 +51,9 @@ pub struct NodeCollector {
     snapshot_age: Gauge,
     topics: IntGauge,
     partitions: IntGauge,
+    index_entries: IntGauge,
+    objects: IntGauge,
+    recent_commit_chunks: IntGauge,
     tenants: IntGauge,
     groups: IntGaugeVec,
     transactions: IntGaugeVec,
@@ -91,6 +94,15 @@ impl NodeCollector {
             .expect("valid metric definition"),
             topics: int_gauge("floe_metadata_topics", "Topics in the state"),
             partitions: int_gauge("floe_metadata_partitions", "Partitions in the state"),
+            index_entries: int_gauge(
+                "floe_metadata_index_entries",
+                "Offset index entries in the state, over all partitions (one per chunk until compaction merges them)",
+            ),
+            objects: int_gauge("floe_metadata_objects", "Segment objects the state refers to"),
+            recent_commit_chunks: int_gauge(
+                "floe_metadata_recent_commit_chunks",
+                "Chunks of the segment commits whose answers the state keeps for retries",
+            ),
             tenants: int_gauge("floe_metadata_tenants", "Tenants in the state"),
             groups: int_gauge_vec(
                 "floe_metadata_groups",
@@ -124,8 +136,11 @@ impl NodeCollector {
         }
     }
 
-    fn gauges(&self) -> [&IntGauge; 10] {
+    fn gauges(&self) -> [&IntGauge; 13] {
         [
+            &self.index_entries,
+            &self.objects,
+            &self.recent_commit_chunks,
             &self.tenants,
             &self.term,
             &self.leader,
@@ -185,6 +200,10 @@ impl Collector for NodeCollector {
             let state = self.node.read();
             self.topics.set(state.topics.len() as i64);
             self.partitions.set(state.topics.values().map(|t| t.partitions.len() as i64).sum());
+            let index_entries = state.topics.values().flat_map(|t| &t.partitions).map(|p| p.index.len()).sum::<usize>();
+            self.index_entries.set(index_entries as i64);
+            self.objects.set(state.objects.len() as i64);
+            self.recent_commit_chunks.set(state.recent_commits.values().map(|a| a.len()).sum::<usize>() as i64);
             self.tenants.set(state.tenants.len() as i64);
             self.groups.reset();
             for group in state.groups.values() {

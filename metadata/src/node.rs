@@ -153,6 +153,36 @@ pub struct ClusterStatus {
     pub agents: Vec<crate::state::stored::AgentRecord>,
 }
 
+/// Snapshots once this many bytes of entries were appended since the last purge, however few
+/// the entries: with thousands of partitions one commit entry holds hundreds of chunks, and
+/// [`raft_config`]'s count of entries alone would let the log (on disk and decoded in memory)
+/// grow to hundreds of megabytes between snapshots.
+const SNAPSHOT_LOG_BYTES: u64 = 32 * 1024 * 1024;
+
+/// How often the log's size is looked at, and the least time between two snapshots it asks for.
+const SNAPSHOT_LOG_CHECK_EVERY: Duration = Duration::from_secs(1);
+const SNAPSHOT_LOG_PAUSE: Duration = Duration::from_secs(10);
+
+/// Asks Raft for a snapshot whenever [`SNAPSHOT_LOG_BYTES`] have been appended since the last
+/// purge (which follows each snapshot).
+async fn snapshot_by_log_bytes(
+    node: MetadataNode,
+    appended: Arc<std::sync::atomic::AtomicU64>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut last: Option<Instant> = None;
+    while crate::tasks::sleep_unless_stopped(&stop, SNAPSHOT_LOG_CHECK_EVERY).await {
+        let due = appended.load(std::sync::atomic::Ordering::Relaxed) >= SNAPSHOT_LOG_BYTES;
+        if !due || last.is_some_and(|at| at.elapsed() < SNAPSHOT_LOG_PAUSE) {
+            continue;
+        }
+        last = Some(Instant::now());
+        if let Err(e) = node.raft.trigger().snapshot().await {
+            tracing::warn!(error = %e, "asking for a snapshot of a large raft log failed");
+        }
+    }
+}
+
 pub(crate) fn raft_config(voter_count: usize) -> std::io::Result<openraft::Config> {
     // Generous for loaded 2-core machines: the heartbeat is also the append RPC timeout. A single
     // voter has nobody to wait for, so it elects itself quickly (`floe dev` starts in well under a
@@ -189,6 +219,7 @@ impl MetadataNode {
         let raft_config = Arc::new(raft_config(config.peers.len())?);
         #[cfg(test)]
         let log = log_store.clone();
+        let log_appended = log_store.appended_since_purge();
         let raft = openraft::Raft::new(config.node_id, raft_config, network::Network, log_store, state_machine)
             .await
             .map_err(std::io::Error::other)?;
@@ -213,6 +244,7 @@ impl MetadataNode {
         node.tasks.spawn_cancellable(group_commits(node.clone(), commit_queue));
         node.tasks.spawn(|stop| crate::groups::GroupCoordinator::run_timers(node.clone(), stop));
         node.tasks.spawn(|stop| crate::leader_duties::run(node.clone(), stop));
+        node.tasks.spawn(|stop| snapshot_by_log_bytes(node.clone(), log_appended, stop));
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
         *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));

@@ -17,6 +17,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote};
@@ -28,7 +29,7 @@ use super::{NodeId, TypeConfig};
 use crate::limits::COMMAND_BYTES_MAX;
 
 /// Rewrite the file once it is this large and holds mostly purged records.
-const REWRITE_BYTES_MIN: u64 = 64 * 1024 * 1024;
+const REWRITE_BYTES_MIN: u64 = 16 * 1024 * 1024;
 
 /// One durable change to the log or vote.
 #[derive(Debug, Serialize, Deserialize)]
@@ -80,6 +81,9 @@ struct LogFile {
     path: PathBuf,
     file: File,
     bytes: u64,
+    /// Bytes of entries appended since the last purge (a snapshot's): the node snapshots by this
+    /// as well as by entry count, since an entry's size follows the partitions in its commits.
+    appended_since_purge: Arc<AtomicU64>,
     contents: LogContents,
     /// A write failed: later ones are refused, so nothing whole follows a torn record (which the
     /// next open would take for corruption) and no fsync is retried after it failed.
@@ -95,6 +99,8 @@ pub(crate) struct FileLogStore {
     inner: Arc<Mutex<LogFile>>,
     /// What the state machine's snapshot file covers: no entry is purged before it does.
     durable: tokio::sync::watch::Receiver<DurableSnapshot>,
+    /// [`LogFile::appended_since_purge`], read without the file's lock.
+    appended_since_purge: Arc<AtomicU64>,
 }
 
 fn encode(record: &LogRecord) -> io::Result<Vec<u8>> {
@@ -219,6 +225,7 @@ impl FileLogStore {
             path: path.to_owned(),
             file,
             bytes: valid,
+            appended_since_purge: Arc::new(AtomicU64::new(valid)),
             contents,
             failed: false,
             #[cfg(test)]
@@ -230,11 +237,17 @@ impl FileLogStore {
             // Entries appended from now on are in this format: the file says so first.
             log.rewrite()?;
         }
-        Ok(Self { inner: Arc::new(Mutex::new(log)), durable })
+        let appended_since_purge = log.appended_since_purge.clone();
+        Ok(Self { inner: Arc::new(Mutex::new(log)), durable, appended_since_purge })
     }
 }
 
 impl FileLogStore {
+    /// Bytes of entries appended since the last purge, kept up to date as the log is written.
+    pub(crate) fn appended_since_purge(&self) -> Arc<AtomicU64> {
+        self.appended_since_purge.clone()
+    }
+
     /// The entries currently in the log, in index order (for replay checks in tests).
     #[cfg(test)]
     pub(crate) async fn entries(&self) -> Vec<Entry<TypeConfig>> {
@@ -263,6 +276,13 @@ impl LogFile {
         }
         written?;
         self.bytes += bytes.len() as u64;
+        match &record {
+            LogRecord::Append(_) => {
+                self.appended_since_purge.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
+            LogRecord::Purge(_) => self.appended_since_purge.store(0, Ordering::Relaxed),
+            _ => {}
+        }
         self.contents.apply(record);
         Ok(())
     }

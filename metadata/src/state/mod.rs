@@ -13,6 +13,7 @@ mod idempotency;
 mod jobs;
 mod links;
 mod offsets;
+pub use offsets::CommitAnswer;
 mod registry;
 mod retention;
 mod security;
@@ -94,7 +95,7 @@ pub struct State {
     /// (`segments/<UUIDv7>.seg`) stays after its answer is dropped, with an empty list (no commit
     /// is answered so), until its deadline passes: a late copy of its commit is refused, never
     /// applied again (`offsets.rs`).
-    pub recent_commits: BTreeMap<String, Vec<crate::command::CommittedChunk>>,
+    pub recent_commits: BTreeMap<String, offsets::CommitAnswer>,
     /// The keys of `recent_commits` whose answers are kept, in commit order (at most
     /// `RECENT_COMMITS_MAX`).
     pub recent_commit_keys: VecDeque<String>,

@@ -11,11 +11,69 @@ use std::ops::Bound;
 
 use super::transactions::Admission;
 use super::{EntryData, IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
-use crate::command::{CommandError, Outcome, SegmentCommit};
+use crate::command::{CommandError, CommittedChunk, Outcome, SegmentCommit};
 use crate::limits::{
     CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, PARTITION_OFFSET_MAX, RECENT_COMMIT_KEYS_MAX, RECENT_COMMITS_MAX,
     SEGMENT_COMMIT_WINDOW_MS,
 };
+
+/// A segment commit's answer as [`State::recent_commits`] keeps it: the base offset of each
+/// chunk when every chunk was appended (nearly always), 8 bytes a chunk where a `Result` takes
+/// 48, else the results as given. With thousands of partitions a commit holds hundreds of
+/// chunks, and the answers of 65,536 commits are kept. Stored as the list of results either way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommitAnswer {
+    Appended(Box<[i64]>),
+    Mixed(Box<[CommittedChunk]>),
+}
+
+impl CommitAnswer {
+    pub fn new(chunks: Vec<CommittedChunk>) -> Self {
+        match chunks.iter().map(|c| c.as_ref().ok().copied()).collect::<Option<Box<[i64]>>>() {
+            Some(offsets) => Self::Appended(offsets),
+            None => Self::Mixed(chunks.into_boxed_slice()),
+        }
+    }
+
+    /// The answer of a held key (its commit's answer dropped, `remember_commit`).
+    fn held() -> Self {
+        Self::Appended(Box::default())
+    }
+
+    /// Chunks answered.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Appended(offsets) => offsets.len(),
+            Self::Mixed(chunks) => chunks.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn chunks(&self) -> Vec<CommittedChunk> {
+        match self {
+            Self::Appended(offsets) => offsets.iter().map(|&o| Ok(o)).collect(),
+            Self::Mixed(chunks) => chunks.to_vec(),
+        }
+    }
+}
+
+impl super::stored::Restate<Vec<CommittedChunk>> for CommitAnswer {
+    fn restate(self) -> Vec<CommittedChunk> {
+        match self {
+            Self::Appended(offsets) => offsets.iter().map(|&o| Ok(o)).collect(),
+            Self::Mixed(chunks) => chunks.into_vec(),
+        }
+    }
+}
+
+impl super::stored::Restate<CommitAnswer> for Vec<CommittedChunk> {
+    fn restate(self) -> CommitAnswer {
+        CommitAnswer::new(self)
+    }
+}
 
 /// The directory of segment object keys (`floe_storage::keys::SEGMENTS_DIR`), with its slash.
 const SEGMENT_KEY_PREFIX: &str = "segments/";
@@ -80,7 +138,7 @@ impl State {
             if chunks.is_empty() {
                 return Err(refused(&commit.key, "it was committed before; its offsets are no longer kept".into()));
             }
-            return Ok(Outcome::SegmentCommitted { chunks: chunks.clone() });
+            return Ok(Outcome::SegmentCommitted { chunks: chunks.chunks() });
         }
         if self.applies_format(12) {
             self.admit_segment_key(&commit.key)?;
@@ -162,7 +220,7 @@ impl State {
             );
             self.next_object_id += 1;
         }
-        self.remember_commit(key, results.clone());
+        self.remember_commit(key, CommitAnswer::new(results.clone()));
         Ok(Outcome::SegmentCommitted { chunks: results })
     }
 
@@ -202,7 +260,7 @@ impl State {
     /// A key whose answer is dropped is forgotten with it, except from format 12 a key with a
     /// drawn time ([`segment_key_drawn_ms`]) before its deadline: that one is held with an empty
     /// answer (no commit is answered so) until [`State::forget_expired_commit_keys`].
-    fn remember_commit(&mut self, key: String, chunks: Vec<crate::command::CommittedChunk>) {
+    fn remember_commit(&mut self, key: String, chunks: CommitAnswer) {
         assert!(!chunks.is_empty(), "validate_commit rejects commits without chunks: an empty answer marks a held key");
         let known = self.recent_commits.insert(key.clone(), chunks);
         assert!(known.is_none(), "a key is applied once: a known key is answered or refused");
@@ -213,7 +271,7 @@ impl State {
                 self.applies_format(12) && segment_key_drawn_ms(&old).is_some() && !self.segment_key_expired(&old);
             if held {
                 let answer = self.recent_commits.get_mut(&old).expect("every key with an answer is remembered");
-                *answer = Vec::new();
+                *answer = CommitAnswer::held();
             } else {
                 self.recent_commits.remove(&old);
             }

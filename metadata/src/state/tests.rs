@@ -338,7 +338,7 @@ fn a_late_copy_of_a_segment_commit_is_never_applied_twice() {
     assert_eq!(log_end(&state), end, "the records were sequenced twice");
     assert_eq!(objects_named(&state), 1, "two object records share the key");
     assert!(matches!(again, Err(CommandError::SegmentCommitRefused { .. })), "{again:?}");
-    assert_eq!(state.recent_commits.get(&key), Some(&Vec::new()), "held without its answer");
+    assert!(state.recent_commits.get(&key).is_some_and(|a| a.is_empty()), "held without its answer");
 
     // Its deadline passes: the key is forgotten, and the deadline refuses any copy.
     let past_deadline = drawn_ms + SEGMENT_COMMIT_WINDOW_MS + 2 * MINUTE_MS;
@@ -1866,4 +1866,25 @@ fn golden_files_of_format_1_still_decode() {
     let next = upgraded.applied_index + 1;
     upgraded.apply(next, Command::CreateTenant { name: "newco".into(), now_ms: 0 }).expect("create");
     assert_eq!(upgraded.tenants["newco"].id, 1);
+}
+
+/// Answers are kept compactly when every chunk was appended, and stored exactly as the list of
+/// results they stand for, so the change is invisible in snapshots and state copies.
+#[test]
+fn a_commit_answer_is_stored_as_the_results_it_stands_for() {
+    use super::stored::Restate;
+    use crate::command::CommittedChunk;
+    let appended: Vec<CommittedChunk> = vec![Ok(0), Ok(17), Ok(5)];
+    let mixed: Vec<CommittedChunk> = vec![Ok(3), Err(CommandError::UnknownTopicOrPartition), Ok(9)];
+    for results in [appended.clone(), mixed.clone(), Vec::new()] {
+        let answer = CommitAnswer::new(results.clone());
+        assert_eq!(answer.chunks(), results);
+        assert_eq!(answer.is_empty(), results.is_empty());
+        let stored: Vec<CommittedChunk> = answer.clone().restate();
+        assert_eq!(stored, results);
+        let back: CommitAnswer = stored.restate();
+        assert_eq!(back, answer);
+    }
+    assert!(matches!(CommitAnswer::new(appended), CommitAnswer::Appended(_)));
+    assert!(matches!(CommitAnswer::new(mixed), CommitAnswer::Mixed(_)));
 }
