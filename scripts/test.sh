@@ -75,10 +75,19 @@ install_browser() {
   command -v chromedriver >/dev/null
 }
 
+# The venv is built once per requirements file under $FLOE_VENVS (outside the clone) and .venv
+# links to it, so a fresh clone (as CI makes) finds it ready instead of installing every client
+# again. A .venv that is a directory of its own is kept and used as before.
 install_venv() {
   local venv="$ROOT/.venv" req="$ROOT/tests/requirements.txt"
-  local stamp="$venv/.requirements.sha256" want have=""
+  local want have=""
   want="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [[ ! -d "$venv" || -L "$venv" ]]; then
+    local shared="${FLOE_VENVS:-/var/tmp/floe-venvs}/${want:0:16}"
+    mkdir -p "$shared"
+    ln -sfn "$shared" "$venv"
+  fi
+  local stamp="$venv/.requirements.sha256"
   if [[ ! -x "$venv/bin/python" ]]; then
     echo "creating venv at .venv"
     python3 -m venv "$venv"
