@@ -400,10 +400,16 @@ def test_idle_connections_do_not_lock_out_an_authenticated_client(floe_factory, 
     # A long authentication timeout, so only making room for new connections can let the client
     # in within the budget, not the idle connections timing out at the default 10 s.
     floe = secured_floe(floe_factory, tmp_path, "floe-flood", extra_args=["--authentication-timeout-ms", "60000"])
+    before = rss_bytes(floe.proc.pid)
     idle = open_idle_connections(floe.kafka_port, sources, idle_count)
     try:
         _, held = listener_state(floe.kafka_port)
         assert held >= 9_950, f"the server holds only {held} of the {idle_count} idle connections"
+        # Issue 52: a connection before its first request holds no read or write buffer (64 KiB
+        # each before); what is left is its task, socket and bookkeeping.
+        per_connection = (rss_bytes(floe.proc.pid) - before) / held
+        print(f"RSS per idle unauthenticated connection: {per_connection / 1024:.1f} KiB over {held}")
+        assert per_connection < 32 * 1024, f"{per_connection / 1024:.1f} KiB per idle connection"
         failed = list_and_produce(confluent_conf(floe, "SCRAM-SHA-256"), budget=20.0)
         assert failed is None, f"an authenticated client was locked out by {idle_count} idle connections: {failed}"
         r = requests.get(f"{floe.http_url}/healthz", timeout=5)
