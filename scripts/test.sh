@@ -90,7 +90,8 @@ install_venv() {
   local stamp="$venv/.requirements.sha256"
   if [[ ! -x "$venv/bin/python" ]]; then
     echo "creating venv at .venv"
-    python3 -m venv "$venv"
+    # venv refuses a symlink as its directory: it is made where the link points.
+    python3 -m venv "$(readlink -f "$venv")"
   fi
   [[ -f "$stamp" ]] && have="$(cat "$stamp")"
   if [[ "$have" == "$want" ]]; then
