@@ -300,6 +300,15 @@ impl Proc {
     }
 }
 
+/// An agent as a watcher outside it sees it: where it answers HTTP, and its process.
+#[derive(Clone, Debug)]
+pub(crate) struct AgentProcess {
+    pub(crate) name: String,
+    pub(crate) http_url: String,
+    /// The process id (floe's own, as `ip netns exec` execs in place); none while it is down.
+    pub(crate) pid: Option<u32>,
+}
+
 /// The processes and their addresses.
 #[derive(Debug)]
 pub(crate) struct Cluster {
@@ -482,6 +491,18 @@ impl Cluster {
 
     pub(crate) fn http_urls(&self) -> Vec<String> {
         self.agents.iter().map(|a| format!("http://{}:{}", a.host.ip, a.host.port(HTTP_PORT))).collect()
+    }
+
+    /// Every agent, in order, with its HTTP address and process as they are now.
+    pub(crate) fn agent_processes(&self) -> Vec<AgentProcess> {
+        self.agents
+            .iter()
+            .map(|a| AgentProcess {
+                name: a.name.clone(),
+                http_url: format!("http://{}:{}", a.host.ip, a.host.port(HTTP_PORT)),
+                pid: a.child.as_ref().map(Child::id),
+            })
+            .collect()
     }
 
     fn metadata_addr(&self, i: usize) -> String {

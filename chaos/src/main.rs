@@ -11,6 +11,7 @@
 mod check;
 mod cluster;
 mod faults;
+mod health;
 mod history;
 mod plot;
 mod s3;
@@ -102,7 +103,8 @@ struct Args {
     /// The hostile-tenant mode: agents require SCRAM and API keys, the workloads run as tenant
     /// `chaos`, and for the duration tenant `hostile` floods idle connections, bad frames,
     /// long-polls and produce past its quota (no faults unless --faults names some). The
-    /// verdict also holds the `chaos` tenant's produce p99 under attack to a bound.
+    /// verdict also holds the `chaos` tenant's produce p99 under attack to a bound, and every
+    /// agent's health checks to an answer within 1 s.
     #[arg(long)]
     hostile_tenant: bool,
     /// With --hostile-tenant: the attacks it makes (default: all).
@@ -611,12 +613,19 @@ async fn main() -> anyhow::Result<()> {
         };
         let attack = match hostile_target {
             Some(target) => {
-                // The first seconds include the clients' own start; the rest is the baseline.
+                // The first seconds include the clients' own start; the rest is the baseline,
+                // over which the agents' health checks are watched too.
                 let from = history.now_ms() + HOSTILE_WARM_UP_MS;
-                tokio::time::sleep(HOSTILE_BASELINE).await;
+                let warm_up = Duration::from_millis(HOSTILE_WARM_UP_MS);
+                tokio::time::sleep(warm_up).await;
+                let agents = cluster.lock().await.agent_processes();
+                let watch = health::Watch::start(agents.clone(), history.clone())?;
+                tokio::time::sleep(HOSTILE_BASELINE.saturating_sub(warm_up)).await;
+                let before = watch.stop().await;
                 eprintln!("floe-chaos: the hostile tenant attacks for {duration:?}");
                 let running = workloads::hostile::spawn(&target, &work_dir.join("hostile-tenant.log"))?;
-                Some((from, history.now_ms(), running))
+                let watch = health::Watch::start(agents, history.clone())?;
+                Some((from, history.now_ms(), running, before, watch))
             }
             None => None,
         };
@@ -628,9 +637,12 @@ async fn main() -> anyhow::Result<()> {
             faults::run(cluster.clone(), schedule, seed, end, history.clone()).await?
         };
         let mut problems = Vec::new();
+        // Lines of the verdict about the hostile tenant's attacks beyond its p99s.
+        let mut hostile_lines = Vec::new();
         let hostile = match attack {
-            Some((baseline_from, attack_from, running)) => {
+            Some((baseline_from, attack_from, running, vitals_before, watch)) => {
                 let attack_to = history.now_ms();
+                let vitals = watch.stop().await;
                 let counts = running.stop().await?;
                 let (baseline, baseline_n, baseline_windows) = windowed_p99(&history, baseline_from, attack_from);
                 let (attacked, attacked_n, attacked_windows) = windowed_p99(&history, attack_from, attack_to);
@@ -645,6 +657,17 @@ async fn main() -> anyhow::Result<()> {
                          {HOSTILE_P99_FLOOR_MS} ms)"
                     ));
                 }
+                // A fault (an agent paused, killed or cut off) keeps health checks from being
+                // answered by design: they are judged only without faults.
+                if fault_counts.values().sum::<u64>() == 0 {
+                    problems.extend(health::problems(&vitals, urls.len()));
+                }
+                hostile_lines.push(format!(
+                    "health checks under attack (bound {} ms): {}",
+                    health::HEALTH_ANSWER_MAX.as_millis(),
+                    health::summary(&vitals)
+                ));
+                hostile_lines.push(format!("health checks before: {}", health::summary(&vitals_before)));
                 Some(serde_json::json!({
                     "produce_p99_ms_before": baseline,
                     "writes_before": baseline_n,
@@ -654,6 +677,9 @@ async fn main() -> anyhow::Result<()> {
                     "produce_p99_ms_by_window_under_attack": attacked_windows,
                     "produce_p99_ms_overall_under_attack": overall,
                     "bound_ms": bound,
+                    "health_answer_max_ms": health::HEALTH_ANSWER_MAX.as_millis() as u64,
+                    "agents_before": vitals_before,
+                    "agents_under_attack": vitals,
                     "attack": counts,
                 }))
             }
@@ -743,6 +769,9 @@ async fn main() -> anyhow::Result<()> {
                 h["bound_ms"]
             );
             println!("  attack: {}", h["attack"]);
+        }
+        for line in &hostile_lines {
+            println!("  {line}");
         }
         let pass = checked.violations.is_empty() && problems.is_empty();
         if let Some(took) = recovery {
