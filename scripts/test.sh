@@ -220,7 +220,8 @@ if [[ "$MODE" == all || "$MODE" == chaos ]]; then
     --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" "${s3[@]}"
 
   # The hostile-tenant mode: the same workloads as tenant `chaos` while tenant `hostile`
-  # floods idle connections, bad frames, long-polls and over-quota produce.
+  # floods idle connections, bad frames, long-polls and over-quota produce, sends shared-type
+  # schemas to the registry and to table topics, and churns connections.
   step "hostile-tenant harness, ${CHAOS_HOSTILE_DURATION:-45s} of attack (logs in $CHAOS_DIR-hostile)"
   rm -rf "$CHAOS_DIR-hostile"
   "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_HOSTILE_DURATION:-45s}" --network "$network" \

@@ -102,9 +102,11 @@ struct Args {
     metadata_certs_script: Option<PathBuf>,
     /// The hostile-tenant mode: agents require SCRAM and API keys, the workloads run as tenant
     /// `chaos`, and for the duration tenant `hostile` floods idle connections, bad frames,
-    /// long-polls and produce past its quota (no faults unless --faults names some). The
-    /// verdict also holds the `chaos` tenant's produce p99 under attack to a bound, and every
-    /// agent's health checks to an answer within 1 s.
+    /// long-polls and produce past its quota, sends schemas of shared types to the registry and
+    /// to table topics, and churns connections (no faults unless --faults names some). The
+    /// verdict also holds the `chaos` tenant's produce p99 under attack to a bound, every
+    /// agent's health checks to an answer within 1 s, and the schema requests to a success or
+    /// a refusal.
     #[arg(long)]
     hostile_tenant: bool,
     /// With --hostile-tenant: the attacks it makes (default: all).
@@ -145,8 +147,9 @@ fn windowed_p99(history: &History, from: u64, to: u64) -> (u64, usize, Vec<u64>)
     (p99s.get(p99s.len() / 2).copied().unwrap_or(0), writes, shown)
 }
 
-/// Creates tenants `chaos` (the workloads) and `hostile` (the attacker, with a produce quota and
-/// its topic), and makes every workload client act as `chaos`. Returns the attacker's target.
+/// Creates tenants `chaos` (the workloads) and `hostile` (the attacker, with a produce quota, a
+/// second API key and its topics), and makes every workload client act as `chaos`. Returns the
+/// attacker's target.
 async fn set_up_tenants(
     cluster: &Cluster,
     bootstrap: &str,
@@ -158,9 +161,7 @@ async fn set_up_tenants(
         cluster.admin_tenants(&["create", tenant], None).await?;
         let add = ["add-user", "--tenant", tenant, tenant, "--password-stdin"];
         cluster.admin_tenants(&add, Some(&format!("{password}\n"))).await?;
-        let created = cluster.admin_tenants(&["create-api-key", "--tenant", tenant, "--user", tenant], None).await?;
-        let created: serde_json::Value = serde_json::from_str(&created).context("create-api-key output")?;
-        keys.push(created["token"].as_str().context("no API key token")?.to_owned());
+        keys.push(create_api_key(cluster, tenant).await?);
     }
     let quota = workloads::hostile::PRODUCE_QUOTA_BYTES_PER_SEC.to_string();
     cluster.admin_tenants(&["set-quotas", "--tenant", "hostile", "--produce-bytes-per-sec", &quota], None).await?;
@@ -173,11 +174,19 @@ async fn set_up_tenants(
         user: "hostile".into(),
         password: password.clone(),
         api_key: keys[1].clone(),
+        schema_api_key: create_api_key(cluster, "hostile").await?,
         attacks,
     };
-    workloads::hostile::create_topic(&target).await?;
+    workloads::hostile::create_topics(&target).await?;
     workloads::act_as(workloads::Credentials { user: "chaos".into(), password, api_key: keys[0].clone() });
     Ok(target)
+}
+
+/// A new API key of `tenant`'s user of the same name: its token.
+async fn create_api_key(cluster: &Cluster, tenant: &str) -> anyhow::Result<String> {
+    let created = cluster.admin_tenants(&["create-api-key", "--tenant", tenant, "--user", tenant], None).await?;
+    let created: serde_json::Value = serde_json::from_str(&created).context("create-api-key output")?;
+    Ok(created["token"].as_str().context("no API key token")?.to_owned())
 }
 
 fn floe_binary(given: Option<PathBuf>) -> PathBuf {
@@ -505,9 +514,9 @@ async fn main() -> anyhow::Result<()> {
     let outcome: anyhow::Result<bool> = async {
         agents_ready(&workloads::http_client()?, &urls, Duration::from_secs(60)).await?;
         let hostile_target = if args.hostile_tenant {
-            use workloads::hostile::AttackKind;
+            use clap::ValueEnum;
             let attacks = if args.attacks.is_empty() {
-                vec![AttackKind::Idle, AttackKind::Frames, AttackKind::LongPolls, AttackKind::Flood]
+                workloads::hostile::AttackKind::value_variants().to_vec()
             } else {
                 args.attacks.clone()
             };
@@ -657,10 +666,19 @@ async fn main() -> anyhow::Result<()> {
                          {HOSTILE_P99_FLOOR_MS} ms)"
                     ));
                 }
-                // A fault (an agent paused, killed or cut off) keeps health checks from being
-                // answered by design: they are judged only without faults.
+                // A fault (an agent paused, killed or cut off) keeps health checks and schema
+                // requests from being answered by design: those are judged only without faults.
                 if fault_counts.values().sum::<u64>() == 0 {
                     problems.extend(health::problems(&vitals, urls.len()));
+                    if counts.schema_failed > 0 {
+                        problems.push(format!(
+                            "{} of the hostile tenant's schema requests were neither answered nor refused (timed out \
+                             after {:?}, the connection failed, or a server error other than 50003): {:?}",
+                            counts.schema_failed,
+                            workloads::HTTP_REQUEST_TIMEOUT,
+                            counts.schema_answers
+                        ));
+                    }
                 }
                 hostile_lines.push(format!(
                     "health checks under attack (bound {} ms): {}",
@@ -668,6 +686,14 @@ async fn main() -> anyhow::Result<()> {
                     health::summary(&vitals)
                 ));
                 hostile_lines.push(format!("health checks before: {}", health::summary(&vitals_before)));
+                hostile_lines.push(format!(
+                    "shared-type schemas: {} neither answered nor refused; answers {:?}; records {:?}",
+                    counts.schema_failed, counts.schema_answers, counts.schema_records
+                ));
+                hostile_lines.push(format!(
+                    "connection churn: {} connections dropped ({} after half a frame), {} not made",
+                    counts.churned, counts.churned_half_frames, counts.churn_connect_failed
+                ));
                 Some(serde_json::json!({
                     "produce_p99_ms_before": baseline,
                     "writes_before": baseline_n,

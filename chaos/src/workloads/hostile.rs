@@ -2,16 +2,20 @@
 //! tenant `hostile` attacks the agents from an address of its own, as a customer sharing the
 //! endpoint could: idle Kafka connections up to and past the per-address limit, oversized and
 //! malformed frames before authentication, HTTP long-polls up to and past its in-flight limits,
-//! and produce far over its byte-rate quota. It checks nothing itself: the verdict holds the
-//! other tenant to its guarantees and its produce latency to a bound.
+//! produce far over its byte-rate quota, issue 52's shared-type schemas against the registry
+//! ([`schemas`]) and on table topics ([`tables`]), and connections opened and dropped as fast
+//! as it can ([`churn`]). It checks nothing itself: the verdict holds the other tenant to its
+//! guarantees and its produce latency to a bound, the agents' health checks to an answer within
+//! a second, and the schema requests to an answer that is a success or a refusal.
 //!
 //! The attack runs in a child process of its own ([`spawn`]), niced: on a real endpoint the
 //! attacker's CPU is its own, while here it shares the machine with the other tenant's
 //! clients, which must not be slowed by the attacker's client side rather than by the agents.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -21,6 +25,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
 use super::Stop;
+
+mod churn;
+mod schemas;
+mod shared_types;
+mod tables;
+#[cfg(test)]
+mod tests;
 
 /// The hostile tenant's topic: the flood goes to partition 0, long-polls wait on the others.
 pub(crate) const FLOOD_TOPIC: &str = "flood";
@@ -51,6 +62,13 @@ pub(crate) enum AttackKind {
     LongPolls,
     /// Produce far past the tenant's byte-rate quota.
     Flood,
+    /// Shared-type schemas registered and checked through the registry, and records validated
+    /// against one.
+    Schemas,
+    /// Shared-type schemas as table topics' value schemas, with records written with them.
+    Tables,
+    /// Kafka connections opened and dropped at once, some after half a frame.
+    Churn,
 }
 
 /// Where and as whom the hostile tenant attacks.
@@ -65,6 +83,10 @@ pub(crate) struct Target {
     pub(crate) user: String,
     pub(crate) password: String,
     pub(crate) api_key: String,
+    /// A second key of the tenant's, for the schema attacks: the long-polls keep their key at
+    /// its 1,000 requests in flight, which would refuse the schemas before the registry saw
+    /// them.
+    pub(crate) schema_api_key: String,
     pub(crate) attacks: Vec<AttackKind>,
 }
 
@@ -82,10 +104,24 @@ pub(crate) struct Counts {
     pub(crate) bad_frames: u64,
     pub(crate) bad_frames_answered: u64,
     /// Long-polls by their HTTP status (0: no answer, the connection failed).
-    pub(crate) long_polls: std::collections::BTreeMap<u16, u64>,
+    pub(crate) long_polls: BTreeMap<u16, u64>,
     /// Records of the quota-busting producer acknowledged, and those that failed.
     pub(crate) flood_acked: u64,
     pub(crate) flood_failed: u64,
+    /// HTTP answers to the schema attacks by what was asked and how it was answered: the
+    /// status, with the registry's error code or a compatibility check's verdict.
+    pub(crate) schema_answers: BTreeMap<String, u64>,
+    /// Of those, the ones neither a success nor a refusal: no answer within the request
+    /// timeout, a failed connection, or a server error other than the registry's 50003 (retry).
+    pub(crate) schema_failed: u64,
+    /// Records written with the shared-type schemas over Kafka, by what they were and how each
+    /// was answered.
+    pub(crate) schema_records: BTreeMap<String, u64>,
+    /// Connections opened and dropped, those that sent half a frame first, and those that
+    /// could not be made.
+    pub(crate) churned: u64,
+    pub(crate) churned_half_frames: u64,
+    pub(crate) churn_connect_failed: u64,
 }
 
 #[derive(Default)]
@@ -95,9 +131,25 @@ struct Counters {
     connect_failed: AtomicU64,
     bad_frames: AtomicU64,
     bad_frames_answered: AtomicU64,
-    long_polls: std::sync::Mutex<std::collections::BTreeMap<u16, u64>>,
+    long_polls: Mutex<BTreeMap<u16, u64>>,
     flood_acked: AtomicU64,
     flood_failed: AtomicU64,
+    schema_answers: Mutex<BTreeMap<String, u64>>,
+    schema_failed: AtomicU64,
+    schema_records: Mutex<BTreeMap<String, u64>>,
+    churned: AtomicU64,
+    churned_half_frames: AtomicU64,
+    churn_connect_failed: AtomicU64,
+}
+
+/// Adds one to `key`'s count.
+fn bump<K: Ord>(counts: &Mutex<BTreeMap<K, u64>>, key: K) {
+    *counts.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default() += 1;
+}
+
+/// Takes a count map out of its lock, for the report.
+fn taken<K: Ord>(counts: &Mutex<BTreeMap<K, u64>>) -> BTreeMap<K, u64> {
+    std::mem::take(&mut *counts.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 async fn connect_from(source: IpAddr, to: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
@@ -202,7 +254,7 @@ async fn long_poll(http: reqwest::Client, url: String, stop: Stop, counters: Arc
             answer = answer => answer.unwrap_or(0),
             () = stopped(&stop) => return,
         };
-        *counters.long_polls.lock().unwrap_or_else(|p| p.into_inner()).entry(status).or_default() += 1;
+        bump(&counters.long_polls, status);
         if status != 200 {
             // Refused (429, 503): try again soon, as a client retrying in a loop would.
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -221,14 +273,29 @@ fn hostile_client(target: &Target) -> ClientConfig {
     config
 }
 
-/// Creates the flood topic, as the hostile tenant.
-pub(crate) async fn create_topic(target: &Target) -> anyhow::Result<()> {
+/// Creates the hostile tenant's topics, as the hostile tenant: the flood topic, and those of
+/// the schema attacks it makes (one that validates records, table topics).
+pub(crate) async fn create_topics(target: &Target) -> anyhow::Result<()> {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     let admin: AdminClient<rdkafka::client::DefaultClientContext> =
         hostile_client(target).create().context("hostile admin client")?;
-    let topic = NewTopic::new(FLOOD_TOPIC, FLOOD_PARTITIONS, TopicReplication::Fixed(-1));
+    let mut topics = vec![NewTopic::new(FLOOD_TOPIC, FLOOD_PARTITIONS, TopicReplication::Fixed(-1))];
+    if target.attacks.contains(&AttackKind::Schemas) {
+        let validated = NewTopic::new(schemas::VALIDATED_TOPIC, 1, TopicReplication::Fixed(-1))
+            .set("confluent.value.schema.validation", "true")
+            .set("floe.schema.validation.mode", "full");
+        topics.push(validated);
+    }
+    if target.attacks.contains(&AttackKind::Tables) {
+        for (name, _, _) in tables::TOPICS {
+            let table = NewTopic::new(name, 1, TopicReplication::Fixed(-1))
+                .set("floe.table.enable", "true")
+                .set("floe.table.commit.interval.ms", tables::COMMIT_INTERVAL_MS);
+            topics.push(table);
+        }
+    }
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    for result in admin.create_topics([&topic], &options).await? {
+    for result in admin.create_topics(&topics, &options).await? {
         if let Err((name, code)) = result
             && code != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists
         {
@@ -328,6 +395,19 @@ pub(crate) async fn run_child(target: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An HTTP client from the attacker's address, authenticating with `api_key`, that keeps up to
+/// `idle_per_host` connections per agent open for reuse.
+fn http_client(target: &Target, api_key: &str, idle_per_host: usize) -> anyhow::Result<reqwest::Client> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {api_key}").parse().context("API key header")?);
+    reqwest::Client::builder()
+        .local_address(target.source)
+        .default_headers(headers)
+        .pool_max_idle_per_host(idle_per_host)
+        .build()
+        .context("hostile HTTP client")
+}
+
 /// Runs every attack until `stop`, then returns what they did.
 pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
     let counters = Arc::new(Counters::default());
@@ -341,15 +421,7 @@ pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
     for _ in 0..BAD_FRAME_SENDERS * usize::from(on(AttackKind::Frames)) {
         tasks.spawn(bad_frames(target.source, target.kafka.clone(), stop.clone(), counters.clone()));
     }
-    let mut headers = reqwest::header::HeaderMap::new();
-    let bearer = format!("Bearer {}", target.api_key);
-    headers.insert(reqwest::header::AUTHORIZATION, bearer.parse().context("API key header")?);
-    let http = reqwest::Client::builder()
-        .local_address(target.source)
-        .default_headers(headers)
-        .pool_max_idle_per_host(LONG_POLLS_PER_AGENT)
-        .build()
-        .context("hostile HTTP client")?;
+    let http = http_client(&target, &target.api_key, LONG_POLLS_PER_AGENT)?;
     let long_polls = if on(AttackKind::LongPolls) { LONG_POLLS_PER_AGENT * target.http.len() } else { 0 };
     for i in 0..long_polls {
         let base = &target.http[i % target.http.len()];
@@ -368,6 +440,26 @@ pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
             }
         });
     }
+    // A few requests at a time per agent: the registry loops, the validated records and the
+    // table topics' registrations.
+    let schema_http = http_client(&target, &target.schema_api_key, shared_types::Language::ALL.len() + 2)?;
+    if on(AttackKind::Schemas) {
+        for (agent, base) in target.http.iter().enumerate() {
+            for language in shared_types::Language::ALL {
+                let (http, base) = (schema_http.clone(), base.clone());
+                tasks.spawn(schemas::registry(http, base, agent, language, stop.clone(), counters.clone()));
+            }
+        }
+        let (target, http) = (target.clone(), schema_http.clone());
+        tasks.spawn(schemas::validated_records(target, http, stop.clone(), counters.clone()));
+    }
+    for topic in tables::TOPICS.into_iter().filter(|_| on(AttackKind::Tables)) {
+        let (target, http) = (target.clone(), schema_http.clone());
+        tasks.spawn(tables::run(target, http, topic, stop.clone(), counters.clone()));
+    }
+    for first in 0..churn::CHURNERS * usize::from(on(AttackKind::Churn)) {
+        tasks.spawn(churn::run(target.source, target.kafka.clone(), first, stop.clone(), counters.clone()));
+    }
     while tasks.join_next().await.is_some() {}
     let c = &counters;
     Ok(Counts {
@@ -376,8 +468,14 @@ pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
         connect_failed: c.connect_failed.load(Ordering::Relaxed),
         bad_frames: c.bad_frames.load(Ordering::Relaxed),
         bad_frames_answered: c.bad_frames_answered.load(Ordering::Relaxed),
-        long_polls: c.long_polls.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        long_polls: taken(&c.long_polls),
         flood_acked: c.flood_acked.load(Ordering::Relaxed),
         flood_failed: c.flood_failed.load(Ordering::Relaxed),
+        schema_answers: taken(&c.schema_answers),
+        schema_failed: c.schema_failed.load(Ordering::Relaxed),
+        schema_records: taken(&c.schema_records),
+        churned: c.churned.load(Ordering::Relaxed),
+        churned_half_frames: c.churned_half_frames.load(Ordering::Relaxed),
+        churn_connect_failed: c.churn_connect_failed.load(Ordering::Relaxed),
     })
 }
