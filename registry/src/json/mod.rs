@@ -11,7 +11,7 @@
 //! `not` and others) must be equal in both, or the change is reported: it never calls a change
 //! compatible without knowing.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use jsonschema::Draft;
 use serde_json::{Map, Value};
@@ -127,8 +127,18 @@ impl JsonSchema {
         if self.root == writer.root && self.references == writer.references {
             return Vec::new();
         }
-        let mut check =
-            Check { reader: self, writer, seen: HashSet::new(), found: Vec::new(), work_left: WORK_MAX, depth: 0 };
+        let mut check = Check {
+            reader: self,
+            writer,
+            seen: HashSet::new(),
+            compared: HashMap::new(),
+            cycles_met: 0,
+            quiet: 0,
+            differences_met: 0,
+            found: Vec::new(),
+            work_left: WORK_MAX,
+            depth: 0,
+        };
         check.compare(Node::root(&self.root), Node::root(&writer.root), "#");
         if check.work_left == 0 {
             // What was found before the cut may be the cut's doing (a union branch left unread).
@@ -358,6 +368,17 @@ struct Check<'a> {
     writer: &'a JsonSchema,
     /// (reader, writer) node pairs being compared: recursive schemas end there.
     seen: HashSet<(usize, usize)>,
+    /// Pairs compared to the end, with what was found. Definitions shared through `$ref` (each
+    /// applying the next twice, say) reach the same pair by exponentially many paths: each is
+    /// compared once, and its differences reported where it was first met.
+    compared: HashMap<(usize, usize), Compared>,
+    /// Times a comparison met a pair already in progress: a result that rests on one is not
+    /// remembered, since it assumed that pair reads.
+    cycles_met: usize,
+    /// Union trials (`quietly`) in progress: what they find is not reported.
+    quiet: usize,
+    /// Differences met, reported or not.
+    differences_met: usize,
     found: Vec<Difference>,
     work_left: usize,
     depth: usize,
@@ -371,8 +392,19 @@ fn segment(name: &str) -> String {
     }
 }
 
+/// What comparing a pair to the end found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compared {
+    Reads,
+    /// Differences, reported where the pair was first met.
+    Reported,
+    /// Differences, found only inside a union trial: reported when met outside one.
+    Unreported,
+}
+
 impl<'a> Check<'a> {
     fn report(&mut self, kind: &'static str, path: &str, description: String) {
+        self.differences_met += 1;
         if self.found.len() < DIFFERENCES_MAX {
             self.found.push(Difference { kind, path: path.to_owned(), description });
         }
@@ -414,10 +446,14 @@ impl<'a> Check<'a> {
 
     /// Whether `reader` reads `writer` without differences (nothing recorded).
     fn quietly(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) -> bool {
-        let before = self.found.len();
+        let (before, met) = (self.found.len(), self.differences_met);
+        self.quiet += 1;
         self.compare(reader, writer, path);
-        let ok = self.found.len() == before && self.work_left > 0;
+        self.quiet -= 1;
+        let ok = self.differences_met == met && self.work_left > 0;
+        // A failed trial is no difference of the comparison around it.
         self.found.truncate(before);
+        self.differences_met = met;
         ok
     }
 
@@ -432,13 +468,34 @@ impl<'a> Check<'a> {
         let reader = Self::deref(self.reader, reader);
         let writer = Self::deref(self.writer, writer);
         let pair = (std::ptr::from_ref(reader.value) as usize, std::ptr::from_ref(writer.value) as usize);
+        match self.compared.get(&pair) {
+            Some(Compared::Reads) => return,
+            Some(Compared::Reported) if self.quiet == 0 => return,
+            // A trial fails on a pair known not to read; its differences were (or will be)
+            // reported outside trials.
+            Some(Compared::Reported | Compared::Unreported) if self.quiet > 0 => {
+                self.differences_met += 1;
+                return;
+            }
+            _ => {}
+        }
         if !self.seen.insert(pair) {
+            self.cycles_met += 1;
             return;
         }
+        let (met, cycles) = (self.differences_met, self.cycles_met);
         self.depth += 1;
         self.compare_resolved(reader, writer, path);
         self.depth -= 1;
         self.seen.remove(&pair);
+        if self.work_left > 0 && self.cycles_met == cycles {
+            let found = match (self.differences_met == met, self.quiet) {
+                (true, _) => Compared::Reads,
+                (false, 0) => Compared::Reported,
+                (false, _) => Compared::Unreported,
+            };
+            self.compared.insert(pair, found);
+        }
     }
 
     fn compare_resolved(&mut self, reader: Node<'a>, writer: Node<'a>, path: &str) {
