@@ -109,7 +109,7 @@ struct Args {
     /// a refusal.
     #[arg(long)]
     hostile_tenant: bool,
-    /// With --hostile-tenant: the attacks it makes (default: all).
+    /// With --hostile-tenant: the attacks it makes (default: idle, frames, long-polls, flood).
     #[arg(long, value_enum, value_delimiter = ',', requires = "hostile_tenant")]
     attacks: Vec<workloads::hostile::AttackKind>,
     /// Internal: run as the hostile tenant's process, attacking this target (JSON) until
@@ -514,9 +514,8 @@ async fn main() -> anyhow::Result<()> {
     let outcome: anyhow::Result<bool> = async {
         agents_ready(&workloads::http_client()?, &urls, Duration::from_secs(60)).await?;
         let hostile_target = if args.hostile_tenant {
-            use clap::ValueEnum;
             let attacks = if args.attacks.is_empty() {
-                workloads::hostile::AttackKind::value_variants().to_vec()
+                workloads::hostile::AttackKind::DEFAULT.to_vec()
             } else {
                 args.attacks.clone()
             };

@@ -468,13 +468,24 @@ def close_static_members(floe, group):
 
 @pytest.mark.timeout(120)
 def test_closed_static_members_expire_at_their_session_timeout(floe):
-    """6 s after static members with 5 s sessions closed, their sessions have ended them and
-    DeleteGroups succeeds, as on Kafka."""
+    """Soon after static members with 5 s sessions closed, their sessions have ended them and
+    DeleteGroups succeeds, as on Kafka. A session runs from the heartbeat the coordinator last
+    handled, which a loaded machine (tests run side by side) may handle a little late: the
+    delete is tried from 6 s and must succeed by 10 s."""
+    from confluent_kafka import KafkaError, KafkaException
     group = unique_name("g")
     close_static_members(floe, group)
+    closed = time.monotonic()
     time.sleep(6)
     a = admin(floe.bootstrap)
-    a.delete_consumer_groups([group])[group].result(10)
+    while True:
+        try:
+            a.delete_consumer_groups([group])[group].result(10)
+            return
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.NON_EMPTY_GROUP or time.monotonic() - closed > 10:
+                raise
+        time.sleep(0.5)
 
 
 @pytest.mark.timeout(120)
