@@ -65,6 +65,8 @@ def one_run(args, partitions, run):
     kafka, http, meta = free_port(), free_port(), free_port()
     cmd = [f"{TARGET}/release/floe", "dev", "--data-dir", data, "--kafka-addr", f"127.0.0.1:{kafka}",
            "--http-addr", f"127.0.0.1:{http}", "--metadata-addr", f"127.0.0.1:{meta}"]
+    if args.cache_bytes:
+        cmd += ["--cache-bytes", str(args.cache_bytes)]
     floe = subprocess.Popen(cmd, stderr=open(f"{data}.log", "w"))
     samples = []
     try:
@@ -155,6 +157,9 @@ def main():
     p.add_argument("--rate", type=int, default=20000, help="records/s")
     p.add_argument("--record-bytes", type=int, default=200)
     p.add_argument("--out", default="/var/tmp/floe-bench/partitions")
+    # The hot tier fills for many minutes at its default size (a quarter of memory), so RSS
+    # figures compare only with it pinned; 0 keeps the default.
+    p.add_argument("--cache-bytes", type=int, default=512 << 20, help="the agent's hot tier (0: its default)")
     args = p.parse_args()
     counts = [int(c) for c in args.partitions.split(",")]
     os.makedirs("/var/tmp/floe-bench", exist_ok=True)
