@@ -87,20 +87,28 @@ install_venv() {
     mkdir -p "$shared"
     ln -sfn "$shared" "$venv"
   fi
-  local stamp="$venv/.requirements.sha256"
-  if [[ ! -x "$venv/bin/python" ]]; then
-    echo "creating venv at .venv"
-    # venv refuses a symlink as its directory: it is made where the link points.
-    python3 -m venv "$(readlink -f "$venv")"
+  # Everything below works on the link's target: pip writes the python it was started as into
+  # each script's #! line, and a clone's own path dies with the clone.
+  local real
+  real="$(readlink -f "$venv")"
+  local stamp="$real/.requirements.sha256"
+  # A venv whose scripts name another python (made through an old clone's link) is rebuilt.
+  if [[ -f "$real/bin/moto_server" && "$(head -n1 "$real/bin/moto_server")" != "#!$real/bin/python"* ]]; then
+    echo "venv at $real has scripts of another path; rebuilding it"
+    rm -rf "$real"
+  fi
+  if [[ ! -x "$real/bin/python" ]]; then
+    echo "creating venv at $real"
+    python3 -m venv "$real"
   fi
   [[ -f "$stamp" ]] && have="$(cat "$stamp")"
   if [[ "$have" == "$want" ]]; then
-    echo "python test deps up to date (.venv)"
+    echo "python test deps up to date (.venv -> $real)"
     return
   fi
-  echo "installing python test deps into .venv (tests/requirements.txt)"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+  echo "installing python test deps into $real (tests/requirements.txt)"
+  "$real/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$real/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
   echo "$want" >"$stamp"
 }
 
