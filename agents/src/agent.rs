@@ -122,7 +122,8 @@ pub struct Agent {
     /// Set once the agent left the cluster to shut down: no more heartbeats, no longer listed.
     draining: std::sync::atomic::AtomicBool,
     /// Background tasks, stopped in this order: heartbeats (before the agent leaves the
-    /// cluster), jobs (while the flushes drain), reporters (after them).
+    /// cluster), jobs (while the flushes drain; they run on [`crate::job_runtime`]), reporters
+    /// (after them).
     heartbeats: TaskGroup,
     jobs: TaskGroup,
     reporters: TaskGroup,
@@ -182,10 +183,11 @@ impl Agent {
         }
         let heartbeats = agent.heartbeats.clone();
         agent.heartbeats.spawn(|stop| crate::membership::heartbeat(weak(), heartbeats, stop));
-        agent.jobs.spawn(|stop| crate::gc::run(weak(), agent.config.gc, stop));
-        agent.jobs.spawn(|stop| crate::compaction::run(weak(), agent.config.compaction, stop));
-        agent.jobs.spawn(|stop| crate::tables::run(weak(), agent.config.tables, stop));
-        agent.jobs.spawn(|stop| crate::links::run(weak(), agent.config.links, stop));
+        let jobs = crate::job_runtime::handle();
+        agent.jobs.spawn_on(&jobs, |stop| crate::gc::run(weak(), agent.config.gc, stop));
+        agent.jobs.spawn_on(&jobs, |stop| crate::compaction::run(weak(), agent.config.compaction, stop));
+        agent.jobs.spawn_on(&jobs, |stop| crate::tables::run(weak(), agent.config.tables, stop));
+        agent.jobs.spawn_on(&jobs, |stop| crate::links::run(weak(), agent.config.links, stop));
         agent.reporters.spawn_cancellable(crate::fetch::wakeups::run(weak()));
         agent.reporters.spawn(|stop| crate::usage::run(weak(), stop));
         agent.reporters.spawn(|stop| crate::load::run(weak(), agent.config.load_targets, stop));

@@ -9,6 +9,7 @@ pub mod cleaner;
 pub mod compaction;
 pub mod fetch;
 pub mod gc;
+pub mod job_runtime;
 pub mod kafka;
 pub mod limits;
 pub mod links;

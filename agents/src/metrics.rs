@@ -197,7 +197,8 @@ pub static FETCH_SESSION_PARTITIONS_OMITTED: LazyLock<IntCounter> = LazyLock::ne
     .expect("unique")
 });
 
-/// SASL authentications on the Kafka listener, by result (`ok`, `failed`).
+/// SASL authentications on the Kafka listener, by result (`ok`, `failed`, `abandoned`: a SCRAM
+/// exchange left after the server's first message).
 pub static AUTHENTICATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_kafka_authentications_total", "SASL authentications, by result", &["result"])
         .expect("unique")

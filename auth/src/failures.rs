@@ -2,11 +2,21 @@
 //! within a window, that address is refused without its credentials being checked until the
 //! window ends. Shared by the Kafka listener's SASL and the HTTP API's keys, so guessing is
 //! slowed across both. Time is passed in, so the limiter is testable without sleeping.
+//!
+//! A SCRAM exchange abandoned half-way counts a tenth of a failure: it tests no password, and
+//! real clients leave them whenever they are torn down mid-exchange (librdkafka does, destroying
+//! a client or dropping a bootstrap connection). At a full failure each, a victim's own clients
+//! under the hostile-tenant chaos locked their address out; at a tenth a user-name prober is
+//! still held to ten times the failure limit.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Tenths of a failure: what a wrong credential and an abandoned exchange each count.
+const FAILURE_TENTHS: u32 = 10;
+const ABANDONED_TENTHS: u32 = 1;
 
 /// Addresses tracked at once; past it, windows that have ended are dropped, then the oldest.
 const SOURCES_MAX: usize = 65_536;
@@ -15,7 +25,7 @@ const SOURCES_MAX: usize = 65_536;
 pub struct FailureLimiter {
     max_failures: u32,
     window: Duration,
-    /// Per address: when its window began and its failures in it.
+    /// Per address: when its window began and its failures in it, in tenths.
     sources: Mutex<HashMap<IpAddr, (Instant, u32)>>,
 }
 
@@ -33,11 +43,20 @@ impl FailureLimiter {
         let sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         let &(start, failures) = sources.get(&source)?;
         let ends = start + self.window;
-        (failures >= self.max_failures && now < ends).then(|| ends - now)
+        (failures >= self.max_failures.saturating_mul(FAILURE_TENTHS) && now < ends).then(|| ends - now)
     }
 
     /// Counts a failed authentication from `source`.
     pub fn record_failure(&self, source: IpAddr, now: Instant) {
+        self.record(source, now, FAILURE_TENTHS);
+    }
+
+    /// Counts an authentication exchange `source` left before its last step.
+    pub fn record_abandoned(&self, source: IpAddr, now: Instant) {
+        self.record(source, now, ABANDONED_TENTHS);
+    }
+
+    fn record(&self, source: IpAddr, now: Instant, tenths: u32) {
         if self.max_failures == 0 {
             return;
         }
@@ -54,7 +73,7 @@ impl FailureLimiter {
         if now >= entry.0 + self.window {
             *entry = (now, 0);
         }
-        entry.1 = entry.1.saturating_add(1);
+        entry.1 = entry.1.saturating_add(tenths);
     }
 }
 
@@ -76,6 +95,25 @@ mod tests {
         assert_eq!(limiter.blocked(a, t0 + Duration::from_secs(60)), None, "the window ended");
         limiter.record_failure(a, t0 + Duration::from_secs(61));
         assert_eq!(limiter.blocked(a, t0 + Duration::from_secs(61)), None, "a new window starts at one failure");
+    }
+
+    #[test]
+    fn an_abandoned_exchange_counts_a_tenth_of_a_failure() {
+        let limiter = FailureLimiter::new(2, Duration::from_secs(60));
+        let ip: IpAddr = "10.0.0.1".parse().expect("ip");
+        let now = Instant::now();
+        for i in 0..19 {
+            limiter.record_abandoned(ip, now);
+            assert_eq!(limiter.blocked(ip, now), None, "{} abandoned exchanges are under two failures", i + 1);
+        }
+        limiter.record_abandoned(ip, now);
+        assert!(limiter.blocked(ip, now).is_some(), "twenty make two failures");
+        let other: IpAddr = "10.0.0.2".parse().expect("ip");
+        limiter.record_failure(other, now);
+        limiter.record_abandoned(other, now);
+        assert_eq!(limiter.blocked(other, now), None);
+        limiter.record_failure(other, now);
+        assert!(limiter.blocked(other, now).is_some());
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub(crate) fn read_each(
                     continue;
                 }
             }
+            // A dropped connection (an agent closing unproven ones under the idle attack, or
+            // killed) is reported here too; librdkafka reconnects, and a read that never
+            // resumes ends at the stall timeout below.
+            Some(Err(e)) if is_transient(&e) => {}
             Some(Err(e)) => bail!("reading {topic}: {e}"),
             None => {}
         }
@@ -102,6 +106,12 @@ pub(crate) fn read_each(
             bail!("reading {topic} to its end offsets {ends:?}: nothing arrived for {READ_STALL_TIMEOUT:?}");
         }
     }
+}
+
+/// Whether a consumer error is one librdkafka recovers from by itself.
+fn is_transient(error: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode::{AllBrokersDown, BrokerTransportFailure};
+    matches!(error.rdkafka_error_code(), Some(BrokerTransportFailure | AllBrokersDown))
 }
 
 #[derive(Debug, Serialize)]

@@ -23,6 +23,14 @@ impl TaskGroup {
         self.tracker.spawn(task(self.stop.clone()));
     }
 
+    /// Spawns `task` with the group's stop token on `runtime` (another runtime's threads).
+    pub fn spawn_on<F>(&self, runtime: &tokio::runtime::Handle, task: impl FnOnce(CancellationToken) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tracker.spawn_on(task(self.stop.clone()), runtime);
+    }
+
     /// Spawns a task that is dropped at its next await once the group stops: for loops whose
     /// every step may be cut (each is safe to lose half-way).
     pub fn spawn_cancellable(&self, task: impl Future<Output = ()> + Send + 'static) {

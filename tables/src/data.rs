@@ -1,5 +1,5 @@
 //! Data files: a table schema as Arrow, rows collected into Arrow arrays, and those encoded as
-//! a Parquet file (zstd) whose columns carry Iceberg field ids, with the statistics a manifest
+//! a Parquet file (zstd; snappy without dictionaries when it is wide) whose columns carry Iceberg field ids, with the statistics a manifest
 //! lists for it.
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,7 +14,7 @@ use arrow_array::builder::{
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
+use parquet::arrow::{ArrowSchemaConverter, ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -29,6 +29,13 @@ pub const ROW_GROUP_ROWS_MAX: usize = 1 << 17;
 
 /// zstd level for data files: level 3 is zstd's default, a balance readers and writers share.
 const ZSTD_LEVEL: i32 = 3;
+
+/// Past this many Parquet leaf columns a file is written with snappy and no dictionaries. The
+/// writer makes its column writers up front, and with zstd and dictionaries each holds about
+/// 170 KB (a zstd context of 96 KB, a dictionary table of 70 KB) however few its values: a
+/// table of 10,000 columns (the most a table takes) took 1.9 GB to write one row (issue 52).
+/// Snappy keeps 2 KB per column until a page is large.
+pub const WIDE_FILE_COLUMNS: usize = 256;
 
 fn arrow_field(name: &str, id: i32, required: bool, data_type: DataType) -> Field {
     Field::new(name, data_type, !required)
@@ -276,17 +283,25 @@ impl EncodedFile {
     }
 }
 
+/// How a file of `schema` is written: see [`WIDE_FILE_COLUMNS`].
+fn writer_properties(schema: &Schema) -> Result<WriterProperties, parquet::errors::ParquetError> {
+    let columns = ArrowSchemaConverter::new().convert(schema)?.num_columns();
+    let builder = WriterProperties::builder().set_max_row_group_row_count(Some(ROW_GROUP_ROWS_MAX));
+    let builder = if columns > WIDE_FILE_COLUMNS {
+        builder.set_compression(Compression::SNAPPY).set_dictionary_enabled(false)
+    } else {
+        builder.set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
+    };
+    Ok(builder.build())
+}
+
 /// Encodes `batches` (all with one schema, from [`RowsBuilder::finish`]) as one Parquet file.
 pub fn encode_parquet(batches: &[RecordBatch]) -> Result<EncodedFile, TableError> {
     let parquet_error = |error: parquet::errors::ParquetError| TableError::Invalid(format!("parquet: {error}"));
     let Some(first) = batches.first() else {
         return Err(TableError::Invalid("a data file needs at least one batch".into()));
     };
-    let level = ZstdLevel::try_new(ZSTD_LEVEL).map_err(parquet_error)?;
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS_MAX))
-        .build();
+    let properties = writer_properties(&first.schema()).map_err(parquet_error)?;
     let mut bytes = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut bytes, first.schema(), Some(properties)).map_err(parquet_error)?;
     let mut bounds = Bounds::default();

@@ -233,6 +233,38 @@ mod data_files {
     }
 
     #[test]
+    fn wide_files_are_written_without_per_column_zstd_or_dictionaries() {
+        use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+        use arrow_schema::{DataType, Field, Schema};
+        use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+        use parquet::basic::{Compression, Encoding};
+
+        let columns = crate::data::WIDE_FILE_COLUMNS + 1;
+        let fields: Vec<Field> = (0..columns)
+            .map(|i| {
+                Field::new(format!("c{i}"), DataType::Int64, true).with_metadata(std::collections::HashMap::from([(
+                    PARQUET_FIELD_ID_META_KEY.to_owned(),
+                    (i + 1).to_string(),
+                )]))
+            })
+            .collect();
+        let arrays: Vec<ArrayRef> =
+            (0..columns).map(|i| std::sync::Arc::new(Int64Array::from(vec![i as i64, 7, 7])) as ArrayRef).collect();
+        let batch = RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), arrays).unwrap();
+        let file = encode_parquet(std::slice::from_ref(&batch)).unwrap();
+        assert_eq!(file.record_count, 3);
+
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(file.bytes)).unwrap();
+        let group = reader.metadata().row_group(0);
+        for column in group.columns() {
+            assert_eq!(column.compression(), Compression::SNAPPY);
+            assert!(!column.encodings().any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY)));
+        }
+        let read: Vec<_> = reader.build().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(read, [batch]);
+    }
+
+    #[test]
     fn files_of_the_current_schema_decode_for_merging() {
         let schema = schema();
         let file = encode_parquet(&[rows(&schema, 0, 30)]).unwrap();

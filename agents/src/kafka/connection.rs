@@ -154,10 +154,11 @@ where
         crate::metrics::CONNECTIONS_CLOSED.with_label_values(&[reason]).inc();
     }
     // A SCRAM exchange left half-way (the server-first message read, no final one sent) is
-    // what a client probing for user names does: counted as a failure like a wrong password.
+    // what a client probing for user names does, and also what a client torn down mid-exchange
+    // leaves: it counts a tenth of a wrong password.
     if sasl.as_ref().is_some_and(Session::exchange_pending) {
-        crate::metrics::AUTHENTICATIONS.with_label_values(&["failed"]).inc();
-        agent.auth_failures.record_failure(peer.ip(), std::time::Instant::now());
+        crate::metrics::AUTHENTICATIONS.with_label_values(&["abandoned"]).inc();
+        agent.auth_failures.record_abandoned(peer.ip(), std::time::Instant::now());
         crate::log_limited!(tracing::Level::INFO, %peer, "SASL exchange abandoned before its last step");
     }
     let _ = writer.await;
