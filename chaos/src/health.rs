@@ -41,10 +41,12 @@ pub(crate) struct Vitals {
     pub(crate) rss_peak_bytes: Option<u64>,
 }
 
-/// A watch of every agent, running until [`Watch::stop`].
+/// A watch of every agent, running until [`Watch::stop`]. It runs on a thread of its own: on
+/// the harness's runtime, beside the workloads' tasks, a check waited for a worker too, and the
+/// harness's own delays counted as the agent's.
 pub(crate) struct Watch {
     stop: Stop,
-    tasks: JoinSet<Vitals>,
+    thread: std::thread::JoinHandle<Vec<Vitals>>,
 }
 
 impl Watch {
@@ -52,24 +54,38 @@ impl Watch {
     pub(crate) fn start(agents: Vec<AgentProcess>, history: Arc<History>) -> anyhow::Result<Self> {
         // No API key: an agent answers health checks to anyone, as to a load balancer.
         let http = reqwest::Client::builder().build().context("health check client")?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("health checks")?;
         let stop = Stop::default();
-        let mut tasks = JoinSet::new();
-        for agent in agents {
-            tasks.spawn(watch(agent, http.clone(), history.clone(), stop.clone()));
-        }
-        Ok(Self { stop, tasks })
+        let watching = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("health-checks".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let mut tasks = JoinSet::new();
+                    for agent in agents {
+                        tasks.spawn(watch(agent, http.clone(), history.clone(), watching.clone()));
+                    }
+                    let mut all = Vec::new();
+                    while let Some(done) = tasks.join_next().await {
+                        // A watch that panicked reports nothing; the verdict then finds its
+                        // agent unchecked.
+                        if let Ok(vitals) = done {
+                            all.push(vitals);
+                        }
+                    }
+                    all
+                })
+            })
+            .context("health check thread")?;
+        Ok(Self { stop, thread })
     }
 
     /// Stops watching (within a check's timeout) and returns each agent's vital signs, by name.
-    pub(crate) async fn stop(mut self) -> Vec<Vitals> {
+    pub(crate) async fn stop(self) -> Vec<Vitals> {
         self.stop.set();
-        let mut all = Vec::new();
-        while let Some(done) = self.tasks.join_next().await {
-            // A watch that panicked reports nothing; the verdict then finds its agent unchecked.
-            if let Ok(vitals) = done {
-                all.push(vitals);
-            }
-        }
+        let thread = self.thread;
+        let mut all =
+            tokio::task::spawn_blocking(move || thread.join()).await.ok().and_then(Result::ok).unwrap_or_default();
         all.sort_by(|a, b| a.agent.cmp(&b.agent));
         all
     }

@@ -109,7 +109,7 @@ struct Args {
     /// a refusal.
     #[arg(long)]
     hostile_tenant: bool,
-    /// With --hostile-tenant: the attacks it makes (default: idle, frames, long-polls, flood).
+    /// With --hostile-tenant: the attacks it makes (default: all seven).
     #[arg(long, value_enum, value_delimiter = ',', requires = "hostile_tenant")]
     attacks: Vec<workloads::hostile::AttackKind>,
     /// Internal: run as the hostile tenant's process, attacking this target (JSON) until
