@@ -60,8 +60,8 @@ impl Access {
     /// Whether the caller may do `operation` on the resource it calls `name`.
     pub fn allows(&self, state: &State, operation: AclOperation, resource_type: AclResourceType, name: &str) -> bool {
         self.super_user || {
-            let bindings = state.acls_for(&self.tenant, resource_type, name);
             let (principal, host) = (&self.principal, &self.host);
+            let bindings = state.acls_for(&self.tenant, resource_type, name, principal);
             acl::allows(bindings.into_iter(), principal, host, operation, resource_type, name, self.allow_if_no_acl)
         }
     }

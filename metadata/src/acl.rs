@@ -19,6 +19,8 @@ pub const CLUSTER_RESOURCE_NAME: &str = "kafka-cluster";
 pub const WILDCARD: &str = "*";
 /// The principal of a client that did not authenticate.
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
+/// The principal of a binding for every user.
+pub const ANY_USER: &str = "User:*";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum AclResourceType {
@@ -161,7 +163,7 @@ impl AclBinding {
     }
 
     fn applies_to(&self, principal: &str, host: &str) -> bool {
-        let any_user = self.principal == "User:*" && principal.starts_with("User:");
+        let any_user = self.principal == ANY_USER && principal.starts_with("User:");
         (self.principal == principal || any_user) && (self.host == WILDCARD || self.host == host)
     }
 }
