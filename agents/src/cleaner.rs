@@ -368,7 +368,7 @@ async fn clean(agent: &Agent, range: Range) -> Result<u64, String> {
         let key = SegmentKey::generate_compacted();
         agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
         crate::metrics::COMPACTION_BYTES.with_label_values(&["written"]).inc_by(object_bytes);
-        agent.cache.insert_object(&key, &parts, &blocks);
+        agent.cache.insert_object(&key, &parts, &blocks, floe_storage::WrittenTier::Disk);
         Some((key.as_str().to_owned(), object_bytes))
     } else {
         None

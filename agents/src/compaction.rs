@@ -189,7 +189,7 @@ async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
     agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
     crate::metrics::COMPACTION_BYTES.with_label_values(&["read"]).inc_by(read);
     crate::metrics::COMPACTION_BYTES.with_label_values(&["written"]).inc_by(object_bytes);
-    agent.cache.insert_object(&key, &parts, &blocks);
+    agent.cache.insert_object(&key, &parts, &blocks, floe_storage::WrittenTier::Disk);
     let command = Command::CompactChunks(CompactedRun {
         topic_id: run.topic_id,
         partition: run.partition,

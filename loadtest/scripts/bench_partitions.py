@@ -14,6 +14,7 @@ to the first are printed, the samples go to a JSON file and RSS over time to an 
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -46,16 +47,21 @@ def dir_mib(path):
     return total / 2**20
 
 
-def produce_quantile(m, q):
-    """The bucket bound under which `q` of the server's Produce requests finished, in ms."""
-    prefix = 'floe_kafka_request_duration_seconds_bucket{api="Produce",le="'
+def quantile_ms(m, name, q, labels=""):
+    """The bucket bound under which `q` of histogram `name`{labels} fell, in ms."""
+    prefix = f'{name}_bucket{{{labels}{"," if labels else ""}le="'
     buckets = sorted((float(k[len(prefix):-2]), v) for k, v in m.items()
                      if k.startswith(prefix) and not k.endswith('+Inf"}'))
-    total = m.get('floe_kafka_request_duration_seconds_count{api="Produce"}', 0)
+    total = m.get(f"{name}_count{{{labels}}}" if labels else f"{name}_count", 0)
     for le, count in buckets:
         if total and count >= q * total:
             return le * 1000
     return float("nan")
+
+
+def produce_quantile(m, q):
+    """The bucket bound under which `q` of the server's Produce requests finished, in ms."""
+    return quantile_ms(m, "floe_kafka_request_duration_seconds", q, 'api="Produce"')
 
 
 def one_run(args, partitions, run):
@@ -79,6 +85,8 @@ def one_run(args, partitions, run):
                 samples.append((round(time.time() - started, 1), rss_mib(floe.pid)))
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+        client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load_started = time.time()
         load = subprocess.Popen(
             [f"{TARGET}/release/floe-loadtest", "--bootstrap", f"127.0.0.1:{kafka}", "--topic", "big",
              "--partitions", str(partitions), "--rate", str(args.rate), "--record-bytes", str(args.record_bytes),
@@ -89,6 +97,10 @@ def one_run(args, partitions, run):
         cpu_before, m_before = cpu_seconds(floe.pid), metrics(f"127.0.0.1:{http}")
         measured_from = time.time()
         out, _ = load.communicate()
+        # The load generator's CPU over its whole run (warm-up included): it shares the machine.
+        client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client_cores = ((client_after.ru_utime + client_after.ru_stime)
+                        - (client_before.ru_utime + client_before.ru_stime)) / (time.time() - load_started)
         cpu = (cpu_seconds(floe.pid) - cpu_before) / (time.time() - measured_from)
         m_after = metrics(f"127.0.0.1:{http}")
         stop.set()
@@ -97,7 +109,9 @@ def one_run(args, partitions, run):
     finally:
         floe.send_signal(signal.SIGTERM)
         floe.wait(60)
-    delta = {k: m_after[k] - m_before.get(k, 0) for k in m_after if "floe_kafka_request_duration_seconds" in k}
+    histograms = ("floe_kafka_request_duration_seconds", "floe_flush_duration_seconds",
+                  "floe_metadata_commit_duration_seconds", "floe_flush_age_seconds")
+    delta = {k: m_after[k] - m_before.get(k, 0) for k in m_after if k.startswith(histograms)}
     after_warmup = [rss for t, rss in samples if t >= args.warmup] or [float("nan")]
     row = {
         "partitions": partitions,
@@ -105,7 +119,18 @@ def one_run(args, partitions, run):
         "p99_ms": report["produce"]["latency_ms"]["p99"],
         "server_produce_p50_ms": produce_quantile(delta, 0.5),
         "server_produce_p99_ms": produce_quantile(delta, 0.99),
+        # The server's share, split: a flush from its start to its answer (upload, then commit),
+        # the Raft commit alone, and how old a flush's oldest batch was when it started.
+        "flush_p50_ms": quantile_ms(delta, "floe_flush_duration_seconds", 0.5),
+        "flush_p99_ms": quantile_ms(delta, "floe_flush_duration_seconds", 0.99),
+        "commit_p50_ms": quantile_ms(delta, "floe_metadata_commit_duration_seconds", 0.5),
+        "commit_p99_ms": quantile_ms(delta, "floe_metadata_commit_duration_seconds", 0.99),
+        "flush_age_p50_ms": quantile_ms(delta, "floe_flush_age_seconds", 0.5),
+        "flushes_per_s": delta.get("floe_flush_duration_seconds_count", 0) / max(args.duration, 1),
+        "produce_requests_per_s": delta.get('floe_kafka_request_duration_seconds_count{api="Produce"}', 0)
+        / max(args.duration, 1),
         "server_cores": cpu,
+        "client_cores": client_cores,
         "rss_first_mib": after_warmup[0],
         "rss_last_mib": after_warmup[-1],
         "rss_peak_mib": max(after_warmup),
@@ -170,7 +195,9 @@ def main():
     with open(f"{args.out}.json", "w") as f:
         json.dump(rows, f, indent=1)
     plot(rows, f"{args.out}.svg")
-    keys = ["p50_ms", "p99_ms", "server_produce_p50_ms", "server_produce_p99_ms", "server_cores",
+    keys = ["p50_ms", "p99_ms", "server_produce_p50_ms", "server_produce_p99_ms", "flush_p50_ms", "flush_p99_ms",
+            "commit_p50_ms", "commit_p99_ms", "flush_age_p50_ms", "flushes_per_s", "produce_requests_per_s",
+            "server_cores", "client_cores",
             "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib"]
     medians = {c: {k: statistics.median(r[k] for r in rows if r["partitions"] == c) for k in keys} for c in counts}
     base = medians[counts[0]]

@@ -372,7 +372,7 @@ async fn commit(agent: &Agent, name: &str, chunks: Vec<(TopicPartition, LinkBatc
     let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate();
     agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
-    agent.cache.insert_object(&key, &parts, &blocks);
+    agent.cache.insert_object(&key, &parts, &blocks, floe_storage::WrittenTier::Memory);
     let command = Command::MirrorCommit(MirrorCommit {
         link: name.to_owned(),
         key: key.as_str().to_owned(),

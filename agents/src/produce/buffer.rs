@@ -351,7 +351,7 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
                     tracing::error!(key = %commit.key, "fault injection: exiting between PUT and commit");
                     std::process::exit(86);
                 }
-                cache.insert_object(&key, &parts, &blocks);
+                cache.insert_object(&key, &parts, &blocks, floe_storage::WrittenTier::Memory);
                 let held = {
                     let state = metadata.read();
                     holds.held(&producer_chunks, |chunk| sequenced(&state, chunk), Instant::now())

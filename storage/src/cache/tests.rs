@@ -52,7 +52,7 @@ async fn chunks_spanning_blocks_read_back_from_the_store_and_from_the_writers_co
 
     // The writer's copy: readable with the object gone from the store.
     let warm = memory_cache(64 << 20).await;
-    warm.insert_object(&key, &parts, &blocks);
+    warm.insert_object(&key, &parts, &blocks, WrittenTier::Memory);
     let other = memory_store();
     for (entry, data) in chunks.iter().zip(&datas) {
         assert_eq!(&warm.read_chunk(&other, &chunk_ref(&key, entry), object_bytes).await.expect("cached"), data);
@@ -71,7 +71,7 @@ async fn a_damaged_block_is_refused_and_dropped() {
     damaged[0] ^= 1;
     parts[2] = Bytes::from(damaged);
     let cache = memory_cache(64 << 20).await;
-    cache.insert_object(&key, &parts, &blocks);
+    cache.insert_object(&key, &parts, &blocks, WrittenTier::Memory);
     let third = chunk_ref(&key, &chunks[2]);
     assert!(matches!(
         cache.read_chunk(&store, &third, object_bytes).await,
@@ -123,14 +123,14 @@ async fn only_blocks_this_agent_wrote_count_as_written_here_and_the_disk_tier_fo
     let cold = memory_cache(64 << 20).await;
     assert!(!written_here(cold, &store).await, "read from the store");
     let warm = memory_cache(64 << 20).await;
-    warm.insert_object(&key, &parts, &blocks);
+    warm.insert_object(&key, &parts, &blocks, WrittenTier::Memory);
     assert!(written_here(warm, &empty).await, "the writer's own copy");
 
     let dir = std::env::temp_dir().join(format!("floe-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let config = BlockCacheConfig { memory_bytes: 64 << 20, disk: Some((dir.clone(), 256 << 20)) };
     let hybrid = BlockCache::open(&config).await.expect("cache");
-    hybrid.insert_object(&key, &parts, &blocks);
+    hybrid.insert_object(&key, &parts, &blocks, WrittenTier::Memory);
     hybrid.close().await;
     let reopened = BlockCache::open(&config).await.expect("cache");
     // The store used here does not hold the object: the bytes come from the disk tier.
@@ -292,7 +292,7 @@ async fn a_writers_buffer_is_cached_in_shared_and_copied_blocks_alike() {
     let key = SegmentKey::generate();
     // Room for every block in each of the cache's shards: eviction is not what this tests.
     let warm = memory_cache(512 << 20).await;
-    warm.insert_object(&key, &parts, &object.blocks);
+    warm.insert_object(&key, &parts, &object.blocks, WrittenTier::Memory);
     for (entry, data) in object.chunks.iter().zip(&datas) {
         let read = warm.read_chunk(&memory_store(), &chunk_ref(&key, entry), object.object_bytes).await;
         assert_eq!(&read.expect("cached"), data);
@@ -454,4 +454,33 @@ async fn a_block_that_does_not_match_its_footer_is_not_served() {
     assert_eq!(second, datas[1]);
     let first = cache.read_chunk(&store, &chunk_ref(&key, &chunks[0]), object_bytes).await;
     assert!(matches!(first, Err(ReadChunkError::ChecksumMismatch { .. })), "{first:?}");
+}
+
+#[tokio::test]
+async fn rewritten_objects_skip_the_memory_tier() {
+    let store = memory_store();
+    let (object, datas) = object();
+    let (chunks, object_bytes, blocks) = (object.chunks.clone(), object.object_bytes, object.blocks.clone());
+    let parts: Vec<Bytes> = object.payload.iter().cloned().collect();
+    let key = SegmentKey::generate_compacted();
+    store.put_segment(&key, object).await.expect("put");
+    // The reads below go to a store without the object: they succeed only from a cache tier.
+    let empty = memory_store();
+    let first = chunk_ref(&key, &chunks[0]);
+
+    let memory_only = memory_cache(64 << 20).await;
+    memory_only.insert_object(&key, &parts, &blocks, WrittenTier::Disk);
+    assert_eq!(memory_only.cache.memory().usage(), 0, "nothing of it in memory");
+    assert!(memory_only.read_chunk(&empty, &first, object_bytes).await.is_err(), "no disk tier: not cached");
+
+    let dir = std::env::temp_dir().join(format!("floe-cache-test-rewritten-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = BlockCacheConfig { memory_bytes: 64 << 20, disk: Some((dir.clone(), 256 << 20)) };
+    let hybrid = BlockCache::open(&config).await.expect("cache");
+    hybrid.insert_object(&key, &parts, &blocks, WrittenTier::Disk);
+    assert_eq!(hybrid.cache.memory().usage(), 0, "nothing of it in memory");
+    hybrid.close().await;
+    let reopened = BlockCache::open(&config).await.expect("cache");
+    assert_eq!(&reopened.read_chunk(&empty, &first, object_bytes).await.expect("from the disk tier"), &datas[0]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
