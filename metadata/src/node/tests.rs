@@ -5,8 +5,21 @@ use std::time::Duration;
 
 use super::*;
 
+/// A free port below the kernel's ephemeral range (32768 and up). A port from binding port 0 is
+/// in that range, and between this test freeing it and its node binding it, a test running
+/// beside it took it for an outgoing connection or a node of its own; a node of that other
+/// cluster then talked to this one and openraft panicked (seen in CI). nextest runs each test in
+/// a process of its own, so the process id spreads processes over 20000-31999.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let base = 20_000 + (std::process::id() % 600) * 20;
+    loop {
+        let offset = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 12_000;
+        let port = u16::try_from(20_000 + (base - 20_000 + offset) % 12_000).expect("below 32000");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 struct Cluster {
