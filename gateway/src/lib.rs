@@ -21,9 +21,11 @@ pub use connections::HttpConnectionLimits;
 pub use limits::CallerLimits;
 pub use routes::operator::OperatorToken;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::connect_info::MockConnectInfo;
 use floe_agent::Agent;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -90,6 +92,29 @@ pub async fn serve_http(
     listener: TcpListener,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    let app = api_routes(&agent, &config, &stop)?;
+    serve(app, agent, config, ("http", listener), stop).await
+}
+
+/// The HTTP API as [`serve_http`] serves it, with every layer of its listener, as a service to
+/// call directly: for tests (`tower::ServiceExt::oneshot`) and embedders that bring their own
+/// transport. Every request is taken as coming from `peer` (limits per address, failed
+/// authentications); `stop` ends event streams as the listener's does.
+pub fn http_router(
+    agent: Arc<Agent>,
+    config: &HttpConfig,
+    peer: SocketAddr,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<Router> {
+    let app = api_routes(&agent, config, &stop)?;
+    let app = layered(app, agent, config)?;
+    // A listener gives each request its connection's address and request count; without one,
+    // `peer`, and a count of its own that nothing reads (idle connections are the listener's).
+    Ok(app.layer(MockConnectInfo(auth::Peer(peer, connections::Busy::default()))))
+}
+
+/// The HTTP API's routes, before the layers of [`layered`].
+fn api_routes(agent: &Arc<Agent>, config: &HttpConfig, stop: &watch::Receiver<bool>) -> std::io::Result<Router> {
     let mut app = Router::new()
         .merge(routes::status::router(agent.metadata.clone()))
         .merge(routes::clusters::router(agent.clone()))
@@ -108,7 +133,7 @@ pub async fn serve_http(
     if let Some(token) = config.operator_token.clone() {
         app = app.merge(routes::operator::router(agent.clone(), token));
     }
-    serve(app, agent, config, ("http", listener), stop).await
+    Ok(app)
 }
 
 /// Serves `/metrics` alone (the process-wide registry, unauthenticated, as agents serve it by
@@ -141,34 +166,16 @@ pub async fn serve_schema_registry(
     serve(app, agent, config, ("schema_registry", listener), stop).await
 }
 
-/// Serves `app` behind the layers every HTTP listener has: API keys, ACL context, per-caller
-/// and per-tenant limits and quotas, metrics, connection limits, CORS and TLS. The listener's
-/// name labels its connections in `floe_connections`.
+/// Serves `app` behind the layers every HTTP listener has ([`layered`]), with connection limits
+/// and TLS. The listener's name labels its connections in `floe_connections`.
 async fn serve(
-    mut app: Router,
+    app: Router,
     agent: Arc<Agent>,
     config: HttpConfig,
     (name, listener): (&'static str, TcpListener),
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let agent_for_cors = agent.clone();
-    // Inside the API-key layer, which names the tenant.
-    app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), quotas::requests));
-    // Inside the API-key layer, which names the caller and its key.
-    let callers = Arc::new(limits::CallersInFlight::default());
-    app = app.layer(axum::middleware::from_fn_with_state((config.caller_limits, callers), limits::callers_in_flight));
-    if agent.config.authorizer.is_some() {
-        // Inside the API-key layer, which names the caller first.
-        app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), auth::access));
-    }
-    if config.require_api_key {
-        app = app.layer(axum::middleware::from_fn_with_state(agent, auth::require_api_key));
-    }
-    let app = app
-        .layer(axum::middleware::from_fn(limits::requests_in_flight))
-        .layer(axum::middleware::from_fn(metrics::record))
-        .layer(axum::middleware::from_fn(connections::busy))
-        .layer(cors(agent_for_cors, &config.cors_origins)?);
+    let app = layered(app, agent, &config)?;
     let mut stop = stop;
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -184,6 +191,29 @@ async fn serve(
             axum::serve(listener, app).with_graceful_shutdown(stopped).await
         }
     }
+}
+
+/// `app` behind the layers every HTTP listener has: API keys, ACL context, per-caller and
+/// per-tenant limits and quotas, metrics, request counts per connection and CORS.
+fn layered(mut app: Router, agent: Arc<Agent>, config: &HttpConfig) -> std::io::Result<Router> {
+    let agent_for_cors = agent.clone();
+    // Inside the API-key layer, which names the tenant.
+    app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), quotas::requests));
+    // Inside the API-key layer, which names the caller and its key.
+    let callers = Arc::new(limits::CallersInFlight::default());
+    app = app.layer(axum::middleware::from_fn_with_state((config.caller_limits, callers), limits::callers_in_flight));
+    if agent.config.authorizer.is_some() {
+        // Inside the API-key layer, which names the caller first.
+        app = app.layer(axum::middleware::from_fn_with_state(agent.clone(), auth::access));
+    }
+    if config.require_api_key {
+        app = app.layer(axum::middleware::from_fn_with_state(agent, auth::require_api_key));
+    }
+    Ok(app
+        .layer(axum::middleware::from_fn(limits::requests_in_flight))
+        .layer(axum::middleware::from_fn(metrics::record))
+        .layer(axum::middleware::from_fn(connections::busy))
+        .layer(cors(agent_for_cors, &config.cors_origins)?))
 }
 
 /// The CORS policy: the configured origins, and those a tenant lists for its API keys, may call

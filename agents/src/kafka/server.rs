@@ -1,7 +1,9 @@
 //! Accepts Kafka connections, within the limits of [`super::connections`].
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -73,4 +75,23 @@ pub async fn run(
             }
         }
     }
+}
+
+/// Admits one connection the caller accepted itself and returns the future that serves it until
+/// the client closes it: how tests (over an in-memory `tokio::io::duplex`) and embedders hand the
+/// agent a connection without a listener. `connections` is the table whose limits it counts
+/// against, as [`run`]'s is for its listener; `peer` is the address it is taken to come from
+/// (limits per address, zones, ACL hosts). `Err`: refused by those limits, as [`run`] refuses a
+/// socket by closing it. The future is `Send` (to be spawned) when `S` is.
+pub fn serve_stream<S>(
+    agent: Arc<Agent>,
+    connections: &Arc<Connections>,
+    stream: S,
+    peer: SocketAddr,
+) -> Result<impl Future<Output = ()> + use<S>, Refusal>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let admitted = connections.admit(peer.ip())?;
+    Ok(super::connection::serve(agent, stream, peer, admitted))
 }
