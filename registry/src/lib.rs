@@ -60,6 +60,16 @@ impl ParsedSchema {
         }
     }
 
+    /// Memory the parsed schema holds beyond its text, where it can be much more than the
+    /// text: a JSON Schema's compiled patterns. (Avro's and Protobuf's parsed forms are a
+    /// small multiple of their text, which the caller counts.)
+    pub fn compiled_bytes(&self) -> usize {
+        match self {
+            Self::Json(s) => s.pattern_bytes(),
+            Self::Avro(_) | Self::Protobuf(_) => 0,
+        }
+    }
+
     /// The text the schema's id is given for.
     pub fn canonical(&self) -> &str {
         match self {

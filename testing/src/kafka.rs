@@ -1,7 +1,7 @@
 //! A Kafka client for tests, over the in-memory duplex of [`crate::TestAgent::kafka`]: requests
 //! framed and encoded with `kafka-protocol`, sent one after another without waiting (so a test
-//! can pipeline them), and responses read back in order. Also the requests most tests send and
-//! the record batches they carry.
+//! can pipeline them), and responses read back in order. Also the requests most tests send, the
+//! record batches they carry, and the records of a Fetch answer as a consumer decodes them.
 
 use std::time::Duration;
 
@@ -15,10 +15,11 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{Record, RecordBatchDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 /// Produce v9: flexible, topics by name (v13 names them by id).
@@ -54,16 +55,30 @@ impl KafkaClient {
 
     /// Sends `request` at `version` without waiting for its answer; returns its correlation id.
     pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
+        let mut body = BytesMut::new();
+        request.encode(&mut body, version).expect("request encodes");
+        self.write_request(R::KEY, version, R::header_version(version), &body).await
+    }
+
+    /// Sends `body` as a request of `api_key` at `version`, under the header that version takes,
+    /// without encoding or checking anything of it: for requests `kafka-protocol` will not
+    /// encode, such as a version newer than any it knows. Returns its correlation id.
+    pub async fn send_raw(&mut self, api_key: ApiKey, version: i16, body: &[u8]) -> i32 {
+        self.write_request(api_key as i16, version, api_key.request_header_version(version), body).await
+    }
+
+    /// Frames a request header and `body` and writes them; returns the request's correlation id.
+    async fn write_request(&mut self, api_key: i16, version: i16, header_version: i16, body: &[u8]) -> i32 {
         self.correlation_id += 1;
         let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
+            .with_request_api_key(api_key)
             .with_request_api_version(version)
             .with_correlation_id(self.correlation_id)
             .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
         let mut frame = BytesMut::new();
         frame.put_i32(0); // The length, written below.
-        header.encode(&mut frame, R::header_version(version)).expect("request header encodes");
-        request.encode(&mut frame, version).expect("request encodes");
+        header.encode(&mut frame, header_version).expect("request header encodes");
+        frame.put_slice(body);
         let length = i32::try_from(frame.len() - 4).expect("a request under 2 GiB");
         frame[..4].copy_from_slice(&length.to_be_bytes());
         self.stream.write_all(&frame).await.expect("request written");
@@ -193,4 +208,13 @@ pub fn record_batch(values: &[&str]) -> Bytes {
 pub fn split_batches(records: Option<&Bytes>) -> Vec<(BatchHeader, Bytes)> {
     let Some(records) = records else { return Vec::new() };
     floe_agent::record_batch::split(records).map(|batch| batch.expect("the agent serves whole v2 batches")).collect()
+}
+
+/// The records of a Fetch answer's batches, decoded as a Kafka consumer reads them: each with
+/// its offset, timestamp, key, value and headers.
+pub fn decode_records(records: Option<&Bytes>) -> Vec<Record> {
+    let Some(records) = records else { return Vec::new() };
+    let mut records = records.clone();
+    let batches = RecordBatchDecoder::decode_all(&mut records).expect("the agent serves whole v2 batches");
+    batches.into_iter().flat_map(|batch| batch.records).collect()
 }

@@ -10,8 +10,8 @@
 mod kafka;
 
 pub use kafka::{
-    CREATE_TOPICS_VERSION, FETCH_VERSION, KafkaClient, LIST_OFFSETS_VERSION, PRODUCE_VERSION, fetch_request,
-    list_offsets_request, partition_answer, produce_request, record_batch, split_batches,
+    CREATE_TOPICS_VERSION, FETCH_VERSION, KafkaClient, LIST_OFFSETS_VERSION, PRODUCE_VERSION, decode_records,
+    fetch_request, list_offsets_request, partition_answer, produce_request, record_batch, split_batches,
 };
 
 use std::net::SocketAddr;

@@ -429,12 +429,13 @@ fn collect_reference_texts(
     Ok(())
 }
 
-/// Text bytes of the parsed schemas an agent keeps; past it the oldest are dropped.
+/// Bytes of the parsed schemas an agent keeps (their text, and a JSON Schema's compiled patterns
+/// as measured when parsed); past it the oldest are dropped.
 const PARSED_SCHEMA_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// Parsed schemas by namespace and id. An id's content never changes (ids are never reused in
 /// a namespace), so an entry never goes stale; entries go oldest first past
-/// [`PARSED_SCHEMA_BYTES_MAX`] (counted in schema text bytes).
+/// [`PARSED_SCHEMA_BYTES_MAX`] (counted in text bytes plus compiled patterns).
 #[derive(Default)]
 pub struct ParsedSchemas {
     cache: Mutex<ParsedCache>,
@@ -510,7 +511,8 @@ impl ParsedSchemas {
                 .map_err(|e| format!("a stored schema no longer parses: {e}"))
         });
         let text = &schema.content.text;
-        let size = text.len();
+        // A JSON Schema's compiled patterns can be a megabyte for a few bytes of text.
+        let size = text.len() + parsed.as_ref().map_or(0, |p| p.compiled_bytes());
         let entry = CachedSchema {
             parsed: parsed.clone(),
             text_at: text.as_ptr() as usize,

@@ -32,6 +32,8 @@ pub struct JsonSchema {
     /// What validating an instance costs ([`cost`]), counted before the validator runs.
     cost: cost::CostGraph,
     canonical: String,
+    /// Memory its compiled patterns take, measured ([`compiled_pattern_bytes`]).
+    pattern_bytes: usize,
 }
 
 impl std::fmt::Debug for JsonSchema {
@@ -66,7 +68,7 @@ impl JsonSchema {
             resolved.push((uri.as_str().trim_end_matches('#').to_owned(), value));
         }
         // Before the validator compiles them.
-        check_patterns(std::iter::once(&root).chain(resolved.iter().map(|(_, value)| value)))?;
+        let pattern_bytes = check_patterns(std::iter::once(&root).chain(resolved.iter().map(|(_, value)| value)))?;
         let registry = registry.prepare().map_err(invalid)?;
         let patterns = jsonschema::PatternOptions::fancy_regex()
             // Patterns with look-around backtrack: bounded, since every produced record may be
@@ -85,13 +87,20 @@ impl JsonSchema {
         let cost = cost::CostGraph::build(&root, base.as_str(), &resolved, &draft4)?;
         let mut canonical = String::with_capacity(text.len());
         write_canonical(&root, &mut canonical);
-        Ok(Self { root, references: resolved, validator, cost, canonical })
+        Ok(Self { root, references: resolved, validator, cost, canonical, pattern_bytes })
     }
 
     /// Compact JSON with object keys sorted: equal schemas written differently (whitespace,
     /// key order) get one text, so one id.
     pub fn canonical(&self) -> &str {
         &self.canonical
+    }
+
+    /// Memory the schema's compiled patterns take (each measured as the `regex` crate builds
+    /// it, with a first matching cache): what a cache of parsed schemas must weigh
+    /// besides the text, since a pattern of a few bytes may compile to a megabyte.
+    pub fn pattern_bytes(&self) -> usize {
+        self.pattern_bytes
     }
 
     /// The schema document.
@@ -174,7 +183,7 @@ impl JsonSchema {
 /// the schema and its references, or subroutine calls (`\g<1>`) in a pattern the backtracking
 /// engine gets: fancy-regex inlines each call as a copy of its group when it compiles, up to 19
 /// deep, so a group calling itself three times is 3^19 copies.
-fn check_patterns<'v>(documents: impl Iterator<Item = &'v Value>) -> Result<(), SchemaError> {
+fn check_patterns<'v>(documents: impl Iterator<Item = &'v Value>) -> Result<usize, SchemaError> {
     let mut patterns: HashSet<&str> = HashSet::new();
     let mut stack: Vec<&Value> = documents.collect();
     while let Some(value) = stack.pop() {
@@ -208,13 +217,32 @@ fn check_patterns<'v>(documents: impl Iterator<Item = &'v Value>) -> Result<(), 
     // Only a pattern handed to fancy-regex as written can hold one: the others are translated to
     // the `regex` crate's syntax, which has no subroutines.
     let calls = |pattern: &str| fancy_regex::Expr::parse_tree(pattern).is_ok_and(|tree| tree.contains_subroutines);
-    match patterns.into_iter().find(|&p| cost::Engine::of(p) == cost::Engine::Backtracking && calls(p)) {
+    match patterns.iter().find(|&&p| cost::Engine::of(p) == cost::Engine::Backtracking && calls(p)) {
         Some(pattern) => {
             let shown: String = pattern.chars().take(64).collect();
             Err(invalid(format!("the pattern {shown:?} calls a group as a subroutine, which is not supported")))
         }
-        None => Ok(()),
+        None => Ok(patterns.into_iter().map(compiled_pattern_bytes).sum()),
     }
+}
+
+/// The least a compiled pattern is counted at, whatever it measures: a cache of parsed schemas
+/// weighed by these holds at most its size over this many patterns, and so at most that many
+/// matching caches, each of which grows (lazily, as inputs need) up to
+/// [`limits::JSON_PATTERN_CACHE_BYTES_MAX`] per thread matching it.
+pub const PATTERN_BYTES_MIN: usize = 16 * 1024;
+
+/// Memory `pattern` takes once compiled: built here as the `regex` crate builds it (within the
+/// same size limit) and measured with a first matching cache, at least [`PATTERN_BYTES_MIN`].
+/// The validator compiles the pattern again, its ECMA syntax translated; one that `regex` does
+/// not take as written (look-around, for the backtracking engine) is counted at the size limit.
+fn compiled_pattern_bytes(pattern: &str) -> usize {
+    let config = regex_automata::meta::Config::new().nfa_size_limit(Some(limits::JSON_PATTERN_BYTES_MAX));
+    let measured = regex_automata::meta::Regex::builder()
+        .configure(config)
+        .build(pattern)
+        .map_or(limits::JSON_PATTERN_BYTES_MAX, |regex| regex.memory_usage() + regex.create_cache().memory_usage());
+    measured.max(PATTERN_BYTES_MIN)
 }
 
 /// The draft a schema is written in: its `$schema`, else draft 7.

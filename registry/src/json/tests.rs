@@ -601,3 +601,26 @@ fn shared_definitions_are_compared_once_per_pair() {
     let kinds: Vec<&str> = reader.can_read(&strings).iter().map(|d| d.kind).collect();
     assert_eq!(kinds, ["SUM_TYPE_NARROWED"]);
 }
+
+/// A parsed schema is weighed by what its compiled patterns take, not by its text: twenty
+/// patterns of 12 bytes each (`\w` is every Unicode word character, repeated 40 times) compile to
+/// megabytes, which the agents' cache of parsed schemas must count.
+#[test]
+fn compiled_patterns_are_weighed_by_their_measured_size() {
+    let plain = parse(&json!({"type": "object", "properties": {"a": {"type": "string"}}}));
+    assert_eq!(plain.pattern_bytes(), 0);
+    let short = parse(&json!({"type": "string", "pattern": "^a$"}));
+    assert_eq!(short.pattern_bytes(), super::PATTERN_BYTES_MIN, "a small pattern counts the floor");
+
+    let properties: serde_json::Map<String, Value> =
+        (0..20).map(|i| (format!("p{i}"), json!({"type": "string", "pattern": format!("^\\w{{40}}{i}$")}))).collect();
+    let text = json!({"type": "object", "properties": properties});
+    let wide = parse(&text);
+    let text_bytes = text.to_string().len();
+    assert!(
+        wide.pattern_bytes() > 100 * text_bytes,
+        "20 patterns in {text_bytes} bytes of text weigh only {} bytes",
+        wide.pattern_bytes()
+    );
+    assert!(wide.pattern_bytes() <= 20 * crate::limits::JSON_PATTERN_BYTES_MAX);
+}
