@@ -129,11 +129,29 @@ impl FromStr for FaultPlan {
 }
 
 /// Where the rates come from: a spec given at start, or `@PATH`, a file holding a spec that is
-/// read again every half second (missing or empty: no faults; unreadable: the last rates stay).
+/// read again every half second (missing or empty: no faults; unreadable: the last rates stay),
+/// or a switch the process itself sets (tests that run the store in process).
 #[derive(Clone, Debug, PartialEq)]
 pub enum FaultSource {
     Fixed(FaultPlan),
     File(PathBuf),
+    Switch(FaultSwitch),
+}
+
+/// Rates shared with the store: a change applies to its next request, with no file to poll.
+#[derive(Clone, Debug, Default)]
+pub struct FaultSwitch(Arc<RwLock<FaultPlan>>);
+
+impl FaultSwitch {
+    pub fn set(&self, plan: FaultPlan) {
+        *self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = plan;
+    }
+}
+
+impl PartialEq for FaultSwitch {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl FromStr for FaultSource {
@@ -224,14 +242,15 @@ impl Drop for Creating {
 
 impl InjectedFaults {
     pub fn new(inner: Arc<dyn ObjectStore>, source: FaultSource) -> Self {
-        let plan = match &source {
-            FaultSource::Fixed(plan) => *plan,
-            FaultSource::File(path) => read_plan(path).unwrap_or_default(),
+        let plan = match source {
+            FaultSource::Fixed(plan) => Arc::new(RwLock::new(plan)),
+            FaultSource::File(path) => {
+                let plan = Arc::new(RwLock::new(read_plan(&path).unwrap_or_default()));
+                watch_fault_file(path, Arc::downgrade(&plan));
+                plan
+            }
+            FaultSource::Switch(switch) => switch.0,
         };
-        let plan = Arc::new(RwLock::new(plan));
-        if let FaultSource::File(path) = source {
-            watch_fault_file(path, Arc::downgrade(&plan));
-        }
         Self { inner, plan, puts: AtomicU64::new(0), creating: Arc::default() }
     }
 

@@ -23,7 +23,7 @@ pub use cache::{
     owner_block,
 };
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
-pub use faults::{FaultPlan, FaultSource};
+pub use faults::{FaultPlan, FaultSource, FaultSwitch};
 pub use keys::SegmentKey;
 pub use latency::LatencyProfile;
 pub use segment::{BlockChecksums, ChunkEntry, ChunkRef, SegmentFooter, SegmentWriter, TopicPartition};

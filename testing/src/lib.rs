@@ -25,22 +25,19 @@ use axum::http::{Request, Response};
 use floe_agent::kafka::connections::{ConnectionLimits, Connections};
 use floe_agent::{Agent, AgentConfig, CompactionConfig, FlushConfig, GcConfig};
 use floe_metadata::{Metadata, MetadataNode, MetadataNodeConfig};
-use floe_storage::{BlockCache, BlockCacheConfig, FaultSource, ObjectStoreConfig, SegmentStore};
+use floe_storage::{BlockCache, BlockCacheConfig, FaultSource, FaultSwitch, ObjectStoreConfig, SegmentStore};
 use tokio::sync::watch;
 
 /// Bytes each direction of a Kafka duplex buffers before its writer waits for the reader.
 const DUPLEX_BYTES: usize = 4 << 20;
-/// How long [`TestAgent::set_faults`] waits for the store to read its fault file again: more
-/// than twice the half second the fault wrapper (`floe_storage::faults`) waits between reads.
-const FAULT_FILE_REREAD: Duration = Duration::from_millis(1_200);
 /// Longest wait for the one-voter metadata cluster to elect itself.
 const LEADER_WAIT: Duration = Duration::from_secs(10);
 
 /// How a [`TestAgent`] is started.
 #[derive(Clone, Debug, Default)]
 pub struct TestOptions {
-    /// Puts the object store behind the fault wrapper, reading its rates from a file in the
-    /// agent's directory that [`TestAgent::set_faults`] writes (no faults until then).
+    /// Puts the object store behind the fault wrapper, whose rates [`TestAgent::set_faults`]
+    /// sets (no faults until then).
     pub object_store_faults: bool,
 }
 
@@ -58,7 +55,7 @@ pub struct TestAgent {
     /// Turns true at shutdown: event streams of the HTTP API end.
     stop: watch::Sender<bool>,
     dir: PathBuf,
-    fault_file: Option<PathBuf>,
+    faults: Option<FaultSwitch>,
     /// The port of the next Kafka connection's made-up peer address, so logs tell them apart.
     next_peer_port: AtomicU16,
 }
@@ -74,10 +71,10 @@ impl TestAgent {
         metadata.wait_for_leader(LEADER_WAIT).await.expect("the metadata node leads");
         metadata.ensure_initialized().await.expect("the cluster is initialized");
 
-        let fault_file = options.object_store_faults.then(|| dir.join("object-store-faults"));
+        let faults = options.object_store_faults.then(FaultSwitch::default);
         let store = SegmentStore::open(&ObjectStoreConfig {
             url: "memory://".into(),
-            faults: fault_file.clone().map(FaultSource::File),
+            faults: faults.clone().map(FaultSource::Switch),
             ..ObjectStoreConfig::default()
         })
         .expect("memory store opens");
@@ -97,7 +94,7 @@ impl TestAgent {
         let http_peer = SocketAddr::from(([127, 0, 0, 1], 1));
         let http = floe_gateway::http_router(agent.clone(), &floe_gateway::HttpConfig::default(), http_peer, stopped)
             .expect("HTTP router builds");
-        Self { agent, metadata, connections, http, stop, dir, fault_file, next_peer_port: AtomicU16::new(40_000) }
+        Self { agent, metadata, connections, http, stop, dir, faults, next_peer_port: AtomicU16::new(40_000) }
     }
 
     /// A new Kafka connection to the agent: an in-memory duplex whose server end the agent's
@@ -126,11 +123,10 @@ impl TestAgent {
     }
 
     /// Sets the object store's fault rates (`floe agent --test-object-store-faults` syntax, such
-    /// as `put-error=1`; empty: none) and waits until the store has read them.
-    pub async fn set_faults(&self, spec: &str) {
-        let file = self.fault_file.as_ref().expect("started with TestOptions { object_store_faults: true }");
-        std::fs::write(file, spec).expect("fault file written");
-        tokio::time::sleep(FAULT_FILE_REREAD).await;
+    /// as `put-error=1`; empty: none), from its next request on.
+    pub fn set_faults(&self, spec: &str) {
+        let switch = self.faults.as_ref().expect("started with TestOptions { object_store_faults: true }");
+        switch.set(spec.parse().expect("a fault spec"));
     }
 
     /// Leaves the cluster, drains the agent (buffered batches flushed and answered), then stops

@@ -14,7 +14,7 @@ async fn a_failed_put_is_a_storage_error_and_leaves_the_log_as_it_was() {
     let before = kafka.produce("payments", 0, record_batch(&["p1"]), -1).await.expect("answered");
     assert_eq!((before.error_code, before.base_offset), (0, 0), "{:?}", before.error_message);
 
-    floe.set_faults("put-error=1").await;
+    floe.set_faults("put-error=1");
     let failed = kafka.produce("payments", 0, record_batch(&["p2"]), -1).await.expect("answered");
     assert_eq!(failed.error_code, ResponseError::KafkaStorageError.code(), "{:?}", failed.error_message);
     assert_eq!(failed.error_code, 56);
@@ -24,7 +24,7 @@ async fn a_failed_put_is_a_storage_error_and_leaves_the_log_as_it_was() {
     assert_eq!((fetched.error_code, fetched.high_watermark), (0, 1));
     assert!(fetched.records.as_ref().is_none_or(|records| records.is_empty()), "nothing past the high watermark");
 
-    floe.set_faults("").await;
+    floe.set_faults("");
     let after = kafka.produce("payments", 0, record_batch(&["p3"]), -1).await.expect("answered");
     assert_eq!((after.error_code, after.base_offset), (0, 1), "the failed Produce took no offsets");
     floe.shutdown().await;
