@@ -31,13 +31,22 @@ pub(crate) const VIOLATIONS_SHOWN: usize = 10;
 /// One topic read back: per partition, `(offset, value)` in offset order.
 type Log = Vec<Vec<(i64, String)>>;
 
-/// The high watermark of each partition of `topic`.
-pub(crate) fn end_offsets(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<Vec<i64>> {
-    let consumer: BaseConsumer = client(bootstrap).create().context("watermark consumer")?;
+/// The end of each partition of `topic` as a reader at the given isolation level sees it: the
+/// high watermark, or the last stable offset for `read_committed` (librdkafka's default level).
+pub(crate) fn end_offsets(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    read_committed: bool,
+) -> anyhow::Result<Vec<i64>> {
+    let consumer: BaseConsumer = client(bootstrap)
+        .set("isolation.level", isolation_level(read_committed))
+        .create()
+        .context("watermark consumer")?;
     (0..partitions).map(|p| Ok(consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?.1)).collect()
 }
 
-/// Reads every partition of `topic` from the start to its high watermark.
+/// Reads every partition of `topic` from the start to its end ([`read_each`]).
 pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_committed: bool) -> anyhow::Result<Log> {
     let mut log: Log = vec![Vec::new(); partitions as usize];
     read_each(bootstrap, topic, partitions, read_committed, |m| {
@@ -49,8 +58,8 @@ pub(crate) fn read_topic(bootstrap: &str, topic: &str, partitions: i32, read_com
     Ok(log)
 }
 
-/// Hands `each` every record of `topic` from the start to the high watermark its partitions had
-/// when the read began.
+/// Hands `each` every record of `topic` from the start to the end its partitions had when the
+/// read began, at the read's isolation level ([`end_offsets`]).
 pub(crate) fn read_each(
     bootstrap: &str,
     topic: &str,
@@ -61,12 +70,12 @@ pub(crate) fn read_each(
     let consumer: BaseConsumer = client(bootstrap)
         .set("group.id", "chaos-checker")
         .set("enable.auto.commit", "false")
-        .set("isolation.level", if read_committed { "read_committed" } else { "read_uncommitted" })
+        .set("isolation.level", isolation_level(read_committed))
         // A log start that moves past the position (DeleteRecords) restarts the read there.
         .set("auto.offset.reset", "earliest")
         .create()
         .context("checker consumer")?;
-    let ends = end_offsets(bootstrap, topic, partitions)?;
+    let ends = end_offsets(bootstrap, topic, partitions, read_committed)?;
     let mut assignment = TopicPartitionList::new();
     for p in 0..partitions {
         assignment.add_partition_offset(topic, p, Offset::Beginning)?;
@@ -106,6 +115,10 @@ pub(crate) fn read_each(
             bail!("reading {topic} to its end offsets {ends:?}: nothing arrived for {READ_STALL_TIMEOUT:?}");
         }
     }
+}
+
+fn isolation_level(read_committed: bool) -> &'static str {
+    if read_committed { "read_committed" } else { "read_uncommitted" }
 }
 
 /// Whether a consumer error is one librdkafka recovers from by itself.

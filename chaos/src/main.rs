@@ -337,7 +337,7 @@ async fn transform_caught_up(bootstrap: &str) -> anyhow::Result<()> {
         let ends = {
             let bootstrap = bootstrap.to_owned();
             tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<i64>, Vec<Option<i64>>)> {
-                let ends = check::end_offsets(&bootstrap, TXN_INPUT_TOPIC, TXN_PARTITIONS)?;
+                let ends = check::end_offsets(&bootstrap, TXN_INPUT_TOPIC, TXN_PARTITIONS, true)?;
                 let committed = groups::committed(&bootstrap, TXN_GROUP, TXN_INPUT_TOPIC, TXN_PARTITIONS)?;
                 Ok((ends, committed))
             })

@@ -46,6 +46,11 @@ pub(crate) fn txn_key(partition: i32, n: u64) -> String {
     format!("t{partition}-{n}")
 }
 
+/// Whether `key` is one the transactional writer writes.
+pub(crate) fn is_txn_key(key: &str) -> bool {
+    key.starts_with('t')
+}
+
 pub(crate) fn idempotent_key(partition: i32, n: u64) -> String {
     format!("i{partition}-{n}")
 }
