@@ -113,6 +113,8 @@ pub struct Agent {
     pub wakeups: Arc<crate::fetch::wakeups::PartitionWakeups>,
     /// Registry schemas parsed for produce-time validation and compatibility checks.
     pub parsed_schemas: crate::produce::schemas::ParsedSchemas,
+    /// Topics' produce policies, read once per state version.
+    pub topic_policies: crate::produce::TopicPolicies,
     /// Incremental fetch sessions of the Kafka listener's connections.
     pub fetch_sessions: crate::fetch::sessions::FetchSessions,
     /// Share sessions of share group members reading through this agent.
@@ -167,6 +169,7 @@ impl Agent {
             quotas,
             wakeups,
             parsed_schemas,
+            topic_policies: Default::default(),
             fetch_sessions,
             share_sessions: crate::share_sessions::ShareSessions::default(),
             usage,

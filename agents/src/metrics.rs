@@ -23,6 +23,39 @@ pub static REQUEST_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
     .expect("unique")
 });
+/// One API's request metrics, looked up once: a labelled lookup hashes its label under a lock,
+/// four per response, at tens of thousands of responses a second.
+#[derive(Clone, Debug)]
+pub struct ApiMetrics {
+    pub requests: IntCounter,
+    pub request_bytes: IntCounter,
+    pub response_bytes: IntCounter,
+    pub seconds: Histogram,
+}
+
+/// API keys are small numbers; one slot per key up to this (Kafka's highest is below 100).
+const API_KEY_SLOTS: usize = 128;
+
+static API_METRICS: LazyLock<Vec<std::sync::OnceLock<ApiMetrics>>> =
+    LazyLock::new(|| (0..API_KEY_SLOTS).map(|_| std::sync::OnceLock::new()).collect());
+
+/// The request metrics of `api` (labelled with its name, as Kafka's `RequestMetrics` are).
+pub fn api_metrics(api: kafka_protocol::messages::ApiKey) -> std::borrow::Cow<'static, ApiMetrics> {
+    let make = || {
+        let name = format!("{api:?}");
+        ApiMetrics {
+            requests: REQUESTS.with_label_values(&[&name]),
+            request_bytes: REQUEST_BYTES.with_label_values(&[&name]),
+            response_bytes: RESPONSE_BYTES.with_label_values(&[&name]),
+            seconds: REQUEST_SECONDS.with_label_values(&[&name]),
+        }
+    };
+    match usize::try_from(api as i16).ok().and_then(|key| API_METRICS.get(key)) {
+        Some(slot) => std::borrow::Cow::Borrowed(slot.get_or_init(make)),
+        None => std::borrow::Cow::Owned(make()),
+    }
+}
+
 /// Kafka's `kafka_server_*_throttle_time` per tenant: seconds clients were held back.
 pub static QUOTA_THROTTLE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
     register_counter_vec!(

@@ -7,23 +7,35 @@
 //! someone waits on with what they were; its cost per change is one lookup per such partition,
 //! however many requests wait on it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use floe_metadata::{State, TopicId};
+use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 
 /// What a waiting read of a partition can be woken by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Mark {
+pub struct Mark {
     next_offset: i64,
     log_start_offset: i64,
     last_stable_offset: i64,
     leader_epoch: i32,
 }
 
-fn mark(state: &State, topic_id: TopicId, partition: i32) -> Option<Mark> {
-    let p = state.partition(topic_id, partition)?;
+impl Mark {
+    /// The partition as a read answered it.
+    pub fn of_read(read: &super::PartitionRead) -> Self {
+        Mark {
+            next_offset: read.high_watermark,
+            log_start_offset: read.log_start_offset,
+            last_stable_offset: read.last_stable_offset,
+            leader_epoch: read.leader_epoch,
+        }
+    }
+}
+
+fn mark(partition: Option<&floe_metadata::Partition>) -> Option<Mark> {
+    let p = partition?;
     Some(Mark {
         next_offset: p.next_offset,
         log_start_offset: p.log_start_offset,
@@ -36,7 +48,8 @@ fn mark(state: &State, topic_id: TopicId, partition: i32) -> Option<Mark> {
 #[derive(Debug)]
 struct Watched {
     mark: Option<Mark>,
-    waiters: HashMap<u64, Arc<Notify>>,
+    /// Usually one (the consumer of the partition): a vector beats a map for so few.
+    waiters: Vec<(u64, Arc<Notify>)>,
     /// Compares since the last waiter left. A consumer waits on the same partitions Fetch after
     /// Fetch, so an entry without waiters is kept for [`IDLE_COMPARES_MAX`] compares: the next
     /// wait on it then allocates nothing.
@@ -46,9 +59,12 @@ struct Watched {
 /// Compares (about one per applied batch of changes) an entry without waiters is kept for.
 const IDLE_COMPARES_MAX: u32 = 64;
 
+/// Watched partitions by topic, then partition: a compare looks each topic up once. Hashed with
+/// a fast unkeyed hash: topic ids are the cluster's own, and a client cannot make a Fetch wait
+/// on a partition the state does not hold (the read answers it with an error at once).
 #[derive(Debug, Default)]
 struct Registry {
-    partitions: HashMap<(TopicId, i32), Watched>,
+    topics: FxHashMap<TopicId, FxHashMap<i32, Watched>>,
     next_waiter: u64,
 }
 
@@ -66,21 +82,48 @@ impl PartitionWakeups {
     /// Registers a waiting read of `partitions` as they are in `state` (which the read must not
     /// be older than): [`Waiter::woken`] returns once any of them moves from there.
     pub fn wait_on(self: &Arc<Self>, state: &State, partitions: impl IntoIterator<Item = (TopicId, i32)>) -> Waiter {
+        self.register(state, partitions.into_iter().map(|(topic, partition)| (topic, partition, None)))
+    }
+
+    /// Registers a waiting read of partitions as the read saw them (`Mark::of_read`), however
+    /// `state` has moved since: a partition that is no longer as seen wakes the waiter at once,
+    /// so the caller need not read again after registering.
+    pub fn wait_on_seen(
+        self: &Arc<Self>,
+        state: &State,
+        partitions: impl IntoIterator<Item = (TopicId, i32, Mark)>,
+    ) -> Waiter {
+        self.register(state, partitions.into_iter().map(|(topic, partition, seen)| (topic, partition, Some(seen))))
+    }
+
+    fn register(
+        self: &Arc<Self>,
+        state: &State,
+        partitions: impl IntoIterator<Item = (TopicId, i32, Option<Mark>)>,
+    ) -> Waiter {
         let notify = Arc::new(Notify::new());
         let mut registry = self.registry();
         let id = registry.next_waiter;
         registry.next_waiter += 1;
         let mut watched = Vec::new();
-        for key in partitions {
-            let entry = registry.partitions.entry(key).or_insert_with(|| Watched {
-                mark: mark(state, key.0, key.1),
-                waiters: HashMap::new(),
+        let mut moved = false;
+        for (topic_id, partition, seen) in partitions {
+            let in_topic = registry.topics.entry(topic_id).or_default();
+            let entry = in_topic.entry(partition).or_insert_with(|| Watched {
+                mark: mark(state.partition(topic_id, partition)),
+                waiters: Vec::new(),
                 idle_compares: 0,
             });
             entry.idle_compares = 0;
-            if entry.waiters.insert(id, notify.clone()).is_none() {
-                watched.push(key);
+            moved |= seen.is_some_and(|seen| entry.mark != Some(seen));
+            if !entry.waiters.iter().any(|(w, _)| *w == id) {
+                entry.waiters.push((id, notify.clone()));
+                watched.push((topic_id, partition));
             }
+        }
+        if moved {
+            // Stored as a permit: the first `woken` returns at once.
+            notify.notify_one();
         }
         Waiter { id, partitions: watched, notify, wakeups: Arc::downgrade(self) }
     }
@@ -89,29 +132,33 @@ impl PartitionWakeups {
     /// left without waiters for [`IDLE_COMPARES_MAX`] compares.
     fn compare(&self, state: &State) {
         let mut registry = self.registry();
-        registry.partitions.retain(|key, watched| {
-            if watched.waiters.is_empty() {
-                watched.idle_compares += 1;
-                if watched.idle_compares > IDLE_COMPARES_MAX {
-                    return false;
+        registry.topics.retain(|topic_id, partitions| {
+            let topic = state.topics.get(topic_id);
+            partitions.retain(|partition, watched| {
+                if watched.waiters.is_empty() {
+                    watched.idle_compares += 1;
+                    if watched.idle_compares > IDLE_COMPARES_MAX {
+                        return false;
+                    }
                 }
-            }
-            let now = mark(state, key.0, key.1);
-            if now != watched.mark {
-                watched.mark = now;
-                for notify in watched.waiters.values() {
-                    // Stores a permit if the waiter is between reads, so no wakeup is lost.
-                    notify.notify_one();
+                let now = mark(topic.and_then(|t| usize::try_from(*partition).ok().and_then(|i| t.partitions.get(i))));
+                if now != watched.mark {
+                    watched.mark = now;
+                    for (_, notify) in &watched.waiters {
+                        // Stores a permit if the waiter is between reads, so no wakeup is lost.
+                        notify.notify_one();
+                    }
                 }
-            }
-            true
+                true
+            });
+            !partitions.is_empty()
         });
     }
 
     /// Partitions watched now, for tests.
     #[cfg(test)]
     fn watched(&self) -> usize {
-        self.registry().partitions.len()
+        self.registry().topics.values().map(FxHashMap::len).sum()
     }
 }
 
@@ -119,6 +166,7 @@ impl PartitionWakeups {
 #[derive(Debug)]
 pub struct Waiter {
     id: u64,
+    /// Grouped by topic, as registered.
     partitions: Vec<(TopicId, i32)>,
     notify: Arc<Notify>,
     wakeups: Weak<PartitionWakeups>,
@@ -135,9 +183,12 @@ impl Drop for Waiter {
     fn drop(&mut self) {
         let Some(wakeups) = self.wakeups.upgrade() else { return };
         let mut registry = wakeups.registry();
-        for key in &self.partitions {
-            if let Some(watched) = registry.partitions.get_mut(key) {
-                watched.waiters.remove(&self.id);
+        for group in self.partitions.chunk_by(|a, b| a.0 == b.0) {
+            let Some(in_topic) = registry.topics.get_mut(&group[0].0) else { continue };
+            for (_, partition) in group {
+                if let Some(watched) = in_topic.get_mut(partition) {
+                    watched.waiters.retain(|(w, _)| *w != self.id);
+                }
             }
         }
     }
@@ -218,5 +269,34 @@ mod tests {
             wakeups.compare(&state);
         }
         assert_eq!(wakeups.watched(), 0, "dropped waiters leave nothing behind");
+    }
+
+    /// A Fetch registers against what its read saw, not what the state holds by then: a move in
+    /// between wakes it at once (it no longer reads again after registering to catch one).
+    #[tokio::test]
+    async fn a_move_between_the_read_and_the_registration_wakes_at_once() {
+        let quiet = TopicId::from_u128(1);
+        let mut state = state_with_two_topics();
+        let wakeups = Arc::new(PartitionWakeups::default());
+        let seen = mark(state.partition(quiet, 0)).expect("partition");
+
+        let unmoved = wakeups.wait_on_seen(&state, [(quiet, 0, seen)]);
+        assert!(!woken_within(&unmoved, 50).await, "nothing moved since the read");
+
+        // Moved after the read; the registry's entry (kept by the first waiter) is compared anew.
+        set_log_end(&mut state, quiet, 3);
+        wakeups.compare(&state);
+        assert!(woken_within(&unmoved, 50).await);
+        let late = wakeups.wait_on_seen(&state, [(quiet, 0, seen)]);
+        assert!(woken_within(&late, 50).await, "registered after a move it did not read");
+
+        // A new entry takes its mark from the state, which has moved past the read.
+        drop((unmoved, late));
+        for _ in 0..=IDLE_COMPARES_MAX {
+            wakeups.compare(&state);
+        }
+        assert_eq!(wakeups.watched(), 0);
+        let fresh = wakeups.wait_on_seen(&state, [(quiet, 0, seen)]);
+        assert!(woken_within(&fresh, 50).await);
     }
 }

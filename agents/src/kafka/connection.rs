@@ -255,11 +255,53 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 struct ResponseWriter<W> {
     inner: W,
     buffered: Vec<u8>,
+    usage: PendingUsage,
+}
+
+/// Usage of the responses not written yet, journaled once before the write that sends them (or
+/// when the connection ends) rather than once per response: a journal record costs an encode, a
+/// CRC and a write(2), 3% of the agent's CPU at one partition per Produce. Still journaled
+/// before the bytes leave, so a SIGKILL never loses the usage of an answered request.
+struct PendingUsage {
+    /// Whose meter counts them; none where nothing is metered (tests of the writer).
+    agent: Option<Arc<Agent>>,
+    tenant: String,
+    counts: Vec<(floe_metadata::Meter, u64)>,
+}
+
+impl PendingUsage {
+    fn add(&mut self, tenant: &str, counts: &[(floe_metadata::Meter, u64)]) {
+        if tenant != self.tenant {
+            self.journal();
+            tenant.clone_into(&mut self.tenant);
+        }
+        for &(meter, count) in counts {
+            match self.counts.iter_mut().find(|(m, _)| *m == meter) {
+                Some((_, sum)) => *sum += count,
+                None => self.counts.push((meter, count)),
+            }
+        }
+    }
+
+    fn journal(&mut self) {
+        if let Some(agent) = &self.agent
+            && !self.counts.is_empty()
+        {
+            agent.usage.record(&self.tenant, &self.counts);
+        }
+        self.counts.clear();
+    }
+}
+
+impl Drop for PendingUsage {
+    fn drop(&mut self) {
+        self.journal();
+    }
 }
 
 impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
-    fn new(inner: W) -> Self {
-        Self { inner, buffered: Vec::new() }
+    fn new(inner: W, agent: Option<Arc<Agent>>) -> Self {
+        Self { inner, buffered: Vec::new(), usage: PendingUsage { agent, tenant: String::new(), counts: Vec::new() } }
     }
 
     /// Sends `frame` after the responses before it: buffered if small, else at once.
@@ -269,6 +311,7 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
             self.write_buffered().await?;
         }
         if bytes >= WRITE_BUFFER_BYTES {
+            self.usage.journal();
             return self.inner.write_all_buf(&mut frame).await;
         }
         if self.buffered.capacity() == 0 {
@@ -280,6 +323,7 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
 
     /// Writes what is buffered, flushes, and gives the buffer up.
     async fn flush(&mut self) -> std::io::Result<()> {
+        self.usage.journal();
         self.write_buffered().await?;
         self.buffered = Vec::new();
         self.inner.flush().await
@@ -287,6 +331,7 @@ impl<W: AsyncWrite + Unpin> ResponseWriter<W> {
 
     async fn write_buffered(&mut self) -> std::io::Result<()> {
         if !self.buffered.is_empty() {
+            self.usage.journal();
             self.inner.write_all(&self.buffered).await?;
             self.buffered.clear();
         }
@@ -564,21 +609,14 @@ fn quota_throttle(
 
 /// Counts a response for usage metering, before it is written: one Kafka request, and a Fetch's
 /// record batches.
-fn meter_response(agent: &Agent, tenant: &str, response: &ResponseKind) {
-    let mut counts = vec![(floe_metadata::Meter::KafkaRequests, 1)];
+fn meter_response(usage: &mut PendingUsage, tenant: &str, response: &ResponseKind) {
+    usage.add(tenant, &[(floe_metadata::Meter::KafkaRequests, 1)]);
     if let ResponseKind::Fetch(fetch) = response {
-        // Summed over the partitions, so the journal gets one record of four counts per
-        // response however many partitions it holds.
-        let mut fetched = [(floe_metadata::Meter::FetchedBytes, 0); 3];
         let batches = fetch.responses.iter().flat_map(|t| &t.partitions).filter_map(|p| p.records.as_ref());
         for records in batches.filter(|r| !r.is_empty()) {
-            for (sum, (meter, count)) in fetched.iter_mut().zip(crate::usage::fetched_batches(records)) {
-                *sum = (meter, sum.1 + count);
-            }
+            usage.add(tenant, &crate::usage::fetched_batches(records));
         }
-        counts.extend(fetched);
     }
-    agent.usage.record(tenant, &counts);
 }
 
 /// Writes responses in request order. Responses are buffered while the next one is already
@@ -590,7 +628,7 @@ async fn write_responses(
     mut queue: mpsc::Receiver<Box<InFlight>>,
     holds: Arc<std::sync::atomic::AtomicU64>,
 ) {
-    let mut writer = ResponseWriter::new(writer);
+    let mut writer = ResponseWriter::new(writer, Some(agent.clone()));
     loop {
         let request = match queue.try_recv() {
             Ok(request) => *request,
@@ -605,8 +643,8 @@ async fn write_responses(
                 }
             }
         };
-        let api = format!("{:?}", request.api_key);
-        crate::metrics::REQUESTS.with_label_values(&[&api]).inc();
+        let metrics = crate::metrics::api_metrics(request.api_key);
+        metrics.requests.inc();
         // With SASL, requests before authentication (and of users without a tenant) are not
         // usage; without it every request is usage of no tenant.
         let metered = agent.config.sasl.is_none() || request.finish.tenant.is_some();
@@ -614,7 +652,7 @@ async fn write_responses(
         let mut response = match request.reply {
             Reply::None => {
                 if metered {
-                    agent.usage.record(tenant, &[(floe_metadata::Meter::KafkaRequests, 1)]);
+                    writer.usage.add(tenant, &[(floe_metadata::Meter::KafkaRequests, 1)]);
                 }
                 continue;
             }
@@ -658,7 +696,7 @@ async fn write_responses(
             None => std::time::Duration::ZERO,
         };
         if metered {
-            meter_response(&agent, finish.tenant.as_deref().unwrap_or_default(), &response);
+            meter_response(&mut writer.usage, finish.tenant.as_deref().unwrap_or_default(), &response);
         }
         if !throttle.is_zero() {
             // Held back as Kafka brokers before KIP-219 did: the client's in-flight window fills
@@ -682,8 +720,8 @@ async fn write_responses(
                 return;
             }
         };
-        crate::metrics::REQUEST_BYTES.with_label_values(&[&api]).inc_by(request.request_bytes);
-        crate::metrics::RESPONSE_BYTES.with_label_values(&[&api]).inc_by(frame.remaining() as u64);
+        metrics.request_bytes.inc_by(request.request_bytes);
+        metrics.response_bytes.inc_by(frame.remaining() as u64);
         if writer.write(frame).await.is_err() {
             return;
         }
@@ -693,7 +731,7 @@ async fn write_responses(
         // `floe_quota_throttle_seconds_total` counts the holds.
         let held = holds.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(request.holds_before);
         let served = request.started.elapsed().saturating_sub(std::time::Duration::from_nanos(held));
-        crate::metrics::REQUEST_SECONDS.with_label_values(&[&api]).observe(served.as_secs_f64());
+        metrics.seconds.observe(served.as_secs_f64());
     }
     let _ = writer.flush().await;
 }

@@ -5,10 +5,12 @@
 
 mod buffer;
 mod holds;
+mod policies;
 pub mod schemas;
 pub mod validate;
 
 pub use buffer::{AppendError, AppendResult, FlushBuffer, Pipeline, Ticket};
+pub use policies::TopicPolicies;
 pub use validate::{PartitionBatches, ProduceError, RecordError, RecordRefusal, TopicPolicy, ValidatedBatch};
 
 use floe_metadata::ChunkProducer;

@@ -747,10 +747,22 @@ impl State {
     }
 }
 
+/// Index entries [`Partition::entries_from`] looks at from the back before a binary search.
+const TAIL_SCAN_ENTRIES: usize = 8;
+
 impl Partition {
     /// Index entries holding offsets at or after `offset`, starting with the one containing it.
     pub fn entries_from(&self, offset: i64) -> impl Iterator<Item = &IndexEntry> {
-        let start = self.index.partition_point(|e| e.last_offset < offset);
+        // Most reads are of the last few entries (a consumer keeping up): looked for from the
+        // back first, which at thousands of partitions saved most of a binary search over a
+        // ring buffer per partition read.
+        let len = self.index.len();
+        let tail = len.saturating_sub(TAIL_SCAN_ENTRIES);
+        let start = match (tail..len).rev().find(|&i| self.index[i].last_offset < offset) {
+            Some(before) => before + 1,
+            None if tail == 0 => 0,
+            None => self.index.partition_point(|e| e.last_offset < offset),
+        };
         self.index.range(start..)
     }
 

@@ -1888,3 +1888,28 @@ fn a_commit_answer_is_stored_as_the_results_it_stands_for() {
     assert!(matches!(CommitAnswer::new(appended), CommitAnswer::Appended(_)));
     assert!(matches!(CommitAnswer::new(mixed), CommitAnswer::Mixed(_)));
 }
+
+/// `entries_from` looks at the last few entries before a binary search; either way it starts at
+/// the first entry ending at or after the offset, for indexes shorter and longer than its look.
+#[test]
+fn entries_from_starts_at_the_first_entry_reaching_the_offset() {
+    for len in 0..20i64 {
+        let mut p = Partition::default();
+        // Entries of two offsets each, with a gap of one after every third (as compaction leaves).
+        let mut base = 0;
+        for i in 0..len {
+            p.index.push_back(IndexEntry {
+                base_offset: base,
+                last_offset: base + 1,
+                timestamp_max: 0,
+                data: EntryData::Removed,
+            });
+            base += if i % 3 == 2 { 3 } else { 2 };
+        }
+        for offset in -1..base + 2 {
+            let expected = p.index.iter().position(|e| e.last_offset >= offset);
+            let got = p.entries_from(offset).next().map(|e| e.base_offset);
+            assert_eq!(got, expected.map(|i| p.index[i].base_offset), "{len} entries, offset {offset}");
+        }
+    }
+}

@@ -15,6 +15,7 @@ use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
+use crate::fetch::wakeups::Mark;
 use crate::fetch::{FetchError, PartitionRead, ReadLimits, read_at_end, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
 use kafka_protocol::messages::ResponseKind;
@@ -52,43 +53,38 @@ pub(in crate::kafka) async fn handle(
             crate::metrics::LONG_POLL_READS.with_label_values(&["kafka"]).inc();
         }
         let redirect = replicas.as_ref().map(|(pool, roles)| (pool.as_slice(), *roles));
-        let (response, bytes, answer_now) = read_once(agent, version, &request, redirect).await;
+        let marks = if waiter.is_none() { Some(Vec::new()) } else { None };
+        let (response, bytes, answer_now, seen) = read_once(agent, version, &request, redirect, marks).await;
         let done = bytes >= min_bytes.max(1) || answer_now || wait.is_zero() || Instant::now() >= deadline;
         if done {
             count_bytes_out(agent, &response, &hints);
             return response;
         }
-        match &waiter {
-            // Registered as the state is now, then read again: a move between the read above and
-            // the registration is seen by that read, a later one wakes the waiter.
-            None => waiter = Some(wait_on(agent, version, &request)),
-            Some(waiter) => tokio::select! {
-                () = waiter.woken() => {}
-                () = tokio::time::sleep_until(deadline.into()) => {}
-            },
+        // Registered against the partitions as the read above saw them: one that moved since
+        // wakes the waiter at once, so no second read is needed to catch it; a later move
+        // wakes it through the agent's compare.
+        let waiter = waiter
+            .get_or_insert_with(|| agent.wakeups.wait_on_seen(&agent.metadata.read(), seen.into_iter().flatten()));
+        tokio::select! {
+            () = waiter.woken() => {}
+            () = tokio::time::sleep_until(deadline.into()) => {}
         }
     }
 }
 
-/// Registers a wait on every requested partition.
-fn wait_on(agent: &Agent, version: i16, request: &FetchRequest) -> crate::fetch::wakeups::Waiter {
-    let state = agent.metadata.read();
-    let partitions = request.topics.iter().flat_map(|topic| {
-        let topic_id =
-            if version >= 13 { Some(topic.topic_id) } else { state.topic_ids.get(topic.topic.as_str()).copied() };
-        topic.partitions.iter().filter_map(move |p| topic_id.map(|id| (id, p.partition)))
-    });
-    agent.wakeups.wait_on(&state, partitions.collect::<Vec<_>>())
-}
+/// Each partition as a read answered it, to wait on.
+type Seen = Vec<(floe_metadata::TopicId, i32, Mark)>;
 
-/// One pass over every requested partition: the response, its record bytes, and whether any
-/// partition failed or was sent to a read replica (either answers at once rather than waiting).
+/// One pass over every requested partition: the response, its record bytes, whether any
+/// partition failed or was sent to a read replica (either answers at once rather than waiting),
+/// and, when `marks` is given, each partition as read.
 async fn read_once(
     agent: &Agent,
     version: i16,
     request: &FetchRequest,
     replicas: Option<(&[crate::membership::LiveAgent], floe_metadata::AgentRoles)>,
-) -> (FetchResponse, usize, bool) {
+    mut marks: Option<Seen>,
+) -> (FetchResponse, usize, bool, Option<Seen>) {
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
     let mut total = 0usize;
     let mut errors = false;
@@ -157,6 +153,9 @@ async fn read_once(
             };
             match read {
                 Ok(read) => {
+                    if let Some(marks) = &mut marks {
+                        marks.push((*topic_id, p.partition, Mark::of_read(&read)));
+                    }
                     budget = budget.saturating_sub(read.records.len());
                     total += read.records.len();
                     let aborted = read_committed.then(|| {
@@ -196,7 +195,7 @@ async fn read_once(
     }
     crate::metrics::FETCH_PARTITION_READS.with_label_values(&["at_end"]).inc_by(reads_at_end);
     crate::metrics::FETCH_PARTITION_READS.with_label_values(&["planned"]).inc_by(reads_planned);
-    (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors)
+    (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors, marks)
 }
 
 /// The partition's answer naming its read replica, with the log's offsets and no records; `None`

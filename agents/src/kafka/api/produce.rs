@@ -14,8 +14,8 @@ use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
 use crate::Agent;
-use crate::produce::schemas::{SchemaCheck, SchemaValidation};
-use crate::produce::{PartitionAppend, PartitionBatches, ProduceError, RecordError, TopicPolicy, validate};
+use crate::produce::schemas::SchemaCheck;
+use crate::produce::{PartitionAppend, PartitionBatches, ProduceError, RecordError, validate};
 use floe_storage::TopicPartition;
 
 /// Per topic in request order: its name as sent, its id, and each partition's slot.
@@ -142,10 +142,10 @@ fn validate_request(agent: &Agent, version: i16, request: &ProduceRequest, now_m
                     .map(ProduceError::StorageQuotaExceeded)
                     .or_else(|| state.mirror_link(t.topic_id).map(|link| ProduceError::MirrorTopic(link.to_owned())))
             });
-            // Read from the topic's configs once per topic, not per partition.
-            let policy = resolved.map(|t| TopicPolicy::for_topic(&state, t));
-            let schemas = resolved
-                .and_then(|t| SchemaValidation::for_topic(&state, t).map(|v| (t, v)))
+            let policies = resolved.map(|t| (t, agent.topic_policies.get(&state, t)));
+            let policy = policies.map(|(_, (policy, _))| policy);
+            let schemas = policies
+                .and_then(|(t, (_, schemas))| schemas.map(|v| (t, v)))
                 .map(|(t, v)| SchemaCheck::new(&state, &t.name, v, &agent.parsed_schemas));
             let transactional_id = request.transactional_id.as_ref().map(|t| t.as_str());
             let mut slots = Vec::with_capacity(topic.partition_data.len());

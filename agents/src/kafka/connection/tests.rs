@@ -74,7 +74,7 @@ async fn responses_go_out_in_order_and_an_idle_writer_holds_no_buffer() {
         ResponseKind::Fetch(FetchResponse::default().with_responses(vec![topic]))
     };
     let (client, mut server) = tokio::io::duplex(1 << 20);
-    let mut writer = ResponseWriter::new(client);
+    let mut writer = ResponseWriter::new(client, None);
     assert_eq!(writer.buffered.capacity(), 0);
     for correlation_id in 0..2 {
         let frame = frame::encode(correlation_id, ApiKey::ApiVersions, 0, small()).expect("encoded");
