@@ -6,17 +6,18 @@
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use floe_agent::record_batch::BatchHeader;
-use floe_agent::record_batch::build::{NewRecord, build_batch};
+use floe_agent::record_batch::build::{BatchProducer, NewRecord, build_batch};
+use floe_agent::record_batch::{ATTRIBUTE_TRANSACTIONAL, BatchHeader};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest, ProduceResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    ApiKey, BrokerId, CreateTopicsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::records::{Record, RecordBatchDecoder};
@@ -30,6 +31,10 @@ pub const FETCH_VERSION: i16 = 12;
 pub const LIST_OFFSETS_VERSION: i16 = 7;
 /// CreateTopics v7: answers with the topic's id.
 pub const CREATE_TOPICS_VERSION: i16 = 7;
+/// InitProducerId v5: flexible, as Kafka 4 clients send it.
+pub const INIT_PRODUCER_ID_VERSION: i16 = 5;
+/// Metadata v12: flexible, with topic ids.
+pub const METADATA_VERSION: i16 = 12;
 
 /// ListOffsets' timestamp for the log end offset (the high watermark).
 const LATEST: i64 = -1;
@@ -39,6 +44,12 @@ const RESPONSE_WAIT: Duration = Duration::from_secs(30);
 const FETCH_PARTITION_BYTES_MAX: i32 = 1 << 20;
 /// The client id requests carry, as the agent's logs name it.
 const CLIENT_ID: &str = "floe-testing";
+/// `transaction.timeout.ms` of the transactional producers [`KafkaClient::init_producer_id`]
+/// starts: longer than any test, so no transaction times out under one.
+const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
+/// Where a v2 batch's CRC-32C is (bytes 17..21); it covers bytes 21 (the attributes) to the end.
+const CRC_AT: usize = 17;
+const CRC_START: usize = 21;
 
 /// One Kafka connection to a [`crate::TestAgent`].
 #[derive(Debug)]
@@ -156,6 +167,50 @@ impl KafkaClient {
         assert_eq!(answer.error_code, 0, "ListOffsets of {topic}-{partition}");
         answer.offset
     }
+
+    /// A producer id and epoch through InitProducerId: an idempotent producer's without
+    /// `transactional_id`, a transactional one's with it; panics on an error.
+    pub async fn init_producer_id(&mut self, transactional_id: Option<&str>) -> (i64, i16) {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_owned()))))
+            .with_transaction_timeout_ms(TRANSACTION_TIMEOUT_MS)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let response = self.call(&request, INIT_PRODUCER_ID_VERSION).await;
+        assert_eq!(response.error_code, 0, "InitProducerId for {transactional_id:?}");
+        (response.producer_id.0, response.producer_epoch)
+    }
+
+    /// The topic's id through Metadata (which creates nothing); panics if the topic is unknown.
+    pub async fn topic_id(&mut self, topic: &str) -> uuid::Uuid {
+        let wanted = MetadataRequestTopic::default().with_name(Some(topic_name(topic)));
+        let request = MetadataRequest::default().with_topics(Some(vec![wanted])).with_allow_auto_topic_creation(false);
+        let response = self.call(&request, METADATA_VERSION).await;
+        let answer = response.topics.first().expect("the topic is answered");
+        assert_eq!(answer.error_code, 0, "Metadata of {topic}");
+        answer.topic_id
+    }
+
+    /// Writes `bytes` as they are, framed or not, for input no client sends. The error of a
+    /// connection the agent has closed already is returned, not a panic.
+    pub async fn write_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    /// Whether the agent closes the connection within `wait`; whatever it sends before closing
+    /// is read and dropped.
+    pub async fn closed_by_peer(&mut self, wait: Duration) -> bool {
+        let mut buffer = vec![0u8; 64 << 10];
+        let read_to_end = async {
+            // Ends at the end of the stream or on an error (a reset), as a socket's reader does.
+            while let Ok(read) = self.stream.read(&mut buffer).await {
+                if read == 0 {
+                    break;
+                }
+            }
+        };
+        tokio::time::timeout(wait, read_to_end).await.is_ok()
+    }
 }
 
 fn topic_name(name: &str) -> TopicName {
@@ -196,12 +251,34 @@ pub fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> List
 /// One uncompressed v2 batch holding `values` (no keys), stamped now, as a producer that is not
 /// idempotent sends it.
 pub fn record_batch(values: &[&str]) -> Bytes {
+    build_batch(&new_records(values), None, 0).expect("a batch of one record or more")
+}
+
+/// [`record_batch`] as an idempotent producer sends it: with its producer id and epoch, and the
+/// sequence of its first record.
+pub fn producer_batch(values: &[&str], producer: BatchProducer) -> Bytes {
+    build_batch(&new_records(values), Some(producer), 0).expect("a batch of one record or more")
+}
+
+/// [`producer_batch`] marked transactional, as a transactional producer sends it inside a
+/// transaction.
+pub fn transactional_batch(values: &[&str], producer: BatchProducer) -> Bytes {
+    let mut batch = BytesMut::from(&producer_batch(values, producer)[..]);
+    let attributes = i16::from_be_bytes([batch[CRC_START], batch[CRC_START + 1]]) | ATTRIBUTE_TRANSACTIONAL;
+    batch[CRC_START..CRC_START + 2].copy_from_slice(&attributes.to_be_bytes());
+    // The attributes are under the CRC.
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[CRC_AT..CRC_START].copy_from_slice(&crc.to_be_bytes());
+    batch.freeze()
+}
+
+/// Records holding `values`, without keys, stamped now.
+fn new_records(values: &[&str]) -> Vec<NewRecord> {
     let timestamp = floe_metadata::now_ms();
-    let records: Vec<NewRecord> = values
+    values
         .iter()
         .map(|v| NewRecord { timestamp, value: Some(Bytes::copy_from_slice(v.as_bytes())), ..NewRecord::default() })
-        .collect();
-    build_batch(&records, None, 0).expect("a batch of one record or more")
+        .collect()
 }
 
 /// The batches of a Fetch answer's records, each with its header (the offset it was served at).

@@ -10,8 +10,9 @@
 mod kafka;
 
 pub use kafka::{
-    CREATE_TOPICS_VERSION, FETCH_VERSION, KafkaClient, LIST_OFFSETS_VERSION, PRODUCE_VERSION, decode_records,
-    fetch_request, list_offsets_request, partition_answer, produce_request, record_batch, split_batches,
+    CREATE_TOPICS_VERSION, FETCH_VERSION, INIT_PRODUCER_ID_VERSION, KafkaClient, LIST_OFFSETS_VERSION,
+    METADATA_VERSION, PRODUCE_VERSION, decode_records, fetch_request, list_offsets_request, partition_answer,
+    produce_request, producer_batch, record_batch, split_batches, transactional_batch,
 };
 
 use std::net::SocketAddr;
@@ -32,6 +33,8 @@ use tokio::sync::watch;
 const DUPLEX_BYTES: usize = 4 << 20;
 /// Longest wait for the one-voter metadata cluster to elect itself.
 const LEADER_WAIT: Duration = Duration::from_secs(10);
+/// Largest `/metrics` body read: the process's metrics, many times over.
+const METRICS_BYTES_MAX: usize = 64 << 20;
 
 /// How a [`TestAgent`] is started.
 #[derive(Clone, Debug, Default)]
@@ -115,6 +118,22 @@ impl TestAgent {
         // The router's error type is `Infallible`.
         let Ok(response) = self.http.clone().oneshot(request).await;
         response
+    }
+
+    /// The value of one series of the process's metrics, as `/metrics` spells it (such as
+    /// `floe_flush_held_chunks_total` or `floe_long_poll_reads_total{listener="kafka"}`); 0 while
+    /// the series does not exist. The registry is the process's, shared by every test of a test
+    /// binary: a test compares a counter before and after something only it causes.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let request = Request::get("/metrics").body(Body::empty()).expect("a request");
+        let response = self.http(request).await;
+        assert!(response.status().is_success(), "/metrics answered {}", response.status());
+        let body = axum::body::to_bytes(response.into_body(), METRICS_BYTES_MAX).await.expect("the metrics are read");
+        let text = std::str::from_utf8(&body).expect("the metrics are text");
+        text.lines()
+            .filter_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map(|value| value.trim().parse::<f64>().expect("a metric's value is a number"))
+            .sum()
     }
 
     /// The cluster's id, which the HTTP API's `/v3/clusters/{cluster}` paths name.

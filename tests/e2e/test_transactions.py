@@ -888,6 +888,8 @@ def end_txn(raw: RawKafka, transactional_id: str, producer_id: int, epoch: int, 
     return answer.error_code, answer.producer_id, answer.producer_epoch
 
 
+# PORTED (issue 54): fully replaced by testing/tests/it/transactions.rs::transactions_version_2_bump_the_epoch_per_transaction_and_add_partitions_and_groups_themselves;
+# delete this test once that Rust test passes.
 def test_transactions_version_2_bump_the_epoch_per_transaction_and_add_partitions_and_groups_themselves(floe):
     from kafka.protocol.metadata import ApiVersionsRequest
     from kafka.protocol.producer import InitProducerIdRequest, TxnOffsetCommitRequest

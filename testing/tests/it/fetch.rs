@@ -1,0 +1,319 @@
+//! Fetch beyond the plain read: long polls (`max_wait_ms`, `min_bytes`), the log start that
+//! DeleteRecords moves, and incremental fetch sessions (KIP-227).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe_testing::{
+    FETCH_VERSION, KafkaClient, LIST_OFFSETS_VERSION, TestAgent, TestOptions, decode_records, fetch_request,
+    list_offsets_request, record_batch,
+};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::{DeleteRecordsRequest, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+/// DeleteRecords v2: flexible.
+const DELETE_RECORDS_VERSION: i16 = 2;
+/// Fetch v16: topics by id, as Kafka 4 consumers send it.
+const FETCH_BY_ID_VERSION: i16 = 16;
+/// The counter of reads a waiting Fetch makes after registering to be woken.
+const LONG_POLL_READS: &str = "floe_long_poll_reads_total{listener=\"kafka\"}";
+/// Longest wait for an event a test polls for.
+const EVENT_WAIT: Duration = Duration::from_secs(10);
+/// Session errors of a Fetch as a whole.
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+const FETCH_SESSION_TOPIC_ID_ERROR: i16 = 106;
+
+/// A Fetch at the high watermark is answered after `max_wait_ms` with no records and no error;
+/// one that finds records, but fewer bytes than `min_bytes`, also waits `max_wait_ms` and is
+/// then answered with what there is; one that finds `min_bytes` is answered at once, whatever
+/// its `max_wait_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_waits_max_wait_for_min_bytes_and_no_longer() {
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let mut kafka = floe.kafka();
+    kafka.create_topic("slow", 1).await;
+    let produced = kafka.produce("slow", 0, record_batch(&["only"]), -1).await.expect("answered");
+    assert_eq!((produced.error_code, produced.base_offset), (0, 0), "{:?}", produced.error_message);
+    let max_wait = Duration::from_millis(400);
+    let wait_ms = i32::try_from(max_wait.as_millis()).expect("a short wait");
+
+    let at_end = fetch_request("slow", 0, 1).with_max_wait_ms(wait_ms).with_min_bytes(1);
+    let (waited, answer) = timed_fetch(&mut kafka, &at_end).await;
+    assert!(waited >= max_wait, "answered after {waited:?}, before max_wait_ms");
+    assert_eq!((answer.error_code, answer.high_watermark), (0, 1));
+    assert!(answer.records.as_ref().is_none_or(|records| records.is_empty()), "nothing at the high watermark");
+
+    let short_of_min = fetch_request("slow", 0, 0).with_max_wait_ms(wait_ms).with_min_bytes(1 << 20);
+    let (waited, answer) = timed_fetch(&mut kafka, &short_of_min).await;
+    assert!(waited >= max_wait, "answered after {waited:?}, before max_wait_ms");
+    assert_eq!(values(&answer), vec![(0, Bytes::from_static(b"only"))], "what there is, after the wait");
+
+    let enough = fetch_request("slow", 0, 0).with_max_wait_ms(20_000).with_min_bytes(1);
+    let (waited, answer) = timed_fetch(&mut kafka, &enough).await;
+    assert!(waited < Duration::from_secs(10), "min_bytes were there, yet it waited {waited:?}");
+    assert_eq!(values(&answer), vec![(0, Bytes::from_static(b"only"))]);
+    floe.shutdown().await;
+}
+
+/// A Fetch waiting at the end of an empty partition (20 s `max_wait_ms`) is answered as soon as
+/// a Produce on another connection commits a record there, with that record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_fetch_is_answered_as_soon_as_a_produce_commits() {
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let mut consumer = floe.kafka();
+    let mut producer = floe.kafka();
+    consumer.create_topic("awaited", 1).await;
+    let polls_before = floe.metric(LONG_POLL_READS).await;
+    let started = Instant::now();
+    let sent =
+        consumer.send(&fetch_request("awaited", 0, 0).with_max_wait_ms(20_000).with_min_bytes(1), FETCH_VERSION).await;
+    // The Produce is to wake the Fetch, not to be there when it first reads: wait until a Fetch
+    // has registered for its wakeup (the counter is the process's; another test's long poll
+    // moving it only makes this test weaker, never wrong).
+    let waiting = async {
+        while floe.metric(LONG_POLL_READS).await <= polls_before {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    let produced = producer.produce("awaited", 0, record_batch(&["wake"]), -1).await.expect("answered");
+    assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
+
+    let (answered, response) = consumer.recv::<FetchRequest>(FETCH_VERSION).await;
+    assert_eq!(answered, sent);
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(10), "answered after {waited:?}, not at the commit");
+    let answer = response.responses.into_iter().flat_map(|t| t.partitions).next().expect("the partition is answered");
+    assert_eq!((answer.error_code, answer.high_watermark), (0, 1));
+    assert_eq!(values(&answer), vec![(0, Bytes::from_static(b"wake"))]);
+    floe.shutdown().await;
+}
+
+/// DeleteRecords up to offset 7 of a partition holding 0 to 19 answers low watermark 7, which
+/// becomes the log start: ListOffsets earliest is 7 (latest stays 20), a Fetch from 7 returns
+/// records 7 to 19 and names log start 7, and a Fetch below it is OFFSET_OUT_OF_RANGE (1), on
+/// which a consumer resets to the earliest. The log start never moves back, a DeleteRecords past
+/// the high watermark is OFFSET_OUT_OF_RANGE, and one of an unknown topic
+/// UNKNOWN_TOPIC_OR_PARTITION (3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_moves_the_log_start_and_a_fetch_below_it_is_out_of_range() {
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let mut kafka = floe.kafka();
+    kafka.create_topic("trimmed", 1).await;
+    let sent: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    let batch: Vec<&str> = sent.iter().map(String::as_str).collect();
+    let produced = kafka.produce("trimmed", 0, record_batch(&batch), -1).await.expect("answered");
+    assert_eq!((produced.error_code, produced.base_offset), (0, 0), "{:?}", produced.error_message);
+
+    assert_eq!(delete_records(&mut kafka, "trimmed", 7).await, (0, 7));
+    let earliest = kafka.call(&list_offsets_request("trimmed", 0, -2), LIST_OFFSETS_VERSION).await;
+    let earliest = earliest.topics[0].partitions[0].offset;
+    assert_eq!((earliest, kafka.end_offset("trimmed", 0).await), (7, 20), "the watermarks");
+
+    let fetched = kafka.fetch("trimmed", 0, 7).await;
+    assert_eq!((fetched.error_code, fetched.high_watermark, fetched.log_start_offset), (0, 20, 7));
+    // The batch holding offset 7 may be served whole: a consumer skips what is before its
+    // position.
+    let read: Vec<(i64, Bytes)> = values(&fetched).into_iter().filter(|(offset, _)| *offset >= 7).collect();
+    let expected: Vec<(i64, Bytes)> = (7..20).map(|i: i64| (i, Bytes::from(format!("v{i}")))).collect();
+    assert_eq!(read, expected);
+
+    let below = kafka.fetch("trimmed", 0, 6).await;
+    assert_eq!(below.error_code, ResponseError::OffsetOutOfRange.code());
+    assert_eq!(below.error_code, 1);
+
+    assert_eq!(delete_records(&mut kafka, "trimmed", 3).await, (0, 7), "the log start never moves back");
+    let (error_code, _) = delete_records(&mut kafka, "trimmed", 21).await;
+    assert_eq!(error_code, ResponseError::OffsetOutOfRange.code(), "past the high watermark");
+    let (error_code, _) = delete_records(&mut kafka, "missing", 1).await;
+    assert_eq!(error_code, ResponseError::UnknownTopicOrPartition.code());
+    floe.shutdown().await;
+}
+
+/// Issue 32 item 5: each answer Kafka gives to a crafted session request. A full Fetch with
+/// epoch 0 opens a session and answers every partition; the next epoch with nothing new
+/// answers nothing. The same epoch again or a later one is INVALID_FETCH_SESSION_EPOCH (71),
+/// topic ids in a session opened with names FETCH_SESSION_TOPIC_ID_ERROR (106), and another
+/// connection's use of the session FETCH_SESSION_ID_NOT_FOUND (70) (nor can it close it).
+/// Records in partitions 0 and 1 with 0 forgotten answer 1 only; a moved position, nothing;
+/// partition 0 back, it alone, once. Epoch -1 closes the session and answers in full. A
+/// session by topic id (v16) answers the partition that moved, named by id. A connection's
+/// sessions go with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crafted_session_requests_get_the_answers_kafka_gives() {
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let mut raw = floe.kafka();
+    let mut other = floe.kafka();
+    raw.create_topic("sessions", 3).await;
+    let topic_id = raw.topic_id("sessions").await;
+    let session = |version: i16, id: i32, epoch: i32, partitions: &[(i32, i64)], forget: &[i32]| {
+        (session_fetch("sessions", topic_id, id, epoch, partitions, forget), version)
+    };
+    let everything = [(0, 0), (1, 0), (2, 0)];
+
+    let (request, version) = session(FETCH_VERSION, 0, 0, &everything, &[]);
+    let opened = raw.call(&request, version).await;
+    assert_eq!(opened.error_code, 0);
+    let id = opened.session_id;
+    assert!(id > 0, "a full fetch with epoch 0 opens a session");
+    assert_eq!(answered(&opened).into_keys().collect::<Vec<_>>(), vec![0, 1, 2]);
+
+    let (request, version) = session(FETCH_VERSION, id, 1, &[], &[]);
+    let idle = raw.call(&request, version).await;
+    assert_eq!((idle.error_code, idle.session_id), (0, id));
+    assert!(answered(&idle).is_empty(), "nothing new: {:?}", answered(&idle));
+
+    for (what, version, epoch, error_code) in [
+        ("the same epoch again", FETCH_VERSION, 1, INVALID_FETCH_SESSION_EPOCH),
+        ("a later epoch", FETCH_VERSION, 9, INVALID_FETCH_SESSION_EPOCH),
+        ("topic ids in a session by name", FETCH_BY_ID_VERSION, 2, FETCH_SESSION_TOPIC_ID_ERROR),
+    ] {
+        let (request, version) = session(version, id, epoch, &[], &[]);
+        assert_eq!(raw.call(&request, version).await.error_code, error_code, "{what}");
+    }
+    let (request, version) = session(FETCH_VERSION, id, 2, &[], &[]);
+    assert_eq!(other.call(&request, version).await.error_code, FETCH_SESSION_ID_NOT_FOUND, "another connection's");
+    let (request, version) = session(FETCH_VERSION, id, -1, &everything, &[]);
+    assert_eq!(other.call(&request, version).await.error_code, 0, "answered without a session");
+
+    for partition in [0, 1] {
+        let produced = other.produce("sessions", partition, record_batch(&["news"]), -1).await.expect("answered");
+        assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
+    }
+    let (request, version) = session(FETCH_VERSION, id, 2, &[], &[0]);
+    let moved = raw.call(&request, version).await;
+    assert_eq!((moved.error_code, moved.session_id), (0, id), "the other connection did not close it");
+    let news = answered(&moved);
+    assert_eq!(news.keys().copied().collect::<Vec<_>>(), vec![1], "partition 0 is forgotten: {news:?}");
+    assert!(news[&1].1 == 1 && news[&1].2 > 0, "partition 1's record: {news:?}");
+
+    let (request, version) = session(FETCH_VERSION, id, 3, &[(1, 1)], &[]);
+    assert!(answered(&raw.call(&request, version).await).is_empty(), "partition 1 moved on: nothing new");
+    let (request, version) = session(FETCH_VERSION, id, 4, &[(0, 1)], &[]);
+    let back = answered(&raw.call(&request, version).await);
+    assert_eq!(back, BTreeMap::from([(0, (0, 1, 0))]), "partition 0 back, from the offset given");
+    let (request, version) = session(FETCH_VERSION, id, 5, &[], &[]);
+    assert!(answered(&raw.call(&request, version).await).is_empty());
+
+    let (request, version) = session(FETCH_VERSION, id, -1, &everything, &[]);
+    let closed = raw.call(&request, version).await;
+    assert_eq!((closed.error_code, closed.session_id), (0, 0));
+    assert_eq!(answered(&closed).into_keys().collect::<Vec<_>>(), vec![0, 1, 2], "answered in full");
+    let (request, version) = session(FETCH_VERSION, id, 6, &[], &[]);
+    assert_eq!(raw.call(&request, version).await.error_code, FETCH_SESSION_ID_NOT_FOUND);
+
+    // By topic id, from offsets past what 0 and 1 hold: only new records move a partition.
+    let (request, version) = session(FETCH_BY_ID_VERSION, 0, 0, &[(0, 1), (1, 1), (2, 0)], &[]);
+    let by_id = raw.call(&request, version).await;
+    let id = by_id.session_id;
+    assert!(id > 0 && by_id.error_code == 0);
+    assert_eq!(answered(&by_id).into_keys().collect::<Vec<_>>(), vec![0, 1, 2]);
+    let produced = other.produce("sessions", 2, record_batch(&["news"]), -1).await.expect("answered");
+    assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
+    let (request, version) = session(FETCH_BY_ID_VERSION, id, 1, &[], &[]);
+    let moved = raw.call(&request, version).await;
+    assert_eq!(answered(&moved).into_keys().collect::<Vec<_>>(), vec![2]);
+    assert_eq!(moved.responses[0].topic_id, topic_id, "named by id");
+    let (request, version) = session(FETCH_VERSION, id, 2, &[], &[]);
+    assert_eq!(raw.call(&request, version).await.error_code, FETCH_SESSION_TOPIC_ID_ERROR);
+
+    drop((raw, other));
+    // Each connection's end closes its sessions (the handler's drop guard runs as its task ends).
+    let closed = async {
+        while !format!("{:?}", floe.agent.fetch_sessions).ends_with("sessions: 0 }") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(EVENT_WAIT, closed).await.expect("sessions closed with their connections");
+    floe.shutdown().await;
+}
+
+/// Sends `request` and returns how long its answer took and the one partition it names.
+async fn timed_fetch(
+    kafka: &mut KafkaClient,
+    request: &FetchRequest,
+) -> (Duration, kafka_protocol::messages::fetch_response::PartitionData) {
+    let started = Instant::now();
+    let response = kafka.call(request, FETCH_VERSION).await;
+    let waited = started.elapsed();
+    assert_eq!(response.error_code, 0);
+    (waited, response.responses.into_iter().flat_map(|t| t.partitions).next().expect("the partition is answered"))
+}
+
+/// The offsets and values of a partition's records in a Fetch answer.
+fn values(partition: &kafka_protocol::messages::fetch_response::PartitionData) -> Vec<(i64, Bytes)> {
+    decode_records(partition.records.as_ref()).into_iter().map(|r| (r.offset, r.value.unwrap_or_default())).collect()
+}
+
+/// DeleteRecords of one partition-0 below `offset`: the error code and low watermark answered.
+async fn delete_records(kafka: &mut KafkaClient, topic: &str, offset: i64) -> (i16, i64) {
+    let partition = DeleteRecordsPartition::default().with_partition_index(0).with_offset(offset);
+    let topic = DeleteRecordsTopic::default().with_name(topic_name(topic)).with_partitions(vec![partition]);
+    let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
+    let response = kafka.call(&request, DELETE_RECORDS_VERSION).await;
+    let answer = response.topics.into_iter().flat_map(|t| t.partitions).next().expect("the partition is answered");
+    (answer.error_code, answer.low_watermark)
+}
+
+/// A Fetch of session `id` at `epoch` naming `partitions` (partition, offset) of `topic`, which
+/// waits for nothing, and forgetting the partitions `forget`.
+fn session_fetch(
+    topic: &str,
+    topic_id: uuid::Uuid,
+    id: i32,
+    epoch: i32,
+    partitions: &[(i32, i64)],
+    forget: &[i32],
+) -> FetchRequest {
+    let wanted: Vec<FetchPartition> = partitions
+        .iter()
+        .map(|&(partition, offset)| {
+            FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)
+        })
+        .collect();
+    let topics = if wanted.is_empty() {
+        Vec::new()
+    } else {
+        vec![FetchTopic::default().with_topic(topic_name(topic)).with_topic_id(topic_id).with_partitions(wanted)]
+    };
+    let forgotten = if forget.is_empty() {
+        Vec::new()
+    } else {
+        vec![
+            ForgottenTopic::default()
+                .with_topic(topic_name(topic))
+                .with_topic_id(topic_id)
+                .with_partitions(forget.to_vec()),
+        ]
+    };
+    FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 24)
+        .with_session_id(id)
+        .with_session_epoch(epoch)
+        .with_topics(topics)
+        .with_forgotten_topics_data(forgotten)
+}
+
+/// Each partition a Fetch answer names: its error code, high watermark and record bytes.
+fn answered(response: &FetchResponse) -> BTreeMap<i32, (i16, i64, usize)> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| (p.partition_index, (p.error_code, p.high_watermark, p.records.as_ref().map_or(0, Bytes::len))))
+        .collect()
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_owned()))
+}
