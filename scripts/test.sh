@@ -225,7 +225,7 @@ if [[ "$MODE" == all || "$MODE" == chaos ]]; then
   fi
   rm -rf "$CHAOS_DIR"
   "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$network" --work-dir "$CHAOS_DIR" \
-    --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" "${s3[@]}"
+    --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" --python "$ROOT/.venv/bin/python" "${s3[@]}"
 
   # The hostile-tenant mode: the same workloads as tenant `chaos` while tenant `hostile`
   # floods idle connections, bad frames, long-polls and over-quota produce, sends shared-type
@@ -233,6 +233,7 @@ if [[ "$MODE" == all || "$MODE" == chaos ]]; then
   step "hostile-tenant harness, ${CHAOS_HOSTILE_DURATION:-45s} of attack (logs in $CHAOS_DIR-hostile)"
   rm -rf "$CHAOS_DIR-hostile"
   "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_HOSTILE_DURATION:-45s}" --network "$network" \
-    --work-dir "$CHAOS_DIR-hostile" --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" --hostile-tenant
+    --work-dir "$CHAOS_DIR-hostile" --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" \
+    --python "$ROOT/.venv/bin/python" --hostile-tenant
 fi
 step "all tests passed"

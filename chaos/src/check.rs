@@ -4,7 +4,9 @@
 //! their order within a partition; `read_committed` must show every committed transaction whole
 //! and nothing of an aborted one, and each input of the transform exactly once; committed group
 //! offsets must never go back; acknowledged schema versions must keep their ids and texts
-//! ([`registry`]).
+//! ([`registry`]). Models of their own judge the compacted changelog's restores ([`changelog`]),
+//! reads from a log start that DeleteRecords and retention move ([`retained`]), a consumer group
+//! that restarts ([`restarts`]) and a table topic's Iceberg table ([`table`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -23,6 +25,8 @@ use crate::workloads::{
 
 /// Reading a topic back fails when no record arrives for this long (however long the whole read).
 const READ_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one ListOffsets for a partition's log start may take while a read waits.
+const WATERMARK_TIMEOUT: Duration = Duration::from_secs(5);
 /// Faults this long before an event are quoted with it.
 const CONTEXT_BEFORE_MS: u64 = 15_000;
 /// Most violations printed in full.
@@ -104,9 +108,16 @@ pub(crate) fn read_each(
         }
         since_check = 0;
         let position = consumer.position()?;
-        let done = (0..partitions).all(|p| match position.find_partition(topic, p).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) => o >= ends[p as usize],
-            _ => ends[p as usize] == 0,
+        let done = (0..partitions).all(|p| {
+            let end = ends[p as usize];
+            let reached = match position.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => o >= end,
+                _ => end == 0,
+            };
+            // Retention or DeleteRecords may have removed what was left before the end; the
+            // consumer's position does not move past records it never got, so a log start at or
+            // past the end means there is nothing more to read (asked only when not reached).
+            reached || consumer.fetch_watermarks(topic, p, WATERMARK_TIMEOUT).is_ok_and(|(low, _)| low >= end)
         });
         if done {
             return Ok(());
@@ -175,7 +186,10 @@ pub(crate) struct Checked {
     pub(crate) longest_stall_by_fault_s: BTreeMap<String, f64>,
     pub(crate) registry: registry::RegistryFigures,
     pub(crate) changelog: changelog::ChangelogFigures,
-    pub(crate) retained: retained::RetainedFigures,
+    /// By topic: the DeleteRecords topic and the retention topics.
+    pub(crate) retained: BTreeMap<String, retained::RetainedFigures>,
+    pub(crate) restarts: restarts::RestartFigures,
+    pub(crate) table: table::TableFigures,
     pub(crate) violations_by_kind: BTreeMap<&'static str, usize>,
     pub(crate) violations: Vec<Violation>,
 }
@@ -621,6 +635,8 @@ pub(crate) fn run(bootstrap: &str, history: &[Entry]) -> anyhow::Result<Checked>
 
 pub(crate) mod changelog;
 pub(crate) mod registry;
+pub(crate) mod restarts;
 pub(crate) mod retained;
+pub(crate) mod table;
 #[cfg(test)]
 mod tests;

@@ -484,6 +484,11 @@ impl Cluster {
         }
     }
 
+    /// Whether the objects are in an S3 server (`--s3-server`) rather than `file://`.
+    pub(crate) fn uses_s3(&self) -> bool {
+        self.s3.is_some()
+    }
+
     /// Kafka bootstrap list of every agent.
     pub(crate) fn bootstrap(&self) -> String {
         self.agents.iter().map(|a| format!("{}:{}", a.host.ip, a.host.port(KAFKA_PORT))).collect::<Vec<_>>().join(",")
@@ -531,20 +536,26 @@ impl Cluster {
     /// Runs `floe admin tenants ARGS` (with `stdin`) against the first metadata node that
     /// answers; its standard output.
     pub(crate) async fn admin_tenants(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+        self.admin("tenants", args, stdin).await
+    }
+
+    /// Runs `floe admin COMMAND ARGS` (with `stdin`) against the first metadata node that
+    /// answers; its standard output.
+    pub(crate) async fn admin(&self, command: &str, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
         use tokio::io::AsyncWriteExt;
         let mut last = String::new();
         for i in 0..self.metadata.len() {
             let mut child = tokio::process::Command::new(&self.floe)
                 .arg("admin")
                 .args(&self.admin_tls)
-                .args(["tenants", "--metadata", &self.metadata_addr(i)])
+                .args([command, "--metadata", &self.metadata_addr(i)])
                 .args(args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .spawn()
-                .context("running floe admin tenants")?;
+                .with_context(|| format!("running floe admin {command}"))?;
             if let (Some(mut input), Some(text)) = (child.stdin.take(), stdin) {
                 input.write_all(text.as_bytes()).await?;
             }
@@ -554,7 +565,7 @@ impl Cluster {
             }
             last = String::from_utf8_lossy(&out.stderr).into_owned();
         }
-        bail!("floe admin tenants {}: {}", args.join(" "), last.trim())
+        bail!("floe admin {command} {}: {}", args.join(" "), last.trim())
     }
 
     /// Kafka listener addresses of every agent.

@@ -1,12 +1,13 @@
 //! `floe-chaos`: starts a local Floe cluster (3 metadata nodes, 2–3 agents, a `file://` object
 //! store), runs real workloads against it (idempotent producers, a transactional
-//! consume-transform-produce loop, committing consumer groups, HTTP producers with idempotency
-//! keys), injects faults on a seeded schedule (SIGKILL and SIGSTOP of agents and metadata
-//! leaders and followers, network partitions, object-store errors, slowness and brownouts), heals
-//! them, checks that everything recovered, and holds what was read back against what was
-//! acknowledged. Prints a verdict; exits 1 when anything was lost, duplicated, reordered, torn or
-//! went back, or when a process exited without the harness killing it. Also reachable as
-//! `floe chaos`.
+//! consume-transform-produce loop, committing consumer groups (one of them restarting every few
+//! seconds), HTTP producers with idempotency keys, a compacted changelog, topics whose log start
+//! DeleteRecords and time and size retention move, a table topic), injects faults on a seeded
+//! schedule (SIGKILL and SIGSTOP of agents and metadata leaders and followers, network
+//! partitions, object-store errors, slowness and brownouts), heals them, checks that everything
+//! recovered, and holds what was read back against what was acknowledged. Prints a verdict;
+//! exits 1 when anything was lost, duplicated, reordered, torn or went back, or when a process
+//! exited without the harness killing it. Also reachable as `floe chaos`.
 
 mod check;
 mod cluster;
@@ -30,7 +31,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use cluster::{Cluster, NetworkMode};
 use faults::{FaultKind, Schedule};
 use history::History;
-use workloads::{Stop, changelog, groups, http, produce, registry, retained, transactions};
+use workloads::{Stop, changelog, groups, http, produce, registry, retained, table, transactions};
 
 /// Longest run.
 const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
@@ -112,6 +113,12 @@ struct Args {
     /// With --hostile-tenant: the attacks it makes (default: all seven).
     #[arg(long, value_enum, value_delimiter = ',', requires = "hostile_tenant")]
     attacks: Vec<workloads::hostile::AttackKind>,
+    /// The Python that reads the table topic's Iceberg table back through the agents' REST
+    /// catalog, with pyiceberg (default: `.venv/bin/python` in the working directory or one
+    /// above it, the e2e tests' venv; when there is none, the table is not judged). Given, a
+    /// Python that cannot read it is a problem.
+    #[arg(long)]
+    python: Option<PathBuf>,
     /// Internal: run as the hostile tenant's process, attacking this target (JSON) until
     /// standard input closes.
     #[arg(long, hide = true)]
@@ -223,6 +230,8 @@ async fn agents_ready(http: &reqwest::Client, urls: &[String], timeout: Duration
 
 async fn create_topics(bootstrap: &str) -> anyhow::Result<()> {
     use workloads::*;
+    // Before the list that borrows them.
+    let retention = retained::retention_topics();
     let admin: AdminClient<DefaultClientContext> = client(bootstrap).create().context("admin client")?;
     let topics = [
         (IDEMPOTENT_TOPIC, IDEMPOTENT_PARTITIONS),
@@ -239,6 +248,12 @@ async fn create_topics(bootstrap: &str) -> anyhow::Result<()> {
         compacted = compacted.set(name, value);
     }
     new.push(compacted);
+    new.extend(retention.iter().map(|(topic, partitions, configs)| retained::new_topic(topic, *partitions, configs)));
+    let mut table_topic = NewTopic::new(table::TABLE_TOPIC, table::TABLE_PARTITIONS, TopicReplication::Fixed(-1));
+    for (name, value) in table::TABLE_CONFIGS {
+        table_topic = table_topic.set(name, value);
+    }
+    new.push(table_topic);
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
     for result in admin.create_topics(&new, &options).await? {
         match result {
@@ -409,12 +424,55 @@ fn print_verdict(checked: &check::Checked, faults: &std::collections::BTreeMap<S
         c.older_after_newer,
         c.offsets_moved
     );
-    let r = &checked.retained;
+    for (topic, r) in &checked.retained {
+        println!(
+            "  log start moved ({topic}): {} cuts answered, {} reads, {} records read, log starts reached {} (summed); \
+             deleted visible {}, went back {}, lost {}, misplaced {}, gaps {}",
+            r.cuts_answered,
+            r.reads,
+            r.records_read,
+            r.log_start_max,
+            r.deleted_visible,
+            r.log_start_back,
+            r.lost,
+            r.misplaced,
+            r.gaps
+        );
+    }
+    let g = &checked.restarts;
     println!(
-        "  log start moved (DeleteRecords): {} cuts answered, {} reads, {} records read; deleted visible {}, lost {}, \
-         misplaced {}, gaps {}",
-        r.cuts_answered, r.reads, r.records_read, r.deleted_visible, r.lost, r.misplaced, r.gaps
+        "  restarting group ({}): {} incarnations, {} records consumed ({} again after a restart), {} offsets \
+         committed, {} records removed before read; read below committed {}, skipped {}, misplaced {}",
+        workloads::RESTART_GROUP,
+        g.incarnations,
+        g.records_consumed,
+        g.reread,
+        g.commits_stored,
+        g.removed_before_read,
+        g.read_below_committed,
+        g.skipped,
+        g.misplaced
     );
+    let t = &checked.table;
+    if t.read_back {
+        println!(
+            "  table ({}, upsert): {} committed, {} aborted, {} unknown writes; {} rows{}; aborted visible {}, keys \
+             twice {}, never written {}, missing {}, stale {}",
+            table::TABLE_TOPIC,
+            t.committed,
+            t.aborted,
+            t.unknown,
+            t.rows,
+            if t.caught_up { "" } else { " (did not catch up)" },
+            t.aborted_visible,
+            t.keys_twice,
+            t.never_written,
+            t.missing,
+            t.stale
+        );
+    } else {
+        println!("  table ({}): not read back (no Python with pyiceberg; see --python)", table::TABLE_TOPIC);
+    }
     let by_fault: Vec<String> = checked.longest_stall_by_fault_s.iter().map(|(f, s)| format!("{f} {s:.1}")).collect();
     println!(
         "  availability: longest time without an acknowledged write {:.1} s; by fault (s): {}",
@@ -450,6 +508,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let seed = args.seed.unwrap_or_else(seed_from_clock);
     let floe = floe_binary(args.floe);
+    let python_given = args.python.is_some();
+    let python = table::python(args.python.clone());
     let work_dir =
         args.work_dir.unwrap_or_else(|| std::env::temp_dir().join(format!("floe-chaos-{}-{seed}", std::process::id())));
     std::fs::create_dir_all(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
@@ -531,6 +591,14 @@ async fn main() -> anyhow::Result<()> {
         // Made after `set_up_tenants`, so it carries the workloads' API key.
         let http_client = workloads::http_client()?;
         create_topics(&bootstrap).await?;
+        if args.hostile_tenant {
+            eprintln!(
+                "floe-chaos: as a tenant the workloads may alter no broker config, so retention keeps its default \
+                 check interval and likely removes nothing from the retention topics"
+            );
+        } else {
+            retained::set_retention_check_interval(&bootstrap).await?;
+        }
 
         let history = Arc::new(History::new());
         // Processes that exited on their own: each a problem. The watch stops when the set is
@@ -547,6 +615,7 @@ async fn main() -> anyhow::Result<()> {
                 prefix: "idem",
                 id,
                 per_second: args.rate,
+                stamped: false,
             };
             producers.spawn(produce::run(bootstrap.clone(), spec, writers.clone(), history.clone()));
             producers.spawn(http::run(
@@ -565,14 +634,51 @@ async fn main() -> anyhow::Result<()> {
             prefix: "in",
             id: 0,
             per_second: (args.rate / 4).max(1),
+            stamped: false,
         };
         producers.spawn(produce::run(bootstrap.clone(), input, writers.clone(), history.clone()));
-        producers.spawn(changelog::run_idempotent(bootstrap.clone(), (args.rate / 4).max(1), writers.clone(), history.clone()));
+        producers.spawn(changelog::run_idempotent(
+            bootstrap.clone(),
+            changelog::CHANGELOG,
+            (args.rate / 4).max(1),
+            writers.clone(),
+            history.clone(),
+        ));
         let mut threads = Vec::new();
         let restores = changelog::Restores::default();
         let retained_reads = retained::Reads::default();
         producers.spawn(retained::run_producer(bootstrap.clone(), (args.rate / 4).max(1), writers.clone(), history.clone()));
         producers.spawn(retained::run_deleter(bootstrap.clone(), writers.clone(), history.clone()));
+        for topic in [retained::RETENTION_TIME_TOPIC, retained::RETENTION_SIZE_TOPIC] {
+            let spec = retained::retention_producer_spec(topic, (args.rate / 8).max(1));
+            producers.spawn(produce::run(bootstrap.clone(), spec, writers.clone(), history.clone()));
+        }
+        // The table topic's writers: the changelog's, at half its idempotent rate and a
+        // transaction every half second.
+        producers.spawn(changelog::run_idempotent(
+            bootstrap.clone(),
+            table::TABLE,
+            (args.rate / 8).max(1),
+            writers.clone(),
+            history.clone(),
+        ));
+        {
+            let (b, s, h) = (bootstrap.clone(), writers.clone(), history.clone());
+            let trace = work_dir.join("table-client.log");
+            let writer = move || changelog::run_transactional(b, table::TABLE, s, h, &trace);
+            threads.push(("table writer", std::thread::spawn(writer)));
+        }
+        let incarnations = groups::Incarnations::default();
+        let restart = groups::RestartSpec {
+            group: workloads::RESTART_GROUP,
+            topic: retained::RETENTION_TIME_TOPIC,
+            partitions: retained::RETENTION_PARTITIONS,
+        };
+        {
+            let (b, s, h, i) = (bootstrap.clone(), readers.clone(), history.clone(), incarnations.clone());
+            let member = move || groups::restarting_member(b, restart, s, h, i);
+            threads.push(("restarting group member", std::thread::spawn(member)));
+        }
         {
             let (b, s, h, r) = (bootstrap.clone(), readers.clone(), history.clone(), retained_reads.clone());
             threads.push(("retained reader", std::thread::spawn(move || retained::run_reader(b, s, h, r))));
@@ -580,7 +686,8 @@ async fn main() -> anyhow::Result<()> {
         {
             let (b, s, h) = (bootstrap.clone(), writers.clone(), history.clone());
             let trace = work_dir.join("changelog-client.log");
-            threads.push(("changelog writer", std::thread::spawn(move || changelog::run_transactional(b, s, h, &trace))));
+            let writer = move || changelog::run_transactional(b, changelog::CHANGELOG, s, h, &trace);
+            threads.push(("changelog writer", std::thread::spawn(writer)));
             let (b, s, h, r) = (bootstrap.clone(), readers.clone(), history.clone(), restores.clone());
             threads.push(("changelog restorer", std::thread::spawn(move || changelog::run_restorer(b, s, h, r))));
         }
@@ -598,6 +705,7 @@ async fn main() -> anyhow::Result<()> {
         for (group, topic, partitions) in [
             (workloads::READER_GROUP, workloads::IDEMPOTENT_TOPIC, workloads::IDEMPOTENT_PARTITIONS),
             (workloads::TXN_GROUP, workloads::TXN_INPUT_TOPIC, workloads::TXN_PARTITIONS),
+            (workloads::RESTART_GROUP, retained::RETENTION_TIME_TOPIC, retained::RETENTION_PARTITIONS),
         ] {
             let (b, s, h) = (bootstrap.clone(), readers.clone(), history.clone());
             threads.push((
@@ -732,6 +840,7 @@ async fn main() -> anyhow::Result<()> {
         transform.set();
         readers.set();
         let stopping = Instant::now();
+        let mut left_behind = Vec::new();
         for (name, thread) in threads {
             // A client call stuck inside librdkafka (some wait without a bound) must not hang the
             // run: a workload that does not stop in time is a problem, and is left behind.
@@ -740,6 +849,7 @@ async fn main() -> anyhow::Result<()> {
             }
             if !thread.is_finished() {
                 problems.push(format!("the {name} did not stop within {STOP_TIMEOUT:?} (a client call is stuck)"));
+                left_behind.push(name);
                 continue;
             }
             match thread.join() {
@@ -757,13 +867,49 @@ async fn main() -> anyhow::Result<()> {
                 Err(e) => problems.push(format!("the last changelog restore (read_committed {read_committed}): {e:#}")),
             }
         }
-        {
+        for t in retained::LOG_START_TOPICS {
             let (b, h) = (bootstrap.clone(), history.clone());
-            match tokio::task::spawn_blocking(move || retained::read(&b, &h)).await? {
+            match tokio::task::spawn_blocking(move || retained::read(&b, t, &h)).await? {
                 Ok(read) => retained_reads.lock().unwrap_or_else(|p| p.into_inner()).push(read),
-                Err(e) => problems.push(format!("the last read of {}: {e:#}", retained::RETAINED_TOPIC)),
+                Err(e) => problems.push(format!("the last read of {}: {e:#}", t.topic)),
             }
         }
+        // The table, once it holds the topic to its end (its writers have stopped by now, unless
+        // one was left behind).
+        let table_read = match &python {
+            Some(python) => {
+                let caught_up = match table::wait_caught_up(&cluster, &history).await {
+                    Ok(caught_up) => Some(caught_up),
+                    Err(e) => {
+                        problems.push(e);
+                        None
+                    }
+                };
+                let s3 = cluster.lock().await.uses_s3();
+                let at_least = caught_up.as_ref().and_then(|c| c.metadata_location.as_deref());
+                match table::read_rows(python, &urls[0], s3, at_least).await {
+                    Ok(Some(rows)) => {
+                        let caught_up_ms = caught_up.as_ref().map(|c| c.asked_ms);
+                        let writers_stopped = !left_behind.contains(&"table writer");
+                        Some(table::TableRead { caught_up_ms, writers_stopped, rows })
+                    }
+                    Ok(None) => {
+                        let why = format!("{} does not run or has no pyiceberg", python.display());
+                        if python_given {
+                            problems.push(format!("the table of {} was not read: {why}", table::TABLE_TOPIC));
+                        } else {
+                            eprintln!("floe-chaos: the table is not judged: {why}");
+                        }
+                        None
+                    }
+                    Err(e) => {
+                        problems.push(format!("reading the table of {}: {e:#}", table::TABLE_TOPIC));
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
         let entries = history.snapshot();
         let mut checked = {
             let (b, e) = (bootstrap.clone(), entries.clone());
@@ -771,6 +917,8 @@ async fn main() -> anyhow::Result<()> {
         };
         check::changelog::check(&entries, &restores.lock().unwrap_or_else(|p| p.into_inner()), &mut checked);
         check::retained::check(&entries, &retained_reads.lock().unwrap_or_else(|p| p.into_inner()), &mut checked);
+        check::restarts::check(&entries, restart, &incarnations.lock().unwrap_or_else(|p| p.into_inner()), &mut checked);
+        check::table::check(&entries, table_read.as_ref(), &mut checked);
         let schemas = check::registry::read_back(&http_client, &urls[0], &entries).await?;
         check::registry::check(&entries, &schemas, &mut checked);
         exit_watch.shutdown().await;

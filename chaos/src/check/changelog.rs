@@ -33,17 +33,18 @@ pub(crate) struct ChangelogFigures {
 }
 
 /// What one write came to, and when its writer learnt it.
-struct Written {
-    t_ms: u64,
-    outcome: Outcome,
+pub(super) struct Written {
+    pub(super) t_ms: u64,
+    pub(super) outcome: Outcome,
 }
 
-/// Every keyed write of the changelog, by key and version.
-fn model(history: &[Entry]) -> HashMap<(i32, &str), HashMap<u64, Written>> {
+/// Every keyed write of `topic` (the changelog, or the table topic its writers also write), by
+/// partition and key, then version.
+pub(super) fn model<'h>(history: &'h [Entry], topic: &str) -> HashMap<(i32, &'h str), HashMap<u64, Written>> {
     let mut keys: HashMap<(i32, &str), HashMap<u64, Written>> = HashMap::new();
     for e in history {
-        if let Event::KeyWritten { topic, partition, key, version, outcome } = &e.event
-            && topic == CHANGELOG_TOPIC
+        if let Event::KeyWritten { topic: t, partition, key, version, outcome } = &e.event
+            && t == topic
         {
             keys.entry((*partition, key.as_str()))
                 .or_default()
@@ -53,12 +54,12 @@ fn model(history: &[Entry]) -> HashMap<(i32, &str), HashMap<u64, Written>> {
     keys
 }
 
-/// When each transaction of the transactional writer ended for it, and how, in time order.
-fn txn_outcomes(history: &[Entry]) -> Vec<(u64, Outcome)> {
+/// When each transaction of `topic`'s transactional writer ended for it, and how, in time order.
+pub(super) fn txn_outcomes(history: &[Entry], topic: &str) -> Vec<(u64, Outcome)> {
     let mut by_txn: BTreeMap<u64, (u64, Outcome)> = BTreeMap::new();
     for e in history {
-        if let Event::KeyWritten { topic, key, version, outcome, .. } = &e.event
-            && topic == CHANGELOG_TOPIC
+        if let Event::KeyWritten { topic: t, key, version, outcome, .. } = &e.event
+            && t == topic
             && is_txn_key(key)
         {
             by_txn.insert(*version, (e.t_ms, *outcome));
@@ -74,7 +75,7 @@ fn txn_outcomes(history: &[Entry]) -> Vec<(u64, Outcome)> {
 /// still have been open then. The writer runs one transaction at a time, so the open one began
 /// after the last outcome; one whose outcome was unknown is settled only by the next
 /// incarnation, so it may be the open one.
-fn lso_cut(txn_outcomes: &[(u64, Outcome)], started_ms: u64) -> u64 {
+pub(super) fn lso_cut(txn_outcomes: &[(u64, Outcome)], started_ms: u64) -> u64 {
     let before = &txn_outcomes[..txn_outcomes.partition_point(|(t, _)| *t < started_ms)];
     // An outcome learnt at `t` is before the cut: the next transaction began after it.
     let cut = match before.split_last() {
@@ -85,17 +86,17 @@ fn lso_cut(txn_outcomes: &[(u64, Outcome)], started_ms: u64) -> u64 {
     cut.min(started_ms)
 }
 
-fn key_events(history: &[Entry], t_ms: u64, partition: i32, key: &str) -> Vec<Entry> {
-    context(
-        history,
-        t_ms,
-        |e| matches!(e, Event::KeyWritten { partition: p, key: k, .. } if *p == partition && k == key),
-    )
+/// The faults around `t_ms` and every write of `topic`'s `key`.
+pub(super) fn key_events(history: &[Entry], topic: &str, t_ms: u64, partition: i32, key: &str) -> Vec<Entry> {
+    context(history, t_ms, |e| {
+        matches!(e, Event::KeyWritten { topic: t, partition: p, key: k, .. }
+            if t == topic && *p == partition && k == key)
+    })
 }
 
 /// Holds every restore against the model.
 pub(crate) fn check(history: &[Entry], restores: &[Restore], out: &mut Checked) {
-    let model = model(history);
+    let model = model(history, CHANGELOG_TOPIC);
     let mut figures = ChangelogFigures::default();
     for written in model.values().flat_map(HashMap::values) {
         match written.outcome {
@@ -104,7 +105,7 @@ pub(crate) fn check(history: &[Entry], restores: &[Restore], out: &mut Checked) 
             Outcome::Unknown => figures.unknown += 1,
         }
     }
-    let txn_outcomes = txn_outcomes(history);
+    let txn_outcomes = txn_outcomes(history, CHANGELOG_TOPIC);
     // Every record seen at each offset, across all restores.
     let mut at_offset: HashMap<(i32, i64), (&str, &str)> = HashMap::new();
     for restore in restores {
@@ -132,7 +133,7 @@ pub(crate) fn check(history: &[Entry], restores: &[Restore], out: &mut Checked) 
                             "{here} held {}={} and, in a {level} restore at {} ms, {key}={value}",
                             first.0, first.1, restore.started_ms
                         ),
-                        || key_events(history, restore.started_ms, partition, key),
+                        || key_events(history, CHANGELOG_TOPIC, restore.started_ms, partition, key),
                     );
                 }
                 let Some(version) = version(value) else {
@@ -155,7 +156,7 @@ pub(crate) fn check(history: &[Entry], restores: &[Restore], out: &mut Checked) 
                             "a read_committed restore at {} ms read {here}: {key}={value}, whose transaction aborted",
                             restore.started_ms
                         ),
-                        || key_events(history, restore.started_ms, partition, key),
+                        || key_events(history, CHANGELOG_TOPIC, restore.started_ms, partition, key),
                     );
                 }
                 if let Some(before) = last.insert(key, version)
@@ -169,7 +170,7 @@ pub(crate) fn check(history: &[Entry], restores: &[Restore], out: &mut Checked) 
                             "a {level} restore at {} ms read {key}=v{before} and then {key}=v{version} at {here}",
                             restore.started_ms
                         ),
-                        || key_events(history, restore.started_ms, partition, key),
+                        || key_events(history, CHANGELOG_TOPIC, restore.started_ms, partition, key),
                     );
                 }
             }
@@ -195,7 +196,7 @@ pub(crate) fn check(history: &[Entry], restores: &[Restore], out: &mut Checked) 
                              whose v{newest} was committed before it began",
                             restore.started_ms
                         ),
-                        || key_events(history, restore.started_ms, partition, key),
+                        || key_events(history, CHANGELOG_TOPIC, restore.started_ms, partition, key),
                     );
                 }
             }

@@ -3,7 +3,8 @@
 //! (it aborts some transactions on purpose, then commits new values of the same keys) and by an
 //! idempotent producer of keys of its own. While the cleaner runs, a restorer reads the topic
 //! from offset 0 with both isolation levels every few seconds, as a store restore does; every
-//! read is kept for the reference model in `check::changelog`.
+//! read is kept for the reference model in `check::changelog`. The same two writers also write
+//! the table topic ([`Keyed`], `workloads::table`).
 //!
 //! A value names its version (`v{N}`): the transaction's number, or the idempotent producer's
 //! sequence. Each writer's versions of a key only go up, so the model needs no server offsets.
@@ -23,8 +24,24 @@ use crate::history::{Event, History, Outcome};
 
 pub(crate) const CHANGELOG_TOPIC: &str = "chaos-changelog";
 pub(crate) const CHANGELOG_PARTITIONS: i32 = 2;
-/// Every incarnation of the writer reuses it, as a Kafka Streams task does.
-const TRANSACTIONAL_ID: &str = "chaos-changelog";
+/// A compacted topic the two writers write: where, under which transactional id (every
+/// incarnation of the transactional writer reuses it, as a Kafka Streams task does), and how
+/// long the transactional writer pauses between transactions.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Keyed {
+    pub(crate) topic: &'static str,
+    pub(crate) partitions: i32,
+    pub(crate) transactional_id: &'static str,
+    pub(crate) txn_pause: Duration,
+}
+
+/// The changelog.
+pub(crate) const CHANGELOG: Keyed = Keyed {
+    topic: CHANGELOG_TOPIC,
+    partitions: CHANGELOG_PARTITIONS,
+    transactional_id: "chaos-changelog",
+    txn_pause: TXN_PAUSE,
+};
 /// Compacted; tombstones and transaction markers go 2 s after the pass that kept them, and any
 /// dirty byte is worth a pass, so the cleaner runs all through a short run.
 pub(crate) const CHANGELOG_CONFIGS: [(&str, &str); 3] =
@@ -74,14 +91,14 @@ pub(crate) struct Restore {
 
 pub(crate) type Restores = Arc<Mutex<Vec<Restore>>>;
 
-/// Writes `writes` in one transaction at `version`, then commits it, or aborts it when `abort`.
-fn transact(producer: &TxnProducer, writes: &[(i32, String)], version: u64, abort: bool) -> Outcome {
+/// Writes `writes` to `topic` in one transaction at `version`, then commits it, or aborts it
+/// when `abort`.
+fn transact(producer: &TxnProducer, topic: &str, writes: &[(i32, String)], version: u64, abort: bool) -> Outcome {
     let payload = value(version);
     let attempt = || -> Result<(), KafkaError> {
         producer.begin_transaction()?;
         for (partition, key) in writes {
-            let mut record =
-                BaseRecord::<str, str>::to(CHANGELOG_TOPIC).key(key).payload(&payload).partition(*partition);
+            let mut record = BaseRecord::<str, str>::to(topic).key(key).payload(&payload).partition(*partition);
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
@@ -114,39 +131,42 @@ fn transact(producer: &TxnProducer, writes: &[(i32, String)], version: u64, abor
     }
 }
 
-/// The transactional writer, until `stop`; blocking, so on a thread.
+/// The transactional writer of `keyed`, until `stop`; blocking, so on a thread.
 pub(crate) fn run_transactional(
     bootstrap: String,
+    keyed: Keyed,
     stop: Stop,
     history: Arc<History>,
     trace: &Path,
 ) -> anyhow::Result<()> {
     let mut rng = fastrand::Rng::with_seed(u64::from(std::process::id()));
-    let mut producer = transactional_producer(&bootstrap, TRANSACTIONAL_ID, &history, trace)?;
+    let mut producer = transactional_producer(&bootstrap, keyed.transactional_id, &history, trace)?;
     let mut txn = 0u64;
     while !stop.is_set() {
         txn += 1;
         let start = rng.u64(0..KEYS_PER_PARTITION);
-        let writes: Vec<(i32, String)> = (0..CHANGELOG_PARTITIONS)
+        let writes: Vec<(i32, String)> = (0..keyed.partitions)
             .flat_map(|p| (0..KEYS_PER_TXN).map(move |i| (p, txn_key(p, (start + i) % KEYS_PER_PARTITION))))
             .collect();
-        let outcome = transact(&producer, &writes, txn, rng.u32(0..ABORT_ONE_IN) == 0);
+        let outcome = transact(&producer, keyed.topic, &writes, txn, rng.u32(0..ABORT_ONE_IN) == 0);
         for (partition, key) in writes {
-            history.push(Event::KeyWritten { topic: CHANGELOG_TOPIC.into(), partition, key, version: txn, outcome });
+            history.push(Event::KeyWritten { topic: keyed.topic.into(), partition, key, version: txn, outcome });
         }
         if outcome == Outcome::Unknown || txn.is_multiple_of(RESTART_EVERY) {
             // The same transactional id again: the new incarnation fences the old one and settles
             // its open transaction.
-            producer = transactional_producer(&bootstrap, TRANSACTIONAL_ID, &history, trace)?;
+            producer = transactional_producer(&bootstrap, keyed.transactional_id, &history, trace)?;
         }
-        std::thread::sleep(TXN_PAUSE);
+        std::thread::sleep(keyed.txn_pause);
     }
     Ok(())
 }
 
-/// The idempotent writer of keys of its own, `per_second` records, until `stop`.
+/// The idempotent writer of keys of its own to `keyed`'s topic, `per_second` records, until
+/// `stop`.
 pub(crate) async fn run_idempotent(
     bootstrap: String,
+    keyed: Keyed,
     per_second: u32,
     stop: Stop,
     history: Arc<History>,
@@ -159,10 +179,11 @@ pub(crate) async fn run_idempotent(
     while !stop.is_set() {
         tick.tick().await;
         while reports.try_join_next().is_some() {}
-        let partition = (seq % CHANGELOG_PARTITIONS as u64) as i32;
-        let key = idempotent_key(partition, (seq / CHANGELOG_PARTITIONS as u64) % KEYS_PER_PARTITION);
+        let partitions = keyed.partitions.max(1) as u64;
+        let partition = (seq % partitions) as i32;
+        let key = idempotent_key(partition, (seq / partitions) % KEYS_PER_PARTITION);
         let payload = value(seq);
-        let record = FutureRecord::to(CHANGELOG_TOPIC).key(&key).payload(&payload).partition(partition);
+        let record = FutureRecord::to(keyed.topic).key(&key).payload(&payload).partition(partition);
         let Ok(delivery) = producer.send_result(record) else {
             continue;
         };
@@ -173,7 +194,7 @@ pub(crate) async fn run_idempotent(
                 Ok(Ok(_)) => Outcome::Committed,
                 _ => Outcome::Unknown,
             };
-            history.push(Event::KeyWritten { topic: CHANGELOG_TOPIC.into(), partition, key, version, outcome });
+            history.push(Event::KeyWritten { topic: keyed.topic.into(), partition, key, version, outcome });
         });
     }
     while reports.join_next().await.is_some() {}

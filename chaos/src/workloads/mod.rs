@@ -8,6 +8,7 @@ pub(crate) mod http;
 pub(crate) mod produce;
 pub(crate) mod registry;
 pub(crate) mod retained;
+pub(crate) mod table;
 pub(crate) mod transactions;
 
 use std::sync::Arc;
@@ -56,6 +57,19 @@ static CREDENTIALS: std::sync::OnceLock<Credentials> = std::sync::OnceLock::new(
 /// Makes every Kafka client and HTTP client made from now on authenticate as `credentials`.
 pub(crate) fn act_as(credentials: Credentials) {
     let _ = CREDENTIALS.set(credentials);
+}
+
+/// The run's API key, if it has one (the Iceberg catalog takes it as a bearer token).
+pub(crate) fn api_key() -> Option<String> {
+    CREDENTIALS.get().map(|c| c.api_key.clone())
+}
+
+/// Wall time in ms since the Unix epoch: what record timestamps and the metadata leader's
+/// retention are measured in (every process of a run reads the same clock).
+pub(crate) fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// An HTTP client carrying the run's API key, if it has one.
@@ -147,3 +161,6 @@ pub(crate) const PROBE_TOPIC: &str = "chaos-probe";
 pub(crate) const TXN_GROUP: &str = "chaos-transform";
 /// The group of plain consumers reading the idempotent topic.
 pub(crate) const READER_GROUP: &str = "chaos-readers";
+/// The group whose one consumer is closed and made anew every few seconds
+/// ([`groups::restarting_member`]), reading the time-retention topic.
+pub(crate) const RESTART_GROUP: &str = "chaos-restarts";

@@ -1,6 +1,8 @@
 //! Idempotent producers (librdkafka, `enable.idempotence`, `acks=all`) writing unique values
 //! `PREFIX-ID-SEQ` to partition `SEQ % partitions`, so each producer's order in a partition can be
-//! checked from the values alone.
+//! checked from the values alone. A stamped producer also sets each record's timestamp itself and
+//! writes it into the value (`PREFIX-ID-SEQ@MS`), so a model of time retention knows from the
+//! history alone how old every acknowledged record was.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,10 +21,22 @@ pub(crate) struct ProduceSpec {
     pub(crate) prefix: &'static str,
     pub(crate) id: usize,
     pub(crate) per_second: u32,
+    /// Each record's CreateTime set to the wall clock at send and written into its value.
+    pub(crate) stamped: bool,
 }
 
 pub(crate) fn value(prefix: &str, id: usize, seq: u64) -> String {
     format!("{prefix}-{id}-{seq:08}")
+}
+
+/// A stamped value: [`value`] and the record's timestamp (ms since the Unix epoch).
+pub(crate) fn stamped_value(prefix: &str, id: usize, seq: u64, created_ms: i64) -> String {
+    format!("{}@{created_ms}", value(prefix, id, seq))
+}
+
+/// The timestamp a stamped value carries.
+pub(crate) fn created_ms(value: &str) -> Option<i64> {
+    value.rsplit_once('@')?.1.parse().ok()
 }
 
 /// An idempotent producer (`acks=all`) that keeps retrying for 90 s.
@@ -52,9 +66,16 @@ pub(crate) async fn run(bootstrap: String, spec: ProduceSpec, stop: Stop, histor
             history.note(format!("{} producer {}: fatal error {code:?}: {reason}", spec.topic, spec.id));
             producer = idempotent_producer(&bootstrap)?;
         }
-        let value = value(spec.prefix, spec.id, seq);
+        let created_ms = spec.stamped.then(super::unix_ms);
+        let value = match created_ms {
+            Some(ms) => stamped_value(spec.prefix, spec.id, seq, ms),
+            None => value(spec.prefix, spec.id, seq),
+        };
         let partition = (seq % spec.partitions as u64) as i32;
-        let record = FutureRecord::<(), str>::to(spec.topic).payload(&value).partition(partition);
+        let mut record = FutureRecord::<(), str>::to(spec.topic).payload(&value).partition(partition);
+        if let Some(ms) = created_ms {
+            record = record.timestamp(ms);
+        }
         let Ok(delivery) = producer.send_result(record) else {
             continue; // The local queue is full: this tick writes nothing.
         };
