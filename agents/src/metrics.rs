@@ -77,6 +77,15 @@ pub static LONG_POLL_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("unique")
 });
 
+/// Waiting reads registered now (Kafka's Fetch purgatory size, with HTTP and share reads).
+pub static LONG_POLLS_WAITING: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!(
+        "floe_long_polls_waiting",
+        "Waiting reads (Fetch long-polls, HTTP and share reads) registered now"
+    )
+    .expect("unique")
+});
+
 /// Partitions read by Kafka Fetch, by how: `at_end` answered from the state alone (a read at the
 /// partition's end), `planned` through the index and the block cache.
 pub static FETCH_PARTITION_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {

@@ -15,9 +15,8 @@ import time
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
-from kafka.protocol.metadata import MetadataRequest
 
-from conftest import RawKafka, confluent_consumer, create_topic, metric_sum, unique_name, wait_until
+from conftest import confluent_consumer, create_topic, metric_sum, unique_name
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
@@ -48,71 +47,6 @@ def produce_to(bootstrap: str, topic: str, partitions: list[int], per_partition:
         for i in range(per_partition):
             p.produce(topic, partition=part, value=f"{part}-{i}".encode())
     assert p.flush(30) == 0
-
-
-# PORTED (issue 54): fully replaced by testing/tests/it/fetch.rs::crafted_session_requests_get_the_answers_kafka_gives;
-# delete this test once that Rust test passes.
-def test_crafted_session_requests_get_the_answers_kafka_gives(floe):
-    topic = unique_name("fs-raw")
-    create_topic(floe.bootstrap, topic, 3)
-    raw, other = RawKafka(floe.bootstrap), RawKafka(floe.bootstrap)
-    try:
-        md = raw.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                      allow_auto_topic_creation=False), 12)
-        topic_id = md.topics[0].topic_id
-        everything = {0: 0, 1: 0, 2: 0}
-
-        # (0, 0) opens a session and answers every partition.
-        opened = raw.call(fetch(12, 0, 0, topic, topic_id, everything), 12)
-        assert opened.error_code == 0
-        sid = opened.session_id
-        assert sid > 0, "a full fetch with epoch 0 opens a session"
-        assert sorted(answered(opened)) == [0, 1, 2]
-
-        # Epoch 1 with nothing changed: nothing to say.
-        idle = raw.call(fetch(12, sid, 1, topic, topic_id, {}), 12)
-        assert (idle.error_code, idle.session_id, answered(idle)) == (0, sid, {})
-
-        # The same epoch again, a later epoch, or topic ids in a session opened with names.
-        assert raw.call(fetch(12, sid, 1, topic, topic_id, {}), 12).error_code == INVALID_FETCH_SESSION_EPOCH
-        assert raw.call(fetch(12, sid, 9, topic, topic_id, {}), 12).error_code == INVALID_FETCH_SESSION_EPOCH
-        assert raw.call(fetch(13, sid, 2, topic, topic_id, {}), 13).error_code == FETCH_SESSION_TOPIC_ID_ERROR
-        # Another connection cannot use or close it.
-        assert other.call(fetch(12, sid, 2, topic, topic_id, {}), 12).error_code == FETCH_SESSION_ID_NOT_FOUND
-        other.call(fetch(12, sid, -1, topic, topic_id, everything), 12)
-
-        # Records arrive in 0 and 1; partition 0 is forgotten first, so only 1 is answered.
-        produce_to(floe.bootstrap, topic, [0, 1])
-        moved = raw.call(fetch(12, sid, 2, topic, topic_id, {}, forget=[0]), 12)
-        assert moved.error_code == 0 and moved.session_id == sid
-        got = answered(moved)
-        assert sorted(got) == [1] and got[1][1] == 1 and got[1][2] > 0, got
-        # The client moves partition 1 on: quiet again.
-        assert answered(raw.call(fetch(12, sid, 3, topic, topic_id, {1: 1}), 12)) == {}
-        # Partition 0 comes back and is answered once, from the offset given.
-        back = answered(raw.call(fetch(12, sid, 4, topic, topic_id, {0: 1}), 12))
-        assert sorted(back) == [0] and back[0][1:] == (1, 0), back
-        assert answered(raw.call(fetch(12, sid, 5, topic, topic_id, {}), 12)) == {}
-
-        # (id, -1) closes the session and answers in full without one.
-        closed = raw.call(fetch(12, sid, -1, topic, topic_id, everything), 12)
-        assert (closed.error_code, closed.session_id, sorted(answered(closed))) == (0, 0, [0, 1, 2])
-        assert raw.call(fetch(12, sid, 6, topic, topic_id, {}), 12).error_code == FETCH_SESSION_ID_NOT_FOUND
-
-        # Sessions by topic id (v13+).
-        # Offsets past what 0 and 1 hold, so only new records move a partition.
-        by_id = raw.call(fetch(16, 0, 0, topic, topic_id, {0: 1, 1: 1, 2: 0}), 16)
-        sid = by_id.session_id
-        assert sid > 0 and sorted(answered(by_id)) == [0, 1, 2]
-        produce_to(floe.bootstrap, topic, [2])
-        moved = raw.call(fetch(16, sid, 1, topic, topic_id, {}), 16)
-        assert sorted(answered(moved)) == [2] and moved.responses[0].topic_id == topic_id
-        assert raw.call(fetch(12, sid, 2, topic, topic_id, {}), 12).error_code == FETCH_SESSION_TOPIC_ID_ERROR
-    finally:
-        raw.close()
-        other.close()
-    # Both connections are gone, and their sessions with them.
-    wait_until(lambda: metric_sum(floe, "floe_fetch_sessions") == 0, 10, "sessions closed with their connections")
 
 
 def test_an_idle_kafka_python_consumer_of_1000_partitions_sends_and_hears_almost_nothing(floe):

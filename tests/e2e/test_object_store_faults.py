@@ -71,8 +71,6 @@ def test_acknowledged_records_survive_a_faulty_store(floe_factory):
     assert_records_match(recs, consume_confluent(floe.bootstrap, topic, partitions), partitions, "confluent, after gc")
 
 
-# PORTED (issue 54): fully replaced by testing/tests/it/flush_order.rs::a_failed_flush_holds_back_the_producers_later_requests_until_it_is_retried;
-# delete this test once that Rust test passes.
 @pytest.mark.timeout(240)
 def test_a_failed_flush_holds_back_the_producers_later_requests(floe_factory, tmp_path):
     """Issue 51, finding 3: an idempotent producer's first requests to a partition go into

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLOE_BIN, RawKafka, Rec, admin, confluent_consumer, consume_confluent, create_topic, produce, unique_name, wait_until
+from conftest import FLOE_BIN, RawKafka, Rec, admin, consume_confluent, create_topic, produce, unique_name, wait_until
 
 HELPERS = Path(__file__).parent / "helpers"
 CTP_LOOP = HELPERS / "ctp_loop.py"
@@ -886,70 +886,3 @@ def end_txn(raw: RawKafka, transactional_id: str, producer_id: int, epoch: int, 
                             committed=commit)
     answer = raw.call(request, 5)
     return answer.error_code, answer.producer_id, answer.producer_epoch
-
-
-# PORTED (issue 54): fully replaced by testing/tests/it/transactions.rs::transactions_version_2_bump_the_epoch_per_transaction_and_add_partitions_and_groups_themselves;
-# delete this test once that Rust test passes.
-def test_transactions_version_2_bump_the_epoch_per_transaction_and_add_partitions_and_groups_themselves(floe):
-    from kafka.protocol.metadata import ApiVersionsRequest
-    from kafka.protocol.producer import InitProducerIdRequest, TxnOffsetCommitRequest
-
-    topic, group, tid = unique_name("tv2"), unique_name("tv2-g"), unique_name("tv2-txn")
-    create_topic(floe.bootstrap, topic, 2)
-    raw = RawKafka(floe.bootstrap)
-    try:
-        versions = raw.call(ApiVersionsRequest(client_software_name="e2e", client_software_version="1"), 3)
-        finalized = {f.name: (f.min_version_level, f.max_version_level) for f in versions.finalized_features}
-        assert finalized.get("transaction.version") == (2, 2), finalized
-        top = {k.api_key: k.max_version for k in versions.api_keys}
-        assert top[0] >= 12 and top[26] >= 5 and top[28] >= 5, "Produce v12, EndTxn v5, TxnOffsetCommit v5"
-
-        init = raw.call(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1,
-                                              producer_epoch=-1), 5)
-        assert init.error_code == 0
-        pid, epoch = init.producer_id, init.producer_epoch
-
-        # No AddPartitionsToTxn: the transactional batch adds partition 0 itself.
-        assert txn_produce(raw, tid, topic, 0, txn_batch(pid, epoch, 0, [b"a", b"b"])) == 0
-        # No AddOffsetsToTxn: TxnOffsetCommit v5 adds the group itself.
-        partition = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
-        commit = TxnOffsetCommitRequest(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
-                                        generation_id=-1, member_id="", group_instance_id=None, topics=[
-                                            TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
-                                                name=topic, partitions=[partition(
-                                                    partition_index=0, committed_offset=2, committed_leader_epoch=-1,
-                                                    committed_metadata="")])])
-        committed = raw.call(commit, 5)
-        assert committed.topics[0].partitions[0].error_code == 0
-
-        # EndTxn v5 ends it with the next epoch; a retry (the answer lost) gets the same answer.
-        assert end_txn(raw, tid, pid, epoch, True) == (0, pid, epoch + 1)
-        assert end_txn(raw, tid, pid, epoch, True) == (0, pid, epoch + 1)
-        # A late write of the ended transaction is fenced.
-        late = txn_produce(raw, tid, topic, 0, txn_batch(pid, epoch, 2, [b"late"]))
-        assert late in (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED), late
-
-        # The next transaction runs on the new epoch, sequences from 0, and is aborted.
-        assert txn_produce(raw, tid, topic, 1, txn_batch(pid, epoch + 1, 0, [b"aborted"])) == 0
-        assert end_txn(raw, tid, pid, epoch + 1, False) == (0, pid, epoch + 2)
-        # Ending with a stale epoch otherwise is refused.
-        assert end_txn(raw, tid, pid, epoch, False)[0] in (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)
-    finally:
-        raw.close()
-
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-
-    c = confluent_consumer(floe.bootstrap, {"group.id": group, "isolation.level": "read_committed"})
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(2)])
-        read: dict[int, list[bytes]] = {0: [], 1: []}
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                read[m.partition()].append(m.value())
-        assert read == {0: [b"a", b"b"], 1: []}, read
-        offsets = c.committed([TopicPartition(topic, 0)], timeout=10)
-        assert offsets[0].offset == 2, offsets
-    finally:
-        c.close()

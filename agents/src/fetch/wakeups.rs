@@ -125,6 +125,7 @@ impl PartitionWakeups {
             // Stored as a permit: the first `woken` returns at once.
             notify.notify_one();
         }
+        crate::metrics::LONG_POLLS_WAITING.inc();
         Waiter { id, partitions: watched, notify, wakeups: Arc::downgrade(self) }
     }
 
@@ -181,6 +182,7 @@ impl Waiter {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        crate::metrics::LONG_POLLS_WAITING.dec();
         let Some(wakeups) = self.wakeups.upgrade() else { return };
         let mut registry = wakeups.registry();
         for group in self.partitions.chunk_by(|a, b| a.0 == b.0) {

@@ -92,8 +92,11 @@ impl LogStartTopic {
     }
 }
 
+/// A topic to create: its name, partitions and configs.
+pub(crate) type TopicToCreate = (&'static str, i32, Vec<(&'static str, String)>);
+
 /// Topics to create for the retention workload, with their configs.
-pub(crate) fn retention_topics() -> Vec<(&'static str, i32, Vec<(&'static str, String)>)> {
+pub(crate) fn retention_topics() -> Vec<TopicToCreate> {
     LOG_START_TOPICS
         .iter()
         .filter(|t| t.retention_ms.is_some() || t.retention_bytes.is_some())

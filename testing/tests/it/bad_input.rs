@@ -225,46 +225,6 @@ async fn garbage_closes_only_the_connection_it_came_on() {
     floe.shutdown().await;
 }
 
-/// A few bytes claiming 2^31 - 1 array elements (Metadata v1, Produce v3 and Fetch v4 topic
-/// arrays) or a compact array of 2^32 - 2 (CreateTopics v5) cost only the sender's connection:
-/// nothing is allocated from such a length, the connection is closed, and a new one is answered.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_array_lengths_close_the_connection_and_nothing_else() {
-    let floe = TestAgent::start(TestOptions::default()).await;
-    let huge = i32::MAX.to_be_bytes();
-    let hostile: [(&str, ApiKey, i16, Vec<u8>); 4] = [
-        ("Metadata v1, topics array of 2^31-1", ApiKey::Metadata, 1, huge.to_vec()),
-        (
-            "Produce v3, topic array of 2^31-1",
-            ApiKey::Produce,
-            3,
-            bytes_of(&[&(-1i16).to_be_bytes(), &(-1i16).to_be_bytes(), &1000i32.to_be_bytes(), &huge]),
-        ),
-        (
-            "Fetch v4, topics array of 2^31-1",
-            ApiKey::Fetch,
-            4,
-            bytes_of(&[
-                &(-1i32).to_be_bytes(),
-                &100i32.to_be_bytes(),
-                &1i32.to_be_bytes(),
-                &(1i32 << 20).to_be_bytes(),
-                &[0u8],
-                &huge,
-            ]),
-        ),
-        // An unsigned varint of 2^32 - 1: a compact array of 2^32 - 2 elements.
-        ("CreateTopics v5, compact array of 2^32-2", ApiKey::CreateTopics, 5, vec![0xff, 0xff, 0xff, 0xff, 0x0f]),
-    ];
-    for (what, api_key, version, body) in hostile {
-        let mut bad = floe.kafka();
-        bad.send_raw(api_key, version, &body).await;
-        assert!(bad.closed_by_peer(CLOSE_WAIT).await, "{what}: the connection is not closed");
-        assert_answers(&floe, what).await;
-    }
-    floe.shutdown().await;
-}
-
 /// Checks a new connection is answered (ApiVersions v0, which any client can read).
 async fn assert_answers(floe: &TestAgent, after: &str) {
     let mut fresh: KafkaClient = floe.kafka();
