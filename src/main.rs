@@ -35,7 +35,9 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Admin(_) | cli::Command::Doctor(_) => cli::LogFormat::Text,
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+        // The hot tier's cache library explains its defaults at info level ("run disk cache in
+        // mock mode that do nothing" when no disk tier is set): noise to anyone starting Floe.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn,foyer=warn,foyer_storage=warn"));
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     // Other crates' warnings and errors are limited per call site, as Floe's own client-caused
     // lines are (log_limits.rs).

@@ -269,6 +269,9 @@ pub(crate) async fn run(
     }
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, adaptive, "agent ready");
+    if metadata_is_local {
+        eprintln!("{}", dev_banner(bound, options));
+    }
 
     shutdown_signal().await;
     // Draining: leave the cluster (other agents and this one stop listing it, so clients move),
@@ -329,4 +332,20 @@ fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result
         .with_single_cert(certs, key)
         .context("the TLS certificate and key do not match")?;
     Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
+}
+
+/// Where a newcomer's clients go, printed once `floe dev` serves (the log lines around it are
+/// for operators).
+fn dev_banner(kafka: std::net::SocketAddr, options: &AgentOptions) -> String {
+    let http = options.http_addr;
+    let mut lines = vec![
+        format!("  Kafka            {kafka}"),
+        format!("  HTTP API         http://{http}/v3/clusters"),
+        format!("  console          http://{http}/console"),
+        format!("  metrics          http://{http}/metrics"),
+    ];
+    if let Some(registry) = options.schema_registry_addr {
+        lines.push(format!("  schema registry  http://{registry}"));
+    }
+    format!("\nfloe dev is ready:\n{}\n", lines.join("\n"))
 }
