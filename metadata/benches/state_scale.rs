@@ -1,0 +1,104 @@
+//! What a partition costs the metadata state, at the counts clusters reach (issue 53: "a
+//! metadata service sized for 1,000,000"): for each count, a state of topics of 10,000
+//! partitions (fewer below that), one index entry per partition (one segment commit per
+//! 1,000 partitions), then the time to clone it (a snapshot's or a change stream's copy), to
+//! encode it as a snapshot or archive does and to decode it, the encoded bytes per partition,
+//! and the process's resident memory per partition. Seconds per step, so a plain timer, not
+//! criterion:
+//!
+//!     cargo bench -p floe-metadata --bench state_scale -- 10000,100000,1000000
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use floe_metadata::archive::{decode_state, encode_state};
+use floe_metadata::command::{BatchSummary, ChunkCommit, Command, SegmentCommit};
+use floe_metadata::state::State;
+
+const PARTITIONS_PER_TOPIC: u32 = 10_000;
+const CHUNKS_PER_COMMIT: u32 = 1_000;
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn state(partitions: u32) -> State {
+    let per_topic = partitions.min(PARTITIONS_PER_TOPIC);
+    let topics = partitions.div_ceil(per_topic);
+    let topic_id = |t: u32| uuid::Uuid::from_u128(u128::from(t) + 1);
+    let mut state = State::default();
+    let mut index = 0;
+    let mut apply = |state: &mut State, command: Command| {
+        index += 1;
+        state.apply(index, command).expect("applies");
+    };
+    for t in 0..topics {
+        let create = Command::CreateTopic {
+            name: format!("topic-{t}"),
+            topic_id: topic_id(t),
+            partition_count: per_topic as i32,
+            configs: BTreeMap::new(),
+        };
+        apply(&mut state, create);
+    }
+    for commit in 0..partitions.div_ceil(CHUNKS_PER_COMMIT) {
+        let chunks = (0..CHUNKS_PER_COMMIT)
+            .map(|i| commit * CHUNKS_PER_COMMIT + i)
+            .filter(|&n| n < partitions)
+            .map(|n| ChunkCommit {
+                topic_id: topic_id(n / per_topic),
+                partition: (n % per_topic) as i32,
+                byte_start: u64::from(n % CHUNKS_PER_COMMIT) * 200,
+                byte_len: 200,
+                crc32c: n,
+                batches: vec![BatchSummary { offset_count: 1, timestamp_max: i64::from(n), base_sequence: -1 }],
+                producer: None,
+                uncompressed_bytes: 200,
+            })
+            .collect();
+        let key = format!("segments/{commit:08}");
+        apply(&mut state, Command::CommitSegment(SegmentCommit { key, object_bytes: 200_000, chunks }));
+    }
+    state
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; the counts are the one argument that parses.
+    let counts: Vec<u32> = std::env::args()
+        .skip(1)
+        .find_map(|a| a.split(',').map(str::parse).collect::<Result<Vec<u32>, _>>().ok())
+        .unwrap_or_else(|| vec![10_000, 100_000]);
+    println!("partitions  build_s  clone_ms  encode_ms  decode_ms  encoded_B/partition  rss_B/partition");
+    for partitions in counts {
+        let before = rss_bytes();
+        let started = Instant::now();
+        let state = state(partitions);
+        let build = started.elapsed();
+        let resident = rss_bytes().saturating_sub(before);
+        let started = Instant::now();
+        let copy = state.clone();
+        let clone = started.elapsed();
+        drop(copy);
+        let started = Instant::now();
+        let bytes = encode_state(state.clone()).expect("encodes");
+        let encode = started.elapsed().saturating_sub(clone);
+        let started = Instant::now();
+        let decoded = decode_state(&bytes).expect("decodes");
+        let decode = started.elapsed();
+        assert_eq!(decoded.topics.len(), state.topics.len());
+        println!(
+            "{partitions:>10}  {:>7.2}  {:>8.0}  {:>9.0}  {:>9.0}  {:>19.0}  {:>15.0}",
+            build.as_secs_f64(),
+            clone.as_secs_f64() * 1e3,
+            encode.as_secs_f64() * 1e3,
+            decode.as_secs_f64() * 1e3,
+            bytes.len() as f64 / f64::from(partitions),
+            resident as f64 / f64::from(partitions),
+        );
+    }
+}
