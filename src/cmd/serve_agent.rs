@@ -269,7 +269,8 @@ pub(crate) async fn run(
     }
     tokio::spawn(floe_gateway::serve_http(agent.clone(), http_config, http, stopped));
     tracing::info!(kafka = %bound, http = %options.http_addr, object_store = %object_store_url, ?flush_interval, adaptive, "agent ready");
-    if metadata_is_local {
+    // For a person at a terminal only: a log file or pipe (JSON logs above all) gets log lines.
+    if metadata_is_local && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{}", dev_banner(bound, options));
     }
 
@@ -334,8 +335,8 @@ fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result
     Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }
 
-/// Where a newcomer's clients go, printed once `floe dev` serves (the log lines around it are
-/// for operators).
+/// Where a newcomer's clients go, printed once `floe dev` serves, to a terminal (the log lines
+/// around it are for operators).
 fn dev_banner(kafka: std::net::SocketAddr, options: &AgentOptions) -> String {
     let http = options.http_addr;
     let mut lines = vec![
