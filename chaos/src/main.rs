@@ -139,6 +139,10 @@ const HOSTILE_WARM_UP_MS: u64 = 10_000;
 const HOSTILE_P99_RATIO_MAX: u64 = 4;
 const HOSTILE_P99_EXTRA_MAX_MS: u64 = 500;
 const HOSTILE_P99_FLOOR_MS: u64 = 1_500;
+/// The floor for a debug build of the agents (CI's): the same attack measured the other
+/// tenant's p99 at 1.5 to 2.6 s on debug (0.13 s on release, 2 cores), over baselines from 0.3
+/// to 1.2 s, so release's floor decided on noise there.
+const HOSTILE_P99_FLOOR_DEBUG_MS: u64 = 3_000;
 /// Both p99s are the median of this long windows' p99s: one burst of CPU contention on 2 cores
 /// (one window's p99 at 3 s while the others' were under 1 s) no longer decides the verdict,
 /// while a tenant slowed for the whole attack, as the regressions were, still fails it.
@@ -735,13 +739,18 @@ async fn main() -> anyhow::Result<()> {
                 let warm_up = Duration::from_millis(HOSTILE_WARM_UP_MS);
                 tokio::time::sleep(warm_up).await;
                 let agents = cluster.lock().await.agent_processes();
-                let watch = health::Watch::start(agents.clone(), history.clone())?;
+                let profile = match agents.first() {
+                    Some(agent) => health::Profile::of(&agent.http_url).await,
+                    None => health::Profile::Release,
+                };
+                let health_bound = profile.health_answer_max();
+                let watch = health::Watch::start(agents.clone(), history.clone(), health_bound)?;
                 tokio::time::sleep(HOSTILE_BASELINE.saturating_sub(warm_up)).await;
                 let before = watch.stop().await;
                 eprintln!("floe-chaos: the hostile tenant attacks for {duration:?}");
                 let running = workloads::hostile::spawn(&target, &work_dir.join("hostile-tenant.log"))?;
-                let watch = health::Watch::start(agents, history.clone())?;
-                Some((from, history.now_ms(), running, before, watch))
+                let watch = health::Watch::start(agents, history.clone(), health_bound)?;
+                Some((from, history.now_ms(), running, before, watch, profile))
             }
             None => None,
         };
@@ -756,7 +765,12 @@ async fn main() -> anyhow::Result<()> {
         // Lines of the verdict about the hostile tenant's attacks beyond its p99s.
         let mut hostile_lines = Vec::new();
         let hostile = match attack {
-            Some((baseline_from, attack_from, running, vitals_before, watch)) => {
+            Some((baseline_from, attack_from, running, vitals_before, watch, profile)) => {
+                let health_bound = profile.health_answer_max();
+                let floor = match profile {
+                    health::Profile::Release => HOSTILE_P99_FLOOR_MS,
+                    health::Profile::Debug => HOSTILE_P99_FLOOR_DEBUG_MS,
+                };
                 let attack_to = history.now_ms();
                 let vitals = watch.stop().await;
                 let counts = running.stop().await?;
@@ -765,18 +779,19 @@ async fn main() -> anyhow::Result<()> {
                 let (overall, _) = history.produce_p99(attack_from, attack_to);
                 let bound = (baseline * HOSTILE_P99_RATIO_MAX)
                     .max(baseline + HOSTILE_P99_EXTRA_MAX_MS)
-                    .max(HOSTILE_P99_FLOOR_MS);
+                    .max(floor);
                 if attacked > bound || attacked_n == 0 {
                     problems.push(format!(
                         "tenant chaos's produce p99 under attack (median of {HOSTILE_P99_WINDOW_MS} ms windows) was {attacked} ms over {attacked_n} writes, past the \
                          bound of {bound} ms ({HOSTILE_P99_RATIO_MAX} x or +{HOSTILE_P99_EXTRA_MAX_MS} ms of the {baseline} ms before, at least \
-                         {HOSTILE_P99_FLOOR_MS} ms)"
+                         {floor} ms for a {} build)",
+                        profile.name()
                     ));
                 }
                 // A fault (an agent paused, killed or cut off) keeps health checks and schema
                 // requests from being answered by design: those are judged only without faults.
                 if fault_counts.values().sum::<u64>() == 0 {
-                    problems.extend(health::problems(&vitals, urls.len()));
+                    problems.extend(health::problems(&vitals, urls.len(), health_bound));
                     if counts.schema_failed > 0 {
                         problems.push(format!(
                             "{} of the hostile tenant's schema requests were neither answered nor refused (timed out \
@@ -789,13 +804,13 @@ async fn main() -> anyhow::Result<()> {
                 }
                 hostile_lines.push(format!(
                     "health checks under attack (bound {} ms): {}",
-                    health::HEALTH_ANSWER_MAX.as_millis(),
+                    health_bound.as_millis(),
                     health::summary(&vitals)
                 ));
                 hostile_lines.push(format!("health checks before: {}", health::summary(&vitals_before)));
                 hostile_lines.push(format!(
-                    "shared-type schemas: {} neither answered nor refused; answers {:?}; records {:?}",
-                    counts.schema_failed, counts.schema_answers, counts.schema_records
+                    "shared-type schemas: {} neither answered nor refused; answers {:?}; slowest answer (ms) {:?}; records {:?}",
+                    counts.schema_failed, counts.schema_answers, counts.schema_slowest_ms, counts.schema_records
                 ));
                 hostile_lines.push(format!(
                     "connection churn: {} connections dropped ({} after half a frame), {} not made",
@@ -810,7 +825,8 @@ async fn main() -> anyhow::Result<()> {
                     "produce_p99_ms_by_window_under_attack": attacked_windows,
                     "produce_p99_ms_overall_under_attack": overall,
                     "bound_ms": bound,
-                    "health_answer_max_ms": health::HEALTH_ANSWER_MAX.as_millis() as u64,
+                    "health_answer_max_ms": health_bound.as_millis() as u64,
+                    "build_profile": profile.name(),
                     "agents_before": vitals_before,
                     "agents_under_attack": vitals,
                     "attack": counts,

@@ -102,11 +102,15 @@ def test_roles_steer_leaders_coordinators_and_read_replicas(split):
     recs = make_records(random.Random(28), 400, 8, "roles", int(time.time() * 1000))
     produce(c.bootstrap(1), topic, recs)
     out_before = {a: metric(c, a, "floe_broker_topic_bytes_out_total") for a in (1, 2)}
-    # librdkafka with client.rack follows the produce agent's preferred read replica (KIP-392):
-    # the records come from the fetch agent.
+    # A Fetch from a rack the fetch agent serves, sent to the produce agent, names the fetch
+    # agent its preferred read replica (KIP-392) and carries no records.
+    assert preferred_read_replica(c.bootstrap(1), topic, rack="a") == (2, 0)
+    assert metric(c, 1, "floe_fetch_read_replica_redirects_total") >= 1
+    # librdkafka with client.rack reads every record from the fetch agent: redirected there, or
+    # led there by a Metadata answer of the fetch agent (which it also reaches as the group's
+    # coordinator), as it chooses.
     got = consume_confluent_rack(c.bootstrap(1), topic, 8, rack="a")
     assert sum(len(v) for v in got.values()) == 400
-    assert metric(c, 1, "floe_fetch_read_replica_redirects_total") >= 1
     moved = {a: metric(c, a, "floe_broker_topic_bytes_out_total") - out_before[a] for a in (1, 2)}
     assert moved[1] == 0 and moved[2] > 0, f"record bytes served per agent: {moved}"
     # A client that names no rack (kafka-python) is served by the agent it asks, redirects or not.
@@ -115,6 +119,41 @@ def test_roles_steer_leaders_coordinators_and_read_replicas(split):
     # Only the jobs agent bids for the job lease: the produce agent never runs garbage collection.
     wait_until(lambda: metric(c, 2, "floe_agent_job_runner") == 1, 30, "the jobs agent running the jobs")
     assert metric(c, 1, "floe_agent_job_runner") == 0
+
+
+def preferred_read_replica(bootstrap, topic, rack):
+    """Fetch v12 of partition 0 from offset 0 with `rack`, over a raw socket: the preferred read
+    replica named and the record bytes answered."""
+    from helpers.kafka_wire import Writer, call
+
+    def partition(w, p):
+        # partition, current leader epoch, fetch offset, last fetched epoch, log start, max bytes
+        w.i32(p).i32(-1).i64(0).i32(-1).i64(-1).i32(1 << 20).tags()
+
+    def one_topic(w, t):
+        w.string(t).array([0], partition).tags()
+
+    # replica id, max wait, min bytes, max bytes, isolation, session id and epoch
+    body = Writer().i32(-1).i32(100).i32(1).i32(1 << 20).i8(0).i32(0).i32(-1)
+    body.array([topic], one_topic).array([], lambda w, x: None).string(rack).tags()
+    r = call(bootstrap, 1, 12, body)
+    r.i32(), r.i16(), r.i32()  # throttle, error, session id
+
+    def read_partition(r):
+        _index, error, _hw, _lso, _start = r.i32(), r.i16(), r.i64(), r.i64(), r.i64()
+        r.array(lambda r: (r.i64(), r.i64(), r.tags()))  # aborted transactions
+        replica, records = r.i32(), r.bytes()
+        r.tags()
+        assert error == 0, error
+        return replica, len(records or b"")
+
+    def read_topic(r):
+        _name, parts = r.string(), r.array(read_partition)
+        r.tags()
+        return parts
+
+    ((answer,),) = r.array(read_topic)
+    return answer
 
 
 def consume_confluent_rack(bootstrap, topic, partitions, rack):

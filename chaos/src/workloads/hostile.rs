@@ -120,6 +120,9 @@ pub(crate) struct Counts {
     /// Of those, the ones neither a success nor a refusal: no answer within the request
     /// timeout, a failed connection, or a server error other than the registry's 50003 (retry).
     pub(crate) schema_failed: u64,
+    /// The slowest answer (or wait for one) to each kind of schema request, in milliseconds.
+    #[serde(default)]
+    pub(crate) schema_slowest_ms: BTreeMap<String, u64>,
     /// Records written with the shared-type schemas over Kafka, by what they were and how each
     /// was answered.
     pub(crate) schema_records: BTreeMap<String, u64>,
@@ -142,6 +145,7 @@ struct Counters {
     flood_failed: AtomicU64,
     schema_answers: Mutex<BTreeMap<String, u64>>,
     schema_failed: AtomicU64,
+    schema_slowest_ms: Mutex<BTreeMap<String, u64>>,
     schema_records: Mutex<BTreeMap<String, u64>>,
     churned: AtomicU64,
     churned_half_frames: AtomicU64,
@@ -414,6 +418,28 @@ fn http_client(target: &Target, api_key: &str, idle_per_host: usize) -> anyhow::
         .context("hostile HTTP client")
 }
 
+/// The schema attacks ([`schemas`]) and the table attacks ([`tables`]) that `target` asks for,
+/// until `stop`: a few requests at a time per agent.
+async fn schema_attacks(target: Target, stop: Stop, counters: Arc<Counters>) -> anyhow::Result<()> {
+    let on = |kind| target.attacks.contains(&kind);
+    let http = http_client(&target, &target.schema_api_key, shared_types::Language::ALL.len() + 2)?;
+    let mut tasks = JoinSet::new();
+    if on(AttackKind::Schemas) {
+        for (agent, base) in target.http.iter().enumerate() {
+            for language in shared_types::Language::ALL {
+                let (http, base) = (http.clone(), base.clone());
+                tasks.spawn(schemas::registry(http, base, agent, language, stop.clone(), counters.clone()));
+            }
+        }
+        tasks.spawn(schemas::validated_records(target.clone(), http.clone(), stop.clone(), counters.clone()));
+    }
+    for topic in tables::TOPICS.into_iter().filter(|_| on(AttackKind::Tables)) {
+        tasks.spawn(tables::run(target.clone(), http.clone(), topic, stop.clone(), counters.clone()));
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
 /// Runs every attack until `stop`, then returns what they did.
 pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
     let counters = Arc::new(Counters::default());
@@ -446,27 +472,31 @@ pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
             }
         });
     }
-    // A few requests at a time per agent: the registry loops, the validated records and the
-    // table topics' registrations.
-    let schema_http = http_client(&target, &target.schema_api_key, shared_types::Language::ALL.len() + 2)?;
-    if on(AttackKind::Schemas) {
-        for (agent, base) in target.http.iter().enumerate() {
-            for language in shared_types::Language::ALL {
-                let (http, base) = (schema_http.clone(), base.clone());
-                tasks.spawn(schemas::registry(http, base, agent, language, stop.clone(), counters.clone()));
-            }
-        }
-        let (target, http) = (target.clone(), schema_http.clone());
-        tasks.spawn(schemas::validated_records(target, http, stop.clone(), counters.clone()));
-    }
-    for topic in tables::TOPICS.into_iter().filter(|_| on(AttackKind::Tables)) {
-        let (target, http) = (target.clone(), schema_http.clone());
-        tasks.spawn(tables::run(target, http, topic, stop.clone(), counters.clone()));
-    }
+    // The schema and table attacks judge each answer by how long it took, so they run on a
+    // thread and runtime of their own: the churn's and the floods' tasks, busy on a niced
+    // process, would otherwise delay reading an answer past the request's timeout (CI saw
+    // answers the agents gave in under 0.3 s time out after 15 s on the client).
+    let answers = if on(AttackKind::Schemas) || on(AttackKind::Tables) {
+        let (target, stop, counters) = (target.clone(), stop.clone(), counters.clone());
+        let thread = std::thread::Builder::new()
+            .name("hostile-schemas".into())
+            .spawn(move || -> anyhow::Result<()> {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                runtime.block_on(schema_attacks(target, stop, counters))
+            })
+            .context("starting the schema attacks' thread")?;
+        Some(thread)
+    } else {
+        None
+    };
     for first in 0..churn::CHURNERS * usize::from(on(AttackKind::Churn)) {
         tasks.spawn(churn::run(target.source, target.kafka.clone(), first, stop.clone(), counters.clone()));
     }
     while tasks.join_next().await.is_some() {}
+    if let Some(thread) = answers {
+        let joined = tokio::task::spawn_blocking(move || thread.join()).await.context("joining the schema attacks")?;
+        joined.map_err(|_| anyhow::anyhow!("the schema attacks' thread panicked"))??;
+    }
     let c = &counters;
     Ok(Counts {
         idle_opened: c.idle_opened.load(Ordering::Relaxed),
@@ -479,6 +509,7 @@ pub(crate) async fn run(target: Target, stop: Stop) -> anyhow::Result<Counts> {
         flood_failed: c.flood_failed.load(Ordering::Relaxed),
         schema_answers: taken(&c.schema_answers),
         schema_failed: c.schema_failed.load(Ordering::Relaxed),
+        schema_slowest_ms: taken(&c.schema_slowest_ms),
         schema_records: taken(&c.schema_records),
         churned: c.churned.load(Ordering::Relaxed),
         churned_half_frames: c.churned_half_frames.load(Ordering::Relaxed),

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
@@ -53,6 +53,8 @@ pub(super) struct Answer {
     status: u16,
     body: Value,
     unanswered: &'static str,
+    /// From sending the request to its answer, or to giving up on it.
+    took: Duration,
 }
 
 impl Answer {
@@ -67,18 +69,19 @@ impl Answer {
 
 /// Sends `request` and reads its answer; `None` if the attack stopped first.
 async fn send(request: reqwest::RequestBuilder, stop: &Stop) -> Option<Answer> {
+    let sent = Instant::now();
     let answer = async {
         let response = match request.timeout(HTTP_REQUEST_TIMEOUT).send().await {
             Ok(response) => response,
             Err(e) => {
                 let unanswered = if e.is_timeout() { "timed out" } else { "connection failed" };
-                return Answer { status: 0, body: Value::Null, unanswered };
+                return Answer { status: 0, body: Value::Null, unanswered, took: sent.elapsed() };
             }
         };
         let status = response.status().as_u16();
         // A body cut short or not JSON still has its status.
         let body = response.bytes().await.ok().and_then(|b| serde_json::from_slice(&b).ok());
-        Answer { status, body: body.unwrap_or(Value::Null), unanswered: "" }
+        Answer { status, body: body.unwrap_or(Value::Null), unanswered: "", took: sent.elapsed() }
     };
     tokio::select! {
         answer = answer => Some(answer),
@@ -102,6 +105,11 @@ pub(super) fn count(counters: &Counters, what: &str, answer: &Answer) {
         status => format!("{what}: {status}{detail}"),
     };
     bump(&counters.schema_answers, key);
+    let took = u64::try_from(answer.took.as_millis()).unwrap_or(u64::MAX);
+    let mut slowest = counters.schema_slowest_ms.lock().unwrap_or_else(|p| p.into_inner());
+    let longest = slowest.entry(what.to_owned()).or_default();
+    *longest = (*longest).max(took);
+    drop(slowest);
     if answer.status == 0 || (answer.status >= 500 && code != Some(RETRY_CODE)) {
         counters.schema_failed.fetch_add(1, Ordering::Relaxed);
     }
