@@ -42,7 +42,8 @@ impl Profile {
             response.text().await.ok()
         };
         let text = tokio::time::timeout(CHECK_TIMEOUT, text).await.ok().flatten().unwrap_or_default();
-        let debug = text.lines().any(|line| line.starts_with("floe_build_info{") && line.contains(r#"profile="debug""#));
+        let debug =
+            text.lines().any(|line| line.starts_with("floe_build_info{") && line.contains(r#"profile="debug""#));
         if debug { Self::Debug } else { Self::Release }
     }
 
@@ -135,7 +136,13 @@ impl Watch {
     }
 }
 
-async fn watch(agent: AgentProcess, http: reqwest::Client, history: Arc<History>, stop: Stop, bound: Duration) -> Vitals {
+async fn watch(
+    agent: AgentProcess,
+    http: reqwest::Client,
+    history: Arc<History>,
+    stop: Stop,
+    bound: Duration,
+) -> Vitals {
     let mut vitals = Vitals { agent: agent.name, ..Vitals::default() };
     let url = format!("{}/healthz", agent.http_url);
     let mut ticks = tokio::time::interval(CHECK_EVERY);
