@@ -85,34 +85,67 @@ struct Journal {
     path: PathBuf,
     file: File,
     bytes: u64,
+    /// While a rewrite is written elsewhere ([`UsageMeter::compact`]): the frames appended
+    /// since it began, which the new journal takes on before it replaces this one.
+    since_rewrite: Option<Vec<u8>>,
+}
+
+/// Encodes `record` as a journal frame.
+fn frame(record: &JournalRecord) -> io::Result<Vec<u8>> {
+    let payload = postcard::to_stdvec(record).map_err(io::Error::other)?;
+    let mut frame = Vec::with_capacity(8 + payload.len());
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    frame.extend_from_slice(&payload);
+    Ok(frame)
 }
 
 impl Journal {
     fn append(&mut self, record: &JournalRecord) -> io::Result<()> {
-        let payload = postcard::to_stdvec(record).map_err(io::Error::other)?;
-        let mut frame = Vec::with_capacity(8 + payload.len());
-        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-        frame.extend_from_slice(&payload);
+        let frame = frame(record)?;
         self.file.write_all(&frame)?;
         self.bytes += frame.len() as u64;
+        if let Some(since) = &mut self.since_rewrite {
+            since.extend_from_slice(&frame);
+        }
         Ok(())
+    }
+
+    /// Writes `records` as a new journal beside `path` and syncs it; [`Journal::replace`] puts
+    /// it in place. Done without the meter's lock: the sync may take as long as the disk does.
+    fn write_rewrite(path: &Path, records: &[JournalRecord]) -> io::Result<Rewrite> {
+        let tmp = path.with_extension("journal.tmp");
+        let mut out = JOURNAL_MAGIC.to_vec();
+        for record in records {
+            out.extend_from_slice(&frame(record)?);
+        }
+        let mut file = File::create(&tmp)?;
+        file.write_all(&out)?;
+        file.sync_all()?;
+        Ok(Rewrite { tmp, file, bytes: out.len() as u64 })
+    }
+
+    /// Replaces the journal at `path` with `rewrite`, after appending `since` (the frames
+    /// appended to the old one meanwhile); the old journal holds everything until the rename.
+    fn replace(path: &Path, mut rewrite: Rewrite, since: &[u8]) -> io::Result<Self> {
+        rewrite.file.write_all(since)?;
+        std::fs::rename(&rewrite.tmp, path)?;
+        let file = std::fs::OpenOptions::new().append(true).open(path)?;
+        Ok(Journal { path: path.to_owned(), file, bytes: rewrite.bytes + since.len() as u64, since_rewrite: None })
     }
 
     /// Writes a new journal holding `records` and puts it in place of this one.
     fn rewrite(path: &Path, records: &[JournalRecord]) -> io::Result<Self> {
-        let tmp = path.with_extension("journal.tmp");
-        let mut journal = Journal { path: tmp.clone(), file: File::create(&tmp)?, bytes: 0 };
-        journal.file.write_all(JOURNAL_MAGIC)?;
-        journal.bytes = JOURNAL_MAGIC.len() as u64;
-        for record in records {
-            journal.append(record)?;
-        }
-        journal.file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        let file = std::fs::OpenOptions::new().append(true).open(path)?;
-        Ok(Journal { path: path.to_owned(), file, bytes: journal.bytes })
+        Self::replace(path, Self::write_rewrite(path, records)?, &[])
     }
+}
+
+/// A journal written beside the live one, synced, not yet in its place.
+#[derive(Debug)]
+struct Rewrite {
+    tmp: PathBuf,
+    file: File,
+    bytes: u64,
 }
 
 /// Reads a journal's records up to the first torn or corrupt one.
@@ -293,32 +326,57 @@ impl UsageMeter {
         let Ok(mut inner) = self.inner.lock() else { return };
         inner.sealed.retain(|(s, _)| *s > seq);
         inner.confirmed = inner.confirmed.max(seq);
-        let confirmed = inner.confirmed;
-        let compact = inner.journal.as_ref().is_some_and(|j| j.bytes > JOURNAL_COMPACT_BYTES);
         let Some(journal) = &mut inner.journal else { return };
         if let Err(e) = journal.append(&JournalRecord::Confirmed(seq)) {
             tracing::warn!(path = %journal.path.display(), error = %e, "usage journal write failed");
         }
-        if compact {
-            let path = journal.path.clone();
-            let mut records =
-                vec![JournalRecord::Reporter(inner.reporter.clone()), JournalRecord::Confirmed(confirmed)];
-            for (seq, pending) in &inner.sealed {
-                records.extend(entries(pending.clone()).into_iter().map(JournalRecord::Counted));
-                records.push(JournalRecord::Sealed(*seq));
-            }
-            records.extend(entries(inner.open.clone()).into_iter().map(JournalRecord::Counted));
-            match Journal::rewrite(&path, &records) {
-                Ok(journal) => inner.journal = Some(journal),
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "usage journal rewrite failed"),
-            }
+    }
+
+    /// What a journal past [`JOURNAL_COMPACT_BYTES`] is rewritten with: only what is not yet
+    /// confirmed. From here the journal also keeps what is appended to it, for
+    /// [`UsageMeter::finish_compaction`]. None when no rewrite is due (or one is under way).
+    fn begin_compaction(&self) -> Option<(PathBuf, Vec<JournalRecord>)> {
+        let mut inner = self.inner.lock().ok()?;
+        let inner = &mut *inner;
+        let journal =
+            inner.journal.as_mut().filter(|j| j.bytes > JOURNAL_COMPACT_BYTES && j.since_rewrite.is_none())?;
+        journal.since_rewrite = Some(Vec::new());
+        let mut records =
+            vec![JournalRecord::Reporter(inner.reporter.clone()), JournalRecord::Confirmed(inner.confirmed)];
+        for (seq, pending) in &inner.sealed {
+            records.extend(entries(pending.clone()).into_iter().map(JournalRecord::Counted));
+            records.push(JournalRecord::Sealed(*seq));
         }
+        records.extend(entries(inner.open.clone()).into_iter().map(JournalRecord::Counted));
+        Some((journal.path.clone(), records))
+    }
+
+    /// Puts `rewrite` in place of the journal with what was appended since
+    /// [`UsageMeter::begin_compaction`]; on a failure the old journal stays, whole.
+    fn finish_compaction(&self, rewrite: io::Result<Rewrite>) {
+        let Ok(mut inner) = self.inner.lock() else { return };
+        let Some(journal) = &mut inner.journal else { return };
+        let since = journal.since_rewrite.take().unwrap_or_default();
+        match rewrite.and_then(|rewrite| Journal::replace(&journal.path, rewrite, &since)) {
+            Ok(new) => *journal = new,
+            Err(e) => tracing::warn!(path = %journal.path.display(), error = %e, "usage journal rewrite failed"),
+        }
+    }
+
+    /// Rewrites a journal grown past [`JOURNAL_COMPACT_BYTES`] with only what is not yet
+    /// confirmed. The new file is written and synced on the blocking pool without the lock
+    /// that every counted response takes, so a slow disk delays no response.
+    async fn compact(&self) {
+        let Some((path, records)) = self.begin_compaction() else { return };
+        let written = tokio::task::spawn_blocking(move || Journal::write_rewrite(&path, &records)).await;
+        self.finish_compaction(written.unwrap_or_else(|e| Err(io::Error::other(e))));
     }
 
     /// Proposes reports until none is waiting. Stops at the first failure to commit (the report
     /// stays sealed and is proposed again, under its number, next time); a report metadata
     /// refuses is dropped, or it would hold back every report after it.
     pub async fn report(&self, metadata: &floe_metadata::Metadata) -> Result<(), floe_metadata::NodeError> {
+        self.compact().await;
         while let Some(report) = self.next_report() {
             let seq = report.seq;
             crate::metrics::USAGE_REPORTS.inc();
@@ -332,6 +390,7 @@ impl UsageMeter {
             }
             self.confirm(seq);
         }
+        self.compact().await;
         Ok(())
     }
 }
@@ -465,6 +524,52 @@ mod tests {
         assert_eq!(reports.len(), 3);
         assert!(reports.iter().all(|r| r.entries.len() <= floe_metadata::limits::USAGE_REPORT_ENTRIES_MAX));
         assert_eq!(total(&reports, Meter::KafkaRequests), tenants as u64);
+    }
+
+    /// Grows the meter's journal past [`JOURNAL_COMPACT_BYTES`] with reports it confirms.
+    fn grow_past_compaction(meter: &UsageMeter) {
+        let tenant = "t".repeat(4096);
+        for _ in 0..JOURNAL_COMPACT_BYTES / 4096 + 1 {
+            meter.record(&tenant, &[(Meter::KafkaRequests, 1)]);
+            let report = meter.next_report().expect("a report");
+            meter.confirm(report.seq);
+        }
+    }
+
+    /// A journal is rewritten without the lock, while responses are counted: what was counted,
+    /// sealed and confirmed meanwhile is in the journal that replaces it, and a rewrite that
+    /// failed leaves the old one whole.
+    #[test]
+    fn counts_made_during_a_compaction_are_kept() {
+        for fails in [false, true] {
+            let dir = tempdir();
+            let meter = UsageMeter::open(config(dir.path())).expect("open");
+            grow_past_compaction(&meter);
+            let (path, records) = meter.begin_compaction().expect("a rewrite due");
+            assert!(meter.begin_compaction().is_none(), "one rewrite at a time");
+            meter.record("a", &[(Meter::FetchedRecords, 100)]);
+            let confirmed = meter.next_report().expect("a report");
+            meter.confirm(confirmed.seq);
+            meter.record("a", &[(Meter::FetchedRecords, 5)]);
+            let sealed = meter.next_report().expect("a report");
+            let rewrite =
+                if fails { Err(io::Error::other("disk full")) } else { Journal::write_rewrite(&path, &records) };
+            meter.finish_compaction(rewrite);
+            meter.record("a", &[(Meter::FetchedRecords, 7)]);
+            drop(meter);
+            let bytes = std::fs::metadata(&path).expect("journal").len();
+            assert_eq!(bytes > JOURNAL_COMPACT_BYTES, fails, "journal of {bytes} bytes");
+
+            let meter = UsageMeter::open(config(dir.path())).expect("reopen");
+            let again = meter.next_report().expect("the sealed report");
+            assert_eq!(again.seq, sealed.seq);
+            assert_eq!(total(std::slice::from_ref(&again), Meter::FetchedRecords), 5);
+            meter.confirm(again.seq);
+            let open = meter.next_report().expect("the unsealed counts");
+            assert_eq!(total(std::slice::from_ref(&open), Meter::FetchedRecords), 7);
+            meter.confirm(open.seq);
+            assert!(meter.next_report().is_none(), "the confirmed report does not come back");
+        }
     }
 
     #[test]
