@@ -592,6 +592,7 @@ const COMPACTION_JOB: &str = "compaction is a background job scheduled by the me
 const CODEC_DEFAULT_LEVELS: &str = "compaction recompresses with each codec's default level";
 const METRICS_ENDPOINT: &str = "Floe exports Prometheus metrics at /metrics";
 const NO_DELEGATION_TOKENS: &str = "Floe does not issue delegation tokens";
+const LISTEN_BACKLOG_FLAG: &str = "agents take it from --socket-listen-backlog-size (4096 by default)";
 const CONNECTION_FLAGS: &str = "agents take connection limits from --max-connections, --max-connections-per-ip and --max-connections-per-ip-overrides";
 const ONE_SHARE_ASSIGNOR: &str = "share groups have one assignor, simple";
 const SHARE_STATE_IN_METADATA: &str = "share-partition state lives in the metadata service, not in a state topic";
@@ -2526,7 +2527,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("socket.listen.backlog.size", T::Int, "50", "Pending connections the listening socket queues.")
         .at_least(1)
         .read_only()
-        .not_applicable(AGENT_FLAGS),
+        .not_applicable(LISTEN_BACKLOG_FLAG),
     def("socket.receive.buffer.bytes", T::Int, "102400", "Receive buffer of client sockets; -1 uses the OS default.")
         .read_only()
         .not_applicable(AGENT_FLAGS),

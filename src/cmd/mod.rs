@@ -4,6 +4,7 @@ mod archive;
 pub(crate) mod companion;
 pub(crate) mod dev;
 pub(crate) mod doctor;
+mod listen;
 pub(crate) mod metadata;
 mod serve_agent;
 mod tenants;

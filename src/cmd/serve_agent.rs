@@ -7,7 +7,6 @@ use anyhow::Context;
 use floe_agent::{Agent, AgentConfig, CompactionConfig, FlushConfig, GcConfig};
 use floe_metadata::Metadata;
 use floe_storage::{BlockCache, BlockCacheConfig, ObjectStoreConfig, SegmentStore, StoreClass};
-use tokio::net::TcpListener;
 
 use crate::cli::{AgentOptions, Placement};
 
@@ -89,17 +88,16 @@ pub(crate) async fn run(
         adaptive,
         min_flush_interval: Duration::from_millis(options.min_flush_interval_ms.unwrap_or(defaults.min_interval_ms)),
     };
-    let http = TcpListener::bind(options.http_addr)
-        .await
+    let backlog = options.socket_listen_backlog_size;
+    let http = super::listen::listen(options.http_addr, backlog)
         .with_context(|| format!("binding HTTP listener {}", options.http_addr))?;
     let registry = match options.schema_registry_addr {
-        Some(addr) => {
-            Some(TcpListener::bind(addr).await.with_context(|| format!("binding schema registry listener {addr}"))?)
-        }
+        Some(addr) => Some(
+            super::listen::listen(addr, backlog).with_context(|| format!("binding schema registry listener {addr}"))?,
+        ),
         None => None,
     };
-    let kafka = TcpListener::bind(options.kafka_addr)
-        .await
+    let kafka = super::listen::listen(options.kafka_addr, backlog)
         .with_context(|| format!("binding Kafka listener {}", options.kafka_addr))?;
     let bound = kafka.local_addr()?;
     let (advertised_host, advertised_port) = match &options.advertised_addr {
@@ -116,7 +114,7 @@ pub(crate) async fn run(
     let peer = match placement.peer_addr {
         Some(bind) => {
             let listener =
-                TcpListener::bind(bind).await.with_context(|| format!("binding the peer listener {bind}"))?;
+                super::listen::listen(bind, backlog).with_context(|| format!("binding the peer listener {bind}"))?;
             let advertised = match &placement.peer_advertised_addr {
                 Some(addr) => addr.clone(),
                 None if bind.ip().is_unspecified() => format!("{}:{}", advertised_host, bind.port()),
