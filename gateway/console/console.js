@@ -9,7 +9,9 @@ const session = {
   get token() { return sessionStorage.getItem("floe.token") || ""; },
   get role() { return sessionStorage.getItem("floe.role") || ""; },
   set(token, role) { sessionStorage.setItem("floe.token", token); sessionStorage.setItem("floe.role", role); },
-  clear() { sessionStorage.removeItem("floe.token"); sessionStorage.removeItem("floe.role"); },
+  clear() { for (const k of ["floe.token", "floe.role", "floe.open"]) sessionStorage.removeItem(k); },
+  // Signed in without a key, on a server that asks for none.
+  get open() { return sessionStorage.getItem("floe.open") === "1"; },
 };
 
 // Series sampled while the console is open, by name: [[time ms, value], ...], last 10 minutes.
@@ -365,8 +367,9 @@ async function render() {
   document.getElementById("view").hidden = !signedIn;
   document.getElementById("nav").hidden = !signedIn;
   document.getElementById("sign-out").hidden = !signedIn;
-  document.getElementById("who").textContent = signedIn
-    ? (session.role === "operator" ? "Signed in as the operator" : "Signed in with an API key") : "";
+  document.getElementById("who").textContent = !signedIn ? ""
+    : session.role === "operator" ? "Signed in as the operator"
+    : session.open ? "No key needed: this server answers anyone" : "Signed in with an API key";
   if (!signedIn) return;
   const views = VIEWS[session.role];
   if (!location.hash || !views.some(([hash]) => location.hash.startsWith(hash))) {
@@ -416,6 +419,7 @@ document.getElementById("sign-in-form").addEventListener("submit", async (event)
   const form = new FormData(event.target);
   const role = form.get("role");
   session.set(String(form.get("token") || "").trim(), role);
+  sessionStorage.removeItem("floe.signedOut");
   try {
     await api(role === "operator" ? "/v1/admin/tenants" : "/v3/clusters");
   } catch (e) {
@@ -431,11 +435,27 @@ document.getElementById("sign-in-form").addEventListener("submit", async (event)
 
 document.getElementById("sign-out").addEventListener("click", () => {
   session.clear();
+  sessionStorage.setItem("floe.signedOut", "1");
   clusterId = null;
   samples.clear();
   location.hash = "";
   render();
 });
 
+// A server that asks for no key (`floe dev` by default) opens straight on the topics view; after
+// a sign-out the form stays, for a key or the operator token.
+async function openWithoutKey() {
+  if (session.role || sessionStorage.getItem("floe.signedOut")) return;
+  try {
+    await api("/v3/clusters");
+  } catch {
+    return;
+  }
+  session.set("", "tenant");
+  sessionStorage.setItem("floe.open", "1");
+  // No hashchange event: the render below is the only one.
+  if (!location.hash) history.replaceState(null, "", VIEWS.tenant[0][0]);
+}
+
 window.addEventListener("hashchange", render);
-render();
+openWithoutKey().then(render);

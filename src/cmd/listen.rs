@@ -8,7 +8,7 @@ use tokio::net::{TcpListener, TcpSocket};
 /// accepted (capped by `net.core.somaxconn`). Past it the kernel drops new connections' SYNs,
 /// and each client waits for its SYN's retransmission (1 s, then 3 s, 7 s): the queue of 128
 /// that `TcpListener::bind` asks for dropped one SYN in every 129 while 10,000 clients
-/// connected at once, so they took 68 s to connect instead of 4.
+/// connected at once, so they took 68 s to connect; with 4096, 1.3 s.
 pub(crate) fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
     // As `TcpListener::bind` does: an agent restarted at once can bind its port again.

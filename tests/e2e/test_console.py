@@ -214,6 +214,30 @@ def test_console_shows_a_tenant_its_own_data_and_the_operator_the_cluster(tenant
     shot(driver, "operator-usage")
 
 
+@pytest.mark.timeout(240)
+def test_a_server_that_asks_for_no_key_opens_on_its_topics(floe_factory, tmp_path, browser):
+    """`floe dev` asks for no key by default: its console opens straight on the topics view, and
+    after a sign-out shows the form (for the operator token) instead of signing in again."""
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    floe = floe_factory.new("floe-console-open", object_store=f"file://{objects}")
+    cluster_id = requests.get(f"{floe.http_url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    r = requests.post(f"{floe.http_url}/v3/clusters/{cluster_id}/topics",
+                      json={"topic_name": "open-orders", "partitions_count": 1}, timeout=30)
+    assert r.status_code == 201, r.text
+    driver = browser
+    driver.get(f"{floe.http_url}/console")
+    wait_text(driver, "open-orders")
+    assert driver.execute_script("return location.hash") == "#/topics"
+    assert not driver.find_element("id", "sign-in").is_displayed()
+    assert "No key needed" in driver.find_element("id", "who").text
+    check_accessibility_basics(driver)
+    shot(driver, "open-topics")
+    driver.find_element("id", "sign-out").click()
+    driver.get(f"{floe.http_url}/console")
+    assert driver.find_element("id", "sign-in").is_displayed()
+
+
 def test_records_are_read_from_a_timestamp(tenants):
     """The record browser's time field: the HTTP read starts at the first record at or after it."""
     floe = tenants
