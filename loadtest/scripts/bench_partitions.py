@@ -185,6 +185,9 @@ def main():
     # The hot tier fills for many minutes at its default size (a quarter of memory), so RSS
     # figures compare only with it pinned; 0 keeps the default.
     p.add_argument("--cache-bytes", type=int, default=512 << 20, help="the agent's hot tier (0: its default)")
+    p.add_argument("--baseline", help="ratios recorded by an earlier run (--record-baseline): print this run's "
+                                      "ratios beside them")
+    p.add_argument("--record-baseline", help="write this run's medians and ratios to this JSON file")
     args = p.parse_args()
     counts = [int(c) for c in args.partitions.split(",")]
     os.makedirs("/var/tmp/floe-bench", exist_ok=True)
@@ -201,11 +204,44 @@ def main():
             "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib"]
     medians = {c: {k: statistics.median(r[k] for r in rows if r["partitions"] == c) for k in keys} for c in counts}
     base = medians[counts[0]]
+    ratios = {c: {k: medians[c][k] / base[k] for k in keys if base[k]} for c in counts}
     for c in counts:
-        ratios = ", ".join(f"{k} {medians[c][k]:.2f} ({medians[c][k] / base[k]:.2f}x)" if base[k] else
-                           f"{k} {medians[c][k]:.2f}" for k in keys)
-        print(f"median of {args.runs}, {c} partitions: {ratios}")
+        shown = ", ".join(f"{k} {medians[c][k]:.2f} ({ratios[c][k]:.2f}x)" if k in ratios[c] else
+                          f"{k} {medians[c][k]:.2f}" for k in keys)
+        print(f"median of {args.runs}, {c} partitions: {shown}")
     print(f"samples: {args.out}.json; plot: {args.out}.svg")
+    if args.baseline:
+        compare(args.baseline, counts, ratios)
+    if args.record_baseline:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        with open(args.record_baseline, "w") as f:
+            json.dump({"commit": commit, "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
+                       "runs": args.runs, "duration_s": args.duration, "rate": args.rate,
+                       "medians": {str(c): medians[c] for c in counts},
+                       "ratios": {str(c): ratios[c] for c in counts}}, f, indent=1)
+            f.write("\n")
+        print(f"baseline written: {args.record_baseline}")
+
+
+# What a regression shows first when partitions cost more: the agent's CPU, the client's p99 and
+# the server's own Produce p99 against the base count.
+WATCHED = ["server_cores", "p99_ms", "server_produce_p99_ms", "rss_last_mib", "metadata_mib"]
+
+
+def compare(path, counts, ratios):
+    """Prints each count's watched ratios beside the baseline's (ratios, not times: the machine
+    and its load differ from run to run, both counts of one run share them)."""
+    with open(path) as f:
+        baseline = json.load(f)
+    print(f"against the baseline of {baseline['commit']} ({baseline['date']}, {baseline['cores']} cores, "
+          f"{baseline['runs']} run(s) of {baseline['duration_s']} s):")
+    for c in counts[1:]:
+        was = baseline["ratios"].get(str(c))
+        if was is None:
+            print(f"  {c} partitions: not in the baseline")
+            continue
+        cells = [f"{k} {ratios[c][k]:.2f}x (was {was[k]:.2f}x)" for k in WATCHED if k in ratios[c] and k in was]
+        print(f"  {c} partitions against {counts[0]}: " + ", ".join(cells))
 
 
 if __name__ == "__main__":
