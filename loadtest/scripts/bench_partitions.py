@@ -231,6 +231,9 @@ WATCHED = ["server_cores", "p99_ms", "server_produce_p99_ms", "rss_last_mib", "m
 def compare(path, counts, ratios):
     """Prints each count's watched ratios beside the baseline's (ratios, not times: the machine
     and its load differ from run to run, both counts of one run share them)."""
+    if not os.path.exists(path):
+        print(f"no baseline at {path} yet: record one with --record-baseline")
+        return
     with open(path) as f:
         baseline = json.load(f)
     print(f"against the baseline of {baseline['commit']} ({baseline['date']}, {baseline['cores']} cores, "
