@@ -5,9 +5,10 @@
 //! rapid-reset flood wrote 48,000 warnings (issue 52); now it writes about 35.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use floe_agent::log_limit::LogLimit;
+use floe_metadata::locks::MutexRecovery;
 use tracing::callsite::Identifier;
 use tracing::subscriber::Interest;
 use tracing::{Level, Metadata, Subscriber};
@@ -35,7 +36,7 @@ fn admit(metadata: &Metadata<'_>) -> bool {
         return true;
     }
     let limit = {
-        let mut limits = LIMITS.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut limits = LIMITS.lock_recovered();
         limits.entry(metadata.callsite()).or_default().clone()
     };
     match limit.admit(std::time::Instant::now()) {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use floe_metadata::locks::MutexRecovery;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntGaugeVec, Opts};
@@ -74,7 +75,7 @@ impl Collector for DiskSpace {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.scrape.lock_recovered();
         self.available.reset();
         self.capacity.reset();
         for (name, dir) in &self.dirs {

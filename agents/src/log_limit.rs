@@ -8,8 +8,10 @@
 //! under the same limit, per call site (`h2` warns once per connection that resets too many
 //! streams).
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Instant;
+
+use floe_metadata::locks::MutexRecovery;
 
 use crate::limits::{LOG_LINE_INTERVAL, LOG_LINES_BURST};
 
@@ -40,7 +42,7 @@ impl LogLimit {
     /// the last one written, or `None`, and this one is counted as dropped.
     pub fn admit(&self, now: Instant) -> Option<u64> {
         // A panic elsewhere leaves a bucket whose counts are still usable.
-        let mut bucket = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut bucket = self.bucket.lock_recovered();
         let refilled = *bucket.refilled.get_or_insert(now);
         let earned = now.saturating_duration_since(refilled).as_nanos() / LOG_LINE_INTERVAL.as_nanos();
         if earned > 0 {

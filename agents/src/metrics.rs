@@ -3,6 +3,7 @@
 
 use std::sync::LazyLock;
 
+use floe_metadata::locks::MutexRecovery;
 use prometheus::{
     Counter, CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
     exponential_buckets, register_counter, register_counter_vec, register_histogram, register_histogram_vec,
@@ -459,7 +460,7 @@ impl prometheus::core::Collector for GroupLagCollector {
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.scrape.lock_recovered();
         let gauges = [&self.lag, &self.committed, &self.share_lag, &self.share_start];
         gauges.iter().for_each(|g| g.reset());
         let state = self.metadata.read();
@@ -539,7 +540,7 @@ impl prometheus::core::Collector for TableLagCollector {
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.scrape.lock_recovered();
         self.records.reset();
         self.seconds.reset();
         let state = self.metadata.read();
@@ -602,7 +603,7 @@ impl prometheus::core::Collector for LinkLagCollector {
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.scrape.lock_recovered();
         self.records.reset();
         let state = self.metadata.read();
         let mut series = 0usize;
@@ -726,7 +727,7 @@ impl LabelCap {
 
     /// The label for `value`: itself while it has or may get a series, else `_other`.
     pub fn label<'a>(&self, value: &'a str) -> &'a str {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen.lock_recovered();
         if seen.contains(value) {
             return value;
         }
@@ -775,7 +776,7 @@ static CONNECTION_COLLECTOR: LazyLock<std::sync::Arc<ConnectionCollector>> = Laz
 
 /// Reports `table`'s connections as `listener`'s while it lives.
 pub fn count_connections(listener: &'static str, table: std::sync::Weak<dyn ListenerConnections>) {
-    CONNECTION_COLLECTOR.listeners.lock().unwrap_or_else(|p| p.into_inner()).push((listener, table));
+    CONNECTION_COLLECTOR.listeners.lock_recovered().push((listener, table));
 }
 
 /// One listener's series: `_none` for connections with no tenant, the `max` tenants with the
@@ -803,7 +804,7 @@ impl prometheus::core::Collector for SharedConnectionCollector {
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        let mut listeners = self.0.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let mut listeners = self.0.listeners.lock_recovered();
         listeners.retain(|(_, table)| table.strong_count() > 0);
         self.0.open.reset();
         for (listener, table) in listeners.iter() {

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use floe_metadata::State;
+use floe_metadata::locks::MutexRecovery;
 
 /// Which byte rate a charge counts against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,7 +97,7 @@ impl QuotaBuckets {
     /// Counts `bytes` against the holder's share (`rate` bytes per second) and returns how long
     /// its client must now wait: zero within the quota, at most [`THROTTLE_MAX`].
     pub fn charge(&self, holder: QuotaHolder<'_>, kind: QuotaKind, rate: f64, bytes: u64, now: Instant) -> Duration {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buckets = self.buckets.lock_recovered();
         let bucket = buckets.entry(bucket_key(holder, kind)).or_insert(Bucket { tokens: rate, at: now });
         refill(bucket, rate, now);
         // Debt past the longest hold is forgiven: one huge request costs its client that hold,
@@ -114,7 +115,7 @@ impl QuotaBuckets {
 
     /// How long the holder must still wait before using its share again, without charging.
     pub fn pending(&self, holder: QuotaHolder<'_>, kind: QuotaKind, rate: f64, now: Instant) -> Duration {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buckets = self.buckets.lock_recovered();
         match buckets.get_mut(&bucket_key(holder, kind)) {
             Some(bucket) => {
                 refill(bucket, rate, now);

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use floe_metadata::TopicId;
+use floe_metadata::locks::MutexRecovery;
 
 /// Sessions one agent keeps (Kafka's `group.share.max.share.sessions` default).
 pub const SHARE_SESSIONS_MAX: usize = 2_000;
@@ -90,7 +91,7 @@ fn next(epoch: i32) -> i32 {
 
 impl ShareSessions {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Session>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+        self.sessions.lock_recovered()
     }
 
     /// Moves the member's session on by one request with `epoch` from `owner` (`TENANT/USER`,

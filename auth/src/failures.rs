@@ -14,6 +14,8 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use floe_metadata::locks::MutexRecovery;
+
 /// Tenths of a failure: what a wrong credential and an abandoned exchange each count.
 const FAILURE_TENTHS: u32 = 10;
 const ABANDONED_TENTHS: u32 = 1;
@@ -40,7 +42,7 @@ impl FailureLimiter {
         if self.max_failures == 0 {
             return None;
         }
-        let sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let sources = self.sources.lock_recovered();
         let &(start, failures) = sources.get(&source)?;
         let ends = start + self.window;
         (failures >= self.max_failures.saturating_mul(FAILURE_TENTHS) && now < ends).then(|| ends - now)
@@ -60,7 +62,7 @@ impl FailureLimiter {
         if self.max_failures == 0 {
             return;
         }
-        let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sources = self.sources.lock_recovered();
         if sources.len() >= SOURCES_MAX && !sources.contains_key(&source) {
             sources.retain(|_, (start, _)| now < *start + self.window);
             if sources.len() >= SOURCES_MAX

@@ -12,6 +12,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use floe_metadata::locks::MutexRecovery;
 use prometheus::{IntCounterVec, register_int_counter_vec};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -55,7 +56,7 @@ struct Table {
 
 impl Table {
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.held.lock_recovered()
     }
 
     fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Place, &'static str> {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use floe_metadata::locks::MutexRecovery;
 use tokio::sync::Semaphore;
 
 use crate::auth::{Caller, Peer};
@@ -119,7 +120,7 @@ impl Shares {
     }
 
     fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
-        let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tenants = self.tenants.lock_recovered();
         tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.per_tenant))).clone()
     }
 
@@ -245,14 +246,9 @@ struct CallerSlots {
 }
 
 impl CallersInFlight {
-    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<CallerKey, usize>> {
-        // Every critical section leaves the counts whole, so a poisoned lock is usable.
-        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Takes a place under each of `wanted` (key, limit), or none if one is full.
     fn acquire(self: &Arc<Self>, wanted: Vec<(CallerKey, usize)>) -> Result<CallerSlots, CallerKey> {
-        let mut counts = self.counts();
+        let mut counts = self.counts.lock_recovered();
         if let Some((full, _)) = wanted.iter().find(|(key, limit)| counts.get(key).copied().unwrap_or(0) >= *limit) {
             return Err(full.clone());
         }
@@ -265,7 +261,7 @@ impl CallersInFlight {
 
 impl Drop for CallerSlots {
     fn drop(&mut self) {
-        let mut counts = self.table.counts();
+        let mut counts = self.table.counts.lock_recovered();
         for key in &self.keys {
             if let Some(n) = counts.get_mut(key) {
                 *n -= 1;

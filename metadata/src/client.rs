@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::command::{Command, Outcome};
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
+use crate::locks::RwLockRecovery;
 use crate::node::NodeError;
 use crate::raft::network::{
     CallError, ConnectionPool, NotAfter, Request, Response, dial_with_hello, read_frame_in, write_frame,
@@ -90,7 +91,7 @@ impl RemoteMetadata {
     }
 
     pub fn read(&self) -> RwLockReadGuard<'_, State> {
-        self.inner.state.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.state.read_recovered()
     }
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
@@ -332,7 +333,7 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
         }
         let Some(response) = frame else { break };
         let applied_index = {
-            let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut state = inner.state.write_recovered();
             match response {
                 // Every node's state is a prefix of one committed history: a copy older than the
                 // mirror (from a lagging node) is skipped, and so are the changes the mirror has.

@@ -16,6 +16,7 @@ pub mod groups;
 pub mod handle;
 mod leader_duties;
 pub mod limits;
+pub mod locks;
 pub mod metrics;
 pub mod namespace;
 pub mod node;

@@ -14,6 +14,7 @@ use prometheus::{
 };
 
 use crate::MetadataNode;
+use crate::locks::MutexRecovery;
 
 /// Time for this node, leading, to commit and apply one entry (Raft `client_write`): the wait
 /// every proposal sees on top of forwarding.
@@ -172,7 +173,7 @@ impl Collector for NodeCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let _one = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = self.scrape.lock_recovered();
         let raft = self.node.raft.metrics().borrow().clone();
         let node_id = self.node.node_id();
         self.term.set(as_i64(raft.current_term));

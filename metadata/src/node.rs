@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use crate::command::{Command, CommandError, Outcome};
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
+use crate::locks::{MutexRecovery, RwLockRecovery};
 use crate::raft::network::NotAfter;
 use crate::raft::{NodeId, TypeConfig, log_store, network, state_machine};
 use crate::state::State;
@@ -247,7 +248,7 @@ impl MetadataNode {
         node.tasks.spawn(|stop| snapshot_by_log_bytes(node.clone(), log_appended, stop));
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(network::serve(listener, node.clone(), stopped));
-        *node.server.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, server));
+        *node.server.lock_recovered() = Some((stop, server));
         let members: BTreeMap<NodeId, BasicNode> =
             config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
         if !config.join && !node.raft.is_initialized().await.map_err(std::io::Error::other)? {
@@ -478,7 +479,7 @@ impl MetadataNode {
 
     /// This node's applied state. Hold the guard briefly.
     pub fn read(&self) -> RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+        self.state.read_recovered()
     }
 
     /// Every command applied from now on, in order (for agents' state mirrors and the archive).
@@ -601,7 +602,7 @@ impl MetadataNode {
 
     /// Stops serving, then the background tasks (each finishes its step), then Raft.
     pub async fn shutdown(&self) {
-        let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let server = self.server.lock_recovered().take();
         if let Some((stop, handle)) = server {
             let _ = stop.send(true);
             let _ = handle.await;

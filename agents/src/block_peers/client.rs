@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use floe_metadata::locks::MutexRecovery;
 use floe_metadata::tls::MetadataStream;
 use floe_storage::PeerBlock;
 
@@ -46,7 +47,7 @@ impl PeerClient {
     }
 
     fn owner(&self, addr: &str) -> Arc<Owner> {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let mut owners = self.owners.lock_recovered();
         if !owners.contains_key(addr) && owners.len() >= OWNERS_MAX {
             owners.clear();
         }
@@ -67,7 +68,7 @@ impl PeerClient {
     /// `expected_len` long.
     pub async fn fetch(&self, addr: &str, request: BlockRequest, expected_len: u64) -> Option<PeerBlock> {
         let owner = self.owner(addr);
-        let down = owner.down_until.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| Instant::now() < t);
+        let down = owner.down_until.lock_recovered().is_some_and(|t| Instant::now() < t);
         if down {
             PEER_BLOCK_ASKS.with_label_values(&["owner_down"]).inc();
             return None;
@@ -89,7 +90,7 @@ impl PeerClient {
             Ok(Err(_)) => "error",
             Err(_) => "timeout",
         };
-        *owner.down_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + DOWN_FOR);
+        *owner.down_until.lock_recovered() = Some(Instant::now() + DOWN_FOR);
         tracing::debug!(
             owner = addr,
             key = request.key,
@@ -103,7 +104,7 @@ impl PeerClient {
 
     /// Stops asking the owner at `addr` for a while: a block it answered failed its checksum.
     pub fn mark_down(&self, addr: &str) {
-        *self.owner(addr).down_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + DOWN_FOR);
+        *self.owner(addr).down_until.lock_recovered() = Some(Instant::now() + DOWN_FOR);
     }
 }
 
@@ -131,7 +132,7 @@ fn accept(request: &BlockRequest, expected_len: u64, code: u8, body: &Bytes) -> 
 
 /// One request on a pooled connection (once more on a new one if the pooled one had closed).
 async fn ask(owner: &Owner, addr: &str, request: &BlockRequest) -> std::io::Result<(u8, Bytes)> {
-    let pooled = owner.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let pooled = owner.idle.lock_recovered().pop();
     if let Some(mut stream) = pooled
         && let Ok(answer) = round_trip(&mut stream, request).await
     {
@@ -153,7 +154,7 @@ async fn round_trip(stream: &mut MetadataStream, request: &BlockRequest) -> std:
 }
 
 fn keep(owner: &Owner, stream: MetadataStream) {
-    let mut idle = owner.idle.lock().unwrap_or_else(|p| p.into_inner());
+    let mut idle = owner.idle.lock_recovered();
     if idle.len() < IDLE_PER_OWNER_MAX {
         idle.push(stream);
     }

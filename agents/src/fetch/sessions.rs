@@ -16,9 +16,10 @@ use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use floe_metadata::locks::MutexRecovery;
 use indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -176,7 +177,7 @@ struct SessionState {
 impl Session {
     fn lock(&self) -> MutexGuard<'_, SessionState> {
         // The state is valid after any panic: each change is a single assignment or map operation.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock_recovered()
     }
 
     fn key(&self, topic: &TopicName, topic_id: Uuid, partition: i32) -> Key {
@@ -271,7 +272,7 @@ impl FetchSessions {
 
     fn lock(&self) -> MutexGuard<'_, Cache> {
         // Every change keeps the counters and maps consistent before anything can panic.
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+        self.cache.lock_recovered()
     }
 
     /// Reads a Fetch's session fields. An incremental request is rewritten into the session's

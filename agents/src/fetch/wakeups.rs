@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use floe_metadata::locks::MutexRecovery;
 use floe_metadata::{State, TopicId};
 use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
@@ -76,7 +77,7 @@ pub struct PartitionWakeups {
 
 impl PartitionWakeups {
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+        self.registry.lock_recovered()
     }
 
     /// Registers a waiting read of `partitions` as they are in `state` (which the read must not

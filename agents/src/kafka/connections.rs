@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use floe_metadata::locks::MutexRecovery;
 use tokio::sync::Notify;
 
 /// Limits of the Kafka listener's connections.
@@ -112,7 +113,7 @@ impl Connections {
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
         // The counts stay consistent under every critical section, so a poisoned lock is usable.
-        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.held.lock_recovered()
     }
 
     /// Lets a connection from `ip` in, closing the oldest unproven one if the listener is full.

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::BytesMut;
+use floe_metadata::locks::MutexRecovery;
 use floe_metadata::{BatchSummary, ChunkCommit, Command, CommandError, Metadata, NodeError, Outcome, SegmentCommit};
 use floe_storage::segment::ChunkStats;
 use floe_storage::{
@@ -151,7 +152,7 @@ impl FlushBuffer {
         let memory =
             self.shared.memory.clone().acquire_many_owned(permits).await.map_err(|_| AppendError::ShuttingDown)?;
         let (reply, answer) = oneshot::channel();
-        let mut pending = self.shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.shared.pending.lock_recovered();
         if pending.closed {
             return Err(AppendError::ShuttingDown);
         }
@@ -175,7 +176,7 @@ impl FlushBuffer {
 
     /// Refuses new appends, flushes what is buffered and waits until it is all answered.
     pub async fn close_and_drain(&self) {
-        self.shared.pending.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.shared.pending.lock_recovered().closed = true;
         self.shared.wake.notify_one();
         let mut drained = self.shared.drained.subscribe();
         let _ = drained.wait_for(|d| *d).await;
@@ -193,7 +194,7 @@ enum Next {
 async fn run_flusher(shared: Arc<Shared>, jobs: mpsc::Sender<FlushJob>, store: SegmentStore) {
     loop {
         let next = {
-            let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pending = shared.pending.lock_recovered();
             match pending.oldest {
                 None if pending.closed => Next::Stop,
                 None => Next::Wait(None),
@@ -382,7 +383,7 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
             let _ = append.reply.send(reply);
         }
         // The flush is answered: in adaptive mode the next one may start now.
-        let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = shared.pending.lock_recovered();
         pending.in_flight = pending.in_flight.saturating_sub(1);
         let flush_now = shared.config.adaptive && pending.in_flight == 0 && pending.oldest.is_some();
         drop(pending);

@@ -6,6 +6,7 @@
 
 use std::sync::Mutex;
 
+use floe_metadata::locks::MutexRecovery;
 use floe_metadata::{State, Topic, TopicId};
 use rustc_hash::FxHashMap;
 
@@ -36,7 +37,7 @@ impl TopicPolicies {
     /// (generation, applied index) it was read at.
     pub fn get(&self, state: &State, topic: &Topic) -> (TopicPolicy, Option<SchemaValidation>) {
         let at = (state.generation, state.applied_index);
-        let mut by_topic = self.by_topic.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by_topic = self.by_topic.lock_recovered();
         if let Some(read) = by_topic.get(&topic.topic_id).filter(|r| r.at == at) {
             return (read.policy, read.schemas);
         }

@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use floe_metadata::locks::MutexRecovery;
 use floe_metadata::{SchemaReference, SchemaRegistry, SchemaType, State, Topic};
 use floe_registry::{ParsedSchema, SchemaFormat};
 
@@ -535,7 +536,7 @@ impl ParsedSchemas {
     /// Whether produce-time validation may catch the mirror up now (at most
     /// [`VALIDATION_CATCH_UPS_PER_SEC_MAX`] a second per agent); counts the one it allows.
     pub fn may_catch_up(&self, now_ms: i64) -> bool {
-        let mut c = self.catch_ups.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut c = self.catch_ups.lock_recovered();
         if now_ms.saturating_sub(c.window_start_ms) >= 1000 {
             *c = CatchUps { window_start_ms: now_ms, count: 0 };
         }
@@ -544,7 +545,7 @@ impl ParsedSchemas {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ParsedCache> {
-        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.cache.lock_recovered()
     }
 }
 

@@ -21,6 +21,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::command::{Command, CommandError, Outcome};
+use crate::locks::MutexRecovery;
 use crate::node::NodeError;
 use crate::state::stored::each_into;
 use crate::state::{CommitStamp, GroupKind, GroupMembership, MemberRecord, OffsetCommit, State};
@@ -589,7 +590,7 @@ impl GroupCoordinator {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock_recovered()
     }
 
     /// Checks this node leads (forgetting in-memory groups from an earlier term) and runs `f`

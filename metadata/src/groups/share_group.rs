@@ -19,6 +19,7 @@ use super::{
 use crate::command::{Command, CommandError, Outcome};
 use crate::config::{self, ShareOffsetReset};
 use crate::limits::{GROUP_MEMBERS_MAX, GROUP_NAME_BYTES_MAX};
+use crate::locks::MutexRecovery;
 use crate::state::{
     AcquiredRange, GroupKind, GroupMembership, MemberRecord, SHARE_OPS_MAX, SHARE_RECORD_LOCKS_MAX,
     SHARE_UPDATE_WEIGHT_MAX, ShareLag, ShareOp, ShareSettings, State, TopicId,
@@ -561,10 +562,6 @@ impl std::fmt::Debug for ShareWriter {
 }
 
 impl ShareWriter {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Writes `ops` with whatever else is waiting; their results in order.
     pub(super) async fn write(&self, node: &impl GroupNode, ops: Vec<ShareOp>) -> Results {
         if ops.is_empty() {
@@ -579,7 +576,7 @@ impl ShareWriter {
         }
         let (tx, rx) = oneshot::channel();
         let start = {
-            let mut pending = self.lock();
+            let mut pending = self.pending.lock_recovered();
             pending.waiters.push((ops.len(), weight, tx));
             pending.ops.extend(ops);
             !std::mem::replace(&mut pending.writing, true)
@@ -595,7 +592,7 @@ impl ShareWriter {
     async fn drain(&self, node: &impl GroupNode) {
         loop {
             let (ops, waiters) = {
-                let mut pending = self.lock();
+                let mut pending = self.pending.lock_recovered();
                 if pending.waiters.is_empty() {
                     pending.writing = false;
                     return;

@@ -13,9 +13,11 @@
 //! the member would then act on a membership no new leader would know.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
+
+use crate::locks::MutexRecovery;
 
 /// Below this many groups with a turn record, the records are not swept.
 const SWEEP_FLOOR: usize = 1024;
@@ -48,7 +50,7 @@ struct SharedProgress {
 
 impl SharedProgress {
     fn borrow(&self) -> MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+        self.progress.lock_recovered()
     }
 
     fn send_modify(&self, change: impl FnOnce(&mut Progress)) {

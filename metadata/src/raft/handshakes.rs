@@ -7,9 +7,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
+
+use crate::locks::MutexRecovery;
 
 /// Handshakes in progress on one node.
 pub(crate) const HANDSHAKES_MAX: usize = 512;
@@ -64,7 +66,7 @@ pub(crate) struct Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.handshakes.table.lock().unwrap_or_else(PoisonError::into_inner).remove(self.id);
+        self.handshakes.table.lock_recovered().remove(self.id);
     }
 }
 
@@ -76,7 +78,7 @@ impl Handshakes {
     /// A place for a handshake from `address`, giving up the oldest one of that address past
     /// its bound, else the oldest of all past the node's.
     pub(crate) fn begin(&self, address: IpAddr) -> Ticket {
-        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.table.lock_recovered();
         let crowded = table.per_address.get(&address).copied().unwrap_or(0) >= self.per_address_max;
         let victim = if crowded {
             table.oldest_of(address)
@@ -100,7 +102,7 @@ impl Handshakes {
 
     #[cfg(test)]
     fn open(&self) -> usize {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner).open.len()
+        self.table.lock_recovered().open.len()
     }
 }
 

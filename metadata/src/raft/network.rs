@@ -31,6 +31,7 @@ use tokio::net::TcpListener;
 use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
 use crate::groups::{GroupError, GroupRequest, GroupResponse};
+use crate::locks::MutexRecovery;
 use crate::node::{ClusterStatus, MetadataNode};
 use crate::state::StoredState;
 use crate::tls::{MetadataStream, Role};
@@ -501,10 +502,10 @@ impl ConnectionPool {
     /// Calls `addr` on a pooled connection (or a new one); the connection is kept only if the
     /// call succeeded.
     pub(crate) async fn call(&self, addr: &str, request: &Request, timeout: Duration) -> Result<Response, CallError> {
-        let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).get_mut(addr).and_then(Vec::pop);
+        let pooled = self.idle.lock_recovered().get_mut(addr).and_then(Vec::pop);
         let mut client = pooled.unwrap_or_else(|| PeerClient::new(addr.to_owned()));
         let response = client.call(request, timeout).await?;
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self.idle.lock_recovered();
         let slot = idle.entry(addr.to_owned()).or_default();
         if slot.len() < POOL_IDLE_PER_ADDR_MAX {
             slot.push(client);

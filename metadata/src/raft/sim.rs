@@ -53,7 +53,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
@@ -75,6 +75,7 @@ use crate::clock::Clock;
 use crate::command::{BatchSummary, ChunkCommit, Command, CommandError, Outcome, SegmentCommit};
 use crate::groups::{GroupCoordinator, GroupError, GroupNode, GroupRequest, GroupResponse};
 use crate::leader_duties::DutyNode;
+use crate::locks::{MutexRecovery, RwLockRecovery};
 use crate::node::NodeError;
 use crate::state::State;
 
@@ -149,10 +150,6 @@ struct Ack {
     chunks: Vec<(i32, i64, i64)>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Sim {
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
@@ -164,19 +161,19 @@ impl Sim {
         if std::env::var_os("FLOE_SIM_TRACE").is_some() {
             eprintln!("{at:>6} {event}");
         }
-        lock(&self.history).push(format!("{at:>6} {event}"));
+        self.history.lock_recovered().push(format!("{at:>6} {event}"));
     }
 
     /// The group coordinator of node `NODES[target % 3]`, if that node runs.
     fn group_node(&self, target: usize) -> Option<(NodeId, SimGroupNode)> {
         let node = NODES[target % NODES.len()];
-        let running = lock(&self.net).rafts.contains_key(&node);
-        lock(&self.nodes).get(&node).filter(|_| running).map(|n| (node, n.groups.clone()))
+        let running = self.net.lock_recovered().rafts.contains_key(&node);
+        self.nodes.lock_recovered().get(&node).filter(|_| running).map(|n| (node, n.groups.clone()))
     }
 
     /// Whether a group member's answer is lost on its way back.
     fn answer_lost(&self) -> bool {
-        let mut net = lock(&self.net);
+        let mut net = self.net.lock_recovered();
         let loss = net.loss;
         net.rng.gen_bool(loss)
     }
@@ -184,14 +181,14 @@ impl Sim {
     /// One message's trip from `from` to `to`: the target's Raft if it arrives.
     async fn carry(&self, from: NodeId, to: NodeId) -> Option<Raft<TypeConfig>> {
         let (delay, lost) = {
-            let mut net = lock(&self.net);
+            let mut net = self.net.lock_recovered();
             let delay_max_ms = net.delay_max_ms;
             let delay = net.rng.gen_range(0..=delay_max_ms);
             let loss = net.loss;
             (delay, net.rng.gen_bool(loss))
         };
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        let net = lock(&self.net);
+        let net = self.net.lock_recovered();
         if lost || net.cut.contains(&(from, to)) || !net.rafts.contains_key(&from) {
             return None;
         }
@@ -227,15 +224,17 @@ impl Sim {
             coordinator: Arc::new(GroupCoordinator::default()),
         };
         tokio::spawn(GroupCoordinator::run_timers(groups.clone(), duties.clone()));
-        lock(&self.nodes).insert(id, NodeFiles { dir, log, state, duties, groups, snapshots });
-        lock(&self.net).rafts.insert(id, raft);
+        self.nodes.lock_recovered().insert(id, NodeFiles { dir, log, state, duties, groups, snapshots });
+        self.net.lock_recovered().rafts.insert(id, raft);
         self.record(format!("start {id}"));
     }
 
     /// Crashes every node whose Raft stopped on a fatal error (a failed log write), as its
     /// process exits on it (`floe metadata`).
     async fn crash_stopped_nodes(&self) {
-        let stopped: Vec<NodeId> = lock(&self.net)
+        let stopped: Vec<NodeId> = self
+            .net
+            .lock_recovered()
             .rafts
             .iter()
             .filter(|(_, raft)| raft.metrics().borrow().running_state.is_err())
@@ -249,13 +248,13 @@ impl Sim {
 
     /// Stops node `id` where it is; with `torn`, a partial record is left at its log's end.
     async fn crash(&self, id: NodeId, torn: Option<Vec<u8>>) {
-        let Some(raft) = lock(&self.net).rafts.remove(&id) else { return };
-        if let Some(node) = lock(&self.nodes).get(&id) {
+        let Some(raft) = self.net.lock_recovered().rafts.remove(&id) else { return };
+        if let Some(node) = self.nodes.lock_recovered().get(&id) {
             node.duties.cancel();
         }
         let _ = raft.shutdown().await;
         if let Some(bytes) = torn {
-            let path = lock(&self.nodes)[&id].dir.join("raft-log");
+            let path = self.nodes.lock_recovered()[&id].dir.join("raft-log");
             let mut file = std::fs::OpenOptions::new().append(true).open(path).expect("log file");
             file.write_all(&bytes).expect("torn tail");
             self.record(format!("crash {id} torn {}", bytes.len()));
@@ -275,7 +274,7 @@ impl Sim {
         let mut target = NODES[agent % NODES.len()];
         let mut next = agent;
         while Instant::now() < give_up {
-            let raft = lock(&self.net).rafts.get(&target).cloned();
+            let raft = self.net.lock_recovered().rafts.get(&target).cloned();
             let Some(raft) = raft else {
                 next += 1;
                 target = NODES[next % NODES.len()];
@@ -308,13 +307,13 @@ struct SimDutyNode {
 
 impl DutyNode for SimDutyNode {
     fn leads(&self) -> bool {
-        let raft = lock(&self.sim.net).rafts.get(&self.id).cloned();
+        let raft = self.sim.net.lock_recovered().rafts.get(&self.id).cloned();
         raft.is_some_and(|r| r.metrics().borrow().current_leader == Some(self.id))
     }
 
     fn with_state<R>(&self, read: impl FnOnce(&State) -> R) -> R {
-        let state = lock(&self.sim.nodes).get(&self.id).map(|n| n.state.clone()).unwrap_or_default();
-        let state = state.read().unwrap_or_else(PoisonError::into_inner);
+        let state = self.sim.nodes.lock_recovered().get(&self.id).map(|n| n.state.clone()).unwrap_or_default();
+        let state = state.read_recovered();
         read(&state)
     }
 
@@ -327,7 +326,7 @@ impl DutyNode for SimDutyNode {
     }
 
     async fn propose(&self, command: Command) -> Result<(), String> {
-        let raft = lock(&self.sim.net).rafts.get(&self.id).cloned().ok_or("the node is down")?;
+        let raft = self.sim.net.lock_recovered().rafts.get(&self.id).cloned().ok_or("the node is down")?;
         let what = match &command {
             Command::SetFormat { .. } => "raise the format",
             Command::ExpireTransactions { .. } => "expire transactions",
@@ -358,7 +357,9 @@ struct SimGroupNode {
 
 impl SimGroupNode {
     fn raft(&self) -> Result<Raft<TypeConfig>, NodeError> {
-        lock(&self.sim.net)
+        self.sim
+            .net
+            .lock_recovered()
             .rafts
             .get(&self.id)
             .cloned()
@@ -375,7 +376,7 @@ impl GroupNode for SimGroupNode {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
+        self.state.read_recovered()
     }
 
     fn clock(&self) -> &Clock {
@@ -592,14 +593,21 @@ async fn transactional_agent(
             .map(|(c, base)| (c.partition, base.expect("sequenced"), i64::from(c.batches[0].offset_count)))
             .collect();
         sim.record(format!("ack {key} at {index}"));
-        lock(&acks).push(Ack { command, key, index, sent_ms, acked_ms: sim.now_ms(), chunks: chunks.clone() });
+        acks.lock_recovered().push(Ack {
+            command,
+            key,
+            index,
+            sent_ms,
+            acked_ms: sim.now_ms(),
+            chunks: chunks.clone(),
+        });
         let committed = rng.gen_bool(0.7);
         let end =
             Command::EndTxn { transactional_id: transactional_id.clone(), producer, commit: committed, now_ms: 0 };
         let ended = sim.propose(TXN_AGENT, &end, far).await;
         assert!(matches!(ended, Some((_, Ok(_)))), "EndTxn: {ended:?}");
         sim.record(format!("txn {n} {}", if committed { "committed" } else { "aborted" }));
-        lock(&txns).push(EndedTxn { producer_id, chunks, committed });
+        txns.lock_recovered().push(EndedTxn { producer_id, chunks, committed });
     }
 }
 
@@ -677,7 +685,7 @@ async fn abandoned_transaction(sim: Sim, acks: Arc<Mutex<Vec<Ack>>>, far: Instan
     let chunks: Vec<(i32, i64, i64)> =
         partitions.iter().zip(bases).map(|(p, base)| (*p, base.expect("sequenced"), 5)).collect();
     sim.record(format!("ack {key} at {index}, then the producer is gone"));
-    lock(&acks).push(Ack { command, key, index, sent_ms, acked_ms: sim.now_ms(), chunks: chunks.clone() });
+    acks.lock_recovered().push(Ack { command, key, index, sent_ms, acked_ms: sim.now_ms(), chunks: chunks.clone() });
     EndedTxn { producer_id: producer.producer_id, chunks, committed: false }
 }
 
@@ -750,7 +758,7 @@ async fn consumer_member(sim: Sim, n: usize, mut rng: StdRng, holdings: Arc<Mute
     let (mut epoch, mut owned, mut heard) = (0, BTreeSet::new(), Instant::now());
     let mut target = n;
     let release = |owned: &mut BTreeSet<i32>, why: &str| {
-        lock(&holdings).hold(&member_id, owned, &BTreeSet::new());
+        holdings.lock_recovered().hold(&member_id, owned, &BTreeSet::new());
         owned.clear();
         sim.record(format!("{member_id} gives its partitions up: {why}"));
     };
@@ -785,7 +793,8 @@ async fn consumer_member(sim: Sim, n: usize, mut rng: StdRng, holdings: Arc<Mute
             Ok((GroupResponse::ConsumerHeartbeat(Ok(answer)), _)) => {
                 heard = Instant::now();
                 if answer.member_epoch < epoch {
-                    lock(&holdings)
+                    holdings
+                        .lock_recovered()
                         .problems
                         .push(format!("{member_id}'s epoch went back from {epoch} to {}", answer.member_epoch));
                 }
@@ -795,7 +804,7 @@ async fn consumer_member(sim: Sim, n: usize, mut rng: StdRng, holdings: Arc<Mute
                 epoch = answer.member_epoch;
                 if let Some(assignment) = answer.assignment {
                     let now: BTreeSet<i32> = assignment.iter().flat_map(|(_, ps)| ps.iter().copied()).collect();
-                    lock(&holdings).hold(&member_id, &owned, &now);
+                    holdings.lock_recovered().hold(&member_id, &owned, &now);
                     sim.record(format!("{member_id} holds {now:?} at epoch {epoch}"));
                     owned = now;
                 }
@@ -894,7 +903,7 @@ async fn classic_member(
     let mut target = n;
     let release = |owned: &mut BTreeSet<i32>, why: &str| {
         if !owned.is_empty() {
-            lock(&holdings).release(&name);
+            holdings.lock_recovered().release(&name);
             owned.clear();
             sim.record(format!("{name} gives its partitions up: {why}"));
         }
@@ -933,7 +942,7 @@ async fn classic_member(
             } else {
                 GroupRequest::Heartbeat(member)
             };
-            let newest_synced = lock(&holdings).synced_max;
+            let newest_synced = holdings.lock_recovered().synced_max;
             let answer = group_node.groups().handle(&group_node, request).await;
             if sim.answer_lost() {
                 continue;
@@ -942,7 +951,7 @@ async fn classic_member(
                 Ok((GroupResponse::Heartbeat(Ok(())), _)) => None,
                 Ok((GroupResponse::CommitOffsets(Ok(results)), _)) => {
                     if results.iter().all(Result::is_ok) && generation < newest_synced {
-                        lock(&holdings).problems.push(format!(
+                        holdings.lock_recovered().problems.push(format!(
                             "{name}'s commit of generation {generation} was accepted after generation {newest_synced} synced"
                         ));
                     }
@@ -1018,7 +1027,7 @@ async fn classic_member(
             Ok((GroupResponse::Sync(Ok(synced_to)), _)) => {
                 heard = Instant::now();
                 owned = synced_to.assignment.iter().map(|p| i32::from(*p)).collect();
-                lock(&holdings).synced(&name, generation, &joined.leader, &owned);
+                holdings.lock_recovered().synced(&name, generation, &joined.leader, &owned);
                 sim.record(format!("{name} holds {owned:?} in generation {generation}"));
                 synced = true;
             }
@@ -1143,7 +1152,7 @@ async fn share_member(sim: Sim, n: usize, mut rng: StdRng, ledger: Arc<Mutex<Sha
                 _,
             )) => {
                 // Joining again: what it held goes back to the group.
-                lock(&ledger).maybe_over(&name, None);
+                ledger.lock_recovered().maybe_over(&name, None);
                 (epoch, assigned) = (0, Vec::new());
                 holding.clear();
                 continue;
@@ -1163,7 +1172,7 @@ async fn share_member(sim: Sim, n: usize, mut rng: StdRng, ledger: Arc<Mutex<Sha
             for (partition, range) in std::mem::take(&mut holding) {
                 let ack =
                     if rng.gen_bool(0.8) { crate::state::ShareAck::Accept } else { crate::state::ShareAck::Release };
-                lock(&ledger).maybe_over(&name, Some((partition, range.first, range.last)));
+                ledger.lock_recovered().maybe_over(&name, Some((partition, range.first, range.last)));
                 if ack == crate::state::ShareAck::Accept {
                     accepting.push((partition, range.first, range.last));
                 }
@@ -1192,7 +1201,7 @@ async fn share_member(sim: Sim, n: usize, mut rng: StdRng, ledger: Arc<Mutex<Sha
         }
         let Ok((GroupResponse::ShareWork(Ok(result)), _)) = answer else { continue };
         let answered_ms = sim.now_ms();
-        let mut ledger = lock(&ledger);
+        let mut ledger = ledger.lock_recovered();
         for ((partition, first, last), acked) in accepting.iter().zip(&result.acknowledged) {
             if acked.is_ok() {
                 ledger.accepted.extend((*first..=*last).map(|o| (*partition, o)));
@@ -1320,7 +1329,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                     })
                     .collect();
                 sim.record(format!("ack {key} at {index}"));
-                lock(&acks).push(Ack { command, key, index, sent_ms, acked_ms: sim.now_ms(), chunks });
+                acks.lock_recovered().push(Ack { command, key, index, sent_ms, acked_ms: sim.now_ms(), chunks });
                 // Both agents store generations of one group, racing: a store older than the
                 // stored generation is refused, an acknowledged one is never undone.
                 let generation = rng.gen_range(1..=(n as i32 + 1) * 2);
@@ -1329,7 +1338,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                 let Some((index, outcome)) = sim.propose(agent, &store, far).await else { return };
                 if outcome.is_ok() {
                     sim.record(format!("group generation {generation} at {index}"));
-                    lock(&generations).push(generation);
+                    generations.lock_recovered().push(generation);
                 }
             }
         }));
@@ -1371,7 +1380,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     while Instant::now() < faulty_until {
         tokio::time::sleep(Duration::from_millis(faults.gen_range(100..800))).await;
         sim.crash_stopped_nodes().await;
-        let running: Vec<NodeId> = lock(&sim.net).rafts.keys().copied().collect();
+        let running: Vec<NodeId> = sim.net.lock_recovered().rafts.keys().copied().collect();
         let down: Vec<NodeId> = NODES.iter().copied().filter(|n| !running.contains(n)).collect();
         match faults.gen_range(0..7) {
             0 | 1 if running.len() > 1 => {
@@ -1391,7 +1400,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
             2 if !down.is_empty() => sim.start_node(down[faults.gen_range(0..down.len())], false).await,
             3 => {
                 let id = NODES[faults.gen_range(0..NODES.len())];
-                let mut net = lock(&sim.net);
+                let mut net = sim.net.lock_recovered();
                 for other in NODES.into_iter().filter(|o| *o != id) {
                     net.cut.insert((id, other));
                     net.cut.insert((other, id));
@@ -1402,7 +1411,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
             4 => {
                 let (a, b) = (NODES[faults.gen_range(0..3)], NODES[faults.gen_range(0..3)]);
                 if a != b {
-                    lock(&sim.net).cut.insert((a, b));
+                    sim.net.lock_recovered().cut.insert((a, b));
                     sim.record(format!("cut {a}->{b}"));
                 }
             }
@@ -1410,7 +1419,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                 // The node's next log write fails halfway, or its next snapshot write fails: its
                 // Raft stops, and so its process.
                 let id = running[faults.gen_range(0..running.len())];
-                let files = lock(&sim.nodes).get(&id).map(|n| (n.log.clone(), n.snapshots.clone()));
+                let files = sim.nodes.lock_recovered().get(&id).map(|n| (n.log.clone(), n.snapshots.clone()));
                 if let Some((log, snapshots)) = files {
                     if faults.gen_bool(0.5) {
                         log.fail_next_write(true).await;
@@ -1422,7 +1431,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                 }
             }
             _ => {
-                lock(&sim.net).cut.clear();
+                sim.net.lock_recovered().cut.clear();
                 sim.record("heal".into());
             }
         }
@@ -1430,19 +1439,19 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
 
     // Heal, bring every node back, and let the agents finish.
     {
-        let mut net = lock(&sim.net);
+        let mut net = sim.net.lock_recovered();
         net.cut.clear();
         net.loss = 0.0;
     }
     sim.record("heal all".into());
     let files: Vec<(FileLogStore, Arc<TestSnapshotIo>)> =
-        lock(&sim.nodes).values().map(|n| (n.log.clone(), n.snapshots.clone())).collect();
+        sim.nodes.lock_recovered().values().map(|n| (n.log.clone(), n.snapshots.clone())).collect();
     for (log, snapshots) in files {
         log.fail_next_write(false).await;
         snapshots.fail_next_write.store(false, Ordering::Relaxed);
     }
     sim.crash_stopped_nodes().await;
-    let running: Vec<NodeId> = lock(&sim.net).rafts.keys().copied().collect();
+    let running: Vec<NodeId> = sim.net.lock_recovered().rafts.keys().copied().collect();
     for id in NODES.into_iter().filter(|n| !running.contains(n)) {
         sim.start_node(id, false).await;
     }
@@ -1453,8 +1462,8 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     // The leader's duties abort it once its timeout passed (every node is back by now).
     let aborted_by = Instant::now() + Duration::from_secs(30);
     let open = |sim: &Sim| {
-        let nodes = lock(&sim.nodes);
-        let state = nodes[&1].state.read().unwrap_or_else(PoisonError::into_inner);
+        let nodes = sim.nodes.lock_recovered();
+        let state = nodes[&1].state.read_recovered();
         (0..PARTITIONS)
             .filter_map(|p| state.partition(topic_id(), p))
             .any(|p| p.open_transactions.contains_key(&abandoned.producer_id))
@@ -1462,11 +1471,12 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     while open(&sim) && Instant::now() < aborted_by {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    lock(&txns).push(abandoned);
+    txns.lock_recovered().push(abandoned);
     // The members settle: every partition held by one of them (in the classic group, all from
     // its newest generation).
     let settled_by = Instant::now() + Duration::from_secs(60);
-    let settled = || lock(&holdings).holder.len() == PARTITIONS as usize && lock(&classic).settled();
+    let settled =
+        || holdings.lock_recovered().holder.len() == PARTITIONS as usize && classic.lock_recovered().settled();
     while !settled() && Instant::now() < settled_by {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -1482,19 +1492,18 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     };
     let (last, _) = sim.propose(0, &done, far).await.expect("a last command commits");
     let converged = Instant::now() + Duration::from_secs(120);
-    while lock(&sim.nodes).values().any(|n| n.state.read().unwrap_or_else(PoisonError::into_inner).applied_index < last)
-    {
+    while sim.nodes.lock_recovered().values().any(|n| n.state.read_recovered().applied_index < last) {
         assert!(Instant::now() < converged, "the nodes did not converge to index {last}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let acks = lock(&acks).clone();
+    let acks = acks.lock_recovered().clone();
     let mut problems = check(&sim, &acks, last).await;
-    let holdings = std::mem::take(&mut *lock(&holdings));
+    let holdings = std::mem::take(&mut *holdings.lock_recovered());
     problems.extend(holdings.problems);
     if holdings.holder.len() < PARTITIONS as usize {
         problems.push(format!("the consumer group never settled: partitions held {:?}", holdings.holder));
     }
-    let classic = std::mem::take(&mut *lock(&classic));
+    let classic = std::mem::take(&mut *classic.lock_recovered());
     if !classic.settled() {
         problems.push(format!(
             "the classic group never settled: partitions held {:?}, newest generation {}",
@@ -1502,34 +1511,33 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
         ));
     }
     problems.extend(classic.problems);
-    problems.extend(std::mem::take(&mut lock(&share).problems));
+    problems.extend(std::mem::take(&mut share.lock_recovered().problems));
     problems.extend(check_stored_consumer_group(
-        &lock(&sim.nodes)[&1].state.read().unwrap_or_else(PoisonError::into_inner),
+        &sim.nodes.lock_recovered()[&1].state.read_recovered(),
     ));
     problems.extend(check_transactions(
-        &lock(&sim.nodes)[&1].state.read().unwrap_or_else(PoisonError::into_inner),
-        &lock(&txns),
+        &sim.nodes.lock_recovered()[&1].state.read_recovered(),
+        &txns.lock_recovered(),
     ));
-    let stored = lock(&sim.nodes)[&1]
+    let stored = sim.nodes.lock_recovered()[&1]
         .state
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
+        .read_recovered()
         .groups
         .get("sim")
         .map(|g| g.membership.generation);
-    if let Some(highest) = lock(&generations).iter().max()
+    if let Some(highest) = generations.lock_recovered().iter().max()
         && stored < Some(*highest)
     {
         problems.push(format!("group generation {highest} was acknowledged, {stored:?} is stored"));
     }
-    for node in lock(&sim.nodes).values() {
+    for node in sim.nodes.lock_recovered().values() {
         node.duties.cancel();
     }
-    let rafts: Vec<Raft<TypeConfig>> = std::mem::take(&mut lock(&sim.net).rafts).into_values().collect();
+    let rafts: Vec<Raft<TypeConfig>> = std::mem::take(&mut sim.net.lock_recovered().rafts).into_values().collect();
     for raft in rafts {
         let _ = raft.shutdown().await;
     }
-    let history = std::mem::take(&mut *lock(&sim.history));
+    let history = std::mem::take(&mut *sim.history.lock_recovered());
     Run { history, problems }
 }
 
@@ -1556,11 +1564,13 @@ async fn check(sim: &Sim, acks: &[Ack], last: u64) -> Vec<String> {
     let mut problems = Vec::new();
     // Snapshots and states are read before anything awaits, so no entry is applied in between.
     type Snapshot = Option<(u64, State)>;
-    let read: Vec<(NodeId, FileLogStore, Snapshot, State)> = lock(&sim.nodes)
+    let read: Vec<(NodeId, FileLogStore, Snapshot, State)> = sim
+        .nodes
+        .lock_recovered()
         .iter()
         .map(|(id, n)| {
             let snapshot = super::state_machine::read_snapshot(&n.dir).expect("the snapshot file reads");
-            (*id, n.log.clone(), snapshot, n.state.read().unwrap_or_else(PoisonError::into_inner).clone())
+            (*id, n.log.clone(), snapshot, n.state.read_recovered().clone())
         })
         .collect();
     let mut nodes = Vec::new();

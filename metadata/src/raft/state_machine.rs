@@ -20,6 +20,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
+use crate::locks::{MutexRecovery, RwLockRecovery};
 use crate::state::{State, StoredState};
 
 pub(crate) const SNAPSHOT_FILE: &str = "raft-snapshot";
@@ -264,7 +265,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         let body = {
             let applied = self.applied.lock().await;
             SnapshotBody {
-                state: self.state.read().unwrap_or_else(|p| p.into_inner()).clone().into(),
+                state: self.state.read_recovered().clone().into(),
                 last_applied: applied.last_applied,
                 last_membership: applied.last_membership.clone(),
             }
@@ -286,7 +287,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         let write = move || -> io::Result<Vec<u8>> {
             let bytes = encode_body(&body)?;
             // A snapshot installed meanwhile is newer: leave its file in place.
-            let mut newest = written.lock().unwrap_or_else(|p| p.into_inner());
+            let mut newest = written.lock_recovered();
             if *newest < file_meta.last_log_id {
                 #[cfg(test)]
                 test_io.take_fault()?;
@@ -326,7 +327,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut applied = self.applied.lock().await;
         let mut responses = Vec::new();
         {
-            let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.state.write_recovered();
             for entry in entries {
                 applied.last_applied = Some(entry.log_id);
                 responses.push(match entry.payload {
@@ -373,7 +374,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let body =
             decode_body(&bytes).map_err(|e| failed(StorageIOError::read_snapshot(Some(meta.signature()), &e)))?;
         {
-            let mut newest = self.snapshot_file.lock().unwrap_or_else(|p| p.into_inner());
+            let mut newest = self.snapshot_file.lock_recovered();
             #[cfg(test)]
             self.test_io
                 .take_fault()
@@ -384,7 +385,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.durable.send_replace(DurableSnapshot::Covers(meta.last_log_id.map_or(0, |l| l.index)));
         }
         let mut applied = self.applied.lock().await;
-        *self.state.write().unwrap_or_else(|p| p.into_inner()) = State::from(body.state);
+        *self.state.write_recovered() = State::from(body.state);
         applied.last_applied = meta.last_log_id;
         applied.last_membership = meta.last_membership.clone();
         applied.current_snapshot = Some((meta.clone(), bytes));
