@@ -1512,19 +1512,10 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     }
     problems.extend(classic.problems);
     problems.extend(std::mem::take(&mut share.lock_recovered().problems));
-    problems.extend(check_stored_consumer_group(
-        &sim.nodes.lock_recovered()[&1].state.read_recovered(),
-    ));
-    problems.extend(check_transactions(
-        &sim.nodes.lock_recovered()[&1].state.read_recovered(),
-        &txns.lock_recovered(),
-    ));
-    let stored = sim.nodes.lock_recovered()[&1]
-        .state
-        .read_recovered()
-        .groups
-        .get("sim")
-        .map(|g| g.membership.generation);
+    problems.extend(check_stored_consumer_group(&sim.nodes.lock_recovered()[&1].state.read_recovered()));
+    problems.extend(check_transactions(&sim.nodes.lock_recovered()[&1].state.read_recovered(), &txns.lock_recovered()));
+    let stored =
+        sim.nodes.lock_recovered()[&1].state.read_recovered().groups.get("sim").map(|g| g.membership.generation);
     if let Some(highest) = generations.lock_recovered().iter().max()
         && stored < Some(*highest)
     {
