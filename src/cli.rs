@@ -799,7 +799,7 @@ pub(crate) struct AgentOptions {
     /// registry, block peers) before it accepts them (Kafka's `socket.listen.backlog.size`;
     /// the kernel caps it at `net.core.somaxconn`). Past it, new connections' SYNs are dropped
     /// and their clients retry after 1 s or more, as in a reconnect storm after an agent is lost.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) socket_listen_backlog_size: u32,
     /// Exceptions to --max-connections-per-ip, as ADDR:N pairs separated by commas (Kafka's
     /// `max.connections.per.ip.overrides`), e.g. for a NAT gateway or a load balancer.
