@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::TopicId;
 
+mod packed;
+pub use packed::PackedCommits;
+
 /// A change to the metadata state, as proposed by an agent or an admin request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
@@ -399,6 +402,9 @@ pub enum Command {
         offset: i64,
         cut: Option<crate::state::ChunkCut>,
     },
+    /// [`Command::CommitSegments`] in the packed encoding of format 13 (`command/packed.rs`),
+    /// which the group committer writes once every voter applies format 13.
+    CommitSegmentsPacked(PackedCommits),
 }
 
 /// A range of one partition after key compaction.

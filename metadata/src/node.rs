@@ -61,7 +61,10 @@ async fn group_commits(node: MetadataNode, mut queue: tokio::sync::mpsc::Receive
     let mut group = Vec::new();
     while queue.recv_many(&mut group, crate::limits::COMMIT_GROUP_MAX).await > 0 {
         let (commits, replies): (Vec<_>, Vec<_>) = group.drain(..).unzip();
-        if commits.len() == 1 {
+        // Once every voter reads format 13, even a single commit goes packed: at many
+        // partitions its chunks are most of the Raft log, the change stream and the archive.
+        let packed = node.read().applies_format(13);
+        if commits.len() == 1 && !packed {
             let commit = commits.into_iter().next().expect("one commit");
             let result = node.write(Command::CommitSegment(commit), NotAfter::default()).await;
             replies.into_iter().for_each(|reply| {
@@ -69,7 +72,12 @@ async fn group_commits(node: MetadataNode, mut queue: tokio::sync::mpsc::Receive
             });
             continue;
         }
-        match node.write(Command::CommitSegments(commits), NotAfter::default()).await {
+        let command = if packed {
+            Command::CommitSegmentsPacked(crate::command::PackedCommits(commits))
+        } else {
+            Command::CommitSegments(commits)
+        };
+        match node.write(command, NotAfter::default()).await {
             Ok((Outcome::SegmentsCommitted(outcomes), index)) if outcomes.len() == replies.len() => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
                     let _ = reply.send(outcome.map(|o| (o, index)).map_err(NodeError::Rejected));

@@ -1311,14 +1311,31 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
             for n in 0..COMMITS_PER_AGENT {
                 tokio::time::sleep(Duration::from_millis(rng.gen_range(0..400))).await;
                 let key = format!("agent-{agent}/object-{n}");
-                let command = random_commit(&mut rng, &key);
+                let Command::CommitSegment(commit) = random_commit(&mut rng, &key) else {
+                    unreachable!("built as a segment commit")
+                };
                 let sent_ms = sim.now_ms();
+                // Half the commits go in format 13's packed encoding, as a node's group committer
+                // writes them, until the cluster is found not to apply it yet.
+                let mut command = if rng.gen_bool(0.5) {
+                    Command::CommitSegmentsPacked(crate::command::PackedCommits(vec![commit.clone()]))
+                } else {
+                    Command::CommitSegment(commit.clone())
+                };
                 // A commit whose answer was lost is sent again: the object key makes it one.
-                let Some((index, outcome)) = sim.propose(agent, &command, far).await else { return };
+                let Some((mut index, mut outcome)) = sim.propose(agent, &command, far).await else { return };
+                if matches!(&outcome, Err(CommandError::InvalidCommit(why)) if why.contains("format 13")) {
+                    command = Command::CommitSegment(commit.clone());
+                    let Some(sent) = sim.propose(agent, &command, far).await else { return };
+                    (index, outcome) = sent;
+                }
+                let outcome = match outcome {
+                    Ok(Outcome::SegmentsCommitted(mut each)) if each.len() == 1 => each.remove(0),
+                    other => other,
+                };
                 let Ok(Outcome::SegmentCommitted { chunks }) = outcome else {
                     panic!("unexpected outcome {outcome:?}")
                 };
-                let Command::CommitSegment(commit) = &command else { unreachable!("built as a segment commit") };
                 let chunks = commit
                     .chunks
                     .iter()
@@ -1498,6 +1515,9 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
     }
     let acks = acks.lock_recovered().clone();
     let mut problems = check(&sim, &acks, last).await;
+    if !acks.iter().any(|a| matches!(a.command, Command::CommitSegmentsPacked(_))) {
+        problems.push("no packed segment commit (format 13) was acknowledged".into());
+    }
     let holdings = std::mem::take(&mut *holdings.lock_recovered());
     problems.extend(holdings.problems);
     if holdings.holder.len() < PARTITIONS as usize {

@@ -437,27 +437,24 @@ mod tests {
     /// install one; what that format cannot hold is written in this binary's format.
     #[test]
     fn snapshot_bodies_are_written_in_the_format_the_cluster_applies() {
-        let golden = fs::read(crate::state::tests::golden_dir().join("state-v11.snap")).expect("the golden state");
-        let state = crate::archive::decode_state(&golden).expect("format 11 state");
-        assert_eq!(state.format, 11, "the golden state of format 11 applies format 11");
+        let golden = fs::read(crate::state::tests::golden_dir().join("state-v12.snap")).expect("the golden state");
+        let state = crate::archive::decode_state(&golden).expect("format 12 state");
+        assert_eq!(state.format, 12, "the golden state of format 12 applies format 12");
         let body = SnapshotBody {
             state: StoredState::from(state.clone()),
             last_applied: Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index)),
             last_membership: StoredMembership::default(),
         };
         let bytes = encode_body(&body).expect("encode");
-        assert_eq!(&bytes[..8], b"FLOESNB;", "written as format 11");
-        assert_eq!(&bytes[8..8 + golden.len() - 12], &golden[12..], "as format 11's binary wrote it");
-        let read = crate::state::stored::decoding(11, || postcard::from_bytes::<SnapshotBody>(&bytes[8..]));
-        assert_eq!(read.expect("a format 11 reader reads it").state, body.state);
+        assert_eq!(&bytes[..8], b"FLOESNB<", "written as format 12");
+        assert_eq!(&bytes[8..8 + golden.len() - 12], &golden[12..], "as format 12's binary wrote it");
+        let read = crate::state::stored::decoding(12, || postcard::from_bytes::<SnapshotBody>(&bytes[8..]));
+        assert_eq!(read.expect("a format 12 reader reads it").state, body.state);
 
-        // A link with a tenant exists only from format 12 on: such a state is written as 12.
-        let mut with_tenant = state;
-        if let Some(link) = with_tenant.links.values_mut().next() {
-            link.config.tenant = Some("tenant0".into());
-        }
-        assert!(!with_tenant.links.is_empty(), "the golden state has links");
-        let body = SnapshotBody { state: StoredState::from(with_tenant), ..body };
+        // Once the cluster applies this binary's format, bodies are written in it.
+        let mut current = state;
+        current.format = crate::FORMAT_VERSION;
+        let body = SnapshotBody { state: StoredState::from(current), ..body };
         let bytes = encode_body(&body).expect("encode");
         assert_eq!(bytes[7], b'0' + crate::FORMAT_VERSION as u8);
         assert_eq!(decode_body(&bytes).expect("decodes").state, body.state);

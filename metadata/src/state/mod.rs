@@ -547,14 +547,14 @@ impl State {
                 }
                 Ok(Outcome::Done)
             }
-            Command::CommitSegments(commits) => {
-                if commits.len() > crate::limits::COMMIT_GROUP_MAX {
-                    return Err(CommandError::InvalidCommit(format!(
-                        "more than {} grouped commits",
-                        crate::limits::COMMIT_GROUP_MAX
-                    )));
+            Command::CommitSegments(commits) => self.commit_segments(commits),
+            Command::CommitSegmentsPacked(crate::command::PackedCommits(commits)) => {
+                if !self.applies_format(13) {
+                    return Err(CommandError::InvalidCommit(
+                        "packed segment commits need every metadata node on format 13".into(),
+                    ));
                 }
-                Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
+                self.commit_segments(commits)
             }
             Command::SetLink { name, config, now_ms } => self.set_link(name, config.into(), now_ms),
             Command::DeleteLink { name } => self.delete_link(&name),

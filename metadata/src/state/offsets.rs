@@ -132,6 +132,17 @@ impl State {
         self.topics.get_mut(&topic_id)?.partitions.get_mut(index)
     }
 
+    /// Grouped commits, each applied as [`State::commit_segment`] would be, in order.
+    pub(super) fn commit_segments(&mut self, commits: Vec<SegmentCommit>) -> Result<Outcome, CommandError> {
+        if commits.len() > crate::limits::COMMIT_GROUP_MAX {
+            return Err(CommandError::InvalidCommit(format!(
+                "more than {} grouped commits",
+                crate::limits::COMMIT_GROUP_MAX
+            )));
+        }
+        Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
+    }
+
     pub(super) fn commit_segment(&mut self, commit: SegmentCommit) -> Result<Outcome, CommandError> {
         validate_commit(&commit)?;
         if let Some(chunks) = self.recent_commits.get(&commit.key) {

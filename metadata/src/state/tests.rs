@@ -1504,25 +1504,27 @@ fn golden_link_commands() -> Vec<Command> {
     ]
 }
 
-/// The persisted formats as of format 12 (the current one): the archive's state and command
+/// The persisted formats as of format 13 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_12_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v12.snap"), golden_dir().join("commands-v12.cmds"));
+fn golden_files_of_format_13_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v13.snap"), golden_dir().join("commands-v13.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
         let mut commands = golden_commands_through_format_10();
         commands.extend(golden_link_commands());
         let (before, _) = run(commands.clone());
-        let added = golden_commands_of_format_12(&before);
+        commands.extend(golden_commands_of_format_12(&before));
+        let (before, _) = run(commands.clone());
+        let added = golden_commands_of_format_13(&before);
         commands.extend(added.clone());
         let (state, outcomes) = run(commands.clone());
         let failed: Vec<_> =
             outcomes[outcomes.len() - added.len()..].iter().zip(added).filter(|(o, _)| o.is_err()).collect();
-        assert!(failed.is_empty(), "every command of format 12 applies: {failed:?}");
+        assert!(failed.is_empty(), "every command of format 13 applies: {failed:?}");
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
         std::fs::write(&state_path, crate::archive::encode_state(state.clone()).expect("encode")).expect("write");
@@ -1530,15 +1532,70 @@ fn golden_files_of_format_12_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 12 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 12 commands no longer decode");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 13 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 13 commands no longer decode");
     assert_eq!(
         crate::archive::encode_state(state.clone()).ok(),
         Some(state_bytes),
-        "format 12 state encodes differently"
+        "format 13 state encodes differently"
     );
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 12 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 13 commands encode differently");
+    let packed: Vec<_> = log
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Command::CommitSegmentsPacked(crate::command::PackedCommits(commits)) => Some(commits),
+            _ => None,
+        })
+        .collect();
+    let [commits] = packed.as_slice() else { panic!("one packed commit in the golden log: {}", packed.len()) };
+    let committed = commits.iter().all(|c| state.recent_commits.get(&c.key).is_some_and(|a| !a.is_empty()));
+    assert!(state.format == 13 && commits.len() == 2 && committed, "the packed commits applied: {commits:?}");
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 13 commands gives another state");
+}
+
+/// Two flushes' segment commits in the packed encoding: one of plain chunks over two
+/// partitions, one with an idempotent producer's chunk (format 13).
+fn golden_commands_of_format_13(before: &State) -> Vec<Command> {
+    let topic = before
+        .topics
+        .values()
+        .find(|t| t.partitions.len() >= 2 && before.mirror_link(t.topic_id).is_none())
+        .expect("the golden commands keep a topic of two partitions that is not a mirror");
+    let plain = |partition, byte_start, timestamp_max| ChunkCommit {
+        topic_id: topic.topic_id,
+        partition,
+        byte_start,
+        byte_len: 90,
+        crc32c: 0xdead_beef,
+        batches: vec![BatchSummary { offset_count: 1, timestamp_max, base_sequence: -1 }],
+        producer: None,
+        uncompressed_bytes: 90,
+    };
+    let first = SegmentCommit {
+        key: "golden-v13-a".into(),
+        object_bytes: 204,
+        chunks: vec![plain(0, 0, 90_000), plain(1, 90, 90_001)],
+    };
+    let mut second =
+        SegmentCommit { key: "golden-v13-b".into(), object_bytes: 300, chunks: vec![plain(1, 24, 89_999)] };
+    second.chunks[0].uncompressed_bytes = 240;
+    vec![
+        Command::SetFormat { format: 13 },
+        Command::CommitSegmentsPacked(crate::command::PackedCommits(vec![first, second])),
+    ]
+}
+
+/// Format 12's files (a link's tenant and ACL copying): its state reads, and its commands
+/// replay to that state.
+#[test]
+fn golden_files_of_format_12_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v12.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v12.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 12 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 12 commands no longer decode");
     let tenant_link = &state.links["tenant-in"].config;
     let ns = state.tenant_namespace("tenant0").expect("the tenant");
     let mirrored = state.topic_by_name(&ns.scope("t-orders")).expect("the tenant's mirror topic");
@@ -1554,6 +1611,9 @@ fn golden_files_of_format_12_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 12 commands gives another state");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
 }
 
 /// A link into a tenant's namespace that copies ACLs (format 12).
