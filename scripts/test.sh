@@ -29,7 +29,29 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed as the next starts and summed up at exit (pass or fail), so a
+# slow CI run shows where its minutes went.
+STEP_NAME="" STEP_STARTED=$SECONDS STEP_TIMES=()
+end_step() {
+  [[ -n "$STEP_NAME" ]] || return 0
+  local took=$((SECONDS - STEP_STARTED))
+  STEP_TIMES+=("$(printf '%5d s  %s' "$took" "$STEP_NAME")")
+  printf '    (%d s)\n' "$took"
+  STEP_NAME=""
+}
+step() {
+  end_step
+  printf '\n==> %s\n' "$*"
+  STEP_NAME="$*" STEP_STARTED=$SECONDS
+}
+step_times() {
+  end_step
+  [[ ${#STEP_TIMES[@]} -gt 0 ]] || return 0
+  printf '\n==> time per step (%d cores)\n' "$(nproc)"
+  printf '%s\n' "${STEP_TIMES[@]}"
+  printf '%5d s  in all\n' "$SECONDS"
+}
+trap step_times EXIT
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/floe-target}"
 export FLOE_BIN="${FLOE_BIN:-$CARGO_TARGET_DIR/debug/floe}"
@@ -236,4 +258,5 @@ if [[ "$MODE" == all || "$MODE" == chaos ]]; then
     --work-dir "$CHAOS_DIR-hostile" --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" \
     --python "$ROOT/.venv/bin/python" --hostile-tenant
 fi
-step "all tests passed"
+end_step
+printf '\n==> all tests passed\n'

@@ -110,7 +110,8 @@ def one_run(args, partitions, run):
         floe.send_signal(signal.SIGTERM)
         floe.wait(60)
     histograms = ("floe_kafka_request_duration_seconds", "floe_flush_duration_seconds",
-                  "floe_metadata_commit_duration_seconds", "floe_flush_age_seconds")
+                  "floe_metadata_commit_duration_seconds", "floe_flush_age_seconds",
+                  "floe_metadata_written_bytes_total", "floe_broker_topic_bytes_in_total")
     delta = {k: m_after[k] - m_before.get(k, 0) for k in m_after if k.startswith(histograms)}
     after_warmup = [rss for t, rss in samples if t >= args.warmup] or [float("nan")]
     row = {
@@ -135,6 +136,11 @@ def one_run(args, partitions, run):
         "rss_last_mib": after_warmup[-1],
         "rss_peak_mib": max(after_warmup),
         "metadata_mib": dir_mib(os.path.join(data, "metadata")),
+        # Metadata bytes written (Raft log and snapshots) per GiB of record batches produced, over
+        # the measured part.
+        "metadata_written_mib_per_gib": (sum(v for k, v in delta.items()
+                                             if k.startswith("floe_metadata_written_bytes_total")) / 2**20)
+        / max(sum(v for k, v in delta.items() if k.startswith("floe_broker_topic_bytes_in_total")) / 2**30, 1e-9),
         "errors": sum(report["errors"].values()),
         "rss_samples": samples,
     }
@@ -201,7 +207,7 @@ def main():
     keys = ["p50_ms", "p99_ms", "server_produce_p50_ms", "server_produce_p99_ms", "flush_p50_ms", "flush_p99_ms",
             "commit_p50_ms", "commit_p99_ms", "flush_age_p50_ms", "flushes_per_s", "produce_requests_per_s",
             "server_cores", "client_cores",
-            "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib"]
+            "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib", "metadata_written_mib_per_gib"]
     medians = {c: {k: statistics.median(r[k] for r in rows if r["partitions"] == c) for k in keys} for c in counts}
     base = medians[counts[0]]
     ratios = {c: {k: medians[c][k] / base[k] for k in keys if base[k]} for c in counts}
@@ -225,7 +231,8 @@ def main():
 
 # What a regression shows first when partitions cost more: the agent's CPU, the client's p99 and
 # the server's own Produce p99 against the base count.
-WATCHED = ["server_cores", "p99_ms", "server_produce_p99_ms", "rss_last_mib", "metadata_mib"]
+WATCHED = ["server_cores", "p99_ms", "server_produce_p99_ms", "rss_last_mib", "metadata_mib",
+           "metadata_written_mib_per_gib"]
 
 
 def compare(path, counts, ratios):

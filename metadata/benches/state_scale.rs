@@ -7,6 +7,10 @@
 //! criterion:
 //!
 //!     cargo bench -p floe-metadata --bench state_scale -- 10000,100000,1000000
+//!
+//! With `--archive DIR` the state of the last count is also written, as the leader's archive
+//! would, under `DIR/metadata/` (a `file://DIR` object store), for `floe metadata restore` and
+//! then a node and an agent to start from: `loadtest/scripts/bench_million.py` times those.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -37,6 +41,7 @@ fn state(partitions: u32) -> State {
         index += 1;
         state.apply(index, command).expect("applies");
     };
+    apply(&mut state, Command::InitCluster { cluster_id: format!("state-scale-{partitions}") });
     for t in 0..topics {
         let create = Command::CreateTopic {
             name: format!("topic-{t}"),
@@ -69,10 +74,13 @@ fn state(partitions: u32) -> State {
 
 fn main() {
     // `cargo bench` passes `--bench`; the counts are the one argument that parses.
-    let counts: Vec<u32> = std::env::args()
-        .skip(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let counts: Vec<u32> = args
+        .iter()
         .find_map(|a| a.split(',').map(str::parse).collect::<Result<Vec<u32>, _>>().ok())
         .unwrap_or_else(|| vec![10_000, 100_000]);
+    let archive_dir = args.iter().position(|a| a == "--archive").and_then(|at| args.get(at + 1));
+    let mut last = None;
     println!("partitions  build_s  clone_ms  encode_ms  decode_ms  encoded_B/partition  rss_B/partition");
     for partitions in counts {
         let before = rss_bytes();
@@ -91,6 +99,7 @@ fn main() {
         let decoded = decode_state(&bytes).expect("decodes");
         let decode = started.elapsed();
         assert_eq!(decoded.topics.len(), state.topics.len());
+        last = Some((state.generation, state.applied_index, bytes.clone()));
         println!(
             "{partitions:>10}  {:>7.2}  {:>8.0}  {:>9.0}  {:>9.0}  {:>19.0}  {:>15.0}",
             build.as_secs_f64(),
@@ -100,5 +109,12 @@ fn main() {
             bytes.len() as f64 / f64::from(partitions),
             resident as f64 / f64::from(partitions),
         );
+    }
+    if let (Some(dir), Some((generation, index, bytes))) = (archive_dir, last) {
+        let name = floe_metadata::archive::ArchiveName::State { generation, index }.to_string();
+        let path = std::path::Path::new(dir).join("metadata").join(name);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("the archive directory");
+        std::fs::write(&path, bytes).expect("the archive object");
+        println!("archived: {}", path.display());
     }
 }

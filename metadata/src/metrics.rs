@@ -10,7 +10,8 @@ use std::sync::{LazyLock, Mutex};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{
-    Gauge, Histogram, IntGauge, IntGaugeVec, Opts, exponential_buckets, register_gauge, register_histogram,
+    Gauge, Histogram, IntCounterVec, IntGauge, IntGaugeVec, Opts, exponential_buckets, register_gauge,
+    register_histogram, register_int_counter_vec,
 };
 
 use crate::MetadataNode;
@@ -23,6 +24,17 @@ pub static COMMIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
         "floe_metadata_commit_duration_seconds",
         "Time for the leader to commit and apply one Raft entry",
         exponential_buckets(0.0005, 2.0, 16).expect("valid buckets")
+    )
+    .expect("metric names are unique")
+});
+
+/// Bytes this node wrote to its data directory, by file (`raft-log`: entries, votes, purges and
+/// rewrites; `raft-snapshot`): the metadata write volume, to set against the bytes produced.
+pub static WRITTEN_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "floe_metadata_written_bytes_total",
+        "Bytes this metadata node wrote to its data directory, by file",
+        &["file"]
     )
     .expect("metric names are unique")
 });

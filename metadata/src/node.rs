@@ -559,6 +559,11 @@ impl MetadataNode {
             match self.propose(Command::RestoreState(Box::new(seed.into()))).await {
                 Ok(_) | Err(NodeError::Rejected(CommandError::AlreadyInitialized)) => {
                     let _ = std::fs::remove_file(&seed_path);
+                    // The whole state is one log entry now: snapshot it at once, so a restart
+                    // loads a snapshot rather than replaying it, and a joining node gets a copy.
+                    if let Err(e) = self.raft.trigger().snapshot().await {
+                        tracing::warn!(error = %e, "asking for a snapshot of the restored state failed");
+                    }
                     return Ok(());
                 }
                 Err(e) => return Err(e),

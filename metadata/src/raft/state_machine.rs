@@ -158,6 +158,8 @@ fn write_snapshot_file(dir: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, body:
     file.write_all(&payload)?;
     file.sync_all()?;
     fs::rename(&tmp, &path)?;
+    let written = SNAPSHOT_MAGIC.len() + 4 + payload.len();
+    crate::metrics::WRITTEN_BYTES.with_label_values(&["raft-snapshot"]).inc_by(written as u64);
     File::open(dir)?.sync_all()
 }
 
@@ -262,14 +264,13 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         // Copy the state and its log id together (no entry is applied in between), then encode
         // and write without holding anything: applying entries must not wait for the disk.
-        let body = {
+        let (state, last_applied, last_membership) = {
             let applied = self.applied.lock().await;
-            SnapshotBody {
-                state: self.state.read_recovered().clone().into(),
-                last_applied: applied.last_applied,
-                last_membership: applied.last_membership.clone(),
-            }
+            let state = self.state.read_recovered().clone();
+            (state, applied.last_applied, applied.last_membership.clone())
         };
+        // Converted to its stored layout after both locks are released.
+        let body = SnapshotBody { state: state.into(), last_applied, last_membership };
         let meta = SnapshotMeta {
             last_log_id: body.last_applied,
             last_membership: body.last_membership.clone(),
