@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A metadata state of many partitions, end to end (issue 53: "a metadata service sized for
 1,000,000 partitions"): the `state_scale` bench builds a state of N partitions (topics of 10,000,
-one index entry each) and writes it as the leader's archive would; then, timed, with the release
+`--entries` index entries each, with `--group` a consumer group's offset each) and writes it as the leader's archive would; then, timed, with the release
 `floe`:
 
 1. `floe metadata restore` from that archive into an empty data directory;
@@ -59,12 +59,14 @@ def ready(http):
         return False
 
 
-def one_count(partitions, work):
+def one_count(partitions, work, args):
     shutil.rmtree(work, ignore_errors=True)
     objects, data = os.path.join(work, "objects"), os.path.join(work, "m1")
     log(f"{partitions} partitions: building the state and its archive (state_scale bench)")
+    shape = ["--entries", str(args.entries)] + (["--group"] if args.group else [])
     bench = subprocess.run(["cargo", "bench", "-q", "-p", "floe-metadata", "--bench", "state_scale", "--",
-                            str(partitions), "--archive", objects], capture_output=True, text=True, check=True)
+                            str(partitions), "--archive", objects, *shape], capture_output=True, text=True,
+                           check=True)
     columns = [line.split() for line in bench.stdout.splitlines() if line.strip().startswith(str(partitions))][0]
     archive_bytes = sum(os.path.getsize(os.path.join(objects, "metadata", f))
                         for f in os.listdir(os.path.join(objects, "metadata")))
@@ -112,6 +114,8 @@ def one_count(partitions, work):
                 p.wait(60)
     row = {
         "partitions": partitions,
+        "entries_per_partition": args.entries,
+        "group": args.group,
         "clone_ms": float(columns[2]), "encode_ms": float(columns[3]), "decode_ms": float(columns[4]),
         "archive_mib": archive_bytes / 2**20,
         "restore_s": restore_s,
@@ -129,8 +133,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--partitions", default="100000,1000000", help="partition counts, comma-separated")
     p.add_argument("--work", default="/var/tmp/floe-bench/million")
+    p.add_argument("--entries", type=int, default=1, help="index entries per partition")
+    p.add_argument("--group", action="store_true", help="and one consumer group's offset per partition")
     args = p.parse_args()
-    rows = [one_count(int(c), args.work) for c in args.partitions.split(",")]
+    rows = [one_count(int(c), args.work, args) for c in args.partitions.split(",")]
     print(json.dumps(rows, indent=1))
 
 

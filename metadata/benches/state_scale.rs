@@ -8,6 +8,7 @@
 //!
 //!     cargo bench -p floe-metadata --bench state_scale -- 10000,100000,1000000
 //!
+//! `--entries N` gives each partition N index entries, `--group` one consumer group's offset.
 //! With `--archive DIR` the state of the last count is also written, as the leader's archive
 //! would, under `DIR/metadata/` (a `file://DIR` object store), for `floe metadata restore` and
 //! then a node and an agent to start from: `loadtest/scripts/bench_million.py` times those.
@@ -31,7 +32,15 @@ fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-fn state(partitions: u32) -> State {
+/// What each partition holds besides itself: index entries (one per commit round) and, with
+/// `group`, one consumer group's committed offset.
+#[derive(Clone, Copy)]
+struct Shape {
+    entries: u32,
+    group: bool,
+}
+
+fn state(partitions: u32, shape: Shape) -> State {
     let per_topic = partitions.min(PARTITIONS_PER_TOPIC);
     let topics = partitions.div_ceil(per_topic);
     let topic_id = |t: u32| uuid::Uuid::from_u128(u128::from(t) + 1);
@@ -51,7 +60,9 @@ fn state(partitions: u32) -> State {
         };
         apply(&mut state, create);
     }
-    for commit in 0..partitions.div_ceil(CHUNKS_PER_COMMIT) {
+    for (round, commit) in
+        (0..shape.entries).flat_map(|r| (0..partitions.div_ceil(CHUNKS_PER_COMMIT)).map(move |c| (r, c)))
+    {
         let chunks = (0..CHUNKS_PER_COMMIT)
             .map(|i| commit * CHUNKS_PER_COMMIT + i)
             .filter(|&n| n < partitions)
@@ -66,8 +77,28 @@ fn state(partitions: u32) -> State {
                 uncompressed_bytes: 200,
             })
             .collect();
-        let key = format!("segments/{commit:08}");
+        let key = format!("segments/{round:04}-{commit:08}");
         apply(&mut state, Command::CommitSegment(SegmentCommit { key, object_bytes: 200_000, chunks }));
+    }
+    if shape.group {
+        for t in 0..topics {
+            let offsets = (0..per_topic)
+                .map(|p| {
+                    floe_metadata::state::OffsetCommit {
+                        topic: format!("topic-{t}"),
+                        partition: p as i32,
+                        offset: i64::from(shape.entries),
+                        leader_epoch: -1,
+                        metadata: String::new(),
+                    }
+                    .into()
+                })
+                .collect();
+            let commit = Command::CommitOffsets { group_id: "consumers".into(), offsets, stamp: None, now_ms: 1 };
+            apply(&mut state, commit);
+        }
+        let committed = state.groups.get("consumers").map_or(0, |g| g.offsets.len());
+        assert_eq!(committed, partitions as usize, "every partition's offset is committed");
     }
     state
 }
@@ -79,13 +110,18 @@ fn main() {
         .iter()
         .find_map(|a| a.split(',').map(str::parse).collect::<Result<Vec<u32>, _>>().ok())
         .unwrap_or_else(|| vec![10_000, 100_000]);
-    let archive_dir = args.iter().position(|a| a == "--archive").and_then(|at| args.get(at + 1));
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|at| args.get(at + 1));
+    let archive_dir = flag("--archive");
+    let shape = Shape {
+        entries: flag("--entries").and_then(|n| n.parse().ok()).unwrap_or(1),
+        group: args.iter().any(|a| a == "--group"),
+    };
     let mut last = None;
     println!("partitions  build_s  clone_ms  encode_ms  decode_ms  encoded_B/partition  rss_B/partition");
     for partitions in counts {
         let before = rss_bytes();
         let started = Instant::now();
-        let state = state(partitions);
+        let state = state(partitions, shape);
         let build = started.elapsed();
         let resident = rss_bytes().saturating_sub(before);
         let started = Instant::now();

@@ -20,7 +20,7 @@ use crate::node::NodeError;
 use crate::raft::network::{
     CallError, ConnectionPool, NotAfter, Request, Response, dial_with_hello, read_frame_in, write_frame,
 };
-use crate::state::State;
+use crate::state::{State, StoredState};
 
 /// How long a proposal keeps trying nodes before it is answered as unavailable.
 const PROPOSE_DEADLINE: Duration = Duration::from_secs(15);
@@ -281,6 +281,34 @@ impl RemoteMetadata {
     }
 }
 
+/// Adds a part of a state copy to `parts`; the copy, decoded off the runtime's threads, once the
+/// last part is in. Parts that disagree on the total, or overrun it, end the stream.
+async fn take_copy_part(
+    parts: &mut Option<(u64, Vec<u8>)>,
+    total: u64,
+    bytes: Vec<u8>,
+    format: u32,
+) -> std::io::Result<Option<StoredState>> {
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    if total > crate::raft::network::STATE_COPY_BYTES_MAX {
+        return Err(invalid(format!("a state copy of {total} bytes")));
+    }
+    let (expected, received) = parts.get_or_insert_with(|| (total, Vec::new()));
+    if *expected != total || (received.len() + bytes.len()) as u64 > total {
+        return Err(invalid(format!("state copy parts of {total} bytes after {expected}")));
+    }
+    received.extend_from_slice(&bytes);
+    if (received.len() as u64) < total {
+        return Ok(None);
+    }
+    let Some((_, whole)) = parts.take() else { return Ok(None) };
+    let copy = tokio::task::spawn_blocking(move || crate::state::stored::decode_state_copy(&whole, format))
+        .await
+        .map_err(std::io::Error::other)?
+        .map_err(|e| invalid(format!("a state copy: {e}")))?;
+    Ok(Some(copy))
+}
+
 /// Keeps the mirror current: subscribes to one node after another, forever (until the process
 /// exits), resynchronizing from a fresh copy whenever a stream breaks.
 async fn mirror(inner: Arc<Inner>, copied: watch::Sender<bool>) {
@@ -307,8 +335,10 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
         return Ok(());
     }
     write_frame(&mut stream, &Request::Subscribe).await?;
-    let subscribed = Instant::now();
+    let mut subscribed = Instant::now();
     let mut first_copy: Option<Instant> = None;
+    // A copy arriving in parts: its total length and the bytes so far.
+    let mut parts: Option<(u64, Vec<u8>)> = None;
     loop {
         // A node is judged behind only once it had time to send its copy and then its changes:
         // every proposal waiting on the mirror reports "behind", and moving on at each report
@@ -327,6 +357,17 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
                 tracing::info!(%addr, "metadata node behind the proposals; following another");
                 return Ok(());
             }
+        };
+        let frame = match frame {
+            Some(Response::StateCopyPart { total, bytes }) => {
+                // Patience runs from the last part: a large copy takes as long as it takes.
+                subscribed = Instant::now();
+                match take_copy_part(&mut parts, total, bytes, node.format).await? {
+                    Some(copy) => Some(Response::StateCopy(Box::new(copy))),
+                    None => continue,
+                }
+            }
+            other => other,
         };
         if first_copy.is_none() && matches!(frame, Some(Response::StateCopy(_))) {
             first_copy = Some(Instant::now());
@@ -366,4 +407,55 @@ async fn follow(inner: &Inner, addr: &str, copied: &watch::Sender<bool>) -> std:
         copied.send_replace(true);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a_state() -> State {
+        let mut state = State::default();
+        let _ = state.apply(1, Command::InitCluster { cluster_id: "parts".into() });
+        let create = Command::CreateTopic {
+            name: "t".into(),
+            topic_id: uuid::Uuid::from_u128(7),
+            partition_count: 300,
+            configs: Default::default(),
+        };
+        let _ = state.apply(2, create);
+        state
+    }
+
+    /// A copy split in parts is whole again after its last part, and only then.
+    #[tokio::test]
+    async fn a_state_copy_in_parts_is_whole_after_its_last_part() {
+        let state = a_state();
+        let encoded = postcard::to_stdvec(&StoredState::from(state.clone())).expect("encode");
+        let total = encoded.len() as u64;
+        let mut parts = None;
+        let pieces: Vec<&[u8]> = encoded.chunks(encoded.len() / 3 + 1).collect();
+        assert_eq!(pieces.len(), 3);
+        for (n, piece) in pieces.iter().enumerate() {
+            let got = take_copy_part(&mut parts, total, piece.to_vec(), crate::FORMAT_VERSION).await.expect("a part");
+            match got {
+                Some(copy) => assert!(n == 2 && State::from(copy) == state, "whole after the last part only"),
+                None => assert!(n < 2, "the last part completes the copy"),
+            }
+        }
+        assert!(parts.is_none(), "nothing kept after the copy");
+    }
+
+    /// Parts that overrun their total, change it, or announce more than a copy may hold end the
+    /// stream instead of growing without bound.
+    #[tokio::test]
+    async fn state_copy_parts_that_disagree_or_overrun_are_refused() {
+        let mut parts = None;
+        assert!(take_copy_part(&mut parts, 4, vec![1, 2, 3, 4, 5], 0).await.is_err(), "an overrun");
+        let mut parts = None;
+        assert!(take_copy_part(&mut parts, 8, vec![1, 2], 0).await.expect("a part").is_none());
+        assert!(take_copy_part(&mut parts, 9, vec![3], 0).await.is_err(), "another total");
+        let mut parts = None;
+        let too_large = crate::raft::network::STATE_COPY_BYTES_MAX + 1;
+        assert!(take_copy_part(&mut parts, too_large, vec![0], 0).await.is_err(), "past the bound");
+    }
 }

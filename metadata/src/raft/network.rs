@@ -46,8 +46,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Time a forwarded proposal may take on the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The metadata protocol's version. 0: no version exchange; 1: [`Request::Hello`].
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The metadata protocol's version. 0: no version exchange; 1: [`Request::Hello`]; 2: state
+/// copies in parts ([`Response::StateCopyPart`]).
+pub const PROTOCOL_VERSION: u32 = 2;
+/// A change stream's state copy is sent in parts of this size to subscribers of protocol 2 and
+/// on: a state of a million partitions with their index and offsets passes one frame's bound.
+const STATE_COPY_PART_BYTES: usize = 16 * 1024 * 1024;
+/// The largest state copy a subscriber takes in parts.
+pub(crate) const STATE_COPY_BYTES_MAX: u64 = 4 * 1024 * 1024 * 1024;
 /// The newest metadata format a process of protocol 0 may write.
 const FORMAT_BEFORE_HELLO: u32 = 6;
 /// Longest release string a Hello carries.
@@ -209,6 +215,13 @@ pub(crate) enum Response {
     Clock(i64),
     /// The answer to [`Request::Hello`].
     Hello(Hello),
+    /// A part of a change stream's state copy (protocol 2): `total` bytes of the postcard
+    /// encoding of the [`StoredState`] a [`Response::StateCopy`] would carry, split in order.
+    StateCopyPart {
+        total: u64,
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
 }
 
 /// How a leader answered a forwarded proposal.
@@ -400,7 +413,8 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
                             tracing::error!(%peer, "change stream refused: {why}");
                             return;
                         }
-                        if let Err(e) = stream_changes(&mut stream, &node, &mut stop).await {
+                        let in_parts = theirs.protocol >= 2;
+                        if let Err(e) = stream_changes(&mut stream, &node, &mut stop, in_parts).await {
                             tracing::debug!(%peer, error = %e, "change stream ended");
                         }
                         return;
@@ -414,11 +428,25 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
     }
 }
 
+/// Sends `copy` as [`Response::StateCopyPart`]s, encoded off the runtime's threads.
+async fn write_state_copy_in_parts(stream: &mut MetadataStream, copy: crate::State) -> std::io::Result<()> {
+    let encoded = tokio::task::spawn_blocking(move || postcard::to_stdvec(&StoredState::from(copy)))
+        .await
+        .map_err(std::io::Error::other)?
+        .map_err(std::io::Error::other)?;
+    let total = encoded.len() as u64;
+    for bytes in encoded.chunks(STATE_COPY_PART_BYTES) {
+        write_frame(stream, &Response::StateCopyPart { total, bytes: bytes.to_vec() }).await?;
+    }
+    Ok(())
+}
+
 /// Sends a copy of the state, then every applied command after it, until the peer goes away.
 async fn stream_changes(
     stream: &mut MetadataStream,
     node: &MetadataNode,
     stop: &mut tokio::sync::watch::Receiver<bool>,
+    in_parts: bool,
 ) -> std::io::Result<()> {
     use crate::raft::state_machine::Change;
     use tokio::sync::broadcast::error::RecvError;
@@ -428,7 +456,11 @@ async fn stream_changes(
         let mut changes = node.changes();
         let copy = node.read().clone();
         let copied_index = copy.applied_index;
-        write_frame(stream, &Response::StateCopy(Box::new(copy.into()))).await?;
+        if in_parts {
+            write_state_copy_in_parts(stream, copy).await?;
+        } else {
+            write_frame(stream, &Response::StateCopy(Box::new(copy.into()))).await?;
+        }
         loop {
             let change = tokio::select! {
                 change = changes.recv() => change,

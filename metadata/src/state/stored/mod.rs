@@ -143,6 +143,14 @@ pub(crate) fn restored_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<B
     Versioned::deserialize(d).map(|v| Box::new(v.0))
 }
 
+/// A state copy sent in parts ([`crate::raft::network`]'s `StateCopyPart`), whole again: the
+/// encoding a `StateCopy` frame carries, written in metadata format `format`.
+pub(crate) fn decode_state_copy(bytes: &[u8], format: u32) -> Result<StoredState, postcard::Error> {
+    // 0: today's format, as `read_frame_in` decodes.
+    let format = if format >= crate::FORMAT_VERSION { 0 } else { format };
+    decoding(format, || versioned_state(&mut postcard::Deserializer::from_bytes(bytes)))
+}
+
 /// A snapshot body's state, in the format being decoded.
 pub(crate) fn versioned_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<StoredState, D::Error> {
     Versioned::deserialize(d).map(|v| v.0)
