@@ -419,7 +419,7 @@ mod tests {
         };
         let configs = BTreeMap::from([("cleanup.policy".to_owned(), "compact".to_owned())]);
         let topic_id = TopicId::from_u128(1);
-        let topic = Topic { name: "table".into(), topic_id, configs, partitions: vec![partition] };
+        let topic = Topic { name: "table".into(), topic_id, configs, partitions: vec![partition.into()] };
         let mut state = State::default();
         state.topics.insert(topic_id, topic);
         let object = floe_metadata::ObjectRecord { key: "o".into(), object_bytes: 150, reference_count: 2 };

@@ -478,7 +478,7 @@ mod tests {
         let create =
             Command::CreateTopic { name: "t".into(), topic_id, partition_count: 1, configs: Default::default() };
         state.apply(1, create).expect("topic");
-        let log = &mut state.topics.get_mut(&topic_id).expect("topic").partitions[0];
+        let log = std::sync::Arc::make_mut(&mut state.topics.get_mut(&topic_id).expect("topic").partitions[0]);
         (log.log_start_offset, log.next_offset) = (3, 10);
         log.open_transactions.insert(42, 7);
         (state, topic_id)

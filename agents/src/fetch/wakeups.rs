@@ -143,7 +143,10 @@ impl PartitionWakeups {
                         return false;
                     }
                 }
-                let now = mark(topic.and_then(|t| usize::try_from(*partition).ok().and_then(|i| t.partitions.get(i))));
+                let now =
+                    mark(topic.and_then(|t| {
+                        usize::try_from(*partition).ok().and_then(|i| t.partitions.get(i).map(|p| &**p))
+                    }));
                 if now != watched.mark {
                     watched.mark = now;
                     for (_, notify) in &watched.waiters {
@@ -230,7 +233,7 @@ mod tests {
     }
 
     fn set_log_end(state: &mut State, topic_id: TopicId, end: i64) {
-        state.topics.get_mut(&topic_id).expect("topic").partitions[0].next_offset = end;
+        std::sync::Arc::make_mut(&mut state.topics.get_mut(&topic_id).expect("topic").partitions[0]).next_offset = end;
     }
 
     async fn woken_within(waiter: &Waiter, ms: u64) -> bool {

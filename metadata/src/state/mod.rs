@@ -256,7 +256,10 @@ pub struct Topic {
     pub name: String,
     pub topic_id: TopicId,
     pub configs: BTreeMap<String, String>,
-    pub partitions: Vec<Partition>,
+    /// Shared, copied on write (`State::partition_mut`): a copy of the state (a snapshot's, a
+    /// change stream's, the archive's), taken under the state's lock, copies pointers, and a
+    /// partition written while a copy lives is copied once.
+    pub partitions: Vec<std::sync::Arc<Partition>>,
 }
 
 /// One partition's log, as metadata sees it: offsets and where their bytes are.
@@ -595,7 +598,7 @@ impl State {
 
     pub fn partition(&self, topic_id: TopicId, partition: i32) -> Option<&Partition> {
         let index = usize::try_from(partition).ok()?;
-        self.topics.get(&topic_id)?.partitions.get(index)
+        self.topics.get(&topic_id)?.partitions.get(index).map(|p| &**p)
     }
 
     /// The value a topic config has for `topic`: set on the topic, else set dynamically for the

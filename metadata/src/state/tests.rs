@@ -42,6 +42,19 @@ fn commit(key: &str, chunks: &[(u8, i32, &[u32])]) -> Command {
     Command::CommitSegment(SegmentCommit { key: key.to_owned(), object_bytes: byte_start + 24, chunks })
 }
 
+/// A copy of the state shares its partitions until one is written: the written one is copied,
+/// the copy keeps what it had, and the partitions nobody wrote stay shared.
+#[test]
+fn a_copy_keeps_its_partitions_while_the_state_writes_its_own() {
+    let (mut state, _) = run(vec![Command::InitCluster { cluster_id: "c".into() }, create("t", 0, 3)]);
+    let copy = state.clone();
+    state.apply(3, commit("k", &[(0, 1, &[5])])).expect("commits");
+    let (now, then) = (&state.topics[&topic_id(0)].partitions, &copy.topics[&topic_id(0)].partitions);
+    assert_eq!((now[1].next_offset, then[1].next_offset), (5, 0), "the written partition was copied first");
+    assert!(!std::sync::Arc::ptr_eq(&now[1], &then[1]));
+    assert!(std::sync::Arc::ptr_eq(&now[0], &then[0]) && std::sync::Arc::ptr_eq(&now[2], &then[2]), "the rest shared");
+}
+
 /// Applies commands from a fresh state, checking invariants after each; returns the outcomes.
 pub(super) fn run(commands: Vec<Command>) -> (State, Vec<Result<Outcome, CommandError>>) {
     let mut state = State::default();
@@ -618,8 +631,9 @@ fn offsets_never_overflow_whatever_commits_claim() {
     // Bring the partition near the end of the offset space, as a long flood of commits would.
     let max = crate::limits::PARTITION_OFFSET_MAX;
     let topic = state.topics.get_mut(&topic_id(0)).expect("exists");
-    topic.partitions[0].next_offset = max - 10;
-    topic.partitions[0].log_start_offset = max - 10;
+    let partition = std::sync::Arc::make_mut(&mut topic.partitions[0]);
+    partition.next_offset = max - 10;
+    partition.log_start_offset = max - 10;
     let refused = state.apply(2, commit("big", &[(0, 0, &[u32::MAX])]));
     assert!(
         matches!(&refused, Ok(Outcome::SegmentCommitted { chunks }) if matches!(chunks[0], Err(CommandError::LimitReached(_)))),
@@ -862,7 +876,8 @@ fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
     // Sizes as commits would leave them.
     let mut store = |name: &str, partition: usize, bytes: u64| {
         let id = state.topic_ids[name];
-        state.topics.get_mut(&id).expect("topic").partitions[partition].index_bytes = bytes;
+        std::sync::Arc::make_mut(&mut state.topics.get_mut(&id).expect("topic").partitions[partition]).index_bytes =
+            bytes;
     };
     store("acme#1~a", 0, 400);
     store("acme#1~a", 1, 300);
@@ -872,7 +887,7 @@ fn a_tenant_at_its_storage_quota_is_told_so_and_others_are_not() {
     assert_eq!(state.tenant_stored_bytes("acme"), 900, "only the tenant's own topics count");
     assert_eq!(state.storage_quota_exceeded("acme#1~a"), None);
     let id = state.topic_ids["acme#1~b"];
-    state.topics.get_mut(&id).expect("topic").partitions[0].index_bytes = 300;
+    std::sync::Arc::make_mut(&mut state.topics.get_mut(&id).expect("topic").partitions[0]).index_bytes = 300;
     assert!(state.storage_quota_exceeded("acme#1~a").is_some_and(|why| why.contains("1000")));
     assert_eq!(state.storage_quota_exceeded("other"), None, "topics outside tenants have no quota");
 }

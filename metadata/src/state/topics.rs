@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{IndexEntry, Partition, State, TenantTable, Topic, TopicId};
+use super::{IndexEntry, State, TenantTable, Topic, TopicId};
 use crate::command::{CommandError, Outcome};
 use crate::limits::{
     CONFIG_VALUE_BYTES_MAX, TOPIC_CONFIG_COUNT_MAX, TOPIC_COUNT_MAX, TOPIC_NAME_BYTES_MAX, TOPIC_PARTITION_COUNT_MAX,
@@ -97,7 +97,7 @@ impl State {
             None => {}
         }
         self.check_partition_quota(&name, partition_count as usize)?;
-        let partitions = (0..partition_count).map(|_| Partition::default()).collect();
+        let partitions = (0..partition_count).map(|_| Default::default()).collect();
         self.topic_ids.insert(name.clone(), topic_id);
         self.topics.insert(topic_id, Topic { name, topic_id, configs, partitions });
         Ok(Outcome::TopicCreated { topic_id })
@@ -134,7 +134,7 @@ impl State {
         }
         self.check_partition_quota(name, wanted - current)?;
         let topic = self.topics.get_mut(&topic_id).expect("topic_ids and topics agree");
-        topic.partitions.resize_with(wanted, Partition::default);
+        topic.partitions.resize_with(wanted, Default::default);
         Ok(Outcome::Done)
     }
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::{restate_via_from, stored_layout};
+use super::{Restate, restate_via_from, stored_layout};
 
 use super::AbortedTransaction;
 use crate::state::{ObjectId, TopicId};
@@ -116,6 +116,19 @@ pub(crate) struct Partition {
 }
 
 stored_layout!(Partition <=> crate::state::Partition { next_offset, log_start_offset, leader_epoch, index, index_bytes, open_transactions, aborted_transactions });
+
+// A topic's partitions are shared in memory (copied on write) and stored each whole.
+impl Restate<std::sync::Arc<crate::state::Partition>> for Partition {
+    fn restate(self) -> std::sync::Arc<crate::state::Partition> {
+        std::sync::Arc::new(self.into())
+    }
+}
+
+impl Restate<Partition> for std::sync::Arc<crate::state::Partition> {
+    fn restate(self) -> Partition {
+        std::sync::Arc::unwrap_or_clone(self).into()
+    }
+}
 
 /// [`crate::state::Topic`] as it is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
