@@ -62,6 +62,9 @@ struct PackedBatchV13 {
 impl Serialize for PackedCommits {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut topics: Vec<TopicId> = Vec::new();
+        // An entry may name thousands of topics (a group of commits from a cluster of small
+        // topics): a map, so encoding stays linear in the chunks.
+        let mut positions: std::collections::HashMap<TopicId, u32> = std::collections::HashMap::new();
         let mut timestamp = 0i64;
         let commits = self
             .0
@@ -72,14 +75,10 @@ impl Serialize for PackedCommits {
                     .chunks
                     .iter()
                     .map(|chunk| {
-                        // Entries name a handful of topics; a linear search beats hashing here.
-                        let topic = match topics.iter().position(|t| *t == chunk.topic_id) {
-                            Some(at) => at,
-                            None => {
-                                topics.push(chunk.topic_id);
-                                topics.len() - 1
-                            }
-                        };
+                        let topic = *positions.entry(chunk.topic_id).or_insert_with(|| {
+                            topics.push(chunk.topic_id);
+                            (topics.len() - 1) as u32
+                        });
                         let byte_gap = chunk.byte_start.wrapping_sub(end) as i64;
                         end = chunk.byte_start.wrapping_add(u64::from(chunk.byte_len));
                         let batches = chunk
@@ -96,7 +95,7 @@ impl Serialize for PackedCommits {
                             })
                             .collect();
                         PackedChunkV13 {
-                            topic: topic as u32,
+                            topic,
                             partition: chunk.partition,
                             byte_gap,
                             byte_len: chunk.byte_len,
