@@ -120,6 +120,8 @@ def send_one_batch(bootstrap: str, topic: str, records: list[tuple]) -> list[str
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "batch.num.messages": len(records),
                   "message.timeout.ms": 20000})
+    # Connected first: records queued before the connection is up may go out in smaller batches.
+    p.list_topics(topic, timeout=10)
     results: dict[int, str] = {}
     for i, (key, value, ts) in enumerate(records):
         extra = {"timestamp": ts} if ts is not None else {}
