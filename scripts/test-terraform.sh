@@ -7,9 +7,10 @@
 #
 #   bash scripts/test-terraform.sh
 #
-# Tools live in .venv-checkov, installed once and re-installed only when the
-# pins below change. checkov brings its own fork of the HCL parser (module
-# name `hcl2`), so python-hcl2 goes into .venv-checkov/hcl2-lib and only
+# Tools live in a venv installed once per set of pins below, under $FLOE_VENVS
+# (outside the clone, like the test venv; .venv-checkov links to it), so a
+# fresh clone finds them ready. checkov brings its own fork of the HCL parser
+# (module name `hcl2`), so python-hcl2 goes into the venv's hcl2-lib and only
 # pytest sees it (PYTHONPATH).
 set -euo pipefail
 
@@ -22,17 +23,23 @@ CHECKOV_VERSION=3.3.30
 PYTEST_VERSION=8.4.2
 PYTHON_HCL2_VERSION=8.1.4
 
-VENV="$ROOT/.venv-checkov"
-HCL2_LIB="$VENV/hcl2-lib"
-STAMP="$VENV/.pins.sha256"
-
 step() { printf '==> %s\n' "$*"; }
 fail() { printf 'test-terraform: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- tools
-step "tools (.venv-checkov: checkov $CHECKOV_VERSION, pytest $PYTEST_VERSION, python-hcl2 $PYTHON_HCL2_VERSION)"
 want="$(printf 'checkov=%s pytest=%s python-hcl2=%s\n' "$CHECKOV_VERSION" "$PYTEST_VERSION" "$PYTHON_HCL2_VERSION" \
   | sha256sum | cut -d' ' -f1)"
+# A .venv-checkov that is a directory of its own (an older clone's) is kept and used as before.
+if [[ ! -d "$ROOT/.venv-checkov" || -L "$ROOT/.venv-checkov" ]]; then
+  shared="${FLOE_VENVS:-/var/tmp/floe-venvs}/checkov-${want:0:16}"
+  mkdir -p "$shared"
+  ln -sfn "$shared" "$ROOT/.venv-checkov"
+fi
+# Installed through its real path: pip writes that path into each script's #! line.
+VENV="$(readlink -f "$ROOT/.venv-checkov")"
+HCL2_LIB="$VENV/hcl2-lib"
+STAMP="$VENV/.pins.sha256"
+step "tools ($VENV: checkov $CHECKOV_VERSION, pytest $PYTEST_VERSION, python-hcl2 $PYTHON_HCL2_VERSION)"
 have=""
 [[ -f "$STAMP" ]] && have="$(cat "$STAMP")"
 if [[ "$have" == "$want" && -x "$VENV/bin/checkov" && -d "$HCL2_LIB/hcl2" ]]; then

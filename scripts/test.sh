@@ -9,7 +9,7 @@
 #   CHAOS_DURATION=30m bash scripts/test.sh --chaos-only   # a longer schedule (see docs/RELIABILITY.md)
 #   CHAOS_S3=1 bash scripts/test.sh --chaos-only           # objects in S3 (moto_server from .venv)
 #   CHAOS_HOSTILE_DURATION=5m bash scripts/test.sh --chaos-only  # a longer hostile-tenant attack
-#   E2E_WORKERS=1 bash scripts/test.sh --e2e-only        # e2e workers (default 3; 0: no xdist)
+#   E2E_WORKERS=1 bash scripts/test.sh --e2e-only        # e2e workers (default 4; 0: no xdist)
 #   extra args after `--` are passed to pytest (both e2e passes), e.g. -- -k crash
 set -euo pipefail
 
@@ -51,7 +51,53 @@ step_times() {
   printf '%s\n' "${STEP_TIMES[@]}"
   printf '%5d s  in all\n' "$SECONDS"
 }
-trap step_times EXIT
+
+# Background steps run beside the e2e parallel pass, whose tests mostly wait (about one of the
+# two cores busy): output goes to a log, printed when the step is awaited.
+BG_PIDS=() BG_NAMES=() BG_LOGS=() BG_STARTED=()
+background() {
+  local name="$1" log
+  shift
+  log="$(mktemp -t floe-ci-step.XXXXXX)"
+  printf '\n==> %s (in the background; its output follows when it ends)\n' "$name"
+  ("$@") >"$log" 2>&1 &
+  BG_PIDS+=("$!") BG_NAMES+=("$name") BG_LOGS+=("$log") BG_STARTED+=("$SECONDS")
+}
+await_background() {
+  end_step
+  local i rc
+  for i in "${!BG_PIDS[@]}"; do
+    set +e
+    wait "${BG_PIDS[$i]}"
+    rc=$?
+    set -e
+    local took=$((SECONDS - BG_STARTED[i]))
+    printf '\n==> %s (ran in the background)\n' "${BG_NAMES[$i]}"
+    cat "${BG_LOGS[$i]}"
+    rm -f "${BG_LOGS[$i]}"
+    printf '    (%d s, beside the e2e parallel pass)\n' "$took"
+    STEP_TIMES+=("$(printf '%5d s  %s (in the background)' "$took" "${BG_NAMES[$i]}")")
+    if [[ $rc -ne 0 ]]; then
+      echo "${BG_NAMES[$i]} failed (exit $rc)" >&2
+      BG_PIDS=()
+      exit "$rc"
+    fi
+  done
+  BG_PIDS=() BG_NAMES=() BG_LOGS=() BG_STARTED=()
+}
+# On a failure elsewhere, background steps (and what they started) are stopped, not orphaned.
+stop_background() {
+  local pid
+  for pid in "${BG_PIDS[@]}"; do
+    pkill -TERM -P "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+}
+on_exit() {
+  stop_background
+  step_times
+}
+trap on_exit EXIT
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/floe-target}"
 export FLOE_BIN="${FLOE_BIN:-$CARGO_TARGET_DIR/debug/floe}"
@@ -164,21 +210,46 @@ if [[ "$MODE" == all ]]; then
   fi
 fi
 
-# ---------------------------------------------------------------- terraform
-if [[ "$MODE" == all ]]; then
-  step "terraform offline checks (fmt, structure, checkov)"
+# ---------------------------------------------------------------- terraform, prometheus
+infra_checks() {
   bash scripts/test-terraform.sh
-
-  step "prometheus rules (promtool check rules, promtool test rules)"
+  echo "==> prometheus rules (promtool check rules, promtool test rules)"
   promtool check rules deploy/prometheus/rules.yml
   (cd deploy/prometheus && promtool test rules rules.test.yml)
+}
+
+# ---------------------------------------------------------------- chaos
+# The fault harness (chaos/): a 3+2 cluster under scheduled kills, pauses, partitions and
+# object-store faults, then the checker. Partitions need network namespaces (root and iproute2);
+# without them the run goes on over loopback and says so. Its checks are of correctness only
+# (nothing acknowledged lost, offsets, groups, transactions), so it may share the machine; the
+# hostile-tenant mode below measures latency and runs alone.
+CHAOS_BIN="$CARGO_TARGET_DIR/debug/floe-chaos"
+CHAOS_DIR="${TMPDIR:-/tmp}/floe-chaos-ci"
+CHAOS_NETWORK=netns
+if [[ "$(id -u)" != 0 ]] || ! command -v ip >/dev/null 2>&1 || ! ip netns list >/dev/null 2>&1; then
+  CHAOS_NETWORK=loopback
 fi
+CHAOS_STEP="fault-injection harness, ${CHAOS_DURATION:-90s} of faults ($CHAOS_BIN; logs in $CHAOS_DIR)"
+fault_harness() {
+  if [[ "$CHAOS_NETWORK" == loopback ]]; then
+    echo "no network namespaces here (needs root and iproute2): partitions are left out"
+  fi
+  local s3=()
+  if [[ -n "${CHAOS_S3:-}" ]]; then
+    s3=(--s3-server "$ROOT/.venv/bin/moto_server")
+  fi
+  rm -rf "$CHAOS_DIR"
+  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$CHAOS_NETWORK" --work-dir "$CHAOS_DIR" \
+    --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" --python "$ROOT/.venv/bin/python" "${s3[@]}"
+}
 
 # ---------------------------------------------------------------- e2e
 # Two passes. First every test not marked `serial`, in E2E_WORKERS pytest-xdist workers: the
-# tests mostly wait (sleeps, timeouts, session expiries, a debug binary's start), so 3 workers
-# keep a 2-core machine busy without starving it (E2E_WORKERS=0: one process). Each worker hands
-# out ports from a block of its own (tests/e2e/conftest.py). Then the tests marked `serial`
+# tests mostly wait (sleeps, timeouts, session expiries, a debug binary's start): with 3 workers
+# about one of two cores was busy, so 4 workers run, and beside them the Terraform checks and
+# the fault harness (E2E_WORKERS=0: one process). Each worker hands out ports from a block of its
+# own (tests/e2e/conftest.py). Then the tests marked `serial`
 # (latency, throughput or time budgets, floods of connections), one at a time with nothing else
 # running. A failure stops the pass it is in (-x) and skips the serial pass.
 if [[ "$MODE" == all || "$MODE" == e2e ]]; then
@@ -189,7 +260,7 @@ if [[ ! -x "$FLOE_BIN" ]]; then
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 export FLOE_PREVIOUS_BIN="${FLOE_PREVIOUS_BIN:-$(bash scripts/build-previous.sh | tail -1)}"
-E2E_WORKERS="${E2E_WORKERS:-3}"
+E2E_WORKERS="${E2E_WORKERS:-4}"
 
 # e2e_pass NAME PYTEST_ARGS...: one pass; a failure exits, and "collected no tests" (pytest's 5)
 # fails when nothing narrows the run, and is returned (5) when extra arguments may have.
@@ -218,8 +289,16 @@ if [[ "$E2E_WORKERS" != 0 ]]; then
   # no queue behind it, and after a failure each other worker runs at most one more.
   parallel+=(-n "$E2E_WORKERS" --dist load --maxschedchunk 1)
 fi
+if [[ "$MODE" == all ]]; then
+  background "terraform offline checks (fmt, structure, checkov) and prometheus rules" infra_checks
+  # Over loopback its ports would come from the e2e workers' range: then it runs after them.
+  if [[ "$CHAOS_NETWORK" == netns ]]; then
+    background "$CHAOS_STEP" fault_harness
+  fi
+fi
 empty=0
 e2e_pass parallel "${parallel[@]}" "${PYTEST_EXTRA[@]}" || empty=$((empty + 1))
+await_background
 # `-n 0` last, so no extra argument makes this pass parallel.
 e2e_pass serial --e2e-pass serial "${PYTEST_EXTRA[@]}" -n 0 || empty=$((empty + 1))
 if [[ $empty -eq 2 ]]; then
@@ -229,32 +308,19 @@ fi
 fi
 
 # ---------------------------------------------------------------- chaos
-# The fault harness (chaos/): a 3+2 cluster under scheduled kills, pauses, partitions and
-# object-store faults, then the checker. Partitions need network namespaces (root and iproute2);
-# without them the run goes on over loopback and says so.
 if [[ "$MODE" == all || "$MODE" == chaos ]]; then
-  CHAOS_BIN="$CARGO_TARGET_DIR/debug/floe-chaos"
-  CHAOS_DIR="${TMPDIR:-/tmp}/floe-chaos-ci"
-  step "fault-injection harness, ${CHAOS_DURATION:-90s} of faults ($CHAOS_BIN; logs in $CHAOS_DIR)"
-  network=netns
-  if [[ "$(id -u)" != 0 ]] || ! command -v ip >/dev/null 2>&1 || ! ip netns list >/dev/null 2>&1; then
-    network=loopback
-    echo "no network namespaces here (needs root and iproute2): partitions are left out"
+  # In a whole run with network namespaces the fault harness ran beside the e2e parallel pass.
+  if [[ "$MODE" == chaos || "$CHAOS_NETWORK" == loopback ]]; then
+    step "$CHAOS_STEP"
+    fault_harness
   fi
-  s3=()
-  if [[ -n "${CHAOS_S3:-}" ]]; then
-    s3=(--s3-server "$ROOT/.venv/bin/moto_server")
-  fi
-  rm -rf "$CHAOS_DIR"
-  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_DURATION:-90s}" --network "$network" --work-dir "$CHAOS_DIR" \
-    --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" --python "$ROOT/.venv/bin/python" "${s3[@]}"
 
   # The hostile-tenant mode: the same workloads as tenant `chaos` while tenant `hostile`
   # floods idle connections, bad frames, long-polls and over-quota produce, sends shared-type
   # schemas to the registry and to table topics, and churns connections.
   step "hostile-tenant harness, ${CHAOS_HOSTILE_DURATION:-45s} of attack (logs in $CHAOS_DIR-hostile)"
   rm -rf "$CHAOS_DIR-hostile"
-  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_HOSTILE_DURATION:-45s}" --network "$network" \
+  "$CHAOS_BIN" --floe "$FLOE_BIN" --duration "${CHAOS_HOSTILE_DURATION:-45s}" --network "$CHAOS_NETWORK" \
     --work-dir "$CHAOS_DIR-hostile" --metadata-certs-script "$ROOT/scripts/metadata-certs.sh" \
     --python "$ROOT/.venv/bin/python" --hostile-tenant
 fi
