@@ -9,7 +9,7 @@
 #   CHAOS_DURATION=30m bash scripts/test.sh --chaos-only   # a longer schedule (see docs/RELIABILITY.md)
 #   CHAOS_S3=1 bash scripts/test.sh --chaos-only           # objects in S3 (moto_server from .venv)
 #   CHAOS_HOSTILE_DURATION=5m bash scripts/test.sh --chaos-only  # a longer hostile-tenant attack
-#   E2E_WORKERS=1 bash scripts/test.sh --e2e-only        # e2e workers (default 4; 0: no xdist)
+#   E2E_WORKERS=1 bash scripts/test.sh --e2e-only        # e2e workers (default 6; 0: no xdist)
 #   extra args after `--` are passed to pytest (both e2e passes), e.g. -- -k crash
 set -euo pipefail
 
@@ -60,7 +60,12 @@ background() {
   shift
   log="$(mktemp -t floe-ci-step.XXXXXX)"
   printf '\n==> %s (in the background; its output follows when it ends)\n' "$name"
-  ("$@") >"$log" 2>&1 &
+  # The step's own time, written when it exits however it exits (the await may come later).
+  (
+    trap 'echo $((SECONDS - started)) >"$log.took"' EXIT
+    started=$SECONDS
+    "$@"
+  ) >"$log" 2>&1 &
   BG_PIDS+=("$!") BG_NAMES+=("$name") BG_LOGS+=("$log") BG_STARTED+=("$SECONDS")
 }
 await_background() {
@@ -72,9 +77,10 @@ await_background() {
     rc=$?
     set -e
     local took=$((SECONDS - BG_STARTED[i]))
+    [[ -s "${BG_LOGS[$i]}.took" ]] && took="$(cat "${BG_LOGS[$i]}.took")"
     printf '\n==> %s (ran in the background)\n' "${BG_NAMES[$i]}"
     cat "${BG_LOGS[$i]}"
-    rm -f "${BG_LOGS[$i]}"
+    rm -f "${BG_LOGS[$i]}" "${BG_LOGS[$i]}.took"
     printf '    (%d s, beside the e2e parallel pass)\n' "$took"
     STEP_TIMES+=("$(printf '%5d s  %s (in the background)' "$took" "${BG_NAMES[$i]}")")
     if [[ $rc -ne 0 ]]; then
@@ -192,9 +198,9 @@ fi
 
 # ---------------------------------------------------------------- cargo
 if [[ "$MODE" == all ]]; then
-  step "cargo fmt --check, clippy (warnings are errors)"
+  # Clippy runs later, beside the e2e parallel pass.
+  step "cargo fmt --check"
   cargo fmt --all -- --check
-  cargo clippy --workspace --all-targets --quiet -- -D warnings
 
   step "cargo build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
   cargo build -p floe -p floe-loadtest -p floe-chaos
@@ -247,8 +253,9 @@ fault_harness() {
 # ---------------------------------------------------------------- e2e
 # Two passes. First every test not marked `serial`, in E2E_WORKERS pytest-xdist workers: the
 # tests mostly wait (sleeps, timeouts, session expiries, a debug binary's start): with 3 workers
-# about one of two cores was busy, so 4 workers run, and beside them the Terraform checks and
-# the fault harness (E2E_WORKERS=0: one process). Each worker hands out ports from a block of its
+# about one of two cores was busy, and with 4 and the fault harness beside them 1.1, so 6 workers
+# run, and beside them clippy, the Terraform checks and the fault harness (E2E_WORKERS=0: one
+# process). Each worker hands out ports from a block of its
 # own (tests/e2e/conftest.py). Then the tests marked `serial`
 # (latency, throughput or time budgets, floods of connections), one at a time with nothing else
 # running. A failure stops the pass it is in (-x) and skips the serial pass.
@@ -260,7 +267,7 @@ if [[ ! -x "$FLOE_BIN" ]]; then
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 export FLOE_PREVIOUS_BIN="${FLOE_PREVIOUS_BIN:-$(bash scripts/build-previous.sh | tail -1)}"
-E2E_WORKERS="${E2E_WORKERS:-4}"
+E2E_WORKERS="${E2E_WORKERS:-6}"
 
 # e2e_pass NAME PYTEST_ARGS...: one pass; a failure exits, and "collected no tests" (pytest's 5)
 # fails when nothing narrows the run, and is returned (5) when extra arguments may have.
@@ -290,6 +297,7 @@ if [[ "$E2E_WORKERS" != 0 ]]; then
   parallel+=(-n "$E2E_WORKERS" --dist load --maxschedchunk 1)
 fi
 if [[ "$MODE" == all ]]; then
+  background "cargo clippy (warnings are errors)" cargo clippy --workspace --all-targets --quiet -- -D warnings
   background "terraform offline checks (fmt, structure, checkov) and prometheus rules" infra_checks
   # Over loopback its ports would come from the e2e workers' range: then it runs after them.
   if [[ "$CHAOS_NETWORK" == netns ]]; then
