@@ -376,7 +376,7 @@ async fn offset_commits_check_membership_and_persist() {
         call(&node, commit(-1, "", 9)).await,
         GroupResponse::CommitOffsets(Ok(vec![Err(GroupError::UnknownTopicOrPartition)]))
     );
-    let stored = node.read().groups["g"].offsets[&("t".to_owned(), 0)].clone();
+    let stored = node.read().groups["g"].offsets.get("t", 0).cloned().expect("t-0 committed");
     assert_eq!((stored.offset, stored.metadata.as_str()), (42, "m"));
 
     let member = join_new(&node, 60_000).await;

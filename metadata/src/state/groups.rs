@@ -5,6 +5,7 @@
 //! machine checks only what keeps the state sound: sizes, known partitions, emptiness on delete.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,11 +22,99 @@ pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupRecord {
     pub membership: GroupMembership,
-    /// Committed offsets by (topic name, partition).
-    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Committed offsets by topic name and partition.
+    pub offsets: GroupOffsets,
     /// When the group last became empty (no members), for offset retention; `None` while it has
     /// members.
     pub empty_since_ms: Option<i64>,
+}
+
+/// A group's committed offsets, by topic name then partition.
+///
+/// Each topic's offsets are shared (`Arc`) between the state and its copies: a copy taken under
+/// the state's lock (a Raft snapshot's, a change stream's, the archive's) copies one pointer per
+/// topic rather than every partition's offset, and a topic committed to while a copy lives is
+/// copied once. The topic's name is kept once, not once per partition. No topic is kept without
+/// an offset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupOffsets {
+    topics: BTreeMap<String, Arc<BTreeMap<i32, CommittedOffset>>>,
+}
+
+impl GroupOffsets {
+    pub fn get(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
+        self.topics.get(topic)?.get(&partition)
+    }
+
+    pub fn insert(&mut self, topic: String, partition: i32, offset: CommittedOffset) {
+        Arc::make_mut(self.topics.entry(topic).or_default()).insert(partition, offset);
+    }
+
+    pub fn remove(&mut self, topic: &str, partition: i32) {
+        let Some(partitions) = self.topics.get_mut(topic) else { return };
+        if partitions.contains_key(&partition) {
+            Arc::make_mut(partitions).remove(&partition);
+            if partitions.is_empty() {
+                self.topics.remove(topic);
+            }
+        }
+    }
+
+    /// Drops every offset of `topic`.
+    pub fn remove_topic(&mut self, topic: &str) {
+        self.topics.remove(topic);
+    }
+
+    /// Keeps the offsets `keep` says yes to; a topic whose offsets all stay is not copied.
+    pub fn retain(&mut self, keep: impl Fn(&str, i32, &CommittedOffset) -> bool) {
+        self.topics.retain(|topic, partitions| {
+            if partitions.iter().all(|(p, o)| keep(topic, *p, o)) {
+                return true;
+            }
+            Arc::make_mut(partitions).retain(|p, o| keep(topic, *p, o));
+            !partitions.is_empty()
+        });
+    }
+
+    pub fn clear(&mut self) {
+        self.topics.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
+    /// How many partitions have an offset.
+    pub fn len(&self) -> usize {
+        self.topics.values().map(|partitions| partitions.len()).sum()
+    }
+
+    /// Every (topic, partition) with an offset, by topic name then partition.
+    pub fn keys(&self) -> impl Iterator<Item = (&str, i32)> {
+        self.iter().map(|(topic, partition, _)| (topic, partition))
+    }
+
+    /// Every offset with its topic and partition, by topic name then partition.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i32, &CommittedOffset)> {
+        self.topics.iter().flat_map(|(topic, partitions)| partitions.iter().map(move |(p, o)| (topic.as_str(), *p, o)))
+    }
+
+    /// The offsets by (topic, partition), copying only topics a copy of the state still shares.
+    pub(crate) fn into_entries(self) -> impl Iterator<Item = ((String, i32), CommittedOffset)> {
+        self.topics.into_iter().flat_map(|(topic, partitions)| {
+            Arc::unwrap_or_clone(partitions).into_iter().map(move |(p, o)| ((topic.clone(), p), o))
+        })
+    }
+}
+
+impl FromIterator<((String, i32), CommittedOffset)> for GroupOffsets {
+    fn from_iter<I: IntoIterator<Item = ((String, i32), CommittedOffset)>>(entries: I) -> Self {
+        let mut offsets = Self::default();
+        for ((topic, partition), offset) in entries {
+            offsets.insert(topic, partition, offset);
+        }
+        offsets
+    }
 }
 
 /// A generation of a group, stored when its rebalance completes (and when it becomes empty).
@@ -201,8 +290,8 @@ impl State {
             if result.is_err() {
                 continue;
             }
-            let key = (commit.topic, commit.partition);
-            let mut stamps = group.offsets.get(&key).map(|c| c.stamps.clone()).unwrap_or_default();
+            let mut stamps =
+                group.offsets.get(&commit.topic, commit.partition).map(|c| c.stamps.clone()).unwrap_or_default();
             if let Some(stamp) = stamp {
                 // Superseded by a newer commit from the same process: answered as done, since
                 // the newer one is what a commit in request order would have left.
@@ -222,7 +311,7 @@ impl State {
                 commit_time_ms: now_ms,
                 stamps,
             };
-            group.offsets.insert(key, committed);
+            group.offsets.insert(commit.topic, commit.partition, committed);
         }
         Ok(Outcome::OffsetsCommitted(results))
     }
@@ -259,8 +348,8 @@ impl State {
         partitions: Vec<(String, i32)>,
     ) -> Result<Outcome, CommandError> {
         let group = self.groups.get_mut(group_id).ok_or(CommandError::GroupNotFound)?;
-        for key in partitions {
-            group.offsets.remove(&key);
+        for (topic, partition) in partitions {
+            group.offsets.remove(&topic, partition);
         }
         Ok(Outcome::Done)
     }
@@ -281,7 +370,7 @@ impl State {
             }
             let expired = |base: i64| now_ms.saturating_sub(base) >= retention;
             if group.membership.protocol_type.is_empty() {
-                group.offsets.retain(|_, o| !expired(o.commit_time_ms));
+                group.offsets.retain(|_, _, o| !expired(o.commit_time_ms));
             } else if group.empty_since_ms.is_some_and(expired) {
                 group.offsets.clear();
             }
@@ -303,8 +392,8 @@ impl State {
             let mut all: Vec<(String, Vec<i32>)> = Vec::new();
             for (topic, partition) in record.map(|g| g.offsets.keys()).into_iter().flatten() {
                 match all.last_mut() {
-                    Some((name, partitions)) if name == topic => partitions.push(*partition),
-                    _ => all.push((topic.clone(), vec![*partition])),
+                    Some((name, partitions)) if name == topic => partitions.push(partition),
+                    _ => all.push((topic.to_owned(), vec![partition])),
                 }
             }
             all
@@ -319,7 +408,7 @@ impl State {
                     unstable: true,
                 };
             }
-            match record.and_then(|g| g.offsets.get(&(topic.to_owned(), partition))) {
+            match record.and_then(|g| g.offsets.get(topic, partition)) {
                 Some(o) => FetchedOffset {
                     partition,
                     offset: o.offset,
@@ -348,12 +437,12 @@ impl State {
         record
             .offsets
             .iter()
-            .filter_map(|((topic, partition), committed)| {
+            .filter_map(|(topic, partition, committed)| {
                 let topic_id = self.topic_by_name(topic)?.topic_id;
-                let log_end = self.partition(topic_id, *partition)?.next_offset;
+                let log_end = self.partition(topic_id, partition)?.next_offset;
                 Some(PartitionLag {
-                    topic: topic.clone(),
-                    partition: *partition,
+                    topic: topic.to_owned(),
+                    partition,
                     committed: committed.offset,
                     log_end,
                     lag: log_end.saturating_sub(committed.offset).max(0),
@@ -365,7 +454,46 @@ impl State {
     /// A deleted topic's committed offsets go with it.
     pub(super) fn forget_topic_offsets(&mut self, topic: &str) {
         for group in self.groups.values_mut() {
-            group.offsets.retain(|(t, _), _| t != topic);
+            group.offsets.remove_topic(topic);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(offset: i64) -> CommittedOffset {
+        CommittedOffset { offset, ..CommittedOffset::default() }
+    }
+
+    #[test]
+    fn a_copy_keeps_its_offsets_while_the_group_commits_to_one_topic() {
+        let mut offsets: GroupOffsets =
+            [(("a".to_owned(), 0), at(1)), (("b".to_owned(), 0), at(1))].into_iter().collect();
+        let copy = offsets.clone();
+        offsets.insert("a".into(), 0, at(2));
+        assert_eq!((offsets.get("a", 0).map(|o| o.offset), copy.get("a", 0).map(|o| o.offset)), (Some(2), Some(1)));
+        assert!(Arc::ptr_eq(&offsets.topics["b"], &copy.topics["b"]), "the topic not committed to is shared");
+        offsets.retain(|_, _, _| true);
+        assert!(Arc::ptr_eq(&offsets.topics["b"], &copy.topics["b"]), "a retain that removes nothing copies nothing");
+        offsets.retain(|topic, _, _| topic != "b");
+        assert!(copy.get("b", 0).is_some() && offsets.get("b", 0).is_none());
+    }
+
+    #[test]
+    fn offsets_read_back_by_topic_then_partition_and_no_topic_is_kept_empty() {
+        let entries = [(("b", 0), 5), (("a", 1), 4), (("a", 0), 3)];
+        let mut offsets: GroupOffsets = entries.iter().map(|((t, p), o)| (((*t).to_owned(), *p), at(*o))).collect();
+        assert_eq!(offsets.keys().collect::<Vec<_>>(), [("a", 0), ("a", 1), ("b", 0)]);
+        assert_eq!(offsets.len(), 3);
+        let again: GroupOffsets = offsets.clone().into_entries().collect();
+        assert_eq!(again, offsets, "entries rebuild the same offsets");
+        offsets.remove("a", 0);
+        offsets.remove("a", 7);
+        offsets.remove("a", 1);
+        assert!(!offsets.topics.contains_key("a"), "a topic without offsets is dropped");
+        offsets.retain(|_, _, o| o.offset != 5);
+        assert_eq!((offsets.is_empty(), offsets.len()), (true, 0));
     }
 }

@@ -714,7 +714,7 @@ impl State {
                     && self
                         .groups
                         .get(group_id)
-                        .and_then(|g| g.offsets.get(&(o.topic.clone(), o.partition)))
+                        .and_then(|g| g.offsets.get(&o.topic, o.partition))
                         .is_none_or(|c| c.offset < o.offset)
             })
             .collect();

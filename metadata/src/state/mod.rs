@@ -25,8 +25,8 @@ mod transactions;
 mod usage;
 
 pub use groups::{
-    AskedPartitions, CommitStamp, CommittedOffset, FetchedOffset, GroupKind, GroupMembership, GroupRecord,
-    MemberRecord, OFFSET_METADATA_BYTES_MAX, OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
+    AskedPartitions, CommitStamp, CommittedOffset, FetchedOffset, GroupKind, GroupMembership, GroupOffsets,
+    GroupRecord, MemberRecord, OFFSET_METADATA_BYTES_MAX, OFFSETS_RETENTION_MS_DEFAULT, OffsetCommit, PartitionLag,
 };
 
 pub use idempotency::IdempotencyKeyRecord;

@@ -184,7 +184,7 @@ pub(crate) fn check_invariants(state: &State) {
             let topic = state.topic_by_name(topic);
             assert!(topic.is_some(), "group {id} keeps offsets of a deleted topic");
             assert!(
-                topic.is_some_and(|t| (*partition as usize) < t.partitions.len()),
+                topic.is_some_and(|t| (partition as usize) < t.partitions.len()),
                 "offsets of a partition that never existed"
             );
         }
@@ -718,7 +718,7 @@ fn a_late_commit_never_replaces_a_newer_one_from_the_same_process() {
         stamp: Some(CommitStamp { origin, seq }.into()),
         now_ms: 0,
     };
-    let committed = |state: &State| state.groups["g"].offsets[&("t".to_owned(), 0)].offset;
+    let committed = |state: &State| state.groups["g"].offsets.get("t", 0).map_or(-1, |o| o.offset);
     let mut index = 3;
     let mut apply = |state: &mut State, command| {
         index += 1;

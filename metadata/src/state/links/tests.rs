@@ -296,8 +296,7 @@ fn group_offsets_move_only_forward_and_only_while_the_group_is_empty_here() {
         vec![OffsetCommit { topic: topic.into(), partition: 0, offset, leader_epoch: -1, metadata: String::new() }]
     };
     let copy = |offsets| Command::MirrorGroupOffsets { link: LINK.into(), group_id: "g".into(), offsets, now_ms: 5 };
-    let committed =
-        |state: &State| state.groups.get("g").and_then(|g| g.offsets.get(&("orders".to_owned(), 0))).map(|c| c.offset);
+    let committed = |state: &State| state.groups.get("g").and_then(|g| g.offsets.get("orders", 0)).map(|c| c.offset);
     apply(&mut state, copy(crate::state::stored::each_into(offsets("orders", 40)))).expect("copied");
     assert_eq!(committed(&state), Some(40));
     apply(&mut state, copy(crate::state::stored::each_into(offsets("orders", 30)))).expect("not backwards");

@@ -56,6 +56,18 @@ pub(crate) struct GroupRecord {
 
 stored_layout!(GroupRecord <=> crate::state::GroupRecord { membership, offsets, empty_since_ms });
 
+impl super::Restate<BTreeMap<(String, i32), CommittedOffset>> for crate::state::GroupOffsets {
+    fn restate(self) -> BTreeMap<(String, i32), CommittedOffset> {
+        self.into_entries().map(|(key, offset)| (key, offset.into())).collect()
+    }
+}
+
+impl super::Restate<crate::state::GroupOffsets> for BTreeMap<(String, i32), CommittedOffset> {
+    fn restate(self) -> crate::state::GroupOffsets {
+        self.into_iter().map(|(key, offset)| (key, offset.into())).collect()
+    }
+}
+
 /// [`crate::state::MemberRecord`] as it is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberRecord {

@@ -171,7 +171,7 @@ fn a_committed_transaction_writes_markers_and_publishes_its_offsets() {
     );
     let other = state.partition(topic_id(0), 1).expect("exists");
     assert_eq!(other.next_offset, 1, "every added partition gets a marker");
-    assert_eq!(state.groups.get("g").and_then(|g| g.offsets.get(&("a".into(), 0))).map(|o| o.offset), Some(42));
+    assert_eq!(state.groups.get("g").and_then(|g| g.offsets.get("a", 0)).map(|o| o.offset), Some(42));
     assert!(!state.has_pending_txn_offset("g", "a", 0));
     assert!(log.aborted_transactions.is_empty());
 }
