@@ -372,7 +372,9 @@ impl MetadataNode {
             }
             return Ok(written);
         }
-        if self.leader_term().is_some() && self.confirm_linearizable_read().await.is_err() {
+        // A sole voter is its own quorum: a write slower than the check (a large `RestoreState`
+        // applied) is no sign of lost leadership, and the check would wait behind that write.
+        if self.leader_term().is_some() && !self.sole_voter() && self.confirm_linearizable_read().await.is_err() {
             tracing::warn!("this metadata leader cannot reach a quorum; refusing writes until it can");
             return Err(NodeError::Unavailable("the metadata leader cannot reach a quorum".into()));
         }
@@ -393,6 +395,14 @@ impl MetadataNode {
             Ok(Err(e)) => Err(NodeError::Unavailable(e.to_string())),
             Err(_) => Err(NodeError::Unavailable("the metadata leader cannot reach a quorum".into())),
         }
+    }
+
+    /// Whether this node is its cluster's only voter.
+    fn sole_voter(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let mut voters = m.membership_config.membership().voter_ids();
+        voters.next() == Some(self.node_id) && voters.next().is_none()
     }
 
     /// The current Raft term if this node is its leader.
