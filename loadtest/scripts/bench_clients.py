@@ -30,21 +30,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+from bench_million import log, rss_mib, wait  # noqa: E402
 from bench_produce import TARGET, cpu_seconds, free_port, wait_for_port  # noqa: E402
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def rss_mib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def timed(what, fn):
@@ -55,13 +45,14 @@ def timed(what, fn):
     return took, result
 
 
-def wait_until(what, check, timeout):
-    started = time.time()
-    while time.time() - started < timeout:
-        if check():
-            return time.time() - started
-        time.sleep(0.05)
-    raise TimeoutError(f"{what}: not within {timeout} s")
+def median_time(what, repeats, fn, check):
+    """The median time of `repeats` calls of `fn`; `check` asserts on each call's result."""
+    times = []
+    for i in range(repeats):
+        took, result = timed(f"{what} {i + 1}", fn)
+        check(result)
+        times.append(took)
+    return statistics.median(times)
 
 
 class Member:
@@ -157,12 +148,9 @@ def main():
         def rdkafka_metadata():
             md = admin.list_topics(timeout=120)
             return sum(len(t.partitions) for n, t in md.topics.items() if n in names)
-        times = []
-        for i in range(args.repeats):
-            took, seen = timed(f"Metadata (confluent-kafka) {i + 1}", rdkafka_metadata)
+        def all_named(seen):
             assert seen == total, f"Metadata named {seen} partitions of {total}"
-            times.append(took)
-        out["metadata_rdkafka_s"] = statistics.median(times)
+        out["metadata_rdkafka_s"] = median_time("Metadata (confluent-kafka)", args.repeats, rdkafka_metadata, all_named)
         try:
             from kafka import KafkaConsumer
 
@@ -173,12 +161,8 @@ def main():
                     return sum(len(c.partitions_for_topic(n) or ()) for n in names)
                 finally:
                     c.close()
-            times = []
-            for i in range(args.repeats):
-                took, seen = timed(f"Metadata (kafka-python) {i + 1}", python_metadata)
-                assert seen == total, f"kafka-python saw {seen} partitions of {total}"
-                times.append(took)
-            out["metadata_kafka_python_s"] = statistics.median(times)
+            out["metadata_kafka_python_s"] = median_time("Metadata (kafka-python)", args.repeats, python_metadata,
+                                                         all_named)
         except ImportError:
             log("kafka-python is not installed: its Metadata is skipped")
 
@@ -198,12 +182,10 @@ def main():
         def list_offsets():
             futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in every}, request_timeout=120)
             return [f.result(120).offset for f in futures.values()]
-        times = []
-        for i in range(args.repeats):
-            took, offsets = timed(f"ListOffsets for {args.per_topic} partitions {i + 1}", list_offsets)
-            assert offsets.count(1) == args.per_topic, f"ListOffsets: {sorted(set(offsets))}"
-            times.append(took)
-        out["list_offsets_s"] = statistics.median(times)
+        def all_one(offsets):
+            assert offsets.count(1) == args.per_topic, f"offsets other than 1: {sorted(set(offsets))}"
+        out["list_offsets_s"] = median_time(f"ListOffsets for {args.per_topic} partitions", args.repeats,
+                                            list_offsets, all_one)
 
         # The group: join, commit, OffsetFetch, a member leaving and one joining.
         group = "wide-group"
@@ -211,7 +193,7 @@ def main():
         for i in range(args.members):
             members.append(Member(bootstrap, group, topic, f"member-{i}"))
         everyone_holds = lambda: assigned(members) == (args.per_topic, min(len(members), args.per_topic))  # noqa: E731
-        wait_until("every partition assigned", everyone_holds, 600)
+        wait("every partition assigned", everyone_holds, 600)
         out["join_s"] = time.time() - started
         log(f"{args.members} members joined, every partition assigned: {out['join_s']:.2f} s")
 
@@ -228,12 +210,8 @@ def main():
             futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, every)], request_timeout=120)
             result = futures[group].result(120)
             return [tp.offset for tp in result.topic_partitions]
-        times = []
-        for i in range(args.repeats):
-            took, offsets = timed(f"OffsetFetch (AdminClient) for {args.per_topic} partitions {i + 1}", offset_fetch)
-            assert offsets.count(1) == args.per_topic, f"OffsetFetch: {sorted(set(offsets))}"
-            times.append(took)
-        out["offset_fetch_s"] = statistics.median(times)
+        out["offset_fetch_s"] = median_time(f"OffsetFetch (AdminClient) for {args.per_topic} partitions",
+                                            args.repeats, offset_fetch, all_one)
         # A consumer of the group that does not join it: the members' own handles are only used
         # on their polling threads.
         reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
@@ -248,12 +226,12 @@ def main():
         leaving = members.pop()
         started = time.time()
         leaving.leave()
-        wait_until("the rest hold every partition", everyone_holds, 600)
+        wait("the rest hold every partition", everyone_holds, 600)
         out["member_leaves_s"] = time.time() - started
         log(f"a member left, the others hold every partition: {out['member_leaves_s']:.2f} s")
         started = time.time()
         members.append(Member(bootstrap, group, topic, "member-new"))
-        wait_until("all hold every partition", everyone_holds, 600)
+        wait("all hold every partition", everyone_holds, 600)
         out["member_joins_s"] = time.time() - started
         log(f"a member joined, all hold every partition: {out['member_joins_s']:.2f} s")
 
