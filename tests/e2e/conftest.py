@@ -56,6 +56,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "serial: needs the machine to itself (timing, throughput or a flood); "
                    "scripts/test.sh runs these after the parallel pass, one at a time")
+    config.addinivalue_line(
+        "markers", "long: takes 20 s or more; run first, so the parallel pass does not end with "
+                   "one worker busy and the others idle")
 
 
 def pytest_report_header(config):
@@ -79,6 +82,8 @@ def pytest_collection_modifyitems(config, items):
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+    # Workers take tests in this order: the long ones first (a stable sort keeps the rest as is).
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.hookimpl(hookwrapper=True)

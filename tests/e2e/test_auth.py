@@ -67,6 +67,7 @@ def confluent_conf(floe, mechanism, user="alice", password=PASSWORD):
             "sasl.username": user, "sasl.password": password}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_each_mechanism_works_with_both_clients_and_reauthenticates(secured, mechanism):
     from confluent_kafka import Consumer, Producer
@@ -115,6 +116,7 @@ def test_each_mechanism_works_with_both_clients_and_reauthenticates(secured, mec
     kc.close()
 
 
+@pytest.mark.long
 def test_wrong_passwords_unknown_users_and_anonymous_clients_are_refused(secured):
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient

@@ -34,6 +34,7 @@ def _producer(bootstrap):
     })
 
 
+@pytest.mark.long
 @pytest.mark.timeout(420)
 def test_acknowledged_records_survive_leader_and_agent_kills(cluster):
     topic = unique_name("cluster")

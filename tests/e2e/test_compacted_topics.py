@@ -12,6 +12,7 @@ import struct
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 
 from conftest import create_topic, metric_sum, unique_name, wait_until, watermarks
@@ -118,6 +119,7 @@ def expected_table(acked: dict, keep_tombstones: bool) -> dict[int, list[tuple[i
     return {p: sorted(rows) for p, rows in out.items()}
 
 
+@pytest.mark.long
 def test_a_table_topic_keeps_the_latest_value_per_key(floe_factory, tmp_path):
     objects = tmp_path / "objects"
     floe = floe_factory.new("floe", object_store=f"file://{objects}", extra_args=[

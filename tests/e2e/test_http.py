@@ -493,6 +493,7 @@ def test_admin_and_group_offsets_agree_with_kafka_clients(floe):
     wait_until(lambda: topic not in admin(floe.bootstrap).list_topics(timeout=10).topics, 10, "topic gone")
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_schemathesis_finds_no_server_errors_or_schema_violations(floe, tmp_path):
     api = Api(floe.http_url)

@@ -25,6 +25,7 @@ def orphans_deleted(floe) -> float:
     return metrics(floe).get('floe_gc_objects_deleted_total{reason="orphan"}', 0.0)
 
 
+@pytest.mark.long
 def test_acknowledged_records_survive_a_faulty_store(floe_factory):
     floe = floe_factory.new(
         extra_args=["--test-object-store-faults", FAULTS, "--gc-interval-secs", "1", "--orphan-grace-secs", "8"],

@@ -13,6 +13,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from conftest import FLOE_BIN, create_topic, scrape_metrics, unique_name, wait_until
 
 HOLDER = os.path.join(os.path.dirname(__file__), "helpers", "share_holder.py")
@@ -211,6 +213,7 @@ def test_the_delivery_limit_archives_a_poison_record(floe):
     assert accepted == {1, 2, 3, 4}
 
 
+@pytest.mark.long
 def test_a_consumer_group_and_a_share_group_read_the_same_topic_apart(floe):
     from confluent_kafka import AcknowledgeType, Consumer
 

@@ -129,6 +129,7 @@ def test_raw_table_holds_exactly_what_consumers_read(floe):
         cat.list_tables("nowhere")
 
 
+@pytest.mark.long
 def test_sigkill_between_files_and_commit_leaves_no_gap_and_no_duplicate(floe_factory, tmp_path):
     """The agent is killed at random moments while the table job writes files and commits
     (a 1.5 s pause sits between the two), under a steady producer. The table ends up holding
@@ -435,6 +436,7 @@ def test_table_on_s3_reads_through_the_catalog_config(floe_s3):
     assert any(k.startswith("floe/tables/") and k.endswith(".parquet") for k in floe.moto.list_keys("floe/tables/"))
 
 
+@pytest.mark.long
 def test_small_files_and_manifests_merge_and_snapshots_expire_with_retention(floe):
     """Many small commits: small files are merged into larger ones, the manifest list stays
     bounded (merged past 16), snapshots older than retention.ms expire, and every record is

@@ -78,6 +78,7 @@ def consume(floe, tenant, topic, group, expected):
     return got
 
 
+@pytest.mark.long
 def test_two_tenants_with_the_same_names_see_only_their_own(tenants):
     from confluent_kafka import Producer
     from kafka import KafkaConsumer, TopicPartition

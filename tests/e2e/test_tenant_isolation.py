@@ -475,6 +475,7 @@ def long_poll_reads(floe) -> dict[str, float]:
     return reads
 
 
+@pytest.mark.long
 @pytest.mark.timeout(120)
 def test_one_tenants_waiting_reads_cost_nothing_while_another_tenant_writes(secured):
     """Found by `floe chaos --hostile-tenant`: every waiting read (a Kafka Fetch long-poll, an

@@ -304,6 +304,7 @@ def refused_and_held(socks, what):
     return sorted(answers), held
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 def test_http_requests_in_flight_are_limited_per_key_and_per_tenant(floe_factory, tmp_path):
     """Caps of 40 per key and 60 per tenant: acme's k1 opens 45 long-polls (5 refused), k2 then

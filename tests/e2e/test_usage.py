@@ -81,6 +81,7 @@ def usage_cli(floe, *args):
     return out.stdout
 
 
+@pytest.mark.long
 def test_metered_totals_equal_what_clients_did_across_a_sigkill(metered):
     floe = metered
     start = int(time.time() * 1000) - 120_000
