@@ -16,7 +16,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use bytes::BytesMut;
-use floe_metadata::{Command, CompactedRun, EntryData, NodeError, ObjectId, State, TopicId};
+use floe_metadata::limits::COMPACTED_OBJECT_RUNS_MAX;
+use floe_metadata::{
+    Command, CompactedChunk, CompactedObject, CompactedRun, EntryData, NodeError, ObjectId, Outcome, State, TopicId,
+};
 use floe_storage::segment::ChunkStats;
 use floe_storage::{ChunkRef, SegmentKey, SegmentWriter, TopicPartition};
 
@@ -46,6 +49,18 @@ struct Run {
     codec: Option<i16>,
 }
 
+impl Run {
+    fn bytes(&self) -> u64 {
+        self.entries.iter().map(|e| u64::from(e.byte_len)).sum()
+    }
+}
+
+/// What a compaction commit did: runs swapped, and runs whose partition changed meanwhile.
+struct Swapped {
+    swapped: u64,
+    conflicts: u64,
+}
+
 /// A small chunk entry of a run, without its object's key: a round over thousands of partitions
 /// plans millions of them under the state's read lock, so the plan copies no strings, and each
 /// run looks its keys up when it is compacted.
@@ -66,18 +81,49 @@ pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig, stop: Canc
         if !crate::gc::is_job_runner(&agent).await {
             continue;
         }
-        let runs = find_runs(&agent.metadata.read(), &config);
-        for run in runs {
-            match compact(&agent, run).await {
-                Ok(()) => crate::metrics::COMPACTIONS.with_label_values(&["ok"]).inc(),
+        let (runs, shared) = {
+            let state = agent.metadata.read();
+            (find_runs(&state, &config), state.applies_format(14))
+        };
+        for object in objects_of(runs, shared, config.target_object_bytes) {
+            let count = object.len() as u64;
+            match compact(&agent, object, shared).await {
+                Ok(Swapped { swapped, conflicts }) => {
+                    crate::metrics::COMPACTIONS.with_label_values(&["ok"]).inc_by(swapped);
+                    crate::metrics::COMPACTIONS.with_label_values(&["failed"]).inc_by(conflicts);
+                }
                 Err(e) => {
-                    crate::metrics::COMPACTIONS.with_label_values(&["failed"]).inc();
-                    tracing::debug!(error = %e, "compaction run not committed");
+                    crate::metrics::COMPACTIONS.with_label_values(&["failed"]).inc_by(count);
+                    tracing::debug!(error = %e, "compaction not committed");
                 }
             }
         }
         crate::cleaner::clean_due_partitions(&agent).await;
     }
+}
+
+/// The objects a round writes: runs of many partitions share one object up to the target size
+/// once every metadata node applies format 14 (`shared`), so a round costs a PUT and a metadata
+/// commit per few MiB whatever the partitions; before that, one object per run.
+fn objects_of(runs: Vec<Run>, shared: bool, target_object_bytes: u64) -> Vec<Vec<Run>> {
+    let mut objects: Vec<Vec<Run>> = Vec::new();
+    let mut bytes = 0u64;
+    for run in runs {
+        let run_bytes = run.bytes();
+        match objects.last_mut() {
+            Some(last)
+                if shared && bytes + run_bytes <= target_object_bytes && last.len() < COMPACTED_OBJECT_RUNS_MAX =>
+            {
+                bytes += run_bytes;
+                last.push(run);
+            }
+            _ => {
+                bytes = run_bytes;
+                objects.push(vec![run]);
+            }
+        }
+    }
+    objects
 }
 
 /// Up to one run per partition: the first stretch of consecutive small chunk entries (markers
@@ -145,72 +191,105 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
     runs
 }
 
-async fn compact(agent: &Agent, run: Run) -> Result<(), String> {
+/// Copies `runs` into one new object, each run one chunk, and commits the swap: one
+/// [`Command::CompactRuns`] for all of them when `shared`, else (one run) [`Command::CompactChunks`].
+async fn compact(agent: &Agent, runs: Vec<Run>, shared: bool) -> Result<Swapped, String> {
     let chunks = {
         let state = agent.metadata.read();
-        run.entries
-            .iter()
-            .map(|e| {
-                let object = state.objects.get(&e.object_id).ok_or("an object of the run is gone")?;
-                let key = SegmentKey::from_stored(object.key.clone());
-                let chunk = ChunkRef { key, byte_start: e.byte_start, byte_len: e.byte_len, crc32c: e.crc32c };
-                Ok((chunk, object.object_bytes))
+        runs.iter()
+            .map(|run| {
+                run.entries
+                    .iter()
+                    .map(|e| {
+                        let object = state.objects.get(&e.object_id).ok_or("an object of the run is gone")?;
+                        let key = SegmentKey::from_stored(object.key.clone());
+                        let chunk = ChunkRef { key, byte_start: e.byte_start, byte_len: e.byte_len, crc32c: e.crc32c };
+                        Ok((chunk, object.object_bytes))
+                    })
+                    .collect::<Result<Vec<_>, String>>()
             })
             .collect::<Result<Vec<_>, String>>()?
     };
-    let mut bytes = BytesMut::new();
-    for (chunk, object_bytes) in &chunks {
-        let data = agent.cache.read_chunk(&agent.store, chunk, *object_bytes).await.map_err(|e| e.to_string())?;
-        bytes.extend_from_slice(&data);
-    }
-    let bytes = bytes.freeze();
-    let read = bytes.len() as u64;
-    let mut stats = ChunkStats { batch_count: 0, record_count: 0, timestamp_min: i64::MAX, timestamp_max: i64::MIN };
-    let mut batches = Vec::new();
-    for batch in crate::record_batch::split(&bytes) {
-        let (header, batch) = batch.map_err(|e| e.to_string())?;
-        // Rewritten batches keep lastOffsetDelta, so offsets still follow from the entry's base.
-        batches.push(match run.codec {
-            Some(codec) => records::recompress(&header, &batch, codec).map_err(|e| e.to_string())?,
-            None => batch,
-        });
-        stats.batch_count += 1;
-        stats.record_count += u32::try_from(header.record_count).unwrap_or(0);
-        stats.timestamp_min = stats.timestamp_min.min(header.first_timestamp());
-        stats.timestamp_max = stats.timestamp_max.max(header.max_timestamp);
-    }
     let mut writer = SegmentWriter::new();
-    let tp = TopicPartition { topic_id: run.topic_id, partition: run.partition };
-    let entry = *writer.push_chunk(tp, batches, stats);
+    let mut read = 0u64;
+    let mut written = Vec::with_capacity(runs.len());
+    for (run, chunks) in runs.iter().zip(&chunks) {
+        let mut bytes = BytesMut::new();
+        for (chunk, object_bytes) in chunks {
+            let data = agent.cache.read_chunk(&agent.store, chunk, *object_bytes).await.map_err(|e| e.to_string())?;
+            bytes.extend_from_slice(&data);
+        }
+        let bytes = bytes.freeze();
+        read += bytes.len() as u64;
+        let mut stats =
+            ChunkStats { batch_count: 0, record_count: 0, timestamp_min: i64::MAX, timestamp_max: i64::MIN };
+        let mut batches = Vec::new();
+        for batch in crate::record_batch::split(&bytes) {
+            let (header, batch) = batch.map_err(|e| e.to_string())?;
+            // Rewritten batches keep lastOffsetDelta, so offsets still follow from the entry's base.
+            batches.push(match run.codec {
+                Some(codec) => records::recompress(&header, &batch, codec).map_err(|e| e.to_string())?,
+                None => batch,
+            });
+            stats.batch_count += 1;
+            stats.record_count += u32::try_from(header.record_count).unwrap_or(0);
+            stats.timestamp_min = stats.timestamp_min.min(header.first_timestamp());
+            stats.timestamp_max = stats.timestamp_max.max(header.max_timestamp);
+        }
+        let tp = TopicPartition { topic_id: run.topic_id, partition: run.partition };
+        written.push(*writer.push_chunk(tp, batches, stats));
+    }
     let object = writer.finish();
     let (object_bytes, blocks) = (object.object_bytes, object.blocks.clone());
     let parts: Vec<bytes::Bytes> = object.payload.iter().cloned().collect();
     let key = SegmentKey::generate_compacted();
     agent.store.put_segment(&key, object).await.map_err(|e| e.to_string())?;
+    crate::metrics::COMPACTION_OBJECTS.inc();
     crate::metrics::COMPACTION_BYTES.with_label_values(&["read"]).inc_by(read);
     crate::metrics::COMPACTION_BYTES.with_label_values(&["written"]).inc_by(object_bytes);
     agent.cache.insert_object(&key, &parts, &blocks, floe_storage::WrittenTier::Disk);
-    let command = Command::CompactChunks(CompactedRun {
-        topic_id: run.topic_id,
-        partition: run.partition,
-        replaced: run.entries.iter().map(|e| (e.base_offset, e.last_offset, e.object_id)).collect(),
-        key: key.as_str().to_owned(),
-        object_bytes,
-        byte_start: entry.byte_start,
-        byte_len: entry.byte_len,
-        crc32c: entry.crc32c,
-    });
-    match agent.metadata.propose(command).await {
-        Ok(_) => {
-            tracing::debug!(
-                partition = run.partition,
-                entries = run.entries.len(),
-                bytes = read,
-                "compacted a run of small chunks"
-            );
-            Ok(())
+    let command = if shared {
+        Command::CompactRuns(CompactedObject {
+            key: key.as_str().to_owned(),
+            object_bytes,
+            runs: runs
+                .iter()
+                .zip(&written)
+                .map(|(run, chunk)| CompactedChunk {
+                    topic_id: run.topic_id,
+                    partition: run.partition,
+                    base_offset: run.entries.first().map_or(0, |e| e.base_offset),
+                    last_offset: run.entries.last().map_or(0, |e| e.last_offset),
+                    entries: u32::try_from(run.entries.len()).unwrap_or(u32::MAX),
+                    objects_sum: run.entries.iter().fold(0u64, |sum, e| sum.wrapping_add(e.object_id)),
+                    byte_start: chunk.byte_start,
+                    byte_len: chunk.byte_len,
+                    crc32c: chunk.crc32c,
+                })
+                .collect(),
+        })
+    } else {
+        let [run] = runs.as_slice() else { return Err("one run per object before format 14".into()) };
+        let [chunk] = written.as_slice() else { return Err("one chunk per run".into()) };
+        Command::CompactChunks(CompactedRun {
+            topic_id: run.topic_id,
+            partition: run.partition,
+            replaced: run.entries.iter().map(|e| (e.base_offset, e.last_offset, e.object_id)).collect(),
+            key: key.as_str().to_owned(),
+            object_bytes,
+            byte_start: chunk.byte_start,
+            byte_len: chunk.byte_len,
+            crc32c: chunk.crc32c,
+        })
+    };
+    let swapped = match agent.metadata.propose(command).await {
+        Ok(Outcome::RunsCompacted { swapped, conflicts }) => {
+            Swapped { swapped: u64::from(swapped), conflicts: u64::from(conflicts) }
         }
-        Err(NodeError::Rejected(e)) => Err(e.to_string()),
-        Err(NodeError::Unavailable(e)) => Err(e),
-    }
+        Ok(_) => Swapped { swapped: 1, conflicts: 0 },
+        Err(NodeError::Rejected(e)) => return Err(e.to_string()),
+        Err(NodeError::Unavailable(e)) => return Err(e),
+    };
+    tracing::debug!(runs = runs.len(), swapped = swapped.swapped, bytes = read, "compacted runs of small chunks");
+    Ok(swapped)
 }

@@ -353,6 +353,10 @@ pub static COMPACTIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_compaction_runs_total", "Compaction runs, by outcome", &["outcome"])
         .expect("unique")
 });
+/// Objects compaction wrote: from format 14 one holds the runs of many partitions.
+pub static COMPACTION_OBJECTS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!("floe_compaction_objects_total", "Objects written by compaction").expect("unique")
+});
 /// Key compaction passes over a compacted topic's partition, by outcome.
 pub static KEY_COMPACTIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!("floe_key_compaction_runs_total", "Key compaction passes, by outcome", &["outcome"])

@@ -74,7 +74,7 @@ def one_run(args, partitions, run):
     if args.cache_bytes:
         cmd += ["--cache-bytes", str(args.cache_bytes)]
     floe = subprocess.Popen(cmd, stderr=open(f"{data}.log", "w"))
-    samples = []
+    samples, state = [], []
     try:
         wait_for_port(kafka, 20)
         stop = threading.Event()
@@ -83,6 +83,12 @@ def one_run(args, partitions, run):
         def sample():
             while not stop.wait(SAMPLE_EVERY):
                 samples.append((round(time.time() - started, 1), rss_mib(floe.pid)))
+                try:
+                    m = metrics(f"127.0.0.1:{http}")
+                except OSError:
+                    continue
+                state.append((round(time.time() - started, 1), m.get("floe_metadata_index_entries", 0),
+                              m.get("floe_metadata_objects", 0)))
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -111,7 +117,9 @@ def one_run(args, partitions, run):
         floe.wait(60)
     histograms = ("floe_kafka_request_duration_seconds", "floe_flush_duration_seconds",
                   "floe_metadata_commit_duration_seconds", "floe_flush_age_seconds",
-                  "floe_metadata_written_bytes_total", "floe_broker_topic_bytes_in_total")
+                  "floe_metadata_written_bytes_total", "floe_broker_topic_bytes_in_total",
+                  "floe_object_store_put_requests_total", "floe_compaction_runs_total",
+                  "floe_compaction_objects_total")
     delta = {k: m_after[k] - m_before.get(k, 0) for k in m_after if k.startswith(histograms)}
     after_warmup = [rss for t, rss in samples if t >= args.warmup] or [float("nan")]
     row = {
@@ -130,6 +138,13 @@ def one_run(args, partitions, run):
         "flushes_per_s": delta.get("floe_flush_duration_seconds_count", 0) / max(args.duration, 1),
         "produce_requests_per_s": delta.get('floe_kafka_request_duration_seconds_count{api="Produce"}', 0)
         / max(args.duration, 1),
+        # PUTs of every kind (flushes, compaction, the usage journal, snapshots) and compaction's
+        # commits, per second of the measured part: what a partition costs in requests.
+        "puts_per_s": sum(v for k, v in delta.items() if k.startswith("floe_object_store_put_requests_total"))
+        / max(args.duration, 1),
+        "compaction_runs_per_s": sum(v for k, v in delta.items() if k.startswith("floe_compaction_runs_total"))
+        / max(args.duration, 1),
+        "compaction_objects_per_s": delta.get("floe_compaction_objects_total", 0) / max(args.duration, 1),
         "server_cores": cpu,
         "client_cores": client_cores,
         "rss_first_mib": after_warmup[0],
@@ -141,11 +156,17 @@ def one_run(args, partitions, run):
         "metadata_written_mib_per_gib": (sum(v for k, v in delta.items()
                                              if k.startswith("floe_metadata_written_bytes_total")) / 2**20)
         / max(sum(v for k, v in delta.items() if k.startswith("floe_broker_topic_bytes_in_total")) / 2**30, 1e-9),
+        # The metadata state's index entries and segment objects, first and last after the
+        # warm-up: bounded by retained data, not by the number of flushes (issue 53).
+        "index_entries_first": next((e for t, e, _ in state if t >= args.warmup), float("nan")),
+        "index_entries_last": state[-1][1] if state else float("nan"),
+        "objects_last": state[-1][2] if state else float("nan"),
         "errors": sum(report["errors"].values()),
         "rss_samples": samples,
+        "state_samples": state,
     }
     print(f"{partitions} partitions, run {run}: " + ", ".join(
-        f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if k != "rss_samples"),
+        f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if not k.endswith("_samples")),
         file=sys.stderr)
     return row
 
@@ -206,8 +227,9 @@ def main():
     plot(rows, f"{args.out}.svg")
     keys = ["p50_ms", "p99_ms", "server_produce_p50_ms", "server_produce_p99_ms", "flush_p50_ms", "flush_p99_ms",
             "commit_p50_ms", "commit_p99_ms", "flush_age_p50_ms", "flushes_per_s", "produce_requests_per_s",
-            "server_cores", "client_cores",
-            "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib", "metadata_written_mib_per_gib"]
+            "puts_per_s", "compaction_runs_per_s", "compaction_objects_per_s", "server_cores", "client_cores",
+            "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib", "metadata_written_mib_per_gib",
+            "index_entries_last", "objects_last"]
     medians = {c: {k: statistics.median(r[k] for r in rows if r["partitions"] == c) for k in keys} for c in counts}
     base = medians[counts[0]]
     ratios = {c: {k: medians[c][k] / base[k] for k in keys if base[k]} for c in counts}

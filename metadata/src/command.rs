@@ -405,6 +405,11 @@ pub enum Command {
     /// [`Command::CommitSegments`] in the packed encoding of format 13 (`command/packed.rs`),
     /// which the group committer writes once every voter applies format 13.
     CommitSegmentsPacked(PackedCommits),
+    /// A compactor wrote runs of several partitions' chunks into one new object (format 14):
+    /// each run is swapped for its chunk if the index still holds exactly that run
+    /// (compare-and-set per run). What one compaction round costs no longer grows with the
+    /// partitions it touches: one object and one entry per round's few MiB, not per partition.
+    CompactRuns(CompactedObject),
 }
 
 /// A range of one partition after key compaction.
@@ -453,6 +458,32 @@ pub struct CompactedRun {
     /// The new object and the one chunk in it holding the run's bytes, in order.
     pub key: String,
     pub object_bytes: u64,
+    pub byte_start: u64,
+    pub byte_len: u32,
+    pub crc32c: u32,
+}
+
+/// One object a compactor wrote holding runs of several partitions' chunks (format 14).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedObject {
+    pub key: String,
+    pub object_bytes: u64,
+    pub runs: Vec<CompactedChunk>,
+}
+
+/// A run of one partition's consecutive chunk entries, as the compactor read it, and the chunk of
+/// the new object holding its bytes. The run is named by its offsets, its entry count and the
+/// wrapping sum of its entries' object ids rather than entry by entry, so a run of hundreds of
+/// entries costs the command a few dozen bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedChunk {
+    pub topic_id: TopicId,
+    pub partition: i32,
+    /// The first replaced entry's base offset and the last one's last offset.
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub entries: u32,
+    pub objects_sum: u64,
     pub byte_start: u64,
     pub byte_len: u32,
     pub crc32c: u32,
@@ -602,6 +633,12 @@ pub enum Outcome {
     ShareUpdated(Vec<Result<Vec<crate::state::AcquiredRange>, CommandError>>),
     /// Per chunk of a [`Command::MirrorCommit`], in order: appended (`true`) or already there.
     Mirrored(crate::state::MirroredChunks),
+    /// What a [`Command::CompactRuns`] did: runs swapped, and runs whose partition changed
+    /// since the compactor read it (their bytes are dead space in the object).
+    RunsCompacted {
+        swapped: u32,
+        conflicts: u32,
+    },
 }
 
 pub type CommittedChunk = Result<i64, CommandError>;

@@ -54,10 +54,12 @@ pub use client::RemoteMetadata;
 ///   (`limits::SEGMENT_COMMIT_WINDOW_MS`), a rule with no stored change.
 /// - 13: `Command::CommitSegmentsPacked`, grouped segment commits in a packed encoding
 ///   (`command/packed.rs`), about 16 bytes per one-batch chunk instead of 41.
+/// - 14: `Command::CompactRuns`, one compacted object holding runs of many partitions, each run
+///   named by its offsets, entry count and object ids' sum; the state is format 13's.
 ///
 /// Older formats' states and chunk commits are read by `state::stored`; their other commands
 /// decode as they are.
-pub const FORMAT_VERSION: u32 = 13;
+pub const FORMAT_VERSION: u32 = 14;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).
@@ -68,7 +70,7 @@ pub fn now_ms() -> i64 {
 }
 pub use command::{
     BatchSummary, ChunkCommit, ChunkProducer, CleanedData, CleanedEntry, CleanedRange, Command, CommandError,
-    CommittedChunk, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
+    CommittedChunk, CompactedChunk, CompactedObject, CompactedRun, Outcome, ProducerIdEpoch, SegmentCommit,
 };
 pub use handle::Metadata;
 pub use namespace::Namespace;

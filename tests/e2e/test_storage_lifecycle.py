@@ -225,6 +225,16 @@ def test_compaction_merges_small_objects_while_producers_and_consumers_run(floe_
         stop.set()
         t.join(30)
     assert not failures, f"producing during compaction failed: {failures[0]!r}"
+    # Both partitions' runs of a round share one object (format 14): fewer objects than runs,
+    # counted once no round is between its PUT and its commit.
+    def compaction_counts():
+        return (metric_sum(floe, "floe_compaction_objects_total"),
+                metric_sum(floe, 'floe_compaction_runs_total{outcome="ok"}'))
+    settled = []
+    wait_until(lambda: settled.append(compaction_counts()) or settled[-2:] == [settled[-1]] * 2, 30,
+               "compaction to settle", interval=1.5)
+    compacted_objects, runs = settled[-1]
+    assert 1 <= compacted_objects < runs, f"{compacted_objects} compacted objects for {runs} runs"
     remaining = segment_files(objects)
     print(f"{len(small_objects)} objects before compaction, {len(remaining)} after (live writes included)")
     acked.update(live_acked)

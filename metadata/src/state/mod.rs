@@ -475,6 +475,7 @@ impl State {
             Command::ApplyRetention { now_ms } => self.apply_retention(now_ms),
             Command::ForgetObjects { object_ids } => self.forget_objects(&object_ids),
             Command::CompactChunks(run) => self.compact_chunks(run),
+            Command::CompactRuns(object) => self.compact_runs(object),
             Command::CleanKeys(range) => self.clean_keys(range),
             Command::AcquireJobLease { agent_id, now_ms, duration_ms } => {
                 self.acquire_job_lease(agent_id, now_ms, duration_ms)
