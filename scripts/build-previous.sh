@@ -37,7 +37,8 @@ fi
 # settings from --config win over the manifest's, and equal settings let this build reuse the
 # dependencies today's build compiled.
 (cd "$src" && cargo build --quiet -p floe --bin floe \
-  --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
+  --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false' \
+  --config 'profile.dev.package."*".opt-level=1')
 mv "$today" "$out/floe.partial"
 mv "$out/floe.partial" "$out/floe"
 echo "$out/floe"

@@ -197,22 +197,32 @@ if [[ "$MODE" == deps ]]; then
 fi
 
 # ---------------------------------------------------------------- cargo
+# Clippy's lints run inside the build: clippy-driver (rustc with clippy's lints, as `cargo
+# clippy` runs it) compiles the workspace's own crates, every target, with warnings as errors.
+# `cargo clippy` would check every dependency a second time, in check mode (cold: about six
+# minutes of both cores); this way they are compiled once and the lints cost only the
+# workspace's crates. Cargo replays a fresh crate's warnings, and a crate that failed is never
+# fresh.
+linted() {
+  RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)" \
+    CLIPPY_ARGS="-Dwarnings__CLIPPY_HACKERY__" "$@"
+}
+
 if [[ "$MODE" == all ]]; then
-  # Clippy runs later, beside the e2e parallel pass.
   step "cargo fmt --check"
   cargo fmt --all -- --check
 
-  step "cargo build (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-  cargo build -p floe -p floe-loadtest -p floe-chaos
+  step "cargo build --workspace --all-targets, with clippy's lints (warnings are errors; CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+  linted cargo build --workspace --all-targets
   step "the previous version's floe, for the rolling-upgrade test (scripts/build-previous.sh)"
   bash scripts/build-previous.sh
 
   if cargo nextest --version >/dev/null 2>&1; then
     step "cargo nextest run --workspace"
-    cargo nextest run --workspace
+    linted cargo nextest run --workspace
   else
     step "cargo test --workspace"
-    cargo test --workspace
+    linted cargo test --workspace
   fi
 fi
 
@@ -254,9 +264,8 @@ fault_harness() {
 # Two passes. First every test not marked `serial`, in E2E_WORKERS pytest-xdist workers: the
 # tests mostly wait (sleeps, timeouts, session expiries, a debug binary's start): with 3 workers
 # about one of two cores was busy, and with 4 and the fault harness beside them 1.1, so 6 workers
-# run, and beside them clippy, the Terraform checks and the fault harness (E2E_WORKERS=0: one
-# process). Each worker hands out ports from a block of its
-# own (tests/e2e/conftest.py). Then the tests marked `serial`
+# run, and beside them the Terraform checks and the fault harness (E2E_WORKERS=0: one
+# process). Each worker hands out ports from a block of its own (tests/e2e/conftest.py). Then the tests marked `serial`
 # (latency, throughput or time budgets, floods of connections), one at a time with nothing else
 # running. A failure stops the pass it is in (-x) and skips the serial pass.
 if [[ "$MODE" == all || "$MODE" == e2e ]]; then
@@ -297,7 +306,6 @@ if [[ "$E2E_WORKERS" != 0 ]]; then
   parallel+=(-n "$E2E_WORKERS" --dist load --maxschedchunk 1)
 fi
 if [[ "$MODE" == all ]]; then
-  background "cargo clippy (warnings are errors)" cargo clippy --workspace --all-targets --quiet -- -D warnings
   background "terraform offline checks (fmt, structure, checkov) and prometheus rules" infra_checks
   # Over loopback its ports would come from the e2e workers' range: then it runs after them.
   if [[ "$CHAOS_NETWORK" == netns ]]; then

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use bytes::BytesMut;
-use floe_metadata::limits::COMPACTED_OBJECT_RUNS_MAX;
+use floe_metadata::limits::{COMPACTED_OBJECT_RUNS_MAX, COMPACTION_RUN_ENTRIES_MAX};
 use floe_metadata::{
     Command, CompactedChunk, CompactedObject, CompactedRun, EntryData, NodeError, ObjectId, Outcome, State, TopicId,
 };
@@ -35,6 +35,11 @@ pub struct CompactionConfig {
     pub small_chunk_bytes: u64,
     /// Fewest small entries in a row worth a new object.
     pub min_run: usize,
+    /// Index entries in the whole state past which every stretch of two or more small entries
+    /// is compacted, `min_run` or not: at thousands of partitions each partition waits long for
+    /// `min_run` entries while the state holds millions (about 125 bytes each, in every
+    /// metadata node and agent).
+    pub crowded_entries: usize,
     /// Largest object a compaction writes.
     pub target_object_bytes: u64,
 }
@@ -72,6 +77,8 @@ struct RunEntry {
     byte_start: u64,
     byte_len: u32,
     crc32c: u32,
+    /// Written by an earlier compaction rather than by a flush.
+    compacted: bool,
 }
 
 /// Runs until `stop` (or the agent is dropped); a run in progress is finished.
@@ -126,11 +133,15 @@ fn objects_of(runs: Vec<Run>, shared: bool, target_object_bytes: u64) -> Vec<Vec
     objects
 }
 
-/// Up to one run per partition: the first stretch of consecutive small chunk entries (markers
-/// end a stretch, the target object size caps it) that holds at least `min_run` chunks written
-/// by flushes, or reaches the small-chunk size. Earlier compactions' outputs join a run but do
-/// not count toward `min_run`, so a byte is rewritten again only to reach the size.
+/// Every run of each partition: stretches of consecutive small chunk entries (markers and big
+/// chunks end a stretch, the target object size cuts it) that hold at least `min_run` chunks
+/// written by flushes, or reach the small-chunk size. Earlier compactions' outputs join a run
+/// but do not count toward `min_run`, so a byte is rewritten again only to reach the size.
+/// Every run, not the first one only: a partition written faster than one target object per
+/// round would otherwise gain index entries for as long as it is written.
 fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
+    let entries: usize = state.topics.values().flat_map(|t| &t.partitions).map(|p| p.index.len()).sum();
+    let min_run = if entries > config.crowded_entries { 2 } else { config.min_run };
     let mut runs = Vec::new();
     for (topic_id, topic) in &state.topics {
         // Key compaction rewrites compacted topics whole; merging their chunks first would
@@ -140,55 +151,88 @@ fn find_runs(state: &State, config: &CompactionConfig) -> Vec<Run> {
         }
         let codec = state.topic_config_value(topic, "compression.type").and_then(records::codec_for);
         for (index, log) in topic.partitions.iter().enumerate() {
-            let mut current: Vec<RunEntry> = Vec::new();
-            let mut bytes = 0u64;
-            let mut fresh = 0usize;
-            let qualifies = |fresh: usize, bytes: u64, len: usize| {
-                len >= 2 && (fresh >= config.min_run || bytes >= config.small_chunk_bytes)
-            };
+            let partition = i32::try_from(index).unwrap_or(i32::MAX);
+            let mut stretch = Stretch::default();
             for entry in log.entries_from(log.log_start_offset) {
                 let small = match entry.data {
                     EntryData::Chunk { object_id, byte_start, byte_len, crc32c }
-                        if u64::from(byte_len) < config.small_chunk_bytes
-                            && bytes + u64::from(byte_len) <= config.target_object_bytes =>
+                        if u64::from(byte_len) < config.small_chunk_bytes =>
                     {
-                        state.objects.get(&object_id).map(|o| {
-                            let entry = RunEntry {
-                                base_offset: entry.base_offset,
-                                last_offset: entry.last_offset,
-                                object_id,
-                                byte_start,
-                                byte_len,
-                                crc32c,
-                            };
-                            (entry, SegmentKey::stored_is_compacted(&o.key))
+                        state.objects.get(&object_id).map(|o| RunEntry {
+                            base_offset: entry.base_offset,
+                            last_offset: entry.last_offset,
+                            object_id,
+                            byte_start,
+                            byte_len,
+                            crc32c,
+                            compacted: SegmentKey::stored_is_compacted(&o.key),
                         })
                     }
                     _ => None,
                 };
                 match small {
-                    Some((item, compacted)) => {
-                        bytes += u64::from(item.byte_len);
-                        if !compacted {
-                            fresh += 1;
+                    Some(item) => {
+                        // A run holds at most the target size and as many entries as one
+                        // compaction may replace (metadata refuses more).
+                        if stretch.bytes + u64::from(item.byte_len) > config.target_object_bytes
+                            || stretch.entries.len() >= COMPACTION_RUN_ENTRIES_MAX
+                        {
+                            stretch.end(min_run, config, *topic_id, partition, codec, &mut runs);
                         }
-                        current.push(item);
+                        stretch.push(item);
                     }
-                    None if qualifies(fresh, bytes, current.len()) => break,
-                    None => {
-                        current.clear();
-                        bytes = 0;
-                        fresh = 0;
-                    }
+                    None => stretch.end(min_run, config, *topic_id, partition, codec, &mut runs),
                 }
             }
-            if qualifies(fresh, bytes, current.len()) {
-                let partition = i32::try_from(index).unwrap_or(i32::MAX);
-                runs.push(Run { topic_id: *topic_id, partition, entries: current, codec });
-            }
+            stretch.end(min_run, config, *topic_id, partition, codec, &mut runs);
         }
     }
     runs
+}
+
+/// Consecutive small chunk entries of one partition, gathered into a run.
+#[derive(Default)]
+struct Stretch {
+    entries: Vec<RunEntry>,
+    bytes: u64,
+}
+
+impl Stretch {
+    fn push(&mut self, entry: RunEntry) {
+        self.bytes += u64::from(entry.byte_len);
+        self.entries.push(entry);
+    }
+
+    /// Ends the stretch: a run if it is worth one, else dropped. An earlier compaction's output
+    /// bigger than everything after it stays out of the run, so a chunk is rewritten only when
+    /// what joins it is at least its size: sizes grow geometrically, and a byte is rewritten
+    /// about log2(small-chunk size / run size) times, not once per round.
+    fn end(
+        &mut self,
+        min_run: usize,
+        config: &CompactionConfig,
+        topic_id: TopicId,
+        partition: i32,
+        codec: Option<i16>,
+        runs: &mut Vec<Run>,
+    ) {
+        let Stretch { mut entries, mut bytes } = std::mem::take(self);
+        let mut skip = 0;
+        for entry in &entries {
+            let rest = bytes - u64::from(entry.byte_len);
+            if !entry.compacted || u64::from(entry.byte_len) <= rest {
+                break;
+            }
+            bytes = rest;
+            skip += 1;
+        }
+        entries.drain(..skip);
+        let fresh = entries.iter().filter(|e| !e.compacted).count();
+        let worth = fresh >= min_run || bytes >= config.small_chunk_bytes;
+        if entries.len() >= 2 && worth {
+            runs.push(Run { topic_id, partition, entries, codec });
+        }
+    }
 }
 
 /// Copies `runs` into one new object, each run one chunk, and commits the swap: one
@@ -293,3 +337,6 @@ async fn compact(agent: &Agent, runs: Vec<Run>, shared: bool) -> Result<Swapped,
     tracing::debug!(runs = runs.len(), swapped = swapped.swapped, bytes = read, "compacted runs of small chunks");
     Ok(swapped)
 }
+
+#[cfg(test)]
+mod tests;

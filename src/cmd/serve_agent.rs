@@ -189,6 +189,7 @@ pub(crate) async fn run(
             interval: Duration::from_secs(options.compaction_interval_secs.max(1)),
             small_chunk_bytes: 1024 * 1024,
             min_run: options.compaction_min_run.max(2),
+            crowded_entries: 200_000,
             // A fetch reads a whole chunk: past a few blocks, bigger chunks cost reads, not GETs.
             target_object_bytes: 8 * 1024 * 1024,
         },

@@ -222,6 +222,7 @@ fn agent_config() -> AgentConfig {
             interval: Duration::from_secs(60),
             small_chunk_bytes: 1 << 20,
             min_run: 16,
+            crowded_entries: 200_000,
             target_object_bytes: 8 << 20,
         },
         tables: floe_agent::TableJobConfig { interval: Duration::from_millis(500), commit_delay: Duration::ZERO },
