@@ -4,8 +4,7 @@
 # and the path printed on the last line.
 #
 # The source is exported to one fixed directory and built in the same target directory as
-# today's code, so dependencies already built are reused (cargo hashes workspace crates relative
-# to the workspace root). Both builds write target/debug/floe, so today's binary there is put
+# today's code, so dependencies already built are reused. Both builds write target/debug/floe, so today's binary there is put
 # back afterwards.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -28,6 +27,12 @@ echo "building the previous version ${commit:0:12} from $src (once; kept in $out
 rm -rf "$src"
 mkdir -p "$src" "$out"
 git -C "$ROOT" archive "$commit" | tar -x -C "$src"
+# Its own crates get a version of their own, so their artifacts never share a hash with today's:
+# cargo judges freshness by file times, the archive's files are older than today's build, and
+# with the same hashes it would hand back today's binary as the previous one. The dependencies,
+# built with the same profile, are shared.
+find "$src" -name Cargo.toml -not -path '*/fuzz/*' \
+  -exec sed -i '0,/^version = "\(.*\)"$/s//version = "\1-previous"/' {} +
 today="$CARGO_TARGET_DIR/debug/floe"
 if [[ -e "$today" ]]; then
   mv "$today" "$out/today.floe"
