@@ -73,6 +73,7 @@ def one_run(args, partitions, run):
            "--http-addr", f"127.0.0.1:{http}", "--metadata-addr", f"127.0.0.1:{meta}"]
     if args.cache_bytes:
         cmd += ["--cache-bytes", str(args.cache_bytes)]
+    cmd += args.floe_arg
     floe = subprocess.Popen(cmd, stderr=open(f"{data}.log", "w"))
     samples, state = [], []
     try:
@@ -212,6 +213,8 @@ def main():
     # The hot tier fills for many minutes at its default size (a quarter of memory), so RSS
     # figures compare only with it pinned; 0 keeps the default.
     p.add_argument("--cache-bytes", type=int, default=512 << 20, help="the agent's hot tier (0: its default)")
+    p.add_argument("--floe-arg", action="append", default=[],
+                   help="an extra argument for `floe dev` (repeat it), e.g. --floe-arg=--compaction-interval-secs=60")
     p.add_argument("--baseline", help="ratios recorded by an earlier run (--record-baseline): print this run's "
                                       "ratios beside them")
     p.add_argument("--record-baseline", help="write this run's medians and ratios to this JSON file")
