@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use bytes::BytesMut;
-use floe_metadata::limits::{COMPACTED_OBJECT_RUNS_MAX, COMPACTION_RUN_ENTRIES_MAX};
+use floe_metadata::limits::{COMPACTED_OBJECT_ENTRIES_MAX, COMPACTED_OBJECT_RUNS_MAX, COMPACTION_RUN_ENTRIES_MAX};
 use floe_metadata::{
     Command, CompactedChunk, CompactedObject, CompactedRun, EntryData, NodeError, ObjectId, Outcome, State, TopicId,
 };
@@ -114,18 +114,22 @@ pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig, stop: Canc
 /// commit per few MiB whatever the partitions; before that, one object per run.
 fn objects_of(runs: Vec<Run>, shared: bool, target_object_bytes: u64) -> Vec<Vec<Run>> {
     let mut objects: Vec<Vec<Run>> = Vec::new();
-    let mut bytes = 0u64;
+    let (mut bytes, mut entries) = (0u64, 0usize);
     for run in runs {
-        let run_bytes = run.bytes();
+        let (run_bytes, run_entries) = (run.bytes(), run.entries.len());
         match objects.last_mut() {
             Some(last)
-                if shared && bytes + run_bytes <= target_object_bytes && last.len() < COMPACTED_OBJECT_RUNS_MAX =>
+                if shared
+                    && bytes + run_bytes <= target_object_bytes
+                    && last.len() < COMPACTED_OBJECT_RUNS_MAX
+                    && entries + run_entries <= COMPACTED_OBJECT_ENTRIES_MAX =>
             {
                 bytes += run_bytes;
+                entries += run_entries;
                 last.push(run);
             }
             _ => {
-                bytes = run_bytes;
+                (bytes, entries) = (run_bytes, run_entries);
                 objects.push(vec![run]);
             }
         }

@@ -91,7 +91,10 @@ pub const TRANSACTION_GROUPS_MAX: usize = 100;
 /// Index entries one compaction may merge.
 pub const COMPACTION_RUN_ENTRIES_MAX: usize = 10_000;
 /// Partitions' runs one compacted object may hold (`Command::CompactRuns`).
-pub const COMPACTED_OBJECT_RUNS_MAX: usize = 100_000;
+pub const COMPACTED_OBJECT_RUNS_MAX: usize = 10_000;
+/// Index entries one `Command::CompactRuns` may replace in all: the work of one apply, which
+/// holds the state's lock.
+pub const COMPACTED_OBJECT_ENTRIES_MAX: usize = 1_000_000;
 /// Index entries one key compaction may replace, and may produce.
 pub const CLEANED_RANGE_ENTRIES_MAX: usize = 10_000;
 /// Largest encoded command the journal accepts; a larger one is a bug or an attack.

@@ -10,7 +10,7 @@
 
 use super::{EntryData, IndexEntry, ObjectId, ObjectRecord, State, TopicId};
 use crate::command::{CommandError, CompactedObject, CompactedRun, Outcome};
-use crate::limits::{COMPACTED_OBJECT_RUNS_MAX, COMPACTION_RUN_ENTRIES_MAX};
+use crate::limits::{COMPACTED_OBJECT_ENTRIES_MAX, COMPACTED_OBJECT_RUNS_MAX, COMPACTION_RUN_ENTRIES_MAX};
 
 /// The entries a run replaces, as the compactor read them.
 enum Replaced<'a> {
@@ -95,9 +95,17 @@ impl State {
                 "a compacted object is named and holds 1..={COMPACTED_OBJECT_RUNS_MAX} runs"
             )));
         }
+        let mut entries = 0usize;
         for run in &object.runs {
-            valid_run_length(usize::try_from(run.entries).unwrap_or(usize::MAX))?;
+            let run_entries = usize::try_from(run.entries).unwrap_or(usize::MAX);
+            valid_run_length(run_entries)?;
             valid_chunk(run.byte_start, run.byte_len, object.object_bytes)?;
+            entries = entries.saturating_add(run_entries);
+        }
+        if entries > COMPACTED_OBJECT_ENTRIES_MAX {
+            return Err(CommandError::InvalidCommit(format!(
+                "a compacted object replaces at most {COMPACTED_OBJECT_ENTRIES_MAX} entries in all"
+            )));
         }
         if self.object_key_taken(&object.key) {
             return Err(CommandError::InvalidCommit("compacted object key already indexed".into()));

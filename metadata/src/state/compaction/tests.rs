@@ -200,12 +200,18 @@ fn bad_compacted_objects_are_refused_whole() {
     past_end.byte_start = 400;
     let mut single = run.clone();
     single.entries = 1;
+    // Within each run's limit, past the command's: 101 runs of 10,000 entries.
+    let mut long = run.clone();
+    long.entries = crate::limits::COMPACTION_RUN_ENTRIES_MAX as u32;
+    let too_much =
+        vec![long; crate::limits::COMPACTED_OBJECT_ENTRIES_MAX / crate::limits::COMPACTION_RUN_ENTRIES_MAX + 1];
     let bad = [
         object("c1", vec![]),
         object("", vec![run.clone()]),
         object("o1", vec![run.clone()]),
         object("c1", vec![run.clone(), past_end]),
         object("c1", vec![single]),
+        object("c1", too_much),
     ];
     for command in bad {
         let mut state = state.clone();
