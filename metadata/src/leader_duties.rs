@@ -57,8 +57,8 @@ impl DutyNode for MetadataNode {
             let addr = status.members.get(voter)?.clone();
             asks.spawn(async move { crate::raft::network::fetch_hello(&addr).await.ok().map(|hello| hello.format) });
         }
-        // All at once and briefly: the other duties wait meanwhile, and a voter that is down
-        // must not hold them up for long (the check comes again in FORMAT_CHECK_EVERY).
+        // All at once, and not for long: a voter that is down is asked again in
+        // FORMAT_CHECK_EVERY.
         let oldest = async move {
             let mut oldest = crate::FORMAT_VERSION;
             while let Some(asked) = asks.join_next().await {
@@ -80,35 +80,49 @@ const EXPIRE_TRANSACTIONS_EVERY: Duration = Duration::from_secs(1);
 /// Retention's check interval when `log.retention.check.interval.ms` does not parse.
 const RETENTION_CHECK_DEFAULT: Duration = Duration::from_secs(300);
 /// How often a leader whose cluster applies an older format asks the voters theirs.
-const FORMAT_CHECK_EVERY: Duration = Duration::from_secs(5);
-/// How long the leader waits for the voters' formats.
-const VOTERS_FORMAT_TIMEOUT: Duration = Duration::from_secs(1);
+const FORMAT_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How long the leader waits for the voters' formats (a loaded machine answers slowly).
+const VOTERS_FORMAT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// When each duty last ran.
 struct LastRun {
     retention: Instant,
     transactions: Instant,
     offsets: Instant,
-    /// `None` until the first check, which runs at once.
-    format: Option<Instant>,
 }
 
-/// Runs until `stop`.
+/// Runs until `stop`: the format check beside the other duties, so a voter that is slow to
+/// answer holds up neither.
 pub(crate) async fn run(node: impl DutyNode, stop: CancellationToken) {
-    let start = Instant::now();
-    let mut last = LastRun { retention: start, transactions: start, offsets: start, format: None };
-    while sleep_unless_stopped(&stop, TICK).await {
-        if !node.leads() {
+    tokio::join!(raise_format(&node, &stop), periodic(&node, &stop));
+}
+
+/// Raises the cluster's format once every voter runs this binary's. Asked at once and then every
+/// [`FORMAT_CHECK_EVERY`] while the cluster lags: a new cluster starts at format 0, and features
+/// behind a format (links, agent peers) are refused until the raise.
+async fn raise_format(node: &impl DutyNode, stop: &CancellationToken) {
+    let mut last: Option<Instant> = None;
+    while sleep_unless_stopped(stop, TICK).await {
+        if !node.leads()
+            || node.with_state(|s| s.applies_format(crate::FORMAT_VERSION))
+            || last.is_some_and(|at| at.elapsed() < FORMAT_CHECK_EVERY)
+        {
             continue;
         }
-        if node.with_state(|s| !s.applies_format(crate::FORMAT_VERSION))
-            && last.format.is_none_or(|at| at.elapsed() >= FORMAT_CHECK_EVERY)
-        {
-            last.format = Some(Instant::now());
-            if node.voters_format().await.is_some_and(|oldest| oldest >= crate::FORMAT_VERSION) {
-                let raise = Command::SetFormat { format: crate::FORMAT_VERSION };
-                propose_if(&node, true, raise, "raising the cluster's metadata format").await;
-            }
+        last = Some(Instant::now());
+        if node.voters_format().await.is_some_and(|oldest| oldest >= crate::FORMAT_VERSION) {
+            let raise = Command::SetFormat { format: crate::FORMAT_VERSION };
+            propose_if(node, true, raise, "raising the cluster's metadata format").await;
+        }
+    }
+}
+
+async fn periodic(node: &impl DutyNode, stop: &CancellationToken) {
+    let start = Instant::now();
+    let mut last = LastRun { retention: start, transactions: start, offsets: start };
+    while sleep_unless_stopped(stop, TICK).await {
+        if !node.leads() {
+            continue;
         }
         let retention_every = node
             .with_state(|s| s.broker_config_i64("log.retention.check.interval.ms"))
@@ -118,28 +132,28 @@ pub(crate) async fn run(node: impl DutyNode, stop: CancellationToken) {
             last.retention = Instant::now();
             let now_ms = node.now_ms();
             let due = node.with_state(|s| s.retention_due(now_ms));
-            propose_if(&node, due, Command::ApplyRetention { now_ms }, "applying retention").await;
+            propose_if(node, due, Command::ApplyRetention { now_ms }, "applying retention").await;
         }
         if last.transactions.elapsed() >= EXPIRE_TRANSACTIONS_EVERY {
             last.transactions = Instant::now();
             let now_ms = node.now_ms();
             let due = node.with_state(|s| s.transactions_due(now_ms));
-            propose_if(&node, due, Command::ExpireTransactions { now_ms }, "expiring transactions").await;
+            propose_if(node, due, Command::ExpireTransactions { now_ms }, "expiring transactions").await;
         }
         // Share groups' records whose acquisition lock passed go back to the group.
         let now_ms = node.now_ms();
         let due = node.with_state(|s| s.share_locks_due(now_ms));
         let expire = Command::ShareUpdate { now_ms, ops: vec![crate::state::ShareOp::ExpireLocks] };
-        propose_if(&node, due, expire, "expiring share record locks").await;
+        propose_if(node, due, expire, "expiring share record locks").await;
         // Each minute is closed once it has passed (usage metering).
         let now_ms = node.now_ms();
         let due = node.with_state(|s| s.usage_close_due(now_ms));
-        propose_if(&node, due, Command::CloseUsageMinute { now_ms }, "closing a usage minute").await;
+        propose_if(node, due, Command::CloseUsageMinute { now_ms }, "closing a usage minute").await;
         if last.offsets.elapsed() >= EXPIRE_OFFSETS_EVERY {
             last.offsets = Instant::now();
             let due = node.with_state(|s| !s.groups.is_empty());
             let expire = Command::ExpireOffsets { now_ms: node.now_ms() };
-            propose_if(&node, due, expire, "expiring committed offsets").await;
+            propose_if(node, due, expire, "expiring committed offsets").await;
         }
     }
 }

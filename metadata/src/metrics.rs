@@ -65,6 +65,7 @@ pub struct NodeCollector {
     topics: IntGauge,
     partitions: IntGauge,
     index_entries: IntGauge,
+    format: IntGauge,
     objects: IntGauge,
     recent_commit_chunks: IntGauge,
     tenants: IntGauge,
@@ -111,6 +112,10 @@ impl NodeCollector {
                 "floe_metadata_index_entries",
                 "Offset index entries in the state, over all partitions (one per chunk until compaction merges them)",
             ),
+            format: int_gauge(
+                "floe_metadata_format",
+                "Metadata format the cluster applies (below this binary's until every voter runs it: a rolling upgrade not yet finished)",
+            ),
             objects: int_gauge("floe_metadata_objects", "Segment objects the state refers to"),
             recent_commit_chunks: int_gauge(
                 "floe_metadata_recent_commit_chunks",
@@ -149,9 +154,10 @@ impl NodeCollector {
         }
     }
 
-    fn gauges(&self) -> [&IntGauge; 13] {
+    fn gauges(&self) -> [&IntGauge; 14] {
         [
             &self.index_entries,
+            &self.format,
             &self.objects,
             &self.recent_commit_chunks,
             &self.tenants,
@@ -215,6 +221,7 @@ impl Collector for NodeCollector {
             self.partitions.set(state.topics.values().map(|t| t.partitions.len() as i64).sum());
             let index_entries = state.topics.values().flat_map(|t| &t.partitions).map(|p| p.index.len()).sum::<usize>();
             self.index_entries.set(index_entries as i64);
+            self.format.set(i64::from(state.format));
             self.objects.set(state.objects.len() as i64);
             self.recent_commit_chunks.set(state.recent_commits.values().map(|a| a.len()).sum::<usize>() as i64);
             self.tenants.set(state.tenants.len() as i64);
