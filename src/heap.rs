@@ -27,3 +27,37 @@ pub(crate) fn keep_freed_buffers() {
         libc::mallopt(libc::M_ARENA_MAX, i32::try_from(arenas).unwrap_or(i32::MAX));
     }
 }
+
+/// What glibc's heaps hold, over every heap (arena), in bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeapUsage {
+    /// In live allocations, those served by their own mapping included.
+    pub(crate) in_use: u64,
+    /// Freed and kept in the heaps for reuse: resident until reused or trimmed, so part of the
+    /// process's RSS that no allocation accounts for.
+    pub(crate) free: u64,
+}
+
+/// The heaps' usage now (glibc's `mallinfo2`: it locks each heap in turn and walks its free
+/// lists, so it is for a scrape, not a hot path).
+pub(crate) fn usage() -> HeapUsage {
+    // SAFETY: `mallinfo2` has no preconditions; it only reads the allocator's bookkeeping.
+    let info = unsafe { libc::mallinfo2() };
+    HeapUsage { in_use: (info.uordblks + info.hblkhd) as u64, free: info.fordblks as u64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_counts_a_live_allocation_and_its_release() {
+        let before = usage().in_use;
+        let block = vec![1u8; 8 << 20];
+        let during = usage().in_use;
+        assert!(during >= before + (8 << 20) - (1 << 20), "8 MiB live: {before} -> {during}");
+        drop(std::hint::black_box(block));
+        let after = usage().in_use;
+        assert!(after + (7 << 20) <= during, "8 MiB freed: {during} -> {after}");
+    }
+}

@@ -1,5 +1,6 @@
-//! Metrics every `floe` process exports, whatever it runs: `floe_build_info`, and the space left
-//! on the file systems holding its directories (the disk tier, the usage journal, the Raft log).
+//! Metrics every `floe` process exports, whatever it runs: `floe_build_info`, the space left on
+//! the file systems holding its directories (the disk tier, the usage journal, the Raft log), and
+//! what the allocator's heaps hold (`floe_heap_*`).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -7,7 +8,7 @@ use std::sync::Mutex;
 use floe_metadata::locks::MutexRecovery;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{GaugeVec, IntGaugeVec, Opts};
+use prometheus::{GaugeVec, IntGauge, IntGaugeVec, Opts};
 
 /// `floe_build_info{version, profile}` = 1, Prometheus's convention for what is running.
 pub(crate) fn register_build_info() {
@@ -32,6 +33,15 @@ pub(crate) fn register_disk_space(dirs: Vec<(&'static str, PathBuf)>) {
     let collector = DiskSpace::new(dirs).and_then(|c| prometheus::register(Box::new(c)));
     if let Err(e) = registered_once(collector) {
         tracing::warn!(error = %e, "disk space metrics unavailable");
+    }
+}
+
+/// `floe_heap_in_use_bytes` and `floe_heap_free_bytes`, read at each scrape: when the process's
+/// RSS grows, whether live allocations grew or the allocator kept what was freed.
+pub(crate) fn register_heap() {
+    let collector = Heap::new().and_then(|c| prometheus::register(Box::new(c)));
+    if let Err(e) = registered_once(collector) {
+        tracing::warn!(error = %e, "heap metrics unavailable");
     }
 }
 
@@ -86,5 +96,40 @@ impl Collector for DiskSpace {
             }
         }
         self.available.collect().into_iter().chain(self.capacity.collect()).collect()
+    }
+}
+
+#[derive(Debug)]
+struct Heap {
+    in_use: IntGauge,
+    free: IntGauge,
+    /// Scrapes set the gauges; one at a time.
+    scrape: Mutex<()>,
+}
+
+impl Heap {
+    fn new() -> prometheus::Result<Self> {
+        Ok(Self {
+            in_use: IntGauge::new("floe_heap_in_use_bytes", "Bytes of live allocations in the process's heaps")?,
+            free: IntGauge::new(
+                "floe_heap_free_bytes",
+                "Bytes freed and kept by the allocator for reuse: resident, and in no live allocation",
+            )?,
+            scrape: Mutex::new(()),
+        })
+    }
+}
+
+impl Collector for Heap {
+    fn desc(&self) -> Vec<&Desc> {
+        self.in_use.desc().into_iter().chain(self.free.desc()).collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let _one = self.scrape.lock_recovered();
+        let usage = crate::heap::usage();
+        self.in_use.set(i64::try_from(usage.in_use).unwrap_or(i64::MAX));
+        self.free.set(i64::try_from(usage.free).unwrap_or(i64::MAX));
+        self.in_use.collect().into_iter().chain(self.free.collect()).collect()
     }
 }

@@ -88,8 +88,10 @@ def one_run(args, partitions, run):
                     m = metrics(f"127.0.0.1:{http}")
                 except OSError:
                     continue
+                # The allocator's live and kept-free bytes: what RSS growth is made of.
                 state.append((round(time.time() - started, 1), m.get("floe_metadata_index_entries", 0),
-                              m.get("floe_metadata_objects", 0)))
+                              m.get("floe_metadata_objects", 0), m.get("floe_heap_in_use_bytes", 0) / 2**20,
+                              m.get("floe_heap_free_bytes", 0) / 2**20))
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -159,9 +161,11 @@ def one_run(args, partitions, run):
         / max(sum(v for k, v in delta.items() if k.startswith("floe_broker_topic_bytes_in_total")) / 2**30, 1e-9),
         # The metadata state's index entries and segment objects, first and last after the
         # warm-up: bounded by retained data, not by the number of flushes (issue 53).
-        "index_entries_first": next((e for t, e, _ in state if t >= args.warmup), float("nan")),
+        "index_entries_first": next((s[1] for s in state if s[0] >= args.warmup), float("nan")),
         "index_entries_last": state[-1][1] if state else float("nan"),
         "objects_last": state[-1][2] if state else float("nan"),
+        "heap_in_use_last_mib": state[-1][3] if state else float("nan"),
+        "heap_free_last_mib": state[-1][4] if state else float("nan"),
         "errors": sum(report["errors"].values()),
         "rss_samples": samples,
         "state_samples": state,
@@ -173,7 +177,8 @@ def one_run(args, partitions, run):
 
 
 def plot(rows, path):
-    """RSS over time, one line per run, coloured by partition count."""
+    """RSS over time (solid) and the heap's live allocations (dashed), one line each per run,
+    coloured by partition count."""
     width, height, pad = 720, 360, 50
     t_max = max((t for r in rows for t, _ in r["rss_samples"]), default=1) or 1
     rss_max = max((v for r in rows for _, v in r["rss_samples"]), default=1) or 1
@@ -183,7 +188,8 @@ def plot(rows, path):
     y = lambda v: height - pad - (height - 2 * pad) * v / rss_max  # noqa: E731
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
              f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
-             f'<text x="{pad}" y="20">Server RSS (MiB) over time (s), floe dev on file://, one line per run</text>',
+             f'<text x="{pad}" y="20">Server RSS (solid) and heap in use (dashed), MiB over time (s), floe dev on '
+             f'file://</text>',
              f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
              f'<text x="{pad - 45}" y="{pad + 4}">{rss_max:.0f}</text>',
@@ -193,6 +199,8 @@ def plot(rows, path):
         colour = colours[counts.index(r["partitions"]) % len(colours)]
         points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in r["rss_samples"])
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>')
+        in_use = " ".join(f"{x(s[0]):.1f},{y(s[3]):.1f}" for s in r["state_samples"] if s[3] <= rss_max)
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-dasharray="4 3" points="{in_use}"/>')
     for i, c in enumerate(counts):
         parts.append(f'<text x="{pad + 10}" y="{pad + 16 * i}" fill="{colours[i % len(colours)]}">'
                      f'{c} partitions</text>')
@@ -232,7 +240,7 @@ def main():
             "commit_p50_ms", "commit_p99_ms", "flush_age_p50_ms", "flushes_per_s", "produce_requests_per_s",
             "puts_per_s", "compaction_runs_per_s", "compaction_objects_per_s", "server_cores", "client_cores",
             "rss_first_mib", "rss_last_mib", "rss_peak_mib", "metadata_mib", "metadata_written_mib_per_gib",
-            "index_entries_last", "objects_last"]
+            "index_entries_last", "objects_last", "heap_in_use_last_mib", "heap_free_last_mib"]
     medians = {c: {k: statistics.median(r[k] for r in rows if r["partitions"] == c) for k in keys} for c in counts}
     base = medians[counts[0]]
     ratios = {c: {k: medians[c][k] / base[k] for k in keys if base[k]} for c in counts}

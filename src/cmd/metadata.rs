@@ -53,6 +53,7 @@ pub(crate) async fn run(args: MetadataArgs) -> anyhow::Result<()> {
     .with_context(|| format!("starting metadata node {} on {}", node_id, args.metadata_addr))?;
     tracing::info!(node_id = node_id, addr = %args.metadata_addr, data_dir = %args.data_dir.display(), "metadata node running");
     crate::metrics::register_build_info();
+    crate::metrics::register_heap();
     crate::metrics::register_disk_space(vec![("metadata", args.data_dir.clone())]);
     let (stop_metrics, metrics_stopped) = tokio::sync::watch::channel(false);
     if let Some(addr) = args.metrics_addr {

@@ -206,6 +206,7 @@ pub(crate) async fn run(
         .or_else(|| options.cache_dir.as_ref().map(|dir| dir.join("usage")))
         .or(default_usage_dir);
     crate::metrics::register_build_info();
+    crate::metrics::register_heap();
     let dirs = [("cache", options.cache_dir.clone()), ("usage", usage_dir.clone())];
     crate::metrics::register_disk_space(dirs.into_iter().filter_map(|(name, dir)| Some((name, dir?))).collect());
     let usage = floe_agent::UsageMeter::open(floe_agent::UsageConfig {
