@@ -52,8 +52,9 @@ step_times() {
   printf '%5d s  in all\n' "$SECONDS"
 }
 
-# Background steps run beside the e2e parallel pass, whose tests mostly wait (about one of the
-# two cores busy): output goes to a log, printed when the step is awaited.
+# Background steps run beside steps that leave a core idle (the test deps beside the build; the
+# infra checks and the fault harness beside the e2e parallel pass, whose tests mostly wait):
+# output goes to a log, printed when the step is awaited.
 BG_PIDS=() BG_NAMES=() BG_LOGS=() BG_STARTED=()
 background() {
   local name="$1" log
@@ -81,7 +82,7 @@ await_background() {
     printf '\n==> %s (ran in the background)\n' "${BG_NAMES[$i]}"
     cat "${BG_LOGS[$i]}"
     rm -f "${BG_LOGS[$i]}" "${BG_LOGS[$i]}.took"
-    printf '    (%d s, beside the e2e parallel pass)\n' "$took"
+    printf '    (%d s, in the background)\n' "$took"
     STEP_TIMES+=("$(printf '%5d s  %s (in the background)' "$took" "${BG_NAMES[$i]}")")
     if [[ $rc -ne 0 ]]; then
       echo "${BG_NAMES[$i]} failed (exit $rc)" >&2
@@ -91,10 +92,16 @@ await_background() {
   done
   BG_PIDS=() BG_NAMES=() BG_LOGS=() BG_STARTED=()
 }
-# On a failure elsewhere, background steps (and what they started) are stopped, not orphaned.
+# On a failure elsewhere, background steps (and what they started) are stopped, not orphaned;
+# the test deps' step is waited for instead (an interrupted dpkg would refuse the next install).
+DEPS_PID=""
 stop_background() {
   local pid
   for pid in "${BG_PIDS[@]}"; do
+    if [[ "$pid" == "$DEPS_PID" ]]; then
+      wait "$pid" 2>/dev/null || true
+      continue
+    fi
     pkill -TERM -P "$pid" 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
   done
@@ -186,11 +193,23 @@ install_venv() {
   echo "$want" >"$stamp"
 }
 
-step "test deps (kcat, prometheus, chromium, python venv)"
+# The build needs only kcat's step (OpenSSL headers for librdkafka); in a whole run the rest
+# (downloads and unpacking, mostly waiting) goes on beside the build and is awaited before the
+# e2e suite, the first step that needs it.
+other_deps() {
+  install_prometheus
+  install_browser
+  install_venv
+}
+step "test deps (kcat, OpenSSL headers)"
 install_kcat
-install_prometheus
-install_browser
-install_venv
+if [[ "$MODE" == all ]]; then
+  background "test deps (prometheus, chromium, python venv)" other_deps
+  DEPS_PID="${BG_PIDS[-1]}"
+else
+  step "test deps (prometheus, chromium, python venv)"
+  other_deps
+fi
 if [[ "$MODE" == deps ]]; then
   echo "deps ready"
   exit 0
@@ -269,6 +288,7 @@ fault_harness() {
 # (latency, throughput or time budgets, floods of connections), one at a time with nothing else
 # running. A failure stops the pass it is in (-x) and skips the serial pass.
 if [[ "$MODE" == all || "$MODE" == e2e ]]; then
+await_background
 step "end-to-end tests (pytest tests/e2e, FLOE_BIN=$FLOE_BIN)"
 if [[ ! -x "$FLOE_BIN" ]]; then
   echo "FLOE_BIN=$FLOE_BIN is not an executable; build it first" >&2

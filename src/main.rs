@@ -47,6 +47,9 @@ fn main() -> anyhow::Result<()> {
             logs.json().flatten_event(true).with_current_span(false).finish().with(log_limits::layer()).init()
         }
     }
+    if matches!(cli.command, cli::Command::Dev(_) | cli::Command::Metadata(_) | cli::Command::Agent(_)) {
+        heap::return_free_memory_in_background();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         cli::Command::Dev(args) => runtime.block_on(cmd::dev::run(args)),

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use floe_metadata::locks::MutexRecovery;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{GaugeVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{GaugeVec, IntCounter, IntGauge, IntGaugeVec, Opts};
 
 /// `floe_build_info{version, profile}` = 1, Prometheus's convention for what is running.
 pub(crate) fn register_build_info() {
@@ -36,8 +36,9 @@ pub(crate) fn register_disk_space(dirs: Vec<(&'static str, PathBuf)>) {
     }
 }
 
-/// `floe_heap_in_use_bytes` and `floe_heap_free_bytes`, read at each scrape: when the process's
-/// RSS grows, whether live allocations grew or the allocator kept what was freed.
+/// `floe_heap_in_use_bytes`, `floe_heap_free_bytes` and `floe_heap_returned_bytes_total`, read at
+/// each scrape: when the process's RSS grows, whether live allocations grew or the allocator kept
+/// what was freed.
 pub(crate) fn register_heap() {
     let collector = Heap::new().and_then(|c| prometheus::register(Box::new(c)));
     if let Err(e) = registered_once(collector) {
@@ -103,6 +104,7 @@ impl Collector for DiskSpace {
 struct Heap {
     in_use: IntGauge,
     free: IntGauge,
+    returned: IntCounter,
     /// Scrapes set the gauges; one at a time.
     scrape: Mutex<()>,
 }
@@ -113,7 +115,11 @@ impl Heap {
             in_use: IntGauge::new("floe_heap_in_use_bytes", "Bytes of live allocations in the process's heaps")?,
             free: IntGauge::new(
                 "floe_heap_free_bytes",
-                "Bytes freed and kept by the allocator for reuse: resident, and in no live allocation",
+                "Bytes in the allocator's free lists: in no live allocation, and resident unless returned to the kernel",
+            )?,
+            returned: IntCounter::new(
+                "floe_heap_returned_bytes_total",
+                "Resident bytes the allocator's free memory gave back to the kernel (checked every 5 s)",
             )?,
             scrape: Mutex::new(()),
         })
@@ -122,7 +128,7 @@ impl Heap {
 
 impl Collector for Heap {
     fn desc(&self) -> Vec<&Desc> {
-        self.in_use.desc().into_iter().chain(self.free.desc()).collect()
+        self.in_use.desc().into_iter().chain(self.free.desc()).chain(self.returned.desc()).collect()
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
@@ -130,6 +136,8 @@ impl Collector for Heap {
         let usage = crate::heap::usage();
         self.in_use.set(i64::try_from(usage.in_use).unwrap_or(i64::MAX));
         self.free.set(i64::try_from(usage.free).unwrap_or(i64::MAX));
-        self.in_use.collect().into_iter().chain(self.free.collect()).collect()
+        self.returned.inc_by(crate::heap::returned_bytes().saturating_sub(self.returned.get()));
+        let families = [self.in_use.collect(), self.free.collect(), self.returned.collect()];
+        families.into_iter().flatten().collect()
     }
 }
