@@ -38,16 +38,28 @@ pub(crate) fn keep_freed_buffers() {
 }
 
 /// Starts a thread that, every [`FREE_CHECK_EVERY`], gives the heaps' free memory back to the
-/// kernel once the resident memory outside live allocations passes [`FREE_RESIDENT_BYTES_MAX`]. glibc returns only the free memory at the top
+/// kernel once the resident memory outside live allocations passes [`FREE_RESIDENT_BYTES_MAX`]
+/// (or `FLOE_HEAP_FREE_MAX_BYTES`; `off`: never). glibc returns only the free memory at the top
 /// of a heap (past `M_TRIM_THRESHOLD`); what is freed in the middle stays resident for ever. At
-/// 2,000 partitions the live heap stayed near 600 MiB while freed memory grew to 535 MiB in five
-/// minutes, and RSS with it (issue 53). Buffers freed and reused within a check keep the reuse
-/// [`keep_freed_buffers`] is for.
+/// 2,000 partitions the live heap stayed near 600-700 MiB while freed memory grew to 750 MiB in
+/// ten minutes, and RSS with it (issue 53). Buffers freed and reused within a check keep the
+/// reuse [`keep_freed_buffers`] is for; each return locks a heap for 15-35 ms there.
 pub(crate) fn return_free_memory_in_background() {
-    let spawned = std::thread::Builder::new().name("floe-heap-trim".into()).spawn(|| {
+    let kept_max = match std::env::var("FLOE_HEAP_FREE_MAX_BYTES") {
+        Err(_) => FREE_RESIDENT_BYTES_MAX,
+        Ok(v) if v == "off" => return,
+        Ok(v) => match v.parse() {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                tracing::warn!(value = %v, "FLOE_HEAP_FREE_MAX_BYTES is not a byte count or `off`; using the default");
+                FREE_RESIDENT_BYTES_MAX
+            }
+        },
+    };
+    let spawned = std::thread::Builder::new().name("floe-heap-trim".into()).spawn(move || {
         loop {
             std::thread::sleep(FREE_CHECK_EVERY);
-            return_free_memory(FREE_RESIDENT_BYTES_MAX);
+            return_free_memory(kept_max);
         }
     });
     if let Err(e) = spawned {

@@ -88,10 +88,12 @@ def one_run(args, partitions, run):
                     m = metrics(f"127.0.0.1:{http}")
                 except OSError:
                     continue
-                # The allocator's live and kept-free bytes: what RSS growth is made of.
+                # The allocator's live and kept-free bytes, and the hot tier's share of the live
+                # ones: what RSS growth is made of.
                 state.append((round(time.time() - started, 1), m.get("floe_metadata_index_entries", 0),
                               m.get("floe_metadata_objects", 0), m.get("floe_heap_in_use_bytes", 0) / 2**20,
-                              m.get("floe_heap_free_bytes", 0) / 2**20))
+                              m.get("floe_heap_free_bytes", 0) / 2**20,
+                              m.get("floe_block_cache_memory_bytes", 0) / 2**20))
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         client_before = resource.getrusage(resource.RUSAGE_CHILDREN)

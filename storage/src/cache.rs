@@ -324,6 +324,12 @@ impl BlockCache {
             insert(index, block.freeze());
         }
         self.sums.insert(key.as_str().to_owned(), sums);
+        self.count_memory();
+    }
+
+    fn count_memory(&self) {
+        let bytes = i64::try_from(self.cache.memory().usage()).unwrap_or(i64::MAX);
+        crate::metrics::BLOCK_CACHE_MEMORY_BYTES.set(bytes);
     }
 
     /// One block of an object `object_bytes` long: cached, or from its owner, or read with one
@@ -369,6 +375,7 @@ impl BlockCache {
         self.cache.remove(&block_key(key, index));
         let block = self.read_from_store(store, key, object_bytes, index, cause).await?;
         self.cache.insert(block_key(key, index), block.clone());
+        self.count_memory();
         Ok(block)
     }
 
@@ -382,6 +389,8 @@ impl BlockCache {
         index: u64,
         cause: Cause,
     ) -> Result<CachedBlock, ReadChunkError> {
+        // Misses are inserted by the cache itself: the gauge lags them by this one block.
+        self.count_memory();
         let start = index * BLOCK_BYTES;
         let end = (start + BLOCK_BYTES).min(object_bytes);
         let tail = object_bytes - end;

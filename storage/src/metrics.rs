@@ -5,8 +5,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    HistogramVec, IntCounter, IntCounterVec, exponential_buckets, register_histogram_vec, register_int_counter,
-    register_int_counter_vec,
+    HistogramVec, IntCounter, IntCounterVec, IntGauge, exponential_buckets, register_histogram_vec,
+    register_int_counter, register_int_counter_vec, register_int_gauge,
 };
 
 /// `counter` with its `ok` and `error` series made.
@@ -83,6 +83,12 @@ pub static OBJECT_LISTS: LazyLock<IntCounter> = LazyLock::new(|| {
 /// Bytes read by successful GETs.
 pub static OBJECT_GET_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_object_store_get_bytes_total", "Bytes read from the object store").expect("unique")
+});
+/// Bytes the block cache's memory tier holds, as it weighs them (keys and block bytes), set after
+/// each insert.
+pub static BLOCK_CACHE_MEMORY_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge!("floe_block_cache_memory_bytes", "Bytes the block cache holds in memory (keys and blocks)")
+        .expect("unique")
 });
 /// Blocks chunk reads asked the block cache for (hits are these minus the `miss` GETs).
 pub static BLOCK_READS: LazyLock<IntCounter> = LazyLock::new(|| {
