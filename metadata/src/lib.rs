@@ -56,10 +56,12 @@ pub use client::RemoteMetadata;
 ///   (`command/packed.rs`), about 16 bytes per one-batch chunk instead of 41.
 /// - 14: `Command::CompactRuns`, one compacted object holding runs of many partitions, each run
 ///   named by its offsets, entry count and object ids' sum; the state is format 13's.
+/// - 15: segment commits' answers are kept for at most `limits::RECENT_COMMIT_CHUNKS_MAX`
+///   chunks and not past their keys' deadlines, a rule with no stored change.
 ///
 /// Older formats' states and chunk commits are read by `state::stored`; their other commands
 /// decode as they are.
-pub const FORMAT_VERSION: u32 = 14;
+pub const FORMAT_VERSION: u32 = 15;
 
 /// Wall-clock milliseconds since the Unix epoch: what proposers stamp into commands (the state
 /// machine itself never reads a clock).

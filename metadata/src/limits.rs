@@ -18,6 +18,12 @@ pub const CHUNK_BATCH_COUNT_MAX: usize = 1_000_000;
 /// applied, again. Retries come within seconds; at a few hundred flushes per second this covers
 /// several minutes. (From format 12 an agent's key outlives its answer until its deadline.)
 pub const RECENT_COMMITS_MAX: usize = 65_536;
+/// Chunks whose answers are kept at most (format 15; 8 bytes each, so about 8 MiB in every
+/// node and agent mirror), the oldest answers dropped first. An agent retries a commit whose
+/// answer it lost (a leader change, a timeout) within seconds; this keeps some 100 s of answers
+/// at 2,000 partitions and 80 flushes a second. A retry later than that finds its key held and
+/// is refused, retriably: the producer's retry is then answered by its idempotence sequence.
+pub const RECENT_COMMIT_CHUNKS_MAX: usize = 1 << 20;
 /// How long after its object key was drawn (the time in its UUIDv7) a segment commit may still
 /// apply, judged on the leader's clock as the state knows it (`State::leader_time_floor_ms`,
 /// under a minute behind), from format 12. A copy held longer (by a paused node, a retransmit

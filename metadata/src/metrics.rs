@@ -223,7 +223,7 @@ impl Collector for NodeCollector {
             self.index_entries.set(index_entries as i64);
             self.format.set(i64::from(state.format));
             self.objects.set(state.objects.len() as i64);
-            self.recent_commit_chunks.set(state.recent_commits.values().map(|a| a.len()).sum::<usize>() as i64);
+            self.recent_commit_chunks.set(state.recent_commit_chunks as i64);
             self.tenants.set(state.tenants.len() as i64);
             self.groups.reset();
             for group in state.groups.values() {

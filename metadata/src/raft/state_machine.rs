@@ -438,19 +438,19 @@ mod tests {
     /// install one; what that format cannot hold is written in this binary's format.
     #[test]
     fn snapshot_bodies_are_written_in_the_format_the_cluster_applies() {
-        let golden = fs::read(crate::state::tests::golden_dir().join("state-v13.snap")).expect("the golden state");
-        let state = crate::archive::decode_state(&golden).expect("format 13 state");
-        assert_eq!(state.format, 13, "the golden state of format 13 applies format 13");
+        let golden = fs::read(crate::state::tests::golden_dir().join("state-v14.snap")).expect("the golden state");
+        let state = crate::archive::decode_state(&golden).expect("format 14 state");
+        assert_eq!(state.format, 14, "the golden state of format 14 applies format 14");
         let body = SnapshotBody {
             state: StoredState::from(state.clone()),
             last_applied: Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index)),
             last_membership: StoredMembership::default(),
         };
         let bytes = encode_body(&body).expect("encode");
-        assert_eq!(&bytes[..8], b"FLOESNB=", "written as format 13");
-        assert_eq!(&bytes[8..8 + golden.len() - 12], &golden[12..], "as format 13's binary wrote it");
-        let read = crate::state::stored::decoding(13, || postcard::from_bytes::<SnapshotBody>(&bytes[8..]));
-        assert_eq!(read.expect("a format 13 reader reads it").state, body.state);
+        assert_eq!(&bytes[..8], b"FLOESNB>", "written as format 14");
+        assert_eq!(&bytes[8..8 + golden.len() - 12], &golden[12..], "as format 14's binary wrote it");
+        let read = crate::state::stored::decoding(14, || postcard::from_bytes::<SnapshotBody>(&bytes[8..]));
+        assert_eq!(read.expect("a format 14 reader reads it").state, body.state);
 
         // Once the cluster applies this binary's format, bodies are written in it.
         let mut current = state;

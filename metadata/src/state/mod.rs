@@ -97,8 +97,11 @@ pub struct State {
     /// applied again (`offsets.rs`).
     pub recent_commits: BTreeMap<String, offsets::CommitAnswer>,
     /// The keys of `recent_commits` whose answers are kept, in commit order (at most
-    /// `RECENT_COMMITS_MAX`).
+    /// `RECENT_COMMITS_MAX`; from format 15 at most `RECENT_COMMIT_CHUNKS_MAX` chunks answered,
+    /// and none past its key's deadline).
     pub recent_commit_keys: VecDeque<String>,
+    /// Chunks in the kept answers: derived from `recent_commits`, not stored.
+    pub recent_commit_chunks: usize,
     /// Agents that have announced themselves, with their last heartbeat time (agent clock, ms).
     pub agents: BTreeMap<i32, AgentRecord>,
     /// Consumer groups by id: last completed membership and committed offsets.
@@ -581,6 +584,11 @@ impl State {
                 self.truncate_mirror_partition(&link, topic_id, partition, offset, cut)
             }
         }
+    }
+
+    /// Rebuilds what the state keeps in memory only, after it was loaded from its stored form.
+    pub(crate) fn rebuild_derived(&mut self) {
+        self.recent_commit_chunks = self.recent_commits.values().map(offsets::CommitAnswer::len).sum();
     }
 
     /// Whether the cluster applies the rules of metadata format `format` (every voter runs it).

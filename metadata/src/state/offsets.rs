@@ -7,20 +7,21 @@
 //! if need be, so that a late copy of its commit (held by a paused node or a retransmit queue)
 //! is refused rather than sequenced again; after the deadline the deadline itself refuses it.
 
+use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use super::transactions::Admission;
 use super::{EntryData, IndexEntry, ObjectId, ObjectRecord, Partition, State, TopicId};
 use crate::command::{CommandError, CommittedChunk, Outcome, SegmentCommit};
 use crate::limits::{
-    CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, PARTITION_OFFSET_MAX, RECENT_COMMIT_KEYS_MAX, RECENT_COMMITS_MAX,
-    SEGMENT_COMMIT_WINDOW_MS,
+    CHUNK_BATCH_COUNT_MAX, COMMIT_CHUNK_COUNT_MAX, PARTITION_OFFSET_MAX, RECENT_COMMIT_CHUNKS_MAX,
+    RECENT_COMMIT_KEYS_MAX, RECENT_COMMITS_MAX, SEGMENT_COMMIT_WINDOW_MS,
 };
 
 /// A segment commit's answer as [`State::recent_commits`] keeps it: the base offset of each
 /// chunk when every chunk was appended (nearly always), 8 bytes a chunk where a `Result` takes
 /// 48, else the results as given. With thousands of partitions a commit holds hundreds of
-/// chunks, and the answers of 65,536 commits are kept. Stored as the list of results either way.
+/// chunks, and up to a million chunks' answers are kept. Stored as the list of results either way.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommitAnswer {
     Appended(Box<[i64]>),
@@ -267,49 +268,74 @@ impl State {
         Ok(())
     }
 
-    /// Remembers a commit's answer under its key, for the newest [`RECENT_COMMITS_MAX`] commits.
-    /// A key whose answer is dropped is forgotten with it, except from format 12 a key with a
-    /// drawn time ([`segment_key_drawn_ms`]) before its deadline: that one is held with an empty
-    /// answer (no commit is answered so) until [`State::forget_expired_commit_keys`].
+    /// Remembers a commit's answer under its key. Answers are dropped oldest first past
+    /// [`RECENT_COMMITS_MAX`] commits and, from format 15, past [`RECENT_COMMIT_CHUNKS_MAX`]
+    /// chunks answered (the newest answer always stays). A key whose answer is dropped is
+    /// forgotten with it, except from format 12 a key with a drawn time ([`segment_key_drawn_ms`])
+    /// before its deadline: that one is held with an empty answer (no commit is answered so)
+    /// until [`State::forget_expired_commit_keys`].
     fn remember_commit(&mut self, key: String, chunks: CommitAnswer) {
         assert!(!chunks.is_empty(), "validate_commit rejects commits without chunks: an empty answer marks a held key");
+        self.recent_commit_chunks += chunks.len();
         let known = self.recent_commits.insert(key.clone(), chunks);
         assert!(known.is_none(), "a key is applied once: a known key is answered or refused");
         self.recent_commit_keys.push_back(key);
-        while self.recent_commit_keys.len() > RECENT_COMMITS_MAX {
-            let Some(old) = self.recent_commit_keys.pop_front() else { break };
-            let held =
-                self.applies_format(12) && segment_key_drawn_ms(&old).is_some() && !self.segment_key_expired(&old);
-            if held {
-                let answer = self.recent_commits.get_mut(&old).expect("every key with an answer is remembered");
-                *answer = CommitAnswer::held();
-            } else {
-                self.recent_commits.remove(&old);
-            }
+        let chunk_bound = self.applies_format(15);
+        while self.recent_commit_keys.len() > RECENT_COMMITS_MAX
+            || (chunk_bound
+                && self.recent_commit_keys.len() > 1
+                && self.recent_commit_chunks > RECENT_COMMIT_CHUNKS_MAX)
+        {
+            self.drop_oldest_answer();
         }
         assert!(self.recent_commit_keys.len() <= self.recent_commits.len(), "every key with an answer is remembered");
     }
 
-    /// Forgets held keys (remembered without their answers) whose deadline has passed, as the
-    /// leader's time moves on: from now on their deadline refuses any copy. Keys with a drawn
-    /// time sort by it, so the search stops at the first one still in time; a key whose answer
-    /// is still kept leaves with its answer.
+    /// Drops the oldest kept answer; its key is held while a copy of its commit could still be
+    /// admitted (see [`State::remember_commit`]).
+    fn drop_oldest_answer(&mut self) {
+        let Some(old) = self.recent_commit_keys.pop_front() else { return };
+        let held = self.applies_format(12) && segment_key_drawn_ms(&old).is_some() && !self.segment_key_expired(&old);
+        let answer = if held {
+            self.recent_commits.get_mut(&old).map(|answer| std::mem::replace(answer, CommitAnswer::held()))
+        } else {
+            self.recent_commits.remove(&old)
+        };
+        let answer = answer.expect("every key with an answer is remembered");
+        self.recent_commit_chunks -= answer.len();
+    }
+
+    /// Forgets the keys whose deadline has passed, as the leader's time moves on: from now on
+    /// their deadline refuses any copy. Before format 15 only held keys (remembered without
+    /// their answers) go; from format 15 kept answers go too, since their agents gave up on
+    /// those commits a minute before at the latest. Keys with a drawn time sort by it, so the
+    /// search stops at the first one still in time.
     pub(super) fn forget_expired_commit_keys(&mut self) {
         if !self.applies_format(12) {
             return;
         }
         let Some(floor_ms) = self.leader_time_floor_ms() else { return };
+        let answers_too = self.applies_format(15);
         let expired: Vec<String> = self
             .recent_commits
             .range::<str, _>((Bound::Included(SEGMENT_KEY_PREFIX), Bound::Unbounded))
             .take_while(|(key, _)| key.starts_with(SEGMENT_KEY_PREFIX))
             .filter_map(|(key, answer)| segment_key_drawn_ms(key).map(|drawn_ms| (key, answer, drawn_ms)))
             .take_while(|(_, _, drawn_ms)| floor_ms > drawn_ms.saturating_add(SEGMENT_COMMIT_WINDOW_MS))
-            .filter(|(_, answer, _)| answer.is_empty())
+            .filter(|(_, answer, _)| answers_too || answer.is_empty())
             .map(|(key, _, _)| key.clone())
             .collect();
+        let mut answered = BTreeSet::new();
         for key in expired {
-            self.recent_commits.remove(&key);
+            if let Some(answer) = self.recent_commits.remove(&key)
+                && !answer.is_empty()
+            {
+                self.recent_commit_chunks -= answer.len();
+                answered.insert(key);
+            }
+        }
+        if !answered.is_empty() {
+            self.recent_commit_keys.retain(|key| !answered.contains(key));
         }
     }
 

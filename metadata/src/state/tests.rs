@@ -160,6 +160,11 @@ pub(crate) fn check_invariants(state: &State) {
         assert_eq!(o.reference_count, references.get(id).copied().unwrap_or(0));
     }
     assert!(state.recent_commit_keys.len() <= crate::limits::RECENT_COMMITS_MAX);
+    let chunks: usize = state.recent_commits.values().map(|a| a.len()).sum();
+    assert_eq!(state.recent_commit_chunks, chunks, "the kept answers' chunks are counted");
+    if state.applies_format(15) && state.recent_commit_keys.len() > 1 {
+        assert!(chunks <= crate::limits::RECENT_COMMIT_CHUNKS_MAX, "{chunks} chunks of answers kept");
+    }
     for key in &state.recent_commit_keys {
         assert!(state.recent_commits.get(key).is_some_and(|a| !a.is_empty()), "commit {key:?} keeps its answer");
     }
@@ -393,7 +398,132 @@ fn a_segment_commit_past_its_deadline_is_refused() {
     assert_eq!(older.partition(topic_id(0), 0).map(|p| p.next_offset), Some(5));
 }
 
-use crate::limits::{RECENT_COMMITS_MAX, SEGMENT_COMMIT_WINDOW_MS};
+/// From format 15 the answers kept for retried commits stay under `RECENT_COMMIT_CHUNKS_MAX`
+/// chunks, the oldest dropped first: a copy of a commit whose answer went is refused (its key is
+/// held), never sequenced again, while the newest answers still answer. Format 14 kept them by
+/// count alone (65,536 commits, however many chunks each).
+#[test]
+fn answers_kept_for_retries_are_bounded_in_chunks() {
+    let drawn_ms = 29_000_000 * MINUTE_MS;
+    // Chunks of a topic that does not exist: answered (with an error each), nothing indexed.
+    let chunks = vec![(9_u8, 0, &[1_u32][..]); COMMIT_CHUNK_COUNT_MAX];
+    let commits = (RECENT_COMMIT_CHUNKS_MAX / COMMIT_CHUNK_COUNT_MAX + 1) as u64;
+    let nth = |n| commit(&drawn_key(drawn_ms, n), &chunks);
+    for format in [14, 15] {
+        let mut state = State::default();
+        let setup = [Command::SetFormat { format }, Command::CloseUsageMinute { now_ms: drawn_ms }];
+        let mut index = 0;
+        for command in setup.into_iter().chain((0..commits).map(nth)) {
+            index += 1;
+            state.apply(index, command).expect("applies");
+        }
+        let first = nth(0);
+        let Command::CommitSegment(first_commit) = &first else { unreachable!("a segment commit") };
+        let first_key = first_commit.key.clone();
+        let again = state.apply(index + 1, first.clone());
+        let newest = state.apply(index + 2, nth(commits - 1));
+        assert!(
+            matches!(newest, Ok(Outcome::SegmentCommitted { ref chunks }) if chunks.len() == COMMIT_CHUNK_COUNT_MAX)
+        );
+        if format == 15 {
+            assert!(matches!(again, Err(CommandError::SegmentCommitRefused { .. })), "{again:?}");
+            assert!(state.recent_commits.get(&first_key).is_some_and(|a| a.is_empty()), "held without its answer");
+            assert!(state.recent_commit_chunks <= RECENT_COMMIT_CHUNKS_MAX, "{}", state.recent_commit_chunks);
+        } else {
+            assert!(
+                matches!(again, Ok(Outcome::SegmentCommitted { ref chunks }) if chunks.len() == COMMIT_CHUNK_COUNT_MAX)
+            );
+            assert_eq!(state.recent_commit_chunks, commits as usize * COMMIT_CHUNK_COUNT_MAX);
+        }
+        check_invariants(&state);
+    }
+}
+
+/// From format 15 a kept answer goes at its key's deadline, with its key (the agent gave up on
+/// its commit a minute before): a copy is then refused by the deadline. Format 14 kept the
+/// answer, and answered a copy, until 65,536 later commits pushed it out.
+#[test]
+fn an_answer_goes_at_its_keys_deadline() {
+    let drawn_ms = 29_000_000 * MINUTE_MS;
+    let key = drawn_key(drawn_ms, 1);
+    let past_deadline = drawn_ms + SEGMENT_COMMIT_WINDOW_MS + 2 * MINUTE_MS;
+    for format in [14, 15] {
+        let (state, outcomes) = run(vec![
+            Command::SetFormat { format },
+            create("a", 0, 1),
+            Command::CloseUsageMinute { now_ms: drawn_ms },
+            commit(&key, &[(0, 0, &[2])]),
+            commit(&drawn_key(past_deadline - MINUTE_MS, 2), &[(0, 0, &[3])]),
+            Command::CloseUsageMinute { now_ms: past_deadline },
+            commit(&key, &[(0, 0, &[2])]),
+        ]);
+        assert_eq!(state.partition(topic_id(0), 0).map(|p| p.next_offset), Some(5), "sequenced once");
+        if format == 15 {
+            assert!(matches!(outcomes[6], Err(CommandError::SegmentCommitRefused { .. })), "{:?}", outcomes[6]);
+            assert!(!state.recent_commits.contains_key(&key));
+            assert_eq!((state.recent_commit_keys.len(), state.recent_commit_chunks), (1, 1), "the newer answer stays");
+        } else {
+            assert_eq!(outcomes[6], Ok(Outcome::SegmentCommitted { chunks: vec![Ok(0)] }));
+            assert_eq!(state.recent_commit_keys.len(), 2);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Format 15: a copy of a commit whose key is still in time gets the original answer however
+    /// the leader's time and other commits moved on (within the bounds); past its deadline it is
+    /// refused; no copy is ever sequenced again.
+    #[test]
+    fn a_retry_inside_the_window_gets_its_answer(
+        steps in proptest::collection::vec((0_u8..3, 0_u64..8, 1_u32..4), 1..80),
+    ) {
+        let start = 29_000_000 * MINUTE_MS;
+        let mut state = State::default();
+        let mut index = 0;
+        let mut apply = |state: &mut State, command: Command| {
+            index += 1;
+            let outcome = state.apply(index, command);
+            check_invariants(state);
+            outcome
+        };
+        for command in [Command::SetFormat { format: 15 }, create("a", 0, 2), Command::CloseUsageMinute { now_ms: start }] {
+            apply(&mut state, command).expect("set up");
+        }
+        let mut now = start;
+        let mut sent: Vec<(Command, Outcome, i64)> = Vec::new();
+        for (kind, pick, count) in steps {
+            match kind {
+                0 => {
+                    let drawn_ms = now - pick as i64 * 10_000;
+                    let command = commit(&drawn_key(drawn_ms, sent.len() as u64), &[(0, (pick % 2) as i32, &[count])]);
+                    let outcome = apply(&mut state, command.clone());
+                    prop_assert!(outcome.is_ok(), "{:?}", outcome);
+                    sent.push((command, outcome.expect("checked"), drawn_ms));
+                }
+                1 if !sent.is_empty() => {
+                    let (command, original, drawn_ms) = sent[pick as usize % sent.len()].clone();
+                    let ends = |state: &State| [0, 1].map(|p| state.partition(topic_id(0), p).map(|l| l.next_offset));
+                    let before = ends(&state);
+                    let expired = state.leader_time_floor_ms().is_some_and(|floor| floor > drawn_ms + SEGMENT_COMMIT_WINDOW_MS);
+                    let again = apply(&mut state, command);
+                    if expired {
+                        prop_assert!(matches!(again, Err(CommandError::SegmentCommitRefused { .. })), "{:?}", again);
+                    } else {
+                        prop_assert_eq!(again, Ok(original));
+                    }
+                    prop_assert_eq!(ends(&state), before, "a copy was sequenced again");
+                }
+                _ => {
+                    now += MINUTE_MS * i64::from(count);
+                    apply(&mut state, Command::CloseUsageMinute { now_ms: now }).expect("a minute closes");
+                }
+            }
+        }
+    }
+}
+
+use crate::limits::{COMMIT_CHUNK_COUNT_MAX, RECENT_COMMIT_CHUNKS_MAX, RECENT_COMMITS_MAX, SEGMENT_COMMIT_WINDOW_MS};
 
 /// The name of generated topic `t`: topic 2 is in the namespace of tenant0 when it is the first
 /// tenant created (id 1), so deleting that tenant deletes it.
@@ -1519,15 +1649,15 @@ fn golden_link_commands() -> Vec<Command> {
     ]
 }
 
-/// The persisted formats as of format 14 (the current one): the archive's state and command
+/// The persisted formats as of format 15 (the current one): the archive's state and command
 /// objects (the Raft snapshot and log hold the same postcard encodings of `State` and
 /// `Command`). These bytes must keep decoding to what they encode: a change to `State` or
 /// `Command` that breaks this test changes a format, and needs a new format version and a
 /// reader for this one (then write the new version's golden files with `FLOE_WRITE_GOLDEN=1`,
 /// keeping these).
 #[test]
-fn golden_files_of_format_14_still_decode_and_replay() {
-    let (state_path, log_path) = (golden_dir().join("state-v14.snap"), golden_dir().join("commands-v14.cmds"));
+fn golden_files_of_format_15_still_decode_and_replay() {
+    let (state_path, log_path) = (golden_dir().join("state-v15.snap"), golden_dir().join("commands-v15.cmds"));
     if std::env::var_os("FLOE_WRITE_GOLDEN").is_some() {
         let mut commands = golden_commands_through_format_10();
         commands.extend(golden_link_commands());
@@ -1536,12 +1666,14 @@ fn golden_files_of_format_14_still_decode_and_replay() {
         let (before, _) = run(commands.clone());
         commands.extend(golden_commands_of_format_13(&before));
         let (before, _) = run(commands.clone());
-        let added = golden_commands_of_format_14(&before);
+        commands.extend(golden_commands_of_format_14(&before));
+        let (before, _) = run(commands.clone());
+        let added = golden_commands_of_format_15(&before);
         commands.extend(added.clone());
         let (state, outcomes) = run(commands.clone());
         let failed: Vec<_> =
             outcomes[outcomes.len() - added.len()..].iter().zip(added).filter(|(o, _)| o.is_err()).collect();
-        assert!(failed.is_empty(), "every command of format 14 applies: {failed:?}");
+        assert!(failed.is_empty(), "every command of format 15 applies: {failed:?}");
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
         std::fs::write(&state_path, crate::archive::encode_state(state.clone()).expect("encode")).expect("write");
@@ -1549,15 +1681,37 @@ fn golden_files_of_format_14_still_decode_and_replay() {
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
-    let state = crate::archive::decode_state(&state_bytes).expect("format 14 state no longer decodes");
-    let log = crate::archive::decode_log(&log_bytes).expect("format 14 commands no longer decode");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 15 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 15 commands no longer decode");
     assert_eq!(
         crate::archive::encode_state(state.clone()).ok(),
         Some(state_bytes),
-        "format 14 state encodes differently"
+        "format 15 state encodes differently"
     );
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
-    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 14 commands encode differently");
+    assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 15 commands encode differently");
+    let answered: Vec<&String> =
+        state.recent_commit_keys.iter().filter(|k| super::offsets::segment_key_drawn_ms(k).is_some()).collect();
+    assert!(
+        state.format == 15
+            && answered == [&golden_drawn_key(2)]
+            && !state.recent_commits.contains_key(&golden_drawn_key(1)),
+        "the answer past its deadline went, the one in time stayed: {answered:?}"
+    );
+    assert_eq!(state.recent_commit_chunks, state.recent_commits.values().map(|a| a.len()).sum::<usize>());
+    check_invariants(&state);
+    let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
+    assert_eq!(replayed, state, "replaying format 15 commands gives another state");
+}
+
+/// Format 14's files (runs of many partitions in one compacted object): its state reads, and
+/// its commands replay to that state.
+#[test]
+fn golden_files_of_format_14_still_decode_and_replay() {
+    let state_bytes = std::fs::read(golden_dir().join("state-v14.snap")).expect("the golden state file");
+    let log_bytes = std::fs::read(golden_dir().join("commands-v14.cmds")).expect("the golden command file");
+    let state = crate::archive::decode_state(&state_bytes).expect("format 14 state no longer decodes");
+    let log = crate::archive::decode_log(&log_bytes).expect("format 14 commands no longer decode");
     let compacted = state.objects.values().find(|o| o.key == "golden-v14-compacted");
     assert!(
         state.format == 14 && compacted.is_some_and(|o| o.reference_count == 1),
@@ -1567,6 +1721,50 @@ fn golden_files_of_format_14_still_decode_and_replay() {
     let (replayed, outcomes) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(outcomes.last(), Some(&Ok(Outcome::RunsCompacted { swapped: 1, conflicts: 1 })));
     assert_eq!(replayed, state, "replaying format 14 commands gives another state");
+    let again =
+        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    assert_eq!(again, state, "it re-encodes in this format");
+}
+
+/// Format 15's golden keys: agents' keys drawn a minute apart, the first just past its deadline
+/// when the last minute closes.
+fn golden_drawn_key(n: u64) -> String {
+    drawn_key(GOLDEN_V15_MS + n as i64 * MINUTE_MS, n)
+}
+const GOLDEN_V15_MS: i64 = 29_000_000 * MINUTE_MS;
+
+/// Two commits with agents' keys, then the leader's time past the first one's deadline: its
+/// answer and key go, the second's answer stays (format 15).
+fn golden_commands_of_format_15(before: &State) -> Vec<Command> {
+    let topic = before
+        .topics
+        .values()
+        .find(|t| t.partitions.len() >= 2 && before.mirror_link(t.topic_id).is_none())
+        .expect("the golden commands keep a topic of two partitions that is not a mirror");
+    let chunk = |n: i64| ChunkCommit {
+        topic_id: topic.topic_id,
+        partition: 0,
+        byte_start: 0,
+        byte_len: 50,
+        crc32c: 0xc0ff_ee00 + n as u32,
+        batches: vec![BatchSummary { offset_count: 1, timestamp_max: GOLDEN_V15_MS + n, base_sequence: -1 }],
+        producer: None,
+        uncompressed_bytes: 50,
+    };
+    let segment = |n: u64| {
+        Command::CommitSegment(SegmentCommit {
+            key: golden_drawn_key(n),
+            object_bytes: 74,
+            chunks: vec![chunk(n as i64)],
+        })
+    };
+    vec![
+        Command::SetFormat { format: 15 },
+        Command::CloseUsageMinute { now_ms: GOLDEN_V15_MS + MINUTE_MS },
+        segment(1),
+        segment(2),
+        Command::CloseUsageMinute { now_ms: GOLDEN_V15_MS + MINUTE_MS + SEGMENT_COMMIT_WINDOW_MS + MINUTE_MS },
+    ]
 }
 
 /// Format 13's files (packed segment commits): its state reads, and its commands replay to that

@@ -32,6 +32,29 @@ macro_rules! stored_layout {
 
         $crate::state::stored::restate_via_from!($stored <=> $($memory)::+);
     };
+    // With fields held in memory only, rebuilt from the stored ones by `$rebuild` after a load.
+    ($stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? } derived { $($derived:ident),+ $(,)? } by $rebuild:path) => {
+        impl From<$($memory)::+> for $stored {
+            fn from(value: $($memory)::+) -> Self {
+                let $($memory)::+ { $($field),+, $($derived: _),+ } = value;
+                Self { $($field: $crate::state::stored::Restate::restate($field)),+ }
+            }
+        }
+
+        impl From<$stored> for $($memory)::+ {
+            fn from(value: $stored) -> Self {
+                let $stored { $($field),+ } = value;
+                let mut value = Self {
+                    $($field: $crate::state::stored::Restate::restate($field)),+,
+                    $($derived: Default::default()),+
+                };
+                $rebuild(&mut value);
+                value
+            }
+        }
+
+        $crate::state::stored::restate_via_from!($stored <=> $($memory)::+);
+    };
 }
 
 /// [`Restate`] both ways between two types that convert with `From`.
