@@ -56,11 +56,11 @@ fn state() -> State {
 
 fn bench(c: &mut Criterion) {
     let state = state();
-    let bytes = encode_state(state.clone()).expect("encodes");
+    let bytes = encode_state(&state).expect("encodes");
     eprintln!("state archive: {} bytes", bytes.len());
     let mut group = c.benchmark_group("state_archive");
     group.sample_size(20);
-    group.bench_function("encode", |b| b.iter(|| encode_state(state.clone()).expect("encodes")));
+    group.bench_function("encode", |b| b.iter(|| encode_state(&state).expect("encodes")));
     group.bench_function("decode", |b| b.iter(|| decode_state(&bytes).expect("decodes")));
     group.finish();
 }

@@ -23,13 +23,29 @@ use floe_metadata::state::State;
 const PARTITIONS_PER_TOPIC: u32 = 10_000;
 const CHUNKS_PER_COMMIT: u32 = 1_000;
 
-fn rss_bytes() -> u64 {
+/// A line of `/proc/self/status` in bytes: `VmRSS` (resident now) or `VmHWM` (its peak).
+fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim_start_matches(':').trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
+}
+
+fn rss_bytes() -> u64 {
+    status_bytes("VmRSS")
+}
+
+/// Runs `f` and returns what it gave, its milliseconds, and how far the resident peak rose
+/// above the resident size before it (Linux: writing 5 to `clear_refs` resets the peak).
+fn timed_peak<T>(f: impl FnOnce() -> T) -> (T, f64, u64) {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = rss_bytes();
+    let started = Instant::now();
+    let out = f();
+    let millis = started.elapsed().as_secs_f64() * 1e3;
+    (out, millis, status_bytes("VmHWM").saturating_sub(before))
 }
 
 /// What each partition holds besides itself: index entries (one per commit round) and, with
@@ -117,7 +133,9 @@ fn main() {
         group: args.iter().any(|a| a == "--group"),
     };
     let mut last = None;
-    println!("partitions  build_s  clone_ms  encode_ms  decode_ms  encoded_B/partition  rss_B/partition");
+    println!(
+        "partitions  build_s  clone_ms  encode_ms  peak_B/p  converted_ms  peak_B/p  decode_ms  encoded_B/p  rss_B/p"
+    );
     for partitions in counts {
         let before = rss_bytes();
         let started = Instant::now();
@@ -128,19 +146,25 @@ fn main() {
         let copy = state.clone();
         let clone = started.elapsed();
         drop(copy);
-        let started = Instant::now();
-        let bytes = encode_state(state.clone()).expect("encodes");
-        let encode = started.elapsed().saturating_sub(clone);
+        // As snapshots, archives and state copies write it (a piece at a time), then as they did
+        // before (the stored layout built whole from a copy, then encoded).
+        let (bytes, encode_ms, encode_peak) = timed_peak(|| encode_state(&state).expect("encodes"));
+        let (converted, converted_ms, converted_peak) = timed_peak(|| {
+            postcard::to_stdvec(&floe_metadata::state::StoredState::from(state.clone())).expect("encodes")
+        });
+        assert_eq!(converted[..], bytes[12..], "both ways write the same body");
+        drop(converted);
         let started = Instant::now();
         let decoded = decode_state(&bytes).expect("decodes");
         let decode = started.elapsed();
         assert_eq!(decoded.topics.len(), state.topics.len());
         last = Some((state.generation, state.applied_index, bytes.clone()));
         println!(
-            "{partitions:>10}  {:>7.2}  {:>8.0}  {:>9.0}  {:>9.0}  {:>19.0}  {:>15.0}",
+            "{partitions:>10}  {:>7.2}  {:>8.0}  {encode_ms:>9.0}  {:>8.0}  {converted_ms:>12.0}  {:>8.0}  {:>9.0}  {:>11.0}  {:>7.0}",
             build.as_secs_f64(),
             clone.as_secs_f64() * 1e3,
-            encode.as_secs_f64() * 1e3,
+            encode_peak as f64 / f64::from(partitions),
+            converted_peak as f64 / f64::from(partitions),
             decode.as_secs_f64() * 1e3,
             bytes.len() as f64 / f64::from(partitions),
             resident as f64 / f64::from(partitions),

@@ -15,8 +15,10 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+
 use crate::command::Command;
-use crate::state::{State, StoredState};
+use crate::state::State;
 
 /// The last byte of both magics is `b'0'` plus the format version ([`crate::FORMAT_VERSION`]):
 /// a digit up to format 9, `:` for format 10, and on in ASCII; objects of every earlier version
@@ -86,13 +88,16 @@ impl std::fmt::Display for ArchiveName {
     }
 }
 
-fn frame(magic: [u8; 7], body: Vec<u8>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 12);
-    out.extend_from_slice(&magic);
+/// `value` encoded after its frame: the magic, the version byte and the body's crc32c, written
+/// into one buffer (a large state's body is not copied again).
+fn encode_framed(magic: [u8; 7], what: &'static str, value: &impl Serialize) -> Result<Vec<u8>, ArchiveError> {
+    let mut out = magic.to_vec();
     out.push(b'0' + crate::FORMAT_VERSION as u8);
-    out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-    out.extend_from_slice(&body);
-    out
+    out.extend_from_slice(&[0; 4]);
+    let mut out = postcard::to_extend(value, out).map_err(|e| ArchiveError::Body { what, why: e.to_string() })?;
+    let crc = crc32c::crc32c(&out[12..]);
+    out[8..12].copy_from_slice(&crc.to_le_bytes());
+    Ok(out)
 }
 
 /// The body of an archive object and its format version.
@@ -112,10 +117,8 @@ fn unframe<'a>(magic: [u8; 7], what: &'static str, bytes: &'a [u8]) -> Result<(u
 }
 
 /// Encodes a copy of the state (taken by value: it becomes the stored form without another copy).
-pub fn encode_state(state: State) -> Result<Vec<u8>, ArchiveError> {
-    let body = postcard::to_stdvec(&StoredState::from(state))
-        .map_err(|e| ArchiveError::Body { what: "state", why: e.to_string() })?;
-    Ok(frame(STATE_MAGIC, body))
+pub fn encode_state(state: &State) -> Result<Vec<u8>, ArchiveError> {
+    encode_framed(STATE_MAGIC, "state", &crate::state::stored::AsStored(state))
 }
 
 pub fn decode_state(bytes: &[u8]) -> Result<State, ArchiveError> {
@@ -127,8 +130,7 @@ pub fn decode_state(bytes: &[u8]) -> Result<State, ArchiveError> {
 
 /// Encodes applied commands with their log indexes, in applied order.
 pub fn encode_log(commands: &[(u64, &Command)]) -> Result<Vec<u8>, ArchiveError> {
-    let body = postcard::to_stdvec(commands).map_err(|e| ArchiveError::Body { what: "log", why: e.to_string() })?;
-    Ok(frame(LOG_MAGIC, body))
+    encode_framed(LOG_MAGIC, "log", &commands)
 }
 
 /// Commands of every format so far decode (`state::stored` reads older formats' restored states).

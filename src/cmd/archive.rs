@@ -127,7 +127,7 @@ async fn start_chain(node: &MetadataNode, store: &SegmentStore) -> anyhow::Resul
         return Ok(None);
     }
     let (generation, index) = (state.generation, state.applied_index);
-    let bytes = archive::encode_state(state)?;
+    let bytes = archive::encode_state(&state)?;
     store.put_archive(&ArchiveName::State { generation, index }.to_string(), bytes.into()).await?;
     tracing::debug!(generation, index, "metadata snapshot archived");
     if let Ok(names) = store.list_archives().await {
@@ -175,7 +175,7 @@ pub(crate) async fn restore(store: &SegmentStore, data_dir: &Path) -> anyhow::Re
         state.cluster_id,
         data_dir.display()
     );
-    std::fs::write(data_dir.join(archive::RESTORE_SEED_FILE), archive::encode_state(state)?)?;
+    std::fs::write(data_dir.join(archive::RESTORE_SEED_FILE), archive::encode_state(&state)?)?;
     println!("{restored}");
     Ok(())
 }

@@ -73,7 +73,7 @@ fn snapshot_plus_replayed_logs_equals_the_state_applied_directly() {
     for (index, command) in commands[..2].iter().cloned() {
         let _ = restored.apply(index, command);
     }
-    let mut restored = decode_state(&encode_state(restored.clone()).unwrap()).unwrap();
+    let mut restored = decode_state(&encode_state(&restored).unwrap()).unwrap();
     for part in [&commands[2..4], &commands[4..]] {
         let borrowed: Vec<(u64, &Command)> = part.iter().map(|(i, c)| (*i, c)).collect();
         let name = ArchiveName::Log { generation: 0, after: restored.applied_index, last: part[part.len() - 1].0 };

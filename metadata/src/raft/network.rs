@@ -430,7 +430,7 @@ pub(crate) async fn serve(listener: TcpListener, node: MetadataNode, mut stop: t
 
 /// Sends `copy` as [`Response::StateCopyPart`]s, encoded off the runtime's threads.
 async fn write_state_copy_in_parts(stream: &mut MetadataStream, copy: crate::State) -> std::io::Result<()> {
-    let encoded = tokio::task::spawn_blocking(move || postcard::to_stdvec(&StoredState::from(copy)))
+    let encoded = tokio::task::spawn_blocking(move || postcard::to_stdvec(&crate::state::stored::AsStored(&copy)))
         .await
         .map_err(std::io::Error::other)?
         .map_err(std::io::Error::other)?;

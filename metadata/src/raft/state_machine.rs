@@ -21,6 +21,7 @@ use tokio::sync::{Mutex, watch};
 use super::{CommandResponse, NodeId, TypeConfig};
 use crate::command::Command;
 use crate::locks::{MutexRecovery, RwLockRecovery};
+use crate::state::stored::AsStored;
 use crate::state::{State, StoredState};
 
 pub(crate) const SNAPSHOT_FILE: &str = "raft-snapshot";
@@ -57,17 +58,27 @@ const BODY_MAGIC: [u8; 7] = *b"FLOESNB";
 /// Encodes a snapshot body in the format the cluster applies (`State::format`) when that is the
 /// one before this binary's and holds everything in it, so a voter not yet upgraded can install
 /// it mid-upgrade; otherwise in this binary's format.
-fn encode_body(body: &SnapshotBody) -> io::Result<Vec<u8>> {
+fn encode_body(body: &SnapshotBodyToWrite<'_>) -> io::Result<Vec<u8>> {
     let current = crate::FORMAT_VERSION;
-    if body.state.format + 1 == current
-        && let Ok(bytes) = crate::state::stored::encoding(body.state.format, || encode_body_as(body, body.state.format))
+    let format = body.state.0.format;
+    if format + 1 == current
+        && let Ok(bytes) = crate::state::stored::encoding(format, || encode_body_as(body, format))
     {
         return Ok(bytes);
     }
     encode_body_as(body, current)
 }
 
-fn encode_body_as(body: &SnapshotBody, version: u32) -> io::Result<Vec<u8>> {
+/// A [`SnapshotBody`] as it is written: the state written in its stored layout piece by piece
+/// (`AsStored`), not converted whole first; the same bytes.
+#[derive(Serialize)]
+struct SnapshotBodyToWrite<'a> {
+    state: AsStored<'a, State>,
+    last_applied: Option<LogId<NodeId>>,
+    last_membership: &'a StoredMembership<NodeId, BasicNode>,
+}
+
+fn encode_body_as(body: &SnapshotBodyToWrite<'_>, version: u32) -> io::Result<Vec<u8>> {
     let mut bytes = BODY_MAGIC.to_vec();
     bytes.push(b'0' + version as u8);
     postcard::to_extend(body, bytes).map_err(io::Error::other)
@@ -207,9 +218,13 @@ impl StateMachine {
         let mut state = State::default();
         if let Some((meta, body)) = read_snapshot_file(dir)? {
             let decoded = decode_body(&body)?;
-            // Kept in this format, since it is what peers are sent.
-            let body = encode_body(&decoded)?;
             state = State::from(decoded.state);
+            // Kept in this format, since it is what peers are sent.
+            let body = encode_body(&SnapshotBodyToWrite {
+                state: AsStored(&state),
+                last_applied: decoded.last_applied,
+                last_membership: &decoded.last_membership,
+            })?;
             applied.last_applied = decoded.last_applied;
             applied.last_membership = decoded.last_membership;
             applied.current_snapshot = Some((meta, body));
@@ -269,15 +284,14 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             let state = self.state.read_recovered().clone();
             (state, applied.last_applied, applied.last_membership.clone())
         };
-        // Converted to its stored layout after both locks are released.
-        let body = SnapshotBody { state: state.into(), last_applied, last_membership };
+        // Written in its stored layout after both locks are released, a piece at a time.
         let meta = SnapshotMeta {
-            last_log_id: body.last_applied,
-            last_membership: body.last_membership.clone(),
+            last_log_id: last_applied,
+            last_membership: last_membership.clone(),
             snapshot_id: format!(
                 "{}-{}",
-                body.last_applied.map_or(0, |l| l.leader_id.term),
-                body.last_applied.map_or(0, |l| l.index)
+                last_applied.map_or(0, |l| l.leader_id.term),
+                last_applied.map_or(0, |l| l.index)
             ),
         };
         let dir = self.dir.clone();
@@ -286,6 +300,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
         #[cfg(test)]
         let test_io = self.test_io.clone();
         let write = move || -> io::Result<Vec<u8>> {
+            let body = SnapshotBodyToWrite { state: AsStored(&state), last_applied, last_membership: &last_membership };
             let bytes = encode_body(&body)?;
             // A snapshot installed meanwhile is newer: leave its file in place.
             let mut newest = written.lock_recovered();
@@ -424,12 +439,17 @@ mod tests {
             old.extend_from_slice(&archived[12..]);
             old.extend(postcard::to_stdvec(&(last_applied, &membership)).expect("encode"));
             let body = decode_body(&old).expect("an old body");
-            let state = StoredState::from(state);
-            assert_eq!((&body.state, body.last_applied), (&state, last_applied), "{file}");
-            let now = encode_body(&body).expect("encode");
+            let stored = StoredState::from(state.clone());
+            assert_eq!((&body.state, body.last_applied), (&stored, last_applied), "{file}");
+            let now = encode_body(&SnapshotBodyToWrite {
+                state: AsStored(&state),
+                last_applied,
+                last_membership: &membership,
+            })
+            .expect("encode");
             assert!(now.starts_with(b"FLOESNB") && u32::from(now[7] - b'0') == crate::FORMAT_VERSION);
             let again = decode_body(&now).expect("a body of today's format");
-            assert_eq!((again.state, again.last_applied), (state, last_applied));
+            assert_eq!((again.state, again.last_applied), (stored, last_applied));
         }
     }
 
@@ -441,23 +461,20 @@ mod tests {
         let golden = fs::read(crate::state::tests::golden_dir().join("state-v14.snap")).expect("the golden state");
         let state = crate::archive::decode_state(&golden).expect("format 14 state");
         assert_eq!(state.format, 14, "the golden state of format 14 applies format 14");
-        let body = SnapshotBody {
-            state: StoredState::from(state.clone()),
-            last_applied: Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index)),
-            last_membership: StoredMembership::default(),
-        };
+        let last_applied = Some(LogId::new(openraft::CommittedLeaderId::new(3, 1), state.applied_index));
+        let membership = StoredMembership::default();
+        let body = SnapshotBodyToWrite { state: AsStored(&state), last_applied, last_membership: &membership };
         let bytes = encode_body(&body).expect("encode");
         assert_eq!(&bytes[..8], b"FLOESNB>", "written as format 14");
         assert_eq!(&bytes[8..8 + golden.len() - 12], &golden[12..], "as format 14's binary wrote it");
         let read = crate::state::stored::decoding(14, || postcard::from_bytes::<SnapshotBody>(&bytes[8..]));
-        assert_eq!(read.expect("a format 14 reader reads it").state, body.state);
+        assert_eq!(read.expect("a format 14 reader reads it").state, StoredState::from(state.clone()));
 
         // Once the cluster applies this binary's format, bodies are written in it.
-        let mut current = state;
+        let mut current = state.clone();
         current.format = crate::FORMAT_VERSION;
-        let body = SnapshotBody { state: StoredState::from(current), ..body };
-        let bytes = encode_body(&body).expect("encode");
+        let bytes = encode_body(&SnapshotBodyToWrite { state: AsStored(&current), ..body }).expect("encode");
         assert_eq!(bytes[7], b'0' + crate::FORMAT_VERSION as u8);
-        assert_eq!(decode_body(&bytes).expect("decodes").state, body.state);
+        assert_eq!(decode_body(&bytes).expect("decodes").state, StoredState::from(current));
     }
 }

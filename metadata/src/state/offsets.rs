@@ -70,6 +70,15 @@ impl super::stored::Restate<Vec<CommittedChunk>> for CommitAnswer {
     }
 }
 
+impl super::stored::WriteStored for CommitAnswer {
+    fn write_stored<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Appended(offsets) => serializer.collect_seq(offsets.iter().map(|&o| CommittedChunk::Ok(o))),
+            Self::Mixed(chunks) => serializer.collect_seq(chunks.iter()),
+        }
+    }
+}
+
 impl super::stored::Restate<CommitAnswer> for Vec<CommittedChunk> {
     fn restate(self) -> CommitAnswer {
         CommitAnswer::new(self)

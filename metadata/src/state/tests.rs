@@ -683,7 +683,24 @@ proptest! {
         let (state, _) = run(commands);
         let bytes = postcard::to_stdvec(&StoredState::from(state.clone())).expect("encodes");
         let restored: StoredState = postcard::from_bytes(&bytes).expect("decodes");
+        // Written a piece at a time, it is the same bytes.
+        let written = postcard::to_stdvec(&super::stored::AsStored(&state)).expect("encodes");
+        prop_assert_eq!(&written, &bytes);
         prop_assert_eq!(state, State::from(restored));
+    }
+}
+
+/// The state written a piece at a time (`AsStored`, what snapshots, archives and state copies
+/// write) gives the bytes of its converted stored layout, for the golden state of every format
+/// (each decoded, then written in today's format).
+#[test]
+fn a_state_written_piece_by_piece_is_its_stored_layouts_bytes() {
+    for format in 1..=crate::FORMAT_VERSION {
+        let golden = std::fs::read(golden_dir().join(format!("state-v{format}.snap"))).expect("the golden state");
+        let state = crate::archive::decode_state(&golden).expect("decodes");
+        let converted = postcard::to_stdvec(&StoredState::from(state.clone())).expect("encodes");
+        let written = postcard::to_stdvec(&super::stored::AsStored(&state)).expect("encodes");
+        assert!(written == converted, "format {format}'s golden state is written differently");
     }
 }
 
@@ -737,7 +754,7 @@ fn a_commit_group_applies_like_its_commits_one_by_one() {
 fn a_restored_state_seeds_only_a_new_cluster() {
     let (original, _) =
         run(vec![Command::InitCluster { cluster_id: "c1".into() }, create("a", 0, 1), commit("o1", &[(0, 0, &[4])])]);
-    let encoded = crate::archive::encode_state(original.clone()).expect("encodes");
+    let encoded = crate::archive::encode_state(&original).expect("encodes");
     let seed = crate::archive::decode_state(&encoded).expect("decodes");
     assert!(crate::archive::decode_state(&encoded[..encoded.len() - 1]).is_err(), "truncation is detected");
 
@@ -1676,18 +1693,14 @@ fn golden_files_of_format_15_still_decode_and_replay() {
         assert!(failed.is_empty(), "every command of format 15 applies: {failed:?}");
         let indexed: Vec<(u64, &Command)> = commands.iter().enumerate().map(|(i, c)| (i as u64 + 1, c)).collect();
         std::fs::create_dir_all(golden_dir()).expect("golden dir");
-        std::fs::write(&state_path, crate::archive::encode_state(state.clone()).expect("encode")).expect("write");
+        std::fs::write(&state_path, crate::archive::encode_state(&state).expect("encode")).expect("write");
         std::fs::write(&log_path, crate::archive::encode_log(&indexed).expect("encode")).expect("write");
     }
     let state_bytes = std::fs::read(&state_path).expect("the golden state file");
     let log_bytes = std::fs::read(&log_path).expect("the golden command file");
     let state = crate::archive::decode_state(&state_bytes).expect("format 15 state no longer decodes");
     let log = crate::archive::decode_log(&log_bytes).expect("format 15 commands no longer decode");
-    assert_eq!(
-        crate::archive::encode_state(state.clone()).ok(),
-        Some(state_bytes),
-        "format 15 state encodes differently"
-    );
+    assert_eq!(crate::archive::encode_state(&state).ok(), Some(state_bytes), "format 15 state encodes differently");
     let indexed: Vec<(u64, &Command)> = log.iter().map(|(i, c)| (*i, c)).collect();
     assert_eq!(crate::archive::encode_log(&indexed).ok(), Some(log_bytes), "format 15 commands encode differently");
     let answered: Vec<&String> =
@@ -1721,8 +1734,7 @@ fn golden_files_of_format_14_still_decode_and_replay() {
     let (replayed, outcomes) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(outcomes.last(), Some(&Ok(Outcome::RunsCompacted { swapped: 1, conflicts: 1 })));
     assert_eq!(replayed, state, "replaying format 14 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1788,8 +1800,7 @@ fn golden_files_of_format_13_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 13 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1889,8 +1900,7 @@ fn golden_files_of_format_12_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 12 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -1990,8 +2000,7 @@ fn golden_files_of_format_9_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 9 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -2017,8 +2026,7 @@ fn golden_files_of_format_8_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 8 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -2035,8 +2043,7 @@ fn golden_files_of_format_7_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 7 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -2053,8 +2060,7 @@ fn golden_files_of_format_6_still_decode_and_replay() {
     check_invariants(&state);
     let (replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     assert_eq!(replayed, state, "replaying format 6 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -2083,8 +2089,7 @@ fn golden_files_of_format_5_still_decode_and_replay() {
     assert!(!replayed.usage.open.is_empty(), "replayed commits are metered");
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 5 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -2102,8 +2107,7 @@ fn golden_files_of_format_4_still_decode_and_replay() {
     let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 4 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -2142,8 +2146,7 @@ fn golden_files_of_format_3_still_decode_and_replay() {
     let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 3 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
 }
 
@@ -2160,8 +2163,7 @@ fn golden_files_of_format_2_still_decode_and_replay() {
     let (mut replayed, _) = run(log.into_iter().map(|(_, c)| c).collect());
     replayed.usage = Default::default();
     assert_eq!(replayed, state, "replaying format 2 commands gives another state");
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state, "it re-encodes in this format");
     // A format-2 `RestoreState` holds a format-2 state.
     let tag = postcard::to_stdvec(&Command::RestoreState(Box::default())).expect("encode")[0];
@@ -2188,8 +2190,7 @@ fn golden_files_of_format_1_still_decode() {
     assert!(state.topic_ids.contains_key("tenant0~t2"));
     check_invariants(&state);
     // It re-encodes in the current format and reads back the same.
-    let again =
-        crate::archive::decode_state(&crate::archive::encode_state(state.clone()).expect("encode")).expect("decode");
+    let again = crate::archive::decode_state(&crate::archive::encode_state(&state).expect("encode")).expect("decode");
     assert_eq!(again, state);
     // A format-1 `RestoreState` (in a Raft log or archive log object of format 1) holds a
     // format-1 state: the command's tag, then the state's bytes.

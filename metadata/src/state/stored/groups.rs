@@ -62,6 +62,14 @@ impl super::Restate<BTreeMap<(String, i32), CommittedOffset>> for crate::state::
     }
 }
 
+// One group's offsets are converted whole (to write a state, one group at a time).
+impl super::WriteStored for crate::state::GroupOffsets {
+    fn write_stored<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let offsets: BTreeMap<(String, i32), CommittedOffset> = super::Restate::restate(self.clone());
+        offsets.serialize(serializer)
+    }
+}
+
 impl super::Restate<crate::state::GroupOffsets> for BTreeMap<(String, i32), CommittedOffset> {
     fn restate(self) -> crate::state::GroupOffsets {
         self.into_iter().map(|(key, offset)| (key, offset.into())).collect()

@@ -115,7 +115,7 @@ pub(crate) struct Partition {
     pub(crate) aborted_transactions: VecDeque<AbortedTransaction>,
 }
 
-stored_layout!(Partition <=> crate::state::Partition { next_offset, log_start_offset, leader_epoch, index, index_bytes, open_transactions, aborted_transactions });
+stored_layout!(by field: Partition <=> crate::state::Partition { next_offset, log_start_offset, leader_epoch, index, index_bytes, open_transactions, aborted_transactions });
 
 // A topic's partitions are shared in memory (copied on write) and stored each whole.
 impl Restate<std::sync::Arc<crate::state::Partition>> for Partition {
@@ -139,7 +139,7 @@ pub(crate) struct Topic {
     pub(crate) partitions: Vec<Partition>,
 }
 
-stored_layout!(Topic <=> crate::state::Topic { name, topic_id, configs, partitions });
+stored_layout!(by field: Topic <=> crate::state::Topic { name, topic_id, configs, partitions });
 
 /// [`crate::state::TxnMarker`] as it is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

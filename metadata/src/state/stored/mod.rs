@@ -58,7 +58,9 @@ pub use log::TxnMarker;
 pub(crate) use log::{ObjectRecord, Topic};
 pub(crate) use registry::SchemaRegistry;
 pub use registry::{RegistryConfig, SchemaContent, SchemaReference};
-pub(crate) use restate::{Restate, restate_via_from, stored_layout};
+pub(crate) use restate::{
+    AsStored, Restate, WriteStored, restate_both_ways, restate_via_from, stored_layout, write_stored_by_field,
+};
 pub use security::{ApiKeyQuotas, ApiKeyRecord, ScramCredential, TenantQuotas};
 pub(crate) use security::{TenantRecord, UserRecord};
 pub(crate) use share::SharePartition;

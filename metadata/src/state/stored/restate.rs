@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use serde::{Serialize, Serializer};
+
 /// A value as the other side holds it: a stored layout as its in-memory type or back. Values
 /// with one form for both (numbers, strings, vocabulary enums, messages kept as sent) are
 /// themselves.
@@ -32,8 +34,27 @@ macro_rules! stored_layout {
 
         $crate::state::stored::restate_via_from!($stored <=> $($memory)::+);
     };
+    // A large type, written field by field rather than converted whole.
+    (by field: $stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? }) => {
+        impl From<$($memory)::+> for $stored {
+            fn from(value: $($memory)::+) -> Self {
+                let $($memory)::+ { $($field),+ } = value;
+                Self { $($field: $crate::state::stored::Restate::restate($field)),+ }
+            }
+        }
+
+        impl From<$stored> for $($memory)::+ {
+            fn from(value: $stored) -> Self {
+                let $stored { $($field),+ } = value;
+                Self { $($field: $crate::state::stored::Restate::restate($field)),+ }
+            }
+        }
+
+        $crate::state::stored::restate_both_ways!($stored <=> $($memory)::+);
+        $crate::state::stored::write_stored_by_field!($stored <=> $($memory)::+ { $($field),+ });
+    };
     // With fields held in memory only, rebuilt from the stored ones by `$rebuild` after a load.
-    ($stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? } derived { $($derived:ident),+ $(,)? } by $rebuild:path) => {
+    (by field: $stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? } derived { $($derived:ident),+ $(,)? } by $rebuild:path) => {
         impl From<$($memory)::+> for $stored {
             fn from(value: $($memory)::+) -> Self {
                 let $($memory)::+ { $($field),+, $($derived: _),+ } = value;
@@ -53,12 +74,27 @@ macro_rules! stored_layout {
             }
         }
 
-        $crate::state::stored::restate_via_from!($stored <=> $($memory)::+);
+        $crate::state::stored::restate_both_ways!($stored <=> $($memory)::+);
+        $crate::state::stored::write_stored_by_field!($stored <=> $($memory)::+ { $($field),+ } skip { $($derived),+ });
+    };
+}
+
+/// [`Restate`] both ways between two types that convert with `From`, and [`WriteStored`] for
+/// the in-memory one by converting a copy of it whole (one record: small).
+macro_rules! restate_via_from {
+    ($stored:ident <=> $($memory:ident)::+) => {
+        $crate::state::stored::restate_both_ways!($stored <=> $($memory)::+);
+
+        impl $crate::state::stored::WriteStored for $($memory)::+ {
+            fn write_stored<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serde::Serialize::serialize(&$stored::from(self.clone()), serializer)
+            }
+        }
     };
 }
 
 /// [`Restate`] both ways between two types that convert with `From`.
-macro_rules! restate_via_from {
+macro_rules! restate_both_ways {
     ($stored:ident <=> $($memory:ident)::+) => {
         impl $crate::state::stored::Restate<$stored> for $($memory)::+ {
             fn restate(self) -> $stored {
@@ -74,6 +110,24 @@ macro_rules! restate_via_from {
     };
 }
 
+/// [`WriteStored`] for a large in-memory type, field by field in the stored layout's order (the
+/// order the fields are named in, which must be the stored struct's: the golden files and
+/// `state::tests` compare the bytes with those of the converted layout). Fields after `skip`
+/// are in memory only.
+macro_rules! write_stored_by_field {
+    ($stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? } $(skip { $($derived:ident),+ })?) => {
+        impl $crate::state::stored::WriteStored for $($memory)::+ {
+            fn write_stored<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeStruct;
+                let $($memory)::+ { $($field),+ $($(, $derived: _)+)? } = self;
+                let mut out = serializer.serialize_struct(stringify!($stored), [$(stringify!($field)),+].len())?;
+                $(out.serialize_field(stringify!($field), &$crate::state::stored::AsStored($field))?;)+
+                out.end()
+            }
+        }
+    };
+}
+
 /// Types with one form in memory and on disk.
 macro_rules! restate_as_itself {
     ($($ty:ty),+ $(,)?) => {
@@ -81,11 +135,103 @@ macro_rules! restate_as_itself {
             fn restate(self) -> $ty {
                 self
             }
+        }
+
+        impl WriteStored for $ty {
+            fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                self.serialize(serializer)
+            }
         })+
     };
 }
 
-pub(crate) use {restate_via_from, stored_layout};
+pub(crate) use {restate_both_ways, restate_via_from, stored_layout, write_stored_by_field};
+
+/// A value written in its stored layout a piece at a time, never that layout whole: a snapshot,
+/// an archive or a state copy would otherwise hold a second, converted copy of a large state
+/// while encoding it. Records are converted one at a time (small); the containers, the state,
+/// its topics and their partitions are written element by element, to the same bytes.
+pub(crate) trait WriteStored {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error>;
+}
+
+/// A value serialized as its stored layout serializes ([`WriteStored`]).
+pub(crate) struct AsStored<'a, T: ?Sized>(pub(crate) &'a T);
+
+impl<T: WriteStored + ?Sized> Serialize for AsStored<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.write_stored(serializer)
+    }
+}
+
+impl<T: WriteStored> WriteStored for Vec<T> {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter().map(AsStored))
+    }
+}
+
+impl<T: WriteStored> WriteStored for VecDeque<T> {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter().map(AsStored))
+    }
+}
+
+impl<T: WriteStored> WriteStored for BTreeSet<T> {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter().map(AsStored))
+    }
+}
+
+impl<K: WriteStored, V: WriteStored> WriteStored for BTreeMap<K, V> {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter().map(|(key, value)| (AsStored(key), AsStored(value))))
+    }
+}
+
+impl<T: WriteStored> WriteStored for Option<T> {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Some(value) => serializer.serialize_some(&AsStored(value)),
+            None => serializer.serialize_none(),
+        }
+    }
+}
+
+impl<T: WriteStored, E: WriteStored> WriteStored for Result<T, E> {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Ok(value) => serializer.serialize_newtype_variant("Result", 0, "Ok", &AsStored(value)),
+            Err(error) => serializer.serialize_newtype_variant("Result", 1, "Err", &AsStored(error)),
+        }
+    }
+}
+
+impl<T: WriteStored> WriteStored for std::sync::Arc<T> {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (**self).write_stored(serializer)
+    }
+}
+
+impl<A: WriteStored, B: WriteStored> WriteStored for (A, B) {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut out = serializer.serialize_tuple(2)?;
+        out.serialize_element(&AsStored(&self.0))?;
+        out.serialize_element(&AsStored(&self.1))?;
+        out.end()
+    }
+}
+
+impl<A: WriteStored, B: WriteStored, C: WriteStored> WriteStored for (A, B, C) {
+    fn write_stored<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut out = serializer.serialize_tuple(3)?;
+        out.serialize_element(&AsStored(&self.0))?;
+        out.serialize_element(&AsStored(&self.1))?;
+        out.serialize_element(&AsStored(&self.2))?;
+        out.end()
+    }
+}
 
 restate_as_itself!(
     bool,
