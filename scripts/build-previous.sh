@@ -38,12 +38,23 @@ if [[ -e "$today" ]]; then
   mv "$today" "$out/today.floe"
   trap 'mv -f "$out/today.floe" "$today"' EXIT
 fi
-# Today's [profile.dev] (Cargo.toml), which the previous version's Cargo.toml may not have:
-# settings from --config win over the manifest's, and equal settings let this build reuse the
-# dependencies today's build compiled.
-(cd "$src" && cargo build --quiet -p floe --bin floe \
-  --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false' \
-  --config 'profile.dev.package."*".opt-level=1')
+# Today's [profile.dev] (Cargo.toml, read with Python's tomllib), which the previous version's
+# Cargo.toml may not have: settings from --config win over the manifest's, and equal settings
+# let this build reuse the dependencies today's build compiled.
+mapfile -t profile < <(python3 - "$ROOT/Cargo.toml" <<'EOF'
+import json, sys, tomllib
+dev = tomllib.load(open(sys.argv[1], "rb"))["profile"]["dev"]
+for key in ("debug", "opt-level"):
+    if key in dev:
+        print("--config")
+        print(f"profile.dev.{key}={json.dumps(dev[key])}")
+for package, settings in dev.get("package", {}).items():
+    for key, value in settings.items():
+        print("--config")
+        print(f"profile.dev.package.{json.dumps(package)}.{key}={json.dumps(value)}")
+EOF
+)
+(cd "$src" && cargo build --quiet -p floe --bin floe "${profile[@]}")
 mv "$today" "$out/floe.partial"
 mv "$out/floe.partial" "$out/floe"
 echo "$out/floe"
