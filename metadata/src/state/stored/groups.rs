@@ -62,11 +62,15 @@ impl super::Restate<BTreeMap<(String, i32), CommittedOffset>> for crate::state::
     }
 }
 
-// One group's offsets are converted whole (to write a state, one group at a time).
+// Written one offset at a time, in the stored map's order (by topic, then partition).
 impl super::WriteStored for crate::state::GroupOffsets {
     fn write_stored<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let offsets: BTreeMap<(String, i32), CommittedOffset> = super::Restate::restate(self.clone());
-        offsets.serialize(serializer)
+        use serde::ser::SerializeMap;
+        let mut out = serializer.serialize_map(Some(self.len()))?;
+        for (topic, partition, offset) in self.iter() {
+            out.serialize_entry(&(topic, partition), &super::AsStored(offset))?;
+        }
+        out.end()
     }
 }
 
