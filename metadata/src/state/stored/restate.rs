@@ -14,10 +14,11 @@ pub(crate) trait Restate<T> {
     fn restate(self) -> T;
 }
 
-/// `From` both ways between a stored struct and its in-memory type, naming every field, and
-/// [`Restate`] between them.
+/// `From` both ways between a stored struct and its in-memory type, naming every field,
+/// [`Restate`] between them and [`WriteStored`] for the in-memory type: by converting a copy
+/// whole, or `by field:` for the large ones (the state, topics, partitions).
 macro_rules! stored_layout {
-    ($stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? }) => {
+    (@from $stored:ident <=> $($memory:ident)::+ { $($field:ident),+ }) => {
         impl From<$($memory)::+> for $stored {
             fn from(value: $($memory)::+) -> Self {
                 let $($memory)::+ { $($field),+ } = value;
@@ -31,25 +32,14 @@ macro_rules! stored_layout {
                 Self { $($field: $crate::state::stored::Restate::restate($field)),+ }
             }
         }
-
+    };
+    ($stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? }) => {
+        $crate::state::stored::stored_layout!(@from $stored <=> $($memory)::+ { $($field),+ });
         $crate::state::stored::restate_via_from!($stored <=> $($memory)::+);
     };
     // A large type, written field by field rather than converted whole.
     (by field: $stored:ident <=> $($memory:ident)::+ { $($field:ident),+ $(,)? }) => {
-        impl From<$($memory)::+> for $stored {
-            fn from(value: $($memory)::+) -> Self {
-                let $($memory)::+ { $($field),+ } = value;
-                Self { $($field: $crate::state::stored::Restate::restate($field)),+ }
-            }
-        }
-
-        impl From<$stored> for $($memory)::+ {
-            fn from(value: $stored) -> Self {
-                let $stored { $($field),+ } = value;
-                Self { $($field: $crate::state::stored::Restate::restate($field)),+ }
-            }
-        }
-
+        $crate::state::stored::stored_layout!(@from $stored <=> $($memory)::+ { $($field),+ });
         $crate::state::stored::restate_both_ways!($stored <=> $($memory)::+);
         $crate::state::stored::write_stored_by_field!($stored <=> $($memory)::+ { $($field),+ });
     };
