@@ -127,7 +127,8 @@ async fn start_chain(node: &MetadataNode, store: &SegmentStore) -> anyhow::Resul
         return Ok(None);
     }
     let (generation, index) = (state.generation, state.applied_index);
-    let bytes = archive::encode_state(&state)?;
+    // About a second at a million partitions: off the async workers.
+    let bytes = tokio::task::spawn_blocking(move || archive::encode_state(&state)).await??;
     store.put_archive(&ArchiveName::State { generation, index }.to_string(), bytes.into()).await?;
     tracing::debug!(generation, index, "metadata snapshot archived");
     if let Ok(names) = store.list_archives().await {
