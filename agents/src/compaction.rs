@@ -21,7 +21,7 @@ use floe_metadata::{
     Command, CompactedChunk, CompactedObject, CompactedRun, EntryData, NodeError, ObjectId, Outcome, State, TopicId,
 };
 use floe_storage::segment::ChunkStats;
-use floe_storage::{ChunkRef, SegmentKey, SegmentWriter, TopicPartition};
+use floe_storage::{ChunkRef, JobBlocks, SegmentKey, SegmentWriter, TopicPartition};
 
 use crate::Agent;
 use crate::record_batch::records;
@@ -92,9 +92,10 @@ pub(crate) async fn run(agent: Weak<Agent>, config: CompactionConfig, stop: Canc
             let state = agent.metadata.read();
             (find_runs(&state, &config), state.applies_format(14))
         };
+        let job = JobBlocks::default();
         for object in objects_of(runs, shared, config.target_object_bytes) {
             let count = object.len() as u64;
-            match compact(&agent, object, shared).await {
+            match compact(&agent, object, shared, &job).await {
                 Ok(Swapped { swapped, conflicts }) => {
                     crate::metrics::COMPACTIONS.with_label_values(&["ok"]).inc_by(swapped);
                     crate::metrics::COMPACTIONS.with_label_values(&["failed"]).inc_by(conflicts);
@@ -241,7 +242,9 @@ impl Stretch {
 
 /// Copies `runs` into one new object, each run one chunk, and commits the swap: one
 /// [`Command::CompactRuns`] for all of them when `shared`, else (one run) [`Command::CompactChunks`].
-async fn compact(agent: &Agent, runs: Vec<Run>, shared: bool) -> Result<Swapped, String> {
+/// Inputs are read outside the hot tier (`job`, shared by a round's objects, which read on
+/// where the one before stopped): tailing readers need its memory for the flushes they read next.
+async fn compact(agent: &Agent, runs: Vec<Run>, shared: bool, job: &JobBlocks) -> Result<Swapped, String> {
     let chunks = {
         let state = agent.metadata.read();
         runs.iter()
@@ -264,7 +267,11 @@ async fn compact(agent: &Agent, runs: Vec<Run>, shared: bool) -> Result<Swapped,
     for (run, chunks) in runs.iter().zip(&chunks) {
         let mut bytes = BytesMut::new();
         for (chunk, object_bytes) in chunks {
-            let data = agent.cache.read_chunk(&agent.store, chunk, *object_bytes).await.map_err(|e| e.to_string())?;
+            let data = agent
+                .cache
+                .read_chunk_for_job(&agent.store, chunk, *object_bytes, job)
+                .await
+                .map_err(|e| e.to_string())?;
             bytes.extend_from_slice(&data);
         }
         let bytes = bytes.freeze();

@@ -124,7 +124,8 @@ def one_run(args, partitions, run):
                   "floe_metadata_commit_duration_seconds", "floe_flush_age_seconds",
                   "floe_metadata_written_bytes_total", "floe_broker_topic_bytes_in_total",
                   "floe_object_store_put_requests_total", "floe_compaction_runs_total",
-                  "floe_compaction_objects_total")
+                  "floe_compaction_objects_total", "floe_block_cache_object_gets_total",
+                  "floe_object_store_get_bytes_total", "floe_block_cache_reads_total")
     delta = {k: m_after[k] - m_before.get(k, 0) for k in m_after if k.startswith(histograms)}
     after_warmup = [rss for t, rss in samples if t >= args.warmup] or [float("nan")]
     row = {
@@ -150,6 +151,12 @@ def one_run(args, partitions, run):
         "compaction_runs_per_s": sum(v for k, v in delta.items() if k.startswith("floe_compaction_runs_total"))
         / max(args.duration, 1),
         "compaction_objects_per_s": delta.get("floe_compaction_objects_total", 0) / max(args.duration, 1),
+        # Blocks read through the hot tier, and the GETs its misses cost by cause (a fetch's miss,
+        # a prefetch, a peer): what fills the memory tier besides the agent's own flushes.
+        "block_reads_per_s": delta.get("floe_block_cache_reads_total", 0) / max(args.duration, 1),
+        "block_gets_per_s": {k.split('"')[1]: v / max(args.duration, 1) for k, v in delta.items()
+                             if k.startswith("floe_block_cache_object_gets_total{")},
+        "get_mib_per_s": delta.get("floe_object_store_get_bytes_total", 0) / 2**20 / max(args.duration, 1),
         "server_cores": cpu,
         "client_cores": client_cores,
         "rss_first_mib": after_warmup[0],

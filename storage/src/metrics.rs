@@ -95,7 +95,8 @@ pub static BLOCK_READS: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!("floe_block_cache_reads_total", "Blocks read through the block cache").expect("unique")
 });
 /// Blocks read from the object store, by cause (`miss`: a read needed it; `prefetch`; `peer`:
-/// another agent of the zone asked this one, the block's owner).
+/// another agent of the zone asked this one, the block's owner; `job`: a background job read it,
+/// outside the hot tier).
 pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     let gets = register_int_counter_vec!(
         "floe_block_cache_object_gets_total",
@@ -103,7 +104,7 @@ pub static BLOCK_GETS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         &["cause"]
     )
     .expect("metric names are unique");
-    for cause in ["miss", "prefetch", "peer"] {
+    for cause in ["miss", "prefetch", "peer", "job"] {
         gets.with_label_values(&[cause]);
     }
     gets

@@ -484,3 +484,57 @@ async fn rewritten_objects_skip_the_memory_tier() {
     assert_eq!(&reopened.read_chunk(&empty, &first, object_bytes).await.expect("from the disk tier"), &datas[0]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_jobs_reads_keep_out_of_the_memory_tier_and_each_block_is_read_once() {
+    let (store, empty) = (memory_store(), memory_store());
+    let (compacted, datas) = object();
+    let (chunks, object_bytes) = (compacted.chunks.clone(), compacted.object_bytes);
+    let key = SegmentKey::generate_compacted();
+    store.put_segment(&key, compacted).await.expect("put");
+    let cache = memory_cache(64 << 20).await;
+    let job = JobBlocks::default();
+
+    // Chunk 0's GET brings block 0 and the small last block: the job keeps both, the hot tier
+    // neither (and nothing is prefetched into it).
+    let first = cache.read_chunk_for_job(&store, &chunk_ref(&key, &chunks[0]), object_bytes, &job).await;
+    assert_eq!(&first.expect("read"), &datas[0]);
+    assert_eq!(job.bytes() as u64, object_bytes);
+    tokio::task::yield_now().await;
+    assert_eq!(cache.cache.memory().usage(), 0, "nothing of it in memory");
+    // The job's next reads need no store; a reader's do.
+    for (entry, data) in chunks.iter().zip(&datas) {
+        let read = cache.read_chunk_for_job(&empty, &chunk_ref(&key, entry), object_bytes, &job).await;
+        assert_eq!(&read.expect("from the job's blocks"), data);
+    }
+    assert!(cache.read_chunk(&empty, &chunk_ref(&key, &chunks[0]), object_bytes).await.is_err());
+
+    // Blocks the hot tier holds serve a job without a GET, and stay where they are.
+    let (written, written_datas) = object();
+    let (written_chunks, written_bytes, blocks) =
+        (written.chunks.clone(), written.object_bytes, written.blocks.clone());
+    let parts: Vec<Bytes> = written.payload.iter().cloned().collect();
+    let written_key = SegmentKey::generate();
+    cache.insert_object(&written_key, &parts, &blocks, WrittenTier::Memory);
+    let usage = cache.cache.memory().usage();
+    let other_job = JobBlocks::default();
+    let second = chunk_ref(&written_key, &written_chunks[1]);
+    let read = cache.read_chunk_for_job(&empty, &second, written_bytes, &other_job).await;
+    assert_eq!(&read.expect("from the hot tier"), &written_datas[1]);
+    assert_eq!((other_job.bytes(), cache.cache.memory().usage()), (0, usage));
+}
+
+#[test]
+fn a_job_keeps_its_newest_blocks_up_to_its_bound() {
+    let job = JobBlocks::default();
+    let block = CachedBlock::new(Bytes::from(vec![0u8; BLOCK_BYTES as usize]), false, 0);
+    let count = JOB_BLOCKS_BYTES_MAX / BLOCK_BYTES as usize + 2;
+    for index in 0..count {
+        job.keep(format!("b#{index}"), block.clone());
+        assert!(job.bytes() <= JOB_BLOCKS_BYTES_MAX);
+    }
+    assert!(job.get("b#0").is_none() && job.get("b#1").is_none(), "the oldest went first");
+    assert!(job.get(&format!("b#{}", count - 1)).is_some());
+    job.forget(&format!("b#{}", count - 1));
+    assert_eq!(job.bytes(), JOB_BLOCKS_BYTES_MAX - BLOCK_BYTES as usize);
+}
