@@ -125,7 +125,7 @@ def one_run(args, partitions, run):
                   "floe_metadata_written_bytes_total", "floe_broker_topic_bytes_in_total",
                   "floe_object_store_put_requests_total", "floe_compaction_runs_total",
                   "floe_compaction_objects_total", "floe_block_cache_object_gets_total",
-                  "floe_object_store_get_bytes_total", "floe_block_cache_reads_total")
+                  "floe_object_store_get_bytes_total", "floe_block_cache_reads_total", "floe_compaction_bytes_total")
     delta = {k: m_after[k] - m_before.get(k, 0) for k in m_after if k.startswith(histograms)}
     after_warmup = [rss for t, rss in samples if t >= args.warmup] or [float("nan")]
     row = {
@@ -146,6 +146,8 @@ def one_run(args, partitions, run):
         / max(args.duration, 1),
         # PUTs of every kind (flushes, compaction, the usage journal, snapshots) and compaction's
         # commits, per second of the measured part: what a partition costs in requests.
+        "fetch_requests_per_s": delta.get('floe_kafka_request_duration_seconds_count{api="Fetch"}', 0)
+        / max(args.duration, 1),
         "puts_per_s": sum(v for k, v in delta.items() if k.startswith("floe_object_store_put_requests_total"))
         / max(args.duration, 1),
         "compaction_runs_per_s": sum(v for k, v in delta.items() if k.startswith("floe_compaction_runs_total"))
@@ -157,6 +159,11 @@ def one_run(args, partitions, run):
         "block_gets_per_s": {k.split('"')[1]: v / max(args.duration, 1) for k, v in delta.items()
                              if k.startswith("floe_block_cache_object_gets_total{")},
         "get_mib_per_s": delta.get("floe_object_store_get_bytes_total", 0) / 2**20 / max(args.duration, 1),
+        # What compaction's runs read (the chunks themselves) and wrote.
+        "compaction_read_mib_per_s": delta.get('floe_compaction_bytes_total{direction="read"}', 0) / 2**20
+        / max(args.duration, 1),
+        "compaction_written_mib_per_s": delta.get('floe_compaction_bytes_total{direction="written"}', 0) / 2**20
+        / max(args.duration, 1),
         "server_cores": cpu,
         "client_cores": client_cores,
         "rss_first_mib": after_warmup[0],

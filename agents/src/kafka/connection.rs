@@ -657,6 +657,18 @@ async fn write_responses(
                 continue;
             }
             Reply::Now(response) => *response,
+            Reply::Waiting(dispatch::WaitingAnswer(mut answer)) => {
+                let ready = answer.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+                match ready {
+                    std::task::Poll::Ready(response) => response,
+                    std::task::Poll::Pending => {
+                        if writer.flush().await.is_err() {
+                            return;
+                        }
+                        answer.await
+                    }
+                }
+            }
             Reply::Later(handle) => {
                 if !handle.is_finished() && writer.flush().await.is_err() {
                     return;

@@ -265,6 +265,20 @@ pub(super) enum Reply {
     None,
     Now(Box<ResponseKind>),
     Later(JoinHandle<ResponseKind>),
+    /// An answer the connection's writer polls itself, in order: for answers many requests
+    /// get at one moment (a flush's commit answers every Produce in it), which the writer then
+    /// finds ready together and sends in one write, where a task each would be run one by one
+    /// beside the writer (at 2,000 partitions nearly a socket write per Produce).
+    Waiting(WaitingAnswer),
+}
+
+/// The future of a [`Reply::Waiting`].
+pub(super) struct WaitingAnswer(pub(super) std::pin::Pin<Box<dyn Future<Output = ResponseKind> + Send>>);
+
+impl std::fmt::Debug for WaitingAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WaitingAnswer")
+    }
 }
 
 /// Who sent a request.

@@ -10,7 +10,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
-use super::super::dispatch::{Context, KafkaApi, Reply};
+use super::super::dispatch::{Context, KafkaApi, Reply, WaitingAnswer};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, RefusedTopic, Res, Resources, TopicRef, Walk};
 use crate::Agent;
@@ -98,10 +98,10 @@ pub(in crate::kafka) async fn start(agent: &Arc<Agent>, version: i16, request: P
             }
             Ok(ticket) => {
                 let agent = agent.clone();
-                return Reply::Later(tokio::spawn(async move {
+                return Reply::Waiting(WaitingAnswer(Box::pin(async move {
                     let results = ticket.committed().await;
                     ResponseKind::Produce(respond(&agent, version, layout, &results, &sizes))
-                }));
+                })));
             }
             Err(e) => {
                 let error = error_code::for_append(&e).code();
