@@ -124,19 +124,19 @@ fn runs_share_objects_up_to_the_target_size_once_the_cluster_reads_them() {
 }
 
 #[test]
-fn a_merged_chunk_is_merged_again_only_with_at_least_its_size() {
+fn a_merged_chunk_is_merged_again_only_with_three_times_its_size() {
     let mut state = state_of(1, 16, 100);
     let runs = find_runs(&state, &config(1 << 20));
     assert_eq!(shape(&runs), vec![(0, 0, 15, 16)]);
     commit(&mut state, &runs[0], "c1.compacted.seg");
-    // 1,600 merged bytes, then 400 fresh: the fresh ones alone.
-    flush(&mut state, 1, 16..20, 100);
+    // 1,600 merged bytes, then 1,600 fresh: the fresh ones alone.
+    flush(&mut state, 1, 16..32, 100);
     let runs = find_runs(&state, &config(1 << 20));
-    assert_eq!(shape(&runs), vec![(0, 16, 19, 4)]);
-    // 1,600 merged bytes, then 1,600 fresh: all of it.
-    flush(&mut state, 1, 20..32, 100);
+    assert_eq!(shape(&runs), vec![(0, 16, 31, 16)]);
+    // 1,600 merged bytes, then 4,800 fresh: all of it.
+    flush(&mut state, 1, 32..64, 100);
     let runs = find_runs(&state, &config(1 << 20));
-    assert_eq!(shape(&runs), vec![(0, 0, 31, 17)]);
+    assert_eq!(shape(&runs), vec![(0, 0, 63, 49)]);
 }
 
 #[test]
