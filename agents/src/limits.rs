@@ -14,9 +14,13 @@ const _: () = assert!(BATCH_BYTES_MAX < FRAME_BYTES_MAX);
 /// stops reading. A produce waits for a flush (up to `--flush-interval-ms`, 250 ms on S3), and
 /// librdkafka pipelines without limit (`max.in.flight` 1000000), sending a request per
 /// partition batch as `linger.ms` expires: at 64, one connection topped out at 256 requests a
-/// second on S3 timing and its queue grew without end (BENCHMARKS.md, loadtest). The batches of
-/// waiting produce requests are held in the flush buffer, bounded by `--buffer-bytes`.
-pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 1024;
+/// second on S3 timing (BENCHMARKS.md, loadtest); at 1,024, a producer of 2,000 partitions
+/// (about a request per record) at about 8,000 requests a second under the `s3-standard`
+/// profile, its p99 3.5 s against 286 ms at 8,192 (issue 53). Each costs about a KiB of
+/// bookkeeping here (8 MiB at most per connection); the batches of waiting produce requests are
+/// held in the flush buffer, bounded by `--buffer-bytes`. A tenant over its quota gets no more
+/// for it: its connection is not read while a hold lasts (`connection.rs`).
+pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 8192;
 
 /// How long a sequence hold (`produce::holds`) lasts after the last failure of its chunk. A
 /// producer still retrying the chunk renews it; one that gave the chunk up bumps its epoch,

@@ -480,10 +480,17 @@ async fn read_requests(
         };
         let request_bytes = frame_bytes;
         let holds_before = connection.holds.load(std::sync::atomic::Ordering::Relaxed);
+        // A tenant over its request or produce quota is muted for its hold, as Kafka mutes a
+        // throttled channel, beside its answer's hold: however many requests it pipelines, it
+        // is read no faster than its share (an acks=0 produce was held before it started).
+        let mute = (!matches!(reply, Reply::None)).then_some(finish.throttle).filter(|t| !t.is_zero());
         let in_flight_request =
             InFlight { started, holds_before, request_bytes, correlation_id, api_key, version, reply, finish };
         if in_flight.send(Box::new(in_flight_request)).await.is_err() || close {
             return Ok(());
+        }
+        if let Some(hold) = mute {
+            tokio::time::sleep(hold).await;
         }
     }
 }

@@ -81,3 +81,35 @@ fn assert_same_batch(sent: &Bytes, served: &Bytes, base_offset: i64) {
     assert_eq!(served[8..12], sent[8..12], "batch length");
     assert_eq!(served[16..], sent[16..], "magic, CRC, attributes and records");
 }
+
+/// A producer may pipeline thousands of requests on one connection while flushes are slow:
+/// librdkafka sends a request per partition batch, so at 2,000 partitions on S3 timing some
+/// 4,000 are waiting at once. With 1,024 in flight the agent stopped reading (about 8,000
+/// requests a second under `s3-standard`, p99 3.5 s): here the sends did not finish while the
+/// first PUTs were held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_pipelined_produce_requests_are_read_while_flushes_are_slow() {
+    const REQUESTS: usize = 2_000;
+    let floe = TestAgent::start(TestOptions { object_store_faults: true }).await;
+    let mut kafka = floe.kafka();
+    kafka.create_topic("events", 1).await;
+    // 16 MiB of batches: more than 1,024 requests and the connection's 4 MiB duplex hold.
+    let value = "v".repeat(8 * 1024);
+    let request = produce_request("events", 0, record_batch(&[value.as_str()]), 1);
+    floe.set_faults("slow-put=1,slow-put-ms=4000");
+    let sent = async {
+        for _ in 0..REQUESTS {
+            kafka.send(&request, PRODUCE_VERSION).await;
+        }
+    };
+    let read = tokio::time::timeout(Duration::from_secs(3), sent).await;
+    floe.set_faults("");
+    assert!(read.is_ok(), "the agent stopped reading before every request was in flight");
+    for expected in 0..REQUESTS {
+        let (_, response) = kafka.recv::<ProduceRequest>(PRODUCE_VERSION).await;
+        let answer = partition_answer(response);
+        assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
+        assert_eq!(answer.base_offset, expected as i64);
+    }
+    floe.shutdown().await;
+}
