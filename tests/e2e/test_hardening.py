@@ -884,14 +884,21 @@ def test_http_connections_are_capped_per_address_and_silent_ones_closed(floe_fac
         "--http-max-connections-per-ip", "50", "--http-connections-max-idle-ms", "2000"])
     silent = []
     try:
+        started = time.monotonic()
         for _ in range(60):
             s = new_socket("127.0.0.1")
             s.connect(("127.0.0.1", floe.http_port))
             silent.append(s)
             time.sleep(0.005)
-        # All at once, well within the 2 s idle limit.
-        readable, _, _ = select.select(silent, [], [], 0.5)
-        closed = [s in readable and closed_within(s, 0.1) for s in silent]
+        # The ten past the limit are closed as they are accepted, well within the 2 s idle limit
+        # (counted from each accept): every close seen until 1.5 s after the first connect. On a
+        # loaded machine the agent may accept the last ones after this loop has ended.
+        closed_at_once = set()
+        while time.monotonic() < started + 1.5:
+            waiting = [s for s in silent if s not in closed_at_once]
+            readable, _, _ = select.select(waiting, [], [], 0.1)
+            closed_at_once.update(s for s in readable if closed_within(s, 0.1))
+        closed = [s in closed_at_once for s in silent]
         assert closed.count(True) == 10, f"{closed.count(True)} of 60 connections from one address closed at once"
         # Another address is let in meanwhile.
         other = new_socket("127.0.0.2")
