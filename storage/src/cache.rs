@@ -633,13 +633,18 @@ struct HeldBlocks {
 pub const JOB_BLOCKS_BYTES_MAX: usize = 8 * BLOCK_BYTES as usize;
 
 impl JobBlocks {
+    /// The blocks, taken back from poison: every critical section below leaves them consistent.
+    fn held(&self) -> std::sync::MutexGuard<'_, HeldBlocks> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn get(&self, name: &str) -> Option<CachedBlock> {
-        let held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = self.held();
         held.blocks.iter().find(|(n, _)| n == name).map(|(_, block)| block.clone())
     }
 
     fn keep(&self, name: String, block: CachedBlock) {
-        let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut held = self.held();
         held.bytes += block.bytes.len();
         held.blocks.push_back((name, block));
         while held.bytes > JOB_BLOCKS_BYTES_MAX
@@ -650,7 +655,7 @@ impl JobBlocks {
     }
 
     fn forget(&self, name: &str) {
-        let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut held = self.held();
         if let Some(at) = held.blocks.iter().position(|(n, _)| n == name)
             && let Some((_, block)) = held.blocks.remove(at)
         {
@@ -660,7 +665,7 @@ impl JobBlocks {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).bytes
+        self.held().bytes
     }
 }
 
