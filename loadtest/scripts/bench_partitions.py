@@ -101,7 +101,8 @@ def one_run(args, partitions, run):
         load = subprocess.Popen(
             [f"{TARGET}/release/floe-loadtest", "--bootstrap", f"127.0.0.1:{kafka}", "--topic", "big",
              "--partitions", str(partitions), "--rate", str(args.rate), "--record-bytes", str(args.record_bytes),
-             "--duration", f"{args.duration}s", "--warmup", f"{args.warmup}s", "--consumers", "1", "--quiet"],
+             "--duration", f"{args.duration}s", "--warmup", f"{args.warmup}s", "--consumers", "1", "--quiet"]
+            + args.loadtest_arg,
             stdout=subprocess.PIPE, text=True)
         # CPU and server latency over the measured part only: from the end of the warm-up.
         time.sleep(args.warmup)
@@ -239,6 +240,9 @@ def main():
     p.add_argument("--cache-bytes", type=int, default=512 << 20, help="the agent's hot tier (0: its default)")
     p.add_argument("--floe-arg", action="append", default=[],
                    help="an extra argument for `floe dev` (repeat it), e.g. --floe-arg=--compaction-interval-secs=60")
+    p.add_argument("--loadtest-arg", action="append", default=[],
+                   help="an extra argument for floe-loadtest (repeat it), e.g. --loadtest-arg=--producer-kind=per-broker "
+                        "(one Produce request per broker with every partition's batch, the Java client's shape)")
     p.add_argument("--baseline", help="ratios recorded by an earlier run (--record-baseline): print this run's "
                                       "ratios beside them")
     p.add_argument("--record-baseline", help="write this run's medians and ratios to this JSON file")

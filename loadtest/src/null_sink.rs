@@ -208,7 +208,7 @@ async fn serve_connection(sink: &Sink, stream: TcpStream) -> anyhow::Result<()> 
 }
 
 /// One request frame without its length prefix, or `None` at a clean end of stream.
-async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> anyhow::Result<Option<Bytes>> {
+pub(crate) async fn read_frame(reader: &mut (impl AsyncRead + Unpin)) -> anyhow::Result<Option<Bytes>> {
     let mut prefix = [0u8; 4];
     match reader.read_exact(&mut prefix).await {
         Ok(_) => {}

@@ -2,6 +2,7 @@
 //! sampler that keeps a per-second timeline, and the report at the end.
 
 mod consumer;
+mod per_broker;
 mod producer;
 mod stats;
 
@@ -52,6 +53,17 @@ pub(crate) enum Payload {
     Text,
 }
 
+/// How producers build their requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum ProducerKind {
+    /// librdkafka: one Produce request per partition batch.
+    Librdkafka,
+    /// One Produce request per broker carrying every partition's open batch, as the Java
+    /// client sends (plaintext, uncompressed, not idempotent).
+    PerBroker,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Isolation {
@@ -88,6 +100,11 @@ pub(crate) struct RunArgs {
     /// Producer instances, each with its own connections and thread.
     #[arg(long, default_value_t = 1)]
     pub(crate) producers: usize,
+    /// What producers are: librdkafka (a request per partition batch; with thousands of
+    /// partitions a request per record), or per-broker (one request per broker with every
+    /// partition's batch, the Java client's shape).
+    #[arg(long, value_enum, default_value_t = ProducerKind::Librdkafka)]
+    pub(crate) producer_kind: ProducerKind,
     /// Consumer instances, all in one consumer group, each with its own thread.
     #[arg(long, default_value_t = 1)]
     pub(crate) consumers: usize,
@@ -234,6 +251,9 @@ impl RunArgs {
         if self.producers == 0 && (self.rate > 0 || self.transaction_records > 0) {
             bail!("--rate and --transaction-records need producers");
         }
+        if self.producer_kind == ProducerKind::PerBroker {
+            per_broker::check(self)?;
+        }
         for price in [self.price_per_1000_puts, self.price_per_1000_gets, self.price_per_vcpu_hour] {
             if !(0.0..1e6).contains(&price) {
                 bail!("prices must be in 0..1000000");
@@ -326,9 +346,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let producers: Vec<_> = (0..args.producers)
         .map(|i| {
             let (args, stats, partitions) = (args.clone(), stats.clone(), partitions.clone());
-            std::thread::Builder::new()
-                .name(format!("producer-{i}"))
-                .spawn(move || producer::run(&args, i, &stats, &partitions, end))
+            std::thread::Builder::new().name(format!("producer-{i}")).spawn(move || match args.producer_kind {
+                ProducerKind::Librdkafka => producer::run(&args, i, &stats, &partitions, end),
+                ProducerKind::PerBroker => per_broker::run(&args, i, &stats, &partitions, end),
+            })
         })
         .collect::<Result<_, _>>()?;
 

@@ -180,17 +180,10 @@ fn produce_until(
         producer.init_transactions(TRANSACTION_TIMEOUT).context("init_transactions")?;
         producer.begin_transaction().context("begin_transaction")?;
     }
-    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
-    // Each value is a different stretch of a random pool, so batches do not compress by
-    // repeating one value; the pool is larger than any codec's window over one batch.
-    let pool = payload_pool(args.payload, PAYLOAD_POOL_BYTES + args.record_bytes, &mut rng);
-    let mut payload = vec![0u8; args.record_bytes];
-    let keys = Keys::new(args);
-    let slots: u64 = topics.iter().map(|(_, p)| *p as u64).sum();
+    let mut source = RecordSource::new(args, index, topics);
     let rate = args.rate as f64 / args.producers as f64;
     let start = stats.start();
-    // Producers start on different partitions so they do not move in lockstep.
-    let (mut seq, mut sent) = (index as u64, 0u64);
+    let mut sent = 0u64;
     let mut in_transaction = 0u64;
     while Instant::now() < end && !stats.stop.load(Ordering::Relaxed) {
         if rate > 0.0 {
@@ -214,27 +207,12 @@ fn produce_until(
         {
             break;
         }
-        let key = keys.next(seq, &mut rng);
-        let slot = key.unwrap_or(seq) % slots;
-        let (topic, partition) = locate(topics, slot);
-        let from = (rng.next() % PAYLOAD_POOL_BYTES as u64) as usize;
-        payload.copy_from_slice(&pool[from..from + args.record_bytes]);
-        let framing = match args.schema_id {
-            Some(id) if payload.len() >= SCHEMA_FRAMING_BYTES => {
-                payload[0] = 0;
-                payload[1..SCHEMA_FRAMING_BYTES].copy_from_slice(&id.to_be_bytes());
-                SCHEMA_FRAMING_BYTES
-            }
-            _ => 0,
-        };
-        if payload.len() >= framing + 8 {
-            payload[framing..framing + 8].copy_from_slice(&wall_micros().to_be_bytes());
-        }
-        let key_text = key.map(|k| format!("key-{k:012}"));
+        let next = source.next();
+        let (topic, partition) = locate(topics, next.slot);
+        let (key_text, payload) = (next.key, next.value);
         let bytes = (payload.len() + key_text.as_ref().map_or(0, String::len)) as u64;
-        let mut record = BaseRecord::with_opaque_to(topic, Box::new((Instant::now(), bytes)))
-            .payload(payload.as_slice())
-            .partition(partition);
+        let mut record =
+            BaseRecord::with_opaque_to(topic, Box::new((Instant::now(), bytes))).payload(payload).partition(partition);
         if let Some(k) = &key_text {
             record = record.key(k.as_str());
         }
@@ -248,7 +226,6 @@ fn produce_until(
                 Err((e, _)) => bail!("send failed: {e}"),
             }
         }
-        seq += 1;
         sent += 1;
         if sent.is_multiple_of(64) {
             producer.poll(Duration::ZERO);
@@ -267,6 +244,67 @@ fn produce_until(
     }
     producer.flush(FLUSH_TIMEOUT).context("flushing")?;
     Ok(())
+}
+
+/// The records one producer sends: which partition slot each goes to, its key and its value.
+pub(super) struct RecordSource {
+    rng: XorShift,
+    keys: Keys,
+    /// Partitions over all topics.
+    slots: u64,
+    seq: u64,
+    pool: Vec<u8>,
+    value: Vec<u8>,
+    schema_id: Option<i32>,
+}
+
+/// One record drawn from a [`RecordSource`].
+pub(super) struct NextRecord<'a> {
+    /// Its partition among all topics' (see [`locate`]).
+    pub(super) slot: u64,
+    pub(super) key: Option<String>,
+    /// Valid until the next draw.
+    pub(super) value: &'a [u8],
+}
+
+impl RecordSource {
+    pub(super) fn new(args: &RunArgs, index: usize, topics: &[(String, i32)]) -> Self {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
+        // Each value is a different stretch of a random pool, so batches do not compress by
+        // repeating one value; the pool is larger than any codec's window over one batch.
+        let pool = payload_pool(args.payload, PAYLOAD_POOL_BYTES + args.record_bytes, &mut rng);
+        Self {
+            rng,
+            keys: Keys::new(args),
+            slots: topics.iter().map(|(_, p)| *p as u64).sum(),
+            // Producers start on different partitions so they do not move in lockstep.
+            seq: index as u64,
+            pool,
+            value: vec![0u8; args.record_bytes],
+            schema_id: args.schema_id,
+        }
+    }
+
+    pub(super) fn next(&mut self) -> NextRecord<'_> {
+        let key = self.keys.next(self.seq, &mut self.rng);
+        let slot = key.unwrap_or(self.seq) % self.slots.max(1);
+        self.seq += 1;
+        let from = (self.rng.next() % PAYLOAD_POOL_BYTES as u64) as usize;
+        let len = self.value.len();
+        self.value.copy_from_slice(&self.pool[from..from + len]);
+        let framing = match self.schema_id {
+            Some(id) if len >= SCHEMA_FRAMING_BYTES => {
+                self.value[0] = 0;
+                self.value[1..SCHEMA_FRAMING_BYTES].copy_from_slice(&id.to_be_bytes());
+                SCHEMA_FRAMING_BYTES
+            }
+            _ => 0,
+        };
+        if len >= framing + 8 {
+            self.value[framing..framing + 8].copy_from_slice(&wall_micros().to_be_bytes());
+        }
+        NextRecord { slot, key: key.map(|k| format!("key-{k:012}")), value: &self.value }
+    }
 }
 
 /// Words text values are made of: a log line's vocabulary, small enough that text compresses.
@@ -328,7 +366,7 @@ fn payload_pool(payload: Payload, bytes: usize, rng: &mut XorShift) -> Vec<u8> {
 
 /// The topic and partition of slot `slot` in 0..(sum of partitions): topics in turn, so
 /// consecutive slots spread over topics first.
-fn locate(topics: &[(String, i32)], slot: u64) -> (&str, i32) {
+pub(super) fn locate(topics: &[(String, i32)], slot: u64) -> (&str, i32) {
     let n = topics.len() as u64;
     let (topic, partitions) = &topics[(slot % n) as usize];
     (topic.as_str(), ((slot / n) % *partitions as u64) as i32)
