@@ -77,6 +77,19 @@ impl Plan {
         self.ends.lock().is_ok_and(|ends| ends.values().all(|(_, done)| *done))
     }
 
+    /// Marks `topic`/`partition` read when `position` reached its end offset (catch-up reads).
+    pub(super) fn reached_at(&self, topic: &str, partition: i32, position: i64) {
+        if !self.catch_up {
+            return;
+        }
+        let Ok(mut ends) = self.ends.lock() else { return };
+        if let Some((end, done)) = ends.get_mut(&(topic.to_owned(), partition))
+            && position >= *end
+        {
+            *done = true;
+        }
+    }
+
     /// Marks partitions whose read position reached their end offset.
     fn reached(&self, positions: &TopicPartitionList) {
         let Ok(mut ends) = self.ends.lock() else { return };

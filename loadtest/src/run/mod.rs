@@ -64,6 +64,17 @@ pub(crate) enum ProducerKind {
     PerBroker,
 }
 
+/// How consumers fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum ConsumerKind {
+    /// librdkafka in the run's consumer group: every fetch names every partition.
+    Librdkafka,
+    /// Partitions assigned in turn (no group), one fetch per broker in an incremental fetch
+    /// session, as the Java consumer's fetcher sends (plaintext, uncompressed).
+    PerBroker,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Isolation {
@@ -108,6 +119,11 @@ pub(crate) struct RunArgs {
     /// Consumer instances, all in one consumer group, each with its own thread.
     #[arg(long, default_value_t = 1)]
     pub(crate) consumers: usize,
+    /// What consumers are: librdkafka in a consumer group (every fetch names every partition),
+    /// or per-broker (partitions assigned in turn, incremental fetch sessions, the Java
+    /// consumer's shape).
+    #[arg(long, value_enum, default_value_t = ConsumerKind::Librdkafka)]
+    pub(crate) consumer_kind: ConsumerKind,
     /// Consumer group id (default: a new group per run).
     #[arg(long)]
     pub(crate) group: Option<String>,
@@ -251,9 +267,7 @@ impl RunArgs {
         if self.producers == 0 && (self.rate > 0 || self.transaction_records > 0) {
             bail!("--rate and --transaction-records need producers");
         }
-        if self.producer_kind == ProducerKind::PerBroker {
-            per_broker::check(self)?;
-        }
+        per_broker::check(self)?;
         for price in [self.price_per_1000_puts, self.price_per_1000_gets, self.price_per_vcpu_hour] {
             if !(0.0..1e6).contains(&price) {
                 bail!("prices must be in 0..1000000");
@@ -324,10 +338,12 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     let consumer_plan = Arc::new(consumer::Plan::new(&args, &partitions)?);
     let consumers: Vec<_> = (0..args.consumers)
         .map(|i| {
-            let (args, stats, plan) = (args.clone(), stats.clone(), consumer_plan.clone());
-            std::thread::Builder::new()
-                .name(format!("consumer-{i}"))
-                .spawn(move || consumer::run(&args, i, &stats, &plan))
+            let (args, stats, plan, partitions) =
+                (args.clone(), stats.clone(), consumer_plan.clone(), partitions.clone());
+            std::thread::Builder::new().name(format!("consumer-{i}")).spawn(move || match args.consumer_kind {
+                ConsumerKind::Librdkafka => consumer::run(&args, i, &stats, &plan),
+                ConsumerKind::PerBroker => per_broker::consume(args, i, stats, plan, partitions),
+            })
         })
         .collect::<Result<_, _>>()?;
     if args.consumers > 0 && args.producers > 0 && !args.from_start {
@@ -348,7 +364,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             let (args, stats, partitions) = (args.clone(), stats.clone(), partitions.clone());
             std::thread::Builder::new().name(format!("producer-{i}")).spawn(move || match args.producer_kind {
                 ProducerKind::Librdkafka => producer::run(&args, i, &stats, &partitions, end),
-                ProducerKind::PerBroker => per_broker::run(&args, i, &stats, &partitions, end),
+                ProducerKind::PerBroker => per_broker::produce(&args, i, &stats, &partitions, end),
             })
         })
         .collect::<Result<_, _>>()?;

@@ -1,10 +1,6 @@
-//! A producer that sends as the Java client does: each partition's records gather in a batch,
-//! and once any batch for a broker is `linger.ms` old (or full), one Produce request carries
-//! every partition's open batch to that broker, with at most five requests in flight per
-//! connection. librdkafka sends one request per partition batch instead, so with thousands of
-//! partitions and a few records each it sends a request per record, and its own CPU (on the
-//! same cores as the server in these benchmarks) decides the latency. Plaintext, uncompressed
-//! and not idempotent: what the partition benchmarks need, refused otherwise.
+//! The producer: each partition's records gather in a batch, and once any batch for a broker
+//! is `linger.ms` old (or full), one Produce request carries every partition's open batch to
+//! that broker, with at most five requests in flight per connection.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,15 +13,15 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{Notify, mpsc};
 
-use super::RunArgs;
-use super::producer::{RecordSource, locate};
-use super::stats::{Stats, wall_micros};
+use super::{Leaders, leaders};
+use crate::run::RunArgs;
+use crate::run::producer::{RecordSource, locate};
+use crate::run::stats::{Stats, wall_micros};
 
 /// Requests in flight per connection (the Java client's `max.in.flight.requests.per.connection`).
 const IN_FLIGHT_MAX: usize = 5;
@@ -60,12 +56,6 @@ struct Target {
 /// Each record's send time and bytes, in a batch.
 type SendTimes = Vec<(Instant, u64)>;
 
-/// Where each partition's leader is: broker addresses, and per partition an index into them.
-struct Leaders {
-    addresses: Vec<String>,
-    of: HashMap<(String, i32), usize>,
-}
-
 /// What a request in flight carried, to be matched with its answer (answers come in order).
 struct InFlight {
     correlation: i32,
@@ -85,29 +75,7 @@ struct Broker {
     correlation: i32,
 }
 
-/// Refuses what this producer does not do, before anything starts.
-pub(super) fn check(args: &RunArgs) -> anyhow::Result<()> {
-    if args.compression != "none" {
-        bail!("--producer-kind per-broker sends uncompressed batches; use --compression none");
-    }
-    if args.idempotence || args.transaction_records > 0 {
-        bail!("--producer-kind per-broker is not idempotent or transactional");
-    }
-    if args.acks == "0" {
-        bail!("--producer-kind per-broker waits for answers; use --acks 1 or all");
-    }
-    let secured = args
-        .client_config
-        .iter()
-        .chain(&args.producer_config)
-        .any(|(k, v)| (k == "security.protocol" && !v.eq_ignore_ascii_case("plaintext")) || k.starts_with("sasl."));
-    if secured {
-        bail!("--producer-kind per-broker speaks plaintext only");
-    }
-    Ok(())
-}
-
-pub(super) fn run(
+pub(in crate::run) fn run(
     args: &RunArgs,
     index: usize,
     stats: &Arc<Stats>,
@@ -122,36 +90,6 @@ pub(super) fn run(
         stats.stop.store(true, Ordering::Relaxed);
     }
     result
-}
-
-/// Each partition's leader as an index into the returned broker addresses.
-fn leaders(args: &RunArgs, topics: &[(String, i32)]) -> anyhow::Result<Leaders> {
-    let client: BaseConsumer =
-        super::client_config(&args.bootstrap, &args.client_config).create().context("metadata client")?;
-    let mut addresses: Vec<String> = Vec::new();
-    let mut by_id: HashMap<i32, usize> = HashMap::new();
-    let mut leaders = HashMap::new();
-    for (topic, _) in topics {
-        let metadata = client
-            .fetch_metadata(Some(topic), Duration::from_secs(30))
-            .with_context(|| format!("metadata of {topic}"))?;
-        for broker in metadata.brokers() {
-            by_id.entry(broker.id()).or_insert_with(|| {
-                addresses.push(format!("{}:{}", broker.host(), broker.port()));
-                addresses.len() - 1
-            });
-        }
-        for t in metadata.topics() {
-            for p in t.partitions() {
-                let broker = by_id
-                    .get(&p.leader())
-                    .copied()
-                    .with_context(|| format!("{topic}/{} has no known leader", p.id()))?;
-                leaders.insert((topic.clone(), p.id()), broker);
-            }
-        }
-    }
-    Ok(Leaders { addresses, of: leaders })
 }
 
 async fn produce_until(
