@@ -21,6 +21,14 @@ const _: () = assert!(BATCH_BYTES_MAX < FRAME_BYTES_MAX);
 /// held in the flush buffer, bounded by `--buffer-bytes`. A tenant over its quota gets no more
 /// for it: its connection is not read while a hold lasts (`connection.rs`).
 pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 8192;
+/// Bytes one connection's read and unanswered requests may hold: each request's frame and, for
+/// a Fetch, the answer it may grow to (its `max_bytes`, at most [`FETCH_RESPONSE_BYTES_MAX`]).
+/// Past it the connection is not read until answers are written, so a client that pipelines
+/// large fetches and reads no answers holds at most this much (before it, 8,192 fetches of
+/// 55 MiB each could wait unwritten: issue 53). A request is always read when nothing else
+/// is in flight, so one of any allowed size proceeds. Real clients keep one fetch in flight per
+/// connection (50 MiB by default in Java and librdkafka); producers a few MiB.
+pub const CONNECTION_REQUEST_BYTES_IN_FLIGHT_MAX: u64 = 128 * 1024 * 1024;
 
 /// How long a sequence hold (`produce::holds`) lasts after the last failure of its chunk. A
 /// producer still retrying the chunk renews it; one that gave the chunk up bumps its epoch,

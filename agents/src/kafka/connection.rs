@@ -3,7 +3,9 @@
 //! Requests are read and started in order (a Produce's batches enter the flush buffer before the
 //! next request is read), then run concurrently; a writer task answers them strictly in the order
 //! they arrived, so a slow long-poll Fetch is never overtaken on its connection. At most
-//! [`CONNECTION_REQUESTS_IN_FLIGHT_MAX`] requests are in flight; past that the reader waits.
+//! [`CONNECTION_REQUESTS_IN_FLIGHT_MAX`] requests holding at most
+//! [`CONNECTION_REQUEST_BYTES_IN_FLIGHT_MAX`] bytes ([`BytesInFlight`]) are in flight; past
+//! either the reader waits.
 //! Any framing or decoding error closes this connection only.
 //!
 //! Memory: a connection that is not reading a request or writing a response holds no buffer
@@ -38,7 +40,10 @@ use super::sasl::{Admission, Principal, Session, Verdict};
 use crate::Agent;
 use crate::access::Access;
 use crate::fetch::sessions::Ticket;
-use crate::limits::{CONNECTION_REQUESTS_IN_FLIGHT_MAX, FRAME_BYTES_MAX};
+use crate::limits::{
+    CONNECTION_REQUEST_BYTES_IN_FLIGHT_MAX, CONNECTION_REQUESTS_IN_FLIGHT_MAX, FETCH_RESPONSE_BYTES_MAX,
+    FRAME_BYTES_MAX,
+};
 use crate::quotas::{QuotaBuckets, QuotaHolder, QuotaKind};
 
 /// Why a connection was closed by the agent.
@@ -76,6 +81,57 @@ const READ_BYTES_MIN: usize = 4 * 1024;
 /// records) are written as their own parts.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
+/// The bytes a connection's read, unanswered requests hold (their frames, and what a Fetch's
+/// answer may grow to), bounded by [`CONNECTION_REQUEST_BYTES_IN_FLIGHT_MAX`]: the reader takes
+/// a request's share before starting it and the writer gives it back once the answer is written.
+#[derive(Default)]
+struct BytesInFlight {
+    held: std::sync::atomic::AtomicU64,
+    returned: tokio::sync::Notify,
+}
+
+impl BytesInFlight {
+    /// Waits until `bytes` more fit (or nothing is held, so any one request proceeds), then
+    /// holds them until the returned share is dropped. Only the connection's reader takes
+    /// shares, so what it checked cannot grow before it adds.
+    async fn take(self: &Arc<Self>, bytes: u64) -> HeldBytes {
+        use std::sync::atomic::Ordering::AcqRel;
+        loop {
+            let returned = self.returned.notified();
+            let held = self.held.load(std::sync::atomic::Ordering::Acquire);
+            if held == 0 || held.saturating_add(bytes) <= CONNECTION_REQUEST_BYTES_IN_FLIGHT_MAX {
+                self.held.fetch_add(bytes, AcqRel);
+                return HeldBytes { of: self.clone(), bytes };
+            }
+            returned.await;
+        }
+    }
+}
+
+/// One request's share of [`BytesInFlight`], given back when dropped.
+struct HeldBytes {
+    of: Arc<BytesInFlight>,
+    bytes: u64,
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.of.held.fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
+        self.of.returned.notify_one();
+    }
+}
+
+/// The bytes a request holds while in flight: its frame, and for a Fetch the answer it may
+/// grow to (versions before 3 have no `max_bytes`: the largest answer).
+fn bytes_in_flight(frame_bytes: u64, request: &RequestKind, version: i16) -> u64 {
+    let answer = match request {
+        RequestKind::Fetch(fetch) if version >= 3 => usize::try_from(fetch.max_bytes).unwrap_or(0),
+        RequestKind::Fetch(_) => FETCH_RESPONSE_BYTES_MAX,
+        _ => 0,
+    };
+    frame_bytes.saturating_add(answer.min(FETCH_RESPONSE_BYTES_MAX) as u64)
+}
+
 struct InFlight {
     started: std::time::Instant,
     /// The connection's quota holds ([`Connection::holds`]) when it was read.
@@ -87,6 +143,8 @@ struct InFlight {
     version: i16,
     reply: Reply,
     finish: Finish,
+    /// Its share of the connection's [`BytesInFlight`], given back when the answer is written.
+    _held: Option<HeldBytes>,
 }
 
 /// What the writer needs to finish a response.
@@ -385,6 +443,7 @@ async fn read_requests(
     let extras = dispatch::extras(agent);
     let peer = connection.peer;
     let limits = agent.config.connections.clone();
+    let budget = Arc::new(BytesInFlight::default());
     let authenticate_by = tokio::time::Instant::now() + limits.authentication_timeout;
     let mut proven = false;
     loop {
@@ -425,13 +484,23 @@ async fn read_requests(
                 let (api_key, version, finish) = (ApiKey::ApiVersions, 0, Finish::default());
                 let request_bytes = frame_bytes;
                 let holds_before = connection.holds.load(std::sync::atomic::Ordering::Relaxed);
-                let request =
-                    InFlight { started, holds_before, request_bytes, correlation_id, api_key, version, reply, finish };
+                let request = InFlight {
+                    started,
+                    holds_before,
+                    request_bytes,
+                    correlation_id,
+                    api_key,
+                    version,
+                    reply,
+                    finish,
+                    _held: None,
+                };
                 let _ = in_flight.send(Box::new(request)).await;
                 continue;
             }
         };
         let correlation_id = header.correlation_id;
+        let held = Some(budget.take(bytes_in_flight(frame_bytes, &request, version)).await);
         let mut close = false;
         let (reply, finish) = match (&mut *sasl, request) {
             // Authentication changes what the next request may do, so it is answered here, in
@@ -484,8 +553,17 @@ async fn read_requests(
         // throttled channel, beside its answer's hold: however many requests it pipelines, it
         // is read no faster than its share (an acks=0 produce was held before it started).
         let mute = (!matches!(reply, Reply::None)).then_some(finish.throttle).filter(|t| !t.is_zero());
-        let in_flight_request =
-            InFlight { started, holds_before, request_bytes, correlation_id, api_key, version, reply, finish };
+        let in_flight_request = InFlight {
+            started,
+            holds_before,
+            request_bytes,
+            correlation_id,
+            api_key,
+            version,
+            reply,
+            finish,
+            _held: held,
+        };
         if in_flight.send(Box::new(in_flight_request)).await.is_err() || close {
             return Ok(());
         }

@@ -232,6 +232,44 @@ async fn crafted_session_requests_get_the_answers_kafka_gives() {
     floe.shutdown().await;
 }
 
+/// A client that pipelines large fetches and reads no answers holds a bounded share of the
+/// agent: once its unanswered requests hold `CONNECTION_REQUEST_BYTES_IN_FLIGHT_MAX` (each
+/// fetch counting the 55 MiB its answer may grow to), no more of them are read, and every
+/// answer still comes once the client reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_reading_no_answers_has_no_more_fetches_read_past_its_bytes_in_flight() {
+    const FETCHES: usize = 64;
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let mut kafka = floe.kafka();
+    kafka.create_topic("big", 1).await;
+    let value = "v".repeat(384 * 1024);
+    for _ in 0..2 {
+        let produced = kafka.produce("big", 0, record_batch(&[value.as_str()]), -1).await.expect("answered");
+        assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
+    }
+    let reads = || async {
+        floe.metric("floe_fetch_partition_reads_total{path=\"planned\"}").await
+            + floe.metric("floe_fetch_partition_reads_total{path=\"at_end\"}").await
+    };
+    let before = reads().await;
+    // Each answer is 768 KiB (both batches) and asks for up to i32::MAX bytes; the duplex
+    // holds 4 MiB of answers before the agent's writer waits for this client.
+    let request = fetch_request("big", 0, 0);
+    for _ in 0..FETCHES {
+        kafka.send(&request, FETCH_VERSION).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let read = reads().await - before;
+    assert!(read < 16.0, "{read} of {FETCHES} fetches read while their answers wait unread");
+    for _ in 0..FETCHES {
+        let (_, response) = kafka.recv::<FetchRequest>(FETCH_VERSION).await;
+        let partition = response.responses.into_iter().flat_map(|t| t.partitions).next().expect("answered");
+        assert_eq!(partition.error_code, 0);
+        assert_eq!(decode_records(partition.records.as_ref()).len(), 2, "both batches, every time");
+    }
+    floe.shutdown().await;
+}
+
 /// Sends `request` and returns how long its answer took and the one partition it names.
 async fn timed_fetch(
     kafka: &mut KafkaClient,
