@@ -253,6 +253,21 @@ fn partitions_that_returned_records_rotate_to_the_back() {
 }
 
 #[test]
+fn partitions_that_returned_records_go_to_the_back_in_their_order() {
+    let sessions = FetchSessions::new(FetchSessionBounds::default());
+    let id = open(&sessions, V12, &[0, 1, 2, 3, 4], Instant::now());
+    let mut order = Vec::new();
+    for (epoch, with_records) in [(1, &[1, 3][..]), (2, &[0, 1][..]), (3, &[][..])] {
+        let mut request = fetch(V12, id, epoch, &[]);
+        let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+        order.push(request.topics[0].partitions.iter().map(|p| p.partition).collect::<Vec<_>>());
+        let mut response = answer(&request, |_| 10, with_records);
+        sessions.finish(ticket, &mut response);
+    }
+    assert_eq!(order, vec![vec![0, 1, 2, 3, 4], vec![0, 2, 4, 1, 3], vec![2, 4, 3, 0, 1]]);
+}
+
+#[test]
 fn the_epoch_wraps_to_one() {
     let sessions = FetchSessions::new(FetchSessionBounds::default());
     let id = open(&sessions, V12, &[0], Instant::now());
