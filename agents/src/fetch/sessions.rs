@@ -187,6 +187,15 @@ impl Session {
         let topic = if self.uses_topic_ids { TopicKey::Id(topic_id) } else { TopicKey::Name(topic.0.clone()) };
         (topic, partition)
     }
+
+    /// Whether `key` is the session's key of this partition, compared without building one.
+    fn is_key(&self, key: &Key, topic: &TopicName, topic_id: Uuid, partition: i32) -> bool {
+        key.1 == partition
+            && match &key.0 {
+                TopicKey::Id(id) => self.uses_topic_ids && *id == topic_id,
+                TopicKey::Name(name) => !self.uses_topic_ids && *name == topic.0,
+            }
+    }
 }
 
 /// What [`FetchSessions::finish`] needs to answer a fetch that [`FetchSessions::begin`] took.
@@ -526,11 +535,20 @@ impl FetchSessions {
         response.session_id = session.id;
         let mut rotate = false;
         let mut omitted = 0u64;
+        // The answer lists the session's partitions in the session's order (the request was
+        // expanded from it), so each is nearly always the one after the last: no hashing.
+        let mut cursor = 0usize;
         for topic in &mut response.responses {
             let (name, id) = (&topic.topic, topic.topic_id);
             topic.partitions.retain(|p| {
-                let key = session.key(name, id, p.partition_index);
-                let Some(cached) = state.partitions.get_mut(&key) else { return true };
+                let at = match state.partitions.get_index(cursor) {
+                    Some((key, _)) if session.is_key(key, name, id, p.partition_index) => Some(cursor),
+                    _ => state.partitions.get_index_of(&session.key(name, id, p.partition_index)),
+                };
+                let Some((at, (_, cached))) = at.and_then(|at| Some((at, state.partitions.get_index_mut(at)?))) else {
+                    return true;
+                };
+                cursor = at + 1;
                 let respond = cached.must_respond(p);
                 if p.records.as_ref().is_some_and(|r| !r.is_empty()) {
                     cached.to_back = true;

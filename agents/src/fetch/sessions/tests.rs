@@ -268,6 +268,19 @@ fn partitions_that_returned_records_go_to_the_back_in_their_order() {
 }
 
 #[test]
+fn an_answer_in_another_order_than_the_session_is_still_filtered_per_partition() {
+    let sessions = FetchSessions::new(FetchSessionBounds::default());
+    let id = open(&sessions, V12, &[0, 1, 2, 3], Instant::now());
+    let mut request = fetch(V12, id, 1, &[]);
+    let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+    // Partition 2's high watermark moved; the answer lists the partitions backwards.
+    let mut response = answer(&request, |p| if p == 2 { 11 } else { 10 }, &[]);
+    response.responses[0].partitions.reverse();
+    sessions.finish(ticket, &mut response);
+    assert_eq!(answered(&response), vec![2]);
+}
+
+#[test]
 fn the_epoch_wraps_to_one() {
     let sessions = FetchSessions::new(FetchSessionBounds::default());
     let id = open(&sessions, V12, &[0], Instant::now());
