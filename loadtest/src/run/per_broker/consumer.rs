@@ -35,6 +35,10 @@ const FETCH_VERSION_MAX: i16 = 12;
 /// Fetch errors that end the session: the next request starts a new one with every partition.
 const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+/// Wait before the next fetch after a partition's error (the Java client's `retry.backoff.ms`):
+/// an error is answered at once, so without it a failing partition makes a busy loop that
+/// loads the server the benchmark measures.
+const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// A record batch's fixed header, up to and including its record count.
 const BATCH_HEADER_BYTES: usize = 61;
 
@@ -137,11 +141,13 @@ async fn read_from(
                 // A broker that keeps no session answers 0: every fetch stays a full one.
                 epoch = if session_id == 0 { 0 } else { epoch.checked_add(1).unwrap_or(1).max(1) };
             }
+            let mut failed = false;
             for topic in response.responses {
                 for partition in topic.partitions {
                     let Some(&i) = at.get(&(topic.topic.clone(), partition.partition_index)) else { continue };
                     if partition.error_code != 0 {
                         stats.error(format!("consume: Kafka error {}", partition.error_code));
+                        failed = true;
                         continue;
                     }
                     let Some(records) = partition.records else { continue };
@@ -153,6 +159,9 @@ async fn read_from(
                         plan.reached_at(&position.topic, position.partition, next);
                     }
                 }
+            }
+            if failed {
+                tokio::time::sleep(ERROR_BACKOFF).await;
             }
         }
         anyhow::Ok(())
