@@ -86,6 +86,10 @@ pub const CLEANED_CHUNK_BYTES_MAX: usize = 8 * 1024 * 1024;
 pub const CLEANER_KEY_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// Stored bytes one key compaction pass covers: its new object is built in memory.
 pub const CLEANER_RANGE_BYTES_MAX: u64 = 512 * 1024 * 1024;
+/// Bytes of small chunks a compaction reads before it writes any: chunks are read in the order
+/// they lie in their objects, so each object shared by the batch's runs is read once, not once per
+/// partition (at 10,000 partitions every flush object holds a chunk of each).
+pub const COMPACTION_BATCH_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Consumer group lag series exported per scrape (group × partition); past it the rest are
 /// left out so a cluster with very many groups cannot blow up a scrape.
 pub const GROUP_LAG_SERIES_MAX: usize = 100_000;

@@ -628,8 +628,8 @@ struct HeldBlocks {
     bytes: usize,
 }
 
-/// Bytes of blocks a job keeps: a compaction reads its inputs in partition order, as earlier
-/// compactions wrote them, so its next reads fall in the last few blocks it read.
+/// Bytes of blocks a job keeps: a compaction reads its inputs in the order they lie in their
+/// objects, so its next read falls in the block it read last or the next one.
 pub const JOB_BLOCKS_BYTES_MAX: usize = 8 * BLOCK_BYTES as usize;
 
 impl JobBlocks {

@@ -219,8 +219,17 @@ fn topic_name(name: &str) -> TopicName {
 
 /// A Produce request of `records` to one partition.
 pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
-    let data = PartitionProduceData::default().with_index(partition).with_records(Some(records));
-    let topic = TopicProduceData::default().with_name(topic_name(topic)).with_partition_data(vec![data]);
+    produce_request_to(topic, vec![(partition, records)], acks)
+}
+
+/// A Produce request of records to several partitions of a topic, as a producer sends a
+/// broker's batches together.
+pub fn produce_request_to(topic: &str, batches: Vec<(i32, Bytes)>, acks: i16) -> ProduceRequest {
+    let data = batches
+        .into_iter()
+        .map(|(partition, records)| PartitionProduceData::default().with_index(partition).with_records(Some(records)))
+        .collect();
+    let topic = TopicProduceData::default().with_name(topic_name(topic)).with_partition_data(data);
     ProduceRequest::default().with_acks(acks).with_timeout_ms(30_000).with_topic_data(vec![topic])
 }
 

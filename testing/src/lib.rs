@@ -12,7 +12,7 @@ mod kafka;
 pub use kafka::{
     CREATE_TOPICS_VERSION, FETCH_VERSION, INIT_PRODUCER_ID_VERSION, KafkaClient, LIST_OFFSETS_VERSION,
     METADATA_VERSION, PRODUCE_VERSION, decode_records, fetch_request, list_offsets_request, partition_answer,
-    produce_request, producer_batch, record_batch, split_batches, transactional_batch,
+    produce_request, produce_request_to, producer_batch, record_batch, split_batches, transactional_batch,
 };
 
 use std::net::SocketAddr;
@@ -42,6 +42,8 @@ pub struct TestOptions {
     /// Puts the object store behind the fault wrapper, whose rates [`TestAgent::set_faults`]
     /// sets (no faults until then).
     pub object_store_faults: bool,
+    /// The hot tier's memory (16 MiB when `None`); a small one sends reads to the object store.
+    pub cache_memory_bytes: Option<u64>,
 }
 
 /// A metadata node and an agent in this process, over a temporary directory removed when the
@@ -81,8 +83,12 @@ impl TestAgent {
             ..ObjectStoreConfig::default()
         })
         .expect("memory store opens");
-        let cache =
-            BlockCache::open(&BlockCacheConfig { memory_bytes: 16 << 20, disk: None }).await.expect("cache opens");
+        let cache = BlockCache::open(&BlockCacheConfig {
+            memory_bytes: options.cache_memory_bytes.unwrap_or(16 << 20),
+            disk: None,
+        })
+        .await
+        .expect("cache opens");
         let usage = floe_agent::UsageMeter::open(floe_agent::UsageConfig {
             enabled: false,
             journal_dir: None,

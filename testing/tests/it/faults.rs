@@ -8,7 +8,7 @@ use kafka_protocol::ResponseError;
 /// nothing, and the next Produce that succeeds takes the offset the failed one never had.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_put_is_a_storage_error_and_leaves_the_log_as_it_was() {
-    let floe = TestAgent::start(TestOptions { object_store_faults: true }).await;
+    let floe = TestAgent::start(TestOptions { object_store_faults: true, ..TestOptions::default() }).await;
     let mut kafka = floe.kafka();
     kafka.create_topic("payments", 1).await;
     let before = kafka.produce("payments", 0, record_batch(&["p1"]), -1).await.expect("answered");

@@ -32,7 +32,7 @@ const HELD: &str = "an earlier request of this producer to the partition failed"
 /// all five in order is committed at offsets 0 to 4, each record once, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_flush_holds_back_the_producers_later_requests_until_it_is_retried() {
-    let floe = TestAgent::start(TestOptions { object_store_faults: true }).await;
+    let floe = TestAgent::start(TestOptions { object_store_faults: true, ..TestOptions::default() }).await;
     let mut kafka = floe.kafka();
     kafka.create_topic("held", 1).await;
     let (producer_id, producer_epoch) = kafka.init_producer_id(None).await;

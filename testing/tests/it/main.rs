@@ -5,6 +5,7 @@
 mod admin;
 mod api_versions;
 mod bad_input;
+mod compaction;
 mod faults;
 mod fetch;
 mod flush_order;

@@ -90,7 +90,7 @@ fn assert_same_batch(sent: &Bytes, served: &Bytes, base_offset: i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_pipelined_produce_requests_are_read_while_flushes_are_slow() {
     const REQUESTS: usize = 2_000;
-    let floe = TestAgent::start(TestOptions { object_store_faults: true }).await;
+    let floe = TestAgent::start(TestOptions { object_store_faults: true, ..TestOptions::default() }).await;
     let mut kafka = floe.kafka();
     kafka.create_topic("events", 1).await;
     // 16 MiB of batches: more than 1,024 requests and the connection's 4 MiB duplex hold.
