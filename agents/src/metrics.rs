@@ -92,7 +92,7 @@ pub static LONG_POLLS_WAITING: LazyLock<IntGauge> = LazyLock::new(|| {
 pub static FETCH_PARTITION_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "floe_fetch_partition_reads_total",
-        "Partitions read by Kafka Fetch, by path (at_end: answered from the state; planned: through the index)",
+        "Partitions of Kafka Fetches by how they were answered (at_end: from the state; planned: read through the index; unchanged: left out, a session told all of it already)",
         &["path"]
     )
     .expect("unique")

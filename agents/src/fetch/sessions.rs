@@ -8,6 +8,13 @@
 //! partitions from the answer. Everything in between sees an ordinary full fetch, so ACLs are
 //! checked on every partition of every fetch, as Kafka does.
 //!
+//! A session also remembers what its answers last said of each partition, keyed as the state
+//! names it ([`ToldPartitions`], written by the Fetch handler after authorization and scoping):
+//! a partition the client has read to its end and that has not moved since is left out of the
+//! read (it would be filtered out of the answer anyway), so at 10,000 partitions a fetch reads
+//! the few that moved, not all of them. It is still waited on, and still authorized: the
+//! authorizer sees the whole expanded request.
+//!
 //! A session is soft state on one agent: it belongs to one connection (and tenant) and dies with
 //! it. Losing one costs the client a single full fetch, never a position, since fetch offsets
 //! always come from the client.
@@ -19,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use floe_metadata::TopicId;
 use floe_metadata::locks::MutexRecovery;
 use indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -27,6 +35,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use crate::fetch::wakeups::Mark;
 use crate::metrics;
 
 /// The first Fetch version with sessions.
@@ -167,6 +176,22 @@ struct Session {
     tenant: Option<Arc<str>>,
     uses_topic_ids: bool,
     state: Mutex<SessionState>,
+    told: ToldPartitions,
+}
+
+/// What a session's answers last said of each partition the handler read (its high watermark,
+/// last stable and log start offsets, leader epoch), by the state's topic id. After an answer
+/// the client knows exactly these: a partition left out of it was left out because it had not
+/// changed. Cleared whenever the session's partitions change, so a partition added again is
+/// answered again. Cheap to clone (clones share the map).
+#[derive(Clone, Debug, Default)]
+pub struct ToldPartitions(Arc<Mutex<rustc_hash::FxHashMap<(TopicId, i32), Mark>>>);
+
+impl ToldPartitions {
+    /// The map, taken back from poison: each change is one map operation.
+    pub fn lock(&self) -> MutexGuard<'_, rustc_hash::FxHashMap<(TopicId, i32), Mark>> {
+        self.0.lock_recovered()
+    }
 }
 
 struct SessionState {
@@ -202,6 +227,13 @@ impl Session {
 pub struct Ticket {
     session: Arc<Session>,
     full: bool,
+}
+
+impl Ticket {
+    /// What the session's answers told the client, for the Fetch handler to read and write.
+    pub fn told(&self) -> ToldPartitions {
+        self.session.told.clone()
+    }
 }
 
 impl std::fmt::Debug for Ticket {
@@ -366,7 +398,8 @@ impl FetchSessions {
             }
         };
         let state = Mutex::new(SessionState { epoch: 1, closed: false, partitions });
-        let session = Arc::new(Session { id, connection, tenant: tenant.clone(), uses_topic_ids, state });
+        let told = ToldPartitions::default();
+        let session = Arc::new(Session { id, connection, tenant: tenant.clone(), uses_topic_ids, state, told });
         let entry = Entry { session: session.clone(), created: now, last_used: now, partitions: size };
         cache.entries.insert(id, entry);
         cache.by_connection.entry(connection).or_default().push(id);
@@ -481,6 +514,7 @@ impl FetchSessions {
             if session.uses_topic_ids != (version >= TOPIC_IDS_VERSION_MIN) {
                 return Err(FetchSessionError::TopicIdUsage { opened_with_ids: session.uses_topic_ids });
             }
+            let mut changed = false;
             for topic in std::mem::take(&mut request.topics) {
                 for p in &topic.partitions {
                     let key = session.key(&topic.topic, topic.topic_id, p.partition);
@@ -488,6 +522,7 @@ impl FetchSessions {
                         Some(cached) => cached.request = p.clone(),
                         None => {
                             state.partitions.insert(key, Cached::new(&topic, p.clone()));
+                            changed = true;
                         }
                     }
                 }
@@ -498,6 +533,12 @@ impl FetchSessions {
                 .collect();
             if !forgotten.is_empty() {
                 state.partitions.retain(|key, _| !forgotten.contains(key));
+                changed = true;
+            }
+            if changed {
+                // A partition added again must be answered again: the told values are by the
+                // state's ids, which the session's keys cannot be matched with here.
+                session.told.lock().clear();
             }
             state.epoch = if state.epoch == i32::MAX { 1 } else { state.epoch + 1 };
             request.topics = expand(&state.partitions);

@@ -33,16 +33,25 @@ impl Mark {
             leader_epoch: read.leader_epoch,
         }
     }
+
+    /// The partition as the state holds it.
+    pub fn of_partition(p: &floe_metadata::Partition) -> Self {
+        Mark {
+            next_offset: p.next_offset,
+            log_start_offset: p.log_start_offset,
+            last_stable_offset: p.last_stable_offset(),
+            leader_epoch: p.leader_epoch,
+        }
+    }
+
+    /// The high watermark (the log's end).
+    pub fn high_watermark(&self) -> i64 {
+        self.next_offset
+    }
 }
 
 fn mark(partition: Option<&floe_metadata::Partition>) -> Option<Mark> {
-    let p = partition?;
-    Some(Mark {
-        next_offset: p.next_offset,
-        log_start_offset: p.log_start_offset,
-        last_stable_offset: p.last_stable_offset(),
-        leader_epoch: p.leader_epoch,
-    })
+    partition.map(Mark::of_partition)
 }
 
 /// One watched partition: how it was when last compared, and who waits on it.

@@ -588,7 +588,7 @@ async fn start(
     let user = principal.map(|p| p.user.as_str());
     let access = Access::new(&agent.config, user, principal.map(|p| p.tenant.as_str()), peer.ip());
     if ApiKey::try_from(header.request_api_key).is_ok_and(dispatch::acts_for_caller) {
-        let caller = Caller { principal, access: access.as_ref(), peer, tenant: None };
+        let caller = Caller { principal, access: access.as_ref(), peer, tenant: None, fetch_told: None };
         return (dispatch::start(agent, header, request, &caller, &mut connection.lane).await, Finish::default());
     }
     let mut finish = Finish {
@@ -647,7 +647,8 @@ async fn start(
         Ok(aliases) => {
             finish.aliases = aliases;
             let tenant = finish.namespace.as_ref().map(Namespace::key);
-            let caller = Caller { principal, access: access.as_ref(), peer, tenant };
+            let fetch_told = finish.fetch_session.as_ref().map(Ticket::told);
+            let caller = Caller { principal, access: access.as_ref(), peer, tenant, fetch_told };
             dispatch::start(agent, header, request, &caller, &mut connection.lane).await
         }
         Err(answer) => Reply::Now(answer),

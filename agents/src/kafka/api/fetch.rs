@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 
@@ -15,6 +16,7 @@ use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
+use crate::fetch::sessions::ToldPartitions;
 use crate::fetch::wakeups::Mark;
 use crate::fetch::{FetchError, PartitionRead, ReadLimits, read_at_end, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
@@ -27,6 +29,7 @@ pub(in crate::kafka) async fn handle(
     version: i16,
     request: FetchRequest,
     hints: crate::membership::ClientHints,
+    told: Option<ToldPartitions>,
 ) -> FetchResponse {
     let hints = crate::membership::ClientHints {
         rack: (version >= 11 && !request.rack_id.is_empty()).then(|| request.rack_id.to_string()),
@@ -54,9 +57,20 @@ pub(in crate::kafka) async fn handle(
         }
         let redirect = replicas.as_ref().map(|(pool, roles)| (pool.as_slice(), *roles));
         let marks = if waiter.is_none() { Some(Vec::new()) } else { None };
-        let (response, bytes, answer_now, seen) = read_once(agent, version, &request, redirect, marks).await;
+        let (response, bytes, answer_now, seen, telling) =
+            read_once(agent, version, &request, redirect, told.as_ref(), marks).await;
         let done = bytes >= min_bytes.max(1) || answer_now || wait.is_zero() || Instant::now() >= deadline;
         if done {
+            // Only the answer sent tells the client anything: an earlier pass's is dropped.
+            if let Some(told) = told.as_ref().filter(|_| !telling.is_empty()) {
+                let mut told = told.lock();
+                for (partition, mark) in telling {
+                    match mark {
+                        Some(mark) => told.insert(partition, mark),
+                        None => told.remove(&partition),
+                    };
+                }
+            }
             count_bytes_out(agent, &response, &hints);
             return response;
         }
@@ -74,23 +88,53 @@ pub(in crate::kafka) async fn handle(
 
 /// Each partition as a read answered it, to wait on.
 type Seen = Vec<(floe_metadata::TopicId, i32, Mark)>;
+/// What an answer tells of each partition it read (`None`: an error, told again once it clears).
+type Telling = Vec<((floe_metadata::TopicId, i32), Option<Mark>)>;
+
+/// How a partition is answered without reading its index.
+enum AtEnd {
+    /// Read to its end: no records, the state's offsets.
+    Read(PartitionRead),
+    /// The session told the client all there is of it and nothing moved since: left out of the
+    /// answer (which would drop it), only waited on.
+    Unchanged(Mark),
+}
+
+/// The partition as the session last told the client of it, if the client has read it to that
+/// end and nothing of it has moved since.
+fn unchanged(
+    state: &floe_metadata::State,
+    told: &rustc_hash::FxHashMap<(floe_metadata::TopicId, i32), Mark>,
+    topic_id: floe_metadata::TopicId,
+    p: &FetchPartition,
+) -> Option<Mark> {
+    let seen = told.get(&(topic_id, p.partition))?;
+    let log = state.partition(topic_id, p.partition)?;
+    let epoch_matches = p.current_leader_epoch < 0 || p.current_leader_epoch == log.leader_epoch;
+    (epoch_matches && p.fetch_offset == seen.high_watermark() && Mark::of_partition(log) == *seen).then_some(*seen)
+}
 
 /// One pass over every requested partition: the response, its record bytes, whether any
 /// partition failed or was sent to a read replica (either answers at once rather than waiting),
-/// and, when `marks` is given, each partition as read.
+/// and, when `marks` is given, each partition as read. With a session's `told`, partitions it
+/// told all of are left out, and what this answer would tell is returned, for the pass whose
+/// answer is sent to write.
 async fn read_once(
     agent: &Agent,
     version: i16,
     request: &FetchRequest,
     replicas: Option<(&[crate::membership::LiveAgent], floe_metadata::AgentRoles)>,
+    told: Option<&ToldPartitions>,
     mut marks: Option<Seen>,
-) -> (FetchResponse, usize, bool, Option<Seen>) {
+) -> (FetchResponse, usize, bool, Option<Seen>, Telling) {
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
     let mut total = 0usize;
     let mut errors = false;
     let mut topics = Vec::with_capacity(request.topics.len());
     let read_committed = request.isolation_level == READ_COMMITTED;
-    let (mut reads_at_end, mut reads_planned) = (0u64, 0u64);
+    let (mut reads_at_end, mut reads_planned, mut unchanged_left_out) = (0u64, 0u64, 0u64);
+    // What this answer tells of each partition read (None: an error, told again once it clears).
+    let mut telling = Telling::new();
     for topic in &request.topics {
         // The topic, and the partitions read at their end answered under one guard: most of a
         // large Fetch, which then costs a few lookups per partition.
@@ -101,21 +145,28 @@ async fn read_once(
             } else {
                 state.topic_by_name(topic.topic.as_str())
             };
-            let at_end: Vec<Option<PartitionRead>> = match t {
-                Some(t) if replicas.is_none() => topic
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        read_at_end(
-                            &state,
-                            t.topic_id,
-                            p.partition,
-                            p.fetch_offset,
-                            p.current_leader_epoch,
-                            read_committed,
-                        )
-                    })
-                    .collect(),
+            let at_end: Vec<Option<AtEnd>> = match t {
+                Some(t) if replicas.is_none() => {
+                    let told = told.map(ToldPartitions::lock);
+                    topic
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            if let Some(seen) = told.as_ref().and_then(|told| unchanged(&state, told, t.topic_id, p)) {
+                                return Some(AtEnd::Unchanged(seen));
+                            }
+                            read_at_end(
+                                &state,
+                                t.topic_id,
+                                p.partition,
+                                p.fetch_offset,
+                                p.current_leader_epoch,
+                                read_committed,
+                            )
+                            .map(AtEnd::Read)
+                        })
+                        .collect()
+                }
                 _ => Vec::new(),
             };
             (t.map(|t| (t.topic_id, t.name.clone())), at_end)
@@ -142,7 +193,14 @@ async fn read_once(
                 read_committed,
             };
             let read = match at_end.get_mut(i).and_then(Option::take) {
-                Some(read) => {
+                Some(AtEnd::Unchanged(seen)) => {
+                    unchanged_left_out += 1;
+                    if let Some(marks) = &mut marks {
+                        marks.push((*topic_id, p.partition, seen));
+                    }
+                    continue;
+                }
+                Some(AtEnd::Read(read)) => {
                     reads_at_end += 1;
                     Ok(read)
                 }
@@ -155,6 +213,9 @@ async fn read_once(
                 Ok(read) => {
                     if let Some(marks) = &mut marks {
                         marks.push((*topic_id, p.partition, Mark::of_read(&read)));
+                    }
+                    if told.is_some() {
+                        telling.push(((*topic_id, p.partition), Some(Mark::of_read(&read))));
                     }
                     budget = budget.saturating_sub(read.records.len());
                     total += read.records.len();
@@ -181,6 +242,9 @@ async fn read_once(
                         tracing::debug!(error = %e, "fetch partition failed");
                     }
                     errors = true;
+                    if told.is_some() {
+                        telling.push(((*topic_id, p.partition), None));
+                    }
                     partitions.push(failed(data, error_code::for_fetch(&e).code()));
                 }
             }
@@ -195,7 +259,8 @@ async fn read_once(
     }
     crate::metrics::FETCH_PARTITION_READS.with_label_values(&["at_end"]).inc_by(reads_at_end);
     crate::metrics::FETCH_PARTITION_READS.with_label_values(&["planned"]).inc_by(reads_planned);
-    (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors, marks)
+    crate::metrics::FETCH_PARTITION_READS.with_label_values(&["unchanged"]).inc_by(unchanged_left_out);
+    (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors, marks, telling)
 }
 
 /// The partition's answer naming its read replica, with the log's offsets and no records; `None`
@@ -258,8 +323,10 @@ impl KafkaApi for FetchRequest {
     const VERSIONS: (i16, i16) = (4, 18);
 
     async fn start(self, cx: Context<'_>) -> Reply {
-        let hints = cx.hints();
-        cx.later(move |agent, version| async move { ResponseKind::Fetch(handle(&agent, version, self, hints).await) })
+        let (hints, told) = (cx.hints(), cx.caller.fetch_told.clone());
+        cx.later(
+            move |agent, version| async move { ResponseKind::Fetch(handle(&agent, version, self, hints, told).await) },
+        )
     }
 }
 
