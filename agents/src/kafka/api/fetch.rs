@@ -64,11 +64,8 @@ pub(in crate::kafka) async fn handle(
             // Only the answer sent tells the client anything: an earlier pass's is dropped.
             if let Some(told) = told.as_ref().filter(|_| !telling.is_empty()) {
                 let mut told = told.lock();
-                for (partition, mark) in telling {
-                    match mark {
-                        Some(mark) => told.insert(partition, mark),
-                        None => told.remove(&partition),
-                    };
+                for ((topic_id, partition), mark) in telling {
+                    told.set(topic_id, partition, mark);
                 }
             }
             count_bytes_out(agent, &response, &hints);
@@ -100,18 +97,14 @@ enum AtEnd {
     Unchanged(Mark),
 }
 
-/// The partition as the session last told the client of it, if the client has read it to that
-/// end and nothing of it has moved since.
-fn unchanged(
-    state: &floe_metadata::State,
-    told: &rustc_hash::FxHashMap<(floe_metadata::TopicId, i32), Mark>,
-    topic_id: floe_metadata::TopicId,
-    p: &FetchPartition,
-) -> Option<Mark> {
-    let seen = told.get(&(topic_id, p.partition))?;
-    let log = state.partition(topic_id, p.partition)?;
+/// The partition as the session last told the client of it (`told`, the topic's), if the client
+/// has read it to that end and nothing of it has moved since.
+fn unchanged(topic: &floe_metadata::Topic, told: &[Option<Mark>], p: &FetchPartition) -> Option<Mark> {
+    let index = usize::try_from(p.partition).ok()?;
+    let seen = (*told.get(index)?)?;
+    let log = topic.partitions.get(index)?;
     let epoch_matches = p.current_leader_epoch < 0 || p.current_leader_epoch == log.leader_epoch;
-    (epoch_matches && p.fetch_offset == seen.high_watermark() && Mark::of_partition(log) == *seen).then_some(*seen)
+    (epoch_matches && p.fetch_offset == seen.high_watermark() && Mark::of_partition(log) == seen).then_some(seen)
 }
 
 /// One pass over every requested partition: the response, its record bytes, whether any
@@ -148,11 +141,12 @@ async fn read_once(
             let at_end: Vec<Option<AtEnd>> = match t {
                 Some(t) if replicas.is_none() => {
                     let told = told.map(ToldPartitions::lock);
+                    let told_of_topic = told.as_ref().map_or(&[][..], |told| told.topic(t.topic_id));
                     topic
                         .partitions
                         .iter()
                         .map(|p| {
-                            if let Some(seen) = told.as_ref().and_then(|told| unchanged(&state, told, t.topic_id, p)) {
+                            if let Some(seen) = unchanged(t, told_of_topic, p) {
                                 return Some(AtEnd::Unchanged(seen));
                             }
                             read_at_end(
