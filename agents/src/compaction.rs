@@ -177,50 +177,49 @@ struct ChunkRead {
     object_id: ObjectId,
     chunk: ChunkRef,
     object_bytes: u64,
-    /// The output object, its run, and the chunk's place in the run's bytes.
+    /// The output object, and the chunk's place in its buffer.
     output: usize,
-    run: usize,
     at: usize,
 }
 
-/// The bytes of every run of `batch`'s objects (one buffer per run, its chunks in offset order),
-/// or why an object's runs could not be read. Chunks are read in the order they lie in their
-/// objects, not run by run: at thousands of partitions every flush object holds a chunk of each
-/// run, and read partition by partition each object was read again for every partition once the
-/// job's blocks ([`JobBlocks`], shared by the round) no longer held it: 285 MiB/s of GETs to write
-/// 12 MiB/s at 10,000 partitions (issue 53). Sorted, each block is read once per batch.
+/// Chunk reads between two yields to the runtime: most come from the hot tier's memory without
+/// waiting, and a batch is tens of thousands of them, which would hold a worker thread (and the
+/// produce requests queued on it) for the whole batch.
+const READS_PER_YIELD: usize = 256;
+
+/// The bytes of every run of `batch`'s objects (one buffer per object, a slice per run, its
+/// chunks in offset order), or why an object's runs could not be read. Chunks are read in the
+/// order they lie in their objects, not run by run: at thousands of partitions every flush object
+/// holds a chunk of many runs, and read partition by partition each object was read again for
+/// every partition once the job's blocks ([`JobBlocks`], shared by the round) no longer held it:
+/// 285 MiB/s of GETs to write 12 MiB/s at 10,000 partitions (issue 53). Sorted, each block is
+/// read once per batch.
 async fn read_batch(agent: &Agent, batch: &[Vec<Run>], job: &JobBlocks) -> Vec<Result<Vec<Bytes>, String>> {
     let mut failed: Vec<Option<String>> = vec![None; batch.len()];
     let mut reads = Vec::new();
     {
         let state = agent.metadata.read();
         for (output, runs) in batch.iter().enumerate() {
-            for (run, entries) in runs.iter().map(|r| &r.entries).enumerate() {
-                let mut at = 0usize;
-                for e in entries {
-                    let Some(object) = state.objects.get(&e.object_id) else {
-                        failed[output] = Some("an object of the run is gone".into());
-                        break;
-                    };
-                    let key = SegmentKey::from_stored(object.key.clone());
-                    let chunk = ChunkRef { key, byte_start: e.byte_start, byte_len: e.byte_len, crc32c: e.crc32c };
-                    reads.push(ChunkRead {
-                        object_id: e.object_id,
-                        chunk,
-                        object_bytes: object.object_bytes,
-                        output,
-                        run,
-                        at,
-                    });
-                    at += e.byte_len as usize;
-                }
+            let mut at = 0usize;
+            for e in runs.iter().flat_map(|r| &r.entries) {
+                let Some(object) = state.objects.get(&e.object_id) else {
+                    failed[output] = Some("an object of the run is gone".into());
+                    break;
+                };
+                let key = SegmentKey::from_stored(object.key.clone());
+                let chunk = ChunkRef { key, byte_start: e.byte_start, byte_len: e.byte_len, crc32c: e.crc32c };
+                reads.push(ChunkRead { object_id: e.object_id, chunk, object_bytes: object.object_bytes, output, at });
+                at += e.byte_len as usize;
             }
         }
     }
     reads.sort_unstable_by_key(|r| (r.object_id, r.chunk.byte_start));
-    let mut buffers: Vec<Vec<Vec<u8>>> =
-        batch.iter().map(|runs| runs.iter().map(|run| vec![0; run.bytes() as usize]).collect()).collect();
-    for read in reads {
+    let mut buffers: Vec<Vec<u8>> =
+        batch.iter().map(|runs| vec![0; runs.iter().map(Run::bytes).sum::<u64>() as usize]).collect();
+    for (i, read) in reads.into_iter().enumerate() {
+        if i % READS_PER_YIELD == READS_PER_YIELD - 1 {
+            tokio::task::yield_now().await;
+        }
         if failed[read.output].is_some() {
             continue;
         }
@@ -231,8 +230,7 @@ async fn read_batch(agent: &Agent, batch: &[Vec<Run>], job: &JobBlocks) -> Vec<R
                 continue;
             }
         };
-        let slot = buffers[read.output][read.run].get_mut(read.at..read.at + data.len());
-        match slot {
+        match buffers[read.output].get_mut(read.at..read.at + data.len()) {
             Some(slot) if data.len() == read.chunk.byte_len as usize => slot.copy_from_slice(&data),
             _ => failed[read.output] = Some("a chunk read is not its entry's length".into()),
         }
@@ -240,9 +238,21 @@ async fn read_batch(agent: &Agent, batch: &[Vec<Run>], job: &JobBlocks) -> Vec<R
     buffers
         .into_iter()
         .zip(failed)
-        .map(|(runs, failed)| match failed {
+        .zip(batch)
+        .map(|((buffer, failed), runs)| match failed {
             Some(e) => Err(e),
-            None => Ok(runs.into_iter().map(Bytes::from).collect()),
+            None => {
+                let buffer = Bytes::from(buffer);
+                let mut at = 0usize;
+                Ok(runs
+                    .iter()
+                    .map(|run| {
+                        let len = run.bytes() as usize;
+                        at += len;
+                        buffer.slice(at - len..at)
+                    })
+                    .collect())
+            }
         })
         .collect()
 }
