@@ -92,7 +92,7 @@ pub static LONG_POLLS_WAITING: LazyLock<IntGauge> = LazyLock::new(|| {
 pub static FETCH_PARTITION_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "floe_fetch_partition_reads_total",
-        "Partitions of Kafka Fetches by how they were answered (at_end: from the state; planned: read through the index; unchanged: left out, a session told all of it already)",
+        "Partitions of Kafka Fetches by how they were answered (at_end: from the state; planned: read through the index; unchanged: left out, a session told all of it already; settled: left out unseen, an earlier pass of the same long poll left it out and it has not moved)",
         &["path"]
     )
     .expect("unique")

@@ -59,7 +59,7 @@ fn mark(partition: Option<&floe_metadata::Partition>) -> Option<Mark> {
 struct Watched {
     mark: Option<Mark>,
     /// Usually one (the consumer of the partition): a vector beats a map for so few.
-    waiters: Vec<(u64, Arc<Notify>)>,
+    waiters: Vec<(u64, Arc<Wake>)>,
     /// Compares since the last waiter left. A consumer waits on the same partitions Fetch after
     /// Fetch, so an entry without waiters is kept for [`IDLE_COMPARES_MAX`] compares: the next
     /// wait on it then allocates nothing.
@@ -76,6 +76,34 @@ const IDLE_COMPARES_MAX: u32 = 64;
 struct Registry {
     topics: FxHashMap<TopicId, FxHashMap<i32, Watched>>,
     next_waiter: u64,
+}
+
+/// Partitions a waiter is told moved, past which it is told only that many did.
+const MOVED_LISTED_MAX: usize = 4096;
+
+/// How a waiter is woken: the permit, and which of its partitions moved since it last looked.
+#[derive(Debug, Default)]
+struct Wake {
+    notify: Notify,
+    moved: Mutex<Moved>,
+}
+
+#[derive(Debug, Default)]
+struct Moved {
+    partitions: Vec<(TopicId, i32)>,
+    /// More moved than [`MOVED_LISTED_MAX`]: the waiter looks at all of its partitions again.
+    overflowed: bool,
+}
+
+impl Wake {
+    fn moved(&self, topic_id: TopicId, partition: i32) {
+        let mut moved = self.moved.lock_recovered();
+        if moved.partitions.len() < MOVED_LISTED_MAX {
+            moved.partitions.push((topic_id, partition));
+        } else {
+            moved.overflowed = true;
+        }
+    }
 }
 
 /// The partitions waiting reads wait on, on this agent.
@@ -111,7 +139,7 @@ impl PartitionWakeups {
         state: &State,
         partitions: impl IntoIterator<Item = (TopicId, i32, Option<Mark>)>,
     ) -> Waiter {
-        let notify = Arc::new(Notify::new());
+        let wake = Arc::new(Wake::default());
         let mut registry = self.registry();
         let id = registry.next_waiter;
         registry.next_waiter += 1;
@@ -125,18 +153,21 @@ impl PartitionWakeups {
                 idle_compares: 0,
             });
             entry.idle_compares = 0;
-            moved |= seen.is_some_and(|seen| entry.mark != Some(seen));
+            if seen.is_some_and(|seen| entry.mark != Some(seen)) {
+                moved = true;
+                wake.moved(topic_id, partition);
+            }
             if !entry.waiters.iter().any(|(w, _)| *w == id) {
-                entry.waiters.push((id, notify.clone()));
+                entry.waiters.push((id, wake.clone()));
                 watched.push((topic_id, partition));
             }
         }
         if moved {
             // Stored as a permit: the first `woken` returns at once.
-            notify.notify_one();
+            wake.notify.notify_one();
         }
         crate::metrics::LONG_POLLS_WAITING.inc();
-        Waiter { id, partitions: watched, notify, wakeups: Arc::downgrade(self) }
+        Waiter { id, partitions: watched, wake, wakeups: Arc::downgrade(self) }
     }
 
     /// Wakes the waiters of every watched partition that moved in `state`, and forgets entries
@@ -158,9 +189,10 @@ impl PartitionWakeups {
                     }));
                 if now != watched.mark {
                     watched.mark = now;
-                    for (_, notify) in &watched.waiters {
+                    for (_, wake) in &watched.waiters {
+                        wake.moved(*topic_id, *partition);
                         // Stores a permit if the waiter is between reads, so no wakeup is lost.
-                        notify.notify_one();
+                        wake.notify.notify_one();
                     }
                 }
                 true
@@ -182,14 +214,22 @@ pub struct Waiter {
     id: u64,
     /// Grouped by topic, as registered.
     partitions: Vec<(TopicId, i32)>,
-    notify: Arc<Notify>,
+    wake: Arc<Wake>,
     wakeups: Weak<PartitionWakeups>,
 }
 
 impl Waiter {
     /// Returns once a partition waited on has moved since registration or the last wakeup.
     pub async fn woken(&self) {
-        self.notify.notified().await;
+        self.wake.notify.notified().await;
+    }
+
+    /// The partitions that moved since registration or the last call (a partition may be named
+    /// more than once); `None` when too many did to list, so that all may have.
+    pub fn take_moved(&self) -> Option<Vec<(TopicId, i32)>> {
+        let mut moved = self.wake.moved.lock_recovered();
+        let Moved { partitions, overflowed } = std::mem::take(&mut *moved);
+        (!overflowed).then_some(partitions)
     }
 }
 
@@ -263,6 +303,8 @@ mod tests {
         wakeups.compare(&state);
         assert!(!woken_within(&waiter, 50).await, "woken by a partition it does not wait on");
         assert!(woken_within(&other, 50).await);
+        assert_eq!(other.take_moved(), Some(vec![(busy, 0)]), "told which partition moved");
+        assert_eq!((other.take_moved(), waiter.take_moved()), (Some(vec![]), Some(vec![])));
 
         // Its own moves (compared before it waits: the permit is kept).
         set_log_end(&mut state, quiet, 1);

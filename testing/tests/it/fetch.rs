@@ -238,7 +238,8 @@ async fn crafted_session_requests_get_the_answers_kafka_gives() {
 /// with every position past its record the next answers nothing and reads none (each left out
 /// as unchanged); a record in partition 7 is answered alone after a read of it alone; a long
 /// poll over the whole session is woken by a record in partition 42 long before its
-/// `max_wait_ms`; a partition forgotten and added again is answered again though nothing moved.
+/// `max_wait_ms` and then looks at partition 42 alone; a partition forgotten and added again is
+/// answered again though nothing moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_fetch_reads_only_the_partitions_that_moved() {
     const PARTITIONS: i32 = 200;
@@ -286,9 +287,17 @@ async fn a_session_fetch_reads_only_the_partitions_that_moved() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         producer.produce("moved", 42, record_batch(&["late"]), -1).await.expect("answered").error_code
     });
+    let settled_series = counter("settled");
+    let settled = || floe.metric(&settled_series);
+    let (before, settled_before) = (reads().await, settled().await);
     let started = Instant::now();
     let long_poll = raw.call(&session(id, 4, &[], &[]).with_max_wait_ms(10_000), FETCH_VERSION).await;
     let waited = started.elapsed();
+    let (after, settled_after) = (reads().await, settled().await);
+    // The first pass looks at all 200; once woken, the poll reads the partition that moved and
+    // leaves the other 199 out unseen.
+    assert_eq!(after.0 - before.0, 1.0, "partition 42 alone read");
+    assert_eq!((after.1 - before.1, settled_after - settled_before), (f64::from(PARTITIONS), 199.0));
     assert_eq!(late_record.await.expect("the producer's task"), 0);
     let late = answered(&long_poll);
     assert_eq!(late.keys().copied().collect::<Vec<_>>(), vec![42], "{late:?}");

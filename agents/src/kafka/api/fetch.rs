@@ -49,7 +49,10 @@ pub(in crate::kafka) async fn handle(
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     // Registered only once a read found too little: under load most Fetches answer at once,
     // and registering thousands of partitions for each would cost more than the read.
-    let mut waiter = None;
+    let mut waiter: Option<crate::fetch::wakeups::Waiter> = None;
+    // After a pass with a session, the partitions it left out as unchanged and those that moved
+    // since: a later pass looks again only at the others and the moved ones, not at all of them.
+    let mut settled: Option<Settled> = None;
     let mut first = true;
     loop {
         if !std::mem::take(&mut first) {
@@ -57,8 +60,11 @@ pub(in crate::kafka) async fn handle(
         }
         let redirect = replicas.as_ref().map(|(pool, roles)| (pool.as_slice(), *roles));
         let marks = if waiter.is_none() { Some(Vec::new()) } else { None };
-        let (response, bytes, answer_now, seen, telling) =
-            read_once(agent, version, &request, redirect, told.as_ref(), marks).await;
+        let (response, bytes, answer_now, seen, telling, left_out) =
+            read_once(agent, version, &request, redirect, told.as_ref(), settled.as_ref(), marks).await;
+        if settled.is_none() && told.is_some() {
+            settled = Some(Settled { left_out, moved: Default::default() });
+        }
         let done = bytes >= min_bytes.max(1) || answer_now || wait.is_zero() || Instant::now() >= deadline;
         if done {
             // Only the answer sent tells the client anything: an earlier pass's is dropped.
@@ -80,6 +86,27 @@ pub(in crate::kafka) async fn handle(
             () = waiter.woken() => {}
             () = tokio::time::sleep_until(deadline.into()) => {}
         }
+        if let Some(s) = &mut settled {
+            match waiter.take_moved() {
+                Some(moved) => s.moved.extend(moved),
+                // Too many to list: the next pass looks at every partition again.
+                None => settled = None,
+            }
+        }
+    }
+}
+
+/// Partitions a session's first pass left out as unchanged (by their place in the request), and
+/// those that moved since (by the state's topic id).
+struct Settled {
+    left_out: Vec<bool>,
+    moved: rustc_hash::FxHashSet<(floe_metadata::TopicId, i32)>,
+}
+
+impl Settled {
+    /// Whether the partition at `at` in the request is still as the first pass left it out.
+    fn still(&self, at: usize, topic_id: floe_metadata::TopicId, partition: i32) -> bool {
+        self.left_out.get(at).copied().unwrap_or(false) && !self.moved.contains(&(topic_id, partition))
     }
 }
 
@@ -95,6 +122,8 @@ enum AtEnd {
     /// The session told the client all there is of it and nothing moved since: left out of the
     /// answer (which would drop it), only waited on.
     Unchanged(Mark),
+    /// Left out by an earlier pass of this fetch as unchanged, and not moved since.
+    Settled,
 }
 
 /// The partition as the session last told the client of it (`told`, the topic's), if the client
@@ -111,23 +140,28 @@ fn unchanged(topic: &floe_metadata::Topic, told: &[Option<Mark>], p: &FetchParti
 /// partition failed or was sent to a read replica (either answers at once rather than waiting),
 /// and, when `marks` is given, each partition as read. With a session's `told`, partitions it
 /// told all of are left out, and what this answer would tell is returned, for the pass whose
-/// answer is sent to write.
+/// answer is sent to write, with which partitions (by place in the request) were left out; with
+/// `settled`, partitions an earlier pass left out that have not moved since are left out unseen.
 async fn read_once(
     agent: &Agent,
     version: i16,
     request: &FetchRequest,
     replicas: Option<(&[crate::membership::LiveAgent], floe_metadata::AgentRoles)>,
     told: Option<&ToldPartitions>,
+    settled: Option<&Settled>,
     mut marks: Option<Seen>,
-) -> (FetchResponse, usize, bool, Option<Seen>, Telling) {
+) -> (FetchResponse, usize, bool, Option<Seen>, Telling, Vec<bool>) {
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
     let mut total = 0usize;
     let mut errors = false;
     let mut topics = Vec::with_capacity(request.topics.len());
     let read_committed = request.isolation_level == READ_COMMITTED;
-    let (mut reads_at_end, mut reads_planned, mut unchanged_left_out) = (0u64, 0u64, 0u64);
+    let (mut reads_at_end, mut reads_planned, mut unchanged_left_out, mut settled_left_out) = (0u64, 0u64, 0u64, 0u64);
     // What this answer tells of each partition read (None: an error, told again once it clears).
     let mut telling = Telling::new();
+    let mut left_out = Vec::new();
+    // The place of the next partition in the request, over all its topics.
+    let mut at = 0usize;
     for topic in &request.topics {
         // The topic, and the partitions read at their end answered under one guard: most of a
         // large Fetch, which then costs a few lookups per partition.
@@ -145,7 +179,11 @@ async fn read_once(
                     topic
                         .partitions
                         .iter()
-                        .map(|p| {
+                        .enumerate()
+                        .map(|(i, p)| {
+                            if settled.is_some_and(|s| s.still(at + i, t.topic_id, p.partition)) {
+                                return Some(AtEnd::Settled);
+                            }
                             if let Some(seen) = unchanged(t, told_of_topic, p) {
                                 return Some(AtEnd::Unchanged(seen));
                             }
@@ -166,6 +204,11 @@ async fn read_once(
             (t.map(|t| (t.topic_id, t.name.clone())), at_end)
         };
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        let topic_at = at;
+        at += topic.partitions.len();
+        if told.is_some() {
+            left_out.resize(at, false);
+        }
         for (i, p) in topic.partitions.iter().enumerate() {
             let data = PartitionData::default().with_partition_index(p.partition);
             let Some((topic_id, _)) = &resolved else {
@@ -191,6 +234,16 @@ async fn read_once(
                     unchanged_left_out += 1;
                     if let Some(marks) = &mut marks {
                         marks.push((*topic_id, p.partition, seen));
+                    }
+                    if let Some(flag) = left_out.get_mut(topic_at + i) {
+                        *flag = true;
+                    }
+                    continue;
+                }
+                Some(AtEnd::Settled) => {
+                    settled_left_out += 1;
+                    if let Some(flag) = left_out.get_mut(topic_at + i) {
+                        *flag = true;
                     }
                     continue;
                 }
@@ -254,7 +307,8 @@ async fn read_once(
     crate::metrics::FETCH_PARTITION_READS.with_label_values(&["at_end"]).inc_by(reads_at_end);
     crate::metrics::FETCH_PARTITION_READS.with_label_values(&["planned"]).inc_by(reads_planned);
     crate::metrics::FETCH_PARTITION_READS.with_label_values(&["unchanged"]).inc_by(unchanged_left_out);
-    (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors, marks, telling)
+    crate::metrics::FETCH_PARTITION_READS.with_label_values(&["settled"]).inc_by(settled_left_out);
+    (FetchResponse::default().with_session_id(0).with_responses(topics), total, errors, marks, telling, left_out)
 }
 
 /// The partition's answer naming its read replica, with the log's offsets and no records; `None`
