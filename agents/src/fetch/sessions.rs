@@ -197,30 +197,38 @@ impl ToldPartitions {
 /// By topic, then partition number: a fetch looks a topic up once and each of its partitions by
 /// index (a hash lookup per partition cost more than the read it spared at 10,000 partitions).
 #[derive(Debug, Default)]
-pub struct Told(rustc_hash::FxHashMap<TopicId, Vec<Option<Mark>>>);
+pub struct Told {
+    topics: rustc_hash::FxHashMap<TopicId, Vec<Option<Mark>>>,
+    /// Slots over all topics: a vector is as long as the highest partition number told.
+    slots: usize,
+}
 
 impl Told {
     /// What was told of the partitions of `topic_id`, by partition number.
     pub fn topic(&self, topic_id: TopicId) -> &[Option<Mark>] {
-        self.0.get(&topic_id).map_or(&[], Vec::as_slice)
+        self.topics.get(&topic_id).map_or(&[], Vec::as_slice)
     }
 
-    /// Records what an answer told of a partition that exists (the state answered it, so its
-    /// number is below its topic's partition count); `None` after an error.
-    pub fn set(&mut self, topic_id: TopicId, partition: i32, mark: Option<Mark>) {
+    /// Records what an answer told of a partition (`None` after an error), unless that needs more
+    /// than `slots_max` slots in all: a session naming the last partition of many large topics
+    /// would otherwise cost their partition counts, not its own size. A partition not recorded
+    /// is read each fetch, as without this memory.
+    pub fn set(&mut self, topic_id: TopicId, partition: i32, mark: Option<Mark>, slots_max: usize) {
         let Ok(index) = usize::try_from(partition) else { return };
-        let told = self.0.entry(topic_id).or_default();
+        let told = self.topics.entry(topic_id).or_default();
         if index >= told.len() {
-            if mark.is_none() {
+            let added = index + 1 - told.len();
+            if mark.is_none() || self.slots + added > slots_max {
                 return;
             }
             told.resize(index + 1, None);
+            self.slots += added;
         }
         told[index] = mark;
     }
 
     fn clear(&mut self) {
-        self.0.clear();
+        *self = Self::default();
     }
 }
 

@@ -477,3 +477,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn told_offsets_take_no_more_slots_than_allowed() {
+    let (topic, mark) = (TopicId::from_u128(1), Mark::of_partition(&floe_metadata::Partition::default()));
+    let mut told = Told::default();
+    told.set(topic, 9, Some(mark), 16);
+    assert_eq!(told.topic(topic).len(), 10);
+    // The last partition of a large topic would take a million slots: not recorded.
+    told.set(topic, 999_999, Some(mark), 16);
+    assert_eq!(told.topic(topic).len(), 10, "not recorded past the slots allowed");
+    told.set(topic, 3, None, 16);
+    assert_eq!(told.topic(topic)[3], None);
+    told.set(topic, -1, Some(mark), 16);
+    told.clear();
+    assert!(told.topic(topic).is_empty());
+}

@@ -23,6 +23,9 @@ use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
 use kafka_protocol::messages::ResponseKind;
 
 const READ_COMMITTED: i8 = 1;
+/// Slots a session's told offsets may use beyond twice its partitions, for partition numbers a
+/// little above their count in a session of few partitions.
+const TOLD_SLOTS_SPARE: usize = 1024;
 
 pub(in crate::kafka) async fn handle(
     agent: &Agent,
@@ -69,9 +72,12 @@ pub(in crate::kafka) async fn handle(
         if done {
             // Only the answer sent tells the client anything: an earlier pass's is dropped.
             if let Some(told) = told.as_ref().filter(|_| !telling.is_empty()) {
+                // Room for twice the session's partitions: bounded by its size, as its cache is.
+                let partitions: usize = request.topics.iter().map(|t| t.partitions.len()).sum();
+                let slots_max = 2 * partitions + TOLD_SLOTS_SPARE;
                 let mut told = told.lock();
                 for ((topic_id, partition), mark) in telling {
-                    told.set(topic_id, partition, mark);
+                    told.set(topic_id, partition, mark, slots_max);
                 }
             }
             count_bytes_out(agent, &response, &hints);
