@@ -283,22 +283,29 @@ async fn a_session_fetch_reads_only_the_partitions_that_moved() {
     assert!(answered(&moved_on).is_empty(), "partition 7 read on: {:?}", answered(&moved_on));
 
     let mut producer = floe.kafka();
-    let late_record = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        producer.produce("moved", 42, record_batch(&["late"]), -1).await.expect("answered").error_code
-    });
     let settled_series = counter("settled");
     let settled = || floe.metric(&settled_series);
     let (before, settled_before) = (reads().await, settled().await);
     let started = Instant::now();
-    let long_poll = raw.call(&session(id, 4, &[], &[]).with_max_wait_ms(10_000), FETCH_VERSION).await;
+    let sent = raw.send(&session(id, 4, &[], &[]).with_max_wait_ms(10_000), FETCH_VERSION).await;
+    // The record is to wake the poll, not to be there when it first reads: produced once the
+    // Fetch has registered for its wakeup.
+    let waiting = async {
+        while floe.metric(LONG_POLLS_WAITING).await < 1.0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    let produced = producer.produce("moved", 42, record_batch(&["late"]), -1).await.expect("answered");
+    assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
+    let (answered_id, long_poll) = raw.recv::<FetchRequest>(FETCH_VERSION).await;
+    assert_eq!(answered_id, sent);
     let waited = started.elapsed();
     let (after, settled_after) = (reads().await, settled().await);
     // The first pass looks at all 200; once woken, the poll reads the partition that moved and
     // leaves the other 199 out unseen.
     assert_eq!(after.0 - before.0, 1.0, "partition 42 alone read");
     assert_eq!((after.1 - before.1, settled_after - settled_before), (f64::from(PARTITIONS), 199.0));
-    assert_eq!(late_record.await.expect("the producer's task"), 0);
     let late = answered(&long_poll);
     assert_eq!(late.keys().copied().collect::<Vec<_>>(), vec![42], "{late:?}");
     assert!(waited < Duration::from_secs(5), "woken by partition 42 after {waited:?}");
