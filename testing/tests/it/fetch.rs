@@ -12,8 +12,11 @@ use floe_testing::{
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{DeleteRecordsRequest, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+
+use crate::transactions::{TxnProducer, aborted_transactions, consumed};
 
 /// DeleteRecords v2: flexible.
 const DELETE_RECORDS_VERSION: i16 = 2;
@@ -27,6 +30,8 @@ const EVENT_WAIT: Duration = Duration::from_secs(10);
 const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 const FETCH_SESSION_TOPIC_ID_ERROR: i16 = 106;
+/// Fetch's isolation level that reads committed records only.
+const READ_COMMITTED: i8 = 1;
 
 /// A Fetch at the high watermark is answered after `max_wait_ms` with no records and no error;
 /// one that finds records, but fewer bytes than `min_bytes`, also waits `max_wait_ms` and is
@@ -317,6 +322,84 @@ async fn a_session_fetch_reads_only_the_partitions_that_moved() {
     floe.shutdown().await;
 }
 
+/// Where a fetch session meets transactions and DeleteRecords: a read_committed session leaves
+/// out what it told, yet is told what Kafka's sessions tell (a partition is answered when its
+/// high watermark, last stable offset or log start moved, or it has records). An open
+/// transaction's three records in each of two partitions are answered as a high watermark of 3
+/// with nothing readable (last stable offset 0), then not again while nothing moves; a long poll
+/// is woken by the commit and reads the records; an aborted transaction is named as such; a
+/// DeleteRecords of partition 0 to its end is answered for partition 0 alone, with its new log
+/// start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_committed_session_is_told_of_commits_aborts_and_a_moved_log_start() {
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let mut consumer = floe.kafka();
+    let mut producer = floe.kafka();
+    consumer.create_topic("txn-session", 2).await;
+    let topic_id = consumer.topic_id("txn-session").await;
+    let mut txn = TxnProducer::init(&mut producer, "txn-session", 2).await;
+    let session = |id: i32, epoch: i32, partitions: &[(i32, i64)]| {
+        session_fetch("txn-session", topic_id, id, epoch, partitions, &[]).with_isolation_level(READ_COMMITTED)
+    };
+    let both_at = |offset: i64| [(0, offset), (1, offset)];
+
+    assert_eq!(txn.write(&mut producer, "txn-session", "A", 3).await, vec![0, 0]);
+    let opened = consumer.call(&session(0, 0, &both_at(0)), FETCH_VERSION).await;
+    let id = opened.session_id;
+    let open = partitions(&opened);
+    assert_eq!(open.len(), 2, "a full fetch answers both");
+    for answer in open.values() {
+        let watermarks = (answer.error_code, answer.high_watermark, answer.last_stable_offset);
+        assert_eq!(watermarks, (0, 3, 0), "the open transaction holds the last stable offset");
+        assert!(consumed(answer).is_empty(), "nothing readable: {:?}", consumed(answer));
+    }
+    let quiet = consumer.call(&session(id, 1, &[]), FETCH_VERSION).await;
+    assert!(partitions(&quiet).is_empty(), "nothing moved: {:?}", partitions(&quiet).keys());
+
+    let started = Instant::now();
+    let sent = consumer.send(&session(id, 2, &[]).with_max_wait_ms(10_000).with_min_bytes(1), FETCH_VERSION).await;
+    let waiting = async {
+        while floe.metric(LONG_POLLS_WAITING).await < 1.0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    assert_eq!(txn.end(&mut producer, true).await, 0, "A committed");
+    let (answered_id, committed) = consumer.recv::<FetchRequest>(FETCH_VERSION).await;
+    assert_eq!(answered_id, sent);
+    assert!(started.elapsed() < Duration::from_secs(5), "woken by the commit after {:?}", started.elapsed());
+    let committed = partitions(&committed);
+    assert_eq!(committed.keys().copied().collect::<Vec<_>>(), vec![0, 1], "both partitions' records");
+    for (partition, answer) in &committed {
+        assert_eq!((answer.high_watermark, answer.last_stable_offset), (4, 4), "past the commit's marker");
+        let expected: Vec<(i64, String)> = (0..3).map(|i| (i, format!("A-{partition}-{i}"))).collect();
+        assert_eq!(consumed(answer), expected);
+    }
+    let read_on = consumer.call(&session(id, 3, &both_at(4)), FETCH_VERSION).await;
+    assert!(partitions(&read_on).is_empty(), "both read to the end: {:?}", partitions(&read_on).keys());
+
+    assert_eq!(txn.write(&mut producer, "txn-session", "B", 3).await, vec![4, 4]);
+    assert_eq!(txn.end(&mut producer, false).await, 0, "B aborted");
+    let aborted = partitions(&consumer.call(&session(id, 4, &[]), FETCH_VERSION).await);
+    assert_eq!(aborted.len(), 2, "both moved");
+    for answer in aborted.values() {
+        assert_eq!((answer.high_watermark, answer.last_stable_offset), (8, 8));
+        assert_eq!(aborted_transactions(answer), vec![(txn.producer_id, 4)], "B named as aborted");
+        assert!(consumed(answer).is_empty(), "an aborted transaction is not consumed: {:?}", consumed(answer));
+    }
+    let read_on = consumer.call(&session(id, 5, &both_at(8)), FETCH_VERSION).await;
+    assert!(partitions(&read_on).is_empty(), "both read to the end: {:?}", partitions(&read_on).keys());
+
+    assert_eq!(delete_records(&mut producer, "txn-session", 8).await, (0, 8));
+    let trimmed = partitions(&consumer.call(&session(id, 6, &[]), FETCH_VERSION).await);
+    assert_eq!(trimmed.keys().copied().collect::<Vec<_>>(), vec![0], "the partition whose log start moved");
+    let answer = &trimmed[&0];
+    assert_eq!((answer.error_code, answer.high_watermark, answer.log_start_offset), (0, 8, 8));
+    let quiet = consumer.call(&session(id, 7, &[]), FETCH_VERSION).await;
+    assert!(partitions(&quiet).is_empty(), "told of the log start once: {:?}", partitions(&quiet).keys());
+    floe.shutdown().await;
+}
+
 /// A client that pipelines large fetches and reads no answers holds a bounded share of the
 /// agent: once its unanswered requests hold `CONNECTION_REQUEST_BYTES_IN_FLIGHT_MAX` (each
 /// fetch counting the 55 MiB its answer may grow to), no more of them are read, and every
@@ -356,10 +439,7 @@ async fn a_client_reading_no_answers_has_no_more_fetches_read_past_its_bytes_in_
 }
 
 /// Sends `request` and returns how long its answer took and the one partition it names.
-async fn timed_fetch(
-    kafka: &mut KafkaClient,
-    request: &FetchRequest,
-) -> (Duration, kafka_protocol::messages::fetch_response::PartitionData) {
+async fn timed_fetch(kafka: &mut KafkaClient, request: &FetchRequest) -> (Duration, PartitionData) {
     let started = Instant::now();
     let response = kafka.call(request, FETCH_VERSION).await;
     let waited = started.elapsed();
@@ -368,7 +448,7 @@ async fn timed_fetch(
 }
 
 /// The offsets and values of a partition's records in a Fetch answer.
-fn values(partition: &kafka_protocol::messages::fetch_response::PartitionData) -> Vec<(i64, Bytes)> {
+fn values(partition: &PartitionData) -> Vec<(i64, Bytes)> {
     decode_records(partition.records.as_ref()).into_iter().map(|r| (r.offset, r.value.unwrap_or_default())).collect()
 }
 
@@ -424,6 +504,11 @@ fn session_fetch(
         .with_session_epoch(epoch)
         .with_topics(topics)
         .with_forgotten_topics_data(forgotten)
+}
+
+/// Each partition a Fetch answer names, by partition index.
+fn partitions(response: &FetchResponse) -> BTreeMap<i32, PartitionData> {
+    response.responses.iter().flat_map(|t| &t.partitions).map(|p| (p.partition_index, p.clone())).collect()
 }
 
 /// Each partition a Fetch answer names: its error code, high watermark and record bytes.

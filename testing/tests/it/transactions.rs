@@ -238,23 +238,23 @@ async fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
 
 /// A transactional producer speaking transaction version 1, writing to partitions 0.. of one
 /// topic; it keeps its sequence per partition across transactions, as the epoch stays.
-struct TxnProducer {
+pub(crate) struct TxnProducer {
     transactional_id: &'static str,
-    producer_id: i64,
+    pub(crate) producer_id: i64,
     producer_epoch: i16,
     /// The next sequence, per partition.
     sequences: Vec<i32>,
 }
 
 impl TxnProducer {
-    async fn init(kafka: &mut KafkaClient, transactional_id: &'static str, partition_count: usize) -> Self {
+    pub(crate) async fn init(kafka: &mut KafkaClient, transactional_id: &'static str, partition_count: usize) -> Self {
         let (producer_id, producer_epoch) = kafka.init_producer_id(Some(transactional_id)).await;
         Self { transactional_id, producer_id, producer_epoch, sequences: vec![0; partition_count] }
     }
 
     /// Adds every partition to the transaction, then writes `count` records `{tag}-{p}-{i}` to
     /// each partition `p` in one batch; the batches' base offsets, by partition.
-    async fn write(&mut self, kafka: &mut KafkaClient, topic: &str, tag: &str, count: i32) -> Vec<i64> {
+    pub(crate) async fn write(&mut self, kafka: &mut KafkaClient, topic: &str, tag: &str, count: i32) -> Vec<i64> {
         let partitions: Vec<i32> = (0..self.sequences.len() as i32).collect();
         let request = AddPartitionsToTxnRequest::default()
             .with_v3_and_below_transactional_id(transactional_id(self.transactional_id))
@@ -288,7 +288,7 @@ impl TxnProducer {
     }
 
     /// Commits or aborts the transaction (EndTxn v3); the error code.
-    async fn end(&self, kafka: &mut KafkaClient, commit: bool) -> i16 {
+    pub(crate) async fn end(&self, kafka: &mut KafkaClient, commit: bool) -> i16 {
         end_txn(kafka, self.transactional_id, self.producer_id, self.producer_epoch, commit, END_TXN_V1_VERSION).await.0
     }
 }
@@ -346,7 +346,7 @@ async fn end_offset(kafka: &mut KafkaClient, topic: &str, partition: i32, isolat
 }
 
 /// The (producer id, first offset) of each aborted transaction a Fetch answer names.
-fn aborted_transactions(partition: &PartitionData) -> Vec<(i64, i64)> {
+pub(crate) fn aborted_transactions(partition: &PartitionData) -> Vec<(i64, i64)> {
     partition.aborted_transactions.iter().flatten().map(|a| (a.producer_id.0, a.first_offset)).collect()
 }
 
@@ -354,7 +354,7 @@ fn aborted_transactions(partition: &PartitionData) -> Vec<(i64, i64)> {
 /// Kafka's consumers filter them: never a control record (a marker), and none of an aborted
 /// transaction the answer names, from its first offset to its producer's next marker (only
 /// read_committed answers name any).
-fn consumed(partition: &PartitionData) -> Vec<(i64, String)> {
+pub(crate) fn consumed(partition: &PartitionData) -> Vec<(i64, String)> {
     let mut aborted: Vec<(i64, i64)> =
         aborted_transactions(partition).into_iter().map(|(p, first)| (first, p)).collect();
     aborted.sort_unstable();
