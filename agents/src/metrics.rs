@@ -78,11 +78,18 @@ pub static LONG_POLL_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("unique")
 });
 
-/// Waiting reads registered now (Kafka's Fetch purgatory size, with HTTP and share reads).
+/// Reads waiting now (Kafka's Fetch purgatory size, with HTTP and share reads).
 pub static LONG_POLLS_WAITING: LazyLock<IntGauge> = LazyLock::new(|| {
-    register_int_gauge!(
-        "floe_long_polls_waiting",
-        "Waiting reads (Fetch long-polls, HTTP and share reads) registered now"
+    register_int_gauge!("floe_long_polls_waiting", "Reads waiting now (Fetch long-polls, HTTP and share reads)")
+        .expect("unique")
+});
+
+/// Partitions waiting reads registered to be woken by: what registering costs (a fetch session
+/// keeps its registration from one fetch to the next).
+pub static LONG_POLL_PARTITIONS_REGISTERED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "floe_long_poll_partitions_registered_total",
+        "Partitions waiting reads registered to be woken by"
     )
     .expect("unique")
 });

@@ -162,12 +162,22 @@ impl PartitionWakeups {
                 watched.push((topic_id, partition));
             }
         }
+        crate::metrics::LONG_POLL_PARTITIONS_REGISTERED.inc_by(watched.len() as u64);
         if moved {
             // Stored as a permit: the first `woken` returns at once.
             wake.notify.notify_one();
         }
-        crate::metrics::LONG_POLLS_WAITING.inc();
-        Waiter { id, partitions: watched, wake, wakeups: Arc::downgrade(self) }
+        let mut bits: FxHashMap<TopicId, Vec<u64>> = FxHashMap::default();
+        for &(topic_id, partition) in &watched {
+            // Partition numbers are the state's (a read found them), never negative.
+            let Ok(at) = usize::try_from(partition) else { continue };
+            let words = bits.entry(topic_id).or_default();
+            if words.len() <= at / 64 {
+                words.resize(at / 64 + 1, 0);
+            }
+            words[at / 64] |= 1 << (at % 64);
+        }
+        Waiter { id, partitions: watched, bits, wake, wakeups: Arc::downgrade(self) }
     }
 
     /// Wakes the waiters of every watched partition that moved in `state`, and forgets entries
@@ -214,6 +224,9 @@ pub struct Waiter {
     id: u64,
     /// Grouped by topic, as registered.
     partitions: Vec<(TopicId, i32)>,
+    /// The same partitions as one bit per partition number, by topic: whether a later read's
+    /// partitions are all registered, in whatever order it names them.
+    bits: FxHashMap<TopicId, Vec<u64>>,
     wake: Arc<Wake>,
     wakeups: Weak<PartitionWakeups>,
 }
@@ -221,7 +234,43 @@ pub struct Waiter {
 impl Waiter {
     /// Returns once a partition waited on has moved since registration or the last wakeup.
     pub async fn woken(&self) {
+        let _waiting = Waiting::start();
         self.wake.notify.notified().await;
+    }
+
+    /// Forgets the moves so far and the wakeup they stored: for a waiter kept from one read to
+    /// the next (a fetch session's), whose next read looks at the partitions anew. A move after
+    /// this wakes it as usual, so the read that follows must start after it.
+    pub fn forget_moves(&self) {
+        use futures::FutureExt;
+        // A stored permit is taken by the first poll; without one, nothing waits.
+        let _ = self.wake.notify.notified().now_or_never();
+        let _ = self.take_moved();
+    }
+
+    /// Whether this waiter watches `partitions` (in any order) and as many partitions as they
+    /// number: then it watches those and no others, unless they name one twice (then it watches
+    /// a few more, which only wake it for nothing).
+    pub fn watches(&self, partitions: impl ExactSizeIterator<Item = (TopicId, i32)>) -> bool {
+        if partitions.len() != self.partitions.len() {
+            return false;
+        }
+        let mut topic: Option<(TopicId, &[u64])> = None;
+        for (topic_id, partition) in partitions {
+            let words = match topic {
+                Some((id, words)) if id == topic_id => words,
+                _ => {
+                    let words = self.bits.get(&topic_id).map_or(&[][..], Vec::as_slice);
+                    topic = Some((topic_id, words));
+                    words
+                }
+            };
+            let Ok(at) = usize::try_from(partition) else { return false };
+            if words.get(at / 64).is_none_or(|word| word & (1 << (at % 64)) == 0) {
+                return false;
+            }
+        }
+        true
     }
 
     /// The partitions that moved since registration or the last call (a partition may be named
@@ -233,9 +282,25 @@ impl Waiter {
     }
 }
 
-impl Drop for Waiter {
+/// One read waiting in [`Waiter::woken`], counted while it waits: a waiter may be kept
+/// registered between reads (a fetch session's), when nothing waits on it.
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Self {
+        crate::metrics::LONG_POLLS_WAITING.inc();
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
     fn drop(&mut self) {
         crate::metrics::LONG_POLLS_WAITING.dec();
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
         let Some(wakeups) = self.wakeups.upgrade() else { return };
         let mut registry = wakeups.registry();
         for group in self.partitions.chunk_by(|a, b| a.0 == b.0) {
@@ -326,6 +391,21 @@ mod tests {
             wakeups.compare(&state);
         }
         assert_eq!(wakeups.watched(), 0, "dropped waiters leave nothing behind");
+    }
+
+    /// A kept waiter serves a later read of the same partitions in any order, not one naming a
+    /// partition it does not watch or fewer partitions than it does.
+    #[test]
+    fn a_waiter_watches_its_partitions_in_any_order() {
+        let (quiet, busy) = (TopicId::from_u128(1), TopicId::from_u128(2));
+        let state = state_with_two_topics();
+        let wakeups = Arc::new(PartitionWakeups::default());
+        let waiter = wakeups.wait_on(&state, [(quiet, 0), (busy, 0)]);
+        assert!(waiter.watches([(busy, 0), (quiet, 0)].into_iter()));
+        assert!(!waiter.watches([(quiet, 0)].into_iter()), "fewer");
+        assert!(!waiter.watches([(quiet, 0), (busy, 1)].into_iter()), "one it does not watch");
+        assert!(!waiter.watches([(quiet, 0), (TopicId::from_u128(3), 0)].into_iter()), "another topic");
+        assert!(!waiter.watches([(quiet, 0), (busy, -1)].into_iter()), "a negative partition");
     }
 
     /// A Fetch registers against what its read saw, not what the state holds by then: a move in

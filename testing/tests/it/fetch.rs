@@ -322,6 +322,62 @@ async fn a_session_fetch_reads_only_the_partitions_that_moved() {
     floe.shutdown().await;
 }
 
+/// Issue 53: a session's long polls register its partitions to be woken once, not per fetch
+/// (at 10,000 partitions registering and unregistering them each fetch was a tenth of the
+/// agent), and the kept registration loses no wakeup: a long poll is woken by a move after it
+/// began to wait, a move between two fetches is answered by the next one's first read, a poll
+/// that finds nothing waits its `max_wait_ms`, and a change of the session's partitions
+/// registers them anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_registers_its_partitions_to_be_woken_once() {
+    const PARTITIONS: i32 = 50;
+    const REGISTERED: &str = "floe_long_poll_partitions_registered_total";
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let mut consumer = floe.kafka();
+    let mut producer = floe.kafka();
+    consumer.create_topic("kept", PARTITIONS).await;
+    let topic_id = consumer.topic_id("kept").await;
+    let batches = (0..PARTITIONS).map(|p| (p, record_batch(&["first"]))).collect();
+    let produced = consumer.call(&produce_request_to("kept", batches, -1), PRODUCE_VERSION).await;
+    assert!(produced.responses.iter().flat_map(|t| &t.partition_responses).all(|p| p.error_code == 0));
+    let all_at = |offset: i64| (0..PARTITIONS).map(|p| (p, offset)).collect::<Vec<_>>();
+    let opened = consumer.call(&session_fetch("kept", topic_id, 0, 0, &all_at(0), &[]), FETCH_VERSION).await;
+    let id = opened.session_id;
+    assert_eq!(answered(&opened).len(), PARTITIONS as usize);
+    let poll = |epoch: i32, partitions: &[(i32, i64)], forget: &[i32], wait_ms: i32| {
+        session_fetch("kept", topic_id, id, epoch, partitions, forget).with_max_wait_ms(wait_ms).with_min_bytes(1)
+    };
+    let registered = || floe.metric(REGISTERED);
+
+    let before = registered().await;
+    let first =
+        long_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(1, &all_at(1), &[], 10_000), ("kept", 7)).await;
+    assert_eq!(first.keys().copied().collect::<Vec<_>>(), vec![7], "{first:?}");
+    assert_eq!(registered().await - before, f64::from(PARTITIONS), "the session's partitions registered");
+
+    // Moved between two fetches: the next fetch's first read finds it, without waiting.
+    produce(&mut producer, "kept", 9).await;
+    let before = registered().await;
+    let between = answered(&consumer.call(&poll(2, &[(7, 2)], &[], 10_000), FETCH_VERSION).await);
+    assert_eq!(between.keys().copied().collect::<Vec<_>>(), vec![9], "{between:?}");
+    let again =
+        long_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(3, &[(9, 2)], &[], 10_000), ("kept", 11)).await;
+    assert_eq!(again.keys().copied().collect::<Vec<_>>(), vec![11], "woken by the kept registration: {again:?}");
+    let started = Instant::now();
+    let nothing = consumer.call(&poll(4, &[(11, 2)], &[], 300), FETCH_VERSION).await;
+    assert!(answered(&nothing).is_empty() && started.elapsed() >= Duration::from_millis(300), "waited for nothing");
+    assert_eq!(registered().await - before, 0.0, "nothing registered again");
+
+    // Partition 0 forgotten: the 49 left are registered anew.
+    let forgot = consumer.call(&poll(5, &[], &[0], 0), FETCH_VERSION).await;
+    assert!(answered(&forgot).is_empty(), "{:?}", answered(&forgot));
+    let before = registered().await;
+    let after = long_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(6, &[], &[], 10_000), ("kept", 13)).await;
+    assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![13], "{after:?}");
+    assert_eq!(registered().await - before, f64::from(PARTITIONS - 1));
+    floe.shutdown().await;
+}
+
 /// Where a fetch session meets transactions and DeleteRecords: a read_committed session leaves
 /// out what it told, yet is told what Kafka's sessions tell (a partition is answered when its
 /// high watermark, last stable offset or log start moved, or it has records). An open
@@ -436,6 +492,36 @@ async fn a_client_reading_no_answers_has_no_more_fetches_read_past_its_bytes_in_
         assert_eq!(decode_records(partition.records.as_ref()).len(), 2, "both batches, every time");
     }
     floe.shutdown().await;
+}
+
+/// Sends the long poll `request` and, once it waits, produces a record to `partition` of its
+/// `topic`: the partitions the answer names (it must come well before its `max_wait_ms`).
+async fn long_poll_woken_by(
+    floe: &TestAgent,
+    consumer: &mut KafkaClient,
+    producer: &mut KafkaClient,
+    request: &FetchRequest,
+    (topic, partition): (&str, i32),
+) -> BTreeMap<i32, (i16, i64, usize)> {
+    let started = Instant::now();
+    let sent = consumer.send(request, FETCH_VERSION).await;
+    let waiting = async {
+        while floe.metric(LONG_POLLS_WAITING).await < 1.0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    produce(producer, topic, partition).await;
+    let (answered_id, answer) = consumer.recv::<FetchRequest>(FETCH_VERSION).await;
+    assert_eq!(answered_id, sent);
+    assert!(started.elapsed() < Duration::from_secs(5), "woken after {:?}", started.elapsed());
+    answered(&answer)
+}
+
+/// Produces one record to `partition` of `topic`.
+async fn produce(producer: &mut KafkaClient, topic: &str, partition: i32) {
+    let produced = producer.produce(topic, partition, record_batch(&["news"]), -1).await.expect("answered");
+    assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
 }
 
 /// Sends `request` and returns how long its answer took and the one partition it names.

@@ -5,6 +5,7 @@
 //! An agent without the fetch role answers a consumer that names its rack (Fetch v11+) with a
 //! fetch agent of its pool as the preferred read replica (KIP-392), and no records.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,7 +18,7 @@ use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
 use crate::fetch::sessions::ToldPartitions;
-use crate::fetch::wakeups::Mark;
+use crate::fetch::wakeups::{Mark, Waiter};
 use crate::fetch::{FetchError, PartitionRead, ReadLimits, read_at_end, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
 use kafka_protocol::messages::ResponseKind;
@@ -52,7 +53,13 @@ pub(in crate::kafka) async fn handle(
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     // Registered only once a read found too little: under load most Fetches answer at once,
     // and registering thousands of partitions for each would cost more than the read.
-    let mut waiter: Option<crate::fetch::wakeups::Waiter> = None;
+    let mut waiter: Option<Arc<Waiter>> = None;
+    // A session's waiter, kept registered since an earlier fetch: what moved before this fetch's
+    // first read is forgotten (that read sees it), what moves after wakes this fetch.
+    let mut kept = told.as_ref().and_then(|told| told.lock().waiter());
+    if let Some(kept) = &kept {
+        kept.forget_moves();
+    }
     // After a pass with a session, the partitions it left out as unchanged and those that moved
     // since: a later pass looks again only at the others and the moved ones, not at all of them.
     let mut settled: Option<Settled> = None;
@@ -85,9 +92,20 @@ pub(in crate::kafka) async fn handle(
         }
         // Registered against the partitions as the read above saw them: one that moved since
         // wakes the waiter at once, so no second read is needed to catch it; a later move
-        // wakes it through the agent's compare.
-        let waiter = waiter
-            .get_or_insert_with(|| agent.wakeups.wait_on_seen(&agent.metadata.read(), seen.into_iter().flatten()));
+        // wakes it through the agent's compare. A session's kept waiter serves if it watches
+        // the same partitions: registered all along, it was told of every move since.
+        let waiter = waiter.get_or_insert_with(|| {
+            let seen = seen.unwrap_or_default();
+            let same =
+                kept.take().filter(|kept| kept.watches(seen.iter().map(|&(topic, partition, _)| (topic, partition))));
+            same.unwrap_or_else(|| {
+                let registered = Arc::new(agent.wakeups.wait_on_seen(&agent.metadata.read(), seen));
+                if let Some(told) = &told {
+                    told.lock().keep_waiter(registered.clone());
+                }
+                registered
+            })
+        });
         tokio::select! {
             () = waiter.woken() => {}
             () = tokio::time::sleep_until(deadline.into()) => {}
