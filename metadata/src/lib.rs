@@ -89,6 +89,7 @@ pub use state::{
 pub use state::{
     AckBatch, AcquiredRange, RecordState, SHARE_OPS_MAX, ShareAck, ShareLag, ShareOp, SharePartition, SharePartitionKey,
 };
+pub use state::{ChangedPartitions, JournalPosition};
 pub use state::{
     ChunkCut, LinkConfig, LinkRecord, LinkReport, LinkSasl, LinkState, MirrorChunk, MirrorCommit, MirrorTxnEvent,
     MirroredChunks,

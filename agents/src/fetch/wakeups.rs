@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use floe_metadata::locks::MutexRecovery;
-use floe_metadata::{State, TopicId};
+use floe_metadata::{JournalPosition, State, TopicId};
 use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 
@@ -60,14 +60,16 @@ struct Watched {
     mark: Option<Mark>,
     /// Usually one (the consumer of the partition): a vector beats a map for so few.
     waiters: Vec<(u64, Arc<Wake>)>,
-    /// Compares since the last waiter left. A consumer waits on the same partitions Fetch after
-    /// Fetch, so an entry without waiters is kept for [`IDLE_COMPARES_MAX`] compares: the next
-    /// wait on it then allocates nothing.
-    idle_compares: u32,
+    /// Without waiters at the last compare of every partition. A consumer waits on the same
+    /// partitions Fetch after Fetch, so an entry without waiters is kept until the next compare
+    /// of all (at least [`ALL_COMPARED_EVERY`] compares): the next wait on it then allocates
+    /// nothing.
+    idle: bool,
 }
 
-/// Compares (about one per applied batch of changes) an entry without waiters is kept for.
-const IDLE_COMPARES_MAX: u32 = 64;
+/// Compares (about one per applied batch of changes) between two that look at every watched
+/// partition rather than at those the state's journal lists as changed.
+const ALL_COMPARED_EVERY: u32 = 64;
 
 /// Watched partitions by topic, then partition: a compare looks each topic up once. Hashed with
 /// a fast unkeyed hash: topic ids are the cluster's own, and a client cannot make a Fetch wait
@@ -76,6 +78,10 @@ const IDLE_COMPARES_MAX: u32 = 64;
 struct Registry {
     topics: FxHashMap<TopicId, FxHashMap<i32, Watched>>,
     next_waiter: u64,
+    /// How far compares have read the state's journal of changed partitions.
+    read_to: Option<JournalPosition>,
+    /// Compares since the last that looked at every watched partition.
+    compares_since_all: u32,
 }
 
 /// Partitions a waiter is told moved, past which it is told only that many did.
@@ -150,9 +156,9 @@ impl PartitionWakeups {
             let entry = in_topic.entry(partition).or_insert_with(|| Watched {
                 mark: mark(state.partition(topic_id, partition)),
                 waiters: Vec::new(),
-                idle_compares: 0,
+                idle: false,
             });
-            entry.idle_compares = 0;
+            entry.idle = false;
             if seen.is_some_and(|seen| entry.mark != Some(seen)) {
                 moved = true;
                 wake.moved(topic_id, partition);
@@ -180,41 +186,100 @@ impl PartitionWakeups {
         Waiter { id, partitions: watched, bits, wake, wakeups: Arc::downgrade(self) }
     }
 
-    /// Wakes the waiters of every watched partition that moved in `state`, and forgets entries
-    /// left without waiters for [`IDLE_COMPARES_MAX`] compares.
+    /// Wakes the waiters of every watched partition that moved in `state`. Looks at the
+    /// partitions the state's journal lists as changed since the last compare when it can (a
+    /// flush changes a few hundred of 10,000 watched), at all of them otherwise and every
+    /// [`ALL_COMPARED_EVERY`] compares, forgetting then the entries left without waiters.
     fn compare(&self, state: &State) {
         let mut registry = self.registry();
-        registry.topics.retain(|topic_id, partitions| {
-            let topic = state.topics.get(topic_id);
-            partitions.retain(|partition, watched| {
-                if watched.waiters.is_empty() {
-                    watched.idle_compares += 1;
-                    if watched.idle_compares > IDLE_COMPARES_MAX {
-                        return false;
-                    }
+        let changed = registry.read_to.and_then(|at| state.changed.since(at));
+        registry.read_to = Some(state.changed.position());
+        registry.compares_since_all += 1;
+        match changed {
+            Some(changed) if registry.compares_since_all < ALL_COMPARED_EVERY => {
+                let mut in_topic: Option<(TopicId, Option<&floe_metadata::Topic>)> = None;
+                for &(topic_id, partition) in changed {
+                    let Some(watched) = registry.topics.get_mut(&topic_id).and_then(|t| t.get_mut(&partition)) else {
+                        continue;
+                    };
+                    let topic = match in_topic {
+                        Some((id, topic)) if id == topic_id => topic,
+                        _ => {
+                            let topic = state.topics.get(&topic_id);
+                            in_topic = Some((topic_id, topic));
+                            topic
+                        }
+                    };
+                    watched.compare(topic_id, partition, topic);
                 }
-                let now =
-                    mark(topic.and_then(|t| {
-                        usize::try_from(*partition).ok().and_then(|i| t.partitions.get(i).map(|p| &**p))
-                    }));
-                if now != watched.mark {
-                    watched.mark = now;
-                    for (_, wake) in &watched.waiters {
-                        wake.moved(*topic_id, *partition);
-                        // Stores a permit if the waiter is between reads, so no wakeup is lost.
-                        wake.notify.notify_one();
-                    }
-                }
-                true
-            });
-            !partitions.is_empty()
-        });
+                #[cfg(debug_assertions)]
+                registry.check_compared(state);
+            }
+            _ => {
+                registry.compares_since_all = 0;
+                registry.compare_all(state);
+            }
+        }
     }
 
     /// Partitions watched now, for tests.
     #[cfg(test)]
     fn watched(&self) -> usize {
         self.registry().topics.values().map(FxHashMap::len).sum()
+    }
+}
+
+impl Watched {
+    /// Wakes the waiters if the partition (of `topic`, if the state still holds it) moved since
+    /// the last compare.
+    fn compare(&mut self, topic_id: TopicId, partition: i32, topic: Option<&floe_metadata::Topic>) {
+        let now =
+            mark(topic.and_then(|t| usize::try_from(partition).ok().and_then(|i| t.partitions.get(i).map(|p| &**p))));
+        if now != self.mark {
+            self.mark = now;
+            for (_, wake) in &self.waiters {
+                wake.moved(topic_id, partition);
+                // Stores a permit if the waiter is between reads, so no wakeup is lost.
+                wake.notify.notify_one();
+            }
+        }
+    }
+}
+
+impl Registry {
+    /// Compares every watched partition, and forgets entries without waiters at this compare
+    /// and the one of all before.
+    fn compare_all(&mut self, state: &State) {
+        self.topics.retain(|topic_id, partitions| {
+            let topic = state.topics.get(topic_id);
+            partitions.retain(|partition, watched| {
+                if watched.waiters.is_empty() {
+                    if watched.idle {
+                        return false;
+                    }
+                    watched.idle = true;
+                }
+                watched.compare(*topic_id, *partition, topic);
+                true
+            });
+            !partitions.is_empty()
+        });
+    }
+
+    /// In debug builds (every test), that a compare by the journal left no watched partition
+    /// moved: a change the journal does not list would leave a fetch waiting its whole
+    /// `max_wait_ms`.
+    #[cfg(debug_assertions)]
+    fn check_compared(&self, state: &State) {
+        for (topic_id, partitions) in &self.topics {
+            for (partition, watched) in partitions {
+                let now = mark(state.partition(*topic_id, *partition));
+                assert!(
+                    now == watched.mark,
+                    "partition {topic_id}/{partition} changed unlisted by the state's journal"
+                );
+            }
+        }
     }
 }
 
@@ -346,8 +411,11 @@ mod tests {
         state
     }
 
+    /// Moves the partition's end outside `State::apply`, whose journal would have listed it: as
+    /// for a state replaced, a new journal makes the next compare look at every partition.
     fn set_log_end(state: &mut State, topic_id: TopicId, end: i64) {
         std::sync::Arc::make_mut(&mut state.topics.get_mut(&topic_id).expect("topic").partitions[0]).next_offset = end;
+        state.changed = Default::default();
     }
 
     async fn woken_within(waiter: &Waiter, ms: u64) -> bool {
@@ -387,7 +455,7 @@ mod tests {
         drop(waiter);
         drop(other);
         assert_eq!(wakeups.watched(), 2, "kept a while for the next wait");
-        for _ in 0..=IDLE_COMPARES_MAX {
+        for _ in 0..=2 * ALL_COMPARED_EVERY {
             wakeups.compare(&state);
         }
         assert_eq!(wakeups.watched(), 0, "dropped waiters leave nothing behind");
@@ -429,7 +497,7 @@ mod tests {
 
         // A new entry takes its mark from the state, which has moved past the read.
         drop((unmoved, late));
-        for _ in 0..=IDLE_COMPARES_MAX {
+        for _ in 0..=2 * ALL_COMPARED_EVERY {
             wakeups.compare(&state);
         }
         assert_eq!(wakeups.watched(), 0);

@@ -539,6 +539,7 @@ impl State {
             // By the name the source (and a link reading this cluster back) knows it.
             let shown = ns.as_ref().and_then(|ns| ns.unscope(&topic.name)).unwrap_or(&topic.name).to_owned();
             fork_offsets.insert(shown, topic.partitions.iter().map(|p| p.next_offset).collect());
+            self.changed.everything();
             for partition in topic.partitions.iter_mut().map(std::sync::Arc::make_mut) {
                 for (producer_id, first_offset) in std::mem::take(&mut partition.open_transactions) {
                     // The source producer's epoch is not known here; any epoch ends its

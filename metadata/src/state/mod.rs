@@ -5,6 +5,8 @@
 //! than drift from its peers.
 
 mod acls;
+mod changed;
+pub use changed::{ChangedPartitions, JournalPosition};
 mod cleaning;
 mod compaction;
 mod group_configs;
@@ -165,6 +167,9 @@ pub struct State {
     /// Partitions of topics a reversed link adopted that must be cut back to the offset both
     /// sides share before the link writes them (format 11); the link's job cuts them.
     pub mirror_truncations: BTreeMap<(TopicId, i32), i64>,
+    /// The partitions the applied commands changed (`changed.rs`): derived, not stored, never
+    /// compared.
+    pub changed: ChangedPartitions,
 }
 
 /// How clients reach an agent, as listed in Kafka Metadata responses.

@@ -139,7 +139,9 @@ fn validate_commit(commit: &SegmentCommit) -> Result<(), CommandError> {
 impl State {
     pub(super) fn partition_mut(&mut self, topic_id: TopicId, partition: i32) -> Option<&mut Partition> {
         let index = usize::try_from(partition).ok()?;
-        self.topics.get_mut(&topic_id)?.partitions.get_mut(index).map(std::sync::Arc::make_mut)
+        let log = self.topics.get_mut(&topic_id)?.partitions.get_mut(index)?;
+        self.changed.partition(topic_id, partition);
+        Some(std::sync::Arc::make_mut(log))
     }
 
     /// Grouped commits, each applied as [`State::commit_segment`] would be, in order.

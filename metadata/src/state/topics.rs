@@ -100,12 +100,14 @@ impl State {
         let partitions = (0..partition_count).map(|_| Default::default()).collect();
         self.topic_ids.insert(name.clone(), topic_id);
         self.topics.insert(topic_id, Topic { name, topic_id, configs, partitions });
+        self.changed.everything();
         Ok(Outcome::TopicCreated { topic_id })
     }
 
     pub(super) fn delete_topic(&mut self, name: &str) -> Result<Outcome, CommandError> {
         let topic_id = self.topic_ids.remove(name).ok_or(CommandError::UnknownTopicOrPartition)?;
         let topic = self.topics.remove(&topic_id).expect("topic_ids and topics agree");
+        self.changed.everything();
         for partition in topic.partitions {
             for object_id in partition.index.iter().filter_map(IndexEntry::object_id) {
                 self.release_object(object_id);
@@ -135,6 +137,7 @@ impl State {
         self.check_partition_quota(name, wanted - current)?;
         let topic = self.topics.get_mut(&topic_id).expect("topic_ids and topics agree");
         topic.partitions.resize_with(wanted, Default::default);
+        self.changed.everything();
         Ok(Outcome::Done)
     }
 
