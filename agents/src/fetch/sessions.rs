@@ -656,12 +656,13 @@ impl FetchSessions {
             metrics::FETCH_SESSION_PARTITIONS_OMITTED.inc_by(omitted);
         }
         // Partitions that returned records go to the back, in their order, so a small
-        // `max_bytes` still reaches every partition in turn. One stable sort of the session: a
-        // move per partition shifted the whole session each time, which at 10,000 partitions
-        // (a thousand returning records per answer) took 71 % of the agent's CPU.
+        // `max_bytes` still reaches every partition in turn: taken out in one pass that keeps
+        // the others' order, then appended. A move per partition shifted the whole session each
+        // time, which at 10,000 partitions (a thousand returning records per answer) took 71 %
+        // of the agent's CPU; a stable sort of the whole session still took 5 %.
         if rotate {
-            state.partitions.sort_by(|_, a, _, b| a.to_back.cmp(&b.to_back));
-            state.partitions.values_mut().for_each(|cached| cached.to_back = false);
+            let back: Vec<(Key, Cached)> = state.partitions.extract_if(.., |_, cached| cached.to_back).collect();
+            state.partitions.extend(back.into_iter().map(|(key, cached)| (key, Cached { to_back: false, ..cached })));
         }
     }
 

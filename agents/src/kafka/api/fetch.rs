@@ -227,13 +227,37 @@ async fn read_once(
             };
             (t.map(|t| (t.topic_id, t.name.clone())), at_end)
         };
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        // Room for the partitions answered, not the whole session's.
+        let leaving_out = at_end.iter().filter(|a| matches!(a, Some(AtEnd::Unchanged(_) | AtEnd::Settled))).count();
+        let mut partitions = Vec::with_capacity(topic.partitions.len() - leaving_out);
         let topic_at = at;
         at += topic.partitions.len();
         if told.is_some() {
             left_out.resize(at, false);
         }
         for (i, p) in topic.partitions.iter().enumerate() {
+            // Left out before anything is built for it: most of a large session's partitions.
+            let at_end_read = match (at_end.get_mut(i).and_then(Option::take), &resolved) {
+                (Some(AtEnd::Unchanged(seen)), Some((topic_id, _))) => {
+                    unchanged_left_out += 1;
+                    if let Some(marks) = &mut marks {
+                        marks.push((*topic_id, p.partition, seen));
+                    }
+                    if let Some(flag) = left_out.get_mut(topic_at + i) {
+                        *flag = true;
+                    }
+                    continue;
+                }
+                (Some(AtEnd::Settled), Some(_)) => {
+                    settled_left_out += 1;
+                    if let Some(flag) = left_out.get_mut(topic_at + i) {
+                        *flag = true;
+                    }
+                    continue;
+                }
+                (Some(AtEnd::Read(read)), _) => Some(read),
+                _ => None,
+            };
             let data = PartitionData::default().with_partition_index(p.partition);
             let Some((topic_id, _)) = &resolved else {
                 errors = true;
@@ -253,25 +277,8 @@ async fn read_once(
                 must_return_first: total == 0,
                 read_committed,
             };
-            let read = match at_end.get_mut(i).and_then(Option::take) {
-                Some(AtEnd::Unchanged(seen)) => {
-                    unchanged_left_out += 1;
-                    if let Some(marks) = &mut marks {
-                        marks.push((*topic_id, p.partition, seen));
-                    }
-                    if let Some(flag) = left_out.get_mut(topic_at + i) {
-                        *flag = true;
-                    }
-                    continue;
-                }
-                Some(AtEnd::Settled) => {
-                    settled_left_out += 1;
-                    if let Some(flag) = left_out.get_mut(topic_at + i) {
-                        *flag = true;
-                    }
-                    continue;
-                }
-                Some(AtEnd::Read(read)) => {
+            let read = match at_end_read {
+                Some(read) => {
                     reads_at_end += 1;
                     Ok(read)
                 }
