@@ -590,6 +590,25 @@ impl BlockCache {
         self.read_chunk_of(view, store).await
     }
 
+    /// Bytes `range` of an object for a background job, through the blocks as
+    /// [`Self::read_chunk_for_job`] reads them, but unchecked: the range holds several chunks
+    /// (a compaction's adjacent chunks of one object, read in one go rather than one block
+    /// lookup each), which the caller checks against their own CRC-32Cs.
+    pub async fn read_range_for_job(
+        &self,
+        store: &SegmentStore,
+        key: &SegmentKey,
+        range: std::ops::Range<u64>,
+        object_bytes: u64,
+        job: &JobBlocks,
+    ) -> Result<Bytes, ReadChunkError> {
+        let byte_len = u32::try_from(range.end.saturating_sub(range.start)).unwrap_or(u32::MAX);
+        let chunk = ChunkRef { key: key.clone(), byte_start: range.start, byte_len, crc32c: 0 };
+        let mut view = self.view(store, chunk, object_bytes);
+        view.job = Some(job.clone());
+        view.slice(0..u64::from(byte_len)).await
+    }
+
     async fn read_chunk_of(&self, mut view: ChunkView, store: &SegmentStore) -> Result<Bytes, ReadChunkError> {
         let len = view.len();
         let bytes = match view.slice(0..len).await {
