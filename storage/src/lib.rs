@@ -19,8 +19,8 @@ pub mod timed;
 pub mod usage;
 
 pub use cache::{
-    BLOCK_BYTES, BlockCache, BlockCacheConfig, ChunkView, JobBlocks, PeerBlock, PeerBlocks, PeerFetch, WrittenTier,
-    block_len, owner_block,
+    BLOCK_BYTES, BlockCache, BlockCacheConfig, ChunkView, JobBlocks, LastBlock, PeerBlock, PeerBlocks, PeerFetch,
+    WrittenTier, block_len, owner_block,
 };
 pub use error::{PutSegmentError, ReadChunkError, ReadFooterError, StorageError};
 pub use faults::{FaultPlan, FaultSource, FaultSwitch};

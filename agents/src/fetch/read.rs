@@ -2,7 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 use floe_metadata::{AbortedTransaction, EntryData, IndexEntry, Partition, State, TopicId};
-use floe_storage::{ChunkRef, ReadChunkError, SegmentKey};
+use floe_storage::{ChunkRef, LastBlock, ReadChunkError, SegmentKey};
 use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 
 use crate::Agent;
@@ -226,7 +226,13 @@ impl Sink {
 /// (disk tier, peer), before a view sees it. Objects of format 1 have no block checksums; for
 /// them the walk checks what it can cheaply: a batch spans at least one offset and never starts
 /// before the previous one ended.
-async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: &mut Sink) -> Result<bool, FetchError> {
+async fn read_entry(
+    agent: &Agent,
+    entry: &IndexEntry,
+    object: &ObjectAt,
+    sink: &mut Sink,
+    held: &mut LastBlock,
+) -> Result<bool, FetchError> {
     let (Some(chunk), Some((key, object_bytes))) = (entry.chunk(), object) else {
         // A marker's built control batch, or nothing for a removed stretch.
         let bytes = entry_bytes(agent, entry, object.clone()).await?;
@@ -242,7 +248,7 @@ async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: 
     };
     let chunk_ref =
         ChunkRef { key: key.clone(), byte_start: chunk.byte_start, byte_len: chunk.byte_len, crc32c: chunk.crc32c };
-    let mut view = agent.cache.view(&agent.store, chunk_ref, *object_bytes);
+    let mut view = agent.cache.view_holding(&agent.store, chunk_ref, *object_bytes, held);
     let (mut at, mut next_base) = (0u64, entry.base_offset);
     // Where the previous batch's offsets ended: the next batch starts there or later.
     let mut previous_end = i64::MIN;
@@ -270,10 +276,14 @@ async fn read_entry(agent: &Agent, entry: &IndexEntry, object: &ObjectAt, sink: 
                 }
                 sink.push(&batch, base, &header);
             }
-            Want::Stop => return Ok(false),
+            Want::Stop => {
+                view.hold(held);
+                return Ok(false);
+            }
         }
         at = end;
     }
+    view.hold(held);
     Ok(true)
 }
 
@@ -313,7 +323,8 @@ fn aborted_overlapping(log: &Partition, offset: i64, read_to: i64) -> Vec<Aborte
     log.aborted_transactions.range(from..).filter(|a| a.first_offset <= read_to).copied().collect()
 }
 
-/// Reads whole batches of one partition starting with the batch that holds `offset`.
+/// Reads whole batches of one partition starting with the batch that holds `offset`; `held`
+/// keeps a block from one read to the next, for a caller reading many partitions.
 pub async fn read_partition(
     agent: &Agent,
     topic_id: TopicId,
@@ -321,6 +332,7 @@ pub async fn read_partition(
     offset: i64,
     current_leader_epoch: i32,
     limits: ReadLimits,
+    held: &mut LastBlock,
 ) -> Result<PartitionRead, FetchError> {
     let mut out = BytesMut::new();
     let mut from = offset;
@@ -357,7 +369,7 @@ pub async fn read_partition(
             if let Some(ahead) = plan.entries.get(i + 1 + FETCH_PREFETCH_CHUNKS_MAX) {
                 prefetch(ahead);
             }
-            if !read_entry(agent, entry, object, &mut sink).await? {
+            if !read_entry(agent, entry, object, &mut sink, held).await? {
                 stopped = true;
                 break;
             }

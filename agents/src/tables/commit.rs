@@ -739,6 +739,7 @@ pub(super) async fn commit_table(
     let mut backlogged = false;
     let mut ranges = Vec::new();
     let mut rows = 0u64;
+    let mut held = floe_storage::LastBlock::default();
     for &(partition, from, last_stable) in &plan.partitions {
         let mut at = from;
         while at < last_stable {
@@ -748,7 +749,7 @@ pub(super) async fn commit_table(
             }
             let limits =
                 ReadLimits { max_bytes: TABLE_READ_BYTES.min(budget), must_return_first: true, read_committed: true };
-            let read = read_partition(agent, topic_id, partition, at, -1, limits).await?;
+            let read = read_partition(agent, topic_id, partition, at, -1, limits, &mut held).await?;
             budget = budget.saturating_sub(read.records.len());
             crate::metrics::TABLE_BYTES_READ.inc_by(read.records.len() as u64);
             let records =

@@ -188,12 +188,15 @@ async fn read_once(
 ) -> Result<Batch, HttpError> {
     let read_committed = isolation == Isolation::ReadCommitted;
     let limits = ReadLimits { max_bytes, must_return_first: true, read_committed };
+    let mut held = floe_storage::LastBlock::default();
     let read =
-        read_partition(agent, target.topic_id, target.partition, offset, -1, limits).await.map_err(|e| match e {
-            FetchError::UnknownTopicOrPartition => HttpError::not_found(e.to_string()),
-            FetchError::OffsetOutOfRange { .. } => HttpError::new(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string()),
-            FetchError::OffsetNotAvailable { .. } => HttpError::unavailable(e.to_string()).with_retry_after(1),
-            other => HttpError::unavailable(format!("reading the partition: {other}")),
+        read_partition(agent, target.topic_id, target.partition, offset, -1, limits, &mut held).await.map_err(|e| {
+            match e {
+                FetchError::UnknownTopicOrPartition => HttpError::not_found(e.to_string()),
+                FetchError::OffsetOutOfRange { .. } => HttpError::new(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string()),
+                FetchError::OffsetNotAvailable { .. } => HttpError::unavailable(e.to_string()).with_retry_after(1),
+                other => HttpError::unavailable(format!("reading the partition: {other}")),
+            }
         })?;
     let records = fetched_records(&read, offset, read_committed, max_records)
         .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("stored records: {e}")))?;

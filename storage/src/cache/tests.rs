@@ -538,3 +538,32 @@ fn a_job_keeps_its_newest_blocks_up_to_its_bound() {
     job.forget(&format!("b#{}", count - 1));
     assert_eq!(job.bytes(), JOB_BLOCKS_BYTES_MAX - BLOCK_BYTES as usize);
 }
+
+#[tokio::test]
+async fn a_reader_keeps_its_last_block_for_the_next_chunk_of_the_same_object_only() {
+    let empty = memory_store();
+    let (written, datas) = object();
+    let (chunks, object_bytes, blocks) = (written.chunks.clone(), written.object_bytes, written.blocks.clone());
+    let parts: Vec<Bytes> = written.payload.iter().cloned().collect();
+    let key = SegmentKey::generate();
+    let cache = memory_cache(64 << 20).await;
+    cache.insert_object(&key, &parts, &blocks, WrittenTier::Memory);
+
+    // Chunk 1 ends in block 1, which the reader keeps; then the cache and the store lose it.
+    let mut held = LastBlock::default();
+    let mut view = cache.view_holding(&empty, chunk_ref(&key, &chunks[1]), object_bytes, &mut held);
+    assert_eq!(view.slice(0..view.len()).await.expect("cached"), datas[1]);
+    view.hold(&mut held);
+    cache.cache.memory().clear();
+
+    // Chunk 2 lies in block 1: read from the kept block, with nothing else to read it from.
+    let mut view = cache.view_holding(&empty, chunk_ref(&key, &chunks[2]), object_bytes, &mut held);
+    assert_eq!(view.slice(0..view.len()).await.expect("the kept block"), datas[2]);
+    view.hold(&mut held);
+    // The same range of another object is not this one's block, nor is block 0 (chunk 0).
+    let other = ChunkRef { key: SegmentKey::generate(), ..chunk_ref(&key, &chunks[2]) };
+    let mut view = cache.view_holding(&empty, other, object_bytes, &mut held);
+    assert!(view.slice(0..view.len()).await.is_err());
+    let mut view = cache.view_holding(&empty, chunk_ref(&key, &chunks[0]), object_bytes, &mut held);
+    assert!(view.slice(0..view.len()).await.is_err());
+}

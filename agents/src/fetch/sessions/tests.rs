@@ -18,7 +18,8 @@ fn name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
 }
 
-/// A fetch of `partitions` (topic, partition, offset) in session `id` at `epoch`.
+/// A fetch of `partitions` (topic, partition, offset) in session `id` at `epoch`, with the
+/// limits a Java client asks for.
 fn fetch(version: i16, id: i32, epoch: i32, partitions: &[(&str, i32, i64)]) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for &(topic, partition, offset) in partitions {
@@ -26,7 +27,10 @@ fn fetch(version: i16, id: i32, epoch: i32, partitions: &[(&str, i32, i64)]) -> 
             let t = FetchTopic::default().with_topic(if version >= 13 { TopicName::default() } else { name(topic) });
             topics.push(t.with_topic_id(topic_id(topic)));
         }
-        let p = FetchPartition::default().with_partition(partition).with_fetch_offset(offset);
+        let p = FetchPartition::default()
+            .with_partition(partition)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(1024 * 1024);
         if let Some(t) = topics.last_mut() {
             t.partitions.push(p);
         }
@@ -37,7 +41,11 @@ fn fetch(version: i16, id: i32, epoch: i32, partitions: &[(&str, i32, i64)]) -> 
             t.topic = TopicName::default();
         }
     }
-    FetchRequest::default().with_session_id(id).with_session_epoch(epoch).with_topics(topics)
+    FetchRequest::default()
+        .with_max_bytes(50 * 1024 * 1024)
+        .with_session_id(id)
+        .with_session_epoch(epoch)
+        .with_topics(topics)
 }
 
 fn forget(mut request: FetchRequest, version: i16, partitions: &[(&str, i32)]) -> FetchRequest {
@@ -242,7 +250,7 @@ fn partitions_that_returned_records_rotate_to_the_back() {
     // With room for one batch, the first partition with data answers; it then goes last.
     let mut reached = Vec::new();
     for epoch in 1..=3 {
-        let mut request = fetch(V12, id, epoch, &[]);
+        let mut request = fetch(V12, id, epoch, &[]).with_max_bytes(5);
         let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
         let first_in_session = request.topics[0].partitions[0].partition;
         let mut response = answer(&request, |_| 10, &[first_in_session]);
@@ -258,13 +266,29 @@ fn partitions_that_returned_records_go_to_the_back_in_their_order() {
     let id = open(&sessions, V12, &[0, 1, 2, 3, 4], Instant::now());
     let mut order = Vec::new();
     for (epoch, with_records) in [(1, &[1, 3][..]), (2, &[0, 1][..]), (3, &[][..])] {
-        let mut request = fetch(V12, id, epoch, &[]);
+        let mut request = fetch(V12, id, epoch, &[]).with_max_bytes(1024 * 1024);
         let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
         order.push(request.topics[0].partitions.iter().map(|p| p.partition).collect::<Vec<_>>());
         let mut response = answer(&request, |_| 10, with_records);
         sessions.finish(ticket, &mut response);
     }
     assert_eq!(order, vec![vec![0, 1, 2, 3, 4], vec![0, 2, 4, 1, 3], vec![2, 4, 3, 0, 1]]);
+}
+
+#[test]
+fn an_answer_with_room_for_every_partition_keeps_the_session_order() {
+    let sessions = FetchSessions::new(FetchSessionBounds::default());
+    let id = open(&sessions, V12, &[0, 1, 2, 3], Instant::now());
+    let mut order = Vec::new();
+    for epoch in 1..=3 {
+        let mut request = fetch(V12, id, epoch, &[]);
+        let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+        order.push(request.topics[0].partitions.iter().map(|p| p.partition).collect::<Vec<_>>());
+        // 50 MiB of room, 1 MiB per partition: none can be left short, so none need go first.
+        let mut response = answer(&request, |_| 10, &[0, 2]);
+        sessions.finish(ticket, &mut response);
+    }
+    assert_eq!(order, vec![vec![0, 1, 2, 3]; 3]);
 }
 
 #[test]

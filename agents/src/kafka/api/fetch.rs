@@ -184,6 +184,7 @@ async fn read_once(
     // What this answer tells of each partition read (None: an error, told again once it clears).
     let mut telling = Telling::new();
     let mut left_out = Vec::new();
+    let mut held = floe_storage::LastBlock::default();
     // The place of the next partition in the request, over all its topics.
     let mut at = 0usize;
     for topic in &request.topics {
@@ -284,7 +285,16 @@ async fn read_once(
                 }
                 None => {
                     reads_planned += 1;
-                    read_partition(agent, *topic_id, p.partition, p.fetch_offset, p.current_leader_epoch, limits).await
+                    read_partition(
+                        agent,
+                        *topic_id,
+                        p.partition,
+                        p.fetch_offset,
+                        p.current_leader_epoch,
+                        limits,
+                        &mut held,
+                    )
+                    .await
                 }
             };
             match read {

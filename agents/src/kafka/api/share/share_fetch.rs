@@ -70,13 +70,14 @@ async fn serve(
     let mut from = first;
     let mut leader_epoch = 0;
     let mut left = budget;
+    let mut held = floe_storage::LastBlock::default();
     for _ in 0..READ_ROUNDS_MAX {
         if from > last || left == 0 {
             break;
         }
         let limits =
             ReadLimits { max_bytes: left, must_return_first: must_return_first && out.is_empty(), read_committed };
-        let read = read_partition(agent, topic_id, partition, from, -1, limits).await?;
+        let read = read_partition(agent, topic_id, partition, from, -1, limits, &mut held).await?;
         leader_epoch = read.leader_epoch;
         left = left.saturating_sub(read.records.len());
         let batches = consumer_batches(&read, read_committed)
