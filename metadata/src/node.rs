@@ -73,7 +73,7 @@ async fn group_commits(node: MetadataNode, mut queue: tokio::sync::mpsc::Receive
             continue;
         }
         let command = if packed {
-            Command::CommitSegmentsPacked(crate::command::PackedCommits(commits))
+            Command::CommitSegmentsPacked(crate::command::PackedCommits(commits.into()))
         } else {
             Command::CommitSegments(commits)
         };

@@ -1318,7 +1318,7 @@ async fn simulate(seed: u64, root: PathBuf) -> Run {
                 // Half the commits go in format 13's packed encoding, as a node's group committer
                 // writes them, until the cluster is found not to apply it yet.
                 let mut command = if rng.gen_bool(0.5) {
-                    Command::CommitSegmentsPacked(crate::command::PackedCommits(vec![commit.clone()]))
+                    Command::CommitSegmentsPacked(crate::command::PackedCommits(vec![commit.clone()].into()))
                 } else {
                     Command::CommitSegment(commit.clone())
                 };

@@ -422,7 +422,7 @@ impl State {
                 self.refuse_mirror_by_name(&name)?;
                 self.set_topic_configs(&name, configs)
             }
-            Command::CommitSegment(commit) => self.commit_segment(commit),
+            Command::CommitSegment(commit) => self.commit_segment(&commit),
             Command::DeleteRecords { topic_id, partition, offset } => {
                 self.refuse_mirror(topic_id)?;
                 self.delete_records(topic_id, partition, offset)
@@ -559,14 +559,14 @@ impl State {
                 }
                 Ok(Outcome::Done)
             }
-            Command::CommitSegments(commits) => self.commit_segments(commits),
+            Command::CommitSegments(commits) => self.commit_segments(&commits),
             Command::CommitSegmentsPacked(crate::command::PackedCommits(commits)) => {
                 if !self.applies_format(13) {
                     return Err(CommandError::InvalidCommit(
                         "packed segment commits need every metadata node on format 13".into(),
                     ));
                 }
-                self.commit_segments(commits)
+                self.commit_segments(&commits)
             }
             Command::SetLink { name, config, now_ms } => self.set_link(name, config.into(), now_ms),
             Command::DeleteLink { name } => self.delete_link(&name),

@@ -145,18 +145,18 @@ impl State {
     }
 
     /// Grouped commits, each applied as [`State::commit_segment`] would be, in order.
-    pub(super) fn commit_segments(&mut self, commits: Vec<SegmentCommit>) -> Result<Outcome, CommandError> {
+    pub(super) fn commit_segments(&mut self, commits: &[SegmentCommit]) -> Result<Outcome, CommandError> {
         if commits.len() > crate::limits::COMMIT_GROUP_MAX {
             return Err(CommandError::InvalidCommit(format!(
                 "more than {} grouped commits",
                 crate::limits::COMMIT_GROUP_MAX
             )));
         }
-        Ok(Outcome::SegmentsCommitted(commits.into_iter().map(|c| self.commit_segment(c)).collect()))
+        Ok(Outcome::SegmentsCommitted(commits.iter().map(|c| self.commit_segment(c)).collect()))
     }
 
-    pub(super) fn commit_segment(&mut self, commit: SegmentCommit) -> Result<Outcome, CommandError> {
-        validate_commit(&commit)?;
+    pub(super) fn commit_segment(&mut self, commit: &SegmentCommit) -> Result<Outcome, CommandError> {
+        validate_commit(commit)?;
         if let Some(chunks) = self.recent_commits.get(&commit.key) {
             if chunks.is_empty() {
                 return Err(refused(&commit.key, "it was committed before; its offsets are no longer kept".into()));
@@ -170,7 +170,7 @@ impl State {
         let object_id = self.next_object_id;
         let mut reference_count = 0u64;
         let mut results = Vec::with_capacity(commit.chunks.len());
-        for chunk in commit.chunks {
+        for chunk in &commit.chunks {
             if self.partition(chunk.topic_id, chunk.partition).is_none() {
                 results.push(Err(CommandError::UnknownTopicOrPartition));
                 continue;
@@ -180,7 +180,7 @@ impl State {
                 continue;
             }
             if let Some(producer) = chunk.producer {
-                match self.admit_producer_chunk(&chunk, producer) {
+                match self.admit_producer_chunk(chunk, producer) {
                     Ok(Admission::Append) => {}
                     Ok(Admission::Duplicate(base_offset)) => {
                         results.push(Ok(base_offset));
@@ -222,7 +222,7 @@ impl State {
             partition.index_bytes += u64::from(chunk.byte_len);
             reference_count += 1;
             if let Some(producer) = chunk.producer {
-                self.record_producer_chunk(&chunk, producer, base_offset, last_offset, timestamp_max);
+                self.record_producer_chunk(chunk, producer, base_offset, last_offset, timestamp_max);
             }
             if let Some(topic) = self.topics.get(&chunk.topic_id) {
                 self.usage.add_open(
@@ -239,7 +239,7 @@ impl State {
         if reference_count > 0 {
             self.objects.insert(
                 object_id,
-                ObjectRecord { key: commit.key, object_bytes: commit.object_bytes, reference_count },
+                ObjectRecord { key: key.clone(), object_bytes: commit.object_bytes, reference_count },
             );
             self.next_object_id += 1;
         }

@@ -1873,7 +1873,7 @@ fn golden_commands_of_format_13(before: &State) -> Vec<Command> {
     second.chunks[0].uncompressed_bytes = 240;
     vec![
         Command::SetFormat { format: 13 },
-        Command::CommitSegmentsPacked(crate::command::PackedCommits(vec![first, second])),
+        Command::CommitSegmentsPacked(crate::command::PackedCommits(vec![first, second].into())),
     ]
 }
 
