@@ -33,6 +33,8 @@ use tokio::sync::watch;
 const DUPLEX_BYTES: usize = 4 << 20;
 /// Longest wait for the one-voter metadata cluster to elect itself.
 const LEADER_WAIT: Duration = Duration::from_secs(10);
+/// Longest wait for an event a test polls for.
+const EVENT_WAIT: Duration = Duration::from_secs(10);
 /// Largest `/metrics` body read: the process's metrics, many times over.
 const METRICS_BYTES_MAX: usize = 64 << 20;
 
@@ -140,6 +142,19 @@ impl TestAgent {
             .filter_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
             .map(|value| value.trim().parse::<f64>().expect("a metric's value is a number"))
             .sum()
+    }
+
+    /// Returns once a Fetch waits registered to be woken (`floe_long_polls_waiting`), so a test
+    /// can make the change that is to wake it rather than be there when it first reads; panics
+    /// after [`EVENT_WAIT`]. The gauge is the process's: another test's long poll moving it only
+    /// makes the caller's test weaker, never wrong.
+    pub async fn wait_for_long_poll(&self) {
+        let waiting = async {
+            while self.metric("floe_long_polls_waiting").await < 1.0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(EVENT_WAIT, waiting).await.expect("a Fetch waits to be woken");
     }
 
     /// The cluster's id, which the HTTP API's `/v3/clusters/{cluster}` paths name.

@@ -14,7 +14,6 @@
 //! one is held back and answered retriably (`produce::holds`): a producer with no sequences on a
 //! partition yet must not get its later records committed without the earlier ones.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -118,8 +117,8 @@ struct FlushJob {
     /// The object's bytes and block checksums, for the cache once the upload succeeded.
     parts: Vec<bytes::Bytes>,
     blocks: BlockChecksums,
-    /// Per chunk: (append, partition within it, offsets before its first batch in the chunk).
-    routes: Vec<Vec<(usize, usize, i64)>>,
+    /// Where each append's partition went, by chunk.
+    routes: Vec<Route>,
     appends: Vec<Append>,
 }
 
@@ -240,37 +239,53 @@ async fn run_flusher(shared: Arc<Shared>, jobs: mpsc::Sender<FlushJob>, store: S
 /// An appended partition's place in a flush: (append, partition within it).
 type AppendAt = (usize, usize);
 
+/// Where one partition of one append went in a flush: its chunk, and the offsets before its
+/// first batch in that chunk.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    chunk: usize,
+    append: usize,
+    partition: usize,
+    offsets_before: i64,
+}
+
 /// Groups the flush by partition into one segment object and starts its upload.
 fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
     // Plain batches share one chunk per partition; each producer's append gets its own chunk
-    // (keyed by its position), so metadata can deduplicate or refuse it alone.
-    let mut by_partition: BTreeMap<(TopicPartition, Option<AppendAt>), Vec<AppendAt>> = BTreeMap::new();
-    for (a, append) in appends.iter().enumerate() {
-        for (p, part) in append.partitions.iter().enumerate() {
-            let own_chunk = part.producer.is_some().then_some((a, p));
-            by_partition.entry((part.topic_partition, own_chunk)).or_default().push((a, p));
-        }
-    }
+    // (keyed by its position), so metadata can deduplicate or refuse it alone. One list sorted by
+    // chunk, appends in order within one, rather than a map of lists: at 10,000 partitions a
+    // flush is hundreds of chunks of one append each, and each list was an allocation.
+    let mut placed: Vec<((TopicPartition, Option<AppendAt>), AppendAt)> = appends
+        .iter()
+        .enumerate()
+        .flat_map(|(a, append)| {
+            append.partitions.iter().enumerate().map(move |(p, part)| {
+                let own_chunk = part.producer.is_some().then_some((a, p));
+                ((part.topic_partition, own_chunk), (a, p))
+            })
+        })
+        .collect();
+    placed.sort_unstable();
     let key = SegmentKey::generate();
     let mut writer = SegmentWriter::new();
-    let mut chunks = Vec::with_capacity(by_partition.len());
-    let mut routes = Vec::with_capacity(by_partition.len());
+    let mut chunks = Vec::new();
+    let mut routes = Vec::with_capacity(placed.len());
     // Every chunk's bytes in one buffer, in object order: no buffer grows by copying, and the hot
     // tier takes its blocks from it without copying them again (`insert_object`).
     let data_bytes = appends.iter().flat_map(|a| &a.partitions).flat_map(|p| &p.batches).map(|b| b.bytes.len()).sum();
     let mut data = BytesMut::with_capacity(data_bytes);
-    let mut pending = Vec::with_capacity(by_partition.len());
-    for ((topic_partition, own_chunk), parts) in by_partition {
+    let mut pending = Vec::new();
+    for chunk in placed.chunk_by(|x, y| x.0 == y.0) {
+        let (topic_partition, own_chunk) = chunk[0].0;
         let producer = own_chunk.and_then(|(a, p)| appends[a].partitions[p].producer);
         let chunk_start = data.len();
         let mut batches = Vec::new();
-        let mut route = Vec::with_capacity(parts.len());
         let mut offsets_before = 0i64;
         let mut uncompressed_bytes = 0u64;
         let mut stats =
             ChunkStats { batch_count: 0, record_count: 0, timestamp_min: i64::MAX, timestamp_max: i64::MIN };
-        for (a, p) in parts {
-            route.push((a, p, offsets_before));
+        for &(_, (a, p)) in chunk {
+            routes.push(Route { chunk: pending.len(), append: a, partition: p, offsets_before });
             for batch in &appends[a].partitions[p].batches {
                 data.extend_from_slice(&batch.bytes);
                 batches.push(BatchSummary {
@@ -286,10 +301,11 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
                 stats.timestamp_max = stats.timestamp_max.max(batch.timestamp_max);
             }
         }
-        pending.push((topic_partition, chunk_start..data.len(), stats, batches, producer, uncompressed_bytes, route));
+        pending.push((topic_partition, chunk_start..data.len(), stats, batches, producer, uncompressed_bytes));
     }
     let data = data.freeze();
-    for (topic_partition, range, stats, batches, producer, uncompressed_bytes, route) in pending {
+    chunks.reserve_exact(pending.len());
+    for (topic_partition, range, stats, batches, producer, uncompressed_bytes) in pending {
         let entry = *writer.push_chunk(topic_partition, [data.slice(range)], stats);
         chunks.push(ChunkCommit {
             topic_id: topic_partition.topic_id,
@@ -301,7 +317,6 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
             producer,
             uncompressed_bytes,
         });
-        routes.push(route);
     }
     let object = writer.finish();
     crate::metrics::FLUSH_SEGMENT_BYTES.observe(object.object_bytes as f64);
@@ -339,7 +354,7 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
     let mut holds = SequenceHolds::default();
     while let Some(job) = jobs.recv().await {
         let FlushJob { started, commit, upload, key, parts, blocks, routes, appends } = job;
-        let chunk_count = routes.len();
+        let chunk_count = commit.chunks.len();
         let producer_chunks: Vec<Option<ProducerChunk>> = commit.chunks.iter().map(ProducerChunk::of).collect();
         let results = match upload.await {
             Ok(Ok(())) if started.elapsed() > commit_deadline => {
@@ -373,9 +388,10 @@ async fn run_committer(shared: Arc<Shared>, mut jobs: mpsc::Receiver<FlushJob>, 
         }
         let mut replies: Vec<Vec<AppendResult>> =
             appends.iter().map(|a| vec![Err(AppendError::ShuttingDown); a.partitions.len()]).collect();
-        for (route, outcome) in routes.iter().zip(&outcomes) {
-            for &(a, p, offsets_before) in route {
-                replies[a][p] = outcome.clone().map(|base_offset| base_offset + offsets_before);
+        for route in &routes {
+            if let Some(outcome) = outcomes.get(route.chunk) {
+                replies[route.append][route.partition] =
+                    outcome.clone().map(|base_offset| base_offset + route.offsets_before);
             }
         }
         crate::metrics::FLUSH_SECONDS.observe(started.elapsed().as_secs_f64());

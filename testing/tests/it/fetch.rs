@@ -22,8 +22,6 @@ use crate::transactions::{TxnProducer, aborted_transactions, consumed};
 const DELETE_RECORDS_VERSION: i16 = 2;
 /// Fetch v16: topics by id, as Kafka 4 consumers send it.
 const FETCH_BY_ID_VERSION: i16 = 16;
-/// The counter of reads a waiting Fetch makes after registering to be woken.
-const LONG_POLLS_WAITING: &str = "floe_long_polls_waiting";
 /// Longest wait for an event a test polls for.
 const EVENT_WAIT: Duration = Duration::from_secs(10);
 /// Session errors of a Fetch as a whole.
@@ -76,15 +74,8 @@ async fn a_waiting_fetch_is_answered_as_soon_as_a_produce_commits() {
     let started = Instant::now();
     let sent =
         consumer.send(&fetch_request("awaited", 0, 0).with_max_wait_ms(20_000).with_min_bytes(1), FETCH_VERSION).await;
-    // The Produce is to wake the Fetch, not to be there when it first reads: wait until a Fetch
-    // has registered for its wakeup (the gauge is the process's; another test's long poll
-    // moving it only makes this test weaker, never wrong).
-    let waiting = async {
-        while floe.metric(LONG_POLLS_WAITING).await < 1.0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    // The Produce is to wake the Fetch, not to be there when it first reads.
+    floe.wait_for_long_poll().await;
     let produced = producer.produce("awaited", 0, record_batch(&["wake"]), -1).await.expect("answered");
     assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
 
@@ -293,14 +284,8 @@ async fn a_session_fetch_reads_only_the_partitions_that_moved() {
     let (before, settled_before) = (reads().await, settled().await);
     let started = Instant::now();
     let sent = raw.send(&session(id, 4, &[], &[]).with_max_wait_ms(10_000), FETCH_VERSION).await;
-    // The record is to wake the poll, not to be there when it first reads: produced once the
-    // Fetch has registered for its wakeup.
-    let waiting = async {
-        while floe.metric(LONG_POLLS_WAITING).await < 1.0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    // The record is to wake the poll, not to be there when it first reads.
+    floe.wait_for_long_poll().await;
     let produced = producer.produce("moved", 42, record_batch(&["late"]), -1).await.expect("answered");
     assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
     let (answered_id, long_poll) = raw.recv::<FetchRequest>(FETCH_VERSION).await;
@@ -414,12 +399,7 @@ async fn a_read_committed_session_is_told_of_commits_aborts_and_a_moved_log_star
 
     let started = Instant::now();
     let sent = consumer.send(&session(id, 2, &[]).with_max_wait_ms(10_000).with_min_bytes(1), FETCH_VERSION).await;
-    let waiting = async {
-        while floe.metric(LONG_POLLS_WAITING).await < 1.0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    floe.wait_for_long_poll().await;
     assert_eq!(txn.end(&mut producer, true).await, 0, "A committed");
     let (answered_id, committed) = consumer.recv::<FetchRequest>(FETCH_VERSION).await;
     assert_eq!(answered_id, sent);
@@ -505,12 +485,7 @@ async fn long_poll_woken_by(
 ) -> BTreeMap<i32, (i16, i64, usize)> {
     let started = Instant::now();
     let sent = consumer.send(request, FETCH_VERSION).await;
-    let waiting = async {
-        while floe.metric(LONG_POLLS_WAITING).await < 1.0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(EVENT_WAIT, waiting).await.expect("the Fetch waits");
+    floe.wait_for_long_poll().await;
     produce(producer, topic, partition).await;
     let (answered_id, answer) = consumer.recv::<FetchRequest>(FETCH_VERSION).await;
     assert_eq!(answered_id, sent);
