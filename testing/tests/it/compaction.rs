@@ -21,16 +21,7 @@ const CHUNK_BYTES: usize = 12 * 1024;
 /// object, not one per chunk (at 10,000 partitions those lookups were a tenth of the agent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_round_reads_each_object_shared_by_many_partitions_once() {
-    let floe = TestAgent::start(TestOptions { cache_memory_bytes: Some(1 << 20), ..TestOptions::default() }).await;
-    let mut kafka = floe.kafka();
-    kafka.create_topic("wide", PARTITIONS).await;
-    for flush in 0..FLUSHES {
-        let value = format!("{flush:04}").repeat(CHUNK_BYTES / 4);
-        let batches = (0..PARTITIONS).map(|partition| (partition, record_batch(&[value.as_str()]))).collect();
-        // Each request is answered once its flush is committed, so each is a flush of its own.
-        let response = kafka.call(&produce_request_to("wide", batches, -1), floe_testing::PRODUCE_VERSION).await;
-        assert_eq!(partition_answer(response).error_code, 0, "flush {flush}");
-    }
+    let (floe, mut kafka) = wide_topic_of_flushes().await;
     let entries = || -> Vec<usize> {
         let state = floe.agent.metadata.read();
         state.topics.values().flat_map(|t| &t.partitions).map(|p| p.index.len()).collect()
@@ -57,6 +48,22 @@ async fn a_compaction_round_reads_each_object_shared_by_many_partitions_once() {
     floe.shutdown().await;
 }
 
+/// Topic `wide` of [`PARTITIONS`] partitions written by [`FLUSHES`] flushes, each one object holding
+/// a chunk of every partition, on an agent whose hot tier is too small to keep them.
+async fn wide_topic_of_flushes() -> (TestAgent, floe_testing::KafkaClient) {
+    let floe = TestAgent::start(TestOptions { cache_memory_bytes: Some(1 << 20), ..TestOptions::default() }).await;
+    let mut kafka = floe.kafka();
+    kafka.create_topic("wide", PARTITIONS).await;
+    for flush in 0..FLUSHES {
+        let value = format!("{flush:04}").repeat(CHUNK_BYTES / 4);
+        let batches = (0..PARTITIONS).map(|partition| (partition, record_batch(&[value.as_str()]))).collect();
+        // Each request is answered once its flush is committed, so each is a flush of its own.
+        let response = kafka.call(&produce_request_to("wide", batches, -1), floe_testing::PRODUCE_VERSION).await;
+        assert_eq!(partition_answer(response).error_code, 0, "flush {flush}");
+    }
+    (floe, kafka)
+}
+
 /// A chunk whose bytes no longer match the CRC-32C its commit recorded, inside an object whose
 /// other chunks a round reads together with it. The damage keeps the block's own CRC-32C (four
 /// bytes of the next chunk changed to match), so the block cache accepts the block and only the
@@ -65,15 +72,7 @@ async fn a_compaction_round_reads_each_object_shared_by_many_partitions_once() {
 /// after the damage still read, while runs written to other objects merge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_chunk_read_with_its_neighbours_is_never_copied_by_compaction() {
-    let floe = TestAgent::start(TestOptions { cache_memory_bytes: Some(1 << 20), ..TestOptions::default() }).await;
-    let mut kafka = floe.kafka();
-    kafka.create_topic("wide", PARTITIONS).await;
-    for flush in 0..FLUSHES {
-        let value = format!("{flush:04}").repeat(CHUNK_BYTES / 4);
-        let batches = (0..PARTITIONS).map(|partition| (partition, record_batch(&[value.as_str()]))).collect();
-        let response = kafka.call(&produce_request_to("wide", batches, -1), floe_testing::PRODUCE_VERSION).await;
-        assert_eq!(partition_answer(response).error_code, 0, "flush {flush}");
-    }
+    let (floe, mut kafka) = wide_topic_of_flushes().await;
     // The first flush's object, long gone from the 1 MiB hot tier: partition 5's batch gets
     // another leader epoch (outside the batch's own CRC), partition 6's chunk pays for the
     // block's CRC-32C, and the object is written again as it was otherwise.
