@@ -13,11 +13,10 @@
 //! [`Command::CommitSegments`]: super::Command::CommitSegments
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use std::sync::Arc;
 
 use super::{BatchSummary, ChunkCommit, ChunkProducer, SegmentCommit};
 use crate::state::TopicId;
