@@ -95,11 +95,12 @@ pub static LONG_POLL_PARTITIONS_REGISTERED: LazyLock<IntCounter> = LazyLock::new
 });
 
 /// Partitions read by Kafka Fetch, by how: `at_end` answered from the state alone (a read at the
-/// partition's end), `planned` through the index and the block cache.
+/// partition's end), `planned` through the index and the block cache; or left out: `unchanged`,
+/// `settled`, `quiet` (see the help).
 pub static FETCH_PARTITION_READS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "floe_fetch_partition_reads_total",
-        "Partitions of Kafka Fetches by how they were answered (at_end: from the state; planned: read through the index; unchanged: left out, a session told all of it already; settled: left out unseen, an earlier pass of the same long poll left it out and it has not moved)",
+        "Partitions of Kafka Fetches by how they were answered (at_end: from the state; planned: read through the index; unchanged: left out, a session told all of it already; settled: left out unseen, an earlier pass of the same long poll left it out and it has not moved; quiet: left out of a session's request, its earlier answers left it out and nothing changed since)",
         &["path"]
     )
     .expect("unique")

@@ -46,6 +46,9 @@ pub struct TestOptions {
     pub object_store_faults: bool,
     /// The hot tier's memory (16 MiB when `None`); a small one sends reads to the object store.
     pub cache_memory_bytes: Option<u64>,
+    /// Checks every request against ACLs (`--authorizer`), everything open while no ACL names
+    /// a resource: the harness's clients do not authenticate (`User:ANONYMOUS`).
+    pub authorizer: bool,
 }
 
 /// A metadata node and an agent in this process, over a temporary directory removed when the
@@ -97,7 +100,11 @@ impl TestAgent {
             report_interval: Duration::from_secs(5),
         })
         .expect("usage meter opens");
-        let agent = Agent::start(agent_config(), Metadata::Local(metadata.clone()), store, cache, usage);
+        let mut config = agent_config();
+        if options.authorizer {
+            config.authorizer = Some(floe_agent::access::AuthorizerConfig { allow_if_no_acl: true });
+        }
+        let agent = Agent::start(config, Metadata::Local(metadata.clone()), store, cache, usage);
         floe_agent::membership::announce(&agent).await.expect("metadata accepts the agent");
 
         let connections = Connections::new(agent.config.connections.clone());

@@ -15,6 +15,15 @@
 //! the few that moved, not all of them. It is still waited on, and still authorized: the
 //! authorizer sees the whole expanded request.
 //!
+//! A session by topic id also leaves out of the request the partitions its last answers left out
+//! as told and unmoved (*quiet* ones), so a fetch at 10,000 partitions costs the few that moved,
+//! not a loop over all of them. A partition stays quiet only while nothing could change what it
+//! would be answered: the client names it again, the kept waiter (which must watch every quiet
+//! partition) tells it moved, the session's partitions or its waiter change, or ACLs change
+//! (the state's journal counts those, [`floe_metadata::ChangedPartitions`]) — each makes it read
+//! again. A quiet partition that moves during a long poll is read by that poll
+//! ([`SessionView::take_quiet`]). Sessions by name keep the whole request.
+//!
 //! A session is soft state on one agent: it belongs to one connection (and tenant) and dies with
 //! it. Losing one costs the client a single full fetch, never a position, since fetch offsets
 //! always come from the client.
@@ -26,8 +35,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use floe_metadata::TopicId;
 use floe_metadata::locks::MutexRecovery;
+use floe_metadata::{ChangedPartitions, JournalPosition, TopicId};
 use indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -137,6 +146,8 @@ struct Cached {
     log_start_offset: i64,
     /// Returned records in the answer being finished: goes to the back of the session.
     to_back: bool,
+    /// Left out of the requests the handler sees (see the module's comment).
+    quiet: bool,
 }
 
 impl Cached {
@@ -151,6 +162,7 @@ impl Cached {
             last_stable_offset,
             log_start_offset,
             to_back: false,
+            quiet: false,
         }
     }
 
@@ -206,6 +218,9 @@ pub struct Told {
     /// consumer long-polls the same partitions fetch after fetch, and registering 10,000 of them
     /// for each cost a tenth of the agent. Dropped with the session or when its partitions change.
     waiter: Option<Arc<Waiter>>,
+    /// Changes whenever `waiter` does: quiet partitions were set under one waiter, which alone
+    /// is known to watch them.
+    generation: u64,
 }
 
 impl Told {
@@ -240,10 +255,17 @@ impl Told {
     /// Keeps `waiter` for the session's next fetches, in place of the one kept before.
     pub fn keep_waiter(&mut self, waiter: Arc<Waiter>) {
         self.waiter = Some(waiter);
+        self.generation += 1;
+    }
+
+    /// Makes the session's next fetch read every partition: moves of quiet partitions were
+    /// taken and could not be acted on (too many to list).
+    pub fn wake_quiet(&mut self) {
+        self.generation += 1;
     }
 
     fn clear(&mut self) {
-        *self = Self::default();
+        *self = Self { generation: self.generation + 1, ..Self::default() };
     }
 }
 
@@ -253,6 +275,31 @@ struct SessionState {
     /// Evicted or closed: a fetch still in flight is answered without it.
     closed: bool,
     partitions: IndexMap<Key, Cached>,
+    /// Quiet partitions.
+    quiet: usize,
+    /// The kept waiter's generation ([`Told`]) the quiet partitions were set under.
+    quiet_generation: u64,
+    /// Where the state's journal was at the last fetch's start: ACLs changed since make every
+    /// partition be authorized (read) again.
+    journal_read_to: Option<JournalPosition>,
+}
+
+impl SessionState {
+    /// Makes every quiet partition read again.
+    fn wake_all(&mut self) {
+        if self.quiet > 0 {
+            self.partitions.values_mut().for_each(|cached| cached.quiet = false);
+            self.quiet = 0;
+        }
+    }
+
+    /// Makes the partition at `key` read again; its request if it was quiet.
+    fn wake(&mut self, key: &Key) -> Option<&FetchPartition> {
+        let cached = self.partitions.get_mut(key).filter(|cached| cached.quiet)?;
+        cached.quiet = false;
+        self.quiet -= 1;
+        Some(&cached.request)
+    }
 }
 
 impl Session {
@@ -283,12 +330,75 @@ pub struct Ticket {
     /// The answer's byte limit: partitions that returned records go to the back of the session
     /// only when it may have left a partition short.
     room: usize,
+    /// The session's epoch after this fetch began: a later fetch began if it moved on.
+    epoch: i32,
+    /// The kept waiter, when the request leaves quiet partitions out.
+    kept: Option<Arc<Waiter>>,
+    /// What the handler's answer left out as told and unmoved (by topic id and partition).
+    left_out: Arc<Mutex<Vec<(TopicId, i32)>>>,
+    /// The session's partitions.
+    partitions: usize,
 }
 
 impl Ticket {
-    /// What the session's answers told the client, for the Fetch handler to read and write.
-    pub fn told(&self) -> ToldPartitions {
-        self.session.told.clone()
+    /// What the Fetch handler sees of the session.
+    pub fn view(&self) -> SessionView {
+        SessionView {
+            session: self.session.clone(),
+            kept: self.kept.clone(),
+            left_out: self.left_out.clone(),
+            partitions: self.partitions,
+        }
+    }
+}
+
+/// A session as the Fetch handler sees it: what its answers told, the partitions its request
+/// leaves out as quiet, and where to say which partitions the answer left out.
+#[derive(Clone)]
+pub struct SessionView {
+    session: Arc<Session>,
+    kept: Option<Arc<Waiter>>,
+    left_out: Arc<Mutex<Vec<(TopicId, i32)>>>,
+    partitions: usize,
+}
+
+impl std::fmt::Debug for SessionView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionView").field("session", &self.session.id).field("quiet", &self.kept.is_some()).finish()
+    }
+}
+
+impl SessionView {
+    /// What the session's answers told the client, for the handler to read and write.
+    pub fn told(&self) -> &ToldPartitions {
+        &self.session.told
+    }
+
+    /// The waiter that watches every partition the request leaves out as quiet; `None` when it
+    /// leaves none out. The handler must wait on it (and must not replace it), and read a
+    /// partition it says moved though the request does not name it ([`Self::take_quiet`]).
+    pub fn quiet_watcher(&self) -> Option<&Arc<Waiter>> {
+        self.kept.as_ref()
+    }
+
+    /// Partitions in the session, named in the request or not.
+    pub fn partitions(&self) -> usize {
+        self.partitions
+    }
+
+    /// The request of a quiet partition that moved, to be read by this fetch; it is no longer
+    /// quiet. `None` if it is not quiet (a later fetch took it, or it left the session).
+    pub fn take_quiet(&self, topic_id: TopicId, partition: i32) -> Option<FetchPartition> {
+        if !self.session.uses_topic_ids {
+            return None;
+        }
+        self.session.lock().wake(&(TopicKey::Id(topic_id), partition)).cloned()
+    }
+
+    /// The partitions (by the state's topic id) that the answer sent left out as told and
+    /// unmoved: they may be quiet from the next fetch on.
+    pub fn left_out(&self, partitions: Vec<(TopicId, i32)>) {
+        *self.left_out.lock_recovered() = partitions;
     }
 }
 
@@ -376,14 +486,16 @@ impl FetchSessions {
     }
 
     /// Reads a Fetch's session fields. An incremental request is rewritten into the session's
-    /// whole partition list, in session order; a full one may open a session. `None`: answer
-    /// without a session, as Kafka does before v7 or when it cannot keep one.
+    /// partition list, in session order, without its quiet partitions; a full one may open a
+    /// session. `journal` is the state's, read now, before the request is authorized. `None`:
+    /// answer without a session, as Kafka does before v7 or when it cannot keep one.
     pub fn begin(
         &self,
         connection: u64,
         tenant: Option<&str>,
         version: i16,
         request: &mut FetchRequest,
+        journal: &ChangedPartitions,
         now: Instant,
     ) -> Result<Option<Ticket>, FetchSessionError> {
         if version < SESSIONS_VERSION_MIN {
@@ -402,7 +514,7 @@ impl FetchSessions {
                     Ok(None)
                 }
             }
-            _ => self.continue_session(connection, tenant, version, request, now),
+            _ => self.continue_session(connection, tenant, version, request, journal, now),
         };
         if let Ok(Some(ticket)) = &mut began {
             ticket.room = room;
@@ -457,7 +569,14 @@ impl FetchSessions {
                 break drawn;
             }
         };
-        let state = Mutex::new(SessionState { epoch: 1, closed: false, partitions });
+        let state = Mutex::new(SessionState {
+            epoch: 1,
+            closed: false,
+            partitions,
+            quiet: 0,
+            quiet_generation: 0,
+            journal_read_to: None,
+        });
         let told = ToldPartitions::default();
         let session = Arc::new(Session { id, connection, tenant: tenant.clone(), uses_topic_ids, state, told });
         let entry = Entry { session: session.clone(), created: now, last_used: now, partitions: size };
@@ -467,7 +586,7 @@ impl FetchSessions {
         let added = Usage { sessions: 1, partitions: size };
         cache.add(&tenant, added);
         metrics::FETCH_SESSIONS_CREATED.inc();
-        Some(Ticket { session, full: true, room: 0 })
+        Some(Ticket { session, full: true, room: 0, epoch: 1, kept: None, left_out: Arc::default(), partitions: size })
     }
 
     /// Evicts what the bounds allow until a session of `size` partitions fits; otherwise names
@@ -548,6 +667,7 @@ impl FetchSessions {
         tenant: Option<&str>,
         version: i16,
         request: &mut FetchRequest,
+        journal: &ChangedPartitions,
         now: Instant,
     ) -> Result<Option<Ticket>, FetchSessionError> {
         let id = request.session_id;
@@ -563,8 +683,9 @@ impl FetchSessions {
             cache.touch(id, now);
             session
         };
-        let size = {
-            let mut state = session.lock();
+        let (size, epoch, kept) = {
+            let mut guard = session.lock();
+            let state = &mut *guard;
             if state.closed {
                 return Err(FetchSessionError::NotFound(id));
             }
@@ -579,7 +700,11 @@ impl FetchSessions {
                 for p in &topic.partitions {
                     let key = session.key(&topic.topic, topic.topic_id, p.partition);
                     match state.partitions.get_mut(&key) {
-                        Some(cached) => cached.request = p.clone(),
+                        Some(cached) => {
+                            cached.request = p.clone();
+                            // Its position moved: read again.
+                            state.quiet -= usize::from(std::mem::take(&mut cached.quiet));
+                        }
                         None => {
                             state.partitions.insert(key, Cached::new(&topic, p.clone()));
                             changed = true;
@@ -595,14 +720,39 @@ impl FetchSessions {
                 state.partitions.retain(|key, _| !forgotten.contains(key));
                 changed = true;
             }
+            let mut told = session.told.lock();
             if changed {
                 // A partition added again must be answered again: the told values are by the
                 // state's ids, which the session's keys cannot be matched with here.
-                session.told.lock().clear();
+                told.clear();
             }
+            // Every quiet partition is read again when they may no longer be what the client
+            // was told: the waiter they were set under is gone, ACLs changed (the authorizer
+            // sees only the request), or the kept waiter cannot list what moved.
+            let kept = told.waiter();
+            let mut wake_all = kept.is_none()
+                || told.generation != state.quiet_generation
+                || state.journal_read_to.is_none_or(|at| journal.access_changed_since(at));
+            state.journal_read_to = Some(journal.position());
+            // What moved since the last fetch took its moves is read again; a move from here on
+            // wakes this fetch's long poll.
+            match kept.as_ref().map(|kept| kept.take_moves()) {
+                Some(Some(moved)) if session.uses_topic_ids && !wake_all => {
+                    for (topic_id, partition) in moved {
+                        state.wake(&(TopicKey::Id(topic_id), partition));
+                    }
+                }
+                Some(None) => wake_all = true,
+                _ => {}
+            }
+            drop(told);
+            if wake_all {
+                state.wake_all();
+            }
+            metrics::FETCH_PARTITION_READS.with_label_values(&["quiet"]).inc_by(state.quiet as u64);
             state.epoch = if state.epoch == i32::MAX { 1 } else { state.epoch + 1 };
             request.topics = expand(&state.partitions);
-            state.partitions.len()
+            (state.partitions.len(), state.epoch, kept.filter(|_| state.quiet > 0))
         };
         let mut cache = self.lock();
         if !cache.resize(&self.bounds, id, size) {
@@ -614,7 +764,8 @@ impl FetchSessions {
             cache.remove(id);
             return Ok(None);
         }
-        Ok(Some(Ticket { session, full: false, room: 0 }))
+        let left_out = Arc::default();
+        Ok(Some(Ticket { session, full: false, room: 0, epoch, kept, left_out, partitions: size }))
     }
 
     /// Answers a fetch [`Self::begin`] took: a full fetch names its new session, an
@@ -668,6 +819,13 @@ impl FetchSessions {
             response.responses.retain(|t| !t.partitions.is_empty());
             metrics::FETCH_SESSION_PARTITIONS_OMITTED.inc_by(omitted);
         }
+        // Unless a later fetch began since, its own partitions' moves already taken.
+        if session.uses_topic_ids && state.epoch == ticket.epoch {
+            let left_out = std::mem::take(&mut *ticket.left_out.lock_recovered());
+            if !left_out.is_empty() {
+                mark_quiet(session, &mut state, left_out);
+            }
+        }
         // Partitions that returned records go to the back, in their order, so a small
         // `max_bytes` still reaches every partition in turn: taken out in one pass that keeps
         // the others' order, then appended. A move per partition shifted the whole session each
@@ -710,10 +868,34 @@ impl FetchSessions {
     }
 }
 
-/// The session's partitions as a request's topics, consecutive partitions of a topic together.
+/// Marks quiet the partitions an answer left out as told and unmoved that the kept waiter
+/// watches (so that their next move is known); none without one.
+fn mark_quiet(session: &Session, state: &mut SessionState, left_out: Vec<(TopicId, i32)>) {
+    let told = session.told.lock();
+    let Some(kept) = told.waiter.as_ref() else { return };
+    if told.generation != state.quiet_generation {
+        // Set under a waiter since replaced, which alone was known to watch them.
+        state.wake_all();
+        state.quiet_generation = told.generation;
+    }
+    for (topic_id, partition) in left_out {
+        if !kept.watches_one(topic_id, partition) {
+            continue;
+        }
+        if let Some(cached) = state.partitions.get_mut(&(TopicKey::Id(topic_id), partition))
+            && !cached.quiet
+        {
+            cached.quiet = true;
+            state.quiet += 1;
+        }
+    }
+}
+
+/// The session's partitions but the quiet ones as a request's topics, consecutive partitions
+/// of a topic together.
 fn expand(partitions: &IndexMap<Key, Cached>) -> Vec<FetchTopic> {
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for ((topic, _), cached) in partitions {
+    for ((topic, _), cached) in partitions.iter().filter(|(_, cached)| !cached.quiet) {
         let same = topics.last().is_some_and(|last| match topic {
             TopicKey::Id(id) => last.topic_id == *id,
             TopicKey::Name(name) => last.topic.0 == *name,

@@ -190,7 +190,7 @@ impl PartitionWakeups {
     /// partitions the state's journal lists as changed since the last compare when it can (a
     /// flush changes a few hundred of 10,000 watched), at all of them otherwise and every
     /// [`ALL_COMPARED_EVERY`] compares, forgetting then the entries left without waiters.
-    fn compare(&self, state: &State) {
+    pub(crate) fn compare(&self, state: &State) {
         let mut registry = self.registry();
         let changed = registry.read_to.and_then(|at| state.changed.since(at));
         registry.read_to = Some(state.changed.position());
@@ -303,14 +303,16 @@ impl Waiter {
         self.wake.notify.notified().await;
     }
 
-    /// Forgets the moves so far and the wakeup they stored: for a waiter kept from one read to
-    /// the next (a fetch session's), whose next read looks at the partitions anew. A move after
-    /// this wakes it as usual, so the read that follows must start after it.
-    pub fn forget_moves(&self) {
+    /// Takes the moves so far and the wakeup they stored, for a waiter kept from one read to the
+    /// next (a fetch session's): what they name is looked at anew (`None`: too many to list, so
+    /// all may have moved). A move after this wakes it as usual. The wakeup goes first: a move
+    /// between the two is then listed here and may wake it once for nothing, never the reverse
+    /// (listed nowhere, or taken here with its wakeup left to wake nobody's read of it).
+    pub fn take_moves(&self) -> Option<Vec<(TopicId, i32)>> {
         use futures::FutureExt;
         // A stored permit is taken by the first poll; without one, nothing waits.
         let _ = self.wake.notify.notified().now_or_never();
-        let _ = self.take_moved();
+        self.take_moved()
     }
 
     /// Whether this waiter watches `partitions` (in any order) and as many partitions as they
@@ -338,6 +340,12 @@ impl Waiter {
         true
     }
 
+    /// Whether this waiter watches `partition` of `topic_id`.
+    pub fn watches_one(&self, topic_id: TopicId, partition: i32) -> bool {
+        let (Some(words), Ok(at)) = (self.bits.get(&topic_id), usize::try_from(partition)) else { return false };
+        words.get(at / 64).is_some_and(|word| word & (1 << (at % 64)) != 0)
+    }
+
     /// The partitions that moved since registration or the last call (a partition may be named
     /// more than once); `None` when too many did to list, so that all may have.
     pub fn take_moved(&self) -> Option<Vec<(TopicId, i32)>> {
@@ -345,6 +353,16 @@ impl Waiter {
         let Moved { partitions, overflowed } = std::mem::take(&mut *moved);
         (!overflowed).then_some(partitions)
     }
+}
+
+/// Returns once any of `waiters` was woken (as [`Waiter::woken`]), counted as one read waiting;
+/// never without waiters.
+pub async fn any_woken(waiters: &[Arc<Waiter>]) {
+    if waiters.is_empty() {
+        return std::future::pending().await;
+    }
+    let _waiting = Waiting::start();
+    futures::future::select_all(waiters.iter().map(|w| Box::pin(w.wake.notify.notified()))).await;
 }
 
 /// One read waiting in [`Waiter::woken`], counted while it waits: a waiter may be kept

@@ -588,7 +588,7 @@ async fn start(
     let user = principal.map(|p| p.user.as_str());
     let access = Access::new(&agent.config, user, principal.map(|p| p.tenant.as_str()), peer.ip());
     if ApiKey::try_from(header.request_api_key).is_ok_and(dispatch::acts_for_caller) {
-        let caller = Caller { principal, access: access.as_ref(), peer, tenant: None, fetch_told: None };
+        let caller = Caller { principal, access: access.as_ref(), peer, tenant: None, fetch_session: None };
         return (dispatch::start(agent, header, request, &caller, &mut connection.lane).await, Finish::default());
     }
     let mut finish = Finish {
@@ -599,7 +599,11 @@ async fn start(
     if let RequestKind::Fetch(fetch) = &mut request {
         // Before the authorizer: it checks every partition of the session, as Kafka does.
         let (id, tenant, version) = (connection.id, finish.tenant.as_deref(), header.request_api_version);
-        match agent.fetch_sessions.begin(id, tenant, version, fetch, std::time::Instant::now()) {
+        let began = {
+            let journal = &agent.metadata.read().changed;
+            agent.fetch_sessions.begin(id, tenant, version, fetch, journal, std::time::Instant::now())
+        };
+        match began {
             Ok(ticket) => finish.fetch_session = ticket,
             Err(e) => {
                 let code = error_code::for_fetch_session(&e).code();
@@ -647,8 +651,8 @@ async fn start(
         Ok(aliases) => {
             finish.aliases = aliases;
             let tenant = finish.namespace.as_ref().map(Namespace::key);
-            let fetch_told = finish.fetch_session.as_ref().map(Ticket::told);
-            let caller = Caller { principal, access: access.as_ref(), peer, tenant, fetch_told };
+            let fetch_session = finish.fetch_session.as_ref().map(Ticket::view);
+            let caller = Caller { principal, access: access.as_ref(), peer, tenant, fetch_session };
             dispatch::start(agent, header, request, &caller, &mut connection.lane).await
         }
         Err(answer) => Reply::Now(answer),

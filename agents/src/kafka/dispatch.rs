@@ -291,8 +291,8 @@ pub(super) struct Caller<'a> {
     /// The caller's namespace key (`floe_metadata::namespace`), which its producer ids are
     /// bound to.
     pub(super) tenant: Option<&'a str>,
-    /// A Fetch's session: what its answers told the client.
-    pub(super) fetch_told: Option<crate::fetch::sessions::ToldPartitions>,
+    /// A Fetch's session: what its answers told the client, and its quiet partitions.
+    pub(super) fetch_session: Option<crate::fetch::sessions::SessionView>,
 }
 
 /// What a handler knows of its request beyond the request itself.

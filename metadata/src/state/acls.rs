@@ -34,6 +34,7 @@ impl State {
             };
             results.push(result);
         }
+        self.changed.access();
         Ok(Outcome::AclsCreated(results))
     }
 
@@ -52,6 +53,7 @@ impl State {
         if bindings.is_empty() {
             self.acls.remove(tenant);
         }
+        self.changed.access();
         Ok(Outcome::AclsDeleted(deleted.into_iter().map(super::stored::each_into).collect()))
     }
 

@@ -1,6 +1,8 @@
 //! The partitions the applied commands changed, newest last: a reader that follows the state
 //! (an agent's wakeups of waiting fetches) looks at those after each batch of changes instead of
-//! comparing every partition it watches, 10,000 of them for one consumer of a large topic.
+//! comparing every partition it watches, 10,000 of them for one consumer of a large topic. It
+//! also counts changes of who may read what (ACLs), for a reader that skips partitions it
+//! authorized before (an agent's fetch sessions).
 //!
 //! Not part of the state: never stored, never compared, and a copy of the state starts a
 //! journal of its own, which a reader of the old one cannot follow: it looks at everything once.
@@ -28,6 +30,8 @@ pub struct ChangedPartitions {
     /// `recorded` after the last change not listed partition by partition (a topic created or
     /// deleted, partitions added, all of a topic's partitions changed at once).
     everything_at: u64,
+    /// Changes of ACLs (created, deleted, a tenant's deleted with it).
+    access: u64,
 }
 
 /// How far a reader has read a journal.
@@ -35,6 +39,7 @@ pub struct ChangedPartitions {
 pub struct JournalPosition {
     journal: u64,
     recorded: u64,
+    access: u64,
 }
 
 impl ChangedPartitions {
@@ -52,9 +57,20 @@ impl ChangedPartitions {
         self.everything_at = self.recorded;
     }
 
+    /// A change of who may read what: a reader that authorized partitions before must again.
+    pub(super) fn access(&mut self) {
+        self.access += 1;
+    }
+
     /// Where the journal is now.
     pub fn position(&self) -> JournalPosition {
-        JournalPosition { journal: self.journal, recorded: self.recorded }
+        JournalPosition { journal: self.journal, recorded: self.recorded, access: self.access }
+    }
+
+    /// Whether ACLs may have changed since `read_to`: they did, or the journal is another
+    /// state's.
+    pub fn access_changed_since(&self, read_to: JournalPosition) -> bool {
+        read_to.journal != self.journal || read_to.access != self.access
     }
 
     /// The partitions changed since `read_to` (a partition may be named more than once), or
@@ -79,6 +95,7 @@ impl Default for ChangedPartitions {
             recorded: 0,
             recent: VecDeque::new(),
             everything_at: 0,
+            access: 0,
         }
     }
 }
@@ -131,5 +148,17 @@ mod tests {
         }
         assert!(journal.since(behind).is_none(), "dropped from the list");
         assert!(journal.since(JournalPosition { recorded: u64::MAX, ..behind }).is_none(), "ahead of it");
+    }
+
+    #[test]
+    fn a_reader_is_told_when_acls_changed_since_its_position() {
+        let mut journal = ChangedPartitions::default();
+        let read = journal.position();
+        journal.partition(TopicId::from_u128(1), 0);
+        assert!(!journal.access_changed_since(read), "a partition's change is not one of ACLs");
+        journal.access();
+        assert!(journal.access_changed_since(read));
+        assert!(!journal.access_changed_since(journal.position()));
+        assert!(journal.clone().access_changed_since(journal.position()), "another journal");
     }
 }

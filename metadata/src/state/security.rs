@@ -389,6 +389,7 @@ impl State {
         self.api_key_quotas.retain(|id, _| api_keys.get(id).is_some_and(|k| k.tenant != name));
         api_keys.retain(|_, k| k.tenant != name);
         self.acls.remove(name);
+        self.changed.access();
         let ns = record.namespace(name);
         self.producers.retain(|_, p| p.tenant.as_deref() != Some(ns.key()));
         let topics: Vec<String> = self.topic_ids.keys().filter(|t| ns.owns(t)).cloned().collect();

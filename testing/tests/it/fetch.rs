@@ -10,16 +10,19 @@ use floe_testing::{
     fetch_request, list_offsets_request, produce_request_to, record_batch,
 };
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{DeleteRecordsRequest, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{CreateAclsRequest, DeleteRecordsRequest, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::transactions::{TxnProducer, aborted_transactions, consumed};
 
 /// DeleteRecords v2: flexible.
 const DELETE_RECORDS_VERSION: i16 = 2;
+/// CreateAcls v3: flexible.
+const CREATE_ACLS_VERSION: i16 = 3;
 /// Fetch v16: topics by id, as Kafka 4 consumers send it.
 const FETCH_BY_ID_VERSION: i16 = 16;
 /// Longest wait for an event a test polls for.
@@ -361,6 +364,144 @@ async fn a_session_registers_its_partitions_to_be_woken_once() {
     assert_eq!(after.keys().copied().collect::<Vec<_>>(), vec![13], "{after:?}");
     assert_eq!(registered().await - before, f64::from(PARTITIONS - 1));
     floe.shutdown().await;
+}
+
+/// Issue 53: a session by topic id leaves the partitions its answers left out as told and unmoved
+/// (quiet ones) out of the request the handler reads, so a fetch costs the partitions that moved,
+/// not a loop over all of them, and loses no wakeup doing so. Over 200 partitions: once a long
+/// poll has registered the session's waiter and every partition is read to its end, a fetch
+/// names none of them (all quiet) and reads none; a quiet partition that moves during a long
+/// poll is read and answered by that poll, long before its `max_wait_ms`; one that moves
+/// between two fetches is answered by the next, without waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_by_topic_id_leaves_quiet_partitions_out_and_loses_no_wakeup() {
+    const PARTITIONS: i32 = 200;
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let (mut consumer, mut producer) = (floe.kafka(), floe.kafka());
+    let topic_id = quiet_topic(&mut consumer, "quiet", PARTITIONS).await;
+    let all_at = |offset: i64| (0..PARTITIONS).map(|p| (p, offset)).collect::<Vec<_>>();
+    let opened = consumer.call(&session_fetch("quiet", topic_id, 0, 0, &all_at(0), &[]), FETCH_BY_ID_VERSION).await;
+    let id = opened.session_id;
+    assert_eq!(answered(&opened).len(), PARTITIONS as usize, "a full fetch answers every partition");
+    let poll = |epoch: i32, partitions: &[(i32, i64)], wait_ms: i32| {
+        session_fetch("quiet", topic_id, id, epoch, partitions, &[]).with_max_wait_ms(wait_ms).with_min_bytes(1)
+    };
+    let counter = |path: &str| format!("floe_fetch_partition_reads_total{{path=\"{path}\"}}");
+    let reads = || async {
+        let read = floe.metric(&counter("at_end")).await + floe.metric(&counter("planned")).await;
+        (read, floe.metric(&counter("quiet")).await)
+    };
+
+    let woken =
+        by_id_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(1, &all_at(1), 10_000), ("quiet", 7)).await;
+    assert_eq!(woken.keys().copied().collect::<Vec<_>>(), vec![7], "{woken:?}");
+    let read_on = consumer.call(&poll(2, &[(7, 2)], 0), FETCH_BY_ID_VERSION).await;
+    assert!(answered(&read_on).is_empty(), "{:?}", answered(&read_on));
+    let settled = consumer.call(&poll(3, &[], 0), FETCH_BY_ID_VERSION).await;
+    assert!(answered(&settled).is_empty(), "{:?}", answered(&settled));
+    let before = reads().await;
+    let idle = consumer.call(&poll(4, &[], 0), FETCH_BY_ID_VERSION).await;
+    let after = reads().await;
+    assert!(answered(&idle).is_empty(), "{:?}", answered(&idle));
+    assert_eq!((after.0 - before.0, after.1 - before.1), (0.0, f64::from(PARTITIONS)), "all quiet, none read");
+
+    // A quiet partition moves during a long poll: the session's waiter wakes it, and it reads
+    // the partition though its request did not name it.
+    let before = reads().await;
+    let late = by_id_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(5, &[], 10_000), ("quiet", 42)).await;
+    assert_eq!(late.keys().copied().collect::<Vec<_>>(), vec![42], "{late:?}");
+    assert!(late[&42].1 == 2 && late[&42].2 > 0, "partition 42's record: {late:?}");
+    assert_eq!(reads().await.0 - before.0, 1.0, "partition 42 alone read");
+
+    // Moved between two fetches: the next one reads it and answers at once.
+    let read_on = consumer.call(&poll(6, &[(42, 2)], 0), FETCH_BY_ID_VERSION).await;
+    assert!(answered(&read_on).is_empty(), "{:?}", answered(&read_on));
+    produce(&mut producer, "quiet", 9).await;
+    let before = reads().await;
+    let started = Instant::now();
+    let between = consumer.call(&poll(7, &[], 10_000), FETCH_BY_ID_VERSION).await;
+    assert_eq!(answered(&between).keys().copied().collect::<Vec<_>>(), vec![9], "{:?}", answered(&between));
+    assert!(started.elapsed() < Duration::from_secs(5), "answered after {:?}", started.elapsed());
+    assert_eq!(reads().await.0 - before.0, 1.0, "partition 9 alone read");
+    floe.shutdown().await;
+}
+
+/// Issue 53: quiet partitions are not in the request the authorizer checks, so a change of ACLs
+/// makes every partition of the session read (and authorized) again, as Kafka checks each fetch
+/// of a session in full: a DENY of Read on the topic is answered with
+/// TOPIC_AUTHORIZATION_FAILED for all 50 partitions at the next fetch, quiet ones too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_change_makes_a_session_authorize_its_quiet_partitions_again() {
+    const PARTITIONS: i32 = 50;
+    const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    let floe = TestAgent::start(TestOptions { authorizer: true, ..TestOptions::default() }).await;
+    let (mut consumer, mut producer) = (floe.kafka(), floe.kafka());
+    let topic_id = quiet_topic(&mut consumer, "guarded", PARTITIONS).await;
+    let all_at = |offset: i64| (0..PARTITIONS).map(|p| (p, offset)).collect::<Vec<_>>();
+    let opened = consumer.call(&session_fetch("guarded", topic_id, 0, 0, &all_at(0), &[]), FETCH_BY_ID_VERSION).await;
+    let id = opened.session_id;
+    assert_eq!(answered(&opened).len(), PARTITIONS as usize);
+    let poll = |epoch: i32, partitions: &[(i32, i64)], wait_ms: i32| {
+        session_fetch("guarded", topic_id, id, epoch, partitions, &[]).with_max_wait_ms(wait_ms).with_min_bytes(1)
+    };
+    let woken =
+        by_id_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(1, &all_at(1), 10_000), ("guarded", 7)).await;
+    assert_eq!(woken.keys().copied().collect::<Vec<_>>(), vec![7], "{woken:?}");
+    for (epoch, named) in [(2, vec![(7, 2)]), (3, vec![])] {
+        let quiet = consumer.call(&poll(epoch, &named, 0), FETCH_BY_ID_VERSION).await;
+        assert!(answered(&quiet).is_empty(), "{:?}", answered(&quiet));
+    }
+    let quiet_series = "floe_fetch_partition_reads_total{path=\"quiet\"}";
+    let before = floe.metric(quiet_series).await;
+    let idle = consumer.call(&poll(4, &[], 0), FETCH_BY_ID_VERSION).await;
+    assert!(answered(&idle).is_empty(), "{:?}", answered(&idle));
+    assert_eq!(floe.metric(quiet_series).await - before, f64::from(PARTITIONS), "all quiet");
+
+    let deny = AclCreation::default()
+        .with_resource_type(2) // TOPIC
+        .with_resource_name(StrBytes::from_static_str("guarded"))
+        .with_resource_pattern_type(3) // LITERAL
+        .with_principal(StrBytes::from_static_str("User:ANONYMOUS"))
+        .with_host(StrBytes::from_static_str("*"))
+        .with_operation(3) // READ
+        .with_permission_type(2); // DENY
+    let created = consumer.call(&CreateAclsRequest::default().with_creations(vec![deny]), CREATE_ACLS_VERSION).await;
+    assert!(created.results.iter().all(|r| r.error_code == 0), "{:?}", created.results);
+    let refused = answered(&consumer.call(&poll(5, &[], 0), FETCH_BY_ID_VERSION).await);
+    assert_eq!(refused.len(), PARTITIONS as usize, "every partition of the session: {refused:?}");
+    assert!(
+        refused.values().all(|&(error, _, bytes)| error == TOPIC_AUTHORIZATION_FAILED && bytes == 0),
+        "{refused:?}"
+    );
+    floe.shutdown().await;
+}
+
+/// Creates `topic` with `partitions` partitions of one record each; its id.
+async fn quiet_topic(kafka: &mut KafkaClient, topic: &str, partitions: i32) -> uuid::Uuid {
+    kafka.create_topic(topic, partitions).await;
+    let batches = (0..partitions).map(|p| (p, record_batch(&["first"]))).collect();
+    let produced = kafka.call(&produce_request_to(topic, batches, -1), PRODUCE_VERSION).await;
+    assert!(produced.responses.iter().flat_map(|t| &t.partition_responses).all(|p| p.error_code == 0));
+    kafka.topic_id(topic).await
+}
+
+/// Sends a session's long poll by topic id, produces a record to `partition` once it waits, and
+/// returns its answer, which must come within 5 s.
+async fn by_id_poll_woken_by(
+    floe: &TestAgent,
+    consumer: &mut KafkaClient,
+    producer: &mut KafkaClient,
+    request: &FetchRequest,
+    (topic, partition): (&str, i32),
+) -> BTreeMap<i32, (i16, i64, usize)> {
+    let started = Instant::now();
+    let sent = consumer.send(request, FETCH_BY_ID_VERSION).await;
+    floe.wait_for_long_poll().await;
+    produce(producer, topic, partition).await;
+    let (answered_id, answer) = consumer.recv::<FetchRequest>(FETCH_BY_ID_VERSION).await;
+    assert_eq!(answered_id, sent);
+    assert!(started.elapsed() < Duration::from_secs(5), "woken after {:?}", started.elapsed());
+    answered(&answer)
 }
 
 /// Where a fetch session meets transactions and DeleteRecords: a read_committed session leaves

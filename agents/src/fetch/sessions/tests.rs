@@ -97,7 +97,10 @@ fn answered(response: &FetchResponse) -> Vec<i32> {
 fn open(sessions: &FetchSessions, version: i16, partitions: &[i32], now: Instant) -> i32 {
     let list: Vec<_> = partitions.iter().map(|&p| ("t", p, 0)).collect();
     let mut request = fetch(version, 0, 0, &list);
-    let ticket = sessions.begin(CONN, None, version, &mut request, now).unwrap().expect("a session");
+    let ticket = sessions
+        .begin(CONN, None, version, &mut request, &ChangedPartitions::default(), now)
+        .unwrap()
+        .expect("a session");
     let mut response = answer(&request, |_| 10, &[]);
     sessions.finish(ticket, &mut response);
     assert_eq!(answered(&response), partitions, "a full answer lists every partition");
@@ -112,7 +115,10 @@ fn next(
     hw: impl Fn(i32) -> i64,
     records: &[i32],
 ) -> FetchResponse {
-    let ticket = sessions.begin(CONN, None, V12, request, Instant::now()).unwrap().expect("the session goes on");
+    let ticket = sessions
+        .begin(CONN, None, V12, request, &ChangedPartitions::default(), Instant::now())
+        .unwrap()
+        .expect("the session goes on");
     let mut response = answer(request, hw, records);
     sessions.finish(ticket, &mut response);
     response
@@ -124,14 +130,18 @@ fn sessionless_fetches_stay_sessionless() {
     let now = Instant::now();
     // librdkafka's every fetch, and any version before sessions.
     let mut librdkafka = fetch(V12, 0, -1, &[("t", 0, 0)]);
-    assert!(sessions.begin(CONN, None, V12, &mut librdkafka, now).unwrap().is_none());
+    assert!(sessions.begin(CONN, None, V12, &mut librdkafka, &ChangedPartitions::default(), now).unwrap().is_none());
     let mut old = fetch(6, 0, 0, &[("t", 0, 0)]);
-    assert!(sessions.begin(CONN, None, 6, &mut old, now).unwrap().is_none());
+    assert!(sessions.begin(CONN, None, 6, &mut old, &ChangedPartitions::default(), now).unwrap().is_none());
     assert_eq!(asked(&librdkafka), vec![("t".into(), 0, 0)], "the request is left alone");
     assert_eq!(sessions.usage(None).0, Usage::default());
     // Slots 0 turns sessions off.
     let off = FetchSessions::new(FetchSessionBounds::with_slots(0));
-    assert!(off.begin(CONN, None, V12, &mut fetch(V12, 0, 0, &[("t", 0, 0)]), now).unwrap().is_none());
+    assert!(
+        off.begin(CONN, None, V12, &mut fetch(V12, 0, 0, &[("t", 0, 0)]), &ChangedPartitions::default(), now)
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
@@ -167,7 +177,8 @@ fn new_partitions_and_errors_are_answered_until_they_settle() {
     assert!(answered(&next(&sessions, &mut fetch(V12, id, 2, &[]), |_| 10, &[])).is_empty());
     // An error is always answered, and the partition is answered again once it clears.
     let mut request = fetch(V12, id, 3, &[]);
-    let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+    let ticket =
+        sessions.begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now()).unwrap().unwrap();
     let mut response = answer(&request, |_| 10, &[]);
     response.responses[0].partitions[0] = PartitionData::default().with_partition_index(0).with_error_code(1);
     sessions.finish(ticket, &mut response);
@@ -186,7 +197,9 @@ fn forgotten_partitions_leave_and_an_empty_session_closes() {
     assert_eq!(asked(&request), vec![("t".into(), 0, 0)]);
     assert_eq!(sessions.usage(None).0, Usage { sessions: 1, partitions: 1 });
     let mut request = forget(fetch(V12, id, 2, &[]), V12, &[("t", 0)]);
-    assert!(sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().is_none());
+    assert!(
+        sessions.begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now()).unwrap().is_none()
+    );
     assert_eq!(sessions.usage(None).0, Usage::default());
 }
 
@@ -197,7 +210,9 @@ fn each_session_error_has_its_code_and_keeps_what_it_should() {
     let id = open(&sessions, V12, &[0], now);
     let begin = |conn, tenant, version, epoch| {
         let mut request = fetch(version, id, epoch, &[]);
-        sessions.begin(conn, tenant, version, &mut request, now).map(|t| t.map(|t| t.full))
+        sessions
+            .begin(conn, tenant, version, &mut request, &ChangedPartitions::default(), now)
+            .map(|t| t.map(|t| t.full))
     };
     assert_eq!(begin(CONN, None, V12, 5).err(), Some(FetchSessionError::InvalidEpoch { got: 5, expected: 1 }));
     assert_eq!(begin(CONN + 1, None, V12, 1).err(), Some(FetchSessionError::NotFound(id)), "another connection");
@@ -209,9 +224,9 @@ fn each_session_error_has_its_code_and_keeps_what_it_should() {
     assert_eq!(begin(CONN, None, V12, 1).err(), Some(FetchSessionError::InvalidEpoch { got: 1, expected: 2 }));
     // Another connection cannot close it either.
     let mut close = fetch(V12, id, -1, &[("t", 0, 0)]);
-    assert!(sessions.begin(CONN + 1, None, V12, &mut close, now).unwrap().is_none());
+    assert!(sessions.begin(CONN + 1, None, V12, &mut close, &ChangedPartitions::default(), now).unwrap().is_none());
     assert_eq!(sessions.usage(None).0.sessions, 1);
-    assert!(sessions.begin(CONN, None, V12, &mut close, now).unwrap().is_none());
+    assert!(sessions.begin(CONN, None, V12, &mut close, &ChangedPartitions::default(), now).unwrap().is_none());
     assert_eq!(sessions.usage(None).0.sessions, 0);
     assert_eq!(begin(CONN, None, V12, 2).err(), Some(FetchSessionError::NotFound(id)));
 }
@@ -222,7 +237,7 @@ fn a_full_fetch_naming_its_session_replaces_it() {
     let now = Instant::now();
     let id = open(&sessions, V12, &[0, 1], now);
     let mut again = fetch(V12, id, 0, &[("t", 0, 0)]);
-    let ticket = sessions.begin(CONN, None, V12, &mut again, now).unwrap().unwrap();
+    let ticket = sessions.begin(CONN, None, V12, &mut again, &ChangedPartitions::default(), now).unwrap().unwrap();
     assert!(ticket.full);
     assert_ne!(ticket.session.id, id);
     assert_eq!(sessions.usage(None).0, Usage { sessions: 1, partitions: 1 });
@@ -233,13 +248,14 @@ fn sessions_by_topic_id_work_the_same() {
     let sessions = FetchSessions::new(FetchSessionBounds::default());
     let id = open(&sessions, V16, &[0, 1], Instant::now());
     let mut request = fetch(V16, id, 1, &[]);
-    let ticket = sessions.begin(CONN, None, V16, &mut request, Instant::now()).unwrap().unwrap();
+    let ticket =
+        sessions.begin(CONN, None, V16, &mut request, &ChangedPartitions::default(), Instant::now()).unwrap().unwrap();
     let mut response = answer(&request, |p| if p == 1 { 11 } else { 10 }, &[]);
     sessions.finish(ticket, &mut response);
     assert_eq!(answered(&response), vec![1]);
     assert_eq!(response.responses[0].topic_id, topic_id("t"));
     let mut old = fetch(V12, id, 2, &[]);
-    let refused = sessions.begin(CONN, None, V12, &mut old, Instant::now()).err();
+    let refused = sessions.begin(CONN, None, V12, &mut old, &ChangedPartitions::default(), Instant::now()).err();
     assert_eq!(refused, Some(FetchSessionError::TopicIdUsage { opened_with_ids: true }));
 }
 
@@ -251,7 +267,10 @@ fn partitions_that_returned_records_rotate_to_the_back() {
     let mut reached = Vec::new();
     for epoch in 1..=3 {
         let mut request = fetch(V12, id, epoch, &[]).with_max_bytes(5);
-        let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+        let ticket = sessions
+            .begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now())
+            .unwrap()
+            .unwrap();
         let first_in_session = request.topics[0].partitions[0].partition;
         let mut response = answer(&request, |_| 10, &[first_in_session]);
         sessions.finish(ticket, &mut response);
@@ -267,7 +286,10 @@ fn partitions_that_returned_records_go_to_the_back_in_their_order() {
     let mut order = Vec::new();
     for (epoch, with_records) in [(1, &[1, 3][..]), (2, &[0, 1][..]), (3, &[][..])] {
         let mut request = fetch(V12, id, epoch, &[]).with_max_bytes(1024 * 1024);
-        let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+        let ticket = sessions
+            .begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now())
+            .unwrap()
+            .unwrap();
         order.push(request.topics[0].partitions.iter().map(|p| p.partition).collect::<Vec<_>>());
         let mut response = answer(&request, |_| 10, with_records);
         sessions.finish(ticket, &mut response);
@@ -282,7 +304,10 @@ fn an_answer_with_room_for_every_partition_keeps_the_session_order() {
     let mut order = Vec::new();
     for epoch in 1..=3 {
         let mut request = fetch(V12, id, epoch, &[]);
-        let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+        let ticket = sessions
+            .begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now())
+            .unwrap()
+            .unwrap();
         order.push(request.topics[0].partitions.iter().map(|p| p.partition).collect::<Vec<_>>());
         // 50 MiB of room, 1 MiB per partition: none can be left short, so none need go first.
         let mut response = answer(&request, |_| 10, &[0, 2]);
@@ -296,7 +321,8 @@ fn an_answer_in_another_order_than_the_session_is_still_filtered_per_partition()
     let sessions = FetchSessions::new(FetchSessionBounds::default());
     let id = open(&sessions, V12, &[0, 1, 2, 3], Instant::now());
     let mut request = fetch(V12, id, 1, &[]);
-    let ticket = sessions.begin(CONN, None, V12, &mut request, Instant::now()).unwrap().unwrap();
+    let ticket =
+        sessions.begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now()).unwrap().unwrap();
     // Partition 2's high watermark moved; the answer lists the partitions backwards.
     let mut response = answer(&request, |p| if p == 2 { 11 } else { 10 }, &[]);
     response.responses[0].partitions.reverse();
@@ -321,7 +347,7 @@ fn a_closed_connection_frees_its_sessions_and_a_parked_fetch_still_answers() {
     let now = Instant::now();
     let id = open(&sessions, V12, &[0, 1], now);
     let mut request = fetch(V12, id, 1, &[]);
-    let ticket = sessions.begin(CONN, None, V12, &mut request, now).unwrap().unwrap();
+    let ticket = sessions.begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), now).unwrap().unwrap();
     sessions.close_connection(CONN);
     assert_eq!(sessions.usage(None).0, Usage::default());
     let mut response = answer(&request, |_| 10, &[]);
@@ -345,7 +371,7 @@ fn a_connection_holds_two_sessions_and_a_third_replaces_its_oldest() {
 fn open_as(sessions: &FetchSessions, conn: u64, tenant: Option<&str>, size: usize, now: Instant) -> Option<i32> {
     let list: Vec<_> = (0..size as i32).map(|p| ("t", p, 0)).collect();
     let mut request = fetch(V12, 0, 0, &list);
-    let ticket = sessions.begin(conn, tenant, V12, &mut request, now).unwrap()?;
+    let ticket = sessions.begin(conn, tenant, V12, &mut request, &ChangedPartitions::default(), now).unwrap()?;
     let mut response = answer(&request, |_| 10, &[]);
     sessions.finish(ticket, &mut response);
     Some(response.session_id).filter(|&id| id != 0)
@@ -378,7 +404,10 @@ fn an_idle_incremental_answer_for_a_thousand_partitions_is_tiny() {
         let sessions = FetchSessions::new(FetchSessionBounds::default());
         let id = open(&sessions, version, &(0..1000).collect::<Vec<_>>(), Instant::now());
         let mut request = fetch(version, id, 1, &[]);
-        let ticket = sessions.begin(CONN, None, version, &mut request, Instant::now()).unwrap().unwrap();
+        let ticket = sessions
+            .begin(CONN, None, version, &mut request, &ChangedPartitions::default(), Instant::now())
+            .unwrap()
+            .unwrap();
         let mut full = answer(&request, |_| 10, &[]);
         let mut bytes = bytes::BytesMut::new();
         full.encode(&mut bytes, version).unwrap();
@@ -391,7 +420,10 @@ fn an_idle_incremental_answer_for_a_thousand_partitions_is_tiny() {
         let mut small = bytes::BytesMut::new();
         fetch(version, id, 2, &[]).encode(&mut small, version).unwrap();
         assert!(small.len() < 64, "v{version}: an idle incremental request is {} bytes", small.len());
-        sessions.begin(CONN, None, version, &mut request, Instant::now()).unwrap().unwrap();
+        sessions
+            .begin(CONN, None, version, &mut request, &ChangedPartitions::default(), Instant::now())
+            .unwrap()
+            .unwrap();
     }
 }
 
@@ -445,7 +477,7 @@ proptest! {
                         let adds: Vec<_> = (0..add as i32).map(|p| ("u", p, 0)).collect();
                         let forgets: Vec<_> = (0..n as i32).map(|p| ("t", p)).collect();
                         let mut request = forget(fetch(V12, id, epoch, &adds), V12, &forgets);
-                        match sessions.begin(conn, tenant, V12, &mut request, now) {
+                        match sessions.begin(conn, tenant, V12, &mut request, &ChangedPartitions::default(), now) {
                             Ok(Some(ticket)) => {
                                 let mut response = answer(&request, |_| 10, &[]);
                                 sessions.finish(ticket, &mut response);
@@ -516,4 +548,113 @@ fn told_offsets_take_no_more_slots_than_allowed() {
     told.set(topic, -1, Some(mark), 16);
     told.clear();
     assert!(told.topic(topic).is_empty());
+}
+
+/// Topic "t" of `partitions` partitions, under the id the requests name it by.
+fn state_with_topic(partitions: i32) -> floe_metadata::State {
+    let mut state = floe_metadata::State::default();
+    let create = floe_metadata::Command::CreateTopic {
+        name: "t".into(),
+        topic_id: topic_id("t"),
+        partition_count: partitions,
+        configs: Default::default(),
+    };
+    state.apply(1, create).expect("topic");
+    state
+}
+
+/// Begins the session's fetch at `epoch` naming `named`, as of `state`; the partitions its
+/// request asks for, and its ticket.
+fn begin_by_id(
+    sessions: &FetchSessions,
+    state: &floe_metadata::State,
+    id: i32,
+    epoch: i32,
+    named: &[(&str, i32, i64)],
+) -> (Vec<i32>, Ticket) {
+    let mut request = fetch(V16, id, epoch, named);
+    let ticket = sessions.begin(CONN, None, V16, &mut request, &state.changed, Instant::now()).unwrap().unwrap();
+    (request.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.partition)).collect(), ticket)
+}
+
+/// Finishes a fetch whose handler answered `answered` (at high watermark 10, no records) and
+/// left `left_out` out as told and unmoved.
+fn finish_by_id(sessions: &FetchSessions, ticket: Ticket, answered: &[i32], left_out: &[i32]) {
+    ticket.view().left_out(left_out.iter().map(|&p| (topic_id("t"), p)).collect());
+    let list: Vec<_> = answered.iter().map(|&p| ("t", p, 10)).collect();
+    let mut response = answer(&fetch(V16, 0, 0, &list), |_| 10, &[]);
+    sessions.finish(ticket, &mut response);
+}
+
+/// Issue 53: a session by topic id leaves quiet partitions out of the request only while
+/// nothing could change their answer. A partition left out is quiet only if the session's kept
+/// waiter watches it; it is read again once the client names it, once the waiter says it moved
+/// (taken when the next fetch begins), once the waiter is replaced, and every partition is
+/// read again after a change of ACLs; a fetch that began before another sets none quiet.
+#[test]
+fn quiet_partitions_leave_the_request_until_something_could_change_their_answer() {
+    let mut state = state_with_topic(4);
+    let wakeups = Arc::new(crate::fetch::wakeups::PartitionWakeups::default());
+    let sessions = FetchSessions::new(FetchSessionBounds::default());
+    let id = open(&sessions, V16, &[0, 1, 2, 3], Instant::now());
+    let all: Vec<i32> = (0..4).collect();
+
+    // Its first long poll registers partitions 0 to 2 (3 could not be read then).
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 1, &[]);
+    assert_eq!(asked, all);
+    let watched = (0..3).map(|p| (topic_id("t"), p));
+    ticket.view().told().lock().keep_waiter(Arc::new(wakeups.wait_on(&state, watched)));
+    finish_by_id(&sessions, ticket, &[], &all);
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 2, &[]);
+    assert_eq!(asked, vec![3], "left out and watched: quiet; 3 is not watched");
+    assert!(ticket.view().quiet_watcher().is_some(), "the handler must wait on the kept waiter");
+    finish_by_id(&sessions, ticket, &[3], &[]);
+
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 3, &[("t", 1, 10)]);
+    assert_eq!(asked, vec![1, 3], "named by the client");
+    finish_by_id(&sessions, ticket, &[1, 3], &[]);
+
+    // Partition 2 moves between two fetches: the next one takes the move and reads it.
+    let partition = &mut state.topics.get_mut(&topic_id("t")).expect("topic").partitions[2];
+    std::sync::Arc::make_mut(partition).next_offset = 11;
+    wakeups.compare(&state);
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 4, &[]);
+    assert_eq!(asked, vec![1, 2, 3]);
+    finish_by_id(&sessions, ticket, &[1, 2, 3], &[]);
+
+    // A fetch that began before another marks nothing quiet: the later one took moves since.
+    let (_, early) = begin_by_id(&sessions, &state, id, 5, &[]);
+    let (_, late) = begin_by_id(&sessions, &state, id, 6, &[]);
+    finish_by_id(&sessions, early, &[3], &[1, 2]);
+    finish_by_id(&sessions, late, &[1, 2, 3], &[]);
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 7, &[]);
+    assert_eq!(asked, vec![1, 2, 3]);
+    finish_by_id(&sessions, ticket, &[3], &[1, 2]);
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 8, &[]);
+    assert_eq!(asked, vec![3]);
+    finish_by_id(&sessions, ticket, &[3], &[]);
+
+    // An ACL changes: every partition is read (and authorized) again.
+    let deny = floe_metadata::acl::AclBinding {
+        resource_type: floe_metadata::acl::AclResourceType::Topic,
+        resource_name: "t".into(),
+        pattern_type: floe_metadata::acl::AclPatternType::Literal,
+        principal: "User:mallory".into(),
+        host: "*".into(),
+        operation: floe_metadata::acl::AclOperation::Read,
+        permission: floe_metadata::acl::AclPermission::Deny,
+    };
+    let bindings = floe_metadata::state::stored::each_into(vec![deny]);
+    state.apply(2, floe_metadata::Command::CreateAcls { tenant: String::new(), bindings }).expect("acl");
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 9, &[]);
+    assert_eq!(asked, all, "ACLs changed");
+    finish_by_id(&sessions, ticket, &[3], &[0, 1, 2]);
+    let (asked, ticket) = begin_by_id(&sessions, &state, id, 10, &[]);
+    assert_eq!(asked, vec![3]);
+
+    // Another waiter kept: the quiet partitions were set under the one it replaced.
+    ticket.view().told().lock().keep_waiter(Arc::new(wakeups.wait_on(&state, [(topic_id("t"), 0)])));
+    finish_by_id(&sessions, ticket, &[3], &[]);
+    let (asked, _) = begin_by_id(&sessions, &state, id, 11, &[]);
+    assert_eq!(asked, all, "the waiter was replaced");
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::FetchPartition;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 
@@ -17,8 +17,8 @@ use super::super::dispatch::{Context, KafkaApi, Reply};
 use super::super::error_code::{self, code};
 use super::super::resources::{AnswerWalk, Op, Refused, Resources, TopicRef, Walk};
 use crate::Agent;
-use crate::fetch::sessions::ToldPartitions;
-use crate::fetch::wakeups::{Mark, Waiter};
+use crate::fetch::sessions::{SessionView, ToldPartitions};
+use crate::fetch::wakeups::{Mark, Waiter, any_woken};
 use crate::fetch::{FetchError, PartitionRead, ReadLimits, read_at_end, read_partition};
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX};
 use kafka_protocol::messages::ResponseKind;
@@ -31,9 +31,9 @@ const TOLD_SLOTS_SPARE: usize = 1024;
 pub(in crate::kafka) async fn handle(
     agent: &Agent,
     version: i16,
-    request: FetchRequest,
+    mut request: FetchRequest,
     hints: crate::membership::ClientHints,
-    told: Option<ToldPartitions>,
+    session: Option<SessionView>,
 ) -> FetchResponse {
     let hints = crate::membership::ClientHints {
         rack: (version >= 11 && !request.rack_id.is_empty()).then(|| request.rack_id.to_string()),
@@ -51,73 +51,147 @@ pub(in crate::kafka) async fn handle(
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let told = session.as_ref().map(SessionView::told);
+    // The waiter that alone watches the session's quiet partitions, which the request leaves
+    // out: waited on as it is (the session began by taking its moves so far), never replaced.
+    let quiet_watcher = session.as_ref().and_then(SessionView::quiet_watcher).cloned();
     // Registered only once a read found too little: under load most Fetches answer at once,
     // and registering thousands of partitions for each would cost more than the read.
-    let mut waiter: Option<Arc<Waiter>> = None;
-    // A session's waiter, kept registered since an earlier fetch: what moved before this fetch's
-    // first read is forgotten (that read sees it), what moves after wakes this fetch.
-    let mut kept = told.as_ref().and_then(|told| told.lock().waiter());
-    if let Some(kept) = &kept {
-        kept.forget_moves();
-    }
+    let mut waiters: Option<Vec<Arc<Waiter>>> = None;
+    // A session's waiter, kept registered since an earlier fetch (the session took its moves
+    // when this fetch began): what moves from then on wakes this fetch.
+    let mut kept = told.and_then(|told| told.lock().waiter());
     // After a pass with a session, the partitions it left out as unchanged and those that moved
     // since: a later pass looks again only at the others and the moved ones, not at all of them.
     let mut settled: Option<Settled> = None;
+    // The request's partitions, once a move may name a quiet partition it leaves out; and
+    // whether quiet partitions were taken into it, which the answer then lists after the others.
+    let mut named: Option<rustc_hash::FxHashSet<(floe_metadata::TopicId, i32)>> = None;
+    let (mut took_quiet, mut last_pass) = (false, false);
     let mut first = true;
     loop {
         if !std::mem::take(&mut first) {
             crate::metrics::LONG_POLL_READS.with_label_values(&["kafka"]).inc();
         }
         let redirect = replicas.as_ref().map(|(pool, roles)| (pool.as_slice(), *roles));
-        let marks = if waiter.is_none() { Some(Vec::new()) } else { None };
-        let (response, bytes, answer_now, seen, telling, left_out) =
-            read_once(agent, version, &request, redirect, told.as_ref(), settled.as_ref(), marks).await;
-        if settled.is_none() && told.is_some() {
+        let marks = if waiters.is_none() { Some(Vec::new()) } else { None };
+        let (mut response, bytes, answer_now, seen, telling, left_out) =
+            read_once(agent, version, &request, redirect, told, settled.as_ref(), marks).await;
+        let done = bytes >= min_bytes.max(1) || answer_now || last_pass || wait.is_zero() || Instant::now() >= deadline;
+        if !done && settled.is_none() && told.is_some() {
             settled = Some(Settled { left_out, moved: Default::default() });
-        }
-        let done = bytes >= min_bytes.max(1) || answer_now || wait.is_zero() || Instant::now() >= deadline;
-        if done {
+        } else if done {
             // Only the answer sent tells the client anything: an earlier pass's is dropped.
-            if let Some(told) = told.as_ref().filter(|_| !telling.is_empty()) {
-                // Room for twice the session's partitions: bounded by its size, as its cache is.
-                let partitions: usize = request.topics.iter().map(|t| t.partitions.len()).sum();
-                let slots_max = 2 * partitions + TOLD_SLOTS_SPARE;
-                let mut told = told.lock();
-                for ((topic_id, partition), mark) in telling {
-                    told.set(topic_id, partition, mark, slots_max);
+            if let Some(session) = &session {
+                if !telling.is_empty() {
+                    // Room for twice the session's partitions: bounded by its size, as its cache is.
+                    let slots_max = 2 * session.partitions() + TOLD_SLOTS_SPARE;
+                    let mut told = session.told().lock();
+                    for ((topic_id, partition), mark) in telling {
+                        told.set(topic_id, partition, mark, slots_max);
+                    }
                 }
+                if version >= 13 {
+                    session.left_out(left_out_by_id(&request, &left_out));
+                }
+            }
+            if took_quiet {
+                merge_topics(&mut response);
             }
             count_bytes_out(agent, &response, &hints);
             return response;
         }
-        // Registered against the partitions as the read above saw them: one that moved since
-        // wakes the waiter at once, so no second read is needed to catch it; a later move
-        // wakes it through the agent's compare. A session's kept waiter serves if it watches
-        // the same partitions: registered all along, it was told of every move since.
-        let waiter = waiter.get_or_insert_with(|| {
+        let waiters = waiters.get_or_insert_with(|| {
             let seen = seen.unwrap_or_default();
+            if let Some(watcher) = &quiet_watcher {
+                // Partitions read here that the session's waiter does not watch (it was
+                // registered before they could be read) get a waiter of this fetch's own.
+                let unwatched: Seen = seen.into_iter().filter(|&(t, p, _)| !watcher.watches_one(t, p)).collect();
+                let mut waiters = vec![watcher.clone()];
+                if !unwatched.is_empty() {
+                    waiters.push(Arc::new(agent.wakeups.wait_on_seen(&agent.metadata.read(), unwatched)));
+                }
+                return waiters;
+            }
+            // Registered against the partitions as the read above saw them: one that moved since
+            // wakes the waiter at once, so no second read is needed to catch it; a later move
+            // wakes it through the agent's compare. A session's kept waiter serves if it watches
+            // the same partitions: registered all along, it was told of every move since.
             let same =
                 kept.take().filter(|kept| kept.watches(seen.iter().map(|&(topic, partition, _)| (topic, partition))));
-            same.unwrap_or_else(|| {
+            vec![same.unwrap_or_else(|| {
                 let registered = Arc::new(agent.wakeups.wait_on_seen(&agent.metadata.read(), seen));
-                if let Some(told) = &told {
+                if let Some(told) = told {
                     told.lock().keep_waiter(registered.clone());
                 }
                 registered
-            })
+            })]
         });
         tokio::select! {
-            () = waiter.woken() => {}
+            () = any_woken(waiters) => {}
             () = tokio::time::sleep_until(deadline.into()) => {}
         }
+        // Every waiter's moves are taken, even past one that cannot list them.
+        let taken: Vec<Option<Vec<_>>> = waiters.iter().map(|w| w.take_moved()).collect();
+        let moved = taken.into_iter().collect::<Option<Vec<_>>>().map(|all| all.concat());
+        let Some(moved) = moved else {
+            // Too many to list: the next pass looks at every partition again.
+            settled = None;
+            if let Some(session) = session.as_ref().filter(|_| quiet_watcher.is_some()) {
+                // Quiet ones among them are the next fetch's to read: this one answers now.
+                session.told().lock().wake_quiet();
+                last_pass = true;
+            }
+            continue;
+        };
+        if let (Some(session), Some(_)) = (&session, &quiet_watcher) {
+            let named = named.get_or_insert_with(|| {
+                request.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition))).collect()
+            });
+            for &(topic_id, partition) in &moved {
+                if named.contains(&(topic_id, partition)) {
+                    continue;
+                }
+                // A quiet partition moved: read from now on, after the request's own.
+                if let Some(quiet) = session.take_quiet(topic_id, partition) {
+                    named.insert((topic_id, partition));
+                    took_quiet = true;
+                    match request.topics.last_mut().filter(|t| t.topic_id == topic_id) {
+                        Some(topic) => topic.partitions.push(quiet),
+                        None => request
+                            .topics
+                            .push(FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![quiet])),
+                    }
+                }
+            }
+        }
         if let Some(s) = &mut settled {
-            match waiter.take_moved() {
-                Some(moved) => s.moved.extend(moved),
-                // Too many to list: the next pass looks at every partition again.
-                None => settled = None,
+            s.moved.extend(moved);
+        }
+    }
+}
+
+/// The partitions (by topic id, as the request names them from v13) that an answer left out.
+fn left_out_by_id(request: &FetchRequest, left_out: &[bool]) -> Vec<(floe_metadata::TopicId, i32)> {
+    let partitions = request.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition)));
+    partitions.zip(left_out).filter(|(_, out)| **out).map(|(partition, _)| partition).collect()
+}
+
+/// One entry per topic: quiet partitions taken into a long poll were read after the others, in
+/// entries of their own.
+fn merge_topics(response: &mut FetchResponse) {
+    let mut at: rustc_hash::FxHashMap<(uuid::Uuid, TopicName), usize> = Default::default();
+    let mut merged: Vec<FetchableTopicResponse> = Vec::with_capacity(response.responses.len());
+    for topic in std::mem::take(&mut response.responses) {
+        match at.get(&(topic.topic_id, topic.topic.clone())) {
+            Some(&i) => merged[i].partitions.extend(topic.partitions),
+            None => {
+                at.insert((topic.topic_id, topic.topic.clone()), merged.len());
+                merged.push(topic);
             }
         }
     }
+    response.responses = merged;
 }
 
 /// Partitions a session's first pass left out as unchanged (by their place in the request), and
@@ -412,10 +486,10 @@ impl KafkaApi for FetchRequest {
     const VERSIONS: (i16, i16) = (4, 18);
 
     async fn start(self, cx: Context<'_>) -> Reply {
-        let (hints, told) = (cx.hints(), cx.caller.fetch_told.clone());
-        cx.later(
-            move |agent, version| async move { ResponseKind::Fetch(handle(&agent, version, self, hints, told).await) },
-        )
+        let (hints, session) = (cx.hints(), cx.caller.fetch_session.clone());
+        cx.later(move |agent, version| async move {
+            ResponseKind::Fetch(handle(&agent, version, self, hints, session).await)
+        })
     }
 }
 

@@ -13,9 +13,11 @@ use bytes::{Buf, Bytes};
 use floe_kafka_client::{BrokerConnection, SourceConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
+use uuid::Uuid;
 
 use super::{Leaders, leaders};
 use crate::run::consumer::Plan;
@@ -30,8 +32,11 @@ const FETCH_MAX_BYTES: i32 = 50 * 1024 * 1024;
 const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 /// Longest wait for one answer before the run is told something is wrong.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
-/// Highest Fetch version asked for: 12 still names topics (13 on uses topic ids).
-const FETCH_VERSION_MAX: i16 = 12;
+/// Highest Fetch version asked for, as Kafka 4's consumer: from 13 on, topics are named by id.
+const FETCH_VERSION_MAX: i16 = 16;
+/// The first Fetch version naming topics by id, and the first Metadata version answering them.
+const FETCH_TOPIC_IDS_VERSION: i16 = 13;
+const METADATA_TOPIC_IDS_VERSION: i16 = 10;
 /// Fetch errors that end the session: the next request starts a new one with every partition.
 const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
@@ -45,6 +50,8 @@ const BATCH_HEADER_BYTES: usize = 61;
 /// One partition this consumer reads.
 struct Position {
     topic: TopicName,
+    /// Nil before Fetch v13.
+    topic_id: Uuid,
     partition: i32,
     offset: i64,
     /// Moved since the last request named it: the next request in the session must name it.
@@ -115,6 +122,16 @@ async fn read_from(
         plan.reached_at(&p.topic, p.partition, p.offset);
     }
     let version = connection.version::<FetchRequest>("Fetch", FETCH_VERSION_MAX)?;
+    // Answers name topics by id from v13: the names they stand for.
+    let names = if version >= FETCH_TOPIC_IDS_VERSION {
+        let ids = topic_ids(&mut connection, &positions).await?;
+        for p in &mut positions {
+            p.topic_id = ids.get(&p.topic).copied().with_context(|| format!("no id for topic {}", p.topic.0))?;
+        }
+        ids.into_iter().map(|(name, id)| (id, name)).collect()
+    } else {
+        HashMap::new()
+    };
     // Sessions came with version 7; before it every fetch is a full one.
     let sessions = version >= 7;
     let (mut session_id, mut epoch) = (0i32, if sessions { 0i32 } else { -1 });
@@ -143,8 +160,9 @@ async fn read_from(
             }
             let mut failed = false;
             for topic in response.responses {
+                let name = names.get(&topic.topic_id).unwrap_or(&topic.topic);
                 for partition in topic.partitions {
-                    let Some(&i) = at.get(&(topic.topic.clone(), partition.partition_index)) else { continue };
+                    let Some(&i) = at.get(&(name.clone(), partition.partition_index)) else { continue };
                     if partition.error_code != 0 {
                         stats.error(format!("consume: Kafka error {}", partition.error_code));
                         failed = true;
@@ -200,6 +218,7 @@ async fn start_positions(
             }
             positions.push(Position {
                 topic: topic.name.clone(),
+                topic_id: Uuid::nil(),
                 partition: p.partition_index,
                 offset: p.offset,
                 moved: false,
@@ -210,6 +229,30 @@ async fn start_positions(
         bail!("ListOffsets answered {} of {} partitions", positions.len(), share.len());
     }
     Ok(positions)
+}
+
+/// The ids of the topics of `positions`, from the broker's Metadata.
+async fn topic_ids(
+    connection: &mut BrokerConnection,
+    positions: &[Position],
+) -> anyhow::Result<HashMap<TopicName, Uuid>> {
+    let version = connection.version::<MetadataRequest>("Metadata", 12)?;
+    if version < METADATA_TOPIC_IDS_VERSION {
+        bail!("the broker answers Fetch v{FETCH_TOPIC_IDS_VERSION}+ but not Metadata v{METADATA_TOPIC_IDS_VERSION}+");
+    }
+    let mut names: Vec<TopicName> = positions.iter().map(|p| p.topic.clone()).collect();
+    names.dedup();
+    let topics = names.into_iter().map(|name| MetadataRequestTopic::default().with_name(Some(name))).collect();
+    let response = connection.call(&MetadataRequest::default().with_topics(Some(topics)), version).await?;
+    let mut ids = HashMap::new();
+    for topic in response.topics {
+        let Some(name) = topic.name else { continue };
+        if topic.error_code != 0 {
+            bail!("Metadata of {} failed with Kafka error {}", name.0, topic.error_code);
+        }
+        ids.insert(name, topic.topic_id);
+    }
+    Ok(ids)
 }
 
 /// A full fetch names every partition; an incremental one only those that moved.
@@ -234,9 +277,12 @@ fn fetch_request(
         // it is the last one.
         match topics.iter_mut().find(|t| t.topic == position.topic) {
             Some(t) => t.partitions.push(partition),
-            None => {
-                topics.push(FetchTopic::default().with_topic(position.topic.clone()).with_partitions(vec![partition]))
-            }
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(position.topic.clone())
+                    .with_topic_id(position.topic_id)
+                    .with_partitions(vec![partition]),
+            ),
         }
     }
     FetchRequest::default()
