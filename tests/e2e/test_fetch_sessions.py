@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
 
-from conftest import confluent_consumer, create_topic, metric_sum, unique_name
+from conftest import confluent_consumer, create_topic, metric_sum, scrape_metrics, unique_name
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
@@ -140,6 +140,12 @@ def test_kafka_python_reads_every_record_once_in_order_through_a_session(floe):
         producer.join()
         assert not failures, failures[:3]
         for p in range(partitions):
+            if got[p] != sent[p]:
+                # Seen once in CI (a partition read to its fifth record, then nothing for two
+                # minutes) and not reproduced since: say what each side knew.
+                print(f"partition {p}: consumer position {consumer.position(tps[p])}, paused "
+                      f"{sorted(tp.partition for tp in consumer.paused())}, log end {end_offset(floe, topic, p)}; "
+                      f"rounds {rounds}; fetch series: {fetch_series(floe)}")
             assert got[p] == sent[p], f"partition {p}: read {len(got[p])} of {len(sent[p])}, first diff at " \
                 f"{next((i for i, (a, b) in enumerate(zip(got[p], sent[p])) if a != b), min(len(got[p]), len(sent[p])))}"
     finally:
@@ -225,3 +231,18 @@ def test_one_tenant_cannot_take_the_fetch_sessions_another_needs(floe_factory, t
     finally:
         for c in hostile + ([victim] if victim else []):
             c.close()
+
+
+def end_offset(floe, topic: str, partition: int) -> int:
+    """The partition's log end offset, as ListOffsets answers it."""
+    from confluent_kafka import Consumer, TopicPartition as Partition
+    c = Consumer({"bootstrap.servers": floe.bootstrap, "group.id": unique_name("fs-ends")})
+    try:
+        return c.get_watermark_offsets(Partition(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def fetch_series(floe) -> dict:
+    """The agent's fetch and fetch-session series."""
+    return {k: v for k, v in scrape_metrics(floe).items() if k.startswith(("floe_fetch", "floe_long_poll"))}
