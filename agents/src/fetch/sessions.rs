@@ -45,7 +45,6 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::fetch::wakeups::{Mark, Waiter};
-use crate::limits::FETCH_RESPONSE_BYTES_MAX;
 use crate::metrics;
 
 /// The first Fetch version with sessions.
@@ -56,6 +55,8 @@ const TOPIC_IDS_VERSION_MIN: i16 = 13;
 const FINAL_EPOCH: i32 = -1;
 /// A request's epoch asking for a full fetch that opens a new session.
 const INITIAL_EPOCH: i32 = 0;
+/// The isolation level reading committed records only.
+const READ_COMMITTED: i8 = 1;
 
 /// Bounds of the session cache, each with the reason for its value.
 #[derive(Clone, Copy, Debug)]
@@ -327,9 +328,8 @@ impl Session {
 pub struct Ticket {
     session: Arc<Session>,
     full: bool,
-    /// The answer's byte limit: partitions that returned records go to the back of the session
-    /// only when it may have left a partition short.
-    room: usize,
+    /// Whether the fetch reads committed records only (up to the last stable offset).
+    read_committed: bool,
     /// The session's epoch after this fetch began: a later fetch began if it moved on.
     epoch: i32,
     /// The kept waiter, when the request leaves quiet partitions out.
@@ -502,7 +502,7 @@ impl FetchSessions {
             return Ok(None);
         }
         let (id, epoch) = (request.session_id, request.session_epoch);
-        let room = usize::try_from(request.max_bytes).unwrap_or(0).min(FETCH_RESPONSE_BYTES_MAX);
+        let read_committed = request.isolation_level == READ_COMMITTED;
         let mut began = match epoch {
             FINAL_EPOCH | INITIAL_EPOCH => {
                 if id != 0 {
@@ -517,7 +517,7 @@ impl FetchSessions {
             _ => self.continue_session(connection, tenant, version, request, journal, now),
         };
         if let Ok(Some(ticket)) = &mut began {
-            ticket.room = room;
+            ticket.read_committed = read_committed;
         }
         let kind = match &began {
             Ok(None) => "sessionless",
@@ -586,7 +586,15 @@ impl FetchSessions {
         let added = Usage { sessions: 1, partitions: size };
         cache.add(&tenant, added);
         metrics::FETCH_SESSIONS_CREATED.inc();
-        Some(Ticket { session, full: true, room: 0, epoch: 1, kept: None, left_out: Arc::default(), partitions: size })
+        Some(Ticket {
+            session,
+            full: true,
+            read_committed: false,
+            epoch: 1,
+            kept: None,
+            left_out: Arc::default(),
+            partitions: size,
+        })
     }
 
     /// Evicts what the bounds allow until a session of `size` partitions fits; otherwise names
@@ -765,7 +773,7 @@ impl FetchSessions {
             return Ok(None);
         }
         let left_out = Arc::default();
-        Ok(Some(Ticket { session, full: false, room: 0, epoch, kept, left_out, partitions: size }))
+        Ok(Some(Ticket { session, full: false, read_committed: false, epoch, kept, left_out, partitions: size }))
     }
 
     /// Answers a fetch [`Self::begin`] took: a full fetch names its new session, an
@@ -786,10 +794,11 @@ impl FetchSessions {
         }
         response.session_id = session.id;
         let mut omitted = 0u64;
-        // Where in the session the partitions that returned records are, and whether the
-        // answer's byte limit may have left a later partition short (it came within that
-        // partition's own limit of it).
-        let (mut returned, mut bytes, mut cut) = (Vec::new(), 0usize, false);
+        // Where in the session the partitions that returned records are, and whether the answer
+        // left a partition with readable records without any: its next batch passed its
+        // `partition_max_bytes` (only an answer's first batch may, KIP-74) or the answer's
+        // `max_bytes` ran out before it.
+        let (mut returned, mut short) = (Vec::new(), false);
         // The answer lists the session's partitions in the session's order (the request was
         // expanded from it), so each is nearly always the one after the last: no hashing.
         let mut cursor = 0usize;
@@ -804,11 +813,14 @@ impl FetchSessions {
                     return true;
                 };
                 cursor = at + 1;
+                let records = p.records.as_ref().is_some_and(|r| !r.is_empty());
+                let readable_to = if ticket.read_committed { p.last_stable_offset } else { p.high_watermark };
+                short |= !records
+                    && p.error_code == 0
+                    && p.preferred_read_replica.0 < 0
+                    && readable_to > cached.request.fetch_offset;
                 let respond = cached.must_respond(p);
-                let partition_room = usize::try_from(cached.request.partition_max_bytes).unwrap_or(0);
-                cut |= ticket.room.saturating_sub(bytes) < partition_room;
-                if let Some(records) = p.records.as_ref().filter(|r| !r.is_empty()) {
-                    bytes += records.len();
+                if records {
                     returned.push(at);
                 }
                 omitted += u64::from(!respond);
@@ -826,14 +838,14 @@ impl FetchSessions {
                 mark_quiet(session, &mut state, left_out);
             }
         }
-        // Partitions that returned records go to the back, in their order, so a small
-        // `max_bytes` still reaches every partition in turn: taken out in one pass that keeps
-        // the others' order, then appended. A move per partition shifted the whole session each
+        // Partitions that returned records go to the back, in their order, as Kafka's do, so a
+        // partition left short comes first in turn: taken out in one pass that keeps the
+        // others' order, then appended. A move per partition shifted the whole session each
         // time, which at 10,000 partitions (a thousand returning records per answer) took 71 %
         // of the agent's CPU; a stable sort of the whole session still took 5 %, and this pass
-        // 5 % too. An answer that had room for every partition's limit left none short, so the
-        // order it would change cannot starve one: those keep the session as it is.
-        if cut && !returned.is_empty() {
+        // 5 % too. An answer that left no partition short has starved none, so the order it
+        // would change does not matter: those keep the session as it is.
+        if short && !returned.is_empty() {
             for at in returned {
                 if let Some((_, cached)) = state.partitions.get_index_mut(at) {
                     cached.to_back = true;

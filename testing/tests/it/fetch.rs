@@ -476,6 +476,51 @@ async fn an_acl_change_makes_a_session_authorize_its_quiet_partitions_again() {
     floe.shutdown().await;
 }
 
+/// A partition whose next batch is larger than its `partition_max_bytes` is answered only as
+/// the first partition with records in an answer (KIP-74). Kafka moves partitions that returned
+/// records to the back of the session, so such a partition comes first in turn; kept in place,
+/// a busy partition ahead of it starves it for as long as it is busy. Partition 0 gets a small
+/// record before each fetch, partition 1 holds one 4 KB batch and a limit of 1 KB: partition 1
+/// is answered within a few fetches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_whose_batch_passes_its_limit_is_not_starved_by_a_busy_one() {
+    const PARTITION_MAX_BYTES: i32 = 1024;
+    let floe = TestAgent::start(TestOptions::default()).await;
+    let (mut consumer, mut producer) = (floe.kafka(), floe.kafka());
+    consumer.create_topic("fair", 2).await;
+    let topic_id = consumer.topic_id("fair").await;
+    let big: Vec<String> = (0..40).map(|i| format!("{i:0>100}")).collect();
+    let big: Vec<&str> = big.iter().map(String::as_str).collect();
+    let produced = producer.produce("fair", 1, record_batch(&big), -1).await.expect("answered");
+    assert_eq!(produced.error_code, 0, "{:?}", produced.error_message);
+    let limited = |mut request: FetchRequest| {
+        for p in request.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.partition_max_bytes = PARTITION_MAX_BYTES;
+        }
+        request
+    };
+    produce(&mut producer, "fair", 0).await;
+    let opened =
+        consumer.call(&limited(session_fetch("fair", topic_id, 0, 0, &[(0, 0), (1, 0)], &[])), FETCH_VERSION).await;
+    let id = opened.session_id;
+    let first = answered(&opened);
+    assert!(first[&0].2 > 0 && first[&1].2 == 0, "partition 0 first, partition 1 over its limit: {first:?}");
+    let mut position = 1;
+    for epoch in 1..=4 {
+        produce(&mut producer, "fair", 0).await;
+        let request = limited(session_fetch("fair", topic_id, id, epoch, &[(0, position)], &[]));
+        let answer = answered(&consumer.call(&request, FETCH_VERSION).await);
+        if answer.get(&1).is_some_and(|&(error, _, bytes)| error == 0 && bytes > PARTITION_MAX_BYTES as usize) {
+            floe.shutdown().await;
+            return;
+        }
+        if answer.get(&0).is_some_and(|&(_, _, bytes)| bytes > 0) {
+            position += 1;
+        }
+    }
+    panic!("partition 1 was never answered while partition 0 was busy");
+}
+
 /// Creates `topic` with `partitions` partitions of one record each; its id.
 async fn quiet_topic(kafka: &mut KafkaClient, topic: &str, partitions: i32) -> uuid::Uuid {
     kafka.create_topic(topic, partitions).await;

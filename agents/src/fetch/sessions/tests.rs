@@ -297,11 +297,17 @@ fn partitions_that_returned_records_go_to_the_back_in_their_order() {
     assert_eq!(order, vec![vec![0, 1, 2, 3, 4], vec![0, 2, 4, 1, 3], vec![2, 4, 3, 0, 1]]);
 }
 
+/// Rotation is for partitions left short: an answer in which every partition without records
+/// had none to read (its high watermark at its fetch offset) keeps the session's order; one in
+/// which a partition had records to read and got none (its batch passed its limit behind
+/// another's records) sends those that returned records to the back, so that it comes first.
 #[test]
-fn an_answer_with_room_for_every_partition_keeps_the_session_order() {
+fn only_an_answer_that_left_a_partition_short_changes_the_session_order() {
     let sessions = FetchSessions::new(FetchSessionBounds::default());
     let id = open(&sessions, V12, &[0, 1, 2, 3], Instant::now());
     let mut order = Vec::new();
+    // Partitions 0 and 2 return records; 1 and 3 are read to their end (high watermark 0).
+    let at_end = |p: i32| if p % 2 == 0 { 10 } else { 0 };
     for epoch in 1..=3 {
         let mut request = fetch(V12, id, epoch, &[]);
         let ticket = sessions
@@ -309,11 +315,19 @@ fn an_answer_with_room_for_every_partition_keeps_the_session_order() {
             .unwrap()
             .unwrap();
         order.push(request.topics[0].partitions.iter().map(|p| p.partition).collect::<Vec<_>>());
-        // 50 MiB of room, 1 MiB per partition: none can be left short, so none need go first.
-        let mut response = answer(&request, |_| 10, &[0, 2]);
+        let mut response = answer(&request, at_end, &[0, 2]);
         sessions.finish(ticket, &mut response);
     }
     assert_eq!(order, vec![vec![0, 1, 2, 3]; 3]);
+
+    // Partition 1 has records past its fetch offset and got none.
+    let mut request = fetch(V12, id, 4, &[]);
+    let ticket = sessions.begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now()).unwrap();
+    let mut response = answer(&request, |p| if p == 3 { 0 } else { 10 }, &[0, 2]);
+    sessions.finish(ticket.expect("the session goes on"), &mut response);
+    let mut request = fetch(V12, id, 5, &[]);
+    sessions.begin(CONN, None, V12, &mut request, &ChangedPartitions::default(), Instant::now()).unwrap();
+    assert_eq!(asked(&request).iter().map(|p| p.1).collect::<Vec<_>>(), vec![1, 3, 0, 2], "partition 1 first");
 }
 
 #[test]
