@@ -378,32 +378,14 @@ async fn a_session_by_topic_id_leaves_quiet_partitions_out_and_loses_no_wakeup()
     const PARTITIONS: i32 = 200;
     let floe = TestAgent::start(TestOptions::default()).await;
     let (mut consumer, mut producer) = (floe.kafka(), floe.kafka());
-    let topic_id = quiet_topic(&mut consumer, "quiet", PARTITIONS).await;
-    let all_at = |offset: i64| (0..PARTITIONS).map(|p| (p, offset)).collect::<Vec<_>>();
-    let opened = consumer.call(&session_fetch("quiet", topic_id, 0, 0, &all_at(0), &[]), FETCH_BY_ID_VERSION).await;
-    let id = opened.session_id;
-    assert_eq!(answered(&opened).len(), PARTITIONS as usize, "a full fetch answers every partition");
+    let (topic_id, id) = all_quiet_session(&floe, &mut consumer, &mut producer, "quiet", PARTITIONS).await;
     let poll = |epoch: i32, partitions: &[(i32, i64)], wait_ms: i32| {
         session_fetch("quiet", topic_id, id, epoch, partitions, &[]).with_max_wait_ms(wait_ms).with_min_bytes(1)
     };
-    let counter = |path: &str| format!("floe_fetch_partition_reads_total{{path=\"{path}\"}}");
     let reads = || async {
-        let read = floe.metric(&counter("at_end")).await + floe.metric(&counter("planned")).await;
-        (read, floe.metric(&counter("quiet")).await)
+        let counter = |path: &str| format!("floe_fetch_partition_reads_total{{path=\"{path}\"}}");
+        floe.metric(&counter("at_end")).await + floe.metric(&counter("planned")).await
     };
-
-    let woken =
-        by_id_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(1, &all_at(1), 10_000), ("quiet", 7)).await;
-    assert_eq!(woken.keys().copied().collect::<Vec<_>>(), vec![7], "{woken:?}");
-    let read_on = consumer.call(&poll(2, &[(7, 2)], 0), FETCH_BY_ID_VERSION).await;
-    assert!(answered(&read_on).is_empty(), "{:?}", answered(&read_on));
-    let settled = consumer.call(&poll(3, &[], 0), FETCH_BY_ID_VERSION).await;
-    assert!(answered(&settled).is_empty(), "{:?}", answered(&settled));
-    let before = reads().await;
-    let idle = consumer.call(&poll(4, &[], 0), FETCH_BY_ID_VERSION).await;
-    let after = reads().await;
-    assert!(answered(&idle).is_empty(), "{:?}", answered(&idle));
-    assert_eq!((after.0 - before.0, after.1 - before.1), (0.0, f64::from(PARTITIONS)), "all quiet, none read");
 
     // A quiet partition moves during a long poll: the session's waiter wakes it, and it reads
     // the partition though its request did not name it.
@@ -411,7 +393,7 @@ async fn a_session_by_topic_id_leaves_quiet_partitions_out_and_loses_no_wakeup()
     let late = by_id_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(5, &[], 10_000), ("quiet", 42)).await;
     assert_eq!(late.keys().copied().collect::<Vec<_>>(), vec![42], "{late:?}");
     assert!(late[&42].1 == 2 && late[&42].2 > 0, "partition 42's record: {late:?}");
-    assert_eq!(reads().await.0 - before.0, 1.0, "partition 42 alone read");
+    assert_eq!(reads().await - before, 1.0, "partition 42 alone read");
 
     // Moved between two fetches: the next one reads it and answers at once.
     let read_on = consumer.call(&poll(6, &[(42, 2)], 0), FETCH_BY_ID_VERSION).await;
@@ -422,7 +404,7 @@ async fn a_session_by_topic_id_leaves_quiet_partitions_out_and_loses_no_wakeup()
     let between = consumer.call(&poll(7, &[], 10_000), FETCH_BY_ID_VERSION).await;
     assert_eq!(answered(&between).keys().copied().collect::<Vec<_>>(), vec![9], "{:?}", answered(&between));
     assert!(started.elapsed() < Duration::from_secs(5), "answered after {:?}", started.elapsed());
-    assert_eq!(reads().await.0 - before.0, 1.0, "partition 9 alone read");
+    assert_eq!(reads().await - before, 1.0, "partition 9 alone read");
     floe.shutdown().await;
 }
 
@@ -436,26 +418,8 @@ async fn an_acl_change_makes_a_session_authorize_its_quiet_partitions_again() {
     const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     let floe = TestAgent::start(TestOptions { authorizer: true, ..TestOptions::default() }).await;
     let (mut consumer, mut producer) = (floe.kafka(), floe.kafka());
-    let topic_id = quiet_topic(&mut consumer, "guarded", PARTITIONS).await;
-    let all_at = |offset: i64| (0..PARTITIONS).map(|p| (p, offset)).collect::<Vec<_>>();
-    let opened = consumer.call(&session_fetch("guarded", topic_id, 0, 0, &all_at(0), &[]), FETCH_BY_ID_VERSION).await;
-    let id = opened.session_id;
-    assert_eq!(answered(&opened).len(), PARTITIONS as usize);
-    let poll = |epoch: i32, partitions: &[(i32, i64)], wait_ms: i32| {
-        session_fetch("guarded", topic_id, id, epoch, partitions, &[]).with_max_wait_ms(wait_ms).with_min_bytes(1)
-    };
-    let woken =
-        by_id_poll_woken_by(&floe, &mut consumer, &mut producer, &poll(1, &all_at(1), 10_000), ("guarded", 7)).await;
-    assert_eq!(woken.keys().copied().collect::<Vec<_>>(), vec![7], "{woken:?}");
-    for (epoch, named) in [(2, vec![(7, 2)]), (3, vec![])] {
-        let quiet = consumer.call(&poll(epoch, &named, 0), FETCH_BY_ID_VERSION).await;
-        assert!(answered(&quiet).is_empty(), "{:?}", answered(&quiet));
-    }
-    let quiet_series = "floe_fetch_partition_reads_total{path=\"quiet\"}";
-    let before = floe.metric(quiet_series).await;
-    let idle = consumer.call(&poll(4, &[], 0), FETCH_BY_ID_VERSION).await;
-    assert!(answered(&idle).is_empty(), "{:?}", answered(&idle));
-    assert_eq!(floe.metric(quiet_series).await - before, f64::from(PARTITIONS), "all quiet");
+    let (topic_id, id) = all_quiet_session(&floe, &mut consumer, &mut producer, "guarded", PARTITIONS).await;
+    let poll = |epoch: i32| session_fetch("guarded", topic_id, id, epoch, &[], &[]);
 
     let deny = AclCreation::default()
         .with_resource_type(2) // TOPIC
@@ -467,7 +431,7 @@ async fn an_acl_change_makes_a_session_authorize_its_quiet_partitions_again() {
         .with_permission_type(2); // DENY
     let created = consumer.call(&CreateAclsRequest::default().with_creations(vec![deny]), CREATE_ACLS_VERSION).await;
     assert!(created.results.iter().all(|r| r.error_code == 0), "{:?}", created.results);
-    let refused = answered(&consumer.call(&poll(5, &[], 0), FETCH_BY_ID_VERSION).await);
+    let refused = answered(&consumer.call(&poll(5), FETCH_BY_ID_VERSION).await);
     assert_eq!(refused.len(), PARTITIONS as usize, "every partition of the session: {refused:?}");
     assert!(
         refused.values().all(|&(error, _, bytes)| error == TOPIC_AUTHORIZATION_FAILED && bytes == 0),
@@ -521,13 +485,50 @@ async fn a_partition_whose_batch_passes_its_limit_is_not_starved_by_a_busy_one()
     panic!("partition 1 was never answered while partition 0 was busy");
 }
 
-/// Creates `topic` with `partitions` partitions of one record each; its id.
-async fn quiet_topic(kafka: &mut KafkaClient, topic: &str, partitions: i32) -> uuid::Uuid {
-    kafka.create_topic(topic, partitions).await;
+/// Creates `topic` with `partitions` partitions of one record each and brings a session by
+/// topic id over all of them to where each is quiet: a full fetch, a long poll that registers
+/// the session's waiter (woken by a record in partition 7), partition 7 read on, and a fetch
+/// that leaves it out too. Checks that the next fetch (epoch 4) names none and reads none; the
+/// topic's id and the session's, whose next epoch is 5.
+async fn all_quiet_session(
+    floe: &TestAgent,
+    consumer: &mut KafkaClient,
+    producer: &mut KafkaClient,
+    topic: &str,
+    partitions: i32,
+) -> (uuid::Uuid, i32) {
+    consumer.create_topic(topic, partitions).await;
     let batches = (0..partitions).map(|p| (p, record_batch(&["first"]))).collect();
-    let produced = kafka.call(&produce_request_to(topic, batches, -1), PRODUCE_VERSION).await;
+    let produced = consumer.call(&produce_request_to(topic, batches, -1), PRODUCE_VERSION).await;
     assert!(produced.responses.iter().flat_map(|t| &t.partition_responses).all(|p| p.error_code == 0));
-    kafka.topic_id(topic).await
+    let topic_id = consumer.topic_id(topic).await;
+    let all_at = |offset: i64| (0..partitions).map(|p| (p, offset)).collect::<Vec<_>>();
+    let opened = consumer.call(&session_fetch(topic, topic_id, 0, 0, &all_at(0), &[]), FETCH_BY_ID_VERSION).await;
+    let id = opened.session_id;
+    assert_eq!(answered(&opened).len(), partitions as usize, "a full fetch answers every partition");
+    let poll = |epoch: i32, named: &[(i32, i64)], wait_ms: i32| {
+        session_fetch(topic, topic_id, id, epoch, named, &[]).with_max_wait_ms(wait_ms).with_min_bytes(1)
+    };
+    let woken = by_id_poll_woken_by(floe, consumer, producer, &poll(1, &all_at(1), 10_000), (topic, 7)).await;
+    assert_eq!(woken.keys().copied().collect::<Vec<_>>(), vec![7], "{woken:?}");
+    for (epoch, named) in [(2, vec![(7, 2)]), (3, vec![])] {
+        let quiet = consumer.call(&poll(epoch, &named, 0), FETCH_BY_ID_VERSION).await;
+        assert!(answered(&quiet).is_empty(), "{:?}", answered(&quiet));
+    }
+    let counter = |path: &str| format!("floe_fetch_partition_reads_total{{path=\"{path}\"}}");
+    let series = [counter("at_end"), counter("planned"), counter("quiet")];
+    let mut before = Vec::new();
+    for s in &series {
+        before.push(floe.metric(s).await);
+    }
+    let idle = consumer.call(&poll(4, &[], 0), FETCH_BY_ID_VERSION).await;
+    assert!(answered(&idle).is_empty(), "{:?}", answered(&idle));
+    let mut moved = Vec::new();
+    for (s, before) in series.iter().zip(before) {
+        moved.push(floe.metric(s).await - before);
+    }
+    assert_eq!(moved, vec![0.0, 0.0, f64::from(partitions)], "all quiet, none read");
+    (topic_id, id)
 }
 
 /// Sends a session's long poll by topic id, produces a record to `partition` once it waits, and
