@@ -266,20 +266,24 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
         })
         .collect();
     placed.sort_unstable();
+    // Counted first: grown one push at a time, the lists below were copied over and over (2 %
+    // of the agent at 10,000 partitions).
+    let chunk_count = placed.chunk_by(|x, y| x.0 == y.0).count();
     let key = SegmentKey::generate();
-    let mut writer = SegmentWriter::new();
-    let mut chunks = Vec::new();
+    let mut writer = SegmentWriter::with_chunks(chunk_count);
+    let mut chunks = Vec::with_capacity(chunk_count);
     let mut routes = Vec::with_capacity(placed.len());
     // Every chunk's bytes in one buffer, in object order: no buffer grows by copying, and the hot
     // tier takes its blocks from it without copying them again (`insert_object`).
     let data_bytes = appends.iter().flat_map(|a| &a.partitions).flat_map(|p| &p.batches).map(|b| b.bytes.len()).sum();
     let mut data = BytesMut::with_capacity(data_bytes);
-    let mut pending = Vec::new();
+    let mut pending = Vec::with_capacity(chunk_count);
     for chunk in placed.chunk_by(|x, y| x.0 == y.0) {
         let (topic_partition, own_chunk) = chunk[0].0;
         let producer = own_chunk.and_then(|(a, p)| appends[a].partitions[p].producer);
         let chunk_start = data.len();
-        let mut batches = Vec::new();
+        let mut batches =
+            Vec::with_capacity(chunk.iter().map(|&(_, (a, p))| appends[a].partitions[p].batches.len()).sum());
         let mut offsets_before = 0i64;
         let mut uncompressed_bytes = 0u64;
         let mut stats =
@@ -304,7 +308,6 @@ fn start_upload(appends: Vec<Append>, store: &SegmentStore) -> FlushJob {
         pending.push((topic_partition, chunk_start..data.len(), stats, batches, producer, uncompressed_bytes));
     }
     let data = data.freeze();
-    chunks.reserve_exact(pending.len());
     for (topic_partition, range, stats, batches, producer, uncompressed_bytes) in pending {
         let entry = *writer.push_chunk(topic_partition, [data.slice(range)], stats);
         chunks.push(ChunkCommit {

@@ -44,6 +44,12 @@ impl SegmentWriter {
         Self::default()
     }
 
+    /// A writer with room for `chunks` chunks: a flush at 10,000 partitions pushes hundreds,
+    /// and growing the lists one push at a time copied them over and over.
+    pub fn with_chunks(chunks: usize) -> Self {
+        Self { parts: Vec::with_capacity(chunks + 2), chunks: Vec::with_capacity(chunks), ..Self::default() }
+    }
+
     /// Bytes of chunk data pushed so far (footer and trailer excluded).
     pub fn data_bytes(&self) -> u64 {
         self.data_bytes
