@@ -557,9 +557,19 @@ async fn by_id_poll_woken_by(
 /// with nothing readable (last stable offset 0), then not again while nothing moves; a long poll
 /// is woken by the commit and reads the records; an aborted transaction is named as such; a
 /// DeleteRecords of partition 0 to its end is answered for partition 0 alone, with its new log
-/// start.
+/// start. By name (v12) and by topic id (v16), where both partitions are quiet (left out of the
+/// request) when the abort and the DeleteRecords land.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_committed_session_is_told_of_commits_aborts_and_a_moved_log_start() {
+    read_committed_session_told_of_moves(FETCH_VERSION).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_committed_session_by_topic_id_is_told_of_moves_of_quiet_partitions() {
+    read_committed_session_told_of_moves(FETCH_BY_ID_VERSION).await;
+}
+
+async fn read_committed_session_told_of_moves(version: i16) {
     let floe = TestAgent::start(TestOptions::default()).await;
     let mut consumer = floe.kafka();
     let mut producer = floe.kafka();
@@ -572,7 +582,7 @@ async fn a_read_committed_session_is_told_of_commits_aborts_and_a_moved_log_star
     let both_at = |offset: i64| [(0, offset), (1, offset)];
 
     assert_eq!(txn.write(&mut producer, "txn-session", "A", 3).await, vec![0, 0]);
-    let opened = consumer.call(&session(0, 0, &both_at(0)), FETCH_VERSION).await;
+    let opened = consumer.call(&session(0, 0, &both_at(0)), version).await;
     let id = opened.session_id;
     let open = partitions(&opened);
     assert_eq!(open.len(), 2, "a full fetch answers both");
@@ -581,14 +591,14 @@ async fn a_read_committed_session_is_told_of_commits_aborts_and_a_moved_log_star
         assert_eq!(watermarks, (0, 3, 0), "the open transaction holds the last stable offset");
         assert!(consumed(answer).is_empty(), "nothing readable: {:?}", consumed(answer));
     }
-    let quiet = consumer.call(&session(id, 1, &[]), FETCH_VERSION).await;
+    let quiet = consumer.call(&session(id, 1, &[]), version).await;
     assert!(partitions(&quiet).is_empty(), "nothing moved: {:?}", partitions(&quiet).keys());
 
     let started = Instant::now();
-    let sent = consumer.send(&session(id, 2, &[]).with_max_wait_ms(10_000).with_min_bytes(1), FETCH_VERSION).await;
+    let sent = consumer.send(&session(id, 2, &[]).with_max_wait_ms(10_000).with_min_bytes(1), version).await;
     floe.wait_for_long_poll().await;
     assert_eq!(txn.end(&mut producer, true).await, 0, "A committed");
-    let (answered_id, committed) = consumer.recv::<FetchRequest>(FETCH_VERSION).await;
+    let (answered_id, committed) = consumer.recv::<FetchRequest>(version).await;
     assert_eq!(answered_id, sent);
     assert!(started.elapsed() < Duration::from_secs(5), "woken by the commit after {:?}", started.elapsed());
     let committed = partitions(&committed);
@@ -598,29 +608,48 @@ async fn a_read_committed_session_is_told_of_commits_aborts_and_a_moved_log_star
         let expected: Vec<(i64, String)> = (0..3).map(|i| (i, format!("A-{partition}-{i}"))).collect();
         assert_eq!(consumed(answer), expected);
     }
-    let read_on = consumer.call(&session(id, 3, &both_at(4)), FETCH_VERSION).await;
+    let read_on = consumer.call(&session(id, 3, &both_at(4)), version).await;
     assert!(partitions(&read_on).is_empty(), "both read to the end: {:?}", partitions(&read_on).keys());
+    // Left out as told, then left out of the request (by topic id: the long poll above kept
+    // the session's waiter).
+    idle_fetch(&floe, &mut consumer, &session(id, 4, &[]), version).await;
+    let quiet = if version >= 13 { 2.0 } else { 0.0 };
+    let left_out = idle_fetch(&floe, &mut consumer, &session(id, 5, &[]), version).await;
+    assert_eq!(left_out, quiet, "partitions left out of the request");
 
     assert_eq!(txn.write(&mut producer, "txn-session", "B", 3).await, vec![4, 4]);
     assert_eq!(txn.end(&mut producer, false).await, 0, "B aborted");
-    let aborted = partitions(&consumer.call(&session(id, 4, &[]), FETCH_VERSION).await);
+    let aborted = partitions(&consumer.call(&session(id, 6, &[]), version).await);
     assert_eq!(aborted.len(), 2, "both moved");
     for answer in aborted.values() {
         assert_eq!((answer.high_watermark, answer.last_stable_offset), (8, 8));
         assert_eq!(aborted_transactions(answer), vec![(txn.producer_id, 4)], "B named as aborted");
         assert!(consumed(answer).is_empty(), "an aborted transaction is not consumed: {:?}", consumed(answer));
     }
-    let read_on = consumer.call(&session(id, 5, &both_at(8)), FETCH_VERSION).await;
+    let read_on = consumer.call(&session(id, 7, &both_at(8)), version).await;
     assert!(partitions(&read_on).is_empty(), "both read to the end: {:?}", partitions(&read_on).keys());
+    idle_fetch(&floe, &mut consumer, &session(id, 8, &[]), version).await;
+    let left_out = idle_fetch(&floe, &mut consumer, &session(id, 9, &[]), version).await;
+    assert_eq!(left_out, quiet, "partitions left out of the request");
 
     assert_eq!(delete_records(&mut producer, "txn-session", 8).await, (0, 8));
-    let trimmed = partitions(&consumer.call(&session(id, 6, &[]), FETCH_VERSION).await);
+    let trimmed = partitions(&consumer.call(&session(id, 10, &[]), version).await);
     assert_eq!(trimmed.keys().copied().collect::<Vec<_>>(), vec![0], "the partition whose log start moved");
     let answer = &trimmed[&0];
     assert_eq!((answer.error_code, answer.high_watermark, answer.log_start_offset), (0, 8, 8));
-    let quiet = consumer.call(&session(id, 7, &[]), FETCH_VERSION).await;
-    assert!(partitions(&quiet).is_empty(), "told of the log start once: {:?}", partitions(&quiet).keys());
+    let again = consumer.call(&session(id, 11, &[]), version).await;
+    assert!(partitions(&again).is_empty(), "told of the log start once: {:?}", partitions(&again).keys());
     floe.shutdown().await;
+}
+
+/// Sends a session fetch that must answer nothing; the partitions it left out of its request as
+/// quiet.
+async fn idle_fetch(floe: &TestAgent, consumer: &mut KafkaClient, request: &FetchRequest, version: i16) -> f64 {
+    let series = "floe_fetch_partition_reads_total{path=\"quiet\"}";
+    let before = floe.metric(series).await;
+    let idle = consumer.call(request, version).await;
+    assert!(partitions(&idle).is_empty(), "nothing moved: {:?}", partitions(&idle).keys());
+    floe.metric(series).await - before
 }
 
 /// A client that pipelines large fetches and reads no answers holds a bounded share of the
